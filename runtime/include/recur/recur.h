@@ -1,0 +1,177 @@
+/* recur: transformers as RNNs on the CPU. The C API, the library's only ABI.
+ *
+ * Objects:
+ *   recur_model    an immutable, loaded model. Thread-safe: any number of
+ *                  sessions on any number of threads may share one.
+ *   recur_session  B independent streams of one model, each with a fixed-size
+ *                  recurrent state. Not thread-safe: use one session per
+ *                  thread (or serialise calls yourself).
+ *
+ * Errors: every function that can fail returns a recur_status. On failure,
+ * recur_last_error() returns a message naming the problem (for example
+ * "layer 3: mixer.key.weight has shape [64,256], expected [256,256]"). The
+ * library never aborts and never throws on bad input.
+ *
+ * Options structs start with `struct_size`; set it to sizeof(the struct) so
+ * that later versions can append fields. Pass NULL for defaults.
+ */
+#ifndef RECUR_RECUR_H_
+#define RECUR_RECUR_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RECUR_VERSION_MAJOR 0
+#define RECUR_VERSION_MINOR 1
+#define RECUR_VERSION_PATCH 0
+
+/* The newest model format_version this runtime reads. */
+#define RECUR_FORMAT_VERSION 1
+
+typedef enum recur_status {
+  RECUR_OK = 0,
+  RECUR_INVALID_ARGUMENT = 1,   /* a bad argument: null pointer, size, range */
+  RECUR_INVALID_MODEL = 2,      /* model bytes fail verification or validation */
+  RECUR_UNSUPPORTED = 3,        /* valid, but not supported by this build */
+  RECUR_IO_ERROR = 4,           /* a file could not be opened, mapped or read */
+  RECUR_OUT_OF_MEMORY = 5,
+  RECUR_OUT_OF_RANGE = 6,       /* token id, stream index, position past the limit */
+  RECUR_INVALID_STATE = 7,      /* a state blob that does not fit this session */
+  RECUR_INTERNAL = 8
+} recur_status;
+
+/* A static string naming the status ("RECUR_INVALID_MODEL"). Never NULL. */
+const char* recur_status_string(recur_status status);
+
+/* The message of the most recent failing call on the calling thread, or ""
+ * if none failed. The pointer stays valid until the next failing call on the
+ * same thread. Never NULL. */
+const char* recur_last_error(void);
+
+/* The library's version as "MAJOR.MINOR.PATCH". */
+const char* recur_version_string(void);
+
+/* ------------------------------------------------------------------ model */
+
+typedef struct recur_model recur_model;
+
+enum recur_load_flags {
+  /* Skip the FlatBuffers Verifier (semantic checks still run). Only for model
+   * bytes verified at build time, e.g. compiled into the application. */
+  RECUR_LOAD_TRUSTED = 1u << 0,
+  /* Read the file into memory instead of mapping it. */
+  RECUR_LOAD_NO_MMAP = 1u << 1
+};
+
+typedef struct recur_load_options {
+  size_t struct_size;  /* sizeof(recur_load_options) */
+  uint32_t flags;      /* recur_load_flags */
+} recur_load_options;
+
+/* Loads a model file. By default the file is mapped read-only and weights are
+ * used in place (no copy). The file must not change while it is mapped.
+ * `options` may be NULL. On success *out owns the mapping; free it with
+ * recur_model_free. Errors: RECUR_IO_ERROR, RECUR_INVALID_MODEL (with the
+ * failing check in the message), RECUR_UNSUPPORTED (newer format version). */
+recur_status recur_model_load_file(const char* path, const recur_load_options* options,
+                                   recur_model** out);
+
+/* Loads a model from caller memory. The bytes are NOT copied: they must stay
+ * valid and unchanged until recur_model_free, and should be 64-byte aligned
+ * (misaligned bytes are rejected with RECUR_INVALID_ARGUMENT, since weights
+ * are read in place with aligned SIMD loads). */
+recur_status recur_model_load_buffer(const void* data, size_t size,
+                                     const recur_load_options* options, recur_model** out);
+
+/* Frees a model. All sessions created from it must be freed first.
+ * NULL is a no-op. */
+void recur_model_free(recur_model* model);
+
+typedef enum recur_input_kind {
+  RECUR_INPUT_TOKENS = 0,   /* int32 token ids */
+  RECUR_INPUT_FEATURES = 1  /* float frames */
+} recur_input_kind;
+
+typedef struct recur_model_info {
+  size_t struct_size;          /* sizeof(recur_model_info), set by the caller */
+  recur_input_kind input_kind;
+  uint32_t vocab_size;         /* tokens: ids are in [0, vocab_size) */
+  uint32_t feature_width;      /* features: floats per frame */
+  uint32_t d_model;
+  uint32_t num_layers;
+  uint32_t output_width;       /* floats per stream per step */
+  uint32_t max_positions;      /* learned positions: steps per stream; 0 = unbounded */
+  uint64_t parameter_count;
+  size_t state_bytes;          /* recurrent state per stream, in bytes */
+} recur_model_info;
+
+/* Fills *info. Set info->struct_size first. */
+recur_status recur_model_get_info(const recur_model* model, recur_model_info* info);
+
+/* ---------------------------------------------------------------- session */
+
+typedef struct recur_session recur_session;
+
+typedef struct recur_session_options {
+  size_t struct_size;    /* sizeof(recur_session_options) */
+  uint32_t batch;        /* streams stepped together; 0 means 1 */
+  uint32_t threads;      /* intra-op threads; 0 and 1 mean the calling thread only */
+} recur_session_options;
+
+/* Creates a session over `options->batch` streams, all in the initial state.
+ * All memory is allocated here: stepping does not allocate. The model must
+ * outlive the session. Errors: RECUR_INVALID_ARGUMENT, RECUR_UNSUPPORTED,
+ * RECUR_OUT_OF_MEMORY. */
+recur_status recur_session_create(const recur_model* model, const recur_session_options* options,
+                                  recur_session** out);
+
+/* Frees a session. NULL is a no-op. */
+void recur_session_free(recur_session* session);
+
+/* One element per stream. Exactly one of the pointers is set, matching the
+ * model's input kind. */
+typedef struct recur_input {
+  const int32_t* tokens;   /* [batch] token ids */
+  const float* features;   /* [batch, feature_width] frames, row-major */
+} recur_input;
+
+/* Advances every stream by one element in RNN mode (constant time and memory
+ * per element) and writes [batch, output_width] floats to `out`.
+ * Errors (the session is left unchanged): RECUR_INVALID_ARGUMENT (null or
+ * wrong kind of input, non-finite features), RECUR_OUT_OF_RANGE (a token id
+ * outside the vocabulary, a stream past max_positions). */
+recur_status recur_session_step(recur_session* session, const recur_input* input, float* out);
+
+/* Returns `stream` (or every stream, for -1) to the initial state.
+ * Errors: RECUR_OUT_OF_RANGE. */
+recur_status recur_session_reset(recur_session* session, int stream);
+
+/* Bytes of a saved stream state (header + payload) for this session. */
+recur_status recur_session_state_size(const recur_session* session, size_t* size);
+
+/* Copies the state of `stream` into `buffer` (at least state_size bytes).
+ * The blob names the model it belongs to and carries a checksum. */
+recur_status recur_session_state_save(const recur_session* session, int stream, void* buffer,
+                                      size_t size);
+
+/* Replaces the state of `stream` with a blob from recur_session_state_save.
+ * A blob from another model, truncated or corrupted, is refused with
+ * RECUR_INVALID_STATE and the session is left unchanged. */
+recur_status recur_session_state_load(recur_session* session, int stream, const void* buffer,
+                                      size_t size);
+
+/* Creates an independent copy of a session, states included. */
+recur_status recur_session_fork(const recur_session* session, recur_session** out);
+
+/* The name of the SIMD target chosen for this machine ("AVX3", "NEON", ...). */
+const char* recur_simd_target(void);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* RECUR_RECUR_H_ */

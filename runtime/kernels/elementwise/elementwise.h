@@ -1,0 +1,34 @@
+// Element-wise and row kernels: activations, feature maps, LayerNorm,
+// softmax. Highway dispatch. Every function accepts y == x (in place);
+// other overlaps are not allowed. No alignment is required.
+#ifndef RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_H_
+#define RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_H_
+
+#include <cstddef>
+
+namespace recur::kernels {
+
+// y = max(x, 0)
+void Relu(const float* x, float* y, size_t n);
+// y = 0.5·x·(1 + erf(x/√2))   (exact GELU, PyTorch's default)
+void Gelu(const float* x, float* y, size_t n);
+// y = elu(x) + 1 = (x > 0 ? x + 1 : exp(x))   (attention-math §3)
+void EluPlusOne(const float* x, float* y, size_t n);
+// y = a + b   (y may alias a or b)
+void Add(const float* a, const float* b, float* y, size_t n);
+// y = (x − mean) / sqrt(var + eps) · gamma + beta, biased variance over n.
+// gamma, beta: (n); either may be nullptr (1 and 0).
+void LayerNorm(const float* x, const float* gamma, const float* beta, float eps, float* y,
+               size_t n);
+// y = softmax(x) and y = log_softmax(x), max-subtracted.
+void Softmax(const float* x, float* y, size_t n);
+void LogSoftmax(const float* x, float* y, size_t n);
+// Σ x[i]·y[i]
+float Dot(const float* x, const float* y, size_t n);
+
+// Name of the Highway target dynamic dispatch picks on this machine.
+const char* SimdTargetName();
+
+}  // namespace recur::kernels
+
+#endif  // RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_H_

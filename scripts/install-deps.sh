@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package recur needs to build, test, benchmark and
+# run its demos. Idempotent: re-running it only re-checks what is installed.
+# Run as root (or through sudo). There is no other source of dependencies.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git
+  # runtime libraries
+  libhwy-dev libflatbuffers-dev flatbuffers-compiler flatbuffers-compiler-dev
+  libxnnpack-dev libpthreadpool-dev libcpuinfo-dev libdnnl-dev
+  # converter / tools / tests
+  nlohmann-json3-dev libcli11-dev doctest-dev
+  # demos
+  libkissfft-dev libstb-dev dataset-fashion-mnist espeak-ng sox
+  # PyTorch reference (only /usr/bin/python3 sees it) and a fast BLAS for it
+  python3-torch python3-numpy libopenblas0-openmp
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
