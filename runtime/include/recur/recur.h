@@ -96,6 +96,12 @@ typedef enum recur_input_kind {
   RECUR_INPUT_FEATURES = 1  /* float frames */
 } recur_input_kind;
 
+typedef enum recur_output_kind {
+  RECUR_OUTPUT_VALUES = 0,            /* logits, or the d_model stream without a head */
+  RECUR_OUTPUT_PROBABILITIES = 1,     /* softmax head */
+  RECUR_OUTPUT_LOG_PROBABILITIES = 2  /* log-softmax head */
+} recur_output_kind;
+
 typedef struct recur_model_info {
   size_t struct_size;          /* sizeof(recur_model_info), set by the caller */
   recur_input_kind input_kind;
@@ -107,6 +113,7 @@ typedef struct recur_model_info {
   uint32_t max_positions;      /* learned positions: steps per stream; 0 = unbounded */
   uint64_t parameter_count;
   size_t state_bytes;          /* recurrent state per stream, in bytes */
+  recur_output_kind output_kind;
 } recur_model_info;
 
 /* Fills *info. Set info->struct_size first. */

@@ -1,0 +1,439 @@
+#include "converter/config.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string_view>
+#include <utility>
+
+#include "converter/file_util.h"
+
+namespace recur::converter {
+namespace {
+
+using nlohmann::json;
+
+// Reads typed keys out of JSON objects with messages that name the key by
+// its dotted path ("mixer.heads") and the config by its file name.
+class KeyReader {
+ public:
+  explicit KeyReader(std::string source) : source_(std::move(source)) {}
+
+  Status Error(const std::string& what) const { return Status::Error(source_ + ": " + what); }
+  Status Missing(const std::string& path) const {
+    return Error("missing key \"" + path + "\"");
+  }
+  Status Invalid(const std::string& path, const std::string& what) const {
+    return Error("\"" + path + "\" " + what);
+  }
+
+  static std::string Join(const std::string& prefix, const char* key) {
+    return prefix.empty() ? std::string(key) : prefix + "." + key;
+  }
+
+  // A required object member.
+  Status Object(const json& obj, const char* key, const std::string& prefix, const json** out) const {
+    const std::string path = Join(prefix, key);
+    auto it = obj.find(key);
+    if (it == obj.end()) return Missing(path);
+    if (!it->is_object()) return Invalid(path, "must be a JSON object");
+    *out = &*it;
+    return Status::Ok();
+  }
+
+  // An integer in [min, UINT32_MAX]; `required` false: absent leaves *out.
+  Status UInt(const json& obj, const char* key, const std::string& prefix, uint32_t min,
+              uint32_t* out, bool required = true) const {
+    const std::string path = Join(prefix, key);
+    auto it = obj.find(key);
+    if (it == obj.end()) return required ? Missing(path) : Status::Ok();
+    const char* kind = min > 0 ? "must be a positive integer" : "must be a non-negative integer";
+    if (!it->is_number_integer()) return Invalid(path, kind);
+    if (it->is_number_unsigned()) {
+      uint64_t v = it->get<uint64_t>();
+      if (v < min) return Invalid(path, kind);
+      if (v > std::numeric_limits<uint32_t>::max())
+        return Invalid(path, "is too large (at most 4294967295)");
+      *out = static_cast<uint32_t>(v);
+      return Status::Ok();
+    }
+    int64_t v = it->get<int64_t>();
+    if (v < static_cast<int64_t>(min)) return Invalid(path, kind);
+    if (v > static_cast<int64_t>(std::numeric_limits<uint32_t>::max()))
+      return Invalid(path, "is too large (at most 4294967295)");
+    *out = static_cast<uint32_t>(v);
+    return Status::Ok();
+  }
+
+  // A finite number > 0.
+  Status PositiveFloat(const json& obj, const char* key, const std::string& prefix, float* out,
+                       bool required = true) const {
+    const std::string path = Join(prefix, key);
+    auto it = obj.find(key);
+    if (it == obj.end()) return required ? Missing(path) : Status::Ok();
+    if (!it->is_number()) return Invalid(path, "must be a positive number");
+    double v = it->get<double>();
+    if (!std::isfinite(v) || v <= 0 || static_cast<float>(v) <= 0.0f ||
+        !std::isfinite(static_cast<float>(v)))
+      return Invalid(path, "must be a positive number");
+    *out = static_cast<float>(v);
+    return Status::Ok();
+  }
+
+  Status Bool(const json& obj, const char* key, const std::string& prefix, bool* out,
+              bool required = true) const {
+    const std::string path = Join(prefix, key);
+    auto it = obj.find(key);
+    if (it == obj.end()) return required ? Missing(path) : Status::Ok();
+    if (!it->is_boolean()) return Invalid(path, "must be true or false");
+    *out = it->get<bool>();
+    return Status::Ok();
+  }
+
+  // A string out of `choices`; *index gets its position.
+  template <std::size_t N>
+  Status Choice(const json& obj, const char* key, const std::string& prefix,
+                const char* const (&choices)[N], std::size_t* index, bool required = true) const {
+    const std::string path = Join(prefix, key);
+    auto it = obj.find(key);
+    if (it == obj.end()) return required ? Missing(path) : Status::Ok();
+    std::string list;
+    for (std::size_t i = 0; i < N; ++i) {
+      if (i) list += ", ";
+      list += std::string("\"") + choices[i] + "\"";
+    }
+    if (!it->is_string()) return Invalid(path, "must be one of " + list);
+    const std::string value = it->get<std::string>();
+    for (std::size_t i = 0; i < N; ++i) {
+      if (value == choices[i]) {
+        *index = i;
+        return Status::Ok();
+      }
+    }
+    return Invalid(path, "must be one of " + list + " (got \"" + value + "\")");
+  }
+
+  // An optional string (absent or null: left as is).
+  Status OptionalString(const json& obj, const char* key, std::string* out) const {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return Status::Ok();
+    if (!it->is_string()) return Invalid(key, "must be a string");
+    *out = it->get<std::string>();
+    return Status::Ok();
+  }
+
+ private:
+  std::string source_;
+};
+
+#define RECUR_TRY(expr)                \
+  do {                                 \
+    ::recur::converter::Status s_ = (expr); \
+    if (!s_.ok) return s_;             \
+  } while (0)
+
+Status ParseMetadata(const KeyReader& r, const json& root, MetadataDescription* meta) {
+  RECUR_TRY(r.OptionalString(root, "notes", &meta->notes));
+  RECUR_TRY(r.OptionalString(root, "input_description", &meta->input_description));
+  RECUR_TRY(r.OptionalString(root, "output_description", &meta->output_description));
+  return Status::Ok();
+}
+
+// The recur layout (models/configs/README.md): every key required.
+Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescription* d) {
+  RECUR_TRY(r.UInt(root, "d_model", "", 1, &d->d_model));
+  uint32_t n_layers = 0;
+  RECUR_TRY(r.UInt(root, "n_layers", "", 1, &n_layers));
+
+  static const char* const kPlacements[] = {"pre", "post"};
+  std::size_t placement = 0;
+  RECUR_TRY(r.Choice(root, "norm_placement", "", kPlacements, &placement));
+  d->norm_placement = placement == 0 ? NormPlacement::kPre : NormPlacement::kPost;
+  RECUR_TRY(r.PositiveFloat(root, "layer_norm_eps", "", &d->layer_norm_eps));
+
+  const json* input = nullptr;
+  RECUR_TRY(r.Object(root, "input", "", &input));
+  static const char* const kKinds[] = {"tokens", "features"};
+  std::size_t kind = 0;
+  RECUR_TRY(r.Choice(*input, "kind", "input", kKinds, &kind));
+  if (kind == 0) {
+    d->input.kind = InputKind::kTokens;
+    RECUR_TRY(r.UInt(*input, "vocab_size", "input", 1, &d->input.vocab_size));
+  } else {
+    d->input.kind = InputKind::kFeatures;
+    RECUR_TRY(r.UInt(*input, "feature_width", "input", 1, &d->input.feature_width));
+    RECUR_TRY(r.Bool(*input, "projection", "input", &d->input.projection));
+    if (!d->input.projection && d->input.feature_width != d->d_model) {
+      return r.Invalid("input.feature_width",
+                       "is " + std::to_string(d->input.feature_width) + ", but without a projection it must equal "
+                       "d_model (" + std::to_string(d->d_model) + ")");
+    }
+  }
+  RECUR_TRY(r.UInt(root, "max_positions", "", 0, &d->input.max_positions));
+
+  const json* mixer = nullptr;
+  RECUR_TRY(r.Object(root, "mixer", "", &mixer));
+  static const char* const kMixers[] = {"linear_attention"};
+  std::size_t mixer_type = 0;
+  RECUR_TRY(r.Choice(*mixer, "type", "mixer", kMixers, &mixer_type));
+  BlockDescription block;
+  block.mixer = MixerType::kLinearAttention;
+  LinearAttentionDescription& la = block.linear_attention;
+  RECUR_TRY(r.UInt(*mixer, "heads", "mixer", 1, &la.heads));
+  RECUR_TRY(r.UInt(*mixer, "dk", "mixer", 1, &la.dk));
+  RECUR_TRY(r.UInt(*mixer, "dv", "mixer", 1, &la.dv));
+  static const char* const kFeatureMaps[] = {"elu_plus_one"};
+  std::size_t fm = 0;
+  RECUR_TRY(r.Choice(*mixer, "feature_map", "mixer", kFeatureMaps, &fm));
+  la.feature_map = FeatureMap::kEluPlusOne;
+  RECUR_TRY(r.PositiveFloat(*mixer, "eps", "mixer", &la.eps));
+
+  const json* ffn = nullptr;
+  RECUR_TRY(r.Object(root, "ffn", "", &ffn));
+  RECUR_TRY(r.UInt(*ffn, "d_ff", "ffn", 1, &block.d_ff));
+  static const char* const kActivations[] = {"relu", "gelu"};
+  std::size_t act = 0;
+  RECUR_TRY(r.Choice(*ffn, "activation", "ffn", kActivations, &act));
+  block.activation = act == 0 ? Activation::kRelu : Activation::kGelu;
+  d->blocks.assign(n_layers, block);
+
+  RECUR_TRY(r.Bool(root, "final_norm", "", &d->final_norm));
+
+  auto head = root.find("head");
+  if (head == root.end()) return r.Missing("head");
+  if (head->is_null()) {
+    d->has_head = false;
+  } else if (head->is_object()) {
+    d->has_head = true;
+    RECUR_TRY(r.UInt(*head, "out", "head", 1, &d->head.out));
+    static const char* const kHeadActs[] = {"none", "softmax", "log_softmax"};
+    std::size_t ha = 0;
+    RECUR_TRY(r.Choice(*head, "activation", "head", kHeadActs, &ha));
+    d->head.activation = ha == 0   ? HeadActivation::kNone
+                         : ha == 1 ? HeadActivation::kSoftmax
+                                   : HeadActivation::kLogSoftmax;
+  } else {
+    return r.Invalid("head", "must be a JSON object or null");
+  }
+  return ParseMetadata(r, root, &d->metadata);
+}
+
+// The fast-transformers layout: the builder's keyword arguments. This is the
+// one place where that layout is mapped onto a ModelDescription:
+//   d_model = n_heads·value_dimensions, dk = query_dimensions,
+//   dv = value_dimensions, post-norm, LayerNorm eps 1e-5, dense feature input
+//   of width d_model without projection, elu+1 linear attention with eps
+//   1e-6, FFN linear1/linear2 with `activation` (builder default "relu"),
+//   final norm = final_normalization (default true), no head.
+// The dimensions are required: n_heads and query_dimensions cannot be told
+// apart from the weight shapes, so builder defaults are not guessed.
+Status FastTransformersConfigToDescription(const KeyReader& r, const json& root,
+                                           ModelDescription* d) {
+  uint32_t n_layers = 0, n_heads = 0, dq = 0, dv = 0, d_ff = 0;
+  RECUR_TRY(r.UInt(root, "n_layers", "", 1, &n_layers));
+  RECUR_TRY(r.UInt(root, "n_heads", "", 1, &n_heads));
+  RECUR_TRY(r.UInt(root, "query_dimensions", "", 1, &dq));
+  RECUR_TRY(r.UInt(root, "value_dimensions", "", 1, &dv));
+  RECUR_TRY(r.UInt(root, "feed_forward_dimensions", "", 1, &d_ff));
+  static const char* const kActivations[] = {"relu", "gelu"};
+  std::size_t act = 0;  // builder default: relu
+  RECUR_TRY(r.Choice(root, "activation", "", kActivations, &act, /*required=*/false));
+  bool final_norm = true;
+  RECUR_TRY(r.Bool(root, "final_normalization", "", &final_norm, /*required=*/false));
+  static const char* const kAttention[] = {"linear", "causal-linear"};
+  std::size_t attention = 0;
+  RECUR_TRY(r.Choice(root, "attention_type", "", kAttention, &attention, /*required=*/false));
+
+  const uint64_t d_model = static_cast<uint64_t>(n_heads) * dv;
+  if (d_model > std::numeric_limits<uint32_t>::max())
+    return r.Error("n_heads·value_dimensions = " + std::to_string(d_model) + " is too large");
+
+  d->d_model = static_cast<uint32_t>(d_model);
+  d->norm_placement = NormPlacement::kPost;
+  d->layer_norm_eps = 1e-5f;
+  d->input = InputDescription{};
+  d->input.kind = InputKind::kFeatures;
+  d->input.feature_width = d->d_model;
+  d->input.projection = false;
+  d->input.max_positions = 0;
+  BlockDescription block;
+  block.mixer = MixerType::kLinearAttention;
+  block.linear_attention.heads = n_heads;
+  block.linear_attention.dk = dq;
+  block.linear_attention.dv = dv;
+  block.linear_attention.feature_map = FeatureMap::kEluPlusOne;
+  block.linear_attention.eps = 1e-6f;
+  block.d_ff = d_ff;
+  block.activation = act == 0 ? Activation::kRelu : Activation::kGelu;
+  d->blocks.assign(n_layers, block);
+  d->final_norm = final_norm;
+  d->has_head = false;
+  return ParseMetadata(r, root, &d->metadata);
+}
+
+std::string JsonWhat(const std::exception& e) {
+  std::string what = e.what();
+  if (!what.empty() && what[0] == '[') {
+    std::size_t close = what.find("] ");
+    if (close != std::string::npos) what = what.substr(close + 2);
+  }
+  return what;
+}
+
+Result<ImportedConfig> ParseConfigImpl(const std::string& text, Layout layout,
+                                       const std::string& source_name) {
+  KeyReader r(source_name);
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const std::exception& e) {
+    return r.Error("not valid JSON: " + JsonWhat(e));
+  }
+  if (!root.is_object()) return r.Error("the top level must be a JSON object");
+
+  Layout declared = Layout::kAuto;
+  auto layout_it = root.find("layout");
+  if (layout_it != root.end()) {
+    if (!layout_it->is_string() || !ParseLayout(layout_it->get<std::string>(), &declared) ||
+        declared == Layout::kAuto) {
+      return r.Invalid("layout", "must be \"recur\" or \"fast-transformers\"");
+    }
+  }
+  if (layout == Layout::kAuto) {
+    if (declared != Layout::kAuto) {
+      layout = declared;
+    } else if (root.contains("query_dimensions") && !root.contains("d_model")) {
+      layout = Layout::kFastTransformers;
+    } else {
+      layout = Layout::kRecur;
+    }
+  } else if (declared != Layout::kAuto && declared != layout) {
+    return r.Error(std::string("\"layout\" is \"") + LayoutName(declared) + "\", but layout " +
+                   LayoutName(layout) + " was requested");
+  }
+
+  ImportedConfig out;
+  out.layout = layout;
+  Status s = layout == Layout::kFastTransformers
+                 ? FastTransformersConfigToDescription(r, root, &out.desc)
+                 : RecurConfigToDescription(r, root, &out.desc);
+  if (!s.ok) return s;
+  return out;
+}
+
+void AddLinear(std::vector<ExpectedTensor>* out, const std::string& name, const std::string& source,
+               int64_t rows, int64_t cols) {
+  out->push_back({name + ".weight", source + ".weight", {rows, cols}});
+  out->push_back({name + ".bias", source + ".bias", {rows}});
+}
+
+}  // namespace
+
+bool ParseLayout(const std::string& name, Layout* out) {
+  if (name == "recur") {
+    *out = Layout::kRecur;
+  } else if (name == "fast-transformers" || name == "fast_transformers") {
+    *out = Layout::kFastTransformers;
+  } else if (name == "auto") {
+    *out = Layout::kAuto;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+Result<ImportedConfig> ParseConfig(const std::string& json_text, Layout layout,
+                                   const std::string& source_name) {
+  try {
+    return ParseConfigImpl(json_text, layout, source_name);
+  } catch (const std::exception& e) {
+    return Status::Error(source_name + ": " + e.what());
+  }
+}
+
+Result<ImportedConfig> ReadConfigFile(const std::string& path, Layout layout) {
+  auto text = ReadFileText(path);
+  if (!text) return text.status();
+  return ParseConfig(*text, layout, BaseName(path));
+}
+
+std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout layout) {
+  const bool ft = layout == Layout::kFastTransformers;
+  const int64_t dm = d.d_model;
+  std::vector<ExpectedTensor> out;
+  if (d.input.kind == InputKind::kTokens) {
+    out.push_back({"input.embedding", "input.embedding", {d.input.vocab_size, dm}});
+  } else if (d.input.projection) {
+    AddLinear(&out, "input.projection", "input.projection", dm, d.input.feature_width);
+  }
+  if (d.input.max_positions > 0)
+    out.push_back({"input.positions", "input.positions", {d.input.max_positions, dm}});
+
+  for (std::size_t i = 0; i < d.blocks.size(); ++i) {
+    const BlockDescription& b = d.blocks[i];
+    const std::string p = "blocks." + std::to_string(i) + ".";
+    const std::string s = ft ? "layers." + std::to_string(i) + "." : p;
+    const int64_t hk = static_cast<int64_t>(b.linear_attention.heads) * b.linear_attention.dk;
+    const int64_t hv = static_cast<int64_t>(b.linear_attention.heads) * b.linear_attention.dv;
+    out.push_back({p + "norm1.weight", s + "norm1.weight", {dm}});
+    out.push_back({p + "norm1.bias", s + "norm1.bias", {dm}});
+    const std::string m = ft ? s + "attention." : s + "mixer.";
+    const char* proj = ft ? "_projection" : "";
+    AddLinear(&out, p + "mixer.query", m + "query" + proj, hk, dm);
+    AddLinear(&out, p + "mixer.key", m + "key" + proj, hk, dm);
+    AddLinear(&out, p + "mixer.value", m + "value" + proj, hv, dm);
+    AddLinear(&out, p + "mixer.out", m + "out" + proj, dm, hv);
+    out.push_back({p + "norm2.weight", s + "norm2.weight", {dm}});
+    out.push_back({p + "norm2.bias", s + "norm2.bias", {dm}});
+    const std::string f = ft ? s : s + "ffn.";
+    AddLinear(&out, p + "ffn.linear1", f + "linear1", b.d_ff, dm);
+    AddLinear(&out, p + "ffn.linear2", f + "linear2", dm, b.d_ff);
+  }
+  if (d.final_norm) {
+    const std::string s = ft ? "norm" : "final_norm";
+    out.push_back({"final_norm.weight", s + ".weight", {dm}});
+    out.push_back({"final_norm.bias", s + ".bias", {dm}});
+  }
+  if (d.has_head) AddLinear(&out, "head", "head", d.head.out, dm);
+  return out;
+}
+
+const char* LayoutName(Layout layout) {
+  switch (layout) {
+    case Layout::kRecur: return "recur";
+    case Layout::kFastTransformers: return "fast-transformers";
+    case Layout::kAuto: break;
+  }
+  return "auto";
+}
+
+const char* InputKindName(InputKind kind) {
+  return kind == InputKind::kTokens ? "tokens" : "features";
+}
+
+const char* NormPlacementName(NormPlacement p) { return p == NormPlacement::kPre ? "pre" : "post"; }
+
+const char* FeatureMapName(FeatureMap) { return "elu_plus_one"; }
+
+const char* ActivationName(Activation a) { return a == Activation::kRelu ? "relu" : "gelu"; }
+
+const char* HeadActivationName(HeadActivation a) {
+  switch (a) {
+    case HeadActivation::kNone: return "none";
+    case HeadActivation::kSoftmax: return "softmax";
+    case HeadActivation::kLogSoftmax: return "log_softmax";
+  }
+  return "?";
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+}  // namespace recur::converter

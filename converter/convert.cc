@@ -1,0 +1,61 @@
+#include "converter/convert.h"
+
+#include "converter/config.h"
+#include "converter/file_util.h"
+#include "converter/import.h"
+#include "converter/safetensors.h"
+#include "converter/sha256.h"
+#include "converter/writer.h"
+
+namespace recur::converter {
+namespace {
+
+Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
+  auto config = ReadConfigFile(o.config_path, o.layout);
+  if (!config) return config.status();
+
+  auto bytes = ReadFileBytes(o.weights_path);
+  if (!bytes) return bytes.status();
+  const std::string hash = Sha256Hex(bytes->data(), bytes->size());
+  auto weights = ParseSafetensors(std::move(bytes).value(), o.weights_path);
+  if (!weights) return weights.status();
+
+  ModelDescription desc = config->desc;
+  ImportOptions io;
+  io.allow_extra = o.allow_extra;
+  auto tensors = ImportTensors(desc, config->layout, weights->tensors(), io, &report->warnings);
+  if (!tensors) return tensors.status();
+
+  desc.metadata.producer = DefaultProducer();
+  desc.metadata.source_hash = hash;
+  if (!o.notes.empty()) {
+    desc.metadata.notes = desc.metadata.notes.empty() ? o.notes : desc.metadata.notes + "\n" + o.notes;
+  }
+  BuildOptions bo;
+  bo.validate = false;  // ImportTensors checked everything
+  bo.self_check = true;
+  auto model = BuildModel(desc, *tensors, bo);
+  if (!model) return model.status();
+
+  Status w = WriteFileAtomic(o.output_path, model->data(), model->size());
+  if (!w.ok) return w;
+  report->layout = config->layout;
+  report->tensors = tensors->size();
+  report->file_bytes = model->size();
+  report->source_hash = hash;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ConvertFiles(const ConvertOptions& options, ConvertReport* report) {
+  ConvertReport local;
+  if (!report) report = &local;
+  try {
+    return ConvertImpl(options, report);
+  } catch (const std::exception& e) {
+    return Status::Error(std::string("convert: ") + e.what());
+  }
+}
+
+}  // namespace recur::converter

@@ -1,0 +1,37 @@
+// The whole `recur-convert convert` pipeline: config + safetensors → .recur.
+#ifndef RECUR_CONVERTER_CONVERT_H_
+#define RECUR_CONVERTER_CONVERT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "converter/model_description.h"
+#include "converter/status.h"
+
+namespace recur::converter {
+
+struct ConvertOptions {
+  std::string weights_path;  // .safetensors
+  std::string config_path;   // config.json
+  std::string output_path;   // .recur
+  Layout layout = Layout::kAuto;
+  std::string notes;         // appended to the config's "notes"
+  bool allow_extra = false;  // unused tensors: warnings instead of an error
+};
+
+struct ConvertReport {
+  Layout layout = Layout::kRecur;
+  std::size_t tensors = 0;
+  std::size_t file_bytes = 0;
+  std::string source_hash;
+  std::vector<std::string> warnings;
+};
+
+// Reads the config and the weights, imports and validates them, builds the
+// model, loads it with the runtime as a self-check and writes it atomically.
+Status ConvertFiles(const ConvertOptions& options, ConvertReport* report);
+
+}  // namespace recur::converter
+
+#endif  // RECUR_CONVERTER_CONVERT_H_

@@ -1,0 +1,112 @@
+#include "converter/file_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace recur::converter {
+namespace {
+
+std::string ErrnoMessage(const std::string& path, const char* what, int err) {
+  return path + ": " + what + ": " + std::strerror(err);
+}
+
+// Reads the file into a container obtained from `resize`.
+template <class Bytes>
+Result<Bytes> ReadInto(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Error(ErrnoMessage(path, "cannot open", errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return Status::Error(ErrnoMessage(path, "cannot stat", err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::Error(path + ": not a regular file");
+  }
+  Bytes bytes;
+  try {
+    bytes.resize(static_cast<std::size_t>(st.st_size));
+  } catch (const std::exception&) {
+    ::close(fd);
+    return Status::Error(path + ": out of memory reading " + std::to_string(st.st_size) + " bytes");
+  }
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return Status::Error(ErrnoMessage(path, "read failed", err));
+    }
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  if (done != bytes.size()) return Status::Error(path + ": file changed size while being read");
+  return bytes;
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
+  return ReadInto<std::vector<uint8_t>>(path);
+}
+
+Result<AlignedBytes> ReadFileAligned(const std::string& path) {
+  return ReadInto<AlignedBytes>(path);
+}
+
+Result<std::string> ReadFileText(const std::string& path) {
+  return ReadInto<std::string>(path);
+}
+
+Status WriteFileAtomic(const std::string& path, const void* data, std::size_t size) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Error(ErrnoMessage(tmp, "cannot create", errno));
+  const auto* p = static_cast<const uint8_t*>(data);
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::write(fd, p + done, size - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Status::Error(ErrnoMessage(path, "write failed", err));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return Status::Error(ErrnoMessage(path, "fsync failed", err));
+  }
+  if (::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return Status::Error(ErrnoMessage(path, "close failed", err));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    return Status::Error(ErrnoMessage(path, "cannot rename the temporary file into place", err));
+  }
+  return Status::Ok();
+}
+
+std::string BaseName(const std::string& path) {
+  std::size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace recur::converter

@@ -1,0 +1,30 @@
+// Whole-file reads and atomic writes.
+#ifndef RECUR_CONVERTER_FILE_UTIL_H_
+#define RECUR_CONVERTER_FILE_UTIL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "converter/model_description.h"
+#include "converter/status.h"
+
+namespace recur::converter {
+
+// Reads a whole file. Messages: "PATH: cannot open: No such file or directory".
+Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
+Result<AlignedBytes> ReadFileAligned(const std::string& path);
+Result<std::string> ReadFileText(const std::string& path);
+
+// Writes `size` bytes to `path` atomically: a temporary file in the same
+// folder, flushed and synced, then renamed over `path`. On failure the
+// temporary is removed and `path` is left as it was.
+Status WriteFileAtomic(const std::string& path, const void* data, std::size_t size);
+
+// The last path component ("dir/config.json" -> "config.json").
+std::string BaseName(const std::string& path);
+
+}  // namespace recur::converter
+
+#endif  // RECUR_CONVERTER_FILE_UTIL_H_

@@ -1,0 +1,497 @@
+#include "converter/inspect.h"
+
+#include <flatbuffers/flatbuffers.h>
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "converter/file_util.h"
+#include "converter/import.h"
+#include "converter/safetensors.h"
+#include "recur/recur.h"
+#include "schema/recur_generated.h"
+
+namespace recur::converter {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr uint64_t RoundUp(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+// The structural view of a .recur image: the size prefix, the FlatBuffers
+// Verifier over [0, 4 + S), the identifier, the data segment bounds.
+struct ParsedModel {
+  const fb::Model* model = nullptr;
+  uint64_t fb_bytes = 0;    // 4 + S
+  uint64_t data_start = 0;  // P
+  const uint8_t* data = nullptr;
+  uint64_t data_available = 0;  // file bytes from P on
+};
+
+Status ParseModel(const std::string& path, const AlignedBytes& bytes, ParsedModel* out) {
+  if (bytes.size() < 12) {
+    return Status::Error(path + ": " + std::to_string(bytes.size()) +
+                         " bytes is too short for a recur model");
+  }
+  uint32_t s = 0;
+  std::memcpy(&s, bytes.data(), 4);
+  if (!flatbuffers::BufferHasIdentifier(bytes.data(), fb::ModelIdentifier(), true)) {
+    char id[5] = {0};
+    std::memcpy(id, bytes.data() + 8, 4);
+    for (char& c : id)
+      if (c && (c < 32 || c > 126)) c = '?';
+    return Status::Error(path + ": not a recur model (file identifier \"" + std::string(id) +
+                         "\", expected \"RCUR\")");
+  }
+  const uint64_t fb_bytes = 4ull + s;
+  if (fb_bytes > bytes.size()) {
+    return Status::Error(path + ": the FlatBuffer size " + std::to_string(s) + " exceeds the file (" +
+                         std::to_string(bytes.size()) + " bytes): truncated?");
+  }
+  flatbuffers::Verifier verifier(bytes.data(), static_cast<std::size_t>(fb_bytes));
+  if (!fb::VerifySizePrefixedModelBuffer(verifier)) {
+    return Status::Error(path + ": the FlatBuffer fails verification (corrupted file)");
+  }
+  out->model = fb::GetSizePrefixedModel(bytes.data());
+  out->fb_bytes = fb_bytes;
+  out->data_start = RoundUp(fb_bytes, kAlignment);
+  out->data = bytes.data() + std::min<uint64_t>(out->data_start, bytes.size());
+  out->data_available = bytes.size() > out->data_start ? bytes.size() - out->data_start : 0;
+  return Status::Ok();
+}
+
+// The shortest decimal that reads back as `v` ("1e-06", not 9.99999997e-07).
+std::string FormatFloat(float v) {
+  char buf[32];
+  for (int precision = 6; precision <= 9; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, static_cast<double>(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+// A float as the JSON number with the shortest decimal form.
+double FloatForJson(float v) { return std::strtod(FormatFloat(v).c_str(), nullptr); }
+
+const char* Name(fb::NormPlacement p) {
+  switch (p) {
+    case fb::NormPlacement::Pre: return "pre";
+    case fb::NormPlacement::Post: return "post";
+  }
+  return "unknown";
+}
+const char* Name(fb::InputKind k) {
+  switch (k) {
+    case fb::InputKind::Tokens: return "tokens";
+    case fb::InputKind::Features: return "features";
+  }
+  return "unknown";
+}
+const char* Name(fb::Activation a) {
+  switch (a) {
+    case fb::Activation::Relu: return "relu";
+    case fb::Activation::Gelu: return "gelu";
+  }
+  return "unknown";
+}
+const char* Name(fb::FeatureMap f) {
+  switch (f) {
+    case fb::FeatureMap::EluPlusOne: return "elu_plus_one";
+  }
+  return "unknown";
+}
+const char* Name(fb::HeadActivation a) {
+  switch (a) {
+    case fb::HeadActivation::None: return "none";
+    case fb::HeadActivation::Softmax: return "softmax";
+    case fb::HeadActivation::LogSoftmax: return "log_softmax";
+  }
+  return "unknown";
+}
+std::string DTypeString(fb::DType d) {
+  switch (d) {
+    case fb::DType::F32: return "f32";
+    case fb::DType::F16: return "f16";
+    case fb::DType::BF16: return "bf16";
+    case fb::DType::I8: return "i8";
+  }
+  return "unknown(" + std::to_string(static_cast<int>(d)) + ")";
+}
+
+// Collects everything `inspect` reports into one JSON object; the text
+// report is rendered from it.
+class Collector {
+ public:
+  explicit Collector(const fb::Model* m) : m_(m) {}
+
+  json TensorRef(int32_t index) const {
+    if (index < 0) return nullptr;
+    const auto* tensors = m_->tensors();
+    if (static_cast<uint32_t>(index) >= tensors->size()) return "invalid #" + std::to_string(index);
+    return tensors->Get(static_cast<uint32_t>(index))->name()->str();
+  }
+  json Dense(const fb::Dense* d) const {
+    if (!d) return nullptr;
+    return {{"weight", TensorRef(d->weight())}, {"bias", TensorRef(d->bias())}};
+  }
+  json Norm(const fb::LayerNorm* n) const {
+    if (!n) return nullptr;
+    return {{"weight", TensorRef(n->weight())}, {"bias", TensorRef(n->bias())},
+            {"eps", FloatForJson(n->eps())}};
+  }
+
+  json Collect() const {
+    json j;
+    j["format_version"] = m_->format_version();
+    json meta = json::object();
+    if (const fb::Metadata* md = m_->metadata()) {
+      auto put = [&](const char* key, const flatbuffers::String* s) {
+        if (s) meta[key] = s->str();
+      };
+      put("producer", md->producer());
+      put("source_hash", md->source_hash());
+      put("notes", md->notes());
+      put("input_description", md->input_description());
+      put("output_description", md->output_description());
+    }
+    j["metadata"] = meta;
+    j["d_model"] = m_->d_model();
+    j["norm_placement"] = Name(m_->norm_placement());
+
+    const fb::InputAdapter* in = m_->input();
+    json input;
+    input["kind"] = Name(in->kind());
+    if (in->kind() == fb::InputKind::Tokens) {
+      input["vocab_size"] = in->vocab_size();
+      input["embedding"] = TensorRef(in->embedding());
+    } else {
+      input["feature_width"] = in->feature_width();
+      input["projection"] = Dense(in->projection());
+    }
+    input["positions"] = TensorRef(in->positions());
+    j["input"] = input;
+
+    json blocks = json::array();
+    for (const fb::Block* b : *m_->blocks()) {
+      json block;
+      block["norm1"] = Norm(b->norm1());
+      json mixer;
+      if (const fb::LinearAttention* la = b->mixer_as_LinearAttention()) {
+        mixer["type"] = "linear_attention";
+        mixer["heads"] = la->heads();
+        mixer["dk"] = la->dk();
+        mixer["dv"] = la->dv();
+        mixer["feature_map"] = Name(la->feature_map());
+        mixer["eps"] = FloatForJson(la->eps());
+        mixer["query"] = Dense(la->query());
+        mixer["key"] = Dense(la->key());
+        mixer["value"] = Dense(la->value());
+        mixer["out"] = Dense(la->out());
+      } else {
+        mixer["type"] = "unknown (union tag " + std::to_string(static_cast<int>(b->mixer_type())) + ")";
+      }
+      block["mixer"] = mixer;
+      block["norm2"] = Norm(b->norm2());
+      const fb::FeedForward* f = b->ffn();
+      block["ffn"] = {{"d_ff", f->d_ff()},
+                      {"activation", Name(f->activation())},
+                      {"linear1", Dense(f->linear1())},
+                      {"linear2", Dense(f->linear2())}};
+      blocks.push_back(block);
+    }
+    j["blocks"] = blocks;
+    j["final_norm"] = Norm(m_->final_norm());
+    if (const fb::OutputHead* h = m_->head()) {
+      json head = Dense(h->dense());
+      head["activation"] = Name(h->activation());
+      const int32_t w = h->dense()->weight();
+      if (w >= 0 && static_cast<uint32_t>(w) < m_->tensors()->size()) {
+        const auto* shape = m_->tensors()->Get(static_cast<uint32_t>(w))->shape();
+        if (shape->size() >= 1) head["out"] = shape->Get(0);
+      }
+      j["head"] = head;
+    } else {
+      j["head"] = nullptr;
+    }
+
+    json tensors = json::array();
+    uint64_t parameters = 0;
+    for (const fb::Tensor* t : *m_->tensors()) {
+      json shape = json::array();
+      uint64_t elements = 1;
+      for (int64_t d : *t->shape()) {
+        shape.push_back(d);
+        elements *= static_cast<uint64_t>(d < 0 ? 0 : d);
+      }
+      parameters += elements;
+      tensors.push_back({{"name", t->name()->str()},
+                         {"shape", shape},
+                         {"dtype", DTypeString(t->dtype())},
+                         {"offset", t->offset()},
+                         {"bytes", t->size()},
+                         {"aligned", t->offset() % kAlignment == 0}});
+    }
+    j["tensor_elements"] = parameters;
+    j["tensors"] = tensors;
+    j["data_size"] = m_->data_size();
+    return j;
+  }
+
+ private:
+  const fb::Model* m_;
+};
+
+std::string RefText(const json& ref) { return ref.is_null() ? "-" : ref.get<std::string>(); }
+
+std::string DenseText(const json& d) {
+  if (d.is_null()) return "none";
+  return RefText(d["weight"]) + (d["bias"].is_null() ? " (no bias)" : " + bias");
+}
+
+std::string NormText(const json& n) {
+  if (n.is_null()) return "none";
+  return "layer_norm eps=" + FormatFloat(n["eps"].get<float>());
+}
+
+std::string ShapeText(const json& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(shape[i].get<int64_t>());
+  }
+  return s + "]";
+}
+
+std::string RenderText(const json& j) {
+  std::string o;
+  auto line = [&](const std::string& s) { o += s + "\n"; };
+  line("file:            " + j["file"].get<std::string>() + " (" +
+       std::to_string(j["file_bytes"].get<uint64_t>()) + " bytes)");
+  line("layout:          flatbuffer " + std::to_string(j["flatbuffer_bytes"].get<uint64_t>()) +
+       " bytes, data segment at " + std::to_string(j["data_offset"].get<uint64_t>()) + ", " +
+       std::to_string(j["data_size"].get<uint64_t>()) + " bytes; length " +
+       (j["length_ok"].get<bool>() ? "ok" : "WRONG (expected data offset + data_size)"));
+  line("format_version:  " + std::to_string(j["format_version"].get<uint32_t>()));
+  line("metadata:");
+  const json& meta = j["metadata"];
+  for (const char* key : {"producer", "source_hash", "notes", "input_description", "output_description"}) {
+    std::string value = meta.contains(key) ? meta[key].get<std::string>() : "-";
+    std::string pad(std::max<int>(1, 19 - static_cast<int>(std::strlen(key))), ' ');
+    line("  " + std::string(key) + ":" + pad + value);
+  }
+  line("d_model:         " + std::to_string(j["d_model"].get<uint32_t>()));
+  const json& in = j["input"];
+  std::string input = in["kind"].get<std::string>();
+  if (in["kind"] == "tokens") {
+    input += " vocab_size=" + std::to_string(in["vocab_size"].get<uint32_t>()) + " embedding=" +
+             RefText(in["embedding"]);
+  } else if (in["kind"] == "features") {
+    input += " feature_width=" + std::to_string(in["feature_width"].get<uint32_t>()) +
+             " projection=" + DenseText(in["projection"]);
+  }
+  input += " positions=" + (in["positions"].is_null() ? std::string("none") : RefText(in["positions"]));
+  line("input:           " + input);
+  line("norm_placement:  " + j["norm_placement"].get<std::string>());
+  line("blocks:          " + std::to_string(j["blocks"].size()));
+  std::size_t i = 0;
+  for (const json& b : j["blocks"]) {
+    line("  block " + std::to_string(i++) + ":");
+    line("    norm1:  " + NormText(b["norm1"]));
+    const json& m = b["mixer"];
+    std::string mixer = m["type"].get<std::string>();
+    if (m["type"] == "linear_attention") {
+      mixer += " heads=" + std::to_string(m["heads"].get<uint32_t>()) +
+               " dk=" + std::to_string(m["dk"].get<uint32_t>()) +
+               " dv=" + std::to_string(m["dv"].get<uint32_t>()) +
+               " feature_map=" + m["feature_map"].get<std::string>() +
+               " eps=" + FormatFloat(m["eps"].get<float>());
+    }
+    line("    mixer:  " + mixer);
+    line("    norm2:  " + NormText(b["norm2"]));
+    const json& f = b["ffn"];
+    line("    ffn:    d_ff=" + std::to_string(f["d_ff"].get<uint32_t>()) +
+         " activation=" + f["activation"].get<std::string>());
+  }
+  line("final_norm:      " + NormText(j["final_norm"]));
+  const json& head = j["head"];
+  if (head.is_null()) {
+    line("head:            none (output is the d_model stream)");
+  } else {
+    std::string h = "dense " + DenseText(head);
+    if (head.contains("out")) h += " out=" + std::to_string(head["out"].get<int64_t>());
+    h += " activation=" + head["activation"].get<std::string>();
+    line("head:            " + h);
+  }
+  const json& rt = j["runtime"];
+  if (rt["ok"].get<bool>()) {
+    line("parameters:      " + std::to_string(rt["parameter_count"].get<uint64_t>()));
+    line("output_width:    " + std::to_string(rt["output_width"].get<uint32_t>()));
+    line("state bytes:     " + std::to_string(rt["state_bytes"].get<uint64_t>()) + " per stream");
+  } else {
+    line("parameters:      " + std::to_string(j["tensor_elements"].get<uint64_t>()) +
+         " (tensor elements)");
+    line("state bytes:     unavailable: the runtime rejects the model: " +
+         rt["error"].get<std::string>());
+  }
+
+  // The tensor table.
+  const json& tensors = j["tensors"];
+  line("tensors:         " + std::to_string(tensors.size()));
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"name", "shape", "dtype", "offset", "bytes", "aligned"});
+  for (const json& t : tensors) {
+    rows.push_back({t["name"].get<std::string>(), ShapeText(t["shape"]),
+                    t["dtype"].get<std::string>(), std::to_string(t["offset"].get<uint64_t>()),
+                    std::to_string(t["bytes"].get<uint64_t>()),
+                    t["aligned"].get<bool>() ? "yes" : "NO"});
+  }
+  std::vector<std::size_t> width(6, 0);
+  for (const auto& r : rows)
+    for (std::size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  for (const auto& r : rows) {
+    std::string s = " ";
+    for (std::size_t c = 0; c < r.size(); ++c) {
+      const bool right = c >= 3 && c <= 4;  // numbers right-aligned
+      std::string pad(width[c] - r[c].size(), ' ');
+      s += "  " + (right ? pad + r[c] : r[c] + (c + 1 < r.size() ? pad : ""));
+    }
+    line(s);
+  }
+  return o;
+}
+
+Status InspectImpl(const std::string& path, bool as_json, std::string* out) {
+  auto bytes = ReadFileAligned(path);
+  if (!bytes) return bytes.status();
+  ParsedModel pm;
+  Status s = ParseModel(path, *bytes, &pm);
+  if (!s.ok) return s;
+
+  json j;
+  j["file"] = path;
+  j["file_bytes"] = bytes->size();
+  j["flatbuffer_bytes"] = pm.fb_bytes;
+  j["data_offset"] = pm.data_start;
+  const bool length_ok = pm.data_start + pm.model->data_size() == bytes->size();
+  j["length_ok"] = length_ok;
+  json collected = Collector(pm.model).Collect();
+  for (auto& [key, value] : collected.items()) j[key] = std::move(value);
+
+  json rt;
+  recur_model* model = nullptr;
+  recur_status st = recur_model_load_file(path.c_str(), nullptr, &model);
+  Status result = Status::Ok();
+  if (st == RECUR_OK) {
+    recur_model_info info;
+    std::memset(&info, 0, sizeof(info));
+    info.struct_size = sizeof(info);
+    st = recur_model_get_info(model, &info);
+    if (st == RECUR_OK) {
+      rt["ok"] = true;
+      rt["parameter_count"] = info.parameter_count;
+      rt["state_bytes"] = static_cast<uint64_t>(info.state_bytes);
+      rt["output_width"] = info.output_width;
+      rt["num_layers"] = info.num_layers;
+      rt["max_positions"] = info.max_positions;
+    }
+    recur_model_free(model);
+  }
+  if (st != RECUR_OK) {
+    rt["ok"] = false;
+    rt["error"] = std::string(recur_status_string(st)) + ": " + recur_last_error();
+    result = Status::Error(path + ": the runtime rejects the model: " + recur_last_error());
+  }
+  j["runtime"] = rt;
+  if (result.ok && !length_ok) {
+    result = Status::Error(path + ": file length " + std::to_string(bytes->size()) + ", expected " +
+                           std::to_string(pm.data_start + pm.model->data_size()));
+  }
+  *out = as_json ? j.dump(2) + "\n" : RenderText(j);
+  return result;
+}
+
+Status VerifyImpl(const std::string& path, std::string* summary) {
+  recur_model* model = nullptr;
+  recur_status st = recur_model_load_file(path.c_str(), nullptr, &model);
+  if (st != RECUR_OK) {
+    return Status::Error(path + ": " + recur_last_error() + " (" + recur_status_string(st) + ")");
+  }
+  recur_model_info info;
+  std::memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  st = recur_model_get_info(model, &info);
+  recur_model_free(model);
+  if (st != RECUR_OK) return Status::Error(path + ": " + recur_last_error());
+
+  auto bytes = ReadFileAligned(path);
+  if (!bytes) return bytes.status();
+  ParsedModel pm;
+  Status s = ParseModel(path, *bytes, &pm);
+  if (!s.ok) return s;
+  std::size_t scanned = 0;
+  for (const fb::Tensor* t : *pm.model->tensors()) {
+    const std::string name = t->name()->str();
+    if (t->offset() > pm.data_available || t->size() > pm.data_available - t->offset()) {
+      return Status::Error(path + ": " + name + ": bytes [" + std::to_string(t->offset()) + ", +" +
+                           std::to_string(t->size()) + ") lie outside the data segment");
+    }
+    std::vector<int64_t> shape(t->shape()->begin(), t->shape()->end());
+    TensorView view;
+    view.shape = shape;
+    view.data = pm.data + t->offset();
+    view.nbytes = static_cast<std::size_t>(t->size());
+    switch (t->dtype()) {
+      case fb::DType::F32: view.dtype = DType::kF32; break;
+      case fb::DType::F16: view.dtype = DType::kF16; break;
+      case fb::DType::BF16: view.dtype = DType::kBF16; break;
+      case fb::DType::I8: {
+        // The int8 values are finite by construction; their scales are not.
+        if (const fb::Quantization* q = t->quant()) {
+          if (q->scales()) {
+            std::vector<float> scales(q->scales()->begin(), q->scales()->end());
+            Status f = CheckFinite(name + " (quantization scales)", scales.data(), scales.size(), {});
+            if (!f.ok) return Status::Error(path + ": " + f.message);
+          }
+        }
+        ++scanned;
+        continue;
+      }
+      default:
+        continue;  // the runtime accepted it; nothing to scan
+    }
+    auto values = ToFloat32(name, view);
+    if (!values) return Status::Error(path + ": " + values.message());
+    Status f = CheckFinite(name, values->data(), values->size(), shape);
+    if (!f.ok) return Status::Error(path + ": " + f.message);
+    ++scanned;
+  }
+  *summary = "OK: " + path + " (format " + std::to_string(pm.model->format_version()) + ", " +
+             std::to_string(info.num_layers) + " blocks, " + std::to_string(scanned) +
+             " tensors finite, " + std::to_string(info.parameter_count) + " parameters, " +
+             std::to_string(info.state_bytes) + " state bytes per stream)";
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status InspectModelFile(const std::string& path, bool as_json, std::string* out) {
+  try {
+    return InspectImpl(path, as_json, out);
+  } catch (const std::exception& e) {
+    return Status::Error(path + ": " + e.what());
+  }
+}
+
+Status VerifyModelFile(const std::string& path, std::string* summary) {
+  try {
+    return VerifyImpl(path, summary);
+  } catch (const std::exception& e) {
+    return Status::Error(path + ": " + e.what());
+  }
+}
+
+}  // namespace recur::converter

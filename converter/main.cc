@@ -1,0 +1,135 @@
+// recur-convert: safetensors + config.json → .recur, and inspect/verify.
+//
+//   recur-convert WEIGHTS.safetensors --config CONFIG.json [--layout recur|fast-transformers]
+//                 -o MODEL.recur [--notes TEXT] [--allow-extra]
+//   recur-convert convert ...            (the same, with an explicit subcommand)
+//   recur-convert inspect MODEL.recur [--json]
+//   recur-convert verify MODEL.recur
+//
+// Exit status 0 on success, 1 on any error, with one line on stderr:
+//   error: blocks.1.ffn.linear1.weight: shape [64,32], expected [128,32]
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "converter/config.h"
+#include "converter/convert.h"
+#include "converter/inspect.h"
+#include "converter/writer.h"
+
+namespace {
+
+using namespace recur::converter;
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
+  return 1;
+}
+
+int Run(int argc, char** argv) {
+  // Without a subcommand the arguments are a conversion.
+  std::vector<std::string> args(argv, argv + argc);
+  if (args.size() > 1) {
+    const std::string& first = args[1];
+    const bool is_command = first == "convert" || first == "inspect" || first == "verify";
+    const bool is_global = first == "-h" || first == "--help" || first == "--version";
+    if (!is_command && !is_global) args.insert(args.begin() + 1, "convert");
+  }
+  std::vector<char*> cargv;
+  for (std::string& a : args) cargv.push_back(a.data());
+
+  CLI::App app{"recur-convert " + std::string(ConverterVersion()) +
+               ": converts trained weights (safetensors + config.json) into recur models"};
+  app.name("recur-convert");
+  app.set_version_flag("--version", DefaultProducer());
+  app.require_subcommand(1);
+  app.footer(
+      "Without a subcommand the arguments are those of `convert`:\n"
+      "  recur-convert WEIGHTS.safetensors --config CONFIG.json -o MODEL.recur\n");
+
+  ConvertOptions convert_options;
+  std::string layout_name = "auto";
+  CLI::App* convert = app.add_subcommand("convert", "Convert WEIGHTS.safetensors + CONFIG.json into a .recur model");
+  convert->add_option("weights", convert_options.weights_path, "WEIGHTS.safetensors")->required();
+  convert->add_option("-c,--config", convert_options.config_path, "CONFIG.json")->required();
+  convert->add_option("-o,--output", convert_options.output_path, "MODEL.recur to write")->required();
+  convert
+      ->add_option("--layout", layout_name,
+                   "Naming and config layout of the source: recur, fast-transformers or auto "
+                   "(default: the config's \"layout\", else detected)")
+      ->check(CLI::IsMember({"auto", "recur", "fast-transformers"}));
+  convert->add_option("--notes", convert_options.notes, "Text appended to the model's metadata notes");
+  convert->add_flag("--allow-extra", convert_options.allow_extra,
+                    "Ignore (with a warning) tensors the config does not use");
+
+  std::string inspect_path;
+  bool inspect_json = false;
+  CLI::App* inspect = app.add_subcommand("inspect", "Print a model's structure, metadata and tensors");
+  inspect->add_option("model", inspect_path, "MODEL.recur")->required();
+  inspect->add_flag("--json", inspect_json, "Machine-readable JSON output");
+
+  std::string verify_path;
+  CLI::App* verify = app.add_subcommand(
+      "verify", "Load a model with the runtime (full verification) and scan its weights for NaN/Inf");
+  verify->add_option("model", verify_path, "MODEL.recur")->required();
+
+  for (CLI::App* sub : {convert, inspect, verify}) sub->footer("");
+
+  try {
+    app.parse(static_cast<int>(cargv.size()), cargv.data());
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    if (argc <= 1) {
+      std::fputs(app.help().c_str(), stderr);
+      return 1;
+    }
+    return Fail(std::string(e.what()) + " (run with --help for usage)");
+  }
+
+  if (*convert) {
+    ParseLayout(layout_name, &convert_options.layout);
+    ConvertReport report;
+    Status s = ConvertFiles(convert_options, &report);
+    for (const std::string& w : report.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    if (!s.ok) return Fail(s.message);
+    std::printf("wrote %s (%zu bytes, %zu tensors, %s layout, source sha256 %s)\n",
+                convert_options.output_path.c_str(), report.file_bytes, report.tensors,
+                LayoutName(report.layout), report.source_hash.c_str());
+    return 0;
+  }
+  if (*inspect) {
+    std::string out;
+    Status s = InspectModelFile(inspect_path, inspect_json, &out);
+    std::fputs(out.c_str(), stdout);
+    std::fflush(stdout);
+    if (!s.ok) return Fail(s.message);
+    return 0;
+  }
+  if (*verify) {
+    std::string summary;
+    Status s = VerifyModelFile(verify_path, &summary);
+    if (!s.ok) return Fail(s.message);
+    std::printf("%s\n", summary.c_str());
+    return 0;
+  }
+  return Fail("no command given (run with --help for usage)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    return Fail(std::string("internal: ") + e.what());
+  } catch (...) {
+    return Fail("internal: unknown exception");
+  }
+}

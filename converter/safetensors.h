@@ -1,0 +1,82 @@
+// A reader (and a small writer, for tests and tools) of the safetensors
+// format: an 8-byte little-endian header length N, N bytes of JSON
+//   {"name": {"dtype": "F32", "shape": [2,3], "data_offsets": [begin, end]},
+//    ..., "__metadata__": {"k": "v"}}
+// then the data; offsets are relative to the start of the data.
+//
+// Everything is checked: the header length lies within the file, the JSON
+// parses and has the right types, every dtype is known, offsets lie within
+// the data, tensors do not overlap, and product(shape)·sizeof(dtype) equals
+// the byte span. `__metadata__` is ignored.
+#ifndef RECUR_CONVERTER_SAFETENSORS_H_
+#define RECUR_CONVERTER_SAFETENSORS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "converter/model_description.h"
+#include "converter/status.h"
+
+namespace recur::converter {
+
+enum class DType { kF64, kF32, kF16, kBF16, kF8E4M3, kF8E5M2,
+                   kI64, kI32, kI16, kI8, kU64, kU32, kU16, kU8, kBool };
+
+const char* DTypeName(DType dtype);  // the safetensors spelling: "F32", "BF16", ...
+std::size_t DTypeSize(DType dtype);
+bool ParseDType(const std::string& name, DType* out);
+
+// A tensor inside some bytes owned elsewhere.
+struct TensorView {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;
+  std::size_t nbytes = 0;
+};
+
+using TensorViewMap = std::map<std::string, TensorView>;
+
+// A parsed safetensors file; owns its bytes, the views point into them.
+class SafetensorsFile {
+ public:
+  SafetensorsFile() = default;
+  SafetensorsFile(SafetensorsFile&&) = default;
+  SafetensorsFile& operator=(SafetensorsFile&&) = default;
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+
+  const TensorViewMap& tensors() const { return tensors_; }
+  const std::vector<uint8_t>& bytes() const { return bytes_; }
+
+ private:
+  friend Result<SafetensorsFile> ParseSafetensors(std::vector<uint8_t> bytes,
+                                                  const std::string& source_name);
+  std::vector<uint8_t> bytes_;  // moving a vector keeps its heap buffer: views stay valid
+  TensorViewMap tensors_;
+};
+
+// Parses safetensors bytes. `source_name` prefixes messages
+// ("weights.safetensors: header length 4096 exceeds the file size 100").
+Result<SafetensorsFile> ParseSafetensors(std::vector<uint8_t> bytes,
+                                         const std::string& source_name = "safetensors");
+
+// Reads and parses a file; messages are prefixed with the path.
+Result<SafetensorsFile> ReadSafetensorsFile(const std::string& path);
+
+// The tensor as float32: F32 is copied, F64/F16/BF16 converted. Integer,
+// bool and 8-bit float dtypes are refused with a message naming `name`.
+Result<std::vector<float>> ToFloat32(const std::string& name, const TensorView& view);
+
+// F32 views of in-memory tensors (valid while `tensors` lives).
+TensorViewMap ViewsOf(const TensorMap& tensors);
+
+// A safetensors image of `tensors` (all F32), for tests and tools.
+std::vector<uint8_t> SerializeSafetensors(const TensorMap& tensors,
+                                          const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace recur::converter
+
+#endif  // RECUR_CONVERTER_SAFETENSORS_H_

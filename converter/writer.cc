@@ -1,0 +1,216 @@
+#include "converter/writer.h"
+
+#include <flatbuffers/flatbuffers.h>
+
+#include <cstring>
+#include <map>
+
+#include "converter/config.h"
+#include "converter/import.h"
+#include "converter/safetensors.h"
+#include "recur/recur.h"
+#include "schema/recur_generated.h"
+
+namespace recur::converter {
+namespace {
+
+#define RECUR_STR2(x) #x
+#define RECUR_STR(x) RECUR_STR2(x)
+
+constexpr uint64_t RoundUp(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
+
+fb::NormPlacement ToFb(NormPlacement p) {
+  return p == NormPlacement::kPre ? fb::NormPlacement::Pre : fb::NormPlacement::Post;
+}
+fb::Activation ToFb(Activation a) {
+  return a == Activation::kRelu ? fb::Activation::Relu : fb::Activation::Gelu;
+}
+fb::FeatureMap ToFb(FeatureMap) { return fb::FeatureMap::EluPlusOne; }
+fb::HeadActivation ToFb(HeadActivation a) {
+  switch (a) {
+    case HeadActivation::kNone: return fb::HeadActivation::None;
+    case HeadActivation::kSoftmax: return fb::HeadActivation::Softmax;
+    case HeadActivation::kLogSoftmax: return fb::HeadActivation::LogSoftmax;
+  }
+  return fb::HeadActivation::None;
+}
+fb::InputKind ToFb(InputKind k) {
+  return k == InputKind::kTokens ? fb::InputKind::Tokens : fb::InputKind::Features;
+}
+
+struct Placed {
+  const std::string* name;
+  const Tensor* tensor;
+  uint64_t offset;
+  uint64_t size;
+};
+
+Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMap& input,
+                                    const BuildOptions& options) {
+  const TensorMap* tensors = &input;
+  TensorMap validated;
+  if (options.validate) {
+    ImportOptions io;
+    io.allow_extra = options.allow_extra;
+    auto imported = ImportTensors(desc, Layout::kRecur, ViewsOf(input), io, nullptr);
+    if (!imported) return imported.status();
+    validated = std::move(imported).value();
+    tensors = &validated;
+  }
+
+  // Tensors in ExpectedTensors order, each at a 64-aligned data offset.
+  std::vector<Placed> placed;
+  std::map<std::string, int32_t> index;
+  uint64_t cursor = 0;
+  for (const ExpectedTensor& e : ExpectedTensors(desc, Layout::kRecur)) {
+    auto it = tensors->find(e.name);
+    if (it == tensors->end()) continue;  // only without validation
+    const uint64_t offset = RoundUp(cursor, kAlignment);
+    const uint64_t size = static_cast<uint64_t>(it->second.data.size()) * sizeof(float);
+    index[e.name] = static_cast<int32_t>(placed.size());
+    placed.push_back({&it->first, &it->second, offset, size});
+    cursor = offset + size;
+  }
+  const uint64_t data_size = cursor;
+  auto ref = [&](const std::string& name) -> int32_t {
+    auto it = index.find(name);
+    return it == index.end() ? -1 : it->second;
+  };
+
+  flatbuffers::FlatBufferBuilder fbb(4096);
+  std::vector<flatbuffers::Offset<fb::Tensor>> fb_tensors;
+  fb_tensors.reserve(placed.size());
+  for (const Placed& p : placed) {
+    fb_tensors.push_back(fb::CreateTensorDirect(fbb, p.name->c_str(), &p.tensor->shape,
+                                                fb::DType::F32, p.offset, p.size));
+  }
+  auto tensors_vec = fbb.CreateVector(fb_tensors);
+
+  auto dense = [&](const std::string& prefix) {
+    return fb::CreateDense(fbb, ref(prefix + ".weight"), ref(prefix + ".bias"));
+  };
+  auto norm = [&](const std::string& prefix) {
+    return fb::CreateLayerNorm(fbb, ref(prefix + ".weight"), ref(prefix + ".bias"),
+                               desc.layer_norm_eps);
+  };
+
+  std::vector<flatbuffers::Offset<fb::Block>> blocks;
+  for (std::size_t i = 0; i < desc.blocks.size(); ++i) {
+    const BlockDescription& b = desc.blocks[i];
+    const std::string p = "blocks." + std::to_string(i) + ".";
+    auto norm1 = norm(p + "norm1");
+    auto q = dense(p + "mixer.query");
+    auto k = dense(p + "mixer.key");
+    auto v = dense(p + "mixer.value");
+    auto o = dense(p + "mixer.out");
+    const LinearAttentionDescription& la = b.linear_attention;
+    auto mixer = fb::CreateLinearAttention(fbb, la.heads, la.dk, la.dv, ToFb(la.feature_map),
+                                           la.eps, q, k, v, o);
+    auto norm2 = norm(p + "norm2");
+    auto l1 = dense(p + "ffn.linear1");
+    auto l2 = dense(p + "ffn.linear2");
+    auto ffn = fb::CreateFeedForward(fbb, b.d_ff, ToFb(b.activation), l1, l2);
+    blocks.push_back(fb::CreateBlock(fbb, norm1, fb::Mixer::LinearAttention, mixer.Union(),
+                                     norm2, ffn));
+  }
+  auto blocks_vec = fbb.CreateVector(blocks);
+
+  flatbuffers::Offset<fb::Dense> projection = 0;
+  if (desc.input.kind == InputKind::kFeatures && desc.input.projection)
+    projection = dense("input.projection");
+  auto input_adapter = fb::CreateInputAdapter(
+      fbb, ToFb(desc.input.kind),
+      desc.input.kind == InputKind::kTokens ? desc.input.vocab_size : 0, ref("input.embedding"),
+      desc.input.kind == InputKind::kFeatures ? desc.input.feature_width : 0, projection,
+      ref("input.positions"));
+
+  flatbuffers::Offset<fb::LayerNorm> final_norm = 0;
+  if (desc.final_norm) final_norm = norm("final_norm");
+  flatbuffers::Offset<fb::OutputHead> head = 0;
+  if (desc.has_head) head = fb::CreateOutputHead(fbb, dense("head"), ToFb(desc.head.activation));
+
+  const MetadataDescription& m = desc.metadata;
+  auto str = [&](const std::string& s) {
+    return s.empty() ? flatbuffers::Offset<flatbuffers::String>() : fbb.CreateString(s);
+  };
+  auto metadata = fb::CreateMetadata(fbb, fbb.CreateString(m.producer.empty() ? DefaultProducer() : m.producer),
+                                     str(m.source_hash), str(m.notes), str(m.input_description),
+                                     str(m.output_description));
+
+  auto model = fb::CreateModel(fbb, RECUR_FORMAT_VERSION, metadata, desc.d_model,
+                               ToFb(desc.norm_placement), input_adapter, blocks_vec, final_norm,
+                               head, tensors_vec, data_size);
+  fb::FinishSizePrefixedModelBuffer(fbb, model);
+
+  const uint64_t fb_size = fbb.GetSize();  // 4 + S
+  const uint64_t data_start = RoundUp(fb_size, kAlignment);
+  AlignedBytes bytes;
+  bytes.assign(static_cast<std::size_t>(data_start + data_size), 0);  // zero padding everywhere
+  std::memcpy(bytes.data(), fbb.GetBufferPointer(), fb_size);
+  for (const Placed& p : placed) {
+    if (p.size) std::memcpy(bytes.data() + data_start + p.offset, p.tensor->data.data(), p.size);
+  }
+
+  if (options.self_check) {
+    Status s = SelfCheck(bytes);
+    if (!s.ok) return s;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+const char* ConverterVersion() {
+  return RECUR_STR(RECUR_VERSION_MAJOR) "." RECUR_STR(RECUR_VERSION_MINOR) "." RECUR_STR(
+      RECUR_VERSION_PATCH);
+}
+
+std::string DefaultProducer() { return std::string("recur-convert ") + ConverterVersion(); }
+
+Status SelfCheck(const AlignedBytes& bytes) {
+  recur_model* model = nullptr;
+  recur_status st = recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model);
+  if (st != RECUR_OK) {
+    return Status::Error(std::string("self-check: the runtime rejects the model (") +
+                         recur_status_string(st) + "): " + recur_last_error());
+  }
+  recur_model_free(model);
+  return Status::Ok();
+}
+
+Result<AlignedBytes> BuildModel(const ModelDescription& desc, const TensorMap& tensors,
+                                const BuildOptions& options) {
+  try {
+    return BuildModelImpl(desc, tensors, options);
+  } catch (const std::exception& e) {
+    return Status::Error(std::string("building the model: ") + e.what());
+  }
+}
+
+Result<AlignedBytes> BuildModelFromConfig(const std::string& config_json, const TensorMap& tensors,
+                                          Layout layout, const BuildOptions& options) {
+  auto config = ParseConfig(config_json, layout);
+  if (!config) return config.status();
+  TensorMap imported_storage;
+  const TensorMap* recur_named = &tensors;
+  if (options.validate || config->layout != Layout::kRecur) {
+    if (options.validate) {
+      ImportOptions io;
+      io.allow_extra = options.allow_extra;
+      auto imported = ImportTensors(config->desc, config->layout, ViewsOf(tensors), io, nullptr);
+      if (!imported) return imported.status();
+      imported_storage = std::move(imported).value();
+    } else {  // rename only
+      for (const ExpectedTensor& e : ExpectedTensors(config->desc, config->layout)) {
+        auto it = tensors.find(e.source_name);
+        if (it != tensors.end()) imported_storage[e.name] = it->second;
+      }
+    }
+    recur_named = &imported_storage;
+  }
+  BuildOptions inner = options;
+  inner.validate = false;  // done above
+  return BuildModel(config->desc, *recur_named, inner);
+}
+
+}  // namespace recur::converter

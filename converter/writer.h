@@ -1,0 +1,56 @@
+// The .recur writer (runtime/schema/recur.fbs, FILE LAYOUT):
+//   [0, 4)        uint32 S, the size of the FlatBuffer
+//   [4, 4 + S)    size-prefixed FlatBuffer, identifier "RCUR"
+//   [4 + S, P)    zeros, P = round_up(4 + S, 64)
+//   [P, P + D)    data segment: each tensor at a 64-aligned offset (zeros between),
+//                 D = Model.data_size = the end of the last tensor
+// Tensors are stored float32 under their recur-layout names, in the order of
+// ExpectedTensors().
+#ifndef RECUR_CONVERTER_WRITER_H_
+#define RECUR_CONVERTER_WRITER_H_
+
+#include <string>
+#include <vector>
+
+#include "converter/model_description.h"
+#include "converter/status.h"
+
+namespace recur::converter {
+
+// "0.1.0", the runtime version this converter is built with.
+const char* ConverterVersion();
+// "recur-convert 0.1.0"
+std::string DefaultProducer();
+
+struct BuildOptions {
+  // Check the tensors against the description first (missing, extra,
+  // shape, NaN/Inf). Off: tensors present under an expected name are stored
+  // whatever their shape and values, missing ones become -1 references, and
+  // the rest is ignored; for building deliberately broken models in tests
+  // (with self_check off too).
+  bool validate = true;
+  bool allow_extra = false;  // with validate: unused tensors are ignored
+  // Load the bytes with recur_model_load_buffer before returning them: the
+  // runtime has the last word on whether a model is valid.
+  bool self_check = true;
+};
+
+// The model as .recur bytes in 64-byte aligned memory, ready for
+// recur_model_load_buffer or a file. An empty metadata.producer becomes
+// DefaultProducer(). `tensors` is keyed by recur-layout names.
+Result<AlignedBytes> BuildModel(const ModelDescription& desc, const TensorMap& tensors,
+                                const BuildOptions& options = {});
+
+// Parses `config_json` (either layout; kAuto: as ParseConfig decides),
+// imports `tensors` named for that layout and builds the model. The
+// shortest path from a config and a few hand-made tensors to model bytes.
+Result<AlignedBytes> BuildModelFromConfig(const std::string& config_json, const TensorMap& tensors,
+                                          Layout layout = Layout::kAuto,
+                                          const BuildOptions& options = {});
+
+// Loads `bytes` with the runtime; an error carries the runtime's message.
+Status SelfCheck(const AlignedBytes& bytes);
+
+}  // namespace recur::converter
+
+#endif  // RECUR_CONVERTER_WRITER_H_

@@ -1,0 +1,84 @@
+"""The fast-transformers layout (models/configs/README.md): a builder config and
+the tensor names of a `TransformerEncoder` / `RecurrentEncoder` state dict."""
+
+import re
+from typing import Dict
+
+from torch import Tensor
+
+# The builder's keyword arguments (fast_transformers/builders/transformer_builders.py).
+# The dimensions are required: n_heads and query_dimensions cannot be told apart
+# from the weight shapes, so the builder's defaults for them are not assumed
+# (as in converter/config.cc). The rest default as in the builder.
+REQUIRED_KEYS = ("n_layers", "n_heads", "query_dimensions", "value_dimensions", "feed_forward_dimensions")
+DEFAULTS = {"activation": "relu", "final_normalization": True, "attention_type": "causal-linear"}
+# Passed through to the recur config (model metadata).
+_METADATA_KEYS = ("notes", "input_description", "output_description")
+# No effect on inference.
+_IGNORED_KEYS = {"layout", "dropout", "attention_dropout"}
+
+
+def recur_config(ft_config: dict) -> dict:
+    """The recur-layout config of the model a fast-transformers builder config
+    describes: the one place this mapping is made (README, "fast-transformers layout")."""
+    missing = [k for k in REQUIRED_KEYS if k not in ft_config]
+    unknown = set(ft_config) - set(REQUIRED_KEYS) - set(DEFAULTS) - set(_METADATA_KEYS) - _IGNORED_KEYS
+    if missing or unknown:
+        raise ValueError(f"fast-transformers config: missing keys {missing}, unsupported keys {sorted(unknown)}")
+    c = {**DEFAULTS, **ft_config}
+    if c["attention_type"] not in ("linear", "causal-linear"):
+        raise ValueError("fast-transformers config: attention_type must be 'linear' or 'causal-linear'")
+    d_model = c["n_heads"] * c["value_dimensions"]
+    config = {
+        "layout": "recur",
+        "d_model": d_model,
+        "n_layers": c["n_layers"],
+        "norm_placement": "post",
+        "layer_norm_eps": 1e-5,
+        "input": {"kind": "features", "feature_width": d_model, "projection": False},
+        "max_positions": 0,
+        "mixer": {"type": "linear_attention", "heads": c["n_heads"], "dk": c["query_dimensions"],
+                  "dv": c["value_dimensions"], "feature_map": "elu_plus_one", "eps": 1e-6},
+        "ffn": {"d_ff": c["feed_forward_dimensions"], "activation": c["activation"]},
+        "final_norm": c["final_normalization"],
+        "head": None,
+    }
+    config.update({k: ft_config[k] for k in _METADATA_KEYS if k in ft_config})
+    return config
+
+
+# (recur name pattern, fast-transformers name); the two lists are inverses.
+_TO_FT = [
+    (r"blocks\.(\d+)\.mixer\.(query|key|value|out)\.(weight|bias)", r"layers.\1.attention.\2_projection.\3"),
+    (r"blocks\.(\d+)\.ffn\.(linear[12])\.(weight|bias)", r"layers.\1.\2.\3"),
+    (r"blocks\.(\d+)\.(norm[12])\.(weight|bias)", r"layers.\1.\2.\3"),
+    (r"final_norm\.(weight|bias)", r"norm.\1"),
+]
+_FROM_FT = [
+    (r"layers\.(\d+)\.attention\.(query|key|value|out)_projection\.(weight|bias)", r"blocks.\1.mixer.\2.\3"),
+    (r"layers\.(\d+)\.(linear[12])\.(weight|bias)", r"blocks.\1.ffn.\2.\3"),
+    (r"layers\.(\d+)\.(norm[12])\.(weight|bias)", r"blocks.\1.\2.\3"),
+    (r"norm\.(weight|bias)", r"final_norm.\1"),
+]
+
+
+def _rename(tensors: Dict[str, Tensor], rules, target: str) -> Dict[str, Tensor]:
+    out = {}
+    for name, t in tensors.items():
+        for pattern, replacement in rules:
+            if re.fullmatch(pattern, name):
+                out[re.sub(pattern, replacement, name)] = t
+                break
+        else:
+            raise ValueError(f"tensor {name!r} has no {target} name")
+    return out
+
+
+def to_fast_transformers(state_dict: Dict[str, Tensor]) -> Dict[str, Tensor]:
+    """recur tensor names → fast-transformers names."""
+    return _rename(state_dict, _TO_FT, "fast-transformers")
+
+
+def from_fast_transformers(tensors: Dict[str, Tensor]) -> Dict[str, Tensor]:
+    """fast-transformers tensor names → recur names."""
+    return _rename(tensors, _FROM_FT, "recur")

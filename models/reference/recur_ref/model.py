@@ -1,0 +1,305 @@
+"""The reference model: a causal linear-attention transformer, run either over a
+whole sequence at once (parallel form) or one position at a time (RNN form).
+
+Math: /work/shared/docs/attention-math.md §1 (the block) and §3 (linear
+attention). Config keys and tensor names: models/configs/README.md; the module
+attribute names below are chosen so that `state_dict()` yields exactly those
+tensor names.
+"""
+
+from functools import partial
+from typing import List, NamedTuple, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+# Bumped whenever the reference's math changes (so old goldens are stale).
+REFERENCE_VERSION = 1
+
+# Default chunk length T of the parallel form (any T ≥ 1 gives the same result).
+CHUNK = 64
+
+_REQUIRED_KEYS = {"layout", "d_model", "n_layers", "norm_placement", "layer_norm_eps", "input",
+                  "max_positions", "mixer", "ffn", "final_norm", "head"}
+_OPTIONAL_KEYS = {"notes", "input_description", "output_description"}
+
+
+def validate(config: dict) -> None:
+    """Raise ValueError unless `config` is a well-formed recur-layout config."""
+
+    def need(ok, what):
+        if not ok:
+            raise ValueError(f"recur config: {what}")
+
+    def positive_int(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+    def positive_number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
+    def exact_keys(d, keys, where):
+        need(isinstance(d, dict) and set(d) == keys, f"{where} must have exactly the keys {sorted(keys)}")
+
+    keys = set(config)
+    need(keys >= _REQUIRED_KEYS, f"missing keys {sorted(_REQUIRED_KEYS - keys)}")
+    need(keys <= _REQUIRED_KEYS | _OPTIONAL_KEYS, f"unknown keys {sorted(keys - _REQUIRED_KEYS - _OPTIONAL_KEYS)}")
+    need(config["layout"] == "recur", "layout must be 'recur'")
+    need(positive_int(config["d_model"]), "d_model must be a positive integer")
+    need(positive_int(config["n_layers"]), "n_layers must be a positive integer")
+    need(config["norm_placement"] in ("pre", "post"), "norm_placement must be 'pre' or 'post'")
+    need(positive_number(config["layer_norm_eps"]), "layer_norm_eps must be > 0")
+    mp = config["max_positions"]
+    need(isinstance(mp, int) and not isinstance(mp, bool) and mp >= 0, "max_positions must be an integer >= 0")
+    need(isinstance(config["final_norm"], bool), "final_norm must be true or false")
+
+    inp = config["input"]
+    need(isinstance(inp, dict) and inp.get("kind") in ("tokens", "features"), "input.kind must be 'tokens' or 'features'")
+    if inp["kind"] == "tokens":
+        exact_keys(inp, {"kind", "vocab_size"}, "input (tokens)")
+        need(positive_int(inp["vocab_size"]), "input.vocab_size must be a positive integer")
+    else:
+        exact_keys(inp, {"kind", "feature_width", "projection"}, "input (features)")
+        need(positive_int(inp["feature_width"]), "input.feature_width must be a positive integer")
+        need(isinstance(inp["projection"], bool), "input.projection must be true or false")
+        need(inp["projection"] or inp["feature_width"] == config["d_model"],
+             "input.feature_width must equal d_model when projection is false")
+
+    mixer = config["mixer"]
+    exact_keys(mixer, {"type", "heads", "dk", "dv", "feature_map", "eps"}, "mixer")
+    need(mixer["type"] == "linear_attention", "mixer.type must be 'linear_attention'")
+    need(all(positive_int(mixer[k]) for k in ("heads", "dk", "dv")), "mixer.heads/dk/dv must be positive integers")
+    need(mixer["feature_map"] == "elu_plus_one", "mixer.feature_map must be 'elu_plus_one'")
+    need(positive_number(mixer["eps"]), "mixer.eps must be > 0")
+
+    ffn = config["ffn"]
+    exact_keys(ffn, {"d_ff", "activation"}, "ffn")
+    need(positive_int(ffn["d_ff"]), "ffn.d_ff must be a positive integer")
+    need(ffn["activation"] in ("relu", "gelu"), "ffn.activation must be 'relu' or 'gelu'")
+
+    head = config["head"]
+    if head is not None:
+        exact_keys(head, {"out", "activation"}, "head")
+        need(positive_int(head["out"]), "head.out must be a positive integer")
+        need(head["activation"] in ("none", "softmax", "log_softmax"),
+             "head.activation must be 'none', 'softmax' or 'log_softmax'")
+
+
+class State(NamedTuple):
+    """The recurrent state after `pos` positions (attention-math.md §3)."""
+    pos: int          # positions consumed so far = index of the next position
+    S: List[Tensor]   # per layer (H, dk, dv): Σ_j φ(k_j) v_jᵀ
+    z: List[Tensor]   # per layer (H, dk):     Σ_j φ(k_j)
+
+
+def elu_plus_one(x: Tensor) -> Tensor:
+    """φ(x) = elu(x) + 1 > 0 (attention-math.md §3)."""
+    return F.elu(x) + 1
+
+
+class LinearAttention(nn.Module):
+    """Causal linear attention; no 1/√dk scaling (as in fast-transformers)."""
+
+    def __init__(self, d_model: int, heads: int, dk: int, dv: int, eps: float):
+        super().__init__()
+        self.heads, self.dk, self.dv, self.eps = heads, dk, dv, eps
+        self.query = nn.Linear(d_model, heads * dk)
+        self.key = nn.Linear(d_model, heads * dk)
+        self.value = nn.Linear(d_model, heads * dv)
+        self.out = nn.Linear(heads * dv, d_model)
+
+    def _features(self, x: Tensor):
+        """x (N, d_model) → φ(q) (N, H, dk), φ(k) (N, H, dk), v (N, H, dv)."""
+        n = len(x)
+        q = elu_plus_one(self.query(x).view(n, self.heads, self.dk))
+        k = elu_plus_one(self.key(x).view(n, self.heads, self.dk))
+        v = self.value(x).view(n, self.heads, self.dv)
+        return q, k, v
+
+    def parallel(self, x: Tensor, S: Tensor, z: Tensor, chunk: int):
+        """Chunked parallel form (attention-math.md §3, "Parallel (chunked) form").
+
+        x (N, d_model); S (H, dk, dv), z (H, dk): the state before x.
+        Returns (out (N, d_model), S, z after x). chunk ≥ N is the plain masked
+        φ(Q)φ(K)ᵀ form; chunk = 1 is the RNN with a different summation order.
+        """
+        q, k, v = self._features(x)
+        outs = []
+        for c in range(0, len(x), chunk):
+            qc, kc, vc = q[c:c + chunk], k[c:c + chunk], v[c:c + chunk]  # (T, H, ·)
+            sim = torch.einsum("ihc,jhc->hij", qc, kc).tril()            # (H, T, T): φ(q_i)·φ(k_j), j ≤ i
+            num = torch.einsum("hij,jhm->ihm", sim, vc) + torch.einsum("ihc,hcm->ihm", qc, S)  # (T, H, dv)
+            den = sim.sum(-1).T + torch.einsum("ihc,hc->ih", qc, z)      # (T, H)
+            outs.append(num / (den + self.eps).unsqueeze(-1))
+            S = S + torch.einsum("jhc,jhm->hcm", kc, vc)                 # S += φ(K_c)ᵀ V_c
+            z = z + kc.sum(0)                                            # z += Σ_rows φ(K_c)
+        o = torch.cat(outs)                                              # (N, H, dv)
+        return self.out(o.reshape(len(x), -1)), S, z
+
+    def recurrent(self, x: Tensor, S: Tensor, z: Tensor):
+        """RNN form, position by position (attention-math.md §3, "Causal masking = an RNN").
+
+        Same arguments and result as `parallel`.
+        """
+        q, k, v = self._features(x)
+        outs = []
+        for qi, ki, vi in zip(q, k, v):                      # (H, dk), (H, dk), (H, dv)
+            S = S + torch.einsum("hc,hm->hcm", ki, vi)       # S_i = S_{i−1} + φ(k_i) v_iᵀ
+            z = z + ki                                       # z_i = z_{i−1} + φ(k_i)
+            num = torch.einsum("hc,hcm->hm", qi, S)          # φ(q_i)ᵀ S_i       (H, dv)
+            den = torch.einsum("hc,hc->h", qi, z) + self.eps  # φ(q_i)ᵀ z_i + ε  (H,)
+            outs.append(num / den.unsqueeze(-1))
+        o = torch.stack(outs)                                # (N, H, dv)
+        return self.out(o.reshape(len(x), -1)), S, z
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = linear2(act(linear1(x))); gelu is the exact erf form."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str):
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.activation = {"relu": F.relu, "gelu": F.gelu}[activation]
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.linear2(self.activation(self.linear1(x)))
+
+
+class Block(nn.Module):
+    """One transformer layer (attention-math.md §1), pre- or post-norm."""
+
+    def __init__(self, config: dict):
+        super().__init__()
+        d, eps, m = config["d_model"], config["layer_norm_eps"], config["mixer"]
+        self.pre_norm = config["norm_placement"] == "pre"
+        self.norm1 = nn.LayerNorm(d, eps=eps)
+        self.mixer = LinearAttention(d, m["heads"], m["dk"], m["dv"], m["eps"])
+        self.norm2 = nn.LayerNorm(d, eps=eps)
+        self.ffn = FeedForward(d, config["ffn"]["d_ff"], config["ffn"]["activation"])
+
+    def forward(self, x: Tensor, S: Tensor, z: Tensor, chunk: Optional[int]):
+        """x (N, d_model) → (N, d_model), S, z. chunk None: the RNN form."""
+        mix = self.mixer.recurrent if chunk is None else partial(self.mixer.parallel, chunk=chunk)
+        if self.pre_norm:    # x = x + Mixer(norm1(x)); x = x + FFN(norm2(x))
+            a, S, z = mix(self.norm1(x), S, z)
+            x = x + a
+            x = x + self.ffn(self.norm2(x))
+        else:                # x = norm1(x + Mixer(x)); x = norm2(x + FFN(x))
+            a, S, z = mix(x, S, z)
+            x = self.norm1(x + a)
+            x = self.norm2(x + self.ffn(x))
+        return x, S, z
+
+
+class InputAdapter(nn.Module):
+    """Tokens → embedding rows, or frames → projection (or as is); + learned positions."""
+
+    def __init__(self, config: dict):
+        super().__init__()
+        inp, d = config["input"], config["d_model"]
+        self.kind = inp["kind"]
+        self.embedding = None
+        self.projection = None
+        self.positions = None
+        if self.kind == "tokens":
+            self.vocab_size = inp["vocab_size"]
+            self.embedding = nn.Parameter(0.5 * torch.randn(inp["vocab_size"], d))
+        else:
+            self.feature_width = inp["feature_width"]
+            if inp["projection"]:
+                self.projection = nn.Linear(inp["feature_width"], d)
+        if config["max_positions"] > 0:
+            self.positions = nn.Parameter(0.5 * torch.randn(config["max_positions"], d))
+
+    def forward(self, x: Tensor, pos: int) -> Tensor:
+        """x: (N,) integer token ids or (N, F) frames already in the model's dtype;
+        pos: stream index of x[0]. Returns (N, d_model)."""
+        if self.kind == "tokens":
+            if x.dim() != 1 or x.is_floating_point():
+                raise ValueError(f"expected (N,) integer token ids, got {tuple(x.shape)} {x.dtype}")
+            if x.min() < 0 or x.max() >= self.vocab_size:
+                raise ValueError(f"token id out of range [0, {self.vocab_size})")
+            h = self.embedding[x.long()]
+        else:
+            if x.dim() != 2 or x.shape[1] != self.feature_width:
+                raise ValueError(f"expected (N, {self.feature_width}) frames, got {tuple(x.shape)}")
+            h = x if self.projection is None else self.projection(x)
+        if self.positions is not None:
+            if pos + len(x) > len(self.positions):
+                raise ValueError(f"positions {pos}..{pos + len(x) - 1} exceed max_positions {len(self.positions)}")
+            h = h + self.positions[pos:pos + len(x)]
+        return h
+
+
+class RecurModel(nn.Module):
+    """The model of a recur-layout config (models/configs/README.md)."""
+
+    def __init__(self, config: dict):
+        super().__init__()
+        validate(config)
+        self.config = config
+        self.input = InputAdapter(config)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config["n_layers"]))
+        d = config["d_model"]
+        self.final_norm = nn.LayerNorm(d, eps=config["layer_norm_eps"]) if config["final_norm"] else None
+        head = config["head"]
+        self.head = nn.Linear(d, head["out"]) if head else None
+        self.head_activation = head["activation"] if head else "none"
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.blocks[0].norm1.weight.dtype
+
+    def init_state(self) -> State:
+        """The state before the first position: zeros (attention-math.md §3)."""
+        m, n = self.config["mixer"], self.config["n_layers"]
+        return State(pos=0,
+                     S=[torch.zeros(m["heads"], m["dk"], m["dv"], dtype=self.dtype) for _ in range(n)],
+                     z=[torch.zeros(m["heads"], m["dk"], dtype=self.dtype) for _ in range(n)])
+
+    def _run(self, x: Tensor, state: State, chunk: Optional[int]):
+        """Positions x starting from `state`. Returns (output (N, out_width),
+        per-block outputs [(N, d_model)], state after x)."""
+        if len(x) == 0:
+            raise ValueError("empty input")
+        if x.is_floating_point():
+            x = x.to(self.dtype)
+        h = self.input(x, state.pos)
+        layers, S, z = [], [], []
+        for block, S_l, z_l in zip(self.blocks, state.S, state.z):
+            h, S_l, z_l = block(h, S_l, z_l, chunk)
+            layers.append(h)
+            S.append(S_l)
+            z.append(z_l)
+        if self.final_norm is not None:
+            h = self.final_norm(h)
+        if self.head is not None:
+            h = self.head(h)
+            if self.head_activation == "softmax":
+                h = torch.softmax(h, dim=-1)
+            elif self.head_activation == "log_softmax":
+                h = torch.log_softmax(h, dim=-1)
+        return h, layers, State(state.pos + len(x), S, z)
+
+    def forward(self, x: Tensor, state: Optional[State] = None, return_layers: bool = False,
+                chunk: int = CHUNK):
+        """Parallel causal forward over a sequence: x (N,) token ids or (N, F) frames.
+
+        Returns the output (N, out_width); with return_layers, also the per-block
+        outputs [(N, d_model)] (the residual stream after each block, before the
+        final norm and head) and the State after the last position. `state`
+        (default: init_state()) continues a stream, e.g. after a prefill.
+        """
+        if chunk < 1:
+            raise ValueError("chunk must be >= 1")
+        out, layers, state = self._run(x, self.init_state() if state is None else state, chunk)
+        return (out, layers, state) if return_layers else out
+
+    def step(self, x_t, state: State):
+        """One position of the RNN form: x_t a token id (int or 0-d tensor) or a
+        frame (F,). Returns (out_t (out_width,), new State, [block outputs (d_model,)])."""
+        x = torch.as_tensor(x_t)
+        x = x.reshape(1) if self.input.kind == "tokens" else x.reshape(1, -1)
+        out, layers, state = self._run(x, state, chunk=None)
+        return out[0], state, [h[0] for h in layers]

@@ -1,0 +1,441 @@
+#!/usr/bin/python3
+"""Self-tests of the PyTorch reference (recur_ref) and its file formats.
+
+    /usr/bin/python3 models/reference/test_reference.py
+
+For every config in models/configs/: the parallel forward equals the RNN step
+loop and an independent quadratic-time transcription of the README math
+(float64, 1e-9); float32 agrees with float64 (1e-4); export → load is exact;
+goldens hold what the model computes. Plus safetensors/golden round trips, the
+fast-transformers key set, and the CLIs (export, make_golden, compare_run) end
+to end. Short sequences only: the
+long runs belong to the C++ parity tests. Last line: "N passed, M failed".
+"""
+
+import glob
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+from recur_ref import CHUNK, checkpoint, golden, safetensors
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
+CONFIGS = sorted(glob.glob(os.path.join(REPO_ROOT, "models", "configs", "*.json")))
+SEQ_LEN = {"paper_mnist": 32, "long_pre_tokens": 300}  # per config; default below
+DEFAULT_SEQ_LEN = 64
+SEED = 7
+
+
+def max_abs(a, b):
+    return float((a.double() - b.double()).abs().max())
+
+
+def assert_close(a, b, tol, what):
+    assert a.shape == b.shape, f"{what}: shape {tuple(a.shape)} != {tuple(b.shape)}"
+    err = max_abs(a, b)
+    assert err <= tol, f"{what}: max |Δ| = {err:.3g} > {tol:.1g}"
+
+
+def assert_same_run(a, b, tol, what):
+    """a, b: (output, layers, state) of two runs over the same positions."""
+    (out_a, layers_a, st_a), (out_b, layers_b, st_b) = a, b
+    assert st_a.pos == st_b.pos, f"{what}: state positions {st_a.pos} != {st_b.pos}"
+    assert_close(out_a, out_b, tol, f"{what}: output")
+    for i, (x, y) in enumerate(zip(layers_a, layers_b)):
+        assert_close(x, y, tol, f"{what}: layer {i}")
+    for i in range(len(st_a.S)):
+        assert_close(st_a.S[i], st_b.S[i], tol, f"{what}: state {i} S")
+        assert_close(st_a.z[i], st_b.z[i], tol, f"{what}: state {i} z")
+
+
+def step_loop(model, x, state=None):
+    """(output, layers, state) of model.step over every position of x."""
+    state = model.init_state() if state is None else state
+    outs, layers = [], []
+    for x_t in x:
+        out, state, lay = model.step(x_t, state)
+        outs.append(out)
+        layers.append(lay)
+    return torch.stack(outs), [torch.stack(per) for per in zip(*layers)], state
+
+
+def expected_tensors(cfg):
+    """{name: shape} from the table in models/configs/README.md."""
+    d, m, ffn, inp = cfg["d_model"], cfg["mixer"], cfg["ffn"]["d_ff"], cfg["input"]
+    qk, vv = m["heads"] * m["dk"], m["heads"] * m["dv"]
+    t = {}
+    if inp["kind"] == "tokens":
+        t["input.embedding"] = (inp["vocab_size"], d)
+    elif inp["projection"]:
+        t.update({"input.projection.weight": (d, inp["feature_width"]), "input.projection.bias": (d,)})
+    if cfg["max_positions"] > 0:
+        t["input.positions"] = (cfg["max_positions"], d)
+    for i in range(cfg["n_layers"]):
+        b = f"blocks.{i}."
+        for name, shape in [("norm1", (d,)), ("norm2", (d,))]:
+            t.update({b + name + ".weight": shape, b + name + ".bias": shape})
+        for name, (o, n) in [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)),
+                             ("mixer.out", (d, vv)), ("ffn.linear1", (ffn, d)), ("ffn.linear2", (d, ffn))]:
+            t.update({b + name + ".weight": (o, n), b + name + ".bias": (o,)})
+    if cfg["final_norm"]:
+        t.update({"final_norm.weight": (d,), "final_norm.bias": (d,)})
+    if cfg["head"]:
+        t.update({"head.weight": (cfg["head"]["out"], d), "head.bias": (cfg["head"]["out"],)})
+    return t
+
+
+def expected_ft_keys(ft):
+    """The fast-transformers key set, as README's "fast-transformers layout" lists it."""
+    keys = set()
+    for i in range(ft["n_layers"]):
+        for p in ("weight", "bias"):
+            keys |= {f"layers.{i}.attention.{n}_projection.{p}" for n in ("query", "key", "value", "out")}
+            keys |= {f"layers.{i}.{n}.{p}" for n in ("linear1", "linear2", "norm1", "norm2")}
+    if ft.get("final_normalization", True):
+        keys |= {"norm.weight", "norm.bias"}
+    return keys
+
+
+def naive_forward(cfg, w, x):
+    """The README math transcribed directly, independent of recur_ref.model:
+    functional ops on the named tensors `w`, and attention as the explicit
+    quadratic sum V'_i = Σ_{j≤i} sim_ij v_j / (Σ_{j≤i} sim_ij + eps)."""
+    d, m, n = cfg["d_model"], cfg["mixer"], len(x)
+    heads, dk, dv = m["heads"], m["dk"], m["dv"]
+
+    def lin(h, name):
+        return F.linear(h, w[name + ".weight"], w[name + ".bias"])
+
+    def norm(h, name):
+        return F.layer_norm(h, (d,), w[name + ".weight"], w[name + ".bias"], cfg["layer_norm_eps"])
+
+    def phi(t):  # elu(t) + 1, written out
+        return torch.where(t > 0, t + 1, torch.exp(t))
+
+    def act(t):
+        if cfg["ffn"]["activation"] == "relu":
+            return t.clamp(min=0)
+        return 0.5 * t * (1 + torch.erf(t / math.sqrt(2)))
+
+    def mixer(h, b):
+        q = phi(lin(h, b + "mixer.query")).view(n, heads, dk)
+        k = phi(lin(h, b + "mixer.key")).view(n, heads, dk)
+        v = lin(h, b + "mixer.value").view(n, heads, dv)
+        o = torch.zeros(n, heads, dv, dtype=h.dtype)
+        for i in range(n):
+            sim = (q[i] * k[:i + 1]).sum(-1)                                   # (i+1, H)
+            o[i] = (sim[:, :, None] * v[:i + 1]).sum(0) / (sim.sum(0) + m["eps"])[:, None]
+        return lin(o.reshape(n, heads * dv), b + "mixer.out")
+
+    inp = cfg["input"]
+    if inp["kind"] == "tokens":
+        h = w["input.embedding"][x.long()]
+    else:
+        x = x.double()
+        h = lin(x, "input.projection") if inp["projection"] else x
+    if cfg["max_positions"] > 0:
+        h = h + w["input.positions"][:n]
+    for i in range(cfg["n_layers"]):
+        b = f"blocks.{i}."
+        if cfg["norm_placement"] == "pre":
+            h = h + mixer(norm(h, b + "norm1"), b)
+            h = h + lin(act(lin(norm(h, b + "norm2"), b + "ffn.linear1")), b + "ffn.linear2")
+        else:
+            h = norm(h + mixer(h, b), b + "norm1")
+            h = norm(h + lin(act(lin(h, b + "ffn.linear1")), b + "ffn.linear2"), b + "norm2")
+    if cfg["final_norm"]:
+        h = norm(h, "final_norm")
+    if cfg["head"]:
+        h = lin(h, "head")
+        e = torch.exp(h - h.max(-1, keepdim=True).values)
+        if cfg["head"]["activation"] == "softmax":
+            h = e / e.sum(-1, keepdim=True)
+        elif cfg["head"]["activation"] == "log_softmax":
+            h = h - h.max(-1, keepdim=True).values - torch.log(e.sum(-1, keepdim=True))
+    return h
+
+
+# ---------------------------------------------------------------- per config
+
+
+def config_checks(path):
+    name = os.path.splitext(os.path.basename(path))[0]
+    with open(path) as f:
+        file_config = json.load(f)
+    layout = checkpoint.layout_of(file_config)
+    cfg = checkpoint.recur_config(file_config)
+    n = min(SEQ_LEN.get(name, DEFAULT_SEQ_LEN), cfg["max_positions"] or math.inf)
+    model = checkpoint.build_model(file_config, SEED)
+    model64 = checkpoint.build_model(file_config, SEED).double()
+    x = golden.random_inputs(cfg, n, SEED + 1)
+
+    def tensor_names():
+        got = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+        assert got == expected_tensors(cfg), f"state_dict {got} != README {expected_tensors(cfg)}"
+        assert all(v.dtype == torch.float32 for v in model.state_dict().values())
+
+    def notes():
+        assert isinstance(file_config.get("notes"), str) and file_config["notes"], "config has no notes"
+
+    def parallel_equals_steps():
+        with torch.no_grad():
+            ref = step_loop(model64, x)
+            for chunk in (1, 7, CHUNK, n):
+                assert_same_run(model64(x, return_layers=True, chunk=chunk), ref, 1e-9, f"chunk {chunk} vs steps")
+
+    def matches_naive_math():
+        w = {k: v for k, v in model64.state_dict().items()}
+        with torch.no_grad():
+            assert_close(model64(x), naive_forward(cfg, w, x), 1e-9, "model vs naive")
+
+    def prefill_then_continue():
+        k = n // 3
+        with torch.no_grad():
+            full = model64(x, return_layers=True)
+            _, head_layers, state = model64(x[:k], return_layers=True)
+            rest = model64(x[k:], state=state, return_layers=True)
+            assert_same_run(rest, (full[0][k:], [h[k:] for h in full[1]], full[2]), 1e-9, "prefill + parallel")
+            steps = step_loop(model64, x[k:], state)
+            assert_same_run(steps, (full[0][k:], [h[k:] for h in full[1]], full[2]), 1e-9, "prefill + steps")
+
+    def float32_agrees():
+        with torch.no_grad():
+            out32, layers32, st32 = model(x, return_layers=True)
+            out64, layers64, st64 = model64(x, return_layers=True)
+        assert out32.dtype == torch.float32 and out64.dtype == torch.float64
+        assert_close(out32, out64, 1e-4, "output f32 vs f64")
+        for i in range(cfg["n_layers"]):
+            assert_close(layers32[i], layers64[i], 1e-4, f"layer {i} f32 vs f64")
+            for a, b, what in ((st32.S[i], st64.S[i], "S"), (st32.z[i], st64.z[i], "z")):
+                scale = max(1.0, float(b.abs().max()))  # S and z grow with N
+                assert_close(a / scale, b / scale, 1e-4, f"state {i} {what} f32 vs f64 (relative)")
+
+    def export_load_roundtrip():
+        with tempfile.TemporaryDirectory() as tmp:
+            checkpoint.export(file_config, SEED, tmp)
+            with open(os.path.join(tmp, checkpoint.CONFIG_FILE)) as f:
+                assert json.load(f) == file_config, "config.json differs from the config"
+            loaded, _ = checkpoint.load(tmp)
+        for k, v in model.state_dict().items():
+            assert torch.equal(loaded.state_dict()[k], v), f"{k} changed in export → load"
+        with torch.no_grad():
+            assert torch.equal(loaded(x), model(x)), "loaded model computes something else"
+
+    def golden_holds_model():
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "g.bin")
+            records = golden.compute(model, x, {"config": name})
+            golden.write(path, records)
+            back = golden.read(path)
+        assert list(back) == ["meta", "input", "output"] + [f"layer.{i}" for i in range(cfg["n_layers"])] + \
+            [f"state.{i}.{s}" for i in range(cfg["n_layers"]) for s in "Sz"], f"records {list(back)}"
+        assert model.dtype == torch.float32, "golden.compute changed the model"
+        with torch.no_grad():
+            out, layers, state = model64(x, return_layers=True)
+        assert torch.equal(back["input"], x)
+        assert back["input"].dtype == (torch.int32 if cfg["input"]["kind"] == "tokens" else torch.float32)
+        assert torch.equal(back["output"], out) and back["output"].dtype == torch.float64
+        for i in range(cfg["n_layers"]):
+            assert torch.equal(back[f"layer.{i}"], layers[i])
+            assert torch.equal(back[f"state.{i}.S"], state.S[i]) and torch.equal(back[f"state.{i}.z"], state.z[i])
+        m = golden.meta(back)
+        assert m["golden_version"] == golden.GOLDEN_VERSION and m["config"] == name, m
+
+    checks = [tensor_names, notes, parallel_equals_steps, matches_naive_math, prefill_then_continue,
+              float32_agrees, export_load_roundtrip, golden_holds_model]
+    if layout == "fast-transformers":
+        def ft_layout():
+            assert cfg["d_model"] == file_config["n_heads"] * file_config["value_dimensions"]
+            assert cfg["norm_placement"] == "post" and cfg["head"] is None and cfg["max_positions"] == 0
+            assert cfg["input"] == {"kind": "features", "feature_width": cfg["d_model"], "projection": False}
+            with tempfile.TemporaryDirectory() as tmp:
+                checkpoint.export(file_config, SEED, tmp)
+                tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
+                loaded, _ = checkpoint.load(tmp)
+            assert set(tensors) == expected_ft_keys(file_config), f"keys {sorted(tensors)}"
+            assert torch.equal(tensors["layers.0.attention.query_projection.weight"],
+                               model.state_dict()["blocks.0.mixer.query.weight"])
+            with torch.no_grad():
+                assert torch.equal(loaded(x), model(x)), "fast-transformers export computes something else"
+        checks.append(ft_layout)
+    return [(f"{name}: {fn.__name__} (N={n})", fn) for fn in checks]
+
+
+# ---------------------------------------------------------------- formats
+
+
+def safetensors_roundtrip():
+    g = torch.Generator().manual_seed(0)
+    base = torch.randn(3, 5, generator=g, dtype=torch.float64)
+    tensors = {f"t.{name}": base > 0 if dt == torch.bool else base.to(dt) for name, dt in safetensors.DTYPES.items()}
+    tensors["t.scalar"] = torch.tensor(1.5)
+    tensors["t.empty"] = torch.zeros(0, 4)
+    tensors["a.special"] = torch.tensor([math.inf, -math.inf, math.nan, -0.0, 1e-45])  # bits, not values
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "w.safetensors")
+        safetensors.write(path, tensors, {"k": "v"})
+        back, meta = safetensors.read(path)
+        with open(path, "rb") as f:
+            blob = f.read()
+    assert meta == {"k": "v"}
+    assert list(back) == sorted(tensors), "not written in sorted-name order"
+    for k, t in tensors.items():
+        assert back[k].dtype == t.dtype and back[k].shape == t.shape, k
+        assert safetensors.tensor_bytes(back[k]) == safetensors.tensor_bytes(t), f"{k} bits differ"
+    n = int.from_bytes(blob[:8], "little")
+    assert n % 8 == 0 and blob[8 + n - 1:8 + n] in (b" ", b"}"), "header not padded to 8"
+    header = json.loads(blob[8:8 + n])
+    assert header["t.F32"]["dtype"] == "F32" and header["t.F32"]["shape"] == [3, 5]
+
+
+def safetensors_rejects_bad_files():
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "w.safetensors")
+        safetensors.write(path, {"a": torch.ones(4), "b": torch.ones(2, 2)})
+        with open(path, "rb") as f:
+            blob = f.read()
+        for bad in (blob[:-1], blob + b"\0", blob[:4]):
+            with open(path, "wb") as f:
+                f.write(bad)
+            try:
+                safetensors.read(path)
+            except ValueError:
+                continue
+            raise AssertionError(f"accepted a {len(bad)}-byte file of {len(blob)}")
+
+
+def golden_roundtrip():
+    records = [("meta", torch.frombuffer(bytearray(b'{"x": 1}'), dtype=torch.uint8)),
+               ("f32", torch.randn(2, 3)), ("f64", torch.randn(4, dtype=torch.float64)),
+               ("i32", torch.arange(5, dtype=torch.int32)), ("scalar", torch.tensor(2.5, dtype=torch.float64)),
+               ("empty", torch.zeros(0, 3)), ("ünïcode", torch.ones(1, 1, 1, dtype=torch.float64))]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "g.bin")
+        golden.write(path, records)
+        back = golden.read(path)
+        with open(path, "rb") as f:
+            blob = f.read()
+        assert blob[:8] == b"RCURGOLD" and blob[8:16] == (1).to_bytes(4, "little") + (7).to_bytes(4, "little")
+        with open(path, "wb") as f:
+            f.write(blob[:-1])
+        try:
+            golden.read(path)
+            raise AssertionError("accepted a truncated golden")
+        except ValueError:
+            pass
+    assert list(back) == [name for name, _ in records]
+    for name, t in records:
+        assert back[name].dtype == t.dtype and torch.equal(back[name], t), name
+    assert golden.meta(back) == {"x": 1}
+
+
+def model_rejects_bad_input():
+    model = checkpoint.build_model(json.load(open(os.path.join(REPO_ROOT, "models/configs/tiny_pre_tokens.json"))), 0)
+    for x, state in ((torch.tensor([0, 32]), None), (torch.tensor([-1]), None),
+                     (torch.tensor([1]), model.init_state()._replace(pos=256))):
+        try:
+            model(x, state=state)
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted {x} at position {state.pos if state else 0}")
+    bad = json.load(open(os.path.join(REPO_ROOT, "models/configs/tiny_pre_tokens.json")))
+    bad["mixer"]["heds"] = bad["mixer"].pop("heads")
+    ft = json.load(open(os.path.join(REPO_ROOT, "models/configs/ft_small.json")))
+    for config in (bad, {k: v for k, v in ft.items() if k != "n_heads"}, {**ft, "attention_type": "full"}):
+        try:
+            checkpoint.build_model(config, 0)
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted a bad config {config}")
+    assert checkpoint.layout_of({**ft, "layout": "fast-transformers"}) == "fast-transformers"
+
+
+def cli_end_to_end():
+    """make_golden.py (which runs the export) on the fast-transformers config;
+    the command recorded in meta regenerates the same bytes; a --layout that
+    disagrees with the config fails."""
+    config = "models/configs/ft_small.json"
+    with tempfile.TemporaryDirectory() as tmp:
+        run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", config, "--seed", "3",
+               "--steps", "20", "--out", tmp, "--layout", "fast-transformers"]
+        subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+        with open(os.path.join(tmp, "golden.bin"), "rb") as f:
+            first = f.read()
+        meta = golden.meta(golden.read(os.path.join(tmp, "golden.bin")))
+        assert meta["steps"] == 20 and meta["layout"] == "fast-transformers" and meta["input_seed"] == 4, meta
+        assert meta["reference_version"] >= 1 and meta["config"] == config, meta
+        os.remove(os.path.join(tmp, "golden.bin"))
+        subprocess.run(meta["command"], shell=True, cwd=REPO_ROOT, check=True, capture_output=True)
+        with open(os.path.join(tmp, "golden.bin"), "rb") as f:
+            assert f.read() == first, "meta.command does not regenerate the golden bit for bit"
+        assert set(os.listdir(tmp)) == {"golden.bin", "weights.safetensors", "config.json"}
+        wrong = [sys.executable, os.path.join(HERE, "export.py"), "--config", config, "--seed", "3",
+                 "--out", tmp, "--layout", "recur"]
+        assert subprocess.run(wrong, cwd=REPO_ROOT, capture_output=True).returncode != 0, "--layout mismatch accepted"
+
+
+FAKE_RECUR_RUN = f"""#!{sys.executable}
+# Stands in for recur-run: MODEL --input IN.npy --output OUT.npy, where MODEL
+# holds the path of a weights directory, run by the f32 reference.
+import sys
+import numpy as np
+import torch
+sys.path.insert(0, {HERE!r})
+from recur_ref import checkpoint
+model, _ = checkpoint.load(open(sys.argv[1]).read())
+with torch.no_grad():
+    np.save(sys.argv[5], model(torch.from_numpy(np.load(sys.argv[3]))).numpy())
+"""
+
+
+def compare_run_cli():
+    """compare_run.py's plumbing, with a stand-in for recur-run: passes within
+    the default tolerances, fails (exit 1) at an impossible one."""
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpoint.export(json.load(open(os.path.join(REPO_ROOT, "models/configs/tiny_pre_tokens.json"))), 1, tmp)
+        fake, model = os.path.join(tmp, "fake-recur-run"), os.path.join(tmp, "model.recur")
+        with open(fake, "w") as f:
+            f.write(FAKE_RECUR_RUN)
+        os.chmod(fake, 0o755)
+        with open(model, "w") as f:
+            f.write(tmp)
+        run = [sys.executable, os.path.join(HERE, "compare_run.py"), "--model-dir", tmp, "--recur-run", fake,
+               "--model", model, "--steps", "100"]
+        result = subprocess.run(run, capture_output=True, text=True)
+        assert result.returncode == 0 and "PASS" in result.stdout, result.stdout + result.stderr
+        result = subprocess.run(run + ["--abs", "1e-12"], capture_output=True, text=True)
+        assert result.returncode == 1 and "FAIL" in result.stdout, result.stdout + result.stderr
+
+
+def main():
+    checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
+                                        model_rejects_bad_input, cli_end_to_end, compare_run_cli)]
+    assert CONFIGS, "no configs found"
+    for path in CONFIGS:
+        checks += config_checks(path)
+    passed = failed = 0
+    for name, fn in checks:
+        start = time.perf_counter()
+        try:
+            fn()
+        except Exception:  # report every failure, keep going
+            failed += 1
+            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
+        else:
+            passed += 1
+            print(f"ok   {name} ({time.perf_counter() - start:.2f} s)", flush=True)
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/platform.h"
+
+namespace recur::platform {
+namespace {
+
+// Tags the two ownership kinds in MappedFile::handle.
+char kMmapTag;
+char kHeapTag;
+
+}  // namespace
+
+Status MapFile(const char* path, bool read_into_memory, MappedFile* out) {
+  *out = MappedFile();
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return IoError("cannot open '%s': %s", path, std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return IoError("cannot stat '%s': %s", path, std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return IoError("'%s' is not a regular file", path);
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    return IoError("'%s' is empty", path);
+  }
+  if (!read_into_memory) {
+    void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int err = errno;
+    ::close(fd);
+    if (data == MAP_FAILED) return IoError("cannot map '%s': %s", path, std::strerror(err));
+    *out = MappedFile{data, size, &kMmapTag};
+    return Status::Ok();
+  }
+  void* data = std::aligned_alloc(64, (size + 63) / 64 * 64);
+  if (data == nullptr) {
+    ::close(fd);
+    return OutOfMemory("cannot allocate %zu bytes for '%s'", size, path);
+  }
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::read(fd, static_cast<char*>(data) + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      std::free(data);
+      return IoError("cannot read '%s': %s", path, std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  *out = MappedFile{data, size, &kHeapTag};
+  return Status::Ok();
+}
+
+void UnmapFile(MappedFile* file) {
+  if (file->handle == &kMmapTag) {
+    ::munmap(const_cast<void*>(file->data), file->size);
+  } else if (file->handle == &kHeapTag) {
+    std::free(const_cast<void*>(file->data));
+  }
+  *file = MappedFile();
+}
+
+}  // namespace recur::platform

@@ -1,0 +1,268 @@
+// Implements recur.h. Translates Status ↔ recur_status and nothing else.
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "core/platform.h"
+#include "engine/session.h"
+#include "kernels/elementwise/elementwise.h"
+#include "model/model.h"
+#include "recur/recur.h"
+
+#define RECUR_STRINGIFY2(x) #x
+#define RECUR_STRINGIFY(x) RECUR_STRINGIFY2(x)
+
+struct recur_model {
+  std::unique_ptr<recur::Model> model;
+};
+
+struct recur_session {
+  std::unique_ptr<recur::Session> session;
+};
+
+namespace {
+
+using recur::Status;
+using recur::StatusCode;
+
+static_assert(int(StatusCode::kInvalidArgument) == RECUR_INVALID_ARGUMENT);
+static_assert(int(StatusCode::kInvalidModel) == RECUR_INVALID_MODEL);
+static_assert(int(StatusCode::kUnsupported) == RECUR_UNSUPPORTED);
+static_assert(int(StatusCode::kIoError) == RECUR_IO_ERROR);
+static_assert(int(StatusCode::kOutOfMemory) == RECUR_OUT_OF_MEMORY);
+static_assert(int(StatusCode::kOutOfRange) == RECUR_OUT_OF_RANGE);
+static_assert(int(StatusCode::kInvalidState) == RECUR_INVALID_STATE);
+static_assert(int(StatusCode::kInternal) == RECUR_INTERNAL);
+
+thread_local std::string g_last_error;
+
+recur_status Report(const Status& status) {
+  if (!status.ok()) {
+    try {
+      g_last_error = status.message();
+    } catch (...) {
+      // Keep the previous message rather than fail while reporting.
+    }
+  }
+  return static_cast<recur_status>(status.code());
+}
+
+// Reads options structs that start with struct_size, accepting older
+// (shorter) versions and zero-filling the fields they lack.
+template <typename T>
+Status ReadOptions(const T* in, T* out, const char* what) {
+  std::memset(out, 0, sizeof(T));
+  out->struct_size = sizeof(T);
+  if (in == nullptr) return Status::Ok();
+  if (in->struct_size < sizeof(size_t) || in->struct_size > sizeof(T)) {
+    return recur::InvalidArgument("%s.struct_size is %zu; set it to sizeof(%s) = %zu", what,
+                                  in->struct_size, what, sizeof(T));
+  }
+  std::memcpy(out, in, in->struct_size);
+  return Status::Ok();
+}
+
+recur_status FinishLoad(std::unique_ptr<recur::Model> model, recur_model** out) {
+  auto* handle = new (std::nothrow) recur_model;
+  if (handle == nullptr) return Report(recur::OutOfMemory("cannot allocate a model handle"));
+  handle->model = std::move(model);
+  *out = handle;
+  return RECUR_OK;
+}
+
+recur_status FinishSession(std::unique_ptr<recur::Session> session, recur_session** out) {
+  auto* handle = new (std::nothrow) recur_session;
+  if (handle == nullptr) return Report(recur::OutOfMemory("cannot allocate a session handle"));
+  handle->session = std::move(session);
+  *out = handle;
+  return RECUR_OK;
+}
+
+// The C API must not let an exception escape (std::bad_alloc from the
+// standard containers is the realistic one).
+template <typename F>
+recur_status Guard(F&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Report(recur::OutOfMemory("out of memory"));
+  } catch (...) {
+    return Report(Status(StatusCode::kInternal, "unexpected internal exception"));
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* recur_status_string(recur_status status) {
+  switch (status) {
+    case RECUR_OK: return "RECUR_OK";
+    case RECUR_INVALID_ARGUMENT: return "RECUR_INVALID_ARGUMENT";
+    case RECUR_INVALID_MODEL: return "RECUR_INVALID_MODEL";
+    case RECUR_UNSUPPORTED: return "RECUR_UNSUPPORTED";
+    case RECUR_IO_ERROR: return "RECUR_IO_ERROR";
+    case RECUR_OUT_OF_MEMORY: return "RECUR_OUT_OF_MEMORY";
+    case RECUR_OUT_OF_RANGE: return "RECUR_OUT_OF_RANGE";
+    case RECUR_INVALID_STATE: return "RECUR_INVALID_STATE";
+    case RECUR_INTERNAL: return "RECUR_INTERNAL";
+  }
+  return "RECUR_UNKNOWN_STATUS";
+}
+
+const char* recur_last_error(void) { return g_last_error.c_str(); }
+
+const char* recur_version_string(void) {
+  return RECUR_STRINGIFY(RECUR_VERSION_MAJOR) "." RECUR_STRINGIFY(
+      RECUR_VERSION_MINOR) "." RECUR_STRINGIFY(RECUR_VERSION_PATCH);
+}
+
+const char* recur_simd_target(void) { return recur::kernels::SimdTargetName(); }
+
+recur_status recur_model_load_file(const char* path, const recur_load_options* options,
+                                   recur_model** out) {
+  return Guard([&]() -> recur_status {
+    if (out == nullptr) return Report(recur::InvalidArgument("out is null"));
+    *out = nullptr;
+    if (path == nullptr) return Report(recur::InvalidArgument("path is null"));
+    recur_load_options opts;
+    Status s = ReadOptions(options, &opts, "recur_load_options");
+    if (!s.ok()) return Report(s);
+    recur::platform::MappedFile file;
+    s = recur::platform::MapFile(path, (opts.flags & RECUR_LOAD_NO_MMAP) != 0, &file);
+    if (!s.ok()) return Report(s);
+    std::unique_ptr<recur::Model> model;
+    s = recur::LoadModel(file.data, file.size,
+                         recur::LoadOptions{(opts.flags & RECUR_LOAD_TRUSTED) != 0}, &model);
+    if (!s.ok()) {
+      recur::platform::UnmapFile(&file);
+      return Report(s.WithContext(path));
+    }
+    model->file = file;  // the model now owns the mapping
+    return FinishLoad(std::move(model), out);
+  });
+}
+
+recur_status recur_model_load_buffer(const void* data, size_t size,
+                                     const recur_load_options* options, recur_model** out) {
+  return Guard([&]() -> recur_status {
+    if (out == nullptr) return Report(recur::InvalidArgument("out is null"));
+    *out = nullptr;
+    recur_load_options opts;
+    Status s = ReadOptions(options, &opts, "recur_load_options");
+    if (!s.ok()) return Report(s);
+    std::unique_ptr<recur::Model> model;
+    s = recur::LoadModel(data, size, recur::LoadOptions{(opts.flags & RECUR_LOAD_TRUSTED) != 0},
+                         &model);
+    if (!s.ok()) return Report(s);
+    return FinishLoad(std::move(model), out);
+  });
+}
+
+void recur_model_free(recur_model* model) { delete model; }
+
+recur_status recur_model_get_info(const recur_model* model, recur_model_info* info) {
+  return Guard([&]() -> recur_status {
+    if (model == nullptr || info == nullptr) {
+      return Report(recur::InvalidArgument("model and info must not be null"));
+    }
+    recur_model_info full;
+    Status s = ReadOptions(info, &full, "recur_model_info");
+    if (!s.ok()) return Report(s);
+    const recur::Model& m = *model->model;
+    full.input_kind = m.input_kind == recur::fb::InputKind::Tokens ? RECUR_INPUT_TOKENS
+                                                                    : RECUR_INPUT_FEATURES;
+    full.vocab_size = m.vocab_size;
+    full.feature_width = m.feature_width;
+    full.d_model = m.d_model;
+    full.num_layers = static_cast<uint32_t>(m.blocks.size());
+    full.output_width = m.output_width;
+    full.max_positions = m.max_positions;
+    full.parameter_count = m.parameter_count;
+    full.state_bytes = m.state_floats * sizeof(float);
+    full.output_kind = m.head_activation == recur::fb::HeadActivation::Softmax
+                           ? RECUR_OUTPUT_PROBABILITIES
+                       : m.head_activation == recur::fb::HeadActivation::LogSoftmax
+                           ? RECUR_OUTPUT_LOG_PROBABILITIES
+                           : RECUR_OUTPUT_VALUES;
+    std::memcpy(info, &full, info->struct_size);
+    return RECUR_OK;
+  });
+}
+
+recur_status recur_session_create(const recur_model* model, const recur_session_options* options,
+                                  recur_session** out) {
+  return Guard([&]() -> recur_status {
+    if (out == nullptr) return Report(recur::InvalidArgument("out is null"));
+    *out = nullptr;
+    if (model == nullptr) return Report(recur::InvalidArgument("model is null"));
+    recur_session_options opts;
+    Status s = ReadOptions(options, &opts, "recur_session_options");
+    if (!s.ok()) return Report(s);
+    recur::SessionOptions so;
+    so.batch = opts.batch == 0 ? 1 : opts.batch;
+    so.threads = opts.threads == 0 ? 1 : opts.threads;
+    std::unique_ptr<recur::Session> session;
+    s = recur::Session::Create(model->model.get(), so, &session);
+    if (!s.ok()) return Report(s);
+    return FinishSession(std::move(session), out);
+  });
+}
+
+void recur_session_free(recur_session* session) { delete session; }
+
+recur_status recur_session_step(recur_session* session, const recur_input* input, float* out) {
+  return Guard([&]() -> recur_status {
+    if (session == nullptr || input == nullptr) {
+      return Report(recur::InvalidArgument("session and input must not be null"));
+    }
+    return Report(session->session->Step(input->tokens, input->features, out));
+  });
+}
+
+recur_status recur_session_reset(recur_session* session, int stream) {
+  return Guard([&]() -> recur_status {
+    if (session == nullptr) return Report(recur::InvalidArgument("session is null"));
+    return Report(session->session->Reset(stream));
+  });
+}
+
+recur_status recur_session_state_size(const recur_session* session, size_t* size) {
+  return Guard([&]() -> recur_status {
+    if (session == nullptr || size == nullptr) {
+      return Report(recur::InvalidArgument("session and size must not be null"));
+    }
+    *size = session->session->state_blob_size();
+    return RECUR_OK;
+  });
+}
+
+recur_status recur_session_state_save(const recur_session* session, int stream, void* buffer,
+                                      size_t size) {
+  return Guard([&]() -> recur_status {
+    if (session == nullptr) return Report(recur::InvalidArgument("session is null"));
+    return Report(session->session->SaveState(stream, buffer, size));
+  });
+}
+
+recur_status recur_session_state_load(recur_session* session, int stream, const void* buffer,
+                                      size_t size) {
+  return Guard([&]() -> recur_status {
+    if (session == nullptr) return Report(recur::InvalidArgument("session is null"));
+    return Report(session->session->LoadState(stream, buffer, size));
+  });
+}
+
+recur_status recur_session_fork(const recur_session* session, recur_session** out) {
+  return Guard([&]() -> recur_status {
+    if (out == nullptr) return Report(recur::InvalidArgument("out is null"));
+    *out = nullptr;
+    if (session == nullptr) return Report(recur::InvalidArgument("session is null"));
+    std::unique_ptr<recur::Session> copy;
+    Status s = session->session->Fork(&copy);
+    if (!s.ok()) return Report(s);
+    return FinishSession(std::move(copy), out);
+  });
+}
+
+}  // extern "C"

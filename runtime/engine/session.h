@@ -1,0 +1,81 @@
+// A session: B streams of one model in RNN mode. Plans every buffer at
+// creation; Step binds pointers and runs, with no allocation.
+#ifndef RECUR_ENGINE_SESSION_H_
+#define RECUR_ENGINE_SESSION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "hwy/aligned_allocator.h"
+#include "model/model.h"
+
+namespace recur {
+
+struct SessionOptions {
+  size_t batch = 1;
+  size_t threads = 1;
+};
+
+// Called after each block with the (batch, d_model) residual stream; for
+// parity tests and debugging.
+using LayerObserver = void (*)(void* context, size_t layer, const float* x, size_t batch);
+
+class Session {
+ public:
+  static Status Create(const Model* model, const SessionOptions& options,
+                       std::unique_ptr<Session>* out);
+
+  // One element per stream: tokens (batch) or features (batch, feature_width).
+  // Writes (batch, output_width) floats. Validates every input before any
+  // state changes, so a failed step leaves the session as it was.
+  Status Step(const int32_t* tokens, const float* features, float* out);
+
+  // stream -1 resets all streams.
+  Status Reset(int stream);
+
+  size_t state_blob_size() const;
+  Status SaveState(int stream, void* buffer, size_t size) const;
+  Status LoadState(int stream, const void* buffer, size_t size);
+  Status Fork(std::unique_ptr<Session>* out) const;
+
+  void set_layer_observer(LayerObserver observer, void* context) {
+    observer_ = observer;
+    observer_context_ = context;
+  }
+
+  const Model& model() const { return *model_; }
+  size_t batch() const { return batch_; }
+  uint64_t position(size_t stream) const { return positions_[stream]; }
+  // Stream b's recurrent state (model().state_floats floats).
+  const float* stream_state(size_t b) const { return state_.get() + b * state_stride_; }
+
+ private:
+  Session(const Model* model, const SessionOptions& options);
+  Status Allocate();
+  Status CheckInput(const int32_t* tokens, const float* features) const;
+  void Embed(const int32_t* tokens, const float* features);
+  void RunBlock(const BlockView& block, size_t layer);
+  void RunFeedForward(const FeedForwardView& ffn, const float* x, float* y);
+  void Norm(const NormView& norm, const float* x, float* y);
+  void Head(float* out);
+
+  const Model* model_;
+  size_t batch_;
+  size_t state_stride_ = 0;                       // floats per stream, padded to 16
+  hwy::AlignedFreeUniquePtr<float[]> state_;      // (batch, state_stride_)
+  std::vector<uint64_t> positions_;               // per stream: elements consumed
+  hwy::AlignedFreeUniquePtr<float[]> x_;          // (batch, d_model) residual stream
+  hwy::AlignedFreeUniquePtr<float[]> h_;          // (batch, d_model)
+  hwy::AlignedFreeUniquePtr<float[]> ffn_;        // (batch, max d_ff)
+  hwy::AlignedFreeUniquePtr<float[]> scratch_;    // mixer scratch, max over layers
+  std::vector<float*> layer_states_;              // (batch) pointers, rebound per layer
+  LayerObserver observer_ = nullptr;
+  void* observer_context_ = nullptr;
+};
+
+}  // namespace recur
+
+#endif  // RECUR_ENGINE_SESSION_H_

@@ -1,0 +1,97 @@
+// State blobs: one stream's recurrent state, with a header that ties it to
+// its model and a checksum that catches corruption.
+#include <cstring>
+
+#include "core/hash.h"
+#include "engine/session.h"
+
+namespace recur {
+namespace {
+
+constexpr char kStateMagic[8] = {'R', 'C', 'U', 'R', 'S', 'T', 'A', 'T'};
+constexpr uint32_t kStateVersion = 1;
+
+struct StateHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_bytes;
+  uint64_t model_fingerprint;
+  uint64_t payload_bytes;  // state floats × 4
+  uint64_t position;       // elements the stream has consumed
+  uint64_t checksum;       // FNV-1a of the header (checksum = 0) and payload
+};
+static_assert(sizeof(StateHeader) == 48, "state header layout is part of the blob format");
+
+uint64_t Checksum(const StateHeader& header, const void* payload) {
+  StateHeader h = header;
+  h.checksum = 0;
+  return Fnv1a64(payload, header.payload_bytes, Fnv1a64(&h, sizeof(h)));
+}
+
+}  // namespace
+
+size_t Session::state_blob_size() const {
+  return sizeof(StateHeader) + model_->state_floats * sizeof(float);
+}
+
+Status Session::SaveState(int stream, void* buffer, size_t size) const {
+  if (stream < 0 || stream >= static_cast<int>(batch_)) {
+    return OutOfRange("stream %d is out of range [0, %zu)", stream, batch_);
+  }
+  if (buffer == nullptr) return InvalidArgument("state buffer is null");
+  if (size < state_blob_size()) {
+    return InvalidArgument("state buffer has %zu bytes, needs %zu", size, state_blob_size());
+  }
+  StateHeader h{};
+  std::memcpy(h.magic, kStateMagic, sizeof(kStateMagic));
+  h.version = kStateVersion;
+  h.header_bytes = sizeof(StateHeader);
+  h.model_fingerprint = model_->fingerprint();
+  h.payload_bytes = model_->state_floats * sizeof(float);
+  h.position = positions_[size_t(stream)];
+  const float* state = stream_state(size_t(stream));
+  h.checksum = Checksum(h, state);
+  auto* out = static_cast<unsigned char*>(buffer);
+  std::memcpy(out, &h, sizeof(h));
+  std::memcpy(out + sizeof(h), state, h.payload_bytes);
+  return Status::Ok();
+}
+
+Status Session::LoadState(int stream, const void* buffer, size_t size) {
+  if (stream < 0 || stream >= static_cast<int>(batch_)) {
+    return OutOfRange("stream %d is out of range [0, %zu)", stream, batch_);
+  }
+  if (buffer == nullptr) return InvalidArgument("state buffer is null");
+  StateHeader h;
+  if (size < sizeof(h)) return InvalidState("state blob is truncated (%zu bytes)", size);
+  std::memcpy(&h, buffer, sizeof(h));
+  if (std::memcmp(h.magic, kStateMagic, sizeof(kStateMagic)) != 0) {
+    return InvalidState("not a recur state blob (bad magic)");
+  }
+  if (h.version != kStateVersion || h.header_bytes != sizeof(StateHeader)) {
+    return InvalidState("state blob version %u is not supported (expected %u)", h.version,
+                        kStateVersion);
+  }
+  if (h.model_fingerprint != model_->fingerprint()) {
+    return InvalidState("state blob belongs to another model (fingerprint %016llx, this model "
+                        "%016llx)", static_cast<unsigned long long>(h.model_fingerprint),
+                        static_cast<unsigned long long>(model_->fingerprint()));
+  }
+  if (h.payload_bytes != model_->state_floats * sizeof(float) ||
+      size != sizeof(h) + h.payload_bytes) {
+    return InvalidState("state blob is %zu bytes, expected %zu", size, state_blob_size());
+  }
+  const auto* payload = static_cast<const unsigned char*>(buffer) + sizeof(h);
+  if (Checksum(h, payload) != h.checksum) {
+    return InvalidState("state blob checksum mismatch (corrupted)");
+  }
+  if (model_->max_positions != 0 && h.position > model_->max_positions) {
+    return InvalidState("state blob position %llu exceeds the model's %u positions",
+                        static_cast<unsigned long long>(h.position), model_->max_positions);
+  }
+  std::memcpy(state_.get() + size_t(stream) * state_stride_, payload, h.payload_bytes);
+  positions_[size_t(stream)] = h.position;
+  return Status::Ok();
+}
+
+}  // namespace recur

@@ -1,0 +1,63 @@
+// Per-target helpers shared by the kernel families: partial-vector loads and
+// stores for loop tails. Include from a family's -inl.h.
+//
+// Highway 1.0.3's MaskedLoad is only safe on x86 AVX2/AVX3 (fault-suppressing
+// maskload). On SSE4/SSSE3/EMU128/SCALAR it does an aligned full-vector Load,
+// which would read past the array end and requires alignment, so those
+// targets go through a stack buffer instead.
+#if defined(RECUR_KERNELS_COMMON_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef RECUR_KERNELS_COMMON_INL_H_
+#undef RECUR_KERNELS_COMMON_INL_H_
+#else
+#define RECUR_KERNELS_COMMON_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstring>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace recur::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#define RECUR_KERNELS_HAVE_SAFE_MASKED_LOAD 1
+#else
+#define RECUR_KERNELS_HAVE_SAFE_MASKED_LOAD 0
+#endif
+
+// Loads p[0, n) into the low lanes, zeros elsewhere. Requires n < Lanes(d).
+// Reads nothing at or past p + n.
+template <class D>
+HWY_INLINE hn::Vec<D> LoadTail(D d, const float* HWY_RESTRICT p, size_t n) {
+#if RECUR_KERNELS_HAVE_SAFE_MASKED_LOAD
+  return hn::MaskedLoad(hn::FirstN(d, n), d, p);
+#else
+  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
+  std::memcpy(buf, p, n * sizeof(float));
+  return hn::Load(d, buf);
+#endif
+}
+
+// Stores the low n lanes of v to p[0, n). Requires n < Lanes(d).
+// Writes nothing at or past p + n.
+template <class D>
+HWY_INLINE void StoreTail(hn::Vec<D> v, D d, float* HWY_RESTRICT p, size_t n) {
+#if RECUR_KERNELS_HAVE_SAFE_MASKED_LOAD
+  hn::BlendedStore(v, hn::FirstN(d, n), d, p);
+#else
+  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)];
+  hn::Store(v, d, buf);
+  std::memcpy(p, buf, n * sizeof(float));
+#endif
+}
+
+#undef RECUR_KERNELS_HAVE_SAFE_MASKED_LOAD
+
+}  // namespace HWY_NAMESPACE
+}  // namespace recur::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // RECUR_KERNELS_COMMON_INL_H_ toggle

@@ -1,0 +1,248 @@
+// Per-target element-wise and row kernels (see elementwise.h for the
+// contract). Every loop reads element i before writing element i, so y == x
+// is allowed; pointers are not restrict-qualified for that reason.
+#if defined(RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_INL_H_
+#undef RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_INL_H_
+#else
+#define RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_INL_H_
+#endif
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "kernels/common-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace recur::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// erf(x), |error| < 1 ulp (≈6e-8 absolute) with FMA; ≲1.5e-7 without FMA
+// (SSE4/SSSE3). N. Juffa's single-precision approximation: an odd minimax
+// polynomial for |x| ≤ 0.9277, else 1 − exp(poly(|x|)) with the sign of x.
+template <class D, class V>
+HWY_INLINE V Erf(D d, V x) {
+  const V t = hn::Abs(x);
+  // Small branch: x + x·P(x²).
+  const V s = hn::Mul(x, x);
+  V r = hn::Set(d, -5.96761703e-4f);
+  r = hn::MulAdd(r, s, hn::Set(d, 4.99119423e-3f));
+  r = hn::MulAdd(r, s, hn::Set(d, -2.67681349e-2f));
+  r = hn::MulAdd(r, s, hn::Set(d, 1.12819925e-1f));
+  r = hn::MulAdd(r, s, hn::Set(d, -3.76125336e-1f));
+  r = hn::MulAdd(r, s, hn::Set(d, 1.28379166e-1f));
+  const V small = hn::MulAdd(r, x, x);
+  // Large branch; erf(5) rounds to 1, the clamp keeps the polynomial finite.
+  const V tc = hn::Min(t, hn::Set(d, 5.0f));
+  const V sc = hn::Mul(tc, tc);
+  V p = hn::MulAdd(hn::Set(d, -1.72853470e-5f), tc, hn::Set(d, 3.83197126e-4f));
+  const V u = hn::MulAdd(hn::Set(d, -3.88396438e-3f), tc, hn::Set(d, 2.42546219e-2f));
+  p = hn::MulAdd(p, sc, u);
+  p = hn::MulAdd(p, tc, hn::Set(d, -1.06777877e-1f));
+  p = hn::MulAdd(p, tc, hn::Set(d, -6.34846687e-1f));
+  p = hn::MulAdd(p, tc, hn::Set(d, -1.28717512e-1f));
+  p = hn::MulAdd(p, tc, hn::Neg(tc));
+  const V large = hn::CopySign(hn::Sub(hn::Set(d, 1.0f), hn::Exp(d, p)), x);
+  return hn::IfThenElse(hn::Gt(t, hn::Set(d, 0.927734375f)), large, small);
+}
+
+namespace ew_detail {
+
+// y[i] = f(x[i]) over n elements; y may equal x.
+template <class D, class F>
+HWY_INLINE void Map(D d, const float* x, float* y, size_t n, const F& f) {
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(f(hn::LoadU(d, x + i)), d, y + i);
+  if (i < n) StoreTail(f(LoadTail(d, x + i, n - i)), d, y + i, n - i);
+}
+
+// Σ x[i] (4 accumulators for ILP and a little pairwise accuracy).
+template <class D, class F>
+HWY_INLINE float SumMapped(D d, const float* x, size_t n, const F& f) {
+  using V = hn::Vec<D>;
+  const size_t N = hn::Lanes(d);
+  V a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    a0 = hn::Add(a0, f(hn::LoadU(d, x + i)));
+    a1 = hn::Add(a1, f(hn::LoadU(d, x + i + N)));
+    a2 = hn::Add(a2, f(hn::LoadU(d, x + i + 2 * N)));
+    a3 = hn::Add(a3, f(hn::LoadU(d, x + i + 3 * N)));
+  }
+  for (; i + N <= n; i += N) a0 = hn::Add(a0, f(hn::LoadU(d, x + i)));
+  if (i < n) {
+    const size_t r = n - i;
+    a1 = hn::Add(a1, hn::IfThenElseZero(hn::FirstN(d, r), f(LoadTail(d, x + i, r))));
+  }
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+}
+
+// max x[i]; requires n > 0.
+template <class D>
+HWY_INLINE float MaxOf(D d, const float* x, size_t n) {
+  using V = hn::Vec<D>;
+  const size_t N = hn::Lanes(d);
+  const V ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  V m0 = ninf, m1 = ninf;
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    m0 = hn::Max(m0, hn::LoadU(d, x + i));
+    m1 = hn::Max(m1, hn::LoadU(d, x + i + N));
+  }
+  for (; i + N <= n; i += N) m0 = hn::Max(m0, hn::LoadU(d, x + i));
+  if (i < n) {
+    const size_t r = n - i;
+    m1 = hn::Max(m1, hn::IfThenElse(hn::FirstN(d, r), LoadTail(d, x + i, r), ninf));
+  }
+  return hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
+}
+
+}  // namespace ew_detail
+
+HWY_INLINE void Relu(const float* x, float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  const auto zero = hn::Zero(d);
+  ew_detail::Map(d, x, y, n, [&](auto v) HWY_ATTR { return hn::Max(v, zero); });
+}
+
+HWY_INLINE void Gelu(const float* x, float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  const auto half = hn::Set(d, 0.5f);
+  const auto inv_sqrt2 = hn::Set(d, 0.70710678118654752f);
+  ew_detail::Map(d, x, y, n, [&](auto v) HWY_ATTR {
+    const auto h = hn::Mul(half, v);
+    return hn::MulAdd(h, Erf(d, hn::Mul(v, inv_sqrt2)), h);
+  });
+}
+
+HWY_INLINE void EluPlusOne(const float* x, float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  const auto zero = hn::Zero(d);
+  const auto one = hn::Set(d, 1.0f);
+  // Min keeps Exp's argument ≤ 0; NaN takes the x + 1 branch and propagates.
+  ew_detail::Map(d, x, y, n, [&](auto v) HWY_ATTR {
+    return hn::IfThenElse(hn::Le(v, zero), hn::Exp(d, hn::Min(v, zero)), hn::Add(v, one));
+  });
+}
+
+HWY_INLINE void Add(const float* a, const float* b, float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(hn::Add(hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, y + i);
+  }
+  if (i < n) {
+    const size_t r = n - i;
+    StoreTail(hn::Add(LoadTail(d, a + i, r), LoadTail(d, b + i, r)), d, y + i, r);
+  }
+}
+
+// Two-pass: mean, then the biased variance of (x − mean), both in f32.
+HWY_INLINE void LayerNorm(const float* x, const float* gamma, const float* beta, float eps,
+                          float* y, size_t n) {
+  if (n == 0) return;
+  const hn::ScalableTag<float> d;
+  const float inv_n = 1.0f / static_cast<float>(n);
+  const float mean = ew_detail::SumMapped(d, x, n, [](auto v) HWY_ATTR { return v; }) * inv_n;
+  const auto mean_v = hn::Set(d, mean);
+  const float var = ew_detail::SumMapped(d, x, n, [&](auto v) HWY_ATTR {
+                      const auto c = hn::Sub(v, mean_v);
+                      return hn::Mul(c, c);
+                    }) * inv_n;
+  const auto rstd = hn::Set(d, 1.0f / std::sqrt(var + eps));
+  const size_t N = hn::Lanes(d);
+  // y = (x − mean)·rstd·gamma + beta; gamma/beta are read with the same
+  // (possibly partial) loads as x.
+  auto norm = [&](auto v, const float* g, const float* b, size_t r) HWY_ATTR {
+    auto c = hn::Mul(hn::Sub(v, mean_v), rstd);
+    if (g) c = hn::Mul(c, r == N ? hn::LoadU(d, g) : LoadTail(d, g, r));
+    if (b) c = hn::Add(c, r == N ? hn::LoadU(d, b) : LoadTail(d, b, r));
+    return c;
+  };
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(norm(hn::LoadU(d, x + i), gamma ? gamma + i : nullptr, beta ? beta + i : nullptr, N),
+               d, y + i);
+  }
+  if (i < n) {
+    const size_t r = n - i;
+    StoreTail(norm(LoadTail(d, x + i, r), gamma ? gamma + i : nullptr, beta ? beta + i : nullptr, r),
+              d, y + i, r);
+  }
+}
+
+HWY_INLINE void Softmax(const float* x, float* y, size_t n) {
+  if (n == 0) return;
+  const hn::ScalableTag<float> d;
+  const auto max_v = hn::Set(d, ew_detail::MaxOf(d, x, n));
+  // y = exp(x − max), accumulating the sum of the n valid lanes (4 sums).
+  const size_t N = hn::Lanes(d);
+  using V = hn::Vec<decltype(d)>;
+  V s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  auto exp_store = [&](size_t i) HWY_ATTR {
+    const V e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), max_v));
+    hn::StoreU(e, d, y + i);
+    return e;
+  };
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    s0 = hn::Add(s0, exp_store(i));
+    s1 = hn::Add(s1, exp_store(i + N));
+    s2 = hn::Add(s2, exp_store(i + 2 * N));
+    s3 = hn::Add(s3, exp_store(i + 3 * N));
+  }
+  for (; i + N <= n; i += N) s0 = hn::Add(s0, exp_store(i));
+  if (i < n) {
+    const size_t r = n - i;
+    const V e = hn::Exp(d, hn::Sub(LoadTail(d, x + i, r), max_v));
+    s1 = hn::Add(s1, hn::IfThenElseZero(hn::FirstN(d, r), e));
+    StoreTail(e, d, y + i, r);
+  }
+  const V sum = hn::Add(hn::Add(s0, s1), hn::Add(s2, s3));
+  const auto inv = hn::Set(d, 1.0f / hn::GetLane(hn::SumOfLanes(d, sum)));
+  ew_detail::Map(d, y, y, n, [&](auto v) HWY_ATTR { return hn::Mul(v, inv); });
+}
+
+HWY_INLINE void LogSoftmax(const float* x, float* y, size_t n) {
+  if (n == 0) return;
+  const hn::ScalableTag<float> d;
+  const auto max_v = hn::Set(d, ew_detail::MaxOf(d, x, n));
+  const float sum = ew_detail::SumMapped(
+      d, x, n, [&](auto v) HWY_ATTR { return hn::Exp(d, hn::Sub(v, max_v)); });
+  const auto log_sum = hn::Set(d, std::log(sum));
+  // (x − max) − log Σ: x − max is exact near the max, where it matters.
+  ew_detail::Map(d, x, y, n,
+                 [&](auto v) HWY_ATTR { return hn::Sub(hn::Sub(v, max_v), log_sum); });
+}
+
+HWY_INLINE float Dot(const float* x, const float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  const size_t N = hn::Lanes(d);
+  V a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    a0 = hn::MulAdd(hn::LoadU(d, x + i), hn::LoadU(d, y + i), a0);
+    a1 = hn::MulAdd(hn::LoadU(d, x + i + N), hn::LoadU(d, y + i + N), a1);
+    a2 = hn::MulAdd(hn::LoadU(d, x + i + 2 * N), hn::LoadU(d, y + i + 2 * N), a2);
+    a3 = hn::MulAdd(hn::LoadU(d, x + i + 3 * N), hn::LoadU(d, y + i + 3 * N), a3);
+  }
+  for (; i + N <= n; i += N) a0 = hn::MulAdd(hn::LoadU(d, x + i), hn::LoadU(d, y + i), a0);
+  if (i < n) {
+    const size_t r = n - i;
+    a1 = hn::MulAdd(LoadTail(d, x + i, r), LoadTail(d, y + i, r), a1);
+  }
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace recur::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_INL_H_ toggle

@@ -1,0 +1,66 @@
+// Dynamic dispatch for the element-wise kernels in elementwise-inl.h.
+#include "kernels/elementwise/elementwise.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/elementwise/elementwise.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/elementwise/elementwise-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace recur::kernels {
+namespace HWY_NAMESPACE {
+
+void ReluImpl(const float* x, float* y, size_t n) { Relu(x, y, n); }
+void GeluImpl(const float* x, float* y, size_t n) { Gelu(x, y, n); }
+void EluPlusOneImpl(const float* x, float* y, size_t n) { EluPlusOne(x, y, n); }
+void AddImpl(const float* a, const float* b, float* y, size_t n) { Add(a, b, y, n); }
+void LayerNormImpl(const float* x, const float* gamma, const float* beta, float eps, float* y,
+                   size_t n) {
+  LayerNorm(x, gamma, beta, eps, y, n);
+}
+void SoftmaxImpl(const float* x, float* y, size_t n) { Softmax(x, y, n); }
+void LogSoftmaxImpl(const float* x, float* y, size_t n) { LogSoftmax(x, y, n); }
+float DotImpl(const float* x, const float* y, size_t n) { return Dot(x, y, n); }
+const char* SimdTargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace recur::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace recur::kernels {
+
+HWY_EXPORT(ReluImpl);
+HWY_EXPORT(GeluImpl);
+HWY_EXPORT(EluPlusOneImpl);
+HWY_EXPORT(AddImpl);
+HWY_EXPORT(LayerNormImpl);
+HWY_EXPORT(SoftmaxImpl);
+HWY_EXPORT(LogSoftmaxImpl);
+HWY_EXPORT(DotImpl);
+HWY_EXPORT(SimdTargetNameImpl);
+
+void Relu(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(ReluImpl)(x, y, n); }
+void Gelu(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(GeluImpl)(x, y, n); }
+void EluPlusOne(const float* x, float* y, size_t n) {
+  HWY_DYNAMIC_DISPATCH(EluPlusOneImpl)(x, y, n);
+}
+void Add(const float* a, const float* b, float* y, size_t n) {
+  HWY_DYNAMIC_DISPATCH(AddImpl)(a, b, y, n);
+}
+void LayerNorm(const float* x, const float* gamma, const float* beta, float eps, float* y,
+               size_t n) {
+  HWY_DYNAMIC_DISPATCH(LayerNormImpl)(x, gamma, beta, eps, y, n);
+}
+void Softmax(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(SoftmaxImpl)(x, y, n); }
+void LogSoftmax(const float* x, float* y, size_t n) {
+  HWY_DYNAMIC_DISPATCH(LogSoftmaxImpl)(x, y, n);
+}
+float Dot(const float* x, const float* y, size_t n) {
+  return HWY_DYNAMIC_DISPATCH(DotImpl)(x, y, n);
+}
+const char* SimdTargetName() { return HWY_DYNAMIC_DISPATCH(SimdTargetNameImpl)(); }
+
+}  // namespace recur::kernels
+#endif  // HWY_ONCE

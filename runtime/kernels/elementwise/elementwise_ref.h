@@ -1,0 +1,80 @@
+// Scalar references for the element-wise kernels (the spec; used by tests).
+// Computed in double, rounded to float on store.
+#ifndef RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_REF_H_
+#define RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_REF_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+namespace recur::kernels::ref {
+
+inline void Relu(const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+inline void Gelu(const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    y[i] = static_cast<float>(0.5 * v * (1.0 + std::erf(v * 0.70710678118654752440)));
+  }
+}
+
+inline void EluPlusOne(const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    y[i] = static_cast<float>(v > 0.0 ? v + 1.0 : std::exp(v));
+  }
+}
+
+inline void Add(const float* a, const float* b, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+inline void LayerNorm(const float* x, const float* gamma, const float* beta, float eps, float* y,
+                      size_t n) {
+  if (n == 0) return;
+  double mean = 0.0;
+  for (size_t i = 0; i < n; ++i) mean += x[i];
+  mean /= static_cast<double>(n);
+  double var = 0.0;
+  for (size_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= static_cast<double>(n);
+  const double rstd = 1.0 / std::sqrt(var + eps);
+  for (size_t i = 0; i < n; ++i) {
+    double v = (x[i] - mean) * rstd;
+    if (gamma) v *= gamma[i];
+    if (beta) v += beta[i];
+    y[i] = static_cast<float>(v);
+  }
+}
+
+inline void Softmax(const float* x, float* y, size_t n) {
+  if (n == 0) return;
+  double mx = -std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < n; ++i) mx = std::max<double>(mx, x[i]);
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) sum += std::exp(x[i] - mx);
+  for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(std::exp(x[i] - mx) / sum);
+}
+
+inline void LogSoftmax(const float* x, float* y, size_t n) {
+  if (n == 0) return;
+  double mx = -std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < n; ++i) mx = std::max<double>(mx, x[i]);
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) sum += std::exp(x[i] - mx);
+  const double lse = mx + std::log(sum);
+  for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i] - lse);
+}
+
+inline double Dot(const float* x, const float* y, size_t n) {
+  double s = 0.0;
+  for (size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * y[i];
+  return s;
+}
+
+}  // namespace recur::kernels::ref
+
+#endif  // RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_REF_H_

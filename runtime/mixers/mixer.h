@@ -1,0 +1,48 @@
+// The sequence-mixer interface. One file per mixer implements it; the
+// registry (registry.cc) maps the schema's Mixer union tag to its factory.
+#ifndef RECUR_MIXERS_MIXER_H_
+#define RECUR_MIXERS_MIXER_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "model/model.h"
+
+namespace recur {
+
+class Mixer {
+ public:
+  virtual ~Mixer() = default;
+
+  // Floats of recurrent state per stream (zero-initialised = empty history).
+  virtual size_t state_floats() const = 0;
+  // Floats of scratch the step needs for `batch` streams.
+  virtual size_t scratch_floats(size_t batch) const = 0;
+
+  // One RNN step for `batch` streams.
+  //   x: (batch, d_model) input rows; y: (batch, d_model) mixer output rows.
+  //   y may alias x: a mixer reads all of x before it writes y.
+  //   states[b]: stream b's state for this layer (state_floats() floats)
+  virtual void Step(const float* x, size_t batch, float* const* states, float* scratch,
+                    float* y) const = 0;
+};
+
+// Builds a mixer from its schema table (`table` is the union member), with
+// the tensor resolver for weights. `layer` names the block in messages.
+using MixerFactory = Status (*)(const void* table, const std::string& layer, uint32_t d_model,
+                                TensorResolver* tensors, std::unique_ptr<Mixer>* out);
+
+struct MixerEntry {
+  fb::Mixer tag;
+  const char* name;
+  MixerFactory create;
+};
+
+// The entry for `tag`, or null when this runtime does not know the tag.
+const MixerEntry* FindMixer(fb::Mixer tag);
+
+}  // namespace recur
+
+#endif  // RECUR_MIXERS_MIXER_H_

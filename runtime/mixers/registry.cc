@@ -1,0 +1,39 @@
+#include "mixers/mixer.h"
+
+namespace recur {
+
+#define RECUR_MIXER(Tag, Factory)                                                      \
+  Status Factory(const void* table, const std::string& layer, uint32_t d_model,        \
+                 TensorResolver* tensors, std::unique_ptr<Mixer>* out);
+#include "mixers/mixers.inc"
+#undef RECUR_MIXER
+
+namespace {
+
+// Indexed by union tag; slot 0 is fb::Mixer::NONE.
+constexpr MixerEntry kMixers[] = {
+    {fb::Mixer::NONE, "none", nullptr},
+#define RECUR_MIXER(Tag, Factory) {fb::Mixer::Tag, #Tag, Factory},
+#include "mixers/mixers.inc"
+#undef RECUR_MIXER
+};
+
+constexpr bool TagsMatchIndices() {
+  for (size_t i = 0; i < sizeof(kMixers) / sizeof(kMixers[0]); ++i) {
+    if (static_cast<size_t>(kMixers[i].tag) != i) return false;
+  }
+  return true;
+}
+static_assert(TagsMatchIndices(), "mixers.inc must list mixers in union tag order");
+static_assert(sizeof(kMixers) / sizeof(kMixers[0]) == static_cast<size_t>(fb::Mixer::MAX) + 1,
+              "every Mixer union member needs a line in mixers.inc");
+
+}  // namespace
+
+const MixerEntry* FindMixer(fb::Mixer tag) {
+  const size_t index = static_cast<size_t>(tag);
+  if (index == 0 || index >= sizeof(kMixers) / sizeof(kMixers[0])) return nullptr;
+  return &kMixers[index];
+}
+
+}  // namespace recur

@@ -1,0 +1,130 @@
+// The loaded model: resolved, validated views into the model bytes. Built
+// once by the loader, immutable afterwards, shared by every session.
+#ifndef RECUR_MODEL_MODEL_H_
+#define RECUR_MODEL_MODEL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/platform.h"
+#include "core/status.h"
+#include "schema/recur_generated.h"
+
+namespace recur {
+
+class Mixer;
+
+// y = x·wᵀ + b over rows. Weights point into the model bytes (no copy).
+struct DenseView {
+  const float* weight = nullptr;  // (out, in)
+  const float* bias = nullptr;    // (out) or null
+  uint32_t in = 0;
+  uint32_t out = 0;
+};
+
+struct NormView {
+  const float* gamma = nullptr;  // (d_model)
+  const float* beta = nullptr;   // (d_model)
+  float eps = 1e-5f;
+};
+
+struct FeedForwardView {
+  DenseView linear1;  // d_model → d_ff
+  DenseView linear2;  // d_ff → d_model
+  fb::Activation activation = fb::Activation::Relu;
+};
+
+struct BlockView {
+  NormView norm1;
+  NormView norm2;
+  const Mixer* mixer = nullptr;  // owned by Model::mixers
+  FeedForwardView ffn;
+};
+
+struct Model {
+  platform::MappedFile file;  // released with the model when loaded from a file
+  const fb::Model* root = nullptr;
+  const uint8_t* bytes = nullptr;  // the whole file
+  size_t size = 0;
+
+  // Identifies the model (metadata and weights) in state blobs. Computed on
+  // first use, not at load, so that loading never reads every weight page.
+  uint64_t fingerprint() const;
+
+  uint32_t d_model = 0;
+  fb::NormPlacement norm_placement = fb::NormPlacement::Pre;
+
+  fb::InputKind input_kind = fb::InputKind::Tokens;
+  uint32_t vocab_size = 0;
+  uint32_t feature_width = 0;
+  const float* embedding = nullptr;   // (vocab_size, d_model)
+  DenseView input_projection;         // weight null: frames go in as they are
+  const float* positions = nullptr;   // (max_positions, d_model) or null
+  uint32_t max_positions = 0;
+
+  std::vector<BlockView> blocks;
+  std::vector<std::unique_ptr<Mixer>> mixers;
+  NormView final_norm;                // gamma null: no final norm
+  DenseView head;                     // weight null: output is the d_model stream
+  fb::HeadActivation head_activation = fb::HeadActivation::None;
+
+  uint32_t output_width = 0;
+  uint64_t parameter_count = 0;
+  size_t state_floats = 0;            // per stream, all layers
+  std::vector<size_t> state_offsets;  // per layer, into a stream's state
+
+  Model();
+  ~Model();
+  mutable std::once_flag fingerprint_once;
+  mutable uint64_t fingerprint_value = 0;
+
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+};
+
+struct LoadOptions {
+  bool trusted = false;  // skip the FlatBuffers Verifier
+};
+
+// Validates `data` (the whole file: size prefix, FlatBuffer, data segment)
+// and builds the model. `data` must stay valid for the model's lifetime and
+// be 64-byte aligned. On error, the message names the failing check.
+Status LoadModel(const void* data, size_t size, const LoadOptions& options,
+                 std::unique_ptr<Model>* out);
+
+// Resolves tensor references during loading and checks them against the
+// shapes the model structure implies; one place for every shape rule.
+class TensorResolver {
+ public:
+  TensorResolver(const fb::Model* root, const uint8_t* segment, uint64_t segment_size)
+      : root_(root), segment_(segment), segment_size_(segment_size) {}
+
+  // Validates every tensor record (bounds, alignment, dtype, byte size).
+  Status CheckTensorTable() const;
+
+  // A float tensor of exactly `shape`. `what` names the use in messages
+  // ("blocks.3.mixer.key.weight"). index -1 is an error unless `optional`.
+  Status Get(int32_t index, const char* what, std::initializer_list<int64_t> shape,
+             bool optional, const float** out);
+  // nn.Linear weight [out, in] and, if present, bias [out].
+  Status GetDense(const fb::Dense* dense, const std::string& what, uint32_t out_features,
+                  uint32_t in_features, DenseView* out);
+  Status GetNorm(const fb::LayerNorm* norm, const std::string& what, uint32_t width,
+                 NormView* out);
+
+  uint64_t parameter_count() const { return parameter_count_; }
+
+ private:
+  const fb::Model* root_;
+  const uint8_t* segment_;
+  uint64_t segment_size_;
+  uint64_t parameter_count_ = 0;
+};
+
+}  // namespace recur
+
+#endif  // RECUR_MODEL_MODEL_H_

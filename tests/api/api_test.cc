@@ -1,0 +1,300 @@
+// The C API: loading, stepping, batching, and every error path it has.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "recur/recur.h"
+#include "recur/recur.hpp"
+#include "test_models.h"
+
+namespace {
+
+using recur::testing::BuildTestModel;
+using recur::testing::kTinyFeaturesConfig;
+using recur::testing::kTinyTokensConfig;
+
+bool ErrorContains(const char* needle) {
+  return std::string(recur_last_error()).find(needle) != std::string::npos;
+}
+
+struct Loaded {
+  recur::converter::AlignedBytes bytes;
+  recur_model* model = nullptr;
+  explicit Loaded(const char* config, unsigned seed = 1) {
+    bytes = BuildTestModel(config, seed);
+    REQUIRE(!bytes.empty());
+    REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
+  }
+  ~Loaded() { recur_model_free(model); }
+};
+
+recur_session* NewSession(const recur_model* model, uint32_t batch = 1) {
+  recur_session_options options{sizeof(options), batch, 1};
+  recur_session* session = nullptr;
+  REQUIRE(recur_session_create(model, &options, &session) == RECUR_OK);
+  return session;
+}
+
+std::vector<float> StepTokens(recur_session* s, std::vector<int32_t> tokens, size_t width) {
+  std::vector<float> out(tokens.size() * width);
+  recur_input in{tokens.data(), nullptr};
+  REQUIRE(recur_session_step(s, &in, out.data()) == RECUR_OK);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("model info describes the model") {
+  Loaded m(kTinyTokensConfig);
+  recur_model_info info{};
+  info.struct_size = sizeof(info);
+  REQUIRE(recur_model_get_info(m.model, &info) == RECUR_OK);
+  CHECK(info.input_kind == RECUR_INPUT_TOKENS);
+  CHECK(info.vocab_size == 11);
+  CHECK(info.d_model == 16);
+  CHECK(info.num_layers == 2);
+  CHECK(info.output_width == 11);
+  CHECK(info.max_positions == 64);
+  CHECK(info.output_kind == RECUR_OUTPUT_PROBABILITIES);
+  // 2 layers × 2 heads × (8·8 + 8) floats.
+  CHECK(info.state_bytes == 2 * 2 * (8 * 8 + 8) * sizeof(float));
+  // embedding 11·16 + positions 64·16 + per block (2 norms 4·16, q/k/v/o 4·(16·16+16),
+  // ffn 32·16+32 + 16·32+16) + final norm 2·16 + head 11·16+11
+  const uint64_t block = 4 * 16 + 4 * (16 * 16 + 16) + (32 * 16 + 32) + (16 * 32 + 16);
+  CHECK(info.parameter_count == 11 * 16 + 64 * 16 + 2 * block + 2 * 16 + 11 * 16 + 11);
+}
+
+TEST_CASE("a softmax head outputs a distribution at every step") {
+  Loaded m(kTinyTokensConfig);
+  recur_session* s = NewSession(m.model);
+  for (int t = 0; t < 20; ++t) {
+    auto out = StepTokens(s, {t % 11}, 11);
+    double sum = 0;
+    for (float p : out) {
+      CHECK(p >= 0.0f);
+      sum += p;
+    }
+    CHECK(sum == doctest::Approx(1.0).epsilon(1e-5));
+  }
+  recur_session_free(s);
+}
+
+TEST_CASE("streams of a batch are independent and equal single-stream runs") {
+  Loaded m(kTinyTokensConfig);
+  const size_t batch = 5, steps = 30;
+  recur_session* batched = NewSession(m.model, batch);
+  std::vector<recur_session*> singles;
+  for (size_t b = 0; b < batch; ++b) singles.push_back(NewSession(m.model));
+  for (size_t t = 0; t < steps; ++t) {
+    std::vector<int32_t> tokens(batch);
+    for (size_t b = 0; b < batch; ++b) tokens[b] = int32_t((t * 7 + b * 3) % 11);
+    auto out = StepTokens(batched, tokens, 11);
+    for (size_t b = 0; b < batch; ++b) {
+      auto single = StepTokens(singles[b], {tokens[b]}, 11);
+      for (size_t i = 0; i < 11; ++i) CHECK(out[b * 11 + i] == doctest::Approx(single[i]).epsilon(1e-5));
+    }
+  }
+  for (auto* s : singles) recur_session_free(s);
+  recur_session_free(batched);
+}
+
+TEST_CASE("null arguments are refused with a message") {
+  Loaded m(kTinyTokensConfig);
+  recur_model* model = nullptr;
+  CHECK(recur_model_load_file(nullptr, nullptr, &model) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("path is null"));
+  CHECK(recur_model_load_buffer(nullptr, 100, nullptr, &model) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_model_load_buffer(m.bytes.data(), m.bytes.size(), nullptr, nullptr) ==
+        RECUR_INVALID_ARGUMENT);
+  recur_session* s = nullptr;
+  CHECK(recur_session_create(nullptr, nullptr, &s) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("model is null"));
+  s = NewSession(m.model);
+  CHECK(recur_session_step(s, nullptr, nullptr) == RECUR_INVALID_ARGUMENT);
+  int32_t token = 1;
+  recur_input in{&token, nullptr};
+  CHECK(recur_session_step(s, &in, nullptr) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("output buffer is null"));
+  CHECK(recur_session_step(nullptr, &in, nullptr) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_model_get_info(m.model, nullptr) == RECUR_INVALID_ARGUMENT);
+  recur_session_free(s);
+  recur_session_free(nullptr);
+  recur_model_free(nullptr);
+}
+
+TEST_CASE("options structs with a bad struct_size are refused") {
+  Loaded m(kTinyTokensConfig);
+  recur_session_options options{3, 1, 1};
+  recur_session* s = nullptr;
+  CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("struct_size"));
+  options.struct_size = sizeof(options) + 8;
+  CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
+  recur_model_info info{};
+  info.struct_size = 1;
+  CHECK(recur_model_get_info(m.model, &info) == RECUR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("session options: batch bounds and threads") {
+  Loaded m(kTinyTokensConfig);
+  recur_session* s = nullptr;
+  recur_session_options options{sizeof(options), 100000, 1};
+  CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("batch"));
+  options = {sizeof(options), 1, 4};
+  CHECK(recur_session_create(m.model, &options, &s) == RECUR_UNSUPPORTED);
+  CHECK(ErrorContains("threads"));
+  CHECK(s == nullptr);
+}
+
+TEST_CASE("out-of-range tokens are refused and leave the session unchanged") {
+  Loaded m(kTinyTokensConfig);
+  recur_session* a = NewSession(m.model, 2);
+  recur_session* b = NewSession(m.model, 2);
+  StepTokens(a, {1, 2}, 11);
+  StepTokens(b, {1, 2}, 11);
+  for (int32_t bad : {11, -1, 1 << 30}) {
+    std::vector<int32_t> tokens{3, bad};
+    std::vector<float> out(22);
+    recur_input in{tokens.data(), nullptr};
+    CHECK(recur_session_step(a, &in, out.data()) == RECUR_OUT_OF_RANGE);
+    CHECK(ErrorContains("stream 1: token id"));
+    CHECK(ErrorContains("outside the vocabulary [0, 11)"));
+  }
+  CHECK(StepTokens(a, {4, 5}, 11) == StepTokens(b, {4, 5}, 11));
+  recur_session_free(a);
+  recur_session_free(b);
+}
+
+TEST_CASE("the wrong kind of input is refused") {
+  Loaded tokens_model(kTinyTokensConfig);
+  Loaded features_model(kTinyFeaturesConfig);
+  recur_session* ts = NewSession(tokens_model.model);
+  recur_session* fs = NewSession(features_model.model);
+  float frame[5] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f};
+  int32_t token = 1;
+  std::vector<float> out(16);
+  recur_input features_in{nullptr, frame};
+  recur_input tokens_in{&token, nullptr};
+  recur_input both{&token, frame};
+  CHECK(recur_session_step(ts, &features_in, out.data()) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("takes token ids"));
+  CHECK(recur_session_step(fs, &tokens_in, out.data()) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("takes feature frames"));
+  CHECK(recur_session_step(ts, &both, out.data()) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_step(fs, &both, out.data()) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_step(fs, &features_in, out.data()) == RECUR_OK);
+  recur_session_free(ts);
+  recur_session_free(fs);
+}
+
+TEST_CASE("non-finite features are refused (policy: reject, never propagate)") {
+  Loaded m(kTinyFeaturesConfig);
+  recur_session* s = NewSession(m.model);
+  std::vector<float> out(12);
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    float frame[5] = {0.1f, 0.2f, bad, 0.4f, 0.5f};
+    recur_input in{nullptr, frame};
+    CHECK(recur_session_step(s, &in, out.data()) == RECUR_INVALID_ARGUMENT);
+    CHECK(ErrorContains("stream 0: feature 2 is"));
+  }
+  recur_session_free(s);
+}
+
+TEST_CASE("learned positions bound a stream's length; reset starts it over") {
+  Loaded m(kTinyTokensConfig);
+  recur_session* s = NewSession(m.model);
+  for (int t = 0; t < 64; ++t) StepTokens(s, {t % 11}, 11);
+  int32_t token = 0;
+  std::vector<float> out(11);
+  recur_input in{&token, nullptr};
+  CHECK(recur_session_step(s, &in, out.data()) == RECUR_OUT_OF_RANGE);
+  CHECK(ErrorContains("learned positions end at 64"));
+  CHECK(recur_session_reset(s, 0) == RECUR_OK);
+  recur_session* fresh = NewSession(m.model);
+  CHECK(StepTokens(s, {3}, 11) == StepTokens(fresh, {3}, 11));
+  recur_session_free(s);
+  recur_session_free(fresh);
+}
+
+TEST_CASE("reset: one stream, all streams, and out-of-range streams") {
+  Loaded m(kTinyTokensConfig);
+  recur_session* s = NewSession(m.model, 3);
+  recur_session* fresh = NewSession(m.model, 3);
+  for (int t = 0; t < 5; ++t) StepTokens(s, {1, 2, 3}, 11);
+  CHECK(recur_session_reset(s, 1) == RECUR_OK);
+  auto after = StepTokens(s, {4, 4, 4}, 11);
+  auto first = StepTokens(fresh, {4, 4, 4}, 11);
+  CHECK(std::equal(after.begin() + 11, after.begin() + 22, first.begin() + 11));
+  CHECK(!std::equal(after.begin(), after.begin() + 11, first.begin()));
+  CHECK(recur_session_reset(s, 3) == RECUR_OUT_OF_RANGE);
+  CHECK(ErrorContains("stream 3 is out of range"));
+  CHECK(recur_session_reset(s, -2) == RECUR_OUT_OF_RANGE);
+  CHECK(recur_session_reset(s, -1) == RECUR_OK);
+  recur_session_free(s);
+  recur_session_free(fresh);
+}
+
+TEST_CASE("load_file: missing file, directory, empty file") {
+  recur_model* model = nullptr;
+  CHECK(recur_model_load_file("/nonexistent/model.recur", nullptr, &model) == RECUR_IO_ERROR);
+  CHECK(ErrorContains("cannot open '/nonexistent/model.recur'"));
+  CHECK(recur_model_load_file("/tmp", nullptr, &model) == RECUR_IO_ERROR);
+  CHECK(ErrorContains("not a regular file"));
+  const char* empty = "api_test_empty.recur";
+  FILE* f = std::fopen(empty, "wb");
+  REQUIRE(f != nullptr);
+  std::fclose(f);
+  CHECK(recur_model_load_file(empty, nullptr, &model) == RECUR_IO_ERROR);
+  CHECK(ErrorContains("is empty"));
+  CHECK(model == nullptr);
+}
+
+TEST_CASE("load_file: mmap and read-into-memory give the same model") {
+  auto bytes = BuildTestModel(kTinyTokensConfig, 3);
+  const char* path = "api_test_model.recur";
+  FILE* f = std::fopen(path, "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+  std::fclose(f);
+  std::vector<std::vector<float>> outs;
+  for (uint32_t flags : {0u, uint32_t(RECUR_LOAD_NO_MMAP), uint32_t(RECUR_LOAD_TRUSTED)}) {
+    auto model = recur::Model::Load(path, flags);
+    REQUIRE(model.ok());
+    auto session = recur::Session::Create(*model);
+    REQUIRE(session.ok());
+    std::vector<float> out(11);
+    for (int32_t t = 0; t < 10; ++t) REQUIRE(session->StepTokens(&t, out.data()).ok());
+    outs.push_back(out);
+  }
+  CHECK(outs[0] == outs[1]);
+  CHECK(outs[0] == outs[2]);
+}
+
+TEST_CASE("load_buffer refuses misaligned bytes") {
+  auto bytes = BuildTestModel(kTinyTokensConfig, 1);
+  std::vector<uint8_t, recur::converter::AlignedAllocator<uint8_t>> shifted(bytes.size() + 8);
+  std::memcpy(shifted.data() + 8, bytes.data(), bytes.size());
+  recur_model* model = nullptr;
+  CHECK(recur_model_load_buffer(shifted.data() + 8, bytes.size(), nullptr, &model) ==
+        RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("64-byte aligned"));
+}
+
+TEST_CASE("status strings and version") {
+  CHECK(std::string(recur_status_string(RECUR_OK)) == "RECUR_OK");
+  CHECK(std::string(recur_status_string(RECUR_INVALID_STATE)) == "RECUR_INVALID_STATE");
+  CHECK(std::string(recur_status_string(static_cast<recur_status>(99))) == "RECUR_UNKNOWN_STATUS");
+  CHECK(std::string(recur_version_string()) == "0.1.0");
+  CHECK(std::strlen(recur_simd_target()) > 0);
+}
+
+TEST_CASE("C++ wrapper reports errors without throwing") {
+  auto model = recur::Model::Load("/nonexistent.recur");
+  CHECK(!model.ok());
+  CHECK(model.status().code() == RECUR_IO_ERROR);
+  CHECK(model.error().find("cannot open") != std::string::npos);
+}

@@ -1,0 +1,151 @@
+// State save/load and fork: exact round trips, and refusal of blobs that do
+// not belong to the session.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "recur/recur.hpp"
+#include "test_models.h"
+
+namespace {
+
+using recur::testing::BuildTestModel;
+using recur::testing::kTinyTokensConfig;
+
+std::vector<float> Run(recur::Session& s, int32_t first, int steps) {
+  std::vector<float> out(11), all;
+  for (int t = 0; t < steps; ++t) {
+    int32_t token = (first + t * 5) % 11;
+    REQUIRE(s.StepTokens(&token, out.data()).ok());
+    all.insert(all.end(), out.begin(), out.end());
+  }
+  return all;
+}
+
+struct Fixture {
+  recur::converter::AlignedBytes bytes = BuildTestModel(kTinyTokensConfig, 1);
+  recur::Model model = std::move(*recur::Model::FromBuffer(bytes.data(), bytes.size()));
+};
+
+}  // namespace
+
+TEST_CASE("save then load continues exactly where the stream was") {
+  Fixture f;
+  auto a = recur::Session::Create(f.model);
+  REQUIRE(a.ok());
+  Run(*a, 0, 17);
+  auto blob = a->SaveState(0);
+  REQUIRE(blob.ok());
+  const auto expected = Run(*a, 3, 20);
+
+  auto b = recur::Session::Create(f.model);
+  REQUIRE(b.ok());
+  Run(*b, 9, 4);  // some other history, to be overwritten
+  REQUIRE(b->LoadState(0, *blob).ok());
+  CHECK(Run(*b, 3, 20) == expected);  // bitwise
+}
+
+TEST_CASE("a blob moves between streams of a batch") {
+  Fixture f;
+  auto single = recur::Session::Create(f.model);
+  auto batched = recur::Session::Create(f.model, 3);
+  REQUIRE(single.ok());
+  REQUIRE(batched.ok());
+  Run(*single, 2, 6);
+  auto blob = single->SaveState(0);
+  REQUIRE(blob.ok());
+  REQUIRE(batched->LoadState(2, *blob).ok());
+  std::vector<float> out(33), ref(11);
+  int32_t tokens[3] = {1, 1, 1};
+  REQUIRE(batched->StepTokens(tokens, out.data()).ok());
+  REQUIRE(single->StepTokens(tokens, ref.data()).ok());
+  for (int i = 0; i < 11; ++i) CHECK(out[22 + i] == doctest::Approx(ref[i]).epsilon(1e-6));
+}
+
+TEST_CASE("fork gives an independent copy") {
+  Fixture f;
+  auto a = recur::Session::Create(f.model);
+  REQUIRE(a.ok());
+  Run(*a, 1, 9);
+  auto b = a->Fork();
+  REQUIRE(b.ok());
+  const auto from_a = Run(*a, 4, 10);
+  CHECK(Run(*b, 4, 10) == from_a);
+  Run(*a, 7, 3);  // advancing a does not move b
+  auto c = recur::Session::Create(f.model);
+  REQUIRE(c.ok());
+  Run(*c, 1, 9);
+  Run(*c, 4, 10);
+  CHECK(Run(*b, 0, 5) == Run(*c, 0, 5));
+}
+
+TEST_CASE("a blob from another model is refused") {
+  Fixture f;
+  auto other_bytes = BuildTestModel(kTinyTokensConfig, 2);  // same shapes, other weights
+  auto other = recur::Model::FromBuffer(other_bytes.data(), other_bytes.size());
+  REQUIRE(other.ok());
+  auto a = recur::Session::Create(f.model);
+  auto b = recur::Session::Create(*other);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  auto blob = a->SaveState(0);
+  REQUIRE(blob.ok());
+  recur::Status s = b->LoadState(0, *blob);
+  CHECK(s.code() == RECUR_INVALID_STATE);
+  CHECK(s.message().find("another model") != std::string::npos);
+}
+
+TEST_CASE("truncated, padded and corrupted blobs are refused, leaving the stream unchanged") {
+  Fixture f;
+  auto a = recur::Session::Create(f.model);
+  REQUIRE(a.ok());
+  Run(*a, 0, 5);
+  auto blob = a->SaveState(0);
+  REQUIRE(blob.ok());
+  auto probe = a->Fork();
+  REQUIRE(probe.ok());
+  const auto expected = Run(*probe, 2, 4);
+
+  std::vector<uint8_t> truncated(blob->begin(), blob->end() - 1);
+  recur::Status s = a->LoadState(0, truncated);
+  CHECK(s.code() == RECUR_INVALID_STATE);
+  std::vector<uint8_t> header_only(blob->begin(), blob->begin() + 10);
+  CHECK(a->LoadState(0, header_only).code() == RECUR_INVALID_STATE);
+  CHECK(a->LoadState(0, {}).code() == RECUR_INVALID_ARGUMENT);  // null buffer
+  std::vector<uint8_t> padded = *blob;
+  padded.push_back(0);
+  CHECK(a->LoadState(0, padded).code() == RECUR_INVALID_STATE);
+
+  for (size_t i : {size_t(0), size_t(9), size_t(20), blob->size() / 2, blob->size() - 1}) {
+    std::vector<uint8_t> bad = *blob;
+    bad[i] ^= 0x10;
+    s = a->LoadState(0, bad);
+    CHECK_MESSAGE(s.code() == RECUR_INVALID_STATE, "flipped byte ", i);
+  }
+  std::vector<uint8_t> bad = *blob;
+  bad[bad.size() - 3] ^= 0x01;
+  s = a->LoadState(0, bad);
+  CHECK(s.message().find("checksum") != std::string::npos);
+  CHECK(Run(*a, 2, 4) == expected);  // every refusal left the stream as it was
+}
+
+TEST_CASE("save/load argument errors") {
+  Fixture f;
+  auto a = recur::Session::Create(f.model, 2);
+  REQUIRE(a.ok());
+  size_t size = 0;
+  REQUIRE(recur_session_state_size(a->get(), &size) == RECUR_OK);
+  CHECK(size == 48 + 2 * 2 * (8 * 8 + 8) * sizeof(float));
+  std::vector<uint8_t> buffer(size);
+  CHECK(recur_session_state_save(a->get(), 2, buffer.data(), size) == RECUR_OUT_OF_RANGE);
+  CHECK(recur_session_state_save(a->get(), -1, buffer.data(), size) == RECUR_OUT_OF_RANGE);
+  CHECK(recur_session_state_save(a->get(), 0, buffer.data(), size - 1) == RECUR_INVALID_ARGUMENT);
+  CHECK(std::string(recur_last_error()).find("needs") != std::string::npos);
+  CHECK(recur_session_state_save(a->get(), 0, nullptr, size) == RECUR_INVALID_ARGUMENT);
+  REQUIRE(recur_session_state_save(a->get(), 1, buffer.data(), size) == RECUR_OK);
+  CHECK(recur_session_state_load(a->get(), 5, buffer.data(), size) == RECUR_OUT_OF_RANGE);
+  CHECK(recur_session_state_load(a->get(), 0, nullptr, size) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_state_load(a->get(), 0, buffer.data(), size) == RECUR_OK);
+}

@@ -1,0 +1,294 @@
+// config.json import: both layouts, the fast-transformers mapping, and the
+// messages for missing and invalid keys.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "converter/config.h"
+#include "converter_test_util.h"
+
+namespace recur::converter {
+namespace {
+
+using nlohmann::json;
+
+json TokensJson() { return json::parse(testing::kTokensConfig); }
+
+std::string ErrorOf(const json& config, Layout layout = Layout::kAuto) {
+  auto r = ParseConfig(config.dump(), layout);
+  if (r.ok()) return "(parsed)";
+  return r.message();
+}
+
+TEST_CASE("config: recur layout, tokens") {
+  auto r = ParseConfig(testing::kTokensConfig);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->layout == Layout::kRecur);
+  const ModelDescription& d = r->desc;
+  CHECK(d.d_model == 16);
+  CHECK(d.norm_placement == NormPlacement::kPre);
+  CHECK(d.layer_norm_eps == 1e-5f);
+  CHECK(d.input.kind == InputKind::kTokens);
+  CHECK(d.input.vocab_size == 11);
+  CHECK(d.input.max_positions == 8);
+  REQUIRE(d.blocks.size() == 2);
+  for (const BlockDescription& b : d.blocks) {
+    CHECK(b.mixer == MixerType::kLinearAttention);
+    CHECK(b.linear_attention.heads == 2);
+    CHECK(b.linear_attention.dk == 8);
+    CHECK(b.linear_attention.dv == 4);
+    CHECK(b.linear_attention.feature_map == FeatureMap::kEluPlusOne);
+    CHECK(b.linear_attention.eps == 1e-6f);
+    CHECK(b.d_ff == 32);
+    CHECK(b.activation == Activation::kGelu);
+  }
+  CHECK(d.final_norm);
+  CHECK(d.has_head);
+  CHECK(d.head.out == 11);
+  CHECK(d.head.activation == HeadActivation::kLogSoftmax);
+  CHECK(d.metadata.notes == "test model");
+  CHECK(d.metadata.input_description == "ids");
+  CHECK(d.metadata.output_description == "log-probs");
+}
+
+TEST_CASE("config: recur layout, features") {
+  auto r = ParseConfig(testing::kFeaturesConfig);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const ModelDescription& d = r->desc;
+  CHECK(d.norm_placement == NormPlacement::kPost);
+  CHECK(d.input.kind == InputKind::kFeatures);
+  CHECK(d.input.feature_width == 5);
+  CHECK(d.input.projection);
+  CHECK(d.input.max_positions == 0);
+  CHECK(d.blocks.size() == 1);
+  CHECK(d.blocks[0].activation == Activation::kRelu);
+  CHECK_FALSE(d.final_norm);
+  CHECK_FALSE(d.has_head);
+}
+
+TEST_CASE("config: expected tensors of the recur layout") {
+  auto d = testing::Describe(testing::kTokensConfig);
+  auto e = ExpectedTensors(d);
+  // embedding, positions, 2 × 16 block tensors, final norm 2, head 2.
+  REQUIRE(e.size() == 2 + 2 * 16 + 2 + 2);
+  CHECK(e[0].name == "input.embedding");
+  CHECK(e[0].shape == std::vector<int64_t>{11, 16});
+  CHECK(e[1].name == "input.positions");
+  CHECK(e[1].shape == std::vector<int64_t>{8, 16});
+  auto find = [&](const std::string& name) -> std::vector<int64_t> {
+    for (const auto& t : e)
+      if (t.name == name) {
+        CHECK(t.source_name == name);
+        return t.shape;
+      }
+    return {-1};
+  };
+  CHECK(find("blocks.1.mixer.query.weight") == std::vector<int64_t>{16, 16});
+  CHECK(find("blocks.1.mixer.value.weight") == std::vector<int64_t>{8, 16});
+  CHECK(find("blocks.1.mixer.value.bias") == std::vector<int64_t>{8});
+  CHECK(find("blocks.1.mixer.out.weight") == std::vector<int64_t>{16, 8});
+  CHECK(find("blocks.0.ffn.linear1.weight") == std::vector<int64_t>{32, 16});
+  CHECK(find("blocks.0.ffn.linear2.weight") == std::vector<int64_t>{16, 32});
+  CHECK(find("blocks.0.norm2.bias") == std::vector<int64_t>{16});
+  CHECK(find("head.weight") == std::vector<int64_t>{11, 16});
+  CHECK(find("final_norm.weight") == std::vector<int64_t>{16});
+
+  auto f = ExpectedTensors(testing::Describe(testing::kFeaturesConfig));
+  CHECK(f[0].name == "input.projection.weight");
+  CHECK(f[0].shape == std::vector<int64_t>{12, 5});
+  CHECK(f[1].name == "input.projection.bias");
+  CHECK(f.size() == 2 + 16);
+}
+
+TEST_CASE("config: fast-transformers layout maps onto the same description") {
+  auto r = ParseConfig(testing::kFastTransformersConfig);  // detected: no "layout" key
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->layout == Layout::kFastTransformers);
+  const ModelDescription& d = r->desc;
+  CHECK(d.d_model == 16);  // n_heads · value_dimensions
+  CHECK(d.norm_placement == NormPlacement::kPost);
+  CHECK(d.layer_norm_eps == 1e-5f);
+  CHECK(d.input.kind == InputKind::kFeatures);
+  CHECK(d.input.feature_width == 16);
+  CHECK_FALSE(d.input.projection);
+  CHECK(d.input.max_positions == 0);
+  REQUIRE(d.blocks.size() == 2);
+  CHECK(d.blocks[0].linear_attention.heads == 2);
+  CHECK(d.blocks[0].linear_attention.dk == 4);
+  CHECK(d.blocks[0].linear_attention.dv == 8);
+  CHECK(d.blocks[0].linear_attention.eps == 1e-6f);
+  CHECK(d.blocks[0].linear_attention.feature_map == FeatureMap::kEluPlusOne);
+  CHECK(d.blocks[0].d_ff == 24);
+  CHECK(d.blocks[0].activation == Activation::kGelu);
+  CHECK(d.final_norm);
+  CHECK_FALSE(d.has_head);
+
+  // Builder defaults: activation relu, final_normalization true.
+  json j = json::parse(testing::kFastTransformersConfig);
+  j.erase("activation");
+  j.erase("final_normalization");
+  auto r2 = ParseConfig(j.dump());
+  REQUIRE(r2.ok());
+  CHECK(r2->desc.blocks[0].activation == Activation::kRelu);
+  CHECK(r2->desc.final_norm);
+  j["final_normalization"] = false;
+  auto r3 = ParseConfig(j.dump(), Layout::kFastTransformers);
+  REQUIRE(r3.ok());
+  CHECK_FALSE(r3->desc.final_norm);
+  // An explicit "layout" key works too.
+  j["layout"] = "fast-transformers";
+  j["d_model"] = 99;  // ignored by this layout
+  auto r4 = ParseConfig(j.dump());
+  REQUIRE(r4.ok());
+  CHECK(r4->layout == Layout::kFastTransformers);
+  CHECK(r4->desc.d_model == 16);
+}
+
+TEST_CASE("config: fast-transformers tensor names") {
+  auto d = testing::Describe(testing::kFastTransformersConfig);
+  auto e = ExpectedTensors(d, Layout::kFastTransformers);
+  REQUIRE(e.size() == 2 * 16 + 2);
+  auto source_of = [&](const std::string& name) -> std::string {
+    for (const auto& t : e)
+      if (t.name == name) return t.source_name;
+    return "(none)";
+  };
+  CHECK(source_of("blocks.0.norm1.weight") == "layers.0.norm1.weight");
+  CHECK(source_of("blocks.1.norm2.bias") == "layers.1.norm2.bias");
+  CHECK(source_of("blocks.0.mixer.query.weight") == "layers.0.attention.query_projection.weight");
+  CHECK(source_of("blocks.0.mixer.key.bias") == "layers.0.attention.key_projection.bias");
+  CHECK(source_of("blocks.1.mixer.value.weight") == "layers.1.attention.value_projection.weight");
+  CHECK(source_of("blocks.1.mixer.out.weight") == "layers.1.attention.out_projection.weight");
+  CHECK(source_of("blocks.0.ffn.linear1.weight") == "layers.0.linear1.weight");
+  CHECK(source_of("blocks.1.ffn.linear2.bias") == "layers.1.linear2.bias");
+  CHECK(source_of("final_norm.weight") == "norm.weight");
+  CHECK(source_of("final_norm.bias") == "norm.bias");
+  for (const auto& t : e)
+    if (t.name == "blocks.0.mixer.query.weight") CHECK(t.shape == std::vector<int64_t>{8, 16});
+}
+
+TEST_CASE("config: not JSON, not an object") {
+  CHECK(ParseConfig("{\"d_model\": ").message().rfind("config.json: not valid JSON: ", 0) == 0);
+  CHECK(ParseConfig("[]").message() == "config.json: the top level must be a JSON object");
+  CHECK(ParseConfig("{", Layout::kAuto, "my.json").message().rfind("my.json: ", 0) == 0);
+}
+
+TEST_CASE("config: recur layout, missing keys") {
+  for (const char* key : {"d_model", "n_layers", "norm_placement", "layer_norm_eps", "input",
+                          "max_positions", "mixer", "ffn", "final_norm", "head"}) {
+    json j = TokensJson();
+    j.erase(key);
+    CHECK(ErrorOf(j) == std::string("config.json: missing key \"") + key + "\"");
+  }
+  json j = TokensJson();
+  j["mixer"].erase("heads");
+  CHECK(ErrorOf(j) == "config.json: missing key \"mixer.heads\"");
+  j = TokensJson();
+  j["input"].erase("vocab_size");
+  CHECK(ErrorOf(j) == "config.json: missing key \"input.vocab_size\"");
+  j = TokensJson();
+  j["ffn"].erase("activation");
+  CHECK(ErrorOf(j) == "config.json: missing key \"ffn.activation\"");
+  j = TokensJson();
+  j["head"].erase("out");
+  CHECK(ErrorOf(j) == "config.json: missing key \"head.out\"");
+  j = json::parse(testing::kFeaturesConfig);
+  j["input"].erase("projection");
+  CHECK(ErrorOf(j) == "config.json: missing key \"input.projection\"");
+}
+
+TEST_CASE("config: recur layout, invalid values") {
+  auto with = [](const char* path, json value) {
+    json j = TokensJson();
+    json::json_pointer ptr(path);
+    j[ptr] = std::move(value);
+    return ErrorOf(j);
+  };
+  CHECK(with("/mixer/heads", 0) == "config.json: \"mixer.heads\" must be a positive integer");
+  CHECK(with("/mixer/heads", -2) == "config.json: \"mixer.heads\" must be a positive integer");
+  CHECK(with("/mixer/heads", 2.5) == "config.json: \"mixer.heads\" must be a positive integer");
+  CHECK(with("/mixer/heads", "2") == "config.json: \"mixer.heads\" must be a positive integer");
+  CHECK(with("/mixer/dk", 5000000000LL) == "config.json: \"mixer.dk\" is too large (at most 4294967295)");
+  CHECK(with("/d_model", nullptr) == "config.json: \"d_model\" must be a positive integer");
+  CHECK(with("/max_positions", -1) == "config.json: \"max_positions\" must be a non-negative integer");
+  CHECK(with("/layer_norm_eps", 0) == "config.json: \"layer_norm_eps\" must be a positive number");
+  CHECK(with("/mixer/eps", "tiny") == "config.json: \"mixer.eps\" must be a positive number");
+  CHECK(with("/norm_placement", "middle") ==
+        "config.json: \"norm_placement\" must be one of \"pre\", \"post\" (got \"middle\")");
+  CHECK(with("/ffn/activation", "tanh") ==
+        "config.json: \"ffn.activation\" must be one of \"relu\", \"gelu\" (got \"tanh\")");
+  CHECK(with("/mixer/type", "softmax") ==
+        "config.json: \"mixer.type\" must be one of \"linear_attention\" (got \"softmax\")");
+  CHECK(with("/mixer/feature_map", "relu") ==
+        "config.json: \"mixer.feature_map\" must be one of \"elu_plus_one\" (got \"relu\")");
+  CHECK(with("/input/kind", "audio") ==
+        "config.json: \"input.kind\" must be one of \"tokens\", \"features\" (got \"audio\")");
+  CHECK(with("/head/activation", "sigmoid") ==
+        "config.json: \"head.activation\" must be one of \"none\", \"softmax\", \"log_softmax\" "
+        "(got \"sigmoid\")");
+  CHECK(with("/head", 3) == "config.json: \"head\" must be a JSON object or null");
+  CHECK(with("/mixer", 3) == "config.json: \"mixer\" must be a JSON object");
+  CHECK(with("/final_norm", 1) == "config.json: \"final_norm\" must be true or false");
+  CHECK(with("/notes", 7) == "config.json: \"notes\" must be a string");
+  CHECK(with("/layout", "pytorch") ==
+        "config.json: \"layout\" must be \"recur\" or \"fast-transformers\"");
+
+  json j = json::parse(testing::kFeaturesConfig);
+  j["input"]["projection"] = false;
+  CHECK(ErrorOf(j) ==
+        "config.json: \"input.feature_width\" is 5, but without a projection it must equal "
+        "d_model (12)");
+  j["input"]["feature_width"] = 12;
+  CHECK(ErrorOf(j) == "(parsed)");
+}
+
+TEST_CASE("config: layout requested against the config's own") {
+  CHECK(ErrorOf(TokensJson(), Layout::kFastTransformers) ==
+        "config.json: \"layout\" is \"recur\", but layout fast-transformers was requested");
+  // Without a "layout" key the requested layout decides.
+  json j = TokensJson();
+  j.erase("layout");
+  CHECK(ErrorOf(j, Layout::kRecur) == "(parsed)");
+  CHECK(ErrorOf(j, Layout::kFastTransformers) == "config.json: missing key \"n_heads\"");
+}
+
+TEST_CASE("config: fast-transformers layout, missing and invalid keys") {
+  for (const char* key : {"n_layers", "n_heads", "query_dimensions", "value_dimensions",
+                          "feed_forward_dimensions"}) {
+    json j = json::parse(testing::kFastTransformersConfig);
+    j.erase(key);
+    CHECK(ErrorOf(j, Layout::kFastTransformers) ==
+          std::string("config.json: missing key \"") + key + "\"");
+  }
+  json j = json::parse(testing::kFastTransformersConfig);
+  j["n_heads"] = 0;
+  CHECK(ErrorOf(j) == "config.json: \"n_heads\" must be a positive integer");
+  j = json::parse(testing::kFastTransformersConfig);
+  j["activation"] = "swish";
+  CHECK(ErrorOf(j) == "config.json: \"activation\" must be one of \"relu\", \"gelu\" (got \"swish\")");
+  j = json::parse(testing::kFastTransformersConfig);
+  j["final_normalization"] = "yes";
+  CHECK(ErrorOf(j) == "config.json: \"final_normalization\" must be true or false");
+  j = json::parse(testing::kFastTransformersConfig);
+  j["attention_type"] = "full";
+  CHECK(ErrorOf(j) ==
+        "config.json: \"attention_type\" must be one of \"linear\", \"causal-linear\" (got \"full\")");
+  j["attention_type"] = "causal-linear";
+  CHECK(ErrorOf(j) == "(parsed)");
+  j["n_heads"] = 65536;
+  j["value_dimensions"] = 65536;
+  CHECK(ErrorOf(j) == "config.json: n_heads·value_dimensions = 4294967296 is too large");
+}
+
+TEST_CASE("config: reading a file names it by its base name") {
+  testing::TempDir dir;
+  testing::WriteFile(dir.File("cfg.json"), "{\"d_model\": 0}");
+  auto r = ReadConfigFile(dir.File("cfg.json"));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.message() == "cfg.json: \"d_model\" must be a positive integer");
+  auto missing = ReadConfigFile(dir.File("nope.json"));
+  CHECK(missing.message().find("nope.json: cannot open") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace recur::converter

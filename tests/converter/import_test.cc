@@ -1,0 +1,174 @@
+// Tensor import and validation: missing, extra, mis-shaped, non-finite and
+// integer tensors, with the exact messages.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "converter/import.h"
+#include "converter/safetensors.h"
+#include "converter/writer.h"
+#include "converter_test_util.h"
+
+namespace recur::converter {
+namespace {
+
+using testing::kFastTransformersConfig;
+using testing::kTokensConfig;
+
+std::string ImportError(const char* config, const TensorMap& tensors, Layout layout = Layout::kAuto,
+                        bool allow_extra = false) {
+  auto parsed = ParseConfig(config, layout);
+  REQUIRE(parsed.ok());
+  ImportOptions o;
+  o.allow_extra = allow_extra;
+  auto r = ImportTensors(parsed->desc, parsed->layout, ViewsOf(tensors), o);
+  return r.ok() ? "(imported)" : r.message();
+}
+
+TEST_CASE("import: complete tensors import under recur names") {
+  TensorMap t = testing::RandomTensors(kTokensConfig, 1);
+  auto parsed = ParseConfig(kTokensConfig);
+  auto r = ImportTensors(parsed->desc, parsed->layout, ViewsOf(t));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->size() == t.size());
+  for (const auto& [name, tensor] : t) {
+    REQUIRE(r->count(name) == 1);
+    CHECK(r->at(name).shape == tensor.shape);
+    CHECK(r->at(name).data == tensor.data);
+  }
+}
+
+TEST_CASE("import: a missing tensor is named with its expected shape") {
+  TensorMap t = testing::RandomTensors(kTokensConfig, 1);
+  t.erase("blocks.1.ffn.linear1.weight");
+  CHECK(ImportError(kTokensConfig, t) ==
+        "blocks.1.ffn.linear1.weight: missing tensor, expected shape [32,16]");
+  t = testing::RandomTensors(kTokensConfig, 1);
+  t.erase("head.bias");
+  CHECK(ImportError(kTokensConfig, t) == "head.bias: missing tensor, expected shape [11]");
+}
+
+TEST_CASE("import: a missing tensor under a prefix gets a hint") {
+  TensorMap t = testing::RandomTensors(kTokensConfig, 1);
+  t["model.input.embedding"] = t["input.embedding"];
+  t.erase("input.embedding");
+  CHECK(ImportError(kTokensConfig, t) ==
+        "input.embedding: missing tensor, expected shape [11,16] (the source has "
+        "\"model.input.embedding\": a different layout or a name prefix?)");
+}
+
+TEST_CASE("import: an extra tensor is an error, or a warning with allow_extra") {
+  TensorMap t = testing::RandomTensors(kTokensConfig, 1);
+  t["blocks.0.mixer.rotary"] = Tensor{{2}, {1, 2}};
+  CHECK(ImportError(kTokensConfig, t) ==
+        "blocks.0.mixer.rotary: unexpected tensor, not used by this config (allow with "
+        "--allow-extra)");
+  auto parsed = ParseConfig(kTokensConfig);
+  ImportOptions o;
+  o.allow_extra = true;
+  std::vector<std::string> warnings;
+  auto r = ImportTensors(parsed->desc, parsed->layout, ViewsOf(t), o, &warnings);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->count("blocks.0.mixer.rotary") == 0);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0] == "blocks.0.mixer.rotary: unused tensor ignored");
+}
+
+TEST_CASE("import: a mis-shaped tensor names its shape and the expected one") {
+  TensorMap t = testing::RandomTensors(kTokensConfig, 1);
+  t["blocks.1.ffn.linear1.weight"] = Tensor{{16, 32}, std::vector<float>(16 * 32, 0.0f)};
+  CHECK(ImportError(kTokensConfig, t) == "blocks.1.ffn.linear1.weight: shape [16,32], expected [32,16]");
+  t = testing::RandomTensors(kTokensConfig, 1);
+  t["blocks.0.norm1.bias"] = Tensor{{1, 16}, std::vector<float>(16, 0.0f)};
+  CHECK(ImportError(kTokensConfig, t) == "blocks.0.norm1.bias: shape [1,16], expected [16]");
+  t = testing::RandomTensors(kTokensConfig, 1);
+  t["input.positions"] = Tensor{{}, {1.0f}};
+  CHECK(ImportError(kTokensConfig, t) == "input.positions: shape [], expected [8,16]");
+}
+
+TEST_CASE("import: NaN and Inf name the tensor and the first bad index") {
+  TensorMap t = testing::RandomTensors(kTokensConfig, 1);
+  auto& q = t["blocks.0.mixer.query.weight"].data;  // [16,16]
+  q[37] = std::numeric_limits<float>::quiet_NaN();
+  q[40] = std::numeric_limits<float>::infinity();
+  CHECK(ImportError(kTokensConfig, t) == "blocks.0.mixer.query.weight: NaN at index 37 ([2,5])");
+  q[37] = 0.0f;
+  CHECK(ImportError(kTokensConfig, t) == "blocks.0.mixer.query.weight: +Inf at index 40 ([2,8])");
+  t = testing::RandomTensors(kTokensConfig, 1);
+  t["head.bias"].data[3] = -std::numeric_limits<float>::infinity();
+  CHECK(ImportError(kTokensConfig, t) == "head.bias: -Inf at index 3");
+}
+
+TEST_CASE("import: integer and F16 source tensors") {
+  TensorMap t = testing::RandomTensors(kTokensConfig, 1);
+  TensorViewMap views = ViewsOf(t);
+  std::vector<int32_t> ints(11);
+  views["head.bias"].dtype = DType::kI32;
+  views["head.bias"].data = reinterpret_cast<const uint8_t*>(ints.data());
+  views["head.bias"].nbytes = ints.size() * 4;
+  auto parsed = ParseConfig(kTokensConfig);
+  auto r = ImportTensors(parsed->desc, parsed->layout, views);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.message() == "head.bias: dtype I32 is not supported for weights (expected F32, F64, F16 or BF16)");
+
+  std::vector<uint16_t> halves(11, 0x3c00);  // 1.0
+  views["head.bias"].dtype = DType::kF16;
+  views["head.bias"].data = reinterpret_cast<const uint8_t*>(halves.data());
+  views["head.bias"].nbytes = halves.size() * 2;
+  auto r2 = ImportTensors(parsed->desc, parsed->layout, views);
+  REQUIRE_MESSAGE(r2.ok(), r2.message());
+  CHECK(r2->at("head.bias").data == std::vector<float>(11, 1.0f));
+  halves[4] = 0x7e00;  // NaN after conversion
+  auto r3 = ImportTensors(parsed->desc, parsed->layout, views);
+  CHECK(r3.message() == "head.bias: NaN at index 4");
+}
+
+TEST_CASE("import: fast-transformers names, messages in the source's names") {
+  TensorMap t = testing::RandomTensors(kFastTransformersConfig, 2);
+  CHECK(t.count("layers.0.attention.query_projection.weight") == 1);
+  CHECK(t.count("norm.weight") == 1);
+  auto parsed = ParseConfig(kFastTransformersConfig);
+  auto r = ImportTensors(parsed->desc, parsed->layout, ViewsOf(t));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->at("blocks.0.mixer.query.weight").data ==
+        t.at("layers.0.attention.query_projection.weight").data);
+  CHECK(r->at("blocks.1.ffn.linear2.bias").data == t.at("layers.1.linear2.bias").data);
+  CHECK(r->at("final_norm.bias").data == t.at("norm.bias").data);
+
+  TensorMap bad = t;
+  bad["layers.1.linear1.weight"] = Tensor{{16, 16}, std::vector<float>(256, 0.0f)};
+  CHECK(ImportError(kFastTransformersConfig, bad) == "layers.1.linear1.weight: shape [16,16], expected [24,16]");
+  bad = t;
+  bad.erase("norm.bias");
+  CHECK(ImportError(kFastTransformersConfig, bad) == "norm.bias: missing tensor, expected shape [16]");
+  // A fast-transformers checkpoint without its final norm, config saying there is one.
+  bad = t;
+  bad["encoder.norm.bias"] = bad["norm.bias"];
+  bad.erase("norm.bias");
+  CHECK(ImportError(kFastTransformersConfig, bad) ==
+        "norm.bias: missing tensor, expected shape [16] (the source has \"encoder.norm.bias\": a "
+        "different layout or a name prefix?)");
+  // recur-named tensors against a fast-transformers config.
+  CHECK(ImportError(kFastTransformersConfig, testing::RandomTensors(kTokensConfig, 1)) ==
+        "layers.0.norm1.weight: missing tensor, expected shape [16]");
+}
+
+TEST_CASE("import: BuildModel validates recur-named tensors the same way") {
+  auto desc = testing::Describe(kTokensConfig);
+  TensorMap t = testing::RandomTensors(desc, 3);
+  t["blocks.1.ffn.linear1.weight"].shape = {16, 32};
+  auto r = BuildModel(desc, t);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.message() == "blocks.1.ffn.linear1.weight: shape [16,32], expected [32,16]");
+  t = testing::RandomTensors(desc, 3);
+  t["extra"] = Tensor{{1}, {0}};
+  CHECK(BuildModel(desc, t).message() ==
+        "extra: unexpected tensor, not used by this config (allow with --allow-extra)");
+  BuildOptions o;
+  o.allow_extra = true;
+  CHECK(BuildModel(desc, t, o).ok());
+}
+
+}  // namespace
+}  // namespace recur::converter

@@ -1,0 +1,150 @@
+// Dense micro-benchmark (not a test). Prints µs per call (median of many
+// timed batches after warm-up), GFLOP/s and the weight-streaming rate.
+//   dense_bench [TARGET]   e.g. AVX2 to pin dynamic dispatch to that target
+// On x86 with AVX-512 it also measures this core's FMA peak for reference.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "hwy/aligned_allocator.h"
+#include "hwy/targets.h"
+#include "kernels/dense/dense.h"
+#include "kernels/elementwise/elementwise.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define RECUR_BENCH_PEAK 1
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Median seconds per call of fn().
+template <class F>
+double TimePerCall(const F& fn) {
+  // Calls per sample so that a sample takes ≥ ~200 µs.
+  size_t reps = 1;
+  for (;;) {
+    const auto t0 = Clock::now();
+    for (size_t r = 0; r < reps; ++r) fn();
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (dt > 2e-4) break;
+    reps *= 2;
+  }
+  // Warm-up ~50 ms, then 41 samples.
+  const auto warm_end = Clock::now() + std::chrono::milliseconds(50);
+  while (Clock::now() < warm_end) fn();
+  std::vector<double> samples;
+  for (int s = 0; s < 41; ++s) {
+    const auto t0 = Clock::now();
+    for (size_t r = 0; r < reps; ++r) fn();
+    samples.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / reps);
+  }
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return samples[samples.size() / 2];
+}
+
+#ifdef RECUR_BENCH_PEAK
+// FLOP/s of 24 independent 16-lane FMA chains (this core's AVX-512 peak).
+__attribute__((target("avx512f"))) __attribute__((noinline)) double FmaPeak() {
+  __m512 acc[24];
+  for (int i = 0; i < 24; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  const size_t iters = 2000000;
+  const auto t0 = Clock::now();
+  for (size_t k = 0; k < iters; ++k) {
+    for (int i = 0; i < 24; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+    __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]), "+v"(acc[4]),
+                     "+v"(acc[5]), "+v"(acc[6]), "+v"(acc[7]), "+v"(acc[8]), "+v"(acc[9]),
+                     "+v"(acc[10]), "+v"(acc[11]));
+    __asm__ volatile("" : "+v"(acc[12]), "+v"(acc[13]), "+v"(acc[14]), "+v"(acc[15]),
+                     "+v"(acc[16]), "+v"(acc[17]), "+v"(acc[18]), "+v"(acc[19]), "+v"(acc[20]),
+                     "+v"(acc[21]), "+v"(acc[22]), "+v"(acc[23]));
+  }
+  const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+  float sink = 0, lanes[16];
+  for (int i = 0; i < 24; ++i) {
+    _mm512_storeu_ps(lanes, acc[i]);
+    sink += lanes[0];
+  }
+  if (sink == 12345.0f) std::printf(" ");
+  return 24.0 * 16 * 2 * iters / dt;
+}
+#endif
+
+// Plain -O3 loop for comparison.
+void NaiveDense(const float* x, size_t batch, const float* w, const float* bias, size_t in,
+                size_t out, float* y) {
+  for (size_t b = 0; b < batch; ++b) {
+    for (size_t o = 0; o < out; ++o) {
+      float s = bias[o];
+      for (size_t i = 0; i < in; ++i) s += x[b * in + i] * w[o * in + i];
+      y[b * out + o] = s;
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1) {
+    int64_t pick = 0;
+    for (int64_t bits = hwy::SupportedTargets() & HWY_TARGETS; bits != 0; bits &= bits - 1) {
+      const int64_t t = bits & -bits;
+      if (std::strcmp(hwy::TargetName(t), argv[1]) == 0) pick = t;
+    }
+    if (pick == 0) {
+      std::fprintf(stderr, "target %s not compiled or not supported\n", argv[1]);
+      return 1;
+    }
+    hwy::SetSupportedTargetsForTest(pick);
+  }
+  std::printf("dispatch target: %s\n", recur::kernels::SimdTargetName());
+  double peak = 0;
+#ifdef RECUR_BENCH_PEAK
+  if (__builtin_cpu_supports("avx512f")) {
+    peak = FmaPeak();
+    std::printf("measured AVX-512 FMA peak (1 core): %.1f GFLOP/s\n", peak * 1e-9);
+  }
+#endif
+
+  struct Shape {
+    size_t batch, in, out;
+  };
+  const Shape shapes[] = {{1, 256, 256},   {1, 256, 1024},   {1, 1024, 256},
+                          {64, 256, 256},  {64, 256, 1024},  {64, 1024, 256},
+                          {1, 2048, 3072}, {8, 2048, 3072}};
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::printf("%-16s %12s %10s %8s %10s\n", "batch x in->out", "us/call", "GFLOP/s", "%peak",
+              "w GB/s");
+  for (const Shape& s : shapes) {
+    auto x = hwy::AllocateAligned<float>(s.batch * s.in);
+    auto w = hwy::AllocateAligned<float>(s.out * s.in);
+    auto bias = hwy::AllocateAligned<float>(s.out);
+    auto y = hwy::AllocateAligned<float>(s.batch * s.out);
+    for (size_t i = 0; i < s.batch * s.in; ++i) x[i] = dist(rng);
+    for (size_t i = 0; i < s.out * s.in; ++i) w[i] = dist(rng);
+    for (size_t i = 0; i < s.out; ++i) bias[i] = dist(rng);
+    const double t = TimePerCall([&] {
+      recur::kernels::Dense(x.get(), s.in, s.batch, w.get(), bias.get(), s.in, s.out, y.get(),
+                            s.out, false);
+    });
+    const double flops = 2.0 * s.batch * s.in * s.out;
+    char name[64];
+    std::snprintf(name, sizeof(name), "%zux%zu->%zu", s.batch, s.in, s.out);
+    std::printf("%-16s %12.2f %10.1f %7.0f%% %10.1f\n", name, t * 1e6, flops / t * 1e-9,
+                peak > 0 ? 100.0 * flops / t / peak : 0.0, 4.0 * s.in * s.out / t * 1e-9);
+    if (s.batch == 1 && s.in == 256 && s.out == 256) {
+      const double tn = TimePerCall(
+          [&] { NaiveDense(x.get(), s.batch, w.get(), bias.get(), s.in, s.out, y.get()); });
+      std::printf("%-16s %12.2f %10.1f   (naive -O3 loop)\n", name, tn * 1e6, flops / tn * 1e-9);
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  return 0;
+}

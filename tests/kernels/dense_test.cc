@@ -1,0 +1,183 @@
+// Dense vs the double-precision reference on every Highway target.
+//
+// Tolerance: |y − ref| ≤ 4·ε·sqrt(in + 2)·mag, where ε = 2^-23 and
+// mag = Σ_i |x_i·w_i| + |bias| + |y_prev| (the f32 rounding of a sum grows
+// like ε·sqrt(terms)·Σ|terms| for random data; 4 is headroom).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/dense/dense.h"
+#include "kernels/dense/dense_ref.h"
+#include "test_util.h"
+
+namespace recur::kernels::test {
+namespace {
+
+struct DenseCase {
+  size_t batch, in, out;
+  size_t x_pad, y_pad;  // row stride minus row width
+  size_t offset;        // misalignment of x (w, bias, y use offset+1, +2, +3) in floats
+  bool bias, accumulate;
+};
+
+// Returns the number of failed outputs (0 = pass) so callers can stop early.
+size_t CheckDense(std::mt19937& rng, const DenseCase& c) {
+  const size_t x_stride = c.in + c.x_pad;
+  const size_t y_stride = c.out + c.y_pad;
+  Buffer x(c.batch * x_stride, c.offset % 4);
+  Buffer w(c.out * c.in, (c.offset + 1) % 4);
+  Buffer bias(c.out, (c.offset + 2) % 4);
+  Buffer y(c.batch * y_stride, (c.offset + 3) % 4);
+  FillUniform(rng, x.data(), x.size(), -1.0f, 1.0f);
+  FillUniform(rng, w.data(), w.size(), -1.0f, 1.0f);
+  FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
+  // y: previous values (read only when accumulating; NaN otherwise so a
+  // stray read shows up), kGuard in the stride padding.
+  for (size_t b = 0; b < c.batch; ++b) {
+    float* row = y.data() + b * y_stride;
+    if (c.accumulate) {
+      FillUniform(rng, row, c.out, -1.0f, 1.0f);
+    } else {
+      std::fill(row, row + c.out, std::numeric_limits<float>::quiet_NaN());
+    }
+    std::fill(row + c.out, row + y_stride, kGuard);
+  }
+  std::vector<float> y_prev(y.data(), y.data() + y.size());
+  std::vector<float> y_ref = y_prev;
+  const float* bias_ptr = c.bias ? bias.data() : nullptr;
+  ref::Dense(x.data(), x_stride, c.batch, w.data(), bias_ptr, c.in, c.out, y_ref.data(),
+             y_stride, c.accumulate);
+  Dense(x.data(), x_stride, c.batch, w.data(), bias_ptr, c.in, c.out, y.data(), y_stride,
+        c.accumulate);
+
+  size_t failures = 0;
+  const double scale = 4.0 * kEps * std::sqrt(static_cast<double>(c.in) + 2.0);
+  for (size_t b = 0; b < c.batch; ++b) {
+    for (size_t o = 0; o < c.out; ++o) {
+      const size_t k = b * y_stride + o;
+      double mag = c.bias ? std::fabs(bias[o]) : 0.0;
+      if (c.accumulate) mag += std::fabs(y_prev[k]);
+      for (size_t i = 0; i < c.in; ++i) mag += std::fabs(double{x[b * x_stride + i]} * w[o * c.in + i]);
+      const double err = std::fabs(double{y[k]} - y_ref[k]);
+      if (!(err <= scale * mag)) {  // also catches NaN
+        if (failures++ < 3) {
+          FAIL_CHECK("b=" << b << " o=" << o << " got " << y[k] << " want " << y_ref[k]
+                          << " tol " << scale * mag);
+        }
+      }
+    }
+    for (size_t o = c.out; o < y_stride; ++o) {
+      if (!Buffer::SameBits(y[b * y_stride + o], kGuard)) {
+        if (failures++ < 3) FAIL_CHECK("wrote stride padding b=" << b << " col " << o);
+      }
+    }
+  }
+  if (!y.GuardsIntact()) {
+    ++failures;
+    FAIL_CHECK("wrote outside y");
+  }
+  return failures;
+}
+
+#define RECUR_CHECK_DENSE(rng, c)                                                     \
+  do {                                                                                \
+    INFO("batch=" << (c).batch << " in=" << (c).in << " out=" << (c).out              \
+                  << " x_pad=" << (c).x_pad << " y_pad=" << (c).y_pad                 \
+                  << " offset=" << (c).offset << " bias=" << (c).bias                 \
+                  << " accumulate=" << (c).accumulate);                               \
+    CHECK(CheckDense(rng, c) == 0);                                                   \
+  } while (0)
+
+TEST_CASE("Dense: odd shapes, strides, bias and accumulate, all targets") {
+  const size_t batches[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 64};
+  const size_t ins[] = {0, 1, 3, 17, 33, 255, 257};
+  const size_t outs[] = {1, 3, 17, 33, 255, 257};
+  const size_t pads[] = {0, 1, 5, 16};
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(1234);
+    size_t k = 0;
+    for (size_t batch : batches) {
+      for (size_t in : ins) {
+        for (size_t out : outs) {
+          ++k;
+          // Cycle the flags, pads and offsets through the shapes (a full product
+          // would be 64× the work for no extra code paths).
+          DenseCase c{batch,          in, out, pads[k % 4], pads[(k / 4) % 4], k % 4,
+                      (k / 2) % 2 == 0, k % 2 == 0};
+          RECUR_CHECK_DENSE(rng, c);
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("Dense: in swept 0..64 plus 256 and 1024, every flag combination") {
+  std::vector<size_t> ins;
+  for (size_t i = 0; i <= 64; ++i) ins.push_back(i);
+  ins.push_back(256);
+  ins.push_back(1024);
+  const size_t batches[] = {1, 2, 6, 7};
+  const size_t outs[] = {1, 4, 5, 8, 9, 13};
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(99);
+    size_t k = 0;
+    for (size_t in : ins) {
+      for (size_t batch : batches) {
+        for (size_t out : outs) {
+          ++k;
+          for (int flags = 0; flags < 4; ++flags) {
+            DenseCase c{batch, in, out, 3, 2, (k + flags) % 4, (flags & 1) != 0, (flags & 2) != 0};
+            RECUR_CHECK_DENSE(rng, c);
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("Dense: real sizes and L2 out-chunking") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(7);
+    // Paper-MNIST-like and benchmark shapes.
+    RECUR_CHECK_DENSE(rng, (DenseCase{64, 256, 1024, 0, 0, 0, true, false}));
+    RECUR_CHECK_DENSE(rng, (DenseCase{64, 1024, 256, 0, 0, 1, true, true}));
+    RECUR_CHECK_DENSE(rng, (DenseCase{1, 1024, 1000, 0, 0, 2, true, false}));
+    // batch > rows-per-tile and in large enough that `out` is split into
+    // several L2 chunks (512 KiB of w each), including a partial last one.
+    RECUR_CHECK_DENSE(rng, (DenseCase{13, 2048, 150, 8, 4, 3, true, true}));
+    RECUR_CHECK_DENSE(rng, (DenseCase{9, 4096, 71, 0, 1, 1, false, false}));
+  });
+}
+
+TEST_CASE("Dense: never writes outside y rows, even with wide stride padding") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(5);
+    for (size_t out = 1; out <= 20; ++out) {
+      for (size_t batch : {1, 3, 7}) {
+        RECUR_CHECK_DENSE(rng, (DenseCase{batch, 19, out, 1, 37, out % 4, out % 2 == 0,
+                                          out % 3 == 0}));
+      }
+    }
+  });
+}
+
+TEST_CASE("Dense: the harness detects a wrong output") {
+  // Sanity check of the harness itself: a wrong answer must fail it. Perturb
+  // one weight after the reference and expect a mismatch in that output.
+  const size_t in = 64, out = 8;
+  std::vector<float> x(in, 1.0f), w(out * in, 0.5f), y(out), y_ref(out);
+  ref::Dense(x.data(), in, 1, w.data(), nullptr, in, out, y_ref.data(), out, false);
+  w[3 * in + 5] += 0.01f;
+  Dense(x.data(), in, 1, w.data(), nullptr, in, out, y.data(), out, false);
+  const double tol = 4.0 * kEps * std::sqrt(in + 2.0) * (0.5 * in);
+  CHECK(std::fabs(double{y[3]} - y_ref[3]) > tol);
+  CHECK(std::fabs(double{y[2]} - y_ref[2]) <= tol);
+}
+
+}  // namespace
+}  // namespace recur::kernels::test

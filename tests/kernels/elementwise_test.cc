@@ -1,0 +1,265 @@
+// Element-wise kernels vs the double-precision references on every Highway
+// target, for n = 0..64 (2 × 2 × 16 f32 lanes of AVX-512) and 255, 256, 1023,
+// 1024, 1031, misaligned by 0..3 floats, out of place and in place (y == x).
+//
+// Tolerances (ε = 2^-23, |ref| the reference value):
+//   Relu, Add       exact
+//   Gelu            1.5e-7·|x| + 2.5e-7·|ref|   (erf abs error ≤ 2e-7, times x/2)
+//   EluPlusOne      3e-7·|ref| + 1e-37          (Exp is ≤ 1 ulp; subnormals)
+//   LayerNorm       2e-6·(1 + |ref|)·(1 + |mean|/std)   (f32 sums, conditioning)
+//   Softmax         (2e-6 + 4·ε·sqrt(n + 2))·|ref| + 1e-30   (f32 sum of n exps)
+//   LogSoftmax      1e-6·(1 + |ref|)
+//   Dot             4·ε·sqrt(n + 2)·Σ|x·y|
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/elementwise/elementwise.h"
+#include "kernels/elementwise/elementwise_ref.h"
+#include "test_util.h"
+
+namespace recur::kernels::test {
+namespace {
+
+std::vector<size_t> Sizes() {
+  std::vector<size_t> sizes;
+  for (size_t n = 0; n <= 64; ++n) sizes.push_back(n);
+  for (size_t n : {255, 256, 1023, 1024, 1031}) sizes.push_back(n);
+  return sizes;
+}
+
+using Kernel = std::function<void(const float*, float*, size_t)>;
+using Fill = std::function<void(std::mt19937&, float*, size_t)>;
+// Allowed |got − want| given the input x[i] and the reference value.
+using Tol = std::function<double(const float* x, size_t n, size_t i, double want)>;
+
+// Runs kernel and reference on the same input for every size, offset and
+// in/out-of-place; returns the number of failures.
+size_t CheckRowKernel(const Kernel& kernel, const Kernel& reference, const Fill& fill,
+                      const Tol& tol) {
+  std::mt19937 rng(42);
+  size_t failures = 0;
+  for (size_t n : Sizes()) {
+    for (size_t offset = 0; offset < 4; ++offset) {
+      for (bool in_place : {false, true}) {
+        Buffer x(n, offset), y(n, (offset + 1) % 4);
+        fill(rng, x.data(), n);
+        std::vector<float> x0(x.data(), x.data() + n), want(n);
+        reference(x0.data(), want.data(), n);
+        float* out = in_place ? x.data() : y.data();
+        kernel(x.data(), out, n);
+        for (size_t i = 0; i < n; ++i) {
+          const double err = std::fabs(double{out[i]} - want[i]);
+          const bool both_nan = std::isnan(out[i]) && std::isnan(want[i]);
+          if (!both_nan && !(err <= tol(x0.data(), n, i, want[i]))) {
+            if (failures++ < 3) {
+              FAIL_CHECK("n=" << n << " offset=" << offset << " in_place=" << in_place
+                              << " i=" << i << " x=" << x0[i] << " got " << out[i]
+                              << " want " << want[i]);
+            }
+          }
+        }
+        if (!in_place) {
+          for (size_t i = 0; i < n; ++i) {
+            if (!Buffer::SameBits(x[i], x0[i])) {
+              ++failures;
+              FAIL_CHECK("input modified, n=" << n);
+              break;
+            }
+          }
+        }
+        if (!x.GuardsIntact() || !y.GuardsIntact()) {
+          ++failures;
+          FAIL_CHECK("wrote outside the row, n=" << n << " offset=" << offset);
+        }
+      }
+    }
+  }
+  return failures;
+}
+
+// Uniform in [lo, hi] with a few special values sprinkled in.
+Fill UniformWith(float lo, float hi, std::vector<float> specials = {}) {
+  return [=](std::mt19937& rng, float* p, size_t n) {
+    FillUniform(rng, p, n, lo, hi);
+    for (size_t k = 0; k < specials.size() && k < n; ++k) p[(k * 7 + 3) % n] = specials[k];
+  };
+}
+
+double Exact(const float*, size_t, size_t, double) { return 0.0; }
+
+TEST_CASE("Relu") {
+  ForEachTarget([](const std::string&) {
+    CHECK(CheckRowKernel(Relu, ref::Relu, UniformWith(-1, 1, {0.0f, -0.0f, 1e-30f}), Exact) ==
+          0);
+  });
+}
+
+TEST_CASE("Gelu (exact erf)") {
+  const std::vector<float> specials = {0.0f,     -0.0f, 1e-20f, -1e-20f, 30.0f, -30.0f,
+                                       1.31201f, -1.312f, 1.3120f, -8.5f, 1e30f, -1e30f};
+  ForEachTarget([&](const std::string&) {
+    CHECK(CheckRowKernel(Gelu, ref::Gelu, UniformWith(-8, 8, specials),
+                         [](const float* x, size_t, size_t i, double want) {
+                           return 1.5e-7 * std::fabs(x[i]) + 2.5e-7 * std::fabs(want);
+                         }) == 0);
+  });
+}
+
+TEST_CASE("EluPlusOne") {
+  const std::vector<float> specials = {0.0f, -0.0f, 1e-30f, -1e-30f, -100.0f, -200.0f, 80.0f};
+  ForEachTarget([&](const std::string&) {
+    CHECK(CheckRowKernel(EluPlusOne, ref::EluPlusOne, UniformWith(-10, 10, specials),
+                         [](const float*, size_t, size_t, double want) {
+                           return 3e-7 * std::fabs(want) + 1e-37;
+                         }) == 0);
+  });
+}
+
+TEST_CASE("EluPlusOne propagates NaN") {
+  ForEachTarget([](const std::string&) {
+    float x[3] = {std::numeric_limits<float>::quiet_NaN(), -1.0f, 1.0f};
+    float y[3];
+    EluPlusOne(x, y, 3);
+    CHECK(std::isnan(y[0]));
+  });
+}
+
+TEST_CASE("Add, including y aliasing a or b") {
+  ForEachTarget([](const std::string&) {
+    std::mt19937 rng(3);
+    size_t failures = 0;
+    for (size_t n : Sizes()) {
+      for (size_t offset = 0; offset < 4; ++offset) {
+        for (int alias = 0; alias < 3; ++alias) {  // 0: none, 1: y == a, 2: y == b
+          Buffer a(n, offset), b(n, (offset + 1) % 4), y(n, (offset + 2) % 4);
+          FillUniform(rng, a.data(), n, -1, 1);
+          FillUniform(rng, b.data(), n, -1, 1);
+          std::vector<float> want(n);
+          ref::Add(a.data(), b.data(), want.data(), n);
+          float* out = alias == 0 ? y.data() : alias == 1 ? a.data() : b.data();
+          Add(a.data(), b.data(), out, n);
+          for (size_t i = 0; i < n; ++i) {
+            if (out[i] != want[i] && failures++ < 3) {
+              FAIL_CHECK("n=" << n << " i=" << i << " alias=" << alias);
+            }
+          }
+          if (!a.GuardsIntact() || !b.GuardsIntact() || !y.GuardsIntact()) {
+            ++failures;
+            FAIL_CHECK("wrote outside, n=" << n);
+          }
+        }
+      }
+    }
+    CHECK(failures == 0);
+  });
+}
+
+TEST_CASE("LayerNorm, with and without gamma/beta, large mean") {
+  ForEachTarget([](const std::string&) {
+    std::mt19937 rng(11);
+    size_t failures = 0;
+    for (size_t n : Sizes()) {
+      for (int variant = 0; variant < 8; ++variant) {
+        const bool use_gamma = variant & 1, use_beta = variant & 2;
+        const float center = (variant & 4) ? 1000.0f : 0.0f;  // ill-conditioned mean
+        const size_t offset = (n + variant) % 4;
+        const bool in_place = (n + variant / 4) % 2 == 0;
+        Buffer x(n, offset), y(n, (offset + 1) % 4), g(n, (offset + 2) % 4),
+            bt(n, (offset + 3) % 4);
+        FillUniform(rng, x.data(), n, center - 1.0f, center + 1.0f);
+        FillUniform(rng, g.data(), n, 0.5f, 1.5f);
+        FillUniform(rng, bt.data(), n, -1.0f, 1.0f);
+        const float* gamma = use_gamma ? g.data() : nullptr;
+        const float* beta = use_beta ? bt.data() : nullptr;
+        const float eps = 1e-5f;
+        std::vector<float> x0(x.data(), x.data() + n), want(n);
+        ref::LayerNorm(x0.data(), gamma, beta, eps, want.data(), n);
+        float* out = in_place ? x.data() : y.data();
+        LayerNorm(x.data(), gamma, beta, eps, out, n);
+        // Conditioning: an f32 error in the mean of ε·|mean| shows up
+        // relative to std.
+        double mean = 0, var = 0;
+        for (float v : x0) mean += v;
+        mean = n ? mean / n : 0;
+        for (float v : x0) var += (v - mean) * (v - mean);
+        const double sd = n ? std::sqrt(var / n + eps) : 1.0;
+        const double cond = 1.0 + std::fabs(mean) / sd;
+        for (size_t i = 0; i < n; ++i) {
+          const double err = std::fabs(double{out[i]} - want[i]);
+          if (!(err <= 2e-6 * (1.0 + std::fabs(want[i])) * cond) && failures++ < 3) {
+            FAIL_CHECK("n=" << n << " variant=" << variant << " i=" << i << " got " << out[i]
+                            << " want " << want[i]);
+          }
+        }
+        if (!x.GuardsIntact() || !y.GuardsIntact()) {
+          ++failures;
+          FAIL_CHECK("wrote outside, n=" << n);
+        }
+      }
+    }
+    CHECK(failures == 0);
+  });
+}
+
+TEST_CASE("Softmax") {
+  ForEachTarget([](const std::string&) {
+    auto tol = [](const float*, size_t n, size_t, double want) {
+      return (2e-6 + 4 * kEps * std::sqrt(n + 2.0)) * std::fabs(want) + 1e-30;
+    };
+    CHECK(CheckRowKernel(Softmax, ref::Softmax, UniformWith(-10, 10), tol) == 0);
+    // Large logits: only correct with the max subtracted.
+    CHECK(CheckRowKernel(Softmax, ref::Softmax, UniformWith(990, 1010), tol) == 0);
+    CHECK(CheckRowKernel(Softmax, ref::Softmax, UniformWith(-1010, -990), tol) == 0);
+  });
+}
+
+TEST_CASE("LogSoftmax") {
+  ForEachTarget([](const std::string&) {
+    auto tol = [](const float*, size_t, size_t, double want) {
+      return 1e-6 * (1.0 + std::fabs(want));
+    };
+    CHECK(CheckRowKernel(LogSoftmax, ref::LogSoftmax, UniformWith(-10, 10), tol) == 0);
+    CHECK(CheckRowKernel(LogSoftmax, ref::LogSoftmax, UniformWith(990, 1010), tol) == 0);
+    CHECK(CheckRowKernel(LogSoftmax, ref::LogSoftmax, UniformWith(-200, 50), tol) == 0);
+  });
+}
+
+TEST_CASE("Dot") {
+  ForEachTarget([](const std::string&) {
+    std::mt19937 rng(17);
+    size_t failures = 0;
+    for (size_t n : Sizes()) {
+      for (size_t offset = 0; offset < 4; ++offset) {
+        Buffer a(n, offset), b(n, (offset + 3) % 4);
+        FillUniform(rng, a.data(), n, -1, 1);
+        FillUniform(rng, b.data(), n, -1, 1);
+        const double want = ref::Dot(a.data(), b.data(), n);
+        double mag = 0;
+        for (size_t i = 0; i < n; ++i) mag += std::fabs(double{a[i]} * b[i]);
+        const double got = Dot(a.data(), b.data(), n);
+        if (!(std::fabs(got - want) <= 4 * kEps * std::sqrt(n + 2.0) * mag) && failures++ < 3) {
+          FAIL_CHECK("n=" << n << " got " << got << " want " << want);
+        }
+      }
+    }
+    CHECK(failures == 0);
+  });
+}
+
+TEST_CASE("SimdTargetName follows dynamic dispatch") {
+  const std::string best = SimdTargetName();
+  CHECK(!best.empty());
+  ForEachTarget([](const std::string& name) { CHECK(name == SimdTargetName()); });
+  CHECK(best == SimdTargetName());
+  MESSAGE("dispatch picks " << best);
+}
+
+}  // namespace
+}  // namespace recur::kernels::test

@@ -1,0 +1,131 @@
+// LinearAttentionStep vs the reference on every Highway target.
+//
+// Each step starts both implementations from the same state, so per-step
+// tolerances apply (ε = 2^-23):
+//   z      exact (the same f32 additions)
+//   S      2·ε·(|S_prev| + |φk_j·v_k|)      (fused vs unfused multiply-add)
+//   out    4·ε·sqrt(c + 2)·(Σ_j φq_j·(|S_prev,jk| + |φk_j·v_k|) / den + |out|)
+//          (S itself may differ by an ulp of |S_prev| + |φk·v| without FMA, which
+//          matters where the update cancels)
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/linear_attention/linear_attention.h"
+#include "kernels/linear_attention/linear_attention_ref.h"
+#include "test_util.h"
+
+namespace recur::kernels::test {
+namespace {
+
+// Runs `steps` steps for one (c, m); returns the number of failures.
+size_t CheckSteps(std::mt19937& rng, size_t c, size_t m, size_t offset, int steps) {
+  Buffer q(c, offset), k(c, (offset + 1) % 4), v(m, (offset + 2) % 4);
+  Buffer s(c * m, (offset + 3) % 4), z(c, offset), out(m, (offset + 1) % 4);
+  std::vector<float> s_ref(c * m, 0.0f), z_ref(c, 0.0f), out_ref(m);
+  size_t failures = 0;
+  const float eps = 1e-6f;
+  for (int step = 0; step < steps; ++step) {
+    // φ(·) = elu + 1 is positive; v has either sign.
+    FillUniform(rng, q.data(), c, 0.01f, 3.0f);
+    FillUniform(rng, k.data(), c, 0.01f, 3.0f);
+    FillUniform(rng, v.data(), m, -2.0f, 2.0f);
+    std::copy(s_ref.begin(), s_ref.end(), s.data());
+    std::copy(z_ref.begin(), z_ref.end(), z.data());
+    const std::vector<float> s_prev = s_ref;
+    ref::LinearAttentionStep(q.data(), k.data(), v.data(), c, m, eps, s_ref.data(), z_ref.data(),
+                             out_ref.data());
+    LinearAttentionStep(q.data(), k.data(), v.data(), c, m, eps, s.data(), z.data(), out.data());
+
+    for (size_t j = 0; j < c; ++j) {
+      if (z[j] != z_ref[j] && failures++ < 3) FAIL_CHECK("z step " << step << " j=" << j);
+      for (size_t i = 0; i < m; ++i) {
+        const double tol =
+            2 * kEps * (std::fabs(s_prev[j * m + i]) + std::fabs(double{k[j]} * v[i]));
+        if (!(std::fabs(double{s[j * m + i]} - s_ref[j * m + i]) <= tol) && failures++ < 3) {
+          FAIL_CHECK("S step " << step << " j=" << j << " i=" << i << " got " << s[j * m + i]
+                               << " want " << s_ref[j * m + i]);
+        }
+      }
+    }
+    double den = eps;
+    for (size_t j = 0; j < c; ++j) den += double{q[j]} * z_ref[j];
+    for (size_t i = 0; i < m; ++i) {
+      double mag = 0;
+      for (size_t j = 0; j < c; ++j) {
+        mag += double{q[j]} * (std::fabs(s_prev[j * m + i]) + std::fabs(double{k[j]} * v[i]));
+      }
+      const double tol =
+          4 * kEps * std::sqrt(c + 2.0) * (mag / den + std::fabs(double{out_ref[i]}));
+      if (!(std::fabs(double{out[i]} - out_ref[i]) <= tol) && failures++ < 3) {
+        FAIL_CHECK("out step " << step << " i=" << i << " got " << out[i] << " want "
+                               << out_ref[i]);
+      }
+    }
+    if (!q.GuardsIntact() || !k.GuardsIntact() || !v.GuardsIntact() || !s.GuardsIntact() ||
+        !z.GuardsIntact() || !out.GuardsIntact()) {
+      ++failures;
+      FAIL_CHECK("wrote outside an array, step " << step);
+    }
+  }
+  return failures;
+}
+
+TEST_CASE("LinearAttentionStep: m swept 0..64 and beyond, several c") {
+  std::vector<size_t> ms;
+  for (size_t m = 0; m <= 64; ++m) ms.push_back(m);
+  for (size_t m : {65, 100, 127, 128, 129, 256}) ms.push_back(m);
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(2024);
+    for (size_t c : {1, 2, 3, 7, 16, 17, 32, 33, 64}) {
+      for (size_t m : ms) {
+        INFO("c=" << c << " m=" << m);
+        CHECK(CheckSteps(rng, c, m, (c + m) % 4, 3) == 0);
+      }
+    }
+  });
+}
+
+TEST_CASE("LinearAttentionStep: c swept 0..64 at m = 32, 64") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(77);
+    for (size_t c = 0; c <= 64; ++c) {
+      for (size_t m : {32, 64}) {
+        INFO("c=" << c << " m=" << m);
+        CHECK(CheckSteps(rng, c, m, c % 4, 2) == 0);
+      }
+    }
+  });
+}
+
+TEST_CASE("LinearAttentionStep: long sequence stays close to the reference") {
+  // 200 steps, each kernel evolving its own state: drift stays at f32 level.
+  ForEachTarget([&](const std::string&) {
+    const size_t c = 64, m = 64;
+    std::mt19937 rng(8);
+    std::vector<float> q(c), k(c), v(m);
+    std::vector<float> s(c * m, 0), z(c, 0), out(m), s_ref(c * m, 0), z_ref(c, 0), out_ref(m);
+    double worst = 0;
+    for (int step = 0; step < 200; ++step) {
+      FillUniform(rng, q.data(), c, 0.01f, 3.0f);
+      FillUniform(rng, k.data(), c, 0.01f, 3.0f);
+      FillUniform(rng, v.data(), m, -2.0f, 2.0f);
+      ref::LinearAttentionStep(q.data(), k.data(), v.data(), c, m, 1e-6f, s_ref.data(),
+                               z_ref.data(), out_ref.data());
+      LinearAttentionStep(q.data(), k.data(), v.data(), c, m, 1e-6f, s.data(), z.data(),
+                          out.data());
+      for (size_t i = 0; i < m; ++i) {
+        worst = std::max(worst, std::fabs(double{out[i]} - out_ref[i]));
+      }
+    }
+    // |out| ≲ 2 (a convex combination of past v's).
+    CHECK(worst < 1e-5);
+  });
+}
+
+}  // namespace
+}  // namespace recur::kernels::test

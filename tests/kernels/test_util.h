@@ -1,0 +1,93 @@
+// Helpers shared by the kernel tests: per-target iteration, misaligned
+// buffers with guard zones, random data.
+#ifndef RECUR_TESTS_KERNELS_TEST_UTIL_H_
+#define RECUR_TESTS_KERNELS_TEST_UTIL_H_
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "hwy/targets.h"
+
+namespace recur::kernels::test {
+
+// Highway targets that are both compiled in (HWY_TARGETS) and supported by
+// this CPU. Read once, before any SetSupportedTargetsForTest call.
+inline const std::vector<int64_t>& TestTargets() {
+  static const std::vector<int64_t> targets = [] {
+    const int64_t supported = hwy::SupportedTargets();
+    std::vector<int64_t> out;
+    for (int64_t bits = supported & HWY_TARGETS; bits != 0; bits &= bits - 1) {
+      out.push_back(bits & -bits);
+    }
+    return out;
+  }();
+  return targets;
+}
+
+// Runs f(target_name) once per target with dynamic dispatch pinned to it.
+template <class F>
+void ForEachTarget(const F& f) {
+  const std::vector<int64_t>& targets = TestTargets();
+  REQUIRE(!targets.empty());
+  for (int64_t t : targets) {
+    hwy::SetSupportedTargetsForTest(t);
+    const std::string name = hwy::TargetName(t);
+    INFO("target ", name);
+    f(name);
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+inline constexpr float kGuard = -12345.678f;
+inline constexpr size_t kGuardLen = 32;
+
+// n floats at a pointer `offset` floats past a 64-byte boundary, surrounded by
+// kGuardLen guard floats on both sides.
+class Buffer {
+ public:
+  Buffer(size_t n, size_t offset) : n_(n), storage_(n + offset + 2 * kGuardLen + 16, kGuard) {
+    const uintptr_t addr = reinterpret_cast<uintptr_t>(storage_.data() + kGuardLen);
+    const size_t skip = ((64 - addr % 64) % 64) / sizeof(float);
+    data_ = storage_.data() + kGuardLen + skip + offset;
+  }
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+  size_t size() const { return n_; }
+  float& operator[](size_t i) { return data_[i]; }
+  float operator[](size_t i) const { return data_[i]; }
+  // True if the kGuardLen floats before data() and after data() + size()
+  // still hold kGuard.
+  bool GuardsIntact() const {
+    for (size_t i = 1; i <= kGuardLen; ++i) {
+      if (!SameBits(data_[-static_cast<ptrdiff_t>(i)], kGuard)) return false;
+      if (!SameBits(data_[n_ + i - 1], kGuard)) return false;
+    }
+    return true;
+  }
+  static bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+ private:
+  size_t n_;
+  std::vector<float> storage_;
+  float* data_;
+};
+
+inline void FillUniform(std::mt19937& rng, float* p, size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (size_t i = 0; i < n; ++i) p[i] = dist(rng);
+}
+
+// f32 machine epsilon (2^-23).
+inline constexpr double kEps = 1.1920928955078125e-07;
+
+}  // namespace recur::kernels::test
+
+#endif  // RECUR_TESTS_KERNELS_TEST_UTIL_H_

@@ -1,0 +1,172 @@
+// The loader treats model bytes as untrusted: every malformed file is
+// refused with a message that names the problem, and nothing crashes.
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "recur/recur.h"
+#include "schema/recur_generated.h"
+#include "test_models.h"
+
+namespace {
+
+using recur::converter::AlignedBytes;
+using recur::testing::BuildTestModel;
+using recur::testing::kTinyTokensConfig;
+namespace fb = recur::fb;
+
+// Loads `bytes` (copied to aligned memory of exactly `size` bytes).
+recur_status Load(const AlignedBytes& bytes, size_t size, uint32_t flags = 0) {
+  AlignedBytes copy(bytes.begin(), bytes.begin() + std::min(size, bytes.size()));
+  copy.resize(size, 0);
+  recur_load_options options{sizeof(options), flags};
+  recur_model* model = nullptr;
+  recur_status s = recur_model_load_buffer(copy.data(), copy.size(), &options, &model);
+  if (s == RECUR_OK) {
+    // A model that loads must also run.
+    recur_session* session = nullptr;
+    recur_model_info info{};
+    info.struct_size = sizeof(info);
+    if (recur_model_get_info(model, &info) == RECUR_OK &&
+        recur_session_create(model, nullptr, &session) == RECUR_OK) {
+      int32_t token = 0;
+      std::vector<float> features(info.feature_width, 0.5f), out(info.output_width);
+      recur_input in{info.input_kind == RECUR_INPUT_TOKENS ? &token : nullptr,
+                     info.input_kind == RECUR_INPUT_TOKENS ? nullptr : features.data()};
+      recur_session_step(session, &in, out.data());
+      recur_session_free(session);
+    }
+    recur_model_free(model);
+  }
+  return s;
+}
+
+std::string Error() { return recur_last_error(); }
+
+const fb::Model* Root(AlignedBytes& bytes) { return fb::GetSizePrefixedModel(bytes.data()); }
+
+// Overwrites a scalar field in place (the field must be stored, not default).
+// Generated tables derive privately from flatbuffers::Table, at offset 0.
+template <typename T>
+void Poke(const void* generated_table, uint16_t field, T value) {
+  const auto* table = reinterpret_cast<const flatbuffers::Table*>(generated_table);
+  const uint8_t* p = table->GetAddressOf(field);
+  REQUIRE(p != nullptr);
+  std::memcpy(const_cast<uint8_t*>(p), &value, sizeof(T));
+}
+
+}  // namespace
+
+TEST_CASE("a valid model loads, with and without the Verifier") {
+  auto bytes = BuildTestModel(kTinyTokensConfig, 1);
+  REQUIRE(!bytes.empty());
+  CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+  CHECK(Load(bytes, bytes.size(), RECUR_LOAD_TRUSTED) == RECUR_OK);
+}
+
+TEST_CASE("truncated files are refused at every length") {
+  auto bytes = BuildTestModel(kTinyTokensConfig, 1);
+  for (size_t size = 0; size < bytes.size(); size += (size < 512 ? 1 : 97)) {
+    CHECK_MESSAGE(Load(bytes, size) != RECUR_OK, "size ", size);
+  }
+  Load(bytes, bytes.size() - 1);
+  CHECK(Error().find("truncated") != std::string::npos);
+  CHECK(Load(bytes, 3) == RECUR_INVALID_MODEL);
+  CHECK(Error().find("too small") != std::string::npos);
+}
+
+TEST_CASE("a padded file is refused") {
+  auto bytes = BuildTestModel(kTinyTokensConfig, 1);
+  CHECK(Load(bytes, bytes.size() + 64) == RECUR_INVALID_MODEL);
+  CHECK(Error().find("truncated or padded") != std::string::npos);
+}
+
+TEST_CASE("wrong file identifier") {
+  auto bytes = BuildTestModel(kTinyTokensConfig, 1);
+  bytes[8] = 'X';
+  CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error().find("file identifier is not \"RCUR\"") != std::string::npos);
+}
+
+TEST_CASE("a newer format version is refused with a clear message") {
+  auto bytes = BuildTestModel(kTinyTokensConfig, 1);
+  Poke<uint32_t>(Root(bytes), fb::Model::VT_FORMAT_VERSION, RECUR_FORMAT_VERSION + 1);
+  CHECK(Load(bytes, bytes.size()) == RECUR_UNSUPPORTED);
+  CHECK(Error().find("format version 2 is newer than this runtime reads (1)") != std::string::npos);
+}
+
+TEST_CASE("an unknown mixer union tag is refused") {
+  auto bytes = BuildTestModel(kTinyTokensConfig, 1);
+  const fb::Block* block = Root(bytes)->blocks()->Get(1);
+  Poke<uint8_t>(block, fb::Block::VT_MIXER_TYPE, 42);
+  CHECK(Load(bytes, bytes.size(), RECUR_LOAD_TRUSTED) == RECUR_UNSUPPORTED);
+  CHECK(Error().find("blocks.1: mixer type 42 is not supported") != std::string::npos);
+}
+
+TEST_CASE("a tensor of the wrong shape is named with the expected shape") {
+  auto parsed = recur::converter::ParseConfig(kTinyTokensConfig);
+  REQUIRE(parsed.ok());
+  auto tensors = recur::testing::RandomTensors(parsed->desc, 1);
+  auto& key = tensors["blocks.1.mixer.key.weight"];
+  key.shape = {8, 16};
+  key.data.resize(8 * 16);
+  recur::converter::BuildOptions options;
+  options.validate = false;
+  options.self_check = false;
+  auto bytes = recur::converter::BuildModel(parsed->desc, tensors, options);
+  REQUIRE(bytes.ok());
+  CHECK(Load(*bytes, bytes->size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.1.mixer.key.weight: tensor 'blocks.1.mixer.key.weight' has shape "
+                   "[8,16], expected [16,16]");
+}
+
+TEST_CASE("a missing tensor is named") {
+  auto parsed = recur::converter::ParseConfig(kTinyTokensConfig);
+  REQUIRE(parsed.ok());
+  auto tensors = recur::testing::RandomTensors(parsed->desc, 1);
+  tensors.erase("blocks.0.ffn.linear2.weight");
+  recur::converter::BuildOptions options;
+  options.validate = false;
+  options.self_check = false;
+  auto bytes = recur::converter::BuildModel(parsed->desc, tensors, options);
+  REQUIRE(bytes.ok());
+  CHECK(Load(*bytes, bytes->size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0.ffn.linear2.weight is missing (expected shape [16,32])");
+}
+
+TEST_CASE("tensor records that point outside the data or are misaligned") {
+  auto bytes = BuildTestModel(kTinyTokensConfig, 1);
+  const fb::Tensor* t = Root(bytes)->tensors()->Get(3);
+  const uint64_t offset = t->offset();
+  Poke<uint64_t>(t, fb::Tensor::VT_OFFSET, offset + 4);
+  CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error().find("is not 64-byte aligned") != std::string::npos);
+  Poke<uint64_t>(t, fb::Tensor::VT_OFFSET, uint64_t{1} << 40);
+  CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error().find("outside the") != std::string::npos);
+  Poke<uint64_t>(t, fb::Tensor::VT_OFFSET, offset);
+  Poke<uint64_t>(t, fb::Tensor::VT_SIZE, t->size() + 4);
+  CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error().find("does not match shape") != std::string::npos);
+}
+
+TEST_CASE("random corruption of the metadata never crashes the loader") {
+  const auto clean = BuildTestModel(kTinyTokensConfig, 1);
+  uint32_t fb_size;
+  std::memcpy(&fb_size, clean.data(), 4);
+  std::mt19937 rng(42);
+  int refused = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    AlignedBytes bytes = clean;
+    const int flips = 1 + int(rng() % 4);
+    for (int i = 0; i < flips; ++i) {
+      bytes[rng() % (4 + fb_size)] ^= uint8_t(1u << (rng() % 8));
+    }
+    refused += Load(bytes, bytes.size()) != RECUR_OK;
+  }
+  MESSAGE(refused, " of 3000 corrupted models refused, the rest loaded and ran");
+  CHECK(refused > 0);
+}

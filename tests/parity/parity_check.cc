@@ -1,0 +1,225 @@
+// parity_check: runs a .recur model in step mode over a golden file's input
+// and compares outputs, per-layer residual streams and final states with the
+// float64 PyTorch reference. Prints a table; exits 1 past the tolerances.
+//
+//   parity_check MODEL.recur GOLDEN.bin [--abs 1e-4] [--rel 1e-5] [--batch B]
+//                [--roundtrip-at K]
+//
+// --batch B steps B streams fed the same sequence (exercises the batched
+// kernels; every stream is checked). --roundtrip-at K saves every stream's
+// state after K steps, loads it into a fresh session and continues there.
+// rel is ‖Δ‖₂ / ‖ref‖₂ over the whole array. For final states (sums that
+// grow with N) the max|Δ| limit is --abs × max(1, max|ref|).
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/platform.h"
+#include "engine/session.h"
+#include "golden.h"
+#include "mixers/mixer.h"
+#include "model/model.h"
+
+namespace {
+
+struct Diff {
+  double max_abs = 0, max_ref = 0, sq_diff = 0, sq_ref = 0;
+  void Add(double got, double want) {
+    const double d = std::fabs(got - want);
+    if (!(d <= max_abs)) max_abs = d;  // NaN-propagating
+    max_ref = std::max(max_ref, std::fabs(want));
+    sq_diff += d * d;
+    sq_ref += want * want;
+  }
+  double rel() const { return sq_ref > 0 ? std::sqrt(sq_diff / sq_ref) : std::sqrt(sq_diff); }
+};
+
+struct Capture {
+  size_t d_model = 0, steps = 0, step = 0, batch = 1;
+  std::vector<std::vector<float>> layers;  // [layer] (batch, steps, d_model)
+  static void Observe(void* ctx, size_t layer, const float* x, size_t batch) {
+    auto* c = static_cast<Capture*>(ctx);
+    auto& dst = c->layers[layer];
+    for (size_t b = 0; b < batch; ++b) {
+      std::copy(x + b * c->d_model, x + (b + 1) * c->d_model,
+                dst.begin() + (b * c->steps + c->step) * c->d_model);
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Compare recur against a PyTorch golden file"};
+  std::string model_path, golden_path;
+  double tol_abs = 1e-4, tol_rel = 1e-5;
+  size_t batch = 1;
+  long roundtrip_at = -1;
+  app.add_option("model", model_path)->required();
+  app.add_option("golden", golden_path)->required();
+  app.add_option("--abs", tol_abs, "max |Δ| tolerance");
+  app.add_option("--rel", tol_rel, "‖Δ‖/‖ref‖ tolerance");
+  app.add_option("--batch", batch)->check(CLI::Range(1, 1024));
+  app.add_option("--roundtrip-at", roundtrip_at);
+  CLI11_PARSE(app, argc, argv);
+
+  std::map<std::string, recur::golden::Record> g;
+  std::string error;
+  if (!recur::golden::Read(golden_path, &g, &error)) {
+    std::fprintf(stderr, "error: %s\n", error.c_str());
+    return 1;
+  }
+  for (const char* key : {"input", "output", "meta"}) {
+    if (!g.count(key)) {
+      std::fprintf(stderr, "error: %s has no '%s' record\n", golden_path.c_str(), key);
+      return 1;
+    }
+  }
+
+  recur::platform::MappedFile file;
+  recur::Status s = recur::platform::MapFile(model_path.c_str(), false, &file);
+  std::unique_ptr<recur::Model> model;
+  if (s.ok()) s = recur::LoadModel(file.data, file.size, {}, &model);
+  if (!s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  }
+  model->file = file;
+  const recur::Model& m = *model;
+  const auto& in = g["input"];
+  const size_t steps = size_t(in.shape[0]);
+  const bool tokens = m.input_kind == recur::fb::InputKind::Tokens;
+  const size_t width = tokens ? 1 : m.feature_width;
+  if ((tokens && in.dtype != 2) || (!tokens && (in.dtype != 0 || in.shape.size() != 2 ||
+                                               size_t(in.shape[1]) != width))) {
+    std::fprintf(stderr, "error: golden input does not match the model's input kind/width\n");
+    return 1;
+  }
+
+  std::unique_ptr<recur::Session> session;
+  s = recur::Session::Create(model.get(), {batch, 1}, &session);
+  if (!s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    return 1;
+  }
+  Capture cap;
+  cap.d_model = m.d_model;
+  cap.steps = steps;
+  cap.batch = batch;
+  cap.layers.assign(m.blocks.size(), std::vector<float>(batch * steps * m.d_model));
+  session->set_layer_observer(&Capture::Observe, &cap);
+
+  std::vector<int32_t> tok(batch);
+  std::vector<float> feat(batch * width);
+  std::vector<float> out(batch * steps * m.output_width);
+  std::vector<float> step_out(batch * m.output_width);
+  const int32_t* in_tokens = reinterpret_cast<const int32_t*>(in.bytes.data());
+  const float* in_feats = reinterpret_cast<const float*>(in.bytes.data());
+  for (size_t t = 0; t < steps; ++t) {
+    if (long(t) == roundtrip_at) {
+      std::unique_ptr<recur::Session> fresh;
+      s = recur::Session::Create(model.get(), {batch, 1}, &fresh);
+      std::vector<uint8_t> blob(session->state_blob_size());
+      for (size_t b = 0; s.ok() && b < batch; ++b) {
+        s = session->SaveState(int(b), blob.data(), blob.size());
+        if (s.ok()) s = fresh->LoadState(int(b), blob.data(), blob.size());
+      }
+      if (!s.ok()) {
+        std::fprintf(stderr, "error: state round trip: %s\n", s.message().c_str());
+        return 1;
+      }
+      session = std::move(fresh);
+      session->set_layer_observer(&Capture::Observe, &cap);
+    }
+    for (size_t b = 0; b < batch; ++b) {
+      if (tokens) tok[b] = in_tokens[t];
+      else std::copy(in_feats + t * width, in_feats + (t + 1) * width, feat.begin() + b * width);
+    }
+    cap.step = t;
+    s = session->Step(tokens ? tok.data() : nullptr, tokens ? nullptr : feat.data(),
+                      step_out.data());
+    if (!s.ok()) {
+      std::fprintf(stderr, "error: step %zu: %s\n", t, s.message().c_str());
+      return 1;
+    }
+    for (size_t b = 0; b < batch; ++b) {
+      std::copy(step_out.begin() + b * m.output_width, step_out.begin() + (b + 1) * m.output_width,
+                out.begin() + (b * steps + t) * m.output_width);
+    }
+  }
+
+  std::printf("parity %s vs %s: %zu steps, batch %zu%s\n", model_path.c_str(),
+              golden_path.c_str(), steps, batch,
+              roundtrip_at >= 0 ? (", state round trip at step " + std::to_string(roundtrip_at)).c_str() : "");
+  std::printf("  %-12s %12s %12s %12s\n", "array", "max|d|", "max|ref|", "rel(L2)");
+  bool ok = true;
+  // States are sums over the whole sequence (S grows like N), so their
+  // absolute tolerance scales with their magnitude.
+  auto report = [&](const std::string& name, const Diff& d, bool scale_abs = false) {
+    const double abs_limit = scale_abs ? tol_abs * std::max(1.0, d.max_ref) : tol_abs;
+    const bool pass = d.max_abs <= abs_limit && d.rel() <= tol_rel;
+    ok = ok && pass;
+    std::printf("  %-12s %12.3e %12.3e %12.3e %s\n", name.c_str(), d.max_abs, d.max_ref, d.rel(),
+                pass ? "" : "FAIL");
+  };
+  auto compare = [&](const std::string& name, const float* got, size_t per_stream,
+                     size_t stream_stride) {
+    if (!g.count(name)) {
+      std::printf("  %-12s missing from golden\n", name.c_str());
+      ok = false;
+      return;
+    }
+    const std::vector<double> want = g[name].AsDouble();
+    if (want.size() != per_stream) {
+      std::printf("  %-12s size %zu, golden has %zu FAIL\n", name.c_str(), per_stream, want.size());
+      ok = false;
+      return;
+    }
+    Diff d;
+    for (size_t b = 0; b < batch; ++b) {
+      for (size_t i = 0; i < per_stream; ++i) d.Add(got[b * stream_stride + i], want[i]);
+    }
+    report(name, d);
+  };
+  for (size_t l = 0; l < m.blocks.size(); ++l) {
+    compare("layer." + std::to_string(l), cap.layers[l].data(), steps * m.d_model,
+            steps * m.d_model);
+  }
+  compare("output", out.data(), steps * m.output_width, steps * m.output_width);
+  // Final state: the runtime's per-layer state is the golden's records for
+  // that layer (for linear attention: S then z), flattened in order.
+  for (size_t l = 0; l < m.blocks.size(); ++l) {
+    const std::string prefix = "state." + std::to_string(l) + ".";
+    std::vector<double> want;
+    for (const auto& [name, rec] : g) {
+      if (name.rfind(prefix, 0) == 0 && name != prefix + "z") {
+        auto v = rec.AsDouble();
+        want.insert(want.end(), v.begin(), v.end());
+      }
+    }
+    if (g.count(prefix + "z")) {
+      auto v = g[prefix + "z"].AsDouble();
+      want.insert(want.end(), v.begin(), v.end());
+    }
+    const size_t n = m.blocks[l].mixer->state_floats();
+    if (want.size() != n) {
+      std::printf("  state.%zu: runtime has %zu floats, golden %zu FAIL\n", l, n, want.size());
+      ok = false;
+      continue;
+    }
+    Diff d;
+    for (size_t b = 0; b < batch; ++b) {
+      const float* st = session->stream_state(b) + m.state_offsets[l];
+      for (size_t i = 0; i < n; ++i) d.Add(st[i], want[i]);
+    }
+    report("state." + std::to_string(l), d, /*scale_abs=*/true);
+  }
+  std::printf("%s (tolerances: max|d| <= %.1e, rel <= %.1e)\n", ok ? "PASS" : "FAIL", tol_abs,
+              tol_rel);
+  return ok ? 0 : 1;
+}
