@@ -271,7 +271,7 @@ std::string RenderText(const json& j) {
   auto line = [&](const std::string& s) { o += s + "\n"; };
   line("file:            " + j["file"].get<std::string>() + " (" +
        std::to_string(j["file_bytes"].get<uint64_t>()) + " bytes)");
-  line("layout:          flatbuffer " + std::to_string(j["flatbuffer_bytes"].get<uint64_t>()) +
+  line("structure:       flatbuffer " + std::to_string(j["flatbuffer_bytes"].get<uint64_t>()) +
        " bytes, data segment at " + std::to_string(j["data_offset"].get<uint64_t>()) + ", " +
        std::to_string(j["data_size"].get<uint64_t>()) + " bytes; length " +
        (j["length_ok"].get<bool>() ? "ok" : "WRONG (expected data offset + data_size)"));
@@ -280,6 +280,8 @@ std::string RenderText(const json& j) {
   const json& meta = j["metadata"];
   for (const char* key : {"producer", "source_hash", "notes", "input_description", "output_description"}) {
     std::string value = meta.contains(key) ? meta[key].get<std::string>() : "-";
+    for (std::size_t nl = value.find('\n'); nl != std::string::npos; nl = value.find('\n', nl + 1))
+      value.insert(nl + 1, std::string(22, ' '));  // continuation lines under the value
     std::string pad(std::max<int>(1, 19 - static_cast<int>(std::strlen(key))), ' ');
     line("  " + std::string(key) + ":" + pad + value);
   }

@@ -51,28 +51,29 @@ double TimePerCall(const F& fn) {
 #ifdef RECUR_BENCH_PEAK
 // FLOP/s of 24 independent 16-lane FMA chains (this core's AVX-512 peak).
 __attribute__((target("avx512f"))) __attribute__((noinline)) double FmaPeak() {
-  __m512 acc[24];
-  for (int i = 0; i < 24; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+#define RECUR_X6(M, a, b, c, d, e, f) M(a) M(b) M(c) M(d) M(e) M(f)
+#define RECUR_ALL(M) RECUR_X6(M, 0, 1, 2, 3, 4, 5) RECUR_X6(M, 6, 7, 8, 9, 10, 11) \
+  RECUR_X6(M, 12, 13, 14, 15, 16, 17) RECUR_X6(M, 18, 19, 20, 21, 22, 23)
+#define RECUR_INIT(i) __m512 acc##i = _mm512_set1_ps(static_cast<float>(i));
+#define RECUR_FMA(i) acc##i = _mm512_fmadd_ps(acc##i, a, b);
+#define RECUR_SINK(i) _mm512_storeu_ps(lanes, acc##i); sink += lanes[0];
+  RECUR_ALL(RECUR_INIT)
   const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  const size_t iters = 2000000;
+  const size_t iters = 4000000;
   const auto t0 = Clock::now();
   for (size_t k = 0; k < iters; ++k) {
-    for (int i = 0; i < 24; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-    __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]), "+v"(acc[4]),
-                     "+v"(acc[5]), "+v"(acc[6]), "+v"(acc[7]), "+v"(acc[8]), "+v"(acc[9]),
-                     "+v"(acc[10]), "+v"(acc[11]));
-    __asm__ volatile("" : "+v"(acc[12]), "+v"(acc[13]), "+v"(acc[14]), "+v"(acc[15]),
-                     "+v"(acc[16]), "+v"(acc[17]), "+v"(acc[18]), "+v"(acc[19]), "+v"(acc[20]),
-                     "+v"(acc[21]), "+v"(acc[22]), "+v"(acc[23]));
+    RECUR_ALL(RECUR_FMA)
   }
   const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
   float sink = 0, lanes[16];
-  for (int i = 0; i < 24; ++i) {
-    _mm512_storeu_ps(lanes, acc[i]);
-    sink += lanes[0];
-  }
+  RECUR_ALL(RECUR_SINK)
   if (sink == 12345.0f) std::printf(" ");
   return 24.0 * 16 * 2 * iters / dt;
+#undef RECUR_X6
+#undef RECUR_ALL
+#undef RECUR_INIT
+#undef RECUR_FMA
+#undef RECUR_SINK
 }
 #endif
 

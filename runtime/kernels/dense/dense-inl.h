@@ -209,10 +209,13 @@ HWY_INLINE void Dense(const float* x, size_t x_stride, size_t batch, const float
   }
   for (size_t o0 = 0; o0 < out; o0 += chunk) {
     const size_t o1 = std::min(out, o0 + chunk);
-    for (size_t b0 = 0; b0 < batch; b0 += dd::kMaxB) {
-      const size_t nb = std::min(dd::kMaxB, batch - b0);
+    // Batch blocks of near-equal size (8 = 4 + 4 rather than 6 + 2).
+    const size_t blocks = (batch + dd::kMaxB - 1) / dd::kMaxB;
+    for (size_t k = 0, b0 = 0; k < blocks; ++k) {
+      const size_t nb = (batch - b0 + (blocks - k) - 1) / (blocks - k);
       dd::RowsN<dd::kMaxB>(d, nb, x + b0 * x_stride, x_stride, w, bias, in, o0, o1,
                            y + b0 * y_stride, y_stride, accumulate);
+      b0 += nb;
     }
   }
 }

@@ -1,0 +1,256 @@
+// The recur-convert command line: convert (with and without the subcommand),
+// inspect (text and JSON), verify, exit codes and one-line errors.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "converter/file_util.h"
+#include "converter/safetensors.h"
+#include "converter/sha256.h"
+#include "converter_test_util.h"
+#include "schema/recur_generated.h"
+
+#ifndef RECUR_CONVERT_EXE
+#error "RECUR_CONVERT_EXE must name the recur-convert binary"
+#endif
+
+namespace recur::converter {
+namespace {
+
+using testing::kFastTransformersConfig;
+using testing::kTokensConfig;
+
+struct Run {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+Run Cli(const testing::TempDir& dir, const std::vector<std::string>& args) {
+  std::string cmd = Quote(RECUR_CONVERT_EXE);
+  for (const std::string& a : args) cmd += " " + Quote(a);
+  cmd += " >" + Quote(dir.File("stdout.txt")) + " 2>" + Quote(dir.File("stderr.txt"));
+  int status = std::system(cmd.c_str());
+  Run r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = testing::ReadText(dir.File("stdout.txt"));
+  r.err = testing::ReadText(dir.File("stderr.txt"));
+  return r;
+}
+
+// A checkpoint + config in `dir`.
+void WriteInputs(const testing::TempDir& dir, const char* config, const TensorMap& tensors) {
+  auto st = SerializeSafetensors(tensors);
+  testing::WriteFile(dir.File("w.safetensors"), st.data(), st.size());
+  testing::WriteFile(dir.File("config.json"), config);
+}
+
+std::size_t Lines(const std::string& s) {
+  std::size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+TEST_CASE("cli: convert without a subcommand, then inspect and verify") {
+  testing::TempDir dir;
+  TensorMap t = testing::RandomTensors(kTokensConfig, 1);
+  WriteInputs(dir, kTokensConfig, t);
+  Run r = Cli(dir, {dir.File("w.safetensors"), "--config", dir.File("config.json"), "-o",
+                    dir.File("m.recur"), "--notes", "cli notes"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.find("wrote " + dir.File("m.recur")) == 0);
+
+  Run i = Cli(dir, {"inspect", dir.File("m.recur")});
+  INFO(i.err);
+  REQUIRE(i.code == 0);
+  auto st = ReadFileBytes(dir.File("w.safetensors"));
+  REQUIRE(st.ok());
+  for (const char* s : {"format_version:  1", "producer:           recur-convert ",
+                        "notes:              test model\n                      cli notes", "d_model:         16",
+                        "input:           tokens vocab_size=11 embedding=input.embedding "
+                        "positions=input.positions",
+                        "norm_placement:  pre",
+                        "mixer:  linear_attention heads=2 dk=8 dv=4 feature_map=elu_plus_one eps=1e-06",
+                        "ffn:    d_ff=32 activation=gelu", "final_norm:      layer_norm eps=1e-05",
+                        "head:            dense head.weight + bias out=11 activation=log_softmax",
+                        "state bytes:     ", "blocks.1.ffn.linear1.weight  [32,16]",
+                        "length ok"}) {
+    CHECK_MESSAGE(i.out.find(s) != std::string::npos, "missing: " << s << "\n" << i.out);
+  }
+  CHECK(i.out.find(Sha256Hex(st->data(), st->size())) != std::string::npos);
+  CHECK(i.out.find(" NO\n") == std::string::npos);
+
+  Run v = Cli(dir, {"verify", dir.File("m.recur")});
+  CHECK(v.code == 0);
+  CHECK(v.out.rfind("OK: ", 0) == 0);
+  CHECK(v.err.empty());
+}
+
+TEST_CASE("cli: inspect --json") {
+  testing::TempDir dir;
+  WriteInputs(dir, kTokensConfig, testing::RandomTensors(kTokensConfig, 2));
+  REQUIRE(Cli(dir, {"convert", dir.File("w.safetensors"), "-c", dir.File("config.json"), "-o",
+                    dir.File("m.recur")})
+              .code == 0);
+  Run i = Cli(dir, {"inspect", "--json", dir.File("m.recur")});
+  REQUIRE(i.code == 0);
+  auto j = nlohmann::json::parse(i.out, nullptr, false);
+  REQUIRE_FALSE(j.is_discarded());
+  CHECK(j["format_version"] == 1);
+  CHECK(j["d_model"] == 16);
+  CHECK(j["length_ok"] == true);
+  CHECK(j["input"]["kind"] == "tokens");
+  CHECK(j["blocks"].size() == 2);
+  CHECK(j["blocks"][0]["mixer"]["heads"] == 2);
+  CHECK(j["blocks"][0]["mixer"]["eps"] == 1e-6);
+  CHECK(j["blocks"][1]["ffn"]["activation"] == "gelu");
+  CHECK(j["head"]["activation"] == "log_softmax");
+  CHECK(j["runtime"]["ok"] == true);
+  CHECK(j["runtime"]["state_bytes"].get<uint64_t>() > 0);
+  CHECK(j["runtime"]["parameter_count"] == j["tensor_elements"]);
+  CHECK(j["tensors"].size() == 38);
+  for (const auto& t : j["tensors"]) {
+    CHECK(t["aligned"] == true);
+    CHECK(t["offset"].get<uint64_t>() % 64 == 0);
+    CHECK(t["dtype"] == "f32");
+  }
+  CHECK(j["file_bytes"].get<uint64_t>() ==
+        j["data_offset"].get<uint64_t>() + j["data_size"].get<uint64_t>());
+}
+
+TEST_CASE("cli: fast-transformers layout (detected and explicit)") {
+  testing::TempDir dir;
+  WriteInputs(dir, kFastTransformersConfig, testing::RandomTensors(kFastTransformersConfig, 3));
+  Run r = Cli(dir, {"convert", dir.File("w.safetensors"), "--config", dir.File("config.json"),
+                    "--layout", "fast-transformers", "-o", dir.File("m.recur")});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("fast-transformers layout") != std::string::npos);
+  Run i = Cli(dir, {"inspect", dir.File("m.recur")});
+  REQUIRE(i.code == 0);
+  CHECK(i.out.find("input:           features feature_width=16 projection=none") != std::string::npos);
+  CHECK(i.out.find("norm_placement:  post") != std::string::npos);
+  CHECK(i.out.find("head:            none") != std::string::npos);
+  CHECK(i.out.find("layers.") == std::string::npos);
+
+  // The recur layout asked for a fast-transformers config: an error.
+  Run bad = Cli(dir, {dir.File("w.safetensors"), "--config", dir.File("config.json"), "--layout",
+                      "recur", "-o", dir.File("m2.recur")});
+  CHECK(bad.code == 1);
+  CHECK(bad.err == "error: config.json: missing key \"d_model\"\n");
+}
+
+TEST_CASE("cli: errors exit 1 with one line on stderr") {
+  testing::TempDir dir;
+  TensorMap t = testing::RandomTensors(kTokensConfig, 4);
+  t["blocks.1.ffn.linear1.weight"] = Tensor{{16, 32}, std::vector<float>(512, 0.0f)};
+  WriteInputs(dir, kTokensConfig, t);
+  Run r = Cli(dir, {dir.File("w.safetensors"), "--config", dir.File("config.json"), "-o",
+                    dir.File("m.recur")});
+  CHECK(r.code == 1);
+  CHECK(r.err == "error: blocks.1.ffn.linear1.weight: shape [16,32], expected [32,16]\n");
+  CHECK(r.out.empty());
+
+  t = testing::RandomTensors(kTokensConfig, 4);
+  t["blocks.0.mixer.value.bias"].data[2] = std::numeric_limits<float>::quiet_NaN();
+  WriteInputs(dir, kTokensConfig, t);
+  r = Cli(dir, {dir.File("w.safetensors"), "--config", dir.File("config.json"), "-o",
+                dir.File("m.recur")});
+  CHECK(r.code == 1);
+  CHECK(r.err == "error: blocks.0.mixer.value.bias: NaN at index 2\n");
+
+  // Missing input files, a bad option value, a missing required option.
+  r = Cli(dir, {dir.File("nope.safetensors"), "--config", dir.File("config.json"), "-o",
+                dir.File("m.recur")});
+  CHECK(r.code == 1);
+  CHECK(r.err.find("nope.safetensors: cannot open") != std::string::npos);
+  CHECK(Lines(r.err) == 1);
+  r = Cli(dir, {dir.File("w.safetensors"), "--config", dir.File("config.json"), "--layout", "keras",
+                "-o", dir.File("m.recur")});
+  CHECK(r.code == 1);
+  CHECK(r.err.rfind("error: ", 0) == 0);
+  CHECK(Lines(r.err) == 1);
+  r = Cli(dir, {dir.File("w.safetensors"), "--config", dir.File("config.json")});
+  CHECK(r.code == 1);
+  CHECK(r.err.find("--output") != std::string::npos);
+  CHECK(Lines(r.err) == 1);
+
+  // inspect / verify of something that is not a model.
+  testing::WriteFile(dir.File("junk.recur"), "definitely not a model file");
+  r = Cli(dir, {"inspect", dir.File("junk.recur")});
+  CHECK(r.code == 1);
+  CHECK(r.err.find("not a recur model") != std::string::npos);
+  r = Cli(dir, {"verify", dir.File("junk.recur")});
+  CHECK(r.code == 1);
+  CHECK(r.err.rfind("error: " + dir.File("junk.recur") + ": ", 0) == 0);
+  CHECK(Lines(r.err) == 1);
+  r = Cli(dir, {"verify", dir.File("missing.recur")});
+  CHECK(r.code == 1);
+}
+
+TEST_CASE("cli: verify finds NaN that the runtime loader accepts, and truncation") {
+  testing::TempDir dir;
+  TensorMap t = testing::RandomTensors(kTokensConfig, 5);
+  WriteInputs(dir, kTokensConfig, t);
+  REQUIRE(Cli(dir, {dir.File("w.safetensors"), "-c", dir.File("config.json"), "-o",
+                    dir.File("m.recur")})
+              .code == 0);
+  auto bytes = ReadFileAligned(dir.File("m.recur"));
+  REQUIRE(bytes.ok());
+  // Poke a NaN into head.weight[1,3] in the data segment.
+  uint32_t s = 0;
+  std::memcpy(&s, bytes->data(), 4);
+  const uint64_t p = (4ull + s + 63) / 64 * 64;
+  const fb::Model* m = fb::GetSizePrefixedModel(bytes->data());
+  uint64_t offset = 0;
+  for (const fb::Tensor* tensor : *m->tensors())
+    if (tensor->name()->str() == "head.weight") offset = tensor->offset();
+  REQUIRE(offset > 0);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  AlignedBytes poked = *bytes;
+  std::memcpy(poked.data() + p + offset + (1 * 16 + 3) * 4, &nan, 4);
+  testing::WriteFile(dir.File("nan.recur"), poked.data(), poked.size());
+  Run r = Cli(dir, {"verify", dir.File("nan.recur")});
+  CHECK(r.code == 1);
+  CHECK(r.err == "error: " + dir.File("nan.recur") + ": head.weight: NaN at index 19 ([1,3])\n");
+
+  // Truncated by one byte: the runtime refuses it; inspect still prints the structure.
+  testing::WriteFile(dir.File("cut.recur"), bytes->data(), bytes->size() - 1);
+  r = Cli(dir, {"verify", dir.File("cut.recur")});
+  CHECK(r.code == 1);
+  CHECK(Lines(r.err) == 1);
+  r = Cli(dir, {"inspect", dir.File("cut.recur")});
+  CHECK(r.code == 1);
+  CHECK(r.out.find("length WRONG") != std::string::npos);
+  CHECK(r.err.rfind("error: ", 0) == 0);
+}
+
+TEST_CASE("cli: help and version exit 0") {
+  testing::TempDir dir;
+  Run h = Cli(dir, {"--help"});
+  CHECK(h.code == 0);
+  CHECK(h.out.find("inspect") != std::string::npos);
+  Run v = Cli(dir, {"--version"});
+  CHECK(v.code == 0);
+  CHECK(v.out.find("recur-convert ") == 0);
+  Run c = Cli(dir, {"convert", "--help"});
+  CHECK(c.code == 0);
+  CHECK(c.out.find("--allow-extra") != std::string::npos);
+  Run none = Cli(dir, {});
+  CHECK(none.code == 1);
+}
+
+}  // namespace
+}  // namespace recur::converter

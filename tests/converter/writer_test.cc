@@ -1,0 +1,343 @@
+// The writer: file layout (size prefix, identifier, 64-byte aligned data
+// segment, exact length), round trips through the runtime loader, the
+// fast-transformers mapping end to end, and the file pipeline.
+#include <dirent.h>
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <set>
+
+#include "converter/convert.h"
+#include "converter/file_util.h"
+#include "converter/safetensors.h"
+#include "converter/sha256.h"
+#include "converter/writer.h"
+#include "converter_test_util.h"
+#include "recur/recur.h"
+#include "schema/recur_generated.h"
+
+namespace recur::converter {
+namespace {
+
+using testing::kFastTransformersConfig;
+using testing::kFeaturesConfig;
+using testing::kTokensConfig;
+
+uint64_t RoundUp64(uint64_t n) { return (n + 63) / 64 * 64; }
+
+uint64_t Elements(const std::vector<int64_t>& shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+// Checks the FILE LAYOUT of recur.fbs on `bytes` and that every tensor's
+// bytes equal `expected[name]`. Returns the model table.
+const fb::Model* CheckLayout(const uint8_t* bytes, std::size_t size, const TensorMap& expected) {
+  REQUIRE(size >= 8);
+  uint32_t s = 0;
+  std::memcpy(&s, bytes, 4);
+  const uint64_t fb_end = 4ull + s;
+  REQUIRE(fb_end <= size);
+  CHECK(std::memcmp(bytes + 8, "RCUR", 4) == 0);
+  flatbuffers::Verifier verifier(bytes, fb_end);
+  REQUIRE(fb::VerifySizePrefixedModelBuffer(verifier));
+  const fb::Model* m = fb::GetSizePrefixedModel(bytes);
+  CHECK(m->format_version() == RECUR_FORMAT_VERSION);
+  const uint64_t p = RoundUp64(fb_end);
+  // Exactly P + data_size long; zeros between the FlatBuffer and P.
+  CHECK(size == p + m->data_size());
+  for (uint64_t i = fb_end; i < p; ++i) REQUIRE(bytes[i] == 0);
+
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (const fb::Tensor* t : *m->tensors()) {
+    const std::string name = t->name()->str();
+    INFO("tensor " << name);
+    CHECK(t->dtype() == fb::DType::F32);
+    CHECK(t->offset() % 64 == 0);
+    CHECK(reinterpret_cast<uintptr_t>(bytes + p + t->offset()) % 64 == 0);
+    std::vector<int64_t> shape(t->shape()->begin(), t->shape()->end());
+    CHECK(t->size() == Elements(shape) * 4);
+    REQUIRE(t->offset() + t->size() <= m->data_size());
+    auto it = expected.find(name);
+    REQUIRE(it != expected.end());
+    CHECK(shape == it->second.shape);
+    CHECK(std::memcmp(bytes + p + t->offset(), it->second.data.data(), t->size()) == 0);
+    spans.push_back({t->offset(), t->offset() + t->size()});
+  }
+  CHECK(m->tensors()->size() == expected.size());
+  // Tensors in order, non-overlapping, zeros in between, the last ending the segment.
+  uint64_t end = 0;
+  for (const auto& [b, e] : spans) {
+    CHECK(b >= end);
+    for (uint64_t i = end; i < b; ++i) REQUIRE(bytes[p + i] == 0);
+    end = e;
+  }
+  CHECK(end == m->data_size());
+  return m;
+}
+
+recur_model_info Info(const AlignedBytes& bytes) {
+  recur_model* model = nullptr;
+  recur_status st = recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model);
+  REQUIRE_MESSAGE(st == RECUR_OK, recur_last_error());
+  recur_model_info info;
+  std::memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  REQUIRE(recur_model_get_info(model, &info) == RECUR_OK);
+  recur_model_free(model);
+  return info;
+}
+
+uint64_t ParameterCount(const TensorMap& t) {
+  uint64_t n = 0;
+  for (const auto& [name, tensor] : t) n += Elements(tensor.shape);
+  return n;
+}
+
+TEST_CASE("writer: tokens model round-trips through the runtime") {
+  auto desc = testing::Describe(kTokensConfig);
+  TensorMap t = testing::RandomTensors(desc, 5);
+  auto bytes = BuildModel(desc, t);
+  REQUIRE_MESSAGE(bytes.ok(), bytes.message());
+  CHECK(reinterpret_cast<uintptr_t>(bytes->data()) % 64 == 0);
+  const fb::Model* m = CheckLayout(bytes->data(), bytes->size(), t);
+  CHECK(m->d_model() == 16);
+  CHECK(m->norm_placement() == fb::NormPlacement::Pre);
+  CHECK(m->input()->kind() == fb::InputKind::Tokens);
+  CHECK(m->input()->vocab_size() == 11);
+  CHECK(m->blocks()->size() == 2);
+  const fb::LinearAttention* la = m->blocks()->Get(1)->mixer_as_LinearAttention();
+  REQUIRE(la != nullptr);
+  CHECK(la->heads() == 2);
+  CHECK(la->dk() == 8);
+  CHECK(la->dv() == 4);
+  CHECK(la->eps() == 1e-6f);
+  CHECK(m->tensors()->Get(static_cast<uint32_t>(la->query()->weight()))->name()->str() ==
+        "blocks.1.mixer.query.weight");
+  CHECK(m->tensors()->Get(static_cast<uint32_t>(la->out()->bias()))->name()->str() ==
+        "blocks.1.mixer.out.bias");
+  CHECK(m->blocks()->Get(0)->ffn()->activation() == fb::Activation::Gelu);
+  CHECK(m->blocks()->Get(0)->norm1()->eps() == 1e-5f);
+  CHECK(m->final_norm() != nullptr);
+  REQUIRE(m->head() != nullptr);
+  CHECK(m->head()->activation() == fb::HeadActivation::LogSoftmax);
+  REQUIRE(m->metadata() != nullptr);
+  CHECK(m->metadata()->producer()->str() == DefaultProducer());
+  CHECK(m->metadata()->notes()->str() == "test model");
+  CHECK(m->metadata()->input_description()->str() == "ids");
+  CHECK(m->metadata()->output_description()->str() == "log-probs");
+
+  recur_model_info info = Info(*bytes);
+  CHECK(info.input_kind == RECUR_INPUT_TOKENS);
+  CHECK(info.vocab_size == 11);
+  CHECK(info.d_model == 16);
+  CHECK(info.num_layers == 2);
+  CHECK(info.output_width == 11);
+  CHECK(info.max_positions == 8);
+  CHECK(info.parameter_count == ParameterCount(t));
+  // At least S (dk×dv) and z (dk) per head per layer, in f32.
+  CHECK(info.state_bytes >= 2u * 2u * (8u * 4u + 8u) * 4u);
+}
+
+TEST_CASE("writer: features model round-trips through the runtime") {
+  auto desc = testing::Describe(kFeaturesConfig);
+  TensorMap t = testing::RandomTensors(desc, 6);
+  auto bytes = BuildModel(desc, t);
+  REQUIRE_MESSAGE(bytes.ok(), bytes.message());
+  const fb::Model* m = CheckLayout(bytes->data(), bytes->size(), t);
+  CHECK(m->norm_placement() == fb::NormPlacement::Post);
+  CHECK(m->input()->kind() == fb::InputKind::Features);
+  CHECK(m->input()->feature_width() == 5);
+  REQUIRE(m->input()->projection() != nullptr);
+  CHECK(m->input()->positions() == -1);
+  CHECK(m->input()->embedding() == -1);
+  CHECK(m->final_norm() == nullptr);
+  CHECK(m->head() == nullptr);
+  CHECK(m->metadata()->notes() == nullptr);
+
+  recur_model_info info = Info(*bytes);
+  CHECK(info.input_kind == RECUR_INPUT_FEATURES);
+  CHECK(info.feature_width == 5);
+  CHECK(info.d_model == 12);
+  CHECK(info.num_layers == 1);
+  CHECK(info.output_width == 12);
+  CHECK(info.max_positions == 0);
+  CHECK(info.parameter_count == ParameterCount(t));
+  CHECK(info.state_bytes >= 3u * (4u * 4u + 4u) * 4u);
+}
+
+TEST_CASE("writer: output is deterministic") {
+  auto desc = testing::Describe(kTokensConfig);
+  TensorMap t = testing::RandomTensors(desc, 7);
+  auto a = BuildModel(desc, t);
+  auto b = BuildModel(desc, t);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(*a == *b);
+}
+
+TEST_CASE("writer: fast-transformers layout end to end") {
+  TensorMap ft = testing::RandomTensors(kFastTransformersConfig, 8);
+  auto bytes = BuildModelFromConfig(kFastTransformersConfig, ft);
+  REQUIRE_MESSAGE(bytes.ok(), bytes.message());
+  // Stored under recur names with the fast-transformers tensors' values.
+  TensorMap renamed;
+  auto desc = testing::Describe(kFastTransformersConfig);
+  for (const ExpectedTensor& e : ExpectedTensors(desc, Layout::kFastTransformers))
+    renamed[e.name] = ft.at(e.source_name);
+  const fb::Model* m = CheckLayout(bytes->data(), bytes->size(), renamed);
+  CHECK(m->d_model() == 16);
+  CHECK(m->norm_placement() == fb::NormPlacement::Post);
+  CHECK(m->input()->kind() == fb::InputKind::Features);
+  CHECK(m->input()->feature_width() == 16);
+  CHECK(m->input()->projection() == nullptr);
+  CHECK(m->head() == nullptr);
+  REQUIRE(m->final_norm() != nullptr);
+  CHECK(m->final_norm()->eps() == 1e-5f);
+  const fb::LinearAttention* la = m->blocks()->Get(0)->mixer_as_LinearAttention();
+  REQUIRE(la != nullptr);
+  CHECK(la->dk() == 4);
+  CHECK(la->dv() == 8);
+  CHECK(la->eps() == 1e-6f);
+  CHECK(la->feature_map() == fb::FeatureMap::EluPlusOne);
+  for (const fb::Tensor* t : *m->tensors()) {
+    const std::string name = t->name()->str();
+    CHECK(name.rfind("layers.", 0) != 0);
+    CHECK(name.find("projection") == std::string::npos);
+  }
+
+  recur_model_info info = Info(*bytes);
+  CHECK(info.input_kind == RECUR_INPUT_FEATURES);
+  CHECK(info.feature_width == 16);
+  CHECK(info.d_model == 16);
+  CHECK(info.output_width == 16);
+  CHECK(info.num_layers == 2);
+  CHECK(info.parameter_count == ParameterCount(ft));
+
+  // The same weights under recur names with the equivalent recur config
+  // give the same bytes, except for the metadata notes (none in either).
+  const char* equivalent = R"({
+    "layout": "recur", "d_model": 16, "n_layers": 2, "norm_placement": "post",
+    "layer_norm_eps": 1e-5, "input": {"kind": "features", "feature_width": 16, "projection": false},
+    "max_positions": 0,
+    "mixer": {"type": "linear_attention", "heads": 2, "dk": 4, "dv": 8,
+              "feature_map": "elu_plus_one", "eps": 1e-6},
+    "ffn": {"d_ff": 24, "activation": "gelu"}, "final_norm": true, "head": null})";
+  auto same = BuildModelFromConfig(equivalent, renamed);
+  REQUIRE_MESSAGE(same.ok(), same.message());
+  CHECK(*same == *bytes);
+}
+
+TEST_CASE("writer: the runtime's self-check catches what validation was told to skip") {
+  auto desc = testing::Describe(kTokensConfig);
+  TensorMap t = testing::RandomTensors(desc, 9);
+  t.erase("blocks.0.mixer.key.weight");
+  BuildOptions o;
+  o.validate = false;
+  auto r = BuildModel(desc, t, o);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.message().rfind("self-check: the runtime rejects the model (RECUR_INVALID_MODEL): ", 0) == 0);
+  // Without the self-check the broken bytes come back (for loader tests).
+  o.self_check = false;
+  auto broken = BuildModel(desc, t, o);
+  REQUIRE_MESSAGE(broken.ok(), broken.message());
+  CHECK_FALSE(SelfCheck(*broken).ok);
+}
+
+TEST_CASE("writer: BuildModelFromConfig reports config errors") {
+  auto r = BuildModelFromConfig("{\"layout\": \"recur\"}", {});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.message() == "config.json: missing key \"d_model\"");
+}
+
+TEST_CASE("convert: files in, aligned file out, metadata from config and flags") {
+  testing::TempDir dir;
+  TensorMap t = testing::RandomTensors(kTokensConfig, 10);
+  auto st = SerializeSafetensors(t);
+  testing::WriteFile(dir.File("w.safetensors"), st.data(), st.size());
+  testing::WriteFile(dir.File("config.json"), kTokensConfig);
+
+  ConvertOptions o;
+  o.weights_path = dir.File("w.safetensors");
+  o.config_path = dir.File("config.json");
+  o.output_path = dir.File("m.recur");
+  o.notes = "from the test";
+  ConvertReport report;
+  Status s = ConvertFiles(o, &report);
+  REQUIRE_MESSAGE(s.ok, s.message);
+  CHECK(report.layout == Layout::kRecur);
+  CHECK(report.tensors == t.size());
+  CHECK(report.warnings.empty());
+  CHECK(report.source_hash == Sha256Hex(st.data(), st.size()));
+
+  auto bytes = ReadFileAligned(o.output_path);
+  REQUIRE(bytes.ok());
+  CHECK(bytes->size() == report.file_bytes);
+  const fb::Model* m = CheckLayout(bytes->data(), bytes->size(), t);
+  CHECK(m->metadata()->producer()->str() == std::string("recur-convert ") + recur_version_string());
+  CHECK(m->metadata()->source_hash()->str() == report.source_hash);
+  CHECK(m->metadata()->source_hash()->size() == 64);
+  CHECK(m->metadata()->notes()->str() == "test model\nfrom the test");
+  CHECK(m->metadata()->input_description()->str() == "ids");
+
+  // The file loads (mapped) with the runtime.
+  recur_model* model = nullptr;
+  REQUIRE_MESSAGE(recur_model_load_file(o.output_path.c_str(), nullptr, &model) == RECUR_OK,
+                  recur_last_error());
+  recur_model_free(model);
+
+  // No temporaries left behind.
+  std::set<std::string> names;
+  if (DIR* d = opendir(dir.path().c_str())) {
+    while (dirent* e = readdir(d)) names.insert(e->d_name);
+    closedir(d);
+  }
+  CHECK(names == std::set<std::string>{".", "..", "w.safetensors", "config.json", "m.recur"});
+}
+
+TEST_CASE("convert: a failed conversion leaves an existing output alone") {
+  testing::TempDir dir;
+  TensorMap t = testing::RandomTensors(kTokensConfig, 11);
+  t.erase("head.weight");
+  auto st = SerializeSafetensors(t);
+  testing::WriteFile(dir.File("w.safetensors"), st.data(), st.size());
+  testing::WriteFile(dir.File("config.json"), kTokensConfig);
+  testing::WriteFile(dir.File("m.recur"), "old");
+  ConvertOptions o;
+  o.weights_path = dir.File("w.safetensors");
+  o.config_path = dir.File("config.json");
+  o.output_path = dir.File("m.recur");
+  Status s = ConvertFiles(o, nullptr);
+  REQUIRE_FALSE(s.ok);
+  CHECK(s.message == "head.weight: missing tensor, expected shape [11,16]");
+  CHECK(testing::ReadText(dir.File("m.recur")) == "old");
+}
+
+TEST_CASE("convert: a fast-transformers checkpoint with an extra buffer") {
+  testing::TempDir dir;
+  TensorMap t = testing::RandomTensors(kFastTransformersConfig, 12);
+  t["layers.0.attention.inner_attention.feature_map.omega"] = Tensor{{2}, {0, 0}};
+  auto st = SerializeSafetensors(t);
+  testing::WriteFile(dir.File("w.safetensors"), st.data(), st.size());
+  testing::WriteFile(dir.File("config.json"), kFastTransformersConfig);
+  ConvertOptions o;
+  o.weights_path = dir.File("w.safetensors");
+  o.config_path = dir.File("config.json");
+  o.output_path = dir.File("m.recur");
+  Status s = ConvertFiles(o, nullptr);
+  CHECK(s.message ==
+        "layers.0.attention.inner_attention.feature_map.omega: unexpected tensor, not used by this "
+        "config (allow with --allow-extra)");
+  o.allow_extra = true;
+  ConvertReport report;
+  s = ConvertFiles(o, &report);
+  REQUIRE_MESSAGE(s.ok, s.message);
+  CHECK(report.layout == Layout::kFastTransformers);
+  REQUIRE(report.warnings.size() == 1);
+  CHECK(report.warnings[0] ==
+        "layers.0.attention.inner_attention.feature_map.omega: unused tensor ignored");
+}
+
+}  // namespace
+}  // namespace recur::converter
