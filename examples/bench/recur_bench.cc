@@ -72,8 +72,8 @@ int main(int argc, char** argv) {
     for (auto& f : frames) f = frame_dist(rng);
     const auto start = std::chrono::steady_clock::now();
     recur::Status s = info.input_kind == RECUR_INPUT_TOKENS
-                          ? session->StepTokens(tokens.data(), out.data())
-                          : session->StepFeatures(frames.data(), out.data());
+                          ? session->StepTokens(tokens.data(), tokens.size(), out.data())
+                          : session->StepFeatures(frames.data(), frames.size(), out.data());
     const auto end = std::chrono::steady_clock::now();
     ++position;
     if (!s) {

@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   int32_t token = 0;
   printf("generated:");
   for (int t = 0; t < steps && out != NULL; ++t) {
-    recur_input in = {&token, NULL};
+    recur_input in = {&token, NULL, 1};
     s = recur_session_step(session, &in, out);
     if (s != RECUR_OK) break;
     if (info.output_kind == RECUR_OUTPUT_PROBABILITIES) { /* sample() takes logits */

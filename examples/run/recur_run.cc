@@ -70,8 +70,9 @@ int main(int argc, char** argv) {
   for (int64_t t = 0; t < n; ++t) {
     float* out = output.data() + t * info.output_width;
     recur::Status s = info.input_kind == RECUR_INPUT_TOKENS
-                          ? session->StepTokens(&tokens[t], out)
-                          : session->StepFeatures(&frames[t * info.feature_width], out);
+                          ? session->StepTokens(&tokens[t], 1, out)
+                          : session->StepFeatures(&frames[t * info.feature_width],
+                                                  info.feature_width, out);
     if (!s) {
       std::fprintf(stderr, "error: step %lld: %s\n", static_cast<long long>(t), s.message().c_str());
       return 1;

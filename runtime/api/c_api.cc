@@ -216,7 +216,7 @@ recur_status recur_session_step(recur_session* session, const recur_input* input
     if (session == nullptr || input == nullptr) {
       return Report(recur::InvalidArgument("session and input must not be null"));
     }
-    return Report(session->session->Step(input->tokens, input->features, out));
+    return Report(session->session->Step(input->tokens, input->features, input->count, out));
   });
 }
 

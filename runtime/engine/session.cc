@@ -67,11 +67,15 @@ Status Session::Allocate() {
   return Status::Ok();
 }
 
-Status Session::CheckInput(const int32_t* tokens, const float* features) const {
+Status Session::CheckInput(const int32_t* tokens, const float* features, size_t count) const {
   const Model& m = *model_;
   if (m.input_kind == fb::InputKind::Tokens) {
     if (tokens == nullptr) return InvalidArgument("this model takes token ids; input.tokens is null");
     if (features != nullptr) return InvalidArgument("this model takes token ids, not features");
+    if (count != batch_) {
+      return InvalidArgument("input has %zu token ids, expected one per stream (%zu)", count,
+                             batch_);
+    }
     for (size_t b = 0; b < batch_; ++b) {
       if (tokens[b] < 0 || uint32_t(tokens[b]) >= m.vocab_size) {
         return OutOfRange("stream %zu: token id %d is outside the vocabulary [0, %u)", b,
@@ -83,6 +87,10 @@ Status Session::CheckInput(const int32_t* tokens, const float* features) const {
       return InvalidArgument("this model takes feature frames; input.features is null");
     }
     if (tokens != nullptr) return InvalidArgument("this model takes feature frames, not tokens");
+    if (count != batch_ * m.feature_width) {
+      return InvalidArgument("input has %zu feature values, expected %zu streams x %u features = "
+                             "%zu", count, batch_, m.feature_width, batch_ * m.feature_width);
+    }
     for (size_t i = 0; i < batch_ * m.feature_width; ++i) {
       if (!std::isfinite(features[i])) {
         return InvalidArgument("stream %zu: feature %zu is %s", i / m.feature_width,
@@ -187,9 +195,9 @@ void Session::Head(float* out) {
   }
 }
 
-Status Session::Step(const int32_t* tokens, const float* features, float* out) {
+Status Session::Step(const int32_t* tokens, const float* features, size_t count, float* out) {
   if (out == nullptr) return InvalidArgument("output buffer is null");
-  RECUR_RETURN_IF_ERROR(CheckInput(tokens, features));
+  RECUR_RETURN_IF_ERROR(CheckInput(tokens, features, count));
   Embed(tokens, features);
   for (size_t l = 0; l < model_->blocks.size(); ++l) {
     RunBlock(model_->blocks[l], l);

@@ -28,10 +28,11 @@ class Session {
   static Status Create(const Model* model, const SessionOptions& options,
                        std::unique_ptr<Session>* out);
 
-  // One element per stream: tokens (batch) or features (batch, feature_width).
-  // Writes (batch, output_width) floats. Validates every input before any
-  // state changes, so a failed step leaves the session as it was.
-  Status Step(const int32_t* tokens, const float* features, float* out);
+  // One element per stream: tokens (batch) or features (batch, feature_width);
+  // `count` values. Writes (batch, output_width) floats. Validates every
+  // input before any state changes, so a failed step leaves the session as
+  // it was.
+  Status Step(const int32_t* tokens, const float* features, size_t count, float* out);
 
   // stream -1 resets all streams.
   Status Reset(int stream);
@@ -55,7 +56,7 @@ class Session {
  private:
   Session(const Model* model, const SessionOptions& options);
   Status Allocate();
-  Status CheckInput(const int32_t* tokens, const float* features) const;
+  Status CheckInput(const int32_t* tokens, const float* features, size_t count) const;
   void Embed(const int32_t* tokens, const float* features);
   void RunBlock(const BlockView& block, size_t layer);
   void RunFeedForward(const FeedForwardView& ffn, const float* x, float* y);

@@ -40,7 +40,7 @@ recur_session* NewSession(const recur_model* model, uint32_t batch = 1) {
 
 std::vector<float> StepTokens(recur_session* s, std::vector<int32_t> tokens, size_t width) {
   std::vector<float> out(tokens.size() * width);
-  recur_input in{tokens.data(), nullptr};
+  recur_input in{tokens.data(), nullptr, tokens.size()};
   REQUIRE(recur_session_step(s, &in, out.data()) == RECUR_OK);
   return out;
 }
@@ -115,7 +115,7 @@ TEST_CASE("null arguments are refused with a message") {
   s = NewSession(m.model);
   CHECK(recur_session_step(s, nullptr, nullptr) == RECUR_INVALID_ARGUMENT);
   int32_t token = 1;
-  recur_input in{&token, nullptr};
+  recur_input in{&token, nullptr, 1};
   CHECK(recur_session_step(s, &in, nullptr) == RECUR_INVALID_ARGUMENT);
   CHECK(ErrorContains("output buffer is null"));
   CHECK(recur_session_step(nullptr, &in, nullptr) == RECUR_INVALID_ARGUMENT);
@@ -159,7 +159,7 @@ TEST_CASE("out-of-range tokens are refused and leave the session unchanged") {
   for (int32_t bad : {11, -1, 1 << 30}) {
     std::vector<int32_t> tokens{3, bad};
     std::vector<float> out(22);
-    recur_input in{tokens.data(), nullptr};
+    recur_input in{tokens.data(), nullptr, tokens.size()};
     CHECK(recur_session_step(a, &in, out.data()) == RECUR_OUT_OF_RANGE);
     CHECK(ErrorContains("stream 1: token id"));
     CHECK(ErrorContains("outside the vocabulary [0, 11)"));
@@ -177,9 +177,9 @@ TEST_CASE("the wrong kind of input is refused") {
   float frame[5] = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f};
   int32_t token = 1;
   std::vector<float> out(16);
-  recur_input features_in{nullptr, frame};
-  recur_input tokens_in{&token, nullptr};
-  recur_input both{&token, frame};
+  recur_input features_in{nullptr, frame, 5};
+  recur_input tokens_in{&token, nullptr, 1};
+  recur_input both{&token, frame, 1};
   CHECK(recur_session_step(ts, &features_in, out.data()) == RECUR_INVALID_ARGUMENT);
   CHECK(ErrorContains("takes token ids"));
   CHECK(recur_session_step(fs, &tokens_in, out.data()) == RECUR_INVALID_ARGUMENT);
@@ -191,13 +191,33 @@ TEST_CASE("the wrong kind of input is refused") {
   recur_session_free(fs);
 }
 
+TEST_CASE("a count that does not match the batch or the feature width is refused") {
+  Loaded tokens_model(kTinyTokensConfig);
+  Loaded features_model(kTinyFeaturesConfig);
+  recur_session* ts = NewSession(tokens_model.model, 2);
+  recur_session* fs = NewSession(features_model.model, 2);
+  int32_t tokens[3] = {1, 2, 3};
+  float frames[15] = {};
+  std::vector<float> out(64);
+  recur_input t{tokens, nullptr, 3};
+  CHECK(recur_session_step(ts, &t, out.data()) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("input has 3 token ids, expected one per stream (2)"));
+  recur_input f{nullptr, frames, 12};  // width 6 instead of 5
+  CHECK(recur_session_step(fs, &f, out.data()) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("input has 12 feature values, expected 2 streams x 5 features = 10"));
+  f.count = 10;
+  CHECK(recur_session_step(fs, &f, out.data()) == RECUR_OK);
+  recur_session_free(ts);
+  recur_session_free(fs);
+}
+
 TEST_CASE("non-finite features are refused (policy: reject, never propagate)") {
   Loaded m(kTinyFeaturesConfig);
   recur_session* s = NewSession(m.model);
   std::vector<float> out(12);
   for (float bad : {NAN, INFINITY, -INFINITY}) {
     float frame[5] = {0.1f, 0.2f, bad, 0.4f, 0.5f};
-    recur_input in{nullptr, frame};
+    recur_input in{nullptr, frame, 5};
     CHECK(recur_session_step(s, &in, out.data()) == RECUR_INVALID_ARGUMENT);
     CHECK(ErrorContains("stream 0: feature 2 is"));
   }
@@ -210,7 +230,7 @@ TEST_CASE("learned positions bound a stream's length; reset starts it over") {
   for (int t = 0; t < 64; ++t) StepTokens(s, {t % 11}, 11);
   int32_t token = 0;
   std::vector<float> out(11);
-  recur_input in{&token, nullptr};
+  recur_input in{&token, nullptr, 1};
   CHECK(recur_session_step(s, &in, out.data()) == RECUR_OUT_OF_RANGE);
   CHECK(ErrorContains("learned positions end at 64"));
   CHECK(recur_session_reset(s, 0) == RECUR_OK);
@@ -267,7 +287,7 @@ TEST_CASE("load_file: mmap and read-into-memory give the same model") {
     auto session = recur::Session::Create(*model);
     REQUIRE(session.ok());
     std::vector<float> out(11);
-    for (int32_t t = 0; t < 10; ++t) REQUIRE(session->StepTokens(&t, out.data()).ok());
+    for (int32_t t = 0; t < 10; ++t) REQUIRE(session->StepTokens(&t, 1, out.data()).ok());
     outs.push_back(out);
   }
   CHECK(outs[0] == outs[1]);

@@ -18,7 +18,7 @@ std::vector<float> Run(recur::Session& s, int32_t first, int steps) {
   std::vector<float> out(11), all;
   for (int t = 0; t < steps; ++t) {
     int32_t token = (first + t * 5) % 11;
-    REQUIRE(s.StepTokens(&token, out.data()).ok());
+    REQUIRE(s.StepTokens(&token, 1, out.data()).ok());
     all.insert(all.end(), out.begin(), out.end());
   }
   return all;
@@ -59,8 +59,8 @@ TEST_CASE("a blob moves between streams of a batch") {
   REQUIRE(batched->LoadState(2, *blob).ok());
   std::vector<float> out(33), ref(11);
   int32_t tokens[3] = {1, 1, 1};
-  REQUIRE(batched->StepTokens(tokens, out.data()).ok());
-  REQUIRE(single->StepTokens(tokens, ref.data()).ok());
+  REQUIRE(batched->StepTokens(tokens, 3, out.data()).ok());
+  REQUIRE(single->StepTokens(tokens, 1, ref.data()).ok());
   for (int i = 0; i < 11; ++i) CHECK(out[22 + i] == doctest::Approx(ref[i]).epsilon(1e-6));
 }
 

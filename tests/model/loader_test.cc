@@ -35,7 +35,8 @@ recur_status Load(const AlignedBytes& bytes, size_t size, uint32_t flags = 0) {
       int32_t token = 0;
       std::vector<float> features(info.feature_width, 0.5f), out(info.output_width);
       recur_input in{info.input_kind == RECUR_INPUT_TOKENS ? &token : nullptr,
-                     info.input_kind == RECUR_INPUT_TOKENS ? nullptr : features.data()};
+                     info.input_kind == RECUR_INPUT_TOKENS ? nullptr : features.data(),
+                     info.input_kind == RECUR_INPUT_TOKENS ? 1 : features.size()};
       recur_session_step(session, &in, out.data());
       recur_session_free(session);
     }

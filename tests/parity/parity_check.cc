@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
     }
     cap.step = t;
     s = session->Step(tokens ? tok.data() : nullptr, tokens ? nullptr : feat.data(),
-                      step_out.data());
+                      tokens ? tok.size() : feat.size(), step_out.data());
     if (!s.ok()) {
       std::fprintf(stderr, "error: step %zu: %s\n", t, s.message().c_str());
       return 1;

@@ -140,17 +140,21 @@ recur_status recur_session_create(const recur_model* model, const recur_session_
 void recur_session_free(recur_session* session);
 
 /* One element per stream. Exactly one of the pointers is set, matching the
- * model's input kind. */
+ * model's input kind; `count` is the number of values it points to, checked
+ * against the session (batch token ids, or batch × feature_width floats). */
 typedef struct recur_input {
   const int32_t* tokens;   /* [batch] token ids */
   const float* features;   /* [batch, feature_width] frames, row-major */
+  size_t count;            /* values in tokens or features */
 } recur_input;
 
 /* Advances every stream by one element in RNN mode (constant time and memory
  * per element) and writes [batch, output_width] floats to `out`.
  * Errors (the session is left unchanged): RECUR_INVALID_ARGUMENT (null or
- * wrong kind of input, non-finite features), RECUR_OUT_OF_RANGE (a token id
- * outside the vocabulary, a stream past max_positions). */
+ * wrong kind of input, a count that does not match batch and feature width,
+ * non-finite features: NaN/Inf inputs are rejected, never propagated),
+ * RECUR_OUT_OF_RANGE (a token id outside the vocabulary, a stream past
+ * max_positions). */
 recur_status recur_session_step(recur_session* session, const recur_input* input, float* out);
 
 /* Returns `stream` (or every stream, for -1) to the initial state.

@@ -6,7 +6,7 @@
 //   auto session = recur::Session::Create(*model, /*batch=*/1);
 //   std::vector<float> out(model->info().output_width);
 //   int32_t token = 0;
-//   recur::Status s = session->StepTokens(&token, out.data());
+//   recur::Status s = session->StepTokens(&token, 1, out.data());
 //
 // Threading is that of the C API: a Model may be shared across threads; a
 // Session is used by one thread at a time.
@@ -120,14 +120,14 @@ class Session {
     return s;
   }
 
-  // tokens: (batch); out: (batch, output_width).
-  Status StepTokens(const int32_t* tokens, float* out) {
-    recur_input in{tokens, nullptr};
+  // tokens: `count` = batch ids; out: (batch, output_width).
+  Status StepTokens(const int32_t* tokens, size_t count, float* out) {
+    recur_input in{tokens, nullptr, count};
     return Status(recur_session_step(session_, &in, out));
   }
-  // features: (batch, feature_width); out: (batch, output_width).
-  Status StepFeatures(const float* features, float* out) {
-    recur_input in{nullptr, features};
+  // features: `count` = batch × feature_width floats; out: (batch, output_width).
+  Status StepFeatures(const float* features, size_t count, float* out) {
+    recur_input in{nullptr, features, count};
     return Status(recur_session_step(session_, &in, out));
   }
   Status Reset(int stream = -1) { return Status(recur_session_reset(session_, stream)); }
