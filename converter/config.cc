@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "converter/file_util.h"
+#include "converter/json_error.h"
 
 namespace recur::converter {
 namespace {
@@ -270,15 +271,6 @@ Status FastTransformersConfigToDescription(const KeyReader& r, const json& root,
   d->final_norm = final_norm;
   d->has_head = false;
   return ParseMetadata(r, root, &d->metadata);
-}
-
-std::string JsonWhat(const std::exception& e) {
-  std::string what = e.what();
-  if (!what.empty() && what[0] == '[') {
-    std::size_t close = what.find("] ");
-    if (close != std::string::npos) what = what.substr(close + 2);
-  }
-  return what;
 }
 
 Result<ImportedConfig> ParseConfigImpl(const std::string& text, Layout layout,

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "converter/file_util.h"
+#include "converter/json_error.h"
 
 namespace recur::converter {
 namespace {
@@ -26,16 +27,6 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::kI8, "I8", 1},         {DType::kU64, "U64", 8},      {DType::kU32, "U32", 4},
     {DType::kU16, "U16", 2},       {DType::kU8, "U8", 1},        {DType::kBool, "BOOL", 1},
 };
-
-// Strips nlohmann's "[json.exception.parse_error.101] " prefix.
-std::string JsonWhat(const std::exception& e) {
-  std::string what = e.what();
-  if (!what.empty() && what[0] == '[') {
-    std::size_t close = what.find("] ");
-    if (close != std::string::npos) what = what.substr(close + 2);
-  }
-  return what;
-}
 
 uint64_t ReadLE64(const uint8_t* p) {
   uint64_t v = 0;

@@ -6,8 +6,8 @@
 #include <random>
 #include <string>
 
-#include "config.h"
-#include "writer.h"
+#include "converter/config.h"
+#include "converter/writer.h"
 
 namespace recur::testing {
 
@@ -30,13 +30,14 @@ inline const char* kTinyFeaturesConfig = R"({
             "feature_map": "elu_plus_one", "eps": 1e-6},
   "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
 
-// Every tensor the config needs, filled with N(0, 0.3²) (norm weights 1 + that).
-inline converter::TensorMap RandomTensors(const converter::ModelDescription& desc,
-                                          unsigned seed) {
+// Every tensor the config needs under its `layout` name, N(0, 0.3²) values
+// (norm weights around 1).
+inline converter::TensorMap RandomTensors(const converter::ModelDescription& desc, unsigned seed,
+                                          converter::Layout layout = converter::Layout::kRecur) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 0.3f);
   converter::TensorMap tensors;
-  for (const auto& e : converter::ExpectedTensors(desc)) {
+  for (const auto& e : converter::ExpectedTensors(desc, layout)) {
     converter::Tensor t;
     t.shape = e.shape;
     size_t n = 1;
@@ -45,9 +46,17 @@ inline converter::TensorMap RandomTensors(const converter::ModelDescription& des
     const bool norm_weight = e.name.find("norm") != std::string::npos &&
                              e.name.size() > 7 && e.name.rfind(".weight") == e.name.size() - 7;
     for (float& v : t.data) v = normal(rng) + (norm_weight ? 1.0f : 0.0f);
-    tensors[e.name] = std::move(t);
+    tensors[e.source_name] = std::move(t);
   }
   return tensors;
+}
+
+// The same for a config JSON (either layout; kAuto decides as the converter does).
+inline converter::TensorMap RandomTensors(const char* config, unsigned seed,
+                                          converter::Layout layout = converter::Layout::kAuto) {
+  auto parsed = converter::ParseConfig(config, layout);
+  if (!parsed.ok()) return {};
+  return RandomTensors(parsed.value().desc, seed, parsed.value().layout);
 }
 
 // Model bytes (64-byte aligned) for `config`; empty on failure with *error set.

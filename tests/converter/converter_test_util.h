@@ -15,6 +15,7 @@
 
 #include "converter/config.h"
 #include "converter/model_description.h"
+#include "test_models.h"
 
 namespace recur::converter::testing {
 
@@ -49,32 +50,7 @@ inline ModelDescription Describe(const char* config, Layout layout = Layout::kAu
   return parsed.value().desc;
 }
 
-// Every tensor the config needs under its `layout` name, N(0, 0.3²) values
-// (norm weights around 1).
-inline TensorMap RandomTensors(const ModelDescription& desc, unsigned seed,
-                               Layout layout = Layout::kRecur) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.3f);
-  TensorMap tensors;
-  for (const ExpectedTensor& e : ExpectedTensors(desc, layout)) {
-    Tensor t;
-    t.shape = e.shape;
-    std::size_t n = 1;
-    for (int64_t d : e.shape) n *= static_cast<std::size_t>(d);
-    t.data.resize(n);
-    const bool norm_weight = e.name.find("norm") != std::string::npos &&
-                             e.name.size() > 7 && e.name.rfind(".weight") == e.name.size() - 7;
-    for (float& v : t.data) v = normal(rng) + (norm_weight ? 1.0f : 0.0f);
-    tensors[e.source_name] = std::move(t);
-  }
-  return tensors;
-}
-
-inline TensorMap RandomTensors(const char* config, unsigned seed, Layout layout = Layout::kAuto) {
-  auto parsed = ParseConfig(config, layout);
-  if (!parsed.ok()) return {};
-  return RandomTensors(parsed.value().desc, seed, parsed.value().layout);
-}
+using recur::testing::RandomTensors;
 
 // A safetensors image from a literal header and data bytes.
 inline std::vector<uint8_t> MakeSafetensors(const std::string& header,
