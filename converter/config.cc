@@ -21,7 +21,9 @@ class KeyReader {
  public:
   explicit KeyReader(std::string source) : source_(std::move(source)) {}
 
-  Status Error(const std::string& what) const { return Status::Error(source_ + ": " + what); }
+  Status Error(const std::string& what) const {
+    return Status(StatusCode::kInvalidArgument, source_ + ": " + what);
+  }
   Status Missing(const std::string& path) const {
     return Error("missing key \"" + path + "\"");
   }
@@ -128,78 +130,72 @@ class KeyReader {
   std::string source_;
 };
 
-#define RECUR_TRY(expr)                \
-  do {                                 \
-    ::recur::converter::Status s_ = (expr); \
-    if (!s_.ok) return s_;             \
-  } while (0)
-
 Status ParseMetadata(const KeyReader& r, const json& root, MetadataDescription* meta) {
-  RECUR_TRY(r.OptionalString(root, "notes", &meta->notes));
-  RECUR_TRY(r.OptionalString(root, "input_description", &meta->input_description));
-  RECUR_TRY(r.OptionalString(root, "output_description", &meta->output_description));
+  RECUR_RETURN_IF_ERROR(r.OptionalString(root, "notes", &meta->notes));
+  RECUR_RETURN_IF_ERROR(r.OptionalString(root, "input_description", &meta->input_description));
+  RECUR_RETURN_IF_ERROR(r.OptionalString(root, "output_description", &meta->output_description));
   return Status::Ok();
 }
 
 // The recur layout (models/configs/README.md): every key required.
 Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescription* d) {
-  RECUR_TRY(r.UInt(root, "d_model", "", 1, &d->d_model));
+  RECUR_RETURN_IF_ERROR(r.UInt(root, "d_model", "", 1, &d->d_model));
   uint32_t n_layers = 0;
-  RECUR_TRY(r.UInt(root, "n_layers", "", 1, &n_layers));
+  RECUR_RETURN_IF_ERROR(r.UInt(root, "n_layers", "", 1, &n_layers));
 
   static const char* const kPlacements[] = {"pre", "post"};
   std::size_t placement = 0;
-  RECUR_TRY(r.Choice(root, "norm_placement", "", kPlacements, &placement));
+  RECUR_RETURN_IF_ERROR(r.Choice(root, "norm_placement", "", kPlacements, &placement));
   d->norm_placement = placement == 0 ? NormPlacement::kPre : NormPlacement::kPost;
-  RECUR_TRY(r.PositiveFloat(root, "layer_norm_eps", "", &d->layer_norm_eps));
+  RECUR_RETURN_IF_ERROR(r.PositiveFloat(root, "layer_norm_eps", "", &d->layer_norm_eps));
 
   const json* input = nullptr;
-  RECUR_TRY(r.Object(root, "input", "", &input));
+  RECUR_RETURN_IF_ERROR(r.Object(root, "input", "", &input));
   static const char* const kKinds[] = {"tokens", "features"};
   std::size_t kind = 0;
-  RECUR_TRY(r.Choice(*input, "kind", "input", kKinds, &kind));
+  RECUR_RETURN_IF_ERROR(r.Choice(*input, "kind", "input", kKinds, &kind));
   if (kind == 0) {
     d->input.kind = InputKind::kTokens;
-    RECUR_TRY(r.UInt(*input, "vocab_size", "input", 1, &d->input.vocab_size));
+    RECUR_RETURN_IF_ERROR(r.UInt(*input, "vocab_size", "input", 1, &d->input.vocab_size));
   } else {
     d->input.kind = InputKind::kFeatures;
-    RECUR_TRY(r.UInt(*input, "feature_width", "input", 1, &d->input.feature_width));
-    RECUR_TRY(r.Bool(*input, "projection", "input", &d->input.projection));
+    RECUR_RETURN_IF_ERROR(r.UInt(*input, "feature_width", "input", 1, &d->input.feature_width));
+    RECUR_RETURN_IF_ERROR(r.Bool(*input, "projection", "input", &d->input.projection));
     if (!d->input.projection && d->input.feature_width != d->d_model) {
       return r.Invalid("input.feature_width",
                        "is " + std::to_string(d->input.feature_width) + ", but without a projection it must equal "
                        "d_model (" + std::to_string(d->d_model) + ")");
     }
   }
-  RECUR_TRY(r.UInt(root, "max_positions", "", 0, &d->input.max_positions));
+  RECUR_RETURN_IF_ERROR(r.UInt(root, "max_positions", "", 0, &d->input.max_positions));
 
   const json* mixer = nullptr;
-  RECUR_TRY(r.Object(root, "mixer", "", &mixer));
+  RECUR_RETURN_IF_ERROR(r.Object(root, "mixer", "", &mixer));
   static const char* const kMixers[] = {"linear_attention"};
   std::size_t mixer_type = 0;
-  RECUR_TRY(r.Choice(*mixer, "type", "mixer", kMixers, &mixer_type));
+  RECUR_RETURN_IF_ERROR(r.Choice(*mixer, "type", "mixer", kMixers, &mixer_type));
   BlockDescription block;
   block.mixer = MixerType::kLinearAttention;
   LinearAttentionDescription& la = block.linear_attention;
-  RECUR_TRY(r.UInt(*mixer, "heads", "mixer", 1, &la.heads));
-  RECUR_TRY(r.UInt(*mixer, "dk", "mixer", 1, &la.dk));
-  RECUR_TRY(r.UInt(*mixer, "dv", "mixer", 1, &la.dv));
+  RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "heads", "mixer", 1, &la.heads));
+  RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "dk", "mixer", 1, &la.dk));
+  RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "dv", "mixer", 1, &la.dv));
   static const char* const kFeatureMaps[] = {"elu_plus_one"};
   std::size_t fm = 0;
-  RECUR_TRY(r.Choice(*mixer, "feature_map", "mixer", kFeatureMaps, &fm));
+  RECUR_RETURN_IF_ERROR(r.Choice(*mixer, "feature_map", "mixer", kFeatureMaps, &fm));
   la.feature_map = FeatureMap::kEluPlusOne;
-  RECUR_TRY(r.PositiveFloat(*mixer, "eps", "mixer", &la.eps));
+  RECUR_RETURN_IF_ERROR(r.PositiveFloat(*mixer, "eps", "mixer", &la.eps));
 
   const json* ffn = nullptr;
-  RECUR_TRY(r.Object(root, "ffn", "", &ffn));
-  RECUR_TRY(r.UInt(*ffn, "d_ff", "ffn", 1, &block.d_ff));
+  RECUR_RETURN_IF_ERROR(r.Object(root, "ffn", "", &ffn));
+  RECUR_RETURN_IF_ERROR(r.UInt(*ffn, "d_ff", "ffn", 1, &block.d_ff));
   static const char* const kActivations[] = {"relu", "gelu"};
   std::size_t act = 0;
-  RECUR_TRY(r.Choice(*ffn, "activation", "ffn", kActivations, &act));
+  RECUR_RETURN_IF_ERROR(r.Choice(*ffn, "activation", "ffn", kActivations, &act));
   block.activation = act == 0 ? Activation::kRelu : Activation::kGelu;
   d->blocks.assign(n_layers, block);
 
-  RECUR_TRY(r.Bool(root, "final_norm", "", &d->final_norm));
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "final_norm", "", &d->final_norm));
 
   auto head = root.find("head");
   if (head == root.end()) return r.Missing("head");
@@ -207,10 +203,10 @@ Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescr
     d->has_head = false;
   } else if (head->is_object()) {
     d->has_head = true;
-    RECUR_TRY(r.UInt(*head, "out", "head", 1, &d->head.out));
+    RECUR_RETURN_IF_ERROR(r.UInt(*head, "out", "head", 1, &d->head.out));
     static const char* const kHeadActs[] = {"none", "softmax", "log_softmax"};
     std::size_t ha = 0;
-    RECUR_TRY(r.Choice(*head, "activation", "head", kHeadActs, &ha));
+    RECUR_RETURN_IF_ERROR(r.Choice(*head, "activation", "head", kHeadActs, &ha));
     d->head.activation = ha == 0   ? HeadActivation::kNone
                          : ha == 1 ? HeadActivation::kSoftmax
                                    : HeadActivation::kLogSoftmax;
@@ -232,19 +228,20 @@ Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescr
 Status FastTransformersConfigToDescription(const KeyReader& r, const json& root,
                                            ModelDescription* d) {
   uint32_t n_layers = 0, n_heads = 0, dq = 0, dv = 0, d_ff = 0;
-  RECUR_TRY(r.UInt(root, "n_layers", "", 1, &n_layers));
-  RECUR_TRY(r.UInt(root, "n_heads", "", 1, &n_heads));
-  RECUR_TRY(r.UInt(root, "query_dimensions", "", 1, &dq));
-  RECUR_TRY(r.UInt(root, "value_dimensions", "", 1, &dv));
-  RECUR_TRY(r.UInt(root, "feed_forward_dimensions", "", 1, &d_ff));
+  RECUR_RETURN_IF_ERROR(r.UInt(root, "n_layers", "", 1, &n_layers));
+  RECUR_RETURN_IF_ERROR(r.UInt(root, "n_heads", "", 1, &n_heads));
+  RECUR_RETURN_IF_ERROR(r.UInt(root, "query_dimensions", "", 1, &dq));
+  RECUR_RETURN_IF_ERROR(r.UInt(root, "value_dimensions", "", 1, &dv));
+  RECUR_RETURN_IF_ERROR(r.UInt(root, "feed_forward_dimensions", "", 1, &d_ff));
   static const char* const kActivations[] = {"relu", "gelu"};
   std::size_t act = 0;  // builder default: relu
-  RECUR_TRY(r.Choice(root, "activation", "", kActivations, &act, /*required=*/false));
+  RECUR_RETURN_IF_ERROR(r.Choice(root, "activation", "", kActivations, &act, /*required=*/false));
   bool final_norm = true;
-  RECUR_TRY(r.Bool(root, "final_normalization", "", &final_norm, /*required=*/false));
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "final_normalization", "", &final_norm, /*required=*/false));
   static const char* const kAttention[] = {"linear", "causal-linear"};
   std::size_t attention = 0;
-  RECUR_TRY(r.Choice(root, "attention_type", "", kAttention, &attention, /*required=*/false));
+  RECUR_RETURN_IF_ERROR(
+      r.Choice(root, "attention_type", "", kAttention, &attention, /*required=*/false));
 
   const uint64_t d_model = static_cast<uint64_t>(n_heads) * dv;
   if (d_model > std::numeric_limits<uint32_t>::max())
@@ -310,7 +307,7 @@ Result<ImportedConfig> ParseConfigImpl(const std::string& text, Layout layout,
   Status s = layout == Layout::kFastTransformers
                  ? FastTransformersConfigToDescription(r, root, &out.desc)
                  : RecurConfigToDescription(r, root, &out.desc);
-  if (!s.ok) return s;
+  if (!s.ok()) return s;
   return out;
 }
 
@@ -340,13 +337,13 @@ Result<ImportedConfig> ParseConfig(const std::string& json_text, Layout layout,
   try {
     return ParseConfigImpl(json_text, layout, source_name);
   } catch (const std::exception& e) {
-    return Status::Error(source_name + ": " + e.what());
+    return Status(StatusCode::kInternal, source_name + ": " + e.what());
   }
 }
 
 Result<ImportedConfig> ReadConfigFile(const std::string& path, Layout layout) {
   auto text = ReadFileText(path);
-  if (!text) return text.status();
+  if (!text.ok()) return text.status();
   return ParseConfig(*text, layout, BaseName(path));
 }
 

@@ -19,7 +19,8 @@
 #include <string>
 
 #include "converter/model_description.h"
-#include "converter/status.h"
+#include "core/result.h"
+#include "core/status.h"
 
 namespace recur::converter {
 

@@ -12,19 +12,19 @@ namespace {
 
 Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   auto config = ReadConfigFile(o.config_path, o.layout);
-  if (!config) return config.status();
+  if (!config.ok()) return config.status();
 
   auto bytes = ReadFileBytes(o.weights_path);
-  if (!bytes) return bytes.status();
+  if (!bytes.ok()) return bytes.status();
   const std::string hash = Sha256Hex(bytes->data(), bytes->size());
   auto weights = ParseSafetensors(std::move(bytes).value(), o.weights_path);
-  if (!weights) return weights.status();
+  if (!weights.ok()) return weights.status();
 
   ModelDescription desc = config->desc;
   ImportOptions io;
   io.allow_extra = o.allow_extra;
   auto tensors = ImportTensors(desc, config->layout, weights->tensors(), io, &report->warnings);
-  if (!tensors) return tensors.status();
+  if (!tensors.ok()) return tensors.status();
 
   desc.metadata.producer = DefaultProducer();
   desc.metadata.source_hash = hash;
@@ -35,10 +35,10 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   bo.validate = false;  // ImportTensors checked everything
   bo.self_check = true;
   auto model = BuildModel(desc, *tensors, bo);
-  if (!model) return model.status();
+  if (!model.ok()) return model.status();
 
   Status w = WriteFileAtomic(o.output_path, model->data(), model->size());
-  if (!w.ok) return w;
+  if (!w.ok()) return w;
   report->layout = config->layout;
   report->tensors = tensors->size();
   report->file_bytes = model->size();
@@ -54,7 +54,7 @@ Status ConvertFiles(const ConvertOptions& options, ConvertReport* report) {
   try {
     return ConvertImpl(options, report);
   } catch (const std::exception& e) {
-    return Status::Error(std::string("convert: ") + e.what());
+    return Status(StatusCode::kInternal, std::string("convert: ") + e.what());
   }
 }
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "converter/model_description.h"
-#include "converter/status.h"
+#include "core/status.h"
 
 namespace recur::converter {
 

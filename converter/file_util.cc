@@ -19,23 +19,24 @@ std::string ErrnoMessage(const std::string& path, const char* what, int err) {
 template <class Bytes>
 Result<Bytes> ReadInto(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::Error(ErrnoMessage(path, "cannot open", errno));
+  if (fd < 0) return Status(StatusCode::kIoError, ErrnoMessage(path, "cannot open", errno));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
-    return Status::Error(ErrnoMessage(path, "cannot stat", err));
+    return Status(StatusCode::kIoError, ErrnoMessage(path, "cannot stat", err));
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Status::Error(path + ": not a regular file");
+    return Status(StatusCode::kIoError, path + ": not a regular file");
   }
   Bytes bytes;
   try {
     bytes.resize(static_cast<std::size_t>(st.st_size));
   } catch (const std::exception&) {
     ::close(fd);
-    return Status::Error(path + ": out of memory reading " + std::to_string(st.st_size) + " bytes");
+    return Status(StatusCode::kOutOfMemory,
+                  path + ": out of memory reading " + std::to_string(st.st_size) + " bytes");
   }
   std::size_t done = 0;
   while (done < bytes.size()) {
@@ -44,13 +45,14 @@ Result<Bytes> ReadInto(const std::string& path) {
       if (errno == EINTR) continue;
       int err = errno;
       ::close(fd);
-      return Status::Error(ErrnoMessage(path, "read failed", err));
+      return Status(StatusCode::kIoError, ErrnoMessage(path, "read failed", err));
     }
     if (n == 0) break;
     done += static_cast<std::size_t>(n);
   }
   ::close(fd);
-  if (done != bytes.size()) return Status::Error(path + ": file changed size while being read");
+  if (done != bytes.size())
+    return Status(StatusCode::kIoError, path + ": file changed size while being read");
   return bytes;
 }
 
@@ -71,7 +73,7 @@ Result<std::string> ReadFileText(const std::string& path) {
 Status WriteFileAtomic(const std::string& path, const void* data, std::size_t size) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::Error(ErrnoMessage(tmp, "cannot create", errno));
+  if (fd < 0) return Status(StatusCode::kIoError, ErrnoMessage(tmp, "cannot create", errno));
   const auto* p = static_cast<const uint8_t*>(data);
   std::size_t done = 0;
   while (done < size) {
@@ -81,7 +83,7 @@ Status WriteFileAtomic(const std::string& path, const void* data, std::size_t si
       int err = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      return Status::Error(ErrnoMessage(path, "write failed", err));
+      return Status(StatusCode::kIoError, ErrnoMessage(path, "write failed", err));
     }
     done += static_cast<std::size_t>(n);
   }
@@ -89,17 +91,18 @@ Status WriteFileAtomic(const std::string& path, const void* data, std::size_t si
     int err = errno;
     ::close(fd);
     ::unlink(tmp.c_str());
-    return Status::Error(ErrnoMessage(path, "fsync failed", err));
+    return Status(StatusCode::kIoError, ErrnoMessage(path, "fsync failed", err));
   }
   if (::close(fd) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
-    return Status::Error(ErrnoMessage(path, "close failed", err));
+    return Status(StatusCode::kIoError, ErrnoMessage(path, "close failed", err));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
-    return Status::Error(ErrnoMessage(path, "cannot rename the temporary file into place", err));
+    return Status(StatusCode::kIoError,
+                  ErrnoMessage(path, "cannot rename the temporary file into place", err));
   }
   return Status::Ok();
 }

@@ -46,7 +46,7 @@ Status CheckFinite(const std::string& name, const float* data, std::size_t n,
       const char* what = std::isnan(data[i]) ? "NaN" : (data[i] > 0 ? "+Inf" : "-Inf");
       std::string where = "index " + std::to_string(i);
       if (shape.size() > 1) where += " (" + MultiIndex(i, shape) + ")";
-      return Status::Error(name + ": " + what + " at " + where);
+      return Status(StatusCode::kInvalidArgument, name + ": " + what + " at " + where);
     }
   }
   return Status::Ok();
@@ -62,22 +62,25 @@ Result<TensorMap> ImportTensors(const ModelDescription& desc, Layout layout,
     for (const ExpectedTensor& e : expected) {
       auto it = source.find(e.source_name);
       if (it == source.end()) {
-        return Status::Error(e.source_name + ": missing tensor, expected shape " +
-                             ShapeString(e.shape) + PrefixHint(e.source_name, source));
+        return Status(StatusCode::kInvalidArgument,
+                      e.source_name + ": missing tensor, expected shape " + ShapeString(e.shape) +
+                          PrefixHint(e.source_name, source));
       }
       const TensorView& view = it->second;
       if (view.shape != e.shape) {
-        return Status::Error(e.source_name + ": shape " + ShapeString(view.shape) + ", expected " +
-                             ShapeString(e.shape));
+        return Status(StatusCode::kInvalidArgument,
+                      e.source_name + ": shape " + ShapeString(view.shape) + ", expected " +
+                          ShapeString(e.shape));
       }
       auto data = ToFloat32(e.source_name, view);
-      if (!data) return data.status();
+      if (!data.ok()) return data.status();
       if (data->size() != Elements(e.shape)) {
-        return Status::Error(e.source_name + ": " + std::to_string(data->size()) +
-                             " elements, expected " + std::to_string(Elements(e.shape)));
+        return Status(StatusCode::kInvalidArgument,
+                      e.source_name + ": " + std::to_string(data->size()) + " elements, expected " +
+                          std::to_string(Elements(e.shape)));
       }
       Status finite = CheckFinite(e.source_name, data->data(), data->size(), e.shape);
-      if (!finite.ok) return finite;
+      if (!finite.ok()) return finite;
       used.insert(e.source_name);
       out[e.name] = Tensor{e.shape, std::move(data).value()};
     }
@@ -85,14 +88,15 @@ Result<TensorMap> ImportTensors(const ModelDescription& desc, Layout layout,
       (void)view;
       if (used.count(name)) continue;
       if (!options.allow_extra) {
-        return Status::Error(name +
-                             ": unexpected tensor, not used by this config (allow with --allow-extra)");
+        return Status(StatusCode::kInvalidArgument,
+                      name +
+                          ": unexpected tensor, not used by this config (allow with --allow-extra)");
       }
       if (warnings) warnings->push_back(name + ": unused tensor ignored");
     }
     return out;
   } catch (const std::exception& e) {
-    return Status::Error(std::string("importing tensors: ") + e.what());
+    return Status(StatusCode::kInternal, std::string("importing tensors: ") + e.what());
   }
 }
 

@@ -15,7 +15,8 @@
 
 #include "converter/model_description.h"
 #include "converter/safetensors.h"
-#include "converter/status.h"
+#include "core/result.h"
+#include "core/status.h"
 
 namespace recur::converter {
 

@@ -34,8 +34,9 @@ struct ParsedModel {
 
 Status ParseModel(const std::string& path, const AlignedBytes& bytes, ParsedModel* out) {
   if (bytes.size() < 12) {
-    return Status::Error(path + ": " + std::to_string(bytes.size()) +
-                         " bytes is too short for a recur model");
+    return Status(StatusCode::kInvalidModel,
+                  path + ": " + std::to_string(bytes.size()) +
+                      " bytes is too short for a recur model");
   }
   uint32_t s = 0;
   std::memcpy(&s, bytes.data(), 4);
@@ -44,17 +45,20 @@ Status ParseModel(const std::string& path, const AlignedBytes& bytes, ParsedMode
     std::memcpy(id, bytes.data() + 8, 4);
     for (char& c : id)
       if (c && (c < 32 || c > 126)) c = '?';
-    return Status::Error(path + ": not a recur model (file identifier \"" + std::string(id) +
-                         "\", expected \"RCUR\")");
+    return Status(StatusCode::kInvalidModel,
+                  path + ": not a recur model (file identifier \"" + std::string(id) +
+                      "\", expected \"RCUR\")");
   }
   const uint64_t fb_bytes = 4ull + s;
   if (fb_bytes > bytes.size()) {
-    return Status::Error(path + ": the FlatBuffer size " + std::to_string(s) + " exceeds the file (" +
-                         std::to_string(bytes.size()) + " bytes): truncated?");
+    return Status(StatusCode::kInvalidModel,
+                  path + ": the FlatBuffer size " + std::to_string(s) + " exceeds the file (" +
+                      std::to_string(bytes.size()) + " bytes): truncated?");
   }
   flatbuffers::Verifier verifier(bytes.data(), static_cast<std::size_t>(fb_bytes));
   if (!fb::VerifySizePrefixedModelBuffer(verifier)) {
-    return Status::Error(path + ": the FlatBuffer fails verification (corrupted file)");
+    return Status(StatusCode::kInvalidModel,
+                  path + ": the FlatBuffer fails verification (corrupted file)");
   }
   out->model = fb::GetSizePrefixedModel(bytes.data());
   out->fb_bytes = fb_bytes;
@@ -368,10 +372,10 @@ std::string RenderText(const json& j) {
 
 Status InspectImpl(const std::string& path, bool as_json, std::string* out) {
   auto bytes = ReadFileAligned(path);
-  if (!bytes) return bytes.status();
+  if (!bytes.ok()) return bytes.status();
   ParsedModel pm;
   Status s = ParseModel(path, *bytes, &pm);
-  if (!s.ok) return s;
+  if (!s.ok()) return s;
 
   json j;
   j["file"] = path;
@@ -405,12 +409,14 @@ Status InspectImpl(const std::string& path, bool as_json, std::string* out) {
   if (st != RECUR_OK) {
     rt["ok"] = false;
     rt["error"] = std::string(recur_status_string(st)) + ": " + recur_last_error();
-    result = Status::Error(path + ": the runtime rejects the model: " + recur_last_error());
+    result = Status(static_cast<StatusCode>(st),
+                    path + ": the runtime rejects the model: " + recur_last_error());
   }
   j["runtime"] = rt;
-  if (result.ok && !length_ok) {
-    result = Status::Error(path + ": file length " + std::to_string(bytes->size()) + ", expected " +
-                           std::to_string(pm.data_start + pm.model->data_size()));
+  if (result.ok() && !length_ok) {
+    result = Status(StatusCode::kInvalidModel,
+                    path + ": file length " + std::to_string(bytes->size()) + ", expected " +
+                        std::to_string(pm.data_start + pm.model->data_size()));
   }
   *out = as_json ? j.dump(2) + "\n" : RenderText(j);
   return result;
@@ -420,26 +426,28 @@ Status VerifyImpl(const std::string& path, std::string* summary) {
   recur_model* model = nullptr;
   recur_status st = recur_model_load_file(path.c_str(), nullptr, &model);
   if (st != RECUR_OK) {
-    return Status::Error(path + ": " + recur_last_error() + " (" + recur_status_string(st) + ")");
+    return Status(static_cast<StatusCode>(st),
+                  path + ": " + recur_last_error() + " (" + recur_status_string(st) + ")");
   }
   recur_model_info info;
   std::memset(&info, 0, sizeof(info));
   info.struct_size = sizeof(info);
   st = recur_model_get_info(model, &info);
   recur_model_free(model);
-  if (st != RECUR_OK) return Status::Error(path + ": " + recur_last_error());
+  if (st != RECUR_OK) return Status(static_cast<StatusCode>(st), path + ": " + recur_last_error());
 
   auto bytes = ReadFileAligned(path);
-  if (!bytes) return bytes.status();
+  if (!bytes.ok()) return bytes.status();
   ParsedModel pm;
   Status s = ParseModel(path, *bytes, &pm);
-  if (!s.ok) return s;
+  if (!s.ok()) return s;
   std::size_t scanned = 0;
   for (const fb::Tensor* t : *pm.model->tensors()) {
     const std::string name = t->name()->str();
     if (t->offset() > pm.data_available || t->size() > pm.data_available - t->offset()) {
-      return Status::Error(path + ": " + name + ": bytes [" + std::to_string(t->offset()) + ", +" +
-                           std::to_string(t->size()) + ") lie outside the data segment");
+      return Status(StatusCode::kInvalidModel,
+                    path + ": " + name + ": bytes [" + std::to_string(t->offset()) + ", +" +
+                        std::to_string(t->size()) + ") lie outside the data segment");
     }
     std::vector<int64_t> shape(t->shape()->begin(), t->shape()->end());
     TensorView view;
@@ -456,7 +464,7 @@ Status VerifyImpl(const std::string& path, std::string* summary) {
           if (q->scales()) {
             std::vector<float> scales(q->scales()->begin(), q->scales()->end());
             Status f = CheckFinite(name + " (quantization scales)", scales.data(), scales.size(), {});
-            if (!f.ok) return Status::Error(path + ": " + f.message);
+            if (!f.ok()) return Status(StatusCode::kInvalidModel, path + ": " + f.message());
           }
         }
         ++scanned;
@@ -466,9 +474,9 @@ Status VerifyImpl(const std::string& path, std::string* summary) {
         continue;  // the runtime accepted it; nothing to scan
     }
     auto values = ToFloat32(name, view);
-    if (!values) return Status::Error(path + ": " + values.message());
+    if (!values.ok()) return Status(StatusCode::kInvalidModel, path + ": " + values.message());
     Status f = CheckFinite(name, values->data(), values->size(), shape);
-    if (!f.ok) return Status::Error(path + ": " + f.message);
+    if (!f.ok()) return Status(StatusCode::kInvalidModel, path + ": " + f.message());
     ++scanned;
   }
   *summary = "OK: " + path + " (format " + std::to_string(pm.model->format_version()) + ", " +
@@ -484,7 +492,7 @@ Status InspectModelFile(const std::string& path, bool as_json, std::string* out)
   try {
     return InspectImpl(path, as_json, out);
   } catch (const std::exception& e) {
-    return Status::Error(path + ": " + e.what());
+    return Status(StatusCode::kInternal, path + ": " + e.what());
   }
 }
 
@@ -492,7 +500,7 @@ Status VerifyModelFile(const std::string& path, std::string* summary) {
   try {
     return VerifyImpl(path, summary);
   } catch (const std::exception& e) {
-    return Status::Error(path + ": " + e.what());
+    return Status(StatusCode::kInternal, path + ": " + e.what());
   }
 }
 

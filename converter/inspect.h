@@ -5,7 +5,7 @@
 #include <string>
 
 #include "converter/model_description.h"
-#include "converter/status.h"
+#include "core/status.h"
 
 namespace recur::converter {
 

@@ -22,6 +22,7 @@
 namespace {
 
 using namespace recur::converter;
+using recur::Status;
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "error: %s\n", message.c_str());
@@ -98,7 +99,7 @@ int Run(int argc, char** argv) {
     ConvertReport report;
     Status s = ConvertFiles(convert_options, &report);
     for (const std::string& w : report.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-    if (!s.ok) return Fail(s.message);
+    if (!s.ok()) return Fail(s.message());
     std::printf("wrote %s (%zu bytes, %zu tensors, %s layout, source sha256 %s)\n",
                 convert_options.output_path.c_str(), report.file_bytes, report.tensors,
                 LayoutName(report.layout), report.source_hash.c_str());
@@ -109,13 +110,13 @@ int Run(int argc, char** argv) {
     Status s = InspectModelFile(inspect_path, inspect_json, &out);
     std::fputs(out.c_str(), stdout);
     std::fflush(stdout);
-    if (!s.ok) return Fail(s.message);
+    if (!s.ok()) return Fail(s.message());
     return 0;
   }
   if (*verify) {
     std::string summary;
     Status s = VerifyModelFile(verify_path, &summary);
-    if (!s.ok) return Fail(s.message);
+    if (!s.ok()) return Fail(s.message());
     std::printf("%s\n", summary.c_str());
     return 0;
   }

@@ -96,19 +96,22 @@ Result<SafetensorsFile> ParseSafetensors(std::vector<uint8_t> bytes,
                                          const std::string& source_name) {
   const std::string& src = source_name;
   if (bytes.size() < 8) {
-    return Status::Error(src + ": " + std::to_string(bytes.size()) +
-                         " bytes is too short for a safetensors file (no 8-byte header length)");
+    return Status(StatusCode::kInvalidArgument,
+                  src + ": " + std::to_string(bytes.size()) +
+                      " bytes is too short for a safetensors file (no 8-byte header length)");
   }
   const uint64_t header_len = ReadLE64(bytes.data());
   const uint64_t available = bytes.size() - 8;
   if (header_len > available) {
-    return Status::Error(src + ": header length " + std::to_string(header_len) +
-                         " exceeds the " + std::to_string(available) +
-                         " bytes after the 8-byte length (truncated or not a safetensors file)");
+    return Status(StatusCode::kInvalidArgument,
+                  src + ": header length " + std::to_string(header_len) + " exceeds the " +
+                      std::to_string(available) +
+                      " bytes after the 8-byte length (truncated or not a safetensors file)");
   }
   if (header_len < 2) {
-    return Status::Error(src + ": header length " + std::to_string(header_len) +
-                         " is too short for a JSON object");
+    return Status(StatusCode::kInvalidArgument,
+                  src + ": header length " + std::to_string(header_len) +
+                      " is too short for a JSON object");
   }
   const uint8_t* header_begin = bytes.data() + 8;
   const uint8_t* data_begin = header_begin + header_len;
@@ -118,10 +121,10 @@ Result<SafetensorsFile> ParseSafetensors(std::vector<uint8_t> bytes,
   try {
     header = json::parse(header_begin, data_begin);
   } catch (const std::exception& e) {
-    return Status::Error(src + ": header is not valid JSON: " + JsonWhat(e));
+    return Status(StatusCode::kInvalidArgument, src + ": header is not valid JSON: " + JsonWhat(e));
   }
   if (!header.is_object()) {
-    return Status::Error(src + ": header is not a JSON object");
+    return Status(StatusCode::kInvalidArgument, src + ": header is not a JSON object");
   }
 
   struct Span {
@@ -134,30 +137,33 @@ Result<SafetensorsFile> ParseSafetensors(std::vector<uint8_t> bytes,
     const std::string& name = it.key();
     if (name == "__metadata__") {
       if (!it.value().is_object() && !it.value().is_null()) {
-        return Status::Error(src + ": \"__metadata__\" is not a JSON object");
+        return Status(StatusCode::kInvalidArgument,
+                      src + ": \"__metadata__\" is not a JSON object");
       }
       continue;  // free-form; ignored
     }
     const std::string where = src + ": tensor \"" + name + "\": ";
     const json& entry = it.value();
-    if (!entry.is_object()) return Status::Error(where + "entry is not a JSON object");
+    if (!entry.is_object())
+      return Status(StatusCode::kInvalidArgument, where + "entry is not a JSON object");
 
     auto dtype_it = entry.find("dtype");
     if (dtype_it == entry.end() || !dtype_it->is_string())
-      return Status::Error(where + "missing or non-string \"dtype\"");
+      return Status(StatusCode::kInvalidArgument, where + "missing or non-string \"dtype\"");
     TensorView view;
     const std::string dtype_name = dtype_it->get<std::string>();
     if (!ParseDType(dtype_name, &view.dtype))
-      return Status::Error(where + "unknown dtype \"" + dtype_name + "\"");
+      return Status(StatusCode::kInvalidArgument, where + "unknown dtype \"" + dtype_name + "\"");
 
     auto shape_it = entry.find("shape");
     if (shape_it == entry.end() || !shape_it->is_array())
-      return Status::Error(where + "missing or non-array \"shape\"");
+      return Status(StatusCode::kInvalidArgument, where + "missing or non-array \"shape\"");
     uint64_t elements = 1;
     bool overflow = false;
     for (const json& d : *shape_it) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        return Status::Error(where + "shape entries must be non-negative integers");
+        return Status(StatusCode::kInvalidArgument,
+                      where + "shape entries must be non-negative integers");
       const uint64_t dim = d.get<uint64_t>();
       view.shape.push_back(static_cast<int64_t>(dim));
       if (dim != 0 && elements > std::numeric_limits<uint64_t>::max() / dim) overflow = true;
@@ -168,25 +174,28 @@ Result<SafetensorsFile> ParseSafetensors(std::vector<uint8_t> bytes,
     if (off_it == entry.end() || !off_it->is_array() || off_it->size() != 2 ||
         !(*off_it)[0].is_number_integer() || !(*off_it)[1].is_number_integer() ||
         (*off_it)[0].get<int64_t>() < 0 || (*off_it)[1].get<int64_t>() < 0) {
-      return Status::Error(where + "\"data_offsets\" must be [begin, end] with non-negative integers");
+      return Status(StatusCode::kInvalidArgument,
+                    where + "\"data_offsets\" must be [begin, end] with non-negative integers");
     }
     const uint64_t begin = (*off_it)[0].get<uint64_t>();
     const uint64_t end = (*off_it)[1].get<uint64_t>();
     if (begin > end) {
-      return Status::Error(where + "data_offsets [" + std::to_string(begin) + ", " +
-                           std::to_string(end) + "] has begin > end");
+      return Status(StatusCode::kInvalidArgument,
+                    where + "data_offsets [" + std::to_string(begin) + ", " +
+                        std::to_string(end) + "] has begin > end");
     }
     if (end > data_len) {
-      return Status::Error(where + "data_offsets [" + std::to_string(begin) + ", " +
-                           std::to_string(end) + "] lie outside the " + std::to_string(data_len) +
-                           "-byte data section");
+      return Status(StatusCode::kInvalidArgument,
+                    where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                        "] lie outside the " + std::to_string(data_len) + "-byte data section");
     }
     const uint64_t elem_size = DTypeSize(view.dtype);
     if (overflow || (elem_size != 0 && elements > std::numeric_limits<uint64_t>::max() / elem_size) ||
         elements * elem_size != end - begin) {
-      return Status::Error(where + "shape " + ShapeString(view.shape) + " of " + dtype_name +
-                           " needs " + (overflow ? std::string("too many") : std::to_string(elements * elem_size)) +
-                           " bytes, but data_offsets span " + std::to_string(end - begin));
+      return Status(StatusCode::kInvalidArgument,
+                    where + "shape " + ShapeString(view.shape) + " of " + dtype_name + " needs " +
+                        (overflow ? "too many" : std::to_string(elements * elem_size)) +
+                        " bytes, but data_offsets span " + std::to_string(end - begin));
     }
     view.data = data_begin + begin;
     view.nbytes = static_cast<std::size_t>(end - begin);
@@ -202,9 +211,10 @@ Result<SafetensorsFile> ParseSafetensors(std::vector<uint8_t> bytes,
   for (const Span& s : spans) {
     if (s.begin == s.end) continue;  // empty tensors occupy nothing
     if (prev && s.begin < prev->end) {
-      return Status::Error(src + ": tensors \"" + *prev->name + "\" [" + std::to_string(prev->begin) +
-                           ", " + std::to_string(prev->end) + ") and \"" + *s.name + "\" [" +
-                           std::to_string(s.begin) + ", " + std::to_string(s.end) + ") overlap");
+      return Status(StatusCode::kInvalidArgument,
+                    src + ": tensors \"" + *prev->name + "\" [" + std::to_string(prev->begin) +
+                        ", " + std::to_string(prev->end) + ") and \"" + *s.name + "\" [" +
+                        std::to_string(s.begin) + ", " + std::to_string(s.end) + ") overlap");
     }
     prev = &s;
   }
@@ -217,25 +227,26 @@ Result<SafetensorsFile> ParseSafetensors(std::vector<uint8_t> bytes,
 
 Result<SafetensorsFile> ReadSafetensorsFile(const std::string& path) {
   auto bytes = ReadFileBytes(path);
-  if (!bytes) return bytes.status();
+  if (!bytes.ok()) return bytes.status();
   try {
     return ParseSafetensors(std::move(bytes).value(), path);
   } catch (const std::exception& e) {
-    return Status::Error(path + ": " + e.what());
+    return Status(StatusCode::kInternal, path + ": " + e.what());
   }
 }
 
 Result<std::vector<float>> ToFloat32(const std::string& name, const TensorView& view) {
   const std::size_t esize = DTypeSize(view.dtype);
   if (esize == 0 || view.nbytes % esize != 0)
-    return Status::Error(name + ": byte size " + std::to_string(view.nbytes) + " does not fit dtype " +
-                         DTypeName(view.dtype));
+    return Status(StatusCode::kInvalidArgument,
+                  name + ": byte size " + std::to_string(view.nbytes) + " does not fit dtype " +
+                      DTypeName(view.dtype));
   const std::size_t n = view.nbytes / esize;
   std::vector<float> out;
   try {
     out.resize(n);
   } catch (const std::exception&) {
-    return Status::Error(name + ": out of memory");
+    return Status(StatusCode::kOutOfMemory, name + ": out of memory");
   }
   const uint8_t* p = view.data;
   switch (view.dtype) {
@@ -264,8 +275,9 @@ Result<std::vector<float>> ToFloat32(const std::string& name, const TensorView& 
       }
       break;
     default:
-      return Status::Error(name + ": dtype " + DTypeName(view.dtype) +
-                           " is not supported for weights (expected F32, F64, F16 or BF16)");
+      return Status(StatusCode::kUnsupported,
+                    name + ": dtype " + DTypeName(view.dtype) +
+                        " is not supported for weights (expected F32, F64, F16 or BF16)");
   }
   return out;
 }

@@ -18,7 +18,8 @@
 #include <vector>
 
 #include "converter/model_description.h"
-#include "converter/status.h"
+#include "core/result.h"
+#include "core/status.h"
 
 namespace recur::converter {
 

@@ -53,7 +53,7 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
     ImportOptions io;
     io.allow_extra = options.allow_extra;
     auto imported = ImportTensors(desc, Layout::kRecur, ViewsOf(input), io, nullptr);
-    if (!imported) return imported.status();
+    if (!imported.ok()) return imported.status();
     validated = std::move(imported).value();
     tensors = &validated;
   }
@@ -153,7 +153,7 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
 
   if (options.self_check) {
     Status s = SelfCheck(bytes);
-    if (!s.ok) return s;
+    if (!s.ok()) return s;
   }
   return bytes;
 }
@@ -171,8 +171,9 @@ Status SelfCheck(const AlignedBytes& bytes) {
   recur_model* model = nullptr;
   recur_status st = recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model);
   if (st != RECUR_OK) {
-    return Status::Error(std::string("self-check: the runtime rejects the model (") +
-                         recur_status_string(st) + "): " + recur_last_error());
+    return Status(static_cast<StatusCode>(st),
+                  std::string("self-check: the runtime rejects the model (") +
+                      recur_status_string(st) + "): " + recur_last_error());
   }
   recur_model_free(model);
   return Status::Ok();
@@ -183,14 +184,14 @@ Result<AlignedBytes> BuildModel(const ModelDescription& desc, const TensorMap& t
   try {
     return BuildModelImpl(desc, tensors, options);
   } catch (const std::exception& e) {
-    return Status::Error(std::string("building the model: ") + e.what());
+    return Status(StatusCode::kInternal, std::string("building the model: ") + e.what());
   }
 }
 
 Result<AlignedBytes> BuildModelFromConfig(const std::string& config_json, const TensorMap& tensors,
                                           Layout layout, const BuildOptions& options) {
   auto config = ParseConfig(config_json, layout);
-  if (!config) return config.status();
+  if (!config.ok()) return config.status();
   TensorMap imported_storage;
   const TensorMap* recur_named = &tensors;
   if (options.validate || config->layout != Layout::kRecur) {
@@ -198,7 +199,7 @@ Result<AlignedBytes> BuildModelFromConfig(const std::string& config_json, const 
       ImportOptions io;
       io.allow_extra = options.allow_extra;
       auto imported = ImportTensors(config->desc, config->layout, ViewsOf(tensors), io, nullptr);
-      if (!imported) return imported.status();
+      if (!imported.ok()) return imported.status();
       imported_storage = std::move(imported).value();
     } else {  // rename only
       for (const ExpectedTensor& e : ExpectedTensors(config->desc, config->layout)) {

@@ -1,13 +1,18 @@
 // Small models for unit tests, built in memory with the converter's writer
 // from a config JSON and seeded random weights (no Python needed).
+//
+// Only declarations and converter/model_description.h here: test files that
+// use the public C++ wrapper (recur/recur.hpp) include this header, and the
+// runtime's internal recur::Status / recur::Result (core/status.h,
+// core/result.h), which the converter's API uses, must not meet the
+// wrapper's classes of the same names in one file. The definitions are in
+// test_models.cc (library recur_test_models).
 #ifndef RECUR_TESTS_COMMON_TEST_MODELS_H_
 #define RECUR_TESTS_COMMON_TEST_MODELS_H_
 
-#include <random>
 #include <string>
 
-#include "converter/config.h"
-#include "converter/writer.h"
+#include "converter/model_description.h"
 
 namespace recur::testing {
 
@@ -32,48 +37,16 @@ inline const char* kTinyFeaturesConfig = R"({
 
 // Every tensor the config needs under its `layout` name, N(0, 0.3²) values
 // (norm weights around 1).
-inline converter::TensorMap RandomTensors(const converter::ModelDescription& desc, unsigned seed,
-                                          converter::Layout layout = converter::Layout::kRecur) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.3f);
-  converter::TensorMap tensors;
-  for (const auto& e : converter::ExpectedTensors(desc, layout)) {
-    converter::Tensor t;
-    t.shape = e.shape;
-    size_t n = 1;
-    for (int64_t d : e.shape) n *= size_t(d);
-    t.data.resize(n);
-    const bool norm_weight = e.name.find("norm") != std::string::npos &&
-                             e.name.size() > 7 && e.name.rfind(".weight") == e.name.size() - 7;
-    for (float& v : t.data) v = normal(rng) + (norm_weight ? 1.0f : 0.0f);
-    tensors[e.source_name] = std::move(t);
-  }
-  return tensors;
-}
+converter::TensorMap RandomTensors(const converter::ModelDescription& desc, unsigned seed,
+                                   converter::Layout layout = converter::Layout::kRecur);
 
 // The same for a config JSON (either layout; kAuto decides as the converter does).
-inline converter::TensorMap RandomTensors(const char* config, unsigned seed,
-                                          converter::Layout layout = converter::Layout::kAuto) {
-  auto parsed = converter::ParseConfig(config, layout);
-  if (!parsed.ok()) return {};
-  return RandomTensors(parsed.value().desc, seed, parsed.value().layout);
-}
+converter::TensorMap RandomTensors(const char* config, unsigned seed,
+                                   converter::Layout layout = converter::Layout::kAuto);
 
 // Model bytes (64-byte aligned) for `config`; empty on failure with *error set.
-inline converter::AlignedBytes BuildTestModel(const char* config, unsigned seed,
-                                              std::string* error = nullptr) {
-  auto parsed = converter::ParseConfig(config);
-  if (!parsed.ok()) {
-    if (error) *error = parsed.message();
-    return {};
-  }
-  auto bytes = converter::BuildModel(parsed.value().desc, RandomTensors(parsed.value().desc, seed));
-  if (!bytes.ok()) {
-    if (error) *error = bytes.message();
-    return {};
-  }
-  return std::move(bytes.value());
-}
+converter::AlignedBytes BuildTestModel(const char* config, unsigned seed,
+                                       std::string* error = nullptr);
 
 }  // namespace recur::testing
 

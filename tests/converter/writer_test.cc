@@ -242,7 +242,7 @@ TEST_CASE("writer: the runtime's self-check catches what validation was told to 
   o.self_check = false;
   auto broken = BuildModel(desc, t, o);
   REQUIRE_MESSAGE(broken.ok(), broken.message());
-  CHECK_FALSE(SelfCheck(*broken).ok);
+  CHECK_FALSE(SelfCheck(*broken).ok());
 }
 
 TEST_CASE("writer: BuildModelFromConfig reports config errors") {
@@ -265,7 +265,7 @@ TEST_CASE("convert: files in, aligned file out, metadata from config and flags")
   o.notes = "from the test";
   ConvertReport report;
   Status s = ConvertFiles(o, &report);
-  REQUIRE_MESSAGE(s.ok, s.message);
+  REQUIRE_MESSAGE(s.ok(), s.message());
   CHECK(report.layout == Layout::kRecur);
   CHECK(report.tensors == t.size());
   CHECK(report.warnings.empty());
@@ -309,8 +309,8 @@ TEST_CASE("convert: a failed conversion leaves an existing output alone") {
   o.config_path = dir.File("config.json");
   o.output_path = dir.File("m.recur");
   Status s = ConvertFiles(o, nullptr);
-  REQUIRE_FALSE(s.ok);
-  CHECK(s.message == "head.weight: missing tensor, expected shape [11,16]");
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.message() == "head.weight: missing tensor, expected shape [11,16]");
   CHECK(testing::ReadText(dir.File("m.recur")) == "old");
 }
 
@@ -326,13 +326,13 @@ TEST_CASE("convert: a fast-transformers checkpoint with an extra buffer") {
   o.config_path = dir.File("config.json");
   o.output_path = dir.File("m.recur");
   Status s = ConvertFiles(o, nullptr);
-  CHECK(s.message ==
+  CHECK(s.message() ==
         "layers.0.attention.inner_attention.feature_map.omega: unexpected tensor, not used by this "
         "config (allow with --allow-extra)");
   o.allow_extra = true;
   ConvertReport report;
   s = ConvertFiles(o, &report);
-  REQUIRE_MESSAGE(s.ok, s.message);
+  REQUIRE_MESSAGE(s.ok(), s.message());
   CHECK(report.layout == Layout::kFastTransformers);
   REQUIRE(report.warnings.size() == 1);
   CHECK(report.warnings[0] ==

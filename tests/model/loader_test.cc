@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+#include "converter/config.h"
+#include "converter/writer.h"
 #include "recur/recur.h"
 #include "schema/recur_generated.h"
 #include "test_models.h"

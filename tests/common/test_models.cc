@@ -1,0 +1,52 @@
+// Definitions for test_models.h.
+#include "test_models.h"
+
+#include <random>
+#include <utility>
+
+#include "converter/config.h"
+#include "converter/writer.h"
+
+namespace recur::testing {
+
+converter::TensorMap RandomTensors(const converter::ModelDescription& desc, unsigned seed,
+                                   converter::Layout layout) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  converter::TensorMap tensors;
+  for (const auto& e : converter::ExpectedTensors(desc, layout)) {
+    converter::Tensor t;
+    t.shape = e.shape;
+    size_t n = 1;
+    for (int64_t d : e.shape) n *= size_t(d);
+    t.data.resize(n);
+    const bool norm_weight = e.name.find("norm") != std::string::npos &&
+                             e.name.size() > 7 && e.name.rfind(".weight") == e.name.size() - 7;
+    for (float& v : t.data) v = normal(rng) + (norm_weight ? 1.0f : 0.0f);
+    tensors[e.source_name] = std::move(t);
+  }
+  return tensors;
+}
+
+converter::TensorMap RandomTensors(const char* config, unsigned seed,
+                                   converter::Layout layout) {
+  auto parsed = converter::ParseConfig(config, layout);
+  if (!parsed.ok()) return {};
+  return RandomTensors(parsed.value().desc, seed, parsed.value().layout);
+}
+
+converter::AlignedBytes BuildTestModel(const char* config, unsigned seed, std::string* error) {
+  auto parsed = converter::ParseConfig(config);
+  if (!parsed.ok()) {
+    if (error) *error = parsed.message();
+    return {};
+  }
+  auto bytes = converter::BuildModel(parsed.value().desc, RandomTensors(parsed.value().desc, seed));
+  if (!bytes.ok()) {
+    if (error) *error = bytes.message();
+    return {};
+  }
+  return std::move(bytes.value());
+}
+
+}  // namespace recur::testing
