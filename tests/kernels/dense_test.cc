@@ -140,6 +140,29 @@ TEST_CASE("Dense: in swept 0..64 plus 256 and 1024, every flag combination") {
   });
 }
 
+TEST_CASE("Dense: large batches (AVX-512 batch panels plus leftover rows)") {
+  // On AVX-512, full panels of 32 rows with out >= 32 take the packed
+  // outer-product path (8 packed at a time: 290 rows = 8 + 1 panels + 2 rows);
+  // leftover rows and other targets use row tiles.
+  const size_t batches[] = {16, 31, 32, 33, 47, 63, 64, 65, 96, 100, 290};
+  const size_t ins[] = {0, 1, 3, 17, 64, 255};
+  const size_t outs[] = {8, 32, 33, 39, 64, 100};
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(31);
+    size_t k = 0;
+    for (size_t batch : batches) {
+      for (size_t in : ins) {
+        for (size_t out : outs) {
+          ++k;
+          DenseCase c{batch, in, out, (k % 3) * 3, (k / 3) % 3 * 5, k % 4, (k / 2) % 2 == 0,
+                      k % 2 == 0};
+          RECUR_CHECK_DENSE(rng, c);
+        }
+      }
+    }
+  });
+}
+
 TEST_CASE("Dense: real sizes and L2 out-chunking") {
   ForEachTarget([&](const std::string&) {
     std::mt19937 rng(7);
@@ -151,6 +174,7 @@ TEST_CASE("Dense: real sizes and L2 out-chunking") {
     // several L2 chunks (512 KiB of w each), including a partial last one.
     RECUR_CHECK_DENSE(rng, (DenseCase{13, 2048, 150, 8, 4, 3, true, true}));
     RECUR_CHECK_DENSE(rng, (DenseCase{9, 4096, 71, 0, 1, 1, false, false}));
+    RECUR_CHECK_DENSE(rng, (DenseCase{70, 2048, 75, 1, 3, 2, true, true}));
   });
 }
 

@@ -122,12 +122,17 @@ TEST_CASE("EluPlusOne") {
   });
 }
 
-TEST_CASE("EluPlusOne propagates NaN") {
+TEST_CASE("Relu, Gelu and EluPlusOne propagate NaN") {
   ForEachTarget([](const std::string&) {
-    float x[3] = {std::numeric_limits<float>::quiet_NaN(), -1.0f, 1.0f};
-    float y[3];
-    EluPlusOne(x, y, 3);
-    CHECK(std::isnan(y[0]));
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (const Kernel& f : {Kernel(Relu), Kernel(Gelu), Kernel(EluPlusOne)}) {
+      float x[5] = {-1.0f, nan, 2.0f, -nan, 0.5f};
+      float y[5];
+      f(x, y, 5);
+      CHECK(std::isnan(y[1]));
+      CHECK(std::isnan(y[3]));
+      CHECK(!std::isnan(y[0]));
+    }
   });
 }
 

@@ -44,8 +44,8 @@ double ErfMaxError() {
                             std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity()};
   for (float x : specials) push(x);
-  // Every 101st float bit pattern up to 6, both signs (~10M values).
-  for (uint32_t u = 0; u < 0x40C00000u; u += 101) {
+  // Every 401st float bit pattern up to 6, both signs (~5M values).
+  for (uint32_t u = 0; u < 0x40C00000u; u += 401) {
     float x;
     std::memcpy(&x, &u, sizeof(x));
     push(x);
@@ -70,7 +70,7 @@ namespace {
 
 HWY_EXPORT(ErfMaxError);
 
-TEST_CASE("Erf (Gelu's) vs std::erf: |error| <= 2e-7") {
+TEST_CASE("Erf used by Gelu: abs error <= 2e-7 against std::erf") {
   ForEachTarget([](const std::string& name) {
     const double worst = HWY_DYNAMIC_DISPATCH(ErfMaxError)();
     MESSAGE(name << ": max |erf error| = " << worst);

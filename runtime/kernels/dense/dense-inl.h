@@ -1,14 +1,25 @@
-// Per-target Dense kernel (see dense.h for the contract).
+// Per-target Dense kernel (see dense.h for the contract). Two strategies,
+// both accumulating in f32:
 //
-// Each output is a dot product of an x row with a w row (both contiguous over
-// `in`), so the kernel keeps a kB×kO tile of vector accumulators (kB batch
-// rows × kO weight rows), streams both operands over `in` with unaligned
-// loads, and reduces the tile horizontally once at the end:
-//   - batch == 1: a 1×8 tile (8 independent FMA chains; weight-stream bound).
-//   - batch >= 2: kMaxB×4 tiles (6×4 = 24 accumulators on AVX-512, 3×4 on
-//     16-register targets): kB + 4 loads per 4·kB FMAs, so it is FMA bound.
-// Loop order: [out chunk that fits L2] → [kMaxB batch rows, kept in L1] →
-// [4 weight rows streamed from L2] → tile over `in`.
+// Row tiles (every target; on AVX-512 for batch < 32 and leftover rows).
+// Each output is a dot product of an x row and a w row, both contiguous over
+// `in`, so a tile keeps kB×kO vector accumulators (kB batch rows × kO weight
+// rows), streams both with unaligned loads and reduces horizontally at the end:
+//   - batch == 1: a 1×8 tile (8 independent FMA chains); the mat-vec streams
+//     w at L2/L3 bandwidth.
+//   - batch >= 2: kMaxB×4 tiles (6×4 = 24 accumulators on AVX-512, 3×4 with
+//     16 registers): kB + 4 loads per 4·kB FMAs. The final reduction costs
+//     ~3 shuffle/add ops per output (~20% at in = 256).
+//   Loop order: [out chunk of w that fits L2] → [kMaxB batch rows, in L1] →
+//   [4 weight rows] → tile over `in`.
+//
+// Batch panels (AVX-512 only: full panels of 32 batch rows when out >= 32 and
+// in <= 2·out). x is packed transposed, xt[k][l] = x[b0 + l][k], and an 8×32
+// tile accumulates outer products
+//   acc[r][j] += w[o + r][k] (broadcast) · xt[k][16j, 16j + 16)
+// so there is no horizontal reduction; the result is transposed 4×4 within
+// 128-bit blocks and written as 4-float pieces of y rows. Packing costs
+// O(batch·in), against O(batch·out) reductions saved.
 #if defined(RECUR_KERNELS_DENSE_DENSE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef RECUR_KERNELS_DENSE_DENSE_INL_H_
 #undef RECUR_KERNELS_DENSE_DENSE_INL_H_
@@ -18,7 +29,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
+#include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "kernels/common-inl.h"
 
@@ -34,12 +47,15 @@ inline constexpr size_t kMaxB = 6;  // 32 vector registers
 #else
 inline constexpr size_t kMaxB = 3;  // 16 vector registers (or scalar)
 #endif
-// Weight rows per tile when batch == 1 / batch >= 2.
+// Weight rows per row tile when batch == 1 / batch >= 2.
 inline constexpr size_t kOWide = 8;
 inline constexpr size_t kONarrow = 4;
 // Bytes of w per out-chunk, so the chunk stays in L2 while all batch blocks
 // pass over it.
 inline constexpr size_t kChunkBytes = size_t{512} << 10;
+
+// ---------------------------------------------------------------------------
+// Row tiles
 
 #if HWY_TARGET != HWY_SCALAR
 // Adds the 128-bit blocks of v: returns a 4-lane vector.
@@ -191,6 +207,187 @@ HWY_INLINE void RowsN(D d, size_t nb, const float* x, size_t x_stride, const flo
   }
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#define RECUR_DENSE_PANELS 1
+// ---------------------------------------------------------------------------
+// Batch panels (AVX-512 only: with 16 registers, 4×2 tiles measured slower
+// than row tiles on AVX2 and SSE4).
+
+// kPanelR weight rows × kPanelV batch vectors of accumulators (16 of 32
+// registers; 8×3 made GCC spill).
+inline constexpr size_t kPanelR = 8;
+inline constexpr size_t kPanelV = 2;
+// Packing x costs O(in) per batch row and the row tiles' reductions O(out),
+// so panels only win for out >= 32 and in <= 2·out (measured on AVX-512: at
+// in = 4·out both run at the same speed; at in = out/4 panels are 25% faster).
+inline constexpr size_t kPanelMinOut = 32;
+inline constexpr size_t kPanelMaxInPerOut = 2;
+static_assert(kPanelR % 4 == 0, "the output transpose works on groups of 4 rows");
+
+// Per-thread, per-target scratch for the packed x (grows, never shrinks).
+// Returns nullptr if allocation fails.
+HWY_INLINE float* PanelScratch(size_t floats) {
+  static thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
+  static thread_local size_t capacity = 0;
+  if (capacity < floats) {
+    buf = hwy::AllocateAligned<float>(floats);
+    capacity = buf ? floats : 0;
+  }
+  return buf.get();
+}
+
+// Transposes, within each 128-bit block, the 4×4 matrix whose row c is that
+// block of a_c: afterwards that block of a_m is {a0[m], a1[m], a2[m], a3[m]}
+// (lane m of the block, original vectors).
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE void Transpose4x4Blocks(D d, V& a0, V& a1, V& a2, V& a3) {
+  const hn::Repartition<uint64_t, D> d64;
+  const auto t0 = hn::BitCast(d64, hn::InterleaveLower(d, a0, a1));  // a0_0 a1_0 a0_1 a1_1
+  const auto t1 = hn::BitCast(d64, hn::InterleaveUpper(d, a0, a1));  // a0_2 a1_2 a0_3 a1_3
+  const auto t2 = hn::BitCast(d64, hn::InterleaveLower(d, a2, a3));
+  const auto t3 = hn::BitCast(d64, hn::InterleaveUpper(d, a2, a3));
+  a0 = hn::BitCast(d, hn::InterleaveLower(d64, t0, t2));
+  a1 = hn::BitCast(d, hn::InterleaveUpper(d64, t0, t2));
+  a2 = hn::BitCast(d, hn::InterleaveLower(d64, t1, t3));
+  a3 = hn::BitCast(d, hn::InterleaveUpper(d64, t1, t3));
+}
+
+// xt[k·P + l] = x[l·x_stride + k] for l < P (P a multiple of 4), k < in.
+// Four rows at a time: load N columns of each, transpose 4×4 within 128-bit
+// blocks, write 4-float pieces.
+template <class D>
+HWY_INLINE void PackTransposed(D d, const float* HWY_RESTRICT x, size_t x_stride, size_t P,
+                               size_t in, float* HWY_RESTRICT xt) {
+  using V = hn::Vec<D>;
+  const size_t N = hn::Lanes(d);
+  const hn::Full128<float> d4;
+  HWY_ALIGN float tmp[4 * HWY_MAX_BYTES / sizeof(float)];
+  for (size_t k0 = 0; k0 < in; k0 += N) {
+    const size_t n = std::min(N, in - k0);
+    for (size_t l = 0; l < P; l += 4) {
+      V r[4];
+      for (size_t c = 0; c < 4; ++c) {
+        const float* src = x + (l + c) * x_stride + k0;
+        r[c] = n == N ? hn::LoadU(d, src) : LoadTail(d, src, n);
+      }
+      Transpose4x4Blocks(d, r[0], r[1], r[2], r[3]);
+      for (size_t m = 0; m < 4; ++m) hn::Store(r[m], d, tmp + m * N);
+      // Column k0 + kk, kk = 4·blk + m, is block blk of r[m].
+      for (size_t kk = 0; kk < n; ++kk) {
+        hn::Store(hn::Load(d4, tmp + (kk % 4) * N + (kk / 4) * 4), d4, xt + (k0 + kk) * P + l);
+      }
+    }
+  }
+}
+
+// y[l, o + r] (+)= bias[o + r] + Σ_k xt[k·P + l]·w[o + r, k] for l < P = kV·N,
+// r < rows (≤ kR). y points at the panel's first row.
+template <size_t kR, size_t kV, class D>
+HWY_INLINE void PanelTile(D d, const float* HWY_RESTRICT xt, const float* HWY_RESTRICT w,
+                          size_t in, size_t o, size_t rows, const float* HWY_RESTRICT bias,
+                          float* HWY_RESTRICT y, size_t y_stride, bool accumulate) {
+  using V = hn::Vec<D>;
+  const size_t N = hn::Lanes(d);
+  const size_t P = kV * N;
+  V acc[kR][kV];
+  for (size_t r = 0; r < kR; ++r) {
+    for (size_t j = 0; j < kV; ++j) acc[r][j] = hn::Zero(d);
+  }
+  // Rows past `out` repeat the last valid row (never stored) to stay in bounds.
+  const float* wr[kR];
+  for (size_t r = 0; r < kR; ++r) wr[r] = w + (o + std::min(r, rows - 1)) * in;
+
+  for (size_t k = 0; k < in; ++k) {
+    const float* HWY_RESTRICT xk = xt + k * P;
+    V xv[kV];
+    for (size_t j = 0; j < kV; ++j) xv[j] = hn::Load(d, xk + j * N);
+    for (size_t r = 0; r < kR; ++r) {
+      const V wb = hn::Set(d, wr[r][k]);
+      for (size_t j = 0; j < kV; ++j) acc[r][j] = hn::MulAdd(wb, xv[j], acc[r][j]);
+    }
+  }
+
+  const hn::Full128<float> d4;
+  HWY_ALIGN float tmp[4 * HWY_MAX_BYTES / sizeof(float)];
+  for (size_t g = 0; g < kR && g < rows; g += 4) {
+    const size_t nr = std::min<size_t>(4, rows - g);
+    V bv[4];
+    for (size_t c = 0; c < 4; ++c) {
+      bv[c] = (bias && c < nr) ? hn::Set(d, bias[o + g + c]) : hn::Zero(d);
+    }
+    for (size_t j = 0; j < kV; ++j) {
+      V q0 = hn::Add(acc[g][j], bv[0]), q1 = hn::Add(acc[g + 1][j], bv[1]);
+      V q2 = hn::Add(acc[g + 2][j], bv[2]), q3 = hn::Add(acc[g + 3][j], bv[3]);
+      Transpose4x4Blocks(d, q0, q1, q2, q3);
+      hn::Store(q0, d, tmp);
+      hn::Store(q1, d, tmp + N);
+      hn::Store(q2, d, tmp + 2 * N);
+      hn::Store(q3, d, tmp + 3 * N);
+      // Batch lane l = 4·blk + m: its 4 outputs are block blk of q_m.
+      for (size_t l = 0; l < N; ++l) {
+        auto v4 = hn::Load(d4, tmp + (l % 4) * N + (l / 4) * 4);
+        float* HWY_RESTRICT dst = y + (j * N + l) * y_stride + o + g;
+        if (nr == 4) {
+          if (accumulate) v4 = hn::Add(v4, hn::LoadU(d4, dst));
+          hn::StoreU(v4, d4, dst);
+        } else {
+          if (accumulate) v4 = hn::Add(v4, LoadTail(d4, dst, nr));
+          StoreTail(v4, d4, dst, nr);
+        }
+      }
+    }
+  }
+}
+
+template <class D>
+HWY_NOINLINE void PanelRows(D d, const float* xt, const float* w, size_t in, size_t o_begin,
+                            size_t o_end, const float* bias, float* y, size_t y_stride,
+                            bool accumulate) {
+  for (size_t o = o_begin; o < o_end; o += kPanelR) {
+    PanelTile<kPanelR, kPanelV>(d, xt, w, in, o, std::min(kPanelR, o_end - o), bias, y,
+                                y_stride, accumulate);
+  }
+}
+
+// Handles the first (batch / P)·P rows, P = kPanelV·N; returns how many rows
+// it did (0 if it declined: shape not worth it, or no scratch memory). Packs
+// up to 8 panels at a time, at most ~1 MiB of scratch unless one panel
+// (P·in floats) is larger.
+template <class D>
+HWY_INLINE size_t DensePanels(D d, const float* x, size_t x_stride, size_t batch,
+                              const float* w, const float* bias, size_t in, size_t out,
+                              float* y, size_t y_stride, bool accumulate) {
+  const size_t P = kPanelV * hn::Lanes(d);
+  const size_t total = batch / P;
+  if (total == 0 || out < kPanelMinOut || in == 0 || in > kPanelMaxInPerOut * out) return 0;
+  const size_t group = std::clamp<size_t>((size_t{1} << 20) / (P * in * sizeof(float)), 1, 8);
+  float* xt = PanelScratch(std::min(total, group) * P * in);
+  if (!xt) return 0;
+  for (size_t p0 = 0; p0 < total; p0 += group) {
+    const size_t panels = std::min(group, total - p0);
+    const float* xg = x + p0 * P * x_stride;
+    float* yg = y + p0 * P * y_stride;
+    for (size_t p = 0; p < panels; ++p) {
+      PackTransposed(d, xg + p * P * x_stride, x_stride, P, in, xt + p * P * in);
+    }
+    // Out-chunks of w that stay in L2 while every panel passes over them.
+    size_t chunk = out;
+    if (panels > 1) {
+      chunk = std::max<size_t>(kPanelR, kChunkBytes / (in * sizeof(float)));
+      chunk -= chunk % kPanelR;
+    }
+    for (size_t o0 = 0; o0 < out; o0 += chunk) {
+      const size_t o1 = std::min(out, o0 + chunk);
+      for (size_t p = 0; p < panels; ++p) {
+        PanelRows(d, xt + p * P * in, w, in, o0, o1, bias, yg + p * P * y_stride, y_stride,
+                  accumulate);
+      }
+    }
+  }
+  return total * P;
+}
+#endif  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+
 }  // namespace dense_detail
 
 // See dense.h.
@@ -200,6 +397,15 @@ HWY_INLINE void Dense(const float* x, size_t x_stride, size_t batch, const float
   namespace dd = dense_detail;
   if (batch == 0 || out == 0) return;
   const hn::ScalableTag<float> d;
+#ifdef RECUR_DENSE_PANELS
+  const size_t done =
+      dd::DensePanels(d, x, x_stride, batch, w, bias, in, out, y, y_stride, accumulate);
+  x += done * x_stride;
+  y += done * y_stride;
+  batch -= done;
+  if (batch == 0) return;
+#endif
+#undef RECUR_DENSE_PANELS
   // With one batch block every weight is read once anyway; otherwise limit
   // the out-chunk so it is reused from L2 by every batch block.
   size_t chunk = out;

@@ -13,6 +13,8 @@ namespace recur::kernels {
 //   bias: (out) or nullptr
 //   y: (batch, out), row stride y_stride floats; must not overlap x or w
 // No alignment is required of any pointer. Sums are accumulated in f32.
+// Thread-safe; for batch >= 32 on AVX-512 it may allocate a per-thread scratch
+// buffer (kept for reuse, <= ~1 MiB unless 32·in floats is larger).
 void Dense(const float* x, size_t x_stride, size_t batch, const float* w, const float* bias,
            size_t in, size_t out, float* y, size_t y_stride, bool accumulate);
 

@@ -107,7 +107,9 @@ HWY_INLINE float MaxOf(D d, const float* x, size_t n) {
 HWY_INLINE void Relu(const float* x, float* y, size_t n) {
   const hn::ScalableTag<float> d;
   const auto zero = hn::Zero(d);
-  ew_detail::Map(d, x, y, n, [&](auto v) HWY_ATTR { return hn::Max(v, zero); });
+  // Not Max: x86 max maps NaN to 0, this propagates it (as PyTorch does).
+  ew_detail::Map(d, x, y, n,
+                 [&](auto v) HWY_ATTR { return hn::IfThenZeroElse(hn::Lt(v, zero), v); });
 }
 
 HWY_INLINE void Gelu(const float* x, float* y, size_t n) {

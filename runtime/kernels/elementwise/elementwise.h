@@ -8,7 +8,7 @@
 
 namespace recur::kernels {
 
-// y = max(x, 0)
+// y = max(x, 0). Relu, Gelu and EluPlusOne propagate NaN.
 void Relu(const float* x, float* y, size_t n);
 // y = 0.5·x·(1 + erf(x/√2))   (exact GELU, PyTorch's default)
 void Gelu(const float* x, float* y, size_t n);
@@ -23,7 +23,7 @@ void LayerNorm(const float* x, const float* gamma, const float* beta, float eps,
 // y = softmax(x) and y = log_softmax(x), max-subtracted.
 void Softmax(const float* x, float* y, size_t n);
 void LogSoftmax(const float* x, float* y, size_t n);
-// Σ x[i]·y[i]
+// Σ x[i]·y[i], accumulated in f32.
 float Dot(const float* x, const float* y, size_t n);
 
 // Name of the Highway target dynamic dispatch picks on this machine.

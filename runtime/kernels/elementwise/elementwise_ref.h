@@ -11,7 +11,7 @@
 namespace recur::kernels::ref {
 
 inline void Relu(const float* x, float* y, size_t n) {
-  for (size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  for (size_t i = 0; i < n; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];  // NaN stays NaN
 }
 
 inline void Gelu(const float* x, float* y, size_t n) {
