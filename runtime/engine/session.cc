@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/dense/dense.h"
+#include "engine/dense_op.h"
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
 
@@ -12,10 +12,6 @@ namespace recur {
 namespace {
 
 size_t RoundUp16(size_t n) { return (n + 15) / 16 * 16; }
-
-void ApplyDense(const DenseView& d, const float* x, size_t batch, float* y, bool accumulate) {
-  kernels::Dense(x, d.in, batch, d.weight, d.bias, d.in, d.out, y, d.out, accumulate);
-}
 
 // hwy::AllocateAligned, reporting failure instead of returning null silently.
 Status AllocateFloats(size_t n, hwy::AlignedFreeUniquePtr<float[]>* out) {
@@ -27,7 +23,7 @@ Status AllocateFloats(size_t n, hwy::AlignedFreeUniquePtr<float[]>* out) {
 }  // namespace
 
 Session::Session(const Model* model, const SessionOptions& options)
-    : model_(model), batch_(options.batch) {}
+    : model_(model), batch_(options.batch), threads_(options.threads) {}
 
 Status Session::Create(const Model* model, const SessionOptions& options,
                        std::unique_ptr<Session>* out) {
@@ -36,11 +32,11 @@ Status Session::Create(const Model* model, const SessionOptions& options,
   if (options.batch == 0 || options.batch > (1u << 16)) {
     return InvalidArgument("batch must be in [1, 65536], got %zu", options.batch);
   }
-  if (options.threads > 1) {
-    return Unsupported("threads = %zu: intra-op threading is not implemented yet; use 1",
-                       options.threads);
+  if (options.threads == 0 || options.threads > 256) {
+    return InvalidArgument("threads must be in [1, 256], got %zu", options.threads);
   }
   std::unique_ptr<Session> s(new Session(model, options));
+  RECUR_RETURN_IF_ERROR(ThreadPool::Create(options.threads, &s->pool_));
   RECUR_RETURN_IF_ERROR(s->Allocate());
   *out = std::move(s);
   return Status::Ok();
@@ -119,7 +115,7 @@ void Session::Embed(const int32_t* tokens, const float* features) {
       std::memcpy(x + b * d, m.embedding + size_t(tokens[b]) * d, d * sizeof(float));
     }
   } else if (m.input_projection.weight != nullptr) {
-    ApplyDense(m.input_projection, features, batch_, x, false);
+    RunDense(m.input_projection, features, batch_, x, false, pool_.get());
   } else {
     std::memcpy(x, features, batch_ * d * sizeof(float));
   }
@@ -132,22 +128,26 @@ void Session::Embed(const int32_t* tokens, const float* features) {
 
 void Session::Norm(const NormView& norm, const float* x, float* y) {
   const size_t d = model_->d_model;
-  for (size_t b = 0; b < batch_; ++b) {
-    kernels::LayerNorm(x + b * d, norm.gamma, norm.beta, norm.eps, y + b * d, d);
-  }
+  pool_->ParallelRanges(batch_, 16, [&](size_t first, size_t last) {
+    for (size_t b = first; b < last; ++b) {
+      kernels::LayerNorm(x + b * d, norm.gamma, norm.beta, norm.eps, y + b * d, d);
+    }
+  });
 }
 
 // y = linear2(act(linear1(x))) + (accumulated into) y.
 void Session::RunFeedForward(const FeedForwardView& ffn, const float* x, float* y) {
   float* hidden = ffn_.get();
-  ApplyDense(ffn.linear1, x, batch_, hidden, false);
-  const size_t n = batch_ * ffn.linear1.out;
-  if (ffn.activation == fb::Activation::Gelu) {
-    kernels::Gelu(hidden, hidden, n);
-  } else {
-    kernels::Relu(hidden, hidden, n);
-  }
-  ApplyDense(ffn.linear2, hidden, batch_, y, true);
+  RunDense(ffn.linear1, x, batch_, hidden, false, pool_.get());
+  const bool gelu = ffn.activation == fb::Activation::Gelu;
+  pool_->ParallelRanges(batch_ * ffn.linear1.out, 4096, [&](size_t first, size_t last) {
+    if (gelu) {
+      kernels::Gelu(hidden + first, hidden + first, last - first);
+    } else {
+      kernels::Relu(hidden + first, hidden + first, last - first);
+    }
+  });
+  RunDense(ffn.linear2, hidden, batch_, y, true, pool_.get());
 }
 
 void Session::RunBlock(const BlockView& block, size_t layer) {
@@ -160,13 +160,13 @@ void Session::RunBlock(const BlockView& block, size_t layer) {
   if (model_->norm_placement == fb::NormPlacement::Pre) {
     // x += mixer(norm1(x)); x += ffn(norm2(x))
     Norm(block.norm1, x, h);
-    block.mixer->Step(h, batch_, layer_states_.data(), scratch_.get(), h);
+    block.mixer->Step(h, batch_, layer_states_.data(), {pool_.get(), scratch_.get()}, h);
     kernels::Add(x, h, x, n);
     Norm(block.norm2, x, h);
     RunFeedForward(block.ffn, h, x);
   } else {
     // x = norm1(x + mixer(x)); x = norm2(x + ffn(x))
-    block.mixer->Step(x, batch_, layer_states_.data(), scratch_.get(), h);
+    block.mixer->Step(x, batch_, layer_states_.data(), {pool_.get(), scratch_.get()}, h);
     kernels::Add(x, h, x, n);
     Norm(block.norm1, x, x);
     std::memcpy(h, x, n * sizeof(float));
@@ -184,7 +184,7 @@ void Session::Head(float* out) {
     std::memcpy(out, x, batch_ * d * sizeof(float));
     return;
   }
-  ApplyDense(m.head, x, batch_, out, false);
+  RunDense(m.head, x, batch_, out, false, pool_.get());
   const size_t w = m.output_width;
   for (size_t b = 0; b < batch_; ++b) {
     if (m.head_activation == fb::HeadActivation::Softmax) {
@@ -223,7 +223,8 @@ Status Session::Reset(int stream) {
 
 Status Session::Fork(std::unique_ptr<Session>* out) const {
   out->reset();
-  std::unique_ptr<Session> s(new Session(model_, SessionOptions{batch_, 1}));
+  std::unique_ptr<Session> s(new Session(model_, SessionOptions{batch_, threads_}));
+  RECUR_RETURN_IF_ERROR(ThreadPool::Create(threads_, &s->pool_));
   RECUR_RETURN_IF_ERROR(s->Allocate());
   std::memcpy(s->state_.get(), state_.get(), batch_ * state_stride_ * sizeof(float));
   s->positions_ = positions_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/threadpool.h"
 #include "hwy/aligned_allocator.h"
 #include "model/model.h"
 
@@ -65,6 +66,8 @@ class Session {
 
   const Model* model_;
   size_t batch_;
+  size_t threads_;
+  std::unique_ptr<ThreadPool> pool_;
   size_t state_stride_ = 0;                       // floats per stream, padded to 16
   hwy::AlignedFreeUniquePtr<float[]> state_;      // (batch, state_stride_)
   std::vector<uint64_t> positions_;               // per stream: elements consumed

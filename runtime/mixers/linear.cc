@@ -1,7 +1,7 @@
 // Causal linear attention (attention-math.md §3) in RNN mode.
 #include <string>
 
-#include "kernels/dense/dense.h"
+#include "engine/dense_op.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/linear_attention/linear_attention.h"
 #include "mixers/mixer.h"
@@ -20,29 +20,37 @@ class LinearAttention final : public Mixer {
     return batch * heads_ * (2 * dk_ + 2 * dv_);  // φq, φk, v, o
   }
 
-  void Step(const float* x, size_t batch, float* const* states, float* scratch,
+  void Step(const float* x, size_t batch, float* const* states, const StepContext& ctx,
             float* y) const override {
     const size_t qk_width = heads_ * dk_;
     const size_t v_width = heads_ * dv_;
-    float* phi_q = scratch;                      // (B, H·dk)
+    float* phi_q = ctx.scratch;                  // (B, H·dk)
     float* phi_k = phi_q + batch * qk_width;     // (B, H·dk)
     float* v = phi_k + batch * qk_width;         // (B, H·dv)
     float* o = v + batch * v_width;              // (B, H·dv)
-    Project(query_, x, batch, phi_q);
-    Project(key_, x, batch, phi_k);
-    Project(value_, x, batch, v);
+    RunDense(query_, x, batch, phi_q, false, ctx.pool);
+    RunDense(key_, x, batch, phi_k, false, ctx.pool);
+    RunDense(value_, x, batch, v, false, ctx.pool);
     kernels::EluPlusOne(phi_q, phi_q, batch * qk_width);
     kernels::EluPlusOne(phi_k, phi_k, batch * qk_width);
-    for (size_t b = 0; b < batch; ++b) {
-      float* s = states[b];                      // (H, dk, dv)
-      float* z = s + heads_ * dk_ * dv_;         // (H, dk)
-      for (size_t h = 0; h < heads_; ++h) {
-        kernels::LinearAttentionStep(phi_q + b * qk_width + h * dk_, phi_k + b * qk_width + h * dk_,
-                                     v + b * v_width + h * dv_, dk_, dv_, eps_,
-                                     s + h * dk_ * dv_, z + h * dk_, o + b * v_width + h * dv_);
+    auto heads = [&](size_t first, size_t last) {
+      for (size_t b = first; b < last; ++b) {
+        float* s = states[b];                      // (H, dk, dv)
+        float* z = s + heads_ * dk_ * dv_;         // (H, dk)
+        for (size_t h = 0; h < heads_; ++h) {
+          kernels::LinearAttentionStep(
+              phi_q + b * qk_width + h * dk_, phi_k + b * qk_width + h * dk_,
+              v + b * v_width + h * dv_, dk_, dv_, eps_, s + h * dk_ * dv_, z + h * dk_,
+              o + b * v_width + h * dv_);
+        }
       }
+    };
+    if (ctx.pool != nullptr) {
+      ctx.pool->ParallelRanges(batch, 8, heads);
+    } else {
+      heads(0, batch);
     }
-    Project(out_, o, batch, y);
+    RunDense(out_, o, batch, y, false, ctx.pool);
   }
 
   static Status Create(const fb::LinearAttention* t, const std::string& layer, uint32_t d_model,
@@ -78,10 +86,6 @@ class LinearAttention final : public Mixer {
   }
 
  private:
-  static void Project(const DenseView& d, const float* x, size_t batch, float* y) {
-    kernels::Dense(x, d.in, batch, d.weight, d.bias, d.in, d.out, y, d.out, false);
-  }
-
   size_t heads_ = 0, dk_ = 0, dv_ = 0;
   float eps_ = 0.0f;
   DenseView query_, key_, value_, out_;

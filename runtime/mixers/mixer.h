@@ -8,9 +8,17 @@
 #include <string>
 
 #include "core/status.h"
+#include "core/threadpool.h"
 #include "model/model.h"
 
 namespace recur {
+
+// What a step may use besides its inputs: the session's thread pool and the
+// mixer's scratch (scratch_floats(batch) floats, 64-byte aligned).
+struct StepContext {
+  ThreadPool* pool = nullptr;
+  float* scratch = nullptr;
+};
 
 class Mixer {
  public:
@@ -25,7 +33,7 @@ class Mixer {
   //   x: (batch, d_model) input rows; y: (batch, d_model) mixer output rows.
   //   y may alias x: a mixer reads all of x before it writes y.
   //   states[b]: stream b's state for this layer (state_floats() floats)
-  virtual void Step(const float* x, size_t batch, float* const* states, float* scratch,
+  virtual void Step(const float* x, size_t batch, float* const* states, const StepContext& ctx,
                     float* y) const = 0;
 };
 

@@ -136,8 +136,11 @@ Status TensorResolver::GetDense(const fb::Dense* dense, const std::string& what,
     return InvalidModel("%s is missing (expected weight [%u,%u])", what.c_str(), out_features,
                         in_features);
   }
+  const float* weight = nullptr;
   RECUR_RETURN_IF_ERROR(Get(dense->weight(), (what + ".weight").c_str(),
-                            {out_features, in_features}, false, &out->weight));
+                            {out_features, in_features}, false, &weight));
+  out->weight = weight;
+  out->type = kernels::WeightType::kF32;
   RECUR_RETURN_IF_ERROR(
       Get(dense->bias(), (what + ".bias").c_str(), {out_features}, true, &out->bias));
   out->in = in_features;

@@ -12,19 +12,15 @@
 
 #include "core/platform.h"
 #include "core/status.h"
+#include "kernels/dense/dense.h"
 #include "schema/recur_generated.h"
 
 namespace recur {
 
 class Mixer;
 
-// y = x·wᵀ + b over rows. Weights point into the model bytes (no copy).
-struct DenseView {
-  const float* weight = nullptr;  // (out, in)
-  const float* bias = nullptr;    // (out) or null
-  uint32_t in = 0;
-  uint32_t out = 0;
-};
+// A dense layer: weights point into the model bytes (no copy).
+using DenseView = kernels::DenseWeights;
 
 struct NormView {
   const float* gamma = nullptr;  // (d_model)

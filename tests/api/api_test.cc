@@ -138,16 +138,44 @@ TEST_CASE("options structs with a bad struct_size are refused") {
   CHECK(recur_model_get_info(m.model, &info) == RECUR_INVALID_ARGUMENT);
 }
 
-TEST_CASE("session options: batch bounds and threads") {
+TEST_CASE("session options: batch and thread bounds") {
   Loaded m(kTinyTokensConfig);
   recur_session* s = nullptr;
   recur_session_options options{sizeof(options), 100000, 1};
   CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(ErrorContains("batch"));
-  options = {sizeof(options), 1, 4};
-  CHECK(recur_session_create(m.model, &options, &s) == RECUR_UNSUPPORTED);
-  CHECK(ErrorContains("threads"));
+  options = {sizeof(options), 1, 1000};
+  CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("threads must be in [1, 256], got 1000"));
   CHECK(s == nullptr);
+}
+
+TEST_CASE("more threads give the same results") {
+  // d_model 256 and d_ff 512, so that dense layers are split across threads.
+  const char* config = R"({
+    "layout": "recur", "d_model": 256, "n_layers": 2, "norm_placement": "pre",
+    "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 50}, "max_positions": 0,
+    "mixer": {"type": "linear_attention", "heads": 4, "dk": 64, "dv": 64,
+              "feature_map": "elu_plus_one", "eps": 1e-6},
+    "ffn": {"d_ff": 512, "activation": "gelu"}, "final_norm": true,
+    "head": {"out": 50, "activation": "none"}})";
+  Loaded m(config);
+  for (uint32_t batch : {1u, 40u}) {
+    recur_session_options one{sizeof(one), batch, 1}, two{sizeof(two), batch, 2};
+    recur_session* a = nullptr;
+    recur_session* b = nullptr;
+    REQUIRE(recur_session_create(m.model, &one, &a) == RECUR_OK);
+    REQUIRE(recur_session_create(m.model, &two, &b) == RECUR_OK);
+    for (int t = 0; t < 10; ++t) {
+      std::vector<int32_t> tokens(batch);
+      for (uint32_t i = 0; i < batch; ++i) tokens[i] = int32_t((t * 13 + i) % 50);
+      auto ya = StepTokens(a, tokens, 50);
+      auto yb = StepTokens(b, tokens, 50);
+      for (size_t i = 0; i < ya.size(); ++i) CHECK(yb[i] == doctest::Approx(ya[i]).epsilon(1e-5));
+    }
+    recur_session_free(a);
+    recur_session_free(b);
+  }
 }
 
 TEST_CASE("out-of-range tokens are refused and leave the session unchanged") {

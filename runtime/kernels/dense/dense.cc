@@ -1,6 +1,8 @@
 // Dynamic dispatch for Dense; the kernel itself is in dense-inl.h.
 #include "kernels/dense/dense.h"
 
+#include <cstdint>
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/dense/dense.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -28,6 +30,39 @@ HWY_EXPORT(DenseImpl);
 void Dense(const float* x, size_t x_stride, size_t batch, const float* w, const float* bias,
            size_t in, size_t out, float* y, size_t y_stride, bool accumulate) {
   HWY_DYNAMIC_DISPATCH(DenseImpl)(x, x_stride, batch, w, bias, in, out, y, y_stride, accumulate);
+}
+
+size_t WeightTypeSize(WeightType type) {
+  switch (type) {
+    case WeightType::kF32: return 4;
+    case WeightType::kF16:
+    case WeightType::kBF16: return 2;
+    case WeightType::kI8: return 1;
+  }
+  return 0;
+}
+
+DenseWeights DenseWeights::Rows(size_t begin, size_t end) const {
+  DenseWeights r = *this;
+  r.weight = static_cast<const uint8_t*>(weight) + begin * in * WeightTypeSize(type);
+  if (scales != nullptr) r.scales = scales + begin;
+  if (bias != nullptr) r.bias = bias + begin;
+  r.out = static_cast<uint32_t>(end - begin);
+  return r;
+}
+
+void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
+           size_t y_stride, bool accumulate) {
+  switch (w.type) {
+    case WeightType::kF32:
+      Dense(x, x_stride, batch, static_cast<const float*>(w.weight), w.bias, w.in, w.out, y,
+            y_stride, accumulate);
+      return;
+    case WeightType::kF16:
+    case WeightType::kBF16:
+    case WeightType::kI8:
+      break;  // not yet: the loader refuses such weights
+  }
 }
 
 }  // namespace recur::kernels

@@ -3,8 +3,38 @@
 #define RECUR_KERNELS_DENSE_DENSE_H_
 
 #include <cstddef>
+#include <cstdint>
 
 namespace recur::kernels {
+
+// Storage type of dense weights. Sums are f32 whatever the type.
+enum class WeightType : uint8_t {
+  kF32,
+  kF16,   // IEEE half
+  kBF16,  // bfloat16 (the top 16 bits of an f32)
+  kI8,    // symmetric int8, real = scales[o] · q, one scale per output row
+};
+
+size_t WeightTypeSize(WeightType type);
+
+// A dense layer's parameters, pointing into model bytes (no copy).
+struct DenseWeights {
+  const void* weight = nullptr;   // (out, in) row-major of `type`; PyTorch nn.Linear layout
+  WeightType type = WeightType::kF32;
+  const float* scales = nullptr;  // kI8: (out); otherwise null
+  const float* bias = nullptr;    // (out) or null
+  uint32_t in = 0;
+  uint32_t out = 0;
+
+  // Output rows [begin, end) of this layer, as a layer of their own.
+  DenseWeights Rows(size_t begin, size_t end) const;
+};
+
+// y[b, o] = (accumulate ? y[b, o] : 0) + bias[o] + Σ_i x[b, i] · w[o, i] for
+// weights of any WeightType; x: (batch, in) with row stride x_stride; y:
+// (batch, w.out) with row stride y_stride. As the f32 overload below.
+void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
+           size_t y_stride, bool accumulate);
 
 // y[b, o] = (accumulate ? y[b, o] : 0) + bias[o] + Σ_i x[b, i] · w[o, i]
 // for b < batch, o < out.

@@ -1,0 +1,63 @@
+// Intra-op threads: one pool per session, sized by the session options.
+// Backed by pthreadpool (the pool XNNPACK uses) when the build has it;
+// without it the pool has one thread, the caller's.
+#ifndef RECUR_CORE_THREADPOOL_H_
+#define RECUR_CORE_THREADPOOL_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <type_traits>
+
+#include "core/status.h"
+
+namespace recur {
+
+class ThreadPool {
+ public:
+  // `threads` counts the calling thread; 1 means no worker threads.
+  static Status Create(size_t threads, std::unique_ptr<ThreadPool>* out);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  size_t threads() const { return threads_; }
+
+  // Calls task(context, i) for every i in [0, n), spread over the pool's
+  // threads; returns when all calls are done. Not reentrant.
+  using Task = void (*)(void* context, size_t i);
+  void ParallelFor(size_t n, Task task, void* context);
+
+  // Splits [0, n) into one contiguous range per thread (none shorter than
+  // `grain`) and calls fn(begin, end) for each, in parallel.
+  template <typename F>
+  void ParallelRanges(size_t n, size_t grain, F&& fn) {
+    const size_t chunks = std::min(threads_, grain == 0 ? n : (n + grain - 1) / grain);
+    if (chunks <= 1) {
+      if (n > 0) fn(size_t{0}, n);
+      return;
+    }
+    struct Context {
+      std::remove_reference_t<F>* fn;
+      size_t n, per;
+    } context{&fn, n, (n + chunks - 1) / chunks};
+    ParallelFor(chunks, [](void* c, size_t i) {
+      auto* ctx = static_cast<Context*>(c);
+      const size_t begin = i * ctx->per;
+      const size_t end = std::min(ctx->n, begin + ctx->per);
+      if (begin < end) (*ctx->fn)(begin, end);
+    }, &context);
+  }
+
+  // Whether this build can run more than one thread.
+  static bool Available();
+
+ private:
+  explicit ThreadPool(size_t threads) : threads_(threads) {}
+  size_t threads_;
+  void* impl_ = nullptr;  // pthreadpool_t
+};
+
+}  // namespace recur
+
+#endif  // RECUR_CORE_THREADPOOL_H_

@@ -1,0 +1,20 @@
+// Dense layers of a model, run over the session's thread pool.
+#ifndef RECUR_ENGINE_DENSE_OP_H_
+#define RECUR_ENGINE_DENSE_OP_H_
+
+#include <cstddef>
+
+#include "core/threadpool.h"
+#include "model/model.h"
+
+namespace recur {
+
+// y = x·Wᵀ + b (+ y when accumulating) for `rows` rows; x: (rows, d.in),
+// y: (rows, d.out), both dense. Output features are split into contiguous
+// blocks, one per thread, so each thread streams its own slice of W.
+void RunDense(const DenseView& d, const float* x, size_t rows, float* y, bool accumulate,
+              ThreadPool* pool);
+
+}  // namespace recur
+
+#endif  // RECUR_ENGINE_DENSE_OP_H_
