@@ -202,6 +202,7 @@ recur_status recur_session_create(const recur_model* model, const recur_session_
     recur::SessionOptions so;
     so.batch = opts.batch == 0 ? 1 : opts.batch;
     so.threads = opts.threads == 0 ? 1 : opts.threads;
+    so.prefill_chunk = opts.prefill_chunk;
     std::unique_ptr<recur::Session> session;
     s = recur::Session::Create(model->model.get(), so, &session);
     if (!s.ok()) return Report(s);
@@ -217,6 +218,17 @@ recur_status recur_session_step(recur_session* session, const recur_input* input
       return Report(recur::InvalidArgument("session and input must not be null"));
     }
     return Report(session->session->Step(input->tokens, input->features, input->count, out));
+  });
+}
+
+recur_status recur_session_prefill(recur_session* session, size_t steps, const recur_input* input,
+                                   float* out) {
+  return Guard([&]() -> recur_status {
+    if (session == nullptr || input == nullptr) {
+      return Report(recur::InvalidArgument("session and input must not be null"));
+    }
+    return Report(
+        session->session->Prefill(steps, input->tokens, input->features, input->count, out));
   });
 }
 

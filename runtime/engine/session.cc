@@ -23,7 +23,11 @@ Status AllocateFloats(size_t n, hwy::AlignedFreeUniquePtr<float[]>* out) {
 }  // namespace
 
 Session::Session(const Model* model, const SessionOptions& options)
-    : model_(model), batch_(options.batch), threads_(options.threads) {}
+    : model_(model),
+      batch_(options.batch),
+      threads_(options.threads),
+      chunk_(options.prefill_chunk == 0 ? kDefaultPrefillChunk : options.prefill_chunk),
+      prefill_min_(options.prefill_min == 0 ? kDefaultPrefillMin : options.prefill_min) {}
 
 Status Session::Create(const Model* model, const SessionOptions& options,
                        std::unique_ptr<Session>* out) {
@@ -35,6 +39,10 @@ Status Session::Create(const Model* model, const SessionOptions& options,
   if (options.threads == 0 || options.threads > 256) {
     return InvalidArgument("threads must be in [1, 256], got %zu", options.threads);
   }
+  if (options.prefill_chunk > 4096) {
+    return InvalidArgument("prefill_chunk must be in [1, 4096] (0 = default), got %zu",
+                           options.prefill_chunk);
+  }
   std::unique_ptr<Session> s(new Session(model, options));
   RECUR_RETURN_IF_ERROR(ThreadPool::Create(options.threads, &s->pool_));
   RECUR_RETURN_IF_ERROR(s->Allocate());
@@ -44,38 +52,42 @@ Status Session::Create(const Model* model, const SessionOptions& options,
 
 Status Session::Allocate() {
   const Model& m = *model_;
-  size_t max_ff = 1, max_scratch = 1;
+  const size_t rows = batch_ * chunk_;
+  size_t max_ff = m.output_width, max_scratch = 1;
   for (const BlockView& b : m.blocks) {
     max_ff = std::max<size_t>(max_ff, b.ffn.linear1.out);
-    max_scratch = std::max(max_scratch, b.mixer->scratch_floats(batch_));
+    max_scratch = std::max(max_scratch, b.mixer->scratch_floats(batch_, 1, threads_));
+    max_scratch = std::max(max_scratch, b.mixer->scratch_floats(batch_, chunk_, threads_));
   }
-  // The input projection and the head also write through scratch buffers.
-  max_ff = std::max<size_t>(max_ff, m.output_width);
   state_stride_ = RoundUp16(m.state_floats);
   RECUR_RETURN_IF_ERROR(AllocateFloats(batch_ * state_stride_, &state_));
-  RECUR_RETURN_IF_ERROR(AllocateFloats(batch_ * m.d_model, &x_));
-  RECUR_RETURN_IF_ERROR(AllocateFloats(batch_ * m.d_model, &h_));
-  RECUR_RETURN_IF_ERROR(AllocateFloats(batch_ * max_ff, &ffn_));
+  RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.d_model, &x_));
+  RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.d_model, &h_));
+  RECUR_RETURN_IF_ERROR(AllocateFloats(rows * max_ff, &ffn_));
   RECUR_RETURN_IF_ERROR(AllocateFloats(max_scratch, &scratch_));
+  RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.feature_width, &features_stage_));
   std::memset(state_.get(), 0, batch_ * state_stride_ * sizeof(float));
   positions_.assign(batch_, 0);
   layer_states_.assign(batch_, nullptr);
+  tokens_stage_.assign(m.input_kind == fb::InputKind::Tokens ? rows : 0, 0);
   return Status::Ok();
 }
 
-Status Session::CheckInput(const int32_t* tokens, const float* features, size_t count) const {
+Status Session::CheckInput(const int32_t* tokens, const float* features, size_t count,
+                           size_t steps) const {
   const Model& m = *model_;
+  const size_t elements = batch_ * steps;
   if (m.input_kind == fb::InputKind::Tokens) {
     if (tokens == nullptr) return InvalidArgument("this model takes token ids; input.tokens is null");
     if (features != nullptr) return InvalidArgument("this model takes token ids, not features");
-    if (count != batch_) {
-      return InvalidArgument("input has %zu token ids, expected one per stream (%zu)", count,
-                             batch_);
+    if (count != elements) {
+      return InvalidArgument("input has %zu token ids, expected %zu streams x %zu steps = %zu",
+                             count, batch_, steps, elements);
     }
-    for (size_t b = 0; b < batch_; ++b) {
-      if (tokens[b] < 0 || uint32_t(tokens[b]) >= m.vocab_size) {
-        return OutOfRange("stream %zu: token id %d is outside the vocabulary [0, %u)", b,
-                          tokens[b], m.vocab_size);
+    for (size_t i = 0; i < elements; ++i) {
+      if (tokens[i] < 0 || uint32_t(tokens[i]) >= m.vocab_size) {
+        return OutOfRange("stream %zu: token id %d at step %zu is outside the vocabulary [0, %u)",
+                          i / steps, tokens[i], i % steps, m.vocab_size);
       }
     }
   } else {
@@ -83,128 +95,171 @@ Status Session::CheckInput(const int32_t* tokens, const float* features, size_t 
       return InvalidArgument("this model takes feature frames; input.features is null");
     }
     if (tokens != nullptr) return InvalidArgument("this model takes feature frames, not tokens");
-    if (count != batch_ * m.feature_width) {
-      return InvalidArgument("input has %zu feature values, expected %zu streams x %u features = "
-                             "%zu", count, batch_, m.feature_width, batch_ * m.feature_width);
+    if (count != elements * m.feature_width) {
+      return InvalidArgument("input has %zu feature values, expected %zu streams x %zu steps x "
+                             "%u features = %zu", count, batch_, steps, m.feature_width,
+                             elements * m.feature_width);
     }
-    for (size_t i = 0; i < batch_ * m.feature_width; ++i) {
+    for (size_t i = 0; i < count; ++i) {
       if (!std::isfinite(features[i])) {
-        return InvalidArgument("stream %zu: feature %zu is %s", i / m.feature_width,
-                               i % m.feature_width, std::isnan(features[i]) ? "NaN" : "infinite");
+        const size_t e = i / m.feature_width;
+        return InvalidArgument("stream %zu: feature %zu at step %zu is %s", e / steps,
+                               i % m.feature_width, e % steps,
+                               std::isnan(features[i]) ? "NaN" : "infinite");
       }
     }
   }
   if (m.max_positions != 0) {
     for (size_t b = 0; b < batch_; ++b) {
-      if (positions_[b] >= m.max_positions) {
-        return OutOfRange("stream %zu is at position %llu, but the model's learned positions end "
-                          "at %u; reset the stream", b,
-                          static_cast<unsigned long long>(positions_[b]), m.max_positions);
+      if (positions_[b] + steps > m.max_positions) {
+        return OutOfRange("stream %zu is at position %llu; %zu more steps pass the model's "
+                          "learned positions, which end at %u; reset the stream", b,
+                          static_cast<unsigned long long>(positions_[b]), steps, m.max_positions);
       }
     }
   }
   return Status::Ok();
 }
 
-void Session::Embed(const int32_t* tokens, const float* features) {
+void Session::Embed(const int32_t* tokens, const float* features, size_t steps) {
   const Model& m = *model_;
   const size_t d = m.d_model;
+  const size_t rows = batch_ * steps;
   float* x = x_.get();
   if (m.input_kind == fb::InputKind::Tokens) {
-    for (size_t b = 0; b < batch_; ++b) {
-      std::memcpy(x + b * d, m.embedding + size_t(tokens[b]) * d, d * sizeof(float));
+    for (size_t r = 0; r < rows; ++r) {
+      std::memcpy(x + r * d, m.embedding + size_t(tokens[r]) * d, d * sizeof(float));
     }
   } else if (m.input_projection.weight != nullptr) {
-    RunDense(m.input_projection, features, batch_, x, false, pool_.get());
+    RunDense(m.input_projection, features, rows, x, false, pool_.get());
   } else {
-    std::memcpy(x, features, batch_ * d * sizeof(float));
+    std::memcpy(x, features, rows * d * sizeof(float));
   }
   if (m.positions != nullptr) {
-    for (size_t b = 0; b < batch_; ++b) {
-      kernels::Add(x + b * d, m.positions + positions_[b] * d, x + b * d, d);
+    for (size_t r = 0; r < rows; ++r) {
+      const size_t position = positions_[r / steps] + r % steps;
+      kernels::Add(x + r * d, m.positions + position * d, x + r * d, d);
     }
   }
 }
 
-void Session::Norm(const NormView& norm, const float* x, float* y) {
+void Session::Norm(const NormView& norm, const float* x, float* y, size_t rows) {
   const size_t d = model_->d_model;
-  pool_->ParallelRanges(batch_, 16, [&](size_t first, size_t last) {
-    for (size_t b = first; b < last; ++b) {
-      kernels::LayerNorm(x + b * d, norm.gamma, norm.beta, norm.eps, y + b * d, d);
+  pool_->ParallelRanges(rows, 16, [&](size_t first, size_t last) {
+    for (size_t r = first; r < last; ++r) {
+      kernels::LayerNorm(x + r * d, norm.gamma, norm.beta, norm.eps, y + r * d, d);
     }
   });
 }
 
-// y = linear2(act(linear1(x))) + (accumulated into) y.
-void Session::RunFeedForward(const FeedForwardView& ffn, const float* x, float* y) {
+// y += linear2(act(linear1(x)))
+void Session::RunFeedForward(const FeedForwardView& ffn, const float* x, float* y, size_t rows) {
   float* hidden = ffn_.get();
-  RunDense(ffn.linear1, x, batch_, hidden, false, pool_.get());
+  RunDense(ffn.linear1, x, rows, hidden, false, pool_.get());
   const bool gelu = ffn.activation == fb::Activation::Gelu;
-  pool_->ParallelRanges(batch_ * ffn.linear1.out, 4096, [&](size_t first, size_t last) {
+  pool_->ParallelRanges(rows * ffn.linear1.out, 4096, [&](size_t first, size_t last) {
     if (gelu) {
       kernels::Gelu(hidden + first, hidden + first, last - first);
     } else {
       kernels::Relu(hidden + first, hidden + first, last - first);
     }
   });
-  RunDense(ffn.linear2, hidden, batch_, y, true, pool_.get());
+  RunDense(ffn.linear2, hidden, rows, y, true, pool_.get());
 }
 
-void Session::RunBlock(const BlockView& block, size_t layer) {
-  const size_t n = batch_ * model_->d_model;
+void Session::RunBlock(const BlockView& block, size_t layer, size_t steps) {
+  const size_t rows = batch_ * steps;
+  const size_t n = rows * model_->d_model;
   float* x = x_.get();
   float* h = h_.get();
   for (size_t b = 0; b < batch_; ++b) {
     layer_states_[b] = state_.get() + b * state_stride_ + model_->state_offsets[layer];
   }
+  const StepContext ctx{pool_.get(), scratch_.get()};
   if (model_->norm_placement == fb::NormPlacement::Pre) {
     // x += mixer(norm1(x)); x += ffn(norm2(x))
-    Norm(block.norm1, x, h);
-    block.mixer->Step(h, batch_, layer_states_.data(), {pool_.get(), scratch_.get()}, h);
+    Norm(block.norm1, x, h, rows);
+    block.mixer->Run(h, batch_, steps, layer_states_.data(), ctx, h);
     kernels::Add(x, h, x, n);
-    Norm(block.norm2, x, h);
-    RunFeedForward(block.ffn, h, x);
+    Norm(block.norm2, x, h, rows);
+    RunFeedForward(block.ffn, h, x, rows);
   } else {
     // x = norm1(x + mixer(x)); x = norm2(x + ffn(x))
-    block.mixer->Step(x, batch_, layer_states_.data(), {pool_.get(), scratch_.get()}, h);
+    block.mixer->Run(x, batch_, steps, layer_states_.data(), ctx, h);
     kernels::Add(x, h, x, n);
-    Norm(block.norm1, x, x);
+    Norm(block.norm1, x, x, rows);
     std::memcpy(h, x, n * sizeof(float));
-    RunFeedForward(block.ffn, x, h);
-    Norm(block.norm2, h, x);
+    RunFeedForward(block.ffn, x, h, rows);
+    Norm(block.norm2, h, x, rows);
   }
 }
 
-void Session::Head(float* out) {
+void Session::Head(float* out, size_t rows) {
   const Model& m = *model_;
   const size_t d = m.d_model;
   float* x = x_.get();
-  if (m.final_norm.gamma != nullptr) Norm(m.final_norm, x, x);
+  if (m.final_norm.gamma != nullptr) Norm(m.final_norm, x, x, rows);
   if (m.head.weight == nullptr) {
-    std::memcpy(out, x, batch_ * d * sizeof(float));
+    std::memcpy(out, x, rows * d * sizeof(float));
     return;
   }
-  RunDense(m.head, x, batch_, out, false, pool_.get());
+  RunDense(m.head, x, rows, out, false, pool_.get());
   const size_t w = m.output_width;
-  for (size_t b = 0; b < batch_; ++b) {
+  for (size_t r = 0; r < rows; ++r) {
     if (m.head_activation == fb::HeadActivation::Softmax) {
-      kernels::Softmax(out + b * w, out + b * w, w);
+      kernels::Softmax(out + r * w, out + r * w, w);
     } else if (m.head_activation == fb::HeadActivation::LogSoftmax) {
-      kernels::LogSoftmax(out + b * w, out + b * w, w);
+      kernels::LogSoftmax(out + r * w, out + r * w, w);
     }
   }
 }
 
+void Session::Forward(const int32_t* tokens, const float* features, size_t steps, float* out) {
+  Embed(tokens, features, steps);
+  for (size_t l = 0; l < model_->blocks.size(); ++l) {
+    RunBlock(model_->blocks[l], l, steps);
+    if (observer_ != nullptr) observer_(observer_context_, l, x_.get(), batch_, steps);
+  }
+  if (out != nullptr) Head(out, batch_ * steps);
+  for (uint64_t& p : positions_) p += steps;
+}
+
 Status Session::Step(const int32_t* tokens, const float* features, size_t count, float* out) {
   if (out == nullptr) return InvalidArgument("output buffer is null");
-  RECUR_RETURN_IF_ERROR(CheckInput(tokens, features, count));
-  Embed(tokens, features);
-  for (size_t l = 0; l < model_->blocks.size(); ++l) {
-    RunBlock(model_->blocks[l], l);
-    if (observer_ != nullptr) observer_(observer_context_, l, x_.get(), batch_);
+  RECUR_RETURN_IF_ERROR(CheckInput(tokens, features, count, 1));
+  Forward(tokens, features, 1, out);
+  return Status::Ok();
+}
+
+Status Session::Prefill(size_t steps, const int32_t* tokens, const float* features, size_t count,
+                        float* out) {
+  if (steps == 0) return Status::Ok();  // an empty prompt
+  RECUR_RETURN_IF_ERROR(CheckInput(tokens, features, count, steps));
+  const Model& m = *model_;
+  const size_t width = m.feature_width, out_width = m.output_width;
+  // Short inputs: the step path is faster than a chunk of a few rows.
+  const size_t chunk = steps < prefill_min_ ? 1 : chunk_;
+  for (size_t t0 = 0; t0 < steps; t0 += chunk) {
+    const size_t n = std::min(chunk, steps - t0);
+    // Gather positions [t0, t0 + n) of every stream into (batch, n) rows.
+    for (size_t b = 0; b < batch_; ++b) {
+      if (tokens != nullptr) {
+        std::memcpy(&tokens_stage_[b * n], tokens + b * steps + t0, n * sizeof(int32_t));
+      } else {
+        std::memcpy(features_stage_.get() + b * n * width, features + (b * steps + t0) * width,
+                    n * width * sizeof(float));
+      }
+    }
+    float* rows_out = out == nullptr ? nullptr : ffn_.get();
+    Forward(tokens != nullptr ? tokens_stage_.data() : nullptr,
+            tokens != nullptr ? nullptr : features_stage_.get(), n, rows_out);
+    if (out != nullptr) {
+      for (size_t b = 0; b < batch_; ++b) {
+        std::memcpy(out + (b * steps + t0) * out_width, rows_out + b * n * out_width,
+                    n * out_width * sizeof(float));
+      }
+    }
   }
-  Head(out);
-  for (uint64_t& p : positions_) ++p;
   return Status::Ok();
 }
 
@@ -223,7 +278,8 @@ Status Session::Reset(int stream) {
 
 Status Session::Fork(std::unique_ptr<Session>* out) const {
   out->reset();
-  std::unique_ptr<Session> s(new Session(model_, SessionOptions{batch_, threads_}));
+  SessionOptions options{batch_, threads_, chunk_, prefill_min_};
+  std::unique_ptr<Session> s(new Session(model_, options));
   RECUR_RETURN_IF_ERROR(ThreadPool::Create(threads_, &s->pool_));
   RECUR_RETURN_IF_ERROR(s->Allocate());
   std::memcpy(s->state_.get(), state_.get(), batch_ * state_stride_ * sizeof(float));

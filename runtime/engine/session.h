@@ -18,11 +18,18 @@ namespace recur {
 struct SessionOptions {
   size_t batch = 1;
   size_t threads = 1;
+  size_t prefill_chunk = 0;  // positions per chunk in Prefill; 0 = kDefaultPrefillChunk
+  size_t prefill_min = 0;    // Prefill of fewer positions steps instead; 0 = default
 };
 
-// Called after each block with the (batch, d_model) residual stream; for
-// parity tests and debugging.
-using LayerObserver = void (*)(void* context, size_t layer, const float* x, size_t batch);
+// Chosen with recur-bench --prefill on the paper-MNIST config (README).
+constexpr size_t kDefaultPrefillChunk = 64;
+constexpr size_t kDefaultPrefillMin = 4;
+
+// Called after each block with the residual stream, (batch, steps, d_model);
+// for parity tests and debugging.
+using LayerObserver = void (*)(void* context, size_t layer, const float* x, size_t batch,
+                               size_t steps);
 
 class Session {
  public:
@@ -34,6 +41,13 @@ class Session {
   // input before any state changes, so a failed step leaves the session as
   // it was.
   Status Step(const int32_t* tokens, const float* features, size_t count, float* out);
+
+  // `steps` elements for every stream in chunked-parallel mode: tokens
+  // (batch, steps) or features (batch, steps, feature_width), stream-major.
+  // Writes (batch, steps, output_width) floats to `out`, or nothing when out
+  // is null. Leaves the state `steps` calls of Step would leave.
+  Status Prefill(size_t steps, const int32_t* tokens, const float* features, size_t count,
+                 float* out);
 
   // stream -1 resets all streams.
   Status Reset(int stream);
@@ -57,25 +71,33 @@ class Session {
  private:
   Session(const Model* model, const SessionOptions& options);
   Status Allocate();
-  Status CheckInput(const int32_t* tokens, const float* features, size_t count) const;
-  void Embed(const int32_t* tokens, const float* features);
-  void RunBlock(const BlockView& block, size_t layer);
-  void RunFeedForward(const FeedForwardView& ffn, const float* x, float* y);
-  void Norm(const NormView& norm, const float* x, float* y);
-  void Head(float* out);
+  Status CheckInput(const int32_t* tokens, const float* features, size_t count,
+                    size_t steps) const;
+  // The model over `steps` positions of every stream; inputs are
+  // (batch, steps[, F]) rows, `out` (batch, steps, output_width) or null.
+  void Forward(const int32_t* tokens, const float* features, size_t steps, float* out);
+  void Embed(const int32_t* tokens, const float* features, size_t steps);
+  void RunBlock(const BlockView& block, size_t layer, size_t steps);
+  void RunFeedForward(const FeedForwardView& ffn, const float* x, float* y, size_t rows);
+  void Norm(const NormView& norm, const float* x, float* y, size_t rows);
+  void Head(float* out, size_t rows);
 
   const Model* model_;
   size_t batch_;
   size_t threads_;
   std::unique_ptr<ThreadPool> pool_;
+  size_t chunk_;                                  // max positions per Forward
+  size_t prefill_min_;
   size_t state_stride_ = 0;                       // floats per stream, padded to 16
   hwy::AlignedFreeUniquePtr<float[]> state_;      // (batch, state_stride_)
   std::vector<uint64_t> positions_;               // per stream: elements consumed
-  hwy::AlignedFreeUniquePtr<float[]> x_;          // (batch, d_model) residual stream
-  hwy::AlignedFreeUniquePtr<float[]> h_;          // (batch, d_model)
-  hwy::AlignedFreeUniquePtr<float[]> ffn_;        // (batch, max d_ff)
+  hwy::AlignedFreeUniquePtr<float[]> x_;          // (batch·chunk, d_model) residual stream
+  hwy::AlignedFreeUniquePtr<float[]> h_;          // (batch·chunk, d_model)
+  hwy::AlignedFreeUniquePtr<float[]> ffn_;        // (batch·chunk, max(d_ff, output_width))
   hwy::AlignedFreeUniquePtr<float[]> scratch_;    // mixer scratch, max over layers
   std::vector<float*> layer_states_;              // (batch) pointers, rebound per layer
+  std::vector<int32_t> tokens_stage_;             // (batch, chunk): one Prefill chunk
+  hwy::AlignedFreeUniquePtr<float[]> features_stage_;  // (batch, chunk, feature_width)
   LayerObserver observer_ = nullptr;
   void* observer_context_ = nullptr;
 };

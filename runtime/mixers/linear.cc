@@ -1,7 +1,11 @@
-// Causal linear attention (attention-math.md §3) in RNN mode.
+// Causal linear attention (attention-math.md §3): the RNN step and the
+// chunked-parallel form.
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "engine/dense_op.h"
+#include "kernels/dense/dense.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/linear_attention/linear_attention.h"
 #include "mixers/mixer.h"
@@ -12,45 +16,58 @@ namespace {
 // Bounds widths so that products of dimensions cannot overflow 32 bits.
 constexpr uint32_t kMaxWidth = 1u << 20;
 
+// (rows, cols) → (cols, rows)
+void Transpose(const float* in, size_t rows, size_t cols, size_t in_stride, float* out) {
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t c = 0; c < cols; ++c) out[c * rows + r] = in[r * in_stride + c];
+  }
+}
+
 class LinearAttention final : public Mixer {
  public:
   size_t state_floats() const override { return heads_ * (dk_ * dv_ + dk_); }
 
-  size_t scratch_floats(size_t batch) const override {
-    return batch * heads_ * (2 * dk_ + 2 * dv_);  // φq, φk, v, o
+  size_t scratch_floats(size_t batch, size_t steps, size_t threads) const override {
+    const size_t rows = batch * steps;
+    const size_t projections = rows * heads_ * (2 * dk_ + 2 * dv_);  // φq, φk, v, o
+    if (steps == 1) return projections;
+    return projections + threads * ChunkScratchFloats(steps);
   }
 
-  void Step(const float* x, size_t batch, float* const* states, const StepContext& ctx,
-            float* y) const override {
+  void Run(const float* x, size_t batch, size_t steps, float* const* states,
+           const StepContext& ctx, float* y) const override {
+    const size_t rows = batch * steps;
     const size_t qk_width = heads_ * dk_;
     const size_t v_width = heads_ * dv_;
-    float* phi_q = ctx.scratch;                  // (B, H·dk)
-    float* phi_k = phi_q + batch * qk_width;     // (B, H·dk)
-    float* v = phi_k + batch * qk_width;         // (B, H·dv)
-    float* o = v + batch * v_width;              // (B, H·dv)
-    RunDense(query_, x, batch, phi_q, false, ctx.pool);
-    RunDense(key_, x, batch, phi_k, false, ctx.pool);
-    RunDense(value_, x, batch, v, false, ctx.pool);
-    kernels::EluPlusOne(phi_q, phi_q, batch * qk_width);
-    kernels::EluPlusOne(phi_k, phi_k, batch * qk_width);
-    auto heads = [&](size_t first, size_t last) {
-      for (size_t b = first; b < last; ++b) {
-        float* s = states[b];                      // (H, dk, dv)
-        float* z = s + heads_ * dk_ * dv_;         // (H, dk)
-        for (size_t h = 0; h < heads_; ++h) {
-          kernels::LinearAttentionStep(
-              phi_q + b * qk_width + h * dk_, phi_k + b * qk_width + h * dk_,
-              v + b * v_width + h * dv_, dk_, dv_, eps_, s + h * dk_ * dv_, z + h * dk_,
-              o + b * v_width + h * dv_);
+    float* phi_q = ctx.scratch;                 // (rows, H·dk)
+    float* phi_k = phi_q + rows * qk_width;     // (rows, H·dk)
+    float* v = phi_k + rows * qk_width;         // (rows, H·dv)
+    float* o = v + rows * v_width;              // (rows, H·dv)
+    RunDense(query_, x, rows, phi_q, false, ctx.pool);
+    RunDense(key_, x, rows, phi_k, false, ctx.pool);
+    RunDense(value_, x, rows, v, false, ctx.pool);
+    kernels::EluPlusOne(phi_q, phi_q, rows * qk_width);
+    kernels::EluPlusOne(phi_k, phi_k, rows * qk_width);
+    if (steps == 1) {
+      ctx.pool->ParallelRanges(batch, 8, [&](size_t first, size_t last) {
+        for (size_t b = first; b < last; ++b) {
+          float* s = states[b];                   // (H, dk, dv)
+          float* z = s + heads_ * dk_ * dv_;      // (H, dk)
+          for (size_t h = 0; h < heads_; ++h) {
+            kernels::LinearAttentionStep(
+                phi_q + b * qk_width + h * dk_, phi_k + b * qk_width + h * dk_,
+                v + b * v_width + h * dv_, dk_, dv_, eps_, s + h * dk_ * dv_, z + h * dk_,
+                o + b * v_width + h * dv_);
+          }
         }
-      }
-    };
-    if (ctx.pool != nullptr) {
-      ctx.pool->ParallelRanges(batch, 8, heads);
+      });
     } else {
-      heads(0, batch);
+      // One task per (stream, head); each worker has its own chunk scratch.
+      ChunkTask task{this, phi_q, phi_k, v, o, states, steps, batch * heads_,
+                     ctx.pool->threads(), o + rows * v_width};
+      ctx.pool->ParallelFor(task.workers, &ChunkTask::Run, &task);
     }
-    RunDense(out_, o, batch, y, false, ctx.pool);
+    RunDense(out_, o, rows, y, false, ctx.pool);
   }
 
   static Status Create(const fb::LinearAttention* t, const std::string& layer, uint32_t d_model,
@@ -86,6 +103,76 @@ class LinearAttention final : public Mixer {
   }
 
  private:
+  // Per worker: q, k (T, dk); kᵀ (dk, T); vᵀ (dv, T); A (T, T); num (T, dv);
+  // Sᵀ (dv, dk); den (T).
+  size_t ChunkScratchFloats(size_t t) const {
+    return 2 * t * dk_ + t * dk_ + t * dv_ + t * t + t * dv_ + dv_ * dk_ + t;
+  }
+
+  // The chunked form for one stream and head over T positions (attention-math
+  // §3): num = (φQ φKᵀ ⊙ causal) V + φQ S; den likewise with z;
+  // S += φKᵀ V; z += Σ φK. Small products go through the Dense kernel.
+  void Chunk(const float* phi_q, const float* phi_k, const float* v, size_t steps, size_t row_qk,
+             size_t row_v, float* s, float* z, float* out, float* scratch) const {
+    const size_t t_n = steps;
+    float* q = scratch;                 // (T, dk)
+    float* k = q + t_n * dk_;           // (T, dk)
+    float* kt = k + t_n * dk_;          // (dk, T)
+    float* vt = kt + dk_ * t_n;         // (dv, T)
+    float* a = vt + dv_ * t_n;          // (T, T)
+    float* num = a + t_n * t_n;         // (T, dv)
+    float* st = num + t_n * dv_;        // (dv, dk)
+    float* den = st + dv_ * dk_;        // (T)
+    for (size_t t = 0; t < t_n; ++t) {
+      std::memcpy(q + t * dk_, phi_q + t * row_qk, dk_ * sizeof(float));
+      std::memcpy(k + t * dk_, phi_k + t * row_qk, dk_ * sizeof(float));
+    }
+    Transpose(k, t_n, dk_, dk_, kt);
+    Transpose(v, t_n, dv_, row_v, vt);
+    Transpose(s, dk_, dv_, dv_, st);
+    // A = φQ φKᵀ, causal: position i sees j ≤ i.
+    kernels::Dense(q, dk_, t_n, k, nullptr, dk_, t_n, a, t_n, false);
+    for (size_t i = 0; i < t_n; ++i) {
+      std::fill(a + i * t_n + i + 1, a + (i + 1) * t_n, 0.0f);
+      float row = 0.0f;
+      for (size_t j = 0; j <= i; ++j) row += a[i * t_n + j];
+      den[i] = row + kernels::Dot(q + i * dk_, z, dk_) + eps_;
+    }
+    kernels::Dense(a, t_n, t_n, vt, nullptr, t_n, dv_, num, dv_, false);   // A V
+    kernels::Dense(q, dk_, t_n, st, nullptr, dk_, dv_, num, dv_, true);    // + φQ S
+    for (size_t t = 0; t < t_n; ++t) {
+      const float inv = 1.0f / den[t];
+      for (size_t m = 0; m < dv_; ++m) out[t * row_v + m] = num[t * dv_ + m] * inv;
+    }
+    kernels::Dense(kt, t_n, dk_, vt, nullptr, t_n, dv_, s, dv_, true);     // S += φKᵀ V
+    for (size_t t = 0; t < t_n; ++t) kernels::Add(z, k + t * dk_, z, dk_);
+  }
+
+  struct ChunkTask {
+    const LinearAttention* self;
+    const float *phi_q, *phi_k, *v;
+    float* o;
+    float* const* states;
+    size_t steps, pairs, workers;
+    float* scratch;  // workers × ChunkScratchFloats(steps)
+
+    static void Run(void* context, size_t worker) {
+      const auto* t = static_cast<const ChunkTask*>(context);
+      const LinearAttention& m = *t->self;
+      const size_t qk_width = m.heads_ * m.dk_, v_width = m.heads_ * m.dv_;
+      float* scratch = t->scratch + worker * m.ChunkScratchFloats(t->steps);
+      for (size_t pair = worker; pair < t->pairs; pair += t->workers) {
+        const size_t b = pair / m.heads_, h = pair % m.heads_;
+        const size_t row0 = b * t->steps;
+        float* s = t->states[b] + h * m.dk_ * m.dv_;
+        float* z = t->states[b] + m.heads_ * m.dk_ * m.dv_ + h * m.dk_;
+        m.Chunk(t->phi_q + row0 * qk_width + h * m.dk_, t->phi_k + row0 * qk_width + h * m.dk_,
+                t->v + row0 * v_width + h * m.dv_, t->steps, qk_width, v_width, s, z,
+                t->o + row0 * v_width + h * m.dv_, scratch);
+      }
+    }
+  };
+
   size_t heads_ = 0, dk_ = 0, dv_ = 0;
   float eps_ = 0.0f;
   DenseView query_, key_, value_, out_;

@@ -14,9 +14,9 @@
 namespace recur {
 
 // What a step may use besides its inputs: the session's thread pool and the
-// mixer's scratch (scratch_floats(batch) floats, 64-byte aligned).
+// mixer's scratch (scratch_floats(...) floats, 64-byte aligned).
 struct StepContext {
-  ThreadPool* pool = nullptr;
+  ThreadPool* pool = nullptr;  // never null; one thread when the session has no workers
   float* scratch = nullptr;
 };
 
@@ -26,15 +26,19 @@ class Mixer {
 
   // Floats of recurrent state per stream (zero-initialised = empty history).
   virtual size_t state_floats() const = 0;
-  // Floats of scratch the step needs for `batch` streams.
-  virtual size_t scratch_floats(size_t batch) const = 0;
+  // Floats of scratch Run needs for `batch` streams × `steps` positions on
+  // a pool of `threads` threads.
+  virtual size_t scratch_floats(size_t batch, size_t steps, size_t threads) const = 0;
 
-  // One RNN step for `batch` streams.
-  //   x: (batch, d_model) input rows; y: (batch, d_model) mixer output rows.
-  //   y may alias x: a mixer reads all of x before it writes y.
+  // Advances `batch` streams by `steps` positions each: steps == 1 is the
+  // RNN step; more is the chunked-parallel form, which leaves the same state
+  // (to floating-point tolerance).
+  //   x: (batch, steps, d_model) input rows; y: (batch, steps, d_model)
+  //   mixer output rows. y may alias x: a mixer reads all of x before it
+  //   writes y.
   //   states[b]: stream b's state for this layer (state_floats() floats)
-  virtual void Step(const float* x, size_t batch, float* const* states, const StepContext& ctx,
-                    float* y) const = 0;
+  virtual void Run(const float* x, size_t batch, size_t steps, float* const* states,
+                   const StepContext& ctx, float* y) const = 0;
 };
 
 // Builds a mixer from its schema table (`table` is the union member), with

@@ -32,7 +32,7 @@ struct Loaded {
 };
 
 recur_session* NewSession(const recur_model* model, uint32_t batch = 1) {
-  recur_session_options options{sizeof(options), batch, 1};
+  recur_session_options options{sizeof(options), batch, 1, 0};
   recur_session* session = nullptr;
   REQUIRE(recur_session_create(model, &options, &session) == RECUR_OK);
   return session;
@@ -127,7 +127,7 @@ TEST_CASE("null arguments are refused with a message") {
 
 TEST_CASE("options structs with a bad struct_size are refused") {
   Loaded m(kTinyTokensConfig);
-  recur_session_options options{3, 1, 1};
+  recur_session_options options{3, 1, 1, 0};
   recur_session* s = nullptr;
   CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(ErrorContains("struct_size"));
@@ -141,10 +141,10 @@ TEST_CASE("options structs with a bad struct_size are refused") {
 TEST_CASE("session options: batch and thread bounds") {
   Loaded m(kTinyTokensConfig);
   recur_session* s = nullptr;
-  recur_session_options options{sizeof(options), 100000, 1};
+  recur_session_options options{sizeof(options), 100000, 1, 0};
   CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(ErrorContains("batch"));
-  options = {sizeof(options), 1, 1000};
+  options = {sizeof(options), 1, 1000, 0};
   CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(ErrorContains("threads must be in [1, 256], got 1000"));
   CHECK(s == nullptr);
@@ -161,7 +161,7 @@ TEST_CASE("more threads give the same results") {
     "head": {"out": 50, "activation": "none"}})";
   Loaded m(config);
   for (uint32_t batch : {1u, 40u}) {
-    recur_session_options one{sizeof(one), batch, 1}, two{sizeof(two), batch, 2};
+    recur_session_options one{sizeof(one), batch, 1, 0}, two{sizeof(two), batch, 2, 0};
     recur_session* a = nullptr;
     recur_session* b = nullptr;
     REQUIRE(recur_session_create(m.model, &one, &a) == RECUR_OK);
@@ -229,10 +229,10 @@ TEST_CASE("a count that does not match the batch or the feature width is refused
   std::vector<float> out(64);
   recur_input t{tokens, nullptr, 3};
   CHECK(recur_session_step(ts, &t, out.data()) == RECUR_INVALID_ARGUMENT);
-  CHECK(ErrorContains("input has 3 token ids, expected one per stream (2)"));
+  CHECK(ErrorContains("input has 3 token ids, expected 2 streams x 1 steps = 2"));
   recur_input f{nullptr, frames, 12};  // width 6 instead of 5
   CHECK(recur_session_step(fs, &f, out.data()) == RECUR_INVALID_ARGUMENT);
-  CHECK(ErrorContains("input has 12 feature values, expected 2 streams x 5 features = 10"));
+  CHECK(ErrorContains("input has 12 feature values, expected 2 streams x 1 steps x 5 features = 10"));
   f.count = 10;
   CHECK(recur_session_step(fs, &f, out.data()) == RECUR_OK);
   recur_session_free(ts);
@@ -247,7 +247,7 @@ TEST_CASE("non-finite features are refused (policy: reject, never propagate)") {
     float frame[5] = {0.1f, 0.2f, bad, 0.4f, 0.5f};
     recur_input in{nullptr, frame, 5};
     CHECK(recur_session_step(s, &in, out.data()) == RECUR_INVALID_ARGUMENT);
-    CHECK(ErrorContains("stream 0: feature 2 is"));
+    CHECK(ErrorContains("stream 0: feature 2 at step 0 is"));
   }
   recur_session_free(s);
 }
@@ -260,7 +260,7 @@ TEST_CASE("learned positions bound a stream's length; reset starts it over") {
   std::vector<float> out(11);
   recur_input in{&token, nullptr, 1};
   CHECK(recur_session_step(s, &in, out.data()) == RECUR_OUT_OF_RANGE);
-  CHECK(ErrorContains("learned positions end at 64"));
+  CHECK(ErrorContains("learned positions, which end at 64"));
   CHECK(recur_session_reset(s, 0) == RECUR_OK);
   recur_session* fresh = NewSession(m.model);
   CHECK(StepTokens(s, {3}, 11) == StepTokens(fresh, {3}, 11));

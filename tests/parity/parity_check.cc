@@ -3,11 +3,13 @@
 // float64 PyTorch reference. Prints a table; exits 1 past the tolerances.
 //
 //   parity_check MODEL.recur GOLDEN.bin [--abs 1e-4] [--rel 1e-5] [--batch B]
-//                [--roundtrip-at K]
+//                [--roundtrip-at K] [--prefill P] [--chunk T]
 //
 // --batch B steps B streams fed the same sequence (exercises the batched
 // kernels; every stream is checked). --roundtrip-at K saves every stream's
 // state after K steps, loads it into a fresh session and continues there.
+// --prefill P feeds the first P positions through the chunked-parallel
+// prefill (chunks of T positions) and steps the rest.
 // rel is ‖Δ‖₂ / ‖ref‖₂ over the whole array. For final states (sums that
 // grow with N) the max|Δ| limit is --abs × max(1, max|ref|).
 #include <cmath>
@@ -40,15 +42,18 @@ struct Diff {
 };
 
 struct Capture {
-  size_t d_model = 0, steps = 0, step = 0, batch = 1;
+  size_t d_model = 0, steps = 0, step = 0, batch = 1;  // step: positions observed so far
   std::vector<std::vector<float>> layers;  // [layer] (batch, steps, d_model)
-  static void Observe(void* ctx, size_t layer, const float* x, size_t batch) {
+  // x: (batch, n, d_model) for positions [step, step + n) of every stream;
+  // calls come layer by layer, so the last layer's call ends the positions.
+  static void Observe(void* ctx, size_t layer, const float* x, size_t batch, size_t n) {
     auto* c = static_cast<Capture*>(ctx);
     auto& dst = c->layers[layer];
     for (size_t b = 0; b < batch; ++b) {
-      std::copy(x + b * c->d_model, x + (b + 1) * c->d_model,
+      std::copy(x + b * n * c->d_model, x + (b + 1) * n * c->d_model,
                 dst.begin() + (b * c->steps + c->step) * c->d_model);
     }
+    if (layer + 1 == c->layers.size()) c->step += n;
   }
 };
 
@@ -66,6 +71,9 @@ int main(int argc, char** argv) {
   app.add_option("--rel", tol_rel, "‖Δ‖/‖ref‖ tolerance");
   app.add_option("--batch", batch)->check(CLI::Range(1, 1024));
   app.add_option("--roundtrip-at", roundtrip_at);
+  size_t prefill = 0, chunk = 0;
+  app.add_option("--prefill", prefill, "positions fed through prefill before stepping");
+  app.add_option("--chunk", chunk, "prefill chunk (0 = the runtime's default)");
   CLI11_PARSE(app, argc, argv);
 
   std::map<std::string, recur::golden::Record> g;
@@ -102,7 +110,8 @@ int main(int argc, char** argv) {
   }
 
   std::unique_ptr<recur::Session> session;
-  s = recur::Session::Create(model.get(), {batch, 1}, &session);
+  const recur::SessionOptions options{batch, 1, chunk, 0};
+  s = recur::Session::Create(model.get(), options, &session);
   if (!s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return 1;
@@ -123,7 +132,7 @@ int main(int argc, char** argv) {
   for (size_t t = 0; t < steps; ++t) {
     if (long(t) == roundtrip_at) {
       std::unique_ptr<recur::Session> fresh;
-      s = recur::Session::Create(model.get(), {batch, 1}, &fresh);
+      s = recur::Session::Create(model.get(), options, &fresh);
       std::vector<uint8_t> blob(session->state_blob_size());
       for (size_t b = 0; s.ok() && b < batch; ++b) {
         s = session->SaveState(int(b), blob.data(), blob.size());
@@ -136,11 +145,35 @@ int main(int argc, char** argv) {
       session = std::move(fresh);
       session->set_layer_observer(&Capture::Observe, &cap);
     }
+    if (t < prefill) {
+      // Positions [t, end) of every stream in one prefill call, stream-major.
+      size_t end = std::min(prefill, steps);
+      if (roundtrip_at > long(t) && size_t(roundtrip_at) < end) end = size_t(roundtrip_at);
+      const size_t n = end - t;
+      std::vector<int32_t> ptok(tokens ? batch * n : 0);
+      std::vector<float> pfeat(tokens ? 0 : batch * n * width);
+      std::vector<float> pout(batch * n * m.output_width);
+      for (size_t b = 0; b < batch; ++b) {
+        if (tokens) std::copy(in_tokens + t, in_tokens + end, ptok.begin() + b * n);
+        else std::copy(in_feats + t * width, in_feats + end * width, pfeat.begin() + b * n * width);
+      }
+      s = session->Prefill(n, tokens ? ptok.data() : nullptr, tokens ? nullptr : pfeat.data(),
+                           tokens ? ptok.size() : pfeat.size(), pout.data());
+      if (!s.ok()) {
+        std::fprintf(stderr, "error: prefill at %zu: %s\n", t, s.message().c_str());
+        return 1;
+      }
+      for (size_t b = 0; b < batch; ++b) {
+        std::copy(pout.begin() + b * n * m.output_width, pout.begin() + (b + 1) * n * m.output_width,
+                  out.begin() + (b * steps + t) * m.output_width);
+      }
+      t = end - 1;
+      continue;
+    }
     for (size_t b = 0; b < batch; ++b) {
       if (tokens) tok[b] = in_tokens[t];
       else std::copy(in_feats + t * width, in_feats + (t + 1) * width, feat.begin() + b * width);
     }
-    cap.step = t;
     s = session->Step(tokens ? tok.data() : nullptr, tokens ? nullptr : feat.data(),
                       tokens ? tok.size() : feat.size(), step_out.data());
     if (!s.ok()) {
@@ -153,8 +186,8 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("parity %s vs %s: %zu steps, batch %zu%s\n", model_path.c_str(),
-              golden_path.c_str(), steps, batch,
+  std::printf("parity %s vs %s: %zu steps (%zu by prefill), batch %zu%s\n", model_path.c_str(),
+              golden_path.c_str(), steps, std::min(prefill, steps), batch,
               roundtrip_at >= 0 ? (", state round trip at step " + std::to_string(roundtrip_at)).c_str() : "");
   std::printf("  %-12s %12s %12s %12s\n", "array", "max|d|", "max|ref|", "rel(L2)");
   bool ok = true;

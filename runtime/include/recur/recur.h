@@ -127,6 +127,8 @@ typedef struct recur_session_options {
   size_t struct_size;    /* sizeof(recur_session_options) */
   uint32_t batch;        /* streams stepped together; 0 means 1 */
   uint32_t threads;      /* intra-op threads; 0 and 1 mean the calling thread only */
+  uint32_t prefill_chunk;  /* positions per chunk in recur_session_prefill; 0 = default (64).
+                              Scratch memory grows with batch × prefill_chunk. */
 } recur_session_options;
 
 /* Creates a session over `options->batch` streams, all in the initial state.
@@ -156,6 +158,19 @@ typedef struct recur_input {
  * RECUR_OUT_OF_RANGE (a token id outside the vocabulary, a stream past
  * max_positions). */
 recur_status recur_session_step(recur_session* session, const recur_input* input, float* out);
+
+/* Feeds `steps` elements to every stream at once in chunked-parallel mode
+ * (attention-math §3: each chunk's projections and FFNs are matrix products
+ * over batch × chunk rows): a prompt, or a whole utterance. Input is
+ * stream-major: tokens [batch, steps] or features [batch, steps, feature_width],
+ * with input->count the number of values. `out` receives
+ * [batch, steps, output_width] floats, or nothing when NULL (only the state
+ * is wanted). Leaves the state that `steps` calls of recur_session_step
+ * leave, to floating-point tolerance, so stepping can continue seamlessly.
+ * steps == 0 (an empty prompt) does nothing. Errors as recur_session_step;
+ * on error the session is left unchanged. */
+recur_status recur_session_prefill(recur_session* session, size_t steps, const recur_input* input,
+                                   float* out);
 
 /* Returns `stream` (or every stream, for -1) to the initial state.
  * Errors: RECUR_OUT_OF_RANGE. */

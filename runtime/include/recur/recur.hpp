@@ -119,8 +119,9 @@ class Session {
   ~Session() { recur_session_free(session_); }
 
   // The model must outlive the session.
-  static Result<Session> Create(const Model& model, uint32_t batch = 1, uint32_t threads = 1) {
-    recur_session_options options{sizeof(recur_session_options), batch, threads};
+  static Result<Session> Create(const Model& model, uint32_t batch = 1, uint32_t threads = 1,
+                                uint32_t prefill_chunk = 0) {
+    recur_session_options options{sizeof(recur_session_options), batch, threads, prefill_chunk};
     Session s;
     recur_status st = recur_session_create(model.get(), &options, &s.session_);
     if (st != RECUR_OK) return Status(st);
@@ -136,6 +137,16 @@ class Session {
   Status StepFeatures(const float* features, size_t count, float* out) {
     recur_input in{nullptr, features, count};
     return Status(recur_session_step(session_, &in, out));
+  }
+  // `steps` elements per stream, stream-major; out: (batch, steps,
+  // output_width) or null.
+  Status PrefillTokens(size_t steps, const int32_t* tokens, size_t count, float* out) {
+    recur_input in{tokens, nullptr, count};
+    return Status(recur_session_prefill(session_, steps, &in, out));
+  }
+  Status PrefillFeatures(size_t steps, const float* features, size_t count, float* out) {
+    recur_input in{nullptr, features, count};
+    return Status(recur_session_prefill(session_, steps, &in, out));
   }
   Status Reset(int stream = -1) { return Status(recur_session_reset(session_, stream)); }
 
