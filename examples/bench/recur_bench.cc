@@ -1,22 +1,34 @@
-// recur-bench: per-step latency of a model in RNN mode.
+// recur-bench: decode, prefill and generation speed of a model, each row
+// printed beside the machine's measured limits (llama-bench style).
 //
-//   recur-bench MODEL.recur [--batch B] [--threads T] [--steps N] [--warmup W] [--json]
+//   recur-bench MODEL.recur [--batch 1,64] [--threads 1,2] [--steps N]
+//               [--prefill 128,1024] [--chunk T] [--generate LEN] [--json]
 //
-// Prints median/p10/p90 step latency after warm-up, steps/s and elements/s
-// (steps × batch), state bytes per stream, peak RSS and the SIMD target.
+// Rows:
+//   step       one RNN step of B streams: median/p10/p90 µs, elements/s
+//   prefill N  N positions of one stream through the chunked-parallel form
+//   gen LEN    LEN-step sequences sampled from the output distribution, B at
+//              a time (images/s for 784-pixel images)
+// "bound" is the time the hardware needs at best: max(weight bytes / read
+// bandwidth, FLOPs / (FMA peak × threads)); "%bound" = bound / measured.
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "machine_limits.h"
 #include "recur/recur.hpp"
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 double PeakRssMiB() {
   struct rusage usage;
@@ -24,88 +36,208 @@ double PeakRssMiB() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux: KiB
 }
 
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+struct Row {
+  std::string test;
+  uint32_t batch, threads;
+  double median_s, p10_s, p90_s;
+  double rate;            // elements (or images) per second
+  const char* rate_unit;
+  double bound_s;         // hardware floor for the same work
+};
+
+struct Inputs {
+  const recur_model_info& info;
+  std::mt19937 rng{1234};
+  std::vector<int32_t> tokens;
+  std::vector<float> frames;
+  explicit Inputs(const recur_model_info& i) : info(i) {}
+  bool is_tokens() const { return info.input_kind == RECUR_INPUT_TOKENS; }
+  // Fills `n` random elements; returns the matching recur_input.
+  recur_input Make(size_t n) {
+    if (is_tokens()) {
+      std::uniform_int_distribution<int32_t> dist(0, int32_t(info.vocab_size) - 1);
+      tokens.resize(n);
+      for (auto& t : tokens) t = dist(rng);
+      return {tokens.data(), nullptr, n};
+    }
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    frames.resize(n * info.feature_width);
+    for (auto& f : frames) f = dist(rng);
+    return {nullptr, frames.data(), frames.size()};
+  }
+};
+
+int Fail(const std::string& what) {
+  std::fprintf(stderr, "error: %s\n", what.c_str());
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Benchmark recur step latency"};
+  CLI::App app{"Benchmark recur: decode, prefill and generation, beside the machine's limits"};
   std::string model_path;
-  uint32_t batch = 1, threads = 1;
-  int steps = 1000, warmup = 50;
+  std::vector<uint32_t> batches{1}, thread_counts{1};
+  std::vector<size_t> prefills;
+  uint32_t chunk = 0;
+  int steps = 500, warmup = 20, generate = 0;
   bool json = false;
   app.add_option("model", model_path, "Model file (.recur)")->required();
-  app.add_option("--batch,-b", batch, "Streams stepped together")->check(CLI::Range(1, 65536));
-  app.add_option("--threads,-t", threads, "Intra-op threads")->check(CLI::Range(1, 256));
-  app.add_option("--steps,-n", steps, "Timed steps")->check(CLI::Range(1, 100000000));
+  app.add_option("--batch,-b", batches, "Streams stepped together (list)")->delimiter(',');
+  app.add_option("--threads,-t", thread_counts, "Intra-op threads (list)")->delimiter(',');
+  app.add_option("--steps,-n", steps, "Timed steps per decode row")->check(CLI::Range(1, 100000000));
   app.add_option("--warmup,-w", warmup, "Untimed steps first")->check(CLI::Range(0, 1000000));
-  app.add_flag("--json", json, "One JSON object instead of text");
+  app.add_option("--prefill,-p", prefills, "Prefill lengths (list)")->delimiter(',');
+  app.add_option("--chunk", chunk, "Prefill chunk (0 = the runtime's default)");
+  app.add_option("--generate,-g", generate, "Sequence length for generation rows (784 = image)");
+  app.add_flag("--json", json, "JSON lines instead of a table");
   CLI11_PARSE(app, argc, argv);
 
   auto model = recur::Model::Load(model_path);
-  if (!model) {
-    std::fprintf(stderr, "error: %s\n", model.error().c_str());
-    return 1;
-  }
+  if (!model) return Fail(model.error());
   const recur_model_info info = model->info();
-  auto session = recur::Session::Create(*model, batch, threads);
-  if (!session) {
-    std::fprintf(stderr, "error: %s\n", session.error().c_str());
-    return 1;
+  const double peak = recur::bench::MeasureFmaPeak();
+  const double bandwidth = recur::bench::MeasureReadBandwidth(info.step_weight_bytes);
+  auto bound = [&](double bytes, double flops, uint32_t threads) {
+    return std::max(bytes / (bandwidth * threads), flops / (peak * threads));
+  };
+  if (!json) {
+    std::printf("model     %s: %llu parameters, %u layers, %.1f MB dense weights, %.1f MFLOP "
+                "per step, state %zu bytes per stream\n",
+                model_path.c_str(), static_cast<unsigned long long>(info.parameter_count),
+                info.num_layers, info.step_weight_bytes / 1e6, info.step_flops / 1e6,
+                info.state_bytes);
+    std::printf("machine   SIMD %s, FMA peak %.1f GFLOP/s per core, read bandwidth %.1f GB/s per "
+                "core over %.1f MB\n",
+                recur_simd_target(), peak / 1e9, bandwidth / 1e9, info.step_weight_bytes / 1e6);
+    std::printf("          (bounds assume bandwidth and peak scale with threads)\n");
+    std::printf("%-14s %5s %7s %11s %11s %11s %14s %11s %7s\n", "test", "batch", "threads",
+                "median", "p10", "p90", "rate", "bound", "%bound");
   }
+  std::vector<Row> rows;
+  auto print = [&](const Row& r) {
+    if (json) {
+      std::printf("{\"test\": \"%s\", \"batch\": %u, \"threads\": %u, \"median_us\": %.2f, "
+                  "\"p10_us\": %.2f, \"p90_us\": %.2f, \"rate\": %.2f, \"rate_unit\": \"%s\", "
+                  "\"bound_us\": %.2f, \"simd_target\": \"%s\", \"fma_peak_gflops\": %.1f, "
+                  "\"bandwidth_gbs\": %.1f, \"state_bytes_per_stream\": %zu, "
+                  "\"peak_rss_mib\": %.1f}\n",
+                  r.test.c_str(), r.batch, r.threads, r.median_s * 1e6, r.p10_s * 1e6,
+                  r.p90_s * 1e6, r.rate, r.rate_unit, r.bound_s * 1e6, recur_simd_target(),
+                  peak / 1e9, bandwidth / 1e9, info.state_bytes, PeakRssMiB());
+    } else {
+      std::printf("%-14s %5u %7u %9.1fus %9.1fus %9.1fus %9.1f %-4s %9.1fus %6.0f%%\n",
+                  r.test.c_str(), r.batch, r.threads, r.median_s * 1e6, r.p10_s * 1e6,
+                  r.p90_s * 1e6, r.rate, r.rate_unit, r.bound_s * 1e6,
+                  100.0 * r.bound_s / r.median_s);
+    }
+    std::fflush(stdout);
+  };
 
-  std::mt19937 rng(1234);
-  const size_t input_width = info.input_kind == RECUR_INPUT_TOKENS ? 1 : info.feature_width;
-  std::vector<int32_t> tokens(batch);
-  std::vector<float> frames(batch * input_width);
-  std::vector<float> out(size_t{batch} * info.output_width);
-  std::uniform_int_distribution<int32_t> token_dist(0, int32_t(std::max(info.vocab_size, 1u)) - 1);
-  std::normal_distribution<float> frame_dist(0.0f, 1.0f);
-  std::vector<double> times_us;
-  times_us.reserve(size_t(steps));
-  const uint32_t max_pos = info.max_positions;
-  uint64_t position = 0;
-  for (int i = 0; i < warmup + steps; ++i) {
-    if (max_pos != 0 && position == max_pos) {  // learned positions end: start over
-      session->Reset();
-      position = 0;
+  Inputs inputs(info);
+  for (uint32_t threads : thread_counts) {
+    for (uint32_t batch : batches) {
+      auto session = recur::Session::Create(*model, batch, threads, chunk);
+      if (!session) return Fail(session.error());
+      std::vector<float> out(size_t{batch} * info.output_width);
+      std::vector<double> times;
+      uint64_t position = 0;
+      for (int i = 0; i < warmup + steps; ++i) {
+        if (info.max_positions != 0 && position == info.max_positions) {
+          session->Reset();
+          position = 0;
+        }
+        recur_input in = inputs.Make(batch);
+        const auto t0 = Clock::now();
+        recur_status s = recur_session_step(session->get(), &in, out.data());
+        const auto t1 = Clock::now();
+        if (s != RECUR_OK) return Fail(recur_last_error());
+        ++position;
+        if (i >= warmup) times.push_back(Seconds(t0, t1));
+      }
+      std::sort(times.begin(), times.end());
+      const double median = times[times.size() / 2];
+      print({"step", batch, threads, median, times[times.size() / 10],
+             times[times.size() * 9 / 10], batch / median, "el/s",
+             bound(double(info.step_weight_bytes), double(info.step_flops) * batch, threads)});
     }
-    for (auto& t : tokens) t = token_dist(rng);
-    for (auto& f : frames) f = frame_dist(rng);
-    const auto start = std::chrono::steady_clock::now();
-    recur::Status s = info.input_kind == RECUR_INPUT_TOKENS
-                          ? session->StepTokens(tokens.data(), tokens.size(), out.data())
-                          : session->StepFeatures(frames.data(), frames.size(), out.data());
-    const auto end = std::chrono::steady_clock::now();
-    ++position;
-    if (!s) {
-      std::fprintf(stderr, "error: %s\n", s.message().c_str());
-      return 1;
+    for (size_t n : prefills) {
+      if (info.max_positions != 0 && n > info.max_positions) {
+        return Fail("--prefill " + std::to_string(n) + " exceeds the model's " +
+                    std::to_string(info.max_positions) + " learned positions");
+      }
+      auto session = recur::Session::Create(*model, 1, threads, chunk);
+      if (!session) return Fail(session.error());
+      recur_input in = inputs.Make(n);
+      std::vector<double> times;
+      const int runs = int(std::clamp<size_t>(200000 / n, 3, 50));
+      for (int r = 0; r < runs + 1; ++r) {
+        session->Reset();
+        const auto t0 = Clock::now();
+        recur_status s = recur_session_prefill(session->get(), n, &in, nullptr);
+        const auto t1 = Clock::now();
+        if (s != RECUR_OK) return Fail(recur_last_error());
+        if (r > 0) times.push_back(Seconds(t0, t1));
+      }
+      std::sort(times.begin(), times.end());
+      const double median = times[times.size() / 2];
+      // Prefill reads each weight once per chunk: compute-bound.
+      print({"prefill " + std::to_string(n), 1, threads, median, times[times.size() / 10],
+             times[times.size() * 9 / 10], n / median, "el/s",
+             bound(0.0, double(info.step_flops) * double(n), threads)});
     }
-    if (i >= warmup) times_us.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+    if (generate > 0) {
+      if (info.input_kind != RECUR_INPUT_TOKENS || info.output_width != info.vocab_size) {
+        return Fail("--generate needs a token model whose output is over its vocabulary");
+      }
+      for (uint32_t batch : batches) {
+        auto session = recur::Session::Create(*model, batch, threads, chunk);
+        if (!session) return Fail(session.error());
+        std::vector<float> out(size_t{batch} * info.output_width);
+        std::vector<int32_t> tokens(batch, 0);
+        std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+        std::vector<double> times;
+        for (int r = 0; r < 3; ++r) {
+          session->Reset();
+          std::fill(tokens.begin(), tokens.end(), 0);
+          const auto t0 = Clock::now();
+          for (int t = 0; t < generate; ++t) {
+            recur::Status s = session->StepTokens(tokens.data(), batch, out.data());
+            if (!s) return Fail(s.message());
+            for (uint32_t b = 0; b < batch; ++b) {  // sample the next token of each stream
+              const float* p = out.data() + size_t{b} * info.output_width;
+              const float mx = *std::max_element(p, p + info.output_width);
+              double total = 0;
+              for (uint32_t v = 0; v < info.output_width; ++v) {
+                total += info.output_kind == RECUR_OUTPUT_PROBABILITIES ? p[v] : std::exp(p[v] - mx);
+              }
+              double u = uniform(inputs.rng) * total;
+              int32_t pick = int32_t(info.output_width) - 1;
+              for (uint32_t v = 0; v < info.output_width; ++v) {
+                u -= info.output_kind == RECUR_OUTPUT_PROBABILITIES ? p[v] : std::exp(p[v] - mx);
+                if (u <= 0) {
+                  pick = int32_t(v);
+                  break;
+                }
+              }
+              tokens[b] = pick;
+            }
+          }
+          times.push_back(Seconds(t0, Clock::now()));
+        }
+        std::sort(times.begin(), times.end());
+        const double median = times[1];
+        print({"gen " + std::to_string(generate), batch, threads, median, times[0], times[2],
+               batch / median, "seq/s",
+               generate * bound(double(info.step_weight_bytes),
+                                double(info.step_flops) * batch, threads)});
+      }
+    }
   }
-  std::sort(times_us.begin(), times_us.end());
-  auto pct = [&](double p) { return times_us[size_t(p * double(times_us.size() - 1))]; };
-  const double median = pct(0.5), p10 = pct(0.1), p90 = pct(0.9);
-  const double steps_per_s = 1e6 / median;
-  if (json) {
-    std::printf("{\"model\": \"%s\", \"batch\": %u, \"threads\": %u, \"steps\": %d, "
-                "\"median_us\": %.2f, \"p10_us\": %.2f, \"p90_us\": %.2f, \"steps_per_s\": %.1f, "
-                "\"elements_per_s\": %.1f, \"state_bytes_per_stream\": %zu, "
-                "\"parameters\": %llu, \"peak_rss_mib\": %.1f, \"simd_target\": \"%s\"}\n",
-                model_path.c_str(), batch, threads, steps, median, p10, p90, steps_per_s,
-                steps_per_s * batch, info.state_bytes,
-                static_cast<unsigned long long>(info.parameter_count), PeakRssMiB(),
-                recur_simd_target());
-  } else {
-    std::printf("model            %s (%llu parameters, %u layers)\n", model_path.c_str(),
-                static_cast<unsigned long long>(info.parameter_count), info.num_layers);
-    std::printf("batch / threads  %u / %u\n", batch, threads);
-    std::printf("step latency     median %.1f us  p10 %.1f us  p90 %.1f us  (%d steps)\n",
-                median, p10, p90, steps);
-    std::printf("throughput       %.1f steps/s  %.1f elements/s\n", steps_per_s,
-                steps_per_s * batch);
-    std::printf("state            %zu bytes per stream\n", info.state_bytes);
-    std::printf("peak RSS         %.1f MiB\n", PeakRssMiB());
-    std::printf("SIMD target      %s\n", recur_simd_target());
-  }
+  if (!json) std::printf("peak RSS  %.1f MiB\n", PeakRssMiB());
   return 0;
 }

@@ -180,6 +180,9 @@ recur_status recur_model_get_info(const recur_model* model, recur_model_info* in
     full.max_positions = m.max_positions;
     full.parameter_count = m.parameter_count;
     full.state_bytes = m.state_floats * sizeof(float);
+    const recur::StepCost cost = recur::EstimateStepCost(m);
+    full.step_weight_bytes = cost.weight_bytes;
+    full.step_flops = cost.flops;
     full.output_kind = m.head_activation == recur::fb::HeadActivation::Softmax
                            ? RECUR_OUTPUT_PROBABILITIES
                        : m.head_activation == recur::fb::HeadActivation::LogSoftmax

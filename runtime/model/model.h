@@ -82,6 +82,15 @@ struct Model {
   Model& operator=(const Model&) = delete;
 };
 
+// What one RNN step of one stream costs in its dense layers: the weight bytes
+// it streams and the FLOPs (2 per multiply-add). Mixer arithmetic, norms and
+// activations are small beside them and not counted.
+struct StepCost {
+  uint64_t weight_bytes = 0;
+  uint64_t flops = 0;
+};
+StepCost EstimateStepCost(const Model& model);
+
 struct LoadOptions {
   bool trusted = false;  // skip the FlatBuffers Verifier
 };

@@ -114,6 +114,8 @@ typedef struct recur_model_info {
   uint64_t parameter_count;
   size_t state_bytes;          /* recurrent state per stream, in bytes */
   recur_output_kind output_kind;
+  uint64_t step_weight_bytes;  /* dense-layer weight bytes one step streams */
+  uint64_t step_flops;         /* dense-layer FLOPs of one step of one stream */
 } recur_model_info;
 
 /* Fills *info. Set info->struct_size first. */
