@@ -185,6 +185,7 @@ Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescr
   RECUR_RETURN_IF_ERROR(r.Choice(*mixer, "feature_map", "mixer", kFeatureMaps, &fm));
   la.feature_map = FeatureMap::kEluPlusOne;
   RECUR_RETURN_IF_ERROR(r.PositiveFloat(*mixer, "eps", "mixer", &la.eps));
+  RECUR_RETURN_IF_ERROR(r.Bool(*mixer, "causal", "mixer", &la.causal, /*required=*/false));
 
   const json* ffn = nullptr;
   RECUR_RETURN_IF_ERROR(r.Object(root, "ffn", "", &ffn));
@@ -239,7 +240,7 @@ Status FastTransformersConfigToDescription(const KeyReader& r, const json& root,
   bool final_norm = true;
   RECUR_RETURN_IF_ERROR(r.Bool(root, "final_normalization", "", &final_norm, /*required=*/false));
   static const char* const kAttention[] = {"linear", "causal-linear"};
-  std::size_t attention = 0;
+  std::size_t attention = 1;  // default: causal-linear
   RECUR_RETURN_IF_ERROR(
       r.Choice(root, "attention_type", "", kAttention, &attention, /*required=*/false));
 
@@ -262,6 +263,7 @@ Status FastTransformersConfigToDescription(const KeyReader& r, const json& root,
   block.linear_attention.dv = dv;
   block.linear_attention.feature_map = FeatureMap::kEluPlusOne;
   block.linear_attention.eps = 1e-6f;
+  block.linear_attention.causal = attention == 1;  // "causal-linear"; "linear" is the encoder
   block.d_ff = d_ff;
   block.activation = act == 0 ? Activation::kRelu : Activation::kGelu;
   d->blocks.assign(n_layers, block);

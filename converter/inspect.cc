@@ -191,6 +191,7 @@ class Collector {
         mixer["dv"] = la->dv();
         mixer["feature_map"] = Name(la->feature_map());
         mixer["eps"] = FloatForJson(la->eps());
+        mixer["causal"] = la->causal();
         mixer["query"] = Dense(la->query());
         mixer["key"] = Dense(la->key());
         mixer["value"] = Dense(la->value());
@@ -314,7 +315,8 @@ std::string RenderText(const json& j) {
                " dk=" + std::to_string(m["dk"].get<uint32_t>()) +
                " dv=" + std::to_string(m["dv"].get<uint32_t>()) +
                " feature_map=" + m["feature_map"].get<std::string>() +
-               " eps=" + FormatFloat(m["eps"].get<float>());
+               " eps=" + FormatFloat(m["eps"].get<float>()) +
+               (m.value("causal", true) ? "" : " non-causal (encoder)");
     }
     line("    mixer:  " + mixer);
     line("    norm2:  " + NormText(b["norm2"]));

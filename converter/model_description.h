@@ -37,6 +37,7 @@ struct LinearAttentionDescription {
   uint32_t dv = 0;
   FeatureMap feature_map = FeatureMap::kEluPlusOne;
   float eps = 1e-6f;
+  bool causal = true;  // false: the encoder form (whole sequences only)
 };
 
 struct BlockDescription {

@@ -105,7 +105,7 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
     auto o = dense(p + "mixer.out");
     const LinearAttentionDescription& la = b.linear_attention;
     auto mixer = fb::CreateLinearAttention(fbb, la.heads, la.dk, la.dv, ToFb(la.feature_map),
-                                           la.eps, q, k, v, o);
+                                           la.eps, q, k, v, o, la.causal);
     auto norm2 = norm(p + "norm2");
     auto l1 = dense(p + "ffn.linear1");
     auto l2 = dense(p + "ffn.linear2");

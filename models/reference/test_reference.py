@@ -132,8 +132,9 @@ def naive_forward(cfg, w, x):
         v = lin(h, b + "mixer.value").view(n, heads, dv)
         o = torch.zeros(n, heads, dv, dtype=h.dtype)
         for i in range(n):
-            sim = (q[i] * k[:i + 1]).sum(-1)                                   # (i+1, H)
-            o[i] = (sim[:, :, None] * v[:i + 1]).sum(0) / (sim.sum(0) + m["eps"])[:, None]
+            seen = n if not m.get("causal", True) else i + 1                    # encoder: all
+            sim = (q[i] * k[:seen]).sum(-1)                                     # (seen, H)
+            o[i] = (sim[:, :, None] * v[:seen]).sum(0) / (sim.sum(0) + m["eps"])[:, None]
         return lin(o.reshape(n, heads * dv), b + "mixer.out")
 
     inp = cfg["input"]
@@ -186,6 +187,19 @@ def config_checks(path):
     def notes():
         assert isinstance(file_config.get("notes"), str) and file_config["notes"], "config has no notes"
 
+    def encoder_has_no_step_form():
+        with torch.no_grad():
+            try:
+                model64.step(x[0], model64.init_state())
+            except ValueError as e:
+                assert "no recurrent form" in str(e)
+            else:
+                raise AssertionError("a non-causal model stepped")
+            # Every position sees the future: changing the last input moves the first output.
+            y = x.clone()
+            y[-1] = (y[-1] + 1) % cfg["input"]["vocab_size"] if cfg["input"]["kind"] == "tokens" else y[-1] + 1
+            assert max_abs(model64(x)[0], model64(y)[0]) > 1e-6, "encoder output ignores later positions"
+
     def parallel_equals_steps():
         with torch.no_grad():
             ref = step_loop(model64, x)
@@ -236,8 +250,9 @@ def config_checks(path):
             records = golden.compute(model, x, {"config": name})
             golden.write(path, records)
             back = golden.read(path)
+        states = [f"state.{i}.{s}" for i in range(cfg["n_layers"]) for s in "Sz"] if model.causal else []
         assert list(back) == ["meta", "input", "output"] + [f"layer.{i}" for i in range(cfg["n_layers"])] + \
-            [f"state.{i}.{s}" for i in range(cfg["n_layers"]) for s in "Sz"], f"records {list(back)}"
+            states, f"records {list(back)}"
         assert model.dtype == torch.float32, "golden.compute changed the model"
         with torch.no_grad():
             out, layers, state = model64(x, return_layers=True)
@@ -246,12 +261,17 @@ def config_checks(path):
         assert torch.equal(back["output"], out) and back["output"].dtype == torch.float64
         for i in range(cfg["n_layers"]):
             assert torch.equal(back[f"layer.{i}"], layers[i])
-            assert torch.equal(back[f"state.{i}.S"], state.S[i]) and torch.equal(back[f"state.{i}.z"], state.z[i])
+            if model.causal:
+                assert torch.equal(back[f"state.{i}.S"], state.S[i]) and torch.equal(back[f"state.{i}.z"], state.z[i])
         m = golden.meta(back)
         assert m["golden_version"] == golden.GOLDEN_VERSION and m["config"] == name, m
 
-    checks = [tensor_names, notes, parallel_equals_steps, matches_naive_math, prefill_then_continue,
-              float32_agrees, export_load_roundtrip, golden_holds_model]
+    if model.causal:
+        checks = [tensor_names, notes, parallel_equals_steps, matches_naive_math, prefill_then_continue,
+                  float32_agrees, export_load_roundtrip, golden_holds_model]
+    else:
+        checks = [tensor_names, notes, encoder_has_no_step_form, matches_naive_math, float32_agrees,
+                  export_load_roundtrip, golden_holds_model]
     if layout == "fast-transformers":
         def ft_layout():
             assert cfg["d_model"] == file_config["n_heads"] * file_config["value_dimensions"]

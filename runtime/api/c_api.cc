@@ -235,6 +235,17 @@ recur_status recur_session_prefill(recur_session* session, size_t steps, const r
   });
 }
 
+recur_status recur_session_encode(recur_session* session, size_t steps, const recur_input* input,
+                                  float* out) {
+  return Guard([&]() -> recur_status {
+    if (session == nullptr || input == nullptr) {
+      return Report(recur::InvalidArgument("session and input must not be null"));
+    }
+    return Report(
+        session->session->Encode(steps, input->tokens, input->features, input->count, out));
+  });
+}
+
 recur_status recur_session_reset(recur_session* session, int stream) {
   return Guard([&]() -> recur_status {
     if (session == nullptr) return Report(recur::InvalidArgument("session is null"));

@@ -46,6 +46,7 @@ Status Session::Create(const Model* model, const SessionOptions& options,
   std::unique_ptr<Session> s(new Session(model, options));
   RECUR_RETURN_IF_ERROR(ThreadPool::Create(options.threads, &s->pool_));
   RECUR_RETURN_IF_ERROR(s->Allocate());
+  for (const BlockView& b : model->blocks) s->causal_ = s->causal_ && b.mixer->causal();
   *out = std::move(s);
   return Status::Ok();
 }
@@ -121,11 +122,12 @@ Status Session::CheckInput(const int32_t* tokens, const float* features, size_t 
   return Status::Ok();
 }
 
-void Session::Embed(const int32_t* tokens, const float* features, size_t steps) {
+void Session::Embed(const Workspace& ws, const int32_t* tokens, const float* features,
+                    size_t steps) {
   const Model& m = *model_;
   const size_t d = m.d_model;
   const size_t rows = batch_ * steps;
-  float* x = x_.get();
+  float* x = ws.x;
   if (m.input_kind == fb::InputKind::Tokens) {
     for (size_t r = 0; r < rows; ++r) {
       std::memcpy(x + r * d, m.embedding + size_t(tokens[r]) * d, d * sizeof(float));
@@ -137,7 +139,7 @@ void Session::Embed(const int32_t* tokens, const float* features, size_t steps) 
   }
   if (m.positions != nullptr) {
     for (size_t r = 0; r < rows; ++r) {
-      const size_t position = positions_[r / steps] + r % steps;
+      const size_t position = ws.positions[r / steps] + r % steps;
       kernels::Add(x + r * d, m.positions + position * d, x + r * d, d);
     }
   }
@@ -153,8 +155,9 @@ void Session::Norm(const NormView& norm, const float* x, float* y, size_t rows) 
 }
 
 // y += linear2(act(linear1(x)))
-void Session::RunFeedForward(const FeedForwardView& ffn, const float* x, float* y, size_t rows) {
-  float* hidden = ffn_.get();
+void Session::RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, const float* x,
+                             float* y, size_t rows) {
+  float* hidden = ws.ffn;
   RunDense(ffn.linear1, x, rows, hidden, false, pool_.get());
   const bool gelu = ffn.activation == fb::Activation::Gelu;
   pool_->ParallelRanges(rows * ffn.linear1.out, 4096, [&](size_t first, size_t last) {
@@ -167,37 +170,37 @@ void Session::RunFeedForward(const FeedForwardView& ffn, const float* x, float* 
   RunDense(ffn.linear2, hidden, rows, y, true, pool_.get());
 }
 
-void Session::RunBlock(const BlockView& block, size_t layer, size_t steps) {
+void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer, size_t steps) {
   const size_t rows = batch_ * steps;
   const size_t n = rows * model_->d_model;
-  float* x = x_.get();
-  float* h = h_.get();
+  float* x = ws.x;
+  float* h = ws.h;
   for (size_t b = 0; b < batch_; ++b) {
-    layer_states_[b] = state_.get() + b * state_stride_ + model_->state_offsets[layer];
+    layer_states_[b] = ws.state + b * state_stride_ + model_->state_offsets[layer];
   }
-  const StepContext ctx{pool_.get(), scratch_.get()};
+  const StepContext ctx{pool_.get(), ws.scratch};
   if (model_->norm_placement == fb::NormPlacement::Pre) {
     // x += mixer(norm1(x)); x += ffn(norm2(x))
     Norm(block.norm1, x, h, rows);
     block.mixer->Run(h, batch_, steps, layer_states_.data(), ctx, h);
     kernels::Add(x, h, x, n);
     Norm(block.norm2, x, h, rows);
-    RunFeedForward(block.ffn, h, x, rows);
+    RunFeedForward(ws, block.ffn, h, x, rows);
   } else {
     // x = norm1(x + mixer(x)); x = norm2(x + ffn(x))
     block.mixer->Run(x, batch_, steps, layer_states_.data(), ctx, h);
     kernels::Add(x, h, x, n);
     Norm(block.norm1, x, x, rows);
     std::memcpy(h, x, n * sizeof(float));
-    RunFeedForward(block.ffn, x, h, rows);
+    RunFeedForward(ws, block.ffn, x, h, rows);
     Norm(block.norm2, h, x, rows);
   }
 }
 
-void Session::Head(float* out, size_t rows) {
+void Session::Head(const Workspace& ws, float* out, size_t rows) {
   const Model& m = *model_;
   const size_t d = m.d_model;
-  float* x = x_.get();
+  float* x = ws.x;
   if (m.final_norm.gamma != nullptr) Norm(m.final_norm, x, x, rows);
   if (m.head.weight == nullptr) {
     std::memcpy(out, x, rows * d * sizeof(float));
@@ -214,26 +217,71 @@ void Session::Head(float* out, size_t rows) {
   }
 }
 
-void Session::Forward(const int32_t* tokens, const float* features, size_t steps, float* out) {
-  Embed(tokens, features, steps);
+void Session::Forward(const Workspace& ws, const int32_t* tokens, const float* features,
+                      size_t steps, float* out) {
+  Embed(ws, tokens, features, steps);
   for (size_t l = 0; l < model_->blocks.size(); ++l) {
-    RunBlock(model_->blocks[l], l, steps);
-    if (observer_ != nullptr) observer_(observer_context_, l, x_.get(), batch_, steps);
+    RunBlock(ws, model_->blocks[l], l, steps);
+    if (observer_ != nullptr) observer_(observer_context_, l, ws.x, batch_, steps);
   }
-  if (out != nullptr) Head(out, batch_ * steps);
-  for (uint64_t& p : positions_) p += steps;
+  if (out != nullptr) Head(ws, out, batch_ * steps);
+}
+
+Status Session::CheckCausal(const char* call) const {
+  if (causal_) return Status::Ok();
+  for (size_t l = 0; l < model_->blocks.size(); ++l) {
+    if (!model_->blocks[l].mixer->causal()) {
+      return Unsupported("%s: blocks.%zu is non-causal (an encoder): it has no recurrent form; "
+                         "run whole sequences with recur_session_encode", call, l);
+    }
+  }
+  return Status::Ok();
 }
 
 Status Session::Step(const int32_t* tokens, const float* features, size_t count, float* out) {
   if (out == nullptr) return InvalidArgument("output buffer is null");
+  RECUR_RETURN_IF_ERROR(CheckCausal("step"));
   RECUR_RETURN_IF_ERROR(CheckInput(tokens, features, count, 1));
-  Forward(tokens, features, 1, out);
+  Forward(StreamWorkspace(), tokens, features, 1, out);
+  for (uint64_t& p : positions_) ++p;
+  return Status::Ok();
+}
+
+Status Session::Encode(size_t steps, const int32_t* tokens, const float* features, size_t count,
+                       float* out) {
+  if (out == nullptr) return InvalidArgument("output buffer is null");
+  if (steps == 0) return Status::Ok();
+  // Checked against fresh streams: positions start at 0.
+  const std::vector<uint64_t> kept = positions_;
+  std::fill(positions_.begin(), positions_.end(), 0);
+  Status checked = CheckInput(tokens, features, count, steps);
+  positions_ = kept;
+  RECUR_RETURN_IF_ERROR(checked);
+  const Model& m = *model_;
+  const size_t rows = batch_ * steps;
+  size_t max_ff = m.output_width, max_scratch = 1;
+  for (const BlockView& b : m.blocks) {
+    max_ff = std::max<size_t>(max_ff, b.ffn.linear1.out);
+    max_scratch = std::max(max_scratch, b.mixer->scratch_floats(batch_, steps, threads_));
+  }
+  hwy::AlignedFreeUniquePtr<float[]> x, h, ffn, scratch, state;
+  RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.d_model, &x));
+  RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.d_model, &h));
+  RECUR_RETURN_IF_ERROR(AllocateFloats(rows * max_ff, &ffn));
+  RECUR_RETURN_IF_ERROR(AllocateFloats(max_scratch, &scratch));
+  RECUR_RETURN_IF_ERROR(AllocateFloats(batch_ * state_stride_, &state));
+  std::memset(state.get(), 0, batch_ * state_stride_ * sizeof(float));
+  const std::vector<uint64_t> zero_positions(batch_, 0);
+  const Workspace ws{x.get(), h.get(), ffn.get(), scratch.get(), state.get(),
+                     zero_positions.data()};
+  Forward(ws, tokens, features, steps, out);
   return Status::Ok();
 }
 
 Status Session::Prefill(size_t steps, const int32_t* tokens, const float* features, size_t count,
                         float* out) {
   if (steps == 0) return Status::Ok();  // an empty prompt
+  RECUR_RETURN_IF_ERROR(CheckCausal("prefill"));
   RECUR_RETURN_IF_ERROR(CheckInput(tokens, features, count, steps));
   const Model& m = *model_;
   const size_t width = m.feature_width, out_width = m.output_width;
@@ -251,8 +299,9 @@ Status Session::Prefill(size_t steps, const int32_t* tokens, const float* featur
       }
     }
     float* rows_out = out == nullptr ? nullptr : ffn_.get();
-    Forward(tokens != nullptr ? tokens_stage_.data() : nullptr,
+    Forward(StreamWorkspace(), tokens != nullptr ? tokens_stage_.data() : nullptr,
             tokens != nullptr ? nullptr : features_stage_.get(), n, rows_out);
+    for (uint64_t& p : positions_) p += n;
     if (out != nullptr) {
       for (size_t b = 0; b < batch_; ++b) {
         std::memcpy(out + (b * steps + t0) * out_width, rows_out + b * n * out_width,
@@ -284,6 +333,7 @@ Status Session::Fork(std::unique_ptr<Session>* out) const {
   RECUR_RETURN_IF_ERROR(s->Allocate());
   std::memcpy(s->state_.get(), state_.get(), batch_ * state_stride_ * sizeof(float));
   s->positions_ = positions_;
+  s->causal_ = causal_;
   *out = std::move(s);
   return Status::Ok();
 }

@@ -49,6 +49,14 @@ class Session {
   Status Prefill(size_t steps, const int32_t* tokens, const float* features, size_t count,
                  float* out);
 
+  // Runs every stream's whole sequence of `steps` elements from an empty
+  // history and writes (batch, steps, output_width) floats; the session's
+  // stream states are neither used nor changed. The only way to run
+  // non-causal (encoder) models; for causal ones it equals reset + prefill.
+  // Allocates working memory for batch × steps rows per call.
+  Status Encode(size_t steps, const int32_t* tokens, const float* features, size_t count,
+                float* out);
+
   // stream -1 resets all streams.
   Status Reset(int stream);
 
@@ -73,14 +81,30 @@ class Session {
   Status Allocate();
   Status CheckInput(const int32_t* tokens, const float* features, size_t count,
                     size_t steps) const;
+  // Where a forward pass works: buffers for batch × steps rows, the
+  // streams' states and positions.
+  struct Workspace {
+    float* x;                    // (rows, d_model) residual stream
+    float* h;                    // (rows, d_model)
+    float* ffn;                  // (rows, max(d_ff, output_width))
+    float* scratch;              // mixer scratch
+    float* state;                // (batch, state_stride_)
+    const uint64_t* positions;   // (batch) elements consumed before this pass
+  };
+  Status CheckCausal(const char* call) const;
   // The model over `steps` positions of every stream; inputs are
   // (batch, steps[, F]) rows, `out` (batch, steps, output_width) or null.
-  void Forward(const int32_t* tokens, const float* features, size_t steps, float* out);
-  void Embed(const int32_t* tokens, const float* features, size_t steps);
-  void RunBlock(const BlockView& block, size_t layer, size_t steps);
-  void RunFeedForward(const FeedForwardView& ffn, const float* x, float* y, size_t rows);
+  void Forward(const Workspace& ws, const int32_t* tokens, const float* features, size_t steps,
+               float* out);
+  void Embed(const Workspace& ws, const int32_t* tokens, const float* features, size_t steps);
+  void RunBlock(const Workspace& ws, const BlockView& block, size_t layer, size_t steps);
+  void RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, const float* x, float* y,
+                      size_t rows);
   void Norm(const NormView& norm, const float* x, float* y, size_t rows);
-  void Head(float* out, size_t rows);
+  void Head(const Workspace& ws, float* out, size_t rows);
+  Workspace StreamWorkspace() {
+    return {x_.get(), h_.get(), ffn_.get(), scratch_.get(), state_.get(), positions_.data()};
+  }
 
   const Model* model_;
   size_t batch_;
@@ -88,6 +112,7 @@ class Session {
   std::unique_ptr<ThreadPool> pool_;
   size_t chunk_;                                  // max positions per Forward
   size_t prefill_min_;
+  bool causal_ = true;                            // every block has a recurrent form
   size_t state_stride_ = 0;                       // floats per stream, padded to 16
   hwy::AlignedFreeUniquePtr<float[]> state_;      // (batch, state_stride_)
   std::vector<uint64_t> positions_;               // per stream: elements consumed

@@ -25,13 +25,14 @@ void Transpose(const float* in, size_t rows, size_t cols, size_t in_stride, floa
 
 class LinearAttention final : public Mixer {
  public:
+  bool causal() const override { return causal_; }
   size_t state_floats() const override { return heads_ * (dk_ * dv_ + dk_); }
 
   size_t scratch_floats(size_t batch, size_t steps, size_t threads) const override {
     const size_t rows = batch * steps;
     const size_t projections = rows * heads_ * (2 * dk_ + 2 * dv_);  // φq, φk, v, o
-    if (steps == 1) return projections;
-    return projections + threads * ChunkScratchFloats(steps);
+    if (steps == 1 && causal_) return projections;
+    return projections + threads * ChunkScratchFloats(std::min(steps, kChunk));
   }
 
   void Run(const float* x, size_t batch, size_t steps, float* const* states,
@@ -48,7 +49,7 @@ class LinearAttention final : public Mixer {
     RunDense(value_, x, rows, v, false, ctx.pool);
     kernels::EluPlusOne(phi_q, phi_q, rows * qk_width);
     kernels::EluPlusOne(phi_k, phi_k, rows * qk_width);
-    if (steps == 1) {
+    if (steps == 1 && causal_) {
       ctx.pool->ParallelRanges(batch, 8, [&](size_t first, size_t last) {
         for (size_t b = first; b < last; ++b) {
           float* s = states[b];                   // (H, dk, dv)
@@ -91,6 +92,7 @@ class LinearAttention final : public Mixer {
     m->dk_ = t->dk();
     m->dv_ = t->dv();
     m->eps_ = t->eps();
+    m->causal_ = t->causal();
     const uint32_t qk = t->heads() * t->dk();
     const uint32_t vw = t->heads() * t->dv();
     const std::string prefix = layer + ".mixer.";
@@ -103,6 +105,11 @@ class LinearAttention final : public Mixer {
   }
 
  private:
+  // Positions per attention chunk. Run may get more (a long prefill chunk or
+  // a whole utterance); it walks them kChunk at a time, so that the T×T
+  // products stay small and in cache.
+  static constexpr size_t kChunk = 64;
+
   // Per worker: q, k (T, dk); kᵀ (dk, T); vᵀ (dv, T); A (T, T); num (T, dv);
   // Sᵀ (dv, dk); den (T).
   size_t ChunkScratchFloats(size_t t) const {
@@ -148,6 +155,32 @@ class LinearAttention final : public Mixer {
     for (size_t t = 0; t < t_n; ++t) kernels::Add(z, k + t * dk_, z, dk_);
   }
 
+  // The encoder form for one stream and head (attention-math §3 without the
+  // mask): S, z summed over all positions first, then every position reads
+  // them: out_i = φq_iᵀ S / (φq_i·z + eps).
+  void Encode(const float* phi_q, const float* phi_k, const float* v, size_t steps, size_t row_qk,
+              size_t row_v, float* s, float* z, float* out, float* scratch) const {
+    const size_t cap = std::min(steps, kChunk);
+    float* kt = scratch;                // (dk, cap)
+    float* vt = kt + dk_ * cap;         // (dv, cap)
+    float* st = vt + dv_ * cap;         // (dv, dk)
+    for (size_t t0 = 0; t0 < steps; t0 += kChunk) {
+      const size_t n = std::min(kChunk, steps - t0);
+      Transpose(phi_k + t0 * row_qk, n, dk_, row_qk, kt);
+      Transpose(v + t0 * row_v, n, dv_, row_v, vt);
+      kernels::Dense(kt, n, dk_, vt, nullptr, n, dv_, s, dv_, true);  // S += φKᵀ V
+      for (size_t t = 0; t < n; ++t) kernels::Add(z, phi_k + (t0 + t) * row_qk, z, dk_);
+    }
+    Transpose(s, dk_, dv_, dv_, st);
+    for (size_t t = 0; t < steps; ++t) {
+      const float* q = phi_q + t * row_qk;
+      float* o = out + t * row_v;
+      kernels::Dense(q, dk_, 1, st, nullptr, dk_, dv_, o, dv_, false);  // φqᵀ S
+      const float inv = 1.0f / (kernels::Dot(q, z, dk_) + eps_);
+      for (size_t m = 0; m < dv_; ++m) o[m] *= inv;
+    }
+  }
+
   struct ChunkTask {
     const LinearAttention* self;
     const float *phi_q, *phi_k, *v;
@@ -160,21 +193,32 @@ class LinearAttention final : public Mixer {
       const auto* t = static_cast<const ChunkTask*>(context);
       const LinearAttention& m = *t->self;
       const size_t qk_width = m.heads_ * m.dk_, v_width = m.heads_ * m.dv_;
-      float* scratch = t->scratch + worker * m.ChunkScratchFloats(t->steps);
+      float* scratch = t->scratch + worker * m.ChunkScratchFloats(std::min(t->steps, kChunk));
       for (size_t pair = worker; pair < t->pairs; pair += t->workers) {
         const size_t b = pair / m.heads_, h = pair % m.heads_;
         const size_t row0 = b * t->steps;
         float* s = t->states[b] + h * m.dk_ * m.dv_;
         float* z = t->states[b] + m.heads_ * m.dk_ * m.dv_ + h * m.dk_;
-        m.Chunk(t->phi_q + row0 * qk_width + h * m.dk_, t->phi_k + row0 * qk_width + h * m.dk_,
-                t->v + row0 * v_width + h * m.dv_, t->steps, qk_width, v_width, s, z,
-                t->o + row0 * v_width + h * m.dv_, scratch);
+        const float* q = t->phi_q + row0 * qk_width + h * m.dk_;
+        const float* k = t->phi_k + row0 * qk_width + h * m.dk_;
+        const float* v = t->v + row0 * v_width + h * m.dv_;
+        float* o = t->o + row0 * v_width + h * m.dv_;
+        if (!m.causal_) {
+          m.Encode(q, k, v, t->steps, qk_width, v_width, s, z, o, scratch);
+          continue;
+        }
+        for (size_t t0 = 0; t0 < t->steps; t0 += kChunk) {
+          const size_t n = std::min(kChunk, t->steps - t0);
+          m.Chunk(q + t0 * qk_width, k + t0 * qk_width, v + t0 * v_width, n, qk_width, v_width, s,
+                  z, o + t0 * v_width, scratch);
+        }
       }
     }
   };
 
   size_t heads_ = 0, dk_ = 0, dv_ = 0;
   float eps_ = 0.0f;
+  bool causal_ = true;
   DenseView query_, key_, value_, out_;
 };
 

@@ -24,6 +24,10 @@ class Mixer {
  public:
   virtual ~Mixer() = default;
 
+  // False for an encoder form, which mixes whole sequences and has no
+  // recurrent form: Run then sees every position of the sequence at once.
+  virtual bool causal() const { return true; }
+
   // Floats of recurrent state per stream (zero-initialised = empty history).
   virtual size_t state_floats() const = 0;
   // Floats of scratch Run needs for `batch` streams × `steps` positions on

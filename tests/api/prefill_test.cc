@@ -159,3 +159,40 @@ TEST_CASE("prefill_chunk bounds") {
   CHECK(recur_session_create(f.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(std::string(recur_last_error()).find("prefill_chunk") != std::string::npos);
 }
+
+TEST_CASE("encoders run only whole sequences; encode of a causal model is reset + prefill") {
+  const std::string encoder_config = std::string(kTinyFeaturesConfig).replace(
+      std::string(kTinyFeaturesConfig).find("\"eps\": 1e-6}"), 12, "\"eps\": 1e-6, \"causal\": false}");
+  Fixture enc(encoder_config.c_str());
+  recur_session* s = enc.Session(2);
+  recur_input in = enc.Input(2, 12, 0);
+  std::vector<float> out(2 * 12 * enc.info.output_width);
+  CHECK(recur_session_step(s, &in, out.data()) == RECUR_UNSUPPORTED);
+  CHECK(std::string(recur_last_error()).find("blocks.0 is non-causal (an encoder)") != std::string::npos);
+  CHECK(recur_session_prefill(s, 12, &in, nullptr) == RECUR_UNSUPPORTED);
+  REQUIRE(recur_session_encode(s, 12, &in, out.data()) == RECUR_OK);
+  // Non-causal: the first output depends on the last input.
+  std::vector<float> out2(out.size());
+  enc.frames[11 * enc.info.feature_width] += 1.0f;  // stream 0, last step
+  REQUIRE(recur_session_encode(s, 12, &in, out2.data()) == RECUR_OK);
+  CHECK(out2[0] != out[0]);
+  CHECK(std::equal(out.begin() + 12 * enc.info.output_width, out.end(),
+                   out2.begin() + 12 * enc.info.output_width));  // stream 1 unchanged
+  CHECK(recur_session_encode(s, 12, &in, nullptr) == RECUR_INVALID_ARGUMENT);
+  recur_session_free(s);
+
+  Fixture causal(kTinyTokensConfig);
+  recur_session* a = causal.Session(2);
+  recur_session* b = causal.Session(2);
+  recur_input warm = causal.Input(2, 5, 3);
+  REQUIRE(recur_session_prefill(a, 5, &warm, nullptr) == RECUR_OK);  // encode ignores this
+  const auto state_before = causal.State(a, 0);
+  recur_input seq = causal.Input(2, 20, 0);
+  std::vector<float> ya(2 * 20 * 11), yb(2 * 20 * 11);
+  REQUIRE(recur_session_encode(a, 20, &seq, ya.data()) == RECUR_OK);
+  REQUIRE(recur_session_prefill(b, 20, &seq, yb.data()) == RECUR_OK);
+  CheckClose(ya, yb, 2e-5);
+  CHECK(causal.State(a, 0) == state_before);  // streams untouched
+  recur_session_free(a);
+  recur_session_free(b);
+}

@@ -9,7 +9,9 @@
 // kernels; every stream is checked). --roundtrip-at K saves every stream's
 // state after K steps, loads it into a fresh session and continues there.
 // --prefill P feeds the first P positions through the chunked-parallel
-// prefill (chunks of T positions) and steps the rest.
+// prefill (chunks of T positions) and steps the rest. --encode runs the
+// whole sequence through recur_session_encode (the only mode of non-causal
+// models); final states are then not compared (an encoder keeps none).
 // rel is ‖Δ‖₂ / ‖ref‖₂ over the whole array. For final states (sums that
 // grow with N) the max|Δ| limit is --abs × max(1, max|ref|).
 #include <cmath>
@@ -72,6 +74,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch)->check(CLI::Range(1, 1024));
   app.add_option("--roundtrip-at", roundtrip_at);
   size_t prefill = 0, chunk = 0;
+  bool encode = false;
+  app.add_flag("--encode", encode, "run the whole sequence with Encode");
   app.add_option("--prefill", prefill, "positions fed through prefill before stepping");
   app.add_option("--chunk", chunk, "prefill chunk (0 = the runtime's default)");
   CLI11_PARSE(app, argc, argv);
@@ -129,7 +133,21 @@ int main(int argc, char** argv) {
   std::vector<float> step_out(batch * m.output_width);
   const int32_t* in_tokens = reinterpret_cast<const int32_t*>(in.bytes.data());
   const float* in_feats = reinterpret_cast<const float*>(in.bytes.data());
-  for (size_t t = 0; t < steps; ++t) {
+  if (encode) {
+    std::vector<int32_t> etok(tokens ? batch * steps : 0);
+    std::vector<float> efeat(tokens ? 0 : batch * steps * width);
+    for (size_t b = 0; b < batch; ++b) {
+      if (tokens) std::copy(in_tokens, in_tokens + steps, etok.begin() + b * steps);
+      else std::copy(in_feats, in_feats + steps * width, efeat.begin() + b * steps * width);
+    }
+    s = session->Encode(steps, tokens ? etok.data() : nullptr, tokens ? nullptr : efeat.data(),
+                        tokens ? etok.size() : efeat.size(), out.data());
+    if (!s.ok()) {
+      std::fprintf(stderr, "error: encode: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
+  for (size_t t = 0; t < steps && !encode; ++t) {
     if (long(t) == roundtrip_at) {
       std::unique_ptr<recur::Session> fresh;
       s = recur::Session::Create(model.get(), options, &fresh);
@@ -186,8 +204,9 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("parity %s vs %s: %zu steps (%zu by prefill), batch %zu%s\n", model_path.c_str(),
-              golden_path.c_str(), steps, std::min(prefill, steps), batch,
+  std::printf("parity %s vs %s: %zu steps (%zu by %s), batch %zu%s\n", model_path.c_str(),
+              golden_path.c_str(), steps, encode ? steps : std::min(prefill, steps),
+              encode ? "encode" : "prefill", batch,
               roundtrip_at >= 0 ? (", state round trip at step " + std::to_string(roundtrip_at)).c_str() : "");
   std::printf("  %-12s %12s %12s %12s\n", "array", "max|d|", "max|ref|", "rel(L2)");
   bool ok = true;
@@ -226,7 +245,7 @@ int main(int argc, char** argv) {
   compare("output", out.data(), steps * m.output_width, steps * m.output_width);
   // Final state: the runtime's per-layer state is the golden's records for
   // that layer (for linear attention: S then z), flattened in order.
-  for (size_t l = 0; l < m.blocks.size(); ++l) {
+  for (size_t l = 0; l < m.blocks.size() && !encode; ++l) {
     const std::string prefix = "state." + std::to_string(l) + ".";
     std::vector<double> want;
     for (const auto& [name, rec] : g) {

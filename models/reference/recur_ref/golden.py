@@ -11,8 +11,8 @@ Records, in this order:
   input         i32 (N,) token ids, or f32 (N, F) frames
   output        f64 (N, out_width)
   layer.{i}     f64 (N, d_model)   residual stream after block i (before final norm/head)
-  state.{i}.S   f64 (H, dk, dv)    after all N positions
-  state.{i}.z   f64 (H, dk)
+  state.{i}.S   f64 (H, dk, dv)    after all N positions (causal models only:
+  state.{i}.z   f64 (H, dk)        an encoder keeps no state between utterances)
 """
 
 import copy
@@ -112,6 +112,7 @@ def compute(model: RecurModel, inputs: Tensor, info: dict) -> List[Tuple[str, Te
     text = json.dumps(info, sort_keys=True).encode("utf-8")
     records = [("meta", torch.frombuffer(bytearray(text), dtype=torch.uint8)), ("input", inputs), ("output", out)]
     records += [(f"layer.{i}", h) for i, h in enumerate(layers)]
-    for i, (S, z) in enumerate(zip(state.S, state.z)):
-        records += [(f"state.{i}.S", S), (f"state.{i}.z", z)]
+    if model.causal:
+        for i, (S, z) in enumerate(zip(state.S, state.z)):
+            records += [(f"state.{i}.S", S), (f"state.{i}.z", z)]
     return records

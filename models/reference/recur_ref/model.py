@@ -66,7 +66,10 @@ def validate(config: dict) -> None:
              "input.feature_width must equal d_model when projection is false")
 
     mixer = config["mixer"]
-    exact_keys(mixer, {"type", "heads", "dk", "dv", "feature_map", "eps"}, "mixer")
+    need(isinstance(mixer, dict) and {"type", "heads", "dk", "dv", "feature_map", "eps"} <= set(mixer)
+         <= {"type", "heads", "dk", "dv", "feature_map", "eps", "causal"},
+         "mixer must have the keys type, heads, dk, dv, feature_map, eps and optionally causal")
+    need(isinstance(mixer.get("causal", True), bool), "mixer.causal must be true or false")
     need(mixer["type"] == "linear_attention", "mixer.type must be 'linear_attention'")
     need(all(positive_int(mixer[k]) for k in ("heads", "dk", "dv")), "mixer.heads/dk/dv must be positive integers")
     need(mixer["feature_map"] == "elu_plus_one", "mixer.feature_map must be 'elu_plus_one'")
@@ -100,9 +103,9 @@ def elu_plus_one(x: Tensor) -> Tensor:
 class LinearAttention(nn.Module):
     """Causal linear attention; no 1/√dk scaling (as in fast-transformers)."""
 
-    def __init__(self, d_model: int, heads: int, dk: int, dv: int, eps: float):
+    def __init__(self, d_model: int, heads: int, dk: int, dv: int, eps: float, causal: bool = True):
         super().__init__()
-        self.heads, self.dk, self.dv, self.eps = heads, dk, dv, eps
+        self.heads, self.dk, self.dv, self.eps, self.causal = heads, dk, dv, eps, causal
         self.query = nn.Linear(d_model, heads * dk)
         self.key = nn.Linear(d_model, heads * dk)
         self.value = nn.Linear(d_model, heads * dv)
@@ -134,6 +137,19 @@ class LinearAttention(nn.Module):
             S = S + torch.einsum("jhc,jhm->hcm", kc, vc)                 # S += φ(K_c)ᵀ V_c
             z = z + kc.sum(0)                                            # z += Σ_rows φ(K_c)
         o = torch.cat(outs)                                              # (N, H, dv)
+        return self.out(o.reshape(len(x), -1)), S, z
+
+    def noncausal(self, x: Tensor, S: Tensor, z: Tensor):
+        """Non-causal (encoder) form, attention-math.md §3 without the mask:
+        every position sees the whole sequence, V'_i = φ(q_i)ᵀ S_N / (φ(q_i)ᵀ z_N + ε),
+        with S_N, z_N summed over all N positions (added to the given S, z,
+        which are zero for a whole utterance). Same result shape as `parallel`."""
+        q, k, v = self._features(x)
+        S = S + torch.einsum("jhc,jhm->hcm", k, v)                      # (H, dk, dv)
+        z = z + k.sum(0)                                                # (H, dk)
+        num = torch.einsum("ihc,hcm->ihm", q, S)                        # (N, H, dv)
+        den = torch.einsum("ihc,hc->ih", q, z) + self.eps               # (N, H)
+        o = num / den.unsqueeze(-1)
         return self.out(o.reshape(len(x), -1)), S, z
 
     def recurrent(self, x: Tensor, S: Tensor, z: Tensor):
@@ -174,13 +190,18 @@ class Block(nn.Module):
         d, eps, m = config["d_model"], config["layer_norm_eps"], config["mixer"]
         self.pre_norm = config["norm_placement"] == "pre"
         self.norm1 = nn.LayerNorm(d, eps=eps)
-        self.mixer = LinearAttention(d, m["heads"], m["dk"], m["dv"], m["eps"])
+        self.mixer = LinearAttention(d, m["heads"], m["dk"], m["dv"], m["eps"], m.get("causal", True))
         self.norm2 = nn.LayerNorm(d, eps=eps)
         self.ffn = FeedForward(d, config["ffn"]["d_ff"], config["ffn"]["activation"])
 
     def forward(self, x: Tensor, S: Tensor, z: Tensor, chunk: Optional[int]):
         """x (N, d_model) → (N, d_model), S, z. chunk None: the RNN form."""
-        mix = self.mixer.recurrent if chunk is None else partial(self.mixer.parallel, chunk=chunk)
+        if not self.mixer.causal:
+            mix = self.mixer.noncausal
+        elif chunk is None:
+            mix = self.mixer.recurrent
+        else:
+            mix = partial(self.mixer.parallel, chunk=chunk)
         if self.pre_norm:    # x = x + Mixer(norm1(x)); x = x + FFN(norm2(x))
             a, S, z = mix(self.norm1(x), S, z)
             x = x + a
@@ -248,6 +269,10 @@ class RecurModel(nn.Module):
         self.head_activation = head["activation"] if head else "none"
 
     @property
+    def causal(self) -> bool:
+        return self.config["mixer"].get("causal", True)
+
+    @property
     def dtype(self) -> torch.dtype:
         return self.blocks[0].norm1.weight.dtype
 
@@ -299,6 +324,8 @@ class RecurModel(nn.Module):
     def step(self, x_t, state: State):
         """One position of the RNN form: x_t a token id (int or 0-d tensor) or a
         frame (F,). Returns (out_t (out_width,), new State, [block outputs (d_model,)])."""
+        if not self.causal:
+            raise ValueError("a non-causal (encoder) model has no recurrent form; use forward")
         x = torch.as_tensor(x_t)
         x = x.reshape(1) if self.input.kind == "tokens" else x.reshape(1, -1)
         out, layers, state = self._run(x, state, chunk=None)

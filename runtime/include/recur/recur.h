@@ -174,6 +174,17 @@ recur_status recur_session_step(recur_session* session, const recur_input* input
 recur_status recur_session_prefill(recur_session* session, size_t steps, const recur_input* input,
                                    float* out);
 
+/* Runs every stream's whole sequence of `steps` elements at once, from an
+ * empty history, and writes [batch, steps, output_width] floats to `out`.
+ * The session's stream states are neither used nor changed. This is how
+ * non-causal (encoder) models run — every position attends to the whole
+ * sequence, so they have no recurrent form, and recur_session_step and
+ * recur_session_prefill refuse them with RECUR_UNSUPPORTED. For causal
+ * models it equals a reset followed by a prefill. Input as for prefill.
+ * Allocates working memory for batch × steps positions on each call. */
+recur_status recur_session_encode(recur_session* session, size_t steps, const recur_input* input,
+                                  float* out);
+
 /* Returns `stream` (or every stream, for -1) to the initial state.
  * Errors: RECUR_OUT_OF_RANGE. */
 recur_status recur_session_reset(recur_session* session, int stream);

@@ -148,6 +148,15 @@ class Session {
     recur_input in{nullptr, features, count};
     return Status(recur_session_prefill(session_, steps, &in, out));
   }
+  // Whole sequences from an empty history (the only way to run encoders).
+  Status EncodeTokens(size_t steps, const int32_t* tokens, size_t count, float* out) {
+    recur_input in{tokens, nullptr, count};
+    return Status(recur_session_encode(session_, steps, &in, out));
+  }
+  Status EncodeFeatures(size_t steps, const float* features, size_t count, float* out) {
+    recur_input in{nullptr, features, count};
+    return Status(recur_session_encode(session_, steps, &in, out));
+  }
   Status Reset(int stream = -1) { return Status(recur_session_reset(session_, stream)); }
 
   Result<std::vector<uint8_t>> SaveState(int stream) const {
