@@ -34,6 +34,8 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   BuildOptions bo;
   bo.validate = false;  // ImportTensors checked everything
   bo.self_check = true;
+  bo.weight_dtype = o.dtype;
+  bo.quantize_head = o.quantize_head;
   auto model = BuildModel(desc, *tensors, bo);
   if (!model.ok()) return model.status();
 
@@ -41,6 +43,11 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   if (!w.ok()) return w;
   report->layout = config->layout;
   report->tensors = tensors->size();
+  report->narrow_tensors = 0;
+  for (const auto& [name, tensor] : *tensors) {
+    (void)tensor;
+    if (StorageDType(name, o.dtype, o.quantize_head) != WeightDType::kF32) ++report->narrow_tensors;
+  }
   report->file_bytes = model->size();
   report->source_hash = hash;
   return Status::Ok();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "converter/model_description.h"
+#include "converter/quantize.h"
 #include "core/status.h"
 
 namespace recur::converter {
@@ -18,12 +19,17 @@ struct ConvertOptions {
   Layout layout = Layout::kAuto;
   std::string notes;         // appended to the config's "notes"
   bool allow_extra = false;  // unused tensors: warnings instead of an error
+  // --dtype: storage of the blocks' weight matrices; --quantize-head: and of
+  // head.weight (quantize.h). Everything else stays f32.
+  WeightDType dtype = WeightDType::kF32;
+  bool quantize_head = false;
 };
 
 struct ConvertReport {
   Layout layout = Layout::kRecur;
   std::size_t tensors = 0;
   std::size_t file_bytes = 0;
+  std::size_t narrow_tensors = 0;  // tensors stored in a dtype other than f32
   std::string source_hash;
   std::vector<std::string> warnings;
 };

@@ -121,7 +121,7 @@ std::string DTypeString(fb::DType d) {
     case fb::DType::F32: return "f32";
     case fb::DType::F16: return "f16";
     case fb::DType::BF16: return "bf16";
-    case fb::DType::I8: return "i8";
+    case fb::DType::I8: return "int8";
   }
   return "unknown(" + std::to_string(static_cast<int>(d)) + ")";
 }
@@ -225,6 +225,7 @@ class Collector {
 
     json tensors = json::array();
     uint64_t parameters = 0;
+    json by_dtype = json::object();  // dtype → {"tensors": n, "bytes": b}, in file order
     for (const fb::Tensor* t : *m_->tensors()) {
       json shape = json::array();
       uint64_t elements = 1;
@@ -233,15 +234,26 @@ class Collector {
         elements *= static_cast<uint64_t>(d < 0 ? 0 : d);
       }
       parameters += elements;
-      tensors.push_back({{"name", t->name()->str()},
-                         {"shape", shape},
-                         {"dtype", DTypeString(t->dtype())},
-                         {"offset", t->offset()},
-                         {"bytes", t->size()},
-                         {"aligned", t->offset() % kAlignment == 0}});
+      const std::string dtype = DTypeString(t->dtype());
+      json tensor = {{"name", t->name()->str()},
+                     {"shape", shape},
+                     {"dtype", dtype},
+                     {"offset", t->offset()},
+                     {"bytes", t->size()},
+                     {"aligned", t->offset() % kAlignment == 0}};
+      if (const fb::Quantization* q = t->quant()) {
+        tensor["quant"] = {{"axis", q->axis()},
+                           {"scales", q->scales() ? q->scales()->size() : 0}};
+      }
+      tensors.push_back(tensor);
+      json& totals = by_dtype[dtype];
+      if (totals.is_null()) totals = {{"tensors", 0}, {"bytes", 0}};
+      totals["tensors"] = totals["tensors"].get<uint64_t>() + 1;
+      totals["bytes"] = totals["bytes"].get<uint64_t>() + t->size();
     }
     j["tensor_elements"] = parameters;
     j["tensors"] = tensors;
+    j["bytes_by_dtype"] = by_dtype;
     j["data_size"] = m_->data_size();
     return j;
   }
@@ -350,14 +362,19 @@ std::string RenderText(const json& j) {
   const json& tensors = j["tensors"];
   line("tensors:         " + std::to_string(tensors.size()));
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({"name", "shape", "dtype", "offset", "bytes", "aligned"});
+  rows.push_back({"name", "shape", "dtype", "offset", "bytes", "aligned", "quant"});
   for (const json& t : tensors) {
+    std::string quant = "-";
+    if (t.contains("quant")) {
+      quant = std::to_string(t["quant"]["scales"].get<uint64_t>()) + " scales, axis " +
+              std::to_string(t["quant"]["axis"].get<int>());
+    }
     rows.push_back({t["name"].get<std::string>(), ShapeText(t["shape"]),
                     t["dtype"].get<std::string>(), std::to_string(t["offset"].get<uint64_t>()),
                     std::to_string(t["bytes"].get<uint64_t>()),
-                    t["aligned"].get<bool>() ? "yes" : "NO"});
+                    t["aligned"].get<bool>() ? "yes" : "NO", quant});
   }
-  std::vector<std::size_t> width(6, 0);
+  std::vector<std::size_t> width(7, 0);
   for (const auto& r : rows)
     for (std::size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
   for (const auto& r : rows) {
@@ -369,6 +386,17 @@ std::string RenderText(const json& j) {
     }
     line(s);
   }
+  // Totals by dtype: "weight bytes:    f32 1234 (30 tensors), bf16 5678 (8 tensors); total 6912"
+  std::string totals;
+  uint64_t total = 0;
+  for (const auto& [dtype, t] : j["bytes_by_dtype"].items()) {
+    if (!totals.empty()) totals += ", ";
+    totals += dtype + " " + std::to_string(t["bytes"].get<uint64_t>()) + " (" +
+              std::to_string(t["tensors"].get<uint64_t>()) + " tensors)";
+    total += t["bytes"].get<uint64_t>();
+  }
+  line("weight bytes:    " + (totals.empty() ? std::string("none") : totals) + "; total " +
+       std::to_string(total));
   return o;
 }
 

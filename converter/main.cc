@@ -2,6 +2,7 @@
 //
 //   recur-convert WEIGHTS.safetensors --config CONFIG.json [--layout recur|fast-transformers]
 //                 -o MODEL.recur [--notes TEXT] [--allow-extra]
+//                 [--dtype f32|f16|bf16|int8] [--quantize-head]
 //   recur-convert convert ...            (the same, with an explicit subcommand)
 //   recur-convert inspect MODEL.recur [--json]
 //   recur-convert verify MODEL.recur
@@ -64,6 +65,16 @@ int Run(int argc, char** argv) {
   convert->add_option("--notes", convert_options.notes, "Text appended to the model's metadata notes");
   convert->add_flag("--allow-extra", convert_options.allow_extra,
                     "Ignore (with a warning) tensors the config does not use");
+  std::string dtype_name = "f32";
+  convert
+      ->add_option("--dtype", dtype_name,
+                   "Storage of the blocks' weight matrices (mixer query/key/value/out, ffn "
+                   "linear1/linear2): f32 (default), f16 or bf16 (round to nearest even), int8 "
+                   "(symmetric, one scale per output row: max|row|/127). Embeddings, positions, "
+                   "norms, biases, the input projection and the head stay f32")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "int8"}));
+  convert->add_flag("--quantize-head", convert_options.quantize_head,
+                    "Store head.weight in --dtype too (the model output loses some precision)");
 
   std::string inspect_path;
   bool inspect_json = false;
@@ -96,13 +107,19 @@ int Run(int argc, char** argv) {
 
   if (*convert) {
     ParseLayout(layout_name, &convert_options.layout);
+    ParseWeightDType(dtype_name, &convert_options.dtype);
     ConvertReport report;
     Status s = ConvertFiles(convert_options, &report);
     for (const std::string& w : report.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     if (!s.ok()) return Fail(s.message());
-    std::printf("wrote %s (%zu bytes, %zu tensors, %s layout, source sha256 %s)\n",
+    std::string dtype;
+    if (report.narrow_tensors > 0) {
+      dtype = ", " + std::to_string(report.narrow_tensors) + " weight matrices " +
+              WeightDTypeName(convert_options.dtype);
+    }
+    std::printf("wrote %s (%zu bytes, %zu tensors%s, %s layout, source sha256 %s)\n",
                 convert_options.output_path.c_str(), report.file_bytes, report.tensors,
-                LayoutName(report.layout), report.source_hash.c_str());
+                dtype.c_str(), LayoutName(report.layout), report.source_hash.c_str());
     return 0;
   }
   if (*inspect) {

@@ -41,9 +41,20 @@ fb::InputKind ToFb(InputKind k) {
 struct Placed {
   const std::string* name;
   const Tensor* tensor;
+  StoredTensor stored;
   uint64_t offset;
   uint64_t size;
 };
+
+fb::DType ToFb(WeightDType d) {
+  switch (d) {
+    case WeightDType::kF32: return fb::DType::F32;
+    case WeightDType::kF16: return fb::DType::F16;
+    case WeightDType::kBF16: return fb::DType::BF16;
+    case WeightDType::kInt8: return fb::DType::I8;
+  }
+  return fb::DType::F32;
+}
 
 Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMap& input,
                                     const BuildOptions& options) {
@@ -65,10 +76,15 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
   for (const ExpectedTensor& e : ExpectedTensors(desc, Layout::kRecur)) {
     auto it = tensors->find(e.name);
     if (it == tensors->end()) continue;  // only without validation
+    WeightDType dtype = StorageDType(e.name, options.weight_dtype, options.quantize_head);
+    auto override_it = options.dtype_overrides.find(e.name);
+    if (override_it != options.dtype_overrides.end()) dtype = override_it->second;
+    auto stored = EncodeTensor(e.name, it->second, dtype);
+    if (!stored.ok()) return stored.status();
     const uint64_t offset = RoundUp(cursor, kAlignment);
-    const uint64_t size = static_cast<uint64_t>(it->second.data.size()) * sizeof(float);
+    const uint64_t size = stored->bytes.size();
     index[e.name] = static_cast<int32_t>(placed.size());
-    placed.push_back({&it->first, &it->second, offset, size});
+    placed.push_back({&it->first, &it->second, std::move(stored).value(), offset, size});
     cursor = offset + size;
   }
   const uint64_t data_size = cursor;
@@ -81,8 +97,15 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
   std::vector<flatbuffers::Offset<fb::Tensor>> fb_tensors;
   fb_tensors.reserve(placed.size());
   for (const Placed& p : placed) {
+    flatbuffers::Offset<fb::Quantization> quant = 0;
+    if (p.stored.dtype == WeightDType::kInt8) {
+      // axis is written even though 0 is its default: explicit in the file.
+      fbb.ForceDefaults(true);
+      quant = fb::CreateQuantizationDirect(fbb, 0, &p.stored.scales);
+      fbb.ForceDefaults(false);
+    }
     fb_tensors.push_back(fb::CreateTensorDirect(fbb, p.name->c_str(), &p.tensor->shape,
-                                                fb::DType::F32, p.offset, p.size));
+                                                ToFb(p.stored.dtype), p.offset, p.size, quant));
   }
   auto tensors_vec = fbb.CreateVector(fb_tensors);
 
@@ -148,7 +171,7 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
   bytes.assign(static_cast<std::size_t>(data_start + data_size), 0);  // zero padding everywhere
   std::memcpy(bytes.data(), fbb.GetBufferPointer(), fb_size);
   for (const Placed& p : placed) {
-    if (p.size) std::memcpy(bytes.data() + data_start + p.offset, p.tensor->data.data(), p.size);
+    if (p.size) std::memcpy(bytes.data() + data_start + p.offset, p.stored.bytes.data(), p.size);
   }
 
   if (options.self_check) {

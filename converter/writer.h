@@ -4,15 +4,18 @@
 //   [4 + S, P)    zeros, P = round_up(4 + S, 64)
 //   [P, P + D)    data segment: each tensor at a 64-aligned offset (zeros between),
 //                 D = Model.data_size = the end of the last tensor
-// Tensors are stored float32 under their recur-layout names, in the order of
-// ExpectedTensors().
+// Tensors are stored under their recur-layout names, in the order of
+// ExpectedTensors(), float32 unless BuildOptions::weight_dtype says
+// otherwise for the blocks' weight matrices (quantize.h).
 #ifndef RECUR_CONVERTER_WRITER_H_
 #define RECUR_CONVERTER_WRITER_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "converter/model_description.h"
+#include "converter/quantize.h"
 #include "core/result.h"
 #include "core/status.h"
 
@@ -34,6 +37,14 @@ struct BuildOptions {
   // Load the bytes with recur_model_load_buffer before returning them: the
   // runtime has the last word on whether a model is valid.
   bool self_check = true;
+  // Storage of the blocks' weight matrices (mixer query/key/value/out, ffn
+  // linear1/linear2) and, with quantize_head, of head.weight; every other
+  // tensor is f32 (see quantize.h).
+  WeightDType weight_dtype = WeightDType::kF32;
+  bool quantize_head = false;
+  // Per-tensor dtypes (recur-layout names) that override the rule above:
+  // for building models the runtime refuses, in tests (with self_check off).
+  std::map<std::string, WeightDType> dtype_overrides;
 };
 
 // The model as .recur bytes in 64-byte aligned memory, ready for

@@ -3,6 +3,7 @@
 //
 //   recur-bench MODEL.recur [--batch 1,64] [--threads 1,2] [--steps N]
 //               [--prefill 128,1024] [--chunk T] [--generate LEN] [--json]
+//               [--backend auto|highway|xnnpack|onednn]
 //
 // Rows:
 //   step       one RNN step of B streams: median/p10/p90 µs, elements/s
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -71,6 +73,18 @@ struct Inputs {
   }
 };
 
+// A session through the C API, for the options recur::Session::Create lacks.
+struct SessionHandle {
+  recur_session* session = nullptr;
+  ~SessionHandle() { recur_session_free(session); }
+  recur_session* get() const { return session; }
+  void Reset() { recur_session_reset(session, -1); }
+  recur::Status StepTokens(const int32_t* tokens, size_t count, float* out) {
+    recur_input in{tokens, nullptr, count};
+    return recur::Status(recur_session_step(session, &in, out));
+  }
+};
+
 int Fail(const std::string& what) {
   std::fprintf(stderr, "error: %s\n", what.c_str());
   return 1;
@@ -86,6 +100,7 @@ int main(int argc, char** argv) {
   uint32_t chunk = 0;
   int steps = 500, warmup = 20, generate = 0;
   bool json = false;
+  std::string backend = "auto";
   app.add_option("model", model_path, "Model file (.recur)")->required();
   app.add_option("--batch,-b", batches, "Streams stepped together (list)")->delimiter(',');
   app.add_option("--threads,-t", thread_counts, "Intra-op threads (list)")->delimiter(',');
@@ -95,6 +110,8 @@ int main(int argc, char** argv) {
   app.add_option("--chunk", chunk, "Prefill chunk (0 = the runtime's default)");
   app.add_option("--generate,-g", generate, "Sequence length for generation rows (784 = image)");
   app.add_flag("--json", json, "JSON lines instead of a table");
+  app.add_option("--backend", backend, "GEMM backend for the dense layers: auto (fastest per "
+                 "shape, measured at session creation), highway, xnnpack, onednn");
   CLI11_PARSE(app, argc, argv);
 
   auto model = recur::Model::Load(model_path);
@@ -138,11 +155,32 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   };
 
+  // Sessions with the bench's options; prints the backends each one chose.
+  std::string last_backends;
+  auto create = [&](uint32_t batch, uint32_t threads, SessionHandle* out) -> bool {
+    recur_session_options options{};
+    options.struct_size = sizeof(options);
+    options.batch = batch;
+    options.threads = threads;
+    options.prefill_chunk = chunk;
+    options.backend = backend.c_str();
+    const auto t0 = Clock::now();
+    if (recur_session_create(model->get(), &options, &out->session) != RECUR_OK) return false;
+    const double create_s = Seconds(t0, Clock::now());
+    const std::string chosen = recur_session_backends(out->session);
+    if (!json && chosen != last_backends) {
+      std::printf("backends  %s (batch %u, threads %u; session created in %.0f ms)\n",
+                  chosen.c_str(), batch, threads, create_s * 1e3);
+      last_backends = chosen;
+    }
+    return true;
+  };
+
   Inputs inputs(info);
   for (uint32_t threads : thread_counts) {
     for (uint32_t batch : batches) {
-      auto session = recur::Session::Create(*model, batch, threads, chunk);
-      if (!session) return Fail(session.error());
+      auto session = std::make_unique<SessionHandle>();
+      if (!create(batch, threads, session.get())) return Fail(recur_last_error());
       std::vector<float> out(size_t{batch} * info.output_width);
       // A fixed-size reservoir of step times, so that long runs (10⁶ steps)
       // measure the session's memory, not the benchmark's.
@@ -181,8 +219,8 @@ int main(int argc, char** argv) {
         return Fail("--prefill " + std::to_string(n) + " exceeds the model's " +
                     std::to_string(info.max_positions) + " learned positions");
       }
-      auto session = recur::Session::Create(*model, 1, threads, chunk);
-      if (!session) return Fail(session.error());
+      auto session = std::make_unique<SessionHandle>();
+      if (!create(1, threads, session.get())) return Fail(recur_last_error());
       recur_input in = inputs.Make(n);
       std::vector<double> times;
       const int runs = int(std::clamp<size_t>(200000 / n, 3, 50));
@@ -206,8 +244,8 @@ int main(int argc, char** argv) {
         return Fail("--generate needs a token model whose output is over its vocabulary");
       }
       for (uint32_t batch : batches) {
-        auto session = recur::Session::Create(*model, batch, threads, chunk);
-        if (!session) return Fail(session.error());
+        auto session = std::make_unique<SessionHandle>();
+        if (!create(batch, threads, session.get())) return Fail(recur_last_error());
         std::vector<float> out(size_t{batch} * info.output_width);
         std::vector<int32_t> tokens(batch, 0);
         std::uniform_real_distribution<float> uniform(0.0f, 1.0f);

@@ -18,6 +18,7 @@ struct recur_model {
 
 struct recur_session {
   std::unique_ptr<recur::Session> session;
+  std::string backends;  // recur_session_backends, filled on first call
 };
 
 namespace {
@@ -206,6 +207,7 @@ recur_status recur_session_create(const recur_model* model, const recur_session_
     so.batch = opts.batch == 0 ? 1 : opts.batch;
     so.threads = opts.threads == 0 ? 1 : opts.threads;
     so.prefill_chunk = opts.prefill_chunk;
+    so.backend = opts.backend;
     std::unique_ptr<recur::Session> session;
     s = recur::Session::Create(model->model.get(), so, &session);
     if (!s.ok()) return Report(s);
@@ -292,3 +294,21 @@ recur_status recur_session_fork(const recur_session* session, recur_session** ou
 }
 
 }  // extern "C"
+
+const char* recur_session_backends(const recur_session* session) {
+  if (session == nullptr) return nullptr;
+  auto* s = const_cast<recur_session*>(session);
+  if (s->backends.empty()) {
+    try {
+      s->backends = s->session->dense_summary();
+    } catch (...) {
+      return "";
+    }
+  }
+  return s->backends.c_str();
+}
+
+const char* recur_backends(void) {
+  static const std::string names = recur::backends::CompiledBackendNames();
+  return names.c_str();
+}

@@ -15,6 +15,13 @@ namespace recur {
 void RunDense(const DenseView& d, const float* x, size_t rows, float* y, bool accumulate,
               ThreadPool* pool);
 
+class DenseRunner;  // engine/dense_plan.h
+
+// As above, through the backend `runner` chose for layer `d` (the session's
+// runner); highway when runner is null or does not know the layer.
+void RunDense(const DenseView& d, const float* x, size_t rows, float* y, bool accumulate,
+              ThreadPool* pool, const DenseRunner* runner);
+
 }  // namespace recur
 
 #endif  // RECUR_ENGINE_DENSE_OP_H_

@@ -13,9 +13,13 @@ namespace {
 
 size_t RoundUp16(size_t n) { return (n + 15) / 16 * 16; }
 
+// Readable floats past the end of every buffer a dense layer may read: the
+// XNNPACK backend reads up to XNN_EXTRA_BYTES (16) past its input.
+constexpr size_t kTailFloats = 16;
+
 // hwy::AllocateAligned, reporting failure instead of returning null silently.
 Status AllocateFloats(size_t n, hwy::AlignedFreeUniquePtr<float[]>* out) {
-  *out = hwy::AllocateAligned<float>(std::max<size_t>(n, 1));
+  *out = hwy::AllocateAligned<float>(n + kTailFloats);
   if (!*out) return OutOfMemory("cannot allocate %zu floats for a session", n);
   return Status::Ok();
 }
@@ -27,7 +31,8 @@ Session::Session(const Model* model, const SessionOptions& options)
       batch_(options.batch),
       threads_(options.threads),
       chunk_(options.prefill_chunk == 0 ? kDefaultPrefillChunk : options.prefill_chunk),
-      prefill_min_(options.prefill_min == 0 ? kDefaultPrefillMin : options.prefill_min) {}
+      prefill_min_(options.prefill_min == 0 ? kDefaultPrefillMin : options.prefill_min),
+      backend_(options.backend == nullptr ? "" : options.backend) {}
 
 Status Session::Create(const Model* model, const SessionOptions& options,
                        std::unique_ptr<Session>* out) {
@@ -47,6 +52,7 @@ Status Session::Create(const Model* model, const SessionOptions& options,
   RECUR_RETURN_IF_ERROR(ThreadPool::Create(options.threads, &s->pool_));
   RECUR_RETURN_IF_ERROR(s->Allocate());
   for (const BlockView& b : model->blocks) s->causal_ = s->causal_ && b.mixer->causal();
+  RECUR_RETURN_IF_ERROR(s->PrepareDense());
   *out = std::move(s);
   return Status::Ok();
 }
@@ -72,6 +78,24 @@ Status Session::Allocate() {
   layer_states_.assign(batch_, nullptr);
   tokens_stage_.assign(m.input_kind == fb::InputKind::Tokens ? rows : 0, 0);
   return Status::Ok();
+}
+
+Status Session::PrepareDense() {
+  const Model& m = *model_;
+  std::vector<DenseLayerUse> layers;
+  if (m.input_projection.weight != nullptr) layers.push_back({&m.input_projection, false});
+  std::vector<const DenseView*> mixer_layers;
+  for (const BlockView& b : m.blocks) {
+    mixer_layers.clear();
+    b.mixer->CollectDense(&mixer_layers);
+    for (const DenseView* d : mixer_layers) layers.push_back({d, false});
+    layers.push_back({&b.ffn.linear1, false});
+    layers.push_back({&b.ffn.linear2, true});
+  }
+  if (m.head.weight != nullptr) layers.push_back({&m.head, false});
+  // Full calls: Step (batch rows) and Prefill's whole chunks (batch × chunk).
+  return DenseRunner::Create(layers, {batch_, batch_ * chunk_}, backend_.c_str(), pool_.get(),
+                             &dense_);
 }
 
 Status Session::CheckInput(const int32_t* tokens, const float* features, size_t count,
@@ -133,7 +157,7 @@ void Session::Embed(const Workspace& ws, const int32_t* tokens, const float* fea
       std::memcpy(x + r * d, m.embedding + size_t(tokens[r]) * d, d * sizeof(float));
     }
   } else if (m.input_projection.weight != nullptr) {
-    RunDense(m.input_projection, features, rows, x, false, pool_.get());
+    RunDense(m.input_projection, features, rows, x, false, pool_.get(), dense_.get());
   } else {
     std::memcpy(x, features, rows * d * sizeof(float));
   }
@@ -158,7 +182,7 @@ void Session::Norm(const NormView& norm, const float* x, float* y, size_t rows) 
 void Session::RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, const float* x,
                              float* y, size_t rows) {
   float* hidden = ws.ffn;
-  RunDense(ffn.linear1, x, rows, hidden, false, pool_.get());
+  RunDense(ffn.linear1, x, rows, hidden, false, pool_.get(), dense_.get());
   const bool gelu = ffn.activation == fb::Activation::Gelu;
   pool_->ParallelRanges(rows * ffn.linear1.out, 4096, [&](size_t first, size_t last) {
     if (gelu) {
@@ -167,7 +191,7 @@ void Session::RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, co
       kernels::Relu(hidden + first, hidden + first, last - first);
     }
   });
-  RunDense(ffn.linear2, hidden, rows, y, true, pool_.get());
+  RunDense(ffn.linear2, hidden, rows, y, true, pool_.get(), dense_.get());
 }
 
 void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer, size_t steps) {
@@ -178,7 +202,7 @@ void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer
   for (size_t b = 0; b < batch_; ++b) {
     layer_states_[b] = ws.state + b * state_stride_ + model_->state_offsets[layer];
   }
-  const StepContext ctx{pool_.get(), ws.scratch};
+  const StepContext ctx{pool_.get(), ws.scratch, dense_.get()};
   if (model_->norm_placement == fb::NormPlacement::Pre) {
     // x += mixer(norm1(x)); x += ffn(norm2(x))
     Norm(block.norm1, x, h, rows);
@@ -206,7 +230,7 @@ void Session::Head(const Workspace& ws, float* out, size_t rows) {
     std::memcpy(out, x, rows * d * sizeof(float));
     return;
   }
-  RunDense(m.head, x, rows, out, false, pool_.get());
+  RunDense(m.head, x, rows, out, false, pool_.get(), dense_.get());
   const size_t w = m.output_width;
   for (size_t r = 0; r < rows; ++r) {
     if (m.head_activation == fb::HeadActivation::Softmax) {
@@ -242,6 +266,11 @@ Status Session::Step(const int32_t* tokens, const float* features, size_t count,
   if (out == nullptr) return InvalidArgument("output buffer is null");
   RECUR_RETURN_IF_ERROR(CheckCausal("step"));
   RECUR_RETURN_IF_ERROR(CheckInput(tokens, features, count, 1));
+  if (features != nullptr) {
+    // Into the session's padded buffer: backends may read past the end.
+    std::memcpy(features_stage_.get(), features, count * sizeof(float));
+    features = features_stage_.get();
+  }
   Forward(StreamWorkspace(), tokens, features, 1, out);
   for (uint64_t& p : positions_) ++p;
   return Status::Ok();
@@ -264,7 +293,13 @@ Status Session::Encode(size_t steps, const int32_t* tokens, const float* feature
     max_ff = std::max<size_t>(max_ff, b.ffn.linear1.out);
     max_scratch = std::max(max_scratch, b.mixer->scratch_floats(batch_, steps, threads_));
   }
-  hwy::AlignedFreeUniquePtr<float[]> x, h, ffn, scratch, state;
+  hwy::AlignedFreeUniquePtr<float[]> x, h, ffn, scratch, state, padded_features;
+  if (features != nullptr) {
+    // A padded copy: backends may read past the end of their input.
+    RECUR_RETURN_IF_ERROR(AllocateFloats(count, &padded_features));
+    std::memcpy(padded_features.get(), features, count * sizeof(float));
+    features = padded_features.get();
+  }
   RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.d_model, &x));
   RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.d_model, &h));
   RECUR_RETURN_IF_ERROR(AllocateFloats(rows * max_ff, &ffn));
@@ -327,10 +362,11 @@ Status Session::Reset(int stream) {
 
 Status Session::Fork(std::unique_ptr<Session>* out) const {
   out->reset();
-  SessionOptions options{batch_, threads_, chunk_, prefill_min_};
+  SessionOptions options{batch_, threads_, chunk_, prefill_min_, backend_.c_str()};
   std::unique_ptr<Session> s(new Session(model_, options));
   RECUR_RETURN_IF_ERROR(ThreadPool::Create(threads_, &s->pool_));
   RECUR_RETURN_IF_ERROR(s->Allocate());
+  RECUR_RETURN_IF_ERROR(s->PrepareDense());
   std::memcpy(s->state_.get(), state_.get(), batch_ * state_stride_ * sizeof(float));
   s->positions_ = positions_;
   s->causal_ = causal_;

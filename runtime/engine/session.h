@@ -6,9 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "engine/dense_plan.h"
 #include "core/threadpool.h"
 #include "hwy/aligned_allocator.h"
 #include "model/model.h"
@@ -20,6 +22,11 @@ struct SessionOptions {
   size_t threads = 1;
   size_t prefill_chunk = 0;  // positions per chunk in Prefill; 0 = kDefaultPrefillChunk
   size_t prefill_min = 0;    // Prefill of fewer positions steps instead; 0 = default
+  // GEMM backend for every dense layer it supports (highway for the rest):
+  // "highway", "xnnpack", "onednn"; null, "" or "auto" = the fastest per
+  // layer shape and row count, measured at creation (engine/dense_plan.h),
+  // among backends that do not allocate per call: "onednn" must be named.
+  const char* backend = nullptr;
 };
 
 // Chosen with recur-bench --prefill on the paper-MNIST config (README).
@@ -71,6 +78,9 @@ class Session {
   }
 
   const Model& model() const { return *model_; }
+  // Which backend runs the dense layers, per planned row count:
+  // "rows 64: onednn x33 highway x2; rows 4096: ...".
+  std::string dense_summary() const { return dense_ ? dense_->Summary() : std::string(); }
   size_t batch() const { return batch_; }
   uint64_t position(size_t stream) const { return positions_[stream]; }
   // Stream b's recurrent state (model().state_floats floats).
@@ -79,6 +89,7 @@ class Session {
  private:
   Session(const Model* model, const SessionOptions& options);
   Status Allocate();
+  Status PrepareDense();
   Status CheckInput(const int32_t* tokens, const float* features, size_t count,
                     size_t steps) const;
   // Where a forward pass works: buffers for batch × steps rows, the
@@ -110,8 +121,10 @@ class Session {
   size_t batch_;
   size_t threads_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<DenseRunner> dense_;            // the dense layers' prepared ops
   size_t chunk_;                                  // max positions per Forward
   size_t prefill_min_;
+  std::string backend_;                           // SessionOptions::backend
   bool causal_ = true;                            // every block has a recurrent form
   size_t state_stride_ = 0;                       // floats per stream, padded to 16
   hwy::AlignedFreeUniquePtr<float[]> state_;      // (batch, state_stride_)

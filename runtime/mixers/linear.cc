@@ -35,6 +35,10 @@ class LinearAttention final : public Mixer {
     return projections + threads * ChunkScratchFloats(std::min(steps, kChunk));
   }
 
+  void CollectDense(std::vector<const DenseView*>* out) const override {
+    for (const DenseView* d : {&query_, &key_, &value_, &out_}) out->push_back(d);
+  }
+
   void Run(const float* x, size_t batch, size_t steps, float* const* states,
            const StepContext& ctx, float* y) const override {
     const size_t rows = batch * steps;
@@ -44,9 +48,9 @@ class LinearAttention final : public Mixer {
     float* phi_k = phi_q + rows * qk_width;     // (rows, H·dk)
     float* v = phi_k + rows * qk_width;         // (rows, H·dv)
     float* o = v + rows * v_width;              // (rows, H·dv)
-    RunDense(query_, x, rows, phi_q, false, ctx.pool);
-    RunDense(key_, x, rows, phi_k, false, ctx.pool);
-    RunDense(value_, x, rows, v, false, ctx.pool);
+    RunDense(query_, x, rows, phi_q, false, ctx.pool, ctx.dense);
+    RunDense(key_, x, rows, phi_k, false, ctx.pool, ctx.dense);
+    RunDense(value_, x, rows, v, false, ctx.pool, ctx.dense);
     kernels::EluPlusOne(phi_q, phi_q, rows * qk_width);
     kernels::EluPlusOne(phi_k, phi_k, rows * qk_width);
     if (steps == 1 && causal_) {
@@ -68,7 +72,7 @@ class LinearAttention final : public Mixer {
                      ctx.pool->threads(), o + rows * v_width};
       ctx.pool->ParallelFor(task.workers, &ChunkTask::Run, &task);
     }
-    RunDense(out_, o, rows, y, false, ctx.pool);
+    RunDense(out_, o, rows, y, false, ctx.pool, ctx.dense);
   }
 
   static Status Create(const fb::LinearAttention* t, const std::string& layer, uint32_t d_model,

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "core/threadpool.h"
@@ -15,9 +16,16 @@ namespace recur {
 
 // What a step may use besides its inputs: the session's thread pool and the
 // mixer's scratch (scratch_floats(...) floats, 64-byte aligned).
+class DenseRunner;  // engine/dense_plan.h
+
+// What a step may use besides its inputs: the session's thread pool, the
+// mixer's scratch (scratch_floats(...) floats, 64-byte aligned) and the
+// session's GEMM backends: run every layer of CollectDense through
+// RunDense(layer, ..., ctx.pool, ctx.dense) (engine/dense_op.h).
 struct StepContext {
   ThreadPool* pool = nullptr;  // never null; one thread when the session has no workers
   float* scratch = nullptr;
+  const DenseRunner* dense = nullptr;  // null: highway for every layer
 };
 
 class Mixer {
@@ -33,6 +41,11 @@ class Mixer {
   // Floats of scratch Run needs for `batch` streams × `steps` positions on
   // a pool of `threads` threads.
   virtual size_t scratch_floats(size_t batch, size_t steps, size_t threads) const = 0;
+
+  // Appends the mixer's dense layers (addresses stable for the model's
+  // lifetime), so that the session can prepare a GEMM backend for each.
+  // Layers not listed run on highway.
+  virtual void CollectDense(std::vector<const DenseView*>* /*out*/) const {}
 
   // Advances `batch` streams by `steps` positions each: steps == 1 is the
   // RNN step; more is the chunked-parallel form, which leaves the same state

@@ -99,10 +99,13 @@ Status TensorResolver::CheckTensorTable() const {
   return Status::Ok();
 }
 
-Status TensorResolver::Get(int32_t index, const char* what, std::initializer_list<int64_t> shape,
-                           bool optional, const float** out) {
+namespace {
+
+// The tensor `index` refers to (*out = null if absent and `optional`).
+Status FindTensor(const fb::Model* root, int32_t index, const char* what,
+                  std::initializer_list<int64_t> shape, bool optional, const fb::Tensor** out) {
   *out = nullptr;
-  const auto* tensors = root_->tensors();
+  const auto* tensors = root->tensors();
   if (index < 0) {
     if (optional) return Status::Ok();
     return InvalidModel("%s is missing (expected shape %s)", what, ShapeString(shape).c_str());
@@ -111,11 +114,11 @@ Status TensorResolver::Get(int32_t index, const char* what, std::initializer_lis
     return InvalidModel("%s refers to tensor %d, but the model has %u tensors", what, index,
                         tensors->size());
   }
-  const fb::Tensor* t = tensors->Get(static_cast<uint32_t>(index));
-  if (t->dtype() != fb::DType::F32) {
-    return Unsupported("%s: tensor '%s' has dtype %s; this runtime reads f32 weights only", what,
-                       t->name()->c_str(), fb::EnumNameDType(t->dtype()));
-  }
+  *out = tensors->Get(static_cast<uint32_t>(index));
+  return Status::Ok();
+}
+
+Status CheckShape(const fb::Tensor* t, const char* what, std::initializer_list<int64_t> shape) {
   bool same = t->shape()->size() == shape.size();
   for (uint32_t i = 0; same && i < shape.size(); ++i) {
     same = t->shape()->Get(i) == shape.begin()[i];
@@ -124,6 +127,51 @@ Status TensorResolver::Get(int32_t index, const char* what, std::initializer_lis
     return InvalidModel("%s: tensor '%s' has shape %s, expected %s", what, t->name()->c_str(),
                         ShapeString(t->shape()).c_str(), ShapeString(shape).c_str());
   }
+  return Status::Ok();
+}
+
+// Per-output-row scales of an int8 dense weight [out, in]: quant.axis 0,
+// `out` scales, each finite and > 0.
+Status CheckInt8Scales(const fb::Tensor* t, const char* what, uint32_t out_features,
+                       const float** scales) {
+  const char* name = t->name()->c_str();
+  const fb::Quantization* q = t->quant();
+  if (q == nullptr || q->scales() == nullptr) {
+    return InvalidModel("%s: int8 tensor '%s' has no quantization scales", what, name);
+  }
+  if (q->axis() != 0) {
+    return Unsupported("%s: int8 tensor '%s' is quantized along axis %d; dense weights need "
+                       "one scale per output row (axis 0)", what, name, q->axis());
+  }
+  if (q->scales()->size() != out_features) {
+    return InvalidModel("%s: int8 tensor '%s' has %u scales, expected %u (one per output row)",
+                        what, name, q->scales()->size(), out_features);
+  }
+  for (uint32_t o = 0; o < out_features; ++o) {
+    const float s = q->scales()->Get(o);
+    if (!(s > 0.0f) || !std::isfinite(s)) {
+      return InvalidModel("%s: int8 tensor '%s': scale %u is %g; scales must be finite and "
+                          "positive", what, name, o, static_cast<double>(s));
+    }
+  }
+  *scales = q->scales()->data();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status TensorResolver::Get(int32_t index, const char* what, std::initializer_list<int64_t> shape,
+                           bool optional, const float** out) {
+  *out = nullptr;
+  const fb::Tensor* t = nullptr;
+  RECUR_RETURN_IF_ERROR(FindTensor(root_, index, what, shape, optional, &t));
+  if (t == nullptr) return Status::Ok();
+  if (t->dtype() != fb::DType::F32) {
+    return Unsupported("%s: tensor '%s' has dtype %s; only dense-layer weights may be f16, "
+                       "bf16 or int8, this tensor must be f32", what, t->name()->c_str(),
+                       fb::EnumNameDType(t->dtype()));
+  }
+  RECUR_RETURN_IF_ERROR(CheckShape(t, what, shape));
   *out = reinterpret_cast<const float*>(segment_ + t->offset());
   parameter_count_ += t->size() / sizeof(float);
   return Status::Ok();
@@ -136,11 +184,28 @@ Status TensorResolver::GetDense(const fb::Dense* dense, const std::string& what,
     return InvalidModel("%s is missing (expected weight [%u,%u])", what.c_str(), out_features,
                         in_features);
   }
-  const float* weight = nullptr;
-  RECUR_RETURN_IF_ERROR(Get(dense->weight(), (what + ".weight").c_str(),
-                            {out_features, in_features}, false, &weight));
-  out->weight = weight;
-  out->type = kernels::WeightType::kF32;
+  // The weight may be f32, f16, bf16 or int8 (per-row scales); the bias is f32.
+  const std::string weight_what = what + ".weight";
+  const fb::Tensor* t = nullptr;
+  RECUR_RETURN_IF_ERROR(FindTensor(root_, dense->weight(), weight_what.c_str(),
+                                   {out_features, in_features}, false, &t));
+  kernels::WeightType type = kernels::WeightType::kF32;
+  switch (t->dtype()) {
+    case fb::DType::F32: type = kernels::WeightType::kF32; break;
+    case fb::DType::F16: type = kernels::WeightType::kF16; break;
+    case fb::DType::BF16: type = kernels::WeightType::kBF16; break;
+    case fb::DType::I8: type = kernels::WeightType::kI8; break;
+    default:
+      return Unsupported("%s: tensor '%s' has dtype %d, not supported by this runtime",
+                         weight_what.c_str(), t->name()->c_str(), int(t->dtype()));
+  }
+  RECUR_RETURN_IF_ERROR(CheckShape(t, weight_what.c_str(), {out_features, in_features}));
+  if (type == kernels::WeightType::kI8) {
+    RECUR_RETURN_IF_ERROR(CheckInt8Scales(t, weight_what.c_str(), out_features, &out->scales));
+  }
+  out->weight = segment_ + t->offset();
+  out->type = type;
+  parameter_count_ += t->size() / DTypeSize(t->dtype());
   RECUR_RETURN_IF_ERROR(
       Get(dense->bias(), (what + ".bias").c_str(), {out_features}, true, &out->bias));
   out->in = in_features;

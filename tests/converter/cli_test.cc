@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "converter/file_util.h"
+#include "converter/quantize.h"
 #include "converter/safetensors.h"
 #include "converter/sha256.h"
 #include "converter_test_util.h"
@@ -237,6 +238,88 @@ TEST_CASE("cli: verify finds NaN that the runtime loader accepts, and truncation
   CHECK(r.err.rfind("error: ", 0) == 0);
 }
 
+TEST_CASE("cli: --dtype and --quantize-head; inspect shows dtypes and bytes by dtype") {
+  testing::TempDir dir;
+  TensorMap t = testing::RandomTensors(kTokensConfig, 6);
+  WriteInputs(dir, kTokensConfig, t);
+  const std::vector<std::string> base = {dir.File("w.safetensors"), "-c", dir.File("config.json")};
+  auto convert = [&](const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.push_back("-o");
+    args.push_back(dir.File(out));
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Cli(dir, args);
+  };
+  Run r = convert("f32.recur", {});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("weight matrices") == std::string::npos);
+  r = convert("bf16.recur", {"--dtype", "bf16"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  // 2 blocks × (query, key, value, out, linear1, linear2).
+  CHECK(r.out.find(", 12 weight matrices bf16,") != std::string::npos);
+  r = convert("int8.recur", {"--dtype", "int8", "--quantize-head"});
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find(", 13 weight matrices int8,") != std::string::npos);
+
+  Run i = Cli(dir, {"inspect", dir.File("bf16.recur")});
+  REQUIRE(i.code == 0);
+  for (const char* s : {"blocks.1.ffn.linear1.weight  [32,16]  bf16", "blocks.1.ffn.linear1.bias    [32]     f32",
+                        "input.embedding              [11,16]  f32", "head.weight                  [11,16]  f32",
+                        "weight bytes:    f32 "}) {
+    CHECK_MESSAGE(i.out.find(s) != std::string::npos, "missing: " << s << "\n" << i.out);
+  }
+  // Totals: 12 bf16 matrices of 2 bytes per element, the rest f32.
+  uint64_t bf16_bytes = 0, f32_bytes = 0;
+  for (const auto& [name, tensor] : t) {
+    const bool narrow = StorageDType(name, WeightDType::kBF16, false) == WeightDType::kBF16;
+    (narrow ? bf16_bytes : f32_bytes) += tensor.data.size() * (narrow ? 2 : 4);
+  }
+  CHECK(i.out.find("weight bytes:    f32 " + std::to_string(f32_bytes) + " (26 tensors), bf16 " +
+                   std::to_string(bf16_bytes) + " (12 tensors); total " +
+                   std::to_string(f32_bytes + bf16_bytes) + "\n") != std::string::npos);
+
+  i = Cli(dir, {"inspect", "--json", dir.File("int8.recur")});
+  REQUIRE(i.code == 0);
+  auto j = nlohmann::json::parse(i.out, nullptr, false);
+  REQUIRE_FALSE(j.is_discarded());
+  CHECK(j["bytes_by_dtype"]["int8"]["tensors"] == 13);
+  CHECK(j["bytes_by_dtype"]["f32"]["tensors"] == 25);
+  for (const auto& tensor : j["tensors"]) {
+    const std::string name = tensor["name"];
+    const bool narrow = StorageDType(name, WeightDType::kInt8, true) == WeightDType::kInt8;
+    CHECK(tensor["dtype"] == (narrow ? "int8" : "f32"));
+    CHECK(tensor["aligned"] == true);
+    CHECK(tensor.contains("quant") == narrow);
+    if (narrow) {
+      CHECK(tensor["quant"]["axis"] == 0);
+      CHECK(tensor["quant"]["scales"] == tensor["shape"][0]);
+    }
+  }
+  Run v = Cli(dir, {"verify", dir.File("int8.recur")});
+  CHECK(v.code == 0);
+  CHECK(v.out.rfind("OK: ", 0) == 0);
+  v = Cli(dir, {"verify", dir.File("bf16.recur")});
+  CHECK(v.code == 0);
+
+  const uint64_t f32_size = ReadFileBytes(dir.File("f32.recur"))->size();
+  CHECK(ReadFileBytes(dir.File("bf16.recur"))->size() < f32_size);
+  CHECK(ReadFileBytes(dir.File("int8.recur"))->size() < ReadFileBytes(dir.File("bf16.recur"))->size());
+
+  // Errors: an unknown dtype; an f16 overflow names the tensor.
+  r = convert("x.recur", {"--dtype", "fp8"});
+  CHECK(r.code == 1);
+  CHECK(r.err.find("--dtype") != std::string::npos);
+  CHECK(Lines(r.err) == 1);
+  t["blocks.0.mixer.out.weight"].data[5] = 1e5f;
+  WriteInputs(dir, kTokensConfig, t);
+  r = convert("x.recur", {"--dtype", "f16"});
+  CHECK(r.code == 1);
+  CHECK(r.err == "error: blocks.0.mixer.out.weight: value 100000 at index 5 ([0,5]) is beyond the "
+                 "f16 range (max 65504); convert with --dtype bf16 or f32\n");
+  CHECK(convert("x.recur", {"--dtype", "bf16"}).code == 0);
+}
+
 TEST_CASE("cli: help and version exit 0") {
   testing::TempDir dir;
   Run h = Cli(dir, {"--help"});
@@ -248,6 +331,9 @@ TEST_CASE("cli: help and version exit 0") {
   Run c = Cli(dir, {"convert", "--help"});
   CHECK(c.code == 0);
   CHECK(c.out.find("--allow-extra") != std::string::npos);
+  CHECK(c.out.find("--dtype") != std::string::npos);
+  CHECK(c.out.find("--quantize-head") != std::string::npos);
+  CHECK(c.out.find("stay f32") != std::string::npos);
   Run none = Cli(dir, {});
   CHECK(none.code == 1);
 }

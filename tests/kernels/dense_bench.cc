@@ -1,10 +1,13 @@
 // Dense micro-benchmark (not a test). Prints µs per call (median and best of
 // 41 timed batches after warm-up), GFLOP/s and %peak from the median, and the
-// weight-streaming rate. Buffers are 64-byte aligned.
+// weight-streaming rate (bytes of the stored weight type). Rows for f32 and,
+// at a few shapes, for f16, bf16 and int8 weights. Buffers are 64-byte aligned.
 //   dense_bench [TARGET]   e.g. AVX2 to pin dynamic dispatch to that target
 // On x86 with AVX-512 it also measures this core's FMA peak for reference.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -98,6 +101,30 @@ void NaiveDense(const float* x, size_t batch, const float* w, const float* bias,
   }
 }
 
+using recur::kernels::WeightType;
+
+const char* TypeName(WeightType t) {
+  switch (t) {
+    case WeightType::kF32: return "f32";
+    case WeightType::kF16: return "f16";
+    case WeightType::kBF16: return "bf16";
+    case WeightType::kI8: return "int8";
+  }
+  return "?";
+}
+
+// v in [-1, 1] as f16 / bf16 bits (truncated; tiny values flush to zero:
+// good enough for timing).
+uint16_t ToHalfBits(float v, WeightType t) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  if (t == WeightType::kBF16) return static_cast<uint16_t>(u >> 16);
+  const uint32_t sign = (u >> 16) & 0x8000;
+  const int exponent = static_cast<int>((u >> 23) & 0xFF) - 127 + 15;
+  if (exponent <= 0) return static_cast<uint16_t>(sign);
+  return static_cast<uint16_t>(sign | static_cast<uint32_t>(exponent) << 10 | ((u >> 13) & 0x3FF));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,38 +151,63 @@ int main(int argc, char** argv) {
 
   struct Shape {
     size_t batch, in, out;
+    WeightType type;
   };
-  const Shape shapes[] = {{1, 256, 256},   {1, 256, 1024},   {1, 1024, 256},
-                          {64, 256, 256},  {64, 256, 1024},  {64, 1024, 256},
-                          {1, 2048, 3072}, {8, 2048, 3072}};
+  constexpr WeightType kF32 = WeightType::kF32, kF16 = WeightType::kF16,
+                       kBF16 = WeightType::kBF16, kI8 = WeightType::kI8;
+  const Shape shapes[] = {
+      {1, 256, 256, kF32},     {1, 256, 1024, kF32},    {1, 1024, 256, kF32},
+      {64, 256, 256, kF32},    {64, 256, 1024, kF32},   {64, 1024, 256, kF32},
+      {1, 2048, 3072, kF32},   {8, 2048, 3072, kF32},
+      {1, 256, 1024, kF16},    {1, 256, 1024, kBF16},   {1, 256, 1024, kI8},
+      {1, 2048, 3072, kF16},   {1, 2048, 3072, kBF16},  {1, 2048, 3072, kI8},
+      {64, 256, 1024, kF16},   {64, 256, 1024, kBF16},  {64, 256, 1024, kI8}};
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::printf("%-16s %9s %9s %9s %7s %8s\n", "batch x in->out", "us/call", "(best)", "GFLOP/s",
-              "%peak", "w GB/s");
+  std::printf("%-16s %5s %9s %9s %9s %7s %8s\n", "batch x in->out", "w", "us/call", "(best)",
+              "GFLOP/s", "%peak", "w GB/s");
   for (const Shape& s : shapes) {
+    const size_t wsize = recur::kernels::WeightTypeSize(s.type);
     auto x = hwy::AllocateAligned<float>(s.batch * s.in);
     auto w = hwy::AllocateAligned<float>(s.out * s.in);
+    auto wn = hwy::AllocateAligned<uint8_t>(s.out * s.in * wsize);
+    auto scales = hwy::AllocateAligned<float>(s.out);
     auto bias = hwy::AllocateAligned<float>(s.out);
     auto y = hwy::AllocateAligned<float>(s.batch * s.out);
     for (size_t i = 0; i < s.batch * s.in; ++i) x[i] = dist(rng);
     for (size_t i = 0; i < s.out * s.in; ++i) w[i] = dist(rng);
     for (size_t i = 0; i < s.out; ++i) bias[i] = dist(rng);
+    for (size_t i = 0; i < s.out; ++i) scales[i] = 1.0f / 127;
+    for (size_t i = 0; i < s.out * s.in; ++i) {
+      if (s.type == kI8) {
+        wn[i] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(w[i] * 127)));
+      } else if (s.type != kF32) {
+        const uint16_t h = ToHalfBits(w[i], s.type);
+        std::memcpy(wn.get() + 2 * i, &h, 2);
+      }
+    }
+    recur::kernels::DenseWeights dw;
+    dw.weight = s.type == kF32 ? static_cast<const void*>(w.get()) : wn.get();
+    dw.type = s.type;
+    dw.scales = s.type == kI8 ? scales.get() : nullptr;
+    dw.bias = bias.get();
+    dw.in = static_cast<uint32_t>(s.in);
+    dw.out = static_cast<uint32_t>(s.out);
     const Timing tm = TimePerCall([&] {
-      recur::kernels::Dense(x.get(), s.in, s.batch, w.get(), bias.get(), s.in, s.out, y.get(),
-                            s.out, false);
+      recur::kernels::Dense(x.get(), s.in, s.batch, dw, y.get(), s.out, false);
     });
     const double t = tm.median;
     const double flops = 2.0 * s.batch * s.in * s.out;
     char name[64];
     std::snprintf(name, sizeof(name), "%zux%zu->%zu", s.batch, s.in, s.out);
-    std::printf("%-16s %9.2f %9.2f %9.1f %6.0f%% %8.1f\n", name, t * 1e6, tm.best * 1e6,
-                flops / t * 1e-9, peak > 0 ? 100.0 * flops / t / peak : 0.0,
-                4.0 * s.in * s.out / t * 1e-9);
+    std::printf("%-16s %5s %9.2f %9.2f %9.1f %6.0f%% %8.1f\n", name, TypeName(s.type), t * 1e6,
+                tm.best * 1e6, flops / t * 1e-9, peak > 0 ? 100.0 * flops / t / peak : 0.0,
+                double(wsize) * s.in * s.out / t * 1e-9);
     if (s.batch == 1 && s.in == 256 && s.out == 256) {
       const Timing tn = TimePerCall(
           [&] { NaiveDense(x.get(), s.batch, w.get(), bias.get(), s.in, s.out, y.get()); });
-      std::printf("%-16s %9.2f %9.2f %9.1f   (naive -O3 loop)\n", name, tn.median * 1e6,
-                  tn.best * 1e6, flops / tn.median * 1e-9);
+      std::printf("%-16s %5s %9.2f %9.2f %9.1f   (naive -O3 loop)\n", name, "f32",
+                  tn.median * 1e6, tn.best * 1e6, flops / tn.median * 1e-9);
     }
   }
   hwy::SetSupportedTargetsForTest(0);

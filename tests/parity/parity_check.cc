@@ -78,6 +78,9 @@ int main(int argc, char** argv) {
   app.add_flag("--encode", encode, "run the whole sequence with Encode");
   app.add_option("--prefill", prefill, "positions fed through prefill before stepping");
   app.add_option("--chunk", chunk, "prefill chunk (0 = the runtime's default)");
+  std::string backend;
+  app.add_option("--backend", backend,
+                 "GEMM backend for every dense layer it supports (default: automatic)");
   CLI11_PARSE(app, argc, argv);
 
   std::map<std::string, recur::golden::Record> g;
@@ -114,12 +117,13 @@ int main(int argc, char** argv) {
   }
 
   std::unique_ptr<recur::Session> session;
-  const recur::SessionOptions options{batch, 1, chunk, 0};
+  const recur::SessionOptions options{batch, 1, chunk, 0, backend.c_str()};
   s = recur::Session::Create(model.get(), options, &session);
   if (!s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return 1;
   }
+  std::printf("dense backends: %s\n", session->dense_summary().c_str());
   Capture cap;
   cap.d_model = m.d_model;
   cap.steps = steps;

@@ -131,6 +131,12 @@ typedef struct recur_session_options {
   uint32_t threads;      /* intra-op threads; 0 and 1 mean the calling thread only */
   uint32_t prefill_chunk;  /* positions per chunk in recur_session_prefill; 0 = default (64).
                               Scratch memory grows with batch × prefill_chunk. */
+  const char* backend;   /* GEMM backend for the dense layers: "highway", "xnnpack" or "onednn"
+                            runs every layer it supports on it (highway the rest); NULL, ""
+                            or "auto" picks the fastest per layer shape, measured at creation,
+                            among backends that never allocate while stepping: oneDNN's
+                            execute makes small heap allocations per call, so "onednn" runs
+                            only when named. A backend this build lacks is RECUR_UNSUPPORTED. */
 } recur_session_options;
 
 /* Creates a session over `options->batch` streams, all in the initial state.
@@ -208,6 +214,14 @@ recur_status recur_session_fork(const recur_session* session, recur_session** ou
 
 /* The name of the SIMD target chosen for this machine ("AVX3", "NEON", ...). */
 const char* recur_simd_target(void);
+
+/* Which GEMM backend runs the session's dense layers, per planned row count,
+ * e.g. "rows 64: onednn x33 highway x2; rows 4096: onednn x35". The string
+ * lives as long as the session. NULL for a null session. */
+const char* recur_session_backends(const recur_session* session);
+
+/* The GEMM backends compiled into this library, e.g. "highway, xnnpack, onednn". */
+const char* recur_backends(void);
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -1,4 +1,5 @@
-// Dynamic dispatch for Dense; the kernel itself is in dense-inl.h.
+// Dynamic dispatch for Dense; the kernels are in dense-inl.h (f32) and
+// dense_lowp-inl.h (f16, bf16, int8 weights).
 #include "kernels/dense/dense.h"
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "kernels/dense/dense-inl.h"
+#include "kernels/dense/dense_lowp-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace recur::kernels {
@@ -18,6 +20,26 @@ void DenseImpl(const float* x, size_t x_stride, size_t batch, const float* w, co
   Dense(x, x_stride, batch, w, bias, in, out, y, y_stride, accumulate);
 }
 
+void DenseNarrowImpl(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
+                     float* y, size_t y_stride, bool accumulate) {
+  switch (w.type) {
+    case WeightType::kF32:
+      break;  // the f32 entry point handles these (see Dense below)
+    case WeightType::kF16:
+      DenseNarrow(x, x_stride, batch, static_cast<const hwy::float16_t*>(w.weight), nullptr,
+                  w.bias, w.in, w.out, y, y_stride, accumulate);
+      return;
+    case WeightType::kBF16:
+      DenseNarrow(x, x_stride, batch, static_cast<const hwy::bfloat16_t*>(w.weight), nullptr,
+                  w.bias, w.in, w.out, y, y_stride, accumulate);
+      return;
+    case WeightType::kI8:
+      DenseNarrow(x, x_stride, batch, static_cast<const int8_t*>(w.weight), w.scales, w.bias,
+                  w.in, w.out, y, y_stride, accumulate);
+      return;
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace recur::kernels
 HWY_AFTER_NAMESPACE();
@@ -26,6 +48,7 @@ HWY_AFTER_NAMESPACE();
 namespace recur::kernels {
 
 HWY_EXPORT(DenseImpl);
+HWY_EXPORT(DenseNarrowImpl);
 
 void Dense(const float* x, size_t x_stride, size_t batch, const float* w, const float* bias,
            size_t in, size_t out, float* y, size_t y_stride, bool accumulate) {
@@ -53,16 +76,12 @@ DenseWeights DenseWeights::Rows(size_t begin, size_t end) const {
 
 void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
            size_t y_stride, bool accumulate) {
-  switch (w.type) {
-    case WeightType::kF32:
-      Dense(x, x_stride, batch, static_cast<const float*>(w.weight), w.bias, w.in, w.out, y,
-            y_stride, accumulate);
-      return;
-    case WeightType::kF16:
-    case WeightType::kBF16:
-    case WeightType::kI8:
-      break;  // not yet: the loader refuses such weights
+  if (w.type == WeightType::kF32) {
+    Dense(x, x_stride, batch, static_cast<const float*>(w.weight), w.bias, w.in, w.out, y,
+          y_stride, accumulate);
+    return;
   }
+  HWY_DYNAMIC_DISPATCH(DenseNarrowImpl)(x, x_stride, batch, w, y, y_stride, accumulate);
 }
 
 }  // namespace recur::kernels

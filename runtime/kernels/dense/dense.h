@@ -33,6 +33,13 @@ struct DenseWeights {
 // y[b, o] = (accumulate ? y[b, o] : 0) + bias[o] + Σ_i x[b, i] · w[o, i] for
 // weights of any WeightType; x: (batch, in) with row stride x_stride; y:
 // (batch, w.out) with row stride y_stride. As the f32 overload below.
+// w[o, i] is the decoded weight: the f16/bf16 value, or scales[o]·q[o, i]
+// for kI8 (computed as scales[o]·Σ_i x·q for small batches). Activations and
+// sums are f32. Narrow weights need only their element alignment. For
+// batch > 6 (> 3 without AVX-512) narrow weights are widened, a chunk of
+// rows at a time, into a per-thread f32 scratch buffer (allocated on first
+// use and kept for reuse; ~64 KiB unless 8·in floats is larger, at most
+// 4 MiB), so that the f32 kernels run on them.
 void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
            size_t y_stride, bool accumulate);
 

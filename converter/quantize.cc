@@ -1,0 +1,212 @@
+#include "converter/quantize.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace recur::converter {
+namespace {
+
+uint32_t Bits(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof(u));
+  return u;
+}
+
+float FromBits(uint32_t u) {
+  float v;
+  std::memcpy(&v, &u, sizeof(v));
+  return v;
+}
+
+// "index 17 ([1,1])" for element i of `shape`.
+std::string Where(std::size_t i, const std::vector<int64_t>& shape) {
+  std::string s = "index " + std::to_string(i);
+  if (shape.size() > 1) {
+    std::vector<int64_t> idx(shape.size());
+    std::size_t rest = i;
+    for (std::size_t k = shape.size(); k-- > 0;) {
+      const auto d = static_cast<std::size_t>(std::max<int64_t>(shape[k], 1));
+      idx[k] = static_cast<int64_t>(rest % d);
+      rest /= d;
+    }
+    s += " (" + ShapeString(idx) + ")";
+  }
+  return s;
+}
+
+std::string Shortest(float v) {
+  char buf[32];
+  for (int precision = 6; precision <= 9; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, static_cast<double>(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+}  // namespace
+
+const char* WeightDTypeName(WeightDType dtype) {
+  switch (dtype) {
+    case WeightDType::kF32: return "f32";
+    case WeightDType::kF16: return "f16";
+    case WeightDType::kBF16: return "bf16";
+    case WeightDType::kInt8: return "int8";
+  }
+  return "unknown";
+}
+
+bool ParseWeightDType(const std::string& name, WeightDType* out) {
+  for (WeightDType d : {WeightDType::kF32, WeightDType::kF16, WeightDType::kBF16,
+                        WeightDType::kInt8}) {
+    if (name == WeightDTypeName(d)) {
+      *out = d;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool F32ToBf16(float v, uint16_t* out) {
+  const uint32_t u = Bits(v);
+  if (std::isnan(v)) {
+    *out = static_cast<uint16_t>((u >> 16) | 0x0040);  // quiet, sign and top payload kept
+    return true;
+  }
+  // Round to nearest even on the 16 bits dropped. A carry out of the
+  // mantissa bumps the exponent, which is the correct result (up to Inf).
+  const uint32_t lsb = (u >> 16) & 1;
+  const uint16_t h = static_cast<uint16_t>((u + 0x7FFF + lsb) >> 16);
+  *out = h;
+  return std::isinf(v) || (h & 0x7F80) != 0x7F80;
+}
+
+bool F32ToF16(float v, uint16_t* out) {
+  const uint32_t u = Bits(v);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000);
+  const uint32_t a = u & 0x7FFFFFFF;
+  if (a > 0x7F800000) {  // NaN: quiet, top payload bits kept
+    *out = static_cast<uint16_t>(sign | 0x7E00 | ((a >> 13) & 0x3FF));
+    return true;
+  }
+  if (a == 0x7F800000) {  // ±Inf
+    *out = static_cast<uint16_t>(sign | 0x7C00);
+    return true;
+  }
+  if (a >= 0x477FF000) {  // ≥ 65520: rounds past 65504, the largest half
+    *out = static_cast<uint16_t>(sign | 0x7C00);
+    return false;
+  }
+  if (a < 0x38800000) {  // below 2^-14: a subnormal half (or 0, or 2^-14 after rounding)
+    // |v|·2^24 is exact; rint rounds half to even (the default rounding mode).
+    const float m = std::rint(FromBits(a) * 16777216.0f);
+    *out = static_cast<uint16_t>(sign | static_cast<uint16_t>(m));
+    return true;
+  }
+  // Normal: rebias the exponent (127 → 15), round the 13 dropped bits to
+  // nearest even; a mantissa carry bumps the exponent correctly.
+  const uint32_t m = a - 0x38000000;
+  const uint32_t lsb = (m >> 13) & 1;
+  *out = static_cast<uint16_t>(sign | ((m + 0xFFF + lsb) >> 13));
+  return true;
+}
+
+float Bf16ToF32(uint16_t bits) { return FromBits(static_cast<uint32_t>(bits) << 16); }
+
+float F16ToF32(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1F;
+  const uint32_t mantissa = bits & 0x3FF;
+  if (exponent == 0) {  // ±0 or subnormal: mantissa·2^-24 (exact in f32)
+    const float m = static_cast<float>(mantissa) * (1.0f / 16777216.0f);
+    return FromBits(sign | Bits(m));
+  }
+  if (exponent == 31) return FromBits(sign | 0x7F800000 | (mantissa << 13));  // Inf, NaN
+  return FromBits(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, WeightDType dtype) {
+  StoredTensor out;
+  out.dtype = dtype;
+  const std::vector<float>& w = t.data;
+  switch (dtype) {
+    case WeightDType::kF32:
+      out.bytes.resize(w.size() * sizeof(float));
+      if (!w.empty()) std::memcpy(out.bytes.data(), w.data(), out.bytes.size());
+      return out;
+    case WeightDType::kF16:
+    case WeightDType::kBF16: {
+      out.bytes.resize(w.size() * 2);
+      const bool half = dtype == WeightDType::kF16;
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        uint16_t h = 0;
+        if (!(half ? F32ToF16(w[i], &h) : F32ToBf16(w[i], &h))) {
+          return Status(StatusCode::kInvalidArgument,
+                        name + ": value " + Shortest(w[i]) + " at " + Where(i, t.shape) +
+                            " is beyond the " + WeightDTypeName(dtype) + " range (max " +
+                            (half ? "65504" : "3.3895314e+38") + "); convert with --dtype " +
+                            (half ? "bf16 or f32" : "f32"));
+        }
+        std::memcpy(out.bytes.data() + 2 * i, &h, 2);
+      }
+      return out;
+    }
+    case WeightDType::kInt8: {
+      if (t.shape.size() != 2) {
+        return Status(StatusCode::kInvalidArgument,
+                      name + ": int8 needs a 2-D [out, in] weight, got shape " +
+                          ShapeString(t.shape));
+      }
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        if (!std::isfinite(w[i])) {
+          return Status(StatusCode::kInvalidArgument, name + ": cannot quantize " +
+                                                          (std::isnan(w[i]) ? "NaN" : "Inf") +
+                                                          " at " + Where(i, t.shape));
+        }
+      }
+      const auto rows = static_cast<std::size_t>(t.shape[0]);
+      const auto cols = static_cast<std::size_t>(t.shape[1]);
+      out.bytes.resize(rows * cols);
+      out.scales.resize(rows);
+      for (std::size_t r = 0; r < rows; ++r) {
+        const float* row = w.data() + r * cols;
+        float max_abs = 0.0f;
+        for (std::size_t c = 0; c < cols; ++c) max_abs = std::max(max_abs, std::fabs(row[c]));
+        float scale = max_abs / 127.0f;
+        if (max_abs == 0.0f) scale = 1.0f;
+        else if (scale < FLT_MIN) scale = FLT_MIN;
+        out.scales[r] = scale;
+        for (std::size_t c = 0; c < cols; ++c) {
+          // Half to even: rint in the default rounding mode.
+          const double q = std::rint(static_cast<double>(row[c]) / scale);
+          out.bytes[r * cols + c] =
+              static_cast<uint8_t>(static_cast<int8_t>(std::clamp(q, -127.0, 127.0)));
+        }
+      }
+      return out;
+    }
+  }
+  return Status(StatusCode::kInternal, name + ": unknown dtype");
+}
+
+WeightDType StorageDType(const std::string& name, WeightDType dtype, bool quantize_head) {
+  if (name == "head.weight") return quantize_head ? dtype : WeightDType::kF32;
+  // blocks.<i>.mixer.{query,key,value,out}.weight, blocks.<i>.ffn.linear{1,2}.weight
+  static const char kPrefix[] = "blocks.";
+  if (name.compare(0, sizeof(kPrefix) - 1, kPrefix) != 0) return WeightDType::kF32;
+  std::size_t i = sizeof(kPrefix) - 1;
+  const std::size_t digits = i;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+  if (i == digits) return WeightDType::kF32;
+  const std::string rest = name.substr(i);
+  for (const char* suffix : {".mixer.query.weight", ".mixer.key.weight", ".mixer.value.weight",
+                             ".mixer.out.weight", ".ffn.linear1.weight", ".ffn.linear2.weight"}) {
+    if (rest == suffix) return dtype;
+  }
+  return WeightDType::kF32;
+}
+
+}  // namespace recur::converter

@@ -1,0 +1,65 @@
+// Reduced-precision storage of dense weights: f16 and bf16 (round to
+// nearest even) and int8 (symmetric, one scale per output row).
+//
+// Which tensors: `--dtype` applies to the weight matrices of the blocks
+// (mixer query/key/value/out, ffn linear1/linear2) and, with
+// `--quantize-head`, to head.weight. Embeddings, positions, norms, biases and
+// the input projection always stay f32 (the runtime reads only dense-layer
+// weights in narrow types; the input projection and the head see the raw
+// input and produce the output, where precision matters most and their cost
+// is small).
+//
+// int8: scale = max|row| / 127 (computed in f32; a row of zeros gets 1, a
+// row so small that the scale would be below FLT_MIN gets FLT_MIN) and
+// q = round-half-even(w / scale) clamped to [-127, 127], so that
+// |w − scale·q| ≤ scale / 2.
+#ifndef RECUR_CONVERTER_QUANTIZE_H_
+#define RECUR_CONVERTER_QUANTIZE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "converter/model_description.h"
+#include "core/result.h"
+#include "core/status.h"
+
+namespace recur::converter {
+
+enum class WeightDType { kF32, kF16, kBF16, kInt8 };
+
+const char* WeightDTypeName(WeightDType dtype);  // "f32", "f16", "bf16", "int8"
+bool ParseWeightDType(const std::string& name, WeightDType* out);
+
+// f32 → bf16 / f16 bits, rounding to nearest even. NaN stays NaN (quiet,
+// sign kept), ±Inf stays ±Inf. Finite values beyond the target's range give
+// false (*out is then ±Inf); f16 values below its range round to subnormals
+// or ±0.
+bool F32ToBf16(float v, uint16_t* out);
+bool F32ToF16(float v, uint16_t* out);
+// Exact decodes (every f16/bf16 is an f32).
+float Bf16ToF32(uint16_t bits);
+float F16ToF32(uint16_t bits);
+
+// A tensor as stored in the model: its bytes (little-endian elements of
+// `dtype`) and, for int8, one scale per row (dimension 0).
+struct StoredTensor {
+  WeightDType dtype = WeightDType::kF32;
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;  // int8 only
+};
+
+// Encodes `t` as `dtype`. Errors name the tensor: a finite value beyond the
+// f16/bf16 range (with its index), NaN/Inf for int8, int8 of a tensor that
+// is not 2-D. (NaN/Inf are otherwise stored as they are: the importer
+// rejects them before this, unless validation was turned off for tests.)
+Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, WeightDType dtype);
+
+// The dtype the converter stores recur-layout tensor `name` in for
+// `--dtype dtype [--quantize-head]`: `dtype` for the blocks' weight
+// matrices (and head.weight with quantize_head), f32 for everything else.
+WeightDType StorageDType(const std::string& name, WeightDType dtype, bool quantize_head);
+
+}  // namespace recur::converter
+
+#endif  // RECUR_CONVERTER_QUANTIZE_H_

@@ -1,0 +1,68 @@
+// GEMM providers behind one small vtable. A backend turns a dense layer
+// (model.h's DenseView) into a prepared op once, at session creation, for the
+// row counts the session will use; the session then runs the op with no
+// allocation. highway (our own kernels) is always compiled in and supports
+// every weight type; xnnpack and onednn are optional (f32 weights only).
+#ifndef RECUR_BACKENDS_GEMM_BACKEND_H_
+#define RECUR_BACKENDS_GEMM_BACKEND_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/threadpool.h"
+#include "model/model.h"
+
+namespace recur::backends {
+
+// How a prepared op will be used.
+struct DensePlan {
+  // Row counts the op will run most often (sorted, ascending, non-empty);
+  // a backend may specialise for them. Any other count must still work.
+  std::vector<size_t> rows;
+  bool accumulate = false;     // Run is called with this accumulate value
+  ThreadPool* pool = nullptr;  // the session's pool (never null); Run uses it
+};
+
+class PreparedDense {
+ public:
+  virtual ~PreparedDense() = default;
+  // y = x·Wᵀ + b (+ y when accumulate): x (rows, in), y (rows, out), dense.
+  // x must allow XNN_EXTRA_BYTES (16) readable bytes past its last element
+  // (the session pads every buffer it passes). Does not allocate.
+  virtual void Run(const float* x, size_t rows, float* y, bool accumulate) = 0;
+  // Bytes this op holds besides the model (packed weights, scratch).
+  virtual size_t memory_bytes() const { return 0; }
+};
+
+class DenseBackend {
+ public:
+  virtual ~DenseBackend() = default;
+  virtual const char* name() const = 0;
+  virtual bool Supports(const DenseView& d) const = 0;
+  // True when Run makes heap allocations (oneDNN's execute builds its
+  // argument map on the heap each call). The automatic choice skips such
+  // backends (DESIGN.md principle 3); naming one in the session options
+  // still uses it.
+  virtual bool allocates_in_run() const { return false; }
+  virtual Status Prepare(const DenseView& d, const DensePlan& plan,
+                         std::unique_ptr<PreparedDense>* out) const = 0;
+};
+
+// The compiled-in backends; highway first.
+const std::vector<const DenseBackend*>& CompiledBackends();
+// The backend called `name`, or null when this build does not have it.
+const DenseBackend* FindBackend(const char* name);
+// "highway, xnnpack, onednn": the compiled-in names, for messages.
+std::string CompiledBackendNames();
+
+// Defined by each backend file (xnnpack.cc and onednn.cc only when built).
+const DenseBackend* HighwayBackend();
+const DenseBackend* XnnpackBackend();
+const DenseBackend* OnednnBackend();
+
+}  // namespace recur::backends
+
+#endif  // RECUR_BACKENDS_GEMM_BACKEND_H_

@@ -1,0 +1,294 @@
+// The oneDNN backend (Debian's libdnnl 2.6, OpenMP CPU runtime): f32 weights
+// only, through the C API (no exceptions). For each planned row count and
+// each thread's slice of output features, Prepare creates a matmul primitive
+// with fixed M, lets oneDNN pick its weight layout and reorders the weights
+// into it once (a packed copy: memory_bytes() counts it), and gives each
+// slice a user scratchpad. Run covers `rows` with the planned sizes, largest
+// first; rows smaller than every planned size go to the Highway kernel.
+// Threads: slices run on the session's pool, each primitive single-threaded
+// (created and run with the OpenMP thread count at 1), so oneDNN's OpenMP
+// team never competes with the pool.
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/gemm_backend.h"
+#include "hwy/aligned_allocator.h"
+#include "kernels/dense/dense.h"
+
+namespace recur::backends {
+namespace {
+
+constexpr size_t kMinFeaturesPerSlice = 64;
+
+#define RECUR_DNNL(call)                                                              \
+  do {                                                                                \
+    const dnnl_status_t dnnl_status_ = (call);                                        \
+    if (dnnl_status_ != dnnl_success) {                                               \
+      return Unsupported("onednn: %s failed (status %d)", #call, int(dnnl_status_)); \
+    }                                                                                 \
+  } while (0)
+
+Status Engine(dnnl_engine_t* out) {
+  static dnnl_engine_t engine = nullptr;
+  static dnnl_status_t status = dnnl_engine_create(&engine, dnnl_cpu, 0);
+  if (status != dnnl_success) return Unsupported("onednn: no CPU engine (status %d)", int(status));
+  *out = engine;
+  return Status::Ok();
+}
+
+// Sets this thread's OpenMP thread count for a scope.
+class OmpThreads {
+ public:
+  explicit OmpThreads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~OmpThreads() { omp_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+struct Primitive {
+  size_t rows = 0;
+  dnnl_primitive_t prim = nullptr;
+  dnnl_memory_t src = nullptr, weights = nullptr, bias = nullptr, dst = nullptr,
+                scratchpad = nullptr;
+};
+
+struct Packed {
+  dnnl_memory_desc_t md;
+  hwy::AlignedFreeUniquePtr<uint8_t[]> data;
+  size_t bytes = 0;
+};
+
+struct Slice {
+  size_t begin = 0, end = 0;
+  dnnl_stream_t stream = nullptr;
+  std::vector<Primitive> prims;  // by rows, descending
+  std::vector<Packed> packed;
+  hwy::AlignedFreeUniquePtr<uint8_t[]> scratchpad;
+  size_t scratchpad_bytes = 0;
+};
+
+class OnednnDense final : public PreparedDense {
+ public:
+  ~OnednnDense() override {
+    for (Slice& s : slices_) {
+      for (Primitive& p : s.prims) {
+        if (p.prim) dnnl_primitive_destroy(p.prim);
+        for (dnnl_memory_t m : {p.src, p.weights, p.bias, p.dst, p.scratchpad}) {
+          if (m) dnnl_memory_destroy(m);
+        }
+      }
+      if (s.stream) dnnl_stream_destroy(s.stream);
+    }
+  }
+
+  Status Init(const DenseView& d, const DensePlan& plan) {
+    d_ = d;
+    pool_ = plan.pool;
+    dnnl_engine_t engine = nullptr;
+    RECUR_RETURN_IF_ERROR(Engine(&engine));
+    OmpThreads one(1);
+    const size_t threads = pool_ == nullptr ? 1 : pool_->threads();
+    const size_t n = std::max<size_t>(1, std::min(threads, d.out / kMinFeaturesPerSlice));
+    const size_t block = ((d.out + n - 1) / n + 15) / 16 * 16;
+    for (size_t begin = 0; begin < d.out; begin += block) {
+      slices_.emplace_back();
+      Slice& s = slices_.back();
+      s.begin = begin;
+      s.end = std::min<size_t>(d.out, begin + block);
+      RECUR_DNNL(dnnl_stream_create(&s.stream, engine, dnnl_stream_default_flags));
+      std::vector<size_t> rows = plan.rows;
+      std::sort(rows.rbegin(), rows.rend());
+      rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+      for (size_t m : rows) {
+        if (m == 0) continue;
+        s.prims.emplace_back();
+        RECUR_RETURN_IF_ERROR(CreatePrimitive(engine, plan.accumulate, m, &s, &s.prims.back()));
+      }
+      if (s.scratchpad_bytes > 0) {
+        s.scratchpad = hwy::AllocateAligned<uint8_t>(s.scratchpad_bytes);
+        if (!s.scratchpad) return OutOfMemory("onednn: cannot allocate a scratchpad");
+      }
+      for (Primitive& p : s.prims) {
+        if (p.scratchpad) RECUR_DNNL(dnnl_memory_set_data_handle(p.scratchpad, s.scratchpad.get()));
+      }
+    }
+    return Status::Ok();
+  }
+
+  size_t memory_bytes() const override {
+    size_t bytes = 0;
+    for (const Slice& s : slices_) {
+      bytes += s.scratchpad_bytes;
+      for (const Packed& p : s.packed) bytes += p.bytes;
+    }
+    return bytes;
+  }
+
+  void Run(const float* x, size_t rows, float* y, bool accumulate) override {
+    if (rows == 0) return;
+    Call call{this, x, rows, y, accumulate};
+    if (slices_.size() == 1) {
+      call.RunSlice(0);
+    } else {
+      pool_->ParallelFor(slices_.size(), &Call::Task, &call);
+    }
+  }
+
+ private:
+  Status CreatePrimitive(dnnl_engine_t engine, bool accumulate, size_t m, Slice* s,
+                         Primitive* p) {
+    const dnnl_dim_t K = d_.in, N = dnnl_dim_t(s->end - s->begin), M = dnnl_dim_t(m);
+    dnnl_memory_desc_t src_md, wei_any, wei_user, bias_md, dst_md;
+    const dnnl_dims_t src_dims = {M, K}, src_strides = {K, 1};
+    const dnnl_dims_t wei_dims = {K, N}, wei_strides = {1, K};
+    const dnnl_dims_t bias_dims = {1, N}, bias_strides = {N, 1};
+    const dnnl_dims_t dst_dims = {M, N}, dst_strides = {dnnl_dim_t(d_.out), 1};
+    RECUR_DNNL(dnnl_memory_desc_init_by_strides(&src_md, 2, src_dims, dnnl_f32, src_strides));
+    RECUR_DNNL(dnnl_memory_desc_init_by_tag(&wei_any, 2, wei_dims, dnnl_f32, dnnl_format_tag_any));
+    RECUR_DNNL(dnnl_memory_desc_init_by_strides(&wei_user, 2, wei_dims, dnnl_f32, wei_strides));
+    RECUR_DNNL(dnnl_memory_desc_init_by_strides(&bias_md, 2, bias_dims, dnnl_f32, bias_strides));
+    RECUR_DNNL(dnnl_memory_desc_init_by_strides(&dst_md, 2, dst_dims, dnnl_f32, dst_strides));
+    dnnl_matmul_desc_t desc;
+    RECUR_DNNL(dnnl_matmul_desc_init(&desc, &src_md, &wei_any,
+                                     d_.bias != nullptr ? &bias_md : nullptr, &dst_md));
+    dnnl_primitive_attr_t attr;
+    RECUR_DNNL(dnnl_primitive_attr_create(&attr));
+    dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    dnnl_post_ops_t ops = nullptr;
+    if (accumulate) {
+      dnnl_post_ops_create(&ops);
+      dnnl_post_ops_append_sum(ops, 1.0f);
+      dnnl_primitive_attr_set_post_ops(attr, ops);
+    }
+    dnnl_primitive_desc_t pd = nullptr;
+    const dnnl_status_t st = dnnl_primitive_desc_create(&pd, &desc, attr, engine, nullptr);
+    if (ops) dnnl_post_ops_destroy(ops);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success) {
+      return Unsupported("onednn: no matmul for %lldx%lld·%lldx%lld (status %d)",
+                         (long long)M, (long long)K, (long long)K, (long long)N, int(st));
+    }
+    struct PdGuard {
+      dnnl_primitive_desc_t pd;
+      ~PdGuard() { dnnl_primitive_desc_destroy(pd); }
+    } guard{pd};
+    const dnnl_memory_desc_t* wei_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t* pad_md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    p->rows = m;
+    RECUR_DNNL(dnnl_primitive_create(&p->prim, pd));
+    // Weights: oneDNN's layout, reordered once, shared by primitives that agree.
+    const float* w = static_cast<const float*>(d_.weight) + s->begin * d_.in;
+    void* wei_data = const_cast<float*>(w);
+    if (!dnnl_memory_desc_equal(wei_md, &wei_user)) {
+      Packed* found = nullptr;
+      for (Packed& pk : s->packed) {
+        if (dnnl_memory_desc_equal(&pk.md, wei_md)) found = &pk;
+      }
+      if (found == nullptr) {
+        s->packed.emplace_back();
+        Packed& pk = s->packed.back();
+        pk.md = *wei_md;
+        pk.bytes = dnnl_memory_desc_get_size(wei_md);
+        pk.data = hwy::AllocateAligned<uint8_t>(pk.bytes);
+        if (!pk.data) return OutOfMemory("onednn: cannot allocate packed weights");
+        dnnl_memory_t from, to;
+        RECUR_DNNL(dnnl_memory_create(&from, &wei_user, engine, wei_data));
+        RECUR_DNNL(dnnl_memory_create(&to, wei_md, engine, pk.data.get()));
+        dnnl_primitive_desc_t rpd;
+        RECUR_DNNL(dnnl_reorder_primitive_desc_create(&rpd, &wei_user, engine, wei_md, engine,
+                                                      nullptr));
+        dnnl_primitive_t reorder;
+        RECUR_DNNL(dnnl_primitive_create(&reorder, rpd));
+        dnnl_primitive_desc_destroy(rpd);
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+        RECUR_DNNL(dnnl_primitive_execute(reorder, s->stream, 2, args));
+        RECUR_DNNL(dnnl_stream_wait(s->stream));
+        dnnl_primitive_destroy(reorder);
+        dnnl_memory_destroy(from);
+        dnnl_memory_destroy(to);
+        found = &pk;
+      }
+      wei_data = found->data.get();
+    }
+    RECUR_DNNL(dnnl_memory_create(&p->weights, wei_md, engine, wei_data));
+    RECUR_DNNL(dnnl_memory_create(&p->src, &src_md, engine, DNNL_MEMORY_NONE));
+    RECUR_DNNL(dnnl_memory_create(&p->dst, &dst_md, engine, DNNL_MEMORY_NONE));
+    if (d_.bias != nullptr) {
+      RECUR_DNNL(dnnl_memory_create(&p->bias, &bias_md, engine,
+                                    const_cast<float*>(d_.bias + s->begin)));
+    }
+    const size_t pad = dnnl_memory_desc_get_size(pad_md);
+    if (pad > 0) {
+      s->scratchpad_bytes = std::max(s->scratchpad_bytes, pad);
+      RECUR_DNNL(dnnl_memory_create(&p->scratchpad, pad_md, engine, DNNL_MEMORY_NONE));
+    }
+    return Status::Ok();
+  }
+
+  struct Call {
+    OnednnDense* self;
+    const float* x;
+    size_t rows;
+    float* y;
+    bool accumulate;
+    static void Task(void* c, size_t i) { static_cast<Call*>(c)->RunSlice(i); }
+    void RunSlice(size_t i) {
+      Slice& s = self->slices_[i];
+      const size_t in = self->d_.in, out = self->d_.out;
+      OmpThreads one(1);  // restored after: the caller's OpenMP setting is its own
+      size_t r0 = 0;
+      for (Primitive& p : s.prims) {
+        while (rows - r0 >= p.rows) {
+          dnnl_memory_set_data_handle(p.src, const_cast<float*>(x + r0 * in));
+          dnnl_memory_set_data_handle(p.dst, y + r0 * out + s.begin);
+          dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, p.src},
+                                     {DNNL_ARG_WEIGHTS, p.weights},
+                                     {DNNL_ARG_DST, p.dst}};
+          int n = 3;
+          if (p.bias) args[n++] = {DNNL_ARG_BIAS, p.bias};
+          if (p.scratchpad) args[n++] = {DNNL_ARG_SCRATCHPAD, p.scratchpad};
+          dnnl_primitive_execute(p.prim, s.stream, n, args);
+          r0 += p.rows;
+        }
+      }
+      if (r0 < rows) {
+        kernels::Dense(x + r0 * in, in, rows - r0, self->d_.Rows(s.begin, s.end),
+                       y + r0 * out + s.begin, out, accumulate);
+      }
+    }
+  };
+
+  DenseView d_;
+  ThreadPool* pool_ = nullptr;
+  std::vector<Slice> slices_;
+};
+
+class Onednn final : public DenseBackend {
+ public:
+  const char* name() const override { return "onednn"; }
+  bool allocates_in_run() const override { return true; }
+  bool Supports(const DenseView& d) const override {
+    return d.type == kernels::WeightType::kF32 && d.in > 0 && d.out > 0;
+  }
+  Status Prepare(const DenseView& d, const DensePlan& plan,
+                 std::unique_ptr<PreparedDense>* out) const override {
+    if (!Supports(d)) return Unsupported("onednn: only f32 weights");
+    auto op = std::make_unique<OnednnDense>();
+    RECUR_RETURN_IF_ERROR(op->Init(d, plan));
+    *out = std::move(op);
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+const DenseBackend* OnednnBackend() {
+  static const Onednn backend;
+  return &backend;
+}
+
+}  // namespace recur::backends

@@ -1,0 +1,239 @@
+#include "engine/dense_plan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "engine/dense_op.h"
+#include "hwy/aligned_allocator.h"
+
+namespace recur {
+namespace {
+
+using backends::DenseBackend;
+using backends::DensePlan;
+using backends::PreparedDense;
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kMaxTimedRows = 512;
+
+// What a timing depends on (weights' values do not matter).
+using ShapeKey = std::tuple<uint32_t, uint32_t, int, bool, bool, size_t, size_t>;
+//                          in        out       type bias  acc   rows    threads
+
+ShapeKey KeyOf(const DenseView& d, bool accumulate, size_t rows, size_t threads) {
+  return {d.in, d.out, int(d.type), d.bias != nullptr, accumulate, rows, threads};
+}
+
+// Process-wide: sessions of the same shapes (forks, parity runs, benchmarks)
+// reuse the measurements.
+std::mutex g_choice_mutex;
+std::map<ShapeKey, const DenseBackend*>& ChoiceCache() {
+  static auto* cache = new std::map<ShapeKey, const DenseBackend*>;
+  return *cache;
+}
+
+// Seconds per call of `op` over `rows` rows: the best of a few runs after a
+// warm one; fewer runs for slow shapes.
+double TimeOp(PreparedDense* op, const float* x, size_t rows, float* y, bool accumulate) {
+  op->Run(x, rows, y, accumulate);
+  double best = 1e30, total = 0;
+  for (int i = 0; i < 5 && (i < 2 || total < 2e-3); ++i) {
+    const auto t0 = Clock::now();
+    op->Run(x, rows, y, accumulate);
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::min(best, s);
+    total += s;
+  }
+  return best;
+}
+
+}  // namespace
+
+void RunDense(const DenseView& d, const float* x, size_t rows, float* y, bool accumulate,
+              ThreadPool* pool, const DenseRunner* runner) {
+  if (runner != nullptr) {
+    runner->Run(d, x, rows, y, accumulate);
+  } else {
+    RunDense(d, x, rows, y, accumulate, pool);
+  }
+}
+
+Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector<size_t> rows,
+                           const char* forced, ThreadPool* pool,
+                           std::unique_ptr<DenseRunner>* out) {
+  out->reset();
+  const DenseBackend* highway = backends::HighwayBackend();
+  const DenseBackend* only = nullptr;
+  if (forced != nullptr && forced[0] != '\0' && std::strcmp(forced, "auto") != 0) {
+    only = backends::FindBackend(forced);
+    if (only == nullptr) {
+      return Unsupported("backend \"%s\" is not compiled into this build (it has: %s)", forced,
+                         backends::CompiledBackendNames().c_str());
+    }
+  }
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  rows.erase(std::remove(rows.begin(), rows.end(), size_t{0}), rows.end());
+  if (rows.empty()) rows.push_back(1);
+  std::unique_ptr<DenseRunner> r(new DenseRunner);
+  r->pool_ = pool;
+  r->rows_ = rows;
+  const size_t threads = pool->threads();
+
+  // Layers with the same shape share one measurement.
+  std::map<ShapeKey, std::vector<const DenseLayerUse*>> groups;
+  for (const DenseLayerUse& use : layers) {
+    if (use.view == nullptr || use.view->weight == nullptr) continue;
+    if (r->layers_.count(use.view)) continue;
+    r->layers_[use.view];
+    r->order_.push_back(use.view);
+    groups[KeyOf(*use.view, use.accumulate, 0, threads)].push_back(&use);
+  }
+  hwy::AlignedFreeUniquePtr<float[]> x, y;
+  size_t x_floats = 0, y_floats = 0;
+  for (auto& [key, members] : groups) {
+    const DenseView& first = *members.front()->view;
+    const bool accumulate = members.front()->accumulate;
+    const DensePlan plan{rows, accumulate, pool};
+    // The backend for each planned row count.
+    std::vector<const DenseBackend*> pick(rows.size(), highway);
+    std::map<const DenseBackend*, std::unique_ptr<PreparedDense>> first_ops;
+    if (only != nullptr) {
+      if (only->Supports(first)) std::fill(pick.begin(), pick.end(), only);
+    } else {
+      std::vector<size_t> todo;
+      {
+        std::lock_guard<std::mutex> lock(g_choice_mutex);
+        for (size_t i = 0; i < rows.size(); ++i) {
+          auto it = ChoiceCache().find(KeyOf(first, accumulate, rows[i], threads));
+          if (it != ChoiceCache().end()) {
+            pick[i] = it->second;
+          } else {
+            todo.push_back(i);
+          }
+        }
+      }
+      if (!todo.empty()) {
+        const size_t max_rows = std::min(rows[todo.back()], kMaxTimedRows);
+        if (max_rows * first.in + 16 > x_floats) {
+          x_floats = max_rows * first.in + 16;
+          x = hwy::AllocateAligned<float>(x_floats);
+          if (!x) return OutOfMemory("cannot allocate backend timing inputs");
+          for (size_t i = 0; i < x_floats; ++i) x[i] = float(i % 17) * 0.0625f - 0.5f;
+        }
+        if (max_rows * first.out > y_floats) {
+          y_floats = max_rows * first.out;
+          y = hwy::AllocateAligned<float>(y_floats);
+          if (!y) return OutOfMemory("cannot allocate backend timing outputs");
+        }
+        std::memset(y.get(), 0, y_floats * sizeof(float));
+        std::vector<double> best(rows.size(), 1e30);
+        for (const DenseBackend* b : backends::CompiledBackends()) {
+          if (!b->Supports(first) || b->allocates_in_run()) continue;
+          std::unique_ptr<PreparedDense> op;
+          if (!b->Prepare(first, plan, &op).ok()) continue;  // e.g. no XNNPACK for this CPU
+          for (size_t i : todo) {
+            // Large counts are timed on kMaxTimedRows rows: per-row cost has
+            // settled by then, and selection stays fast.
+            const size_t n = std::min(rows[i], kMaxTimedRows);
+            const double s = TimeOp(op.get(), x.get(), n, y.get(), accumulate);
+            if (s < best[i]) {
+              best[i] = s;
+              pick[i] = b;
+            }
+          }
+          first_ops[b] = std::move(op);
+        }
+        std::lock_guard<std::mutex> lock(g_choice_mutex);
+        for (size_t i : todo) ChoiceCache()[KeyOf(first, accumulate, rows[i], threads)] = pick[i];
+      }
+    }
+    // Prepare each member once per backend it got.
+    for (const DenseLayerUse* use : members) {
+      Layer& layer = r->layers_[use->view];
+      // picked backend -> (op, the backend that actually prepared it)
+      std::map<const DenseBackend*, std::pair<PreparedDense*, const DenseBackend*>> ops;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        if (!ops.count(pick[i])) {
+          const DenseBackend* b = pick[i];
+          std::unique_ptr<PreparedDense> op;
+          auto it = first_ops.find(b);
+          if (use == members.front() && it != first_ops.end()) {
+            op = std::move(it->second);
+          } else {
+            Status s = b->Prepare(*use->view, plan, &op);
+            if (!s.ok() && b != highway) {
+              b = highway;  // keep the session working on the portable path
+              s = highway->Prepare(*use->view, plan, &op);
+            }
+            RECUR_RETURN_IF_ERROR(s);
+          }
+          ops[pick[i]] = {op.get(), b};
+          layer.owned.push_back(std::move(op));
+        }
+        layer.choices.push_back({rows[i], ops[pick[i]].first, ops[pick[i]].second});
+      }
+    }
+  }
+  *out = std::move(r);
+  return Status::Ok();
+}
+
+void DenseRunner::Run(const DenseView& d, const float* x, size_t rows, float* y,
+                      bool accumulate) const {
+  auto it = layers_.find(&d);
+  if (it == layers_.end()) {
+    RunDense(d, x, rows, y, accumulate, pool_);
+    return;
+  }
+  const std::vector<Choice>& choices = it->second.choices;
+  const Choice* c = &choices.back();
+  for (const Choice& choice : choices) {
+    if (choice.rows >= rows) {
+      c = &choice;
+      break;
+    }
+  }
+  c->op->Run(x, rows, y, accumulate);
+}
+
+std::string DenseRunner::Summary() const {
+  std::string text;
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    std::vector<std::pair<const DenseBackend*, size_t>> counts;
+    for (const DenseView* v : order_) {
+      const Layer& layer = layers_.at(v);
+      const DenseBackend* b = layer.choices[i].backend;
+      auto it = std::find_if(counts.begin(), counts.end(),
+                             [&](const auto& p) { return p.first == b; });
+      if (it == counts.end()) {
+        counts.push_back({b, 1});
+      } else {
+        ++it->second;
+      }
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%srows %zu:", i ? "; " : "", rows_[i]);
+    text += buf;
+    for (const auto& [b, n] : counts) {
+      std::snprintf(buf, sizeof(buf), " %s x%zu", b->name(), n);
+      text += buf;
+    }
+  }
+  return text;
+}
+
+size_t DenseRunner::memory_bytes() const {
+  size_t bytes = 0;
+  for (const auto& [view, layer] : layers_) {
+    for (const auto& op : layer.owned) bytes += op->memory_bytes();
+  }
+  return bytes;
+}
+
+}  // namespace recur

@@ -1,0 +1,66 @@
+// Which GEMM backend runs each dense layer of a session, chosen once at
+// session creation (backends/gemm_backend.h). The one place where layers
+// meet their prepared ops: the session and the mixers call RunDense with the
+// session's runner, which looks the layer up by its DenseView address.
+#ifndef RECUR_ENGINE_DENSE_PLAN_H_
+#define RECUR_ENGINE_DENSE_PLAN_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/gemm_backend.h"
+#include "core/status.h"
+#include "core/threadpool.h"
+#include "model/model.h"
+
+namespace recur {
+
+struct DenseLayerUse {
+  const DenseView* view;  // address stable for the model's lifetime
+  bool accumulate;        // the layer runs as y += ...
+};
+
+class DenseRunner {
+ public:
+  // Prepares every layer for the planned row counts `rows` (the session's
+  // full calls: batch for Step, batch × chunk for Prefill). With `forced`
+  // null or empty, each (layer shape, row count) gets the backend that runs
+  // it fastest, timed here on scratch inputs (results are cached per process
+  // by shape, row count and threads), among the backends whose Run does not
+  // allocate (so not onednn); otherwise the named backend runs every layer it
+  // supports and highway the rest.
+  static Status Create(const std::vector<DenseLayerUse>& layers, std::vector<size_t> rows,
+                       const char* forced, ThreadPool* pool, std::unique_ptr<DenseRunner>* out);
+
+  // y = x·Wᵀ + b (+ y) for `rows` rows of layer `d` with its chosen op: the
+  // one planned for the smallest planned count ≥ rows, else the largest.
+  // Layers the runner does not know run on highway.
+  void Run(const DenseView& d, const float* x, size_t rows, float* y, bool accumulate) const;
+
+  // "rows 64: onednn x33 highway x2; rows 4096: ..." (layers per backend).
+  std::string Summary() const;
+  // Bytes the prepared ops hold besides the model (packed weights, scratch).
+  size_t memory_bytes() const;
+
+ private:
+  struct Choice {
+    size_t rows;
+    backends::PreparedDense* op;
+    const backends::DenseBackend* backend;
+  };
+  struct Layer {
+    std::vector<Choice> choices;  // by rows, ascending
+    std::vector<std::unique_ptr<backends::PreparedDense>> owned;
+  };
+  ThreadPool* pool_ = nullptr;
+  std::vector<size_t> rows_;
+  std::vector<const DenseView*> order_;  // layers in model order, for Summary
+  std::unordered_map<const DenseView*, Layer> layers_;
+};
+
+}  // namespace recur
+
+#endif  // RECUR_ENGINE_DENSE_PLAN_H_

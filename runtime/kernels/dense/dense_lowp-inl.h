@@ -1,0 +1,207 @@
+// Per-target Dense for reduced-precision weights (f16, bf16, int8; see
+// dense.h). Activations, sums and outputs stay f32. Include after
+// dense-inl.h, whose row tiles and batch panels it reuses.
+//
+// Small batches (batch <= kMaxB: one batch block, in particular batch 1,
+// which is memory-bound): the row tiles stream the narrow weights and widen
+// them in registers (LoadWeights in dense-inl.h), so a step reads half
+// (f16/bf16) or a quarter (int8) of the f32 bytes, and every weight is
+// widened exactly once. Widening costs ALU ops (f16: vcvtph2ps, int8:
+// sign-extend + convert, bf16: zero-extend + shift) that make L2-resident
+// layers compute-bound; bf16 therefore loads pairs (LoadBf16Pairs: a shift
+// and a mask per 2N weights) against a copy of x permuted to match, which
+// measured 7-8% faster on the paper-MNIST step (524 vs 574 µs, AVX-512).
+//
+// Larger batches: every weight would be widened once per batch block, so
+// instead a chunk of weight rows (kWidenBytes of f32) at a time is widened
+// once into a per-thread f32 scratch (int8: already multiplied by its row's
+// scale) and the f32 kernels run on it: the AVX-512 batch panels (x packed
+// once per group of panels, not once per chunk) and the row tiles for the
+// other rows and targets. Widening costs O(out·in) per group of panels
+// against O(batch·out·in) for the products.
+#if defined(RECUR_KERNELS_DENSE_DENSE_LOWP_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef RECUR_KERNELS_DENSE_DENSE_LOWP_INL_H_
+#undef RECUR_KERNELS_DENSE_DENSE_LOWP_INL_H_
+#else
+#define RECUR_KERNELS_DENSE_DENSE_LOWP_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "hwy/aligned_allocator.h"
+#include "hwy/highway.h"
+#include "kernels/dense/dense-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace recur::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+namespace dense_detail {
+
+// f32 bytes per widened chunk of rows (rounded down to a multiple of
+// kWidenRows rows, the panel tile height, and at least that). Measured on
+// AVX-512 at 64×256→1024: 8 KiB to 2 MiB chunks all run within noise of
+// each other (widening costs ~10% over f32 there), so the small one keeps
+// the per-thread scratch small and L1/L2-resident.
+inline constexpr size_t kWidenBytes = size_t{64} << 10;
+inline constexpr size_t kWidenRows = 8;
+// Above this much scratch (kWidenRows rows of a very wide layer, or the
+// permuted x rows of bf16 pairs) the plain in-register path is used instead.
+inline constexpr size_t kMaxWidenBytes = size_t{4} << 20;
+
+// Per-thread, per-target f32 scratch for widened weights (grows, never
+// shrinks). Returns nullptr if allocation fails.
+HWY_INLINE float* WidenScratch(size_t floats) {
+  static thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
+  static thread_local size_t capacity = 0;
+  if (capacity < floats) {
+    buf = hwy::AllocateAligned<float>(floats);
+    capacity = buf ? floats : 0;
+  }
+  return buf.get();
+}
+
+// dst[r·in + i] = w[r, i] (int8: scales[r]·w[r, i]) for r < rows, i < in.
+// dst has room for rows·in + Lanes(d) floats: a row's last vector may be
+// stored whole (the next row, written after it, overwrites the excess).
+template <class D, typename TW>
+HWY_INLINE void Widen(D d, const TW* HWY_RESTRICT w, const float* HWY_RESTRICT scales,
+                      size_t rows, size_t in, float* HWY_RESTRICT dst) {
+  const size_t N = hn::Lanes(d);
+  if constexpr (!kScaled<TW>) {
+    (void)scales;
+    // Rows are contiguous on both sides: one pass over rows·in values.
+    const size_t n = rows * in;
+    size_t i = 0;
+    for (; i + 2 * N <= n; i += 2 * N) {
+      const auto a = LoadWeights(d, w + i);
+      const auto b = LoadWeights(d, w + i + N);
+      hn::Store(a, d, dst + i);  // dst is aligned and i a multiple of N
+      hn::Store(b, d, dst + i + N);
+    }
+    for (; i + N <= n; i += N) hn::Store(LoadWeights(d, w + i), d, dst + i);
+    if (i < n) hn::Store(LoadWeightsTail(d, w + i, n - i), d, dst + i);
+  } else {
+    for (size_t r = 0; r < rows; ++r) {
+      const TW* HWY_RESTRICT wr = w + r * in;
+      float* HWY_RESTRICT dr = dst + r * in;
+      const auto s = hn::Set(d, scales[r]);
+      size_t i = 0;
+      for (; i + N <= in; i += N) hn::StoreU(hn::Mul(LoadWeights(d, wr + i), s), d, dr + i);
+      if (i < in) hn::StoreU(hn::Mul(LoadWeightsTail(d, wr + i, in - i), s), d, dr + i);
+    }
+  }
+}
+
+// x with each block of 2N values split into its even and odd elements, to
+// match LoadBf16Pairs: xp[i + j] = x[i + 2j], xp[i + N + j] = x[i + 2j + 1]
+// for j < N and i a multiple of 2N with i + 2N <= in; the rest as it is.
+HWY_INLINE void PermutePairs(const float* HWY_RESTRICT x, size_t in, size_t N,
+                             float* HWY_RESTRICT xp) {
+  size_t i = 0;
+  for (; i + 2 * N <= in; i += 2 * N) {
+    for (size_t j = 0; j < N; ++j) {
+      xp[i + j] = x[i + 2 * j];
+      xp[i + N + j] = x[i + 2 * j + 1];
+    }
+  }
+  for (; i < in; ++i) xp[i] = x[i];
+}
+
+}  // namespace dense_detail
+
+// As Dense (dense-inl.h) for weights of element type TW (hwy::float16_t,
+// hwy::bfloat16_t or int8_t with per-row scales).
+template <typename TW>
+HWY_INLINE void DenseNarrow(const float* x, size_t x_stride, size_t batch, const TW* w,
+                            const float* scales, const float* bias, size_t in, size_t out,
+                            float* y, size_t y_stride, bool accumulate) {
+  namespace dd = dense_detail;
+  if (batch == 0 || out == 0) return;
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const size_t min_bytes = dd::kWidenRows * in * sizeof(float);
+  float* wf = nullptr;
+  size_t chunk = out;
+  if (batch > dd::kMaxB && in > 0 && min_bytes <= dd::kMaxWidenBytes) {
+    chunk = std::max(dd::kWidenRows, dd::kWidenBytes / (in * sizeof(float)));
+    chunk -= chunk % dd::kWidenRows;
+    chunk = std::min(chunk, out);
+    wf = dd::WidenScratch(chunk * in + N);
+  }
+  if (wf == nullptr) {  // small batch (or no scratch): widen in registers
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if constexpr (std::is_same_v<TW, hwy::bfloat16_t>) {
+      // bf16 in pairs (LoadBf16Pairs) against x permuted to match.
+      const bool pairs = in >= 2 * N && batch * in * sizeof(float) <= dd::kMaxWidenBytes;
+      float* xp = pairs ? dd::WidenScratch(batch * in) : nullptr;
+      if (xp != nullptr) {
+        for (size_t b = 0; b < batch; ++b) dd::PermutePairs(x + b * x_stride, in, N, xp + b * in);
+        dd::RowTiles<true>(d, xp, in, batch, w, scales, bias, in, out, y, y_stride, accumulate);
+        return;
+      }
+    }
+#endif
+    dd::RowTiles(d, x, x_stride, batch, w, scales, bias, in, out, y, y_stride, accumulate);
+    return;
+  }
+
+  size_t panel_rows = 0;  // leading batch rows done by panels
+  size_t group = 1;       // panels packed per pass over the weights
+  size_t P = 1;
+  [[maybe_unused]] float* xt = nullptr;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  P = dd::kPanelV * N;
+  if (batch / P > 0 && out >= dd::kPanelMinOut && in <= dd::kPanelMaxInPerOut * out) {
+    group = std::clamp<size_t>((size_t{1} << 20) / (P * in * sizeof(float)), 1, 8);
+    xt = dd::PanelScratch(std::min(batch / P, group) * P * in);
+    if (xt != nullptr) panel_rows = batch / P * P;
+  }
+#endif
+  const size_t total = panel_rows / P;  // panels
+  const size_t rest = batch - panel_rows;
+
+  // One pass per group of panels; the last pass also does the rest rows.
+  for (size_t p0 = 0;; p0 += group) {
+    const size_t panels = std::min(group, total - std::min(total, p0));
+    const bool last = p0 + group >= total;
+    const float* xg = x + p0 * P * x_stride;
+    float* yg = y + p0 * P * y_stride;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    for (size_t p = 0; p < panels; ++p) {
+      dd::PackTransposed(d, xg + p * P * x_stride, x_stride, P, in, xt + p * P * in);
+    }
+#endif
+    for (size_t o0 = 0; o0 < out; o0 += chunk) {
+      const size_t rows = std::min(chunk, out - o0);
+      dd::Widen(d, w + o0 * in, dd::kScaled<TW> ? scales + o0 : nullptr, rows, in, wf);
+      const float* bias0 = bias ? bias + o0 : nullptr;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+      for (size_t p = 0; p < panels; ++p) {
+        dd::PanelRows(d, xt + p * P * in, wf, in, 0, rows, bias0, yg + p * P * y_stride + o0,
+                      y_stride, accumulate);
+      }
+#else
+      (void)panels;
+      (void)xg;
+      (void)yg;
+#endif
+      if (last && rest > 0) {
+        dd::RowTiles(d, x + panel_rows * x_stride, x_stride, rest, wf,
+                     static_cast<const float*>(nullptr), bias0, in, rows,
+                     y + panel_rows * y_stride + o0, y_stride, accumulate);
+      }
+    }
+    if (last) break;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace recur::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // RECUR_KERNELS_DENSE_DENSE_LOWP_INL_H_ toggle

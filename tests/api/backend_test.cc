@@ -1,0 +1,136 @@
+// GEMM backends through the C API: the session option, the error for a
+// backend this build lacks, and every compiled-in backend computing what
+// highway computes (step, prefill).
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "recur/recur.h"
+#include "test_models.h"
+
+namespace {
+
+std::vector<std::string> CompiledBackends() {
+  std::vector<std::string> names;
+  std::string list = recur_backends();
+  size_t start = 0;
+  while (start < list.size()) {
+    size_t end = list.find(", ", start);
+    if (end == std::string::npos) end = list.size();
+    names.push_back(list.substr(start, end - start));
+    start = end + 2;
+  }
+  return names;
+}
+
+recur_model* LoadTestModel(const char* config, recur::converter::AlignedBytes* bytes) {
+  *bytes = recur::testing::BuildTestModel(config, 1);
+  recur_model* model = nullptr;
+  if (bytes->empty()) return nullptr;
+  if (recur_model_load_buffer(bytes->data(), bytes->size(), nullptr, &model) != RECUR_OK) {
+    return nullptr;
+  }
+  return model;
+}
+
+// Steps then prefills `batch` streams; returns every output.
+std::vector<float> Run(recur_model* model, const char* backend, uint32_t batch) {
+  recur_model_info info{};
+  info.struct_size = sizeof(info);
+  REQUIRE(recur_model_get_info(model, &info) == RECUR_OK);
+  recur_session_options options{};
+  options.struct_size = sizeof(options);
+  options.batch = batch;
+  options.threads = 2;
+  options.prefill_chunk = 8;
+  options.backend = backend;
+  recur_session* session = nullptr;
+  REQUIRE(recur_session_create(model, &options, &session) == RECUR_OK);
+  if (backend != nullptr) {
+    const std::string chosen = recur_session_backends(session);
+    CHECK(chosen.find(backend) != std::string::npos);
+  }
+  const bool tokens = info.input_kind == RECUR_INPUT_TOKENS;
+  const size_t steps = 21;  // two full chunks and a partial one
+  std::vector<int32_t> ids(batch * steps);
+  std::vector<float> frames(batch * steps * info.feature_width);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = info.vocab_size ? int32_t((i * 7) % info.vocab_size) : 0;
+  for (size_t i = 0; i < frames.size(); ++i) frames[i] = std::sin(0.37f * float(i));
+  std::vector<float> all;
+  std::vector<float> out(batch * info.output_width);
+  for (int t = 0; t < 3; ++t) {
+    recur_input in{tokens ? ids.data() : nullptr, tokens ? nullptr : frames.data(),
+                   tokens ? batch : batch * info.feature_width};
+    REQUIRE(recur_session_step(session, &in, out.data()) == RECUR_OK);
+    all.insert(all.end(), out.begin(), out.end());
+  }
+  std::vector<float> pout(batch * steps * info.output_width);
+  recur_input in{tokens ? ids.data() : nullptr, tokens ? nullptr : frames.data(),
+                 tokens ? ids.size() : frames.size()};
+  REQUIRE(recur_session_prefill(session, steps, &in, pout.data()) == RECUR_OK);
+  all.insert(all.end(), pout.begin(), pout.end());
+  recur_session_free(session);
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("highway is always compiled in") {
+  const std::vector<std::string> names = CompiledBackends();
+  REQUIRE(!names.empty());
+  CHECK(names.front() == "highway");
+}
+
+TEST_CASE("a backend this build lacks is a clear error") {
+  recur::converter::AlignedBytes bytes;
+  recur_model* model = LoadTestModel(recur::testing::kTinyTokensConfig, &bytes);
+  REQUIRE(model != nullptr);
+  recur_session_options options{};
+  options.struct_size = sizeof(options);
+  options.backend = "cublas";
+  recur_session* session = nullptr;
+  CHECK(recur_session_create(model, &options, &session) == RECUR_UNSUPPORTED);
+  CHECK(session == nullptr);
+  const std::string message = recur_last_error();
+  CHECK(message.find("cublas") != std::string::npos);
+  CHECK(message.find("highway") != std::string::npos);
+  // "auto" and "" are the automatic choice.
+  for (const char* automatic : {"auto", ""}) {
+    options.backend = automatic;
+    REQUIRE(recur_session_create(model, &options, &session) == RECUR_OK);
+    CHECK(std::string(recur_session_backends(session)).find("rows") != std::string::npos);
+    recur_session_free(session);
+  }
+  recur_model_free(model);
+}
+
+TEST_CASE("every backend computes what highway computes") {
+  for (const char* config : {recur::testing::kTinyTokensConfig, recur::testing::kTinyFeaturesConfig}) {
+    recur::converter::AlignedBytes bytes;
+    recur_model* model = LoadTestModel(config, &bytes);
+    REQUIRE(model != nullptr);
+    for (uint32_t batch : {1u, 5u}) {
+      const std::vector<float> expected = Run(model, "highway", batch);
+      for (const std::string& name : CompiledBackends()) {
+        CAPTURE(name);
+        CAPTURE(batch);
+        const std::vector<float> got = Run(model, name.c_str(), batch);
+        REQUIRE(got.size() == expected.size());
+        double max_diff = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          max_diff = std::max(max_diff, std::fabs(double(got[i]) - double(expected[i])));
+        }
+        CHECK(max_diff < 1e-4);
+      }
+      const std::vector<float> automatic = Run(model, nullptr, batch);
+      REQUIRE(automatic.size() == expected.size());
+      for (size_t i = 0; i < automatic.size(); ++i) {
+        REQUIRE(std::fabs(automatic[i] - expected[i]) < 1e-4);
+      }
+    }
+    recur_model_free(model);
+  }
+}

@@ -1,0 +1,405 @@
+// Dense with f16, bf16 and int8 weights vs the double-precision reference
+// (ref::Dense over the exactly decoded weights) on every Highway target.
+//
+// Tolerance as in dense_test.cc: |y − ref| ≤ 4·ε·sqrt(in + 2)·mag, ε = 2^-23,
+// mag = Σ_i |x_i·w_i| + |bias| + |y_prev| with w the decoded weight. The
+// kernels are exact in the decode (every f16/bf16/int8 value is an f32);
+// int8 adds one rounding, of scale·q (wide batches) or of scale·Σ (small).
+//
+// Weights end exactly at an inaccessible page, so a read past the last
+// weight (a full-width load in a loop tail) crashes the test.
+#include <doctest/doctest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/dense/dense.h"
+#include "kernels/dense/dense_ref.h"
+#include "test_util.h"
+
+namespace recur::kernels::test {
+namespace {
+
+// A region whose end is followed by a PROT_NONE page; Place(n) returns n
+// bytes that end right at that page.
+class GuardedRegion {
+ public:
+  explicit GuardedRegion(size_t bytes) {
+    page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_ = (bytes + page_ - 1) / page_ * page_;
+    void* p = mmap(nullptr, size_ + page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    REQUIRE(p != MAP_FAILED);
+    base_ = static_cast<uint8_t*>(p);
+    REQUIRE(mprotect(base_ + size_, page_, PROT_NONE) == 0);
+  }
+  ~GuardedRegion() { munmap(base_, size_ + page_); }
+  GuardedRegion(const GuardedRegion&) = delete;
+  GuardedRegion& operator=(const GuardedRegion&) = delete;
+
+  uint8_t* Place(size_t n) {
+    REQUIRE(n <= size_);
+    return base_ + size_ - n;
+  }
+
+ private:
+  size_t page_ = 0, size_ = 0;
+  uint8_t* base_ = nullptr;
+};
+
+GuardedRegion& Region() {
+  static GuardedRegion region(size_t{8} << 20);
+  return region;
+}
+
+const char* TypeName(WeightType t) {
+  switch (t) {
+    case WeightType::kF32: return "f32";
+    case WeightType::kF16: return "f16";
+    case WeightType::kBF16: return "bf16";
+    case WeightType::kI8: return "int8";
+  }
+  return "?";
+}
+
+// Random weights of `type` at p[0, n): finite values of magnitude < 2,
+// with zeros and subnormals (f16, bf16) and the full int8 range.
+void FillWeights(std::mt19937& rng, WeightType type, void* p, size_t n) {
+  std::uniform_int_distribution<uint32_t> bits(0, 0xFFFFFFFFu);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t r = bits(rng);
+    const bool special = (r & 0xF) == 0;  // 1 in 16: zero or subnormal
+    const uint16_t sign = (r >> 4) & 1 ? 0x8000 : 0;
+    switch (type) {
+      case WeightType::kF32:
+        static_cast<float*>(p)[i] = std::ldexp(static_cast<float>(r >> 8), -24) - 0.5f;
+        break;
+      case WeightType::kF16: {  // exponent 0 (subnormal/zero) or 5..15 (2^-10 .. <2)
+        const uint16_t exponent = special ? 0 : static_cast<uint16_t>(5 + (r >> 5) % 11);
+        const uint16_t mantissa = (r >> 16) & 0x3FF;
+        static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(sign | exponent << 10 | mantissa);
+        break;
+      }
+      case WeightType::kBF16: {  // exponent 0 or 117..127 (2^-10 .. <2)
+        const uint16_t exponent = special ? 0 : static_cast<uint16_t>(117 + (r >> 5) % 11);
+        const uint16_t mantissa = (r >> 16) & 0x7F;
+        static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(sign | exponent << 7 | mantissa);
+        break;
+      }
+      case WeightType::kI8:
+        static_cast<int8_t*>(p)[i] = static_cast<int8_t>(static_cast<int>(r >> 24) - 128);
+        break;
+    }
+  }
+}
+
+struct LowpCase {
+  WeightType type;
+  size_t batch, in, out;
+  size_t x_pad, y_pad;  // row stride minus row width
+  size_t offset;        // misalignment in floats of x (scales, bias, y: +1, +2, +3)
+  bool bias, accumulate;
+};
+
+// Checks y (from the kernel) against ref::Dense over w; y_prev is y before
+// the call. Returns the number of failures.
+size_t Compare(const LowpCase& c, const DenseWeights& w, const Buffer& x, size_t x_stride,
+               const std::vector<float>& y_prev, const Buffer& y, size_t y_stride) {
+  std::vector<float> y_ref = y_prev;
+  ref::Dense(x.data(), x_stride, c.batch, w, y_ref.data(), y_stride, c.accumulate);
+  std::vector<double> decoded(size_t{w.out} * w.in);
+  for (size_t o = 0; o < w.out; ++o) {
+    for (size_t i = 0; i < w.in; ++i) decoded[o * w.in + i] = std::fabs(ref::DecodeWeight(w, o, i));
+  }
+  size_t failures = 0;
+  const double scale = 4.0 * kEps * std::sqrt(static_cast<double>(w.in) + 2.0);
+  for (size_t b = 0; b < c.batch; ++b) {
+    for (size_t o = 0; o < w.out; ++o) {
+      const size_t k = b * y_stride + o;
+      double mag = w.bias ? std::fabs(w.bias[o]) : 0.0;
+      if (c.accumulate) mag += std::fabs(y_prev[k]);
+      const double* wo = decoded.data() + o * w.in;
+      for (size_t i = 0; i < w.in; ++i) mag += std::fabs(double{x[b * x_stride + i]}) * wo[i];
+      const double err = std::fabs(double{y[k]} - y_ref[k]);
+      if (!(err <= scale * mag)) {  // also catches NaN
+        if (failures++ < 3) {
+          FAIL_CHECK("b=" << b << " o=" << o << " got " << y[k] << " want " << y_ref[k]
+                          << " tol " << scale * mag);
+        }
+      }
+    }
+    for (size_t o = w.out; o < y_stride; ++o) {
+      if (!Buffer::SameBits(y[b * y_stride + o], kGuard)) {
+        if (failures++ < 3) FAIL_CHECK("wrote stride padding b=" << b << " col " << o);
+      }
+    }
+  }
+  if (!y.GuardsIntact()) {
+    ++failures;
+    FAIL_CHECK("wrote outside y");
+  }
+  return failures;
+}
+
+// Fills y: previous values when accumulating, NaN otherwise (a stray read
+// shows up), kGuard in the stride padding.
+void FillY(std::mt19937& rng, Buffer& y, size_t batch, size_t out, size_t y_stride,
+           bool accumulate) {
+  for (size_t b = 0; b < batch; ++b) {
+    float* row = y.data() + b * y_stride;
+    if (accumulate) {
+      FillUniform(rng, row, out, -1.0f, 1.0f);
+    } else {
+      std::fill(row, row + out, std::numeric_limits<float>::quiet_NaN());
+    }
+    std::fill(row + out, row + y_stride, kGuard);
+  }
+}
+
+// One case: random data, Dense, compare. Returns the number of failures.
+size_t CheckLowp(std::mt19937& rng, const LowpCase& c) {
+  const size_t x_stride = c.in + c.x_pad;
+  const size_t y_stride = c.out + c.y_pad;
+  Buffer x(c.batch * x_stride, c.offset % 4);
+  Buffer scales(c.out, (c.offset + 1) % 4);
+  Buffer bias(c.out, (c.offset + 2) % 4);
+  Buffer y(c.batch * y_stride, (c.offset + 3) % 4);
+  FillUniform(rng, x.data(), x.size(), -1.0f, 1.0f);
+  FillUniform(rng, scales.data(), scales.size(), 1e-3f, 2e-2f);
+  FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
+  FillY(rng, y, c.batch, c.out, y_stride, c.accumulate);
+  void* weights = Region().Place(c.in * c.out * WeightTypeSize(c.type));
+  FillWeights(rng, c.type, weights, c.in * c.out);
+
+  DenseWeights w;
+  w.weight = weights;
+  w.type = c.type;
+  w.scales = c.type == WeightType::kI8 ? scales.data() : nullptr;
+  w.bias = c.bias ? bias.data() : nullptr;
+  w.in = static_cast<uint32_t>(c.in);
+  w.out = static_cast<uint32_t>(c.out);
+  std::vector<float> y_prev(y.data(), y.data() + y.size());
+  Dense(x.data(), x_stride, c.batch, w, y.data(), y_stride, c.accumulate);
+  return Compare(c, w, x, x_stride, y_prev, y, y_stride);
+}
+
+#define RECUR_CHECK_LOWP(rng, c)                                                         \
+  do {                                                                                   \
+    INFO(TypeName((c).type) << " batch=" << (c).batch << " in=" << (c).in                \
+                            << " out=" << (c).out << " x_pad=" << (c).x_pad              \
+                            << " y_pad=" << (c).y_pad << " offset=" << (c).offset        \
+                            << " bias=" << (c).bias << " accumulate=" << (c).accumulate); \
+    CHECK(CheckLowp(rng, c) == 0);                                                       \
+  } while (0)
+
+constexpr WeightType kNarrowTypes[] = {WeightType::kF16, WeightType::kBF16, WeightType::kI8};
+
+TEST_CASE("Dense lowp: odd shapes, strides, bias and accumulate, all targets") {
+  const size_t batches[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 64};
+  const size_t ins[] = {0, 1, 3, 17, 33, 255, 257};
+  const size_t outs[] = {1, 3, 17, 33, 255, 257};
+  const size_t pads[] = {0, 1, 5, 16};
+  ForEachTarget([&](const std::string&) {
+    for (WeightType type : kNarrowTypes) {
+      std::mt19937 rng(1234);
+      size_t k = 0;
+      for (size_t batch : batches) {
+        for (size_t in : ins) {
+          for (size_t out : outs) {
+            ++k;
+            LowpCase c{type,  batch, in, out, pads[k % 4], pads[(k / 4) % 4], k % 4,
+                       (k / 2) % 2 == 0, k % 2 == 0};
+            RECUR_CHECK_LOWP(rng, c);
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("Dense lowp: in swept 0..64 plus 256 and 1024, every flag combination") {
+  std::vector<size_t> ins;
+  for (size_t i = 0; i <= 64; ++i) ins.push_back(i);
+  ins.push_back(256);
+  ins.push_back(1024);
+  // 1..kMaxB widen in registers; 7 and 9 widen into the f32 scratch.
+  const size_t batches[] = {1, 2, 6, 7, 9};
+  const size_t outs[] = {1, 4, 5, 8, 9, 13};
+  ForEachTarget([&](const std::string&) {
+    for (WeightType type : kNarrowTypes) {
+      std::mt19937 rng(99);
+      size_t k = 0;
+      for (size_t in : ins) {
+        for (size_t batch : batches) {
+          for (size_t out : outs) {
+            ++k;
+            for (int flags = 0; flags < 4; ++flags) {
+              LowpCase c{type, batch, in, out, 3, 2, (k + flags) % 4, (flags & 1) != 0,
+                         (flags & 2) != 0};
+              RECUR_CHECK_LOWP(rng, c);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("Dense lowp: large batches (panels on AVX-512, widened chunks, leftover rows)") {
+  const size_t batches[] = {16, 31, 32, 33, 64, 65, 100, 290};
+  const size_t ins[] = {0, 1, 3, 17, 64, 255};
+  const size_t outs[] = {8, 32, 33, 39, 100};
+  ForEachTarget([&](const std::string&) {
+    for (WeightType type : kNarrowTypes) {
+      std::mt19937 rng(31);
+      size_t k = 0;
+      for (size_t batch : batches) {
+        for (size_t in : ins) {
+          for (size_t out : outs) {
+            ++k;
+            LowpCase c{type, batch, in, out, (k % 3) * 3, (k / 3) % 3 * 5, k % 4,
+                       (k / 2) % 2 == 0, k % 2 == 0};
+            RECUR_CHECK_LOWP(rng, c);
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("Dense lowp: real sizes, L2 out-chunks, very wide rows") {
+  ForEachTarget([&](const std::string&) {
+    for (WeightType type : kNarrowTypes) {
+      std::mt19937 rng(7);
+      // Paper-MNIST-like shapes.
+      RECUR_CHECK_LOWP(rng, (LowpCase{type, 1, 256, 1024, 0, 0, 0, true, false}));
+      RECUR_CHECK_LOWP(rng, (LowpCase{type, 64, 256, 1024, 0, 0, 0, true, false}));
+      RECUR_CHECK_LOWP(rng, (LowpCase{type, 64, 1024, 256, 0, 0, 1, true, true}));
+      RECUR_CHECK_LOWP(rng, (LowpCase{type, 1, 1024, 1000, 0, 0, 2, true, false}));
+      // Several widened chunks (64 KiB of f32 = 8 rows of 2048, 16 of 1024)
+      // with a partial last one; more than one group of panels (290 rows).
+      RECUR_CHECK_LOWP(rng, (LowpCase{type, 13, 2048, 150, 8, 4, 3, true, true}));
+      RECUR_CHECK_LOWP(rng, (LowpCase{type, 70, 2048, 75, 1, 3, 2, true, true}));
+      RECUR_CHECK_LOWP(rng, (LowpCase{type, 290, 1024, 40, 0, 2, 1, true, false}));
+      // 8 rows of f32 would exceed the widening limit: in-register path.
+      RECUR_CHECK_LOWP(rng, (LowpCase{type, 9, 140000, 3, 0, 0, 1, true, true}));
+    }
+  });
+}
+
+TEST_CASE("Dense lowp: Rows() slices equal the whole layer") {
+  // The threaded engine runs a layer as slices w.Rows(begin, end) writing
+  // y + begin; the slices must address the right weights, scales and bias.
+  ForEachTarget([&](const std::string&) {
+    for (WeightType type : kNarrowTypes) {
+      for (size_t batch : {1, 5, 40}) {
+        std::mt19937 rng(11);
+        const size_t in = 37, out = 77, y_stride = out + 3;
+        Buffer x(batch * in, 1), scales(out, 2), bias(out, 3), y(batch * y_stride, 0);
+        FillUniform(rng, x.data(), x.size(), -1.0f, 1.0f);
+        FillUniform(rng, scales.data(), scales.size(), 1e-3f, 2e-2f);
+        FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
+        FillY(rng, y, batch, out, y_stride, false);
+        void* weights = Region().Place(in * out * WeightTypeSize(type));
+        FillWeights(rng, type, weights, in * out);
+        DenseWeights w;
+        w.weight = weights;
+        w.type = type;
+        w.scales = type == WeightType::kI8 ? scales.data() : nullptr;
+        w.bias = bias.data();
+        w.in = in;
+        w.out = out;
+        const size_t cuts[] = {0, 5, 37, 40, out};
+        for (size_t s = 0; s + 1 < std::size(cuts); ++s) {
+          Dense(x.data(), in, batch, w.Rows(cuts[s], cuts[s + 1]), y.data() + cuts[s], y_stride,
+                false);
+        }
+        INFO(TypeName(type) << " batch=" << batch);
+        const LowpCase c{type, batch, in, out, 0, 3, 0, true, false};
+        std::vector<float> y_prev(y.size(), std::numeric_limits<float>::quiet_NaN());
+        CHECK(Compare(c, w, x, in, y_prev, y, y_stride) == 0);
+      }
+    }
+  });
+}
+
+TEST_CASE("Dense lowp: f32 through DenseWeights equals the f32 entry point") {
+  std::mt19937 rng(3);
+  const size_t in = 33, out = 19, batch = 7;
+  std::vector<float> x(batch * in), w(in * out), bias(out), y1(batch * out), y2(batch * out);
+  FillUniform(rng, x.data(), x.size(), -1.0f, 1.0f);
+  FillUniform(rng, w.data(), w.size(), -1.0f, 1.0f);
+  FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
+  DenseWeights dw;
+  dw.weight = w.data();
+  dw.bias = bias.data();
+  dw.in = in;
+  dw.out = out;
+  Dense(x.data(), in, batch, w.data(), bias.data(), in, out, y1.data(), out, false);
+  Dense(x.data(), in, batch, dw, y2.data(), out, false);
+  CHECK(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("Dense lowp: the reference decodes f16 and bf16 exactly") {
+  CHECK(ref::Bf16ToF32(0x3F80) == 1.0f);
+  CHECK(ref::Bf16ToF32(0xC040) == -3.0f);
+  CHECK(ref::Bf16ToF32(0x0001) == std::ldexp(1.0f, -133));  // smallest subnormal
+  CHECK(std::isinf(ref::Bf16ToF32(0x7F80)));
+  CHECK(std::isnan(ref::Bf16ToF32(0x7FC0)));
+  CHECK(ref::F16ToF32(0x3C00) == 1.0f);
+  CHECK(ref::F16ToF32(0xC000) == -2.0f);
+  CHECK(ref::F16ToF32(0x7BFF) == 65504.0f);
+  CHECK(ref::F16ToF32(0x0001) == std::ldexp(1.0f, -24));  // smallest subnormal
+  CHECK(ref::F16ToF32(0x03FF) == std::ldexp(1023.0f, -24));
+  CHECK(ref::F16ToF32(0x0400) == std::ldexp(1.0f, -14));  // smallest normal
+  CHECK(ref::F16ToF32(0x3555) == std::ldexp(1365.0f, -12));  // ≈ 1/3
+  CHECK(std::signbit(ref::F16ToF32(0x8000)));
+  CHECK(std::isinf(ref::F16ToF32(0xFC00)));
+  CHECK(std::isnan(ref::F16ToF32(0x7E00)));
+}
+
+TEST_CASE("Dense lowp: the harness detects a wrong output") {
+  // A wrong answer must fail the tolerance: perturb one weight (one step of
+  // its type) after the reference and expect a mismatch in that output only.
+  for (WeightType type : kNarrowTypes) {
+    for (size_t batch : {1, 9}) {
+      INFO(TypeName(type) << " batch=" << batch);
+      const size_t in = 64, out = 8;
+      std::vector<float> x(batch * in, 1.0f), scales(out, 0.01f), y(batch * out),
+          y_ref(batch * out);
+      std::vector<uint8_t> bytes(in * out * WeightTypeSize(type));
+      for (size_t i = 0; i < in * out; ++i) {
+        if (type == WeightType::kI8) {
+          bytes[i] = 50;
+        } else {
+          const uint16_t half = type == WeightType::kF16 ? 0x3800 : 0x3F00;  // 0.5
+          std::memcpy(bytes.data() + 2 * i, &half, 2);
+        }
+      }
+      DenseWeights w;
+      w.weight = bytes.data();
+      w.type = type;
+      w.scales = type == WeightType::kI8 ? scales.data() : nullptr;
+      w.in = in;
+      w.out = out;
+      ref::Dense(x.data(), in, batch, w, y_ref.data(), out, false);
+      const size_t e = type == WeightType::kI8 ? 3 * in + 5 : 2 * (3 * in + 5);
+      bytes[e] += 1;  // the lowest byte: +1 int8 step or +1 ulp
+      Dense(x.data(), in, batch, w, y.data(), out, false);
+      const double tol = 4.0 * kEps * std::sqrt(in + 2.0) * (0.5 * in);  // every w is 0.5
+      for (size_t b = 0; b < batch; ++b) {
+        CHECK(std::fabs(double{y[b * out + 3]} - y_ref[b * out + 3]) > tol);
+        CHECK(std::fabs(double{y[b * out + 2]} - y_ref[b * out + 2]) <= tol);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace recur::kernels::test
