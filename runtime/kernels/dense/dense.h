@@ -39,7 +39,8 @@ struct DenseWeights {
 // batch > 6 (> 3 without AVX-512) narrow weights are widened, a chunk of
 // rows at a time, into a per-thread f32 scratch buffer (allocated on first
 // use and kept for reuse; ~64 KiB unless 8·in floats is larger, at most
-// 4 MiB), so that the f32 kernels run on them.
+// 4 MiB), so that the f32 kernels run on them; for smaller batches bf16
+// uses that buffer for a permuted copy of x (batch·in floats).
 void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
            size_t y_stride, bool accumulate);
 
