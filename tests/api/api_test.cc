@@ -32,7 +32,7 @@ struct Loaded {
 };
 
 recur_session* NewSession(const recur_model* model, uint32_t batch = 1) {
-  recur_session_options options{sizeof(options), batch, 1, 0};
+  recur_session_options options{sizeof(options), batch, 1, 0, nullptr};
   recur_session* session = nullptr;
   REQUIRE(recur_session_create(model, &options, &session) == RECUR_OK);
   return session;
@@ -127,7 +127,7 @@ TEST_CASE("null arguments are refused with a message") {
 
 TEST_CASE("options structs with a bad struct_size are refused") {
   Loaded m(kTinyTokensConfig);
-  recur_session_options options{3, 1, 1, 0};
+  recur_session_options options{3, 1, 1, 0, nullptr};
   recur_session* s = nullptr;
   CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(ErrorContains("struct_size"));
@@ -141,10 +141,10 @@ TEST_CASE("options structs with a bad struct_size are refused") {
 TEST_CASE("session options: batch and thread bounds") {
   Loaded m(kTinyTokensConfig);
   recur_session* s = nullptr;
-  recur_session_options options{sizeof(options), 100000, 1, 0};
+  recur_session_options options{sizeof(options), 100000, 1, 0, nullptr};
   CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(ErrorContains("batch"));
-  options = {sizeof(options), 1, 1000, 0};
+  options = {sizeof(options), 1, 1000, 0, nullptr};
   CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(ErrorContains("threads must be in [1, 256], got 1000"));
   CHECK(s == nullptr);
@@ -161,7 +161,7 @@ TEST_CASE("more threads give the same results") {
     "head": {"out": 50, "activation": "none"}})";
   Loaded m(config);
   for (uint32_t batch : {1u, 40u}) {
-    recur_session_options one{sizeof(one), batch, 1, 0}, two{sizeof(two), batch, 2, 0};
+    recur_session_options one{sizeof(one), batch, 1, 0, nullptr}, two{sizeof(two), batch, 2, 0, nullptr};
     recur_session* a = nullptr;
     recur_session* b = nullptr;
     REQUIRE(recur_session_create(m.model, &one, &a) == RECUR_OK);
