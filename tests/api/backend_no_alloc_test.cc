@@ -2,29 +2,16 @@
 // dense layers (every buffer and primitive is made in session_create) --
 // except oneDNN, whose execute allocates (reported, not checked), which is
 // why the automatic choice leaves it out.
-// Its own executable, since it replaces the global allocator.
-#include <atomic>
-#include <cstdlib>
-#include <new>
+// (alloc_counter.cc replaces the global allocator of this test executable.)
 #include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
 
+#include "alloc_counter.h"
+
 #include "recur/recur.h"
 #include "test_models.h"
-
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size ? size : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 TEST_CASE("step and prefill do not allocate on any backend but onednn") {
   std::vector<std::string> names;
@@ -65,10 +52,10 @@ TEST_CASE("step and prefill do not allocate on any backend but onednn") {
       // Warm: first calls may set up per-thread state in the libraries.
       REQUIRE(recur_session_step(session, &one, out.data()) == RECUR_OK);
       REQUIRE(recur_session_prefill(session, steps, &many, out.data()) == RECUR_OK);
-      const long before = g_allocations.load();
+      const long before = recur::testing::AllocationCount();
       for (int t = 0; t < 20; ++t) REQUIRE(recur_session_step(session, &one, out.data()) == RECUR_OK);
       REQUIRE(recur_session_prefill(session, steps, &many, out.data()) == RECUR_OK);
-      const long allocations = g_allocations.load() - before;
+      const long allocations = recur::testing::AllocationCount() - before;
       if (name == "onednn") {
         // oneDNN's execute builds its argument map on the heap each call;
         // that is why the automatic choice never picks it (gemm_backend.h).

@@ -1,27 +1,14 @@
 // Stepping never allocates: every buffer is planned in session_create
 // (DESIGN.md principle 3). Counts global operator new calls around steps;
-// its own executable, since it replaces the global allocator.
-#include <atomic>
-#include <cstdlib>
-#include <new>
+// (alloc_counter.cc replaces the global allocator of this test executable.)
 #include <vector>
 
 #include <doctest/doctest.h>
 
+#include "alloc_counter.h"
+
 #include "recur/recur.h"
 #include "test_models.h"
-
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size ? size : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 TEST_CASE("step, reset, save and load do not allocate") {
   for (const char* config : {recur::testing::kTinyTokensConfig, recur::testing::kTinyFeaturesConfig}) {
@@ -46,13 +33,13 @@ TEST_CASE("step, reset, save and load do not allocate") {
     recur_input in{tokens_model ? tokens.data() : nullptr, tokens_model ? nullptr : frames.data(),
                    tokens_model ? tokens.size() : frames.size()};
 
-    const long before = g_allocations.load();
+    const long before = recur::testing::AllocationCount();
     for (int t = 0; t < 50; ++t) REQUIRE(recur_session_step(session, &in, out.data()) == RECUR_OK);
     REQUIRE(recur_session_state_save(session, 1, blob.data(), blob.size()) == RECUR_OK);
     REQUIRE(recur_session_reset(session, -1) == RECUR_OK);
     REQUIRE(recur_session_state_load(session, 2, blob.data(), blob.size()) == RECUR_OK);
     REQUIRE(recur_session_step(session, &in, out.data()) == RECUR_OK);
-    CHECK(g_allocations.load() - before == 0);
+    CHECK(recur::testing::AllocationCount() - before == 0);
 
     recur_session_free(session);
     recur_model_free(model);
