@@ -117,34 +117,9 @@ size_t Compare(const LowpCase& c, const DenseWeights& w, const Buffer& x, size_t
   for (size_t o = 0; o < w.out; ++o) {
     for (size_t i = 0; i < w.in; ++i) decoded[o * w.in + i] = std::fabs(ref::DecodeWeight(w, o, i));
   }
-  size_t failures = 0;
-  const double scale = 4.0 * kEps * std::sqrt(static_cast<double>(w.in) + 2.0);
-  for (size_t b = 0; b < c.batch; ++b) {
-    for (size_t o = 0; o < w.out; ++o) {
-      const size_t k = b * y_stride + o;
-      double mag = w.bias ? std::fabs(w.bias[o]) : 0.0;
-      if (c.accumulate) mag += std::fabs(y_prev[k]);
-      const double* wo = decoded.data() + o * w.in;
-      for (size_t i = 0; i < w.in; ++i) mag += std::fabs(double{x[b * x_stride + i]}) * wo[i];
-      const double err = std::fabs(double{y[k]} - y_ref[k]);
-      if (!(err <= scale * mag)) {  // also catches NaN
-        if (failures++ < 3) {
-          FAIL_CHECK("b=" << b << " o=" << o << " got " << y[k] << " want " << y_ref[k]
-                          << " tol " << scale * mag);
-        }
-      }
-    }
-    for (size_t o = w.out; o < y_stride; ++o) {
-      if (!Buffer::SameBits(y[b * y_stride + o], kGuard)) {
-        if (failures++ < 3) FAIL_CHECK("wrote stride padding b=" << b << " col " << o);
-      }
-    }
-  }
-  if (!y.GuardsIntact()) {
-    ++failures;
-    FAIL_CHECK("wrote outside y");
-  }
-  return failures;
+  return CheckDenseResult(x.data(), x_stride, c.batch, w.in, w.out,
+                          [&](size_t o, size_t i) { return decoded[o * w.in + i]; }, w.bias,
+                          c.accumulate, y_prev, y_ref, y, y_stride);
 }
 
 // Fills y: previous values when accumulating, NaN otherwise (a stray read

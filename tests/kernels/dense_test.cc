@@ -55,33 +55,10 @@ size_t CheckDense(std::mt19937& rng, const DenseCase& c) {
   Dense(x.data(), x_stride, c.batch, w.data(), bias_ptr, c.in, c.out, y.data(), y_stride,
         c.accumulate);
 
-  size_t failures = 0;
-  const double scale = 4.0 * kEps * std::sqrt(static_cast<double>(c.in) + 2.0);
-  for (size_t b = 0; b < c.batch; ++b) {
-    for (size_t o = 0; o < c.out; ++o) {
-      const size_t k = b * y_stride + o;
-      double mag = c.bias ? std::fabs(bias[o]) : 0.0;
-      if (c.accumulate) mag += std::fabs(y_prev[k]);
-      for (size_t i = 0; i < c.in; ++i) mag += std::fabs(double{x[b * x_stride + i]} * w[o * c.in + i]);
-      const double err = std::fabs(double{y[k]} - y_ref[k]);
-      if (!(err <= scale * mag)) {  // also catches NaN
-        if (failures++ < 3) {
-          FAIL_CHECK("b=" << b << " o=" << o << " got " << y[k] << " want " << y_ref[k]
-                          << " tol " << scale * mag);
-        }
-      }
-    }
-    for (size_t o = c.out; o < y_stride; ++o) {
-      if (!Buffer::SameBits(y[b * y_stride + o], kGuard)) {
-        if (failures++ < 3) FAIL_CHECK("wrote stride padding b=" << b << " col " << o);
-      }
-    }
-  }
-  if (!y.GuardsIntact()) {
-    ++failures;
-    FAIL_CHECK("wrote outside y");
-  }
-  return failures;
+  const float* wp = w.data();
+  return CheckDenseResult(x.data(), x_stride, c.batch, c.in, c.out,
+                          [&](size_t o, size_t i) { return std::fabs(double{wp[o * c.in + i]}); },
+                          bias_ptr, c.accumulate, y_prev, y_ref, y, y_stride);
 }
 
 #define RECUR_CHECK_DENSE(rng, c)                                                     \

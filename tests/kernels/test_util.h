@@ -88,6 +88,44 @@ inline void FillUniform(std::mt19937& rng, float* p, size_t n, float lo, float h
 // f32 machine epsilon (2^-23).
 inline constexpr double kEps = 1.1920928955078125e-07;
 
+// Checks a Dense result against its reference: every output within
+// 4·ε·√(in+2)·(Σ_i |x·w| + |bias| + |y_prev|) of y_ref (NaN fails), the
+// stride padding of y still kGuard, nothing written outside y. abs_w(o, i)
+// gives |w[o, i]| as the kernel saw it. Returns the number of failures.
+template <typename AbsWeight>
+size_t CheckDenseResult(const float* x, size_t x_stride, size_t batch, size_t in, size_t out,
+                        AbsWeight abs_w, const float* bias, bool accumulate,
+                        const std::vector<float>& y_prev, const std::vector<float>& y_ref,
+                        const Buffer& y, size_t y_stride) {
+  size_t failures = 0;
+  const double scale = 4.0 * kEps * std::sqrt(static_cast<double>(in) + 2.0);
+  for (size_t b = 0; b < batch; ++b) {
+    for (size_t o = 0; o < out; ++o) {
+      const size_t k = b * y_stride + o;
+      double mag = bias != nullptr ? std::fabs(bias[o]) : 0.0;
+      if (accumulate) mag += std::fabs(y_prev[k]);
+      for (size_t i = 0; i < in; ++i) mag += std::fabs(double{x[b * x_stride + i]}) * abs_w(o, i);
+      const double err = std::fabs(double{y[k]} - y_ref[k]);
+      if (!(err <= scale * mag)) {  // also catches NaN
+        if (failures++ < 3) {
+          FAIL_CHECK("b=" << b << " o=" << o << " got " << y[k] << " want " << y_ref[k]
+                          << " tol " << scale * mag);
+        }
+      }
+    }
+    for (size_t o = out; o < y_stride; ++o) {
+      if (!Buffer::SameBits(y[b * y_stride + o], kGuard)) {
+        if (failures++ < 3) FAIL_CHECK("wrote stride padding b=" << b << " col " << o);
+      }
+    }
+  }
+  if (!y.GuardsIntact()) {
+    ++failures;
+    FAIL_CHECK("wrote outside y");
+  }
+  return failures;
+}
+
 }  // namespace recur::kernels::test
 
 #endif  // RECUR_TESTS_KERNELS_TEST_UTIL_H_
