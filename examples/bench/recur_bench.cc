@@ -3,7 +3,7 @@
 //
 //   recur-bench MODEL.recur [--batch 1,64] [--threads 1,2] [--steps N]
 //               [--prefill 128,1024] [--chunk T] [--generate LEN] [--json]
-//               [--backend auto|highway|xnnpack|onednn]
+//               [--backend auto|highway|xnnpack|onednn] [--packing auto|off|on]
 //
 // Rows:
 //   step       one RNN step of B streams: median/p10/p90 µs, elements/s
@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -101,6 +102,7 @@ int main(int argc, char** argv) {
   int steps = 500, warmup = 20, generate = 0;
   bool json = false;
   std::string backend = "auto";
+  recur_weight_packing packing = RECUR_PACKING_AUTO;
   app.add_option("model", model_path, "Model file (.recur)")->required();
   app.add_option("--batch,-b", batches, "Streams stepped together (list)")->delimiter(',');
   app.add_option("--threads,-t", thread_counts, "Intra-op threads (list)")->delimiter(',');
@@ -112,6 +114,10 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "JSON lines instead of a table");
   app.add_option("--backend", backend, "GEMM backend for the dense layers: auto (fastest per "
                  "shape, measured at session creation), highway, xnnpack, onednn");
+  const std::map<std::string, recur_weight_packing> packings{
+      {"auto", RECUR_PACKING_AUTO}, {"off", RECUR_PACKING_OFF}, {"on", RECUR_PACKING_ON}};
+  app.add_option("--packing", packing, "Packed weight copies: auto (batch >= 4), off, on")
+      ->transform(CLI::CheckedTransformer(packings));
   CLI11_PARSE(app, argc, argv);
 
   auto model = recur::Model::Load(model_path);
@@ -164,6 +170,7 @@ int main(int argc, char** argv) {
     options.threads = threads;
     options.prefill_chunk = chunk;
     options.backend = backend.c_str();
+    options.weight_packing = packing;
     const auto t0 = Clock::now();
     if (recur_session_create(model->get(), &options, &out->session) != RECUR_OK) return false;
     const double create_s = Seconds(t0, Clock::now());

@@ -24,6 +24,10 @@ struct DensePlan {
   std::vector<size_t> rows;
   bool accumulate = false;     // Run is called with this accumulate value
   ThreadPool* pool = nullptr;  // the session's pool (never null); Run uses it
+  // The op may keep a re-laid-out copy of the weights (highway packs only
+  // when this is set; backends that always copy are skipped by the
+  // automatic choice when it is not).
+  bool pack_weights = false;
 };
 
 class PreparedDense {
@@ -47,6 +51,9 @@ class DenseBackend {
   // backends (DESIGN.md principle 3); naming one in the session options
   // still uses it.
   virtual bool allocates_in_run() const { return false; }
+  // True when Prepare always copies the weights into a layout of its own
+  // (whatever DensePlan::pack_weights says).
+  virtual bool always_copies_weights() const { return false; }
   virtual Status Prepare(const DenseView& d, const DensePlan& plan,
                          std::unique_ptr<PreparedDense>* out) const = 0;
 };

@@ -1,21 +1,55 @@
-// The Highway backend: today's RunDense (output features split over the
-// session's pool, kernels::Dense per slice). Every weight type; no copies.
+// The Highway backend: our own kernels, every weight type. Unpacked, it runs
+// RunDense on the model's bytes (output features split over the session's
+// pool). With DensePlan::pack_weights it also keeps the layer in packed f32
+// panels (kernels::PackDense) and runs calls of kPackedMinRows rows or more
+// on the packed GEMM, panels split over the pool.
+#include <algorithm>
+
 #include "backends/gemm_backend.h"
 #include "engine/dense_op.h"
+#include "hwy/aligned_allocator.h"
+#include "kernels/dense/dense.h"
 
 namespace recur::backends {
 namespace {
 
+// Below this the mat-vec row tiles win (tests/kernels/dense_bench).
+constexpr size_t kPackedMinRows = 4;
+
 class HighwayDense final : public PreparedDense {
  public:
   HighwayDense(const DenseView& d, ThreadPool* pool) : d_(d), pool_(pool) {}
+
+  Status Pack() {
+    const size_t floats = kernels::DensePackedFloats(d_.in, d_.out);
+    packed_ = hwy::AllocateAligned<float>(floats);
+    if (!packed_) {
+      return OutOfMemory("cannot allocate %zu bytes of packed weights", floats * sizeof(float));
+    }
+    kernels::PackDense(d_, packed_.get());
+    return Status::Ok();
+  }
+
   void Run(const float* x, size_t rows, float* y, bool accumulate) override {
-    RunDense(d_, x, rows, y, accumulate, pool_);
+    if (!packed_ || rows < kPackedMinRows) {
+      RunDense(d_, x, rows, y, accumulate, pool_);
+      return;
+    }
+    const size_t panels = kernels::DensePanels(d_.out);
+    pool_->ParallelRanges(panels, 1, [&](size_t first, size_t last) {
+      kernels::DensePacked(x, d_.in, rows, packed_.get(), d_.bias, d_.in, d_.out, first, last, y,
+                           d_.out, accumulate);
+    });
+  }
+
+  size_t memory_bytes() const override {
+    return packed_ ? kernels::DensePackedFloats(d_.in, d_.out) * sizeof(float) : 0;
   }
 
  private:
   DenseView d_;
   ThreadPool* pool_;
+  hwy::AlignedFreeUniquePtr<float[]> packed_;
 };
 
 class Highway final : public DenseBackend {
@@ -24,7 +58,9 @@ class Highway final : public DenseBackend {
   bool Supports(const DenseView&) const override { return true; }
   Status Prepare(const DenseView& d, const DensePlan& plan,
                  std::unique_ptr<PreparedDense>* out) const override {
-    *out = std::make_unique<HighwayDense>(d, plan.pool);
+    auto op = std::make_unique<HighwayDense>(d, plan.pool);
+    if (plan.pack_weights && plan.rows.back() >= kPackedMinRows) RECUR_RETURN_IF_ERROR(op->Pack());
+    *out = std::move(op);
     return Status::Ok();
   }
 };

@@ -270,6 +270,7 @@ class OnednnDense final : public PreparedDense {
 class Onednn final : public DenseBackend {
  public:
   const char* name() const override { return "onednn"; }
+  bool always_copies_weights() const override { return true; }
   bool allocates_in_run() const override { return true; }
   bool Supports(const DenseView& d) const override {
     return d.type == kernels::WeightType::kF32 && d.in > 0 && d.out > 0;

@@ -127,6 +127,7 @@ class XnnpackDense final : public PreparedDense {
 class Xnnpack final : public DenseBackend {
  public:
   const char* name() const override { return "xnnpack"; }
+  bool always_copies_weights() const override { return true; }
   bool Supports(const DenseView& d) const override {
     return d.type == kernels::WeightType::kF32 && d.in > 0 && d.out > 0;
   }

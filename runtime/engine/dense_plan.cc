@@ -22,11 +22,11 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxTimedRows = 512;
 
 // What a timing depends on (weights' values do not matter).
-using ShapeKey = std::tuple<uint32_t, uint32_t, int, bool, bool, size_t, size_t>;
-//                          in        out       type bias  acc   rows    threads
+using ShapeKey = std::tuple<uint32_t, uint32_t, int, bool, bool, size_t, size_t, bool>;
+//                          in        out       type bias  acc   rows    threads pack
 
-ShapeKey KeyOf(const DenseView& d, bool accumulate, size_t rows, size_t threads) {
-  return {d.in, d.out, int(d.type), d.bias != nullptr, accumulate, rows, threads};
+ShapeKey KeyOf(const DenseView& d, bool accumulate, size_t rows, size_t threads, bool pack) {
+  return {d.in, d.out, int(d.type), d.bias != nullptr, accumulate, rows, threads, pack};
 }
 
 // Process-wide: sessions of the same shapes (forks, parity runs, benchmarks)
@@ -64,7 +64,7 @@ void RunDense(const DenseView& d, const float* x, size_t rows, float* y, bool ac
 }
 
 Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector<size_t> rows,
-                           const char* forced, ThreadPool* pool,
+                           const char* forced, bool pack_weights, ThreadPool* pool,
                            std::unique_ptr<DenseRunner>* out) {
   out->reset();
   const DenseBackend* highway = backends::HighwayBackend();
@@ -92,14 +92,14 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
     if (r->layers_.count(use.view)) continue;
     r->layers_[use.view];
     r->order_.push_back(use.view);
-    groups[KeyOf(*use.view, use.accumulate, 0, threads)].push_back(&use);
+    groups[KeyOf(*use.view, use.accumulate, 0, threads, pack_weights)].push_back(&use);
   }
   hwy::AlignedFreeUniquePtr<float[]> x, y;
   size_t x_floats = 0, y_floats = 0;
   for (auto& [key, members] : groups) {
     const DenseView& first = *members.front()->view;
     const bool accumulate = members.front()->accumulate;
-    const DensePlan plan{rows, accumulate, pool};
+    const DensePlan plan{rows, accumulate, pool, pack_weights};
     // The backend for each planned row count.
     std::vector<const DenseBackend*> pick(rows.size(), highway);
     std::map<const DenseBackend*, std::unique_ptr<PreparedDense>> first_ops;
@@ -110,7 +110,7 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
       {
         std::lock_guard<std::mutex> lock(g_choice_mutex);
         for (size_t i = 0; i < rows.size(); ++i) {
-          auto it = ChoiceCache().find(KeyOf(first, accumulate, rows[i], threads));
+          auto it = ChoiceCache().find(KeyOf(first, accumulate, rows[i], threads, pack_weights));
           if (it != ChoiceCache().end()) {
             pick[i] = it->second;
           } else {
@@ -135,6 +135,7 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
         std::vector<double> best(rows.size(), 1e30);
         for (const DenseBackend* b : backends::CompiledBackends()) {
           if (!b->Supports(first) || b->allocates_in_run()) continue;
+          if (!pack_weights && b->always_copies_weights()) continue;
           std::unique_ptr<PreparedDense> op;
           if (!b->Prepare(first, plan, &op).ok()) continue;  // e.g. no XNNPACK for this CPU
           for (size_t i : todo) {
@@ -150,7 +151,7 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
           first_ops[b] = std::move(op);
         }
         std::lock_guard<std::mutex> lock(g_choice_mutex);
-        for (size_t i : todo) ChoiceCache()[KeyOf(first, accumulate, rows[i], threads)] = pick[i];
+        for (size_t i : todo) ChoiceCache()[KeyOf(first, accumulate, rows[i], threads, pack_weights)] = pick[i];
       }
     }
     // Prepare each member once per backend it got.
@@ -224,6 +225,11 @@ std::string DenseRunner::Summary() const {
       std::snprintf(buf, sizeof(buf), " %s x%zu", b->name(), n);
       text += buf;
     }
+  }
+  if (const size_t bytes = memory_bytes(); bytes > 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "; weight copies %.1f MB", double(bytes) * 1e-6);
+    text += buf;
   }
   return text;
 }

@@ -32,7 +32,8 @@ Session::Session(const Model* model, const SessionOptions& options)
       threads_(options.threads),
       chunk_(options.prefill_chunk == 0 ? kDefaultPrefillChunk : options.prefill_chunk),
       prefill_min_(options.prefill_min == 0 ? kDefaultPrefillMin : options.prefill_min),
-      backend_(options.backend == nullptr ? "" : options.backend) {}
+      backend_(options.backend == nullptr ? "" : options.backend),
+      weight_packing_(options.weight_packing) {}
 
 Status Session::Create(const Model* model, const SessionOptions& options,
                        std::unique_ptr<Session>* out) {
@@ -43,6 +44,10 @@ Status Session::Create(const Model* model, const SessionOptions& options,
   }
   if (options.threads == 0 || options.threads > 256) {
     return InvalidArgument("threads must be in [1, 256], got %zu", options.threads);
+  }
+  if (options.weight_packing > 2) {
+    return InvalidArgument("weight_packing must be 0 (auto), 1 (off) or 2 (on), got %u",
+                           options.weight_packing);
   }
   if (options.prefill_chunk > 4096) {
     return InvalidArgument("prefill_chunk must be in [1, 4096] (0 = default), got %zu",
@@ -94,8 +99,9 @@ Status Session::PrepareDense() {
   }
   if (m.head.weight != nullptr) layers.push_back({&m.head, false});
   // Full calls: Step (batch rows) and Prefill's whole chunks (batch × chunk).
-  return DenseRunner::Create(layers, {batch_, batch_ * chunk_}, backend_.c_str(), pool_.get(),
-                             &dense_);
+  const bool pack = weight_packing_ == 2 || (weight_packing_ == 0 && batch_ >= kPackMinBatch);
+  return DenseRunner::Create(layers, {batch_, batch_ * chunk_}, backend_.c_str(), pack,
+                             pool_.get(), &dense_);
 }
 
 Status Session::CheckInput(const int32_t* tokens, const float* features, size_t count,
@@ -362,7 +368,8 @@ Status Session::Reset(int stream) {
 
 Status Session::Fork(std::unique_ptr<Session>* out) const {
   out->reset();
-  SessionOptions options{batch_, threads_, chunk_, prefill_min_, backend_.c_str()};
+  SessionOptions options{batch_, threads_, chunk_, prefill_min_, backend_.c_str(),
+                         weight_packing_};
   std::unique_ptr<Session> s(new Session(model_, options));
   RECUR_RETURN_IF_ERROR(ThreadPool::Create(threads_, &s->pool_));
   RECUR_RETURN_IF_ERROR(s->Allocate());

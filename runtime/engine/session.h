@@ -27,7 +27,13 @@ struct SessionOptions {
   // layer shape and row count, measured at creation (engine/dense_plan.h),
   // among backends that do not allocate per call: "onednn" must be named.
   const char* backend = nullptr;
+  // recur_weight_packing: 0 auto (pack when batch >= kPackMinBatch), 1 off, 2 on.
+  uint32_t weight_packing = 0;
 };
+
+// Auto packing threshold: from 4 rows up the packed GEMM beats the row
+// tiles (tests/kernels/dense_bench: 4x256->1024 packed 13.8 µs vs 16.4).
+constexpr size_t kPackMinBatch = 4;
 
 // Chosen with recur-bench --prefill on the paper-MNIST config (README).
 constexpr size_t kDefaultPrefillChunk = 64;
@@ -125,6 +131,7 @@ class Session {
   size_t chunk_;                                  // max positions per Forward
   size_t prefill_min_;
   std::string backend_;                           // SessionOptions::backend
+  uint32_t weight_packing_;                       // SessionOptions::weight_packing
   bool causal_ = true;                            // every block has a recurrent form
   size_t state_stride_ = 0;                       // floats per stream, padded to 16
   hwy::AlignedFreeUniquePtr<float[]> state_;      // (batch, state_stride_)

@@ -37,7 +37,8 @@ recur_model* LoadTestModel(const char* config, recur::converter::AlignedBytes* b
 }
 
 // Steps then prefills `batch` streams; returns every output.
-std::vector<float> Run(recur_model* model, const char* backend, uint32_t batch) {
+std::vector<float> Run(recur_model* model, const char* backend, uint32_t batch,
+                       recur_weight_packing packing = RECUR_PACKING_AUTO) {
   recur_model_info info{};
   info.struct_size = sizeof(info);
   REQUIRE(recur_model_get_info(model, &info) == RECUR_OK);
@@ -47,8 +48,13 @@ std::vector<float> Run(recur_model* model, const char* backend, uint32_t batch) 
   options.threads = 2;
   options.prefill_chunk = 8;
   options.backend = backend;
+  options.weight_packing = packing;
   recur_session* session = nullptr;
   REQUIRE(recur_session_create(model, &options, &session) == RECUR_OK);
+  const std::string summary = recur_session_backends(session);
+  CAPTURE(summary);
+  if (packing == RECUR_PACKING_OFF) CHECK(summary.find("weight copies") == std::string::npos);
+  if (packing == RECUR_PACKING_ON) CHECK(summary.find("weight copies") != std::string::npos);
   if (backend != nullptr) {
     const std::string chosen = recur_session_backends(session);
     CHECK(chosen.find(backend) != std::string::npos);
@@ -130,6 +136,31 @@ TEST_CASE("every backend computes what highway computes") {
       for (size_t i = 0; i < automatic.size(); ++i) {
         REQUIRE(std::fabs(automatic[i] - expected[i]) < 1e-4);
       }
+    }
+    recur_model_free(model);
+  }
+}
+
+TEST_CASE("packed weights compute what unpacked weights compute, and say what they cost") {
+  for (const char* config : {recur::testing::kTinyTokensConfig, recur::testing::kTinyFeaturesConfig}) {
+    recur::converter::AlignedBytes bytes;
+    recur_model* model = LoadTestModel(config, &bytes);
+    REQUIRE(model != nullptr);
+    for (uint32_t batch : {1u, 5u}) {
+      CAPTURE(batch);
+      const std::vector<float> unpacked = Run(model, "highway", batch, RECUR_PACKING_OFF);
+      for (recur_weight_packing packing : {RECUR_PACKING_ON, RECUR_PACKING_AUTO}) {
+        CAPTURE(packing);
+        const std::vector<float> packed = Run(model, "highway", batch, packing);
+        REQUIRE(packed.size() == unpacked.size());
+        double max_diff = 0;
+        for (size_t i = 0; i < packed.size(); ++i) {
+          max_diff = std::max(max_diff, std::fabs(double(packed[i]) - double(unpacked[i])));
+        }
+        CHECK(max_diff < 1e-4);
+      }
+      // Off also keeps the automatic choice away from backends that copy.
+      Run(model, nullptr, batch, RECUR_PACKING_OFF);
     }
     recur_model_free(model);
   }

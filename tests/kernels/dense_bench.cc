@@ -3,7 +3,7 @@
 // weight-streaming rate (bytes of the stored weight type). Rows for f32 and,
 // at a few shapes, for f16, bf16 and int8 weights. Buffers are 64-byte aligned.
 //   dense_bench [TARGET]   e.g. AVX2 to pin dynamic dispatch to that target
-// On x86 with AVX-512 it also measures this core's FMA peak for reference.
+// It also measures this core's FMA peak for reference (machine_limits.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,11 +17,8 @@
 #include "hwy/targets.h"
 #include "kernels/dense/dense.h"
 #include "kernels/elementwise/elementwise.h"
+#include "machine_limits.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define RECUR_BENCH_PEAK 1
-#endif
 
 namespace {
 
@@ -55,39 +52,6 @@ Timing TimePerCall(const F& fn) {
   std::sort(samples.begin(), samples.end());
   return {samples[samples.size() / 2], samples.front()};
 }
-
-#ifdef RECUR_BENCH_PEAK
-// FLOP/s of 24 independent 16-lane FMA chains (this core's AVX-512 peak).
-__attribute__((target("avx512f"))) __attribute__((noinline)) double FmaPeak() {
-#define RECUR_X6(M, a, b, c, d, e, f) M(a) M(b) M(c) M(d) M(e) M(f)
-#define RECUR_ALL(M) RECUR_X6(M, 0, 1, 2, 3, 4, 5) RECUR_X6(M, 6, 7, 8, 9, 10, 11) \
-  RECUR_X6(M, 12, 13, 14, 15, 16, 17) RECUR_X6(M, 18, 19, 20, 21, 22, 23)
-#define RECUR_INIT(i) __m512 acc##i = _mm512_set1_ps(static_cast<float>(i));
-#define RECUR_FMA(i) acc##i = _mm512_fmadd_ps(acc##i, a, b);
-#define RECUR_SINK(i) _mm512_storeu_ps(lanes, acc##i); sink += lanes[0];
-  RECUR_ALL(RECUR_INIT)
-  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-  // Best of 20 runs: the machine may be shared.
-  const size_t iters = 200000;
-  double dt = 1e30;
-  for (int run = 0; run < 20; ++run) {
-    const auto t0 = Clock::now();
-    for (size_t k = 0; k < iters; ++k) {
-      RECUR_ALL(RECUR_FMA)
-    }
-    dt = std::min(dt, std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  float sink = 0, lanes[16];
-  RECUR_ALL(RECUR_SINK)
-  if (sink == 12345.0f) std::printf(" ");
-  return 24.0 * 16 * 2 * iters / dt;
-#undef RECUR_X6
-#undef RECUR_ALL
-#undef RECUR_INIT
-#undef RECUR_FMA
-#undef RECUR_SINK
-}
-#endif
 
 // Plain -O3 loop for comparison.
 void NaiveDense(const float* x, size_t batch, const float* w, const float* bias, size_t in,
@@ -141,13 +105,9 @@ int main(int argc, char** argv) {
     hwy::SetSupportedTargetsForTest(pick);
   }
   std::printf("dispatch target: %s\n", recur::kernels::SimdTargetName());
-  double peak = 0;
-#ifdef RECUR_BENCH_PEAK
-  if (__builtin_cpu_supports("avx512f")) {
-    peak = FmaPeak();
-    std::printf("measured AVX-512 FMA peak (1 core, best of 20): %.1f GFLOP/s\n", peak * 1e-9);
-  }
-#endif
+  // The same measurement recur-bench prints, on the dispatch target above.
+  const double peak = recur::bench::MeasureFmaPeak();
+  std::printf("measured FMA peak (1 core, best of 20): %.1f GFLOP/s\n", peak * 1e-9);
 
   struct Shape {
     size_t batch, in, out;
@@ -158,7 +118,9 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {
       {1, 256, 256, kF32},     {1, 256, 1024, kF32},    {1, 1024, 256, kF32},
       {64, 256, 256, kF32},    {64, 256, 1024, kF32},   {64, 1024, 256, kF32},
-      {1, 2048, 3072, kF32},   {8, 2048, 3072, kF32},
+      {1, 2048, 3072, kF32},   {8, 2048, 3072, kF32},   {4, 256, 1024, kF32},
+      {8, 256, 1024, kF32},    {16, 256, 1024, kF32},   {256, 256, 1024, kF32},
+      {1024, 1024, 256, kF32},
       {1, 256, 1024, kF16},    {1, 256, 1024, kBF16},   {1, 256, 1024, kI8},
       {1, 2048, 3072, kF16},   {1, 2048, 3072, kBF16},  {1, 2048, 3072, kI8},
       {64, 256, 1024, kF16},   {64, 256, 1024, kBF16},  {64, 256, 1024, kI8}};
@@ -203,6 +165,18 @@ int main(int argc, char** argv) {
     std::printf("%-16s %5s %9.2f %9.2f %9.1f %6.0f%% %8.1f\n", name, TypeName(s.type), t * 1e6,
                 tm.best * 1e6, flops / t * 1e-9, peak > 0 ? 100.0 * flops / t / peak : 0.0,
                 double(wsize) * s.in * s.out / t * 1e-9);
+    if (s.batch >= 4) {  // the packed-weight GEMM on the same data (packing not timed)
+      auto packed = hwy::AllocateAligned<float>(recur::kernels::DensePackedFloats(s.in, s.out));
+      recur::kernels::PackDense(dw, packed.get());
+      const size_t panels = recur::kernels::DensePanels(s.out);
+      const Timing tp = TimePerCall([&] {
+        recur::kernels::DensePacked(x.get(), s.in, s.batch, packed.get(), bias.get(), s.in, s.out,
+                                    0, panels, y.get(), s.out, false);
+      });
+      std::printf("%-16s %5s %9.2f %9.2f %9.1f %6.0f%%          (packed f32)\n", name,
+                  TypeName(s.type), tp.median * 1e6, tp.best * 1e6, flops / tp.median * 1e-9,
+                  peak > 0 ? 100.0 * flops / tp.median / peak : 0.0);
+    }
     if (s.batch == 1 && s.in == 256 && s.out == 256) {
       const Timing tn = TimePerCall(
           [&] { NaiveDense(x.get(), s.batch, w.get(), bias.get(), s.in, s.out, y.get()); });

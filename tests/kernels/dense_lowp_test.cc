@@ -19,6 +19,7 @@
 #include <random>
 #include <vector>
 
+#include "hwy/aligned_allocator.h"
 #include "kernels/dense/dense.h"
 #include "kernels/dense/dense_ref.h"
 #include "test_util.h"
@@ -105,6 +106,7 @@ struct LowpCase {
   size_t x_pad, y_pad;  // row stride minus row width
   size_t offset;        // misalignment in floats of x (scales, bias, y: +1, +2, +3)
   bool bias, accumulate;
+  bool packed = false;  // PackDense + DensePacked (two panel ranges) instead of Dense
 };
 
 // Checks y (from the kernel) against ref::Dense over w; y_prev is y before
@@ -160,7 +162,18 @@ size_t CheckLowp(std::mt19937& rng, const LowpCase& c) {
   w.in = static_cast<uint32_t>(c.in);
   w.out = static_cast<uint32_t>(c.out);
   std::vector<float> y_prev(y.data(), y.data() + y.size());
-  Dense(x.data(), x_stride, c.batch, w, y.data(), y_stride, c.accumulate);
+  if (c.packed) {
+    auto packed = hwy::AllocateAligned<float>(std::max<size_t>(1, DensePackedFloats(c.in, c.out)));
+    PackDense(w, packed.get());
+    // Two calls over disjoint panel ranges, as two threads would make them.
+    const size_t panels = DensePanels(c.out), split = panels / 2;
+    DensePacked(x.data(), x_stride, c.batch, packed.get(), w.bias, c.in, c.out, 0, split,
+                y.data(), y_stride, c.accumulate);
+    DensePacked(x.data(), x_stride, c.batch, packed.get(), w.bias, c.in, c.out, split, panels,
+                y.data(), y_stride, c.accumulate);
+  } else {
+    Dense(x.data(), x_stride, c.batch, w, y.data(), y_stride, c.accumulate);
+  }
   return Compare(c, w, x, x_stride, y_prev, y, y_stride);
 }
 
@@ -169,7 +182,8 @@ size_t CheckLowp(std::mt19937& rng, const LowpCase& c) {
     INFO(TypeName((c).type) << " batch=" << (c).batch << " in=" << (c).in                \
                             << " out=" << (c).out << " x_pad=" << (c).x_pad              \
                             << " y_pad=" << (c).y_pad << " offset=" << (c).offset        \
-                            << " bias=" << (c).bias << " accumulate=" << (c).accumulate); \
+                            << " bias=" << (c).bias << " accumulate=" << (c).accumulate   \
+                            << " packed=" << (c).packed);                                 \
     CHECK(CheckLowp(rng, c) == 0);                                                       \
   } while (0)
 
@@ -319,6 +333,42 @@ TEST_CASE("Dense lowp: f32 through DenseWeights equals the f32 entry point") {
   Dense(x.data(), in, batch, w.data(), bias.data(), in, out, y1.data(), out, false);
   Dense(x.data(), in, batch, dw, y2.data(), out, false);
   CHECK(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)) == 0);
+}
+
+constexpr WeightType kAllTypes[] = {WeightType::kF32, WeightType::kF16, WeightType::kBF16,
+                                    WeightType::kI8};
+
+TEST_CASE("DensePacked: every weight type, odd shapes, partial panels, all targets") {
+  const size_t rows[] = {0, 1, 2, 5, 13, 14, 15, 28, 29, 64, 100};
+  const size_t ins[] = {0, 1, 3, 17, 256};
+  const size_t outs[] = {1, 7, 31, 32, 33, 65, 100};
+  ForEachTarget([&](const std::string&) {
+    for (WeightType type : kAllTypes) {
+      std::mt19937 rng(77);
+      size_t k = 0;
+      for (size_t batch : rows) {
+        for (size_t in : ins) {
+          for (size_t out : outs) {
+            ++k;
+            LowpCase c{type, batch, in, out, (k % 3) * 5, (k / 3) % 3 * 3, k % 4,
+                       (k / 2) % 2 == 0, k % 2 == 0, true};
+            RECUR_CHECK_LOWP(rng, c);
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("DensePacked: real sizes, several row chunks") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(78);
+    // 64 rows × in 1024 is exactly one row chunk; 300 × 1024 is five.
+    RECUR_CHECK_LOWP(rng, (LowpCase{WeightType::kF32, 64, 256, 1024, 0, 0, 0, true, false, true}));
+    RECUR_CHECK_LOWP(rng, (LowpCase{WeightType::kF32, 300, 1024, 256, 0, 0, 1, true, true, true}));
+    RECUR_CHECK_LOWP(rng, (LowpCase{WeightType::kI8, 70, 1024, 90, 3, 1, 2, true, false, true}));
+    RECUR_CHECK_LOWP(rng, (LowpCase{WeightType::kBF16, 33, 2048, 40, 1, 0, 3, false, true, true}));
+  });
 }
 
 TEST_CASE("Dense lowp: the reference decodes f16 and bf16 exactly") {

@@ -125,6 +125,20 @@ recur_status recur_model_get_info(const recur_model* model, recur_model_info* in
 
 typedef struct recur_session recur_session;
 
+/* Whether dense layers may keep a private, re-laid-out f32 copy of their
+ * weights (packed panels: the layout batched GEMMs run fastest on). */
+typedef enum recur_weight_packing {
+  /* Pack when batch >= 4, where every step is a GEMM; sessions of 1-3
+   * streams keep reading the model's bytes in place (zero-copy), and their
+   * prefills use the unpacked kernels (~10-20% slower GEMMs). */
+  RECUR_PACKING_AUTO = 0,
+  /* Never copy weights: sessions use only the model's bytes; the automatic
+   * backend choice skips backends that copy weights (xnnpack, onednn). */
+  RECUR_PACKING_OFF = 1,
+  /* Always pack: fastest prefill and encode for any batch. */
+  RECUR_PACKING_ON = 2
+} recur_weight_packing;
+
 typedef struct recur_session_options {
   size_t struct_size;    /* sizeof(recur_session_options) */
   uint32_t batch;        /* streams stepped together; 0 means 1 */
@@ -137,6 +151,9 @@ typedef struct recur_session_options {
                             among backends that never allocate while stepping: oneDNN's
                             execute makes small heap allocations per call, so "onednn" runs
                             only when named. A backend this build lacks is RECUR_UNSUPPORTED. */
+  uint32_t weight_packing; /* a recur_weight_packing; 0 = RECUR_PACKING_AUTO. A packed copy
+                              costs 4 bytes per weight; recur_session_backends reports the
+                              bytes held. A backend named above copies as it must. */
 } recur_session_options;
 
 /* Creates a session over `options->batch` streams, all in the initial state.
@@ -216,8 +233,9 @@ recur_status recur_session_fork(const recur_session* session, recur_session** ou
 const char* recur_simd_target(void);
 
 /* Which GEMM backend runs the session's dense layers, per planned row count,
- * e.g. "rows 64: onednn x33 highway x2; rows 4096: onednn x35". The string
- * lives as long as the session. NULL for a null session. */
+ * and the bytes of weight copies the session holds, e.g.
+ * "rows 64: highway x33 xnnpack x2; rows 4096: highway x35; weight copies 25.8 MB".
+ * The string lives as long as the session. NULL for a null session. */
 const char* recur_session_backends(const recur_session* session);
 
 /* The GEMM backends compiled into this library, e.g. "highway, xnnpack, onednn". */

@@ -120,9 +120,10 @@ class Session {
 
   // The model must outlive the session.
   static Result<Session> Create(const Model& model, uint32_t batch = 1, uint32_t threads = 1,
-                                uint32_t prefill_chunk = 0) {
+                                uint32_t prefill_chunk = 0,
+                                recur_weight_packing packing = RECUR_PACKING_AUTO) {
     recur_session_options options{sizeof(recur_session_options), batch, threads, prefill_chunk,
-                                  nullptr};
+                                  nullptr, packing};
     Session s;
     recur_status st = recur_session_create(model.get(), &options, &s.session_);
     if (st != RECUR_OK) return Status(st);

@@ -10,6 +10,7 @@
 #include "hwy/highway.h"
 #include "kernels/dense/dense-inl.h"
 #include "kernels/dense/dense_lowp-inl.h"
+#include "kernels/dense/dense_packed-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace recur::kernels {
@@ -40,6 +41,15 @@ void DenseNarrowImpl(const float* x, size_t x_stride, size_t batch, const DenseW
   }
 }
 
+void PackDenseImpl(const DenseWeights& w, float* packed) { HWY_NAMESPACE::PackDense(w, packed); }
+
+void DensePackedImpl(const float* x, size_t x_stride, size_t rows, const float* packed,
+                     const float* bias, size_t in, size_t out, size_t panel_begin,
+                     size_t panel_end, float* y, size_t y_stride, bool accumulate) {
+  HWY_NAMESPACE::DensePacked(x, x_stride, rows, packed, bias, in, out, panel_begin, panel_end, y, y_stride,
+              accumulate);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace recur::kernels
 HWY_AFTER_NAMESPACE();
@@ -49,6 +59,19 @@ namespace recur::kernels {
 
 HWY_EXPORT(DenseImpl);
 HWY_EXPORT(DenseNarrowImpl);
+HWY_EXPORT(PackDenseImpl);
+HWY_EXPORT(DensePackedImpl);
+
+void PackDense(const DenseWeights& w, float* packed) {
+  HWY_DYNAMIC_DISPATCH(PackDenseImpl)(w, packed);
+}
+
+void DensePacked(const float* x, size_t x_stride, size_t rows, const float* packed,
+                 const float* bias, size_t in, size_t out, size_t panel_begin, size_t panel_end,
+                 float* y, size_t y_stride, bool accumulate) {
+  HWY_DYNAMIC_DISPATCH(DensePackedImpl)(x, x_stride, rows, packed, bias, in, out, panel_begin,
+                                        panel_end, y, y_stride, accumulate);
+}
 
 void Dense(const float* x, size_t x_stride, size_t batch, const float* w, const float* bias,
            size_t in, size_t out, float* y, size_t y_stride, bool accumulate) {

@@ -56,6 +56,35 @@ void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
 void Dense(const float* x, size_t x_stride, size_t batch, const float* w, const float* bias,
            size_t in, size_t out, float* y, size_t y_stride, bool accumulate);
 
+// ---------------------------------------------------------------------------
+// Packed weights, for many rows at once (batched decode, prefill): the layer
+// is re-laid out once into panels of kDensePanelWidth output features so a
+// register tile of rows × 32 outputs needs no horizontal sums. The layout is
+// the same on every SIMD target (dense_packed-inl.h).
+
+inline constexpr size_t kDensePanelWidth = 32;
+
+// Panels of a layer with `out` output features.
+inline size_t DensePanels(size_t out) { return (out + kDensePanelWidth - 1) / kDensePanelWidth; }
+
+// Floats of the packed form of an (out, in) layer.
+inline size_t DensePackedFloats(size_t in, size_t out) {
+  return DensePanels(out) * in * kDensePanelWidth;
+}
+
+// Writes w's packed, decoded f32 form (int8 scales folded in) to `packed`,
+// DensePackedFloats(w.in, w.out) floats, 64-byte aligned. Any WeightType.
+void PackDense(const DenseWeights& w, float* packed);
+
+// y[r, o] = (accumulate ? y[r, o] : 0) + bias[o] + Σ_i x[r, i] · w[o, i] for
+// r < rows and o in panels [panel_begin, panel_end) (o < out), w given by its
+// packed form (PackDense). x: (rows, in), row stride x_stride; y: (rows, out)
+// row stride y_stride, must not overlap x. bias: (out) or null. Calls on
+// disjoint panel ranges may run concurrently. Does not allocate.
+void DensePacked(const float* x, size_t x_stride, size_t rows, const float* packed,
+                 const float* bias, size_t in, size_t out, size_t panel_begin, size_t panel_end,
+                 float* y, size_t y_stride, bool accumulate);
+
 }  // namespace recur::kernels
 
 #endif  // RECUR_KERNELS_DENSE_DENSE_H_

@@ -1,0 +1,516 @@
+#!/usr/bin/python3
+"""Self-tests of the mixer references (recur_ref/mixers.py), float64, small sizes.
+
+    cd models/reference && /usr/bin/python3 -m unittest -q test_mixers
+    (or /usr/bin/python3 -m pytest -q test_mixers.py where pytest is installed)
+
+Step == parallel (1e-10) for every recurrent mixer, chunk(a)+chunk(b) == whole,
+independent brute-force transcriptions of the docstring math, the fast-transformers
+formulas, config validation, state sizes, and N ≥ 1000 step-vs-parallel runs.
+"""
+
+import math
+import unittest
+
+import torch
+import torch.nn.functional as F
+
+from recur_ref.mixers import (MIXERS, build_mixer, fast_transformers_aft_full, fast_transformers_favor,
+                              feature_dim, performer_favor, poly2, state_bytes, validate_mixer)
+
+D_MODEL = 12
+TOL = 1e-10
+f64 = torch.float64
+
+CAUSAL = {
+    "softmax": {"type": "softmax_attention", "heads": 2, "dk": 3, "dv": 4},
+    "linear_elu": {"type": "linear_attention", "heads": 2, "dk": 3, "dv": 4, "feature_map": "elu_plus_one", "eps": 1e-6},
+    "linear_relu": {"type": "linear_attention", "heads": 2, "dk": 3, "dv": 4, "feature_map": "relu", "eps": 1e-6},
+    "linear_poly2": {"type": "linear_attention", "heads": 2, "dk": 3, "dv": 4, "feature_map": "poly2", "eps": 1e-6},
+    "linear_favor": {"type": "linear_attention", "heads": 2, "dk": 3, "dv": 4, "feature_map": "favor",
+                     "n_features": 8, "eps": 1e-6},
+    "linear_favor_ft": {"type": "linear_attention", "heads": 2, "dk": 3, "dv": 4, "feature_map": "favor",
+                        "n_features": 7, "favor_layout": "fast_transformers", "eps": 1e-6},
+    "window": {"type": "sliding_window", "heads": 3, "dk": 3, "dv": 4, "window": 3, "dilation": [1, 2, 3],
+               "global_tokens": 2},
+    "window_plain": {"type": "sliding_window", "heads": 2, "dk": 3, "dv": 4, "window": 4},
+    "aft_simple": {"type": "aft_simple", "heads": 2, "dk": 3},
+    "aft_local": {"type": "aft_local", "heads": 2, "dk": 3, "window": 4},
+    "aft_local1": {"type": "aft_local", "heads": 2, "dk": 3, "window": 1},
+    "aft_conv": {"type": "aft_conv", "heads": 2, "dk": 3, "window": 3},
+    "aft_full": {"type": "aft_full", "heads": 2, "dk": 3, "max_length": 40},
+    "aft_full_ft": {"type": "aft_full", "heads": 2, "dk": 3, "max_length": 40, "bias_rank": 3,
+                    "bias_form": "multiply"},
+    "gau": {"type": "gau", "expansion_dim": 8, "qk_dim": 4, "max_length": 40, "scale": 0.3},
+    "flash": {"type": "flash", "expansion_dim": 8, "qk_dim": 4, "chunk": 5},
+}
+NONCAUSAL = {
+    "softmax": {"type": "softmax_attention", "heads": 2, "dk": 3, "dv": 4, "causal": False},
+    "linear_favor": dict(CAUSAL["linear_favor"], causal=False),
+    "window": dict(CAUSAL["window"], causal=False),
+    "aft_simple": {"type": "aft_simple", "heads": 2, "dk": 3, "causal": False},
+    "aft_local": {"type": "aft_local", "heads": 2, "dk": 3, "window": 3, "causal": False},
+    "aft_conv": {"type": "aft_conv", "heads": 2, "dk": 3, "window": 3, "causal": False},
+    "aft_full_ft": dict(CAUSAL["aft_full_ft"], causal=False),
+    "gau": dict(CAUSAL["gau"], causal=False),
+    "flash": dict(CAUSAL["flash"], causal=False),
+    "linformer": {"type": "linformer", "heads": 2, "dk": 3, "dv": 4, "seq_len": 30, "proj_dim": 5},
+    "linformer_kv": {"type": "linformer", "heads": 2, "dk": 3, "dv": 4, "seq_len": 30, "proj_dim": 5,
+                     "sharing": "kv"},
+}
+
+
+def make(cfg, seed=0):
+    torch.manual_seed(seed)
+    return build_mixer(cfg, D_MODEL).double()
+
+
+def rand_x(b, n, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(b, n, D_MODEL, generator=g, dtype=f64)
+
+
+def run_steps(m, x, state):
+    ys = []
+    for t in range(x.shape[1]):
+        y, state = m.step(x[:, t], state)
+        ys.append(y)
+    return torch.stack(ys, 1), state
+
+
+def maxdiff(a, b):
+    return (a - b).abs().max().item()
+
+
+def state_diff(s1, s2):
+    assert s1.keys() == s2.keys()
+    return max((maxdiff(s1[k].double(), s2[k].double()) if s1[k].numel() else 0.0) for k in s1)
+
+
+class StepEqualsParallel(unittest.TestCase):
+    def test_steps_equal_forward(self):
+        x = rand_x(2, 23)
+        for name, cfg in CAUSAL.items():
+            with self.subTest(name):
+                m = make(cfg)
+                y = m(x)
+                ys, _ = run_steps(m, x, m.initial_state(2, max_context=30))
+                self.assertLessEqual(maxdiff(ys, y), TOL)
+                self.assertEqual(tuple(y.shape), (2, 23, D_MODEL))
+
+    def test_chunk_a_plus_chunk_b(self):
+        x = rand_x(2, 23)
+        for name, cfg in CAUSAL.items():
+            with self.subTest(name):
+                m = make(cfg)
+                s0 = m.initial_state(2, max_context=30)
+                y_all, s_all = m.prefill(x, s0)
+                for a in (1, 7, 10, 15):
+                    ya, sa = m.prefill(x[:, :a], s0)
+                    yb, sb = m.prefill(x[:, a:], sa)
+                    self.assertLessEqual(maxdiff(torch.cat([ya, yb], 1), y_all), TOL)
+                    self.assertLessEqual(state_diff(sb, s_all), TOL)
+                ys, s_steps = run_steps(m, x, s0)   # N steps leave the same state
+                self.assertLessEqual(maxdiff(ys, y_all), TOL)
+                self.assertLessEqual(state_diff(s_steps, s_all), 1e-9)
+
+    def test_step_does_not_mutate_state(self):
+        for name, cfg in CAUSAL.items():
+            with self.subTest(name):
+                m = make(cfg)
+                s = m.initial_state(1, max_context=30)
+                s, _ = m.prefill(rand_x(1, 3), s)[1], None
+                before = {k: v.clone() for k, v in s.items()}
+                m.step(rand_x(1, 1)[:, 0], s)
+                self.assertEqual(state_diff(before, s), 0.0)
+
+    def test_long_sequences(self):
+        """N = 1000 (1100 for favor): step loop vs parallel form."""
+        cases = {"linear_favor": (CAUSAL["linear_favor"], 1100), "window": (CAUSAL["window"], 1000),
+                 "aft_simple": (CAUSAL["aft_simple"], 1000), "flash": (CAUSAL["flash"], 1000)}
+        for name, (cfg, n) in cases.items():
+            with self.subTest(name):
+                m = make(cfg)
+                x = rand_x(1, n, seed=5)
+                ys, _ = run_steps(m, x, m.initial_state(1))
+                ref = flash_brute(m, x) if name == "flash" else m(x)
+                self.assertLessEqual(maxdiff(ys, ref), TOL)
+
+
+class NoRecurrentForm(unittest.TestCase):
+    def test_noncausal_forward_and_no_step(self):
+        x = rand_x(2, 11)
+        for name, cfg in NONCAUSAL.items():
+            with self.subTest(name):
+                m = make(cfg)
+                self.assertEqual(tuple(m(x).shape), (2, 11, D_MODEL))
+                self.assertFalse(m.recurrent)
+                self.assertFalse(state_bytes(cfg, D_MODEL).recurrent)
+                with self.assertRaisesRegex(ValueError, "no recurrent"):
+                    m.initial_state(2)
+                with self.assertRaisesRegex(ValueError, "no recurrent"):
+                    m.step(x[:, 0], {})
+
+    def test_noncausal_is_not_causal(self):
+        """Changing the last position changes the first output (whole-sequence mixing)."""
+        for name, cfg in NONCAUSAL.items():
+            if name in ("window", "aft_local", "aft_conv", "flash"):
+                continue   # local: position 0 does not see position N−1
+            with self.subTest(name):
+                m = make(cfg)
+                if name == "gau":   # relu² may zero a far pair: make the bias positive
+                    with torch.no_grad():
+                        m.rel_bias.fill_(1.0)
+                x = rand_x(1, 9)
+                x2 = x.clone()
+                x2[:, -1] += 1
+                self.assertGreater(maxdiff(m(x)[:, 0], m(x2)[:, 0]), 1e-6)
+
+
+class Bounds(unittest.TestCase):
+    def test_softmax_max_context(self):
+        m = make(CAUSAL["softmax"])
+        s = m.initial_state(1, max_context=4)
+        x = rand_x(1, 5)
+        for t in range(4):
+            _, s = m.step(x[:, t], s)
+        with self.assertRaisesRegex(ValueError, "exceed max_context 4"):
+            m.step(x[:, 4], s)
+        with self.assertRaisesRegex(ValueError, "max_context"):
+            m.initial_state(1)
+        with self.assertRaisesRegex(ValueError, "exceed max_context 4"):
+            m.prefill(x, m.initial_state(1, max_context=4))
+
+    def test_bounded_length_mixers(self):
+        for name in ("aft_full", "gau"):
+            with self.subTest(name):
+                cfg = dict(CAUSAL[name], max_length=4)
+                m = make(cfg)
+                x = rand_x(1, 5)
+                with self.assertRaisesRegex(ValueError, "exceed max_length 4"):
+                    m(x)
+                s = m.prefill(x[:, :4], m.initial_state(1))[1]
+                with self.assertRaisesRegex(ValueError, "exceed max_length 4"):
+                    m.step(x[:, 4], s)
+
+    def test_linformer_length(self):
+        m = make(NONCAUSAL["linformer"])
+        with self.assertRaisesRegex(ValueError, "exceeds seq_len 30"):
+            m(rand_x(1, 31))
+
+
+class StateSizes(unittest.TestCase):
+    def test_state_bytes_match_tensors_and_constant(self):
+        for name, cfg in CAUSAL.items():
+            with self.subTest(name):
+                m = make(cfg)
+                size = state_bytes(cfg, D_MODEL)
+                self.assertEqual(size, m.state_size())
+                s0 = m.initial_state(1, max_context=30)
+                floats = lambda s: sum(v.numel() for k, v in s.items() if v.is_floating_point())
+                bound = size.bound or 30
+                self.assertEqual(4 * floats(s0), size.fixed_bytes + size.per_position_bytes * bound)
+                shapes = lambda s: {k: tuple(v.shape) for k, v in s.items()}
+                s5 = m.prefill(rand_x(1, 5), s0)[1]
+                s25 = m.prefill(rand_x(1, 20), s5)[1]
+                self.assertEqual(shapes(s0), shapes(s5))
+                self.assertEqual(shapes(s5), shapes(s25))
+                fixed = name not in ("softmax", "aft_full", "aft_full_ft", "gau")
+                self.assertEqual(size.grows, not fixed)
+
+    def test_formulas(self):
+        c = CAUSAL
+        self.assertEqual(state_bytes(c["linear_poly2"], D_MODEL).fixed_bytes, 4 * 2 * (9 * 4 + 9))
+        self.assertEqual(state_bytes(c["linear_favor_ft"], D_MODEL).fixed_bytes, 4 * 2 * (6 * 4 + 6))
+        self.assertEqual(state_bytes(c["window"], D_MODEL).fixed_bytes, 4 * 3 * ((2 * 3 + 1) + 2) * 7)
+        self.assertEqual(state_bytes(c["aft_local"], D_MODEL).fixed_bytes, 4 * 6 * (3 + 8))
+        self.assertEqual(state_bytes(c["flash"], D_MODEL).fixed_bytes, 4 * (4 * 8 + 5 * (8 + 8)))
+        self.assertEqual(state_bytes(c["softmax"], D_MODEL).per_position_bytes, 4 * 2 * 7)
+
+
+class TensorNames(unittest.TestCase):
+    def test_names_and_shapes(self):
+        lin = ["query.weight", "query.bias", "key.weight", "key.bias", "value.weight", "value.bias",
+               "out.weight", "out.bias"]
+        gau = ["u_proj.weight", "u_proj.bias", "v_proj.weight", "v_proj.bias", "z_proj.weight", "z_proj.bias",
+               "out.weight", "out.bias", "qk_gamma", "qk_beta", "rel_bias"]
+        expect = {
+            ("softmax", True): {}, ("linear_elu", True): {},
+            ("linear_favor", True): {"feature_map.omega": (3, 8)},
+            ("linear_favor_ft", True): {"feature_map.omega": (3, 3)},
+            ("aft_local", True): {"pos_bias": (4,)}, ("aft_local", False): {"pos_bias": (5,)},
+            ("aft_conv", True): {"conv_kernel": (2, 3)}, ("aft_conv", False): {"conv_kernel": (2, 5)},
+            ("aft_full", True): {"pos_bias": (40, 40)}, ("aft_full_ft", True): {"u": (40, 3), "v": (40, 3)},
+            ("linformer", False): {"E": (2, 5, 30), "F": (2, 5, 30)}, ("linformer_kv", False): {"E": (5, 30)},
+        }
+        for (name, causal), extra in expect.items():
+            with self.subTest(name):
+                sd = make((CAUSAL if causal else NONCAUSAL)[name]).state_dict()
+                self.assertEqual(set(sd), set(lin) | set(extra))
+                for k, shape in extra.items():
+                    self.assertEqual(tuple(sd[k].shape), shape)
+        sd = make(CAUSAL["flash"]).state_dict()
+        self.assertEqual(set(sd), set(gau))
+        self.assertEqual(tuple(sd["qk_gamma"].shape), (4, 4))
+        self.assertEqual(tuple(sd["rel_bias"].shape), (5,))
+        self.assertEqual(tuple(make(NONCAUSAL["flash"]).state_dict()["rel_bias"].shape), (9,))
+        sd = make(CAUSAL["gau"]).state_dict()
+        self.assertEqual(set(sd), set(gau))
+        self.assertEqual(tuple(sd["qk_gamma"].shape), (2, 4))
+        self.assertEqual(tuple(sd["rel_bias"].shape), (40,))
+        self.assertEqual(set(MIXERS), {"softmax_attention", "linear_attention", "sliding_window", "aft_simple",
+                                       "aft_local", "aft_conv", "aft_full", "gau", "flash", "linformer"})
+
+
+class Validation(unittest.TestCase):
+    def test_rejects(self):
+        base = CAUSAL
+        bad = [
+            ({"type": "nope", "heads": 1}, "unknown mixer.type"),
+            (dict(base["linear_elu"], feature_map="tanh"), "unknown mixer.feature_map 'tanh'"),
+            (dict(base["linear_elu"], eps=0), "mixer.eps must be > 0"),
+            ({k: v for k, v in base["linear_favor"].items() if k != "n_features"}, "n_features is required"),
+            (dict(base["linear_favor"], favor_layout="x"), "unknown mixer.favor_layout"),
+            (dict(base["linear_elu"], n_features=4), "only valid with feature_map 'favor'"),
+            (dict(base["linear_favor"], softmax_temp=-1.0), "softmax_temp must be > 0"),
+            (dict(base["linear_elu"], heads=0), "mixer.heads must be a positive integer"),
+            (dict(base["linear_elu"], dk=2.5), "mixer.dk must be a positive integer"),
+            (dict(base["linear_elu"], causal="yes"), "mixer.causal must be true or false"),
+            (dict(base["linear_elu"], colour=1), "unknown keys \\['colour'\\]"),
+            ({"type": "softmax_attention", "heads": 2, "dk": 3}, "missing keys \\['dv'\\]"),
+            (dict(base["window"], window=0), "mixer.window must be a positive integer"),
+            (dict(base["window"], dilation=[1, 2]), "mixer.dilation has 2 entries, expected heads = 3"),
+            (dict(base["window"], dilation=[1, 0, 2]), "dilation entries must be positive"),
+            (dict(base["window"], dilation=0), "mixer.dilation must be a positive integer"),
+            (dict(base["window"], global_tokens=-1), "global_tokens must be an integer >= 0"),
+            (dict(base["aft_local"], window=-2), "mixer.window must be a positive integer"),
+            ({"type": "aft_conv", "heads": 2, "dk": 3}, "missing keys \\['window'\\]"),
+            (dict(base["aft_full"], max_length=0), "max_length must be a positive integer"),
+            (dict(base["aft_full"], bias_rank=0), "bias_rank must be a positive integer or null"),
+            (dict(base["aft_full"], bias_form="mul"), "unknown mixer.bias_form"),
+            (dict(base["flash"], chunk=0), "mixer.chunk must be a positive integer"),
+            (dict(base["gau"], scale=0.0), "mixer.scale must be > 0"),
+            (dict(NONCAUSAL["linformer"], causal=True), "linformer is encoder-only"),
+            (dict(NONCAUSAL["linformer"], sharing="all"), "unknown mixer.sharing"),
+            (dict(NONCAUSAL["linformer"], proj_dim=0), "proj_dim must be a positive integer"),
+        ]
+        for cfg, msg in bad:
+            with self.subTest(msg):
+                with self.assertRaisesRegex(ValueError, msg):
+                    validate_mixer(cfg, D_MODEL)
+                with self.assertRaisesRegex(ValueError, msg):
+                    build_mixer(cfg, D_MODEL)
+        with self.assertRaisesRegex(ValueError, "d_model must be a positive integer"):
+            validate_mixer(base["softmax"], 0)
+        for cfg in list(CAUSAL.values()) + list(NONCAUSAL.values()):
+            validate_mixer(cfg, D_MODEL)
+
+
+# ----------------------------------------------------------------------------------------
+# Independent transcriptions (loops over positions, straight from the docstrings)
+# ----------------------------------------------------------------------------------------
+
+def flash_brute(m, x):
+    """FLASH per the docstring, position by position (causal or not)."""
+    B, N, _ = x.shape
+    u = F.silu(m.u_proj(x))
+    v = F.silu(m.v_proj(x))
+    z = F.silu(m.z_proj(x))
+    qq, kq, ql, kl = (m.qk_gamma[r] * z + m.qk_beta[r] for r in range(4))
+    C = m.C
+    out = torch.zeros(B, N, m.E, dtype=x.dtype)
+    for t in range(N):
+        g = t // C
+        chunk = range(g * C, min(N, (g + 1) * C))
+        quad = 0
+        for p in chunk:
+            if m.causal and p > t:
+                continue
+            b = m.rel_bias[t - p] if m.causal else m.rel_bias[t - p + C - 1]
+            a = F.relu(m.scale * (qq[:, t] * kq[:, p]).sum(-1) + b) ** 2
+            quad = quad + a[:, None] * v[:, p]
+        if m.causal:
+            S = sum((kl[:, p, :, None] * v[:, p, None, :] for p in range(g * C)), torch.zeros(B, m.s, m.E, dtype=x.dtype))
+            lin = m.scale * torch.einsum("bs,bse->be", ql[:, t], S)
+        else:
+            S = sum(kl[:, p, :, None] * v[:, p, None, :] for p in range(N))
+            lin = torch.einsum("bs,bse->be", ql[:, t], S) / N
+        out[:, t] = u[:, t] * (quad + lin)
+    return m.out(out)
+
+
+class Independent(unittest.TestCase):
+    def test_flash_bruteforce(self):
+        for causal in (True, False):
+            with self.subTest(causal=causal):
+                m = make(CAUSAL["flash"] if causal else NONCAUSAL["flash"])
+                x = rand_x(2, 13)
+                self.assertLessEqual(maxdiff(m(x), flash_brute(m, x)), TOL)
+
+    def test_window_bruteforce(self):
+        for causal in (True, False):
+            cfg = dict(CAUSAL["window"], causal=causal)
+            with self.subTest(causal=causal):
+                m = make(cfg)
+                x = rand_x(1, 17)
+                N, H, dk, dv = 17, 3, 3, 4
+                q = m.query(x).view(N, H, dk)
+                k = m.key(x).view(N, H, dk)
+                v = m.value(x).view(N, H, dv)
+                o = torch.zeros(N, H, dv, dtype=f64)
+                for h, d in enumerate(cfg["dilation"]):
+                    for t in range(N):
+                        if causal:
+                            ps = {t - j * d for j in range(cfg["window"]) if t - j * d >= 0}
+                            ps |= {p for p in range(cfg["global_tokens"]) if p <= t}
+                        else:
+                            w2 = cfg["window"] // 2
+                            ps = {t + j * d for j in range(-w2, w2 + 1) if 0 <= t + j * d < N}
+                            ps |= set(range(min(cfg["global_tokens"], N)))
+                            if t < cfg["global_tokens"]:
+                                ps = set(range(N))
+                        ps = sorted(ps)
+                        s = torch.stack([q[t, h] @ k[p, h] for p in ps]) / math.sqrt(dk)
+                        o[t, h] = torch.softmax(s, 0) @ v[ps, h]
+                self.assertLessEqual(maxdiff(m(x)[0], m.out(o.reshape(N, -1))), TOL)
+
+    def test_aft_bruteforce(self):
+        """AFT local/conv/full/simple: Y_t = σ(q_t) Σ exp(k_p + w) v_p / Σ exp(k_p + w)."""
+        for name in ("aft_local", "aft_conv", "aft_full", "aft_simple"):
+            for causal in (True, False):
+                cfg = dict(CAUSAL[name], causal=causal)
+                with self.subTest(name, causal=causal):
+                    m = make(cfg)
+                    x = rand_x(1, 11)
+                    q, k, v = torch.sigmoid(m.query(x)[0]), m.key(x)[0], m.value(x)[0]
+                    N, Dm = 11, m.D
+                    y = torch.zeros(N, Dm, dtype=f64)
+                    s = cfg.get("window")
+                    for t in range(N):
+                        num = den = 0
+                        for p in range(N):
+                            if causal and p > t:
+                                continue
+                            if name == "aft_full":
+                                w = m.pos_bias[t, p].expand(Dm)
+                            elif name == "aft_simple" or abs(t - p) >= s:
+                                w = torch.zeros(Dm, dtype=f64)
+                            else:
+                                i = t - p if causal else t - p + s - 1
+                                w = (m.pos_bias[i].expand(Dm) if name == "aft_local"
+                                     else m.conv_kernel[:, i].repeat_interleave(3))
+                            e = torch.exp(k[p] + w)
+                            num, den = num + e * v[p], den + e
+                        y[t] = q[t] * num / den
+                    self.assertLessEqual(maxdiff(m(x)[0], m.out(y)), TOL)
+
+    def test_aft_stable_with_large_keys(self):
+        for name in ("aft_simple", "aft_local", "aft_full"):
+            with self.subTest(name):
+                m = make(CAUSAL[name])
+                with torch.no_grad():
+                    m.key.weight.mul_(1000.0)     # keys of size ~1e3: exp overflows without rescaling
+                x = rand_x(1, 20)
+                self.assertGreater(m.key(x).abs().max().item(), 750)
+                ys, _ = run_steps(m, x, m.initial_state(1))
+                self.assertTrue(torch.isfinite(ys).all())
+                self.assertLessEqual(maxdiff(ys, m(x)), 1e-9)
+
+    def test_softmax_and_gau_bruteforce(self):
+        m = make(CAUSAL["softmax"])
+        x = rand_x(1, 9)
+        mha_q = m.query(x).view(9, 2, 3)
+        mha_k = m.key(x).view(9, 2, 3)
+        mha_v = m.value(x).view(9, 2, 4)
+        o = torch.zeros(9, 2, 4, dtype=f64)
+        for t in range(9):
+            for h in range(2):
+                s = torch.stack([mha_q[t, h] @ mha_k[p, h] / math.sqrt(3) for p in range(t + 1)])
+                o[t, h] = torch.softmax(s, 0) @ mha_v[:t + 1, h]
+        self.assertLessEqual(maxdiff(m(x)[0], m.out(o.reshape(9, -1))), TOL)
+        g = make(CAUSAL["gau"])
+        u, v, z = F.silu(g.u_proj(x))[0], F.silu(g.v_proj(x))[0], F.silu(g.z_proj(x))[0]
+        q, k = g.qk_gamma[0] * z + g.qk_beta[0], g.qk_gamma[1] * z + g.qk_beta[1]
+        o = torch.stack([u[t] * sum(F.relu(0.3 * q[t] @ k[p] + g.rel_bias[t - p]) ** 2 * v[p] for p in range(t + 1))
+                         for t in range(9)])
+        self.assertLessEqual(maxdiff(g(x)[0], g.out(o)), TOL)
+
+    def test_linformer(self):
+        for name in ("linformer", "linformer_kv"):
+            with self.subTest(name):
+                m = make(NONCAUSAL[name])
+                x = rand_x(1, 7)
+                q = m.query(x).view(7, 2, 3)
+                k = m.key(x).view(7, 2, 3)
+                v = m.value(x).view(7, 2, 4)
+                o = torch.zeros(7, 2, 4, dtype=f64)
+                for h in range(2):
+                    E = (m.E[h] if m.E.dim() == 3 else m.E)[:, :7]
+                    Fm = getattr(m, "F", m.E)
+                    Fm = (Fm[h] if Fm.dim() == 3 else Fm)[:, :7]
+                    o[:, h] = torch.softmax(q[:, h] @ (E @ k[:, h]).T / math.sqrt(3), -1) @ (Fm @ v[:, h])
+                self.assertLessEqual(maxdiff(m(x)[0], m.out(o.reshape(7, -1))), TOL)
+
+
+class FeatureMaps(unittest.TestCase):
+    def test_fast_transformers_favor_formula(self):
+        """fast_transformers_favor vs a scalar re-implementation of the library's formula."""
+        g = torch.Generator().manual_seed(3)
+        x = torch.randn(2, 5, 3, 4, generator=g, dtype=f64)   # (N, L, H, query_dimensions)
+        omega = torch.randn(4, 3, generator=g, dtype=f64)     # (query_dimensions, n_dims//2)
+        for n_dims, temp, stab in ((6, None, False), (7, 0.3, False), (6, None, True)):
+            phi = fast_transformers_favor(x, omega, n_dims, temp, stab)
+            self.assertEqual(tuple(phi.shape), (2, 5, 3, 6))
+            t = 1 / math.sqrt(4) if temp is None else temp
+            for idx in [(0, 0, 0), (1, 4, 2), (0, 2, 1)]:
+                xs = [float(c) * math.sqrt(t) for c in x[idx]]
+                nrm = sum(c * c for c in xs)
+                off = nrm / 2 + 0.5 * math.log(n_dims)
+                if stab:
+                    n0, _, h = idx
+                    off += max(sum((float(c) * math.sqrt(t)) ** 2 for c in x[n0, l, h]) for l in range(5))
+                for j in range(3):
+                    uj = sum(xs[a] * float(omega[a, j]) for a in range(4))
+                    self.assertAlmostEqual(float(phi[idx][j]), math.exp(uj - off), delta=1e-14)
+                    self.assertAlmostEqual(float(phi[idx][3 + j]), math.exp(-uj - off), delta=1e-14)
+
+    def test_mixer_uses_library_map(self):
+        m = make(CAUSAL["linear_favor_ft"])
+        x = rand_x(1, 4)
+        qh = m.query(x).view(1, 4, 2, 3)
+        self.assertEqual(feature_dim(CAUSAL["linear_favor_ft"]), 6)
+        self.assertLessEqual(maxdiff(m.phi(qh), fast_transformers_favor(qh, m.feature_map.omega, 7)), 0)
+
+    def test_favor_estimates_softmax_kernel(self):
+        """Both FAVOR+ variants: φ(q)·φ(k) ≈ exp(qᵀk/√d) with many orthogonal features."""
+        from recur_ref.mixers import orthogonal_random_matrix_
+        torch.manual_seed(0)
+        d, m = 4, 20000
+        q = torch.randn(d, dtype=f64) * 0.5
+        k = torch.randn(d, dtype=f64) * 0.5
+        exact = math.exp(float(q @ k) / math.sqrt(d))
+        om = orthogonal_random_matrix_(torch.zeros(d, m, dtype=f64))
+        est = float(performer_favor(q, om, 1 / math.sqrt(d)) @ performer_favor(k, om, 1 / math.sqrt(d)))
+        self.assertLess(abs(est / exact - 1), 0.05)
+        om2 = om[:, : m // 2]
+        est2 = float(fast_transformers_favor(q, om2, m) @ fast_transformers_favor(k, om2, m))
+        self.assertLess(abs(est2 / exact - 1), 0.05)
+
+    def test_poly2(self):
+        g = torch.Generator().manual_seed(4)
+        q, k = torch.randn(5, generator=g, dtype=f64), torch.randn(5, generator=g, dtype=f64)
+        self.assertAlmostEqual(float(poly2(q) @ poly2(k)), float(q @ k) ** 2, delta=1e-12)
+
+    def test_aft_full_matches_fast_transformers(self):
+        """Non-causal aft_full with bias_rank + multiply == the library's AFTFullAttention."""
+        m = make(NONCAUSAL["aft_full_ft"])
+        x = rand_x(2, 9)
+        q = m.query(x).view(2, 9, 2, 3)
+        k = m.key(x).view(2, 9, 2, 3)
+        v = m.value(x).view(2, 9, 2, 3)
+        lib = fast_transformers_aft_full(q, k, v, m.u, m.v).reshape(2, 9, 6)
+        self.assertLessEqual(maxdiff(m(x), m.out(lib)), TOL)
+
+
+if __name__ == "__main__":
+    unittest.main()

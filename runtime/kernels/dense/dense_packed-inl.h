@@ -1,0 +1,211 @@
+// Per-target packed-weight GEMM (see dense.h: PackDenseWeights, DensePacked).
+//
+// Packed layout, the same on every target: panels of kDensePanelWidth (32)
+// output features; panel p holds wp[p][k][j] = w[32p + j, k] (decoded to f32,
+// int8 scales folded in, zero past `out`), k-major. A register tile of kR x
+// rows × 32 outputs then accumulates outer products
+//   acc[r][v] += x[r, k] (broadcast) · wp[p][k][v·N, v·N + N)
+// with two weight loads per k on AVX-512 against 2·kR FMAs and no horizontal
+// sums or transposes; y rows are written as whole 32-float pieces. This is
+// the classic BLIS/oneDNN micro-kernel shape (14×32 with 32 registers).
+//
+// Loop order: row chunks whose x fits in L2 → panels (each streamed from
+// memory once per chunk, then reused from L1/L2 by every row tile) → row
+// tiles of near-equal height.
+#if defined(RECUR_KERNELS_DENSE_DENSE_PACKED_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef RECUR_KERNELS_DENSE_DENSE_PACKED_INL_H_
+#undef RECUR_KERNELS_DENSE_DENSE_PACKED_INL_H_
+#else
+#define RECUR_KERNELS_DENSE_DENSE_PACKED_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "hwy/highway.h"
+#include "kernels/common-inl.h"
+#include "kernels/dense/dense.h"
+#include "kernels/dense/dense-inl.h"  // LoadWeights
+
+HWY_BEFORE_NAMESPACE();
+namespace recur::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+namespace packed_detail {
+
+// Scalable vectors (SVE, RVV) have no compile-time lane count; a 128-bit
+// tag keeps the tile shape static there.
+#if HWY_HAVE_SCALABLE
+using PanelTag = hn::FixedTag<float, 4>;
+#else
+using PanelTag = hn::ScalableTag<float>;
+#endif
+inline constexpr size_t kLanes = hn::MaxLanes(PanelTag());
+inline constexpr size_t kVecs = kDensePanelWidth / kLanes;  // vectors per tile row
+static_assert(kDensePanelWidth % kLanes == 0, "panel must be whole vectors");
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// 14 rows × 2 vectors = 28 accumulators + 2 weight vectors + 1 broadcast.
+inline constexpr size_t kMaxRows = 12;
+#else
+// 16 registers (or scalar): ~12 accumulators.
+inline constexpr size_t kMaxRows = kVecs >= 12 ? 1 : 12 / kVecs;
+#endif
+// x floats per row chunk: the chunk stays in L2 while every panel passes.
+inline constexpr size_t kChunkFloats = size_t{64} << 10;
+
+// Cache lines of a panel's next part that each tile requests into L2 while
+// it computes: the next panel then arrives while this one is reused from
+// L1, instead of being fetched at memory speed by its own first tile.
+struct Prefetch {
+  const float* begin = nullptr;  // first line
+  size_t lines = 0;              // one per k iteration, k < lines
+};
+
+// y[r, 0, n) (+)= bias[0, n) + Σ_k x[r, k]·wp[k][0, n) for r < kR; n ≤ 32.
+template <size_t kR>
+HWY_INLINE void Tile(const float* HWY_RESTRICT x, size_t x_stride,
+                     const float* HWY_RESTRICT wp, size_t in, const float* HWY_RESTRICT bias,
+                     size_t n, float* HWY_RESTRICT y, size_t y_stride, bool accumulate,
+                     Prefetch pf) {
+  const PanelTag d;
+  using V = hn::Vec<PanelTag>;
+  V acc[kR][kVecs];
+  for (size_t r = 0; r < kR; ++r) {
+    for (size_t v = 0; v < kVecs; ++v) acc[r][v] = hn::Zero(d);
+  }
+#pragma GCC unroll 4
+  for (size_t k = 0; k < in; ++k) {
+    if (k < pf.lines) __builtin_prefetch(pf.begin + k * 16, 0, 2);  // 16 floats per line
+    const float* HWY_RESTRICT wk = wp + k * kDensePanelWidth;
+    V w[kVecs];
+    for (size_t v = 0; v < kVecs; ++v) w[v] = hn::Load(d, wk + v * kLanes);
+    for (size_t r = 0; r < kR; ++r) {
+      const V xb = hn::Set(d, x[r * x_stride + k]);
+      for (size_t v = 0; v < kVecs; ++v) acc[r][v] = hn::MulAdd(xb, w[v], acc[r][v]);
+    }
+  }
+  for (size_t v = 0; v < kVecs; ++v) {
+    const size_t j = v * kLanes;
+    if (j >= n) break;
+    const size_t m = std::min(kLanes, n - j);
+    V b = hn::Zero(d);
+    if (bias) b = m == kLanes ? hn::LoadU(d, bias + j) : LoadTail(d, bias + j, m);
+    for (size_t r = 0; r < kR; ++r) {
+      float* HWY_RESTRICT yp = y + r * y_stride + j;
+      V s = hn::Add(acc[r][v], b);
+      if (m == kLanes) {
+        if (accumulate) s = hn::Add(s, hn::LoadU(d, yp));
+        hn::StoreU(s, d, yp);
+      } else {
+        if (accumulate) s = hn::Add(s, LoadTail(d, yp, m));
+        StoreTail(s, d, yp, m);
+      }
+    }
+  }
+}
+
+// Tile with a runtime row count rows ∈ [1, kR].
+template <size_t kR>
+HWY_INLINE void TileN(size_t rows, const float* x, size_t x_stride, const float* wp, size_t in,
+                      const float* bias, size_t n, float* y, size_t y_stride, bool accumulate,
+                      Prefetch pf) {
+  if (rows == kR) return Tile<kR>(x, x_stride, wp, in, bias, n, y, y_stride, accumulate, pf);
+  if constexpr (kR > 1) {
+    TileN<kR - 1>(rows, x, x_stride, wp, in, bias, n, y, y_stride, accumulate, pf);
+  }
+}
+
+}  // namespace packed_detail
+
+// See dense.h.
+HWY_INLINE void PackDense(const DenseWeights& w, float* HWY_RESTRICT packed) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const size_t in = w.in, out = w.out;
+  const size_t panels = (out + kDensePanelWidth - 1) / kDensePanelWidth;
+  std::fill(packed, packed + panels * in * kDensePanelWidth, 0.0f);
+  HWY_ALIGN float row[HWY_MAX_BYTES / sizeof(float)];
+  for (size_t o = 0; o < out; ++o) {
+    float* HWY_RESTRICT dst =
+        packed + (o / kDensePanelWidth) * in * kDensePanelWidth + o % kDensePanelWidth;
+    const float scale = w.type == WeightType::kI8 ? w.scales[o] : 1.0f;
+    for (size_t k0 = 0; k0 < in; k0 += N) {
+      const size_t n = std::min(N, in - k0);
+      hn::Vec<decltype(d)> v;
+      switch (w.type) {
+        case WeightType::kF32: {
+          const float* src = static_cast<const float*>(w.weight) + o * in + k0;
+          v = n == N ? hn::LoadU(d, src) : LoadTail(d, src, n);
+          break;
+        }
+        case WeightType::kF16: {
+          const auto* src = static_cast<const hwy::float16_t*>(w.weight) + o * in + k0;
+          v = n == N ? dense_detail::LoadWeights(d, src)
+                     : dense_detail::LoadWeightsTail(d, src, n);
+          break;
+        }
+        case WeightType::kBF16: {
+          const auto* src = static_cast<const hwy::bfloat16_t*>(w.weight) + o * in + k0;
+          v = n == N ? dense_detail::LoadWeights(d, src)
+                     : dense_detail::LoadWeightsTail(d, src, n);
+          break;
+        }
+        case WeightType::kI8: {
+          const auto* src = static_cast<const int8_t*>(w.weight) + o * in + k0;
+          v = n == N ? dense_detail::LoadWeights(d, src)
+                     : dense_detail::LoadWeightsTail(d, src, n);
+          break;
+        }
+      }
+      hn::Store(hn::Mul(v, hn::Set(d, scale)), d, row);
+      for (size_t k = 0; k < n; ++k) dst[(k0 + k) * kDensePanelWidth] = row[k];
+    }
+  }
+}
+
+// See dense.h.
+HWY_INLINE void DensePacked(const float* x, size_t x_stride, size_t rows,
+                            const float* packed, const float* bias, size_t in, size_t out,
+                            size_t panel_begin, size_t panel_end, float* y, size_t y_stride,
+                            bool accumulate) {
+  namespace pd = packed_detail;
+  if (rows == 0 || in == 0) {
+    // Σ over nothing: y = bias (+ y).
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t o = panel_begin * kDensePanelWidth;
+           o < std::min(out, panel_end * kDensePanelWidth); ++o) {
+        const float b = bias ? bias[o] : 0.0f;
+        y[r * y_stride + o] = accumulate ? y[r * y_stride + o] + b : b;
+      }
+    }
+    return;
+  }
+  const size_t chunk = std::max<size_t>(pd::kMaxRows, pd::kChunkFloats / in);
+  for (size_t r0 = 0; r0 < rows; r0 += chunk) {
+    const size_t chunk_rows = std::min(chunk, rows - r0);
+    const size_t tiles = (chunk_rows + pd::kMaxRows - 1) / pd::kMaxRows;
+    for (size_t p = panel_begin; p < panel_end; ++p) {
+      const size_t o = p * kDensePanelWidth;
+      const size_t n = std::min(kDensePanelWidth, out - o);
+      const float* wp = packed + p * in * kDensePanelWidth;
+      // The next panel's lines, split evenly over this panel's tiles.
+      const size_t next_lines = p + 1 < panel_end ? in * kDensePanelWidth / 16 : 0;
+      for (size_t t = 0, r = r0; t < tiles; ++t) {
+        const size_t h = (r0 + chunk_rows - r + (tiles - t) - 1) / (tiles - t);
+        const size_t l0 = next_lines * t / tiles, l1 = next_lines * (t + 1) / tiles;
+        const pd::Prefetch pf{wp + in * kDensePanelWidth + l0 * 16, std::min(l1 - l0, in)};
+        pd::TileN<pd::kMaxRows>(h, x + r * x_stride, x_stride, wp, in, bias ? bias + o : nullptr,
+                                n, y + r * y_stride + o, y_stride, accumulate, pf);
+        r += h;
+      }
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace recur::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // RECUR_KERNELS_DENSE_DENSE_PACKED_INL_H_ toggle
