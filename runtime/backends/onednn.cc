@@ -1,5 +1,8 @@
-// The oneDNN backend (Debian's libdnnl 2.6, OpenMP CPU runtime): f32 weights
-// only, through the C API (no exceptions). For each planned row count and
+// The oneDNN backend (Debian's libdnnl 2.6, OpenMP CPU runtime): f32 and bf16
+// weights, through the C API (no exceptions). bf16 layers run as bf16 × bf16
+// → f32 matmuls (AMX or AVX512-BF16 where the CPU has them): Run rounds the
+// activations to bf16 first (round to nearest even), so they carry bf16
+// error as well as the weights (tests/parity bounds it). For each planned row count and
 // each thread's slice of output features, Prepare creates a matmul primitive
 // with fixed M, lets oneDNN pick its weight layout and reorders the weights
 // into it once (a packed copy: memory_bytes() counts it), and gives each
@@ -12,6 +15,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "backends/gemm_backend.h"
@@ -22,6 +26,16 @@ namespace recur::backends {
 namespace {
 
 constexpr size_t kMinFeaturesPerSlice = 64;
+
+// dst[i] = x[i] rounded to the nearest bf16, ties to even (x finite: the
+// session rejects non-finite inputs).
+void RoundToBf16(const float* x, size_t n, uint16_t* dst) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &x[i], sizeof(u));
+    dst[i] = static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+  }
+}
 
 #define RECUR_DNNL(call)                                                              \
   do {                                                                                \
@@ -92,6 +106,11 @@ class OnednnDense final : public PreparedDense {
     RECUR_RETURN_IF_ERROR(Engine(&engine));
     OmpThreads one(1);
     const size_t threads = pool_ == nullptr ? 1 : pool_->threads();
+    block_rows_ = *std::max_element(plan.rows.begin(), plan.rows.end());
+    if (bf16()) {
+      x_bf16_ = hwy::AllocateAligned<uint16_t>(block_rows_ * d.in);
+      if (!x_bf16_) return OutOfMemory("onednn: cannot allocate bf16 activations");
+    }
     const size_t n = std::max<size_t>(1, std::min(threads, d.out / kMinFeaturesPerSlice));
     const size_t block = ((d.out + n - 1) / n + 15) / 16 * 16;
     for (size_t begin = 0; begin < d.out; begin += block) {
@@ -125,20 +144,29 @@ class OnednnDense final : public PreparedDense {
       bytes += s.scratchpad_bytes;
       for (const Packed& p : s.packed) bytes += p.bytes;
     }
+    if (x_bf16_) bytes += block_rows_ * d_.in * sizeof(uint16_t);
     return bytes;
   }
 
   void Run(const float* x, size_t rows, float* y, bool accumulate) override {
-    if (rows == 0) return;
-    Call call{this, x, rows, y, accumulate};
-    if (slices_.size() == 1) {
-      call.RunSlice(0);
-    } else {
-      pool_->ParallelFor(slices_.size(), &Call::Task, &call);
+    // bf16 layers: blocks of the largest planned row count, each rounded to
+    // bf16 once and shared by every slice.
+    const size_t block = x_bf16_ ? block_rows_ : rows;
+    for (size_t r0 = 0; r0 < rows; r0 += block) {
+      const size_t n = std::min(block, rows - r0);
+      if (x_bf16_) RoundToBf16(x + r0 * d_.in, n * d_.in, x_bf16_.get());
+      Call call{this, x + r0 * d_.in, x_bf16_.get(), n, y + r0 * d_.out, accumulate};
+      if (slices_.size() == 1) {
+        call.RunSlice(0);
+      } else {
+        pool_->ParallelFor(slices_.size(), &Call::Task, &call);
+      }
     }
   }
 
  private:
+  bool bf16() const { return d_.type == kernels::WeightType::kBF16; }
+
   Status CreatePrimitive(dnnl_engine_t engine, bool accumulate, size_t m, Slice* s,
                          Primitive* p) {
     const dnnl_dim_t K = d_.in, N = dnnl_dim_t(s->end - s->begin), M = dnnl_dim_t(m);
@@ -147,9 +175,10 @@ class OnednnDense final : public PreparedDense {
     const dnnl_dims_t wei_dims = {K, N}, wei_strides = {1, K};
     const dnnl_dims_t bias_dims = {1, N}, bias_strides = {N, 1};
     const dnnl_dims_t dst_dims = {M, N}, dst_strides = {dnnl_dim_t(d_.out), 1};
-    RECUR_DNNL(dnnl_memory_desc_init_by_strides(&src_md, 2, src_dims, dnnl_f32, src_strides));
-    RECUR_DNNL(dnnl_memory_desc_init_by_tag(&wei_any, 2, wei_dims, dnnl_f32, dnnl_format_tag_any));
-    RECUR_DNNL(dnnl_memory_desc_init_by_strides(&wei_user, 2, wei_dims, dnnl_f32, wei_strides));
+    const dnnl_data_type_t type = bf16() ? dnnl_bf16 : dnnl_f32;
+    RECUR_DNNL(dnnl_memory_desc_init_by_strides(&src_md, 2, src_dims, type, src_strides));
+    RECUR_DNNL(dnnl_memory_desc_init_by_tag(&wei_any, 2, wei_dims, type, dnnl_format_tag_any));
+    RECUR_DNNL(dnnl_memory_desc_init_by_strides(&wei_user, 2, wei_dims, type, wei_strides));
     RECUR_DNNL(dnnl_memory_desc_init_by_strides(&bias_md, 2, bias_dims, dnnl_f32, bias_strides));
     RECUR_DNNL(dnnl_memory_desc_init_by_strides(&dst_md, 2, dst_dims, dnnl_f32, dst_strides));
     dnnl_matmul_desc_t desc;
@@ -181,8 +210,9 @@ class OnednnDense final : public PreparedDense {
     p->rows = m;
     RECUR_DNNL(dnnl_primitive_create(&p->prim, pd));
     // Weights: oneDNN's layout, reordered once, shared by primitives that agree.
-    const float* w = static_cast<const float*>(d_.weight) + s->begin * d_.in;
-    void* wei_data = const_cast<float*>(w);
+    const size_t wsize = kernels::WeightTypeSize(d_.type);
+    void* wei_data = const_cast<uint8_t*>(static_cast<const uint8_t*>(d_.weight) +
+                                          s->begin * d_.in * wsize);
     if (!dnnl_memory_desc_equal(wei_md, &wei_user)) {
       Packed* found = nullptr;
       for (Packed& pk : s->packed) {
@@ -232,6 +262,7 @@ class OnednnDense final : public PreparedDense {
   struct Call {
     OnednnDense* self;
     const float* x;
+    const uint16_t* x_bf16;  // x rounded to bf16 (bf16 layers), else null
     size_t rows;
     float* y;
     bool accumulate;
@@ -243,7 +274,11 @@ class OnednnDense final : public PreparedDense {
       size_t r0 = 0;
       for (Primitive& p : s.prims) {
         while (rows - r0 >= p.rows) {
-          dnnl_memory_set_data_handle(p.src, const_cast<float*>(x + r0 * in));
+          if (x_bf16) {
+            dnnl_memory_set_data_handle(p.src, const_cast<uint16_t*>(x_bf16 + r0 * in));
+          } else {
+            dnnl_memory_set_data_handle(p.src, const_cast<float*>(x + r0 * in));
+          }
           dnnl_memory_set_data_handle(p.dst, y + r0 * out + s.begin);
           dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, p.src},
                                      {DNNL_ARG_WEIGHTS, p.weights},
@@ -265,6 +300,8 @@ class OnednnDense final : public PreparedDense {
   DenseView d_;
   ThreadPool* pool_ = nullptr;
   std::vector<Slice> slices_;
+  size_t block_rows_ = 0;                          // largest planned row count
+  hwy::AlignedFreeUniquePtr<uint16_t[]> x_bf16_;  // bf16 layers: (block_rows_, in)
 };
 
 class Onednn final : public DenseBackend {
@@ -273,11 +310,12 @@ class Onednn final : public DenseBackend {
   bool always_copies_weights() const override { return true; }
   bool allocates_in_run() const override { return true; }
   bool Supports(const DenseView& d) const override {
-    return d.type == kernels::WeightType::kF32 && d.in > 0 && d.out > 0;
+    return (d.type == kernels::WeightType::kF32 || d.type == kernels::WeightType::kBF16) &&
+           d.in > 0 && d.out > 0;
   }
   Status Prepare(const DenseView& d, const DensePlan& plan,
                  std::unique_ptr<PreparedDense>* out) const override {
-    if (!Supports(d)) return Unsupported("onednn: only f32 weights");
+    if (!Supports(d)) return Unsupported("onednn: only f32 and bf16 weights");
     auto op = std::make_unique<OnednnDense>();
     RECUR_RETURN_IF_ERROR(op->Init(d, plan));
     *out = std::move(op);
