@@ -180,10 +180,30 @@ Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescr
   RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "heads", "mixer", 1, &la.heads));
   RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "dk", "mixer", 1, &la.dk));
   RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "dv", "mixer", 1, &la.dv));
-  static const char* const kFeatureMaps[] = {"elu_plus_one"};
+  static const char* const kFeatureMaps[] = {"elu_plus_one", "relu", "poly2", "favor"};
   std::size_t fm = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(*mixer, "feature_map", "mixer", kFeatureMaps, &fm));
-  la.feature_map = FeatureMap::kEluPlusOne;
+  la.feature_map = fm == 0 ? FeatureMap::kEluPlusOne : fm == 1 ? FeatureMap::kRelu
+                   : fm == 2 ? FeatureMap::kPoly2 : FeatureMap::kFavor;
+  if (fm == 3) {
+    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "n_features", "mixer", 1, &la.favor_features));
+    static const char* const kFavorLayouts[] = {"performer", "fast_transformers"};
+    std::size_t favor_layout = 0;
+    RECUR_RETURN_IF_ERROR(
+        r.Choice(*mixer, "favor_layout", "mixer", kFavorLayouts, &favor_layout, false));
+    if (favor_layout == 1) la.feature_map = FeatureMap::kFavorHyperbolic;
+    if (la.feature_map == FeatureMap::kFavorHyperbolic && la.favor_features < 2) {
+      return r.Invalid("mixer.n_features", "must be >= 2 for the fast_transformers layout");
+    }
+    la.softmax_temp = 1.0f / std::sqrt(static_cast<float>(la.dk));
+    RECUR_RETURN_IF_ERROR(r.PositiveFloat(*mixer, "softmax_temp", "mixer", &la.softmax_temp, false));
+  } else {
+    for (const char* key : {"n_features", "favor_layout", "softmax_temp"}) {
+      if (mixer->contains(key)) {
+        return r.Invalid(std::string("mixer.") + key, "applies only to feature_map \"favor\"");
+      }
+    }
+  }
   RECUR_RETURN_IF_ERROR(r.PositiveFloat(*mixer, "eps", "mixer", &la.eps));
   RECUR_RETURN_IF_ERROR(r.Bool(*mixer, "causal", "mixer", &la.causal, /*required=*/false));
 
@@ -262,6 +282,34 @@ Status FastTransformersConfigToDescription(const KeyReader& r, const json& root,
   block.linear_attention.dk = dq;
   block.linear_attention.dv = dv;
   block.linear_attention.feature_map = FeatureMap::kEluPlusOne;
+  // "feature_map": {"type": "favor", "n_dims": m, "softmax_temp": t, "stabilize": false}
+  // (absent: elu+1). The library's Favor; its stabilize option subtracts a
+  // sequence-wide max, which has no recurrent form.
+  if (auto fm = root.find("feature_map"); fm != root.end()) {
+    if (!fm->is_object()) return r.Invalid("feature_map", "must be a JSON object");
+    static const char* const kMaps[] = {"favor"};
+    std::size_t type = 0;
+    RECUR_RETURN_IF_ERROR(r.Choice(*fm, "type", "feature_map", kMaps, &type));
+    LinearAttentionDescription& la = block.linear_attention;
+    la.feature_map = FeatureMap::kFavorHyperbolic;
+    RECUR_RETURN_IF_ERROR(r.UInt(*fm, "n_dims", "feature_map", 2, &la.favor_features));
+    la.softmax_temp = 1.0f / std::sqrt(static_cast<float>(dq));
+    if (auto t = fm->find("softmax_temp"); t != fm->end() && !t->is_null()) {
+      RECUR_RETURN_IF_ERROR(r.PositiveFloat(*fm, "softmax_temp", "feature_map", &la.softmax_temp));
+    }
+    bool stabilize = false;
+    RECUR_RETURN_IF_ERROR(r.Bool(*fm, "stabilize", "feature_map", &stabilize, false));
+    if (stabilize) {
+      return r.Invalid("feature_map.stabilize",
+                       "must be false: the stabilised Favor subtracts a maximum over the whole "
+                       "sequence, which has no recurrent form");
+    }
+    for (const auto& [key, value] : fm->items()) {
+      if (key != "type" && key != "n_dims" && key != "softmax_temp" && key != "stabilize") {
+        return r.Invalid("feature_map." + key, "is not a Favor option this converter knows");
+      }
+    }
+  }
   block.linear_attention.eps = 1e-6f;
   block.linear_attention.causal = attention == 1;  // "causal-linear"; "linear" is the encoder
   block.d_ff = d_ff;
@@ -375,6 +423,11 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
     AddLinear(&out, p + "mixer.key", m + "key" + proj, hk, dm);
     AddLinear(&out, p + "mixer.value", m + "value" + proj, hv, dm);
     AddLinear(&out, p + "mixer.out", m + "out" + proj, dm, hv);
+    if (b.linear_attention.favor()) {
+      const std::string omega = ft ? m + "inner_attention.feature_map.omega" : m + "feature_map.omega";
+      out.push_back({p + "mixer.feature_map.omega", omega,
+                     {b.linear_attention.dk, b.linear_attention.OmegaColumns()}});
+    }
     out.push_back({p + "norm2.weight", s + "norm2.weight", {dm}});
     out.push_back({p + "norm2.bias", s + "norm2.bias", {dm}});
     const std::string f = ft ? s : s + "ffn.";
@@ -405,7 +458,16 @@ const char* InputKindName(InputKind kind) {
 
 const char* NormPlacementName(NormPlacement p) { return p == NormPlacement::kPre ? "pre" : "post"; }
 
-const char* FeatureMapName(FeatureMap) { return "elu_plus_one"; }
+const char* FeatureMapName(FeatureMap f) {
+  switch (f) {
+    case FeatureMap::kEluPlusOne: return "elu_plus_one";
+    case FeatureMap::kRelu: return "relu";
+    case FeatureMap::kPoly2: return "poly2";
+    case FeatureMap::kFavor: return "favor";
+    case FeatureMap::kFavorHyperbolic: return "favor (fast-transformers)";
+  }
+  return "?";
+}
 
 const char* ActivationName(Activation a) { return a == Activation::kRelu ? "relu" : "gelu"; }
 

@@ -105,9 +105,23 @@ const char* Name(fb::Activation a) {
 const char* Name(fb::FeatureMap f) {
   switch (f) {
     case fb::FeatureMap::EluPlusOne: return "elu_plus_one";
+    case fb::FeatureMap::Relu: return "relu";
+    case fb::FeatureMap::Poly2: return "poly2";
+    case fb::FeatureMap::Favor: return "favor";
+    case fb::FeatureMap::FavorHyperbolic: return "favor_hyperbolic";
   }
   return "unknown";
 }
+// Features per head C (runtime/schema/recur.fbs, FeatureMap).
+uint64_t FeatureWidth(const fb::LinearAttention* la) {
+  switch (la->feature_map()) {
+    case fb::FeatureMap::Poly2: return uint64_t{la->dk()} * la->dk();
+    case fb::FeatureMap::Favor: return la->favor_features();
+    case fb::FeatureMap::FavorHyperbolic: return 2 * uint64_t{la->favor_features() / 2};
+    default: return la->dk();
+  }
+}
+
 const char* Name(fb::HeadActivation a) {
   switch (a) {
     case fb::HeadActivation::None: return "none";
@@ -192,6 +206,16 @@ class Collector {
         mixer["feature_map"] = Name(la->feature_map());
         mixer["eps"] = FloatForJson(la->eps());
         mixer["causal"] = la->causal();
+        if (la->feature_map() == fb::FeatureMap::Favor ||
+            la->feature_map() == fb::FeatureMap::FavorHyperbolic) {
+          mixer["favor_features"] = la->favor_features();
+          mixer["softmax_temp"] = FloatForJson(la->softmax_temp());
+          mixer["omega"] = la->omega();
+        }
+        // S (H, C, dv) and z (H, C) per stream; encoders keep none between calls.
+        const uint64_t c = FeatureWidth(la);
+        mixer["state_bytes"] = la->causal() ? 4 * uint64_t{la->heads()} * (c * la->dv() + c) : 0;
+        mixer["state_grows_with_length"] = false;
         mixer["query"] = Dense(la->query());
         mixer["key"] = Dense(la->key());
         mixer["value"] = Dense(la->value());
@@ -327,10 +351,20 @@ std::string RenderText(const json& j) {
                " dk=" + std::to_string(m["dk"].get<uint32_t>()) +
                " dv=" + std::to_string(m["dv"].get<uint32_t>()) +
                " feature_map=" + m["feature_map"].get<std::string>() +
+               (m.contains("favor_features")
+                    ? " m=" + std::to_string(m["favor_features"].get<uint32_t>()) +
+                          " softmax_temp=" + FormatFloat(m["softmax_temp"].get<float>())
+                    : std::string()) +
                " eps=" + FormatFloat(m["eps"].get<float>()) +
                (m.value("causal", true) ? "" : " non-causal (encoder)");
     }
     line("    mixer:  " + mixer);
+    if (m.contains("state_bytes")) {
+      line("    state:  " + std::to_string(m["state_bytes"].get<uint64_t>()) +
+           " bytes per stream, " +
+           (m["state_grows_with_length"].get<bool>() ? "grows with the sequence length"
+                                                     : "fixed (does not grow with the length)"));
+    }
     line("    norm2:  " + NormText(b["norm2"]));
     const json& f = b["ffn"];
     line("    ffn:    d_ff=" + std::to_string(f["d_ff"].get<uint32_t>()) +

@@ -18,7 +18,8 @@ enum class Layout { kAuto, kRecur, kFastTransformers };
 
 enum class InputKind { kTokens, kFeatures };
 enum class NormPlacement { kPre, kPost };
-enum class FeatureMap { kEluPlusOne };
+// See runtime/schema/recur.fbs (FeatureMap) for the maps and their widths.
+enum class FeatureMap { kEluPlusOne, kRelu, kPoly2, kFavor, kFavorHyperbolic };
 enum class Activation { kRelu, kGelu };
 enum class HeadActivation { kNone, kSoftmax, kLogSoftmax };
 enum class MixerType { kLinearAttention };
@@ -38,6 +39,18 @@ struct LinearAttentionDescription {
   FeatureMap feature_map = FeatureMap::kEluPlusOne;
   float eps = 1e-6f;
   bool causal = true;  // false: the encoder form (whole sequences only)
+  // kFavor / kFavorHyperbolic: m (fast-transformers' n_dims) and the
+  // temperature (default 1/√dk); the tensor mixer.feature_map.omega is
+  // [dk, OmegaColumns()].
+  uint32_t favor_features = 0;
+  float softmax_temp = 0.0f;
+
+  bool favor() const {
+    return feature_map == FeatureMap::kFavor || feature_map == FeatureMap::kFavorHyperbolic;
+  }
+  uint32_t OmegaColumns() const {
+    return feature_map == FeatureMap::kFavor ? favor_features : favor_features / 2;
+  }
 };
 
 struct BlockDescription {
@@ -122,7 +135,7 @@ using AlignedBytes = std::vector<uint8_t, AlignedAllocator<uint8_t>>;
 const char* LayoutName(Layout layout);           // "recur", "fast-transformers", "auto"
 const char* InputKindName(InputKind kind);       // "tokens", "features"
 const char* NormPlacementName(NormPlacement p);  // "pre", "post"
-const char* FeatureMapName(FeatureMap f);        // "elu_plus_one"
+const char* FeatureMapName(FeatureMap f);        // "elu_plus_one", ..., "favor (fast-transformers)"
 const char* ActivationName(Activation a);        // "relu", "gelu"
 const char* HeadActivationName(HeadActivation a);// "none", "softmax", "log_softmax"
 

@@ -25,7 +25,16 @@ fb::NormPlacement ToFb(NormPlacement p) {
 fb::Activation ToFb(Activation a) {
   return a == Activation::kRelu ? fb::Activation::Relu : fb::Activation::Gelu;
 }
-fb::FeatureMap ToFb(FeatureMap) { return fb::FeatureMap::EluPlusOne; }
+fb::FeatureMap ToFb(FeatureMap f) {
+  switch (f) {
+    case FeatureMap::kEluPlusOne: return fb::FeatureMap::EluPlusOne;
+    case FeatureMap::kRelu: return fb::FeatureMap::Relu;
+    case FeatureMap::kPoly2: return fb::FeatureMap::Poly2;
+    case FeatureMap::kFavor: return fb::FeatureMap::Favor;
+    case FeatureMap::kFavorHyperbolic: return fb::FeatureMap::FavorHyperbolic;
+  }
+  return fb::FeatureMap::EluPlusOne;
+}
 fb::HeadActivation ToFb(HeadActivation a) {
   switch (a) {
     case HeadActivation::kNone: return fb::HeadActivation::None;
@@ -127,8 +136,10 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
     auto v = dense(p + "mixer.value");
     auto o = dense(p + "mixer.out");
     const LinearAttentionDescription& la = b.linear_attention;
+    const int32_t omega = la.favor() ? ref(p + "mixer.feature_map.omega") : -1;
     auto mixer = fb::CreateLinearAttention(fbb, la.heads, la.dk, la.dv, ToFb(la.feature_map),
-                                           la.eps, q, k, v, o, la.causal);
+                                           la.eps, q, k, v, o, la.causal, omega,
+                                           la.favor_features, la.softmax_temp);
     auto norm2 = norm(p + "norm2");
     auto l1 = dense(p + "ffn.linear1");
     auto l2 = dense(p + "ffn.linear2");

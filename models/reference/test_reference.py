@@ -25,7 +25,9 @@ import traceback
 import torch
 import torch.nn.functional as F
 
-from recur_ref import CHUNK, checkpoint, golden, safetensors
+from recur_ref import CHUNK, checkpoint, golden, mixers, safetensors
+from recur_ref import fast_transformers_layout as ftl
+from recur_ref.model import LinearAttention, feature_dim
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -86,6 +88,10 @@ def expected_tensors(cfg):
         for name, (o, n) in [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)),
                              ("mixer.out", (d, vv)), ("ffn.linear1", (ffn, d)), ("ffn.linear2", (d, ffn))]:
             t.update({b + name + ".weight": (o, n), b + name + ".bias": (o,)})
+        if m["feature_map"] == "favor":
+            mm = m["n_features"]
+            t[b + "mixer.feature_map.omega"] = (m["dk"], mm if m.get("favor_layout", "performer") == "performer"
+                                                else mm // 2)
     if cfg["final_norm"]:
         t.update({"final_norm.weight": (d,), "final_norm.bias": (d,)})
     if cfg["head"]:
@@ -100,6 +106,8 @@ def expected_ft_keys(ft):
         for p in ("weight", "bias"):
             keys |= {f"layers.{i}.attention.{n}_projection.{p}" for n in ("query", "key", "value", "out")}
             keys |= {f"layers.{i}.{n}.{p}" for n in ("linear1", "linear2", "norm1", "norm2")}
+        if "feature_map" in ft:
+            keys.add(f"layers.{i}.attention.inner_attention.feature_map.omega")
     if ft.get("final_normalization", True):
         keys |= {"norm.weight", "norm.bias"}
     return keys
@@ -118,8 +126,22 @@ def naive_forward(cfg, w, x):
     def norm(h, name):
         return F.layer_norm(h, (d,), w[name + ".weight"], w[name + ".bias"], cfg["layer_norm_eps"])
 
-    def phi(t):  # elu(t) + 1, written out
-        return torch.where(t > 0, t + 1, torch.exp(t))
+    def phi(t, b):  # (n, H, dk) → (n, H, C), each feature map written out from the README
+        fm = m["feature_map"]
+        if fm == "elu_plus_one":
+            return torch.where(t > 0, t + 1, torch.exp(t))
+        if fm == "relu":
+            return t.clamp(min=0)
+        if fm == "poly2":
+            return torch.stack([t[..., a] * t[..., c] for a in range(dk) for c in range(dk)], -1)
+        omega, mm = w[b + "mixer.feature_map.omega"], m["n_features"]
+        xt = t * math.sqrt(m.get("softmax_temp", 1 / math.sqrt(dk)))
+        half = (xt * xt).sum(-1, keepdim=True) / 2
+        u = torch.einsum("nhd,dj->nhj", xt, omega)
+        if m.get("favor_layout", "performer") == "performer":
+            return torch.exp(u - half) / math.sqrt(mm)
+        off = half + 0.5 * math.log(mm)
+        return torch.cat([torch.exp(u - off), torch.exp(-u - off)], -1)
 
     def act(t):
         if cfg["ffn"]["activation"] == "relu":
@@ -127,8 +149,8 @@ def naive_forward(cfg, w, x):
         return 0.5 * t * (1 + torch.erf(t / math.sqrt(2)))
 
     def mixer(h, b):
-        q = phi(lin(h, b + "mixer.query")).view(n, heads, dk)
-        k = phi(lin(h, b + "mixer.key")).view(n, heads, dk)
+        q = phi(lin(h, b + "mixer.query").view(n, heads, dk), b)
+        k = phi(lin(h, b + "mixer.key").view(n, heads, dk), b)
         v = lin(h, b + "mixer.value").view(n, heads, dv)
         o = torch.zeros(n, heads, dv, dtype=h.dtype)
         for i in range(n):
@@ -284,6 +306,9 @@ def config_checks(path):
             assert set(tensors) == expected_ft_keys(file_config), f"keys {sorted(tensors)}"
             assert torch.equal(tensors["layers.0.attention.query_projection.weight"],
                                model.state_dict()["blocks.0.mixer.query.weight"])
+            if "feature_map" in file_config:
+                assert torch.equal(tensors["layers.0.attention.inner_attention.feature_map.omega"],
+                                   model.state_dict()["blocks.0.mixer.feature_map.omega"])
             with torch.no_grad():
                 assert torch.equal(loaded(x), model(x)), "fast-transformers export computes something else"
         checks.append(ft_layout)
@@ -436,9 +461,223 @@ def compare_run_cli():
         assert result.returncode == 1 and "FAIL" in result.stdout, result.stdout + result.stderr
 
 
+# ---------------------------------------------------------------- feature maps
+
+# (name, mixer keys beyond type/heads/dk/dv/eps): every feature map the model supports.
+FEATURE_MAP_CASES = [
+    ("elu_plus_one", {"feature_map": "elu_plus_one"}),
+    ("relu", {"feature_map": "relu"}),
+    ("poly2", {"feature_map": "poly2"}),
+    ("favor_performer", {"feature_map": "favor", "n_features": 12}),
+    ("favor_performer_temp", {"feature_map": "favor", "n_features": 7, "favor_layout": "performer",
+                              "softmax_temp": 0.3}),
+    ("favor_fast_transformers", {"feature_map": "favor", "n_features": 12, "favor_layout": "fast_transformers"}),
+    ("favor_fast_transformers_odd", {"feature_map": "favor", "n_features": 9, "favor_layout": "fast_transformers",
+                                     "softmax_temp": 0.5}),
+]
+FM_D_MODEL, FM_HEADS, FM_DK, FM_DV, FM_N = 12, 2, 4, 3, 23
+
+
+def _fm_mixer_cfg(extra, causal=True):
+    return {"type": "linear_attention", "heads": FM_HEADS, "dk": FM_DK, "dv": FM_DV, "eps": 1e-6,
+            "causal": causal, **extra}
+
+
+def _fm_attention(extra, causal=True, seed=0):
+    torch.manual_seed(seed)
+    return LinearAttention.from_config(FM_D_MODEL, _fm_mixer_cfg(extra, causal)).double()
+
+
+def feature_map_checks():
+    """Per feature map, on LinearAttention alone (float64): the widths C; the
+    RNN, chunked-parallel (any chunk) and non-causal forms agree; φ and the
+    whole causal/non-causal mixer equal recur_ref/mixers.py's LinearAttention
+    with the same weights and ω."""
+    out = []
+    for name, extra in FEATURE_MAP_CASES:
+        def check(extra=extra):
+            cfg = _fm_mixer_cfg(extra)
+            C = {"elu_plus_one": FM_DK, "relu": FM_DK, "poly2": FM_DK * FM_DK}.get(extra["feature_map"])
+            if C is None:
+                mm = extra["n_features"]
+                C = mm if extra.get("favor_layout", "performer") == "performer" else 2 * (mm // 2)
+            att = _fm_attention(extra)
+            assert att.C == C == feature_dim(cfg), (att.C, C)
+            names = {k: tuple(v.shape) for k, v in att.state_dict().items()}
+            if extra["feature_map"] == "favor":
+                cols = extra["n_features"] if extra.get("favor_layout", "performer") == "performer" \
+                    else extra["n_features"] // 2
+                assert names["feature_map.omega"] == (FM_DK, cols), names
+                assert att.state_dict()["feature_map.omega"].abs().sum() > 0, "omega not initialised"
+            else:
+                assert "feature_map.omega" not in names, names
+            g = torch.Generator().manual_seed(1)
+            x = torch.randn(FM_N, FM_D_MODEL, generator=g, dtype=torch.float64)
+            S0 = torch.rand(FM_HEADS, C, FM_DV, generator=g, dtype=torch.float64)
+            z0 = torch.rand(FM_HEADS, C, generator=g, dtype=torch.float64)
+            with torch.no_grad():
+                # φ: positive (except relu/poly2's zeros/signs where allowed) and equal to mixers.py's.
+                ref = mixers.LinearAttention(cfg, FM_D_MODEL).double()
+                ref.load_state_dict(att.state_dict(), strict=True)
+                t = torch.randn(5, FM_HEADS, FM_DK, generator=g, dtype=torch.float64)
+                assert torch.equal(att.phi(t), ref.phi(t)), "phi differs from mixers.LinearAttention.phi"
+                assert att.phi(t).shape == (5, FM_HEADS, C)
+                # Causal forms, from zero and from a non-zero state.
+                for S, z in ((torch.zeros_like(S0), torch.zeros_like(z0)), (S0, z0)):
+                    rec = att.recurrent(x, S, z)
+                    for chunk in (1, 4, CHUNK, FM_N):
+                        par = att.parallel(x, S, z, chunk)
+                        for a, b, what in zip(par, rec, ("output", "S", "z")):
+                            assert_close(a, b, 1e-10, f"parallel chunk {chunk} vs recurrent: {what}")
+                    # The last position of a causal run sees what the non-causal form sees.
+                    nc = att.noncausal(x, S, z)
+                    assert_close(nc[0][-1], rec[0][-1], 1e-10, "noncausal vs recurrent at the last position")
+                    assert_close(nc[1], rec[1], 1e-10, "noncausal vs recurrent: S")
+                    assert_close(nc[2], rec[2], 1e-10, "noncausal vs recurrent: z")
+                assert rec[1].shape == (FM_HEADS, C, FM_DV) and rec[2].shape == (FM_HEADS, C)
+                # The whole mixer vs mixers.py (batch 1): causal prefill and the encoder form.
+                ref_y, ref_state = ref.prefill(x[None], ref.initial_state(1))
+                y, S, z = att.parallel(x, torch.zeros_like(S0), torch.zeros_like(z0), CHUNK)
+                assert_close(y, ref_y[0], 1e-10, "causal output vs mixers.LinearAttention")
+                assert_close(S, ref_state["S"][0], 1e-10, "S vs mixers.LinearAttention")
+                assert_close(z, ref_state["z"][0], 1e-10, "z vs mixers.LinearAttention")
+                enc = _fm_attention(extra, causal=False)
+                ref_enc = mixers.LinearAttention(_fm_mixer_cfg(extra, causal=False), FM_D_MODEL).double()
+                ref_enc.load_state_dict(enc.state_dict(), strict=True)
+                y, _, _ = enc.noncausal(x, torch.zeros_like(S0), torch.zeros_like(z0))
+                assert_close(y, ref_enc(x[None])[0], 1e-10, "non-causal output vs mixers.LinearAttention")
+        out.append((f"feature map {name}: forms agree, phi == mixers.py", check))
+    return out
+
+
+def favor_omega_is_seeded():
+    """ω comes from mixers.orthogonal_random_matrix_ via the global seed: same
+    seed, same ω (export deterministic per --seed); another seed, another ω."""
+    cfg = json.load(open(os.path.join(REPO_ROOT, "models/configs/linear_favor_tokens.json")))
+    a, b, c = (checkpoint.build_model(cfg, s).state_dict() for s in (7, 7, 8))
+    name = "blocks.0.mixer.feature_map.omega"
+    assert torch.equal(a[name], b[name]) and not torch.equal(a[name], c[name])
+    assert not torch.equal(a[name], a["blocks.1.mixer.feature_map.omega"]), "layers share one omega"
+    torch.manual_seed(7)
+    w = mixers.orthogonal_random_matrix_(torch.zeros(16, 48))
+    assert w.shape == a[name].shape and a[name].dtype == torch.float32
+
+
+def favor_config_validation():
+    """Bad feature-map keys are ValueErrors naming the key."""
+    base = json.load(open(os.path.join(REPO_ROOT, "models/configs/tiny_pre_tokens.json")))
+    favor = {"feature_map": "favor", "n_features": 8}
+
+    def with_mixer(**kv):
+        c = json.loads(json.dumps(base))
+        c["mixer"].update(kv)
+        return {**c, "mixer": {k: v for k, v in c["mixer"].items() if v is not None}}
+
+    bad = [  # (config, a word the message must contain)
+        (with_mixer(n_features=8), "n_features"),
+        (with_mixer(feature_map="relu", favor_layout="performer"), "favor_layout"),
+        (with_mixer(feature_map="poly2", softmax_temp=0.5), "softmax_temp"),
+        (with_mixer(feature_map="favor"), "n_features"),
+        (with_mixer(**favor, favor_layout="orthogonal"), "favor_layout"),
+        (with_mixer(**favor, softmax_temp=0), "softmax_temp"),
+        (with_mixer(**favor, softmax_temp=-1.0), "softmax_temp"),
+        (with_mixer(feature_map="favor", n_features=0), "n_features"),
+        (with_mixer(feature_map="favor", n_features=1, favor_layout="fast_transformers"), "n_features"),
+        (with_mixer(feature_map="favor", n_features=8.0), "n_features"),
+        (with_mixer(feature_map="softmax"), "feature_map"),
+        (with_mixer(**favor, n_dims=8), "mixer"),
+    ]
+    for config, word in bad:
+        try:
+            checkpoint.build_model(config, 0)
+        except ValueError as e:
+            assert word in str(e), f"message {str(e)!r} does not name {word!r}"
+            continue
+        raise AssertionError(f"accepted a bad mixer {config['mixer']}")
+    for ok in (with_mixer(feature_map="relu"), with_mixer(feature_map="poly2"), with_mixer(**favor),
+               with_mixer(**favor, favor_layout="fast_transformers", softmax_temp=0.25)):
+        checkpoint.build_model(ok, 0)
+    ft = json.load(open(os.path.join(REPO_ROOT, "models/configs/ft_favor.json")))
+    fm = ft["feature_map"]
+    bad_ft = [
+        ({**fm, "stabilize": True}, "stabilize"),
+        ({**fm, "stabilize": 0}, "stabilize"),
+        ({**fm, "type": "elu"}, "type"),
+        ({k: v for k, v in fm.items() if k != "n_dims"}, "n_dims"),
+        ({**fm, "n_dims": 1}, "n_dims"),
+        ({**fm, "softmax_temp": 0}, "softmax_temp"),
+        ({**fm, "orthogonal": True}, "orthogonal"),
+        ("favor", "feature_map"),
+        (None, "feature_map"),
+    ]
+    for fm_bad, word in bad_ft:
+        try:
+            checkpoint.build_model({**ft, "feature_map": fm_bad}, 0)
+        except ValueError as e:
+            assert word in str(e), f"message {str(e)!r} does not name {word!r}"
+            continue
+        raise AssertionError(f"accepted a bad fast-transformers feature_map {fm_bad}")
+
+
+def ft_favor_mapping():
+    """ft_favor.json → the recur mixer of the contract; tensor renames round trip."""
+    ft = json.load(open(os.path.join(REPO_ROOT, "models/configs/ft_favor.json")))
+    cfg = checkpoint.recur_config(ft)
+    assert cfg["mixer"] == {"type": "linear_attention", "heads": 4, "dk": 16, "dv": 16, "feature_map": "favor",
+                            "eps": 1e-6, "causal": True, "n_features": 32, "favor_layout": "fast_transformers"}, cfg
+    for t, want in ((None, None), (0.125, 0.125)):
+        m = checkpoint.recur_config({**ft, "feature_map": {**ft["feature_map"], "softmax_temp": t}})["mixer"]
+        assert m.get("softmax_temp") == want, m
+    plain = {k: v for k, v in ft.items() if k != "feature_map"}
+    assert checkpoint.recur_config(plain)["mixer"]["feature_map"] == "elu_plus_one"
+    assert checkpoint.recur_config({**ft, "attention_type": "linear"})["mixer"]["causal"] is False
+    model = checkpoint.build_model(ft, SEED)
+    sd = model.state_dict()
+    assert sd["blocks.1.mixer.feature_map.omega"].shape == (16, 16)
+    assert model.init_state().S[0].shape == (4, 32, 16) and model.init_state().z[0].shape == (4, 32)
+    named = ftl.to_fast_transformers(sd)
+    assert set(named) == expected_ft_keys(ft), sorted(named)
+    assert torch.equal(named["layers.1.attention.inner_attention.feature_map.omega"],
+                       sd["blocks.1.mixer.feature_map.omega"])
+    back = ftl.from_fast_transformers(named)
+    assert list(back) == list(sd) and all(torch.equal(back[k], sd[k]) for k in sd), "renames do not round trip"
+    # The model's φ is the library's Favor with n_dims = 32, stabilize = False.
+    x = torch.randn(5, 16)
+    omega = sd["blocks.0.mixer.feature_map.omega"]
+    assert torch.equal(model.blocks[0].mixer.phi(x), mixers.fast_transformers_favor(x, omega, 32, None, False))
+
+
+def new_configs_golden_cli():
+    """make_golden.py on a favor config of each layout (state records at their
+    (H, C, dv) / (H, C) shapes) and export.py on the favor encoder (the same
+    weights, ω included, as build_model with that seed). The other new configs
+    go through golden.compute in config_checks."""
+    cases = [("linear_favor_tokens", [], (2, 48, 16)), ("ft_favor", ["--layout", "fast-transformers"], (4, 32, 16))]
+    for name, layout, S_shape in cases:
+        with tempfile.TemporaryDirectory() as tmp:
+            run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
+                   "--seed", "7", "--steps", "30", "--out", tmp] + layout
+            subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+            records = golden.read(os.path.join(tmp, "golden.bin"))
+            tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
+        assert any(k.endswith("feature_map.omega") for k in tensors), name
+        assert records["state.0.S"].shape == S_shape and records["state.1.z"].shape == S_shape[:2], name
+    config = "models/configs/linear_favor_encoder.json"
+    with tempfile.TemporaryDirectory() as tmp:
+        run = [sys.executable, os.path.join(HERE, "export.py"), "--config", config, "--seed", "7", "--out", tmp]
+        subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+        tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
+    want = checkpoint.build_model(json.load(open(os.path.join(REPO_ROOT, config))), 7).state_dict()
+    assert set(tensors) == set(want) and all(torch.equal(tensors[k], want[k]) for k in want), \
+        "export.py is not build_model with --seed"
+
+
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
-                                        model_rejects_bad_input, cli_end_to_end, compare_run_cli)]
+                                        model_rejects_bad_input, cli_end_to_end, compare_run_cli,
+                                        favor_omega_is_seeded, favor_config_validation, ft_favor_mapping,
+                                        new_configs_golden_cli)]
+    checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:
         checks += config_checks(path)

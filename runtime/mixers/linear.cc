@@ -1,8 +1,10 @@
 // Causal linear attention (attention-math.md §3): the RNN step and the
 // chunked-parallel form.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "engine/dense_op.h"
 #include "kernels/dense/dense.h"
@@ -26,11 +28,12 @@ void Transpose(const float* in, size_t rows, size_t cols, size_t in_stride, floa
 class LinearAttention final : public Mixer {
  public:
   bool causal() const override { return causal_; }
-  size_t state_floats() const override { return heads_ * (dk_ * dv_ + dk_); }
+  size_t state_floats() const override { return heads_ * (c_ * dv_ + c_); }
 
   size_t scratch_floats(size_t batch, size_t steps, size_t threads) const override {
     const size_t rows = batch * steps;
-    const size_t projections = rows * heads_ * (2 * dk_ + 2 * dv_);  // φq, φk, v, o
+    // φq, φk (H·C), v, o (H·dv), the raw q or k (H·dk)
+    const size_t projections = rows * heads_ * (2 * c_ + 2 * dv_ + dk_);
     if (steps == 1 && causal_) return projections;
     return projections + threads * ChunkScratchFloats(std::min(steps, kChunk));
   }
@@ -42,26 +45,27 @@ class LinearAttention final : public Mixer {
   void Run(const float* x, size_t batch, size_t steps, float* const* states,
            const StepContext& ctx, float* y) const override {
     const size_t rows = batch * steps;
-    const size_t qk_width = heads_ * dk_;
+    const size_t qk_width = heads_ * c_;
     const size_t v_width = heads_ * dv_;
-    float* phi_q = ctx.scratch;                 // (rows, H·dk)
-    float* phi_k = phi_q + rows * qk_width;     // (rows, H·dk)
+    float* phi_q = ctx.scratch;                 // (rows, H·C)
+    float* phi_k = phi_q + rows * qk_width;     // (rows, H·C)
     float* v = phi_k + rows * qk_width;         // (rows, H·dv)
     float* o = v + rows * v_width;              // (rows, H·dv)
-    RunDense(query_, x, rows, phi_q, false, ctx.pool, ctx.dense);
-    RunDense(key_, x, rows, phi_k, false, ctx.pool, ctx.dense);
+    float* raw = o + rows * v_width;            // (rows, H·dk)
+    RunDense(query_, x, rows, raw, false, ctx.pool, ctx.dense);
+    Features(raw, rows, phi_q, ctx.pool);
+    RunDense(key_, x, rows, raw, false, ctx.pool, ctx.dense);
+    Features(raw, rows, phi_k, ctx.pool);
     RunDense(value_, x, rows, v, false, ctx.pool, ctx.dense);
-    kernels::EluPlusOne(phi_q, phi_q, rows * qk_width);
-    kernels::EluPlusOne(phi_k, phi_k, rows * qk_width);
     if (steps == 1 && causal_) {
       ctx.pool->ParallelRanges(batch, 8, [&](size_t first, size_t last) {
         for (size_t b = first; b < last; ++b) {
-          float* s = states[b];                   // (H, dk, dv)
-          float* z = s + heads_ * dk_ * dv_;      // (H, dk)
+          float* s = states[b];                   // (H, C, dv)
+          float* z = s + heads_ * c_ * dv_;       // (H, C)
           for (size_t h = 0; h < heads_; ++h) {
             kernels::LinearAttentionStep(
-                phi_q + b * qk_width + h * dk_, phi_k + b * qk_width + h * dk_,
-                v + b * v_width + h * dv_, dk_, dv_, eps_, s + h * dk_ * dv_, z + h * dk_,
+                phi_q + b * qk_width + h * c_, phi_k + b * qk_width + h * c_,
+                v + b * v_width + h * dv_, c_, dv_, eps_, s + h * c_ * dv_, z + h * c_,
                 o + b * v_width + h * dv_);
           }
         }
@@ -84,9 +88,30 @@ class LinearAttention final : public Mixer {
     if (uint64_t{t->heads()} * t->dk() > kMaxWidth || uint64_t{t->heads()} * t->dv() > kMaxWidth) {
       return InvalidModel("%s: heads x dk and heads x dv must be <= %u", layer.c_str(), kMaxWidth);
     }
-    if (t->feature_map() != fb::FeatureMap::EluPlusOne) {
+    const fb::FeatureMap fm = t->feature_map();
+    if (fm != fb::FeatureMap::EluPlusOne && fm != fb::FeatureMap::Relu &&
+        fm != fb::FeatureMap::Poly2 && fm != fb::FeatureMap::Favor &&
+        fm != fb::FeatureMap::FavorHyperbolic) {
       return Unsupported("%s: feature map %d is not supported by this runtime", layer.c_str(),
-                         static_cast<int>(t->feature_map()));
+                         static_cast<int>(fm));
+    }
+    const bool favor = fm == fb::FeatureMap::Favor || fm == fb::FeatureMap::FavorHyperbolic;
+    if (favor && (t->favor_features() == 0 || t->favor_features() > kMaxWidth ||
+                  (fm == fb::FeatureMap::FavorHyperbolic && t->favor_features() < 2))) {
+      return InvalidModel("%s: a Favor feature map needs favor_features in [%u, %u] (got %u)",
+                          layer.c_str(), fm == fb::FeatureMap::Favor ? 1u : 2u, kMaxWidth,
+                          t->favor_features());
+    }
+    if (favor && !(t->softmax_temp() > 0.0f && std::isfinite(t->softmax_temp()))) {
+      return InvalidModel("%s: a Favor feature map needs softmax_temp > 0 (got %g)", layer.c_str(),
+                          double(t->softmax_temp()));
+    }
+    if (!favor && t->omega() >= 0) {
+      return InvalidModel("%s: omega is set, but feature map %s takes no projection",
+                          layer.c_str(), fm == fb::FeatureMap::Poly2 ? "poly2" : "elu+1/relu");
+    }
+    if (fm == fb::FeatureMap::Poly2 && uint64_t{t->dk()} * t->dk() * t->heads() > kMaxWidth) {
+      return InvalidModel("%s: poly2 features heads x dk² must be <= %u", layer.c_str(), kMaxWidth);
     }
     if (!(t->eps() >= 0.0f)) {
       return InvalidModel("%s: linear attention eps must be >= 0", layer.c_str());
@@ -97,6 +122,29 @@ class LinearAttention final : public Mixer {
     m->dv_ = t->dv();
     m->eps_ = t->eps();
     m->causal_ = t->causal();
+    m->feature_map_ = fm;
+    switch (fm) {
+      case fb::FeatureMap::Poly2: m->c_ = m->dk_ * m->dk_; break;
+      case fb::FeatureMap::Favor:
+        m->favor_m_ = m->omega_cols_ = t->favor_features();
+        m->c_ = m->omega_cols_;
+        break;
+      case fb::FeatureMap::FavorHyperbolic:
+        m->favor_m_ = t->favor_features();
+        m->omega_cols_ = m->favor_m_ / 2;
+        m->c_ = 2 * m->omega_cols_;
+        break;
+      default: m->c_ = m->dk_; break;
+    }
+    if (favor) {
+      m->temp_ = t->softmax_temp();
+      const float* omega = nullptr;  // [dk, cols]
+      const std::string what = layer + ".mixer.feature_map.omega";
+      RECUR_RETURN_IF_ERROR(tensors->Get(t->omega(), what.c_str(),
+                                         {int64_t(m->dk_), int64_t(m->omega_cols_)}, false, &omega));
+      m->omega_t_.resize(m->omega_cols_ * m->dk_);
+      Transpose(omega, m->dk_, m->omega_cols_, m->omega_cols_, m->omega_t_.data());
+    }
     const uint32_t qk = t->heads() * t->dk();
     const uint32_t vw = t->heads() * t->dv();
     const std::string prefix = layer + ".mixer.";
@@ -109,15 +157,58 @@ class LinearAttention final : public Mixer {
   }
 
  private:
+  // φ of the (rows, H·dk) projections into (rows, H·C) features (the schema's
+  // FeatureMap; attention-math §3).
+  void Features(const float* raw, size_t rows, float* phi, ThreadPool* pool) const {
+    const size_t vectors = rows * heads_;  // dk-vectors, contiguous
+    switch (feature_map_) {
+      case fb::FeatureMap::EluPlusOne:
+        kernels::EluPlusOne(raw, phi, vectors * dk_);
+        return;
+      case fb::FeatureMap::Relu:
+        kernels::Relu(raw, phi, vectors * dk_);
+        return;
+      case fb::FeatureMap::Poly2:
+        pool->ParallelRanges(vectors, 64, [&](size_t first, size_t last) {
+          for (size_t i = first; i < last; ++i) {
+            const float* x = raw + i * dk_;
+            for (size_t a = 0; a < dk_; ++a) kernels::Scale(x, x[a], phi + i * c_ + a * dk_, dk_);
+          }
+        });
+        return;
+      case fb::FeatureMap::Favor:
+      case fb::FeatureMap::FavorHyperbolic: {
+        // u = xᵀω; with x̃ = √t·x: ω_jᵀx̃ = √t·u_j and ‖x̃‖²/2 = t·‖x‖²/2.
+        const float root_t = std::sqrt(temp_);
+        const float log_m = 0.5f * std::log(static_cast<float>(favor_m_));
+        pool->ParallelRanges(vectors, 16, [&](size_t first, size_t last) {
+          kernels::Dense(raw + first * dk_, dk_, last - first, omega_t_.data(), nullptr, dk_,
+                         omega_cols_, phi + first * c_, c_, false);
+          for (size_t i = first; i < last; ++i) {
+            const float* x = raw + i * dk_;
+            float* u = phi + i * c_;
+            const float off = 0.5f * temp_ * kernels::Dot(x, x, dk_) + log_m;
+            if (feature_map_ == fb::FeatureMap::FavorHyperbolic) {
+              // [exp(√t·u − off), exp(−√t·u − off)]: the second half first (u is read).
+              kernels::AffineExp(u, -root_t, -off, u + omega_cols_, omega_cols_);
+            }
+            kernels::AffineExp(u, root_t, -off, u, omega_cols_);
+          }
+        });
+        return;
+      }
+    }
+  }
+
   // Positions per attention chunk. Run may get more (a long prefill chunk or
   // a whole utterance); it walks them kChunk at a time, so that the T×T
   // products stay small and in cache.
   static constexpr size_t kChunk = 64;
 
-  // Per worker: q, k (T, dk); kᵀ (dk, T); vᵀ (dv, T); A (T, T); num (T, dv);
-  // Sᵀ (dv, dk); den (T).
+  // Per worker: q, k (T, C); kᵀ (C, T); vᵀ (dv, T); A (T, T); num (T, dv);
+  // Sᵀ (dv, C); den (T).
   size_t ChunkScratchFloats(size_t t) const {
-    return 2 * t * dk_ + t * dk_ + t * dv_ + t * t + t * dv_ + dv_ * dk_ + t;
+    return 2 * t * c_ + t * c_ + t * dv_ + t * t + t * dv_ + dv_ * c_ + t;
   }
 
   // The chunked form for one stream and head over T positions (attention-math
@@ -126,37 +217,37 @@ class LinearAttention final : public Mixer {
   void Chunk(const float* phi_q, const float* phi_k, const float* v, size_t steps, size_t row_qk,
              size_t row_v, float* s, float* z, float* out, float* scratch) const {
     const size_t t_n = steps;
-    float* q = scratch;                 // (T, dk)
-    float* k = q + t_n * dk_;           // (T, dk)
-    float* kt = k + t_n * dk_;          // (dk, T)
-    float* vt = kt + dk_ * t_n;         // (dv, T)
+    float* q = scratch;                 // (T, C)
+    float* k = q + t_n * c_;           // (T, C)
+    float* kt = k + t_n * c_;          // (C, T)
+    float* vt = kt + c_ * t_n;         // (dv, T)
     float* a = vt + dv_ * t_n;          // (T, T)
     float* num = a + t_n * t_n;         // (T, dv)
-    float* st = num + t_n * dv_;        // (dv, dk)
-    float* den = st + dv_ * dk_;        // (T)
+    float* st = num + t_n * dv_;        // (dv, C)
+    float* den = st + dv_ * c_;        // (T)
     for (size_t t = 0; t < t_n; ++t) {
-      std::memcpy(q + t * dk_, phi_q + t * row_qk, dk_ * sizeof(float));
-      std::memcpy(k + t * dk_, phi_k + t * row_qk, dk_ * sizeof(float));
+      std::memcpy(q + t * c_, phi_q + t * row_qk, c_ * sizeof(float));
+      std::memcpy(k + t * c_, phi_k + t * row_qk, c_ * sizeof(float));
     }
-    Transpose(k, t_n, dk_, dk_, kt);
+    Transpose(k, t_n, c_, c_, kt);
     Transpose(v, t_n, dv_, row_v, vt);
-    Transpose(s, dk_, dv_, dv_, st);
+    Transpose(s, c_, dv_, dv_, st);
     // A = φQ φKᵀ, causal: position i sees j ≤ i.
-    kernels::Dense(q, dk_, t_n, k, nullptr, dk_, t_n, a, t_n, false);
+    kernels::Dense(q, c_, t_n, k, nullptr, c_, t_n, a, t_n, false);
     for (size_t i = 0; i < t_n; ++i) {
       std::fill(a + i * t_n + i + 1, a + (i + 1) * t_n, 0.0f);
       float row = 0.0f;
       for (size_t j = 0; j <= i; ++j) row += a[i * t_n + j];
-      den[i] = row + kernels::Dot(q + i * dk_, z, dk_) + eps_;
+      den[i] = row + kernels::Dot(q + i * c_, z, c_) + eps_;
     }
     kernels::Dense(a, t_n, t_n, vt, nullptr, t_n, dv_, num, dv_, false);   // A V
-    kernels::Dense(q, dk_, t_n, st, nullptr, dk_, dv_, num, dv_, true);    // + φQ S
+    kernels::Dense(q, c_, t_n, st, nullptr, c_, dv_, num, dv_, true);    // + φQ S
     for (size_t t = 0; t < t_n; ++t) {
       const float inv = 1.0f / den[t];
       for (size_t m = 0; m < dv_; ++m) out[t * row_v + m] = num[t * dv_ + m] * inv;
     }
-    kernels::Dense(kt, t_n, dk_, vt, nullptr, t_n, dv_, s, dv_, true);     // S += φKᵀ V
-    for (size_t t = 0; t < t_n; ++t) kernels::Add(z, k + t * dk_, z, dk_);
+    kernels::Dense(kt, t_n, c_, vt, nullptr, t_n, dv_, s, dv_, true);     // S += φKᵀ V
+    for (size_t t = 0; t < t_n; ++t) kernels::Add(z, k + t * c_, z, c_);
   }
 
   // The encoder form for one stream and head (attention-math §3 without the
@@ -165,22 +256,22 @@ class LinearAttention final : public Mixer {
   void Encode(const float* phi_q, const float* phi_k, const float* v, size_t steps, size_t row_qk,
               size_t row_v, float* s, float* z, float* out, float* scratch) const {
     const size_t cap = std::min(steps, kChunk);
-    float* kt = scratch;                // (dk, cap)
-    float* vt = kt + dk_ * cap;         // (dv, cap)
-    float* st = vt + dv_ * cap;         // (dv, dk)
+    float* kt = scratch;                // (C, cap)
+    float* vt = kt + c_ * cap;         // (dv, cap)
+    float* st = vt + dv_ * cap;         // (dv, C)
     for (size_t t0 = 0; t0 < steps; t0 += kChunk) {
       const size_t n = std::min(kChunk, steps - t0);
-      Transpose(phi_k + t0 * row_qk, n, dk_, row_qk, kt);
+      Transpose(phi_k + t0 * row_qk, n, c_, row_qk, kt);
       Transpose(v + t0 * row_v, n, dv_, row_v, vt);
-      kernels::Dense(kt, n, dk_, vt, nullptr, n, dv_, s, dv_, true);  // S += φKᵀ V
-      for (size_t t = 0; t < n; ++t) kernels::Add(z, phi_k + (t0 + t) * row_qk, z, dk_);
+      kernels::Dense(kt, n, c_, vt, nullptr, n, dv_, s, dv_, true);  // S += φKᵀ V
+      for (size_t t = 0; t < n; ++t) kernels::Add(z, phi_k + (t0 + t) * row_qk, z, c_);
     }
-    Transpose(s, dk_, dv_, dv_, st);
+    Transpose(s, c_, dv_, dv_, st);
     for (size_t t = 0; t < steps; ++t) {
       const float* q = phi_q + t * row_qk;
       float* o = out + t * row_v;
-      kernels::Dense(q, dk_, 1, st, nullptr, dk_, dv_, o, dv_, false);  // φqᵀ S
-      const float inv = 1.0f / (kernels::Dot(q, z, dk_) + eps_);
+      kernels::Dense(q, c_, 1, st, nullptr, c_, dv_, o, dv_, false);  // φqᵀ S
+      const float inv = 1.0f / (kernels::Dot(q, z, c_) + eps_);
       for (size_t m = 0; m < dv_; ++m) o[m] *= inv;
     }
   }
@@ -196,15 +287,15 @@ class LinearAttention final : public Mixer {
     static void Run(void* context, size_t worker) {
       const auto* t = static_cast<const ChunkTask*>(context);
       const LinearAttention& m = *t->self;
-      const size_t qk_width = m.heads_ * m.dk_, v_width = m.heads_ * m.dv_;
+      const size_t qk_width = m.heads_ * m.c_, v_width = m.heads_ * m.dv_;
       float* scratch = t->scratch + worker * m.ChunkScratchFloats(std::min(t->steps, kChunk));
       for (size_t pair = worker; pair < t->pairs; pair += t->workers) {
         const size_t b = pair / m.heads_, h = pair % m.heads_;
         const size_t row0 = b * t->steps;
-        float* s = t->states[b] + h * m.dk_ * m.dv_;
-        float* z = t->states[b] + m.heads_ * m.dk_ * m.dv_ + h * m.dk_;
-        const float* q = t->phi_q + row0 * qk_width + h * m.dk_;
-        const float* k = t->phi_k + row0 * qk_width + h * m.dk_;
+        float* s = t->states[b] + h * m.c_ * m.dv_;
+        float* z = t->states[b] + m.heads_ * m.c_ * m.dv_ + h * m.c_;
+        const float* q = t->phi_q + row0 * qk_width + h * m.c_;
+        const float* k = t->phi_k + row0 * qk_width + h * m.c_;
         const float* v = t->v + row0 * v_width + h * m.dv_;
         float* o = t->o + row0 * v_width + h * m.dv_;
         if (!m.causal_) {
@@ -221,6 +312,13 @@ class LinearAttention final : public Mixer {
   };
 
   size_t heads_ = 0, dk_ = 0, dv_ = 0;
+  size_t c_ = 0;  // features per head: φ maps dk → C
+  fb::FeatureMap feature_map_ = fb::FeatureMap::EluPlusOne;
+  // Favor maps: ωᵀ (cols, dk), so that u = xᵀω is a Dense over the (rows·H, dk) q/k rows;
+  // m (favor_features) and the temperature.
+  std::vector<float> omega_t_;
+  size_t omega_cols_ = 0, favor_m_ = 0;
+  float temp_ = 1.0f;
   float eps_ = 0.0f;
   bool causal_ = true;
   DenseView query_, key_, value_, out_;

@@ -2,6 +2,8 @@
 // messages for missing and invalid keys.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "converter/config.h"
@@ -219,8 +221,9 @@ TEST_CASE("config: recur layout, invalid values") {
         "config.json: \"ffn.activation\" must be one of \"relu\", \"gelu\" (got \"tanh\")");
   CHECK(with("/mixer/type", "softmax") ==
         "config.json: \"mixer.type\" must be one of \"linear_attention\" (got \"softmax\")");
-  CHECK(with("/mixer/feature_map", "relu") ==
-        "config.json: \"mixer.feature_map\" must be one of \"elu_plus_one\" (got \"relu\")");
+  CHECK(with("/mixer/feature_map", "sigmoid") ==
+        "config.json: \"mixer.feature_map\" must be one of \"elu_plus_one\", \"relu\", "
+        "\"poly2\", \"favor\" (got \"sigmoid\")");
   CHECK(with("/input/kind", "audio") ==
         "config.json: \"input.kind\" must be one of \"tokens\", \"features\" (got \"audio\")");
   CHECK(with("/head/activation", "sigmoid") ==
@@ -278,6 +281,105 @@ TEST_CASE("config: fast-transformers layout, missing and invalid keys") {
   j["n_heads"] = 65536;
   j["value_dimensions"] = 65536;
   CHECK(ErrorOf(j) == "config.json: n_heads·value_dimensions = 4294967296 is too large");
+}
+
+TEST_CASE("config: linear-attention feature maps (recur layout)") {
+  auto mixer_with = [](json extra) {
+    json j = TokensJson();
+    for (auto& [k, v] : extra.items()) j["mixer"][k] = v;
+    return j;
+  };
+  for (const auto& [name, map] : {std::pair{"relu", FeatureMap::kRelu},
+                                  {"poly2", FeatureMap::kPoly2},
+                                  {"elu_plus_one", FeatureMap::kEluPlusOne}}) {
+    auto r = ParseConfig(mixer_with({{"feature_map", name}}).dump());
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    CHECK(r->desc.blocks[0].linear_attention.feature_map == map);
+    for (const auto& t : ExpectedTensors(r->desc)) CHECK(t.name.find("omega") == std::string::npos);
+  }
+  const uint32_t dk = json::parse(testing::kTokensConfig)["mixer"]["dk"].get<uint32_t>();
+  auto r = ParseConfig(mixer_with({{"feature_map", "favor"}, {"n_features", 10}}).dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const LinearAttentionDescription& la = r->desc.blocks[0].linear_attention;
+  CHECK(la.feature_map == FeatureMap::kFavor);
+  CHECK(la.favor_features == 10);
+  CHECK(la.softmax_temp == doctest::Approx(1.0 / std::sqrt(double(dk))));
+  size_t omegas = 0;
+  for (const auto& t : ExpectedTensors(r->desc)) {
+    if (t.name == "blocks.0.mixer.feature_map.omega") {
+      ++omegas;
+      CHECK(t.shape == std::vector<int64_t>{dk, 10});
+    }
+  }
+  CHECK(omegas == 1);
+  r = ParseConfig(mixer_with({{"feature_map", "favor"}, {"n_features", 11},
+                              {"favor_layout", "fast_transformers"}, {"softmax_temp", 0.5}})
+                      .dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->desc.blocks[0].linear_attention.feature_map == FeatureMap::kFavorHyperbolic);
+  CHECK(r->desc.blocks[0].linear_attention.softmax_temp == 0.5f);
+  for (const auto& t : ExpectedTensors(r->desc)) {
+    if (t.name == "blocks.0.mixer.feature_map.omega") CHECK(t.shape == std::vector<int64_t>{dk, 5});
+  }
+
+  CHECK(ErrorOf(mixer_with({{"feature_map", "favor"}})) ==
+        "config.json: missing key \"mixer.n_features\"");
+  CHECK(ErrorOf(mixer_with({{"feature_map", "favor"}, {"n_features", 0}})) ==
+        "config.json: \"mixer.n_features\" must be a positive integer");
+  CHECK(ErrorOf(mixer_with({{"feature_map", "favor"}, {"n_features", 8}, {"softmax_temp", -1}})) ==
+        "config.json: \"mixer.softmax_temp\" must be a positive number");
+  CHECK(ErrorOf(mixer_with({{"feature_map", "favor"}, {"n_features", 8},
+                            {"favor_layout", "orf"}})) ==
+        "config.json: \"mixer.favor_layout\" must be one of \"performer\", "
+        "\"fast_transformers\" (got \"orf\")");
+  CHECK(ErrorOf(mixer_with({{"feature_map", "favor"}, {"n_features", 1},
+                            {"favor_layout", "fast_transformers"}})) ==
+        "config.json: \"mixer.n_features\" must be >= 2 for the fast_transformers layout");
+  CHECK(ErrorOf(mixer_with({{"feature_map", "relu"}, {"n_features", 8}})) ==
+        "config.json: \"mixer.n_features\" applies only to feature_map \"favor\"");
+  CHECK(ErrorOf(mixer_with({{"feature_map", "poly2"}, {"softmax_temp", 0.1}})) ==
+        "config.json: \"mixer.softmax_temp\" applies only to feature_map \"favor\"");
+}
+
+TEST_CASE("config: fast-transformers Favor feature map") {
+  json j = json::parse(testing::kFastTransformersConfig);
+  j["feature_map"] = {{"type", "favor"}, {"n_dims", 6}};
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const LinearAttentionDescription& la = r->desc.blocks[1].linear_attention;
+  CHECK(la.feature_map == FeatureMap::kFavorHyperbolic);
+  CHECK(la.favor_features == 6);
+  CHECK(la.softmax_temp == doctest::Approx(1.0 / std::sqrt(double(la.dk))));
+  std::string source;
+  for (const auto& t : ExpectedTensors(r->desc, Layout::kFastTransformers)) {
+    if (t.name == "blocks.1.mixer.feature_map.omega") {
+      source = t.source_name;
+      CHECK(t.shape == std::vector<int64_t>{la.dk, 3});
+    }
+  }
+  CHECK(source == "layers.1.attention.inner_attention.feature_map.omega");
+  j["feature_map"]["softmax_temp"] = nullptr;  // the library's default
+  CHECK(ErrorOf(j) == "(parsed)");
+  j["feature_map"]["softmax_temp"] = 0.25;
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK(r->desc.blocks[0].linear_attention.softmax_temp == 0.25f);
+
+  j["feature_map"]["stabilize"] = true;
+  CHECK(ErrorOf(j) ==
+        "config.json: \"feature_map.stabilize\" must be false: the stabilised Favor subtracts a "
+        "maximum over the whole sequence, which has no recurrent form");
+  j["feature_map"]["stabilize"] = false;
+  j["feature_map"]["redraw"] = 100;
+  CHECK(ErrorOf(j) ==
+        "config.json: \"feature_map.redraw\" is not a Favor option this converter knows");
+  j["feature_map"] = {{"type", "favor"}};
+  CHECK(ErrorOf(j) == "config.json: missing key \"feature_map.n_dims\"");
+  j["feature_map"] = {{"type", "generalized_random_features"}, {"n_dims", 6}};
+  CHECK(ErrorOf(j) == "config.json: \"feature_map.type\" must be one of \"favor\" (got "
+                      "\"generalized_random_features\")");
+  j["feature_map"] = "favor";
+  CHECK(ErrorOf(j) == "config.json: \"feature_map\" must be a JSON object");
 }
 
 TEST_CASE("config: reading a file names it by its base name") {

@@ -122,6 +122,33 @@ TEST_CASE("EluPlusOne") {
   });
 }
 
+TEST_CASE("AffineExp and Scale") {
+  const std::vector<float> specials = {0.0f, -0.0f, 1e-30f, -1e-30f, -40.0f, 40.0f};
+  ForEachTarget([&](const std::string&) {
+    for (const auto& [a, b] : {std::pair{1.0f, 0.0f}, {-1.0f, -2.5f}, {0.35f, 1.75f}}) {
+      CAPTURE(a);
+      CAPTURE(b);
+      const auto kernel = [a = a, b = b](const float* x, float* y, size_t n) {
+        AffineExp(x, a, b, y, n);
+      };
+      const auto reference = [a = a, b = b](const float* x, float* y, size_t n) {
+        ref::AffineExp(x, a, b, y, n);
+      };
+      // exp's own error (Highway: ~1 ulp) plus the rounding of a·x + b (|a·x + b|·ε).
+      CHECK(CheckRowKernel(kernel, reference, UniformWith(-20, 20, specials),
+                           [a = a, b = b](const float* x, size_t, size_t i, double want) {
+                             const double arg = std::fabs(double{a} * x[i]) + std::fabs(b);
+                             return (3e-7 + 1.2e-7 * arg) * std::fabs(want) + 1e-37;
+                           }) == 0);
+      const auto scale = [a = a](const float* x, float* y, size_t n) { Scale(x, a, y, n); };
+      const auto scale_ref = [a = a](const float* x, float* y, size_t n) {
+        ref::Scale(x, a, y, n);
+      };
+      CHECK(CheckRowKernel(scale, scale_ref, UniformWith(-20, 20, specials), Exact) == 0);
+    }
+  });
+}
+
 TEST_CASE("Relu, Gelu and EluPlusOne propagate NaN") {
   ForEachTarget([](const std::string&) {
     const float nan = std::numeric_limits<float>::quiet_NaN();

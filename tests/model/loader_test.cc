@@ -173,3 +173,63 @@ TEST_CASE("random corruption of the metadata never crashes the loader") {
   MESSAGE(refused, " of 3000 corrupted models refused, the rest loaded and ran");
   CHECK(refused > 0);
 }
+
+namespace {
+// kTinyTokensConfig with another feature map ("favor" adds n_features 6).
+std::string TinyWithFeatureMap(const std::string& map) {
+  std::string config = kTinyTokensConfig;
+  const std::string from = "\"feature_map\": \"elu_plus_one\"";
+  const std::string to = map == "favor" ? "\"feature_map\": \"favor\", \"n_features\": 6"
+                                        : "\"feature_map\": \"" + map + "\"";
+  config.replace(config.find(from), from.size(), to);
+  return config;
+}
+}  // namespace
+
+TEST_CASE("feature maps: every map loads and steps; bad Favor fields are named") {
+  for (const char* map : {"relu", "poly2", "favor"}) {
+    CAPTURE(map);
+    auto bytes = BuildTestModel(TinyWithFeatureMap(map).c_str(), 1);
+    REQUIRE(!bytes.empty());
+    CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+  }
+  const std::string favor = TinyWithFeatureMap("favor");
+  {
+    auto bytes = BuildTestModel(favor.c_str(), 1);
+    const auto* la = Root(bytes)->blocks()->Get(0)->mixer_as_LinearAttention();
+    Poke<float>(la, fb::LinearAttention::VT_SOFTMAX_TEMP, -1.0f);
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.0: a Favor feature map needs softmax_temp > 0 (got -1)");
+  }
+  {
+    auto bytes = BuildTestModel(favor.c_str(), 1);
+    const auto* la = Root(bytes)->blocks()->Get(1)->mixer_as_LinearAttention();
+    Poke<uint32_t>(la, fb::LinearAttention::VT_FAVOR_FEATURES, 0);
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.1: a Favor feature map needs favor_features in [1, 1048576] (got 0)");
+  }
+  {
+    auto bytes = BuildTestModel(favor.c_str(), 1);
+    const auto* la = Root(bytes)->blocks()->Get(0)->mixer_as_LinearAttention();
+    Poke<uint8_t>(la, fb::LinearAttention::VT_FEATURE_MAP, 0);  // elu+1, with an omega
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.0: omega is set, but feature map elu+1/relu takes no projection");
+    Poke<uint8_t>(la, fb::LinearAttention::VT_FEATURE_MAP, 77);
+    CHECK(Load(bytes, bytes.size()) == RECUR_UNSUPPORTED);
+    CHECK(Error() == "blocks.0: feature map 77 is not supported by this runtime");
+  }
+  {
+    // Favor without its ω tensor.
+    auto parsed = recur::converter::ParseConfig(favor);
+    REQUIRE(parsed.ok());
+    auto tensors = recur::testing::RandomTensors(parsed->desc, 1);
+    tensors.erase("blocks.1.mixer.feature_map.omega");
+    recur::converter::BuildOptions options;
+    options.validate = false;
+    options.self_check = false;
+    auto bytes = recur::converter::BuildModel(parsed->desc, tensors, options);
+    REQUIRE(bytes.ok());
+    CHECK(Load(*bytes, bytes->size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.1.mixer.feature_map.omega is missing (expected shape [8,6])");
+  }
+}

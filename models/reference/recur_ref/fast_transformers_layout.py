@@ -16,13 +16,48 @@ DEFAULTS = {"activation": "relu", "final_normalization": True, "attention_type":
 _METADATA_KEYS = ("notes", "input_description", "output_description")
 # No effect on inference.
 _IGNORED_KEYS = {"layout", "dropout", "attention_dropout"}
+# Optional: the attention's feature map (absent: elu+1). Only the library's
+# `Favor` (fast_transformers/feature_maps/fourier_features.py) is supported:
+# {"type": "favor", "n_dims": m, "softmax_temp": t (optional; null = 1/√query_dimensions),
+#  "stabilize": false (optional; true subtracts a sequence-wide max: no causal/RNN form)}.
+FEATURE_MAP_KEY = "feature_map"
+_FAVOR_REQUIRED = {"type", "n_dims"}
+_FAVOR_OPTIONAL = {"softmax_temp", "stabilize"}
+
+
+def _favor_mixer_keys(fm) -> dict:
+    """The recur mixer keys of a fast-transformers "feature_map" entry."""
+
+    def need(ok, what):
+        if not ok:
+            raise ValueError(f"fast-transformers config: feature_map{what}")
+
+    need(isinstance(fm, dict), " must be an object {\"type\": \"favor\", \"n_dims\": m, ...}")
+    need(fm.get("type") == "favor", f".type must be 'favor' (the only supported feature map), got {fm.get('type')!r}")
+    keys = set(fm)
+    need(keys >= _FAVOR_REQUIRED, f": missing keys {sorted(_FAVOR_REQUIRED - keys)}")
+    need(keys <= _FAVOR_REQUIRED | _FAVOR_OPTIONAL,
+         f": unsupported keys {sorted(keys - _FAVOR_REQUIRED - _FAVOR_OPTIONAL)}")
+    m = fm["n_dims"]
+    need(isinstance(m, int) and not isinstance(m, bool) and m >= 2, f".n_dims must be an integer >= 2, got {m!r}")
+    need(isinstance(fm.get("stabilize", False), bool), ".stabilize must be true or false")
+    need(not fm.get("stabilize", False),
+         ".stabilize must be false: the stabilised Favor subtracts a maximum over the whole sequence, "
+         "which has no causal/recurrent form")
+    out = {"feature_map": "favor", "n_features": m, "favor_layout": "fast_transformers"}
+    t = fm.get("softmax_temp")
+    if t is not None:
+        need(isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0, f".softmax_temp must be > 0, got {t!r}")
+        out["softmax_temp"] = t
+    return out
 
 
 def recur_config(ft_config: dict) -> dict:
     """The recur-layout config of the model a fast-transformers builder config
     describes: the one place this mapping is made (README, "fast-transformers layout")."""
     missing = [k for k in REQUIRED_KEYS if k not in ft_config]
-    unknown = set(ft_config) - set(REQUIRED_KEYS) - set(DEFAULTS) - set(_METADATA_KEYS) - _IGNORED_KEYS
+    unknown = (set(ft_config) - set(REQUIRED_KEYS) - set(DEFAULTS) - set(_METADATA_KEYS) - _IGNORED_KEYS
+               - {FEATURE_MAP_KEY})
     if missing or unknown:
         raise ValueError(f"fast-transformers config: missing keys {missing}, unsupported keys {sorted(unknown)}")
     c = {**DEFAULTS, **ft_config}
@@ -44,6 +79,8 @@ def recur_config(ft_config: dict) -> dict:
         "final_norm": c["final_normalization"],
         "head": None,
     }
+    if FEATURE_MAP_KEY in ft_config:
+        config["mixer"].update(_favor_mixer_keys(ft_config[FEATURE_MAP_KEY]))
     config.update({k: ft_config[k] for k in _METADATA_KEYS if k in ft_config})
     return config
 
@@ -51,12 +88,14 @@ def recur_config(ft_config: dict) -> dict:
 # (recur name pattern, fast-transformers name); the two lists are inverses.
 _TO_FT = [
     (r"blocks\.(\d+)\.mixer\.(query|key|value|out)\.(weight|bias)", r"layers.\1.attention.\2_projection.\3"),
+    (r"blocks\.(\d+)\.mixer\.feature_map\.omega", r"layers.\1.attention.inner_attention.feature_map.omega"),
     (r"blocks\.(\d+)\.ffn\.(linear[12])\.(weight|bias)", r"layers.\1.\2.\3"),
     (r"blocks\.(\d+)\.(norm[12])\.(weight|bias)", r"layers.\1.\2.\3"),
     (r"final_norm\.(weight|bias)", r"norm.\1"),
 ]
 _FROM_FT = [
     (r"layers\.(\d+)\.attention\.(query|key|value|out)_projection\.(weight|bias)", r"blocks.\1.mixer.\2.\3"),
+    (r"layers\.(\d+)\.attention\.inner_attention\.feature_map\.omega", r"blocks.\1.mixer.feature_map.omega"),
     (r"layers\.(\d+)\.(linear[12])\.(weight|bias)", r"blocks.\1.ffn.\2.\3"),
     (r"layers\.(\d+)\.(norm[12])\.(weight|bias)", r"blocks.\1.\2.\3"),
     (r"norm\.(weight|bias)", r"final_norm.\1"),

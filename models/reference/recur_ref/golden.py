@@ -11,8 +11,10 @@ Records, in this order:
   input         i32 (N,) token ids, or f32 (N, F) frames
   output        f64 (N, out_width)
   layer.{i}     f64 (N, d_model)   residual stream after block i (before final norm/head)
-  state.{i}.S   f64 (H, dk, dv)    after all N positions (causal models only:
-  state.{i}.z   f64 (H, dk)        an encoder keeps no state between utterances)
+  state.{i}.S   f64 (H, C, dv)     after all N positions (causal models only:
+  state.{i}.z   f64 (H, C)         an encoder keeps no state between utterances);
+                                   C = the feature width (dk for elu_plus_one and
+                                   relu, dk² for poly2, m or 2·(m//2) for favor)
 """
 
 import copy

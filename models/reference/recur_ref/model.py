@@ -7,12 +7,15 @@ attribute names below are chosen so that `state_dict()` yields exactly those
 tensor names.
 """
 
+import math
 from functools import partial
 from typing import List, NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from . import mixers
 
 # Bumped whenever the reference's math changes (so old goldens are stale).
 REFERENCE_VERSION = 1
@@ -23,6 +26,8 @@ CHUNK = 64
 _REQUIRED_KEYS = {"layout", "d_model", "n_layers", "norm_placement", "layer_norm_eps", "input",
                   "max_positions", "mixer", "ffn", "final_norm", "head"}
 _OPTIONAL_KEYS = {"notes", "input_description", "output_description"}
+# Mixer keys valid only with feature_map "favor" (mixers.validate_mixer checks them).
+_FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp"}
 
 
 def validate(config: dict) -> None:
@@ -67,13 +72,18 @@ def validate(config: dict) -> None:
 
     mixer = config["mixer"]
     need(isinstance(mixer, dict) and {"type", "heads", "dk", "dv", "feature_map", "eps"} <= set(mixer)
-         <= {"type", "heads", "dk", "dv", "feature_map", "eps", "causal"},
-         "mixer must have the keys type, heads, dk, dv, feature_map, eps and optionally causal")
+         <= {"type", "heads", "dk", "dv", "feature_map", "eps", "causal"} | _FAVOR_KEYS,
+         "mixer must have the keys type, heads, dk, dv, feature_map, eps and optionally causal "
+         f"(and, with feature_map 'favor', {sorted(_FAVOR_KEYS)})")
     need(isinstance(mixer.get("causal", True), bool), "mixer.causal must be true or false")
     need(mixer["type"] == "linear_attention", "mixer.type must be 'linear_attention'")
     need(all(positive_int(mixer[k]) for k in ("heads", "dk", "dv")), "mixer.heads/dk/dv must be positive integers")
-    need(mixer["feature_map"] == "elu_plus_one", "mixer.feature_map must be 'elu_plus_one'")
+    need(mixer["feature_map"] in mixers.FEATURE_MAPS, f"mixer.feature_map must be one of {list(mixers.FEATURE_MAPS)}")
     need(positive_number(mixer["eps"]), "mixer.eps must be > 0")
+    try:  # the feature-map rules (favor keys, n_features, favor_layout, softmax_temp): mixers.py
+        mixers.validate_mixer(mixer, config["d_model"])
+    except ValueError as e:
+        raise ValueError(f"recur config: {e}") from None
 
     ffn = config["ffn"]
     exact_keys(ffn, {"d_ff", "activation"}, "ffn")
@@ -91,8 +101,8 @@ def validate(config: dict) -> None:
 class State(NamedTuple):
     """The recurrent state after `pos` positions (attention-math.md §3)."""
     pos: int          # positions consumed so far = index of the next position
-    S: List[Tensor]   # per layer (H, dk, dv): Σ_j φ(k_j) v_jᵀ
-    z: List[Tensor]   # per layer (H, dk):     Σ_j φ(k_j)
+    S: List[Tensor]   # per layer (H, C, dv): Σ_j φ(k_j) v_jᵀ  (C = feature_dim(mixer config))
+    z: List[Tensor]   # per layer (H, C):     Σ_j φ(k_j)
 
 
 def elu_plus_one(x: Tensor) -> Tensor:
@@ -100,29 +110,84 @@ def elu_plus_one(x: Tensor) -> Tensor:
     return F.elu(x) + 1
 
 
-class LinearAttention(nn.Module):
-    """Causal linear attention; no 1/√dk scaling (as in fast-transformers)."""
+def feature_dim(mixer: dict) -> int:
+    """C, the width of φ per head of a mixer config (mixers.feature_dim):
+    dk (elu_plus_one, relu), dk² (poly2), m (favor performer), 2·(m//2)
+    (favor fast_transformers)."""
+    return mixers.feature_dim(mixer)
 
-    def __init__(self, d_model: int, heads: int, dk: int, dv: int, eps: float, causal: bool = True):
+
+class LinearAttention(nn.Module):
+    """Linear attention; no 1/√dk scaling (as in fast-transformers).
+
+    φ per head, on the dk-vector (the functions of recur_ref/mixers.py):
+      elu_plus_one  elu(x) + 1                                        C = dk
+      relu          max(x, 0)                                         C = dk
+      poly2         mixers.poly2: φ_{a·dk+b} = x_a x_b                C = dk²
+      favor         performer:         mixers.performer_favor          C = m,        ω (dk, m)
+                    fast_transformers: mixers.fast_transformers_favor  C = 2·(m//2), ω (dk, m//2)
+                                       (n_dims = m, stabilize = False)
+    With favor, ω is the buffer `feature_map.omega`, one per layer, shared by
+    all heads, initialised by mixers.orthogonal_random_matrix_ from the global
+    torch RNG (so torch.manual_seed makes it deterministic).
+    """
+
+    def __init__(self, d_model: int, heads: int, dk: int, dv: int, eps: float, causal: bool = True,
+                 feature_map: str = "elu_plus_one", n_features: Optional[int] = None,
+                 favor_layout: str = "performer", softmax_temp: Optional[float] = None):
         super().__init__()
         self.heads, self.dk, self.dv, self.eps, self.causal = heads, dk, dv, eps, causal
+        self.feature_map_name = feature_map
+        cfg = {"feature_map": feature_map, "dk": dk}
+        if feature_map == "favor":
+            cfg.update(n_features=n_features, favor_layout=favor_layout)
+        self.C = mixers.feature_dim(cfg)
         self.query = nn.Linear(d_model, heads * dk)
         self.key = nn.Linear(d_model, heads * dk)
         self.value = nn.Linear(d_model, heads * dv)
         self.out = nn.Linear(heads * dv, d_model)
+        if feature_map == "favor":
+            if favor_layout not in mixers.FAVOR_LAYOUTS:
+                raise ValueError(f"unknown favor_layout {favor_layout!r}")
+            self.favor_layout, self.n_features = favor_layout, n_features
+            self.softmax_temp = 1 / math.sqrt(dk) if softmax_temp is None else softmax_temp
+            columns = n_features if favor_layout == "performer" else n_features // 2
+            self.feature_map = mixers._FeatureMapParams(dk, columns)   # buffer feature_map.omega (dk, columns)
+
+    @classmethod
+    def from_config(cls, d_model: int, mixer: dict) -> "LinearAttention":
+        """The mixer of a recur config's "mixer" section."""
+        return cls(d_model, mixer["heads"], mixer["dk"], mixer["dv"], mixer["eps"], mixer.get("causal", True),
+                   mixer["feature_map"], mixer.get("n_features"), mixer.get("favor_layout", "performer"),
+                   mixer.get("softmax_temp"))
+
+    def phi(self, x: Tensor) -> Tensor:
+        """φ of (..., dk) per-head vectors → (..., C)."""
+        fm = self.feature_map_name
+        if fm == "elu_plus_one":
+            return elu_plus_one(x)
+        if fm == "relu":
+            return F.relu(x)
+        if fm == "poly2":
+            return mixers.poly2(x)
+        omega = self.feature_map.omega
+        if self.favor_layout == "performer":
+            return mixers.performer_favor(x, omega, self.softmax_temp)
+        return mixers.fast_transformers_favor(x, omega, n_dims=self.n_features, softmax_temp=self.softmax_temp,
+                                              stabilize=False)
 
     def _features(self, x: Tensor):
-        """x (N, d_model) → φ(q) (N, H, dk), φ(k) (N, H, dk), v (N, H, dv)."""
+        """x (N, d_model) → φ(q) (N, H, C), φ(k) (N, H, C), v (N, H, dv)."""
         n = len(x)
-        q = elu_plus_one(self.query(x).view(n, self.heads, self.dk))
-        k = elu_plus_one(self.key(x).view(n, self.heads, self.dk))
+        q = self.phi(self.query(x).view(n, self.heads, self.dk))
+        k = self.phi(self.key(x).view(n, self.heads, self.dk))
         v = self.value(x).view(n, self.heads, self.dv)
         return q, k, v
 
     def parallel(self, x: Tensor, S: Tensor, z: Tensor, chunk: int):
         """Chunked parallel form (attention-math.md §3, "Parallel (chunked) form").
 
-        x (N, d_model); S (H, dk, dv), z (H, dk): the state before x.
+        x (N, d_model); S (H, C, dv), z (H, C): the state before x.
         Returns (out (N, d_model), S, z after x). chunk ≥ N is the plain masked
         φ(Q)φ(K)ᵀ form; chunk = 1 is the RNN with a different summation order.
         """
@@ -145,8 +210,8 @@ class LinearAttention(nn.Module):
         with S_N, z_N summed over all N positions (added to the given S, z,
         which are zero for a whole utterance). Same result shape as `parallel`."""
         q, k, v = self._features(x)
-        S = S + torch.einsum("jhc,jhm->hcm", k, v)                      # (H, dk, dv)
-        z = z + k.sum(0)                                                # (H, dk)
+        S = S + torch.einsum("jhc,jhm->hcm", k, v)                      # (H, C, dv)
+        z = z + k.sum(0)                                                # (H, C)
         num = torch.einsum("ihc,hcm->ihm", q, S)                        # (N, H, dv)
         den = torch.einsum("ihc,hc->ih", q, z) + self.eps               # (N, H)
         o = num / den.unsqueeze(-1)
@@ -159,7 +224,7 @@ class LinearAttention(nn.Module):
         """
         q, k, v = self._features(x)
         outs = []
-        for qi, ki, vi in zip(q, k, v):                      # (H, dk), (H, dk), (H, dv)
+        for qi, ki, vi in zip(q, k, v):                      # (H, C), (H, C), (H, dv)
             S = S + torch.einsum("hc,hm->hcm", ki, vi)       # S_i = S_{i−1} + φ(k_i) v_iᵀ
             z = z + ki                                       # z_i = z_{i−1} + φ(k_i)
             num = torch.einsum("hc,hcm->hm", qi, S)          # φ(q_i)ᵀ S_i       (H, dv)
@@ -190,7 +255,7 @@ class Block(nn.Module):
         d, eps, m = config["d_model"], config["layer_norm_eps"], config["mixer"]
         self.pre_norm = config["norm_placement"] == "pre"
         self.norm1 = nn.LayerNorm(d, eps=eps)
-        self.mixer = LinearAttention(d, m["heads"], m["dk"], m["dv"], m["eps"], m.get("causal", True))
+        self.mixer = LinearAttention.from_config(d, m)
         self.norm2 = nn.LayerNorm(d, eps=eps)
         self.ffn = FeedForward(d, config["ffn"]["d_ff"], config["ffn"]["activation"])
 
@@ -279,9 +344,10 @@ class RecurModel(nn.Module):
     def init_state(self) -> State:
         """The state before the first position: zeros (attention-math.md §3)."""
         m, n = self.config["mixer"], self.config["n_layers"]
+        c = feature_dim(m)
         return State(pos=0,
-                     S=[torch.zeros(m["heads"], m["dk"], m["dv"], dtype=self.dtype) for _ in range(n)],
-                     z=[torch.zeros(m["heads"], m["dk"], dtype=self.dtype) for _ in range(n)])
+                     S=[torch.zeros(m["heads"], c, m["dv"], dtype=self.dtype) for _ in range(n)],
+                     z=[torch.zeros(m["heads"], c, dtype=self.dtype) for _ in range(n)])
 
     def _run(self, x: Tensor, state: State, chunk: Optional[int]):
         """Positions x starting from `state`. Returns (output (N, out_width),

@@ -132,6 +132,18 @@ HWY_INLINE void EluPlusOne(const float* x, float* y, size_t n) {
   });
 }
 
+HWY_INLINE void AffineExp(const float* x, float a, float b, float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  const auto av = hn::Set(d, a), bv = hn::Set(d, b);
+  ew_detail::Map(d, x, y, n, [&](auto v) HWY_ATTR { return hn::Exp(d, hn::MulAdd(av, v, bv)); });
+}
+
+HWY_INLINE void Scale(const float* x, float a, float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  const auto av = hn::Set(d, a);
+  ew_detail::Map(d, x, y, n, [&](auto v) HWY_ATTR { return hn::Mul(av, v); });
+}
+
 HWY_INLINE void Add(const float* a, const float* b, float* y, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);

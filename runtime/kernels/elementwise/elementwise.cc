@@ -14,6 +14,10 @@ namespace HWY_NAMESPACE {
 void ReluImpl(const float* x, float* y, size_t n) { Relu(x, y, n); }
 void GeluImpl(const float* x, float* y, size_t n) { Gelu(x, y, n); }
 void EluPlusOneImpl(const float* x, float* y, size_t n) { EluPlusOne(x, y, n); }
+void AffineExpImpl(const float* x, float a, float b, float* y, size_t n) {
+  AffineExp(x, a, b, y, n);
+}
+void ScaleImpl(const float* x, float a, float* y, size_t n) { Scale(x, a, y, n); }
 void AddImpl(const float* a, const float* b, float* y, size_t n) { Add(a, b, y, n); }
 void LayerNormImpl(const float* x, const float* gamma, const float* beta, float eps, float* y,
                    size_t n) {
@@ -34,6 +38,8 @@ namespace recur::kernels {
 HWY_EXPORT(ReluImpl);
 HWY_EXPORT(GeluImpl);
 HWY_EXPORT(EluPlusOneImpl);
+HWY_EXPORT(AffineExpImpl);
+HWY_EXPORT(ScaleImpl);
 HWY_EXPORT(AddImpl);
 HWY_EXPORT(LayerNormImpl);
 HWY_EXPORT(SoftmaxImpl);
@@ -45,6 +51,12 @@ void Relu(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(ReluImpl)(x
 void Gelu(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(GeluImpl)(x, y, n); }
 void EluPlusOne(const float* x, float* y, size_t n) {
   HWY_DYNAMIC_DISPATCH(EluPlusOneImpl)(x, y, n);
+}
+void AffineExp(const float* x, float a, float b, float* y, size_t n) {
+  HWY_DYNAMIC_DISPATCH(AffineExpImpl)(x, a, b, y, n);
+}
+void Scale(const float* x, float a, float* y, size_t n) {
+  HWY_DYNAMIC_DISPATCH(ScaleImpl)(x, a, y, n);
 }
 void Add(const float* a, const float* b, float* y, size_t n) {
   HWY_DYNAMIC_DISPATCH(AddImpl)(a, b, y, n);

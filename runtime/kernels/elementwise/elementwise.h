@@ -14,6 +14,10 @@ void Relu(const float* x, float* y, size_t n);
 void Gelu(const float* x, float* y, size_t n);
 // y = elu(x) + 1 = (x > 0 ? x + 1 : exp(x))   (attention-math §3)
 void EluPlusOne(const float* x, float* y, size_t n);
+// y = exp(a·x + b)   (FAVOR+ features, attention-math §3)
+void AffineExp(const float* x, float a, float b, float* y, size_t n);
+// y = a·x
+void Scale(const float* x, float a, float* y, size_t n);
 // y = a + b   (y may alias a or b)
 void Add(const float* a, const float* b, float* y, size_t n);
 // y = (x − mean) / sqrt(var + eps) · gamma + beta, biased variance over n.

@@ -28,6 +28,14 @@ inline void EluPlusOne(const float* x, float* y, size_t n) {
   }
 }
 
+inline void AffineExp(const float* x, float a, float b, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(std::exp(double{a} * x[i] + b));
+}
+
+inline void Scale(const float* x, float a, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] = a * x[i];
+}
+
 inline void Add(const float* a, const float* b, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
