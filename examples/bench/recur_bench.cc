@@ -110,6 +110,9 @@ int main(int argc, char** argv) {
   app.add_option("--warmup,-w", warmup, "Untimed steps first")->check(CLI::Range(0, 1000000));
   app.add_option("--prefill,-p", prefills, "Prefill lengths (list)")->delimiter(',');
   app.add_option("--chunk", chunk, "Prefill chunk (0 = the runtime's default)");
+  uint32_t prefill_min = 0;
+  app.add_option("--prefill-min", prefill_min,
+                 "Prefills shorter than this run as steps (0 = the runtime's default, 1 = never)");
   app.add_option("--generate,-g", generate, "Sequence length for generation rows (784 = image)");
   app.add_flag("--json", json, "JSON lines instead of a table");
   app.add_option("--backend", backend, "GEMM backend for the dense layers: auto (fastest per "
@@ -171,6 +174,7 @@ int main(int argc, char** argv) {
     options.prefill_chunk = chunk;
     options.backend = backend.c_str();
     options.weight_packing = packing;
+    options.prefill_min = prefill_min;
     const auto t0 = Clock::now();
     if (recur_session_create(model->get(), &options, &out->session) != RECUR_OK) return false;
     const double create_s = Seconds(t0, Clock::now());

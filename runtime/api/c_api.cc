@@ -209,6 +209,7 @@ recur_status recur_session_create(const recur_model* model, const recur_session_
     so.prefill_chunk = opts.prefill_chunk;
     so.backend = opts.backend;
     so.weight_packing = opts.weight_packing;
+    so.prefill_min = opts.prefill_min;
     std::unique_ptr<recur::Session> session;
     s = recur::Session::Create(model->model.get(), so, &session);
     if (!s.ok()) return Report(s);

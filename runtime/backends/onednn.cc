@@ -111,7 +111,10 @@ class OnednnDense final : public PreparedDense {
       x_bf16_ = hwy::AllocateAligned<uint16_t>(block_rows_ * d.in);
       if (!x_bf16_) return OutOfMemory("onednn: cannot allocate bf16 activations");
     }
-    const size_t n = std::max<size_t>(1, std::min(threads, d.out / kMinFeaturesPerSlice));
+    // bf16 layers stay whole: with AMX a model-sized bf16 matmul takes a few µs, less
+    // than oneDNN's per-execute overhead, so splitting it over the pool made the
+    // paper_mnist batch-64 step slower (2 threads: 3.7 ms split vs 2.8 ms whole).
+    const size_t n = bf16() ? 1 : std::max<size_t>(1, std::min(threads, d.out / kMinFeaturesPerSlice));
     const size_t block = ((d.out + n - 1) / n + 15) / 16 * 16;
     for (size_t begin = 0; begin < d.out; begin += block) {
       slices_.emplace_back();

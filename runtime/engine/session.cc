@@ -26,12 +26,18 @@ Status AllocateFloats(size_t n, hwy::AlignedFreeUniquePtr<float[]>* out) {
 
 }  // namespace
 
+size_t DefaultPrefillMin(uint64_t step_weight_bytes) {
+  return step_weight_bytes > (uint64_t{2} << 20) ? 2 : 8;
+}
+
 Session::Session(const Model* model, const SessionOptions& options)
     : model_(model),
       batch_(options.batch),
       threads_(options.threads),
       chunk_(options.prefill_chunk == 0 ? kDefaultPrefillChunk : options.prefill_chunk),
-      prefill_min_(options.prefill_min == 0 ? kDefaultPrefillMin : options.prefill_min),
+      prefill_min_(options.prefill_min == 0
+                       ? DefaultPrefillMin(EstimateStepCost(*model).weight_bytes)
+                       : options.prefill_min),
       backend_(options.backend == nullptr ? "" : options.backend),
       weight_packing_(options.weight_packing) {}
 

@@ -37,7 +37,13 @@ constexpr size_t kPackMinBatch = 4;
 
 // Chosen with recur-bench --prefill on the paper-MNIST config (README).
 constexpr size_t kDefaultPrefillChunk = 64;
-constexpr size_t kDefaultPrefillMin = 4;
+// Prefills shorter than this run as steps. Measured (README "prefill
+// threshold", recur-bench --prefill 1,2,3,4,8 --prefill-min 1 vs 100000): a
+// model whose step streams more weights than L2 holds gains from a chunk at
+// 2 positions already (paper_mnist, 25 MB: 0.98 vs 1.8 ms), while a model
+// that stays in cache steps faster up to ~8 (0.3 MB: 8 positions 25.6 µs
+// either way, 2 positions 6.6 vs 11 µs).
+size_t DefaultPrefillMin(uint64_t step_weight_bytes);
 
 // Called after each block with the residual stream, (batch, steps, d_model);
 // for parity tests and debugging.

@@ -26,8 +26,9 @@ struct Fixture {
     REQUIRE(recur_model_get_info(model, &info) == RECUR_OK);
   }
   ~Fixture() { recur_model_free(model); }
-  recur_session* Session(uint32_t batch, uint32_t chunk = 0) {
-    recur_session_options options{sizeof(options), batch, 1, chunk, nullptr, RECUR_PACKING_AUTO};
+  recur_session* Session(uint32_t batch, uint32_t chunk = 0, uint32_t prefill_min = 0) {
+    recur_session_options options{sizeof(options), batch, 1, chunk, nullptr, RECUR_PACKING_AUTO,
+                                  prefill_min};
     recur_session* s = nullptr;
     REQUIRE(recur_session_create(model, &options, &s) == RECUR_OK);
     return s;
@@ -110,6 +111,31 @@ TEST_CASE("prefill equals stepping: outputs, state, and the steps after") {
   }
 }
 
+TEST_CASE("prefill_min: shorter prefills run as steps, exactly; 1 forces the chunked form") {
+  Fixture f(kTinyTokensConfig);
+  const size_t batch = 2, steps = 5, w = f.info.output_width;
+  recur_session* as_steps = f.Session(batch, 0, 6);
+  recur_session* as_chunk = f.Session(batch, 0, 1);
+  recur_session* stepped = f.Session(batch);
+  recur_input all = f.Input(batch, steps, 3);
+  std::vector<float> out_steps(batch * steps * w), out_chunk(batch * steps * w);
+  REQUIRE(recur_session_prefill(as_steps, steps, &all, out_steps.data()) == RECUR_OK);
+  REQUIRE(recur_session_prefill(as_chunk, steps, &all, out_chunk.data()) == RECUR_OK);
+  std::vector<float> step_out(batch * steps * w), out(batch * w);
+  for (size_t t = 0; t < steps; ++t) {
+    std::vector<int32_t> ids(batch);
+    for (size_t b = 0; b < batch; ++b) ids[b] = f.ids[b * steps + t];
+    recur_input in{ids.data(), nullptr, batch};
+    REQUIRE(recur_session_step(stepped, &in, out.data()) == RECUR_OK);
+    for (size_t b = 0; b < batch; ++b) std::copy_n(&out[b * w], w, &step_out[(b * steps + t) * w]);
+  }
+  CHECK(out_steps == step_out);  // the same kernels in the same order
+  CheckClose(out_chunk, step_out, 2e-5);
+  recur_session_free(as_steps);
+  recur_session_free(as_chunk);
+  recur_session_free(stepped);
+}
+
 TEST_CASE("prefill(a) + prefill(b) == prefill(a + b), whatever the chunk") {
   Fixture f(kTinyTokensConfig);
   const size_t steps = 50;
@@ -154,7 +180,7 @@ TEST_CASE("prefill refuses bad input and leaves the session unchanged") {
 
 TEST_CASE("prefill_chunk bounds") {
   Fixture f(kTinyTokensConfig);
-  recur_session_options options{sizeof(options), 1, 1, 5000, nullptr, RECUR_PACKING_AUTO};
+  recur_session_options options{sizeof(options), 1, 1, 5000, nullptr, RECUR_PACKING_AUTO, 0};
   recur_session* s = nullptr;
   CHECK(recur_session_create(f.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(std::string(recur_last_error()).find("prefill_chunk") != std::string::npos);

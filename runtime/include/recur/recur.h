@@ -154,6 +154,9 @@ typedef struct recur_session_options {
   uint32_t weight_packing; /* a recur_weight_packing; 0 = RECUR_PACKING_AUTO. A packed copy
                               costs 4 bytes per weight; recur_session_backends reports the
                               bytes held. A backend named above copies as it must. */
+  uint32_t prefill_min;    /* recur_session_prefill of fewer positions than this runs them as
+                              steps (cheaper than a chunk of a few rows); 0 = default (see
+                              README "prefill threshold"); 1 = always the chunked form. */
 } recur_session_options;
 
 /* Creates a session over `options->batch` streams, all in the initial state.
