@@ -171,15 +171,25 @@ Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescr
 
   const json* mixer = nullptr;
   RECUR_RETURN_IF_ERROR(r.Object(root, "mixer", "", &mixer));
-  static const char* const kMixers[] = {"linear_attention"};
+  static const char* const kMixers[] = {"linear_attention", "softmax_attention"};
   std::size_t mixer_type = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(*mixer, "type", "mixer", kMixers, &mixer_type));
   BlockDescription block;
-  block.mixer = MixerType::kLinearAttention;
+  block.mixer = mixer_type == 0 ? MixerType::kLinearAttention : MixerType::kSoftmaxAttention;
   LinearAttentionDescription& la = block.linear_attention;
   RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "heads", "mixer", 1, &la.heads));
   RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "dk", "mixer", 1, &la.dk));
   RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "dv", "mixer", 1, &la.dv));
+  if (block.mixer == MixerType::kSoftmaxAttention) {
+    // softmax(q·kᵀ/√dk): no feature map, no eps.
+    for (const auto& [key, value] : mixer->items()) {
+      if (key != "type" && key != "heads" && key != "dk" && key != "dv" && key != "causal") {
+        return r.Invalid("mixer." + key, "does not apply to softmax_attention (its keys: type, "
+                                         "heads, dk, dv, causal)");
+      }
+    }
+    RECUR_RETURN_IF_ERROR(r.Bool(*mixer, "causal", "mixer", &la.causal, /*required=*/false));
+  } else {
   static const char* const kFeatureMaps[] = {"elu_plus_one", "relu", "poly2", "favor"};
   std::size_t fm = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(*mixer, "feature_map", "mixer", kFeatureMaps, &fm));
@@ -206,6 +216,7 @@ Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescr
   }
   RECUR_RETURN_IF_ERROR(r.PositiveFloat(*mixer, "eps", "mixer", &la.eps));
   RECUR_RETURN_IF_ERROR(r.Bool(*mixer, "causal", "mixer", &la.causal, /*required=*/false));
+  }
 
   const json* ffn = nullptr;
   RECUR_RETURN_IF_ERROR(r.Object(root, "ffn", "", &ffn));
@@ -423,7 +434,7 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
     AddLinear(&out, p + "mixer.key", m + "key" + proj, hk, dm);
     AddLinear(&out, p + "mixer.value", m + "value" + proj, hv, dm);
     AddLinear(&out, p + "mixer.out", m + "out" + proj, dm, hv);
-    if (b.linear_attention.favor()) {
+    if (b.mixer == MixerType::kLinearAttention && b.linear_attention.favor()) {
       const std::string omega = ft ? m + "inner_attention.feature_map.omega" : m + "feature_map.omega";
       out.push_back({p + "mixer.feature_map.omega", omega,
                      {b.linear_attention.dk, b.linear_attention.OmegaColumns()}});

@@ -220,6 +220,21 @@ class Collector {
         mixer["key"] = Dense(la->key());
         mixer["value"] = Dense(la->value());
         mixer["out"] = Dense(la->out());
+      } else if (const fb::SoftmaxAttention* sa = b->mixer_as_SoftmaxAttention()) {
+        mixer["type"] = "softmax_attention";
+        mixer["heads"] = sa->heads();
+        mixer["dk"] = sa->dk();
+        mixer["dv"] = sa->dv();
+        mixer["causal"] = sa->causal();
+        mixer["query"] = Dense(sa->query());
+        mixer["key"] = Dense(sa->key());
+        mixer["value"] = Dense(sa->value());
+        mixer["out"] = Dense(sa->out());
+        // The KV cache: K and V of every position so far, bounded by a session's max_context.
+        mixer["state_bytes"] = 0;
+        mixer["state_bytes_per_position"] =
+            sa->causal() ? 4 * uint64_t{sa->heads()} * (sa->dk() + sa->dv()) : 0;
+        mixer["state_grows_with_length"] = sa->causal();
       } else {
         mixer["type"] = "unknown (union tag " + std::to_string(static_cast<int>(b->mixer_type())) + ")";
       }
@@ -357,13 +372,22 @@ std::string RenderText(const json& j) {
                     : std::string()) +
                " eps=" + FormatFloat(m["eps"].get<float>()) +
                (m.value("causal", true) ? "" : " non-causal (encoder)");
+    } else if (m["type"] == "softmax_attention") {
+      mixer += " heads=" + std::to_string(m["heads"].get<uint32_t>()) +
+               " dk=" + std::to_string(m["dk"].get<uint32_t>()) +
+               " dv=" + std::to_string(m["dv"].get<uint32_t>()) +
+               (m.value("causal", true) ? "" : " non-causal (encoder)");
     }
     line("    mixer:  " + mixer);
     if (m.contains("state_bytes")) {
-      line("    state:  " + std::to_string(m["state_bytes"].get<uint64_t>()) +
-           " bytes per stream, " +
-           (m["state_grows_with_length"].get<bool>() ? "grows with the sequence length"
-                                                     : "fixed (does not grow with the length)"));
+      if (m["state_grows_with_length"].get<bool>()) {
+        line("    state:  " + std::to_string(m["state_bytes_per_position"].get<uint64_t>()) +
+             " bytes per stream per position: grows with the sequence length (KV cache, bounded "
+             "by the session's max_context)");
+      } else {
+        line("    state:  " + std::to_string(m["state_bytes"].get<uint64_t>()) +
+             " bytes per stream, fixed (does not grow with the length)");
+      }
     }
     line("    norm2:  " + NormText(b["norm2"]));
     const json& f = b["ffn"];

@@ -22,7 +22,7 @@ enum class NormPlacement { kPre, kPost };
 enum class FeatureMap { kEluPlusOne, kRelu, kPoly2, kFavor, kFavorHyperbolic };
 enum class Activation { kRelu, kGelu };
 enum class HeadActivation { kNone, kSoftmax, kLogSoftmax };
-enum class MixerType { kLinearAttention };
+enum class MixerType { kLinearAttention, kSoftmaxAttention };
 
 struct InputDescription {
   InputKind kind = InputKind::kTokens;
@@ -55,6 +55,8 @@ struct LinearAttentionDescription {
 
 struct BlockDescription {
   MixerType mixer = MixerType::kLinearAttention;
+  // The attention's shape (heads, dk, dv, causal) for either mixer type; the
+  // feature map, Favor fields and eps apply to linear attention only.
   LinearAttentionDescription linear_attention;
   uint32_t d_ff = 0;
   Activation activation = Activation::kRelu;

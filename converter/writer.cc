@@ -136,16 +136,23 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
     auto v = dense(p + "mixer.value");
     auto o = dense(p + "mixer.out");
     const LinearAttentionDescription& la = b.linear_attention;
-    const int32_t omega = la.favor() ? ref(p + "mixer.feature_map.omega") : -1;
-    auto mixer = fb::CreateLinearAttention(fbb, la.heads, la.dk, la.dv, ToFb(la.feature_map),
-                                           la.eps, q, k, v, o, la.causal, omega,
-                                           la.favor_features, la.softmax_temp);
+    flatbuffers::Offset<void> mixer;
+    fb::Mixer mixer_type = fb::Mixer::LinearAttention;
+    if (b.mixer == MixerType::kSoftmaxAttention) {
+      mixer_type = fb::Mixer::SoftmaxAttention;
+      mixer = fb::CreateSoftmaxAttention(fbb, la.heads, la.dk, la.dv, q, k, v, o, la.causal).Union();
+    } else {
+      const int32_t omega = la.favor() ? ref(p + "mixer.feature_map.omega") : -1;
+      mixer = fb::CreateLinearAttention(fbb, la.heads, la.dk, la.dv, ToFb(la.feature_map), la.eps,
+                                        q, k, v, o, la.causal, omega, la.favor_features,
+                                        la.softmax_temp)
+                  .Union();
+    }
     auto norm2 = norm(p + "norm2");
     auto l1 = dense(p + "ffn.linear1");
     auto l2 = dense(p + "ffn.linear2");
     auto ffn = fb::CreateFeedForward(fbb, b.d_ff, ToFb(b.activation), l1, l2);
-    blocks.push_back(fb::CreateBlock(fbb, norm1, fb::Mixer::LinearAttention, mixer.Union(),
-                                     norm2, ffn));
+    blocks.push_back(fb::CreateBlock(fbb, norm1, mixer_type, mixer, norm2, ffn));
   }
   auto blocks_vec = fbb.CreateVector(blocks);
 

@@ -6,8 +6,9 @@
 For every config in models/configs/: the parallel forward equals the RNN step
 loop and an independent quadratic-time transcription of the README math
 (float64, 1e-9); float32 agrees with float64 (1e-4); export → load is exact;
-goldens hold what the model computes. Plus safetensors/golden round trips, the
-fast-transformers key set, and the CLIs (export, make_golden, compare_run) end
+goldens hold what the model computes. Plus the softmax-attention mixer's forms
+vs a naive full matrix and mixers.SoftmaxAttention, safetensors/golden round
+trips, the fast-transformers key set, and the CLIs (export, make_golden, compare_run) end
 to end. Short sequences only: the
 long runs belong to the C++ parity tests. Last line: "N passed, M failed".
 """
@@ -27,7 +28,7 @@ import torch.nn.functional as F
 
 from recur_ref import CHUNK, checkpoint, golden, mixers, safetensors
 from recur_ref import fast_transformers_layout as ftl
-from recur_ref.model import LinearAttention, feature_dim
+from recur_ref.model import LinearAttention, SoftmaxAttention, feature_dim
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -54,9 +55,10 @@ def assert_same_run(a, b, tol, what):
     assert_close(out_a, out_b, tol, f"{what}: output")
     for i, (x, y) in enumerate(zip(layers_a, layers_b)):
         assert_close(x, y, tol, f"{what}: layer {i}")
-    for i in range(len(st_a.S)):
-        assert_close(st_a.S[i], st_b.S[i], tol, f"{what}: state {i} S")
-        assert_close(st_a.z[i], st_b.z[i], tol, f"{what}: state {i} z")
+    for i, (la, lb) in enumerate(zip(st_a.layers, st_b.layers)):
+        assert list(la) == list(lb), f"{what}: state {i} names {list(la)} != {list(lb)}"
+        for name in la:
+            assert_close(la[name], lb[name], tol, f"{what}: state {i} {name}")
 
 
 def step_loop(model, x, state=None):
@@ -88,7 +90,7 @@ def expected_tensors(cfg):
         for name, (o, n) in [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)),
                              ("mixer.out", (d, vv)), ("ffn.linear1", (ffn, d)), ("ffn.linear2", (d, ffn))]:
             t.update({b + name + ".weight": (o, n), b + name + ".bias": (o,)})
-        if m["feature_map"] == "favor":
+        if m.get("feature_map") == "favor":
             mm = m["n_features"]
             t[b + "mixer.feature_map.omega"] = (m["dk"], mm if m.get("favor_layout", "performer") == "performer"
                                                 else mm // 2)
@@ -148,7 +150,20 @@ def naive_forward(cfg, w, x):
             return t.clamp(min=0)
         return 0.5 * t * (1 + torch.erf(t / math.sqrt(2)))
 
+    def softmax_mixer(h, b):  # the full (n, n) score matrix per head, masked, softmax over j
+        q = lin(h, b + "mixer.query").view(n, heads, dk)
+        k = lin(h, b + "mixer.key").view(n, heads, dk)
+        v = lin(h, b + "mixer.value").view(n, heads, dv)
+        s = torch.einsum("ihd,jhd->hij", q, k) / math.sqrt(dk)                  # (H, n, n)
+        if m.get("causal", True):
+            s = s + torch.full((n, n), -math.inf, dtype=h.dtype).triu(1)       # j > i: -inf
+        e = torch.exp(s - s.max(-1, keepdim=True).values)
+        o = torch.einsum("hij,jhm->ihm", e / e.sum(-1, keepdim=True), v)        # (n, H, dv)
+        return lin(o.reshape(n, heads * dv), b + "mixer.out")
+
     def mixer(h, b):
+        if m["type"] == "softmax_attention":
+            return softmax_mixer(h, b)
         q = phi(lin(h, b + "mixer.query").view(n, heads, dk), b)
         k = phi(lin(h, b + "mixer.key").view(n, heads, dk), b)
         v = lin(h, b + "mixer.value").view(n, heads, dv)
@@ -251,7 +266,8 @@ def config_checks(path):
         assert_close(out32, out64, 1e-4, "output f32 vs f64")
         for i in range(cfg["n_layers"]):
             assert_close(layers32[i], layers64[i], 1e-4, f"layer {i} f32 vs f64")
-            for a, b, what in ((st32.S[i], st64.S[i], "S"), (st32.z[i], st64.z[i], "z")):
+            for what in st64.layers[i]:
+                a, b = st32.layers[i][what], st64.layers[i][what]
                 scale = max(1.0, float(b.abs().max()))  # S and z grow with N
                 assert_close(a / scale, b / scale, 1e-4, f"state {i} {what} f32 vs f64 (relative)")
 
@@ -272,7 +288,8 @@ def config_checks(path):
             records = golden.compute(model, x, {"config": name})
             golden.write(path, records)
             back = golden.read(path)
-        states = [f"state.{i}.{s}" for i in range(cfg["n_layers"]) for s in "Sz"] if model.causal else []
+        names = "KV" if cfg["mixer"]["type"] == "softmax_attention" else "Sz"
+        states = [f"state.{i}.{s}" for i in range(cfg["n_layers"]) for s in names] if model.causal else []
         assert list(back) == ["meta", "input", "output"] + [f"layer.{i}" for i in range(cfg["n_layers"])] + \
             states, f"records {list(back)}"
         assert model.dtype == torch.float32, "golden.compute changed the model"
@@ -284,7 +301,8 @@ def config_checks(path):
         for i in range(cfg["n_layers"]):
             assert torch.equal(back[f"layer.{i}"], layers[i])
             if model.causal:
-                assert torch.equal(back[f"state.{i}.S"], state.S[i]) and torch.equal(back[f"state.{i}.z"], state.z[i])
+                for s in names:
+                    assert torch.equal(back[f"state.{i}.{s}"], state.layers[i][s]), f"state.{i}.{s}"
         m = golden.meta(back)
         assert m["golden_version"] == golden.GOLDEN_VERSION and m["config"] == name, m
 
@@ -672,11 +690,171 @@ def new_configs_golden_cli():
         "export.py is not build_model with --seed"
 
 
+# ---------------------------------------------------------------- softmax attention
+
+SM_D_MODEL, SM_HEADS, SM_DK, SM_DV, SM_N, SM_P = 12, 3, 4, 5, 70, 9   # N > CHUNK: several chunks
+
+
+def _sm_cfg(causal=True):
+    return {"type": "softmax_attention", "heads": SM_HEADS, "dk": SM_DK, "dv": SM_DV, "causal": causal}
+
+
+def _sm_naive(att, x, K0, V0, causal):
+    """The full-matrix form: scores over the P cached keys and all N new ones,
+    (H, N, P + N), masked j > P + i when causal, softmax over j, then out."""
+    q = F.linear(x, att.query.weight, att.query.bias).view(len(x), SM_HEADS, SM_DK)
+    k = F.linear(x, att.key.weight, att.key.bias).view(len(x), SM_HEADS, SM_DK).transpose(0, 1)
+    v = F.linear(x, att.value.weight, att.value.bias).view(len(x), SM_HEADS, SM_DV).transpose(0, 1)
+    K, V = torch.cat([K0, k], 1), torch.cat([V0, v], 1)
+    P = K0.shape[1]
+    s = torch.einsum("ihd,hjd->hij", q, K) / math.sqrt(SM_DK)                    # (H, N, P + N)
+    if causal:
+        j, i = torch.arange(P + len(x))[None, :], torch.arange(len(x))[:, None] + P
+        s = s.masked_fill(j > i, -math.inf)
+    o = torch.einsum("hij,hjm->ihm", torch.softmax(s, -1), V).reshape(len(x), -1)
+    return F.linear(o, att.out.weight, att.out.bias), K, V
+
+
+def softmax_attention_forms():
+    """SoftmaxAttention of model.py alone (float64): recurrent == chunked parallel
+    (chunks 1, 7, CHUNK, N) == the naive full matrix, from an empty and from a
+    non-empty KV cache; the non-causal form vs naive; the KV cache's shapes and
+    contents; and all of it vs mixers.SoftmaxAttention with the same weights."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(SM_N, SM_D_MODEL, generator=g, dtype=torch.float64)
+    prefix = torch.randn(SM_P, SM_D_MODEL, generator=g, dtype=torch.float64)
+    torch.manual_seed(0)
+    att = SoftmaxAttention.from_config(SM_D_MODEL, _sm_cfg()).double()
+    names = {k: tuple(v.shape) for k, v in att.state_dict().items()}
+    qk, vv = SM_HEADS * SM_DK, SM_HEADS * SM_DV
+    assert names == {"query.weight": (qk, SM_D_MODEL), "query.bias": (qk,), "key.weight": (qk, SM_D_MODEL),
+                     "key.bias": (qk,), "value.weight": (vv, SM_D_MODEL), "value.bias": (vv,),
+                     "out.weight": (SM_D_MODEL, vv), "out.bias": (SM_D_MODEL,)}, names
+    ref = mixers.SoftmaxAttention(_sm_cfg(), SM_D_MODEL).double()
+    ref.load_state_dict(att.state_dict(), strict=True)
+    with torch.no_grad():
+        empty = att.empty_state(torch.float64)
+        assert empty["K"].shape == (SM_HEADS, 0, SM_DK) and empty["V"].shape == (SM_HEADS, 0, SM_DV)
+        _, filled = att.recurrent(prefix, empty)                  # a non-empty cache: SM_P positions
+        for state in (empty, filled):
+            P = state["K"].shape[1]
+            rec_y, rec_state = att.recurrent(x, state)
+            assert list(rec_state) == ["K", "V"]
+            assert rec_state["K"].shape == (SM_HEADS, P + SM_N, SM_DK)
+            assert rec_state["V"].shape == (SM_HEADS, P + SM_N, SM_DV)
+            naive_y, K, V = _sm_naive(att, x, state["K"], state["V"], causal=True)
+            assert_close(rec_y, naive_y, 1e-12, f"recurrent vs naive (P={P})")
+            assert torch.equal(rec_state["K"], K) and torch.equal(rec_state["V"], V), "cache is not [old; k], [old; v]"
+            for chunk in (1, 7, CHUNK, SM_N):
+                par_y, par_state = att.parallel(x, state, chunk)
+                assert_close(par_y, rec_y, 1e-12, f"parallel chunk {chunk} vs recurrent (P={P})")
+                assert torch.equal(par_state["K"], K) and torch.equal(par_state["V"], V)
+            # mixers.py's batched form with a fixed max_context cache holding the same P positions.
+            ref_state = ref.initial_state(1, max_context=P + SM_N + 5)
+            ref_state["k"][0, :, :P], ref_state["v"][0, :, :P] = state["K"], state["V"]
+            ref_state["pos"] = torch.tensor(P)
+            ref_y, ref_state = ref.prefill(x[None], ref_state)
+            assert_close(rec_y, ref_y[0], 1e-12, f"recurrent vs mixers.SoftmaxAttention prefill (P={P})")
+            assert torch.equal(ref_state["k"][0, :, :P + SM_N], K) and torch.equal(ref_state["v"][0, :, :P + SM_N], V)
+            # The last position of a causal run sees what the non-causal form sees.
+            nc_y, nc_state = att.noncausal(x, state)
+            assert_close(nc_y[-1], rec_y[-1], 1e-12, f"noncausal vs recurrent at the last position (P={P})")
+        assert_close(att.recurrent(x, empty)[0], ref(x[None])[0], 1e-12, "causal vs mixers.SoftmaxAttention.forward")
+        # Non-causal mixer: naive, and mixers.py's encoder form.
+        torch.manual_seed(1)
+        enc = SoftmaxAttention.from_config(SM_D_MODEL, _sm_cfg(causal=False)).double()
+        assert not enc.causal
+        ref_enc = mixers.SoftmaxAttention(_sm_cfg(causal=False), SM_D_MODEL).double()
+        ref_enc.load_state_dict(enc.state_dict(), strict=True)
+        y, _ = enc.noncausal(x, enc.empty_state(torch.float64))
+        assert_close(y, _sm_naive(enc, x, empty["K"], empty["V"], causal=False)[0], 1e-12, "noncausal vs naive")
+        assert_close(y, ref_enc(x[None])[0], 1e-12, "noncausal vs mixers.SoftmaxAttention")
+        # Every output of the encoder depends on the last position; a causal first output does not.
+        x2 = x.clone()
+        x2[-1] += 1
+        assert max_abs(enc.noncausal(x2, empty)[0][0], y[0]) > 1e-6, "encoder ignores later positions"
+        assert torch.equal(att.parallel(x2, empty, CHUNK)[0][0], att.parallel(x, empty, CHUNK)[0][0])
+
+
+def softmax_config_validation():
+    """softmax_attention mixer keys: type, heads, dk, dv, optional causal; a
+    ValueError naming the key otherwise (eps and feature_map are linear-only)."""
+    base = json.load(open(os.path.join(REPO_ROOT, "models/configs/softmax_tokens.json")))
+
+    def with_mixer(**kv):
+        c = json.loads(json.dumps(base))
+        c["mixer"].update(kv)
+        return {**c, "mixer": {k: v for k, v in c["mixer"].items() if v is not None}}
+
+    bad = [  # (config, a word the message must contain)
+        (with_mixer(eps=1e-6), "eps"),
+        (with_mixer(feature_map="elu_plus_one"), "feature_map"),
+        (with_mixer(n_features=8), "n_features"),
+        (with_mixer(window=4), "window"),
+        (with_mixer(dv=None), "dv"),
+        (with_mixer(heads=None), "heads"),
+        (with_mixer(heads=0), "heads"),
+        (with_mixer(dk=2.0), "dk"),
+        (with_mixer(dv=True), "dv"),
+        (with_mixer(causal="yes"), "causal"),
+        (with_mixer(causal=1), "causal"),
+        (with_mixer(type="softmax"), "type"),
+        (with_mixer(type="sliding_window"), "type"),
+    ]
+    for config, word in bad:
+        try:
+            checkpoint.build_model(config, 0)
+        except ValueError as e:
+            assert word in str(e), f"message {str(e)!r} does not name {word!r}"
+            continue
+        raise AssertionError(f"accepted a bad mixer {config['mixer']}")
+    for ok in (with_mixer(causal=True), with_mixer(causal=False), with_mixer(dk=3, dv=5)):
+        model = checkpoint.build_model(ok, 0)
+        assert model.causal == ok["mixer"].get("causal", True)
+    assert checkpoint.build_model(base, 0).init_state().layers[1]["V"].shape == (2, 0, 16)
+
+
+def softmax_golden_cli():
+    """make_golden.py on softmax_tokens: state.{i}.K (H, N, dk) then state.{i}.V
+    (H, N, dv), in sorted-name order, and K/V are really the keys and values of
+    every position (layer 0's recomputed from the input record); the
+    non-causal softmax encoder writes no state records."""
+    steps = 40
+    with tempfile.TemporaryDirectory() as tmp:
+        run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config",
+               "models/configs/softmax_tokens.json", "--seed", "7", "--steps", str(steps), "--out", tmp]
+        subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+        records = golden.read(os.path.join(tmp, "golden.bin"))
+        model, config = checkpoint.load(tmp)
+    m = config["mixer"]
+    names = [k for k in records if k.startswith("state.")]
+    assert names == [f"state.{i}.{s}" for i in range(config["n_layers"]) for s in "KV"], names
+    for i in range(config["n_layers"]):
+        layer = sorted(k for k in names if k.startswith(f"state.{i}."))
+        assert layer == [f"state.{i}.K", f"state.{i}.V"], layer          # what the C++ checker concatenates
+        assert records[f"state.{i}.K"].shape == (m["heads"], steps, m["dk"])
+        assert records[f"state.{i}.V"].shape == (m["heads"], steps, m["dv"])
+        assert records[f"state.{i}.K"].dtype == records[f"state.{i}.V"].dtype == torch.float64
+    model64 = model.double()
+    with torch.no_grad():   # pre-norm: layer 0's mixer sees norm1(embedding + positions)
+        x = model64.input(records["input"], 0)
+        h = model64.blocks[0].norm1(x)
+        k = model64.blocks[0].mixer.key(h).view(steps, m["heads"], m["dk"]).transpose(0, 1)
+        v = model64.blocks[0].mixer.value(h).view(steps, m["heads"], m["dv"]).transpose(0, 1)
+    assert_close(records["state.0.K"], k, 1e-12, "state.0.K vs keys")
+    assert_close(records["state.0.V"], v, 1e-12, "state.0.V vs values")
+    enc_cfg = json.load(open(os.path.join(REPO_ROOT, "models/configs/softmax_encoder.json")))
+    enc = checkpoint.build_model(enc_cfg, 7)
+    recs = golden.compute(enc, golden.random_inputs(enc_cfg, 20, 8), {"config": "softmax_encoder"})
+    assert not any(name.startswith("state.") for name, _ in recs), [name for name, _ in recs]
+
+
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
                                         model_rejects_bad_input, cli_end_to_end, compare_run_cli,
                                         favor_omega_is_seeded, favor_config_validation, ft_favor_mapping,
-                                        new_configs_golden_cli)]
+                                        new_configs_golden_cli, softmax_attention_forms,
+                                        softmax_config_validation, softmax_golden_cli)]
     checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:

@@ -181,6 +181,7 @@ recur_status recur_model_get_info(const recur_model* model, recur_model_info* in
     full.max_positions = m.max_positions;
     full.parameter_count = m.parameter_count;
     full.state_bytes = m.state_floats * sizeof(float);
+    full.state_bytes_per_position = m.state_floats_per_position * sizeof(float);
     const recur::StepCost cost = recur::EstimateStepCost(m);
     full.step_weight_bytes = cost.weight_bytes;
     full.step_flops = cost.flops;
@@ -210,6 +211,7 @@ recur_status recur_session_create(const recur_model* model, const recur_session_
     so.backend = opts.backend;
     so.weight_packing = opts.weight_packing;
     so.prefill_min = opts.prefill_min;
+    so.max_context = opts.max_context;
     std::unique_ptr<recur::Session> session;
     s = recur::Session::Create(model->model.get(), so, &session);
     if (!s.ok()) return Report(s);

@@ -39,7 +39,13 @@ Session::Session(const Model* model, const SessionOptions& options)
                        ? DefaultPrefillMin(EstimateStepCost(*model).weight_bytes)
                        : options.prefill_min),
       backend_(options.backend == nullptr ? "" : options.backend),
-      weight_packing_(options.weight_packing) {}
+      weight_packing_(options.weight_packing),
+      max_context_(options.max_context == 0 ? DefaultMaxContext(*model) : options.max_context),
+      grows_(model->state_floats_per_position > 0) {}
+
+size_t DefaultMaxContext(const Model& model) {
+  return model.max_positions != 0 ? model.max_positions : 4096;
+}
 
 Status Session::Create(const Model* model, const SessionOptions& options,
                        std::unique_ptr<Session>* out) {
@@ -54,6 +60,10 @@ Status Session::Create(const Model* model, const SessionOptions& options,
   if (options.weight_packing > 2) {
     return InvalidArgument("weight_packing must be 0 (auto), 1 (off) or 2 (on), got %u",
                            options.weight_packing);
+  }
+  if (options.max_context > (size_t{1} << 24)) {
+    return InvalidArgument("max_context must be at most %zu (0 = default), got %zu",
+                           size_t{1} << 24, options.max_context);
   }
   if (options.prefill_chunk > 4096) {
     return InvalidArgument("prefill_chunk must be in [1, 4096] (0 = default), got %zu",
@@ -72,12 +82,16 @@ Status Session::Allocate() {
   const Model& m = *model_;
   const size_t rows = batch_ * chunk_;
   size_t max_ff = m.output_width, max_scratch = 1;
+  layer_offsets_.assign(1, 0);
   for (const BlockView& b : m.blocks) {
     max_ff = std::max<size_t>(max_ff, b.ffn.linear1.out);
-    max_scratch = std::max(max_scratch, b.mixer->scratch_floats(batch_, 1, threads_));
-    max_scratch = std::max(max_scratch, b.mixer->scratch_floats(batch_, chunk_, threads_));
+    max_scratch = std::max(max_scratch, b.mixer->scratch_floats(batch_, 1, threads_, max_context_));
+    max_scratch =
+        std::max(max_scratch, b.mixer->scratch_floats(batch_, chunk_, threads_, max_context_));
+    layer_offsets_.push_back(layer_offsets_.back() + b.mixer->state_floats() +
+                             b.mixer->state_floats_per_position() * max_context_);
   }
-  state_stride_ = RoundUp16(m.state_floats);
+  state_stride_ = RoundUp16(state_floats());
   RECUR_RETURN_IF_ERROR(AllocateFloats(batch_ * state_stride_, &state_));
   RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.d_model, &x_));
   RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.d_model, &h_));
@@ -143,6 +157,16 @@ Status Session::CheckInput(const int32_t* tokens, const float* features, size_t 
         return InvalidArgument("stream %zu: feature %zu at step %zu is %s", e / steps,
                                i % m.feature_width, e % steps,
                                std::isnan(features[i]) ? "NaN" : "infinite");
+      }
+    }
+  }
+  if (grows_) {
+    for (size_t b = 0; b < batch_; ++b) {
+      if (positions_[b] + steps > max_context_) {
+        return OutOfRange("stream %zu is at position %llu; %zu more steps pass the session's "
+                          "max_context of %zu positions (the KV cache is full); reset the stream "
+                          "or create the session with a larger max_context", b,
+                          static_cast<unsigned long long>(positions_[b]), steps, max_context_);
       }
     }
   }
@@ -212,9 +236,9 @@ void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer
   float* x = ws.x;
   float* h = ws.h;
   for (size_t b = 0; b < batch_; ++b) {
-    layer_states_[b] = ws.state + b * state_stride_ + model_->state_offsets[layer];
+    layer_states_[b] = ws.state + b * state_stride_ + layer_offsets_[layer];
   }
-  const StepContext ctx{pool_.get(), ws.scratch, dense_.get()};
+  const StepContext ctx{pool_.get(), ws.scratch, dense_.get(), ws.positions, max_context_};
   if (model_->norm_placement == fb::NormPlacement::Pre) {
     // x += mixer(norm1(x)); x += ffn(norm2(x))
     Norm(block.norm1, x, h, rows);
@@ -303,7 +327,7 @@ Status Session::Encode(size_t steps, const int32_t* tokens, const float* feature
   size_t max_ff = m.output_width, max_scratch = 1;
   for (const BlockView& b : m.blocks) {
     max_ff = std::max<size_t>(max_ff, b.ffn.linear1.out);
-    max_scratch = std::max(max_scratch, b.mixer->scratch_floats(batch_, steps, threads_));
+    max_scratch = std::max(max_scratch, b.mixer->scratch_floats(batch_, steps, threads_, max_context_));
   }
   hwy::AlignedFreeUniquePtr<float[]> x, h, ffn, scratch, state, padded_features;
   if (features != nullptr) {
@@ -375,7 +399,7 @@ Status Session::Reset(int stream) {
 Status Session::Fork(std::unique_ptr<Session>* out) const {
   out->reset();
   SessionOptions options{batch_, threads_, chunk_, prefill_min_, backend_.c_str(),
-                         weight_packing_};
+                         weight_packing_, max_context_};
   std::unique_ptr<Session> s(new Session(model_, options));
   RECUR_RETURN_IF_ERROR(ThreadPool::Create(threads_, &s->pool_));
   RECUR_RETURN_IF_ERROR(s->Allocate());

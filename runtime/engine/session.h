@@ -29,7 +29,13 @@ struct SessionOptions {
   const char* backend = nullptr;
   // recur_weight_packing: 0 auto (pack when batch >= kPackMinBatch), 1 off, 2 on.
   uint32_t weight_packing = 0;
+  // Positions a stream may hold when a mixer's state grows with the sequence
+  // (a KV cache); 0 = DefaultMaxContext. Ignored by fixed-state models.
+  size_t max_context = 0;
 };
+
+// The model's learned positions when it has them, else 4096.
+size_t DefaultMaxContext(const Model& model);
 
 // Auto packing threshold: from 4 rows up the packed GEMM beats the row
 // tiles (tests/kernels/dense_bench: 4x256->1024 packed 13.8 µs vs 16.4).
@@ -95,8 +101,13 @@ class Session {
   std::string dense_summary() const { return dense_ ? dense_->Summary() : std::string(); }
   size_t batch() const { return batch_; }
   uint64_t position(size_t stream) const { return positions_[stream]; }
-  // Stream b's recurrent state (model().state_floats floats).
+  // Stream b's recurrent state (state_floats() floats), and layer l's part.
   const float* stream_state(size_t b) const { return state_.get() + b * state_stride_; }
+  const float* layer_state(size_t b, size_t l) const { return stream_state(b) + layer_offsets_[l]; }
+  size_t layer_state_floats(size_t l) const { return layer_offsets_[l + 1] - layer_offsets_[l]; }
+  size_t state_floats() const { return layer_offsets_.back(); }
+  // 0 for models whose state does not grow with the sequence.
+  size_t max_context() const { return grows_ ? max_context_ : 0; }
 
  private:
   Session(const Model* model, const SessionOptions& options);
@@ -138,6 +149,9 @@ class Session {
   size_t prefill_min_;
   std::string backend_;                           // SessionOptions::backend
   uint32_t weight_packing_;                       // SessionOptions::weight_packing
+  size_t max_context_;                            // SessionOptions::max_context, resolved
+  bool grows_ = false;                            // some mixer keeps a KV cache
+  std::vector<size_t> layer_offsets_;             // (layers + 1) into a stream's state
   bool causal_ = true;                            // every block has a recurrent form
   size_t state_stride_ = 0;                       // floats per stream, padded to 16
   hwy::AlignedFreeUniquePtr<float[]> state_;      // (batch, state_stride_)

@@ -31,7 +31,7 @@ uint64_t Checksum(const StateHeader& header, const void* payload) {
 }  // namespace
 
 size_t Session::state_blob_size() const {
-  return sizeof(StateHeader) + model_->state_floats * sizeof(float);
+  return sizeof(StateHeader) + state_floats() * sizeof(float);
 }
 
 Status Session::SaveState(int stream, void* buffer, size_t size) const {
@@ -47,7 +47,7 @@ Status Session::SaveState(int stream, void* buffer, size_t size) const {
   h.version = kStateVersion;
   h.header_bytes = sizeof(StateHeader);
   h.model_fingerprint = model_->fingerprint();
-  h.payload_bytes = model_->state_floats * sizeof(float);
+  h.payload_bytes = state_floats() * sizeof(float);
   h.position = positions_[size_t(stream)];
   const float* state = stream_state(size_t(stream));
   h.checksum = Checksum(h, state);
@@ -77,7 +77,7 @@ Status Session::LoadState(int stream, const void* buffer, size_t size) {
                         "%016llx)", static_cast<unsigned long long>(h.model_fingerprint),
                         static_cast<unsigned long long>(model_->fingerprint()));
   }
-  if (h.payload_bytes != model_->state_floats * sizeof(float) ||
+  if (h.payload_bytes != state_floats() * sizeof(float) ||
       size != sizeof(h) + h.payload_bytes) {
     return InvalidState("state blob is %zu bytes, expected %zu", size, state_blob_size());
   }

@@ -30,7 +30,8 @@ class LinearAttention final : public Mixer {
   bool causal() const override { return causal_; }
   size_t state_floats() const override { return heads_ * (c_ * dv_ + c_); }
 
-  size_t scratch_floats(size_t batch, size_t steps, size_t threads) const override {
+  size_t scratch_floats(size_t batch, size_t steps, size_t threads,
+                        size_t /*context*/) const override {
     const size_t rows = batch * steps;
     // φq, φk (H·C), v, o (H·dv), the raw q or k (H·dk)
     const size_t projections = rows * heads_ * (2 * c_ + 2 * dv_ + dk_);

@@ -26,6 +26,11 @@ struct StepContext {
   ThreadPool* pool = nullptr;  // never null; one thread when the session has no workers
   float* scratch = nullptr;
   const DenseRunner* dense = nullptr;  // null: highway for every layer
+  // (batch) positions each stream consumed before this Run; the session has
+  // checked that positions[b] + steps <= max_context for mixers whose state
+  // grows with the sequence.
+  const uint64_t* positions = nullptr;
+  size_t max_context = 0;
 };
 
 class Mixer {
@@ -36,11 +41,16 @@ class Mixer {
   // recurrent form: Run then sees every position of the sequence at once.
   virtual bool causal() const { return true; }
 
-  // Floats of recurrent state per stream (zero-initialised = empty history).
+  // Floats of recurrent state per stream (zero-initialised = empty history):
+  // state_floats() + state_floats_per_position() × the session's max_context
+  // (a KV cache grows with the sequence; fixed-state mixers return 0 here).
   virtual size_t state_floats() const = 0;
+  virtual size_t state_floats_per_position() const { return 0; }
   // Floats of scratch Run needs for `batch` streams × `steps` positions on
-  // a pool of `threads` threads.
-  virtual size_t scratch_floats(size_t batch, size_t steps, size_t threads) const = 0;
+  // a pool of `threads` threads, with up to `context` positions of history
+  // (the session's max_context).
+  virtual size_t scratch_floats(size_t batch, size_t steps, size_t threads,
+                                size_t context) const = 0;
 
   // Appends the mixer's dense layers (addresses stable for the model's
   // lifetime), so that the session can prepare a GEMM backend for each.
@@ -53,7 +63,7 @@ class Mixer {
   //   x: (batch, steps, d_model) input rows; y: (batch, steps, d_model)
   //   mixer output rows. y may alias x: a mixer reads all of x before it
   //   writes y.
-  //   states[b]: stream b's state for this layer (state_floats() floats)
+  //   states[b]: stream b's state for this layer (see state_floats())
   virtual void Run(const float* x, size_t batch, size_t steps, float* const* states,
                    const StepContext& ctx, float* y) const = 0;
 };

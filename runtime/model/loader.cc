@@ -294,8 +294,8 @@ Status BuildBlock(const fb::Block* fbb, uint32_t index, TensorResolver* tensors,
   RECUR_RETURN_IF_ERROR(tensors->GetDense(ffn->linear2(), layer + ".ffn.linear2", m->d_model,
                                           ffn->d_ff(), &block.ffn.linear2));
 
-  m->state_offsets.push_back(m->state_floats);
   m->state_floats += mixer->state_floats();
+  m->state_floats_per_position += mixer->state_floats_per_position();
   block.mixer = mixer.get();
   m->mixers.push_back(std::move(mixer));
   m->blocks.push_back(block);

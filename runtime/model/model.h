@@ -70,8 +70,10 @@ struct Model {
 
   uint32_t output_width = 0;
   uint64_t parameter_count = 0;
-  size_t state_floats = 0;            // per stream, all layers
-  std::vector<size_t> state_offsets;  // per layer, into a stream's state
+  // Recurrent state per stream, all layers: state_floats +
+  // state_floats_per_position × a session's max_context (KV caches).
+  size_t state_floats = 0;
+  size_t state_floats_per_position = 0;
 
   Model();
   ~Model();

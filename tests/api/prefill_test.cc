@@ -28,7 +28,7 @@ struct Fixture {
   ~Fixture() { recur_model_free(model); }
   recur_session* Session(uint32_t batch, uint32_t chunk = 0, uint32_t prefill_min = 0) {
     recur_session_options options{sizeof(options), batch, 1, chunk, nullptr, RECUR_PACKING_AUTO,
-                                  prefill_min};
+                                  prefill_min, 0};
     recur_session* s = nullptr;
     REQUIRE(recur_session_create(model, &options, &s) == RECUR_OK);
     return s;
@@ -72,7 +72,9 @@ void CheckClose(const std::vector<float>& a, const std::vector<float>& b, double
 }  // namespace
 
 TEST_CASE("prefill equals stepping: outputs, state, and the steps after") {
-  for (const char* config : {kTinyTokensConfig, kTinyFeaturesConfig}) {
+  for (const char* config : {kTinyTokensConfig, kTinyFeaturesConfig,
+                             recur::testing::kTinySoftmaxConfig,
+                             recur::testing::kTinySoftmaxFeaturesConfig}) {
     Fixture f(config);
     const size_t batch = 3, steps = 45, w = f.info.output_width;
     const size_t width = f.tokens() ? 1 : f.info.feature_width;
@@ -180,15 +182,20 @@ TEST_CASE("prefill refuses bad input and leaves the session unchanged") {
 
 TEST_CASE("prefill_chunk bounds") {
   Fixture f(kTinyTokensConfig);
-  recur_session_options options{sizeof(options), 1, 1, 5000, nullptr, RECUR_PACKING_AUTO, 0};
+  recur_session_options options{sizeof(options), 1, 1, 5000, nullptr, RECUR_PACKING_AUTO, 0, 0};
   recur_session* s = nullptr;
   CHECK(recur_session_create(f.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(std::string(recur_last_error()).find("prefill_chunk") != std::string::npos);
 }
 
 TEST_CASE("encoders run only whole sequences; encode of a causal model is reset + prefill") {
-  const std::string encoder_config = std::string(kTinyFeaturesConfig).replace(
+  const std::string linear_encoder = std::string(kTinyFeaturesConfig).replace(
       std::string(kTinyFeaturesConfig).find("\"eps\": 1e-6}"), 12, "\"eps\": 1e-6, \"causal\": false}");
+  const std::string softmax_features = recur::testing::kTinySoftmaxFeaturesConfig;
+  const std::string softmax_encoder = std::string(softmax_features).replace(
+      softmax_features.find("\"dv\": 4}"), 8, "\"dv\": 4, \"causal\": false}");
+  for (const std::string& encoder_config : {linear_encoder, softmax_encoder}) {
+  CAPTURE(encoder_config);
   Fixture enc(encoder_config.c_str());
   recur_session* s = enc.Session(2);
   recur_input in = enc.Input(2, 12, 0);
@@ -206,8 +213,10 @@ TEST_CASE("encoders run only whole sequences; encode of a causal model is reset 
                    out2.begin() + 12 * enc.info.output_width));  // stream 1 unchanged
   CHECK(recur_session_encode(s, 12, &in, nullptr) == RECUR_INVALID_ARGUMENT);
   recur_session_free(s);
+  }
 
-  Fixture causal(kTinyTokensConfig);
+  for (const char* config : {kTinyTokensConfig, recur::testing::kTinySoftmaxConfig}) {
+  Fixture causal(config);
   recur_session* a = causal.Session(2);
   recur_session* b = causal.Session(2);
   recur_input warm = causal.Input(2, 5, 3);
@@ -221,4 +230,55 @@ TEST_CASE("encoders run only whole sequences; encode of a causal model is reset 
   CHECK(causal.State(a, 0) == state_before);  // streams untouched
   recur_session_free(a);
   recur_session_free(b);
+  }
+}
+
+TEST_CASE("softmax attention: the KV cache is bounded by max_context, with a clear error") {
+  Fixture f(recur::testing::kTinySoftmaxConfig);
+  CHECK(f.info.state_bytes == 0);
+  CHECK(f.info.state_bytes_per_position == 2 * 2 * (8 + 4) * sizeof(float));  // 2 layers
+  recur_session_options options{};
+  options.struct_size = sizeof(options);
+  options.max_context = 10;
+  recur_session* s = nullptr;
+  REQUIRE(recur_session_create(f.model, &options, &s) == RECUR_OK);
+  size_t blob = 0;
+  REQUIRE(recur_session_state_size(s, &blob) == RECUR_OK);
+  CHECK(blob == 48 + 10 * f.info.state_bytes_per_position);
+  recur_input seven = f.Input(1, 7, 0);
+  std::vector<float> out(7 * f.info.output_width);
+  REQUIRE(recur_session_prefill(s, 7, &seven, out.data()) == RECUR_OK);
+  recur_input four = f.Input(1, 4, 1);
+  CHECK(recur_session_prefill(s, 4, &four, out.data()) == RECUR_OUT_OF_RANGE);
+  CHECK(std::string(recur_last_error()) ==
+        "stream 0 is at position 7; 4 more steps pass the session's max_context of 10 positions "
+        "(the KV cache is full); reset the stream or create the session with a larger "
+        "max_context");
+  recur_input three = f.Input(1, 3, 1);
+  CHECK(recur_session_prefill(s, 3, &three, out.data()) == RECUR_OK);  // exactly full
+  recur_input one = f.Input(1, 1, 2);
+  CHECK(recur_session_step(s, &one, out.data()) == RECUR_OUT_OF_RANGE);
+  REQUIRE(recur_session_reset(s, -1) == RECUR_OK);
+  CHECK(recur_session_step(s, &one, out.data()) == RECUR_OK);
+  recur_session_free(s);
+
+  // A state saved under one max_context does not load into another.
+  options.max_context = 12;
+  recur_session* a = nullptr;
+  recur_session* b = nullptr;
+  REQUIRE(recur_session_create(f.model, &options, &a) == RECUR_OK);
+  options.max_context = 20;
+  REQUIRE(recur_session_create(f.model, &options, &b) == RECUR_OK);
+  size_t size_a = 0;
+  REQUIRE(recur_session_state_size(a, &size_a) == RECUR_OK);
+  std::vector<unsigned char> saved(size_a);
+  REQUIRE(recur_session_state_save(a, 0, saved.data(), saved.size()) == RECUR_OK);
+  CHECK(recur_session_state_load(b, 0, saved.data(), saved.size()) == RECUR_INVALID_STATE);
+  recur_session_free(a);
+  recur_session_free(b);
+
+  options.max_context = (1u << 24) + 1;
+  CHECK(recur_session_create(f.model, &options, &s) == RECUR_INVALID_ARGUMENT);
+  CHECK(std::string(recur_last_error()).find("max_context must be at most 16777216") !=
+        std::string::npos);
 }

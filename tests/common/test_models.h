@@ -35,6 +35,24 @@ inline const char* kTinyFeaturesConfig = R"({
             "feature_map": "elu_plus_one", "eps": 1e-6},
   "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
 
+// Softmax attention (KV cache), pre-norm tokens with 64 learned positions (so
+// the default max_context is 64), 2 blocks.
+inline const char* kTinySoftmaxConfig = R"({
+  "layout": "recur", "d_model": 16, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
+  "max_positions": 64,
+  "mixer": {"type": "softmax_attention", "heads": 2, "dk": 8, "dv": 4},
+  "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
+  "head": {"out": 11, "activation": "softmax"}})";
+
+// Softmax attention over features, post-norm, no learned positions.
+inline const char* kTinySoftmaxFeaturesConfig = R"({
+  "layout": "recur", "d_model": 12, "n_layers": 1, "norm_placement": "post",
+  "layer_norm_eps": 1e-5, "input": {"kind": "features", "feature_width": 5, "projection": true},
+  "max_positions": 0,
+  "mixer": {"type": "softmax_attention", "heads": 3, "dk": 4, "dv": 4},
+  "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
+
 // Every tensor the config needs under its `layout` name, N(0, 0.3²) values
 // (norm weights around 1).
 converter::TensorMap RandomTensors(const converter::ModelDescription& desc, unsigned seed,

@@ -220,7 +220,8 @@ TEST_CASE("config: recur layout, invalid values") {
   CHECK(with("/ffn/activation", "tanh") ==
         "config.json: \"ffn.activation\" must be one of \"relu\", \"gelu\" (got \"tanh\")");
   CHECK(with("/mixer/type", "softmax") ==
-        "config.json: \"mixer.type\" must be one of \"linear_attention\" (got \"softmax\")");
+        "config.json: \"mixer.type\" must be one of \"linear_attention\", \"softmax_attention\" "
+        "(got \"softmax\")");
   CHECK(with("/mixer/feature_map", "sigmoid") ==
         "config.json: \"mixer.feature_map\" must be one of \"elu_plus_one\", \"relu\", "
         "\"poly2\", \"favor\" (got \"sigmoid\")");
@@ -339,6 +340,31 @@ TEST_CASE("config: linear-attention feature maps (recur layout)") {
         "config.json: \"mixer.n_features\" applies only to feature_map \"favor\"");
   CHECK(ErrorOf(mixer_with({{"feature_map", "poly2"}, {"softmax_temp", 0.1}})) ==
         "config.json: \"mixer.softmax_temp\" applies only to feature_map \"favor\"");
+}
+
+TEST_CASE("config: softmax attention (recur layout)") {
+  json j = TokensJson();
+  j["mixer"] = {{"type", "softmax_attention"}, {"heads", 2}, {"dk", 8}, {"dv", 4}};
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->desc.blocks[0].mixer == MixerType::kSoftmaxAttention);
+  CHECK(r->desc.blocks[0].linear_attention.causal);
+  size_t mixer_tensors = 0;
+  for (const auto& t : ExpectedTensors(r->desc)) {
+    if (t.name.rfind("blocks.0.mixer.", 0) == 0) ++mixer_tensors;
+    if (t.name == "blocks.0.mixer.value.weight") CHECK(t.shape == std::vector<int64_t>{8, 16});
+  }
+  CHECK(mixer_tensors == 8);  // query, key, value, out: weight and bias
+  j["mixer"]["causal"] = false;
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->desc.blocks[0].linear_attention.causal);
+  j["mixer"]["eps"] = 1e-6;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.eps\" does not apply to softmax_attention (its keys: "
+                      "type, heads, dk, dv, causal)");
+  j["mixer"].erase("eps");
+  j["mixer"].erase("dv");
+  CHECK(ErrorOf(j) == "config.json: missing key \"mixer.dv\"");
 }
 
 TEST_CASE("config: fast-transformers Favor feature map") {

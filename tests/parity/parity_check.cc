@@ -117,7 +117,9 @@ int main(int argc, char** argv) {
   }
 
   std::unique_ptr<recur::Session> session;
-  const recur::SessionOptions options{batch, 1, chunk, 0, backend.c_str()};
+  // A KV cache holds exactly the golden's positions, so that its layout
+  // (K (H, steps, dk), V (H, steps, dv)) is the golden's state records.
+  const recur::SessionOptions options{batch, 1, chunk, 0, backend.c_str(), 0, steps};
   s = recur::Session::Create(model.get(), options, &session);
   if (!s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
@@ -262,7 +264,7 @@ int main(int argc, char** argv) {
       auto v = g[prefix + "z"].AsDouble();
       want.insert(want.end(), v.begin(), v.end());
     }
-    const size_t n = m.blocks[l].mixer->state_floats();
+    const size_t n = session->layer_state_floats(l);
     if (want.size() != n) {
       std::printf("  state.%zu: runtime has %zu floats, golden %zu FAIL\n", l, n, want.size());
       ok = false;
@@ -270,7 +272,7 @@ int main(int argc, char** argv) {
     }
     Diff d;
     for (size_t b = 0; b < batch; ++b) {
-      const float* st = session->stream_state(b) + m.state_offsets[l];
+      const float* st = session->layer_state(b, l);
       for (size_t i = 0; i < n; ++i) d.Add(st[i], want[i]);
     }
     report("state." + std::to_string(l), d, /*scale_abs=*/true);

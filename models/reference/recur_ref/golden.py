@@ -11,10 +11,13 @@ Records, in this order:
   input         i32 (N,) token ids, or f32 (N, F) frames
   output        f64 (N, out_width)
   layer.{i}     f64 (N, d_model)   residual stream after block i (before final norm/head)
-  state.{i}.S   f64 (H, C, dv)     after all N positions (causal models only:
-  state.{i}.z   f64 (H, C)         an encoder keeps no state between utterances);
-                                   C = the feature width (dk for elu_plus_one and
-                                   relu, dk² for poly2, m or 2·(m//2) for favor)
+  state.{i}.S   f64 (H, C, dv)     linear_attention: after all N positions (causal
+  state.{i}.z   f64 (H, C)         models only: an encoder keeps no state between
+                                   utterances); C = the feature width (dk for
+                                   elu_plus_one and relu, dk² for poly2, m or
+                                   2·(m//2) for favor)
+  state.{i}.K   f64 (H, N, dk)     softmax_attention (causal only): the KV cache of
+  state.{i}.V   f64 (H, N, dv)     all N positions, keys then values
 """
 
 import copy
@@ -115,6 +118,6 @@ def compute(model: RecurModel, inputs: Tensor, info: dict) -> List[Tuple[str, Te
     records = [("meta", torch.frombuffer(bytearray(text), dtype=torch.uint8)), ("input", inputs), ("output", out)]
     records += [(f"layer.{i}", h) for i, h in enumerate(layers)]
     if model.causal:
-        for i, (S, z) in enumerate(zip(state.S, state.z)):
-            records += [(f"state.{i}.S", S), (f"state.{i}.z", z)]
+        for i, layer_state in enumerate(state.layers):  # S, z (linear) or K, V (softmax)
+            records += [(f"state.{i}.{name}", t) for name, t in layer_state.items()]
     return records

@@ -1,15 +1,16 @@
-"""The reference model: a causal linear-attention transformer, run either over a
-whole sequence at once (parallel form) or one position at a time (RNN form).
+"""The reference model: a causal linear-attention (or softmax-attention baseline)
+transformer, run either over a whole sequence at once (parallel form) or one
+position at a time (RNN form).
 
-Math: /work/shared/docs/attention-math.md §1 (the block) and §3 (linear
-attention). Config keys and tensor names: models/configs/README.md; the module
-attribute names below are chosen so that `state_dict()` yields exactly those
-tensor names.
+Math: /work/shared/docs/attention-math.md §1 (the block), §2 (softmax
+attention, the KV-cache baseline) and §3 (linear attention). Config keys and
+tensor names: models/configs/README.md; the module attribute names below are
+chosen so that `state_dict()` yields exactly those tensor names.
 """
 
 import math
 from functools import partial
-from typing import List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +29,8 @@ _REQUIRED_KEYS = {"layout", "d_model", "n_layers", "norm_placement", "layer_norm
 _OPTIONAL_KEYS = {"notes", "input_description", "output_description"}
 # Mixer keys valid only with feature_map "favor" (mixers.validate_mixer checks them).
 _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp"}
+# The mixer types a recur config may name (every block uses the same mixer config).
+MIXER_TYPES = ("linear_attention", "softmax_attention")
 
 
 def validate(config: dict) -> None:
@@ -71,19 +74,29 @@ def validate(config: dict) -> None:
              "input.feature_width must equal d_model when projection is false")
 
     mixer = config["mixer"]
-    need(isinstance(mixer, dict) and {"type", "heads", "dk", "dv", "feature_map", "eps"} <= set(mixer)
-         <= {"type", "heads", "dk", "dv", "feature_map", "eps", "causal"} | _FAVOR_KEYS,
-         "mixer must have the keys type, heads, dk, dv, feature_map, eps and optionally causal "
-         f"(and, with feature_map 'favor', {sorted(_FAVOR_KEYS)})")
-    need(isinstance(mixer.get("causal", True), bool), "mixer.causal must be true or false")
-    need(mixer["type"] == "linear_attention", "mixer.type must be 'linear_attention'")
-    need(all(positive_int(mixer[k]) for k in ("heads", "dk", "dv")), "mixer.heads/dk/dv must be positive integers")
-    need(mixer["feature_map"] in mixers.FEATURE_MAPS, f"mixer.feature_map must be one of {list(mixers.FEATURE_MAPS)}")
-    need(positive_number(mixer["eps"]), "mixer.eps must be > 0")
-    try:  # the feature-map rules (favor keys, n_features, favor_layout, softmax_temp): mixers.py
-        mixers.validate_mixer(mixer, config["d_model"])
-    except ValueError as e:
-        raise ValueError(f"recur config: {e}") from None
+    need(isinstance(mixer, dict) and mixer.get("type") in MIXER_TYPES,
+         f"mixer.type must be one of {list(MIXER_TYPES)}")
+    if mixer["type"] == "softmax_attention":
+        # Keys type, heads, dk, dv and optionally causal (no eps, no feature_map): mixers.py's
+        # rules, whose messages name the offending key.
+        try:
+            mixers.validate_mixer(mixer, config["d_model"])
+        except ValueError as e:
+            raise ValueError(f"recur config: {e}") from None
+    else:
+        need({"type", "heads", "dk", "dv", "feature_map", "eps"} <= set(mixer)
+             <= {"type", "heads", "dk", "dv", "feature_map", "eps", "causal"} | _FAVOR_KEYS,
+             "mixer must have the keys type, heads, dk, dv, feature_map, eps and optionally causal "
+             f"(and, with feature_map 'favor', {sorted(_FAVOR_KEYS)})")
+        need(isinstance(mixer.get("causal", True), bool), "mixer.causal must be true or false")
+        need(all(positive_int(mixer[k]) for k in ("heads", "dk", "dv")), "mixer.heads/dk/dv must be positive integers")
+        need(mixer["feature_map"] in mixers.FEATURE_MAPS,
+             f"mixer.feature_map must be one of {list(mixers.FEATURE_MAPS)}")
+        need(positive_number(mixer["eps"]), "mixer.eps must be > 0")
+        try:  # the feature-map rules (favor keys, n_features, favor_layout, softmax_temp): mixers.py
+            mixers.validate_mixer(mixer, config["d_model"])
+        except ValueError as e:
+            raise ValueError(f"recur config: {e}") from None
 
     ffn = config["ffn"]
     exact_keys(ffn, {"d_ff", "activation"}, "ffn")
@@ -99,10 +112,26 @@ def validate(config: dict) -> None:
 
 
 class State(NamedTuple):
-    """The recurrent state after `pos` positions (attention-math.md §3)."""
-    pos: int          # positions consumed so far = index of the next position
-    S: List[Tensor]   # per layer (H, C, dv): Σ_j φ(k_j) v_jᵀ  (C = feature_dim(mixer config))
-    z: List[Tensor]   # per layer (H, C):     Σ_j φ(k_j)
+    """The recurrent state after `pos` positions: one dict of tensors per layer.
+
+    linear_attention (attention-math.md §3), fixed size:
+      "S" (H, C, dv): Σ_j φ(k_j) v_jᵀ   (C = feature_dim(mixer config))
+      "z" (H, C):     Σ_j φ(k_j)
+    softmax_attention (§2), the KV cache, grows by one row per position:
+      "K" (H, pos, dk): the keys of every position so far
+      "V" (H, pos, dv): their values
+    Golden records "state.{i}.{name}" follow each dict's order (S, z / K, V).
+    """
+    pos: int                        # positions consumed so far = index of the next position
+    layers: List[Dict[str, Tensor]]
+
+    @property
+    def S(self) -> List[Tensor]:    # linear_attention layers only
+        return [layer["S"] for layer in self.layers]
+
+    @property
+    def z(self) -> List[Tensor]:
+        return [layer["z"] for layer in self.layers]
 
 
 def elu_plus_one(x: Tensor) -> Tensor:
@@ -234,6 +263,92 @@ class LinearAttention(nn.Module):
         return self.out(o.reshape(len(x), -1)), S, z
 
 
+class SoftmaxAttention(nn.Module):
+    """Softmax attention, the KV-cache baseline (attention-math.md §2), per head:
+
+        o_i = Σ_j p_ij v_j,  p_ij = softmax_j(q_i·k_j / √dk),  j ≤ i (causal) or all j,
+
+    out(concat heads). The same math as recur_ref/mixers.py's SoftmaxAttention
+    (batched, fixed max_context) and the same tensor names as LinearAttention;
+    computed in the weights' dtype. The state is the KV cache {"K" (H, P, dk),
+    "V" (H, P, dv)} of the P positions so far: unbounded here (the runtime
+    bounds it by a max_context chosen at session creation).
+    """
+
+    def __init__(self, d_model: int, heads: int, dk: int, dv: int, causal: bool = True):
+        super().__init__()
+        self.heads, self.dk, self.dv, self.causal = heads, dk, dv, causal
+        self.query = nn.Linear(d_model, heads * dk)
+        self.key = nn.Linear(d_model, heads * dk)
+        self.value = nn.Linear(d_model, heads * dv)
+        self.out = nn.Linear(heads * dv, d_model)
+
+    @classmethod
+    def from_config(cls, d_model: int, mixer: dict) -> "SoftmaxAttention":
+        """The mixer of a recur config's "mixer" section (type softmax_attention)."""
+        return cls(d_model, mixer["heads"], mixer["dk"], mixer["dv"], mixer.get("causal", True))
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """The state before the first position: an empty KV cache."""
+        return {"K": torch.zeros(self.heads, 0, self.dk, dtype=dtype),
+                "V": torch.zeros(self.heads, 0, self.dv, dtype=dtype)}
+
+    def _qkv(self, x: Tensor):
+        """x (N, d_model) → q, k (H, N, dk), v (H, N, dv)."""
+        n = len(x)
+        q = self.query(x).view(n, self.heads, self.dk).transpose(0, 1)
+        k = self.key(x).view(n, self.heads, self.dk).transpose(0, 1)
+        v = self.value(x).view(n, self.heads, self.dv).transpose(0, 1)
+        return q, k, v
+
+    def _attend(self, q: Tensor, K: Tensor, V: Tensor, first: Optional[int]) -> Tensor:
+        """q (H, T, dk) over keys K (H, P, dk) and values V (H, P, dv) → (H, T, dv).
+        first: the position of q's first row, masking keys j > first + t (causal);
+        None: no mask (every key is seen)."""
+        s = q @ K.transpose(-1, -2) / math.sqrt(self.dk)                 # (H, T, P)
+        if first is not None:
+            i = torch.arange(q.shape[1])[:, None] + first
+            j = torch.arange(K.shape[1])[None, :]
+            s = s.masked_fill(j > i, float("-inf"))
+        return torch.softmax(s, -1) @ V
+
+    def _output(self, o: Tensor) -> Tensor:
+        """(H, N, dv) → out(concat heads) (N, d_model)."""
+        return self.out(o.transpose(0, 1).reshape(o.shape[1], -1))
+
+    def parallel(self, x: Tensor, state: Dict[str, Tensor], chunk: int):
+        """Chunked parallel form: x (N, d_model) after the state's P positions.
+        Chunk c (rows c..c+T−1) attends to the P + c + T keys up to its last
+        position, causally masked; chunk ≥ N is the plain masked softmax(QKᵀ)V.
+        Returns (out (N, d_model), state with x's keys and values appended)."""
+        q, k, v = self._qkv(x)
+        P = state["K"].shape[1]
+        K, V = torch.cat([state["K"], k], 1), torch.cat([state["V"], v], 1)
+        outs = []
+        for c in range(0, len(x), chunk):
+            end = P + min(c + chunk, len(x))
+            outs.append(self._attend(q[:, c:c + chunk], K[:, :end], V[:, :end], P + c))
+        return self._output(torch.cat(outs, 1)), {"K": K, "V": V}
+
+    def recurrent(self, x: Tensor, state: Dict[str, Tensor]):
+        """RNN form: per position, append k_i, v_i to the cache, then attend over
+        all of it (no mask needed). Same arguments and result as `parallel`."""
+        q, k, v = self._qkv(x)
+        K, V = state["K"], state["V"]
+        outs = []
+        for i in range(len(x)):
+            K, V = torch.cat([K, k[:, i:i + 1]], 1), torch.cat([V, v[:, i:i + 1]], 1)
+            outs.append(self._attend(q[:, i:i + 1], K, V, None))   # (H, 1, dv)
+        return self._output(torch.cat(outs, 1)), {"K": K, "V": V}
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor]):
+        """Non-causal (encoder) form: every position attends to the state's keys
+        (none for a whole utterance) and all of x's. Same result shape as `parallel`."""
+        q, k, v = self._qkv(x)
+        K, V = torch.cat([state["K"], k], 1), torch.cat([state["V"], v], 1)
+        return self._output(self._attend(q, K, V, None)), {"K": K, "V": V}
+
+
 class FeedForward(nn.Module):
     """FFN(x) = linear2(act(linear1(x))); gelu is the exact erf form."""
 
@@ -255,27 +370,36 @@ class Block(nn.Module):
         d, eps, m = config["d_model"], config["layer_norm_eps"], config["mixer"]
         self.pre_norm = config["norm_placement"] == "pre"
         self.norm1 = nn.LayerNorm(d, eps=eps)
-        self.mixer = LinearAttention.from_config(d, m)
+        mixer_class = SoftmaxAttention if m["type"] == "softmax_attention" else LinearAttention
+        self.mixer = mixer_class.from_config(d, m)
         self.norm2 = nn.LayerNorm(d, eps=eps)
         self.ffn = FeedForward(d, config["ffn"]["d_ff"], config["ffn"]["activation"])
 
-    def forward(self, x: Tensor, S: Tensor, z: Tensor, chunk: Optional[int]):
-        """x (N, d_model) → (N, d_model), S, z. chunk None: the RNN form."""
-        if not self.mixer.causal:
-            mix = self.mixer.noncausal
+    def _mix(self, h: Tensor, state: Dict[str, Tensor], chunk: Optional[int]):
+        """The mixer's form for `chunk` (None: the RNN form) on h → (out, new layer state)."""
+        m = self.mixer
+        if not m.causal:
+            form = m.noncausal
         elif chunk is None:
-            mix = self.mixer.recurrent
+            form = m.recurrent
         else:
-            mix = partial(self.mixer.parallel, chunk=chunk)
+            form = partial(m.parallel, chunk=chunk)
+        if isinstance(m, LinearAttention):
+            a, S, z = form(h, state["S"], state["z"])
+            return a, {"S": S, "z": z}
+        return form(h, state)
+
+    def forward(self, x: Tensor, state: Dict[str, Tensor], chunk: Optional[int]):
+        """x (N, d_model) → (N, d_model), the layer's state after x. chunk None: the RNN form."""
         if self.pre_norm:    # x = x + Mixer(norm1(x)); x = x + FFN(norm2(x))
-            a, S, z = mix(self.norm1(x), S, z)
+            a, state = self._mix(self.norm1(x), state, chunk)
             x = x + a
             x = x + self.ffn(self.norm2(x))
         else:                # x = norm1(x + Mixer(x)); x = norm2(x + FFN(x))
-            a, S, z = mix(x, S, z)
+            a, state = self._mix(x, state, chunk)
             x = self.norm1(x + a)
             x = self.norm2(x + self.ffn(x))
-        return x, S, z
+        return x, state
 
 
 class InputAdapter(nn.Module):
@@ -342,12 +466,14 @@ class RecurModel(nn.Module):
         return self.blocks[0].norm1.weight.dtype
 
     def init_state(self) -> State:
-        """The state before the first position: zeros (attention-math.md §3)."""
+        """The state before the first position (attention-math.md §2, §3): zero S and z
+        per linear-attention layer, an empty KV cache per softmax-attention layer."""
         m, n = self.config["mixer"], self.config["n_layers"]
+        if m["type"] == "softmax_attention":
+            return State(pos=0, layers=[block.mixer.empty_state(self.dtype) for block in self.blocks])
         c = feature_dim(m)
-        return State(pos=0,
-                     S=[torch.zeros(m["heads"], c, m["dv"], dtype=self.dtype) for _ in range(n)],
-                     z=[torch.zeros(m["heads"], c, dtype=self.dtype) for _ in range(n)])
+        return State(pos=0, layers=[{"S": torch.zeros(m["heads"], c, m["dv"], dtype=self.dtype),
+                                     "z": torch.zeros(m["heads"], c, dtype=self.dtype)} for _ in range(n)])
 
     def _run(self, x: Tensor, state: State, chunk: Optional[int]):
         """Positions x starting from `state`. Returns (output (N, out_width),
@@ -357,12 +483,11 @@ class RecurModel(nn.Module):
         if x.is_floating_point():
             x = x.to(self.dtype)
         h = self.input(x, state.pos)
-        layers, S, z = [], [], []
-        for block, S_l, z_l in zip(self.blocks, state.S, state.z):
-            h, S_l, z_l = block(h, S_l, z_l, chunk)
+        layers, states = [], []
+        for block, layer_state in zip(self.blocks, state.layers):
+            h, layer_state = block(h, layer_state, chunk)
             layers.append(h)
-            S.append(S_l)
-            z.append(z_l)
+            states.append(layer_state)
         if self.final_norm is not None:
             h = self.final_norm(h)
         if self.head is not None:
@@ -371,7 +496,7 @@ class RecurModel(nn.Module):
                 h = torch.softmax(h, dim=-1)
             elif self.head_activation == "log_softmax":
                 h = torch.log_softmax(h, dim=-1)
-        return h, layers, State(state.pos + len(x), S, z)
+        return h, layers, State(state.pos + len(x), states)
 
     def forward(self, x: Tensor, state: Optional[State] = None, return_layers: bool = False,
                 chunk: int = CHUNK):

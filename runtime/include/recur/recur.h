@@ -112,10 +112,14 @@ typedef struct recur_model_info {
   uint32_t output_width;       /* floats per stream per step */
   uint32_t max_positions;      /* learned positions: steps per stream; 0 = unbounded */
   uint64_t parameter_count;
-  size_t state_bytes;          /* recurrent state per stream, in bytes */
+  size_t state_bytes;          /* recurrent state per stream, in bytes, besides the part that
+                                  grows with the sequence (state_bytes_per_position) */
   recur_output_kind output_kind;
   uint64_t step_weight_bytes;  /* dense-layer weight bytes one step streams */
   uint64_t step_flops;         /* dense-layer FLOPs of one step of one stream */
+  size_t state_bytes_per_position; /* KV-cache bytes per position per stream (softmax
+                                      attention); 0 when the state is fixed. A session
+                                      holds state_bytes + this × its max_context. */
 } recur_model_info;
 
 /* Fills *info. Set info->struct_size first. */
@@ -157,6 +161,12 @@ typedef struct recur_session_options {
   uint32_t prefill_min;    /* recur_session_prefill of fewer positions than this runs them as
                               steps (cheaper than a chunk of a few rows); 0 = default (see
                               README "prefill threshold"); 1 = always the chunked form. */
+  uint32_t max_context;    /* models whose state grows with the sequence (softmax attention's
+                              KV cache, state_bytes_per_position > 0): positions a stream may
+                              hold; stepping past it is RECUR_OUT_OF_RANGE until the stream is
+                              reset. 0 = the model's max_positions if it has learned
+                              positions, else 4096. Memory: batch × max_context ×
+                              state_bytes_per_position. Ignored by fixed-state models. */
 } recur_session_options;
 
 /* Creates a session over `options->batch` streams, all in the initial state.

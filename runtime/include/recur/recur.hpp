@@ -123,7 +123,7 @@ class Session {
                                 uint32_t prefill_chunk = 0,
                                 recur_weight_packing packing = RECUR_PACKING_AUTO) {
     recur_session_options options{sizeof(recur_session_options), batch, threads, prefill_chunk,
-                                  nullptr, packing, 0};
+                                  nullptr, packing, 0, 0};
     Session s;
     recur_status st = recur_session_create(model.get(), &options, &s.session_);
     if (st != RECUR_OK) return Status(st);

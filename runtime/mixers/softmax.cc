@@ -1,0 +1,183 @@
+// Softmax attention (attention-math.md §2), the baseline: causal with a KV
+// cache (the state grows with the sequence, bounded by the session's
+// max_context) and the non-causal encoder form.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "engine/dense_op.h"
+#include "kernels/dense/dense.h"
+#include "kernels/elementwise/elementwise.h"
+#include "mixers/mixer.h"
+
+namespace recur {
+namespace {
+
+constexpr uint32_t kMaxWidth = 1u << 20;
+
+class SoftmaxAttention final : public Mixer {
+ public:
+  bool causal() const override { return causal_; }
+  // Per stream: K (H, max_context, dk) then V (H, max_context, dv); the
+  // session's position count says how much of it is filled.
+  size_t state_floats() const override { return 0; }
+  size_t state_floats_per_position() const override {
+    return causal_ ? heads_ * (dk_ + dv_) : 0;
+  }
+
+  size_t scratch_floats(size_t batch, size_t steps, size_t threads,
+                        size_t context) const override {
+    const size_t rows = batch * steps;
+    const size_t projections = rows * heads_ * (2 * dk_ + 2 * dv_);  // q, k, v, o
+    return projections + threads * WorkerScratchFloats(steps, context);
+  }
+
+  void CollectDense(std::vector<const DenseView*>* out) const override {
+    for (const DenseView* d : {&query_, &key_, &value_, &out_}) out->push_back(d);
+  }
+
+  void Run(const float* x, size_t batch, size_t steps, float* const* states,
+           const StepContext& ctx, float* y) const override {
+    const size_t rows = batch * steps;
+    const size_t qk = heads_ * dk_, vw = heads_ * dv_;
+    float* q = ctx.scratch;       // (rows, H·dk)
+    float* k = q + rows * qk;     // (rows, H·dk)
+    float* v = k + rows * qk;     // (rows, H·dv)
+    float* o = v + rows * vw;     // (rows, H·dv)
+    RunDense(query_, x, rows, q, false, ctx.pool, ctx.dense);
+    RunDense(key_, x, rows, k, false, ctx.pool, ctx.dense);
+    RunDense(value_, x, rows, v, false, ctx.pool, ctx.dense);
+    Task task{this,  q,     k,     v, o, states, ctx.positions, ctx.max_context, steps,
+              batch * heads_, ctx.pool->threads(), o + rows * vw,
+              WorkerScratchFloats(steps, ctx.max_context)};
+    ctx.pool->ParallelFor(task.workers, &Task::Run, &task);
+    RunDense(out_, o, rows, y, false, ctx.pool, ctx.dense);
+  }
+
+  static Status Create(const fb::SoftmaxAttention* t, const std::string& layer, uint32_t d_model,
+                       TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
+    if (t->heads() == 0 || t->dk() == 0 || t->dv() == 0) {
+      return InvalidModel("%s: softmax attention needs heads, dk, dv > 0 (got %u, %u, %u)",
+                          layer.c_str(), t->heads(), t->dk(), t->dv());
+    }
+    if (uint64_t{t->heads()} * t->dk() > kMaxWidth || uint64_t{t->heads()} * t->dv() > kMaxWidth) {
+      return InvalidModel("%s: heads x dk and heads x dv must be <= %u", layer.c_str(), kMaxWidth);
+    }
+    auto m = std::make_unique<SoftmaxAttention>();
+    m->heads_ = t->heads();
+    m->dk_ = t->dk();
+    m->dv_ = t->dv();
+    m->causal_ = t->causal();
+    m->scale_ = 1.0f / std::sqrt(static_cast<float>(t->dk()));
+    const uint32_t qk = t->heads() * t->dk();
+    const uint32_t vw = t->heads() * t->dv();
+    const std::string prefix = layer + ".mixer.";
+    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->query(), prefix + "query", qk, d_model, &m->query_));
+    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->key(), prefix + "key", qk, d_model, &m->key_));
+    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->value(), prefix + "value", vw, d_model, &m->value_));
+    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->out(), prefix + "out", d_model, vw, &m->out_));
+    *out = std::move(m);
+    return Status::Ok();
+  }
+
+ private:
+  // Queries per block of scores: bounds the scratch at kQueryBlock × keys.
+  static constexpr size_t kQueryBlock = 64;
+
+  // Per worker: scores (kQueryBlock, the most keys a query sees); the
+  // encoder's contiguous K, V copies.
+  size_t WorkerScratchFloats(size_t steps, size_t context) const {
+    return causal_ ? kQueryBlock * context : kQueryBlock * steps + steps * (dk_ + dv_);
+  }
+
+  // o_t = softmax(q_t·Kᵀ/√dk over the keys it sees) V for T queries; query t
+  // sees keys [0, first + t] (causal) or all n (first = SIZE_MAX).
+  //   q: (T, dk) rows with stride q_stride; K (n, dk), V (n, dv) contiguous;
+  //   o: (T, dv) rows with stride o_stride; scores: kQueryBlock × n floats.
+  void Attend(const float* q, size_t q_stride, size_t t_n, const float* keys, const float* values,
+              size_t n, size_t first, float* o, size_t o_stride, float* scores) const {
+    for (size_t t0 = 0; t0 < t_n; t0 += kQueryBlock) {
+      const size_t tb = std::min(kQueryBlock, t_n - t0);
+      // The keys any query of this block sees.
+      const size_t seen = first == SIZE_MAX ? n : std::min(n, first + t0 + tb);
+      kernels::Dense(q + t0 * q_stride, q_stride, tb, keys, nullptr, dk_, seen, scores, seen,
+                     false);
+      for (size_t t = 0; t < tb; ++t) {
+        float* s = scores + t * seen;
+        const size_t len = first == SIZE_MAX ? seen : first + t0 + t + 1;
+        kernels::Scale(s, scale_, s, len);
+        kernels::Softmax(s, s, len);
+        float* out = o + (t0 + t) * o_stride;
+        std::fill(out, out + dv_, 0.0f);
+        for (size_t j = 0; j < len; ++j) {
+          const float p = s[j];
+          const float* vj = values + j * dv_;
+          for (size_t m = 0; m < dv_; ++m) out[m] += p * vj[m];
+        }
+      }
+    }
+  }
+
+  struct Task {
+    const SoftmaxAttention* self;
+    const float *q, *k, *v;
+    float* o;
+    float* const* states;
+    const uint64_t* positions;
+    size_t max_context, steps, pairs, workers;
+    float* scratch;
+    size_t per_worker;
+
+    static void Run(void* context, size_t worker) {
+      const auto* t = static_cast<const Task*>(context);
+      const SoftmaxAttention& m = *t->self;
+      const size_t qk = m.heads_ * m.dk_, vw = m.heads_ * m.dv_;
+      float* scratch = t->scratch + worker * t->per_worker;
+      for (size_t pair = worker; pair < t->pairs; pair += t->workers) {
+        const size_t b = pair / m.heads_, h = pair % m.heads_;
+        const size_t row0 = b * t->steps;
+        const float* q = t->q + row0 * qk + h * m.dk_;
+        const float* k = t->k + row0 * qk + h * m.dk_;
+        const float* v = t->v + row0 * vw + h * m.dv_;
+        float* o = t->o + row0 * vw + h * m.dv_;
+        if (!m.causal_) {
+          // K, V of the whole sequence, contiguous per head.
+          float* keys = scratch + kQueryBlock * t->steps;
+          float* values = keys + t->steps * m.dk_;
+          for (size_t j = 0; j < t->steps; ++j) {
+            std::memcpy(keys + j * m.dk_, k + j * qk, m.dk_ * sizeof(float));
+            std::memcpy(values + j * m.dv_, v + j * vw, m.dv_ * sizeof(float));
+          }
+          m.Attend(q, qk, t->steps, keys, values, t->steps, SIZE_MAX, o, vw, scratch);
+          continue;
+        }
+        // Append this call's keys and values to the cache, then attend.
+        const size_t p0 = t->positions[b];
+        float* keys = t->states[b] + h * t->max_context * m.dk_;
+        float* values = t->states[b] + m.heads_ * t->max_context * m.dk_ +
+                        h * t->max_context * m.dv_;
+        for (size_t j = 0; j < t->steps; ++j) {
+          std::memcpy(keys + (p0 + j) * m.dk_, k + j * qk, m.dk_ * sizeof(float));
+          std::memcpy(values + (p0 + j) * m.dv_, v + j * vw, m.dv_ * sizeof(float));
+        }
+        m.Attend(q, qk, t->steps, keys, values, p0 + t->steps, p0, o, vw, scratch);
+      }
+    }
+  };
+
+  size_t heads_ = 0, dk_ = 0, dv_ = 0;
+  bool causal_ = true;
+  float scale_ = 1.0f;
+  DenseView query_, key_, value_, out_;
+};
+
+}  // namespace
+
+Status CreateSoftmaxAttention(const void* table, const std::string& layer, uint32_t d_model,
+                              TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
+  return SoftmaxAttention::Create(static_cast<const fb::SoftmaxAttention*>(table), layer,
+                                  d_model, tensors, out);
+}
+
+}  // namespace recur
