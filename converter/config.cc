@@ -171,21 +171,64 @@ Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescr
 
   const json* mixer = nullptr;
   RECUR_RETURN_IF_ERROR(r.Object(root, "mixer", "", &mixer));
-  static const char* const kMixers[] = {"linear_attention", "softmax_attention"};
+  static const char* const kMixers[] = {"linear_attention", "softmax_attention",
+                                        "sliding_window", "aft_simple"};
+  static const MixerType kMixerTypes[] = {MixerType::kLinearAttention,
+                                          MixerType::kSoftmaxAttention, MixerType::kSlidingWindow,
+                                          MixerType::kAftSimple};
   std::size_t mixer_type = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(*mixer, "type", "mixer", kMixers, &mixer_type));
   BlockDescription block;
-  block.mixer = mixer_type == 0 ? MixerType::kLinearAttention : MixerType::kSoftmaxAttention;
+  block.mixer = kMixerTypes[mixer_type];
   LinearAttentionDescription& la = block.linear_attention;
   RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "heads", "mixer", 1, &la.heads));
   RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "dk", "mixer", 1, &la.dk));
-  RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "dv", "mixer", 1, &la.dv));
-  if (block.mixer == MixerType::kSoftmaxAttention) {
-    // softmax(q·kᵀ/√dk): no feature map, no eps.
+  if (block.mixer == MixerType::kAftSimple) {
+    la.dv = la.dk;  // query, key and value are all D = heads·dk wide
+  } else {
+    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "dv", "mixer", 1, &la.dv));
+  }
+  // The keys each mixer type takes (besides type, heads, dk, causal).
+  auto only_keys = [&](std::initializer_list<const char*> extra) -> Status {
     for (const auto& [key, value] : mixer->items()) {
-      if (key != "type" && key != "heads" && key != "dk" && key != "dv" && key != "causal") {
-        return r.Invalid("mixer." + key, "does not apply to softmax_attention (its keys: type, "
-                                         "heads, dk, dv, causal)");
+      bool known = key == "type" || key == "heads" || key == "dk" || key == "causal";
+      for (const char* k : extra) known = known || key == k;
+      if (!known) {
+        std::string list = "type, heads, dk, causal";
+        for (const char* k : extra) list += std::string(", ") + k;
+        return r.Invalid("mixer." + key, std::string("does not apply to ") + kMixers[mixer_type] +
+                                             " (its keys: " + list + ")");
+      }
+    }
+    return Status::Ok();
+  };
+  if (block.mixer == MixerType::kSoftmaxAttention || block.mixer == MixerType::kAftSimple) {
+    // softmax(q·kᵀ/√dk) or AFT-simple: no feature map, no eps.
+    RECUR_RETURN_IF_ERROR(block.mixer == MixerType::kAftSimple ? only_keys({})
+                                                                : only_keys({"dv"}));
+    RECUR_RETURN_IF_ERROR(r.Bool(*mixer, "causal", "mixer", &la.causal, /*required=*/false));
+  } else if (block.mixer == MixerType::kSlidingWindow) {
+    RECUR_RETURN_IF_ERROR(only_keys({"dv", "window", "dilation", "global_tokens"}));
+    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "window", "mixer", 1, &la.window));
+    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "global_tokens", "mixer", 0, &la.global_tokens, false));
+    if (auto d = mixer->find("dilation"); d != mixer->end()) {
+      if (d->is_array()) {
+        if (d->size() != la.heads) {
+          return r.Invalid("mixer.dilation", "has " + std::to_string(d->size()) +
+                                                 " entries, expected one per head (" +
+                                                 std::to_string(la.heads) + ")");
+        }
+        for (const auto& v : *d) {
+          if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 65536) {
+            return r.Invalid("mixer.dilation", "entries must be integers in [1, 65536]");
+          }
+          la.dilation.push_back(v.get<uint32_t>());
+        }
+      } else {
+        uint32_t all = 1;
+        RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "dilation", "mixer", 1, &all));
+        if (all > 65536) return r.Invalid("mixer.dilation", "must be at most 65536");
+        la.dilation.assign(la.heads, all);
       }
     }
     RECUR_RETURN_IF_ERROR(r.Bool(*mixer, "causal", "mixer", &la.causal, /*required=*/false));
@@ -434,7 +477,7 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
     AddLinear(&out, p + "mixer.key", m + "key" + proj, hk, dm);
     AddLinear(&out, p + "mixer.value", m + "value" + proj, hv, dm);
     AddLinear(&out, p + "mixer.out", m + "out" + proj, dm, hv);
-    if (b.mixer == MixerType::kLinearAttention && b.linear_attention.favor()) {
+    if (b.mixer == MixerType::kLinearAttention && b.linear_attention.favor()) {  // ω
       const std::string omega = ft ? m + "inner_attention.feature_map.omega" : m + "feature_map.omega";
       out.push_back({p + "mixer.feature_map.omega", omega,
                      {b.linear_attention.dk, b.linear_attention.OmegaColumns()}});

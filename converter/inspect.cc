@@ -235,6 +235,39 @@ class Collector {
         mixer["state_bytes_per_position"] =
             sa->causal() ? 4 * uint64_t{sa->heads()} * (sa->dk() + sa->dv()) : 0;
         mixer["state_grows_with_length"] = sa->causal();
+      } else if (const fb::SlidingWindowAttention* sw = b->mixer_as_SlidingWindowAttention()) {
+        mixer["type"] = "sliding_window";
+        mixer["heads"] = sw->heads();
+        mixer["dk"] = sw->dk();
+        mixer["dv"] = sw->dv();
+        mixer["window"] = sw->window();
+        std::vector<uint32_t> dilation;
+        if (sw->dilation()) dilation.assign(sw->dilation()->begin(), sw->dilation()->end());
+        mixer["dilation"] = dilation;
+        mixer["global_tokens"] = sw->global_tokens();
+        mixer["causal"] = sw->causal();
+        mixer["query"] = Dense(sw->query());
+        mixer["key"] = Dense(sw->key());
+        mixer["value"] = Dense(sw->value());
+        mixer["out"] = Dense(sw->out());
+        uint64_t max_d = 1;
+        for (uint32_t d : dilation) max_d = std::max<uint64_t>(max_d, d);
+        const uint64_t ring = (uint64_t{sw->window()} - (sw->window() > 0)) * max_d + 1;
+        mixer["state_bytes"] = sw->causal() ? 4 * uint64_t{sw->heads()} *
+                                                  (ring + sw->global_tokens()) * (sw->dk() + sw->dv())
+                                            : 0;
+        mixer["state_grows_with_length"] = false;
+      } else if (const fb::AftSimple* aft = b->mixer_as_AftSimple()) {
+        mixer["type"] = "aft_simple";
+        mixer["heads"] = aft->heads();
+        mixer["dk"] = aft->dk();
+        mixer["causal"] = aft->causal();
+        mixer["query"] = Dense(aft->query());
+        mixer["key"] = Dense(aft->key());
+        mixer["value"] = Dense(aft->value());
+        mixer["out"] = Dense(aft->out());
+        mixer["state_bytes"] = aft->causal() ? 4 * 3 * uint64_t{aft->heads()} * aft->dk() : 0;
+        mixer["state_grows_with_length"] = false;
       } else {
         mixer["type"] = "unknown (union tag " + std::to_string(static_cast<int>(b->mixer_type())) + ")";
       }
@@ -372,11 +405,16 @@ std::string RenderText(const json& j) {
                     : std::string()) +
                " eps=" + FormatFloat(m["eps"].get<float>()) +
                (m.value("causal", true) ? "" : " non-causal (encoder)");
-    } else if (m["type"] == "softmax_attention") {
+    } else if (m.contains("heads")) {  // softmax_attention, sliding_window, aft_simple
       mixer += " heads=" + std::to_string(m["heads"].get<uint32_t>()) +
-               " dk=" + std::to_string(m["dk"].get<uint32_t>()) +
-               " dv=" + std::to_string(m["dv"].get<uint32_t>()) +
-               (m.value("causal", true) ? "" : " non-causal (encoder)");
+               " dk=" + std::to_string(m["dk"].get<uint32_t>());
+      if (m.contains("dv")) mixer += " dv=" + std::to_string(m["dv"].get<uint32_t>());
+      if (m.contains("window")) {
+        mixer += " window=" + std::to_string(m["window"].get<uint32_t>()) + " dilation=" +
+                 (m["dilation"].empty() ? std::string("1") : m["dilation"].dump()) +
+                 " global_tokens=" + std::to_string(m["global_tokens"].get<uint32_t>());
+      }
+      mixer += m.value("causal", true) ? "" : " non-causal (encoder)";
     }
     line("    mixer:  " + mixer);
     if (m.contains("state_bytes")) {

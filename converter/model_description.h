@@ -22,7 +22,7 @@ enum class NormPlacement { kPre, kPost };
 enum class FeatureMap { kEluPlusOne, kRelu, kPoly2, kFavor, kFavorHyperbolic };
 enum class Activation { kRelu, kGelu };
 enum class HeadActivation { kNone, kSoftmax, kLogSoftmax };
-enum class MixerType { kLinearAttention, kSoftmaxAttention };
+enum class MixerType { kLinearAttention, kSoftmaxAttention, kSlidingWindow, kAftSimple };
 
 struct InputDescription {
   InputKind kind = InputKind::kTokens;
@@ -44,6 +44,11 @@ struct LinearAttentionDescription {
   // [dk, OmegaColumns()].
   uint32_t favor_features = 0;
   float softmax_temp = 0.0f;
+  // Sliding window: window w, one dilation per head (empty: all 1), the
+  // first global_tokens positions global.
+  uint32_t window = 0;
+  std::vector<uint32_t> dilation;
+  uint32_t global_tokens = 0;
 
   bool favor() const {
     return feature_map == FeatureMap::kFavor || feature_map == FeatureMap::kFavorHyperbolic;

@@ -141,6 +141,15 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
     if (b.mixer == MixerType::kSoftmaxAttention) {
       mixer_type = fb::Mixer::SoftmaxAttention;
       mixer = fb::CreateSoftmaxAttention(fbb, la.heads, la.dk, la.dv, q, k, v, o, la.causal).Union();
+    } else if (b.mixer == MixerType::kSlidingWindow) {
+      mixer_type = fb::Mixer::SlidingWindowAttention;
+      mixer = fb::CreateSlidingWindowAttentionDirect(fbb, la.heads, la.dk, la.dv, la.window,
+                                                     la.dilation.empty() ? nullptr : &la.dilation,
+                                                     la.global_tokens, q, k, v, o, la.causal)
+                  .Union();
+    } else if (b.mixer == MixerType::kAftSimple) {
+      mixer_type = fb::Mixer::AftSimple;
+      mixer = fb::CreateAftSimple(fbb, la.heads, la.dk, q, k, v, o, la.causal).Union();
     } else {
       const int32_t omega = la.favor() ? ref(p + "mixer.feature_map.omega") : -1;
       mixer = fb::CreateLinearAttention(fbb, la.heads, la.dk, la.dv, ToFb(la.feature_map), la.eps,

@@ -6,8 +6,8 @@
 For every config in models/configs/: the parallel forward equals the RNN step
 loop and an independent quadratic-time transcription of the README math
 (float64, 1e-9); float32 agrees with float64 (1e-4); export → load is exact;
-goldens hold what the model computes. Plus the softmax-attention mixer's forms
-vs a naive full matrix and mixers.SoftmaxAttention, safetensors/golden round
+goldens hold what the model computes. Plus the softmax-attention, sliding-window
+and AFT-simple mixers' forms vs naive transcriptions and their mixers.py classes, safetensors/golden round
 trips, the fast-transformers key set, and the CLIs (export, make_golden, compare_run) end
 to end. Short sequences only: the
 long runs belong to the C++ parity tests. Last line: "N passed, M failed".
@@ -28,12 +28,12 @@ import torch.nn.functional as F
 
 from recur_ref import CHUNK, checkpoint, golden, mixers, safetensors
 from recur_ref import fast_transformers_layout as ftl
-from recur_ref.model import LinearAttention, SoftmaxAttention, feature_dim
+from recur_ref.model import AFTSimple, LinearAttention, SlidingWindowAttention, SoftmaxAttention, feature_dim
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 CONFIGS = sorted(glob.glob(os.path.join(REPO_ROOT, "models", "configs", "*.json")))
-SEQ_LEN = {"paper_mnist": 32, "long_pre_tokens": 300}  # per config; default below
+SEQ_LEN = {"paper_mnist": 32, "long_pre_tokens": 300, "sliding_window_tokens": 100}  # per config; default below
 DEFAULT_SEQ_LEN = 64
 SEED = 7
 
@@ -75,7 +75,8 @@ def step_loop(model, x, state=None):
 def expected_tensors(cfg):
     """{name: shape} from the table in models/configs/README.md."""
     d, m, ffn, inp = cfg["d_model"], cfg["mixer"], cfg["ffn"]["d_ff"], cfg["input"]
-    qk, vv = m["heads"] * m["dk"], m["heads"] * m["dv"]
+    qk = m["heads"] * m["dk"]
+    vv = qk if m["type"] == "aft_simple" else m["heads"] * m["dv"]   # aft_simple: D = heads·dk throughout
     t = {}
     if inp["kind"] == "tokens":
         t["input.embedding"] = (inp["vocab_size"], d)
@@ -120,7 +121,7 @@ def naive_forward(cfg, w, x):
     functional ops on the named tensors `w`, and attention as the explicit
     quadratic sum V'_i = Σ_{j≤i} sim_ij v_j / (Σ_{j≤i} sim_ij + eps)."""
     d, m, n = cfg["d_model"], cfg["mixer"], len(x)
-    heads, dk, dv = m["heads"], m["dk"], m["dv"]
+    heads, dk, dv = m["heads"], m["dk"], m.get("dv")
 
     def lin(h, name):
         return F.linear(h, w[name + ".weight"], w[name + ".bias"])
@@ -161,9 +162,23 @@ def naive_forward(cfg, w, x):
         o = torch.einsum("hij,jhm->ihm", e / e.sum(-1, keepdim=True), v)        # (n, H, dv)
         return lin(o.reshape(n, heads * dv), b + "mixer.out")
 
+    def sliding_mixer(h, b):
+        q = lin(h, b + "mixer.query").view(n, heads, dk)
+        k = lin(h, b + "mixer.key").view(n, heads, dk)
+        v = lin(h, b + "mixer.value").view(n, heads, dv)
+        return lin(naive_sliding(m, q, k, v).reshape(n, heads * dv), b + "mixer.out")
+
+    def aft_mixer(h, b):
+        q, k, v = (lin(h, b + f"mixer.{name}") for name in ("query", "key", "value"))
+        return lin(naive_aft(q, k, v, m.get("causal", True)), b + "mixer.out")
+
     def mixer(h, b):
         if m["type"] == "softmax_attention":
             return softmax_mixer(h, b)
+        if m["type"] == "sliding_window":
+            return sliding_mixer(h, b)
+        if m["type"] == "aft_simple":
+            return aft_mixer(h, b)
         q = phi(lin(h, b + "mixer.query").view(n, heads, dk), b)
         k = phi(lin(h, b + "mixer.key").view(n, heads, dk), b)
         v = lin(h, b + "mixer.value").view(n, heads, dv)
@@ -200,6 +215,49 @@ def naive_forward(cfg, w, x):
         elif cfg["head"]["activation"] == "log_softmax":
             h = h - h.max(-1, keepdim=True).values - torch.log(e.sum(-1, keepdim=True))
     return h
+
+
+def sliding_sets(m, n):
+    """The allowed key positions of every (head, query) of a sliding_window mixer config
+    over positions 0..n−1, written out from the README with Python sets."""
+    w, g, heads = m["window"], m.get("global_tokens", 0), m["heads"]
+    dil = m.get("dilation", 1)
+    dil = dil if isinstance(dil, list) else [dil] * heads
+    sets = {}
+    for h in range(heads):
+        d = dil[h]
+        for t in range(n):
+            if m.get("causal", True):
+                a = {t - j * d for j in range(w) if t - j * d >= 0} | {p for p in range(g) if p <= t}
+            else:
+                a = {t + j * d for j in range(-(w // 2), w // 2 + 1) if 0 <= t + j * d < n} | set(range(min(g, n)))
+                if t < g:
+                    a |= set(range(n))
+            sets[h, t] = sorted(a)
+    return sets
+
+
+def naive_sliding(m, q, k, v):
+    """q, k (n, H, dk), v (n, H, dv) at positions 0..n−1 → o (n, H, dv): per (head, query)
+    an explicit softmax over the allowed set (sliding_sets)."""
+    n, heads, dk = q.shape
+    o = torch.zeros(n, heads, v.shape[-1], dtype=q.dtype)
+    for (h, t), a in sliding_sets(m, n).items():
+        s = k[a, h] @ q[t, h] / math.sqrt(dk)
+        e = torch.exp(s - s.max())
+        o[t, h] = (e / e.sum()) @ v[a, h]
+    return o
+
+
+def naive_aft(q, k, v, causal):
+    """AFT-simple as explicit sums: y_t = σ(q_t)·Σ_p e^{k_p − c} v_p / Σ_p e^{k_p − c} over p ≤ t
+    (causal) or all p; c = the column max of k (cancels)."""
+    e = torch.exp(k - k.max(0).values)
+    y = torch.zeros_like(q)
+    for t in range(len(q)):
+        seen = t + 1 if causal else len(q)
+        y[t] = torch.sigmoid(q[t]) * (e[:seen] * v[:seen]).sum(0) / e[:seen].sum(0)
+    return y
 
 
 # ---------------------------------------------------------------- per config
@@ -288,7 +346,9 @@ def config_checks(path):
             records = golden.compute(model, x, {"config": name})
             golden.write(path, records)
             back = golden.read(path)
-        names = "KV" if cfg["mixer"]["type"] == "softmax_attention" else "Sz"
+        names = {"softmax_attention": ["K", "V"], "linear_attention": ["S", "z"],
+                 "sliding_window": ["k_glob", "k_ring", "v_glob", "v_ring"],
+                 "aft_simple": ["den", "max", "num"]}[cfg["mixer"]["type"]]
         states = [f"state.{i}.{s}" for i in range(cfg["n_layers"]) for s in names] if model.causal else []
         assert list(back) == ["meta", "input", "output"] + [f"layer.{i}" for i in range(cfg["n_layers"])] + \
             states, f"records {list(back)}"
@@ -799,7 +859,7 @@ def softmax_config_validation():
         (with_mixer(causal="yes"), "causal"),
         (with_mixer(causal=1), "causal"),
         (with_mixer(type="softmax"), "type"),
-        (with_mixer(type="sliding_window"), "type"),
+        (with_mixer(type="aft_local"), "type"),
     ]
     for config, word in bad:
         try:
@@ -849,12 +909,289 @@ def softmax_golden_cli():
     assert not any(name.startswith("state.") for name, _ in recs), [name for name, _ in recs]
 
 
+# ---------------------------------------------------------------- sliding window, AFT-simple
+
+SW_D_MODEL, SW_N = 12, 70
+SW_CASES = [  # mixer keys beyond type; R = (w − 1)·max(d) + 1
+    {"heads": 3, "dk": 4, "dv": 5, "window": 4, "dilation": [1, 3, 2], "global_tokens": 2},   # R 10
+    {"heads": 2, "dk": 4, "dv": 3, "window": 1},                                              # R 1, g 0
+    {"heads": 2, "dk": 4, "dv": 3, "window": 5, "dilation": 2, "global_tokens": 5},            # R 9
+    {"heads": 2, "dk": 3, "dv": 4, "window": 6, "global_tokens": 0},                           # even w, R 6
+]
+
+
+def _sw_qkv(att, x):
+    n = len(x)
+    return (F.linear(x, att.query.weight, att.query.bias).view(n, att.heads, att.dk),
+            F.linear(x, att.key.weight, att.key.bias).view(n, att.heads, att.dk),
+            F.linear(x, att.value.weight, att.value.bias).view(n, att.heads, att.dv))
+
+
+def sliding_window_forms():
+    """SlidingWindowAttention of model.py alone (float64), per case: recurrent == chunked
+    parallel (chunks 1, 7, CHUNK, N; exact same state) == the naive set-by-set softmax, from
+    an empty state and after P = 1 and 13 positions (continuing at absolute positions);
+    the state's ring/glob contents and zero slots; mixers.SlidingWindowAttention's prefill
+    (output and state) and forward; the non-causal form vs naive and mixers.py."""
+    g = torch.Generator().manual_seed(5)
+    for case in SW_CASES:
+        cfg = {"type": "sliding_window", **case}
+        torch.manual_seed(0)
+        att = SlidingWindowAttention.from_config(SW_D_MODEL, cfg).double()
+        R, gl, H = att.R, case.get("global_tokens", 0), case["heads"]
+        ref = mixers.SlidingWindowAttention(cfg, SW_D_MODEL).double()
+        ref.load_state_dict(att.state_dict(), strict=True)
+        assert R == ref.R == (case["window"] - 1) * max(att.dil) + 1
+        full = torch.randn(13 + SW_N, SW_D_MODEL, generator=g, dtype=torch.float64)
+        with torch.no_grad():
+            q, k, v = _sw_qkv(att, full)
+            naive = F.linear(naive_sliding(cfg, q, k, v).reshape(len(full), -1), att.out.weight, att.out.bias)
+            empty = att.empty_state(torch.float64)
+            assert list(empty) == ["k_glob", "k_ring", "v_glob", "v_ring"]
+            assert empty["k_glob"].shape == (H, gl, case["dk"]) and empty["v_ring"].shape == (H, R, case["dv"])
+            for P in (0, 1, 13):
+                _, state = att.recurrent(full[:P], empty, 0) if P else (None, empty)
+                x = full[P:]
+                rec_y, rec_state = att.recurrent(x, state, P)
+                assert_close(rec_y, naive[P:], 1e-12, f"{case}: recurrent vs naive (P={P})")
+                for chunk in (1, 7, CHUNK, len(x)):
+                    par_y, par_state = att.parallel(x, state, P, chunk)
+                    assert_close(par_y, rec_y, 1e-12, f"{case}: parallel chunk {chunk} vs recurrent (P={P})")
+                    assert all(torch.equal(par_state[s], rec_state[s]) for s in rec_state), f"chunk {chunk} state"
+                # The state after P + N positions holds exactly the keys/values the README says.
+                end = len(full)
+                for p in range(max(0, end - R), end):
+                    assert_close(rec_state["k_ring"][:, p % R], k[p], 1e-12, f"k_ring slot of {p}")
+                    assert_close(rec_state["v_ring"][:, p % R], v[p], 1e-12, f"v_ring slot of {p}")
+                for p in range(gl):
+                    assert_close(rec_state["k_glob"][:, p], k[p], 1e-12, f"k_glob slot {p}")
+                    assert_close(rec_state["v_glob"][:, p], v[p], 1e-12, f"v_glob slot {p}")
+                # mixers.py with the same state (batch 1).
+                ref_state = {s: t[None].clone() for s, t in state.items()}
+                ref_state["pos"] = torch.tensor(P)
+                ref_y, ref_state = ref.prefill(x[None], ref_state)
+                assert_close(rec_y, ref_y[0], 1e-12, f"{case}: recurrent vs mixers prefill (P={P})")
+                assert int(ref_state["pos"]) == end
+                assert all(torch.equal(ref_state[s][0], rec_state[s]) for s in rec_state), "state vs mixers"
+            assert_close(ref(full[None])[0], naive, 1e-12, f"{case}: mixers forward vs naive")
+            # A short run: the slots never written stay 0 (here R > 3 positions).
+            _, short = att.parallel(full[:3], empty, 0, CHUNK)
+            for s, t in short.items():
+                written = set(range(min(3, R))) if "ring" in s else set(range(min(3, gl)))
+                for slot in range(t.shape[1]):
+                    assert (slot in written) == bool(t[:, slot].abs().sum() > 0), f"{s} slot {slot}"
+            # Non-causal: naive and mixers.py.
+            enc_cfg = {**cfg, "causal": False}
+            torch.manual_seed(1)
+            enc = SlidingWindowAttention.from_config(SW_D_MODEL, enc_cfg).double()
+            ref_enc = mixers.SlidingWindowAttention(enc_cfg, SW_D_MODEL).double()
+            ref_enc.load_state_dict(enc.state_dict(), strict=True)
+            y, _ = enc.noncausal(full, enc.empty_state(torch.float64))
+            q, k, v = _sw_qkv(enc, full)
+            want = F.linear(naive_sliding(enc_cfg, q, k, v).reshape(len(full), -1), enc.out.weight, enc.out.bias)
+            assert_close(y, want, 1e-12, f"{case}: noncausal vs naive")
+            assert_close(y, ref_enc(full[None])[0], 1e-12, f"{case}: noncausal vs mixers.py")
+    # The sets themselves on a hand-checked example: w 3, dilation 2, g 1.
+    sets = sliding_sets({"heads": 1, "window": 3, "dilation": 2, "global_tokens": 1}, 8)
+    assert sets[0, 7] == [0, 3, 5, 7] and sets[0, 2] == [0, 2] and sets[0, 0] == [0], sets
+    sets = sliding_sets({"heads": 1, "window": 3, "dilation": 2, "global_tokens": 1, "causal": False}, 8)
+    assert sets[0, 4] == [0, 2, 4, 6] and sets[0, 7] == [0, 5, 7] and sets[0, 0] == list(range(8)), sets
+
+
+AFT_D_MODEL, AFT_HEADS, AFT_DK, AFT_N = 12, 2, 3, 70
+
+
+def _aft_cfg(causal=True):
+    return {"type": "aft_simple", "heads": AFT_HEADS, "dk": AFT_DK, "causal": causal}
+
+
+def _aft_qkv(att, x):
+    return (F.linear(x, att.query.weight, att.query.bias), F.linear(x, att.key.weight, att.key.bias),
+            F.linear(x, att.value.weight, att.value.bias))
+
+
+def aft_simple_forms():
+    """AFTSimple of model.py alone (float64): recurrent == chunked parallel (chunks 1, 7,
+    CHUNK, N) == explicit sums, from the empty state (max −inf) and after P = 9 positions;
+    the state (num, den relative to the running max) vs its definition and vs
+    mixers.AFTSimple's prefill; keys spanning ±1,000 (exp would overflow) stay finite and
+    agree with mixers.py's log-space forward; the non-causal form vs naive and mixers.py."""
+    D = AFT_HEADS * AFT_DK
+    g = torch.Generator().manual_seed(6)
+    torch.manual_seed(0)
+    att = AFTSimple.from_config(AFT_D_MODEL, _aft_cfg()).double()
+    names = {k: tuple(v.shape) for k, v in att.state_dict().items()}
+    assert names == {"query.weight": (D, AFT_D_MODEL), "query.bias": (D,), "key.weight": (D, AFT_D_MODEL),
+                     "key.bias": (D,), "value.weight": (D, AFT_D_MODEL), "value.bias": (D,),
+                     "out.weight": (AFT_D_MODEL, D), "out.bias": (AFT_D_MODEL,)}, names
+    ref = mixers.AFTSimple(_aft_cfg(), AFT_D_MODEL).double()
+    ref.load_state_dict(att.state_dict(), strict=True)
+    P = 9
+    full = torch.randn(P + AFT_N, AFT_D_MODEL, generator=g, dtype=torch.float64)
+    with torch.no_grad():
+        q, k, v = _aft_qkv(att, full)
+        naive = F.linear(naive_aft(q, k, v, True), att.out.weight, att.out.bias)
+        empty = att.empty_state(torch.float64)
+        assert list(empty) == ["den", "max", "num"] and all(t.shape == (D,) for t in empty.values())
+        assert torch.all(empty["max"] == -math.inf) and not empty["num"].any() and not empty["den"].any()
+        _, filled = att.recurrent(full[:P], empty)
+        for start, state in ((0, empty), (P, filled)):
+            x = full[start:]
+            rec_y, rec_state = att.recurrent(x, state)
+            assert_close(rec_y, naive[start:], 1e-12, f"recurrent vs naive (P={start})")
+            for chunk in (1, 7, CHUNK, len(x)):
+                par_y, par_state = att.parallel(x, state, chunk)
+                assert_close(par_y, rec_y, 1e-12, f"parallel chunk {chunk} vs recurrent (P={start})")
+                assert list(par_state) == ["den", "max", "num"]
+                assert torch.equal(par_state["max"], rec_state["max"])
+                for s in ("den", "num"):
+                    assert_close(par_state[s] / rec_state["den"], rec_state[s] / rec_state["den"], 1e-12,
+                                 f"chunk {chunk} state {s}")
+            ref_state = {s: t[None].clone() for s, t in state.items()}
+            ref_y, ref_state = ref.prefill(x[None], ref_state)
+            assert_close(rec_y, ref_y[0], 1e-12, f"recurrent vs mixers.AFTSimple prefill (P={start})")
+            for s in rec_state:
+                assert_close(rec_state[s], ref_state[s][0], 1e-9, f"state {s} vs mixers.AFTSimple")
+            nc_y, nc_state = att.noncausal(x, state)
+            assert_close(nc_y[-1], rec_y[-1], 1e-12, "noncausal vs recurrent at the last position")
+        # The state after all positions is its definition.
+        mx = k.max(0).values
+        assert torch.equal(rec_state["max"], mx)
+        assert_close(rec_state["den"], torch.exp(k - mx).sum(0), 1e-10, "den")
+        assert_close(rec_state["num"], (torch.exp(k - mx) * v).sum(0), 1e-10, "num")
+        assert_close(ref(full[None])[0], naive, 1e-12, "mixers.AFTSimple forward vs naive")
+        # Keys spanning ±1,000: no overflow, same as mixers.py's logcumsumexp form.
+        big = AFTSimple.from_config(AFT_D_MODEL, _aft_cfg()).double()
+        big.load_state_dict(att.state_dict())
+        big.key.weight.mul_(1000.0)
+        ref_big = mixers.AFTSimple(_aft_cfg(), AFT_D_MODEL).double()
+        ref_big.load_state_dict(big.state_dict())
+        assert float(big.key(full).abs().max()) > 750                 # exp(750) overflows float64
+        rec_y, _ = big.recurrent(full, big.empty_state(torch.float64))
+        assert torch.isfinite(rec_y).all()
+        for chunk in (1, 7, CHUNK):
+            assert_close(big.parallel(full, big.empty_state(torch.float64), chunk)[0], rec_y, 1e-9, "big keys")
+        assert_close(ref_big(full[None])[0], rec_y, 1e-9, "big keys vs mixers.AFTSimple")
+        # Non-causal.
+        torch.manual_seed(1)
+        enc = AFTSimple.from_config(AFT_D_MODEL, _aft_cfg(causal=False)).double()
+        ref_enc = mixers.AFTSimple(_aft_cfg(causal=False), AFT_D_MODEL).double()
+        ref_enc.load_state_dict(enc.state_dict(), strict=True)
+        y, _ = enc.noncausal(full, enc.empty_state(torch.float64))
+        q, k, v = _aft_qkv(enc, full)
+        assert_close(y, F.linear(naive_aft(q, k, v, False), enc.out.weight, enc.out.bias), 1e-12, "noncausal vs naive")
+        assert_close(y, ref_enc(full[None])[0], 1e-12, "noncausal vs mixers.AFTSimple")
+
+
+def new_mixer_config_validation():
+    """sliding_window and aft_simple keys: bad ones are ValueErrors naming the key."""
+    sw = json.load(open(os.path.join(REPO_ROOT, "models/configs/sliding_window_tokens.json")))
+    aft = json.load(open(os.path.join(REPO_ROOT, "models/configs/aft_simple_tokens.json")))
+
+    def with_mixer(base, **kv):
+        c = json.loads(json.dumps(base))
+        c["mixer"].update(kv)
+        return {**c, "mixer": {k: v for k, v in c["mixer"].items() if v is not None}}
+
+    bad = [  # (config, a word the message must contain)
+        (with_mixer(sw, window=None), "window"),
+        (with_mixer(sw, window=0), "window"),
+        (with_mixer(sw, window=2.0), "window"),
+        (with_mixer(sw, dilation=0), "dilation"),
+        (with_mixer(sw, dilation=[1]), "dilation"),
+        (with_mixer(sw, dilation=[1, 0]), "dilation"),
+        (with_mixer(sw, dilation=[1, 2.0]), "dilation"),
+        (with_mixer(sw, dilation="1"), "dilation"),
+        (with_mixer(sw, global_tokens=-1), "global_tokens"),
+        (with_mixer(sw, global_tokens=1.5), "global_tokens"),
+        (with_mixer(sw, dv=None), "dv"),
+        (with_mixer(sw, eps=1e-6), "eps"),
+        (with_mixer(sw, causal="no"), "causal"),
+        (with_mixer(aft, dv=16), "dv"),
+        (with_mixer(aft, window=4), "window"),
+        (with_mixer(aft, dk=0), "dk"),
+        (with_mixer(aft, heads=None), "heads"),
+        (with_mixer(aft, causal=0), "causal"),
+    ]
+    for config, word in bad:
+        try:
+            checkpoint.build_model(config, 0)
+        except ValueError as e:
+            assert word in str(e), f"message {str(e)!r} does not name {word!r}"
+            continue
+        raise AssertionError(f"accepted a bad mixer {config['mixer']}")
+    for ok in (with_mixer(sw, dilation=None, global_tokens=None), with_mixer(sw, dilation=4, causal=False),
+               with_mixer(sw, window=1, global_tokens=0), with_mixer(aft, causal=False)):
+        checkpoint.build_model(ok, 0)
+    st = checkpoint.build_model(sw, 0).init_state()
+    assert [tuple(t.shape) for t in st.layers[0].values()] == [(2, 2, 16), (2, 46, 16), (2, 2, 16), (2, 46, 16)]
+    st = checkpoint.build_model(aft, 0).init_state()
+    assert list(st.layers[1]) == ["den", "max", "num"] and st.layers[1]["max"].shape == (32,)
+
+
+def new_mixer_golden_cli():
+    """make_golden.py on sliding_window_tokens and aft_simple_tokens: the state records
+    (sorted-name order, shapes of the contract, no pos), with layer 0's contents recomputed
+    from the input record; global_tokens 0 writes (H, 0, ·) glob records; the non-causal
+    sliding-window encoder writes no state records."""
+    cases = {"sliding_window_tokens": (60, ["k_glob", "k_ring", "v_glob", "v_ring"]),
+             "aft_simple_tokens": (30, ["den", "max", "num"])}
+    for name, (steps, state_names) in cases.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
+                   "--seed", "7", "--steps", str(steps), "--out", tmp]
+            subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+            records = golden.read(os.path.join(tmp, "golden.bin"))
+            model, config = checkpoint.load(tmp)
+        m = config["mixer"]
+        names = [k for k in records if k.startswith("state.")]
+        assert names == [f"state.{i}.{s}" for i in range(config["n_layers"]) for s in state_names], names
+        assert names == sorted(names)
+        assert all(records[k].dtype == torch.float64 for k in names)
+        model64 = model.double()
+        with torch.no_grad():
+            h = model64.blocks[0].norm1(model64.input(records["input"], 0))
+            mix = model64.blocks[0].mixer
+            k, v = mix.key(h), mix.value(h)
+        if m["type"] == "sliding_window":
+            H, R, gl = m["heads"], mix.R, m["global_tokens"]
+            assert R == 46
+            k, v = k.view(steps, H, m["dk"]), v.view(steps, H, m["dv"])
+            assert records["state.0.k_ring"].shape == (H, R, m["dk"]) and records["state.1.v_ring"].shape == (H, R, m["dv"])
+            assert records["state.0.k_glob"].shape == (H, gl, m["dk"]) and records["state.1.v_glob"].shape == (H, gl, m["dv"])
+            for p in range(steps - R, steps):
+                assert_close(records["state.0.k_ring"][:, p % R], k[p], 1e-12, f"k_ring slot of {p}")
+                assert_close(records["state.0.v_ring"][:, p % R], v[p], 1e-12, f"v_ring slot of {p}")
+            assert_close(records["state.0.k_glob"], k[:gl].transpose(0, 1), 1e-12, "k_glob")
+            assert_close(records["state.0.v_glob"], v[:gl].transpose(0, 1), 1e-12, "v_glob")
+        else:
+            D = m["heads"] * m["dk"]
+            assert all(records[k_].shape == (D,) for k_ in names)
+            mx = k.max(0).values
+            assert torch.equal(records["state.0.max"], mx)
+            assert_close(records["state.0.den"], torch.exp(k - mx).sum(0), 1e-10, "den")
+            assert_close(records["state.0.num"], (torch.exp(k - mx) * v).sum(0), 1e-10, "num")
+    sw = json.load(open(os.path.join(REPO_ROOT, "models/configs/sliding_window_tokens.json")))
+    sw["mixer"]["global_tokens"] = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "g.bin")
+        golden.write(path, golden.compute(checkpoint.build_model(sw, 7), golden.random_inputs(sw, 20, 8), {}))
+        back = golden.read(path)
+    assert back["state.0.k_glob"].shape == (2, 0, 16) and back["state.1.v_glob"].shape == (2, 0, 16)
+    assert back["state.0.k_ring"].shape == (2, 46, 16)
+    enc_cfg = json.load(open(os.path.join(REPO_ROOT, "models/configs/sliding_window_encoder.json")))
+    enc = checkpoint.build_model(enc_cfg, 7)
+    recs = golden.compute(enc, golden.random_inputs(enc_cfg, 20, 8), {"config": "sliding_window_encoder"})
+    assert not any(name.startswith("state.") for name, _ in recs), [name for name, _ in recs]
+
+
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
                                         model_rejects_bad_input, cli_end_to_end, compare_run_cli,
                                         favor_omega_is_seeded, favor_config_validation, ft_favor_mapping,
                                         new_configs_golden_cli, softmax_attention_forms,
-                                        softmax_config_validation, softmax_golden_cli)]
+                                        softmax_config_validation, softmax_golden_cli, sliding_window_forms,
+                                        aft_simple_forms, new_mixer_config_validation, new_mixer_golden_cli)]
     checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:

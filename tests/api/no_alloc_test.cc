@@ -11,7 +11,10 @@
 #include "test_models.h"
 
 TEST_CASE("step, reset, save and load do not allocate") {
-  for (const char* config : {recur::testing::kTinyTokensConfig, recur::testing::kTinyFeaturesConfig}) {
+  for (const char* config : {recur::testing::kTinyTokensConfig, recur::testing::kTinyFeaturesConfig,
+                             recur::testing::kTinySoftmaxConfig,
+                             recur::testing::kTinySlidingWindowConfig,
+                             recur::testing::kTinyAftConfig}) {
     auto bytes = recur::testing::BuildTestModel(config, 1);
     REQUIRE(!bytes.empty());
     recur_model* model = nullptr;

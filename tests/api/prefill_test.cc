@@ -74,7 +74,9 @@ void CheckClose(const std::vector<float>& a, const std::vector<float>& b, double
 TEST_CASE("prefill equals stepping: outputs, state, and the steps after") {
   for (const char* config : {kTinyTokensConfig, kTinyFeaturesConfig,
                              recur::testing::kTinySoftmaxConfig,
-                             recur::testing::kTinySoftmaxFeaturesConfig}) {
+                             recur::testing::kTinySoftmaxFeaturesConfig,
+                             recur::testing::kTinySlidingWindowConfig,
+                             recur::testing::kTinyAftConfig}) {
     Fixture f(config);
     const size_t batch = 3, steps = 45, w = f.info.output_width;
     const size_t width = f.tokens() ? 1 : f.info.feature_width;
@@ -215,7 +217,8 @@ TEST_CASE("encoders run only whole sequences; encode of a causal model is reset 
   recur_session_free(s);
   }
 
-  for (const char* config : {kTinyTokensConfig, recur::testing::kTinySoftmaxConfig}) {
+  for (const char* config : {kTinyTokensConfig, recur::testing::kTinySoftmaxConfig,
+                             recur::testing::kTinySlidingWindowConfig}) {
   Fixture causal(config);
   recur_session* a = causal.Session(2);
   recur_session* b = causal.Session(2);

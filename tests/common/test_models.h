@@ -53,6 +53,24 @@ inline const char* kTinySoftmaxFeaturesConfig = R"({
   "mixer": {"type": "softmax_attention", "heads": 3, "dk": 4, "dv": 4},
   "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
 
+// Sliding window (window 3, dilations 1 and 2, 2 global positions), tokens.
+inline const char* kTinySlidingWindowConfig = R"({
+  "layout": "recur", "d_model": 16, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
+  "max_positions": 64,
+  "mixer": {"type": "sliding_window", "heads": 2, "dk": 8, "dv": 4, "window": 3,
+            "dilation": [1, 2], "global_tokens": 2},
+  "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
+  "head": {"out": 11, "activation": "softmax"}})";
+
+// AFT-simple over features, post-norm.
+inline const char* kTinyAftConfig = R"({
+  "layout": "recur", "d_model": 12, "n_layers": 2, "norm_placement": "post",
+  "layer_norm_eps": 1e-5, "input": {"kind": "features", "feature_width": 5, "projection": true},
+  "max_positions": 0,
+  "mixer": {"type": "aft_simple", "heads": 2, "dk": 3},
+  "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
+
 // Every tensor the config needs under its `layout` name, N(0, 0.3²) values
 // (norm weights around 1).
 converter::TensorMap RandomTensors(const converter::ModelDescription& desc, unsigned seed,

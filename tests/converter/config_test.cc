@@ -220,8 +220,8 @@ TEST_CASE("config: recur layout, invalid values") {
   CHECK(with("/ffn/activation", "tanh") ==
         "config.json: \"ffn.activation\" must be one of \"relu\", \"gelu\" (got \"tanh\")");
   CHECK(with("/mixer/type", "softmax") ==
-        "config.json: \"mixer.type\" must be one of \"linear_attention\", \"softmax_attention\" "
-        "(got \"softmax\")");
+        "config.json: \"mixer.type\" must be one of \"linear_attention\", \"softmax_attention\", "
+        "\"sliding_window\", \"aft_simple\" (got \"softmax\")");
   CHECK(with("/mixer/feature_map", "sigmoid") ==
         "config.json: \"mixer.feature_map\" must be one of \"elu_plus_one\", \"relu\", "
         "\"poly2\", \"favor\" (got \"sigmoid\")");
@@ -361,10 +361,54 @@ TEST_CASE("config: softmax attention (recur layout)") {
   CHECK_FALSE(r->desc.blocks[0].linear_attention.causal);
   j["mixer"]["eps"] = 1e-6;
   CHECK(ErrorOf(j) == "config.json: \"mixer.eps\" does not apply to softmax_attention (its keys: "
-                      "type, heads, dk, dv, causal)");
+                      "type, heads, dk, causal, dv)");
   j["mixer"].erase("eps");
   j["mixer"].erase("dv");
   CHECK(ErrorOf(j) == "config.json: missing key \"mixer.dv\"");
+}
+
+TEST_CASE("config: sliding window and AFT-simple (recur layout)") {
+  json j = TokensJson();
+  j["mixer"] = {{"type", "sliding_window"}, {"heads", 2}, {"dk", 8}, {"dv", 4}, {"window", 5},
+                {"dilation", {1, 3}}, {"global_tokens", 2}};
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->desc.blocks[0].mixer == MixerType::kSlidingWindow);
+  CHECK(r->desc.blocks[0].linear_attention.window == 5);
+  CHECK(r->desc.blocks[0].linear_attention.dilation == std::vector<uint32_t>{1, 3});
+  CHECK(r->desc.blocks[0].linear_attention.global_tokens == 2);
+  j["mixer"]["dilation"] = 2;
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK(r->desc.blocks[0].linear_attention.dilation == std::vector<uint32_t>{2, 2});
+  j["mixer"]["dilation"] = {1, 2, 3};
+  CHECK(ErrorOf(j) == "config.json: \"mixer.dilation\" has 3 entries, expected one per head (2)");
+  j["mixer"]["dilation"] = {1, 0};
+  CHECK(ErrorOf(j) == "config.json: \"mixer.dilation\" entries must be integers in [1, 65536]");
+  j["mixer"]["dilation"] = 1;
+  j["mixer"]["window"] = 0;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.window\" must be a positive integer");
+  j["mixer"].erase("window");
+  CHECK(ErrorOf(j) == "config.json: missing key \"mixer.window\"");
+  j["mixer"]["window"] = 4;
+  j["mixer"]["global_tokens"] = -1;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.global_tokens\" must be a non-negative integer");
+  j["mixer"]["global_tokens"] = 0;
+  j["mixer"]["feature_map"] = "relu";
+  CHECK(ErrorOf(j) == "config.json: \"mixer.feature_map\" does not apply to sliding_window (its "
+                      "keys: type, heads, dk, causal, dv, window, dilation, global_tokens)");
+
+  j["mixer"] = {{"type", "aft_simple"}, {"heads", 2}, {"dk", 8}};
+  r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->desc.blocks[0].mixer == MixerType::kAftSimple);
+  for (const auto& t : ExpectedTensors(r->desc)) {
+    if (t.name == "blocks.0.mixer.value.weight") CHECK(t.shape == std::vector<int64_t>{16, 16});
+    if (t.name == "blocks.0.mixer.out.weight") CHECK(t.shape == std::vector<int64_t>{16, 16});
+  }
+  j["mixer"]["dv"] = 8;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.dv\" does not apply to aft_simple (its keys: type, "
+                      "heads, dk, causal)");
 }
 
 TEST_CASE("config: fast-transformers Favor feature map") {

@@ -233,3 +233,34 @@ TEST_CASE("feature maps: every map loads and steps; bad Favor fields are named")
     CHECK(Error() == "blocks.1.mixer.feature_map.omega is missing (expected shape [8,6])");
   }
 }
+
+TEST_CASE("sliding window: wrong window parameters in the file are named") {
+  {
+    auto bytes = BuildTestModel(recur::testing::kTinySlidingWindowConfig, 1);
+    REQUIRE(!bytes.empty());
+    CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+    const auto* sw = Root(bytes)->blocks()->Get(1)->mixer_as_SlidingWindowAttention();
+    REQUIRE(sw != nullptr);
+    Poke<uint32_t>(sw, fb::SlidingWindowAttention::VT_WINDOW, 0);
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.1: sliding window needs window in [1, 65536] and global_tokens <= "
+                     "65536 (got 0, 2)");
+  }
+  {
+    auto bytes = BuildTestModel(recur::testing::kTinySlidingWindowConfig, 1);
+    const auto* sw = Root(bytes)->blocks()->Get(0)->mixer_as_SlidingWindowAttention();
+    const uint32_t zero = 0;
+    std::memcpy(const_cast<uint32_t*>(sw->dilation()->data()) + 1, &zero, sizeof(zero));
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.0: sliding window dilation 0 of head 1 is outside [1, 65536]");
+  }
+  {
+    auto bytes = BuildTestModel(recur::testing::kTinyAftConfig, 1);
+    REQUIRE(!bytes.empty());
+    CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+    const auto* aft = Root(bytes)->blocks()->Get(0)->mixer_as_AftSimple();
+    Poke<uint32_t>(aft, fb::AftSimple::VT_DK, 0);
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.0: AFT needs heads, dk > 0 (got 2, 0)");
+  }
+}

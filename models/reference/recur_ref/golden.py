@@ -18,6 +18,16 @@ Records, in this order:
                                    2·(m//2) for favor)
   state.{i}.K   f64 (H, N, dk)     softmax_attention (causal only): the KV cache of
   state.{i}.V   f64 (H, N, dv)     all N positions, keys then values
+  state.{i}.k_glob  f64 (H, g, dk)  sliding_window (causal only), R = (w−1)·max_h(d_h) + 1:
+  state.{i}.k_ring  f64 (H, R, dk)  ring slot p mod R holds position p (global positions
+  state.{i}.v_glob  f64 (H, g, dv)  too), glob slot p holds position p < g, slots never
+  state.{i}.v_ring  f64 (H, R, dv)  written are 0; with g = 0 the glob records are
+                                    written with a 0-length middle dimension (H, 0, ·)
+  state.{i}.den f64 (D,)           aft_simple (causal only), D = heads·dk: den = Σ exp(k_p − max),
+  state.{i}.max f64 (D,)           max = running max of k per channel,
+  state.{i}.num f64 (D,)           num = Σ exp(k_p − max)·v_p
+No "pos" record. Each layer's state records come in sorted-name order (the order in
+which the C++ checker concatenates them).
 """
 
 import copy
@@ -118,6 +128,6 @@ def compute(model: RecurModel, inputs: Tensor, info: dict) -> List[Tuple[str, Te
     records = [("meta", torch.frombuffer(bytearray(text), dtype=torch.uint8)), ("input", inputs), ("output", out)]
     records += [(f"layer.{i}", h) for i, h in enumerate(layers)]
     if model.causal:
-        for i, layer_state in enumerate(state.layers):  # S, z (linear) or K, V (softmax)
+        for i, layer_state in enumerate(state.layers):  # S, z / K, V / sorted names (model.State)
             records += [(f"state.{i}.{name}", t) for name, t in layer_state.items()]
     return records

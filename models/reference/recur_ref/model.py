@@ -1,5 +1,5 @@
-"""The reference model: a causal linear-attention (or softmax-attention baseline)
-transformer, run either over a whole sequence at once (parallel form) or one
+"""The reference model: a causal linear-attention (or softmax-attention baseline,
+sliding-window attention, AFT-simple) transformer, run either over a whole sequence at once (parallel form) or one
 position at a time (RNN form).
 
 Math: /work/shared/docs/attention-math.md §1 (the block), §2 (softmax
@@ -30,7 +30,7 @@ _OPTIONAL_KEYS = {"notes", "input_description", "output_description"}
 # Mixer keys valid only with feature_map "favor" (mixers.validate_mixer checks them).
 _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp"}
 # The mixer types a recur config may name (every block uses the same mixer config).
-MIXER_TYPES = ("linear_attention", "softmax_attention")
+MIXER_TYPES = ("linear_attention", "softmax_attention", "sliding_window", "aft_simple")
 
 
 def validate(config: dict) -> None:
@@ -76,9 +76,11 @@ def validate(config: dict) -> None:
     mixer = config["mixer"]
     need(isinstance(mixer, dict) and mixer.get("type") in MIXER_TYPES,
          f"mixer.type must be one of {list(MIXER_TYPES)}")
-    if mixer["type"] == "softmax_attention":
-        # Keys type, heads, dk, dv and optionally causal (no eps, no feature_map): mixers.py's
-        # rules, whose messages name the offending key.
+    if mixer["type"] != "linear_attention":
+        # softmax_attention: type, heads, dk, dv, optional causal (no eps, no feature_map);
+        # sliding_window: type, heads, dk, dv, window, optional dilation, global_tokens, causal;
+        # aft_simple: type, heads, dk, optional causal. mixers.py's rules, whose messages
+        # name the offending key.
         try:
             mixers.validate_mixer(mixer, config["d_model"])
         except ValueError as e:
@@ -120,7 +122,15 @@ class State(NamedTuple):
     softmax_attention (§2), the KV cache, grows by one row per position:
       "K" (H, pos, dk): the keys of every position so far
       "V" (H, pos, dv): their values
-    Golden records "state.{i}.{name}" follow each dict's order (S, z / K, V).
+    sliding_window, fixed size (R = (w−1)·max_h(d_h) + 1, g = global_tokens):
+      "k_glob" (H, g, dk), "k_ring" (H, R, dk), "v_glob" (H, g, dv), "v_ring" (H, R, dv):
+      ring slot p mod R holds position p (global positions too); glob slot p holds p < g;
+      slots never written are 0
+    aft_simple, fixed size (D = heads·dk):
+      "den" (D,), "max" (D,), "num" (D,): max = running max of k (−inf before the first
+      position), num = Σ exp(k_p − max)·v_p, den = Σ exp(k_p − max)
+    Golden records "state.{i}.{name}" follow each dict's order (S, z / K, V / sorted names
+    for sliding_window and aft_simple).
     """
     pos: int                        # positions consumed so far = index of the next position
     layers: List[Dict[str, Tensor]]
@@ -349,6 +359,224 @@ class SoftmaxAttention(nn.Module):
         return self._output(self._attend(q, K, V, None)), {"K": K, "V": V}
 
 
+class SlidingWindowAttention(nn.Module):
+    """Longformer-style sparse softmax attention (recur_ref/mixers.py's SlidingWindowAttention,
+    whose docstring is the exact semantics), per head h with dilation d_h, scaled by 1/√dk:
+
+        o_t = Σ_{p∈A_h(t)} softmax_p(q_t·k_p / √dk) v_p,  Mixer(x) = out(concat_heads(o))
+        causal:     A_h(t) = {t − j·d_h : 0 ≤ j < w, t − j·d_h ≥ 0} ∪ {p < g : p ≤ t}
+        non-causal: A_h(t) = {t + j·d_h : |j| ≤ ⌊w/2⌋, 0 ≤ t + j·d_h < N} ∪ {0..g−1} ∩ [0, N),
+                    and every position when t < g (a global query).
+
+    Positions are absolute stream indices (the non-causal form takes x as a whole utterance,
+    positions 0..N−1). The causal state is fixed size, R = (w−1)·max_h(d_h) + 1:
+    {"k_glob" (H, g, dk), "k_ring" (H, R, dk), "v_glob" (H, g, dv), "v_ring" (H, R, dv)}:
+    ring slot p mod R holds position p (global positions are also written to their ring
+    slot), glob slot p holds position p < g; slots never written stay 0. Ring entries of
+    global positions are never read (glob serves them), so no key is counted twice.
+    """
+
+    def __init__(self, d_model: int, heads: int, dk: int, dv: int, window: int, dilation=1,
+                 global_tokens: int = 0, causal: bool = True):
+        super().__init__()
+        self.heads, self.dk, self.dv, self.causal = heads, dk, dv, causal
+        self.w, self.g = window, global_tokens
+        self.dil = list(dilation) if isinstance(dilation, list) else [dilation] * heads
+        self.R = (self.w - 1) * max(self.dil) + 1
+        self.query = nn.Linear(d_model, heads * dk)
+        self.key = nn.Linear(d_model, heads * dk)
+        self.value = nn.Linear(d_model, heads * dv)
+        self.out = nn.Linear(heads * dv, d_model)
+
+    @classmethod
+    def from_config(cls, d_model: int, mixer: dict) -> "SlidingWindowAttention":
+        """The mixer of a recur config's "mixer" section (type sliding_window)."""
+        return cls(d_model, mixer["heads"], mixer["dk"], mixer["dv"], mixer["window"], mixer.get("dilation", 1),
+                   mixer.get("global_tokens", 0), mixer.get("causal", True))
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """The state before the first position: all slots 0 (sorted names)."""
+        H = self.heads
+        return {"k_glob": torch.zeros(H, self.g, self.dk, dtype=dtype),
+                "k_ring": torch.zeros(H, self.R, self.dk, dtype=dtype),
+                "v_glob": torch.zeros(H, self.g, self.dv, dtype=dtype),
+                "v_ring": torch.zeros(H, self.R, self.dv, dtype=dtype)}
+
+    _qkv = SoftmaxAttention._qkv
+    _output = SoftmaxAttention._output
+
+    def allowed(self, t: Tensor, p: Tensor) -> Tensor:
+        """Boolean (H, *broadcast(t, p)): may query position t attend to key position p
+        (absolute, int64), per head (mixers.SlidingWindowAttention.allowed). Non-causal
+        also needs 0 ≤ p < N (the caller's)."""
+        d = torch.tensor(self.dil).view(-1, *([1] * max(t.dim(), p.dim())))
+        diff = t - p
+        if self.causal:
+            win = (diff >= 0) & (diff % d == 0) & (diff // d < self.w)
+            glob = (p < self.g) & (diff >= 0)
+        else:
+            a = diff.abs()
+            win = (a % d == 0) & (a // d <= self.w // 2)
+            glob = (p < self.g) | (t < self.g)
+        return win | glob
+
+    def _attend(self, q: Tensor, K: Tensor, V: Tensor, ok: Tensor) -> Tensor:
+        """q (H, T, dk) over K (H, P, dk), V (H, P, dv) where ok (H, T, P) → (H, T, dv)."""
+        s = q @ K.transpose(-1, -2) / math.sqrt(self.dk)
+        return torch.softmax(s.masked_fill(~ok, float("-inf")), -1) @ V
+
+    def _ring_positions(self, pos: int) -> Tensor:
+        """The position each ring slot holds after `pos` positions (negative: never written)."""
+        slots = torch.arange(self.R)
+        return (pos - 1) - (pos - 1 - slots) % self.R
+
+    def _write(self, state: Dict[str, Tensor], k: Tensor, v: Tensor, pos: int) -> Dict[str, Tensor]:
+        """The state after positions pos..pos+N−1 with keys k (H, N, dk), values v (H, N, dv)."""
+        n = k.shape[1]
+        kg, kr, vg, vr = (state[name].clone() for name in ("k_glob", "k_ring", "v_glob", "v_ring"))
+        first = max(pos, pos + n - self.R)                      # only the last R positions stay in the ring
+        p = torch.arange(first, pos + n)
+        kr[:, p % self.R], vr[:, p % self.R] = k[:, p - pos], v[:, p - pos]
+        p = torch.arange(pos, max(pos, min(self.g, pos + n)))   # global positions among the new ones
+        kg[:, p], vg[:, p] = k[:, p - pos], v[:, p - pos]
+        return {"k_glob": kg, "k_ring": kr, "v_glob": vg, "v_ring": vr}
+
+    def parallel(self, x: Tensor, state: Dict[str, Tensor], pos: int, chunk: int):
+        """Chunked parallel form: x (N, d_model) at positions pos..pos+N−1 after `state`.
+        Chunk c attends (masked by `allowed`) to the g global keys and to the keys of
+        positions ≥ g from R − 1 before its first query up to its last query: the ring's
+        positions before pos followed by x's. Returns (out (N, d_model), the state after x)."""
+        q, k, v = self._qkv(x)
+        n = len(x)
+        new = self._write(state, k, v, pos)
+        # The recent keys in position order: the ring's valid positions before pos, then x's.
+        p_old = self._ring_positions(pos)
+        order = torch.argsort(p_old)
+        p_old = p_old[order]
+        keep = (p_old >= 0)
+        K = torch.cat([state["k_ring"][:, order][:, keep], k], 1)
+        V = torch.cat([state["v_ring"][:, order][:, keep], v], 1)
+        p_ctx = torch.cat([p_old[keep], torch.arange(pos, pos + n)])
+        p_glob = torch.arange(self.g)
+        outs = []
+        for c in range(0, n, chunk):
+            t = torch.arange(pos + c, pos + min(c + chunk, n))
+            sel = (p_ctx >= t[0] - self.R + 1) & (p_ctx <= t[-1]) & (p_ctx >= self.g)
+            p = torch.cat([p_glob, p_ctx[sel]])
+            ok = self.allowed(t[:, None], p[None, :])                      # (H, T, g + ·)
+            Kc = torch.cat([new["k_glob"], K[:, sel]], 1)
+            Vc = torch.cat([new["v_glob"], V[:, sel]], 1)
+            outs.append(self._attend(q[:, c:c + chunk], Kc, Vc, ok))
+        return self._output(torch.cat(outs, 1)), new
+
+    def recurrent(self, x: Tensor, state: Dict[str, Tensor], pos: int):
+        """RNN form, as mixers.SlidingWindowAttention's step: per position t, write k_t, v_t
+        into ring slot t mod R (and glob slot t when t < g), then attend over the ring's
+        allowed positions ≥ g and the glob's positions ≤ t. Same result as `parallel`."""
+        q, k, v = self._qkv(x)
+        outs = []
+        for i in range(len(x)):
+            t = pos + i
+            state = self._write(state, k[:, i:i + 1], v[:, i:i + 1], t)
+            p_ring = self._ring_positions(t + 1)
+            ok_ring = self.allowed(torch.tensor(t), p_ring) & (p_ring >= 0) & (p_ring >= self.g)   # (H, R)
+            ok_glob = (torch.arange(self.g) <= t).expand(self.heads, self.g)                       # (H, g)
+            K = torch.cat([state["k_ring"], state["k_glob"]], 1)
+            V = torch.cat([state["v_ring"], state["v_glob"]], 1)
+            ok = torch.cat([ok_ring, ok_glob], 1)[:, None]                                           # (H, 1, R + g)
+            outs.append(self._attend(q[:, i:i + 1], K, V, ok))
+        return self._output(torch.cat(outs, 1)), state
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
+        """Non-causal (encoder) form over x as a whole utterance (positions 0..N−1; an
+        encoder keeps no state, so `state` comes back unchanged)."""
+        if pos != 0:
+            raise ValueError("a non-causal sliding_window mixer runs on a whole utterance from position 0")
+        q, k, v = self._qkv(x)
+        ar = torch.arange(len(x))
+        return self._output(self._attend(q, k, v, self.allowed(ar[:, None], ar[None, :]))), state
+
+
+class AFTSimple(nn.Module):
+    """AFT-simple (recur_ref/mixers.py's AFTSimple), element-wise over D = heads·dk channels:
+
+        y_t = σ(q_t) ⊙ Σ_{p≤t} exp(k_p) ⊙ v_p / Σ_{p≤t} exp(k_p)   (causal false: all p),
+        Mixer(x) = out(y),  q = query(x), k = key(x), v = value(x), each (N, D).
+
+    The causal state {"den" (D,), "max" (D,), "num" (D,)} keeps the sums relative to the
+    running max of k per channel (−inf before the first position): num = Σ exp(k_p − max)·v_p,
+    den = Σ exp(k_p − max) (mixers._fold). `heads` only names the width; the math does not
+    split channels into heads.
+    """
+
+    def __init__(self, d_model: int, heads: int, dk: int, causal: bool = True):
+        super().__init__()
+        self.heads, self.dk, self.causal = heads, dk, causal
+        self.D = heads * dk
+        self.query = nn.Linear(d_model, self.D)
+        self.key = nn.Linear(d_model, self.D)
+        self.value = nn.Linear(d_model, self.D)
+        self.out = nn.Linear(self.D, d_model)
+
+    @classmethod
+    def from_config(cls, d_model: int, mixer: dict) -> "AFTSimple":
+        """The mixer of a recur config's "mixer" section (type aft_simple)."""
+        return cls(d_model, mixer["heads"], mixer["dk"], mixer.get("causal", True))
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """Before the first position: num = den = 0, max = −inf (sorted names)."""
+        return {"den": torch.zeros(self.D, dtype=dtype), "max": torch.full((self.D,), float("-inf"), dtype=dtype),
+                "num": torch.zeros(self.D, dtype=dtype)}
+
+    def _qkv(self, x: Tensor):
+        """x (N, d_model) → σ(q), k, v, each (N, D)."""
+        return torch.sigmoid(self.query(x)), self.key(x), self.value(x)
+
+    def parallel(self, x: Tensor, state: Dict[str, Tensor], chunk: int):
+        """Chunked parallel form. Per chunk of T positions: the running max
+        m_t = max(max, k_c..k_t) (T, D), then per t the masked (T, T, D) sum
+        Σ_{p≤t} exp(k_p − m_t)·v_p plus the state's num·exp(max − m_t) (likewise den);
+        every exponent is ≤ 0. The state after the chunk is row T−1's sums.
+        Returns (out (N, d_model), the state after x)."""
+        q, k, v = self._qkv(x)
+        num, den, mx = state["num"], state["den"], state["max"]
+        outs = []
+        for c in range(0, len(x), chunk):
+            qc, kc, vc = q[c:c + chunk], k[c:c + chunk], v[c:c + chunk]              # (T, D)
+            m = torch.maximum(mx, torch.cummax(kc, 0).values)                         # (T, D)
+            T = len(kc)
+            later = torch.ones(T, T, dtype=torch.bool).triu(1)[:, :, None]            # p > t
+            e = torch.exp((kc[None, :, :] - m[:, None, :]).masked_fill(later, float("-inf")))  # (t, p, D)
+            carry = torch.exp(mx - m)                                                 # (T, D); 0 from −inf
+            nums = num * carry + torch.einsum("tpd,pd->td", e, vc)
+            dens = den * carry + e.sum(1)
+            outs.append(qc * nums / dens)
+            num, den, mx = nums[-1], dens[-1], m[-1]
+        return self.out(torch.cat(outs)), {"den": den, "max": mx, "num": num}
+
+    def recurrent(self, x: Tensor, state: Dict[str, Tensor]):
+        """RNN form: per position mixers._fold(num, den, max, k_t, v_t), y_t = σ(q_t)·num/den.
+        Same arguments and result as `parallel`."""
+        q, k, v = self._qkv(x)
+        num, den, mx = state["num"], state["den"], state["max"]
+        outs = []
+        for qi, ki, vi in zip(q, k, v):
+            num, den, mx = mixers._fold(num, den, mx, ki, vi)
+            outs.append(qi * num / den)
+        return self.out(torch.stack(outs)), {"den": den, "max": mx, "num": num}
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor]):
+        """Non-causal (encoder) form: x's positions folded into the state (empty for a whole
+        utterance) at once, then every position reads the final sums:
+        y_t = σ(q_t)·num_N/den_N. Same result shape as `parallel`."""
+        q, k, v = self._qkv(x)
+        mx = torch.maximum(state["max"], k.max(0).values)
+        e, carry = torch.exp(k - mx), torch.exp(state["max"] - mx)
+        num = state["num"] * carry + (e * v).sum(0)
+        den = state["den"] * carry + e.sum(0)
+        return self.out(q * num / den), {"den": den, "max": mx, "num": num}
+
+
 class FeedForward(nn.Module):
     """FFN(x) = linear2(act(linear1(x))); gelu is the exact erf form."""
 
@@ -362,6 +590,11 @@ class FeedForward(nn.Module):
         return self.linear2(self.activation(self.linear1(x)))
 
 
+# The model's mixer class per config "type".
+_MIXER_CLASSES = {"linear_attention": LinearAttention, "softmax_attention": SoftmaxAttention,
+                  "sliding_window": SlidingWindowAttention, "aft_simple": AFTSimple}
+
+
 class Block(nn.Module):
     """One transformer layer (attention-math.md §1), pre- or post-norm."""
 
@@ -370,13 +603,13 @@ class Block(nn.Module):
         d, eps, m = config["d_model"], config["layer_norm_eps"], config["mixer"]
         self.pre_norm = config["norm_placement"] == "pre"
         self.norm1 = nn.LayerNorm(d, eps=eps)
-        mixer_class = SoftmaxAttention if m["type"] == "softmax_attention" else LinearAttention
-        self.mixer = mixer_class.from_config(d, m)
+        self.mixer = _MIXER_CLASSES[m["type"]].from_config(d, m)
         self.norm2 = nn.LayerNorm(d, eps=eps)
         self.ffn = FeedForward(d, config["ffn"]["d_ff"], config["ffn"]["activation"])
 
-    def _mix(self, h: Tensor, state: Dict[str, Tensor], chunk: Optional[int]):
-        """The mixer's form for `chunk` (None: the RNN form) on h → (out, new layer state)."""
+    def _mix(self, h: Tensor, state: Dict[str, Tensor], chunk: Optional[int], pos: int):
+        """The mixer's form for `chunk` (None: the RNN form) on h, whose first row is
+        stream position pos → (out, new layer state)."""
         m = self.mixer
         if not m.causal:
             form = m.noncausal
@@ -384,19 +617,22 @@ class Block(nn.Module):
             form = m.recurrent
         else:
             form = partial(m.parallel, chunk=chunk)
+        if isinstance(m, SlidingWindowAttention):
+            return form(h, state, pos=pos)
         if isinstance(m, LinearAttention):
             a, S, z = form(h, state["S"], state["z"])
             return a, {"S": S, "z": z}
         return form(h, state)
 
-    def forward(self, x: Tensor, state: Dict[str, Tensor], chunk: Optional[int]):
-        """x (N, d_model) → (N, d_model), the layer's state after x. chunk None: the RNN form."""
+    def forward(self, x: Tensor, state: Dict[str, Tensor], chunk: Optional[int], pos: int = 0):
+        """x (N, d_model) at stream positions pos.. → (N, d_model), the layer's state after x.
+        chunk None: the RNN form."""
         if self.pre_norm:    # x = x + Mixer(norm1(x)); x = x + FFN(norm2(x))
-            a, state = self._mix(self.norm1(x), state, chunk)
+            a, state = self._mix(self.norm1(x), state, chunk, pos)
             x = x + a
             x = x + self.ffn(self.norm2(x))
         else:                # x = norm1(x + Mixer(x)); x = norm2(x + FFN(x))
-            a, state = self._mix(x, state, chunk)
+            a, state = self._mix(x, state, chunk, pos)
             x = self.norm1(x + a)
             x = self.norm2(x + self.ffn(x))
         return x, state
@@ -467,9 +703,10 @@ class RecurModel(nn.Module):
 
     def init_state(self) -> State:
         """The state before the first position (attention-math.md §2, §3): zero S and z
-        per linear-attention layer, an empty KV cache per softmax-attention layer."""
+        per linear-attention layer, an empty KV cache per softmax-attention layer, zero
+        rings per sliding-window layer, num = den = 0 and max = −inf per aft_simple layer."""
         m, n = self.config["mixer"], self.config["n_layers"]
-        if m["type"] == "softmax_attention":
+        if m["type"] != "linear_attention":
             return State(pos=0, layers=[block.mixer.empty_state(self.dtype) for block in self.blocks])
         c = feature_dim(m)
         return State(pos=0, layers=[{"S": torch.zeros(m["heads"], c, m["dv"], dtype=self.dtype),
@@ -485,7 +722,7 @@ class RecurModel(nn.Module):
         h = self.input(x, state.pos)
         layers, states = [], []
         for block, layer_state in zip(self.blocks, state.layers):
-            h, layer_state = block(h, layer_state, chunk)
+            h, layer_state = block(h, layer_state, chunk, state.pos)
             layers.append(h)
             states.append(layer_state)
         if self.final_norm is not None:

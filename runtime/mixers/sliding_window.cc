@@ -1,0 +1,217 @@
+// Longformer-style sliding-window attention (attention-math.md §5; the exact
+// sets are in runtime/schema/recur.fbs, SlidingWindowAttention). Causal: a
+// ring buffer of the last R positions plus the global positions, a fixed
+// state. Non-causal: the encoder form.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/dense_op.h"
+#include "kernels/elementwise/elementwise.h"
+#include "mixers/mixer.h"
+
+namespace recur {
+namespace {
+
+constexpr uint32_t kMaxWidth = 1u << 20;
+constexpr uint32_t kMaxWindow = 1u << 16;
+
+class SlidingWindow final : public Mixer {
+ public:
+  bool causal() const override { return causal_; }
+  // k_glob (H, g, dk), k_ring (H, R, dk), v_glob (H, g, dv), v_ring (H, R, dv).
+  size_t state_floats() const override {
+    return causal_ ? heads_ * (g_ + ring_) * (dk_ + dv_) : 0;
+  }
+
+  size_t scratch_floats(size_t batch, size_t steps, size_t threads,
+                        size_t /*context*/) const override {
+    const size_t rows = batch * steps;
+    // q, k, v, o; per worker the scores of one query.
+    return rows * heads_ * (2 * dk_ + 2 * dv_) + threads * KeysPerQuery(steps);
+  }
+
+  void CollectDense(std::vector<const DenseView*>* out) const override {
+    for (const DenseView* d : {&query_, &key_, &value_, &out_}) out->push_back(d);
+  }
+
+  void Run(const float* x, size_t batch, size_t steps, float* const* states,
+           const StepContext& ctx, float* y) const override {
+    const size_t rows = batch * steps;
+    const size_t qk = heads_ * dk_, vw = heads_ * dv_;
+    float* q = ctx.scratch;       // (rows, H·dk)
+    float* k = q + rows * qk;     // (rows, H·dk)
+    float* v = k + rows * qk;     // (rows, H·dv)
+    float* o = v + rows * vw;     // (rows, H·dv)
+    RunDense(query_, x, rows, q, false, ctx.pool, ctx.dense);
+    RunDense(key_, x, rows, k, false, ctx.pool, ctx.dense);
+    RunDense(value_, x, rows, v, false, ctx.pool, ctx.dense);
+    float* scratch = o + rows * vw;
+    const size_t keys = KeysPerQuery(steps);
+    const size_t workers = ctx.pool->threads();
+    // Worker w takes pairs w, w + workers, ... with its own scores.
+    auto work = [&](size_t w) {
+      for (size_t pair = w; pair < batch * heads_; pair += workers) {
+        const size_t b = pair / heads_, h = pair % heads_;
+        const size_t row0 = b * steps;
+        if (causal_) {
+          Causal(q + row0 * qk + h * dk_, k + row0 * qk + h * dk_, v + row0 * vw + h * dv_,
+                 steps, h, ctx.positions[b], states[b], o + row0 * vw + h * dv_,
+                 scratch + w * keys);
+        } else {
+          Encode(q + row0 * qk + h * dk_, k + row0 * qk + h * dk_, v + row0 * vw + h * dv_,
+                 steps, h, o + row0 * vw + h * dv_, scratch + w * keys);
+        }
+      }
+    };
+    ctx.pool->ParallelFor(workers, [](void* c, size_t w) { (*static_cast<decltype(work)*>(c))(w); },
+                          &work);
+    RunDense(out_, o, rows, y, false, ctx.pool, ctx.dense);
+  }
+
+  static Status Create(const fb::SlidingWindowAttention* t, const std::string& layer,
+                       uint32_t d_model, TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
+    if (t->heads() == 0 || t->dk() == 0 || t->dv() == 0) {
+      return InvalidModel("%s: sliding-window attention needs heads, dk, dv > 0 (got %u, %u, %u)",
+                          layer.c_str(), t->heads(), t->dk(), t->dv());
+    }
+    if (uint64_t{t->heads()} * t->dk() > kMaxWidth || uint64_t{t->heads()} * t->dv() > kMaxWidth) {
+      return InvalidModel("%s: heads x dk and heads x dv must be <= %u", layer.c_str(), kMaxWidth);
+    }
+    if (t->window() == 0 || t->window() > kMaxWindow || t->global_tokens() > kMaxWindow) {
+      return InvalidModel("%s: sliding window needs window in [1, %u] and global_tokens <= %u "
+                          "(got %u, %u)", layer.c_str(), kMaxWindow, kMaxWindow, t->window(),
+                          t->global_tokens());
+    }
+    auto m = std::make_unique<SlidingWindow>();
+    m->heads_ = t->heads();
+    m->dk_ = t->dk();
+    m->dv_ = t->dv();
+    m->window_ = t->window();
+    m->g_ = t->global_tokens();
+    m->causal_ = t->causal();
+    m->scale_ = 1.0f / std::sqrt(static_cast<float>(t->dk()));
+    m->dilation_.assign(m->heads_, 1);
+    if (t->dilation() != nullptr && t->dilation()->size() != 0) {
+      if (t->dilation()->size() != m->heads_) {
+        return InvalidModel("%s: sliding window has %u dilations for %zu heads (one per head, or "
+                            "none)", layer.c_str(), t->dilation()->size(), m->heads_);
+      }
+      for (uint32_t i = 0; i < t->dilation()->size(); ++i) {
+        const uint32_t d = t->dilation()->Get(i);
+        if (d == 0 || d > kMaxWindow) {
+          return InvalidModel("%s: sliding window dilation %u of head %u is outside [1, %u]",
+                              layer.c_str(), d, i, kMaxWindow);
+        }
+        m->dilation_[i] = d;
+      }
+    }
+    const size_t max_d = *std::max_element(m->dilation_.begin(), m->dilation_.end());
+    m->ring_ = (m->window_ - 1) * max_d + 1;
+    const uint32_t qk = t->heads() * t->dk();
+    const uint32_t vw = t->heads() * t->dv();
+    const std::string prefix = layer + ".mixer.";
+    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->query(), prefix + "query", qk, d_model, &m->query_));
+    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->key(), prefix + "key", qk, d_model, &m->key_));
+    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->value(), prefix + "value", vw, d_model, &m->value_));
+    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->out(), prefix + "out", d_model, vw, &m->out_));
+    *out = std::move(m);
+    return Status::Ok();
+  }
+
+ private:
+  // The most keys one query sees: every position (a non-causal global
+  // query), else window + g.
+  size_t KeysPerQuery(size_t steps) const {
+    return causal_ ? window_ + g_ : std::max<size_t>(steps, window_ + g_);
+  }
+
+  // out = Σ_j softmax(q·k_j/√dk) v_j over the keys for_each(fn) visits as
+  // fn(k_j, v_j); scores: one float per key.
+  template <class ForEachKey>
+  void Attend(const float* q, const ForEachKey& for_each, float* out, float* scores) const {
+    size_t n = 0;
+    for_each([&](const float* kj, const float*) { scores[n++] = kernels::Dot(q, kj, dk_) * scale_; });
+    kernels::Softmax(scores, scores, n);
+    std::fill(out, out + dv_, 0.0f);
+    size_t j = 0;
+    for_each([&](const float*, const float* vj) {
+      const float p = scores[j++];
+      for (size_t m = 0; m < dv_; ++m) out[m] += p * vj[m];
+    });
+  }
+
+  // Positions [p0, p0 + steps) of one stream and head, one at a time: store
+  // k, v (ring slot, and the global slot for p < g), then attend.
+  void Causal(const float* q, const float* k, const float* v, size_t steps, size_t h, size_t p0,
+              float* state, float* o, float* scores) const {
+    const size_t qk = heads_ * dk_, vw = heads_ * dv_;
+    float* k_glob = state + h * g_ * dk_;                                  // (g, dk)
+    float* k_ring = state + heads_ * g_ * dk_ + h * ring_ * dk_;           // (R, dk)
+    float* v_glob = state + heads_ * (g_ + ring_) * dk_ + h * g_ * dv_;    // (g, dv)
+    float* v_ring = state + heads_ * ((g_ + ring_) * dk_ + g_ * dv_) + h * ring_ * dv_;
+    const size_t d = dilation_[h];
+    for (size_t t = 0; t < steps; ++t) {
+      const size_t p = p0 + t;
+      std::memcpy(k_ring + (p % ring_) * dk_, k + t * qk, dk_ * sizeof(float));
+      std::memcpy(v_ring + (p % ring_) * dv_, v + t * vw, dv_ * sizeof(float));
+      if (p < g_) {
+        std::memcpy(k_glob + p * dk_, k + t * qk, dk_ * sizeof(float));
+        std::memcpy(v_glob + p * dv_, v + t * vw, dv_ * sizeof(float));
+      }
+      auto for_each = [&](auto&& fn) {
+        for (size_t j = 0; j < window_ && j * d <= p; ++j) {
+          const size_t pos = p - j * d;
+          if (pos >= g_) fn(k_ring + (pos % ring_) * dk_, v_ring + (pos % ring_) * dv_);
+        }
+        for (size_t pos = 0; pos < g_ && pos <= p; ++pos) fn(k_glob + pos * dk_, v_glob + pos * dv_);
+      };
+      Attend(q + t * qk, for_each, o + t * vw, scores);
+    }
+  }
+
+  // The whole sequence of one stream and head.
+  void Encode(const float* q, const float* k, const float* v, size_t steps, size_t h, float* o,
+              float* scores) const {
+    const size_t qk = heads_ * dk_, vw = heads_ * dv_;
+    const size_t d = dilation_[h];
+    const size_t half = window_ / 2;
+    for (size_t t = 0; t < steps; ++t) {
+      auto for_each = [&](auto&& fn) {
+        if (t < g_) {  // a global query sees every position
+          for (size_t p = 0; p < steps; ++p) fn(k + p * qk, v + p * vw);
+          return;
+        }
+        for (size_t p = 0; p < g_ && p < steps; ++p) fn(k + p * qk, v + p * vw);
+        for (size_t j = std::min(half, t / d); j >= 1; --j) {  // t − j·d
+          const size_t p = t - j * d;
+          if (p >= g_) fn(k + p * qk, v + p * vw);
+        }
+        for (size_t j = 0; j <= half && t + j * d < steps; ++j) {  // t + j·d
+          const size_t p = t + j * d;
+          if (p >= g_) fn(k + p * qk, v + p * vw);
+        }
+      };
+      Attend(q + t * qk, for_each, o + t * vw, scores);
+    }
+  }
+
+  size_t heads_ = 0, dk_ = 0, dv_ = 0, window_ = 0, g_ = 0, ring_ = 0;
+  std::vector<size_t> dilation_;
+  bool causal_ = true;
+  float scale_ = 1.0f;
+  DenseView query_, key_, value_, out_;
+};
+
+}  // namespace
+
+Status CreateSlidingWindowAttention(const void* table, const std::string& layer,
+                                    uint32_t d_model, TensorResolver* tensors,
+                                    std::unique_ptr<Mixer>* out) {
+  return SlidingWindow::Create(static_cast<const fb::SlidingWindowAttention*>(table), layer,
+                               d_model, tensors, out);
+}
+
+}  // namespace recur
