@@ -1,0 +1,149 @@
+// The contract every causal mixer keeps (DESIGN principle 9), checked for
+// each member of the schema's Mixer union, the one list the runtime's
+// registry is built from: a mixer without a test model here fails.
+//   - N steps == one prefill of N positions (outputs and state), the prefill
+//     walking several chunks;
+//   - prefill(a) + prefill(b) == prefill(a + b);
+//   - saving the state after a positions and loading it into a fresh session
+//     continues exactly as the uninterrupted session does.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "recur/recur.h"
+#include "schema/recur_generated.h"
+#include "test_models.h"
+
+namespace {
+
+namespace fb = recur::fb;
+
+// A tiny causal model per mixer type (union member name).
+const std::map<std::string, const char*>& TestModels() {
+  static const std::map<std::string, const char*> models = {
+      {"LinearAttention", recur::testing::kTinyTokensConfig},
+      {"SoftmaxAttention", recur::testing::kTinySoftmaxConfig},
+      {"SlidingWindowAttention", recur::testing::kTinySlidingWindowConfig},
+      {"AftSimple", recur::testing::kTinyAftConfig},
+  };
+  return models;
+}
+
+struct Model {
+  explicit Model(const char* config) {
+    bytes = recur::testing::BuildTestModel(config, 11);
+    REQUIRE(!bytes.empty());
+    REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
+    info.struct_size = sizeof(info);
+    REQUIRE(recur_model_get_info(model, &info) == RECUR_OK);
+  }
+  ~Model() { recur_model_free(model); }
+
+  recur_session* Session(uint32_t chunk) const {
+    recur_session_options options{};
+    options.struct_size = sizeof(options);
+    options.prefill_chunk = chunk;
+    options.prefill_min = 1;
+    recur_session* s = nullptr;
+    REQUIRE(recur_session_create(model, &options, &s) == RECUR_OK);
+    return s;
+  }
+  // Positions [from, from + n) of a fixed input sequence.
+  recur_input Input(size_t from, size_t n) {
+    const bool tokens = info.input_kind == RECUR_INPUT_TOKENS;
+    ids.resize(n);
+    frames.resize(n * info.feature_width);
+    for (size_t i = 0; i < n; ++i) ids[i] = int32_t(((from + i) * 5 + 3) % std::max(info.vocab_size, 1u));
+    for (size_t i = 0; i < frames.size(); ++i) {
+      frames[i] = std::sin(0.3f * float(from * info.feature_width + i));
+    }
+    return tokens ? recur_input{ids.data(), nullptr, n} : recur_input{nullptr, frames.data(), frames.size()};
+  }
+  std::vector<float> Prefill(recur_session* s, size_t from, size_t n) {
+    std::vector<float> out(n * info.output_width);
+    recur_input in = Input(from, n);
+    REQUIRE(recur_session_prefill(s, n, &in, out.data()) == RECUR_OK);
+    return out;
+  }
+  std::vector<float> Steps(recur_session* s, size_t from, size_t n) {
+    std::vector<float> all, out(info.output_width);
+    for (size_t t = 0; t < n; ++t) {
+      recur_input in = Input(from + t, 1);
+      REQUIRE(recur_session_step(s, &in, out.data()) == RECUR_OK);
+      all.insert(all.end(), out.begin(), out.end());
+    }
+    return all;
+  }
+  std::vector<unsigned char> Save(recur_session* s) const {
+    size_t size = 0;
+    REQUIRE(recur_session_state_size(s, &size) == RECUR_OK);
+    std::vector<unsigned char> blob(size);
+    REQUIRE(recur_session_state_save(s, 0, blob.data(), size) == RECUR_OK);
+    return blob;
+  }
+
+  recur::converter::AlignedBytes bytes;
+  recur_model* model = nullptr;
+  recur_model_info info{};
+  std::vector<int32_t> ids;
+  std::vector<float> frames;
+};
+
+// max |a − b| / (1 + |b|).
+double Worst(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(a[i]) - b[i]) / (1.0 + std::fabs(double(b[i]))));
+  }
+  return worst;
+}
+
+// The state payload (after the 48-byte header), as floats.
+std::vector<float> Payload(const std::vector<unsigned char>& blob) {
+  std::vector<float> f((blob.size() - 48) / sizeof(float));
+  std::memcpy(f.data(), blob.data() + 48, f.size() * sizeof(float));
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("every mixer: steps == prefill, prefill(a) + prefill(b) == prefill(a + b), exact resume") {
+  const fb::Mixer* tags = fb::EnumValuesMixer();
+  for (size_t i = 0; i <= size_t(fb::Mixer::MAX); ++i) {  // EnumValuesMixer: MAX + 1 tags
+    if (tags[i] == fb::Mixer::NONE) continue;
+    const std::string name = fb::EnumNameMixer(tags[i]);
+    CAPTURE(name);
+    auto it = TestModels().find(name);
+    REQUIRE_MESSAGE(it != TestModels().end(), "mixer " << name << " has no contract test model");
+    Model m(it->second);
+    const size_t n = 40, a = 17;
+
+    recur_session* stepped = m.Session(0);
+    recur_session* whole = m.Session(8);  // 5 chunks
+    recur_session* split = m.Session(6);
+    const std::vector<float> y_steps = m.Steps(stepped, 0, n);
+    const std::vector<float> y_whole = m.Prefill(whole, 0, n);
+    std::vector<float> y_split = m.Prefill(split, 0, a);
+    const std::vector<float> y_rest = m.Prefill(split, a, n - a);
+    y_split.insert(y_split.end(), y_rest.begin(), y_rest.end());
+    CHECK(Worst(y_whole, y_steps) <= 2e-5);
+    CHECK(Worst(y_split, y_whole) <= 2e-5);
+    CHECK(Worst(Payload(m.Save(whole)), Payload(m.Save(stepped))) <= 2e-5);
+    CHECK(Worst(Payload(m.Save(split)), Payload(m.Save(whole))) <= 2e-5);
+
+    // Save after a steps, load into a fresh session: it continues exactly.
+    recur_session* first = m.Session(0);
+    recur_session* resumed = m.Session(0);
+    m.Steps(first, 0, a);
+    const std::vector<unsigned char> blob = m.Save(first);
+    REQUIRE(recur_session_state_load(resumed, 0, blob.data(), blob.size()) == RECUR_OK);
+    CHECK(m.Steps(resumed, a, n - a) == m.Steps(first, a, n - a));
+    for (recur_session* s : {stepped, whole, split, first, resumed}) recur_session_free(s);
+  }
+}
