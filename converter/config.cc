@@ -172,29 +172,33 @@ Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescr
   const json* mixer = nullptr;
   RECUR_RETURN_IF_ERROR(r.Object(root, "mixer", "", &mixer));
   static const char* const kMixers[] = {"linear_attention", "softmax_attention",
-                                        "sliding_window", "aft_simple"};
+                                        "sliding_window", "aft_simple", "flash"};
   static const MixerType kMixerTypes[] = {MixerType::kLinearAttention,
                                           MixerType::kSoftmaxAttention, MixerType::kSlidingWindow,
-                                          MixerType::kAftSimple};
+                                          MixerType::kAftSimple, MixerType::kFlash};
   std::size_t mixer_type = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(*mixer, "type", "mixer", kMixers, &mixer_type));
   BlockDescription block;
   block.mixer = kMixerTypes[mixer_type];
   LinearAttentionDescription& la = block.linear_attention;
-  RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "heads", "mixer", 1, &la.heads));
-  RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "dk", "mixer", 1, &la.dk));
+  const bool flash = block.mixer == MixerType::kFlash;
+  if (!flash) {
+    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "heads", "mixer", 1, &la.heads));
+    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "dk", "mixer", 1, &la.dk));
+  }
   if (block.mixer == MixerType::kAftSimple) {
     la.dv = la.dk;  // query, key and value are all D = heads·dk wide
-  } else {
+  } else if (!flash) {
     RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "dv", "mixer", 1, &la.dv));
   }
-  // The keys each mixer type takes (besides type, heads, dk, causal).
+  // The keys each mixer type takes (besides type, causal and, but for
+  // FLASH, heads and dk).
   auto only_keys = [&](std::initializer_list<const char*> extra) -> Status {
     for (const auto& [key, value] : mixer->items()) {
-      bool known = key == "type" || key == "heads" || key == "dk" || key == "causal";
+      bool known = key == "type" || key == "causal" || (!flash && (key == "heads" || key == "dk"));
       for (const char* k : extra) known = known || key == k;
       if (!known) {
-        std::string list = "type, heads, dk, causal";
+        std::string list = flash ? "type, causal" : "type, heads, dk, causal";
         for (const char* k : extra) list += std::string(", ") + k;
         return r.Invalid("mixer." + key, std::string("does not apply to ") + kMixers[mixer_type] +
                                              " (its keys: " + list + ")");
@@ -206,6 +210,20 @@ Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescr
     // softmax(q·kᵀ/√dk) or AFT-simple: no feature map, no eps.
     RECUR_RETURN_IF_ERROR(block.mixer == MixerType::kAftSimple ? only_keys({})
                                                                 : only_keys({"dv"}));
+    RECUR_RETURN_IF_ERROR(r.Bool(*mixer, "causal", "mixer", &la.causal, /*required=*/false));
+  } else if (flash) {
+    RECUR_RETURN_IF_ERROR(only_keys({"expansion_dim", "qk_dim", "chunk", "scale"}));
+    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "expansion_dim", "mixer", 1, &la.expansion_dim));
+    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "qk_dim", "mixer", 1, &la.qk_dim));
+    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "chunk", "mixer", 1, &la.chunk));
+    if (la.chunk > 65536) return r.Invalid("mixer.chunk", "must be at most 65536");
+    la.scale = 1.0f / static_cast<float>(la.chunk);
+    if (auto sc = mixer->find("scale"); sc != mixer->end()) {
+      if (!sc->is_number() || !std::isfinite(sc->get<double>()) || sc->get<double>() == 0.0) {
+        return r.Invalid("mixer.scale", "must be a finite nonzero number");
+      }
+      la.scale = sc->get<float>();
+    }
     RECUR_RETURN_IF_ERROR(r.Bool(*mixer, "causal", "mixer", &la.causal, /*required=*/false));
   } else if (block.mixer == MixerType::kSlidingWindow) {
     RECUR_RETURN_IF_ERROR(only_keys({"dv", "window", "dilation", "global_tokens"}));
@@ -473,10 +491,22 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
     out.push_back({p + "norm1.bias", s + "norm1.bias", {dm}});
     const std::string m = ft ? s + "attention." : s + "mixer.";
     const char* proj = ft ? "_projection" : "";
+    if (b.mixer == MixerType::kFlash) {
+      const LinearAttentionDescription& fl = b.linear_attention;
+      const int64_t e = fl.expansion_dim, qs = fl.qk_dim, c = fl.chunk;
+      AddLinear(&out, p + "mixer.u_proj", m + "u_proj", e, dm);
+      AddLinear(&out, p + "mixer.v_proj", m + "v_proj", e, dm);
+      AddLinear(&out, p + "mixer.z_proj", m + "z_proj", qs, dm);
+      AddLinear(&out, p + "mixer.out", m + "out", dm, e);
+      out.push_back({p + "mixer.qk_gamma", m + "qk_gamma", {4, qs}});
+      out.push_back({p + "mixer.qk_beta", m + "qk_beta", {4, qs}});
+      out.push_back({p + "mixer.rel_bias", m + "rel_bias", {fl.causal ? c : 2 * c - 1}});
+    } else {
     AddLinear(&out, p + "mixer.query", m + "query" + proj, hk, dm);
     AddLinear(&out, p + "mixer.key", m + "key" + proj, hk, dm);
     AddLinear(&out, p + "mixer.value", m + "value" + proj, hv, dm);
     AddLinear(&out, p + "mixer.out", m + "out" + proj, dm, hv);
+    }
     if (b.mixer == MixerType::kLinearAttention && b.linear_attention.favor()) {  // ω
       const std::string omega = ft ? m + "inner_attention.feature_map.omega" : m + "feature_map.omega";
       out.push_back({p + "mixer.feature_map.omega", omega,

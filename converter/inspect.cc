@@ -257,6 +257,20 @@ class Collector {
                                                   (ring + sw->global_tokens()) * (sw->dk() + sw->dv())
                                             : 0;
         mixer["state_grows_with_length"] = false;
+      } else if (const fb::Flash* fl = b->mixer_as_Flash()) {
+        mixer["type"] = "flash";
+        mixer["expansion_dim"] = fl->expansion_dim();
+        mixer["qk_dim"] = fl->qk_dim();
+        mixer["chunk"] = fl->chunk();
+        mixer["scale"] = FloatForJson(fl->scale());
+        mixer["causal"] = fl->causal();
+        mixer["u_proj"] = Dense(fl->u_proj());
+        mixer["v_proj"] = Dense(fl->v_proj());
+        mixer["z_proj"] = Dense(fl->z_proj());
+        mixer["out"] = Dense(fl->out());
+        const uint64_t e = fl->expansion_dim(), qs = fl->qk_dim(), c = fl->chunk();
+        mixer["state_bytes"] = fl->causal() ? 4 * (qs * e + c * (2 * qs + e)) : 0;
+        mixer["state_grows_with_length"] = false;
       } else if (const fb::AftSimple* aft = b->mixer_as_AftSimple()) {
         mixer["type"] = "aft_simple";
         mixer["heads"] = aft->heads();
@@ -415,6 +429,12 @@ std::string RenderText(const json& j) {
                  " global_tokens=" + std::to_string(m["global_tokens"].get<uint32_t>());
       }
       mixer += m.value("causal", true) ? "" : " non-causal (encoder)";
+    } else if (m["type"] == "flash") {
+      mixer += " expansion_dim=" + std::to_string(m["expansion_dim"].get<uint32_t>()) +
+               " qk_dim=" + std::to_string(m["qk_dim"].get<uint32_t>()) +
+               " chunk=" + std::to_string(m["chunk"].get<uint32_t>()) +
+               " scale=" + FormatFloat(m["scale"].get<float>()) +
+               (m.value("causal", true) ? "" : " non-causal (encoder)");
     }
     line("    mixer:  " + mixer);
     if (m.contains("state_bytes")) {

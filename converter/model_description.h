@@ -22,7 +22,7 @@ enum class NormPlacement { kPre, kPost };
 enum class FeatureMap { kEluPlusOne, kRelu, kPoly2, kFavor, kFavorHyperbolic };
 enum class Activation { kRelu, kGelu };
 enum class HeadActivation { kNone, kSoftmax, kLogSoftmax };
-enum class MixerType { kLinearAttention, kSoftmaxAttention, kSlidingWindow, kAftSimple };
+enum class MixerType { kLinearAttention, kSoftmaxAttention, kSlidingWindow, kAftSimple, kFlash };
 
 struct InputDescription {
   InputKind kind = InputKind::kTokens;
@@ -49,6 +49,11 @@ struct LinearAttentionDescription {
   uint32_t window = 0;
   std::vector<uint32_t> dilation;
   uint32_t global_tokens = 0;
+  // FLASH: expansion E, qk width s, chunk C, scale (default 1/C).
+  uint32_t expansion_dim = 0;
+  uint32_t qk_dim = 0;
+  uint32_t chunk = 0;
+  float scale = 0.0f;
 
   bool favor() const {
     return feature_map == FeatureMap::kFavor || feature_map == FeatureMap::kFavorHyperbolic;

@@ -131,9 +131,10 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
     const BlockDescription& b = desc.blocks[i];
     const std::string p = "blocks." + std::to_string(i) + ".";
     auto norm1 = norm(p + "norm1");
-    auto q = dense(p + "mixer.query");
-    auto k = dense(p + "mixer.key");
-    auto v = dense(p + "mixer.value");
+    const bool flash = b.mixer == MixerType::kFlash;
+    auto q = dense(p + (flash ? "mixer.u_proj" : "mixer.query"));
+    auto k = dense(p + (flash ? "mixer.v_proj" : "mixer.key"));
+    auto v = dense(p + (flash ? "mixer.z_proj" : "mixer.value"));
     auto o = dense(p + "mixer.out");
     const LinearAttentionDescription& la = b.linear_attention;
     flatbuffers::Offset<void> mixer;
@@ -146,6 +147,12 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
       mixer = fb::CreateSlidingWindowAttentionDirect(fbb, la.heads, la.dk, la.dv, la.window,
                                                      la.dilation.empty() ? nullptr : &la.dilation,
                                                      la.global_tokens, q, k, v, o, la.causal)
+                  .Union();
+    } else if (flash) {
+      mixer_type = fb::Mixer::Flash;
+      mixer = fb::CreateFlash(fbb, la.expansion_dim, la.qk_dim, la.chunk, la.scale, q, k, v, o,
+                              ref(p + "mixer.qk_gamma"), ref(p + "mixer.qk_beta"),
+                              ref(p + "mixer.rel_bias"), la.causal)
                   .Union();
     } else if (b.mixer == MixerType::kAftSimple) {
       mixer_type = fb::Mixer::AftSimple;

@@ -15,7 +15,7 @@ packages=(
   # demos
   libkissfft-dev libstb-dev dataset-fashion-mnist espeak-ng sox
   # PyTorch reference (only /usr/bin/python3 sees it) and a fast BLAS for it
-  python3-torch python3-numpy libopenblas0-openmp
+  python3-torch python3-numpy python3-matplotlib libopenblas0-openmp
 )
 
 missing=()

@@ -10,6 +10,8 @@
 //   prefill N  N positions of one stream through the chunked-parallel form
 //   gen LEN    LEN-step sequences sampled from the output distribution, B at
 //              a time (images/s for 784-pixel images)
+//   step @P    one step at position P (after a prefill of P positions): constant
+//              for fixed-state mixers, growing with P for a KV cache (--at 1,1024)
 // "bound" is the time the hardware needs at best: max(weight bytes / read
 // bandwidth, FLOPs / (FMA peak × threads)); "%bound" = bound / measured.
 #include <sys/resource.h>
@@ -111,6 +113,12 @@ int main(int argc, char** argv) {
   app.add_option("--prefill,-p", prefills, "Prefill lengths (list)")->delimiter(',');
   app.add_option("--chunk", chunk, "Prefill chunk (0 = the runtime's default)");
   uint32_t prefill_min = 0;
+  uint32_t max_context = 0;
+  std::vector<size_t> at_positions;
+  app.add_option("--max-context", max_context,
+                 "KV-cache models: positions a stream may hold (0 = the runtime's default); "
+                 "raised as needed for --prefill and --at rows");
+  app.add_option("--at", at_positions, "Decode rows at these positions (list)")->delimiter(',');
   app.add_option("--prefill-min", prefill_min,
                  "Prefills shorter than this run as steps (0 = the runtime's default, 1 = never)");
   app.add_option("--generate,-g", generate, "Sequence length for generation rows (784 = image)");
@@ -166,7 +174,13 @@ int main(int argc, char** argv) {
 
   // Sessions with the bench's options; prints the backends each one chose.
   std::string last_backends;
-  auto create = [&](uint32_t batch, uint32_t threads, SessionHandle* out) -> bool {
+  // The positions a session of this model holds before a reset: learned
+  // positions, or a KV cache's max_context; 0 = unbounded.
+  const bool grows = info.state_bytes_per_position > 0;
+  const size_t default_context =
+      max_context != 0 ? max_context : info.max_positions != 0 ? info.max_positions : 4096;
+  auto create = [&](uint32_t batch, uint32_t threads, SessionHandle* out,
+                    size_t min_context = 0) -> bool {
     recur_session_options options{};
     options.struct_size = sizeof(options);
     options.batch = batch;
@@ -175,6 +189,7 @@ int main(int argc, char** argv) {
     options.backend = backend.c_str();
     options.weight_packing = packing;
     options.prefill_min = prefill_min;
+    options.max_context = uint32_t(std::max(default_context, min_context));
     const auto t0 = Clock::now();
     if (recur_session_create(model->get(), &options, &out->session) != RECUR_OK) return false;
     const double create_s = Seconds(t0, Clock::now());
@@ -201,7 +216,8 @@ int main(int argc, char** argv) {
       std::uniform_int_distribution<uint64_t> reservoir;
       uint64_t position = 0, timed = 0;
       for (int i = 0; i < warmup + steps; ++i) {
-        if (info.max_positions != 0 && position == info.max_positions) {
+        if ((info.max_positions != 0 && position == info.max_positions) ||
+            (grows && position == default_context)) {
           session->Reset();
           position = 0;
         }
@@ -231,16 +247,27 @@ int main(int argc, char** argv) {
                     std::to_string(info.max_positions) + " learned positions");
       }
       auto session = std::make_unique<SessionHandle>();
-      if (!create(1, threads, session.get())) return Fail(recur_last_error());
-      recur_input in = inputs.Make(n);
+      if (!create(1, threads, session.get(), n)) return Fail(recur_last_error());
+      // Fed in pieces of at most kPiece positions from one input buffer, so the
+      // process's memory is the session's, not the input's (prefill(a) +
+      // prefill(b) == prefill(a + b)).
+      constexpr size_t kPiece = 4096;
+      recur_input in = inputs.Make(std::min(n, kPiece));
       std::vector<double> times;
       const int runs = int(std::clamp<size_t>(200000 / n, 3, 50));
       for (int r = 0; r < runs + 1; ++r) {
         session->Reset();
         const auto t0 = Clock::now();
-        recur_status s = recur_session_prefill(session->get(), n, &in, nullptr);
+        for (size_t done = 0; done < n;) {
+          const size_t piece = std::min(kPiece, n - done);
+          recur_input part = in;
+          part.count = in.tokens != nullptr ? piece : piece * info.feature_width;
+          if (recur_session_prefill(session->get(), piece, &part, nullptr) != RECUR_OK) {
+            return Fail(recur_last_error());
+          }
+          done += piece;
+        }
         const auto t1 = Clock::now();
-        if (s != RECUR_OK) return Fail(recur_last_error());
         if (r > 0) times.push_back(Seconds(t0, t1));
       }
       std::sort(times.begin(), times.end());
@@ -249,6 +276,37 @@ int main(int argc, char** argv) {
       print({"prefill " + std::to_string(n), 1, threads, median, times[times.size() / 10],
              times[times.size() * 9 / 10], n / median, "el/s",
              bound(0.0, double(info.step_flops) * double(n), threads)});
+    }
+    for (size_t at : at_positions) {
+      if (info.max_positions != 0 && at + size_t(warmup + steps) > info.max_positions) {
+        return Fail("--at " + std::to_string(at) + " plus the steps exceeds the model's " +
+                    std::to_string(info.max_positions) + " learned positions");
+      }
+      auto session = std::make_unique<SessionHandle>();
+      if (!create(1, threads, session.get(), at + size_t(warmup + steps))) {
+        return Fail(recur_last_error());
+      }
+      if (at > 0) {
+        recur_input prompt = inputs.Make(at);
+        if (recur_session_prefill(session->get(), at, &prompt, nullptr) != RECUR_OK) {
+          return Fail(recur_last_error());
+        }
+      }
+      std::vector<float> out(info.output_width);
+      std::vector<double> times;
+      for (int i = 0; i < warmup + steps; ++i) {
+        recur_input in = inputs.Make(1);
+        const auto t0 = Clock::now();
+        recur_status s = recur_session_step(session->get(), &in, out.data());
+        const auto t1 = Clock::now();
+        if (s != RECUR_OK) return Fail(recur_last_error());
+        if (i >= warmup) times.push_back(Seconds(t0, t1));
+      }
+      std::sort(times.begin(), times.end());
+      const double median = times[times.size() / 2];
+      print({"step @" + std::to_string(at), 1, threads, median, times[times.size() / 10],
+             times[times.size() * 9 / 10], 1 / median, "el/s",
+             bound(double(info.step_weight_bytes), double(info.step_flops), threads)});
     }
     if (generate > 0) {
       if (info.input_kind != RECUR_INPUT_TOKENS || info.output_width != info.vocab_size) {

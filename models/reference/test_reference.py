@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from recur_ref import CHUNK, checkpoint, golden, mixers, safetensors
 from recur_ref import fast_transformers_layout as ftl
-from recur_ref.model import AFTSimple, LinearAttention, SlidingWindowAttention, SoftmaxAttention, feature_dim
+from recur_ref.model import FLASH, AFTSimple, LinearAttention, SlidingWindowAttention, SoftmaxAttention, feature_dim
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -75,8 +75,9 @@ def step_loop(model, x, state=None):
 def expected_tensors(cfg):
     """{name: shape} from the table in models/configs/README.md."""
     d, m, ffn, inp = cfg["d_model"], cfg["mixer"], cfg["ffn"]["d_ff"], cfg["input"]
-    qk = m["heads"] * m["dk"]
-    vv = qk if m["type"] == "aft_simple" else m["heads"] * m["dv"]   # aft_simple: D = heads·dk throughout
+    if m["type"] != "flash":
+        qk = m["heads"] * m["dk"]
+        vv = qk if m["type"] == "aft_simple" else m["heads"] * m["dv"]   # aft_simple: D = heads·dk throughout
     t = {}
     if inp["kind"] == "tokens":
         t["input.embedding"] = (inp["vocab_size"], d)
@@ -88,8 +89,14 @@ def expected_tensors(cfg):
         b = f"blocks.{i}."
         for name, shape in [("norm1", (d,)), ("norm2", (d,))]:
             t.update({b + name + ".weight": shape, b + name + ".bias": shape})
-        for name, (o, n) in [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)),
-                             ("mixer.out", (d, vv)), ("ffn.linear1", (ffn, d)), ("ffn.linear2", (d, ffn))]:
+        if m["type"] == "flash":
+            E, s, C = m["expansion_dim"], m["qk_dim"], m["chunk"]
+            mix = [("mixer.u_proj", (E, d)), ("mixer.v_proj", (E, d)), ("mixer.z_proj", (s, d)), ("mixer.out", (d, E))]
+            t.update({b + "mixer.qk_gamma": (4, s), b + "mixer.qk_beta": (4, s),
+                      b + "mixer.rel_bias": (C if m.get("causal", True) else 2 * C - 1,)})
+        else:
+            mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)), ("mixer.out", (d, vv))]
+        for name, (o, n) in mix + [("ffn.linear1", (ffn, d)), ("ffn.linear2", (d, ffn))]:
             t.update({b + name + ".weight": (o, n), b + name + ".bias": (o,)})
         if m.get("feature_map") == "favor":
             mm = m["n_features"]
@@ -121,7 +128,7 @@ def naive_forward(cfg, w, x):
     functional ops on the named tensors `w`, and attention as the explicit
     quadratic sum V'_i = Σ_{j≤i} sim_ij v_j / (Σ_{j≤i} sim_ij + eps)."""
     d, m, n = cfg["d_model"], cfg["mixer"], len(x)
-    heads, dk, dv = m["heads"], m["dk"], m.get("dv")
+    heads, dk, dv = m.get("heads"), m.get("dk"), m.get("dv")
 
     def lin(h, name):
         return F.linear(h, w[name + ".weight"], w[name + ".bias"])
@@ -172,7 +179,15 @@ def naive_forward(cfg, w, x):
         q, k, v = (lin(h, b + f"mixer.{name}") for name in ("query", "key", "value"))
         return lin(naive_aft(q, k, v, m.get("causal", True)), b + "mixer.out")
 
+    def flash_mixer(h, b):
+        u, v, z = (F.silu(lin(h, b + f"mixer.{name}_proj")) for name in ("u", "v", "z"))
+        g, be = w[b + "mixer.qk_gamma"], w[b + "mixer.qk_beta"]
+        qq, kq, ql, kl = (g[r] * z + be[r] for r in range(4))
+        return lin(u * naive_flash(m, qq, kq, ql, kl, v, w[b + "mixer.rel_bias"]), b + "mixer.out")
+
     def mixer(h, b):
+        if m["type"] == "flash":
+            return flash_mixer(h, b)
         if m["type"] == "softmax_attention":
             return softmax_mixer(h, b)
         if m["type"] == "sliding_window":
@@ -246,6 +261,25 @@ def naive_sliding(m, q, k, v):
         s = k[a, h] @ q[t, h] / math.sqrt(dk)
         e = torch.exp(s - s.max())
         o[t, h] = (e / e.sum()) @ v[a, h]
+    return o
+
+
+def naive_flash(m, qq, kq, ql, kl, v, rel_bias):
+    """FLASH's quad + lin (n, E) at positions 0..n−1 as explicit sums over positions (the
+    README's formulas): groups g = t // C; causal: quad over p ≤ t in t's group with
+    rel_bias[t − p], lin = scale·Q^lin_t·Σ_{p in earlier groups} K^lin_p V_pᵀ; non-causal:
+    quad over t's whole group with rel_bias[t − p + C − 1], lin = Q^lin_t·Σ_all K^lin_p V_pᵀ / n."""
+    n, C = len(v), m["chunk"]
+    scale, causal = m.get("scale", 1.0 / C), m.get("causal", True)
+    o = torch.zeros_like(v)
+    for t in range(n):
+        g = t // C
+        for p in range(g * C, min(n, (g + 1) * C) if not causal else t + 1):
+            bias = rel_bias[t - p] if causal else rel_bias[t - p + C - 1]
+            o[t] += torch.relu(scale * (qq[t] @ kq[p]) + bias) ** 2 * v[p]
+        seen = range(g * C) if causal else range(n)
+        for p in seen:
+            o[t] += (scale if causal else 1.0 / n) * (ql[t] @ kl[p]) * v[p]
     return o
 
 
@@ -348,7 +382,7 @@ def config_checks(path):
             back = golden.read(path)
         names = {"softmax_attention": ["K", "V"], "linear_attention": ["S", "z"],
                  "sliding_window": ["k_glob", "k_ring", "v_glob", "v_ring"],
-                 "aft_simple": ["den", "max", "num"]}[cfg["mixer"]["type"]]
+                 "aft_simple": ["den", "max", "num"], "flash": ["S", "kl_buf", "kq_buf", "v_buf"]}[cfg["mixer"]["type"]]
         states = [f"state.{i}.{s}" for i in range(cfg["n_layers"]) for s in names] if model.causal else []
         assert list(back) == ["meta", "input", "output"] + [f"layer.{i}" for i in range(cfg["n_layers"])] + \
             states, f"records {list(back)}"
@@ -1185,13 +1219,181 @@ def new_mixer_golden_cli():
     assert not any(name.startswith("state.") for name, _ in recs), [name for name, _ in recs]
 
 
+FLASH_D_MODEL, FLASH_E, FLASH_S, FLASH_C, FLASH_N = 10, 12, 5, 6, 40
+
+
+def _flash_cfg(causal=True, **kv):
+    return {"type": "flash", "expansion_dim": FLASH_E, "qk_dim": FLASH_S, "chunk": FLASH_C, "causal": causal, **kv}
+
+
+def _flash_parts(att, x):
+    u, v, z = (F.silu(F.linear(x, p.weight, p.bias)) for p in (att.u_proj, att.v_proj, att.z_proj))
+    qq, kq, ql, kl = (att.qk_gamma[r] * z + att.qk_beta[r] for r in range(4))
+    return u, v, qq, kq, ql, kl
+
+
+def flash_forms():
+    """FLASH of model.py alone (float64): same tensors and seeded init as mixers.FLASH;
+    recurrent == chunked parallel (chunks 1, 7, CHUNK, N) == explicit sums == mixers.FLASH's
+    prefill (outputs and state), from the empty state and after P positions (P = C: at a group
+    boundary, P = 9, 3: mid-group), also split into uneven pieces; the buffers hold slot
+    p mod C of the last write (stale slots from the previous group); a non-default scale; the
+    non-causal form vs naive and mixers.FLASH's forward."""
+    g = torch.Generator().manual_seed(6)
+    full = torch.randn(9 + FLASH_N, FLASH_D_MODEL, generator=g, dtype=torch.float64)
+    for cfg in (_flash_cfg(), _flash_cfg(scale=0.37)):
+        torch.manual_seed(0)
+        att = FLASH.from_config(FLASH_D_MODEL, cfg).double()
+        torch.manual_seed(0)
+        ref = mixers.FLASH(cfg, FLASH_D_MODEL).double()
+        got = {k: tuple(v.shape) for k, v in att.state_dict().items()}
+        E, s, C, d = FLASH_E, FLASH_S, FLASH_C, FLASH_D_MODEL
+        assert got == {"u_proj.weight": (E, d), "u_proj.bias": (E,), "v_proj.weight": (E, d), "v_proj.bias": (E,),
+                       "z_proj.weight": (s, d), "z_proj.bias": (s,), "out.weight": (d, E), "out.bias": (d,),
+                       "qk_gamma": (4, s), "qk_beta": (4, s), "rel_bias": (C,)}, got
+        for k, v in ref.state_dict().items():      # the same init from the same seed
+            assert torch.equal(v, att.state_dict()[k]), f"init of {k} differs from mixers.FLASH"
+        ref.load_state_dict(att.state_dict(), strict=True)
+        with torch.no_grad():
+            u, v, qq, kq, ql, kl = _flash_parts(att, full)
+            naive = F.linear(u * naive_flash(cfg, qq, kq, ql, kl, v, att.rel_bias), att.out.weight, att.out.bias)
+            empty = att.empty_state(torch.float64)
+            assert list(empty) == ["S", "kl_buf", "kq_buf", "v_buf"] and not any(t.any() for t in empty.values())
+            assert [tuple(t.shape) for t in empty.values()] == [(s, E), (C, s), (C, s), (C, E)]
+            for P in (0, 3, C, 9):
+                state = empty if P == 0 else att.recurrent(full[:P], empty, 0)[1]
+                x = full[P:]
+                rec_y, rec_state = att.recurrent(x, state, P)
+                assert_close(rec_y, naive[P:], 1e-12, f"recurrent vs naive (P={P})")
+                for chunk in (1, 7, CHUNK, len(x)):
+                    par_y, par_state = att.parallel(x, state, P, chunk)
+                    assert_close(par_y, rec_y, 1e-12, f"parallel chunk {chunk} vs recurrent (P={P})")
+                    assert list(par_state) == list(rec_state)
+                    for name in rec_state:
+                        assert_close(par_state[name], rec_state[name], 1e-12, f"chunk {chunk} state {name} (P={P})")
+                # Uneven pieces (each continuing from the last) give the same outputs and state.
+                st, ys, at = state, [], P
+                for piece in (5, 1, 11, 2, len(x)):
+                    y_, st = att.parallel(full[at:at + piece], st, at, 4)
+                    ys.append(y_)
+                    at += min(piece, len(full) - at)
+                    if at == len(full):
+                        break
+                assert_close(torch.cat(ys), rec_y, 1e-12, f"uneven pieces (P={P})")
+                for name in rec_state:
+                    assert_close(st[name], rec_state[name], 1e-12, f"uneven pieces state {name}")
+                ref_state = {k: t[None].clone() for k, t in state.items()}
+                ref_state["pos"] = torch.tensor(P)
+                ref_y, ref_state = ref.prefill(x[None], ref_state)
+                assert_close(rec_y, ref_y[0], 1e-12, f"recurrent vs mixers.FLASH prefill (P={P})")
+                for name in rec_state:
+                    assert_close(rec_state[name], ref_state[name][0], 1e-12, f"state {name} vs mixers.FLASH")
+            # The final state is its definition: S over completed groups, slot p mod C of the last write.
+            n = len(full)
+            done = (n // C) * C
+            assert_close(rec_state["S"], kl[:done].T @ v[:done], 1e-12, "S")
+            for j in range(C):
+                p = max(q for q in range(n) if q % C == j)
+                assert torch.equal(rec_state["kq_buf"][j], kq[p]) and torch.equal(rec_state["kl_buf"][j], kl[p])
+                assert torch.equal(rec_state["v_buf"][j], v[p]), f"slot {j}"
+            assert n % C != 0 and max(q for q in range(n) if q % C == C - 1) < done   # some slots are stale
+            assert_close(ref(full[None])[0], naive, 1e-12, "mixers.FLASH forward vs naive")
+        # Non-causal.
+        torch.manual_seed(1)
+        enc_cfg = {**cfg, "causal": False}
+        enc = FLASH.from_config(FLASH_D_MODEL, enc_cfg).double()
+        assert enc.rel_bias.shape == (2 * C - 1,)
+        ref_enc = mixers.FLASH(enc_cfg, FLASH_D_MODEL).double()
+        ref_enc.load_state_dict(enc.state_dict(), strict=True)
+        with torch.no_grad():
+            for n in (len(full), C, 1):
+                x = full[:n]
+                y, st = enc.noncausal(x, enc.empty_state(torch.float64))
+                u, v, qq, kq, ql, kl = _flash_parts(enc, x)
+                want = F.linear(u * naive_flash(enc_cfg, qq, kq, ql, kl, v, enc.rel_bias), enc.out.weight, enc.out.bias)
+                assert_close(y, want, 1e-12, f"noncausal vs naive (N={n})")
+                assert_close(y, ref_enc(x[None])[0], 1e-12, f"noncausal vs mixers.FLASH (N={n})")
+        try:
+            enc.noncausal(full, enc.empty_state(torch.float64), pos=3)
+            raise AssertionError("non-causal flash accepted pos 3")
+        except ValueError:
+            pass
+
+
+def flash_config_validation():
+    """flash keys: bad ones are ValueErrors naming the key; the state's names and shapes."""
+    fl = json.load(open(os.path.join(REPO_ROOT, "models/configs/flash_tokens.json")))
+
+    def with_mixer(**kv):
+        c = json.loads(json.dumps(fl))
+        c["mixer"].update(kv)
+        return {**c, "mixer": {k: v for k, v in c["mixer"].items() if v is not None}}
+
+    bad = [(with_mixer(chunk=None), "chunk"), (with_mixer(chunk=0), "chunk"), (with_mixer(chunk=4.0), "chunk"),
+           (with_mixer(expansion_dim=None), "expansion_dim"), (with_mixer(expansion_dim=0), "expansion_dim"),
+           (with_mixer(qk_dim=None), "qk_dim"), (with_mixer(qk_dim=-2), "qk_dim"),
+           (with_mixer(scale=0), "scale"), (with_mixer(scale=-1.0), "scale"), (with_mixer(scale="x"), "scale"),
+           (with_mixer(causal="yes"), "causal"), (with_mixer(heads=2), "heads"), (with_mixer(max_length=8), "max_length")]
+    for config, word in bad:
+        try:
+            checkpoint.build_model(config, 0)
+        except ValueError as e:
+            assert word in str(e), f"message {str(e)!r} does not name {word!r}"
+            continue
+        raise AssertionError(f"accepted a bad mixer {config['mixer']}")
+    for ok in (with_mixer(scale=0.5), with_mixer(causal=False), with_mixer(chunk=1)):
+        checkpoint.build_model(ok, 0)
+    st = checkpoint.build_model(fl, 0).init_state()
+    assert list(st.layers[1]) == ["S", "kl_buf", "kq_buf", "v_buf"]
+    assert [tuple(t.shape) for t in st.layers[0].values()] == [(16, 64), (16, 16), (16, 16), (16, 64)]
+
+
+def flash_golden_cli():
+    """make_golden.py on flash_tokens and flash_features: the state records (sorted names,
+    the contract's shapes, no pos), layer 0's buffers and S recomputed from the input record;
+    the non-causal flash encoder writes no state records."""
+    for name, steps in (("flash_tokens", 40), ("flash_features", 30)):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
+                   "--seed", "7", "--steps", str(steps), "--out", tmp]
+            subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+            records = golden.read(os.path.join(tmp, "golden.bin"))
+            model, config = checkpoint.load(tmp)
+        m = config["mixer"]
+        E, s, C = m["expansion_dim"], m["qk_dim"], m["chunk"]
+        names = [k for k in records if k.startswith("state.")]
+        assert names == [f"state.{i}.{n}" for i in range(config["n_layers"]) for n in ("S", "kl_buf", "kq_buf", "v_buf")]
+        assert names == sorted(names) and all(records[k].dtype == torch.float64 for k in names)
+        for i in range(config["n_layers"]):
+            shapes = [tuple(records[f"state.{i}.{n}"].shape) for n in ("S", "kl_buf", "kq_buf", "v_buf")]
+            assert shapes == [(s, E), (C, s), (C, s), (C, E)], shapes
+        model64 = model.double()
+        with torch.no_grad():
+            x = records["input"]
+            h = model64.input(x.double() if x.is_floating_point() else x, 0)
+            h = model64.blocks[0].norm1(h) if config["norm_placement"] == "pre" else h
+            u, v, qq, kq, ql, kl = _flash_parts(model64.blocks[0].mixer, h)
+        done = (steps // C) * C
+        assert steps % C != 0
+        assert_close(records["state.0.S"], kl[:done].T @ v[:done], 1e-12, "S")
+        for p in range(max(0, steps - C), steps):
+            assert_close(records["state.0.kq_buf"][p % C], kq[p], 1e-12, f"kq slot of {p}")
+            assert_close(records["state.0.kl_buf"][p % C], kl[p], 1e-12, f"kl slot of {p}")
+            assert_close(records["state.0.v_buf"][p % C], v[p], 1e-12, f"v slot of {p}")
+    enc_cfg = json.load(open(os.path.join(REPO_ROOT, "models/configs/flash_encoder.json")))
+    enc = checkpoint.build_model(enc_cfg, 7)
+    recs = golden.compute(enc, golden.random_inputs(enc_cfg, 20, 8), {"config": "flash_encoder"})
+    assert not any(name.startswith("state.") for name, _ in recs), [name for name, _ in recs]
+
+
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
                                         model_rejects_bad_input, cli_end_to_end, compare_run_cli,
                                         favor_omega_is_seeded, favor_config_validation, ft_favor_mapping,
                                         new_configs_golden_cli, softmax_attention_forms,
                                         softmax_config_validation, softmax_golden_cli, sliding_window_forms,
-                                        aft_simple_forms, new_mixer_config_validation, new_mixer_golden_cli)]
+                                        aft_simple_forms, new_mixer_config_validation, new_mixer_golden_cli,
+                                        flash_forms, flash_config_validation, flash_golden_cli)]
     checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:

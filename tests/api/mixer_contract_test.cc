@@ -30,6 +30,7 @@ const std::map<std::string, const char*>& TestModels() {
       {"SoftmaxAttention", recur::testing::kTinySoftmaxConfig},
       {"SlidingWindowAttention", recur::testing::kTinySlidingWindowConfig},
       {"AftSimple", recur::testing::kTinyAftConfig},
+      {"Flash", recur::testing::kTinyFlashConfig},
   };
   return models;
 }

@@ -14,7 +14,8 @@ TEST_CASE("step, reset, save and load do not allocate") {
   for (const char* config : {recur::testing::kTinyTokensConfig, recur::testing::kTinyFeaturesConfig,
                              recur::testing::kTinySoftmaxConfig,
                              recur::testing::kTinySlidingWindowConfig,
-                             recur::testing::kTinyAftConfig}) {
+                             recur::testing::kTinyAftConfig,
+                             recur::testing::kTinyFlashConfig}) {
     auto bytes = recur::testing::BuildTestModel(config, 1);
     REQUIRE(!bytes.empty());
     recur_model* model = nullptr;

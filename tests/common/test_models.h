@@ -71,6 +71,15 @@ inline const char* kTinyAftConfig = R"({
   "mixer": {"type": "aft_simple", "heads": 2, "dk": 3},
   "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
 
+// FLASH (chunk 5, so a 40-position run crosses 8 chunk boundaries), tokens.
+inline const char* kTinyFlashConfig = R"({
+  "layout": "recur", "d_model": 16, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
+  "max_positions": 64,
+  "mixer": {"type": "flash", "expansion_dim": 24, "qk_dim": 8, "chunk": 5},
+  "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
+  "head": {"out": 11, "activation": "softmax"}})";
+
 // Every tensor the config needs under its `layout` name, N(0, 0.3²) values
 // (norm weights around 1).
 converter::TensorMap RandomTensors(const converter::ModelDescription& desc, unsigned seed,

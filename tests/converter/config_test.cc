@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -221,7 +222,7 @@ TEST_CASE("config: recur layout, invalid values") {
         "config.json: \"ffn.activation\" must be one of \"relu\", \"gelu\" (got \"tanh\")");
   CHECK(with("/mixer/type", "softmax") ==
         "config.json: \"mixer.type\" must be one of \"linear_attention\", \"softmax_attention\", "
-        "\"sliding_window\", \"aft_simple\" (got \"softmax\")");
+        "\"sliding_window\", \"aft_simple\", \"flash\" (got \"softmax\")");
   CHECK(with("/mixer/feature_map", "sigmoid") ==
         "config.json: \"mixer.feature_map\" must be one of \"elu_plus_one\", \"relu\", "
         "\"poly2\", \"favor\" (got \"sigmoid\")");
@@ -409,6 +410,39 @@ TEST_CASE("config: sliding window and AFT-simple (recur layout)") {
   j["mixer"]["dv"] = 8;
   CHECK(ErrorOf(j) == "config.json: \"mixer.dv\" does not apply to aft_simple (its keys: type, "
                       "heads, dk, causal)");
+}
+
+TEST_CASE("config: FLASH (recur layout)") {
+  json j = TokensJson();
+  j["mixer"] = {{"type", "flash"}, {"expansion_dim", 24}, {"qk_dim", 8}, {"chunk", 5}};
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const LinearAttentionDescription& fl = r->desc.blocks[0].linear_attention;
+  CHECK(r->desc.blocks[0].mixer == MixerType::kFlash);
+  CHECK(fl.scale == doctest::Approx(0.2));
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& t : ExpectedTensors(r->desc)) shapes[t.name] = t.shape;
+  CHECK(shapes["blocks.0.mixer.u_proj.weight"] == std::vector<int64_t>{24, 16});
+  CHECK(shapes["blocks.0.mixer.z_proj.weight"] == std::vector<int64_t>{8, 16});
+  CHECK(shapes["blocks.0.mixer.out.weight"] == std::vector<int64_t>{16, 24});
+  CHECK(shapes["blocks.0.mixer.qk_gamma"] == std::vector<int64_t>{4, 8});
+  CHECK(shapes["blocks.0.mixer.rel_bias"] == std::vector<int64_t>{5});
+  CHECK(shapes.count("blocks.0.mixer.query.weight") == 0);
+  j["mixer"]["causal"] = false;
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  for (const auto& t : ExpectedTensors(r->desc)) {
+    if (t.name == "blocks.0.mixer.rel_bias") CHECK(t.shape == std::vector<int64_t>{9});
+  }
+  j["mixer"]["scale"] = 0;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.scale\" must be a finite nonzero number");
+  j["mixer"].erase("scale");
+  j["mixer"]["heads"] = 2;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.heads\" does not apply to flash (its keys: type, "
+                      "causal, expansion_dim, qk_dim, chunk, scale)");
+  j["mixer"].erase("heads");
+  j["mixer"].erase("chunk");
+  CHECK(ErrorOf(j) == "config.json: missing key \"mixer.chunk\"");
 }
 
 TEST_CASE("config: fast-transformers Favor feature map") {

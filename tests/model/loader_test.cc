@@ -264,3 +264,25 @@ TEST_CASE("sliding window: wrong window parameters in the file are named") {
     CHECK(Error() == "blocks.0: AFT needs heads, dk > 0 (got 2, 0)");
   }
 }
+
+TEST_CASE("FLASH: bad sizes and a mis-shaped bias are named") {
+  {
+    auto bytes = BuildTestModel(recur::testing::kTinyFlashConfig, 1);
+    REQUIRE(!bytes.empty());
+    CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+    const auto* fl = Root(bytes)->blocks()->Get(0)->mixer_as_Flash();
+    REQUIRE(fl != nullptr);
+    Poke<uint32_t>(fl, fb::Flash::VT_CHUNK, 0);
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.0: FLASH needs expansion_dim and qk_dim in [1, 1048576] and chunk "
+                     "in [1, 65536] (got 24, 8, 0)");
+  }
+  {
+    auto bytes = BuildTestModel(recur::testing::kTinyFlashConfig, 1);
+    const auto* fl = Root(bytes)->blocks()->Get(1)->mixer_as_Flash();
+    Poke<uint32_t>(fl, fb::Flash::VT_CHUNK, 6);  // rel_bias has 5 entries
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error().find("blocks.1.mixer.rel_bias") != std::string::npos);
+    CHECK(Error().find("expected [6]") != std::string::npos);
+  }
+}

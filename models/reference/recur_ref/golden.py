@@ -26,6 +26,10 @@ Records, in this order:
   state.{i}.den f64 (D,)           aft_simple (causal only), D = heads·dk: den = Σ exp(k_p − max),
   state.{i}.max f64 (D,)           max = running max of k per channel,
   state.{i}.num f64 (D,)           num = Σ exp(k_p − max)·v_p
+  state.{i}.S       f64 (s, E)     flash (causal only): S = Σ over completed chunks
+  state.{i}.kl_buf  f64 (C, s)     [g·C, (g+1)·C) of K^linᵀV; buffer slot p mod C holds
+  state.{i}.kq_buf  f64 (C, s)     position p's K^lin, K^quad, V (the last written;
+  state.{i}.v_buf   f64 (C, E)     slots ≥ N mod C are stale, from the previous chunk)
 No "pos" record. Each layer's state records come in sorted-name order (the order in
 which the C++ checker concatenates them).
 """

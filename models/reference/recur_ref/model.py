@@ -1,5 +1,5 @@
 """The reference model: a causal linear-attention (or softmax-attention baseline,
-sliding-window attention, AFT-simple) transformer, run either over a whole sequence at once (parallel form) or one
+sliding-window attention, AFT-simple, FLASH) transformer, run either over a whole sequence at once (parallel form) or one
 position at a time (RNN form).
 
 Math: /work/shared/docs/attention-math.md §1 (the block), §2 (softmax
@@ -30,7 +30,7 @@ _OPTIONAL_KEYS = {"notes", "input_description", "output_description"}
 # Mixer keys valid only with feature_map "favor" (mixers.validate_mixer checks them).
 _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp"}
 # The mixer types a recur config may name (every block uses the same mixer config).
-MIXER_TYPES = ("linear_attention", "softmax_attention", "sliding_window", "aft_simple")
+MIXER_TYPES = ("linear_attention", "softmax_attention", "sliding_window", "aft_simple", "flash")
 
 
 def validate(config: dict) -> None:
@@ -79,8 +79,8 @@ def validate(config: dict) -> None:
     if mixer["type"] != "linear_attention":
         # softmax_attention: type, heads, dk, dv, optional causal (no eps, no feature_map);
         # sliding_window: type, heads, dk, dv, window, optional dilation, global_tokens, causal;
-        # aft_simple: type, heads, dk, optional causal. mixers.py's rules, whose messages
-        # name the offending key.
+        # aft_simple: type, heads, dk, optional causal; flash: type, expansion_dim, qk_dim,
+        # chunk, optional scale, causal. mixers.py's rules, whose messages name the offending key.
         try:
             mixers.validate_mixer(mixer, config["d_model"])
         except ValueError as e:
@@ -129,8 +129,12 @@ class State(NamedTuple):
     aft_simple, fixed size (D = heads·dk):
       "den" (D,), "max" (D,), "num" (D,): max = running max of k (−inf before the first
       position), num = Σ exp(k_p − max)·v_p, den = Σ exp(k_p − max)
+    flash, fixed size (E = expansion_dim, s = qk_dim, C = chunk):
+      "S" (s, E) = Σ over completed absolute chunks of K^linᵀV; "kl_buf" (C, s),
+      "kq_buf" (C, s), "v_buf" (C, E): slot p mod C holds position p's K^lin, K^quad, V
+      (the last written; slots ≥ pos mod C are stale, left from the previous chunk)
     Golden records "state.{i}.{name}" follow each dict's order (S, z / K, V / sorted names
-    for sliding_window and aft_simple).
+    for sliding_window, aft_simple and flash).
     """
     pos: int                        # positions consumed so far = index of the next position
     layers: List[Dict[str, Tensor]]
@@ -577,6 +581,144 @@ class AFTSimple(nn.Module):
         return self.out(q * num / den), {"den": den, "max": mx, "num": num}
 
 
+class FLASH(nn.Module):
+    """FLASH mixed-chunk attention (recur_ref/mixers.py's FLASH, whose docstring is the exact
+    semantics), one head. Per position, with SiLU projections
+
+        U = silu(x W_u + b_u) (E), V = silu(x W_v + b_v) (E), Z = silu(x W_z + b_z) (s),
+        Q^quad, K^quad, Q^lin, K^lin = qk_gamma[r] ⊙ Z + qk_beta[r]   (rows r = 0, 1, 2, 3),
+
+    chunks are ABSOLUTE position groups [g·C, (g+1)·C) (independent of how the input is
+    split into calls or parallel chunks). For t in group g:
+
+        quad_t = Σ_{p in group g, p ≤ t} relu(scale · Q^quad_t·K^quad_p + rel_bias[t − p])² V_p
+        lin_t  = scale · Q^lin_t · Σ_{p in groups h < g} K^lin_pᵀ V_p
+        y_t    = out(U_t ⊙ (quad_t + lin_t))
+
+    Non-causal: quad over the whole group (rel_bias[t − p + C − 1]) and
+    lin_t = (1/N) · Q^lin_t · Σ_{all p} K^lin_pᵀ V_p. scale defaults to 1/C.
+    Tensors: u_proj (E, d), v_proj (E, d), z_proj (s, d), out (d, E) (.weight/.bias),
+    qk_gamma (4, s), qk_beta (4, s), rel_bias (C,) causal / (2C−1,) non-causal; created in
+    mixers.FLASH's order (same init from the same torch seed).
+    Causal state, fixed size (sorted names): "S" (s, E) = Σ over completed groups of
+    K^linᵀV; "kl_buf" (C, s), "kq_buf" (C, s), "v_buf" (C, E): slot p mod C holds position
+    p's K^lin, K^quad, V (the last written; slots ≥ pos mod C are stale, left from the
+    previous group, never read). When a group completes, S += kl_bufᵀ v_buf.
+    """
+
+    ROWS = 4
+
+    def __init__(self, d_model: int, expansion_dim: int, qk_dim: int, chunk: int, scale: Optional[float] = None,
+                 causal: bool = True):
+        super().__init__()
+        self.E, self.s, self.C, self.causal = expansion_dim, qk_dim, chunk, causal
+        self.scale = 1.0 / chunk if scale is None else scale
+        self.u_proj = nn.Linear(d_model, self.E)
+        self.v_proj = nn.Linear(d_model, self.E)
+        self.z_proj = nn.Linear(d_model, self.s)
+        self.qk_gamma = nn.Parameter(1 + 0.3 * torch.randn(self.ROWS, self.s))
+        self.qk_beta = nn.Parameter(0.3 * torch.randn(self.ROWS, self.s))
+        self.out = nn.Linear(self.E, d_model)
+        self.rel_bias = nn.Parameter(0.3 * torch.randn(chunk if causal else 2 * chunk - 1))
+
+    @classmethod
+    def from_config(cls, d_model: int, mixer: dict) -> "FLASH":
+        """The mixer of a recur config's "mixer" section (type flash)."""
+        return cls(d_model, mixer["expansion_dim"], mixer["qk_dim"], mixer["chunk"], mixer.get("scale"),
+                   mixer.get("causal", True))
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """Before the first position: S and every buffer slot 0 (sorted names)."""
+        return {"S": torch.zeros(self.s, self.E, dtype=dtype), "kl_buf": torch.zeros(self.C, self.s, dtype=dtype),
+                "kq_buf": torch.zeros(self.C, self.s, dtype=dtype), "v_buf": torch.zeros(self.C, self.E, dtype=dtype)}
+
+    def _proj(self, x: Tensor):
+        """x (N, d_model) → U, V (N, E), Q^quad, K^quad, Q^lin, K^lin (N, s)."""
+        u, v, z = F.silu(self.u_proj(x)), F.silu(self.v_proj(x)), F.silu(self.z_proj(x))
+        qk = z[:, None, :] * self.qk_gamma + self.qk_beta                # (N, 4, s)
+        return (u, v, *qk.unbind(1))
+
+    def _write(self, state: Dict[str, Tensor], kl: Tensor, kq: Tensor, v: Tensor, pos: int) -> Dict[str, Tensor]:
+        """The buffers after positions pos..pos+N−1 are written to slots p mod C (the last
+        C positions win); S unchanged."""
+        n = len(v)
+        new = {name: t.clone() for name, t in state.items()}
+        p = torch.arange(max(pos, pos + n - self.C), pos + n)
+        for name, t in (("kl_buf", kl), ("kq_buf", kq), ("v_buf", v)):
+            new[name][p % self.C] = t[p - pos]
+        return new
+
+    def parallel(self, x: Tensor, state: Dict[str, Tensor], pos: int, chunk: int):
+        """Chunked parallel form: x (N, d_model) at positions pos..pos+N−1 after `state`.
+        The context is the current group's earlier positions (buffer slots 0..pos mod C − 1)
+        followed by x's; per group h of the context, S_h = state S + Σ of K^linᵀV over the
+        context's groups before h. Each parallel chunk of `chunk` queries attends (quadratic
+        part, masked to same group and p ≤ t) to the context keys from its first query's
+        group start to its last query, and reads S_{group(t)} (linear part). Returns
+        (out (N, d_model), the state after x)."""
+        u, v, qq, kq, ql, kl = self._proj(x)
+        n, C = len(x), self.C
+        j0 = pos % C
+        start = pos - j0                                                   # first position of the context
+        Kq = torch.cat([state["kq_buf"][:j0], kq])
+        Kl = torch.cat([state["kl_buf"][:j0], kl])
+        V = torch.cat([state["v_buf"][:j0], v])
+        p_ctx = torch.arange(start, pos + n)
+        groups = (len(p_ctx) + C - 1) // C                                 # context group h = [start + h·C, ...)
+        S_before = [state["S"]]
+        for h in range(groups):
+            S_before.append(S_before[-1] + Kl[h * C:(h + 1) * C].T @ V[h * C:(h + 1) * C])
+        S_before = torch.stack(S_before)                                   # (groups + 1, s, E)
+        outs = []
+        for c in range(0, n, chunk):
+            t = torch.arange(pos + c, pos + min(c + chunk, n))
+            lo, hi = (int(t[0]) // C) * C - start, int(t[-1]) + 1 - start
+            p = p_ctx[lo:hi]
+            off = t[:, None] - p[None, :]
+            ok = (off >= 0) & (t[:, None] // C == p[None, :] // C)
+            s_qk = self.scale * qq[c:c + len(t)] @ Kq[lo:hi].T
+            a = F.relu(s_qk + self.rel_bias[off.clamp(0, C - 1)]) ** 2
+            quad = a.masked_fill(~ok, 0.0) @ V[lo:hi]
+            lin = self.scale * torch.einsum("ts,tse->te", ql[c:c + len(t)], S_before[(t - start) // C])
+            outs.append(u[c:c + len(t)] * (quad + lin))
+        new = self._write(state, kl, kq, v, pos)
+        new["S"] = S_before[(pos + n) // C - start // C]                   # groups completed by pos + N
+        return self.out(torch.cat(outs)), new
+
+    def recurrent(self, x: Tensor, state: Dict[str, Tensor], pos: int):
+        """RNN form, as mixers.FLASH's step: per position t (slot j = t mod C) write K^quad_t,
+        K^lin_t, V_t into slot j, attend over slots 0..j, read S; when j = C − 1 the group is
+        complete: S += kl_bufᵀ v_buf. Same arguments and result as `parallel`."""
+        u, v, qq, kq, ql, kl = self._proj(x)
+        S, kqb, klb, vb = state["S"], state["kq_buf"].clone(), state["kl_buf"].clone(), state["v_buf"].clone()
+        outs = []
+        for i in range(len(x)):
+            j = (pos + i) % self.C
+            kqb[j], klb[j], vb[j] = kq[i], kl[i], v[i]
+            a = F.relu(self.scale * kqb[:j + 1] @ qq[i] + self.rel_bias[j - torch.arange(j + 1)]) ** 2   # (j+1,)
+            outs.append(u[i] * (a @ vb[:j + 1] + self.scale * ql[i] @ S))
+            if j == self.C - 1:
+                S = S + klb.T @ vb
+        return self.out(torch.stack(outs)), {"S": S, "kl_buf": klb, "kq_buf": kqb, "v_buf": vb}
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
+        """Non-causal (encoder) form over x as a whole utterance (positions 0..N−1; an encoder
+        keeps no state, so `state` comes back unchanged): quad over each whole group with
+        rel_bias[t − p + C − 1], lin_t = (1/N) · Q^lin_t · Σ_all K^lin_pᵀ V_p."""
+        if pos != 0:
+            raise ValueError("a non-causal flash mixer runs on a whole utterance from position 0")
+        u, v, qq, kq, ql, kl = self._proj(x)
+        n = len(x)
+        lin = ql @ (kl.T @ v) / n
+        quad = []
+        for c in range(0, n, self.C):
+            m = min(self.C, n - c)
+            off = torch.arange(m)[:, None] - torch.arange(m)[None, :]
+            a = F.relu(self.scale * qq[c:c + m] @ kq[c:c + m].T + self.rel_bias[off + self.C - 1]) ** 2
+            quad.append(a @ v[c:c + m])
+        return self.out(u * (torch.cat(quad) + lin)), state
+
+
 class FeedForward(nn.Module):
     """FFN(x) = linear2(act(linear1(x))); gelu is the exact erf form."""
 
@@ -592,7 +734,7 @@ class FeedForward(nn.Module):
 
 # The model's mixer class per config "type".
 _MIXER_CLASSES = {"linear_attention": LinearAttention, "softmax_attention": SoftmaxAttention,
-                  "sliding_window": SlidingWindowAttention, "aft_simple": AFTSimple}
+                  "sliding_window": SlidingWindowAttention, "aft_simple": AFTSimple, "flash": FLASH}
 
 
 class Block(nn.Module):
@@ -617,7 +759,7 @@ class Block(nn.Module):
             form = m.recurrent
         else:
             form = partial(m.parallel, chunk=chunk)
-        if isinstance(m, SlidingWindowAttention):
+        if isinstance(m, (SlidingWindowAttention, FLASH)):   # absolute positions (windows, FLASH groups)
             return form(h, state, pos=pos)
         if isinstance(m, LinearAttention):
             a, S, z = form(h, state["S"], state["z"])
@@ -704,7 +846,8 @@ class RecurModel(nn.Module):
     def init_state(self) -> State:
         """The state before the first position (attention-math.md §2, §3): zero S and z
         per linear-attention layer, an empty KV cache per softmax-attention layer, zero
-        rings per sliding-window layer, num = den = 0 and max = −inf per aft_simple layer."""
+        rings per sliding-window layer, num = den = 0 and max = −inf per aft_simple layer,
+        zero S and buffers per flash layer."""
         m, n = self.config["mixer"], self.config["n_layers"]
         if m["type"] != "linear_attention":
             return State(pos=0, layers=[block.mixer.empty_state(self.dtype) for block in self.blocks])
