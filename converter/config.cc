@@ -138,6 +138,121 @@ Status ParseMetadata(const KeyReader& r, const json& root, MetadataDescription* 
 }
 
 // The recur layout (models/configs/README.md): every key required.
+// One mixer config (`where` names it in messages: "mixer" or "mixer[2]") into
+// block->mixer and block->linear_attention (the attention's shape and options).
+Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& where,
+                  BlockDescription* out) {
+  BlockDescription& block = *out;
+  static const char* const kMixers[] = {"linear_attention", "softmax_attention",
+                                        "sliding_window", "aft_simple", "flash"};
+  static const MixerType kMixerTypes[] = {MixerType::kLinearAttention,
+                                          MixerType::kSoftmaxAttention, MixerType::kSlidingWindow,
+                                          MixerType::kAftSimple, MixerType::kFlash};
+  std::size_t mixer_type = 0;
+  RECUR_RETURN_IF_ERROR(r.Choice(mixer, "type", where, kMixers, &mixer_type));
+  block.mixer = kMixerTypes[mixer_type];
+  LinearAttentionDescription& la = block.linear_attention;
+  const bool flash = block.mixer == MixerType::kFlash;
+  if (!flash) {
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "heads", where, 1, &la.heads));
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "dk", where, 1, &la.dk));
+  }
+  if (block.mixer == MixerType::kAftSimple) {
+    la.dv = la.dk;  // query, key and value are all D = heads·dk wide
+  } else if (!flash) {
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "dv", where, 1, &la.dv));
+  }
+  // The keys each mixer type takes (besides type, causal and, but for
+  // FLASH, heads and dk).
+  auto only_keys = [&](std::initializer_list<const char*> extra) -> Status {
+    for (const auto& [key, value] : mixer.items()) {
+      bool known = key == "type" || key == "causal" || (!flash && (key == "heads" || key == "dk"));
+      for (const char* k : extra) known = known || key == k;
+      if (!known) {
+        std::string list = flash ? "type, causal" : "type, heads, dk, causal";
+        for (const char* k : extra) list += std::string(", ") + k;
+        return r.Invalid(where + "." + key, std::string("does not apply to ") + kMixers[mixer_type] +
+                                             " (its keys: " + list + ")");
+      }
+    }
+    return Status::Ok();
+  };
+  if (block.mixer == MixerType::kSoftmaxAttention || block.mixer == MixerType::kAftSimple) {
+    // softmax(q·kᵀ/√dk) or AFT-simple: no feature map, no eps.
+    RECUR_RETURN_IF_ERROR(block.mixer == MixerType::kAftSimple ? only_keys({})
+                                                                : only_keys({"dv"}));
+    RECUR_RETURN_IF_ERROR(r.Bool(mixer, "causal", where, &la.causal, /*required=*/false));
+  } else if (flash) {
+    RECUR_RETURN_IF_ERROR(only_keys({"expansion_dim", "qk_dim", "chunk", "scale"}));
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "expansion_dim", where, 1, &la.expansion_dim));
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "qk_dim", where, 1, &la.qk_dim));
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "chunk", where, 1, &la.chunk));
+    if (la.chunk > 65536) return r.Invalid(where + ".chunk", "must be at most 65536");
+    la.scale = 1.0f / static_cast<float>(la.chunk);
+    if (auto sc = mixer.find("scale"); sc != mixer.end()) {
+      if (!sc->is_number() || !std::isfinite(sc->get<double>()) || sc->get<double>() == 0.0) {
+        return r.Invalid(where + ".scale", "must be a finite nonzero number");
+      }
+      la.scale = sc->get<float>();
+    }
+    RECUR_RETURN_IF_ERROR(r.Bool(mixer, "causal", where, &la.causal, /*required=*/false));
+  } else if (block.mixer == MixerType::kSlidingWindow) {
+    RECUR_RETURN_IF_ERROR(only_keys({"dv", "window", "dilation", "global_tokens"}));
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "window", where, 1, &la.window));
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "global_tokens", where, 0, &la.global_tokens, false));
+    if (auto d = mixer.find("dilation"); d != mixer.end()) {
+      if (d->is_array()) {
+        if (d->size() != la.heads) {
+          return r.Invalid(where + ".dilation", "has " + std::to_string(d->size()) +
+                                                 " entries, expected one per head (" +
+                                                 std::to_string(la.heads) + ")");
+        }
+        for (const auto& v : *d) {
+          if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 65536) {
+            return r.Invalid(where + ".dilation", "entries must be integers in [1, 65536]");
+          }
+          la.dilation.push_back(v.get<uint32_t>());
+        }
+      } else {
+        uint32_t all = 1;
+        RECUR_RETURN_IF_ERROR(r.UInt(mixer, "dilation", where, 1, &all));
+        if (all > 65536) return r.Invalid(where + ".dilation", "must be at most 65536");
+        la.dilation.assign(la.heads, all);
+      }
+    }
+    RECUR_RETURN_IF_ERROR(r.Bool(mixer, "causal", where, &la.causal, /*required=*/false));
+  } else {
+  static const char* const kFeatureMaps[] = {"elu_plus_one", "relu", "poly2", "favor"};
+  std::size_t fm = 0;
+  RECUR_RETURN_IF_ERROR(r.Choice(mixer, "feature_map", where, kFeatureMaps, &fm));
+  la.feature_map = fm == 0 ? FeatureMap::kEluPlusOne : fm == 1 ? FeatureMap::kRelu
+                   : fm == 2 ? FeatureMap::kPoly2 : FeatureMap::kFavor;
+  if (fm == 3) {
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "n_features", where, 1, &la.favor_features));
+    static const char* const kFavorLayouts[] = {"performer", "fast_transformers"};
+    std::size_t favor_layout = 0;
+    RECUR_RETURN_IF_ERROR(
+        r.Choice(mixer, "favor_layout", where, kFavorLayouts, &favor_layout, false));
+    if (favor_layout == 1) la.feature_map = FeatureMap::kFavorHyperbolic;
+    if (la.feature_map == FeatureMap::kFavorHyperbolic && la.favor_features < 2) {
+      return r.Invalid(where + ".n_features", "must be >= 2 for the fast_transformers layout");
+    }
+    la.softmax_temp = 1.0f / std::sqrt(static_cast<float>(la.dk));
+    RECUR_RETURN_IF_ERROR(r.PositiveFloat(mixer, "softmax_temp", where, &la.softmax_temp, false));
+  } else {
+    for (const char* key : {"n_features", "favor_layout", "softmax_temp"}) {
+      if (mixer.contains(key)) {
+        return r.Invalid(where + "." + key, "applies only to feature_map \"favor\"");
+      }
+    }
+  }
+  RECUR_RETURN_IF_ERROR(r.PositiveFloat(mixer, "eps", where, &la.eps));
+  RECUR_RETURN_IF_ERROR(r.Bool(mixer, "causal", where, &la.causal, /*required=*/false));
+  }
+
+  return Status::Ok();
+}
+
 Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescription* d) {
   RECUR_RETURN_IF_ERROR(r.UInt(root, "d_model", "", 1, &d->d_model));
   uint32_t n_layers = 0;
@@ -169,124 +284,44 @@ Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescr
   }
   RECUR_RETURN_IF_ERROR(r.UInt(root, "max_positions", "", 0, &d->input.max_positions));
 
-  const json* mixer = nullptr;
-  RECUR_RETURN_IF_ERROR(r.Object(root, "mixer", "", &mixer));
-  static const char* const kMixers[] = {"linear_attention", "softmax_attention",
-                                        "sliding_window", "aft_simple", "flash"};
-  static const MixerType kMixerTypes[] = {MixerType::kLinearAttention,
-                                          MixerType::kSoftmaxAttention, MixerType::kSlidingWindow,
-                                          MixerType::kAftSimple, MixerType::kFlash};
-  std::size_t mixer_type = 0;
-  RECUR_RETURN_IF_ERROR(r.Choice(*mixer, "type", "mixer", kMixers, &mixer_type));
-  BlockDescription block;
-  block.mixer = kMixerTypes[mixer_type];
-  LinearAttentionDescription& la = block.linear_attention;
-  const bool flash = block.mixer == MixerType::kFlash;
-  if (!flash) {
-    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "heads", "mixer", 1, &la.heads));
-    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "dk", "mixer", 1, &la.dk));
-  }
-  if (block.mixer == MixerType::kAftSimple) {
-    la.dv = la.dk;  // query, key and value are all D = heads·dk wide
-  } else if (!flash) {
-    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "dv", "mixer", 1, &la.dv));
-  }
-  // The keys each mixer type takes (besides type, causal and, but for
-  // FLASH, heads and dk).
-  auto only_keys = [&](std::initializer_list<const char*> extra) -> Status {
-    for (const auto& [key, value] : mixer->items()) {
-      bool known = key == "type" || key == "causal" || (!flash && (key == "heads" || key == "dk"));
-      for (const char* k : extra) known = known || key == k;
-      if (!known) {
-        std::string list = flash ? "type, causal" : "type, heads, dk, causal";
-        for (const char* k : extra) list += std::string(", ") + k;
-        return r.Invalid("mixer." + key, std::string("does not apply to ") + kMixers[mixer_type] +
-                                             " (its keys: " + list + ")");
+  // "mixer": one config for every block, or a list with one per block (a
+  // mixed model, e.g. sliding windows early and linear attention later).
+  auto mixer_it = root.find("mixer");
+  if (mixer_it == root.end()) return r.Missing("mixer");
+  std::vector<BlockDescription> blocks(n_layers);
+  if (mixer_it->is_array()) {
+    if (mixer_it->size() != n_layers) {
+      return r.Invalid("mixer", "has " + std::to_string(mixer_it->size()) +
+                                    " entries, expected one per block (n_layers = " +
+                                    std::to_string(n_layers) + ")");
+    }
+    for (uint32_t i = 0; i < n_layers; ++i) {
+      const std::string where = "mixer[" + std::to_string(i) + "]";
+      if (!(*mixer_it)[i].is_object()) return r.Invalid(where, "must be a JSON object");
+      RECUR_RETURN_IF_ERROR(ParseMixer(r, (*mixer_it)[i], where, &blocks[i]));
+      if (blocks[i].linear_attention.causal != blocks[0].linear_attention.causal) {
+        return r.Invalid(where + ".causal", "differs from mixer[0]: a model's blocks are all "
+                                            "causal or all non-causal");
       }
     }
-    return Status::Ok();
-  };
-  if (block.mixer == MixerType::kSoftmaxAttention || block.mixer == MixerType::kAftSimple) {
-    // softmax(q·kᵀ/√dk) or AFT-simple: no feature map, no eps.
-    RECUR_RETURN_IF_ERROR(block.mixer == MixerType::kAftSimple ? only_keys({})
-                                                                : only_keys({"dv"}));
-    RECUR_RETURN_IF_ERROR(r.Bool(*mixer, "causal", "mixer", &la.causal, /*required=*/false));
-  } else if (flash) {
-    RECUR_RETURN_IF_ERROR(only_keys({"expansion_dim", "qk_dim", "chunk", "scale"}));
-    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "expansion_dim", "mixer", 1, &la.expansion_dim));
-    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "qk_dim", "mixer", 1, &la.qk_dim));
-    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "chunk", "mixer", 1, &la.chunk));
-    if (la.chunk > 65536) return r.Invalid("mixer.chunk", "must be at most 65536");
-    la.scale = 1.0f / static_cast<float>(la.chunk);
-    if (auto sc = mixer->find("scale"); sc != mixer->end()) {
-      if (!sc->is_number() || !std::isfinite(sc->get<double>()) || sc->get<double>() == 0.0) {
-        return r.Invalid("mixer.scale", "must be a finite nonzero number");
-      }
-      la.scale = sc->get<float>();
-    }
-    RECUR_RETURN_IF_ERROR(r.Bool(*mixer, "causal", "mixer", &la.causal, /*required=*/false));
-  } else if (block.mixer == MixerType::kSlidingWindow) {
-    RECUR_RETURN_IF_ERROR(only_keys({"dv", "window", "dilation", "global_tokens"}));
-    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "window", "mixer", 1, &la.window));
-    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "global_tokens", "mixer", 0, &la.global_tokens, false));
-    if (auto d = mixer->find("dilation"); d != mixer->end()) {
-      if (d->is_array()) {
-        if (d->size() != la.heads) {
-          return r.Invalid("mixer.dilation", "has " + std::to_string(d->size()) +
-                                                 " entries, expected one per head (" +
-                                                 std::to_string(la.heads) + ")");
-        }
-        for (const auto& v : *d) {
-          if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 65536) {
-            return r.Invalid("mixer.dilation", "entries must be integers in [1, 65536]");
-          }
-          la.dilation.push_back(v.get<uint32_t>());
-        }
-      } else {
-        uint32_t all = 1;
-        RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "dilation", "mixer", 1, &all));
-        if (all > 65536) return r.Invalid("mixer.dilation", "must be at most 65536");
-        la.dilation.assign(la.heads, all);
-      }
-    }
-    RECUR_RETURN_IF_ERROR(r.Bool(*mixer, "causal", "mixer", &la.causal, /*required=*/false));
   } else {
-  static const char* const kFeatureMaps[] = {"elu_plus_one", "relu", "poly2", "favor"};
-  std::size_t fm = 0;
-  RECUR_RETURN_IF_ERROR(r.Choice(*mixer, "feature_map", "mixer", kFeatureMaps, &fm));
-  la.feature_map = fm == 0 ? FeatureMap::kEluPlusOne : fm == 1 ? FeatureMap::kRelu
-                   : fm == 2 ? FeatureMap::kPoly2 : FeatureMap::kFavor;
-  if (fm == 3) {
-    RECUR_RETURN_IF_ERROR(r.UInt(*mixer, "n_features", "mixer", 1, &la.favor_features));
-    static const char* const kFavorLayouts[] = {"performer", "fast_transformers"};
-    std::size_t favor_layout = 0;
-    RECUR_RETURN_IF_ERROR(
-        r.Choice(*mixer, "favor_layout", "mixer", kFavorLayouts, &favor_layout, false));
-    if (favor_layout == 1) la.feature_map = FeatureMap::kFavorHyperbolic;
-    if (la.feature_map == FeatureMap::kFavorHyperbolic && la.favor_features < 2) {
-      return r.Invalid("mixer.n_features", "must be >= 2 for the fast_transformers layout");
-    }
-    la.softmax_temp = 1.0f / std::sqrt(static_cast<float>(la.dk));
-    RECUR_RETURN_IF_ERROR(r.PositiveFloat(*mixer, "softmax_temp", "mixer", &la.softmax_temp, false));
-  } else {
-    for (const char* key : {"n_features", "favor_layout", "softmax_temp"}) {
-      if (mixer->contains(key)) {
-        return r.Invalid(std::string("mixer.") + key, "applies only to feature_map \"favor\"");
-      }
-    }
-  }
-  RECUR_RETURN_IF_ERROR(r.PositiveFloat(*mixer, "eps", "mixer", &la.eps));
-  RECUR_RETURN_IF_ERROR(r.Bool(*mixer, "causal", "mixer", &la.causal, /*required=*/false));
+    if (!mixer_it->is_object()) return r.Invalid("mixer", "must be a JSON object or a list of them");
+    RECUR_RETURN_IF_ERROR(ParseMixer(r, *mixer_it, "mixer", &blocks[0]));
+    for (uint32_t i = 1; i < n_layers; ++i) blocks[i] = blocks[0];
   }
 
   const json* ffn = nullptr;
   RECUR_RETURN_IF_ERROR(r.Object(root, "ffn", "", &ffn));
-  RECUR_RETURN_IF_ERROR(r.UInt(*ffn, "d_ff", "ffn", 1, &block.d_ff));
+  uint32_t d_ff = 0;
+  RECUR_RETURN_IF_ERROR(r.UInt(*ffn, "d_ff", "ffn", 1, &d_ff));
   static const char* const kActivations[] = {"relu", "gelu"};
   std::size_t act = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(*ffn, "activation", "ffn", kActivations, &act));
-  block.activation = act == 0 ? Activation::kRelu : Activation::kGelu;
-  d->blocks.assign(n_layers, block);
+  for (BlockDescription& block : blocks) {
+    block.d_ff = d_ff;
+    block.activation = act == 0 ? Activation::kRelu : Activation::kGelu;
+  }
+  d->blocks = std::move(blocks);
 
   RECUR_RETURN_IF_ERROR(r.Bool(root, "final_norm", "", &d->final_norm));
 

@@ -7,7 +7,8 @@ For every config in models/configs/: the parallel forward equals the RNN step
 loop and an independent quadratic-time transcription of the README math
 (float64, 1e-9); float32 agrees with float64 (1e-4); export → load is exact;
 goldens hold what the model computes. Plus the softmax-attention, sliding-window
-and AFT-simple mixers' forms vs naive transcriptions and their mixers.py classes, safetensors/golden round
+and AFT-simple mixers' forms vs naive transcriptions and their mixers.py classes, mixed models
+(a list of one mixer per block) vs a per-block composition, safetensors/golden round
 trips, the fast-transformers key set, and the CLIs (export, make_golden, compare_run) end
 to end. Short sequences only: the
 long runs belong to the C++ parity tests. Last line: "N passed, M failed".
@@ -28,14 +29,22 @@ import torch.nn.functional as F
 
 from recur_ref import CHUNK, checkpoint, golden, mixers, safetensors
 from recur_ref import fast_transformers_layout as ftl
-from recur_ref.model import FLASH, AFTSimple, LinearAttention, SlidingWindowAttention, SoftmaxAttention, feature_dim
+from recur_ref.model import (FLASH, AFTSimple, Block, LinearAttention, RecurModel, SlidingWindowAttention,
+                             SoftmaxAttention, feature_dim, mixer_configs)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 CONFIGS = sorted(glob.glob(os.path.join(REPO_ROOT, "models", "configs", "*.json")))
-SEQ_LEN = {"paper_mnist": 32, "long_pre_tokens": 300, "sliding_window_tokens": 100}  # per config; default below
+SEQ_LEN = {"paper_mnist": 32, "long_pre_tokens": 300, "sliding_window_tokens": 100,  # per config; default below
+           "mixed_tokens": 100, "mixed_features": 90}
 DEFAULT_SEQ_LEN = 64
 SEED = 7
+
+
+# The golden state record names of one layer, per mixer type (sorted-name order but S, z / K, V).
+STATE_NAMES = {"softmax_attention": ["K", "V"], "linear_attention": ["S", "z"],
+               "sliding_window": ["k_glob", "k_ring", "v_glob", "v_ring"],
+               "aft_simple": ["den", "max", "num"], "flash": ["S", "kl_buf", "kq_buf", "v_buf"]}
 
 
 def max_abs(a, b):
@@ -74,10 +83,7 @@ def step_loop(model, x, state=None):
 
 def expected_tensors(cfg):
     """{name: shape} from the table in models/configs/README.md."""
-    d, m, ffn, inp = cfg["d_model"], cfg["mixer"], cfg["ffn"]["d_ff"], cfg["input"]
-    if m["type"] != "flash":
-        qk = m["heads"] * m["dk"]
-        vv = qk if m["type"] == "aft_simple" else m["heads"] * m["dv"]   # aft_simple: D = heads·dk throughout
+    d, ffn, inp = cfg["d_model"], cfg["ffn"]["d_ff"], cfg["input"]
     t = {}
     if inp["kind"] == "tokens":
         t["input.embedding"] = (inp["vocab_size"], d)
@@ -85,8 +91,11 @@ def expected_tensors(cfg):
         t.update({"input.projection.weight": (d, inp["feature_width"]), "input.projection.bias": (d,)})
     if cfg["max_positions"] > 0:
         t["input.positions"] = (cfg["max_positions"], d)
-    for i in range(cfg["n_layers"]):
+    for i, m in enumerate(mixer_configs(cfg)):   # block i's own mixer (a list: a mixed model)
         b = f"blocks.{i}."
+        if m["type"] != "flash":
+            qk = m["heads"] * m["dk"]
+            vv = qk if m["type"] == "aft_simple" else m["heads"] * m["dv"]   # aft_simple: D = heads·dk throughout
         for name, shape in [("norm1", (d,)), ("norm2", (d,))]:
             t.update({b + name + ".weight": shape, b + name + ".bias": shape})
         if m["type"] == "flash":
@@ -126,9 +135,10 @@ def expected_ft_keys(ft):
 def naive_forward(cfg, w, x):
     """The README math transcribed directly, independent of recur_ref.model:
     functional ops on the named tensors `w`, and attention as the explicit
-    quadratic sum V'_i = Σ_{j≤i} sim_ij v_j / (Σ_{j≤i} sim_ij + eps)."""
-    d, m, n = cfg["d_model"], cfg["mixer"], len(x)
-    heads, dk, dv = m.get("heads"), m.get("dk"), m.get("dv")
+    quadratic sum V'_i = Σ_{j≤i} sim_ij v_j / (Σ_{j≤i} sim_ij + eps). A mixed model
+    ("mixer" a list): block i uses entry i (m, heads, dk, dv are rebound per block below;
+    the nested functions read them when called)."""
+    d, n = cfg["d_model"], len(x)
 
     def lin(h, name):
         return F.linear(h, w[name + ".weight"], w[name + ".bias"])
@@ -212,7 +222,8 @@ def naive_forward(cfg, w, x):
         h = lin(x, "input.projection") if inp["projection"] else x
     if cfg["max_positions"] > 0:
         h = h + w["input.positions"][:n]
-    for i in range(cfg["n_layers"]):
+    for i, m in enumerate(mixer_configs(cfg)):
+        heads, dk, dv = m.get("heads"), m.get("dk"), m.get("dv")
         b = f"blocks.{i}."
         if cfg["norm_placement"] == "pre":
             h = h + mixer(norm(h, b + "norm1"), b)
@@ -380,10 +391,8 @@ def config_checks(path):
             records = golden.compute(model, x, {"config": name})
             golden.write(path, records)
             back = golden.read(path)
-        names = {"softmax_attention": ["K", "V"], "linear_attention": ["S", "z"],
-                 "sliding_window": ["k_glob", "k_ring", "v_glob", "v_ring"],
-                 "aft_simple": ["den", "max", "num"], "flash": ["S", "kl_buf", "kq_buf", "v_buf"]}[cfg["mixer"]["type"]]
-        states = [f"state.{i}.{s}" for i in range(cfg["n_layers"]) for s in names] if model.causal else []
+        per_layer = [STATE_NAMES[m["type"]] for m in mixer_configs(cfg)]   # each layer its own mixer's
+        states = [f"state.{i}.{s}" for i, names in enumerate(per_layer) for s in names] if model.causal else []
         assert list(back) == ["meta", "input", "output"] + [f"layer.{i}" for i in range(cfg["n_layers"])] + \
             states, f"records {list(back)}"
         assert model.dtype == torch.float32, "golden.compute changed the model"
@@ -395,7 +404,8 @@ def config_checks(path):
         for i in range(cfg["n_layers"]):
             assert torch.equal(back[f"layer.{i}"], layers[i])
             if model.causal:
-                for s in names:
+                assert list(state.layers[i]) == per_layer[i], f"layer {i} state {list(state.layers[i])}"
+                for s in per_layer[i]:
                     assert torch.equal(back[f"state.{i}.{s}"], state.layers[i][s]), f"state.{i}.{s}"
         m = golden.meta(back)
         assert m["golden_version"] == golden.GOLDEN_VERSION and m["config"] == name, m
@@ -1386,6 +1396,149 @@ def flash_golden_cli():
     assert not any(name.startswith("state.") for name, _ in recs), [name for name, _ in recs]
 
 
+# ---------------------------------------------------------------- mixed models
+
+
+def _mixed(name):
+    return json.load(open(os.path.join(REPO_ROOT, f"models/configs/{name}.json")))
+
+
+def mixed_model_forms():
+    """mixed_tokens / mixed_features ("mixer" a list, block i using entry i): parallel (chunks 1,
+    7, 64, N) == steps, and both == a per-block composition: input adapter, then for each block i
+    a Block of the single-mixer config {"mixer": entry i} holding block i's weights, run alone on
+    the previous block's output from its own init state, then final norm and head. Each layer's
+    state is that single-mixer block's (names, shapes, values)."""
+    for name, n in (("mixed_tokens", 150), ("mixed_features", 100)):
+        cfg = _mixed(name)
+        entries = mixer_configs(cfg)
+        assert isinstance(cfg["mixer"], list) and len(entries) == cfg["n_layers"]
+        assert len({m["type"] for m in entries}) >= 3, "a mixed config mixes at least 3 mixer types"
+        model = checkpoint.build_model(cfg, SEED).double()
+        x = golden.random_inputs(cfg, n, SEED + 1)
+        with torch.no_grad():
+            ref = step_loop(model, x)
+            for chunk in (1, 7, CHUNK, n):
+                assert_same_run(model(x, return_layers=True, chunk=chunk), ref, 1e-9, f"{name}: chunk {chunk} vs steps")
+            for chunk in (None, 7, n):   # None: the RNN form
+                h = model.input(x.double() if x.is_floating_point() else x, 0)
+                layers, states = [], []
+                for i, m in enumerate(entries):
+                    single = {**cfg, "mixer": m}
+                    block = Block(single, m).double()
+                    assert type(block.mixer) is type(model.blocks[i].mixer), f"{name}: block {i} mixer class"
+                    block.load_state_dict(model.blocks[i].state_dict(), strict=True)
+                    s0 = RecurModel(single).double().init_state().layers[i]
+                    assert list(s0) == STATE_NAMES[m["type"]] == list(model.init_state().layers[i])
+                    h, st = block(h, s0, chunk, 0)
+                    layers.append(h)
+                    states.append(st)
+                out = model.final_norm(h) if model.final_norm is not None else h
+                out = model.head(out) if model.head is not None else out
+                if cfg["head"] and cfg["head"]["activation"] == "log_softmax":
+                    out = torch.log_softmax(out, -1)
+                assert_same_run((out, layers, type(ref[2])(n, states)), ref, 1e-9, f"{name}: composition ({chunk})")
+
+
+def mixed_config_validation():
+    """The list form: a wrong length names both lengths; a bad entry is a ValueError naming the
+    block, its type and the key; blocks must agree on causality; a one-dict "mixer" keeps its
+    messages; the list's entries are validated exactly as one dict is."""
+    base = _mixed("mixed_tokens")
+
+    def with_entry(i, **kv):
+        c = json.loads(json.dumps(base))
+        c["mixer"][i].update(kv)
+        c["mixer"][i] = {k: v for k, v in c["mixer"][i].items() if v is not None}
+        return c
+
+    def error(config):
+        try:
+            RecurModel(config)
+        except ValueError as e:
+            return str(e)
+        raise AssertionError(f"accepted a bad mixer {config['mixer']}")
+
+    short = {**base, "mixer": base["mixer"][:3]}
+    e = error(short)
+    assert e == "recur config: mixer is a list of 3 entries, expected one per block (n_layers = 4)", e
+    e = error({**base, "n_layers": 3})
+    assert "4 entries" in e and "n_layers = 3" in e, e
+    assert "0 entries" in error({**base, "mixer": []})
+    bad = [(with_entry(1, window=0), "recur config: mixer[1] (sliding_window): mixer.window must be a positive integer"),
+           (with_entry(1, dilation=[1, 2, 3]), "recur config: mixer[1] (sliding_window): mixer.dilation has 3 entries"),
+           (with_entry(3, chunk=None), "recur config: mixer[3] (flash): missing keys ['chunk']"),
+           (with_entry(3, heads=2), "recur config: mixer[3] (flash): unknown keys ['heads']"),
+           (with_entry(2, eps=0), "recur config: mixer[2] (linear_attention): mixer.eps must be > 0"),
+           (with_entry(2, feature_map="tanh"), "recur config: mixer[2] (linear_attention): mixer.feature_map must be"),
+           (with_entry(2, n_features=8), "recur config: mixer[2] (linear_attention): keys ['n_features'] are only"),
+           (with_entry(0, type="gau"), "recur config: mixer[0] (gau): mixer.type must be one of"),
+           (with_entry(0, causal="yes"), "recur config: mixer[0] (sliding_window): mixer.causal must be true or false"),
+           ({**base, "mixer": base["mixer"][:2] + [None] + base["mixer"][3:]}, "recur config: mixer[2]: mixer.type must"),
+           ({**base, "mixer": base["mixer"][:1] + [{"heads": 2}] + base["mixer"][2:]}, "recur config: mixer[1]: mixer.type")]
+    for config, start in bad:
+        e = error(config)
+        assert e.startswith(start), f"message {e!r} does not start with {start!r}"
+    # Causality: all causal or all non-causal.
+    e = error(with_entry(2, causal=False))
+    assert e == ("recur config: mixer[2]: causal false differs from mixer[0] (causal true): all blocks must be "
+                 "causal, or all non-causal"), e
+    e = error(with_entry(0, causal=False))
+    assert e.startswith("recur config: mixer[1]: causal true differs from mixer[0] (causal false)"), e
+    enc = json.loads(json.dumps(base))
+    for m in enc["mixer"]:
+        m["causal"] = False
+    model = RecurModel(enc)
+    assert not model.causal and [type(b.mixer).__name__ for b in model.blocks] == \
+        ["SlidingWindowAttention", "SlidingWindowAttention", "LinearAttention", "FLASH"]
+    ok = with_entry(2, causal=True)   # explicit true agrees with the default
+    assert RecurModel(ok).causal
+    # The one-dict form keeps its messages (no block index).
+    single = {**base, "mixer": {**base["mixer"][1], "window": 0}}
+    e = error(single)
+    assert e.startswith("recur config: mixer (sliding_window): mixer.window must be"), e
+    assert error({**base, "mixer": "sliding_window"}).startswith("recur config: mixer.type must be one of")
+    # One list entry per block == the same dict repeated: same weights (same RNG order), same outputs.
+    feat = _mixed("mixed_features")
+    uniform = {**feat, "mixer": feat["mixer"][1]}
+    listed = {**feat, "mixer": [feat["mixer"][1]] * feat["n_layers"]}
+    a, b = checkpoint.build_model(uniform, 3), checkpoint.build_model(listed, 3)
+    assert list(a.state_dict()) == list(b.state_dict())
+    assert all(torch.equal(t, b.state_dict()[k]) for k, t in a.state_dict().items())
+
+
+def mixed_golden_cli():
+    """make_golden.py on both mixed configs: each layer's state records are its own mixer's
+    (names in the per-layer order, shapes), with no pos record; the golden equals the model."""
+    shapes = {"mixed_tokens": [[(2, 1, 16), (2, 8, 16), (2, 1, 16), (2, 8, 16)],
+                               [(2, 1, 16), (2, 15, 16), (2, 1, 16), (2, 15, 16)],
+                               [(2, 16, 16), (2, 16)],
+                               [(16, 64), (16, 16), (16, 16), (16, 64)]],
+              "mixed_features": [[(24,), (24,), (24,)], [(2, 33, 12), (2, 33, 12)], [(3, 8, 8), (3, 8)]]}
+    for name, steps in (("mixed_tokens", 40), ("mixed_features", 33)):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
+                   "--seed", "7", "--steps", str(steps), "--out", tmp]
+            subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+            records = golden.read(os.path.join(tmp, "golden.bin"))
+            model, config = checkpoint.load(tmp)
+            tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
+        assert config == _mixed(name)
+        assert set(tensors) == set(expected_tensors(config))
+        entries = mixer_configs(config)
+        want = [f"state.{i}.{s}" for i, m in enumerate(entries) for s in STATE_NAMES[m["type"]]]
+        assert list(records) == ["meta", "input", "output"] + [f"layer.{i}" for i in range(len(entries))] + want, \
+            list(records)
+        got = [[tuple(records[f"state.{i}.{s}"].shape) for s in STATE_NAMES[m["type"]]] for i, m in enumerate(entries)]
+        assert got == shapes[name], got
+        with torch.no_grad():
+            out, layers, state = model.double()(records["input"], return_layers=True)
+        assert torch.equal(records["output"], out)
+        for i, m in enumerate(entries):
+            for s in STATE_NAMES[m["type"]]:
+                assert torch.equal(records[f"state.{i}.{s}"], state.layers[i][s]), f"state.{i}.{s}"
+
+
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
                                         model_rejects_bad_input, cli_end_to_end, compare_run_cli,
@@ -1393,7 +1546,8 @@ def main():
                                         new_configs_golden_cli, softmax_attention_forms,
                                         softmax_config_validation, softmax_golden_cli, sliding_window_forms,
                                         aft_simple_forms, new_mixer_config_validation, new_mixer_golden_cli,
-                                        flash_forms, flash_config_validation, flash_golden_cli)]
+                                        flash_forms, flash_config_validation, flash_golden_cli,
+                                        mixed_model_forms, mixed_config_validation, mixed_golden_cli)]
     checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:

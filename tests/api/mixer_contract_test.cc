@@ -112,6 +112,34 @@ std::vector<float> Payload(const std::vector<unsigned char>& blob) {
   return f;
 }
 
+// Steps == prefill, split prefills, exact resume, for one model.
+void CheckContract(const char* config) {
+  Model m(config);
+  const size_t n = 40, a = 17;
+
+  recur_session* stepped = m.Session(0);
+  recur_session* whole = m.Session(8);  // 5 chunks
+  recur_session* split = m.Session(6);
+  const std::vector<float> y_steps = m.Steps(stepped, 0, n);
+  const std::vector<float> y_whole = m.Prefill(whole, 0, n);
+  std::vector<float> y_split = m.Prefill(split, 0, a);
+  const std::vector<float> y_rest = m.Prefill(split, a, n - a);
+  y_split.insert(y_split.end(), y_rest.begin(), y_rest.end());
+  CHECK(Worst(y_whole, y_steps) <= 2e-5);
+  CHECK(Worst(y_split, y_whole) <= 2e-5);
+  CHECK(Worst(Payload(m.Save(whole)), Payload(m.Save(stepped))) <= 2e-5);
+  CHECK(Worst(Payload(m.Save(split)), Payload(m.Save(whole))) <= 2e-5);
+
+  // Save after a steps, load into a fresh session: it continues exactly.
+  recur_session* first = m.Session(0);
+  recur_session* resumed = m.Session(0);
+  m.Steps(first, 0, a);
+  const std::vector<unsigned char> blob = m.Save(first);
+  REQUIRE(recur_session_state_load(resumed, 0, blob.data(), blob.size()) == RECUR_OK);
+  CHECK(m.Steps(resumed, a, n - a) == m.Steps(first, a, n - a));
+  for (recur_session* s : {stepped, whole, split, first, resumed}) recur_session_free(s);
+}
+
 }  // namespace
 
 TEST_CASE("every mixer: steps == prefill, prefill(a) + prefill(b) == prefill(a + b), exact resume") {
@@ -122,29 +150,10 @@ TEST_CASE("every mixer: steps == prefill, prefill(a) + prefill(b) == prefill(a +
     CAPTURE(name);
     auto it = TestModels().find(name);
     REQUIRE_MESSAGE(it != TestModels().end(), "mixer " << name << " has no contract test model");
-    Model m(it->second);
-    const size_t n = 40, a = 17;
-
-    recur_session* stepped = m.Session(0);
-    recur_session* whole = m.Session(8);  // 5 chunks
-    recur_session* split = m.Session(6);
-    const std::vector<float> y_steps = m.Steps(stepped, 0, n);
-    const std::vector<float> y_whole = m.Prefill(whole, 0, n);
-    std::vector<float> y_split = m.Prefill(split, 0, a);
-    const std::vector<float> y_rest = m.Prefill(split, a, n - a);
-    y_split.insert(y_split.end(), y_rest.begin(), y_rest.end());
-    CHECK(Worst(y_whole, y_steps) <= 2e-5);
-    CHECK(Worst(y_split, y_whole) <= 2e-5);
-    CHECK(Worst(Payload(m.Save(whole)), Payload(m.Save(stepped))) <= 2e-5);
-    CHECK(Worst(Payload(m.Save(split)), Payload(m.Save(whole))) <= 2e-5);
-
-    // Save after a steps, load into a fresh session: it continues exactly.
-    recur_session* first = m.Session(0);
-    recur_session* resumed = m.Session(0);
-    m.Steps(first, 0, a);
-    const std::vector<unsigned char> blob = m.Save(first);
-    REQUIRE(recur_session_state_load(resumed, 0, blob.data(), blob.size()) == RECUR_OK);
-    CHECK(m.Steps(resumed, a, n - a) == m.Steps(first, a, n - a));
-    for (recur_session* s : {stepped, whole, split, first, resumed}) recur_session_free(s);
+    CheckContract(it->second);
   }
+}
+
+TEST_CASE("a mixed model (a different mixer per block) keeps the same contract") {
+  CheckContract(recur::testing::kTinyMixedConfig);
 }

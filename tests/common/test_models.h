@@ -80,6 +80,20 @@ inline const char* kTinyFlashConfig = R"({
   "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
   "head": {"out": 11, "activation": "softmax"}})";
 
+// A mixed model: a different mixer in each of 4 blocks (the state of the
+// softmax block grows; the others are fixed).
+inline const char* kTinyMixedConfig = R"({
+  "layout": "recur", "d_model": 16, "n_layers": 4, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
+  "max_positions": 64,
+  "mixer": [{"type": "sliding_window", "heads": 2, "dk": 8, "dv": 4, "window": 4},
+            {"type": "flash", "expansion_dim": 24, "qk_dim": 8, "chunk": 6},
+            {"type": "softmax_attention", "heads": 2, "dk": 8, "dv": 8},
+            {"type": "linear_attention", "heads": 2, "dk": 8, "dv": 8,
+             "feature_map": "relu", "eps": 1e-6}],
+  "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
+  "head": {"out": 11, "activation": "softmax"}})";
+
 // Every tensor the config needs under its `layout` name, N(0, 0.3²) values
 // (norm weights around 1).
 converter::TensorMap RandomTensors(const converter::ModelDescription& desc, unsigned seed,

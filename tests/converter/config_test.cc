@@ -232,7 +232,7 @@ TEST_CASE("config: recur layout, invalid values") {
         "config.json: \"head.activation\" must be one of \"none\", \"softmax\", \"log_softmax\" "
         "(got \"sigmoid\")");
   CHECK(with("/head", 3) == "config.json: \"head\" must be a JSON object or null");
-  CHECK(with("/mixer", 3) == "config.json: \"mixer\" must be a JSON object");
+  CHECK(with("/mixer", 3) == "config.json: \"mixer\" must be a JSON object or a list of them");
   CHECK(with("/final_norm", 1) == "config.json: \"final_norm\" must be true or false");
   CHECK(with("/notes", 7) == "config.json: \"notes\" must be a string");
   CHECK(with("/layout", "pytorch") ==
@@ -443,6 +443,37 @@ TEST_CASE("config: FLASH (recur layout)") {
   j["mixer"].erase("heads");
   j["mixer"].erase("chunk");
   CHECK(ErrorOf(j) == "config.json: missing key \"mixer.chunk\"");
+}
+
+TEST_CASE("config: a mixer per block (mixed models)") {
+  json j = TokensJson();
+  const int n = j["n_layers"].get<int>();
+  REQUIRE(n == 2);
+  json window = {{"type", "sliding_window"}, {"heads", 2}, {"dk", 8}, {"dv", 4}, {"window", 3}};
+  json linear = j["mixer"];
+  j["mixer"] = json::array({window, linear});
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->desc.blocks[0].mixer == MixerType::kSlidingWindow);
+  CHECK(r->desc.blocks[1].mixer == MixerType::kLinearAttention);
+  CHECK(r->desc.blocks[1].d_ff == r->desc.blocks[0].d_ff);
+  size_t keys = 0;
+  for (const auto& t : ExpectedTensors(r->desc)) keys += t.name == "blocks.1.mixer.key.weight";
+  CHECK(keys == 1);
+
+  j["mixer"] = json::array({window});
+  CHECK(ErrorOf(j) == "config.json: \"mixer\" has 1 entries, expected one per block (n_layers = 2)");
+  json bad = window;
+  bad["window"] = 0;
+  j["mixer"] = json::array({linear, bad});
+  CHECK(ErrorOf(j) == "config.json: \"mixer[1].window\" must be a positive integer");
+  json encoder = window;
+  encoder["causal"] = false;
+  j["mixer"] = json::array({window, encoder});
+  CHECK(ErrorOf(j) == "config.json: \"mixer[1].causal\" differs from mixer[0]: a model's blocks "
+                      "are all causal or all non-causal");
+  j["mixer"] = json::array({window, 7});
+  CHECK(ErrorOf(j) == "config.json: \"mixer[1]\" must be a JSON object");
 }
 
 TEST_CASE("config: fast-transformers Favor feature map") {

@@ -1,6 +1,7 @@
 """The reference model: a causal linear-attention (or softmax-attention baseline,
 sliding-window attention, AFT-simple, FLASH) transformer, run either over a whole sequence at once (parallel form) or one
-position at a time (RNN form).
+position at a time (RNN form). A mixed model gives each block its own mixer
+(config "mixer" a list of n_layers mixer dicts; see mixer_configs).
 
 Math: /work/shared/docs/attention-math.md §1 (the block), §2 (softmax
 attention, the KV-cache baseline) and §3 (linear attention). Config keys and
@@ -8,6 +9,7 @@ tensor names: models/configs/README.md; the module attribute names below are
 chosen so that `state_dict()` yields exactly those tensor names.
 """
 
+import json
 import math
 from functools import partial
 from typing import Dict, List, NamedTuple, Optional
@@ -29,8 +31,56 @@ _REQUIRED_KEYS = {"layout", "d_model", "n_layers", "norm_placement", "layer_norm
 _OPTIONAL_KEYS = {"notes", "input_description", "output_description"}
 # Mixer keys valid only with feature_map "favor" (mixers.validate_mixer checks them).
 _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp"}
-# The mixer types a recur config may name (every block uses the same mixer config).
+# The mixer types a recur config may name ("mixer": one mixer dict for every block, or a
+# list of n_layers mixer dicts, block i using entry i: a mixed model).
 MIXER_TYPES = ("linear_attention", "softmax_attention", "sliding_window", "aft_simple", "flash")
+
+
+def mixer_configs(config: dict) -> List[dict]:
+    """The mixer config of each of the n_layers blocks of a recur config: config["mixer"]
+    repeated when it is one dict, or the list itself (block i uses entry i)."""
+    mixer = config["mixer"]
+    return list(mixer) if isinstance(mixer, list) else [mixer] * config["n_layers"]
+
+
+def _is_causal(mixer: dict) -> bool:
+    return mixer.get("causal", True)
+
+
+def _validate_mixer(mixer, d_model) -> None:
+    """ValueError (message without the "recur config: " prefix, as a single "mixer"
+    dict's messages read) unless `mixer` is a well-formed mixer dict."""
+
+    def need(ok, what):
+        if not ok:
+            raise ValueError(what)
+
+    def positive_int(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+    def positive_number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
+    need(isinstance(mixer, dict) and mixer.get("type") in MIXER_TYPES,
+         f"mixer.type must be one of {list(MIXER_TYPES)}")
+    if mixer["type"] != "linear_attention":
+        # softmax_attention: type, heads, dk, dv, optional causal (no eps, no feature_map);
+        # sliding_window: type, heads, dk, dv, window, optional dilation, global_tokens, causal;
+        # aft_simple: type, heads, dk, optional causal; flash: type, expansion_dim, qk_dim,
+        # chunk, optional scale, causal. mixers.py's rules, whose messages name the offending key.
+        mixers.validate_mixer(mixer, d_model)
+    else:
+        need({"type", "heads", "dk", "dv", "feature_map", "eps"} <= set(mixer)
+             <= {"type", "heads", "dk", "dv", "feature_map", "eps", "causal"} | _FAVOR_KEYS,
+             "mixer must have the keys type, heads, dk, dv, feature_map, eps and optionally causal "
+             f"(and, with feature_map 'favor', {sorted(_FAVOR_KEYS)})")
+        need(isinstance(mixer.get("causal", True), bool), "mixer.causal must be true or false")
+        need(all(positive_int(mixer[k]) for k in ("heads", "dk", "dv")), "mixer.heads/dk/dv must be positive integers")
+        need(mixer["feature_map"] in mixers.FEATURE_MAPS,
+             f"mixer.feature_map must be one of {list(mixers.FEATURE_MAPS)}")
+        need(positive_number(mixer["eps"]), "mixer.eps must be > 0")
+        # the feature-map rules (favor keys, n_features, favor_layout, softmax_temp): mixers.py
+        mixers.validate_mixer(mixer, d_model)
 
 
 def validate(config: dict) -> None:
@@ -74,31 +124,27 @@ def validate(config: dict) -> None:
              "input.feature_width must equal d_model when projection is false")
 
     mixer = config["mixer"]
-    need(isinstance(mixer, dict) and mixer.get("type") in MIXER_TYPES,
-         f"mixer.type must be one of {list(MIXER_TYPES)}")
-    if mixer["type"] != "linear_attention":
-        # softmax_attention: type, heads, dk, dv, optional causal (no eps, no feature_map);
-        # sliding_window: type, heads, dk, dv, window, optional dilation, global_tokens, causal;
-        # aft_simple: type, heads, dk, optional causal; flash: type, expansion_dim, qk_dim,
-        # chunk, optional scale, causal. mixers.py's rules, whose messages name the offending key.
+    if not isinstance(mixer, list):   # one mixer dict for every block
         try:
-            mixers.validate_mixer(mixer, config["d_model"])
+            _validate_mixer(mixer, config["d_model"])
         except ValueError as e:
             raise ValueError(f"recur config: {e}") from None
-    else:
-        need({"type", "heads", "dk", "dv", "feature_map", "eps"} <= set(mixer)
-             <= {"type", "heads", "dk", "dv", "feature_map", "eps", "causal"} | _FAVOR_KEYS,
-             "mixer must have the keys type, heads, dk, dv, feature_map, eps and optionally causal "
-             f"(and, with feature_map 'favor', {sorted(_FAVOR_KEYS)})")
-        need(isinstance(mixer.get("causal", True), bool), "mixer.causal must be true or false")
-        need(all(positive_int(mixer[k]) for k in ("heads", "dk", "dv")), "mixer.heads/dk/dv must be positive integers")
-        need(mixer["feature_map"] in mixers.FEATURE_MAPS,
-             f"mixer.feature_map must be one of {list(mixers.FEATURE_MAPS)}")
-        need(positive_number(mixer["eps"]), "mixer.eps must be > 0")
-        try:  # the feature-map rules (favor keys, n_features, favor_layout, softmax_temp): mixers.py
-            mixers.validate_mixer(mixer, config["d_model"])
-        except ValueError as e:
-            raise ValueError(f"recur config: {e}") from None
+    else:                             # a mixed model: one mixer dict per block
+        need(len(mixer) == config["n_layers"],
+             f"mixer is a list of {len(mixer)} entries, expected one per block (n_layers = {config['n_layers']})")
+        for i, m in enumerate(mixer):
+            t = m.get("type") if isinstance(m, dict) else None
+            where = f"mixer[{i}] ({t})" if isinstance(t, str) else f"mixer[{i}]"
+            try:
+                _validate_mixer(m, config["d_model"])
+            except ValueError as e:
+                msg = str(e)
+                inner = f"mixer ({t}): "     # mixers.validate_mixer's own prefix, replaced by `where`
+                raise ValueError(f"recur config: {where}: {msg[len(inner):] if msg.startswith(inner) else msg}") \
+                    from None
+            need(_is_causal(m) == _is_causal(mixer[0]),
+                 f"mixer[{i}]: causal {json.dumps(_is_causal(m))} differs from mixer[0] "
+                 f"(causal {json.dumps(_is_causal(mixer[0]))}): all blocks must be causal, or all non-causal")
 
     ffn = config["ffn"]
     exact_keys(ffn, {"d_ff", "activation"}, "ffn")
@@ -133,6 +179,7 @@ class State(NamedTuple):
       "S" (s, E) = Σ over completed absolute chunks of K^linᵀV; "kl_buf" (C, s),
       "kq_buf" (C, s), "v_buf" (C, E): slot p mod C holds position p's K^lin, K^quad, V
       (the last written; slots ≥ pos mod C are stale, left from the previous chunk)
+    In a mixed model each layer's dict is its own mixer's (one of the above per layer).
     Golden records "state.{i}.{name}" follow each dict's order (S, z / K, V / sorted names
     for sliding_window, aft_simple and flash).
     """
@@ -203,6 +250,11 @@ class LinearAttention(nn.Module):
         return cls(d_model, mixer["heads"], mixer["dk"], mixer["dv"], mixer["eps"], mixer.get("causal", True),
                    mixer["feature_map"], mixer.get("n_features"), mixer.get("favor_layout", "performer"),
                    mixer.get("softmax_temp"))
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """Before the first position: S (H, C, dv) and z (H, C) zero."""
+        return {"S": torch.zeros(self.heads, self.C, self.dv, dtype=dtype),
+                "z": torch.zeros(self.heads, self.C, dtype=dtype)}
 
     def phi(self, x: Tensor) -> Tensor:
         """φ of (..., dk) per-head vectors → (..., C)."""
@@ -738,11 +790,12 @@ _MIXER_CLASSES = {"linear_attention": LinearAttention, "softmax_attention": Soft
 
 
 class Block(nn.Module):
-    """One transformer layer (attention-math.md §1), pre- or post-norm."""
+    """One transformer layer (attention-math.md §1), pre- or post-norm, whose mixer is
+    built from `mixer` (one mixer dict: its entry of mixer_configs(config))."""
 
-    def __init__(self, config: dict):
+    def __init__(self, config: dict, mixer: dict):
         super().__init__()
-        d, eps, m = config["d_model"], config["layer_norm_eps"], config["mixer"]
+        d, eps, m = config["d_model"], config["layer_norm_eps"], mixer
         self.pre_norm = config["norm_placement"] == "pre"
         self.norm1 = nn.LayerNorm(d, eps=eps)
         self.mixer = _MIXER_CLASSES[m["type"]].from_config(d, m)
@@ -828,7 +881,8 @@ class RecurModel(nn.Module):
         validate(config)
         self.config = config
         self.input = InputAdapter(config)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config["n_layers"]))
+        self.mixers = mixer_configs(config)   # block i's mixer config
+        self.blocks = nn.ModuleList(Block(config, m) for m in self.mixers)
         d = config["d_model"]
         self.final_norm = nn.LayerNorm(d, eps=config["layer_norm_eps"]) if config["final_norm"] else None
         head = config["head"]
@@ -837,7 +891,7 @@ class RecurModel(nn.Module):
 
     @property
     def causal(self) -> bool:
-        return self.config["mixer"].get("causal", True)
+        return _is_causal(self.mixers[0])   # validate(): every block agrees
 
     @property
     def dtype(self) -> torch.dtype:
@@ -847,13 +901,9 @@ class RecurModel(nn.Module):
         """The state before the first position (attention-math.md §2, §3): zero S and z
         per linear-attention layer, an empty KV cache per softmax-attention layer, zero
         rings per sliding-window layer, num = den = 0 and max = −inf per aft_simple layer,
-        zero S and buffers per flash layer."""
-        m, n = self.config["mixer"], self.config["n_layers"]
-        if m["type"] != "linear_attention":
-            return State(pos=0, layers=[block.mixer.empty_state(self.dtype) for block in self.blocks])
-        c = feature_dim(m)
-        return State(pos=0, layers=[{"S": torch.zeros(m["heads"], c, m["dv"], dtype=self.dtype),
-                                     "z": torch.zeros(m["heads"], c, dtype=self.dtype)} for _ in range(n)])
+        zero S and buffers per flash layer; each layer as its own mixer (a mixed model
+        mixes these)."""
+        return State(pos=0, layers=[block.mixer.empty_state(self.dtype) for block in self.blocks])
 
     def _run(self, x: Tensor, state: State, chunk: Optional[int]):
         """Positions x starting from `state`. Returns (output (N, out_width),
