@@ -47,6 +47,17 @@ STATE_NAMES = {"softmax_attention": ["K", "V"], "linear_attention": ["S", "z"],
                "aft_simple": ["den", "max", "num"], "flash": ["S", "kl_buf", "kq_buf", "v_buf"]}
 
 
+
+def expect_rejected(bad):
+    """Every (config, word) in `bad` makes build_model raise a ValueError naming `word`."""
+    for config, word in bad:
+        try:
+            checkpoint.build_model(config, 0)
+        except ValueError as e:
+            assert word in str(e), f"message {str(e)!r} does not name {word!r}"
+            continue
+        raise AssertionError(f"accepted a bad mixer {config['mixer']}")
+
 def max_abs(a, b):
     return float((a.double() - b.double()).abs().max())
 
@@ -709,13 +720,7 @@ def favor_config_validation():
         (with_mixer(feature_map="softmax"), "feature_map"),
         (with_mixer(**favor, n_dims=8), "mixer"),
     ]
-    for config, word in bad:
-        try:
-            checkpoint.build_model(config, 0)
-        except ValueError as e:
-            assert word in str(e), f"message {str(e)!r} does not name {word!r}"
-            continue
-        raise AssertionError(f"accepted a bad mixer {config['mixer']}")
+    expect_rejected(bad)
     for ok in (with_mixer(feature_map="relu"), with_mixer(feature_map="poly2"), with_mixer(**favor),
                with_mixer(**favor, favor_layout="fast_transformers", softmax_temp=0.25)):
         checkpoint.build_model(ok, 0)
@@ -905,13 +910,7 @@ def softmax_config_validation():
         (with_mixer(type="softmax"), "type"),
         (with_mixer(type="aft_local"), "type"),
     ]
-    for config, word in bad:
-        try:
-            checkpoint.build_model(config, 0)
-        except ValueError as e:
-            assert word in str(e), f"message {str(e)!r} does not name {word!r}"
-            continue
-        raise AssertionError(f"accepted a bad mixer {config['mixer']}")
+    expect_rejected(bad)
     for ok in (with_mixer(causal=True), with_mixer(causal=False), with_mixer(dk=3, dv=5)):
         model = checkpoint.build_model(ok, 0)
         assert model.causal == ok["mixer"].get("causal", True)
@@ -1157,13 +1156,7 @@ def new_mixer_config_validation():
         (with_mixer(aft, heads=None), "heads"),
         (with_mixer(aft, causal=0), "causal"),
     ]
-    for config, word in bad:
-        try:
-            checkpoint.build_model(config, 0)
-        except ValueError as e:
-            assert word in str(e), f"message {str(e)!r} does not name {word!r}"
-            continue
-        raise AssertionError(f"accepted a bad mixer {config['mixer']}")
+    expect_rejected(bad)
     for ok in (with_mixer(sw, dilation=None, global_tokens=None), with_mixer(sw, dilation=4, causal=False),
                with_mixer(sw, window=1, global_tokens=0), with_mixer(aft, causal=False)):
         checkpoint.build_model(ok, 0)
@@ -1344,13 +1337,7 @@ def flash_config_validation():
            (with_mixer(qk_dim=None), "qk_dim"), (with_mixer(qk_dim=-2), "qk_dim"),
            (with_mixer(scale=0), "scale"), (with_mixer(scale=-1.0), "scale"), (with_mixer(scale="x"), "scale"),
            (with_mixer(causal="yes"), "causal"), (with_mixer(heads=2), "heads"), (with_mixer(max_length=8), "max_length")]
-    for config, word in bad:
-        try:
-            checkpoint.build_model(config, 0)
-        except ValueError as e:
-            assert word in str(e), f"message {str(e)!r} does not name {word!r}"
-            continue
-        raise AssertionError(f"accepted a bad mixer {config['mixer']}")
+    expect_rejected(bad)
     for ok in (with_mixer(scale=0.5), with_mixer(causal=False), with_mixer(chunk=1)):
         checkpoint.build_model(ok, 0)
     st = checkpoint.build_model(fl, 0).init_state()

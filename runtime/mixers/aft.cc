@@ -9,11 +9,10 @@
 
 #include "engine/dense_op.h"
 #include "mixers/mixer.h"
+#include "mixers/projections.h"
 
 namespace recur {
 namespace {
-
-constexpr uint32_t kMaxWidth = 1u << 20;
 
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
@@ -28,9 +27,7 @@ class AftSimple final : public Mixer {
     return batch * steps * 4 * width_;  // q, k, v, o
   }
 
-  void CollectDense(std::vector<const DenseView*>* out) const override {
-    for (const DenseView* d : {&query_, &key_, &value_, &out_}) out->push_back(d);
-  }
+  void CollectDense(std::vector<const DenseView*>* out) const override { proj_.Collect(out); }
 
   void Run(const float* x, size_t batch, size_t steps, float* const* states,
            const StepContext& ctx, float* y) const override {
@@ -39,9 +36,7 @@ class AftSimple final : public Mixer {
     float* k = q + rows * D;  // (rows, D)
     float* v = k + rows * D;  // (rows, D)
     float* o = v + rows * D;  // (rows, D)
-    RunDense(query_, x, rows, q, false, ctx.pool, ctx.dense);
-    RunDense(key_, x, rows, k, false, ctx.pool, ctx.dense);
-    RunDense(value_, x, rows, v, false, ctx.pool, ctx.dense);
+    proj_.Project(x, rows, q, k, v, ctx);
     ctx.pool->ParallelRanges(batch, 1, [&](size_t first, size_t last) {
       for (size_t b = first; b < last; ++b) {
         const size_t r0 = b * steps;
@@ -52,7 +47,7 @@ class AftSimple final : public Mixer {
         }
       }
     });
-    RunDense(out_, o, rows, y, false, ctx.pool, ctx.dense);
+    proj_.Output(o, rows, y, ctx);
   }
 
   static Status Create(const fb::AftSimple* t, const std::string& layer, uint32_t d_model,
@@ -61,18 +56,14 @@ class AftSimple final : public Mixer {
       return InvalidModel("%s: AFT needs heads, dk > 0 (got %u, %u)", layer.c_str(), t->heads(),
                           t->dk());
     }
-    if (uint64_t{t->heads()} * t->dk() > kMaxWidth) {
-      return InvalidModel("%s: heads x dk must be <= %u", layer.c_str(), kMaxWidth);
+    if (uint64_t{t->heads()} * t->dk() > kMaxMixerWidth) {
+      return InvalidModel("%s: heads x dk must be <= %u", layer.c_str(), kMaxMixerWidth);
     }
     auto m = std::make_unique<AftSimple>();
     m->width_ = size_t{t->heads()} * t->dk();
     m->causal_ = t->causal();
     const auto D = static_cast<uint32_t>(m->width_);
-    const std::string prefix = layer + ".mixer.";
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->query(), prefix + "query", D, d_model, &m->query_));
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->key(), prefix + "key", D, d_model, &m->key_));
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->value(), prefix + "value", D, d_model, &m->value_));
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->out(), prefix + "out", d_model, D, &m->out_));
+    RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, D, D, tensors));
     *out = std::move(m);
     return Status::Ok();
   }
@@ -123,7 +114,7 @@ class AftSimple final : public Mixer {
 
   size_t width_ = 0;
   bool causal_ = true;
-  DenseView query_, key_, value_, out_;
+  QkvoProjections proj_;
 };
 
 }  // namespace

@@ -11,12 +11,12 @@
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/linear_attention/linear_attention.h"
 #include "mixers/mixer.h"
+#include "mixers/projections.h"
 
 namespace recur {
 namespace {
 
-// Bounds widths so that products of dimensions cannot overflow 32 bits.
-constexpr uint32_t kMaxWidth = 1u << 20;
+constexpr uint32_t kMaxWidth = kMaxMixerWidth;
 
 // (rows, cols) → (cols, rows)
 void Transpose(const float* in, size_t rows, size_t cols, size_t in_stride, float* out) {
@@ -39,9 +39,7 @@ class LinearAttention final : public Mixer {
     return projections + threads * ChunkScratchFloats(std::min(steps, kChunk));
   }
 
-  void CollectDense(std::vector<const DenseView*>* out) const override {
-    for (const DenseView* d : {&query_, &key_, &value_, &out_}) out->push_back(d);
-  }
+  void CollectDense(std::vector<const DenseView*>* out) const override { proj_.Collect(out); }
 
   void Run(const float* x, size_t batch, size_t steps, float* const* states,
            const StepContext& ctx, float* y) const override {
@@ -53,11 +51,11 @@ class LinearAttention final : public Mixer {
     float* v = phi_k + rows * qk_width;         // (rows, H·dv)
     float* o = v + rows * v_width;              // (rows, H·dv)
     float* raw = o + rows * v_width;            // (rows, H·dk)
-    RunDense(query_, x, rows, raw, false, ctx.pool, ctx.dense);
+    RunDense(proj_.query, x, rows, raw, false, ctx.pool, ctx.dense);
     Features(raw, rows, phi_q, ctx.pool);
-    RunDense(key_, x, rows, raw, false, ctx.pool, ctx.dense);
+    RunDense(proj_.key, x, rows, raw, false, ctx.pool, ctx.dense);
     Features(raw, rows, phi_k, ctx.pool);
-    RunDense(value_, x, rows, v, false, ctx.pool, ctx.dense);
+    RunDense(proj_.value, x, rows, v, false, ctx.pool, ctx.dense);
     if (steps == 1 && causal_) {
       ctx.pool->ParallelRanges(batch, 8, [&](size_t first, size_t last) {
         for (size_t b = first; b < last; ++b) {
@@ -77,18 +75,12 @@ class LinearAttention final : public Mixer {
                      ctx.pool->threads(), o + rows * v_width};
       ctx.pool->ParallelFor(task.workers, &ChunkTask::Run, &task);
     }
-    RunDense(out_, o, rows, y, false, ctx.pool, ctx.dense);
+    proj_.Output(o, rows, y, ctx);
   }
 
   static Status Create(const fb::LinearAttention* t, const std::string& layer, uint32_t d_model,
                        TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
-    if (t->heads() == 0 || t->dk() == 0 || t->dv() == 0) {
-      return InvalidModel("%s: linear attention needs heads, dk, dv > 0 (got %u, %u, %u)",
-                          layer.c_str(), t->heads(), t->dk(), t->dv());
-    }
-    if (uint64_t{t->heads()} * t->dk() > kMaxWidth || uint64_t{t->heads()} * t->dv() > kMaxWidth) {
-      return InvalidModel("%s: heads x dk and heads x dv must be <= %u", layer.c_str(), kMaxWidth);
-    }
+    RECUR_RETURN_IF_ERROR(CheckHeads(layer, "linear attention", t->heads(), t->dk(), t->dv()));
     const fb::FeatureMap fm = t->feature_map();
     if (fm != fb::FeatureMap::EluPlusOne && fm != fb::FeatureMap::Relu &&
         fm != fb::FeatureMap::Poly2 && fm != fb::FeatureMap::Favor &&
@@ -146,13 +138,8 @@ class LinearAttention final : public Mixer {
       m->omega_t_.resize(m->omega_cols_ * m->dk_);
       Transpose(omega, m->dk_, m->omega_cols_, m->omega_cols_, m->omega_t_.data());
     }
-    const uint32_t qk = t->heads() * t->dk();
-    const uint32_t vw = t->heads() * t->dv();
-    const std::string prefix = layer + ".mixer.";
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->query(), prefix + "query", qk, d_model, &m->query_));
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->key(), prefix + "key", qk, d_model, &m->key_));
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->value(), prefix + "value", vw, d_model, &m->value_));
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->out(), prefix + "out", d_model, vw, &m->out_));
+    RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, t->heads() * t->dk(),
+                                        t->heads() * t->dv(), tensors));
     *out = std::move(m);
     return Status::Ok();
   }
@@ -322,7 +309,7 @@ class LinearAttention final : public Mixer {
   float temp_ = 1.0f;
   float eps_ = 0.0f;
   bool causal_ = true;
-  DenseView query_, key_, value_, out_;
+  QkvoProjections proj_;
 };
 
 }  // namespace

@@ -11,11 +11,11 @@
 #include "engine/dense_op.h"
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
+#include "mixers/projections.h"
 
 namespace recur {
 namespace {
 
-constexpr uint32_t kMaxWidth = 1u << 20;
 constexpr uint32_t kMaxWindow = 1u << 16;
 
 class SlidingWindow final : public Mixer {
@@ -33,9 +33,7 @@ class SlidingWindow final : public Mixer {
     return rows * heads_ * (2 * dk_ + 2 * dv_) + threads * KeysPerQuery(steps);
   }
 
-  void CollectDense(std::vector<const DenseView*>* out) const override {
-    for (const DenseView* d : {&query_, &key_, &value_, &out_}) out->push_back(d);
-  }
+  void CollectDense(std::vector<const DenseView*>* out) const override { proj_.Collect(out); }
 
   void Run(const float* x, size_t batch, size_t steps, float* const* states,
            const StepContext& ctx, float* y) const override {
@@ -45,9 +43,7 @@ class SlidingWindow final : public Mixer {
     float* k = q + rows * qk;     // (rows, H·dk)
     float* v = k + rows * qk;     // (rows, H·dv)
     float* o = v + rows * vw;     // (rows, H·dv)
-    RunDense(query_, x, rows, q, false, ctx.pool, ctx.dense);
-    RunDense(key_, x, rows, k, false, ctx.pool, ctx.dense);
-    RunDense(value_, x, rows, v, false, ctx.pool, ctx.dense);
+    proj_.Project(x, rows, q, k, v, ctx);
     float* scratch = o + rows * vw;
     const size_t keys = KeysPerQuery(steps);
     const size_t workers = ctx.pool->threads();
@@ -68,18 +64,13 @@ class SlidingWindow final : public Mixer {
     };
     ctx.pool->ParallelFor(workers, [](void* c, size_t w) { (*static_cast<decltype(work)*>(c))(w); },
                           &work);
-    RunDense(out_, o, rows, y, false, ctx.pool, ctx.dense);
+    proj_.Output(o, rows, y, ctx);
   }
 
   static Status Create(const fb::SlidingWindowAttention* t, const std::string& layer,
                        uint32_t d_model, TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
-    if (t->heads() == 0 || t->dk() == 0 || t->dv() == 0) {
-      return InvalidModel("%s: sliding-window attention needs heads, dk, dv > 0 (got %u, %u, %u)",
-                          layer.c_str(), t->heads(), t->dk(), t->dv());
-    }
-    if (uint64_t{t->heads()} * t->dk() > kMaxWidth || uint64_t{t->heads()} * t->dv() > kMaxWidth) {
-      return InvalidModel("%s: heads x dk and heads x dv must be <= %u", layer.c_str(), kMaxWidth);
-    }
+    RECUR_RETURN_IF_ERROR(
+        CheckHeads(layer, "sliding-window attention", t->heads(), t->dk(), t->dv()));
     if (t->window() == 0 || t->window() > kMaxWindow || t->global_tokens() > kMaxWindow) {
       return InvalidModel("%s: sliding window needs window in [1, %u] and global_tokens <= %u "
                           "(got %u, %u)", layer.c_str(), kMaxWindow, kMaxWindow, t->window(),
@@ -110,13 +101,8 @@ class SlidingWindow final : public Mixer {
     }
     const size_t max_d = *std::max_element(m->dilation_.begin(), m->dilation_.end());
     m->ring_ = (m->window_ - 1) * max_d + 1;
-    const uint32_t qk = t->heads() * t->dk();
-    const uint32_t vw = t->heads() * t->dv();
-    const std::string prefix = layer + ".mixer.";
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->query(), prefix + "query", qk, d_model, &m->query_));
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->key(), prefix + "key", qk, d_model, &m->key_));
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->value(), prefix + "value", vw, d_model, &m->value_));
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->out(), prefix + "out", d_model, vw, &m->out_));
+    RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, t->heads() * t->dk(),
+                                        t->heads() * t->dv(), tensors));
     *out = std::move(m);
     return Status::Ok();
   }
@@ -202,7 +188,7 @@ class SlidingWindow final : public Mixer {
   std::vector<size_t> dilation_;
   bool causal_ = true;
   float scale_ = 1.0f;
-  DenseView query_, key_, value_, out_;
+  QkvoProjections proj_;
 };
 
 }  // namespace

@@ -10,11 +10,10 @@
 #include "kernels/dense/dense.h"
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
+#include "mixers/projections.h"
 
 namespace recur {
 namespace {
-
-constexpr uint32_t kMaxWidth = 1u << 20;
 
 class SoftmaxAttention final : public Mixer {
  public:
@@ -33,9 +32,7 @@ class SoftmaxAttention final : public Mixer {
     return projections + threads * WorkerScratchFloats(steps, context);
   }
 
-  void CollectDense(std::vector<const DenseView*>* out) const override {
-    for (const DenseView* d : {&query_, &key_, &value_, &out_}) out->push_back(d);
-  }
+  void CollectDense(std::vector<const DenseView*>* out) const override { proj_.Collect(out); }
 
   void Run(const float* x, size_t batch, size_t steps, float* const* states,
            const StepContext& ctx, float* y) const override {
@@ -45,38 +42,25 @@ class SoftmaxAttention final : public Mixer {
     float* k = q + rows * qk;     // (rows, H·dk)
     float* v = k + rows * qk;     // (rows, H·dv)
     float* o = v + rows * vw;     // (rows, H·dv)
-    RunDense(query_, x, rows, q, false, ctx.pool, ctx.dense);
-    RunDense(key_, x, rows, k, false, ctx.pool, ctx.dense);
-    RunDense(value_, x, rows, v, false, ctx.pool, ctx.dense);
+    proj_.Project(x, rows, q, k, v, ctx);
     Task task{this,  q,     k,     v, o, states, ctx.positions, ctx.max_context, steps,
               batch * heads_, ctx.pool->threads(), o + rows * vw,
               WorkerScratchFloats(steps, ctx.max_context)};
     ctx.pool->ParallelFor(task.workers, &Task::Run, &task);
-    RunDense(out_, o, rows, y, false, ctx.pool, ctx.dense);
+    proj_.Output(o, rows, y, ctx);
   }
 
   static Status Create(const fb::SoftmaxAttention* t, const std::string& layer, uint32_t d_model,
                        TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
-    if (t->heads() == 0 || t->dk() == 0 || t->dv() == 0) {
-      return InvalidModel("%s: softmax attention needs heads, dk, dv > 0 (got %u, %u, %u)",
-                          layer.c_str(), t->heads(), t->dk(), t->dv());
-    }
-    if (uint64_t{t->heads()} * t->dk() > kMaxWidth || uint64_t{t->heads()} * t->dv() > kMaxWidth) {
-      return InvalidModel("%s: heads x dk and heads x dv must be <= %u", layer.c_str(), kMaxWidth);
-    }
+    RECUR_RETURN_IF_ERROR(CheckHeads(layer, "softmax attention", t->heads(), t->dk(), t->dv()));
     auto m = std::make_unique<SoftmaxAttention>();
     m->heads_ = t->heads();
     m->dk_ = t->dk();
     m->dv_ = t->dv();
     m->causal_ = t->causal();
     m->scale_ = 1.0f / std::sqrt(static_cast<float>(t->dk()));
-    const uint32_t qk = t->heads() * t->dk();
-    const uint32_t vw = t->heads() * t->dv();
-    const std::string prefix = layer + ".mixer.";
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->query(), prefix + "query", qk, d_model, &m->query_));
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->key(), prefix + "key", qk, d_model, &m->key_));
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->value(), prefix + "value", vw, d_model, &m->value_));
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->out(), prefix + "out", d_model, vw, &m->out_));
+    RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, t->heads() * t->dk(),
+                                        t->heads() * t->dv(), tensors));
     *out = std::move(m);
     return Status::Ok();
   }
@@ -169,7 +153,7 @@ class SoftmaxAttention final : public Mixer {
   size_t heads_ = 0, dk_ = 0, dv_ = 0;
   bool causal_ = true;
   float scale_ = 1.0f;
-  DenseView query_, key_, value_, out_;
+  QkvoProjections proj_;
 };
 
 }  // namespace
