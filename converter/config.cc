@@ -144,10 +144,10 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
                   BlockDescription* out) {
   BlockDescription& block = *out;
   static const char* const kMixers[] = {"linear_attention", "softmax_attention",
-                                        "sliding_window", "aft_simple", "flash"};
-  static const MixerType kMixerTypes[] = {MixerType::kLinearAttention,
-                                          MixerType::kSoftmaxAttention, MixerType::kSlidingWindow,
-                                          MixerType::kAftSimple, MixerType::kFlash};
+                                        "sliding_window", "aft_simple", "flash", "linformer"};
+  static const MixerType kMixerTypes[] = {
+      MixerType::kLinearAttention, MixerType::kSoftmaxAttention, MixerType::kSlidingWindow,
+      MixerType::kAftSimple,       MixerType::kFlash,            MixerType::kLinformer};
   std::size_t mixer_type = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(mixer, "type", where, kMixers, &mixer_type));
   block.mixer = kMixerTypes[mixer_type];
@@ -182,6 +182,20 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
     RECUR_RETURN_IF_ERROR(block.mixer == MixerType::kAftSimple ? only_keys({})
                                                                 : only_keys({"dv"}));
     RECUR_RETURN_IF_ERROR(r.Bool(mixer, "causal", where, &la.causal, /*required=*/false));
+  } else if (block.mixer == MixerType::kLinformer) {
+    RECUR_RETURN_IF_ERROR(only_keys({"dv", "seq_len", "proj_dim", "sharing"}));
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "seq_len", where, 1, &la.seq_len));
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "proj_dim", where, 1, &la.proj_dim));
+    static const char* const kSharing[] = {"none", "headwise", "kv", "layerwise"};
+    std::size_t sharing = 0;
+    RECUR_RETURN_IF_ERROR(r.Choice(mixer, "sharing", where, kSharing, &sharing, false));
+    la.sharing = static_cast<LinformerSharing>(sharing);
+    la.causal = false;  // encoder only
+    RECUR_RETURN_IF_ERROR(r.Bool(mixer, "causal", where, &la.causal, /*required=*/false));
+    if (la.causal) {
+      return r.Invalid(where + ".causal", "must be false: linformer mixes the whole sequence "
+                                          "and has no recurrent form");
+    }
   } else if (flash) {
     RECUR_RETURN_IF_ERROR(only_keys({"expansion_dim", "qk_dim", "chunk", "scale"}));
     RECUR_RETURN_IF_ERROR(r.UInt(mixer, "expansion_dim", where, 1, &la.expansion_dim));
@@ -541,6 +555,15 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
     AddLinear(&out, p + "mixer.key", m + "key" + proj, hk, dm);
     AddLinear(&out, p + "mixer.value", m + "value" + proj, hv, dm);
     AddLinear(&out, p + "mixer.out", m + "out" + proj, dm, hv);
+    }
+    if (b.mixer == MixerType::kLinformer) {
+      const LinearAttentionDescription& lf = b.linear_attention;
+      std::vector<int64_t> shape = {lf.proj_dim, lf.seq_len};
+      if (lf.sharing == LinformerSharing::kNone) shape.insert(shape.begin(), lf.heads);
+      out.push_back({p + "mixer.E", m + "E", shape});
+      if (lf.sharing == LinformerSharing::kNone || lf.sharing == LinformerSharing::kHeadwise) {
+        out.push_back({p + "mixer.F", m + "F", shape});
+      }
     }
     if (b.mixer == MixerType::kLinearAttention && b.linear_attention.favor()) {  // ω
       const std::string omega = ft ? m + "inner_attention.feature_map.omega" : m + "feature_map.omega";

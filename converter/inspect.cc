@@ -257,6 +257,20 @@ class Collector {
                                                   (ring + sw->global_tokens()) * (sw->dk() + sw->dv())
                                             : 0;
         mixer["state_grows_with_length"] = false;
+      } else if (const fb::Linformer* lf = b->mixer_as_Linformer()) {
+        mixer["type"] = "linformer";
+        mixer["heads"] = lf->heads();
+        mixer["dk"] = lf->dk();
+        mixer["dv"] = lf->dv();
+        mixer["seq_len"] = lf->seq_len();
+        mixer["proj_dim"] = lf->proj_dim();
+        mixer["causal"] = false;
+        mixer["query"] = Dense(lf->query());
+        mixer["key"] = Dense(lf->key());
+        mixer["value"] = Dense(lf->value());
+        mixer["out"] = Dense(lf->out());
+        mixer["state_bytes"] = 0;  // an encoder keeps no state
+        mixer["state_grows_with_length"] = false;
       } else if (const fb::Flash* fl = b->mixer_as_Flash()) {
         mixer["type"] = "flash";
         mixer["expansion_dim"] = fl->expansion_dim();
@@ -423,6 +437,10 @@ std::string RenderText(const json& j) {
       mixer += " heads=" + std::to_string(m["heads"].get<uint32_t>()) +
                " dk=" + std::to_string(m["dk"].get<uint32_t>());
       if (m.contains("dv")) mixer += " dv=" + std::to_string(m["dv"].get<uint32_t>());
+      if (m.contains("seq_len")) {
+        mixer += " seq_len=" + std::to_string(m["seq_len"].get<uint32_t>()) +
+                 " proj_dim=" + std::to_string(m["proj_dim"].get<uint32_t>());
+      }
       if (m.contains("window")) {
         mixer += " window=" + std::to_string(m["window"].get<uint32_t>()) + " dilation=" +
                  (m["dilation"].empty() ? std::string("1") : m["dilation"].dump()) +

@@ -22,7 +22,15 @@ enum class NormPlacement { kPre, kPost };
 enum class FeatureMap { kEluPlusOne, kRelu, kPoly2, kFavor, kFavorHyperbolic };
 enum class Activation { kRelu, kGelu };
 enum class HeadActivation { kNone, kSoftmax, kLogSoftmax };
-enum class MixerType { kLinearAttention, kSoftmaxAttention, kSlidingWindow, kAftSimple, kFlash };
+enum class MixerType {
+  kLinearAttention,
+  kSoftmaxAttention,
+  kSlidingWindow,
+  kAftSimple,
+  kFlash,
+  kLinformer,
+};
+enum class LinformerSharing { kNone, kHeadwise, kKeyValue, kLayerwise };
 
 struct InputDescription {
   InputKind kind = InputKind::kTokens;
@@ -54,6 +62,10 @@ struct LinearAttentionDescription {
   uint32_t qk_dim = 0;
   uint32_t chunk = 0;
   float scale = 0.0f;
+  // Linformer: sequence length n, projected length k, sharing of E and F.
+  uint32_t seq_len = 0;
+  uint32_t proj_dim = 0;
+  LinformerSharing sharing = LinformerSharing::kNone;
 
   bool favor() const {
     return feature_map == FeatureMap::kFavor || feature_map == FeatureMap::kFavorHyperbolic;

@@ -148,6 +148,11 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
                                                      la.dilation.empty() ? nullptr : &la.dilation,
                                                      la.global_tokens, q, k, v, o, la.causal)
                   .Union();
+    } else if (b.mixer == MixerType::kLinformer) {
+      mixer_type = fb::Mixer::Linformer;
+      mixer = fb::CreateLinformer(fbb, la.heads, la.dk, la.dv, la.seq_len, la.proj_dim, q, k, v, o,
+                                  ref(p + "mixer.E"), ref(p + "mixer.F"))
+                  .Union();
     } else if (flash) {
       mixer_type = fb::Mixer::Flash;
       mixer = fb::CreateFlash(fbb, la.expansion_dim, la.qk_dim, la.chunk, la.scale, q, k, v, o,

@@ -7,7 +7,8 @@ For every config in models/configs/: the parallel forward equals the RNN step
 loop and an independent quadratic-time transcription of the README math
 (float64, 1e-9); float32 agrees with float64 (1e-4); export → load is exact;
 goldens hold what the model computes. Plus the softmax-attention, sliding-window
-and AFT-simple mixers' forms vs naive transcriptions and their mixers.py classes, mixed models
+and AFT-simple mixers' forms vs naive transcriptions and their mixers.py classes, the Linformer
+encoder (every sharing mode vs mixers.Linformer, layerwise tying and its export), mixed models
 (a list of one mixer per block) vs a per-block composition, safetensors/golden round
 trips, the fast-transformers key set, and the CLIs (export, make_golden, compare_run) end
 to end. Short sequences only: the
@@ -29,14 +30,14 @@ import torch.nn.functional as F
 
 from recur_ref import CHUNK, checkpoint, golden, mixers, safetensors
 from recur_ref import fast_transformers_layout as ftl
-from recur_ref.model import (FLASH, AFTSimple, Block, LinearAttention, RecurModel, SlidingWindowAttention,
-                             SoftmaxAttention, feature_dim, mixer_configs)
+from recur_ref.model import (FLASH, AFTSimple, Block, LinearAttention, Linformer, RecurModel,
+                             SlidingWindowAttention, SoftmaxAttention, feature_dim, mixer_configs)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 CONFIGS = sorted(glob.glob(os.path.join(REPO_ROOT, "models", "configs", "*.json")))
 SEQ_LEN = {"paper_mnist": 32, "long_pre_tokens": 300, "sliding_window_tokens": 100,  # per config; default below
-           "mixed_tokens": 100, "mixed_features": 90}
+           "mixed_tokens": 100, "mixed_features": 90, "linformer_features": 200, "linformer_shared": 128}
 DEFAULT_SEQ_LEN = 64
 SEED = 7
 
@@ -44,7 +45,8 @@ SEED = 7
 # The golden state record names of one layer, per mixer type (sorted-name order but S, z / K, V).
 STATE_NAMES = {"softmax_attention": ["K", "V"], "linear_attention": ["S", "z"],
                "sliding_window": ["k_glob", "k_ring", "v_glob", "v_ring"],
-               "aft_simple": ["den", "max", "num"], "flash": ["S", "kl_buf", "kq_buf", "v_buf"]}
+               "aft_simple": ["den", "max", "num"], "flash": ["S", "kl_buf", "kq_buf", "v_buf"],
+               "linformer": []}   # encoder only: no state
 
 
 
@@ -118,6 +120,12 @@ def expected_tensors(cfg):
             mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)), ("mixer.out", (d, vv))]
         for name, (o, n) in mix + [("ffn.linear1", (ffn, d)), ("ffn.linear2", (d, ffn))]:
             t.update({b + name + ".weight": (o, n), b + name + ".bias": (o,)})
+        if m["type"] == "linformer":   # README: E/F per sharing (layerwise: a copy per block)
+            kn = (m["proj_dim"], m["seq_len"])
+            sharing = m.get("sharing", "none")
+            t[b + "mixer.E"] = (m["heads"], *kn) if sharing == "none" else kn
+            if sharing in ("none", "headwise"):
+                t[b + "mixer.F"] = t[b + "mixer.E"]
         if m.get("feature_map") == "favor":
             mm = m["n_features"]
             t[b + "mixer.feature_map.omega"] = (m["dk"], mm if m.get("favor_layout", "performer") == "performer"
@@ -206,7 +214,16 @@ def naive_forward(cfg, w, x):
         qq, kq, ql, kl = (g[r] * z + be[r] for r in range(4))
         return lin(u * naive_flash(m, qq, kq, ql, kl, v, w[b + "mixer.rel_bias"]), b + "mixer.out")
 
+    def linformer_mixer(h, b):   # explicit sums over the first n columns of E, F per head
+        q = lin(h, b + "mixer.query").view(n, heads, dk)
+        k = lin(h, b + "mixer.key").view(n, heads, dk)
+        v = lin(h, b + "mixer.value").view(n, heads, dv)
+        return lin(naive_linformer(m, w[b + "mixer.E"], w.get(b + "mixer.F"), q, k, v).reshape(n, heads * dv),
+                   b + "mixer.out")
+
     def mixer(h, b):
+        if m["type"] == "linformer":
+            return linformer_mixer(h, b)
         if m["type"] == "flash":
             return flash_mixer(h, b)
         if m["type"] == "softmax_attention":
@@ -302,6 +319,24 @@ def naive_flash(m, qq, kq, ql, kl, v, rel_bias):
         seen = range(g * C) if causal else range(n)
         for p in seen:
             o[t] += (scale if causal else 1.0 / n) * (ql[t] @ kl[p]) * v[p]
+    return o
+
+
+def naive_linformer(m, E, Fm, q, k, v):
+    """Linformer as explicit sums: q, k (n, H, dk), v (n, H, dv) → o (n, H, dv). Per head h:
+    K'_r = Σ_{j<n} E_h[r, j] k_j, V'_r = Σ_{j<n} F_h[r, j] v_j (E_h = E[h] with sharing 'none',
+    else E; F = E for 'kv' and 'layerwise'), o_t = Σ_r softmax_r(q_t·K'_r/√dk) V'_r."""
+    n, heads, dk = q.shape
+    Fm = E if Fm is None else Fm
+    o = torch.zeros(n, heads, v.shape[-1], dtype=q.dtype)
+    for h in range(heads):
+        Eh, Fh = (P[h] if P.dim() == 3 else P for P in (E, Fm))
+        K2 = sum(Eh[:, j, None] * k[j, h] for j in range(n))                  # (k, dk)
+        V2 = sum(Fh[:, j, None] * v[j, h] for j in range(n))                  # (k, dv)
+        for t in range(n):
+            s = K2 @ q[t, h] / math.sqrt(dk)
+            e = torch.exp(s - s.max())
+            o[t, h] = (e / e.sum()) @ V2
     return o
 
 
@@ -1526,6 +1561,216 @@ def mixed_golden_cli():
                 assert torch.equal(records[f"state.{i}.{s}"], state.layers[i][s]), f"state.{i}.{s}"
 
 
+# ---------------------------------------------------------------- linformer
+
+LF_D_MODEL = 12
+
+
+def _lf_cfg(sharing, n=20, k=6, **kv):
+    return {"type": "linformer", "heads": 2, "dk": 5, "dv": 4, "seq_len": n, "proj_dim": k, "sharing": sharing, **kv}
+
+
+def linformer_forms():
+    """Linformer of model.py alone (float64), every sharing mode: the tensors of the contract,
+    the same seeded init as mixers.Linformer; noncausal == mixers.Linformer's forward with the
+    same weights == explicit sums, for N < seq_len (first N columns) and N == seq_len; N >
+    seq_len raises naming seq_len; parallel / recurrent raise "no recurrent form"; no state."""
+    g = torch.Generator().manual_seed(11)
+    n, k, d = 20, 6, LF_D_MODEL
+    full = torch.randn(n + 1, d, generator=g, dtype=torch.float64)
+    shapes = {"none": {"E": (2, k, n), "F": (2, k, n)}, "headwise": {"E": (k, n), "F": (k, n)},
+              "kv": {"E": (k, n)}, "layerwise": {"E": (k, n)}}
+    for sharing in mixers.LINFORMER_SHARING:
+        cfg = _lf_cfg(sharing)
+        for c in (cfg, {**cfg, "causal": False}):
+            torch.manual_seed(0)
+            att = Linformer.from_config(d, c).double()
+            torch.manual_seed(0)
+            ref = mixers.Linformer(c, d).double()
+            got = {name: tuple(t.shape) for name, t in att.state_dict().items()}
+            want = {"query.weight": (10, d), "query.bias": (10,), "key.weight": (10, d), "key.bias": (10,),
+                    "value.weight": (8, d), "value.bias": (8,), "out.weight": (d, 8), "out.bias": (d,),
+                    **shapes[sharing]}
+            assert got == want, f"{sharing}: {got}"
+            for name, t in ref.state_dict().items():   # the same init from the same seed
+                assert torch.equal(t, att.state_dict()[name]), f"{sharing}: init of {name} differs from mixers.Linformer"
+            assert not att.causal and att.empty_state(torch.float64) == {}
+            with torch.no_grad():
+                for N in (n, 13, 1):
+                    x = full[:N]
+                    y, st = att.noncausal(x, {})
+                    assert st == {}
+                    assert_close(y, ref(x[None])[0], 1e-12, f"{sharing}: noncausal vs mixers.Linformer (N={N})")
+                    q, kk, v = (F.linear(x, p.weight, p.bias).view(N, 2, -1) for p in (att.query, att.key, att.value))
+                    E = att.E[..., :N]
+                    Fm = att.F[..., :N] if hasattr(att, "F") else None
+                    want_y = F.linear(naive_linformer(c, E, Fm, q, kk, v).reshape(N, -1), att.out.weight, att.out.bias)
+                    assert_close(y, want_y, 1e-12, f"{sharing}: noncausal vs explicit sums (N={N})")
+                for call in (lambda: att.noncausal(full, {}), lambda: ref(full[None])):
+                    try:
+                        call()
+                        raise AssertionError(f"{sharing}: accepted N = {n + 1} > seq_len {n}")
+                    except ValueError as e:
+                        assert "seq_len" in str(e) and str(n) in str(e), str(e)
+                for call in (lambda: att.parallel(full[:4], {}, chunk=2), lambda: att.recurrent(full[:4], {}),
+                             lambda: att.parallel(full[:4], {}, 0, 2)):
+                    try:
+                        call()
+                        raise AssertionError(f"{sharing}: a linformer ran a causal form")
+                    except ValueError as e:
+                        assert "no recurrent form" in str(e), str(e)
+                try:
+                    att.noncausal(full[:4], {}, pos=3)
+                    raise AssertionError("linformer accepted pos 3")
+                except ValueError:
+                    pass
+    # Inside a model: a whole utterance longer than seq_len is a ValueError naming seq_len; no step.
+    cfg = json.load(open(os.path.join(REPO_ROOT, "models/configs/linformer_shared.json")))
+    model = checkpoint.build_model(cfg, 0).double()
+    x = golden.random_inputs(cfg, 129, 1)
+    with torch.no_grad():
+        for call in (lambda: model(x), lambda: model(x, chunk=1)):
+            try:
+                call()
+                raise AssertionError("model accepted 129 > seq_len 128 positions")
+            except ValueError as e:
+                assert "seq_len 128" in str(e), str(e)
+        try:
+            model.step(x[0], model.init_state())
+            raise AssertionError("a linformer model stepped")
+        except ValueError as e:
+            assert "no recurrent form" in str(e), str(e)
+        assert model.init_state().layers == [{}, {}, {}] and not model.causal
+
+
+def linformer_config_validation():
+    """linformer keys: bad ones are ValueErrors naming the key; causal defaults to false (true is
+    rejected); mixing with causal blocks is the mixed-causality error; layerwise blocks must agree
+    on seq_len and proj_dim."""
+    base = json.load(open(os.path.join(REPO_ROOT, "models/configs/linformer_features.json")))
+
+    def with_mixer(**kv):
+        c = json.loads(json.dumps(base))
+        c["mixer"].update(kv)
+        return {**c, "mixer": {k: v for k, v in c["mixer"].items() if v is not None}}
+
+    bad = [(with_mixer(causal=True), "causal"), (with_mixer(causal="no"), "causal"),
+           (with_mixer(sharing="all"), "sharing"), (with_mixer(sharing=None, causal=None, seq_len=None), "seq_len"),
+           (with_mixer(seq_len=0), "seq_len"), (with_mixer(seq_len=2.5), "seq_len"),
+           (with_mixer(proj_dim=0), "proj_dim"), (with_mixer(proj_dim=None), "proj_dim"),
+           (with_mixer(heads=0), "heads"), (with_mixer(dv=None), "dv"), (with_mixer(window=4), "window"),
+           (with_mixer(eps=1e-6), "eps")]
+    expect_rejected(bad)
+    e = None
+    try:
+        RecurModel(with_mixer(causal=True))
+    except ValueError as err:
+        e = str(err)
+    assert e == "recur config: mixer (linformer): linformer is encoder-only: mixer.causal must be false", e
+    for ok in (with_mixer(causal=None), with_mixer(sharing=None), with_mixer(sharing="kv"),
+               with_mixer(sharing="headwise"), with_mixer(sharing="layerwise", proj_dim=1)):
+        model = checkpoint.build_model(ok, 0)
+        assert not model.causal
+    # Mixed models: linformer (non-causal by default) next to causal blocks is the causality error.
+    soft = {"type": "softmax_attention", "heads": 2, "dk": 8, "dv": 8}
+    lf = dict(base["mixer"])
+    del lf["causal"]
+    for mixer, msg in (([lf, soft], "recur config: mixer[1]: causal true differs from mixer[0] (causal false)"),
+                       ([soft, lf], "recur config: mixer[1]: causal false differs from mixer[0] (causal true)")):
+        try:
+            RecurModel({**base, "mixer": mixer})
+            raise AssertionError("accepted a linformer block next to a causal one")
+        except ValueError as err:
+            assert str(err).startswith(msg), str(err)
+    model = RecurModel({**base, "mixer": [lf, {**soft, "causal": False}]})
+    assert not model.causal and [type(b.mixer).__name__ for b in model.blocks] == ["Linformer", "SoftmaxAttention"]
+    try:
+        RecurModel({**base, "mixer": [lf, {**soft, "type": "linformer"}]})
+        raise AssertionError("accepted a linformer without seq_len")
+    except ValueError as err:
+        assert str(err).startswith("recur config: mixer[1] (linformer): missing keys ['proj_dim', 'seq_len']"), str(err)
+    lw = {**lf, "sharing": "layerwise"}
+    try:
+        RecurModel({**base, "mixer": [lw, {**lw, "proj_dim": 16}]})
+        raise AssertionError("accepted layerwise blocks with different proj_dim")
+    except ValueError as err:
+        assert "mixer[1] (linformer)" in str(err) and "layerwise" in str(err), str(err)
+
+
+def linformer_layerwise_shared():
+    """sharing 'layerwise': every layerwise block holds the one Parameter (block 0's), also after
+    .double() and deepcopy; a gradient reaches it from every block; the export writes
+    blocks.{i}.mixer.E for each block, identical; loading copies that differ is a ValueError.
+    A mixed list (layerwise, none, layerwise) ties blocks 0 and 2 only."""
+    import copy
+    cfg = json.load(open(os.path.join(REPO_ROOT, "models/configs/linformer_shared.json")))
+    model = checkpoint.build_model(cfg, SEED)
+    Es = [b.mixer.E for b in model.blocks]
+    assert all(E is Es[0] for E in Es) and not any(hasattr(b.mixer, "F") for b in model.blocks)
+    assert sum(1 for name, _ in model.named_parameters() if name.endswith("mixer.E")) == 1
+    for m in (copy.deepcopy(model).double(), checkpoint.build_model(cfg, SEED).double()):
+        assert all(b.mixer.E is m.blocks[0].mixer.E for b in m.blocks) and m.blocks[0].mixer.E.dtype == torch.float64
+    # The gradient of the shared E is the sum of each block's contribution.
+    x = golden.random_inputs(cfg, 50, 3)
+    model.zero_grad()
+    model(x).sum().backward()
+    total = Es[0].grad.clone()
+    per_block = torch.zeros_like(total)
+    for i in range(len(model.blocks)):
+        other = checkpoint.build_model(cfg, SEED)
+        for j, b in enumerate(other.blocks):   # untie: only block i's E gets a gradient
+            if j != i:
+                b.mixer.E = torch.nn.Parameter(b.mixer.E.detach().clone(), requires_grad=False)
+        other(x).sum().backward()
+        per_block += other.blocks[i].mixer.E.grad
+    assert_close(total, per_block, 1e-5, "shared E gradient")
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpoint.export(cfg, SEED, tmp)
+        tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
+        names = [f"blocks.{i}.mixer.E" for i in range(cfg["n_layers"])]
+        assert [k for k in tensors if k.endswith(".E") or k.endswith(".F")] == names
+        assert all(torch.equal(tensors[k], tensors[names[0]]) for k in names)
+        assert torch.equal(tensors[names[0]], Es[0].detach())
+        loaded, _ = checkpoint.load(tmp)
+        assert all(b.mixer.E is loaded.blocks[0].mixer.E for b in loaded.blocks)
+        with torch.no_grad():
+            assert torch.equal(loaded(x), model(x))
+        tensors["blocks.2.mixer.E"] = tensors["blocks.2.mixer.E"] + 1
+        safetensors.write(os.path.join(tmp, checkpoint.WEIGHTS_FILE), tensors)
+        try:
+            checkpoint.load(tmp)
+            raise AssertionError("loaded differing copies of a layerwise E")
+        except ValueError as e:
+            assert "blocks.2.mixer.E" in str(e), str(e)
+    lw = cfg["mixer"]
+    mixed = {**cfg, "mixer": [lw, {**lw, "sharing": "none"}, lw]}
+    m = checkpoint.build_model(mixed, 0)
+    assert m.blocks[2].mixer.E is m.blocks[0].mixer.E and m.blocks[1].mixer.E is not m.blocks[0].mixer.E
+    assert tuple(m.blocks[1].mixer.E.shape) == (2, 16, 128) and hasattr(m.blocks[1].mixer, "F")
+
+
+def linformer_golden_cli():
+    """make_golden.py on linformer_features (200 positions < seq_len 256) and linformer_shared
+    (128 = seq_len): no state records, the golden equals the model loaded back, the weights
+    are the README's tensors."""
+    for name, steps in (("linformer_features", 200), ("linformer_shared", 128)):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
+                   "--seed", "7", "--steps", str(steps), "--out", tmp]
+            subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+            records = golden.read(os.path.join(tmp, "golden.bin"))
+            model, config = checkpoint.load(tmp)
+            tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
+        assert {k: tuple(v.shape) for k, v in tensors.items()} == expected_tensors(config)
+        assert list(records) == ["meta", "input", "output"] + [f"layer.{i}" for i in range(config["n_layers"])]
+        assert records["input"].shape == (steps, config["input"]["feature_width"])
+        with torch.no_grad():
+            out, layers, _ = model.double()(records["input"], return_layers=True)
+        assert torch.equal(records["output"], out)
+        for i, h in enumerate(layers):
+            assert torch.equal(records[f"layer.{i}"], h)
+
+
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
                                         model_rejects_bad_input, cli_end_to_end, compare_run_cli,
@@ -1534,7 +1779,9 @@ def main():
                                         softmax_config_validation, softmax_golden_cli, sliding_window_forms,
                                         aft_simple_forms, new_mixer_config_validation, new_mixer_golden_cli,
                                         flash_forms, flash_config_validation, flash_golden_cli,
-                                        mixed_model_forms, mixed_config_validation, mixed_golden_cli)]
+                                        mixed_model_forms, mixed_config_validation, mixed_golden_cli,
+                                        linformer_forms, linformer_config_validation, linformer_layerwise_shared,
+                                        linformer_golden_cli)]
     checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:

@@ -323,6 +323,13 @@ Status Session::Encode(size_t steps, const int32_t* tokens, const float* feature
   positions_ = kept;
   RECUR_RETURN_IF_ERROR(checked);
   const Model& m = *model_;
+  for (size_t l = 0; l < m.blocks.size(); ++l) {
+    const size_t most = m.blocks[l].mixer->max_sequence();
+    if (most != 0 && steps > most) {
+      return OutOfRange("blocks.%zu takes sequences of at most %zu positions (its seq_len); got "
+                        "%zu", l, most, steps);
+    }
+  }
   const size_t rows = batch_ * steps;
   size_t max_ff = m.output_width, max_scratch = 1;
   for (const BlockView& b : m.blocks) {

@@ -40,6 +40,9 @@ class Mixer {
   // False for an encoder form, which mixes whole sequences and has no
   // recurrent form: Run then sees every position of the sequence at once.
   virtual bool causal() const { return true; }
+  // The most positions Run may see at once (an encoder with position-bound
+  // parameters, e.g. Linformer's seq_len); 0 = unbounded.
+  virtual size_t max_sequence() const { return 0; }
 
   // Floats of recurrent state per stream (zero-initialised = empty history):
   // state_floats() + state_floats_per_position() × the session's max_context

@@ -31,6 +31,7 @@ const std::map<std::string, const char*>& TestModels() {
       {"SlidingWindowAttention", recur::testing::kTinySlidingWindowConfig},
       {"AftSimple", recur::testing::kTinyAftConfig},
       {"Flash", recur::testing::kTinyFlashConfig},
+      {"Linformer", recur::testing::kTinyLinformerConfig},
   };
   return models;
 }
@@ -112,9 +113,43 @@ std::vector<float> Payload(const std::vector<unsigned char>& blob) {
   return f;
 }
 
+// Encoder-only models: no recurrent form (a clear error), and each stream's
+// encoding depends on that stream alone.
+void CheckEncoderContract(Model& m) {
+  REQUIRE(m.info.input_kind == RECUR_INPUT_FEATURES);  // the encoder test models take frames
+  const size_t n = 20, w = m.info.output_width;
+  recur_session* one = m.Session(0);
+  recur_input first = m.Input(0, n);
+  std::vector<float> out(n * w);
+  CHECK(recur_session_step(one, &first, out.data()) == RECUR_UNSUPPORTED);
+  CHECK(std::string(recur_last_error()).find("no recurrent form") != std::string::npos);
+  CHECK(recur_session_prefill(one, n, &first, out.data()) == RECUR_UNSUPPORTED);
+  REQUIRE(recur_session_encode(one, n, &first, out.data()) == RECUR_OK);
+  const std::vector<float> alone = out;
+  // The same sequence as stream 1 of 2 (stream 0 different): the same output.
+  recur_session_options options{};
+  options.struct_size = sizeof(options);
+  options.batch = 2;
+  recur_session* two = nullptr;
+  REQUIRE(recur_session_create(m.model, &options, &two) == RECUR_OK);
+  recur_input other = m.Input(50, n);
+  std::vector<float> frames(other.features, other.features + other.count);
+  m.Input(0, n);
+  frames.insert(frames.end(), m.frames.begin(), m.frames.end());
+  recur_input both{nullptr, frames.data(), frames.size()};
+  std::vector<float> out2(2 * n * w);
+  REQUIRE(recur_session_encode(two, n, &both, out2.data()) == RECUR_OK);
+  CHECK(Worst(std::vector<float>(out2.begin() + n * w, out2.end()), alone) <= 1e-6);
+  recur_session_free(one);
+  recur_session_free(two);
+}
+
 // Steps == prefill, split prefills, exact resume, for one model.
 void CheckContract(const char* config) {
   Model m(config);
+  if (m.info.state_bytes == 0 && m.info.state_bytes_per_position == 0) {
+    return CheckEncoderContract(m);
+  }
   const size_t n = 40, a = 17;
 
   recur_session* stepped = m.Session(0);
@@ -156,4 +191,17 @@ TEST_CASE("every mixer: steps == prefill, prefill(a) + prefill(b) == prefill(a +
 
 TEST_CASE("a mixed model (a different mixer per block) keeps the same contract") {
   CheckContract(recur::testing::kTinyMixedConfig);
+}
+
+TEST_CASE("linformer: sequences past seq_len are refused, up to it accepted") {
+  Model m(recur::testing::kTinyLinformerConfig);
+  recur_session* s = m.Session(0);
+  std::vector<float> out(33 * m.info.output_width);
+  recur_input full = m.Input(0, 32);
+  CHECK(recur_session_encode(s, 32, &full, out.data()) == RECUR_OK);
+  recur_input over = m.Input(0, 33);
+  CHECK(recur_session_encode(s, 33, &over, out.data()) == RECUR_OUT_OF_RANGE);
+  CHECK(std::string(recur_last_error()) ==
+        "blocks.0 takes sequences of at most 32 positions (its seq_len); got 33");
+  recur_session_free(s);
 }

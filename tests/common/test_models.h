@@ -80,6 +80,14 @@ inline const char* kTinyFlashConfig = R"({
   "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
   "head": {"out": 11, "activation": "softmax"}})";
 
+// Linformer (encoder only), features, sequences of at most 32 positions.
+inline const char* kTinyLinformerConfig = R"({
+  "layout": "recur", "d_model": 12, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "features", "feature_width": 5, "projection": true},
+  "max_positions": 0,
+  "mixer": {"type": "linformer", "heads": 3, "dk": 4, "dv": 4, "seq_len": 32, "proj_dim": 6},
+  "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
+
 // A mixed model: a different mixer in each of 4 blocks (the state of the
 // softmax block grows; the others are fixed).
 inline const char* kTinyMixedConfig = R"({

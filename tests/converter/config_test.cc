@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -222,7 +223,7 @@ TEST_CASE("config: recur layout, invalid values") {
         "config.json: \"ffn.activation\" must be one of \"relu\", \"gelu\" (got \"tanh\")");
   CHECK(with("/mixer/type", "softmax") ==
         "config.json: \"mixer.type\" must be one of \"linear_attention\", \"softmax_attention\", "
-        "\"sliding_window\", \"aft_simple\", \"flash\" (got \"softmax\")");
+        "\"sliding_window\", \"aft_simple\", \"flash\", \"linformer\" (got \"softmax\")");
   CHECK(with("/mixer/feature_map", "sigmoid") ==
         "config.json: \"mixer.feature_map\" must be one of \"elu_plus_one\", \"relu\", "
         "\"poly2\", \"favor\" (got \"sigmoid\")");
@@ -474,6 +475,37 @@ TEST_CASE("config: a mixer per block (mixed models)") {
                       "are all causal or all non-causal");
   j["mixer"] = json::array({window, 7});
   CHECK(ErrorOf(j) == "config.json: \"mixer[1]\" must be a JSON object");
+}
+
+TEST_CASE("config: linformer (encoder only, E/F sharing)") {
+  json j = TokensJson();
+  j["mixer"] = {{"type", "linformer"}, {"heads", 2}, {"dk", 8}, {"dv", 4}, {"seq_len", 50},
+                {"proj_dim", 6}};
+  for (const auto& [sharing, e_shape, has_f] :
+       {std::tuple{"none", std::vector<int64_t>{2, 6, 50}, true},
+        {"headwise", std::vector<int64_t>{6, 50}, true},
+        {"kv", std::vector<int64_t>{6, 50}, false},
+        {"layerwise", std::vector<int64_t>{6, 50}, false}}) {
+    CAPTURE(sharing);
+    j["mixer"]["sharing"] = sharing;
+    auto r = ParseConfig(j.dump());
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    CHECK_FALSE(r->desc.blocks[0].linear_attention.causal);
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (const auto& t : ExpectedTensors(r->desc)) shapes[t.name] = t.shape;
+    CHECK(shapes["blocks.1.mixer.E"] == e_shape);
+    CHECK(shapes.count("blocks.1.mixer.F") == (has_f ? 1u : 0u));
+  }
+  j["mixer"]["causal"] = true;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.causal\" must be false: linformer mixes the whole "
+                      "sequence and has no recurrent form");
+  j["mixer"].erase("causal");
+  j["mixer"]["sharing"] = "all";
+  CHECK(ErrorOf(j) == "config.json: \"mixer.sharing\" must be one of \"none\", \"headwise\", "
+                      "\"kv\", \"layerwise\" (got \"all\")");
+  j["mixer"]["sharing"] = "kv";
+  j["mixer"]["proj_dim"] = 0;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.proj_dim\" must be a positive integer");
 }
 
 TEST_CASE("config: fast-transformers Favor feature map") {

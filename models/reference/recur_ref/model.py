@@ -1,5 +1,5 @@
 """The reference model: a causal linear-attention (or softmax-attention baseline,
-sliding-window attention, AFT-simple, FLASH) transformer, run either over a whole sequence at once (parallel form) or one
+sliding-window attention, AFT-simple, FLASH; or the encoder-only Linformer) transformer, run either over a whole sequence at once (parallel form) or one
 position at a time (RNN form). A mixed model gives each block its own mixer
 (config "mixer" a list of n_layers mixer dicts; see mixer_configs).
 
@@ -33,7 +33,7 @@ _OPTIONAL_KEYS = {"notes", "input_description", "output_description"}
 _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp"}
 # The mixer types a recur config may name ("mixer": one mixer dict for every block, or a
 # list of n_layers mixer dicts, block i using entry i: a mixed model).
-MIXER_TYPES = ("linear_attention", "softmax_attention", "sliding_window", "aft_simple", "flash")
+MIXER_TYPES = ("linear_attention", "softmax_attention", "sliding_window", "aft_simple", "flash", "linformer")
 
 
 def mixer_configs(config: dict) -> List[dict]:
@@ -44,7 +44,8 @@ def mixer_configs(config: dict) -> List[dict]:
 
 
 def _is_causal(mixer: dict) -> bool:
-    return mixer.get("causal", True)
+    """The mixer's causal flag: default true, except linformer (encoder only: default false)."""
+    return mixers.is_causal(mixer)
 
 
 def _validate_mixer(mixer, d_model) -> None:
@@ -67,7 +68,8 @@ def _validate_mixer(mixer, d_model) -> None:
         # softmax_attention: type, heads, dk, dv, optional causal (no eps, no feature_map);
         # sliding_window: type, heads, dk, dv, window, optional dilation, global_tokens, causal;
         # aft_simple: type, heads, dk, optional causal; flash: type, expansion_dim, qk_dim,
-        # chunk, optional scale, causal. mixers.py's rules, whose messages name the offending key.
+        # chunk, optional scale, causal; linformer: type, heads, dk, dv, seq_len, proj_dim, optional
+        # sharing, causal (false only). mixers.py's rules, whose messages name the offending key.
         mixers.validate_mixer(mixer, d_model)
     else:
         need({"type", "heads", "dk", "dv", "feature_map", "eps"} <= set(mixer)
@@ -145,6 +147,13 @@ def validate(config: dict) -> None:
             need(_is_causal(m) == _is_causal(mixer[0]),
                  f"mixer[{i}]: causal {json.dumps(_is_causal(m))} differs from mixer[0] "
                  f"(causal {json.dumps(_is_causal(mixer[0]))}): all blocks must be causal, or all non-causal")
+        # Linformer blocks with sharing "layerwise" share one E [proj_dim, seq_len] (LAYERWISE_E).
+        tied = [(i, m) for i, m in enumerate(mixer) if _is_layerwise(m)]
+        for i, m in tied[1:]:
+            j, first = tied[0]
+            need((m["seq_len"], m["proj_dim"]) == (first["seq_len"], first["proj_dim"]),
+                 f"mixer[{i}] (linformer): sharing 'layerwise' ties E across blocks, but its seq_len/proj_dim "
+                 f"({m['seq_len']}, {m['proj_dim']}) differ from mixer[{j}]'s ({first['seq_len']}, {first['proj_dim']})")
 
     ffn = config["ffn"]
     exact_keys(ffn, {"d_ff", "activation"}, "ffn")
@@ -157,6 +166,11 @@ def validate(config: dict) -> None:
         need(positive_int(head["out"]), "head.out must be a positive integer")
         need(head["activation"] in ("none", "softmax", "log_softmax"),
              "head.activation must be 'none', 'softmax' or 'log_softmax'")
+
+
+def _is_layerwise(mixer: dict) -> bool:
+    """A linformer mixer whose E is shared by every layerwise block of the model."""
+    return mixer.get("type") == "linformer" and mixer.get("sharing", "none") == "layerwise"
 
 
 class State(NamedTuple):
@@ -179,6 +193,7 @@ class State(NamedTuple):
       "S" (s, E) = Σ over completed absolute chunks of K^linᵀV; "kl_buf" (C, s),
       "kq_buf" (C, s), "v_buf" (C, E): slot p mod C holds position p's K^lin, K^quad, V
       (the last written; slots ≥ pos mod C are stale, left from the previous chunk)
+    linformer (encoder only): {} (no state).
     In a mixed model each layer's dict is its own mixer's (one of the above per layer).
     Golden records "state.{i}.{name}" follow each dict's order (S, z / K, V / sorted names
     for sliding_window, aft_simple and flash).
@@ -771,6 +786,88 @@ class FLASH(nn.Module):
         return self.out(u * (torch.cat(quad) + lin)), state
 
 
+class Linformer(nn.Module):
+    """Linformer (recur_ref/mixers.py's Linformer, whose docstring is the exact semantics),
+    encoder only. Per head h, over the N ≤ n = seq_len positions of a whole utterance:
+
+        K'_h = E_h[:, :N] K_h,  V'_h = F_h[:, :N] V_h          (k = proj_dim rows)
+        o_h  = softmax(Q_h K'_hᵀ / √dk) V'_h,  Mixer(x) = out(concat heads)
+
+    (N < n uses the first N columns, i.e. zero keys/values for the absent positions;
+    N > n is a ValueError naming seq_len). Tensors: query, key, value, out (.weight/.bias,
+    as softmax_attention) and, per sharing,
+      'none'      E (H, k, n), F (H, k, n)
+      'headwise'  E (k, n), F (k, n)         shared by the heads
+      'kv'        E (k, n)                   F = E, shared by the heads
+      'layerwise' E (k, n)                   F = E, shared by the heads and by every layerwise
+                  block of the model: RecurModel builds the first layerwise block's E and hands
+                  that same Parameter to the others (training sees one tensor); state_dict, and
+                  so the export, holds blocks.{i}.mixer.E for each such block, identical copies.
+    Created in mixers.Linformer's order (query, key, value, out, E, F: the same init from the
+    same torch seed). No state, no recurrent or chunked form (parallel/recurrent raise).
+    """
+
+    def __init__(self, d_model: int, heads: int, dk: int, dv: int, seq_len: int, proj_dim: int,
+                 sharing: str = "none", causal: bool = False, E: Optional[nn.Parameter] = None):
+        super().__init__()
+        if causal:
+            raise ValueError("linformer is encoder-only: mixer.causal must be false")
+        if sharing not in mixers.LINFORMER_SHARING:
+            raise ValueError(f"unknown mixer.sharing {sharing!r}; expected one of {list(mixers.LINFORMER_SHARING)}")
+        self.heads, self.dk, self.dv, self.causal = heads, dk, dv, False
+        self.n, self.k, self.sharing = seq_len, proj_dim, sharing
+        self.query = nn.Linear(d_model, heads * dk)
+        self.key = nn.Linear(d_model, heads * dk)
+        self.value = nn.Linear(d_model, heads * dv)
+        self.out = nn.Linear(heads * dv, d_model)
+        shape = (heads, proj_dim, seq_len) if sharing == "none" else (proj_dim, seq_len)
+        if E is not None:                  # a later layerwise block: the model's shared E
+            if sharing != "layerwise" or tuple(E.shape) != shape:
+                raise ValueError(f"a shared linformer E {tuple(E.shape)} needs sharing 'layerwise' and shape {shape}")
+            self.E = E
+        else:
+            self.E = nn.Parameter(torch.randn(*shape) / math.sqrt(seq_len))
+        if sharing in ("none", "headwise"):
+            self.F = nn.Parameter(torch.randn(*shape) / math.sqrt(seq_len))
+
+    @classmethod
+    def from_config(cls, d_model: int, mixer: dict, E: Optional[nn.Parameter] = None) -> "Linformer":
+        """The mixer of a recur config's "mixer" section (type linformer); E: the shared
+        parameter of a later layerwise block (None: create one)."""
+        return cls(d_model, mixer["heads"], mixer["dk"], mixer["dv"], mixer["seq_len"], mixer["proj_dim"],
+                   mixer.get("sharing", "none"), mixer.get("causal", False), E)
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """No state (an encoder)."""
+        return {}
+
+    _qkv = SoftmaxAttention._qkv
+    _output = SoftmaxAttention._output
+
+    def _no_rnn(self, *args, **kwargs):
+        raise ValueError("mixer linformer: no recurrent form (encoder only: the projections E, F mix all "
+                         "positions); use the non-causal form over a whole utterance")
+
+    parallel = _no_rnn
+    recurrent = _no_rnn
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
+        """Non-causal (encoder) form over x (N, d_model) as a whole utterance (positions
+        0..N−1, N ≤ seq_len) → (out (N, d_model), state unchanged)."""
+        if pos != 0:
+            raise ValueError("a linformer mixer runs on a whole utterance from position 0")
+        n = len(x)
+        if n > self.n:
+            raise ValueError(f"mixer linformer: sequence length {n} exceeds seq_len {self.n}")
+        q, k, v = self._qkv(x)                                             # (H, N, ·)
+        E = self.E[..., :n]
+        Fm = (self.F if self.sharing in ("none", "headwise") else self.E)[..., :n]
+        eq = "hkn,hnd->hkd" if E.dim() == 3 else "kn,hnd->hkd"
+        k2, v2 = torch.einsum(eq, E, k), torch.einsum(eq, Fm, v)           # (H, k, dk), (H, k, dv)
+        a = torch.softmax(q @ k2.transpose(-1, -2) / math.sqrt(self.dk), -1)   # (H, N, k)
+        return self._output(a @ v2), state
+
+
 class FeedForward(nn.Module):
     """FFN(x) = linear2(act(linear1(x))); gelu is the exact erf form."""
 
@@ -786,19 +883,24 @@ class FeedForward(nn.Module):
 
 # The model's mixer class per config "type".
 _MIXER_CLASSES = {"linear_attention": LinearAttention, "softmax_attention": SoftmaxAttention,
-                  "sliding_window": SlidingWindowAttention, "aft_simple": AFTSimple, "flash": FLASH}
+                  "sliding_window": SlidingWindowAttention, "aft_simple": AFTSimple, "flash": FLASH,
+                  "linformer": Linformer}
 
 
 class Block(nn.Module):
     """One transformer layer (attention-math.md §1), pre- or post-norm, whose mixer is
-    built from `mixer` (one mixer dict: its entry of mixer_configs(config))."""
+    built from `mixer` (one mixer dict: its entry of mixer_configs(config)). shared_E: a
+    linformer layerwise block's E, the model's one shared parameter (None: its own)."""
 
-    def __init__(self, config: dict, mixer: dict):
+    def __init__(self, config: dict, mixer: dict, shared_E: Optional[nn.Parameter] = None):
         super().__init__()
         d, eps, m = config["d_model"], config["layer_norm_eps"], mixer
         self.pre_norm = config["norm_placement"] == "pre"
         self.norm1 = nn.LayerNorm(d, eps=eps)
-        self.mixer = _MIXER_CLASSES[m["type"]].from_config(d, m)
+        if shared_E is not None:
+            self.mixer = Linformer.from_config(d, m, E=shared_E)
+        else:
+            self.mixer = _MIXER_CLASSES[m["type"]].from_config(d, m)
         self.norm2 = nn.LayerNorm(d, eps=eps)
         self.ffn = FeedForward(d, config["ffn"]["d_ff"], config["ffn"]["activation"])
 
@@ -812,7 +914,7 @@ class Block(nn.Module):
             form = m.recurrent
         else:
             form = partial(m.parallel, chunk=chunk)
-        if isinstance(m, (SlidingWindowAttention, FLASH)):   # absolute positions (windows, FLASH groups)
+        if isinstance(m, (SlidingWindowAttention, FLASH, Linformer)):   # absolute positions (windows, groups, E columns)
             return form(h, state, pos=pos)
         if isinstance(m, LinearAttention):
             a, S, z = form(h, state["S"], state["z"])
@@ -882,7 +984,14 @@ class RecurModel(nn.Module):
         self.config = config
         self.input = InputAdapter(config)
         self.mixers = mixer_configs(config)   # block i's mixer config
-        self.blocks = nn.ModuleList(Block(config, m) for m in self.mixers)
+        # Linformer sharing "layerwise": the first such block creates E, the later ones reuse it.
+        self.blocks = nn.ModuleList()
+        shared_E = None
+        for m in self.mixers:
+            block = Block(config, m, shared_E if _is_layerwise(m) else None)
+            if _is_layerwise(m) and shared_E is None:
+                shared_E = block.mixer.E
+            self.blocks.append(block)
         d = config["d_model"]
         self.final_norm = nn.LayerNorm(d, eps=config["layer_norm_eps"]) if config["final_norm"] else None
         head = config["head"]
@@ -893,6 +1002,18 @@ class RecurModel(nn.Module):
     def causal(self) -> bool:
         return _is_causal(self.mixers[0])   # validate(): every block agrees
 
+    def load_state_dict(self, state_dict, *args, **kwargs):
+        """nn.Module.load_state_dict, after checking that the copies of a shared linformer E
+        (blocks.{i}.mixer.E of every layerwise block) are identical: ValueError otherwise."""
+        names = [f"blocks.{i}.mixer.E" for i, m in enumerate(self.mixers) if _is_layerwise(m)]
+        present = [n for n in names if n in state_dict]
+        for n in present[1:]:
+            a, b = state_dict[present[0]], state_dict[n]
+            if a.shape != b.shape or not torch.equal(a, b.to(a.dtype)):
+                raise ValueError(f"{n} differs from {present[0]}: linformer sharing 'layerwise' stores one E "
+                                 "per layerwise block, all identical")
+        return super().load_state_dict(state_dict, *args, **kwargs)
+
     @property
     def dtype(self) -> torch.dtype:
         return self.blocks[0].norm1.weight.dtype
@@ -901,7 +1022,7 @@ class RecurModel(nn.Module):
         """The state before the first position (attention-math.md §2, §3): zero S and z
         per linear-attention layer, an empty KV cache per softmax-attention layer, zero
         rings per sliding-window layer, num = den = 0 and max = −inf per aft_simple layer,
-        zero S and buffers per flash layer; each layer as its own mixer (a mixed model
+        zero S and buffers per flash layer, nothing per linformer layer; each layer as its own mixer (a mixed model
         mixes these)."""
         return State(pos=0, layers=[block.mixer.empty_state(self.dtype) for block in self.blocks])
 
