@@ -144,10 +144,13 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
                   BlockDescription* out) {
   BlockDescription& block = *out;
   static const char* const kMixers[] = {"linear_attention", "softmax_attention",
-                                        "sliding_window", "aft_simple", "flash", "linformer"};
+                                        "sliding_window",   "aft_simple",
+                                        "flash",            "linformer",
+                                        "aft_local",        "aft_conv"};
   static const MixerType kMixerTypes[] = {
       MixerType::kLinearAttention, MixerType::kSoftmaxAttention, MixerType::kSlidingWindow,
-      MixerType::kAftSimple,       MixerType::kFlash,            MixerType::kLinformer};
+      MixerType::kAftSimple,       MixerType::kFlash,            MixerType::kLinformer,
+      MixerType::kAftLocal,        MixerType::kAftConv};
   std::size_t mixer_type = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(mixer, "type", where, kMixers, &mixer_type));
   block.mixer = kMixerTypes[mixer_type];
@@ -157,7 +160,9 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
     RECUR_RETURN_IF_ERROR(r.UInt(mixer, "heads", where, 1, &la.heads));
     RECUR_RETURN_IF_ERROR(r.UInt(mixer, "dk", where, 1, &la.dk));
   }
-  if (block.mixer == MixerType::kAftSimple) {
+  const bool aft = block.mixer == MixerType::kAftSimple || block.mixer == MixerType::kAftLocal ||
+                   block.mixer == MixerType::kAftConv;
+  if (aft) {
     la.dv = la.dk;  // query, key and value are all D = heads·dk wide
   } else if (!flash) {
     RECUR_RETURN_IF_ERROR(r.UInt(mixer, "dv", where, 1, &la.dv));
@@ -181,6 +186,11 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
     // softmax(q·kᵀ/√dk) or AFT-simple: no feature map, no eps.
     RECUR_RETURN_IF_ERROR(block.mixer == MixerType::kAftSimple ? only_keys({})
                                                                 : only_keys({"dv"}));
+    RECUR_RETURN_IF_ERROR(r.Bool(mixer, "causal", where, &la.causal, /*required=*/false));
+  } else if (block.mixer == MixerType::kAftLocal || block.mixer == MixerType::kAftConv) {
+    RECUR_RETURN_IF_ERROR(only_keys({"window"}));
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "window", where, 1, &la.window));
+    if (la.window > 65536) return r.Invalid(where + ".window", "must be at most 65536");
     RECUR_RETURN_IF_ERROR(r.Bool(mixer, "causal", where, &la.causal, /*required=*/false));
   } else if (block.mixer == MixerType::kLinformer) {
     RECUR_RETURN_IF_ERROR(only_keys({"dv", "seq_len", "proj_dim", "sharing"}));
@@ -555,6 +565,15 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
     AddLinear(&out, p + "mixer.key", m + "key" + proj, hk, dm);
     AddLinear(&out, p + "mixer.value", m + "value" + proj, hv, dm);
     AddLinear(&out, p + "mixer.out", m + "out" + proj, dm, hv);
+    }
+    if (b.mixer == MixerType::kAftLocal || b.mixer == MixerType::kAftConv) {
+      const LinearAttentionDescription& al = b.linear_attention;
+      const int64_t offsets = al.causal ? int64_t{al.window} : 2 * int64_t{al.window} - 1;
+      if (b.mixer == MixerType::kAftLocal) {
+        out.push_back({p + "mixer.pos_bias", m + "pos_bias", {offsets}});
+      } else {
+        out.push_back({p + "mixer.conv_kernel", m + "conv_kernel", {al.heads, offsets}});
+      }
     }
     if (b.mixer == MixerType::kLinformer) {
       const LinearAttentionDescription& lf = b.linear_attention;

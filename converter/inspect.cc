@@ -257,6 +257,19 @@ class Collector {
                                                   (ring + sw->global_tokens()) * (sw->dk() + sw->dv())
                                             : 0;
         mixer["state_grows_with_length"] = false;
+      } else if (const fb::AftLocal* al = b->mixer_as_AftLocal()) {
+        mixer["type"] = al->conv_kernel() >= 0 ? "aft_conv" : "aft_local";
+        mixer["heads"] = al->heads();
+        mixer["dk"] = al->dk();
+        mixer["window"] = al->window();
+        mixer["causal"] = al->causal();
+        mixer["query"] = Dense(al->query());
+        mixer["key"] = Dense(al->key());
+        mixer["value"] = Dense(al->value());
+        mixer["out"] = Dense(al->out());
+        const uint64_t D = uint64_t{al->heads()} * al->dk();
+        mixer["state_bytes"] = al->causal() ? 4 * D * (3 + 2 * uint64_t{al->window()}) : 0;
+        mixer["state_grows_with_length"] = false;
       } else if (const fb::Linformer* lf = b->mixer_as_Linformer()) {
         mixer["type"] = "linformer";
         mixer["heads"] = lf->heads();
@@ -441,9 +454,9 @@ std::string RenderText(const json& j) {
         mixer += " seq_len=" + std::to_string(m["seq_len"].get<uint32_t>()) +
                  " proj_dim=" + std::to_string(m["proj_dim"].get<uint32_t>());
       }
-      if (m.contains("window")) {
-        mixer += " window=" + std::to_string(m["window"].get<uint32_t>()) + " dilation=" +
-                 (m["dilation"].empty() ? std::string("1") : m["dilation"].dump()) +
+      if (m.contains("window")) mixer += " window=" + std::to_string(m["window"].get<uint32_t>());
+      if (m.contains("dilation")) {
+        mixer += " dilation=" + (m["dilation"].empty() ? std::string("1") : m["dilation"].dump()) +
                  " global_tokens=" + std::to_string(m["global_tokens"].get<uint32_t>());
       }
       mixer += m.value("causal", true) ? "" : " non-causal (encoder)";

@@ -29,6 +29,8 @@ enum class MixerType {
   kAftSimple,
   kFlash,
   kLinformer,
+  kAftLocal,  // window bias shared by channels
+  kAftConv,   // window bias per head
 };
 enum class LinformerSharing { kNone, kHeadwise, kKeyValue, kLayerwise };
 

@@ -148,6 +148,11 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
                                                      la.dilation.empty() ? nullptr : &la.dilation,
                                                      la.global_tokens, q, k, v, o, la.causal)
                   .Union();
+    } else if (b.mixer == MixerType::kAftLocal || b.mixer == MixerType::kAftConv) {
+      mixer_type = fb::Mixer::AftLocal;
+      mixer = fb::CreateAftLocal(fbb, la.heads, la.dk, la.window, q, k, v, o,
+                                 ref(p + "mixer.pos_bias"), ref(p + "mixer.conv_kernel"), la.causal)
+                  .Union();
     } else if (b.mixer == MixerType::kLinformer) {
       mixer_type = fb::Mixer::Linformer;
       mixer = fb::CreateLinformer(fbb, la.heads, la.dk, la.dv, la.seq_len, la.proj_dim, q, k, v, o,

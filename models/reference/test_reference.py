@@ -6,8 +6,8 @@
 For every config in models/configs/: the parallel forward equals the RNN step
 loop and an independent quadratic-time transcription of the README math
 (float64, 1e-9); float32 agrees with float64 (1e-4); export → load is exact;
-goldens hold what the model computes. Plus the softmax-attention, sliding-window
-and AFT-simple mixers' forms vs naive transcriptions and their mixers.py classes, the Linformer
+goldens hold what the model computes. Plus the softmax-attention, sliding-window,
+AFT-simple, AFT-local and AFT-conv mixers' forms vs naive transcriptions and their mixers.py classes, the Linformer
 encoder (every sharing mode vs mixers.Linformer, layerwise tying and its export), mixed models
 (a list of one mixer per block) vs a per-block composition, safetensors/golden round
 trips, the fast-transformers key set, and the CLIs (export, make_golden, compare_run) end
@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from recur_ref import CHUNK, checkpoint, golden, mixers, safetensors
 from recur_ref import fast_transformers_layout as ftl
-from recur_ref.model import (FLASH, AFTSimple, Block, LinearAttention, Linformer, RecurModel,
+from recur_ref.model import (FLASH, AFTConv, AFTLocal, AFTSimple, Block, LinearAttention, Linformer, RecurModel,
                              SlidingWindowAttention, SoftmaxAttention, feature_dim, mixer_configs)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,10 +42,12 @@ DEFAULT_SEQ_LEN = 64
 SEED = 7
 
 
+AFT_LOCAL_STATE = ["den", "k_ring", "max", "num", "v_ring"]   # aft_local and aft_conv
 # The golden state record names of one layer, per mixer type (sorted-name order but S, z / K, V).
 STATE_NAMES = {"softmax_attention": ["K", "V"], "linear_attention": ["S", "z"],
                "sliding_window": ["k_glob", "k_ring", "v_glob", "v_ring"],
-               "aft_simple": ["den", "max", "num"], "flash": ["S", "kl_buf", "kq_buf", "v_buf"],
+               "aft_simple": ["den", "max", "num"], "aft_local": AFT_LOCAL_STATE, "aft_conv": AFT_LOCAL_STATE,
+               "flash": ["S", "kl_buf", "kq_buf", "v_buf"],
                "linformer": []}   # encoder only: no state
 
 
@@ -108,7 +110,7 @@ def expected_tensors(cfg):
         b = f"blocks.{i}."
         if m["type"] != "flash":
             qk = m["heads"] * m["dk"]
-            vv = qk if m["type"] == "aft_simple" else m["heads"] * m["dv"]   # aft_simple: D = heads·dk throughout
+            vv = qk if m["type"].startswith("aft_") else m["heads"] * m["dv"]   # AFT: D = heads·dk throughout
         for name, shape in [("norm1", (d,)), ("norm2", (d,))]:
             t.update({b + name + ".weight": shape, b + name + ".bias": shape})
         if m["type"] == "flash":
@@ -120,6 +122,10 @@ def expected_tensors(cfg):
             mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)), ("mixer.out", (d, vv))]
         for name, (o, n) in mix + [("ffn.linear1", (ffn, d)), ("ffn.linear2", (d, ffn))]:
             t.update({b + name + ".weight": (o, n), b + name + ".bias": (o,)})
+        if m["type"] in ("aft_local", "aft_conv"):   # README: the window bias
+            nb = m["window"] if m.get("causal", True) else 2 * m["window"] - 1
+            t[b + ("mixer.pos_bias" if m["type"] == "aft_local" else "mixer.conv_kernel")] = \
+                (nb,) if m["type"] == "aft_local" else (m["heads"], nb)
         if m["type"] == "linformer":   # README: E/F per sharing (layerwise: a copy per block)
             kn = (m["proj_dim"], m["seq_len"])
             sharing = m.get("sharing", "none")
@@ -208,6 +214,11 @@ def naive_forward(cfg, w, x):
         q, k, v = (lin(h, b + f"mixer.{name}") for name in ("query", "key", "value"))
         return lin(naive_aft(q, k, v, m.get("causal", True)), b + "mixer.out")
 
+    def aft_local_mixer(h, b):
+        q, k, v = (lin(h, b + f"mixer.{name}") for name in ("query", "key", "value"))
+        W = w[b + "mixer.pos_bias"] if m["type"] == "aft_local" else w[b + "mixer.conv_kernel"]
+        return lin(naive_aft_local(m, W, q, k, v), b + "mixer.out")
+
     def flash_mixer(h, b):
         u, v, z = (F.silu(lin(h, b + f"mixer.{name}_proj")) for name in ("u", "v", "z"))
         g, be = w[b + "mixer.qk_gamma"], w[b + "mixer.qk_beta"]
@@ -232,6 +243,8 @@ def naive_forward(cfg, w, x):
             return sliding_mixer(h, b)
         if m["type"] == "aft_simple":
             return aft_mixer(h, b)
+        if m["type"] in ("aft_local", "aft_conv"):
+            return aft_local_mixer(h, b)
         q = phi(lin(h, b + "mixer.query").view(n, heads, dk), b)
         k = phi(lin(h, b + "mixer.key").view(n, heads, dk), b)
         v = lin(h, b + "mixer.value").view(n, heads, dv)
@@ -348,6 +361,24 @@ def naive_aft(q, k, v, causal):
     for t in range(len(q)):
         seen = t + 1 if causal else len(q)
         y[t] = torch.sigmoid(q[t]) * (e[:seen] * v[:seen]).sum(0) / e[:seen].sum(0)
+    return y
+
+
+def naive_aft_local(m, W, q, k, v):
+    """AFT-local / AFT-conv as explicit sums (the README's formulas): q, k, v (n, D) at
+    positions 0..n−1 → y (n, D). Channel c, query t, key p (p ≤ t causal, all p otherwise):
+    w = W[t − p] (causal, t − p < s) or W[t − p + s − 1] (non-causal, |t − p| < s), else 0;
+    W = pos_bias (every channel) or conv_kernel[c // dk]; y_t = σ(q_t)·Σ e^{k_p+w} v_p / Σ e^{k_p+w}."""
+    n, D = q.shape
+    s, dk, causal = m["window"], m["dk"], m.get("causal", True)
+    Wd = torch.stack([W if W.dim() == 1 else W[c // dk] for c in range(D)], 1)     # (offsets, D)
+    zero = torch.zeros(D, dtype=q.dtype)
+    y = torch.zeros_like(q)
+    for t in range(n):
+        ps = range(t + 1) if causal else range(n)
+        lg = torch.stack([k[p] + (Wd[t - p + (0 if causal else s - 1)] if abs(t - p) < s else zero) for p in ps])
+        e = torch.exp(lg - lg.max(0).values)
+        y[t] = torch.sigmoid(q[t]) * (e * v[:len(ps)]).sum(0) / e.sum(0)
     return y
 
 
@@ -943,7 +974,7 @@ def softmax_config_validation():
         (with_mixer(causal="yes"), "causal"),
         (with_mixer(causal=1), "causal"),
         (with_mixer(type="softmax"), "type"),
-        (with_mixer(type="aft_local"), "type"),
+        (with_mixer(type="aft_full"), "type"),   # a mixers.py type that the model does not run
     ]
     expect_rejected(bad)
     for ok in (with_mixer(causal=True), with_mixer(causal=False), with_mixer(dk=3, dv=5)):
@@ -1255,6 +1286,220 @@ def new_mixer_golden_cli():
     enc = checkpoint.build_model(enc_cfg, 7)
     recs = golden.compute(enc, golden.random_inputs(enc_cfg, 20, 8), {"config": "sliding_window_encoder"})
     assert not any(name.startswith("state.") for name, _ in recs), [name for name, _ in recs]
+
+
+AFT_LOCAL_CLASSES = {"aft_local": (AFTLocal, mixers.AFTLocal), "aft_conv": (AFTConv, mixers.AFTConv)}
+
+
+def _aftl_cfg(typ, window, causal=True):
+    return {"type": typ, "heads": AFT_HEADS, "dk": AFT_DK, "window": window, "causal": causal}
+
+
+def aft_local_forms():
+    """AFTLocal / AFTConv of model.py alone (float64), windows 1 and 5: the tensors (same
+    init as mixers.py's from the same seed); recurrent == chunked parallel (chunks 1, 7,
+    CHUNK, N) == explicit sums == mixers.AFTLocal/AFTConv's prefill (same weights via
+    load_state_dict), from the empty state and after P = 9 positions, states included; the
+    final state vs its definition (num/den/max over p ≤ T − s, rings); keys spanning ±1,000
+    stay finite; the non-causal form vs naive and mixers.py."""
+    D = AFT_HEADS * AFT_DK
+    g = torch.Generator().manual_seed(16)
+    P = 9
+    full = torch.randn(P + AFT_N, AFT_D_MODEL, generator=g, dtype=torch.float64)
+    T = len(full)
+    for typ, (cls, ref_cls) in AFT_LOCAL_CLASSES.items():
+        for s in (1, 5):
+            cfg = _aftl_cfg(typ, s)
+            torch.manual_seed(0)
+            att = cls.from_config(AFT_D_MODEL, cfg)
+            torch.manual_seed(0)
+            ref = ref_cls(cfg, AFT_D_MODEL)
+            names = {k: tuple(v.shape) for k, v in att.state_dict().items()}
+            bias = {"pos_bias": (s,)} if typ == "aft_local" else {"conv_kernel": (AFT_HEADS, s)}
+            assert names == {"query.weight": (D, AFT_D_MODEL), "query.bias": (D,), "key.weight": (D, AFT_D_MODEL),
+                             "key.bias": (D,), "value.weight": (D, AFT_D_MODEL), "value.bias": (D,),
+                             "out.weight": (AFT_D_MODEL, D), "out.bias": (AFT_D_MODEL,), **bias}, names
+            assert all(torch.equal(v, ref.state_dict()[k]) for k, v in att.state_dict().items()), "init differs"
+            att, ref = att.double(), ref.double()
+            torch.manual_seed(5)   # a different draw than mixers.py's init, to be sure load_state_dict carries it
+            with torch.no_grad():
+                for prm in att.parameters():
+                    prm.add_(0.1 * torch.randn_like(prm))
+            ref.load_state_dict(att.state_dict(), strict=True)
+            W = att.pos_bias if typ == "aft_local" else att.conv_kernel
+            what = f"{typ} s={s}"
+            with torch.no_grad():
+                q, k, v = _aft_qkv(att, full)
+                naive = F.linear(naive_aft_local(cfg, W, q, k, v), att.out.weight, att.out.bias)
+                empty = att.empty_state(torch.float64)
+                assert list(empty) == AFT_LOCAL_STATE
+                assert [tuple(t.shape) for t in empty.values()] == [(D,), (s, D), (D,), (D,), (s, D)]
+                assert torch.all(empty["max"] == -math.inf)
+                assert not any(empty[n].any() for n in ("den", "k_ring", "num", "v_ring"))
+                _, filled = att.recurrent(full[:P], empty, 0)
+                for start, state in ((0, empty), (P, filled)):
+                    x = full[start:]
+                    rec_y, rec_state = att.recurrent(x, state, start)
+                    assert_close(rec_y, naive[start:], 1e-12, f"{what}: recurrent vs naive (P={start})")
+                    for chunk in (1, 7, CHUNK, len(x)):
+                        par_y, par_state = att.parallel(x, state, start, chunk)
+                        assert_close(par_y, rec_y, 1e-12, f"{what}: parallel chunk {chunk} vs recurrent (P={start})")
+                        assert list(par_state) == AFT_LOCAL_STATE
+                        for n in ("max", "k_ring", "v_ring"):
+                            assert torch.equal(par_state[n], rec_state[n]), f"{what}: chunk {chunk} state {n}"
+                        for n in ("den", "num"):
+                            assert_close(par_state[n] / rec_state["den"], rec_state[n] / rec_state["den"], 1e-12,
+                                         f"{what}: chunk {chunk} state {n}")
+                    ref_state = {n: t[None].clone() for n, t in state.items()}
+                    ref_state["pos"] = torch.tensor(start)
+                    ref_y, ref_state = ref.prefill(x[None], ref_state)
+                    assert_close(rec_y, ref_y[0], 1e-12, f"{what}: recurrent vs {ref_cls.__name__} prefill (P={start})")
+                    assert int(ref_state["pos"]) == T
+                    for n in rec_state:
+                        assert_close(rec_state[n], ref_state[n][0], 1e-12, f"{what}: state {n} vs {ref_cls.__name__}")
+                    assert torch.equal(rec_state["max"], ref_state["max"][0])
+                # The state after all T positions is its definition: folded p ≤ T − s, ring slot p mod s = p.
+                folded = T - s + 1
+                mx = k[:folded].max(0).values
+                assert torch.equal(rec_state["max"], mx)
+                assert_close(rec_state["den"], torch.exp(k[:folded] - mx).sum(0), 1e-10, f"{what}: den")
+                assert_close(rec_state["num"], (torch.exp(k[:folded] - mx) * v[:folded]).sum(0), 1e-10, f"{what}: num")
+                for p in range(T - s, T):
+                    assert torch.equal(rec_state["k_ring"][p % s], k[p]) and torch.equal(rec_state["v_ring"][p % s], v[p])
+                assert_close(ref(full[None])[0], naive, 1e-12, f"{what}: {ref_cls.__name__} forward vs naive")
+                # Fewer positions than the window: nothing folded yet (max −inf), unwritten slots 0.
+                _, short = att.recurrent(full[:s - 1], empty, 0) if s > 1 else (None, empty)
+                assert torch.all(short["max"] == -math.inf) and not short["num"].any()
+                assert not short["k_ring"][s - 1:].any()
+                # Keys spanning ±1,000: no overflow.
+                big = cls.from_config(AFT_D_MODEL, cfg).double()
+                big.load_state_dict(att.state_dict())
+                big.key.weight.mul_(1000.0)
+                ref_big = ref_cls(cfg, AFT_D_MODEL).double()
+                ref_big.load_state_dict(big.state_dict())
+                assert float(big.key(full).abs().max()) > 750
+                rec_y, _ = big.recurrent(full, big.empty_state(torch.float64), 0)
+                assert torch.isfinite(rec_y).all()
+                for chunk in (1, 7, CHUNK):
+                    assert_close(big.parallel(full, big.empty_state(torch.float64), 0, chunk)[0], rec_y, 1e-9,
+                                 f"{what}: big keys chunk {chunk}")
+                assert_close(ref_big(full[None])[0], rec_y, 1e-9, f"{what}: big keys vs {ref_cls.__name__}")
+                # Non-causal.
+                enc_cfg = _aftl_cfg(typ, s, causal=False)
+                torch.manual_seed(1)
+                enc = cls.from_config(AFT_D_MODEL, enc_cfg).double()
+                assert tuple((enc.pos_bias if typ == "aft_local" else enc.conv_kernel).shape) == \
+                    ((2 * s - 1,) if typ == "aft_local" else (AFT_HEADS, 2 * s - 1))
+                ref_enc = ref_cls(enc_cfg, AFT_D_MODEL).double()
+                ref_enc.load_state_dict(enc.state_dict(), strict=True)
+                y, _ = enc.noncausal(full, enc.empty_state(torch.float64))
+                q, k, v = _aft_qkv(enc, full)
+                We = enc.pos_bias if typ == "aft_local" else enc.conv_kernel
+                assert_close(y, F.linear(naive_aft_local(enc_cfg, We, q, k, v), enc.out.weight, enc.out.bias), 1e-12,
+                             f"{what}: noncausal vs naive")
+                assert_close(y, ref_enc(full[None])[0], 1e-12, f"{what}: noncausal vs {ref_cls.__name__}")
+                try:
+                    enc.noncausal(full, {}, pos=3)
+                except ValueError as e:
+                    assert "whole utterance" in str(e)
+                else:
+                    raise AssertionError("non-causal form ran from position 3")
+
+
+def aft_local_config_validation():
+    """aft_local / aft_conv keys (mixers.validate_mixer): bad ones are ValueErrors naming
+    the key, also inside a mixed model's list; window 1 and causal false build; the state
+    shapes of init_state; a mixed [aft_local, aft_conv] model's parallel form == its steps."""
+    loc = json.load(open(os.path.join(REPO_ROOT, "models/configs/aft_local_tokens.json")))
+    conv = json.load(open(os.path.join(REPO_ROOT, "models/configs/aft_conv_features.json")))
+
+    def with_mixer(base, **kv):
+        c = json.loads(json.dumps(base))
+        c["mixer"].update(kv)
+        return {**c, "mixer": {k: v for k, v in c["mixer"].items() if v is not None}}
+
+    mixed = json.loads(json.dumps(loc))
+    mixed["mixer"] = [dict(loc["mixer"]), dict(loc["mixer"], type="aft_conv", window=0)]
+    bad = [
+        (with_mixer(loc, window=None), "window"),
+        (with_mixer(loc, window=0), "window"),
+        (with_mixer(loc, window=2.0), "window"),
+        (with_mixer(loc, window=True), "window"),
+        (with_mixer(loc, dv=16), "dv"),
+        (with_mixer(loc, dilation=1), "dilation"),
+        (with_mixer(loc, dk=0), "dk"),
+        (with_mixer(loc, heads=None), "heads"),
+        (with_mixer(loc, causal="no"), "causal"),
+        (with_mixer(conv, window=-1), "window"),
+        (with_mixer(conv, window=None), "window"),
+        (with_mixer(conv, max_length=8), "max_length"),
+        (with_mixer(conv, heads=1.5), "heads"),
+        (mixed, "mixer[1] (aft_conv): mixer.window"),
+    ]
+    expect_rejected(bad)
+    for ok in (with_mixer(loc, causal=False), with_mixer(loc, window=1), with_mixer(conv, causal=False),
+               with_mixer(conv, window=1)):
+        checkpoint.build_model(ok, 0)
+    st = checkpoint.build_model(loc, 0).init_state()
+    assert list(st.layers[1]) == AFT_LOCAL_STATE
+    assert [tuple(t.shape) for t in st.layers[1].values()] == [(32,), (8, 32), (32,), (32,), (8, 32)]
+    st = checkpoint.build_model(conv, 0).init_state()
+    assert [tuple(t.shape) for t in st.layers[0].values()] == [(24,), (5, 24), (24,), (24,), (5, 24)]
+    mixed["mixer"][1]["window"] = 3
+    model = checkpoint.build_model(mixed, 3).double()
+    assert isinstance(model.blocks[0].mixer, AFTLocal) and isinstance(model.blocks[1].mixer, AFTConv)
+    x = golden.random_inputs(mixed, 25, 4)
+    with torch.no_grad():
+        ref = step_loop(model, x)
+        for chunk in (1, 7, 25):
+            assert_same_run(model(x, return_layers=True, chunk=chunk), ref, 1e-9, f"mixed aft chunk {chunk}")
+
+
+def aft_local_golden_cli():
+    """make_golden.py on aft_local_tokens and aft_conv_features: the state records
+    den, k_ring, max, num, v_ring per layer (sorted, f64, (D,) / (s, D), no pos) with layer
+    0's contents recomputed from the input record (folded sums over p ≤ N − s, ring slot
+    p mod s = position p); the aft_local encoder writes no state records."""
+    for name, steps in (("aft_local_tokens", 30), ("aft_conv_features", 23)):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
+                   "--seed", "7", "--steps", str(steps), "--out", tmp]
+            subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+            records = golden.read(os.path.join(tmp, "golden.bin"))
+            tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
+            model, config = checkpoint.load(tmp)
+        m = config["mixer"]
+        D, s = m["heads"] * m["dk"], m["window"]
+        names = [k for k in records if k.startswith("state.")]
+        assert names == [f"state.{i}.{n}" for i in range(config["n_layers"]) for n in AFT_LOCAL_STATE], names
+        assert names == sorted(names)
+        assert all(records[k].dtype == torch.float64 for k in names)
+        for i in range(config["n_layers"]):
+            shapes = [tuple(records[f"state.{i}.{n}"].shape) for n in AFT_LOCAL_STATE]
+            assert shapes == [(D,), (s, D), (D,), (D,), (s, D)], shapes
+            bias = f"blocks.{i}.mixer." + ("pos_bias" if m["type"] == "aft_local" else "conv_kernel")
+            assert tuple(tensors[bias].shape) == ((s,) if m["type"] == "aft_local" else (m["heads"], s))
+        model64 = model.double()
+        with torch.no_grad():
+            inp = records["input"]
+            h = model64.input(inp.double() if inp.is_floating_point() else inp, 0)
+            if config["norm_placement"] == "pre":
+                h = model64.blocks[0].norm1(h)
+            mix = model64.blocks[0].mixer
+            k, v = mix.key(h), mix.value(h)
+        folded = steps - s + 1
+        mx = k[:folded].max(0).values
+        assert torch.equal(records["state.0.max"], mx)
+        assert_close(records["state.0.den"], torch.exp(k[:folded] - mx).sum(0), 1e-10, f"{name}: den")
+        assert_close(records["state.0.num"], (torch.exp(k[:folded] - mx) * v[:folded]).sum(0), 1e-10, f"{name}: num")
+        for p in range(steps - s, steps):
+            assert_close(records["state.0.k_ring"][p % s], k[p], 1e-12, f"{name}: k_ring slot of {p}")
+            assert_close(records["state.0.v_ring"][p % s], v[p], 1e-12, f"{name}: v_ring slot of {p}")
+    enc_cfg = json.load(open(os.path.join(REPO_ROOT, "models/configs/aft_local_encoder.json")))
+    enc = checkpoint.build_model(enc_cfg, 7)
+    recs = golden.compute(enc, golden.random_inputs(enc_cfg, 20, 8), {"config": "aft_local_encoder"})
+    assert not any(n.startswith("state.") for n, _ in recs), [n for n, _ in recs]
+    assert tuple(enc.state_dict()["blocks.0.mixer.pos_bias"].shape) == (7,)
 
 
 FLASH_D_MODEL, FLASH_E, FLASH_S, FLASH_C, FLASH_N = 10, 12, 5, 6, 40
@@ -1778,6 +2023,7 @@ def main():
                                         new_configs_golden_cli, softmax_attention_forms,
                                         softmax_config_validation, softmax_golden_cli, sliding_window_forms,
                                         aft_simple_forms, new_mixer_config_validation, new_mixer_golden_cli,
+                                        aft_local_forms, aft_local_config_validation, aft_local_golden_cli,
                                         flash_forms, flash_config_validation, flash_golden_cli,
                                         mixed_model_forms, mixed_config_validation, mixed_golden_cli,
                                         linformer_forms, linformer_config_validation, linformer_layerwise_shared,

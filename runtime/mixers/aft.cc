@@ -5,7 +5,9 @@
 // empty history that the zero-initialised state stands for).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "engine/dense_op.h"
 #include "mixers/mixer.h"
@@ -122,6 +124,186 @@ class AftSimple final : public Mixer {
 Status CreateAftSimple(const void* table, const std::string& layer, uint32_t d_model,
                        TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
   return AftSimple::Create(static_cast<const fb::AftSimple*>(table), layer, d_model, tensors, out);
+}
+
+}  // namespace recur
+
+namespace recur {
+namespace {
+
+// AFT-local / AFT-conv (schema: table AftLocal). The causal state keeps the
+// folded sums of the positions that left the window (as AftSimple, den = 0
+// meaning none yet) and a ring of the last s positions' k and v.
+class AftLocal final : public Mixer {
+ public:
+  bool causal() const override { return causal_; }
+  // den (D), k_ring (s, D), max (D), num (D), v_ring (s, D).
+  size_t state_floats() const override { return causal_ ? width_ * (3 + 2 * s_) : 0; }
+
+  size_t scratch_floats(size_t batch, size_t steps, size_t /*threads*/,
+                        size_t /*context*/) const override {
+    return batch * steps * 4 * width_;  // q, k, v, o
+  }
+
+  void CollectDense(std::vector<const DenseView*>* out) const override { proj_.Collect(out); }
+
+  void Run(const float* x, size_t batch, size_t steps, float* const* states,
+           const StepContext& ctx, float* y) const override {
+    const size_t rows = batch * steps, D = width_;
+    float* q = ctx.scratch;   // (rows, D)
+    float* k = q + rows * D;  // (rows, D)
+    float* v = k + rows * D;  // (rows, D)
+    float* o = v + rows * D;  // (rows, D)
+    proj_.Project(x, rows, q, k, v, ctx);
+    ctx.pool->ParallelRanges(batch, 1, [&](size_t first, size_t last) {
+      for (size_t b = first; b < last; ++b) {
+        const size_t r0 = b * steps;
+        if (causal_) {
+          Causal(q + r0 * D, k + r0 * D, v + r0 * D, steps, ctx.positions[b], states[b],
+                 o + r0 * D);
+        } else {
+          Encode(q + r0 * D, k + r0 * D, v + r0 * D, steps, o + r0 * D);
+        }
+      }
+    });
+    proj_.Output(o, rows, y, ctx);
+  }
+
+  static Status Create(const fb::AftLocal* t, const std::string& layer, uint32_t d_model,
+                       TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
+    if (t->heads() == 0 || t->dk() == 0) {
+      return InvalidModel("%s: AFT needs heads, dk > 0 (got %u, %u)", layer.c_str(), t->heads(),
+                          t->dk());
+    }
+    if (uint64_t{t->heads()} * t->dk() > kMaxMixerWidth || t->window() == 0 ||
+        t->window() > (1u << 16)) {
+      return InvalidModel("%s: AFT-local needs heads x dk <= %u and window in [1, 65536] (got "
+                          "%u x %u, %u)", layer.c_str(), kMaxMixerWidth, t->heads(), t->dk(),
+                          t->window());
+    }
+    if ((t->pos_bias() >= 0) == (t->conv_kernel() >= 0)) {
+      return InvalidModel("%s: AFT-local needs exactly one of pos_bias (aft_local) and "
+                          "conv_kernel (aft_conv)", layer.c_str());
+    }
+    auto m = std::make_unique<AftLocal>();
+    m->width_ = size_t{t->heads()} * t->dk();
+    m->s_ = t->window();
+    m->causal_ = t->causal();
+    const auto D = static_cast<uint32_t>(m->width_);
+    RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, D, D, tensors));
+    // bias_ (offsets, D): offset o = t − p (causal) or t − p + s − 1.
+    const size_t offsets = m->causal_ ? m->s_ : 2 * m->s_ - 1;
+    m->bias_.resize(offsets * m->width_);
+    const std::string prefix = layer + ".mixer.";
+    const float* table = nullptr;
+    if (t->pos_bias() >= 0) {
+      RECUR_RETURN_IF_ERROR(tensors->Get(t->pos_bias(), (prefix + "pos_bias").c_str(),
+                                         {int64_t(offsets)}, false, &table));
+      for (size_t o = 0; o < offsets; ++o) {
+        std::fill(m->bias_.begin() + o * D, m->bias_.begin() + (o + 1) * D, table[o]);
+      }
+    } else {
+      RECUR_RETURN_IF_ERROR(tensors->Get(t->conv_kernel(), (prefix + "conv_kernel").c_str(),
+                                         {int64_t(t->heads()), int64_t(offsets)}, false, &table));
+      for (size_t o = 0; o < offsets; ++o) {
+        for (size_t c = 0; c < D; ++c) m->bias_[o * D + c] = table[(c / t->dk()) * offsets + o];
+      }
+    }
+    *out = std::move(m);
+    return Status::Ok();
+  }
+
+ private:
+  void Causal(const float* q, const float* k, const float* v, size_t steps, size_t p0,
+              float* state, float* o) const {
+    const size_t D = width_, s = s_;
+    float* den = state;
+    float* k_ring = den + D;          // (s, D)
+    float* max = k_ring + s * D;
+    float* num = max + D;
+    float* v_ring = num + D;          // (s, D)
+    for (size_t t = 0; t < steps; ++t) {
+      const size_t p = p0 + t, first = p + 1 >= s ? p + 1 - s : 0;
+      std::memcpy(k_ring + (p % s) * D, k + t * D, D * sizeof(float));
+      std::memcpy(v_ring + (p % s) * D, v + t * D, D * sizeof(float));
+      for (size_t c = 0; c < D; ++c) {
+        // M: the largest logit, over the folded sums (if any) and the window.
+        float m = den[c] == 0.0f ? -INFINITY : max[c];
+        for (size_t j = first; j <= p; ++j) {
+          m = std::max(m, k_ring[(j % s) * D + c] + bias_[(p - j) * D + c]);
+        }
+        const float a = den[c] == 0.0f ? 0.0f : std::exp(max[c] - m);
+        float n = num[c] * a, d = den[c] * a;
+        for (size_t j = first; j <= p; ++j) {
+          const float e = std::exp(k_ring[(j % s) * D + c] + bias_[(p - j) * D + c] - m);
+          n += e * v_ring[(j % s) * D + c];
+          d += e;
+        }
+        o[t * D + c] = Sigmoid(q[t * D + c]) * n / d;
+      }
+      if (p + 1 >= s) {  // position p − s + 1 leaves the window: fold it (bias 0)
+        const size_t slot = (p + 1 - s) % s;
+        for (size_t c = 0; c < D; ++c) {
+          const float kc = k_ring[slot * D + c], vc = v_ring[slot * D + c];
+          if (den[c] == 0.0f) {
+            max[c] = kc;
+            num[c] = vc;
+            den[c] = 1.0f;
+          } else {
+            const float m2 = std::max(max[c], kc);
+            const float a = std::exp(max[c] - m2), e = std::exp(kc - m2);
+            num[c] = num[c] * a + e * vc;
+            den[c] = den[c] * a + e;
+            max[c] = m2;
+          }
+        }
+      }
+    }
+  }
+
+  // The whole sequence: y_t = σ(q_t) Σ_p e^{k_p + w_{t,p}} v_p / Σ_p e^{k_p + w_{t,p}},
+  // w nonzero only for |t − p| < s (O(N·s) per channel).
+  void Encode(const float* q, const float* k, const float* v, size_t steps, float* o) const {
+    const size_t D = width_, s = s_;
+    for (size_t c = 0; c < D; ++c) {
+      float gm = -INFINITY;
+      for (size_t p = 0; p < steps; ++p) gm = std::max(gm, k[p * D + c]);
+      float gn = 0.0f, gd = 0.0f;  // Σ e^{k_p − gm} v_p, Σ e^{k_p − gm}
+      for (size_t p = 0; p < steps; ++p) {
+        const float e = std::exp(k[p * D + c] - gm);
+        gn += e * v[p * D + c];
+        gd += e;
+      }
+      for (size_t t = 0; t < steps; ++t) {
+        const size_t lo = t + 1 >= s ? t + 1 - s : 0, hi = std::min(steps, t + s);
+        float m = gm;
+        for (size_t p = lo; p < hi; ++p) {
+          m = std::max(m, k[p * D + c] + bias_[(t + s - 1 - p) * D + c]);
+        }
+        const float a = std::exp(gm - m);
+        float n = gn * a, d = gd * a;
+        for (size_t p = lo; p < hi; ++p) {  // replace e^{k} by e^{k + w} inside the window
+          const float kp = k[p * D + c];
+          const float e = std::exp(kp + bias_[(t + s - 1 - p) * D + c] - m) - std::exp(kp - m);
+          n += e * v[p * D + c];
+          d += e;
+        }
+        o[t * D + c] = Sigmoid(q[t * D + c]) * n / d;
+      }
+    }
+  }
+
+  size_t width_ = 0, s_ = 0;
+  bool causal_ = true;
+  std::vector<float> bias_;  // (offsets, D)
+  QkvoProjections proj_;
+};
+
+}  // namespace
+
+Status CreateAftLocal(const void* table, const std::string& layer, uint32_t d_model,
+                      TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
+  return AftLocal::Create(static_cast<const fb::AftLocal*>(table), layer, d_model, tensors, out);
 }
 
 }  // namespace recur

@@ -32,6 +32,7 @@ const std::map<std::string, const char*>& TestModels() {
       {"AftSimple", recur::testing::kTinyAftConfig},
       {"Flash", recur::testing::kTinyFlashConfig},
       {"Linformer", recur::testing::kTinyLinformerConfig},
+      {"AftLocal", recur::testing::kTinyAftLocalConfig},
   };
   return models;
 }
@@ -191,6 +192,10 @@ TEST_CASE("every mixer: steps == prefill, prefill(a) + prefill(b) == prefill(a +
 
 TEST_CASE("a mixed model (a different mixer per block) keeps the same contract") {
   CheckContract(recur::testing::kTinyMixedConfig);
+}
+
+TEST_CASE("AFT-conv (the per-head kernel of the AftLocal table) keeps the same contract") {
+  CheckContract(recur::testing::kTinyAftConvConfig);
 }
 
 TEST_CASE("linformer: sequences past seq_len are refused, up to it accepted") {

@@ -15,7 +15,8 @@ TEST_CASE("step, reset, save and load do not allocate") {
                              recur::testing::kTinySoftmaxConfig,
                              recur::testing::kTinySlidingWindowConfig,
                              recur::testing::kTinyAftConfig,
-                             recur::testing::kTinyFlashConfig}) {
+                             recur::testing::kTinyFlashConfig,
+                             recur::testing::kTinyAftLocalConfig}) {
     auto bytes = recur::testing::BuildTestModel(config, 1);
     REQUIRE(!bytes.empty());
     recur_model* model = nullptr;

@@ -88,6 +88,21 @@ inline const char* kTinyLinformerConfig = R"({
   "mixer": {"type": "linformer", "heads": 3, "dk": 4, "dv": 4, "seq_len": 32, "proj_dim": 6},
   "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
 
+// AFT-local (window 4) over tokens, and AFT-conv (per-head kernel) over features.
+inline const char* kTinyAftLocalConfig = R"({
+  "layout": "recur", "d_model": 16, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
+  "max_positions": 64,
+  "mixer": {"type": "aft_local", "heads": 2, "dk": 4, "window": 4},
+  "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
+  "head": {"out": 11, "activation": "softmax"}})";
+inline const char* kTinyAftConvConfig = R"({
+  "layout": "recur", "d_model": 12, "n_layers": 2, "norm_placement": "post",
+  "layer_norm_eps": 1e-5, "input": {"kind": "features", "feature_width": 5, "projection": true},
+  "max_positions": 0,
+  "mixer": {"type": "aft_conv", "heads": 3, "dk": 2, "window": 3},
+  "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
+
 // A mixed model: a different mixer in each of 4 blocks (the state of the
 // softmax block grows; the others are fixed).
 inline const char* kTinyMixedConfig = R"({

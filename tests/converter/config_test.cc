@@ -223,7 +223,8 @@ TEST_CASE("config: recur layout, invalid values") {
         "config.json: \"ffn.activation\" must be one of \"relu\", \"gelu\" (got \"tanh\")");
   CHECK(with("/mixer/type", "softmax") ==
         "config.json: \"mixer.type\" must be one of \"linear_attention\", \"softmax_attention\", "
-        "\"sliding_window\", \"aft_simple\", \"flash\", \"linformer\" (got \"softmax\")");
+        "\"sliding_window\", \"aft_simple\", \"flash\", \"linformer\", \"aft_local\", "
+        "\"aft_conv\" (got \"softmax\")");
   CHECK(with("/mixer/feature_map", "sigmoid") ==
         "config.json: \"mixer.feature_map\" must be one of \"elu_plus_one\", \"relu\", "
         "\"poly2\", \"favor\" (got \"sigmoid\")");
@@ -506,6 +507,31 @@ TEST_CASE("config: linformer (encoder only, E/F sharing)") {
   j["mixer"]["sharing"] = "kv";
   j["mixer"]["proj_dim"] = 0;
   CHECK(ErrorOf(j) == "config.json: \"mixer.proj_dim\" must be a positive integer");
+}
+
+TEST_CASE("config: AFT-local and AFT-conv") {
+  json j = TokensJson();
+  j["mixer"] = {{"type", "aft_local"}, {"heads", 2}, {"dk", 4}, {"window", 5}};
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& t : ExpectedTensors(r->desc)) shapes[t.name] = t.shape;
+  CHECK(shapes["blocks.0.mixer.pos_bias"] == std::vector<int64_t>{5});
+  CHECK(shapes["blocks.0.mixer.value.weight"] == std::vector<int64_t>{8, 16});
+  j["mixer"]["type"] = "aft_conv";
+  j["mixer"]["causal"] = false;
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  shapes.clear();
+  for (const auto& t : ExpectedTensors(r->desc)) shapes[t.name] = t.shape;
+  CHECK(shapes["blocks.1.mixer.conv_kernel"] == std::vector<int64_t>{2, 9});
+  CHECK(shapes.count("blocks.1.mixer.pos_bias") == 0);
+  j["mixer"].erase("window");
+  CHECK(ErrorOf(j) == "config.json: missing key \"mixer.window\"");
+  j["mixer"]["window"] = 3;
+  j["mixer"]["dv"] = 4;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.dv\" does not apply to aft_conv (its keys: type, "
+                      "heads, dk, causal, window)");
 }
 
 TEST_CASE("config: fast-transformers Favor feature map") {

@@ -286,3 +286,15 @@ TEST_CASE("FLASH: bad sizes and a mis-shaped bias are named") {
     CHECK(Error().find("expected [6]") != std::string::npos);
   }
 }
+
+TEST_CASE("AFT-local: a table with both or neither bias tensors is named") {
+  auto bytes = BuildTestModel(recur::testing::kTinyAftLocalConfig, 1);
+  REQUIRE(!bytes.empty());
+  CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+  const auto* al = Root(bytes)->blocks()->Get(0)->mixer_as_AftLocal();
+  REQUIRE(al != nullptr);
+  Poke<int32_t>(al, fb::AftLocal::VT_POS_BIAS, -1);
+  CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0: AFT-local needs exactly one of pos_bias (aft_local) and conv_kernel "
+                   "(aft_conv)");
+}

@@ -26,6 +26,11 @@ Records, in this order:
   state.{i}.den f64 (D,)           aft_simple (causal only), D = heads·dk: den = Σ exp(k_p − max),
   state.{i}.max f64 (D,)           max = running max of k per channel,
   state.{i}.num f64 (D,)           num = Σ exp(k_p − max)·v_p
+  state.{i}.den    f64 (D,)        aft_local, aft_conv (causal only), s = window: den, max,
+  state.{i}.k_ring f64 (s, D)      num as aft_simple's but over the positions p ≤ N − s
+  state.{i}.max    f64 (D,)        (those that left the window; max −inf while none has);
+  state.{i}.num    f64 (D,)        ring slot p mod s holds position p's k and v (slots
+  state.{i}.v_ring f64 (s, D)      never written are 0)
   state.{i}.S       f64 (s, E)     flash (causal only): S = Σ over completed chunks
   state.{i}.kl_buf  f64 (C, s)     [g·C, (g+1)·C) of K^linᵀV; buffer slot p mod C holds
   state.{i}.kq_buf  f64 (C, s)     position p's K^lin, K^quad, V (the last written;

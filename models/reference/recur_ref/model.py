@@ -1,5 +1,5 @@
 """The reference model: a causal linear-attention (or softmax-attention baseline,
-sliding-window attention, AFT-simple, FLASH; or the encoder-only Linformer) transformer, run either over a whole sequence at once (parallel form) or one
+sliding-window attention, AFT-simple, AFT-local, AFT-conv, FLASH; or the encoder-only Linformer) transformer, run either over a whole sequence at once (parallel form) or one
 position at a time (RNN form). A mixed model gives each block its own mixer
 (config "mixer" a list of n_layers mixer dicts; see mixer_configs).
 
@@ -33,7 +33,8 @@ _OPTIONAL_KEYS = {"notes", "input_description", "output_description"}
 _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp"}
 # The mixer types a recur config may name ("mixer": one mixer dict for every block, or a
 # list of n_layers mixer dicts, block i using entry i: a mixed model).
-MIXER_TYPES = ("linear_attention", "softmax_attention", "sliding_window", "aft_simple", "flash", "linformer")
+MIXER_TYPES = ("linear_attention", "softmax_attention", "sliding_window", "aft_simple", "aft_local", "aft_conv",
+               "flash", "linformer")
 
 
 def mixer_configs(config: dict) -> List[dict]:
@@ -67,7 +68,8 @@ def _validate_mixer(mixer, d_model) -> None:
     if mixer["type"] != "linear_attention":
         # softmax_attention: type, heads, dk, dv, optional causal (no eps, no feature_map);
         # sliding_window: type, heads, dk, dv, window, optional dilation, global_tokens, causal;
-        # aft_simple: type, heads, dk, optional causal; flash: type, expansion_dim, qk_dim,
+        # aft_simple: type, heads, dk, optional causal; aft_local, aft_conv: type, heads, dk,
+        # window, optional causal; flash: type, expansion_dim, qk_dim,
         # chunk, optional scale, causal; linformer: type, heads, dk, dv, seq_len, proj_dim, optional
         # sharing, causal (false only). mixers.py's rules, whose messages name the offending key.
         mixers.validate_mixer(mixer, d_model)
@@ -189,6 +191,10 @@ class State(NamedTuple):
     aft_simple, fixed size (D = heads·dk):
       "den" (D,), "max" (D,), "num" (D,): max = running max of k (−inf before the first
       position), num = Σ exp(k_p − max)·v_p, den = Σ exp(k_p − max)
+    aft_local, aft_conv, fixed size (s = window):
+      "den" (D,), "k_ring" (s, D), "max" (D,), "num" (D,), "v_ring" (s, D): num, den, max as
+      aft_simple's but over the positions that left the window (p ≤ pos − s; −inf max while
+      none has); ring slot p mod s holds position p's k and v (slots never written are 0)
     flash, fixed size (E = expansion_dim, s = qk_dim, C = chunk):
       "S" (s, E) = Σ over completed absolute chunks of K^linᵀV; "kl_buf" (C, s),
       "kq_buf" (C, s), "v_buf" (C, E): slot p mod C holds position p's K^lin, K^quad, V
@@ -196,7 +202,7 @@ class State(NamedTuple):
     linformer (encoder only): {} (no state).
     In a mixed model each layer's dict is its own mixer's (one of the above per layer).
     Golden records "state.{i}.{name}" follow each dict's order (S, z / K, V / sorted names
-    for sliding_window, aft_simple and flash).
+    for sliding_window, aft_simple, aft_local, aft_conv and flash).
     """
     pos: int                        # positions consumed so far = index of the next position
     layers: List[Dict[str, Tensor]]
@@ -648,6 +654,172 @@ class AFTSimple(nn.Module):
         return self.out(q * num / den), {"den": den, "max": mx, "num": num}
 
 
+class AFTLocal(nn.Module):
+    """AFT-local (recur_ref/mixers.py's AFTLocal, whose docstring and _step_one are the exact
+    semantics), element-wise over D = heads·dk channels with a relative bias in a window of s:
+
+        y_t = σ(q_t) ⊙ Σ_p exp(k_p + w_{t,p}) ⊙ v_p / Σ_p exp(k_p + w_{t,p}),  Mixer(x) = out(y)
+        causal (p ≤ t):  w_{t,p} = pos_bias[t − p]          if t − p < s, else 0
+        non-causal (all p): w_{t,p} = pos_bias[t − p + s − 1] if |t − p| < s, else 0
+
+    (0 outside the window, not −inf: far positions still count, unbiased.) Tensors: query,
+    key, value (D, d_model), out (d_model, D) (.weight/.bias), pos_bias (s,) causal / (2s−1,)
+    non-causal, created in mixers.AFTLocal's order (same init from the same torch seed).
+    Positions are absolute stream indices. The causal state is fixed size, sorted names:
+    {"den" (D,), "k_ring" (s, D), "max" (D,), "num" (D,), "v_ring" (s, D)}: num, den, max
+    over the positions that left the window (p ≤ pos − s, where w = 0; max = their running
+    max of k per channel, −inf while there are none; num = Σ exp(k_p − max)·v_p, den =
+    Σ exp(k_p − max), mixers._fold); ring slot p mod s holds position p's k and v (slots
+    never written are 0). Step t: write k_t, v_t to slot t mod s; M = max(max, max over the
+    window p ∈ [t − s + 1, t] of k_p + w_{t,p}); y_t = σ(q_t)·(num·e^{max−M} + Σ_window
+    e^{k_p+w−M} v_p)/(den·e^{max−M} + Σ_window e^{k_p+w−M}); then position t − s + 1 (if
+    ≥ 0) is folded into (num, den, max) with w = 0.
+    """
+
+    TYPE = "aft_local"
+
+    def __init__(self, d_model: int, heads: int, dk: int, window: int, causal: bool = True):
+        super().__init__()
+        self.heads, self.dk, self.s, self.causal = heads, dk, window, causal
+        self.D = heads * dk
+        self.query = nn.Linear(d_model, self.D)
+        self.key = nn.Linear(d_model, self.D)
+        self.value = nn.Linear(d_model, self.D)
+        self.out = nn.Linear(self.D, d_model)
+        self._make_bias()
+
+    def _make_bias(self):
+        self.pos_bias = nn.Parameter(0.5 * torch.randn(self.s if self.causal else 2 * self.s - 1))
+
+    def kernel(self) -> Tensor:
+        """(s or 2s−1, D): the bias of each relative offset for each channel."""
+        return self.pos_bias[:, None].expand(-1, self.D)
+
+    @classmethod
+    def from_config(cls, d_model: int, mixer: dict) -> "AFTLocal":
+        """The mixer of a recur config's "mixer" section (type aft_local / aft_conv)."""
+        if mixer.get("type") != cls.TYPE:
+            raise ValueError(f"mixer type {mixer.get('type')!r} given to {cls.__name__}")
+        mixers.validate_mixer(mixer, d_model)
+        return cls(d_model, mixer["heads"], mixer["dk"], mixer["window"], mixer.get("causal", True))
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """Before the first position: num = den = 0, max = −inf, rings 0 (sorted names);
+        {} for a non-causal (encoder) mixer, which keeps no state."""
+        D, s = self.D, self.s
+        if not self.causal:
+            return {}
+        return {"den": torch.zeros(D, dtype=dtype), "k_ring": torch.zeros(s, D, dtype=dtype),
+                "max": torch.full((D,), float("-inf"), dtype=dtype), "num": torch.zeros(D, dtype=dtype),
+                "v_ring": torch.zeros(s, D, dtype=dtype)}
+
+    def _qkv(self, x: Tensor):
+        """x (N, d_model) → σ(q), k, v, each (N, D)."""
+        return torch.sigmoid(self.query(x)), self.key(x), self.value(x)
+
+    def _bias(self, off: Tensor) -> Tensor:
+        """w for offsets off = t − p (any shape) → (*off.shape, D); 0 outside the window."""
+        W = self.kernel()
+        if self.causal:
+            inside, idx = (off >= 0) & (off < self.s), off
+        else:
+            inside, idx = off.abs() < self.s, off + self.s - 1
+        w = W[idx.clamp(0, len(W) - 1)]
+        return torch.where(inside[..., None], w, torch.zeros((), dtype=w.dtype))
+
+    def parallel(self, x: Tensor, state: Dict[str, Tensor], pos: int, chunk: int):
+        """Chunked parallel form: x (N, d_model) at positions pos..pos+N−1 after `state`.
+        The context is the ring's unfolded positions max(0, pos − s + 1)..pos − 1 followed by
+        x's. A chunk of queries t0..t1 reads the folded sums (num, den, max: positions
+        ≤ t0 − s) plus, masked to p ≤ t, the context keys t0 − s + 1..t1 with bias w_{t,p}
+        (0 for t − p ≥ s); per query M_t = max(max, max_p(k_p + w)), so every exponent is ≤ 0.
+        Then positions t0 − s + 1..t1 − s + 1 are folded in with w = 0. Returns
+        (out (N, d_model), the state after x)."""
+        q, k, v = self._qkv(x)
+        n, s = len(x), self.s
+        p_old = torch.arange(max(0, pos - s + 1), pos)
+        K = torch.cat([state["k_ring"][p_old % s], k])
+        V = torch.cat([state["v_ring"][p_old % s], v])
+        p_ctx = torch.cat([p_old, torch.arange(pos, pos + n)])
+        num, den, mx = state["num"], state["den"], state["max"]
+        outs = []
+        for c in range(0, n, chunk):
+            t = torch.arange(pos + c, pos + min(c + chunk, n))
+            t0, t1 = int(t[0]), int(t[-1])
+            sel = (p_ctx >= t0 - s + 1) & (p_ctx <= t1)
+            p, Kc, Vc = p_ctx[sel], K[sel], V[sel]
+            off = t[:, None] - p[None, :]                                            # (T, P)
+            lg = (Kc[None] + self._bias(off)).masked_fill((off < 0)[..., None], float("-inf"))   # (T, P, D)
+            M = torch.maximum(mx, lg.max(1).values)                                  # (T, D)
+            e = torch.exp(lg - M[:, None])
+            carry = torch.exp(mx - M)                                                # 0 from −inf
+            nums = num * carry + torch.einsum("tpd,pd->td", e, Vc)
+            dens = den * carry + e.sum(1)
+            outs.append(q[c:c + len(t)] * nums / dens)
+            leave = p <= t1 - s + 1                                                  # leave the window now
+            if leave.any():
+                kf, vf = Kc[leave], Vc[leave]
+                m2 = torch.maximum(mx, kf.max(0).values)
+                a, b = torch.exp(mx - m2), torch.exp(kf - m2)
+                num, den, mx = num * a + (b * vf).sum(0), den * a + b.sum(0), m2
+        kr, vr = state["k_ring"].clone(), state["v_ring"].clone()
+        p = torch.arange(max(pos, pos + n - s), pos + n)                            # the last s positions
+        kr[p % s], vr[p % s] = k[p - pos], v[p - pos]
+        return self.out(torch.cat(outs)), {"den": den, "k_ring": kr, "max": mx, "num": num, "v_ring": vr}
+
+    def recurrent(self, x: Tensor, state: Dict[str, Tensor], pos: int):
+        """RNN form, as mixers.AFTLocal._step_one (see the class docstring) per position.
+        Same arguments and result as `parallel`."""
+        q, k, v = self._qkv(x)
+        s = self.s
+        num, den, mx = state["num"], state["den"], state["max"]
+        kr, vr = state["k_ring"].clone(), state["v_ring"].clone()
+        outs = []
+        for i in range(len(x)):
+            t = pos + i
+            kr[t % s], vr[t % s] = k[i], v[i]
+            p = torch.arange(max(0, t - s + 1), t + 1)                                # the window
+            lg = kr[p % s] + self._bias(t - p)                                      # (n, D)
+            M = torch.maximum(mx, lg.max(0).values)
+            e, a = torch.exp(lg - M), torch.exp(mx - M)
+            outs.append(q[i] * (num * a + (e * vr[p % s]).sum(0)) / (den * a + e.sum(0)))
+            leave = t - s + 1
+            if leave >= 0:
+                num, den, mx = mixers._fold(num, den, mx, kr[leave % s], vr[leave % s])
+        return self.out(torch.stack(outs)), {"den": den, "k_ring": kr, "max": mx, "num": num, "v_ring": vr}
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
+        """Non-causal (encoder) form over x as a whole utterance (positions 0..N−1; an
+        encoder keeps no state, so `state` comes back unchanged): per query t a softmax over
+        every p of k_p + w_{t,p} (w = pos_bias[t − p + s − 1] for |t − p| < s, else 0),
+        computed per block of CHUNK queries."""
+        if pos != 0:
+            raise ValueError(f"a non-causal {self.TYPE} mixer runs on a whole utterance from position 0")
+        q, k, v = self._qkv(x)
+        n = len(x)
+        p = torch.arange(n)
+        outs = []
+        for c in range(0, n, CHUNK):
+            t = torch.arange(c, min(c + CHUNK, n))
+            a = torch.softmax(k[None] + self._bias(t[:, None] - p[None, :]), 1)      # (T, N, D)
+            outs.append(q[c:c + len(t)] * torch.einsum("tpd,pd->td", a, v))
+        return self.out(torch.cat(outs)), state
+
+
+class AFTConv(AFTLocal):
+    """AFT-conv (recur_ref/mixers.py's AFTConv): AFT-local whose bias is a per-head depth-wise
+    kernel, conv_kernel (heads, s) causal [offset t − p = 0..s−1] / (heads, 2s−1) non-causal
+    [offset t − p + s − 1]; channel c uses head c // dk. Same forms and state as AFTLocal."""
+
+    TYPE = "aft_conv"
+
+    def _make_bias(self):
+        self.conv_kernel = nn.Parameter(0.5 * torch.randn(self.heads, self.s if self.causal else 2 * self.s - 1))
+
+    def kernel(self) -> Tensor:
+        return self.conv_kernel.t().repeat_interleave(self.dk, dim=1)          # (s or 2s−1, D)
+
+
 class FLASH(nn.Module):
     """FLASH mixed-chunk attention (recur_ref/mixers.py's FLASH, whose docstring is the exact
     semantics), one head. Per position, with SiLU projections
@@ -883,8 +1055,8 @@ class FeedForward(nn.Module):
 
 # The model's mixer class per config "type".
 _MIXER_CLASSES = {"linear_attention": LinearAttention, "softmax_attention": SoftmaxAttention,
-                  "sliding_window": SlidingWindowAttention, "aft_simple": AFTSimple, "flash": FLASH,
-                  "linformer": Linformer}
+                  "sliding_window": SlidingWindowAttention, "aft_simple": AFTSimple, "aft_local": AFTLocal,
+                  "aft_conv": AFTConv, "flash": FLASH, "linformer": Linformer}
 
 
 class Block(nn.Module):
@@ -914,7 +1086,7 @@ class Block(nn.Module):
             form = m.recurrent
         else:
             form = partial(m.parallel, chunk=chunk)
-        if isinstance(m, (SlidingWindowAttention, FLASH, Linformer)):   # absolute positions (windows, groups, E columns)
+        if isinstance(m, (SlidingWindowAttention, AFTLocal, FLASH, Linformer)):   # absolute positions (windows, groups, E columns)
             return form(h, state, pos=pos)
         if isinstance(m, LinearAttention):
             a, S, z = form(h, state["S"], state["z"])
@@ -1021,7 +1193,8 @@ class RecurModel(nn.Module):
     def init_state(self) -> State:
         """The state before the first position (attention-math.md §2, §3): zero S and z
         per linear-attention layer, an empty KV cache per softmax-attention layer, zero
-        rings per sliding-window layer, num = den = 0 and max = −inf per aft_simple layer,
+        rings per sliding-window layer, num = den = 0 and max = −inf per aft_simple layer (and
+        zero rings too per aft_local / aft_conv layer),
         zero S and buffers per flash layer, nothing per linformer layer; each layer as its own mixer (a mixed model
         mixes these)."""
         return State(pos=0, layers=[block.mixer.empty_state(self.dtype) for block in self.blocks])
