@@ -146,11 +146,12 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
   static const char* const kMixers[] = {"linear_attention", "softmax_attention",
                                         "sliding_window",   "aft_simple",
                                         "flash",            "linformer",
-                                        "aft_local",        "aft_conv"};
+                                        "aft_local",        "aft_conv",
+                                        "aft_full"};
   static const MixerType kMixerTypes[] = {
       MixerType::kLinearAttention, MixerType::kSoftmaxAttention, MixerType::kSlidingWindow,
       MixerType::kAftSimple,       MixerType::kFlash,            MixerType::kLinformer,
-      MixerType::kAftLocal,        MixerType::kAftConv};
+      MixerType::kAftLocal,        MixerType::kAftConv,          MixerType::kAftFull};
   std::size_t mixer_type = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(mixer, "type", where, kMixers, &mixer_type));
   block.mixer = kMixerTypes[mixer_type];
@@ -161,7 +162,7 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
     RECUR_RETURN_IF_ERROR(r.UInt(mixer, "dk", where, 1, &la.dk));
   }
   const bool aft = block.mixer == MixerType::kAftSimple || block.mixer == MixerType::kAftLocal ||
-                   block.mixer == MixerType::kAftConv;
+                   block.mixer == MixerType::kAftConv || block.mixer == MixerType::kAftFull;
   if (aft) {
     la.dv = la.dk;  // query, key and value are all D = heads·dk wide
   } else if (!flash) {
@@ -191,6 +192,18 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
     RECUR_RETURN_IF_ERROR(only_keys({"window"}));
     RECUR_RETURN_IF_ERROR(r.UInt(mixer, "window", where, 1, &la.window));
     if (la.window > 65536) return r.Invalid(where + ".window", "must be at most 65536");
+    RECUR_RETURN_IF_ERROR(r.Bool(mixer, "causal", where, &la.causal, /*required=*/false));
+  } else if (block.mixer == MixerType::kAftFull) {
+    RECUR_RETURN_IF_ERROR(only_keys({"max_length", "bias_rank", "bias_form"}));
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "max_length", where, 1, &la.max_length));
+    if (la.max_length > 65536) return r.Invalid(where + ".max_length", "must be at most 65536");
+    if (auto rank = mixer.find("bias_rank"); rank != mixer.end() && !rank->is_null()) {
+      RECUR_RETURN_IF_ERROR(r.UInt(mixer, "bias_rank", where, 1, &la.bias_rank));
+    }
+    static const char* const kForms[] = {"add", "multiply"};
+    std::size_t form = 0;
+    RECUR_RETURN_IF_ERROR(r.Choice(mixer, "bias_form", where, kForms, &form, false));
+    la.multiply = form == 1;
     RECUR_RETURN_IF_ERROR(r.Bool(mixer, "causal", where, &la.causal, /*required=*/false));
   } else if (block.mixer == MixerType::kLinformer) {
     RECUR_RETURN_IF_ERROR(only_keys({"dv", "seq_len", "proj_dim", "sharing"}));
@@ -390,10 +403,16 @@ Status FastTransformersConfigToDescription(const KeyReader& r, const json& root,
   RECUR_RETURN_IF_ERROR(r.Choice(root, "activation", "", kActivations, &act, /*required=*/false));
   bool final_norm = true;
   RECUR_RETURN_IF_ERROR(r.Bool(root, "final_normalization", "", &final_norm, /*required=*/false));
-  static const char* const kAttention[] = {"linear", "causal-linear"};
+  static const char* const kAttention[] = {"linear", "causal-linear", "aft-full"};
   std::size_t attention = 1;  // default: causal-linear
   RECUR_RETURN_IF_ERROR(
       r.Choice(root, "attention_type", "", kAttention, &attention, /*required=*/false));
+  const bool aft_full = attention == 2;
+  if (!aft_full) {
+    for (const char* key : {"max_sequence_length", "aft_parameterization"}) {
+      if (root.contains(key)) return r.Invalid(key, "applies only to attention_type \"aft-full\"");
+    }
+  }
 
   const uint64_t d_model = static_cast<uint64_t>(n_heads) * dv;
   if (d_model > std::numeric_limits<uint32_t>::max())
@@ -443,6 +462,31 @@ Status FastTransformersConfigToDescription(const KeyReader& r, const json& root,
   }
   block.linear_attention.eps = 1e-6f;
   block.linear_attention.causal = attention == 1;  // "causal-linear"; "linear" is the encoder
+  // "aft-full" (AFTFullAttention): logits k·(u vᵀ) over all positions. The
+  // library registers it only as a non-causal attention (a causal mask would
+  // multiply keys by −∞), so it maps onto the aft_full encoder.
+  if (aft_full) {
+    if (dq != dv) {
+      return r.Invalid("value_dimensions", "must equal query_dimensions for attention_type "
+                                           "\"aft-full\" (AFT is element-wise)");
+    }
+    if (root.contains("feature_map")) {
+      return r.Invalid("feature_map", "applies only to linear attention");
+    }
+    LinearAttentionDescription& af = block.linear_attention;
+    block.mixer = MixerType::kAftFull;
+    af.max_length = 1024;  // the library's defaults
+    af.bias_rank = 64;
+    if (root.contains("max_sequence_length")) {
+      RECUR_RETURN_IF_ERROR(r.UInt(root, "max_sequence_length", "", 1, &af.max_length));
+    }
+    if (af.max_length > 65536) return r.Invalid("max_sequence_length", "must be at most 65536");
+    if (root.contains("aft_parameterization")) {
+      RECUR_RETURN_IF_ERROR(r.UInt(root, "aft_parameterization", "", 1, &af.bias_rank));
+    }
+    af.multiply = true;
+    af.causal = false;
+  }
   block.d_ff = d_ff;
   block.activation = act == 0 ? Activation::kRelu : Activation::kGelu;
   d->blocks.assign(n_layers, block);
@@ -573,6 +617,17 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
         out.push_back({p + "mixer.pos_bias", m + "pos_bias", {offsets}});
       } else {
         out.push_back({p + "mixer.conv_kernel", m + "conv_kernel", {al.heads, offsets}});
+      }
+    }
+    if (b.mixer == MixerType::kAftFull) {
+      const LinearAttentionDescription& af = b.linear_attention;
+      const int64_t T = af.max_length;
+      if (af.bias_rank == 0) {
+        out.push_back({p + "mixer.pos_bias", m + "pos_bias", {T, T}});
+      } else {
+        const std::string src = ft ? m + "inner_attention." : m;
+        out.push_back({p + "mixer.u", src + "u", {T, af.bias_rank}});
+        out.push_back({p + "mixer.v", src + "v", {T, af.bias_rank}});
       }
     }
     if (b.mixer == MixerType::kLinformer) {

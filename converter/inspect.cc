@@ -270,6 +270,23 @@ class Collector {
         const uint64_t D = uint64_t{al->heads()} * al->dk();
         mixer["state_bytes"] = al->causal() ? 4 * D * (3 + 2 * uint64_t{al->window()}) : 0;
         mixer["state_grows_with_length"] = false;
+      } else if (const fb::AftFull* af = b->mixer_as_AftFull()) {
+        mixer["type"] = "aft_full";
+        mixer["heads"] = af->heads();
+        mixer["dk"] = af->dk();
+        mixer["max_length"] = af->max_length();
+        mixer["bias_rank"] = af->bias_rank();
+        mixer["bias_form"] = af->multiply() ? "multiply" : "add";
+        mixer["causal"] = af->causal();
+        mixer["query"] = Dense(af->query());
+        mixer["key"] = Dense(af->key());
+        mixer["value"] = Dense(af->value());
+        mixer["out"] = Dense(af->out());
+        // k and v of every position so far, at most max_length of them.
+        mixer["state_bytes"] = 0;
+        mixer["state_bytes_per_position"] =
+            af->causal() ? 4 * 2 * uint64_t{af->heads()} * af->dk() : 0;
+        mixer["state_grows_with_length"] = af->causal();
       } else if (const fb::Linformer* lf = b->mixer_as_Linformer()) {
         mixer["type"] = "linformer";
         mixer["heads"] = lf->heads();
@@ -450,6 +467,11 @@ std::string RenderText(const json& j) {
       mixer += " heads=" + std::to_string(m["heads"].get<uint32_t>()) +
                " dk=" + std::to_string(m["dk"].get<uint32_t>());
       if (m.contains("dv")) mixer += " dv=" + std::to_string(m["dv"].get<uint32_t>());
+      if (m.contains("max_length")) {
+        mixer += " max_length=" + std::to_string(m["max_length"].get<uint32_t>()) +
+                 " bias_rank=" + std::to_string(m["bias_rank"].get<uint32_t>()) + " bias_form=" +
+                 m["bias_form"].get<std::string>();
+      }
       if (m.contains("seq_len")) {
         mixer += " seq_len=" + std::to_string(m["seq_len"].get<uint32_t>()) +
                  " proj_dim=" + std::to_string(m["proj_dim"].get<uint32_t>());
@@ -472,7 +494,11 @@ std::string RenderText(const json& j) {
       if (m["state_grows_with_length"].get<bool>()) {
         line("    state:  " + std::to_string(m["state_bytes_per_position"].get<uint64_t>()) +
              " bytes per stream per position: grows with the sequence length (KV cache, bounded "
-             "by the session's max_context)");
+             "by the session's max_context" +
+             (m.contains("max_length")
+                  ? ", at most max_length=" + std::to_string(m["max_length"].get<uint32_t>())
+                  : std::string()) +
+             ")");
       } else {
         line("    state:  " + std::to_string(m["state_bytes"].get<uint64_t>()) +
              " bytes per stream, fixed (does not grow with the length)");

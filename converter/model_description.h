@@ -31,6 +31,7 @@ enum class MixerType {
   kLinformer,
   kAftLocal,  // window bias shared by channels
   kAftConv,   // window bias per head
+  kAftFull,   // pairwise bias up to max_length
 };
 enum class LinformerSharing { kNone, kHeadwise, kKeyValue, kLayerwise };
 
@@ -68,6 +69,11 @@ struct LinearAttentionDescription {
   uint32_t seq_len = 0;
   uint32_t proj_dim = 0;
   LinformerSharing sharing = LinformerSharing::kNone;
+  // AFT-full: T, the factorised bias's rank (0: a full [T, T] bias) and
+  // whether logits are k·w (fast-transformers) rather than k + w.
+  uint32_t max_length = 0;
+  uint32_t bias_rank = 0;
+  bool multiply = false;
 
   bool favor() const {
     return feature_map == FeatureMap::kFavor || feature_map == FeatureMap::kFavorHyperbolic;

@@ -153,6 +153,12 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
       mixer = fb::CreateAftLocal(fbb, la.heads, la.dk, la.window, q, k, v, o,
                                  ref(p + "mixer.pos_bias"), ref(p + "mixer.conv_kernel"), la.causal)
                   .Union();
+    } else if (b.mixer == MixerType::kAftFull) {
+      mixer_type = fb::Mixer::AftFull;
+      mixer = fb::CreateAftFull(fbb, la.heads, la.dk, la.max_length, la.multiply, q, k, v, o,
+                                ref(p + "mixer.pos_bias"), ref(p + "mixer.u"),
+                                ref(p + "mixer.v"), la.causal, la.bias_rank)
+                  .Union();
     } else if (b.mixer == MixerType::kLinformer) {
       mixer_type = fb::Mixer::Linformer;
       mixer = fb::CreateLinformer(fbb, la.heads, la.dk, la.dv, la.seq_len, la.proj_dim, q, k, v, o,

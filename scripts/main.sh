@@ -25,7 +25,8 @@ echo "== 1. export a PyTorch model (models/configs/long_pre_tokens.json, seed 1)
 echo "== 2. convert, inspect, verify"
 "$bin/recur-convert" "$out/model/weights.safetensors" --config "$out/model/config.json" \
   -o "$out/model.recur"
-"$bin/recur-convert" inspect "$out/model.recur" | head -n 30
+"$bin/recur-convert" inspect "$out/model.recur" > "$out/inspect.txt"
+head -n 40 "$out/inspect.txt"
 "$bin/recur-convert" verify "$out/model.recur"
 
 echo "== 3. generate with examples/minimal_c (built with find_package(recur))"

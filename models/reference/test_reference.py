@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from recur_ref import CHUNK, checkpoint, golden, mixers, safetensors
 from recur_ref import fast_transformers_layout as ftl
-from recur_ref.model import (FLASH, AFTConv, AFTLocal, AFTSimple, Block, LinearAttention, Linformer, RecurModel,
+from recur_ref.model import (FLASH, AFTConv, AFTFull, AFTLocal, AFTSimple, Block, LinearAttention, Linformer, RecurModel,
                              SlidingWindowAttention, SoftmaxAttention, feature_dim, mixer_configs)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -47,7 +47,7 @@ AFT_LOCAL_STATE = ["den", "k_ring", "max", "num", "v_ring"]   # aft_local and af
 STATE_NAMES = {"softmax_attention": ["K", "V"], "linear_attention": ["S", "z"],
                "sliding_window": ["k_glob", "k_ring", "v_glob", "v_ring"],
                "aft_simple": ["den", "max", "num"], "aft_local": AFT_LOCAL_STATE, "aft_conv": AFT_LOCAL_STATE,
-               "flash": ["S", "kl_buf", "kq_buf", "v_buf"],
+               "aft_full": ["k", "v"], "flash": ["S", "kl_buf", "kq_buf", "v_buf"],
                "linformer": []}   # encoder only: no state
 
 
@@ -126,6 +126,9 @@ def expected_tensors(cfg):
             nb = m["window"] if m.get("causal", True) else 2 * m["window"] - 1
             t[b + ("mixer.pos_bias" if m["type"] == "aft_local" else "mixer.conv_kernel")] = \
                 (nb,) if m["type"] == "aft_local" else (m["heads"], nb)
+        if m["type"] == "aft_full":   # README: the pairwise bias, full or w = u vᵀ
+            T, r = m["max_length"], m.get("bias_rank")
+            t.update({b + "mixer.pos_bias": (T, T)} if r is None else {b + "mixer.u": (T, r), b + "mixer.v": (T, r)})
         if m["type"] == "linformer":   # README: E/F per sharing (layerwise: a copy per block)
             kn = (m["proj_dim"], m["seq_len"])
             sharing = m.get("sharing", "none")
@@ -152,6 +155,8 @@ def expected_ft_keys(ft):
             keys |= {f"layers.{i}.{n}.{p}" for n in ("linear1", "linear2", "norm1", "norm2")}
         if "feature_map" in ft:
             keys.add(f"layers.{i}.attention.inner_attention.feature_map.omega")
+        if ft.get("attention_type") == "aft-full":
+            keys |= {f"layers.{i}.attention.inner_attention.{n}" for n in ("u", "v")}
     if ft.get("final_normalization", True):
         keys |= {"norm.weight", "norm.bias"}
     return keys
@@ -219,6 +224,11 @@ def naive_forward(cfg, w, x):
         W = w[b + "mixer.pos_bias"] if m["type"] == "aft_local" else w[b + "mixer.conv_kernel"]
         return lin(naive_aft_local(m, W, q, k, v), b + "mixer.out")
 
+    def aft_full_mixer(h, b):
+        q, k, v = (lin(h, b + f"mixer.{name}") for name in ("query", "key", "value"))
+        W = w[b + "mixer.pos_bias"] if m.get("bias_rank") is None else w[b + "mixer.u"] @ w[b + "mixer.v"].t()
+        return lin(naive_aft_full(m, W, q, k, v), b + "mixer.out")
+
     def flash_mixer(h, b):
         u, v, z = (F.silu(lin(h, b + f"mixer.{name}_proj")) for name in ("u", "v", "z"))
         g, be = w[b + "mixer.qk_gamma"], w[b + "mixer.qk_beta"]
@@ -245,6 +255,8 @@ def naive_forward(cfg, w, x):
             return aft_mixer(h, b)
         if m["type"] in ("aft_local", "aft_conv"):
             return aft_local_mixer(h, b)
+        if m["type"] == "aft_full":
+            return aft_full_mixer(h, b)
         q = phi(lin(h, b + "mixer.query").view(n, heads, dk), b)
         k = phi(lin(h, b + "mixer.key").view(n, heads, dk), b)
         v = lin(h, b + "mixer.value").view(n, heads, dv)
@@ -379,6 +391,20 @@ def naive_aft_local(m, W, q, k, v):
         lg = torch.stack([k[p] + (Wd[t - p + (0 if causal else s - 1)] if abs(t - p) < s else zero) for p in ps])
         e = torch.exp(lg - lg.max(0).values)
         y[t] = torch.sigmoid(q[t]) * (e * v[:len(ps)]).sum(0) / e.sum(0)
+    return y
+
+
+def naive_aft_full(m, W, q, k, v):
+    """AFT-full as explicit sums (the README's formula): q, k, v (n, D) at positions 0..n−1,
+    W (T, T) the bias matrix → y (n, D); ℓ = k_p + W[t, p] ("add") or k_p·W[t, p] ("multiply")
+    over p ≤ t (causal) or all p; y_t = σ(q_t)·Σ e^{ℓ} v_p / Σ e^{ℓ}."""
+    causal, mult = m.get("causal", True), m.get("bias_form", "add") == "multiply"
+    y = torch.zeros_like(q)
+    for t in range(len(q)):
+        ps = t + 1 if causal else len(q)
+        lg = torch.stack([k[p] * W[t, p] if mult else k[p] + W[t, p] for p in range(ps)])
+        e = torch.exp(lg - lg.max(0).values)
+        y[t] = torch.sigmoid(q[t]) * (e * v[:ps]).sum(0) / e.sum(0)
     return y
 
 
@@ -974,7 +1000,7 @@ def softmax_config_validation():
         (with_mixer(causal="yes"), "causal"),
         (with_mixer(causal=1), "causal"),
         (with_mixer(type="softmax"), "type"),
-        (with_mixer(type="aft_full"), "type"),   # a mixers.py type that the model does not run
+        (with_mixer(type="gau"), "type"),        # a mixers.py type that the model does not run
     ]
     expect_rejected(bad)
     for ok in (with_mixer(causal=True), with_mixer(causal=False), with_mixer(dk=3, dv=5)):
@@ -2016,6 +2042,268 @@ def linformer_golden_cli():
             assert torch.equal(records[f"layer.{i}"], h)
 
 
+# ---------------------------------------------------------------- aft_full
+
+
+def _aftf_cfg(T, rank=None, form="add", causal=True):
+    c = {"type": "aft_full", "heads": AFT_HEADS, "dk": AFT_DK, "max_length": T, "bias_form": form, "causal": causal}
+    return c if rank is None else {**c, "bias_rank": rank}
+
+
+def aft_full_forms():
+    """AFTFull of model.py alone (float64), bias full / rank 3 × add / multiply: tensors and
+    init as mixers.AFTFull's; recurrent == chunked parallel (chunks 1, 7, CHUNK, N) ==
+    explicit sums == mixers.AFTFull's prefill (same weights via load_state_dict), from the
+    empty state and after P = 9 positions, the KV cache (P + N, D) included; the non-causal
+    form vs naive and mixers.AFTFull; (multiply, rank r, non-causal) vs the transcribed
+    fast-transformers AFTFullAttention; positions past max_length raise ValueError."""
+    D = AFT_HEADS * AFT_DK
+    g = torch.Generator().manual_seed(21)
+    P = 9
+    T = P + AFT_N + 1
+    full = torch.randn(P + AFT_N, AFT_D_MODEL, generator=g, dtype=torch.float64)
+    for rank in (None, 3):
+        for form in ("add", "multiply"):
+            what = f"aft_full rank={rank} {form}"
+            cfg = _aftf_cfg(T, rank, form)
+            torch.manual_seed(0)
+            att = AFTFull.from_config(AFT_D_MODEL, cfg)
+            torch.manual_seed(0)
+            ref = mixers.AFTFull(cfg, AFT_D_MODEL)
+            names = {k: tuple(v.shape) for k, v in att.state_dict().items()}
+            bias = {"pos_bias": (T, T)} if rank is None else {"u": (T, rank), "v": (T, rank)}
+            assert names == {"query.weight": (D, AFT_D_MODEL), "query.bias": (D,), "key.weight": (D, AFT_D_MODEL),
+                             "key.bias": (D,), "value.weight": (D, AFT_D_MODEL), "value.bias": (D,),
+                             "out.weight": (AFT_D_MODEL, D), "out.bias": (AFT_D_MODEL,), **bias}, names
+            assert all(torch.equal(v, ref.state_dict()[k]) for k, v in att.state_dict().items()), "init differs"
+            att, ref = att.double(), ref.double()
+            torch.manual_seed(5)
+            with torch.no_grad():
+                for prm in att.parameters():
+                    prm.add_(0.1 * torch.randn_like(prm))
+            ref.load_state_dict(att.state_dict(), strict=True)
+            W = att.pos_bias if rank is None else att.u @ att.v.t()
+            with torch.no_grad():
+                q, k, v = (lin.forward(full) for lin in (att.query, att.key, att.value))
+                naive = F.linear(naive_aft_full(cfg, W, q, k, v), att.out.weight, att.out.bias)
+                y_ref, st_ref = ref.prefill(full[None], ref.initial_state(1))
+                assert_close(y_ref[0], naive, 1e-12, f"{what}: mixers.AFTFull vs naive")
+                for start in (0, P):
+                    st0 = att.empty_state(torch.float64)
+                    if start:
+                        _, st0 = att.recurrent(full[:start], st0, 0)
+                        assert_close(st0["k"], st_ref["k"][0, :start], 1e-12, f"{what}: prefix cache k")
+                    x = full[start:]
+                    y_rec, st_rec = att.recurrent(x, st0, start)
+                    assert list(st_rec) == ["k", "v"]
+                    assert st_rec["k"].shape == (len(full), D) and st_rec["v"].shape == (len(full), D)
+                    assert_close(y_rec, naive[start:], 1e-12, f"{what}: recurrent from {start} vs naive")
+                    for name in ("k", "v"):
+                        assert_close(st_rec[name], st_ref[name][0, :len(full)], 1e-12, f"{what}: state {name}")
+                    for chunk in (1, 7, CHUNK, len(x)):
+                        y_par, st_par = att.parallel(x, st0, start, chunk)
+                        assert_close(y_par, y_rec, 1e-12, f"{what}: parallel chunk {chunk} from {start}")
+                        for name in ("k", "v"):
+                            assert torch.equal(st_par[name], st_rec[name]), f"{what}: chunk {chunk} state {name}"
+                # past max_length: parallel, recurrent (and mixers.py) raise naming max_length
+                _, st_full = att.recurrent(full, att.empty_state(torch.float64), 0)
+                for fn in (lambda: att.recurrent(full[:2], st_full, len(full)),
+                           lambda: att.parallel(full[:2], st_full, len(full), 7),
+                           lambda: att.parallel(torch.cat([full, full[:2]]), att.empty_state(torch.float64), 0, 7)):
+                    try:
+                        fn()
+                    except ValueError as e:
+                        assert "max_length" in str(e), str(e)
+                    else:
+                        raise AssertionError(f"{what}: stepped past max_length")
+                att.recurrent(full[:1], st_full, len(full))   # position T − 1 is still fine
+            # the non-causal (encoder) form
+            enc_cfg = _aftf_cfg(T, rank, form, causal=False)
+            torch.manual_seed(1)
+            enc = AFTFull.from_config(AFT_D_MODEL, enc_cfg).double()
+            assert enc.empty_state(torch.float64) == {}
+            eref = mixers.AFTFull(enc_cfg, AFT_D_MODEL).double()
+            eref.load_state_dict(enc.state_dict(), strict=True)
+            We = enc.pos_bias if rank is None else enc.u @ enc.v.t()
+            with torch.no_grad():
+                y, st = enc.noncausal(full, {})
+                assert st == {}
+                q, k, v = (lin.forward(full) for lin in (enc.query, enc.key, enc.value))
+                assert_close(y, F.linear(naive_aft_full(enc_cfg, We, q, k, v), enc.out.weight, enc.out.bias), 1e-12,
+                             f"{what}: encoder vs naive")
+                assert_close(y, eref(full[None])[0], 1e-12, f"{what}: encoder vs mixers.AFTFull")
+                if rank is not None and form == "multiply":   # fast-transformers' AFTFullAttention
+                    H, E = AFT_HEADS, AFT_DK
+                    lib = mixers.fast_transformers_aft_full(enc.query(full).view(1, -1, H, E),
+                                                            enc.key(full).view(1, -1, H, E),
+                                                            enc.value(full).view(1, -1, H, E), enc.u, enc.v)
+                    assert_close(y, enc.out(lib.reshape(len(full), H * E)), 1e-12, f"{what}: vs fast-transformers")
+                try:
+                    enc.noncausal(torch.cat([full, full[:2]]), {})
+                except ValueError as e:
+                    assert "max_length" in str(e), str(e)
+                else:
+                    raise AssertionError(f"{what}: encoder ran past max_length")
+                try:
+                    enc.noncausal(full[:3], {}, pos=2)
+                except ValueError as e:
+                    assert "position 0" in str(e), str(e)
+                else:
+                    raise AssertionError(f"{what}: encoder ran from a later position")
+
+
+def aft_full_config_validation():
+    """aft_full keys (mixers.validate_mixer): bad ones are ValueErrors naming the key, also
+    inside a mixed model's list; causal false / rank / multiply build; init_state's empty
+    KV cache; a model stepping past max_length raises naming max_length; a mixed
+    [aft_full, aft_local] model's parallel form == its steps."""
+    tok = json.load(open(os.path.join(REPO_ROOT, "models/configs/aft_full_tokens.json")))
+    feat = json.load(open(os.path.join(REPO_ROOT, "models/configs/aft_full_features.json")))
+
+    def with_mixer(base, drop=(), **kv):
+        c = json.loads(json.dumps(base))
+        c["mixer"].update(kv)
+        c["mixer"] = {k: v for k, v in c["mixer"].items() if k not in drop}
+        return c
+
+    mixed = json.loads(json.dumps(tok))
+    mixed["mixer"] = [dict(tok["mixer"]), dict(tok["mixer"], bias_form="mul")]
+    bad = [
+        (with_mixer(tok, drop=("max_length",)), "max_length"),
+        (with_mixer(tok, max_length=0), "max_length"),
+        (with_mixer(tok, max_length=8.0), "max_length"),
+        (with_mixer(tok, max_length=True), "max_length"),
+        (with_mixer(tok, bias_rank=0), "bias_rank"),
+        (with_mixer(tok, bias_rank=2.5), "bias_rank"),
+        (with_mixer(tok, bias_rank=True), "bias_rank"),
+        (with_mixer(tok, bias_form="mul"), "bias_form"),
+        (with_mixer(tok, bias_form=None), "bias_form"),
+        (with_mixer(tok, window=4), "window"),
+        (with_mixer(tok, dv=16), "dv"),
+        (with_mixer(tok, dk=0), "dk"),
+        (with_mixer(tok, drop=("heads",)), "heads"),
+        (with_mixer(feat, causal="yes"), "causal"),
+        (mixed, "mixer[1] (aft_full): unknown mixer.bias_form"),
+    ]
+    expect_rejected(bad)
+    for ok in (with_mixer(tok, causal=False), with_mixer(tok, drop=("bias_rank", "bias_form"), max_length=8),
+               with_mixer(feat, bias_rank=None), with_mixer(feat, bias_form="add"), with_mixer(feat, causal=False)):
+        checkpoint.build_model(ok, 0)
+    st = checkpoint.build_model(tok, 0).init_state()
+    assert list(st.layers[1]) == ["k", "v"] and [tuple(t.shape) for t in st.layers[1].values()] == [(0, 32), (0, 32)]
+    small = with_mixer(feat, max_length=12)
+    model = checkpoint.build_model(small, 2).double()
+    x = golden.random_inputs(small, 13, 4)
+    with torch.no_grad():
+        _, _, state = model(x[:12], return_layers=True)
+        assert [tuple(t.shape) for t in state.layers[0].values()] == [(12, 16), (12, 16)]
+        for fn in (lambda: model.step(x[12], state), lambda: model(x), lambda: model(x[12:], state=state)):
+            try:
+                fn()
+            except ValueError as e:
+                assert "max_length" in str(e), str(e)
+            else:
+                raise AssertionError("stepped past max_length")
+    mixed["mixer"][1] = {"type": "aft_local", "heads": 2, "dk": 16, "window": 4}
+    model = checkpoint.build_model(mixed, 3).double()
+    assert isinstance(model.blocks[0].mixer, AFTFull) and isinstance(model.blocks[1].mixer, AFTLocal)
+    x = golden.random_inputs(mixed, 25, 4)
+    with torch.no_grad():
+        ref = step_loop(model, x)
+        for chunk in (1, 7, 25):
+            assert_same_run(model(x, return_layers=True, chunk=chunk), ref, 1e-9, f"mixed aft_full chunk {chunk}")
+
+
+def aft_full_ft_mapping():
+    """ft_aft_full.json → the recur mixer of the contract (multiply, rank = aft_parameterization,
+    max_length = max_sequence_length, causal false; the library's defaults 1024 / 64 when
+    absent); bad configs are ValueErrors; u / v renames round trip and the model is the
+    library's AFTFullAttention."""
+    ft = json.load(open(os.path.join(REPO_ROOT, "models/configs/ft_aft_full.json")))
+    cfg = checkpoint.recur_config(ft)
+    assert cfg["mixer"] == {"type": "aft_full", "heads": 2, "dk": 8, "max_length": 256, "bias_rank": 8,
+                            "bias_form": "multiply", "causal": False}, cfg["mixer"]
+    assert cfg["d_model"] == 16 and cfg["norm_placement"] == "post"
+    plain = {k: v for k, v in ft.items() if k not in ("max_sequence_length", "aft_parameterization")}
+    m = checkpoint.recur_config(plain)["mixer"]
+    assert (m["max_length"], m["bias_rank"]) == (1024, 64), m
+    for bad, word in (({**ft, "value_dimensions": 4}, "value_dimensions"),
+                      ({**ft, "max_sequence_length": 0}, "max_sequence_length"),
+                      ({**ft, "aft_parameterization": 2.0}, "aft_parameterization"),
+                      ({**ft, "attention_type": "linear"}, "aft-full"),
+                      ({**ft, "attention_type": "causal-aft-full"}, "attention_type"),
+                      ({**ft, "feature_map": {"type": "favor", "n_dims": 8}}, "feature_map")):
+        try:
+            checkpoint.recur_config(bad)
+        except ValueError as e:
+            assert word in str(e), f"message {str(e)!r} does not name {word!r}"
+        else:
+            raise AssertionError(f"accepted {bad}")
+    model = checkpoint.build_model(ft, SEED)
+    sd = model.state_dict()
+    assert sd["blocks.1.mixer.u"].shape == (256, 8) and sd["blocks.1.mixer.v"].shape == (256, 8)
+    assert model.init_state().layers == [{}, {}] and not model.causal
+    named = ftl.to_fast_transformers(sd)
+    assert set(named) == expected_ft_keys(ft), sorted(named)
+    for i in range(2):
+        for n in ("u", "v"):
+            assert torch.equal(named[f"layers.{i}.attention.inner_attention.{n}"], sd[f"blocks.{i}.mixer.{n}"])
+    back = ftl.from_fast_transformers(named)
+    assert list(back) == list(sd) and all(torch.equal(back[k], sd[k]) for k in sd), "renames do not round trip"
+    full_bias = checkpoint.build_model(checkpoint.recur_config(ft) | {
+        "mixer": dict(cfg["mixer"], bias_rank=None)}, 0).state_dict()
+    try:
+        ftl.to_fast_transformers(full_bias)
+    except ValueError as e:
+        assert "pos_bias" in str(e), str(e)
+    else:
+        raise AssertionError("a full pos_bias got a fast-transformers name")
+    att = model.blocks[0].mixer.double()
+    x = torch.randn(40, 16, dtype=torch.float64)
+    with torch.no_grad():
+        lib = mixers.fast_transformers_aft_full(att.query(x).view(1, 40, 2, 8), att.key(x).view(1, 40, 2, 8),
+                                                att.value(x).view(1, 40, 2, 8), att.u, att.v)
+        assert_close(att.noncausal(x, {})[0], att.out(lib.reshape(40, 16)), 1e-12, "ft aft-full vs library")
+
+
+def aft_full_golden_cli():
+    """make_golden.py on aft_full_tokens (1,000 positions), aft_full_features (300) and
+    ft_aft_full (200, fast-transformers layout): the state records k, v per layer are the
+    (N, D) KV cache (the keys / values of every position); the encoder writes none; more
+    positions than max_length are refused."""
+    runs = (("aft_full_tokens", 1000, "recur"), ("aft_full_features", 300, "recur"),
+            ("ft_aft_full", 200, "fast-transformers"))
+    for name, steps, layout in runs:
+        path = os.path.join(REPO_ROOT, "models/configs", name + ".json")
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run([sys.executable, os.path.join(HERE, "make_golden.py"), "--config", path, "--seed", "7",
+                            "--steps", str(steps), "--out", tmp, "--layout", layout], check=True, capture_output=True)
+            recs = golden.read(os.path.join(tmp, "golden.bin"))
+            model, cfg = checkpoint.load(tmp)
+        rc = checkpoint.recur_config(cfg)
+        D = rc["mixer"]["heads"] * rc["mixer"]["dk"]
+        states = [k for k in recs if k.startswith("state.")]
+        if not model.causal:
+            assert states == [], states
+            continue
+        assert states == [f"state.{i}.{n}" for i in range(rc["n_layers"]) for n in ("k", "v")], states
+        model = model.double()
+        x = recs["input"]
+        with torch.no_grad():
+            h = model.input(x if rc["input"]["kind"] == "tokens" else x.double(), 0)
+            for i, block in enumerate(model.blocks):
+                hin = block.norm1(h) if block.pre_norm else h
+                assert recs[f"state.{i}.k"].shape == (steps, D) and recs[f"state.{i}.k"].dtype == torch.float64
+                assert torch.equal(recs[f"state.{i}.k"], block.mixer.key(hin)), f"{name}: state.{i}.k"
+                assert torch.equal(recs[f"state.{i}.v"], block.mixer.value(hin)), f"{name}: state.{i}.v"
+                h, _ = block(h, block.mixer.empty_state(torch.float64), CHUNK, 0)
+    with tempfile.TemporaryDirectory() as tmp:
+        r = subprocess.run([sys.executable, os.path.join(HERE, "make_golden.py"), "--config",
+                            os.path.join(REPO_ROOT, "models/configs/aft_full_features.json"), "--seed", "7",
+                            "--steps", "401", "--out", tmp], capture_output=True, text=True)
+        assert r.returncode != 0 and "max_length" in r.stderr, r.stderr
+
+
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
                                         model_rejects_bad_input, cli_end_to_end, compare_run_cli,
@@ -2027,7 +2315,8 @@ def main():
                                         flash_forms, flash_config_validation, flash_golden_cli,
                                         mixed_model_forms, mixed_config_validation, mixed_golden_cli,
                                         linformer_forms, linformer_config_validation, linformer_layerwise_shared,
-                                        linformer_golden_cli)]
+                                        linformer_golden_cli, aft_full_forms, aft_full_config_validation,
+                                        aft_full_ft_mapping, aft_full_golden_cli)]
     checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:

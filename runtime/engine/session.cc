@@ -30,6 +30,24 @@ size_t DefaultPrefillMin(uint64_t step_weight_bytes) {
   return step_weight_bytes > (uint64_t{2} << 20) ? 2 : 8;
 }
 
+size_t DefaultMaxContext(const Model& model) {
+  return model.max_positions != 0 ? model.max_positions : 4096;
+}
+
+namespace {
+// The positions a stream may hold: the requested max_context, or at most what
+// a mixer's parameters cover (AFT-full's max_length).
+size_t ResolveMaxContext(const Model& model, size_t requested) {
+  size_t context = requested == 0 ? DefaultMaxContext(model) : requested;
+  for (const BlockView& b : model.blocks) {
+    if (b.mixer->causal() && b.mixer->max_sequence() != 0) {
+      context = std::min(context, b.mixer->max_sequence());
+    }
+  }
+  return context;
+}
+}  // namespace
+
 Session::Session(const Model* model, const SessionOptions& options)
     : model_(model),
       batch_(options.batch),
@@ -40,12 +58,9 @@ Session::Session(const Model* model, const SessionOptions& options)
                        : options.prefill_min),
       backend_(options.backend == nullptr ? "" : options.backend),
       weight_packing_(options.weight_packing),
-      max_context_(options.max_context == 0 ? DefaultMaxContext(*model) : options.max_context),
+      max_context_(ResolveMaxContext(*model, options.max_context)),
       grows_(model->state_floats_per_position > 0) {}
 
-size_t DefaultMaxContext(const Model& model) {
-  return model.max_positions != 0 ? model.max_positions : 4096;
-}
 
 Status Session::Create(const Model* model, const SessionOptions& options,
                        std::unique_ptr<Session>* out) {

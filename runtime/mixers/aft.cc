@@ -11,6 +11,7 @@
 
 #include "engine/dense_op.h"
 #include "mixers/mixer.h"
+#include "kernels/elementwise/elementwise.h"
 #include "mixers/projections.h"
 
 namespace recur {
@@ -304,6 +305,158 @@ class AftLocal final : public Mixer {
 Status CreateAftLocal(const void* table, const std::string& layer, uint32_t d_model,
                       TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
   return AftLocal::Create(static_cast<const fb::AftLocal*>(table), layer, d_model, tensors, out);
+}
+
+}  // namespace recur
+
+namespace recur {
+namespace {
+
+// AFT-full (schema: table AftFull). Causal: a cache of every position's k and
+// v, bounded by max_length (the session's max_context is clamped to it).
+class AftFull final : public Mixer {
+ public:
+  bool causal() const override { return causal_; }
+  size_t max_sequence() const override { return t_max_; }
+  // k (max_context, D) then v (max_context, D).
+  size_t state_floats() const override { return 0; }
+  size_t state_floats_per_position() const override { return causal_ ? 2 * width_ : 0; }
+
+  size_t scratch_floats(size_t batch, size_t steps, size_t threads,
+                        size_t context) const override {
+    // q, k, v, o; per worker one row of w and max, num, den per channel.
+    return batch * steps * 4 * width_ + threads * (std::max(steps, context) + 3 * width_);
+  }
+
+  void CollectDense(std::vector<const DenseView*>* out) const override { proj_.Collect(out); }
+
+  void Run(const float* x, size_t batch, size_t steps, float* const* states,
+           const StepContext& ctx, float* y) const override {
+    const size_t rows = batch * steps, D = width_;
+    float* q = ctx.scratch;   // (rows, D)
+    float* k = q + rows * D;  // (rows, D)
+    float* v = k + rows * D;  // (rows, D)
+    float* o = v + rows * D;  // (rows, D)
+    float* scratch = o + rows * D;
+    proj_.Project(x, rows, q, k, v, ctx);
+    const size_t workers = ctx.pool->threads();
+    const size_t per_worker = std::max(steps, ctx.max_context) + 3 * D;
+    auto work = [&](size_t w) {
+      for (size_t b = w; b < batch; b += workers) {
+        const size_t r0 = b * steps;
+        float* mine = scratch + w * per_worker;
+        if (causal_) {
+          // Append this call's k, v to the cache, then attend over it.
+          float* ks = states[b];
+          float* vs = states[b] + ctx.max_context * D;
+          const size_t p0 = ctx.positions[b];
+          std::memcpy(ks + p0 * D, k + r0 * D, steps * D * sizeof(float));
+          std::memcpy(vs + p0 * D, v + r0 * D, steps * D * sizeof(float));
+          for (size_t t = 0; t < steps; ++t) {
+            Attend(q + (r0 + t) * D, ks, vs, p0 + t, p0 + t + 1, o + (r0 + t) * D, mine);
+          }
+        } else {
+          for (size_t t = 0; t < steps; ++t) {
+            Attend(q + (r0 + t) * D, k + r0 * D, v + r0 * D, t, steps, o + (r0 + t) * D, mine);
+          }
+        }
+      }
+    };
+    ctx.pool->ParallelFor(workers, [](void* c, size_t w) { (*static_cast<decltype(work)*>(c))(w); },
+                          &work);
+    proj_.Output(o, rows, y, ctx);
+  }
+
+  static Status Create(const fb::AftFull* t, const std::string& layer, uint32_t d_model,
+                       TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
+    if (t->heads() == 0 || t->dk() == 0) {
+      return InvalidModel("%s: AFT needs heads, dk > 0 (got %u, %u)", layer.c_str(), t->heads(),
+                          t->dk());
+    }
+    if (uint64_t{t->heads()} * t->dk() > kMaxMixerWidth || t->max_length() == 0 ||
+        t->max_length() > (1u << 16)) {
+      return InvalidModel("%s: AFT-full needs heads x dk <= %u and max_length in [1, 65536] (got "
+                          "%u x %u, %u)", layer.c_str(), kMaxMixerWidth, t->heads(), t->dk(),
+                          t->max_length());
+    }
+    if ((t->pos_bias() >= 0) == (t->u() >= 0 || t->v() >= 0) || (t->u() >= 0) != (t->v() >= 0)) {
+      return InvalidModel("%s: AFT-full needs either pos_bias or both u and v", layer.c_str());
+    }
+    auto m = std::make_unique<AftFull>();
+    m->width_ = size_t{t->heads()} * t->dk();
+    m->t_max_ = t->max_length();
+    m->multiply_ = t->multiply();
+    m->causal_ = t->causal();
+    const auto D = static_cast<uint32_t>(m->width_);
+    RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, D, D, tensors));
+    const std::string prefix = layer + ".mixer.";
+    const int64_t T = m->t_max_;
+    if (t->pos_bias() >= 0) {
+      RECUR_RETURN_IF_ERROR(
+          tensors->Get(t->pos_bias(), (prefix + "pos_bias").c_str(), {T, T}, false, &m->w_full_));
+    } else {
+      if (t->bias_rank() == 0 || t->bias_rank() > kMaxMixerWidth) {
+        return InvalidModel("%s: AFT-full with u, v needs bias_rank in [1, %u] (got %u)",
+                            layer.c_str(), kMaxMixerWidth, t->bias_rank());
+      }
+      m->rank_ = t->bias_rank();
+      const int64_t r = int64_t(m->rank_);
+      RECUR_RETURN_IF_ERROR(tensors->Get(t->u(), (prefix + "u").c_str(), {T, r}, false, &m->u_));
+      RECUR_RETURN_IF_ERROR(tensors->Get(t->v(), (prefix + "v").c_str(), {T, r}, false, &m->v_));
+    }
+    *out = std::move(m);
+    return Status::Ok();
+  }
+
+ private:
+  // w_{t,p} for p < n into w.
+  void BiasRow(size_t t, size_t n, float* w) const {
+    if (w_full_ != nullptr) {
+      std::memcpy(w, w_full_ + t * t_max_, n * sizeof(float));
+      return;
+    }
+    for (size_t p = 0; p < n; ++p) w[p] = kernels::Dot(u_ + t * rank_, v_ + p * rank_, rank_);
+  }
+
+  // o = σ(q) ⊙ Σ_{p<n} softmax_p(logit(k_p, w_{t,p})) v_p, keys/values (n, D).
+  void Attend(const float* q, const float* keys, const float* values, size_t t, size_t n,
+              float* o, float* scratch) const {
+    const size_t D = width_;
+    float* w = scratch;       // (n)
+    float* mx = scratch + n;  // (D); then num, den (D each)
+    float* num = mx + D;
+    float* den = num + D;
+    BiasRow(t, n, w);
+    auto logit = [&](float kp, float wp) { return multiply_ ? kp * wp : kp + wp; };
+    for (size_t c = 0; c < D; ++c) mx[c] = -INFINITY;
+    for (size_t p = 0; p < n; ++p) {
+      for (size_t c = 0; c < D; ++c) mx[c] = std::max(mx[c], logit(keys[p * D + c], w[p]));
+    }
+    std::fill(num, num + D, 0.0f);
+    std::fill(den, den + D, 0.0f);
+    for (size_t p = 0; p < n; ++p) {
+      for (size_t c = 0; c < D; ++c) {
+        const float e = std::exp(logit(keys[p * D + c], w[p]) - mx[c]);
+        num[c] += e * values[p * D + c];
+        den[c] += e;
+      }
+    }
+    for (size_t c = 0; c < D; ++c) o[c] = Sigmoid(q[c]) * num[c] / den[c];
+  }
+
+  size_t width_ = 0, t_max_ = 0, rank_ = 0;
+  bool multiply_ = false, causal_ = true;
+  const float* w_full_ = nullptr;  // (T, T)
+  const float* u_ = nullptr;       // (T, r)
+  const float* v_ = nullptr;       // (T, r)
+  QkvoProjections proj_;
+};
+
+}  // namespace
+
+Status CreateAftFull(const void* table, const std::string& layer, uint32_t d_model,
+                     TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
+  return AftFull::Create(static_cast<const fb::AftFull*>(table), layer, d_model, tensors, out);
 }
 
 }  // namespace recur

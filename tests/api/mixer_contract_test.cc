@@ -33,6 +33,7 @@ const std::map<std::string, const char*>& TestModels() {
       {"Flash", recur::testing::kTinyFlashConfig},
       {"Linformer", recur::testing::kTinyLinformerConfig},
       {"AftLocal", recur::testing::kTinyAftLocalConfig},
+      {"AftFull", recur::testing::kTinyAftFullConfig},
   };
   return models;
 }
@@ -208,5 +209,21 @@ TEST_CASE("linformer: sequences past seq_len are refused, up to it accepted") {
   CHECK(recur_session_encode(s, 33, &over, out.data()) == RECUR_OUT_OF_RANGE);
   CHECK(std::string(recur_last_error()) ==
         "blocks.0 takes sequences of at most 32 positions (its seq_len); got 33");
+  recur_session_free(s);
+}
+
+TEST_CASE("AFT-full: the KV cache is bounded by max_length, whatever max_context asks") {
+  Model m(recur::testing::kTinyAftFullConfig);
+  recur_session_options options{};
+  options.struct_size = sizeof(options);
+  options.max_context = 1000;  // more than max_length 48
+  recur_session* s = nullptr;
+  REQUIRE(recur_session_create(m.model, &options, &s) == RECUR_OK);
+  std::vector<float> out(49 * m.info.output_width);
+  recur_input all = m.Input(0, 48);
+  CHECK(recur_session_prefill(s, 48, &all, out.data()) == RECUR_OK);
+  recur_input one = m.Input(48, 1);
+  CHECK(recur_session_step(s, &one, out.data()) == RECUR_OUT_OF_RANGE);
+  CHECK(std::string(recur_last_error()).find("max_context of 48 positions") != std::string::npos);
   recur_session_free(s);
 }

@@ -16,7 +16,8 @@ TEST_CASE("step, reset, save and load do not allocate") {
                              recur::testing::kTinySlidingWindowConfig,
                              recur::testing::kTinyAftConfig,
                              recur::testing::kTinyFlashConfig,
-                             recur::testing::kTinyAftLocalConfig}) {
+                             recur::testing::kTinyAftLocalConfig,
+                             recur::testing::kTinyAftFullConfig}) {
     auto bytes = recur::testing::BuildTestModel(config, 1);
     REQUIRE(!bytes.empty());
     recur_model* model = nullptr;
@@ -39,7 +40,7 @@ TEST_CASE("step, reset, save and load do not allocate") {
                    tokens_model ? tokens.size() : frames.size()};
 
     const long before = recur::testing::AllocationCount();
-    for (int t = 0; t < 50; ++t) REQUIRE(recur_session_step(session, &in, out.data()) == RECUR_OK);
+    for (int t = 0; t < 40; ++t) REQUIRE(recur_session_step(session, &in, out.data()) == RECUR_OK);
     REQUIRE(recur_session_state_save(session, 1, blob.data(), blob.size()) == RECUR_OK);
     REQUIRE(recur_session_reset(session, -1) == RECUR_OK);
     REQUIRE(recur_session_state_load(session, 2, blob.data(), blob.size()) == RECUR_OK);

@@ -103,6 +103,16 @@ inline const char* kTinyAftConvConfig = R"({
   "mixer": {"type": "aft_conv", "heads": 3, "dk": 2, "window": 3},
   "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
 
+// AFT-full with a factorised bias (rank 3) in the multiply form, max_length 48.
+inline const char* kTinyAftFullConfig = R"({
+  "layout": "recur", "d_model": 16, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
+  "max_positions": 64,
+  "mixer": {"type": "aft_full", "heads": 2, "dk": 4, "max_length": 48, "bias_rank": 3,
+            "bias_form": "multiply"},
+  "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
+  "head": {"out": 11, "activation": "softmax"}})";
+
 // A mixed model: a different mixer in each of 4 blocks (the state of the
 // softmax block grows; the others are fixed).
 inline const char* kTinyMixedConfig = R"({

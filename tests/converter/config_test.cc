@@ -224,7 +224,7 @@ TEST_CASE("config: recur layout, invalid values") {
   CHECK(with("/mixer/type", "softmax") ==
         "config.json: \"mixer.type\" must be one of \"linear_attention\", \"softmax_attention\", "
         "\"sliding_window\", \"aft_simple\", \"flash\", \"linformer\", \"aft_local\", "
-        "\"aft_conv\" (got \"softmax\")");
+        "\"aft_conv\", \"aft_full\" (got \"softmax\")");
   CHECK(with("/mixer/feature_map", "sigmoid") ==
         "config.json: \"mixer.feature_map\" must be one of \"elu_plus_one\", \"relu\", "
         "\"poly2\", \"favor\" (got \"sigmoid\")");
@@ -279,12 +279,58 @@ TEST_CASE("config: fast-transformers layout, missing and invalid keys") {
   j = json::parse(testing::kFastTransformersConfig);
   j["attention_type"] = "full";
   CHECK(ErrorOf(j) ==
-        "config.json: \"attention_type\" must be one of \"linear\", \"causal-linear\" (got \"full\")");
+        "config.json: \"attention_type\" must be one of \"linear\", \"causal-linear\", \"aft-full\" "
+        "(got \"full\")");
   j["attention_type"] = "causal-linear";
   CHECK(ErrorOf(j) == "(parsed)");
   j["n_heads"] = 65536;
   j["value_dimensions"] = 65536;
   CHECK(ErrorOf(j) == "config.json: n_heads·value_dimensions = 4294967296 is too large");
+}
+
+TEST_CASE("config: fast-transformers aft-full maps onto the aft_full encoder") {
+  json j = json::parse(testing::kFastTransformersConfig);
+  j["attention_type"] = "aft-full";
+  j["query_dimensions"] = j["value_dimensions"];
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const BlockDescription& b = r->desc.blocks[0];
+  CHECK(b.mixer == MixerType::kAftFull);
+  CHECK(b.linear_attention.max_length == 1024);  // the library's defaults
+  CHECK(b.linear_attention.bias_rank == 64);
+  CHECK(b.linear_attention.multiply);
+  CHECK_FALSE(b.linear_attention.causal);
+  j["max_sequence_length"] = 300;
+  j["aft_parameterization"] = 5;
+  r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  size_t found = 0;
+  for (const auto& t : ExpectedTensors(r->desc, Layout::kFastTransformers)) {
+    if (t.name == "blocks.1.mixer.u" || t.name == "blocks.1.mixer.v") {
+      ++found;
+      CHECK(t.source_name == "layers.1.attention.inner_attention." + t.name.substr(t.name.size() - 1));
+      CHECK(t.shape == std::vector<int64_t>{300, 5});
+    }
+  }
+  CHECK(found == 2);
+
+  json bad = j;
+  bad["value_dimensions"] = j["query_dimensions"].get<int>() + 1;
+  CHECK(ErrorOf(bad) == "config.json: \"value_dimensions\" must equal query_dimensions for "
+                        "attention_type \"aft-full\" (AFT is element-wise)");
+  bad = j;
+  bad["aft_parameterization"] = 0;
+  CHECK(ErrorOf(bad) == "config.json: \"aft_parameterization\" must be a positive integer");
+  bad = j;
+  bad["max_sequence_length"] = 70000;
+  CHECK(ErrorOf(bad) == "config.json: \"max_sequence_length\" must be at most 65536");
+  bad = j;
+  bad["feature_map"] = {{"type", "favor"}, {"n_dims", 8}};
+  CHECK(ErrorOf(bad) == "config.json: \"feature_map\" applies only to linear attention");
+  bad = j;
+  bad["attention_type"] = "linear";
+  CHECK(ErrorOf(bad) ==
+        "config.json: \"max_sequence_length\" applies only to attention_type \"aft-full\"");
 }
 
 TEST_CASE("config: linear-attention feature maps (recur layout)") {

@@ -22,6 +22,28 @@ _IGNORED_KEYS = {"layout", "dropout", "attention_dropout"}
 #  "stabilize": false (optional; true subtracts a sequence-wide max: no causal/RNN form)}.
 FEATURE_MAP_KEY = "feature_map"
 _FAVOR_REQUIRED = {"type", "n_dims"}
+
+# attention_type "aft-full": the library's AFTFullAttention, registered in
+# idiap/fast-transformers fast_transformers/attention/aft_attention.py as
+#     AttentionRegistry.register(
+#         "aft-full", AFTFullAttention,
+#         [
+#             ("max_sequence_length", Optional(Int, 1024)),
+#             ("aft_parameterization", Optional(Int, 64)),
+#             ("event_dispatcher", Optional(EventDispatcherInstance, ""))
+#         ]
+#     )
+# with  self.u = torch.nn.Parameter(torch.randn(max_sequence_length, aft_parameterization) * 0.01)
+# (self.v likewise), forward:  w = (self.u[:L].mm(self.v[:S].t())) + attn_mask.additive_matrix;
+# K = K[:, None, :, :, :] * w[None, :, None, None, :];  K = torch.softmax(K, dim=-1),
+# and  "if E != D: raise ValueError("AFT requires that queries, keys and values have the same
+# dimensionality")". Only the (non-recurrent) AttentionRegistry holds "aft-full" (no
+# RecurrentAttentionRegistry entry, no "causal-aft-full"), and its causal use multiplies K by
+# the mask's −∞ (NaN/±∞), so the mapping is the encoder (all-ones mask): causal false, where
+# recur's bias_form "multiply", bias_rank = aft_parameterization equals the library exactly.
+# The two keys are valid only with attention_type "aft-full" and default as in the registry.
+AFT_FULL = "aft-full"
+AFT_FULL_DEFAULTS = {"max_sequence_length": 1024, "aft_parameterization": 64}
 _FAVOR_OPTIONAL = {"softmax_temp", "stabilize"}
 
 
@@ -52,17 +74,41 @@ def _favor_mixer_keys(fm) -> dict:
     return out
 
 
+def _aft_full_mixer(c: dict) -> dict:
+    """The recur mixer of attention_type "aft-full" (c: the config with defaults filled in)."""
+
+    def need(ok, what):
+        if not ok:
+            raise ValueError(f"fast-transformers config (attention_type 'aft-full'): {what}")
+
+    def pos_int(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+    need(c["value_dimensions"] == c["query_dimensions"],
+         f"value_dimensions {c['value_dimensions']!r} must equal query_dimensions {c['query_dimensions']!r} "
+         "(AFT requires that queries, keys and values have the same dimensionality)")
+    need(FEATURE_MAP_KEY not in c, "feature_map is only valid with linear attention")
+    for k in AFT_FULL_DEFAULTS:
+        need(pos_int(c[k]), f"{k} must be a positive integer, got {c[k]!r}")
+    return {"type": "aft_full", "heads": c["n_heads"], "dk": c["query_dimensions"],
+            "max_length": c["max_sequence_length"], "bias_rank": c["aft_parameterization"],
+            "bias_form": "multiply", "causal": False}
+
+
 def recur_config(ft_config: dict) -> dict:
     """The recur-layout config of the model a fast-transformers builder config
     describes: the one place this mapping is made (README, "fast-transformers layout")."""
     missing = [k for k in REQUIRED_KEYS if k not in ft_config]
     unknown = (set(ft_config) - set(REQUIRED_KEYS) - set(DEFAULTS) - set(_METADATA_KEYS) - _IGNORED_KEYS
-               - {FEATURE_MAP_KEY})
+               - {FEATURE_MAP_KEY} - set(AFT_FULL_DEFAULTS))
     if missing or unknown:
         raise ValueError(f"fast-transformers config: missing keys {missing}, unsupported keys {sorted(unknown)}")
     c = {**DEFAULTS, **ft_config}
-    if c["attention_type"] not in ("linear", "causal-linear"):
-        raise ValueError("fast-transformers config: attention_type must be 'linear' or 'causal-linear'")
+    if c["attention_type"] not in ("linear", "causal-linear", AFT_FULL):
+        raise ValueError("fast-transformers config: attention_type must be 'linear', 'causal-linear' or 'aft-full'")
+    aft_keys = sorted(set(AFT_FULL_DEFAULTS) & set(ft_config))
+    if c["attention_type"] != AFT_FULL and aft_keys:
+        raise ValueError(f"fast-transformers config: keys {aft_keys} are only valid with attention_type 'aft-full'")
     d_model = c["n_heads"] * c["value_dimensions"]
     config = {
         "layout": "recur",
@@ -79,6 +125,8 @@ def recur_config(ft_config: dict) -> dict:
         "final_norm": c["final_normalization"],
         "head": None,
     }
+    if c["attention_type"] == AFT_FULL:
+        config["mixer"] = _aft_full_mixer({**AFT_FULL_DEFAULTS, **c})
     if FEATURE_MAP_KEY in ft_config:
         config["mixer"].update(_favor_mixer_keys(ft_config[FEATURE_MAP_KEY]))
     config.update({k: ft_config[k] for k in _METADATA_KEYS if k in ft_config})
@@ -89,6 +137,7 @@ def recur_config(ft_config: dict) -> dict:
 _TO_FT = [
     (r"blocks\.(\d+)\.mixer\.(query|key|value|out)\.(weight|bias)", r"layers.\1.attention.\2_projection.\3"),
     (r"blocks\.(\d+)\.mixer\.feature_map\.omega", r"layers.\1.attention.inner_attention.feature_map.omega"),
+    (r"blocks\.(\d+)\.mixer\.(u|v)", r"layers.\1.attention.inner_attention.\2"),   # aft-full's low-rank bias
     (r"blocks\.(\d+)\.ffn\.(linear[12])\.(weight|bias)", r"layers.\1.\2.\3"),
     (r"blocks\.(\d+)\.(norm[12])\.(weight|bias)", r"layers.\1.\2.\3"),
     (r"final_norm\.(weight|bias)", r"norm.\1"),
@@ -96,6 +145,7 @@ _TO_FT = [
 _FROM_FT = [
     (r"layers\.(\d+)\.attention\.(query|key|value|out)_projection\.(weight|bias)", r"blocks.\1.mixer.\2.\3"),
     (r"layers\.(\d+)\.attention\.inner_attention\.feature_map\.omega", r"blocks.\1.mixer.feature_map.omega"),
+    (r"layers\.(\d+)\.attention\.inner_attention\.(u|v)", r"blocks.\1.mixer.\2"),
     (r"layers\.(\d+)\.(linear[12])\.(weight|bias)", r"blocks.\1.ffn.\2.\3"),
     (r"layers\.(\d+)\.(norm[12])\.(weight|bias)", r"blocks.\1.\2.\3"),
     (r"norm\.(weight|bias)", r"final_norm.\1"),

@@ -1,5 +1,5 @@
 """The reference model: a causal linear-attention (or softmax-attention baseline,
-sliding-window attention, AFT-simple, AFT-local, AFT-conv, FLASH; or the encoder-only Linformer) transformer, run either over a whole sequence at once (parallel form) or one
+sliding-window attention, AFT-simple, AFT-local, AFT-conv, AFT-full, FLASH; or the encoder-only Linformer) transformer, run either over a whole sequence at once (parallel form) or one
 position at a time (RNN form). A mixed model gives each block its own mixer
 (config "mixer" a list of n_layers mixer dicts; see mixer_configs).
 
@@ -34,7 +34,7 @@ _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp"}
 # The mixer types a recur config may name ("mixer": one mixer dict for every block, or a
 # list of n_layers mixer dicts, block i using entry i: a mixed model).
 MIXER_TYPES = ("linear_attention", "softmax_attention", "sliding_window", "aft_simple", "aft_local", "aft_conv",
-               "flash", "linformer")
+               "aft_full", "flash", "linformer")
 
 
 def mixer_configs(config: dict) -> List[dict]:
@@ -69,7 +69,8 @@ def _validate_mixer(mixer, d_model) -> None:
         # softmax_attention: type, heads, dk, dv, optional causal (no eps, no feature_map);
         # sliding_window: type, heads, dk, dv, window, optional dilation, global_tokens, causal;
         # aft_simple: type, heads, dk, optional causal; aft_local, aft_conv: type, heads, dk,
-        # window, optional causal; flash: type, expansion_dim, qk_dim,
+        # window, optional causal; aft_full: type, heads, dk, max_length, optional bias_rank,
+        # bias_form, causal; flash: type, expansion_dim, qk_dim,
         # chunk, optional scale, causal; linformer: type, heads, dk, dv, seq_len, proj_dim, optional
         # sharing, causal (false only). mixers.py's rules, whose messages name the offending key.
         mixers.validate_mixer(mixer, d_model)
@@ -195,6 +196,8 @@ class State(NamedTuple):
       "den" (D,), "k_ring" (s, D), "max" (D,), "num" (D,), "v_ring" (s, D): num, den, max as
       aft_simple's but over the positions that left the window (p ≤ pos − s; −inf max while
       none has); ring slot p mod s holds position p's k and v (slots never written are 0)
+    aft_full, the KV cache (bounded by max_length T), grows by one row per position:
+      "k" (pos, D), "v" (pos, D): the keys and values of every position so far
     flash, fixed size (E = expansion_dim, s = qk_dim, C = chunk):
       "S" (s, E) = Σ over completed absolute chunks of K^linᵀV; "kl_buf" (C, s),
       "kq_buf" (C, s), "v_buf" (C, E): slot p mod C holds position p's K^lin, K^quad, V
@@ -202,7 +205,7 @@ class State(NamedTuple):
     linformer (encoder only): {} (no state).
     In a mixed model each layer's dict is its own mixer's (one of the above per layer).
     Golden records "state.{i}.{name}" follow each dict's order (S, z / K, V / sorted names
-    for sliding_window, aft_simple, aft_local, aft_conv and flash).
+    for sliding_window, aft_simple, aft_local, aft_conv, aft_full and flash).
     """
     pos: int                        # positions consumed so far = index of the next position
     layers: List[Dict[str, Tensor]]
@@ -820,6 +823,132 @@ class AFTConv(AFTLocal):
         return self.conv_kernel.t().repeat_interleave(self.dk, dim=1)          # (s or 2s−1, D)
 
 
+class AFTFull(nn.Module):
+    """AFT-full (recur_ref/mixers.py's AFTFull, batched and with a T-padded cache there),
+    element-wise over D = heads·dk channels with a learned pairwise bias w (T, T), T = max_length:
+
+        y_t = σ(q_t) ⊙ Σ_p exp(ℓ_{t,p}) ⊙ v_p / Σ_p exp(ℓ_{t,p}),  Mixer(x) = out(y)
+        ℓ_{t,p} = k_p + w_{t,p}  (bias_form "add", the default)  or  k_p · w_{t,p}  ("multiply")
+        p ≤ t (causal) or every p < N (non-causal);  w shared by all channels:
+        bias_rank null: w = pos_bias (T, T);  bias_rank r: w = u vᵀ, u (T, r), v (T, r)
+
+    "multiply" with a rank is fast-transformers' AFTFullAttention (non-causal: exactly the
+    library; causal: the softmax over p ≤ t of k_p·w_{t,p}, the intended meaning of the
+    library's masked form, see mixers.AFTFull). Tensors: query, key, value (D, d_model),
+    out (d_model, D) (.weight/.bias), then pos_bias or u, v, created in mixers.AFTFull's order
+    and with its init (same weights from the same torch seed). Positions are absolute stream
+    indices 0..T−1; a position ≥ T raises ValueError naming max_length. The causal state is
+    the KV cache {"k" (P, D), "v" (P, D)} of the P positions so far (P ≤ T; mixers.AFTFull pads
+    it to T rows); a non-causal (encoder) mixer keeps none ({}).
+    """
+
+    TYPE = "aft_full"
+
+    def __init__(self, d_model: int, heads: int, dk: int, max_length: int, bias_rank: Optional[int] = None,
+                 bias_form: str = "add", causal: bool = True):
+        super().__init__()
+        if bias_form not in mixers.AFT_BIAS_FORMS:
+            raise ValueError(f"unknown mixer.bias_form {bias_form!r}; expected one of {list(mixers.AFT_BIAS_FORMS)}")
+        self.heads, self.dk, self.T, self.rank, self.form, self.causal = heads, dk, max_length, bias_rank, bias_form, causal
+        self.D = heads * dk
+        self.query = nn.Linear(d_model, self.D)
+        self.key = nn.Linear(d_model, self.D)
+        self.value = nn.Linear(d_model, self.D)
+        self.out = nn.Linear(self.D, d_model)
+        if bias_rank is None:
+            self.pos_bias = nn.Parameter(0.5 * torch.randn(max_length, max_length))
+        else:
+            self.u = nn.Parameter(0.7 * torch.randn(max_length, bias_rank))
+            self.v = nn.Parameter(0.7 * torch.randn(max_length, bias_rank))
+
+    @classmethod
+    def from_config(cls, d_model: int, mixer: dict) -> "AFTFull":
+        """The mixer of a recur config's "mixer" section (type aft_full)."""
+        if mixer.get("type") != cls.TYPE:
+            raise ValueError(f"mixer type {mixer.get('type')!r} given to {cls.__name__}")
+        mixers.validate_mixer(mixer, d_model)
+        return cls(d_model, mixer["heads"], mixer["dk"], mixer["max_length"], mixer.get("bias_rank"),
+                   mixer.get("bias_form", "add"), mixer.get("causal", True))
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """Before the first position: an empty KV cache (sorted names k, v); {} for a
+        non-causal (encoder) mixer, which keeps no state."""
+        if not self.causal:
+            return {}
+        return {"k": torch.zeros(0, self.D, dtype=dtype), "v": torch.zeros(0, self.D, dtype=dtype)}
+
+    def _qkv(self, x: Tensor):
+        """x (N, d_model) → σ(q), k, v, each (N, D)."""
+        return torch.sigmoid(self.query(x)), self.key(x), self.value(x)
+
+    def _check(self, pos: int, n: int):
+        mixers._check_pos(pos, n, self.T, "max_length", self.TYPE)
+
+    def bias(self, t: Tensor, p: Tensor) -> Tensor:
+        """w_{t,p} for query positions t (Nt,) and key positions p (Np,) → (Nt, Np)."""
+        if self.rank is None:
+            return self.pos_bias[t[:, None], p[None, :]]
+        return self.u[t] @ self.v[p].t()
+
+    def _attend(self, q: Tensor, K: Tensor, V: Tensor, t: Tensor, mask: bool) -> Tensor:
+        """σ(q) (Nt, D) at positions t over keys K, values V (Np, D) at positions 0..Np−1
+        → (Nt, D); mask: drop p > t (causal)."""
+        p = torch.arange(len(K))
+        w = self.bias(t, p)[..., None]                                          # (Nt, Np, 1)
+        lg = K[None] + w if self.form == "add" else K[None] * w                 # (Nt, Np, D)
+        if mask:
+            lg = lg.masked_fill((p[None, :] > t[:, None])[..., None], float("-inf"))
+        a = torch.softmax(lg, 1)                                                # over key positions
+        return q * torch.einsum("tpd,pd->td", a, V)
+
+    def _cache(self, state: Dict[str, Tensor], pos: int):
+        K, V = state["k"], state["v"]
+        if len(K) != pos or len(V) != pos:
+            raise ValueError(f"aft_full state holds {len(K)} positions, the stream is at {pos}")
+        return K, V
+
+    def parallel(self, x: Tensor, state: Dict[str, Tensor], pos: int, chunk: int):
+        """Chunked parallel form: x (N, d_model) at positions pos..pos+N−1 after the state's
+        pos cached positions. A chunk of queries t0..t1 attends to the keys 0..t1, masked to
+        p ≤ t; chunk ≥ N is the plain masked form. Returns (out (N, d_model), the state with
+        x's keys and values appended)."""
+        n = len(x)
+        self._check(pos, n)
+        q, k, v = self._qkv(x)
+        K0, V0 = self._cache(state, pos)
+        K, V = torch.cat([K0, k]), torch.cat([V0, v])
+        outs = []
+        for c in range(0, n, chunk):
+            end = min(c + chunk, n)
+            outs.append(self._attend(q[c:end], K[:pos + end], V[:pos + end], torch.arange(pos + c, pos + end), True))
+        return self.out(torch.cat(outs)), {"k": K, "v": V}
+
+    def recurrent(self, x: Tensor, state: Dict[str, Tensor], pos: int):
+        """RNN form: per position t, append k_t, v_t to the cache, then attend over all of it
+        (p ≤ t: no mask needed). Same arguments and result as `parallel`."""
+        self._check(pos, len(x))
+        q, k, v = self._qkv(x)
+        K, V = self._cache(state, pos)
+        outs = []
+        for i in range(len(x)):
+            K, V = torch.cat([K, k[i:i + 1]]), torch.cat([V, v[i:i + 1]])
+            outs.append(self._attend(q[i:i + 1], K, V, torch.tensor([pos + i]), False))
+        return self.out(torch.cat(outs)), {"k": K, "v": V}
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
+        """Non-causal (encoder) form over x as a whole utterance (positions 0..N−1, N ≤ T; an
+        encoder keeps no state, so `state` comes back unchanged): per query t a softmax over
+        every p, computed per block of CHUNK queries."""
+        if pos != 0:
+            raise ValueError(f"a non-causal {self.TYPE} mixer runs on a whole utterance from position 0")
+        n = len(x)
+        self._check(0, n)
+        q, k, v = self._qkv(x)
+        outs = [self._attend(q[c:c + CHUNK], k, v, torch.arange(c, min(c + CHUNK, n)), False)
+                for c in range(0, n, CHUNK)]
+        return self.out(torch.cat(outs)), state
+
+
 class FLASH(nn.Module):
     """FLASH mixed-chunk attention (recur_ref/mixers.py's FLASH, whose docstring is the exact
     semantics), one head. Per position, with SiLU projections
@@ -1056,7 +1185,7 @@ class FeedForward(nn.Module):
 # The model's mixer class per config "type".
 _MIXER_CLASSES = {"linear_attention": LinearAttention, "softmax_attention": SoftmaxAttention,
                   "sliding_window": SlidingWindowAttention, "aft_simple": AFTSimple, "aft_local": AFTLocal,
-                  "aft_conv": AFTConv, "flash": FLASH, "linformer": Linformer}
+                  "aft_conv": AFTConv, "aft_full": AFTFull, "flash": FLASH, "linformer": Linformer}
 
 
 class Block(nn.Module):
@@ -1086,7 +1215,7 @@ class Block(nn.Module):
             form = m.recurrent
         else:
             form = partial(m.parallel, chunk=chunk)
-        if isinstance(m, (SlidingWindowAttention, AFTLocal, FLASH, Linformer)):   # absolute positions (windows, groups, E columns)
+        if isinstance(m, (SlidingWindowAttention, AFTLocal, AFTFull, FLASH, Linformer)):   # absolute positions (windows, groups, E columns)
             return form(h, state, pos=pos)
         if isinstance(m, LinearAttention):
             a, S, z = form(h, state["S"], state["z"])
@@ -1194,7 +1323,7 @@ class RecurModel(nn.Module):
         """The state before the first position (attention-math.md §2, §3): zero S and z
         per linear-attention layer, an empty KV cache per softmax-attention layer, zero
         rings per sliding-window layer, num = den = 0 and max = −inf per aft_simple layer (and
-        zero rings too per aft_local / aft_conv layer),
+        zero rings too per aft_local / aft_conv layer), an empty KV cache per causal aft_full layer,
         zero S and buffers per flash layer, nothing per linformer layer; each layer as its own mixer (a mixed model
         mixes these)."""
         return State(pos=0, layers=[block.mixer.empty_state(self.dtype) for block in self.blocks])
