@@ -147,17 +147,20 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
                                         "sliding_window",   "aft_simple",
                                         "flash",            "linformer",
                                         "aft_local",        "aft_conv",
-                                        "aft_full"};
+                                        "aft_full",         "gau"};
   static const MixerType kMixerTypes[] = {
       MixerType::kLinearAttention, MixerType::kSoftmaxAttention, MixerType::kSlidingWindow,
       MixerType::kAftSimple,       MixerType::kFlash,            MixerType::kLinformer,
-      MixerType::kAftLocal,        MixerType::kAftConv,          MixerType::kAftFull};
+      MixerType::kAftLocal,        MixerType::kAftConv,          MixerType::kAftFull,
+      MixerType::kGau};
   std::size_t mixer_type = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(mixer, "type", where, kMixers, &mixer_type));
   block.mixer = kMixerTypes[mixer_type];
   LinearAttentionDescription& la = block.linear_attention;
   const bool flash = block.mixer == MixerType::kFlash;
-  if (!flash) {
+  const bool gau = block.mixer == MixerType::kGau;
+  const bool gated = flash || gau;  // no heads: one head of expansion_dim / qk_dim
+  if (!gated) {
     RECUR_RETURN_IF_ERROR(r.UInt(mixer, "heads", where, 1, &la.heads));
     RECUR_RETURN_IF_ERROR(r.UInt(mixer, "dk", where, 1, &la.dk));
   }
@@ -165,17 +168,17 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
                    block.mixer == MixerType::kAftConv || block.mixer == MixerType::kAftFull;
   if (aft) {
     la.dv = la.dk;  // query, key and value are all D = heads·dk wide
-  } else if (!flash) {
+  } else if (!gated) {
     RECUR_RETURN_IF_ERROR(r.UInt(mixer, "dv", where, 1, &la.dv));
   }
   // The keys each mixer type takes (besides type, causal and, but for
   // FLASH, heads and dk).
   auto only_keys = [&](std::initializer_list<const char*> extra) -> Status {
     for (const auto& [key, value] : mixer.items()) {
-      bool known = key == "type" || key == "causal" || (!flash && (key == "heads" || key == "dk"));
+      bool known = key == "type" || key == "causal" || (!gated && (key == "heads" || key == "dk"));
       for (const char* k : extra) known = known || key == k;
       if (!known) {
-        std::string list = flash ? "type, causal" : "type, heads, dk, causal";
+        std::string list = gated ? "type, causal" : "type, heads, dk, causal";
         for (const char* k : extra) list += std::string(", ") + k;
         return r.Invalid(where + "." + key, std::string("does not apply to ") + kMixers[mixer_type] +
                                              " (its keys: " + list + ")");
@@ -219,13 +222,16 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
       return r.Invalid(where + ".causal", "must be false: linformer mixes the whole sequence "
                                           "and has no recurrent form");
     }
-  } else if (flash) {
-    RECUR_RETURN_IF_ERROR(only_keys({"expansion_dim", "qk_dim", "chunk", "scale"}));
+  } else if (gated) {
+    // FLASH: chunk C, scale default 1/C; GAU: max_length T, scale default 1/T.
+    const char* length_key = flash ? "chunk" : "max_length";
+    RECUR_RETURN_IF_ERROR(only_keys({"expansion_dim", "qk_dim", length_key, "scale"}));
     RECUR_RETURN_IF_ERROR(r.UInt(mixer, "expansion_dim", where, 1, &la.expansion_dim));
     RECUR_RETURN_IF_ERROR(r.UInt(mixer, "qk_dim", where, 1, &la.qk_dim));
-    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "chunk", where, 1, &la.chunk));
-    if (la.chunk > 65536) return r.Invalid(where + ".chunk", "must be at most 65536");
-    la.scale = 1.0f / static_cast<float>(la.chunk);
+    uint32_t& length = flash ? la.chunk : la.max_length;
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, length_key, where, 1, &length));
+    if (length > 65536) return r.Invalid(where + "." + length_key, "must be at most 65536");
+    la.scale = 1.0f / static_cast<float>(length);
     if (auto sc = mixer.find("scale"); sc != mixer.end()) {
       if (!sc->is_number() || !std::isfinite(sc->get<double>()) || sc->get<double>() == 0.0) {
         return r.Invalid(where + ".scale", "must be a finite nonzero number");
@@ -594,15 +600,17 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
     out.push_back({p + "norm1.bias", s + "norm1.bias", {dm}});
     const std::string m = ft ? s + "attention." : s + "mixer.";
     const char* proj = ft ? "_projection" : "";
-    if (b.mixer == MixerType::kFlash) {
+    if (b.mixer == MixerType::kFlash || b.mixer == MixerType::kGau) {
       const LinearAttentionDescription& fl = b.linear_attention;
-      const int64_t e = fl.expansion_dim, qs = fl.qk_dim, c = fl.chunk;
+      const bool flash = b.mixer == MixerType::kFlash;
+      const int64_t e = fl.expansion_dim, qs = fl.qk_dim;
+      const int64_t rows = flash ? 4 : 2, c = flash ? fl.chunk : fl.max_length;
       AddLinear(&out, p + "mixer.u_proj", m + "u_proj", e, dm);
       AddLinear(&out, p + "mixer.v_proj", m + "v_proj", e, dm);
       AddLinear(&out, p + "mixer.z_proj", m + "z_proj", qs, dm);
       AddLinear(&out, p + "mixer.out", m + "out", dm, e);
-      out.push_back({p + "mixer.qk_gamma", m + "qk_gamma", {4, qs}});
-      out.push_back({p + "mixer.qk_beta", m + "qk_beta", {4, qs}});
+      out.push_back({p + "mixer.qk_gamma", m + "qk_gamma", {rows, qs}});
+      out.push_back({p + "mixer.qk_beta", m + "qk_beta", {rows, qs}});
       out.push_back({p + "mixer.rel_bias", m + "rel_bias", {fl.causal ? c : 2 * c - 1}});
     } else {
     AddLinear(&out, p + "mixer.query", m + "query" + proj, hk, dm);

@@ -315,6 +315,22 @@ class Collector {
         const uint64_t e = fl->expansion_dim(), qs = fl->qk_dim(), c = fl->chunk();
         mixer["state_bytes"] = fl->causal() ? 4 * (qs * e + c * (2 * qs + e)) : 0;
         mixer["state_grows_with_length"] = false;
+      } else if (const fb::Gau* g = b->mixer_as_Gau()) {
+        mixer["type"] = "gau";
+        mixer["expansion_dim"] = g->expansion_dim();
+        mixer["qk_dim"] = g->qk_dim();
+        mixer["max_length"] = g->max_length();
+        mixer["scale"] = FloatForJson(g->scale());
+        mixer["causal"] = g->causal();
+        mixer["u_proj"] = Dense(g->u_proj());
+        mixer["v_proj"] = Dense(g->v_proj());
+        mixer["z_proj"] = Dense(g->z_proj());
+        mixer["out"] = Dense(g->out());
+        // K (qk_dim) and V (expansion_dim) of every position so far, at most max_length.
+        mixer["state_bytes"] = 0;
+        mixer["state_bytes_per_position"] =
+            g->causal() ? 4 * (uint64_t{g->qk_dim()} + g->expansion_dim()) : 0;
+        mixer["state_grows_with_length"] = g->causal();
       } else if (const fb::AftSimple* aft = b->mixer_as_AftSimple()) {
         mixer["type"] = "aft_simple";
         mixer["heads"] = aft->heads();
@@ -482,10 +498,12 @@ std::string RenderText(const json& j) {
                  " global_tokens=" + std::to_string(m["global_tokens"].get<uint32_t>());
       }
       mixer += m.value("causal", true) ? "" : " non-causal (encoder)";
-    } else if (m["type"] == "flash") {
+    } else if (m["type"] == "flash" || m["type"] == "gau") {
+      const bool flash = m["type"] == "flash";
       mixer += " expansion_dim=" + std::to_string(m["expansion_dim"].get<uint32_t>()) +
                " qk_dim=" + std::to_string(m["qk_dim"].get<uint32_t>()) +
-               " chunk=" + std::to_string(m["chunk"].get<uint32_t>()) +
+               (flash ? " chunk=" : " max_length=") +
+               std::to_string(m[flash ? "chunk" : "max_length"].get<uint32_t>()) +
                " scale=" + FormatFloat(m["scale"].get<float>()) +
                (m.value("causal", true) ? "" : " non-causal (encoder)");
     }

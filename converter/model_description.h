@@ -32,6 +32,7 @@ enum class MixerType {
   kAftLocal,  // window bias shared by channels
   kAftConv,   // window bias per head
   kAftFull,   // pairwise bias up to max_length
+  kGau,       // gated attention unit, relu² over positions below max_length
 };
 enum class LinformerSharing { kNone, kHeadwise, kKeyValue, kLayerwise };
 
@@ -69,7 +70,8 @@ struct LinearAttentionDescription {
   uint32_t seq_len = 0;
   uint32_t proj_dim = 0;
   LinformerSharing sharing = LinformerSharing::kNone;
-  // AFT-full: T, the factorised bias's rank (0: a full [T, T] bias) and
+  // AFT-full and GAU: T (GAU also uses expansion_dim, qk_dim and scale,
+  // default 1/T). AFT-full: the factorised bias's rank (0: a full [T, T] bias) and
   // whether logits are k·w (fast-transformers) rather than k + w.
   uint32_t max_length = 0;
   uint32_t bias_rank = 0;

@@ -132,9 +132,10 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
     const std::string p = "blocks." + std::to_string(i) + ".";
     auto norm1 = norm(p + "norm1");
     const bool flash = b.mixer == MixerType::kFlash;
-    auto q = dense(p + (flash ? "mixer.u_proj" : "mixer.query"));
-    auto k = dense(p + (flash ? "mixer.v_proj" : "mixer.key"));
-    auto v = dense(p + (flash ? "mixer.z_proj" : "mixer.value"));
+    const bool gated = flash || b.mixer == MixerType::kGau;
+    auto q = dense(p + (gated ? "mixer.u_proj" : "mixer.query"));
+    auto k = dense(p + (gated ? "mixer.v_proj" : "mixer.key"));
+    auto v = dense(p + (gated ? "mixer.z_proj" : "mixer.value"));
     auto o = dense(p + "mixer.out");
     const LinearAttentionDescription& la = b.linear_attention;
     flatbuffers::Offset<void> mixer;
@@ -169,6 +170,12 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
       mixer = fb::CreateFlash(fbb, la.expansion_dim, la.qk_dim, la.chunk, la.scale, q, k, v, o,
                               ref(p + "mixer.qk_gamma"), ref(p + "mixer.qk_beta"),
                               ref(p + "mixer.rel_bias"), la.causal)
+                  .Union();
+    } else if (b.mixer == MixerType::kGau) {
+      mixer_type = fb::Mixer::Gau;
+      mixer = fb::CreateGau(fbb, la.expansion_dim, la.qk_dim, la.max_length, la.scale, q, k, v, o,
+                            ref(p + "mixer.qk_gamma"), ref(p + "mixer.qk_beta"),
+                            ref(p + "mixer.rel_bias"), la.causal)
                   .Union();
     } else if (b.mixer == MixerType::kAftSimple) {
       mixer_type = fb::Mixer::AftSimple;

@@ -30,14 +30,16 @@ import torch.nn.functional as F
 
 from recur_ref import CHUNK, checkpoint, golden, mixers, safetensors
 from recur_ref import fast_transformers_layout as ftl
-from recur_ref.model import (FLASH, AFTConv, AFTFull, AFTLocal, AFTSimple, Block, LinearAttention, Linformer, RecurModel,
-                             SlidingWindowAttention, SoftmaxAttention, feature_dim, mixer_configs)
+from recur_ref.model import (FLASH, GAU, MIXER_TYPES, AFTConv, AFTFull, AFTLocal, AFTSimple, Block, LinearAttention,
+                             Linformer, RecurModel, SlidingWindowAttention, SoftmaxAttention, feature_dim,
+                             mixer_configs)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 CONFIGS = sorted(glob.glob(os.path.join(REPO_ROOT, "models", "configs", "*.json")))
 SEQ_LEN = {"paper_mnist": 32, "long_pre_tokens": 300, "sliding_window_tokens": 100,  # per config; default below
-           "mixed_tokens": 100, "mixed_features": 90, "linformer_features": 200, "linformer_shared": 128}
+           "mixed_tokens": 100, "mixed_features": 90, "linformer_features": 200, "linformer_shared": 128,
+           "gau_tokens": 100}
 DEFAULT_SEQ_LEN = 64
 SEED = 7
 
@@ -47,7 +49,7 @@ AFT_LOCAL_STATE = ["den", "k_ring", "max", "num", "v_ring"]   # aft_local and af
 STATE_NAMES = {"softmax_attention": ["K", "V"], "linear_attention": ["S", "z"],
                "sliding_window": ["k_glob", "k_ring", "v_glob", "v_ring"],
                "aft_simple": ["den", "max", "num"], "aft_local": AFT_LOCAL_STATE, "aft_conv": AFT_LOCAL_STATE,
-               "aft_full": ["k", "v"], "flash": ["S", "kl_buf", "kq_buf", "v_buf"],
+               "aft_full": ["k", "v"], "gau": ["k", "v"], "flash": ["S", "kl_buf", "kq_buf", "v_buf"],
                "linformer": []}   # encoder only: no state
 
 
@@ -108,15 +110,16 @@ def expected_tensors(cfg):
         t["input.positions"] = (cfg["max_positions"], d)
     for i, m in enumerate(mixer_configs(cfg)):   # block i's own mixer (a list: a mixed model)
         b = f"blocks.{i}."
-        if m["type"] != "flash":
+        if m["type"] not in ("gau", "flash"):
             qk = m["heads"] * m["dk"]
             vv = qk if m["type"].startswith("aft_") else m["heads"] * m["dv"]   # AFT: D = heads·dk throughout
         for name, shape in [("norm1", (d,)), ("norm2", (d,))]:
             t.update({b + name + ".weight": shape, b + name + ".bias": shape})
-        if m["type"] == "flash":
-            E, s, C = m["expansion_dim"], m["qk_dim"], m["chunk"]
+        if m["type"] in ("gau", "flash"):   # README: GAU's rows Q, K and T = max_length; FLASH's 4 rows and C
+            E, s = m["expansion_dim"], m["qk_dim"]
+            rows, C = (2, m["max_length"]) if m["type"] == "gau" else (4, m["chunk"])
             mix = [("mixer.u_proj", (E, d)), ("mixer.v_proj", (E, d)), ("mixer.z_proj", (s, d)), ("mixer.out", (d, E))]
-            t.update({b + "mixer.qk_gamma": (4, s), b + "mixer.qk_beta": (4, s),
+            t.update({b + "mixer.qk_gamma": (rows, s), b + "mixer.qk_beta": (rows, s),
                       b + "mixer.rel_bias": (C if m.get("causal", True) else 2 * C - 1,)})
         else:
             mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)), ("mixer.out", (d, vv))]
@@ -229,6 +232,12 @@ def naive_forward(cfg, w, x):
         W = w[b + "mixer.pos_bias"] if m.get("bias_rank") is None else w[b + "mixer.u"] @ w[b + "mixer.v"].t()
         return lin(naive_aft_full(m, W, q, k, v), b + "mixer.out")
 
+    def gau_mixer(h, b):
+        u, v, z = (F.silu(lin(h, b + f"mixer.{name}_proj")) for name in ("u", "v", "z"))
+        g, be = w[b + "mixer.qk_gamma"], w[b + "mixer.qk_beta"]
+        q, k = (g[r] * z + be[r] for r in range(2))
+        return lin(u * naive_gau(m, q, k, v, w[b + "mixer.rel_bias"]), b + "mixer.out")
+
     def flash_mixer(h, b):
         u, v, z = (F.silu(lin(h, b + f"mixer.{name}_proj")) for name in ("u", "v", "z"))
         g, be = w[b + "mixer.qk_gamma"], w[b + "mixer.qk_beta"]
@@ -245,6 +254,8 @@ def naive_forward(cfg, w, x):
     def mixer(h, b):
         if m["type"] == "linformer":
             return linformer_mixer(h, b)
+        if m["type"] == "gau":
+            return gau_mixer(h, b)
         if m["type"] == "flash":
             return flash_mixer(h, b)
         if m["type"] == "softmax_attention":
@@ -344,6 +355,20 @@ def naive_flash(m, qq, kq, ql, kl, v, rel_bias):
         seen = range(g * C) if causal else range(n)
         for p in seen:
             o[t] += (scale if causal else 1.0 / n) * (ql[t] @ kl[p]) * v[p]
+    return o
+
+
+def naive_gau(m, q, k, v, rel_bias):
+    """GAU's Σ_p A_{t,p} V_p (n, E) at positions 0..n−1 as explicit sums (the README's
+    formula): A_{t,p} = relu(scale·Q_t·K_p + rel_bias[t − p])² over p ≤ t (causal) or
+    relu(scale·Q_t·K_p + rel_bias[t − p + T − 1])² over all p; scale defaults to 1/T."""
+    T = m["max_length"]
+    scale, causal = m.get("scale", 1.0 / T), m.get("causal", True)
+    o = torch.zeros_like(v)
+    for t in range(len(v)):
+        for p in range(t + 1 if causal else len(v)):
+            bias = rel_bias[t - p] if causal else rel_bias[t - p + T - 1]
+            o[t] += torch.relu(scale * (q[t] @ k[p]) + bias) ** 2 * v[p]
     return o
 
 
@@ -1000,7 +1025,7 @@ def softmax_config_validation():
         (with_mixer(causal="yes"), "causal"),
         (with_mixer(causal=1), "causal"),
         (with_mixer(type="softmax"), "type"),
-        (with_mixer(type="gau"), "type"),        # a mixers.py type that the model does not run
+        (with_mixer(type="mega"), "type"),       # not a mixer type (the model runs every mixers.py type)
     ]
     expect_rejected(bad)
     for ok in (with_mixer(causal=True), with_mixer(causal=False), with_mixer(dk=3, dv=5)):
@@ -1765,7 +1790,7 @@ def mixed_config_validation():
            (with_entry(2, eps=0), "recur config: mixer[2] (linear_attention): mixer.eps must be > 0"),
            (with_entry(2, feature_map="tanh"), "recur config: mixer[2] (linear_attention): mixer.feature_map must be"),
            (with_entry(2, n_features=8), "recur config: mixer[2] (linear_attention): keys ['n_features'] are only"),
-           (with_entry(0, type="gau"), "recur config: mixer[0] (gau): mixer.type must be one of"),
+           (with_entry(0, type="mega"), "recur config: mixer[0] (mega): mixer.type must be one of"),
            (with_entry(0, causal="yes"), "recur config: mixer[0] (sliding_window): mixer.causal must be true or false"),
            ({**base, "mixer": base["mixer"][:2] + [None] + base["mixer"][3:]}, "recur config: mixer[2]: mixer.type must"),
            ({**base, "mixer": base["mixer"][:1] + [{"heads": 2}] + base["mixer"][2:]}, "recur config: mixer[1]: mixer.type")]
@@ -2304,6 +2329,268 @@ def aft_full_golden_cli():
         assert r.returncode != 0 and "max_length" in r.stderr, r.stderr
 
 
+# ---------------------------------------------------------------- gau
+
+GAU_D_MODEL, GAU_E, GAU_S, GAU_N, GAU_P = 10, 12, 5, 70, 9   # N > CHUNK: several chunks
+
+
+def _gau_cfg(T, causal=True, **kv):
+    return {"type": "gau", "expansion_dim": GAU_E, "qk_dim": GAU_S, "max_length": T, "causal": causal, **kv}
+
+
+def _gau_parts(att, x):
+    """U, V, Q, K of a GAU mixer written out from the README (not its _proj)."""
+    u, v, z = (F.silu(F.linear(x, p.weight, p.bias)) for p in (att.u_proj, att.v_proj, att.z_proj))
+    q, k = (att.qk_gamma[r] * z + att.qk_beta[r] for r in range(2))
+    return u, v, q, k
+
+
+def gau_forms():
+    """GAU of model.py alone (float64), default scale 1/T and scale 0.37: tensors and init as
+    mixers.GAU's; recurrent == chunked parallel (chunks 1, 7, CHUNK, N) == explicit sums ==
+    mixers.GAU's prefill (same weights via load_state_dict), from the empty state and after
+    P = 9 positions, the KV cache (k (P + N, s), v (P + N, E)) included; uneven pieces; the
+    non-causal form vs naive and mixers.GAU's forward; positions past max_length raise
+    ValueError naming max_length (T − 1 is still fine)."""
+    g = torch.Generator().manual_seed(22)
+    P, E, s, d = GAU_P, GAU_E, GAU_S, GAU_D_MODEL
+    T = P + GAU_N + 1
+    full = torch.randn(P + GAU_N, d, generator=g, dtype=torch.float64)
+    for extra in ({}, {"scale": 0.37}):
+        what = f"gau {extra or 'default scale'}"
+        cfg = _gau_cfg(T, **extra)
+        torch.manual_seed(0)
+        att = GAU.from_config(d, cfg)
+        torch.manual_seed(0)
+        ref = mixers.GAU(cfg, d)
+        names = {k: tuple(v.shape) for k, v in att.state_dict().items()}
+        assert names == {"u_proj.weight": (E, d), "u_proj.bias": (E,), "v_proj.weight": (E, d), "v_proj.bias": (E,),
+                         "z_proj.weight": (s, d), "z_proj.bias": (s,), "qk_gamma": (2, s), "qk_beta": (2, s),
+                         "out.weight": (d, E), "out.bias": (d,), "rel_bias": (T,)}, names
+        assert list(att.state_dict()) == list(ref.state_dict()), "tensor order differs from mixers.GAU"
+        assert all(torch.equal(v, ref.state_dict()[k]) for k, v in att.state_dict().items()), "init differs"
+        assert att.scale == extra.get("scale", 1.0 / T)
+        att, ref = att.double(), ref.double()
+        with torch.no_grad():   # a positive bias shift: relu² keeps most pairs (and the Q·K term matters)
+            att.rel_bias.add_(0.2)
+        ref.load_state_dict(att.state_dict(), strict=True)
+        with torch.no_grad():
+            u, v, q, k = _gau_parts(att, full)
+            naive = F.linear(u * naive_gau(cfg, q, k, v, att.rel_bias), att.out.weight, att.out.bias)
+            y_ref, st_ref = ref.prefill(full[None], ref.initial_state(1))
+            assert_close(y_ref[0], naive, 1e-12, f"{what}: mixers.GAU vs naive")
+            assert_close(ref(full[None])[0], naive, 1e-12, f"{what}: mixers.GAU forward vs naive")
+            empty = att.empty_state(torch.float64)
+            assert list(empty) == ["k", "v"] and [tuple(t.shape) for t in empty.values()] == [(0, s), (0, E)]
+            for start in (0, P):
+                st0 = empty
+                if start:
+                    _, st0 = att.recurrent(full[:start], empty, 0)
+                    assert_close(st0["k"], st_ref["k"][0, :start], 1e-12, f"{what}: prefix cache k")
+                x = full[start:]
+                y_rec, st_rec = att.recurrent(x, st0, start)
+                assert list(st_rec) == ["k", "v"]
+                assert st_rec["k"].shape == (len(full), s) and st_rec["v"].shape == (len(full), E)
+                assert_close(y_rec, naive[start:], 1e-12, f"{what}: recurrent from {start} vs naive")
+                assert_close(st_rec["k"], k, 1e-12, f"{what}: state k = the K rows")
+                assert_close(st_rec["v"], v, 1e-12, f"{what}: state v = the V rows")
+                for name in ("k", "v"):
+                    assert_close(st_rec[name], st_ref[name][0, :len(full)], 1e-12, f"{what}: state {name}")
+                for chunk in (1, 7, CHUNK, len(x)):
+                    y_par, st_par = att.parallel(x, st0, start, chunk)
+                    assert_close(y_par, y_rec, 1e-12, f"{what}: parallel chunk {chunk} from {start}")
+                    for name in ("k", "v"):
+                        assert torch.equal(st_par[name], st_rec[name]), f"{what}: chunk {chunk} state {name}"
+                st, ys, at = st0, [], start   # uneven pieces, each continuing from the last
+                for piece in (5, 1, 11, 2, len(x)):
+                    y_, st = att.parallel(full[at:at + piece], st, at, 4)
+                    ys.append(y_)
+                    at += min(piece, len(full) - at)
+                    if at == len(full):
+                        break
+                assert_close(torch.cat(ys), y_rec, 1e-12, f"{what}: uneven pieces from {start}")
+                for name in ("k", "v"):
+                    assert torch.equal(st[name], st_rec[name]), f"{what}: uneven pieces state {name}"
+            # a cache that does not match the position is refused
+            try:
+                att.recurrent(full[:1], st_rec, len(full) - 1)
+            except ValueError as e:
+                assert "positions" in str(e), str(e)
+            else:
+                raise AssertionError(f"{what}: accepted a cache of the wrong length")
+            # past max_length: parallel, recurrent (and mixers.py) raise naming max_length
+            for fn in (lambda: att.recurrent(full[:2], st_rec, len(full)),
+                       lambda: att.parallel(full[:2], st_rec, len(full), 7),
+                       lambda: att.parallel(torch.cat([full, full[:2]]), empty, 0, 7),
+                       lambda: ref.prefill(full[None, :2], {**{n: st_ref[n] for n in ("k", "v")},
+                                                           "pos": torch.tensor(len(full))})):
+                try:
+                    fn()
+                except ValueError as e:
+                    assert "max_length" in str(e), str(e)
+                else:
+                    raise AssertionError(f"{what}: stepped past max_length")
+            att.recurrent(full[:1], st_rec, len(full))   # position T − 1 is still fine
+        # the non-causal (encoder) form
+        enc_cfg = _gau_cfg(T, causal=False, **extra)
+        torch.manual_seed(1)
+        enc = GAU.from_config(d, enc_cfg).double()
+        assert enc.rel_bias.shape == (2 * T - 1,) and enc.empty_state(torch.float64) == {}
+        eref = mixers.GAU(enc_cfg, d).double()
+        eref.load_state_dict(enc.state_dict(), strict=True)
+        with torch.no_grad():
+            enc.rel_bias.add_(0.2)
+            eref.rel_bias.copy_(enc.rel_bias)
+            for n in (len(full), T, 1):
+                x = full[:n] if n <= len(full) else torch.cat([full, full[:n - len(full)]])
+                y, st = enc.noncausal(x, {})
+                assert st == {}
+                u, v, q, k = _gau_parts(enc, x)
+                assert_close(y, F.linear(u * naive_gau(enc_cfg, q, k, v, enc.rel_bias), enc.out.weight, enc.out.bias),
+                             1e-12, f"{what}: encoder vs naive (N={n})")
+                assert_close(y, eref(x[None])[0], 1e-12, f"{what}: encoder vs mixers.GAU (N={n})")
+            x2 = full.clone()
+            x2[-1] += 1
+            assert max_abs(enc.noncausal(x2, {})[0][0], enc.noncausal(full, {})[0][0]) > 1e-6, \
+                f"{what}: encoder ignores later positions"
+            for fn, word in ((lambda: enc.noncausal(torch.cat([full, full[:2]]), {}), "max_length"),
+                             (lambda: eref(torch.cat([full, full[:2]])[None]), "max_length"),
+                             (lambda: enc.noncausal(full[:3], {}, pos=2), "position 0")):
+                try:
+                    fn()
+                except ValueError as e:
+                    assert word in str(e), str(e)
+                else:
+                    raise AssertionError(f"{what}: encoder accepted a bad call ({word})")
+
+
+def gau_config_validation():
+    """gau keys (mixers.validate_mixer): bad ones are ValueErrors naming the key, also inside
+    a mixed model's list; causal false / scale / no scale build; init_state's empty KV cache
+    (k (0, s), v (0, E)); a model stepping past max_length raises naming max_length (so does an
+    encoder utterance longer than max_length); a mixed [gau, flash] model's parallel form ==
+    its steps; the model runs every mixers.py type."""
+    assert set(MIXER_TYPES) == set(mixers.MIXERS), sorted(set(mixers.MIXERS) ^ set(MIXER_TYPES))
+    tok = json.load(open(os.path.join(REPO_ROOT, "models/configs/gau_tokens.json")))
+    feat = json.load(open(os.path.join(REPO_ROOT, "models/configs/gau_features.json")))
+    enc = json.load(open(os.path.join(REPO_ROOT, "models/configs/gau_encoder.json")))
+
+    def with_mixer(base, drop=(), **kv):
+        c = json.loads(json.dumps(base))
+        c["mixer"].update(kv)
+        c["mixer"] = {k: v for k, v in c["mixer"].items() if k not in drop}
+        return c
+
+    mixed = json.loads(json.dumps(tok))
+    mixed["mixer"] = [dict(tok["mixer"]), dict(tok["mixer"], max_length=0)]
+    bad = [
+        (with_mixer(tok, drop=("max_length",)), "max_length"),
+        (with_mixer(tok, max_length=0), "max_length"),
+        (with_mixer(tok, max_length=8.0), "max_length"),
+        (with_mixer(tok, max_length=True), "max_length"),
+        (with_mixer(tok, max_length=None), "max_length"),
+        (with_mixer(tok, drop=("expansion_dim",)), "expansion_dim"),
+        (with_mixer(tok, expansion_dim=0), "expansion_dim"),
+        (with_mixer(tok, expansion_dim=2.5), "expansion_dim"),
+        (with_mixer(tok, drop=("qk_dim",)), "qk_dim"),
+        (with_mixer(tok, qk_dim=-2), "qk_dim"),
+        (with_mixer(tok, qk_dim=True), "qk_dim"),
+        (with_mixer(feat, scale=0), "scale"),
+        (with_mixer(feat, scale=-1.0), "scale"),
+        (with_mixer(feat, scale="x"), "scale"),
+        (with_mixer(feat, scale=None), "scale"),
+        (with_mixer(feat, scale=float("inf")), "scale"),
+        (with_mixer(feat, causal="yes"), "causal"),
+        (with_mixer(enc, causal=0), "causal"),
+        (with_mixer(tok, chunk=16), "chunk"),          # flash's key
+        (with_mixer(tok, heads=2), "heads"),
+        (with_mixer(tok, bias_rank=4), "bias_rank"),   # aft_full's key
+        (mixed, "mixer[1] (gau): mixer.max_length must be a positive integer"),
+    ]
+    expect_rejected(bad)
+    for ok in (with_mixer(tok, causal=False), with_mixer(tok, scale=0.5), with_mixer(tok, scale=1),
+               with_mixer(feat, drop=("scale", "causal")), with_mixer(feat, causal=False), with_mixer(enc, causal=True),
+               with_mixer(enc, max_length=1)):
+        checkpoint.build_model(ok, 0)
+    st = checkpoint.build_model(tok, 0).init_state()
+    assert [list(layer) for layer in st.layers] == [["k", "v"], ["k", "v"]]
+    assert [tuple(t.shape) for t in st.layers[1].values()] == [(0, 16), (0, 64)]
+    assert checkpoint.build_model(enc, 0).init_state().layers == [{}, {}]
+    assert checkpoint.build_model(tok, 0).blocks[0].mixer.scale == 1 / 1024
+    small = with_mixer(feat, max_length=12)
+    model = checkpoint.build_model(small, 2).double()
+    x = golden.random_inputs(small, 13, 4)
+    with torch.no_grad():
+        _, _, state = model(x[:12], return_layers=True)
+        assert [tuple(t.shape) for t in state.layers[0].values()] == [(12, 8), (12, 48)]
+        for fn in (lambda: model.step(x[12], state), lambda: model(x), lambda: model(x[12:], state=state)):
+            try:
+                fn()
+            except ValueError as e:
+                assert "max_length" in str(e), str(e)
+            else:
+                raise AssertionError("stepped past max_length")
+    small_enc = with_mixer(enc, max_length=12)
+    model = checkpoint.build_model(small_enc, 2).double()
+    x = golden.random_inputs(small_enc, 13, 4)
+    with torch.no_grad():
+        model(x[:12])
+        try:
+            model(x)
+        except ValueError as e:
+            assert "max_length" in str(e), str(e)
+        else:
+            raise AssertionError("an encoder ran past max_length")
+    mixed["mixer"][1] = {"type": "flash", "expansion_dim": 32, "qk_dim": 8, "chunk": 5}
+    model = checkpoint.build_model(mixed, 3).double()
+    assert isinstance(model.blocks[0].mixer, GAU) and isinstance(model.blocks[1].mixer, FLASH)
+    x = golden.random_inputs(mixed, 25, 4)
+    with torch.no_grad():
+        ref = step_loop(model, x)
+        for chunk in (1, 7, 25):
+            assert_same_run(model(x, return_layers=True, chunk=chunk), ref, 1e-9, f"mixed gau chunk {chunk}")
+
+
+def gau_golden_cli():
+    """make_golden.py on gau_tokens (1,000 positions), gau_features (300) and gau_encoder
+    (200): the state records k, v per layer are the KV cache ((N, s) K rows, (N, E) V rows of
+    every position, recomputed here from each layer's input); the encoder writes none; more
+    positions than max_length are refused (causal and encoder); outputs are finite."""
+    runs = (("gau_tokens", 1000), ("gau_features", 300), ("gau_encoder", 200))
+    for name, steps in runs:
+        path = os.path.join(REPO_ROOT, "models/configs", name + ".json")
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run([sys.executable, os.path.join(HERE, "make_golden.py"), "--config", path, "--seed", "7",
+                            "--steps", str(steps), "--out", tmp], check=True, capture_output=True)
+            recs = golden.read(os.path.join(tmp, "golden.bin"))
+            model, cfg = checkpoint.load(tmp)
+        assert torch.isfinite(recs["output"]).all(), name
+        m = cfg["mixer"]
+        states = [k for k in recs if k.startswith("state.")]
+        if not model.causal:
+            assert states == [], states
+            continue
+        assert states == [f"state.{i}.{n}" for i in range(cfg["n_layers"]) for n in ("k", "v")], states
+        model = model.double()
+        x = recs["input"]
+        with torch.no_grad():
+            h = model.input(x if cfg["input"]["kind"] == "tokens" else x.double(), 0)
+            for i, block in enumerate(model.blocks):
+                hin = block.norm1(h) if block.pre_norm else h
+                _, v, _, k = _gau_parts(block.mixer, hin)
+                for n, want, shape in (("k", k, (steps, m["qk_dim"])), ("v", v, (steps, m["expansion_dim"]))):
+                    rec = recs[f"state.{i}.{n}"]
+                    assert rec.shape == shape and rec.dtype == torch.float64, f"{name}: state.{i}.{n} {rec.shape}"
+                    assert_close(rec, want, 1e-12, f"{name}: state.{i}.{n}")
+                h, _ = block(h, block.mixer.empty_state(torch.float64), CHUNK, 0)
+    for name, steps in (("gau_features", 401), ("gau_encoder", 257)):
+        with tempfile.TemporaryDirectory() as tmp:
+            r = subprocess.run([sys.executable, os.path.join(HERE, "make_golden.py"), "--config",
+                                os.path.join(REPO_ROOT, f"models/configs/{name}.json"), "--seed", "7",
+                                "--steps", str(steps), "--out", tmp], capture_output=True, text=True)
+        assert r.returncode != 0 and "max_length" in r.stderr, r.stderr
+
+
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
                                         model_rejects_bad_input, cli_end_to_end, compare_run_cli,
@@ -2316,7 +2603,8 @@ def main():
                                         mixed_model_forms, mixed_config_validation, mixed_golden_cli,
                                         linformer_forms, linformer_config_validation, linformer_layerwise_shared,
                                         linformer_golden_cli, aft_full_forms, aft_full_config_validation,
-                                        aft_full_ft_mapping, aft_full_golden_cli)]
+                                        aft_full_ft_mapping, aft_full_golden_cli, gau_forms,
+                                        gau_config_validation, gau_golden_cli)]
     checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:

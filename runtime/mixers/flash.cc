@@ -11,16 +11,10 @@
 #include "engine/dense_op.h"
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
+#include "mixers/projections.h"
 
 namespace recur {
 namespace {
-
-constexpr uint32_t kMaxWidth = 1u << 20;
-constexpr uint32_t kMaxChunk = 1u << 16;
-
-void Silu(float* x, size_t n) {
-  for (size_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
-}
 
 class Flash final : public Mixer {
  public:
@@ -35,9 +29,7 @@ class Flash final : public Mixer {
     return batch * steps * (3 * e_ + 5 * s_) + (causal_ ? 0 : batch * s_ * e_);
   }
 
-  void CollectDense(std::vector<const DenseView*>* out) const override {
-    for (const DenseView* d : {&u_proj_, &v_proj_, &z_proj_, &out_}) out->push_back(d);
-  }
+  void CollectDense(std::vector<const DenseView*>* out) const override { proj_.Collect(out); }
 
   void Run(const float* x, size_t batch, size_t steps, float* const* states,
            const StepContext& ctx, float* y) const override {
@@ -50,20 +42,8 @@ class Flash final : public Mixer {
     float* kq = qq + rows * s;    // (rows, s) K^quad
     float* ql = kq + rows * s;    // (rows, s) Q^lin
     float* kl = ql + rows * s;    // (rows, s) K^lin
-    RunDense(u_proj_, x, rows, u, false, ctx.pool, ctx.dense);
-    RunDense(v_proj_, x, rows, v, false, ctx.pool, ctx.dense);
-    RunDense(z_proj_, x, rows, z, false, ctx.pool, ctx.dense);
-    Silu(u, rows * E);
-    Silu(v, rows * E);
-    Silu(z, rows * s);
-    float* qk[4] = {qq, kq, ql, kl};
-    for (size_t r = 0; r < rows; ++r) {
-      for (size_t k = 0; k < 4; ++k) {
-        for (size_t i = 0; i < s; ++i) {
-          qk[k][r * s + i] = gamma_[k * s + i] * z[r * s + i] + beta_[k * s + i];
-        }
-      }
-    }
+    float* const qk[4] = {qq, kq, ql, kl};
+    proj_.Project(x, rows, u, v, qk, z, ctx);
     float* sums = kl + rows * s;  // encoder: (batch, s, E)
     ctx.pool->ParallelRanges(batch, 1, [&](size_t first, size_t last) {
       for (size_t b = first; b < last; ++b) {
@@ -77,41 +57,23 @@ class Flash final : public Mixer {
         }
       }
     });
-    for (size_t i = 0; i < rows * E; ++i) o[i] *= u[i];  // U ⊙ (quad + lin)
-    RunDense(out_, o, rows, y, false, ctx.pool, ctx.dense);
+    proj_.Output(u, o, rows, y, ctx);  // out(U ⊙ (quad + lin))
   }
 
   static Status Create(const fb::Flash* t, const std::string& layer, uint32_t d_model,
                        TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
-    if (t->expansion_dim() == 0 || t->qk_dim() == 0 || t->chunk() == 0 ||
-        t->expansion_dim() > kMaxWidth || t->qk_dim() > kMaxWidth || t->chunk() > kMaxChunk) {
-      return InvalidModel("%s: FLASH needs expansion_dim and qk_dim in [1, %u] and chunk in "
-                          "[1, %u] (got %u, %u, %u)", layer.c_str(), kMaxWidth, kMaxChunk,
-                          t->expansion_dim(), t->qk_dim(), t->chunk());
-    }
-    if (!(std::isfinite(t->scale()) && t->scale() != 0.0f)) {
-      return InvalidModel("%s: FLASH scale must be finite and nonzero (got %g)", layer.c_str(),
-                          double(t->scale()));
-    }
+    RECUR_RETURN_IF_ERROR(
+        GatedProjections<4>::Check(t, layer, "FLASH", "chunk", t->chunk()));
     auto m = std::make_unique<Flash>();
     m->e_ = t->expansion_dim();
     m->s_ = t->qk_dim();
     m->c_ = t->chunk();
     m->scale_ = t->scale();
     m->causal_ = t->causal();
-    const std::string prefix = layer + ".mixer.";
-    const auto E = uint32_t(m->e_), s = uint32_t(m->s_);
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->u_proj(), prefix + "u_proj", E, d_model, &m->u_proj_));
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->v_proj(), prefix + "v_proj", E, d_model, &m->v_proj_));
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->z_proj(), prefix + "z_proj", s, d_model, &m->z_proj_));
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->out(), prefix + "out", d_model, E, &m->out_));
-    RECUR_RETURN_IF_ERROR(tensors->Get(t->qk_gamma(), (prefix + "qk_gamma").c_str(),
-                                       {4, int64_t(s)}, false, &m->gamma_));
-    RECUR_RETURN_IF_ERROR(tensors->Get(t->qk_beta(), (prefix + "qk_beta").c_str(),
-                                       {4, int64_t(s)}, false, &m->beta_));
+    RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, tensors));
     const int64_t bias_len = m->causal_ ? int64_t(m->c_) : 2 * int64_t(m->c_) - 1;
-    RECUR_RETURN_IF_ERROR(tensors->Get(t->rel_bias(), (prefix + "rel_bias").c_str(), {bias_len},
-                                       false, &m->rel_bias_));
+    RECUR_RETURN_IF_ERROR(tensors->Get(t->rel_bias(), (layer + ".mixer.rel_bias").c_str(),
+                                       {bias_len}, false, &m->rel_bias_));
     *out = std::move(m);
     return Status::Ok();
   }
@@ -194,10 +156,8 @@ class Flash final : public Mixer {
   size_t e_ = 0, s_ = 0, c_ = 0;
   float scale_ = 1.0f;
   bool causal_ = true;
-  const float* gamma_ = nullptr;     // (4, s)
-  const float* beta_ = nullptr;      // (4, s)
   const float* rel_bias_ = nullptr;  // (C) or (2C − 1)
-  DenseView u_proj_, v_proj_, z_proj_, out_;
+  GatedProjections<4> proj_;
 };
 
 }  // namespace

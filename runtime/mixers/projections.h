@@ -1,9 +1,10 @@
-// What the attention-style mixers share: their shape checks and the query,
-// key, value and output projections (tensors <layer>.mixer.{query,key,value,
-// out}.{weight,bias}).
+// What the attention-style mixers share: their shape checks, the query, key,
+// value and output projections (tensors <layer>.mixer.{query,key,value,
+// out}.{weight,bias}) and GAU/FLASH's gated projections.
 #ifndef RECUR_MIXERS_PROJECTIONS_H_
 #define RECUR_MIXERS_PROJECTIONS_H_
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -59,6 +60,91 @@ struct QkvoProjections {
   // y = o·W_outᵀ + b.
   void Output(const float* o, size_t rows, float* y, const StepContext& ctx) const {
     RunDense(out, o, rows, y, false, ctx.pool, ctx.dense);
+  }
+};
+
+// GAU and FLASH (attention-math.md §6): U, V = silu(x W_u|v + b) (E),
+// Z = silu(x W_z + b) (s), then kRows per-dim scale/offset rows
+// qk_r = qk_gamma[r] ⊙ Z + qk_beta[r]; the output is out(U ⊙ o).
+template <size_t kRows>
+struct GatedProjections {
+  DenseView u_proj, v_proj, z_proj, out;
+  const float* gamma = nullptr;  // (kRows, s)
+  const float* beta = nullptr;   // (kRows, s)
+  size_t e = 0, s = 0;
+
+  // expansion_dim, qk_dim in [1, kMaxMixerWidth], the position bound
+  // (`length_name`: FLASH's chunk, GAU's max_length) in [1, 65536], and a
+  // finite nonzero scale; `what` names the mixer in messages.
+  template <class Table>
+  static Status Check(const Table* t, const std::string& layer, const char* what,
+                      const char* length_name, uint32_t length) {
+    constexpr uint32_t kMaxLength = 1u << 16;
+    if (t->expansion_dim() == 0 || t->qk_dim() == 0 || length == 0 ||
+        t->expansion_dim() > kMaxMixerWidth || t->qk_dim() > kMaxMixerWidth ||
+        length > kMaxLength) {
+      return InvalidModel("%s: %s needs expansion_dim and qk_dim in [1, %u] and %s in [1, %u] "
+                          "(got %u, %u, %u)", layer.c_str(), what, kMaxMixerWidth, length_name,
+                          kMaxLength, t->expansion_dim(), t->qk_dim(), length);
+    }
+    if (!(std::isfinite(t->scale()) && t->scale() != 0.0f)) {
+      return InvalidModel("%s: %s scale must be finite and nonzero (got %g)", layer.c_str(), what,
+                          double(t->scale()));
+    }
+    return Status::Ok();
+  }
+
+  template <class Table>
+  Status Load(const Table* t, const std::string& layer, uint32_t d_model,
+              TensorResolver* tensors) {
+    e = t->expansion_dim();
+    s = t->qk_dim();
+    const std::string prefix = layer + ".mixer.";
+    const auto E = uint32_t(e), S = uint32_t(s);
+    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->u_proj(), prefix + "u_proj", E, d_model, &u_proj));
+    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->v_proj(), prefix + "v_proj", E, d_model, &v_proj));
+    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->z_proj(), prefix + "z_proj", S, d_model, &z_proj));
+    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->out(), prefix + "out", d_model, E, &out));
+    RECUR_RETURN_IF_ERROR(tensors->Get(t->qk_gamma(), (prefix + "qk_gamma").c_str(),
+                                       {int64_t(kRows), int64_t(S)}, false, &gamma));
+    return tensors->Get(t->qk_beta(), (prefix + "qk_beta").c_str(), {int64_t(kRows), int64_t(S)},
+                        false, &beta);
+  }
+
+  void Collect(std::vector<const DenseView*>* layers) const {
+    for (const DenseView* d : {&u_proj, &v_proj, &z_proj, &out}) layers->push_back(d);
+  }
+
+  // Scratch floats Project needs per row beside its outputs: Z (s).
+  size_t scratch_per_row() const { return s; }
+
+  // u, v (rows, E); qk[r] (rows, s); z: scratch (rows, s).
+  void Project(const float* x, size_t rows, float* u, float* v, float* const* qk, float* z,
+               const StepContext& ctx) const {
+    RunDense(u_proj, x, rows, u, false, ctx.pool, ctx.dense);
+    RunDense(v_proj, x, rows, v, false, ctx.pool, ctx.dense);
+    RunDense(z_proj, x, rows, z, false, ctx.pool, ctx.dense);
+    Silu(u, rows * e);
+    Silu(v, rows * e);
+    Silu(z, rows * s);
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t k = 0; k < kRows; ++k) {
+        for (size_t i = 0; i < s; ++i) {
+          qk[k][r * s + i] = gamma[k * s + i] * z[r * s + i] + beta[k * s + i];
+        }
+      }
+    }
+  }
+
+  // y = out(U ⊙ o); o (rows, E) is overwritten.
+  void Output(const float* u, float* o, size_t rows, float* y, const StepContext& ctx) const {
+    for (size_t i = 0; i < rows * e; ++i) o[i] *= u[i];
+    RunDense(out, o, rows, y, false, ctx.pool, ctx.dense);
+  }
+
+ private:
+  static void Silu(float* x, size_t n) {
+    for (size_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
   }
 };
 

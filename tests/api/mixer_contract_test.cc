@@ -34,6 +34,7 @@ const std::map<std::string, const char*>& TestModels() {
       {"Linformer", recur::testing::kTinyLinformerConfig},
       {"AftLocal", recur::testing::kTinyAftLocalConfig},
       {"AftFull", recur::testing::kTinyAftFullConfig},
+      {"Gau", recur::testing::kTinyGauConfig},
   };
   return models;
 }
@@ -212,11 +213,13 @@ TEST_CASE("linformer: sequences past seq_len are refused, up to it accepted") {
   recur_session_free(s);
 }
 
-TEST_CASE("AFT-full: the KV cache is bounded by max_length, whatever max_context asks") {
-  Model m(recur::testing::kTinyAftFullConfig);
+// A session asking for more context than a mixer's max_length (48 in the
+// test models) gets max_length: position 48 is refused.
+static void CheckBoundedByMaxLength(const char* config) {
+  Model m(config);
   recur_session_options options{};
   options.struct_size = sizeof(options);
-  options.max_context = 1000;  // more than max_length 48
+  options.max_context = 1000;
   recur_session* s = nullptr;
   REQUIRE(recur_session_create(m.model, &options, &s) == RECUR_OK);
   std::vector<float> out(49 * m.info.output_width);
@@ -226,4 +229,16 @@ TEST_CASE("AFT-full: the KV cache is bounded by max_length, whatever max_context
   CHECK(recur_session_step(s, &one, out.data()) == RECUR_OUT_OF_RANGE);
   CHECK(std::string(recur_last_error()).find("max_context of 48 positions") != std::string::npos);
   recur_session_free(s);
+}
+
+TEST_CASE("AFT-full: the KV cache is bounded by max_length, whatever max_context asks") {
+  CheckBoundedByMaxLength(recur::testing::kTinyAftFullConfig);
+}
+
+TEST_CASE("GAU: the KV cache is bounded by max_length, and its encoder keeps the encoder contract") {
+  CheckBoundedByMaxLength(recur::testing::kTinyGauConfig);
+  std::string encoder = recur::testing::kTinyGauConfig;
+  const std::string key = "\"scale\": 0.05";
+  encoder.replace(encoder.find(key), key.size(), key + ", \"causal\": false");
+  CheckContract(encoder.c_str());
 }

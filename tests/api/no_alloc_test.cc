@@ -17,7 +17,8 @@ TEST_CASE("step, reset, save and load do not allocate") {
                              recur::testing::kTinyAftConfig,
                              recur::testing::kTinyFlashConfig,
                              recur::testing::kTinyAftLocalConfig,
-                             recur::testing::kTinyAftFullConfig}) {
+                             recur::testing::kTinyAftFullConfig,
+                             recur::testing::kTinyGauConfig}) {
     auto bytes = recur::testing::BuildTestModel(config, 1);
     REQUIRE(!bytes.empty());
     recur_model* model = nullptr;

@@ -113,6 +113,14 @@ inline const char* kTinyAftFullConfig = R"({
   "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
   "head": {"out": 11, "activation": "softmax"}})";
 
+// GAU (one head, relu² with a relative bias), max_length 48.
+inline const char* kTinyGauConfig = R"({
+  "layout": "recur", "d_model": 12, "n_layers": 2, "norm_placement": "post",
+  "layer_norm_eps": 1e-5, "input": {"kind": "features", "feature_width": 5, "projection": true},
+  "max_positions": 0,
+  "mixer": {"type": "gau", "expansion_dim": 16, "qk_dim": 6, "max_length": 48, "scale": 0.05},
+  "ffn": {"d_ff": 20, "activation": "relu"}, "final_norm": false, "head": null})";
+
 // A mixed model: a different mixer in each of 4 blocks (the state of the
 // softmax block grows; the others are fixed).
 inline const char* kTinyMixedConfig = R"({

@@ -224,7 +224,7 @@ TEST_CASE("config: recur layout, invalid values") {
   CHECK(with("/mixer/type", "softmax") ==
         "config.json: \"mixer.type\" must be one of \"linear_attention\", \"softmax_attention\", "
         "\"sliding_window\", \"aft_simple\", \"flash\", \"linformer\", \"aft_local\", "
-        "\"aft_conv\", \"aft_full\" (got \"softmax\")");
+        "\"aft_conv\", \"aft_full\", \"gau\" (got \"softmax\")");
   CHECK(with("/mixer/feature_map", "sigmoid") ==
         "config.json: \"mixer.feature_map\" must be one of \"elu_plus_one\", \"relu\", "
         "\"poly2\", \"favor\" (got \"sigmoid\")");
@@ -491,6 +491,37 @@ TEST_CASE("config: FLASH (recur layout)") {
   j["mixer"].erase("heads");
   j["mixer"].erase("chunk");
   CHECK(ErrorOf(j) == "config.json: missing key \"mixer.chunk\"");
+}
+
+TEST_CASE("config: GAU (recur layout)") {
+  json j = TokensJson();
+  j["mixer"] = {{"type", "gau"}, {"expansion_dim", 24}, {"qk_dim", 8}, {"max_length", 40}};
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const LinearAttentionDescription& g = r->desc.blocks[0].linear_attention;
+  CHECK(r->desc.blocks[0].mixer == MixerType::kGau);
+  CHECK(g.max_length == 40);
+  CHECK(g.scale == doctest::Approx(1.0 / 40));  // default 1/T
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& t : ExpectedTensors(r->desc)) shapes[t.name] = t.shape;
+  CHECK(shapes["blocks.0.mixer.v_proj.weight"] == std::vector<int64_t>{24, 16});
+  CHECK(shapes["blocks.0.mixer.z_proj.weight"] == std::vector<int64_t>{8, 16});
+  CHECK(shapes["blocks.0.mixer.qk_beta"] == std::vector<int64_t>{2, 8});
+  CHECK(shapes["blocks.0.mixer.rel_bias"] == std::vector<int64_t>{40});
+  j["mixer"]["causal"] = false;
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  for (const auto& t : ExpectedTensors(r->desc)) {
+    if (t.name == "blocks.0.mixer.rel_bias") CHECK(t.shape == std::vector<int64_t>{79});
+  }
+  j["mixer"]["chunk"] = 4;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.chunk\" does not apply to gau (its keys: type, "
+                      "causal, expansion_dim, qk_dim, max_length, scale)");
+  j["mixer"].erase("chunk");
+  j["mixer"]["max_length"] = 70000;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.max_length\" must be at most 65536");
+  j["mixer"].erase("max_length");
+  CHECK(ErrorOf(j) == "config.json: missing key \"mixer.max_length\"");
 }
 
 TEST_CASE("config: a mixer per block (mixed models)") {

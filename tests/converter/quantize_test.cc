@@ -233,11 +233,16 @@ TEST_CASE("quantize: which tensors take --dtype") {
   const WeightDType b = WeightDType::kBF16, f = WeightDType::kF32;
   for (const char* name : {"blocks.0.mixer.query.weight", "blocks.0.mixer.key.weight",
                            "blocks.3.mixer.value.weight", "blocks.12.mixer.out.weight",
-                           "blocks.1.ffn.linear1.weight", "blocks.1.ffn.linear2.weight"}) {
+                           "blocks.1.ffn.linear1.weight", "blocks.1.ffn.linear2.weight",
+                           "blocks.2.mixer.u_proj.weight", "blocks.2.mixer.v_proj.weight",
+                           "blocks.2.mixer.z_proj.weight"}) {
     CHECK(StorageDType(name, b, false) == b);
   }
   for (const char* name : {"blocks.0.mixer.query.bias", "blocks.0.norm1.weight",
                            "blocks.0.ffn.linear1.bias", "input.embedding", "input.positions",
+                           "blocks.0.mixer.u_proj.bias", "blocks.0.mixer.rel_bias",
+                           "blocks.0.mixer.qk_gamma", "blocks.0.mixer.pos_bias", "blocks.0.mixer.u",
+                           "blocks.0.mixer.E",
                            "input.projection.weight", "final_norm.weight", "head.bias",
                            "blocks.x.ffn.linear1.weight", "blocks..ffn.linear1.weight",
                            "xblocks.0.ffn.linear1.weight", "blocks.0.ffn.linear1.weightx"}) {

@@ -1,6 +1,7 @@
 // The loader treats model bytes as untrusted: every malformed file is
 // refused with a message that names the problem, and nothing crashes.
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -297,4 +298,33 @@ TEST_CASE("AFT-local: a table with both or neither bias tensors is named") {
   CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
   CHECK(Error() == "blocks.0: AFT-local needs exactly one of pos_bias (aft_local) and conv_kernel "
                    "(aft_conv)");
+}
+
+TEST_CASE("GAU: bad sizes, a bad scale and a mis-shaped bias are named") {
+  {
+    auto bytes = BuildTestModel(recur::testing::kTinyGauConfig, 1);
+    REQUIRE(!bytes.empty());
+    CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+    const auto* g = Root(bytes)->blocks()->Get(0)->mixer_as_Gau();
+    REQUIRE(g != nullptr);
+    Poke<uint32_t>(g, fb::Gau::VT_MAX_LENGTH, 0);
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.0: GAU needs expansion_dim and qk_dim in [1, 1048576] and max_length "
+                     "in [1, 65536] (got 16, 6, 0)");
+  }
+  {
+    auto bytes = BuildTestModel(recur::testing::kTinyGauConfig, 1);
+    const auto* g = Root(bytes)->blocks()->Get(1)->mixer_as_Gau();
+    Poke<float>(g, fb::Gau::VT_SCALE, std::numeric_limits<float>::quiet_NaN());
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.1: GAU scale must be finite and nonzero (got nan)");
+  }
+  {
+    auto bytes = BuildTestModel(recur::testing::kTinyGauConfig, 1);
+    const auto* g = Root(bytes)->blocks()->Get(1)->mixer_as_Gau();
+    Poke<uint32_t>(g, fb::Gau::VT_MAX_LENGTH, 47);  // rel_bias has 48 entries
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error().find("blocks.1.mixer.rel_bias") != std::string::npos);
+    CHECK(Error().find("expected [47]") != std::string::npos);
+  }
 }

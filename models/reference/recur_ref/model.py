@@ -1,5 +1,5 @@
 """The reference model: a causal linear-attention (or softmax-attention baseline,
-sliding-window attention, AFT-simple, AFT-local, AFT-conv, AFT-full, FLASH; or the encoder-only Linformer) transformer, run either over a whole sequence at once (parallel form) or one
+sliding-window attention, AFT-simple, AFT-local, AFT-conv, AFT-full, GAU, FLASH; or the encoder-only Linformer) transformer, run either over a whole sequence at once (parallel form) or one
 position at a time (RNN form). A mixed model gives each block its own mixer
 (config "mixer" a list of n_layers mixer dicts; see mixer_configs).
 
@@ -34,7 +34,7 @@ _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp"}
 # The mixer types a recur config may name ("mixer": one mixer dict for every block, or a
 # list of n_layers mixer dicts, block i using entry i: a mixed model).
 MIXER_TYPES = ("linear_attention", "softmax_attention", "sliding_window", "aft_simple", "aft_local", "aft_conv",
-               "aft_full", "flash", "linformer")
+               "aft_full", "gau", "flash", "linformer")
 
 
 def mixer_configs(config: dict) -> List[dict]:
@@ -70,7 +70,8 @@ def _validate_mixer(mixer, d_model) -> None:
         # sliding_window: type, heads, dk, dv, window, optional dilation, global_tokens, causal;
         # aft_simple: type, heads, dk, optional causal; aft_local, aft_conv: type, heads, dk,
         # window, optional causal; aft_full: type, heads, dk, max_length, optional bias_rank,
-        # bias_form, causal; flash: type, expansion_dim, qk_dim,
+        # bias_form, causal; gau: type, expansion_dim, qk_dim, max_length, optional scale, causal;
+        # flash: type, expansion_dim, qk_dim,
         # chunk, optional scale, causal; linformer: type, heads, dk, dv, seq_len, proj_dim, optional
         # sharing, causal (false only). mixers.py's rules, whose messages name the offending key.
         mixers.validate_mixer(mixer, d_model)
@@ -198,6 +199,9 @@ class State(NamedTuple):
       none has); ring slot p mod s holds position p's k and v (slots never written are 0)
     aft_full, the KV cache (bounded by max_length T), grows by one row per position:
       "k" (pos, D), "v" (pos, D): the keys and values of every position so far
+    gau, the KV cache (bounded by max_length T), grows by one row per position (E =
+      expansion_dim, s = qk_dim): "k" (pos, s), "v" (pos, E): the K and V rows of every
+      position so far
     flash, fixed size (E = expansion_dim, s = qk_dim, C = chunk):
       "S" (s, E) = Σ over completed absolute chunks of K^linᵀV; "kl_buf" (C, s),
       "kq_buf" (C, s), "v_buf" (C, E): slot p mod C holds position p's K^lin, K^quad, V
@@ -205,7 +209,7 @@ class State(NamedTuple):
     linformer (encoder only): {} (no state).
     In a mixed model each layer's dict is its own mixer's (one of the above per layer).
     Golden records "state.{i}.{name}" follow each dict's order (S, z / K, V / sorted names
-    for sliding_window, aft_simple, aft_local, aft_conv, aft_full and flash).
+    for sliding_window, aft_simple, aft_local, aft_conv, aft_full, gau and flash).
     """
     pos: int                        # positions consumed so far = index of the next position
     layers: List[Dict[str, Tensor]]
@@ -949,6 +953,125 @@ class AFTFull(nn.Module):
         return self.out(torch.cat(outs)), state
 
 
+class GAU(nn.Module):
+    """Gated attention unit, one head (recur_ref/mixers.py's GAU, batched and with a T-padded
+    cache there, whose docstring is the exact semantics). Per position, with SiLU projections
+
+        U = silu(x W_u + b_u) (E), V = silu(x W_v + b_v) (E), Z = silu(x W_z + b_z) (s),
+        Q = qk_gamma[0] ⊙ Z + qk_beta[0],  K = qk_gamma[1] ⊙ Z + qk_beta[1],
+
+        causal:     A_{t,p} = relu(scale · Q_t·K_p + rel_bias[t − p])²          p ≤ t (0 for p > t)
+        non-causal: A_{t,p} = relu(scale · Q_t·K_p + rel_bias[t − p + T − 1])²  every p < N
+        y_t = out(U_t ⊙ Σ_p A_{t,p} V_p)                                        (no softmax, no normaliser)
+
+    T = max_length, scale defaults to 1/T. Tensors: u_proj (E, d), v_proj (E, d), z_proj
+    (s, d), out (d, E) (.weight/.bias), qk_gamma (2, s), qk_beta (2, s), rel_bias (T,) causal /
+    (2T−1,) non-causal; created in mixers.GAU's order (same init from the same torch seed).
+    Positions are absolute stream indices 0..T−1; a position ≥ T raises ValueError naming
+    max_length. The causal state is the KV cache {"k" (P, s), "v" (P, E)} of the P positions
+    so far (P ≤ T; mixers.GAU pads it to T rows); a non-causal (encoder) mixer keeps none ({}).
+    """
+
+    TYPE = "gau"
+    ROWS = 2
+
+    def __init__(self, d_model: int, expansion_dim: int, qk_dim: int, max_length: int, scale: Optional[float] = None,
+                 causal: bool = True):
+        super().__init__()
+        self.E, self.s, self.T, self.causal = expansion_dim, qk_dim, max_length, causal
+        self.scale = 1.0 / max_length if scale is None else scale
+        self.u_proj = nn.Linear(d_model, self.E)
+        self.v_proj = nn.Linear(d_model, self.E)
+        self.z_proj = nn.Linear(d_model, self.s)
+        self.qk_gamma = nn.Parameter(1 + 0.3 * torch.randn(self.ROWS, self.s))
+        self.qk_beta = nn.Parameter(0.3 * torch.randn(self.ROWS, self.s))
+        self.out = nn.Linear(self.E, d_model)
+        self.rel_bias = nn.Parameter(0.3 * torch.randn(max_length if causal else 2 * max_length - 1))
+
+    @classmethod
+    def from_config(cls, d_model: int, mixer: dict) -> "GAU":
+        """The mixer of a recur config's "mixer" section (type gau)."""
+        if mixer.get("type") != cls.TYPE:
+            raise ValueError(f"mixer type {mixer.get('type')!r} given to {cls.__name__}")
+        mixers.validate_mixer(mixer, d_model)
+        return cls(d_model, mixer["expansion_dim"], mixer["qk_dim"], mixer["max_length"], mixer.get("scale"),
+                   mixer.get("causal", True))
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """Before the first position: an empty KV cache (sorted names k, v); {} for a
+        non-causal (encoder) mixer, which keeps no state."""
+        if not self.causal:
+            return {}
+        return {"k": torch.zeros(0, self.s, dtype=dtype), "v": torch.zeros(0, self.E, dtype=dtype)}
+
+    def _proj(self, x: Tensor):
+        """x (N, d_model) → U, V (N, E), Q, K (N, s)."""
+        u, v, z = F.silu(self.u_proj(x)), F.silu(self.v_proj(x)), F.silu(self.z_proj(x))
+        qk = z[:, None, :] * self.qk_gamma + self.qk_beta                # (N, 2, s)
+        q, k = qk.unbind(1)
+        return u, v, q, k
+
+    def _check(self, pos: int, n: int):
+        mixers._check_pos(pos, n, self.T, "max_length", self.TYPE)
+
+    def _attend(self, q: Tensor, K: Tensor, V: Tensor, t: Tensor, mask: bool) -> Tensor:
+        """Σ_p A_{t,p} V_p (Nt, E) for queries q (Nt, s) at positions t over keys K (Np, s),
+        values V (Np, E) at positions 0..Np−1; mask: drop p > t (causal)."""
+        off = t[:, None] - torch.arange(len(K))[None, :]                  # t − p
+        b = self.rel_bias[off.clamp(min=0)] if self.causal else self.rel_bias[off + self.T - 1]
+        a = F.relu(self.scale * q @ K.T + b) ** 2
+        if mask:
+            a = a.masked_fill(off < 0, 0.0)
+        return a @ V
+
+    def _cache(self, state: Dict[str, Tensor], pos: int):
+        K, V = state["k"], state["v"]
+        if len(K) != pos or len(V) != pos:
+            raise ValueError(f"gau state holds {len(K)} positions, the stream is at {pos}")
+        return K, V
+
+    def parallel(self, x: Tensor, state: Dict[str, Tensor], pos: int, chunk: int):
+        """Chunked parallel form: x (N, d_model) at positions pos..pos+N−1 after the state's
+        pos cached positions. A chunk of queries t0..t1 attends to the keys 0..t1, masked to
+        p ≤ t; chunk ≥ N is the plain masked form. Returns (out (N, d_model), the state with
+        x's K and V rows appended)."""
+        n = len(x)
+        self._check(pos, n)
+        u, v, q, k = self._proj(x)
+        K0, V0 = self._cache(state, pos)
+        K, V = torch.cat([K0, k]), torch.cat([V0, v])
+        outs = []
+        for c in range(0, n, chunk):
+            end = min(c + chunk, n)
+            outs.append(self._attend(q[c:end], K[:pos + end], V[:pos + end], torch.arange(pos + c, pos + end), True))
+        return self.out(u * torch.cat(outs)), {"k": K, "v": V}
+
+    def recurrent(self, x: Tensor, state: Dict[str, Tensor], pos: int):
+        """RNN form: per position t, append K_t, V_t to the cache, then attend over all of it
+        (p ≤ t: no mask needed). Same arguments and result as `parallel`."""
+        self._check(pos, len(x))
+        u, v, q, k = self._proj(x)
+        K, V = self._cache(state, pos)
+        outs = []
+        for i in range(len(x)):
+            K, V = torch.cat([K, k[i:i + 1]]), torch.cat([V, v[i:i + 1]])
+            outs.append(self._attend(q[i:i + 1], K, V, torch.tensor([pos + i]), False))
+        return self.out(u * torch.cat(outs)), {"k": K, "v": V}
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
+        """Non-causal (encoder) form over x as a whole utterance (positions 0..N−1, N ≤ T; an
+        encoder keeps no state, so `state` comes back unchanged): every query over every p with
+        rel_bias[t − p + T − 1], computed per block of CHUNK queries."""
+        if pos != 0:
+            raise ValueError(f"a non-causal {self.TYPE} mixer runs on a whole utterance from position 0")
+        n = len(x)
+        self._check(0, n)
+        u, v, q, k = self._proj(x)
+        outs = [self._attend(q[c:c + CHUNK], k, v, torch.arange(c, min(c + CHUNK, n)), False)
+                for c in range(0, n, CHUNK)]
+        return self.out(u * torch.cat(outs)), state
+
+
 class FLASH(nn.Module):
     """FLASH mixed-chunk attention (recur_ref/mixers.py's FLASH, whose docstring is the exact
     semantics), one head. Per position, with SiLU projections
@@ -1185,7 +1308,8 @@ class FeedForward(nn.Module):
 # The model's mixer class per config "type".
 _MIXER_CLASSES = {"linear_attention": LinearAttention, "softmax_attention": SoftmaxAttention,
                   "sliding_window": SlidingWindowAttention, "aft_simple": AFTSimple, "aft_local": AFTLocal,
-                  "aft_conv": AFTConv, "aft_full": AFTFull, "flash": FLASH, "linformer": Linformer}
+                  "aft_conv": AFTConv, "aft_full": AFTFull, "gau": GAU, "flash": FLASH,
+                  "linformer": Linformer}
 
 
 class Block(nn.Module):
@@ -1215,7 +1339,7 @@ class Block(nn.Module):
             form = m.recurrent
         else:
             form = partial(m.parallel, chunk=chunk)
-        if isinstance(m, (SlidingWindowAttention, AFTLocal, AFTFull, FLASH, Linformer)):   # absolute positions (windows, groups, E columns)
+        if isinstance(m, (SlidingWindowAttention, AFTLocal, AFTFull, GAU, FLASH, Linformer)):   # absolute positions (windows, biases, groups, E columns)
             return form(h, state, pos=pos)
         if isinstance(m, LinearAttention):
             a, S, z = form(h, state["S"], state["z"])
@@ -1323,7 +1447,7 @@ class RecurModel(nn.Module):
         """The state before the first position (attention-math.md §2, §3): zero S and z
         per linear-attention layer, an empty KV cache per softmax-attention layer, zero
         rings per sliding-window layer, num = den = 0 and max = −inf per aft_simple layer (and
-        zero rings too per aft_local / aft_conv layer), an empty KV cache per causal aft_full layer,
+        zero rings too per aft_local / aft_conv layer), an empty KV cache per causal aft_full or gau layer,
         zero S and buffers per flash layer, nothing per linformer layer; each layer as its own mixer (a mixed model
         mixes these)."""
         return State(pos=0, layers=[block.mixer.empty_state(self.dtype) for block in self.blocks])
