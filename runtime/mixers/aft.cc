@@ -141,9 +141,10 @@ class AftLocal final : public Mixer {
   // den (D), k_ring (s, D), max (D), num (D), v_ring (s, D).
   size_t state_floats() const override { return causal_ ? width_ * (3 + 2 * s_) : 0; }
 
-  size_t scratch_floats(size_t batch, size_t steps, size_t /*threads*/,
+  size_t scratch_floats(size_t batch, size_t steps, size_t threads,
                         size_t /*context*/) const override {
-    return batch * steps * 4 * width_;  // q, k, v, o
+    // q, k, v, o; per worker the window's logits (s, D) and max, num, den.
+    return batch * steps * 4 * width_ + threads * WorkerFloats();
   }
 
   void CollectDense(std::vector<const DenseView*>* out) const override { proj_.Collect(out); }
@@ -155,18 +156,22 @@ class AftLocal final : public Mixer {
     float* k = q + rows * D;  // (rows, D)
     float* v = k + rows * D;  // (rows, D)
     float* o = v + rows * D;  // (rows, D)
+    float* scratch = o + rows * D;
     proj_.Project(x, rows, q, k, v, ctx);
-    ctx.pool->ParallelRanges(batch, 1, [&](size_t first, size_t last) {
-      for (size_t b = first; b < last; ++b) {
+    const size_t workers = ctx.pool->threads();
+    auto work = [&](size_t w) {
+      for (size_t b = w; b < batch; b += workers) {
         const size_t r0 = b * steps;
         if (causal_) {
           Causal(q + r0 * D, k + r0 * D, v + r0 * D, steps, ctx.positions[b], states[b],
-                 o + r0 * D);
+                 o + r0 * D, scratch + w * WorkerFloats());
         } else {
           Encode(q + r0 * D, k + r0 * D, v + r0 * D, steps, o + r0 * D);
         }
       }
-    });
+    };
+    ctx.pool->ParallelFor(workers, [](void* c, size_t w) { (*static_cast<decltype(work)*>(c))(w); },
+                          &work);
     proj_.Output(o, rows, y, ctx);
   }
 
@@ -215,33 +220,41 @@ class AftLocal final : public Mixer {
   }
 
  private:
+  size_t WorkerFloats() const { return (s_ + 3) * width_; }
+
   void Causal(const float* q, const float* k, const float* v, size_t steps, size_t p0,
-              float* state, float* o) const {
+              float* state, float* o, float* scratch) const {
     const size_t D = width_, s = s_;
     float* den = state;
     float* k_ring = den + D;          // (s, D)
     float* max = k_ring + s * D;
     float* num = max + D;
     float* v_ring = num + D;          // (s, D)
+    float* logits = scratch;          // (s, D): the window's k + w, oldest first
+    float* m = logits + s * D;        // (D) the largest logit
+    float* n = m + D;                 // (D)
+    float* d = n + D;                 // (D)
     for (size_t t = 0; t < steps; ++t) {
-      const size_t p = p0 + t, first = p + 1 >= s ? p + 1 - s : 0;
+      const size_t p = p0 + t, first = p + 1 >= s ? p + 1 - s : 0, window = p + 1 - first;
       std::memcpy(k_ring + (p % s) * D, k + t * D, D * sizeof(float));
       std::memcpy(v_ring + (p % s) * D, v + t * D, D * sizeof(float));
-      for (size_t c = 0; c < D; ++c) {
-        // M: the largest logit, over the folded sums (if any) and the window.
-        float m = den[c] == 0.0f ? -INFINITY : max[c];
-        for (size_t j = first; j <= p; ++j) {
-          m = std::max(m, k_ring[(j % s) * D + c] + bias_[(p - j) * D + c]);
-        }
-        const float a = den[c] == 0.0f ? 0.0f : std::exp(max[c] - m);
-        float n = num[c] * a, d = den[c] * a;
-        for (size_t j = first; j <= p; ++j) {
-          const float e = std::exp(k_ring[(j % s) * D + c] + bias_[(p - j) * D + c] - m);
-          n += e * v_ring[(j % s) * D + c];
-          d += e;
-        }
-        o[t * D + c] = Sigmoid(q[t * D + c]) * n / d;
+      // M over the folded sums (if any) and the window; then the sums at M.
+      for (size_t c = 0; c < D; ++c) m[c] = den[c] == 0.0f ? -INFINITY : max[c];
+      for (size_t j = first; j <= p; ++j) {
+        float* row = logits + (j - first) * D;
+        kernels::Add(k_ring + (j % s) * D, bias_.data() + (p - j) * D, row, D);
+        kernels::AffineMax(row, 1.0f, 0.0f, m, D);
       }
+      for (size_t c = 0; c < D; ++c) {
+        const float a = den[c] == 0.0f ? 0.0f : std::exp(max[c] - m[c]);
+        n[c] = num[c] * a;
+        d[c] = den[c] * a;
+      }
+      for (size_t j = 0; j < window; ++j) {
+        kernels::AffineExpAccumulate(logits + j * D, 1.0f, 0.0f, m, v_ring + ((first + j) % s) * D,
+                                     n, d, D);
+      }
+      for (size_t c = 0; c < D; ++c) o[t * D + c] = Sigmoid(q[t * D + c]) * n[c] / d[c];
       if (p + 1 >= s) {  // position p − s + 1 leaves the window: fold it (bias 0)
         const size_t slot = (p + 1 - s) % s;
         for (size_t c = 0; c < D; ++c) {
@@ -427,19 +440,16 @@ class AftFull final : public Mixer {
     float* num = mx + D;
     float* den = num + D;
     BiasRow(t, n, w);
-    auto logit = [&](float kp, float wp) { return multiply_ ? kp * wp : kp + wp; };
+    // logit = a·k_p + b: (w, 0) multiplied, (1, w) added.
     for (size_t c = 0; c < D; ++c) mx[c] = -INFINITY;
     for (size_t p = 0; p < n; ++p) {
-      for (size_t c = 0; c < D; ++c) mx[c] = std::max(mx[c], logit(keys[p * D + c], w[p]));
+      kernels::AffineMax(keys + p * D, multiply_ ? w[p] : 1.0f, multiply_ ? 0.0f : w[p], mx, D);
     }
     std::fill(num, num + D, 0.0f);
     std::fill(den, den + D, 0.0f);
     for (size_t p = 0; p < n; ++p) {
-      for (size_t c = 0; c < D; ++c) {
-        const float e = std::exp(logit(keys[p * D + c], w[p]) - mx[c]);
-        num[c] += e * values[p * D + c];
-        den[c] += e;
-      }
+      kernels::AffineExpAccumulate(keys + p * D, multiply_ ? w[p] : 1.0f, multiply_ ? 0.0f : w[p],
+                                   mx, values + p * D, num, den, D);
     }
     for (size_t c = 0; c < D; ++c) o[c] = Sigmoid(q[c]) * num[c] / den[c];
   }

@@ -12,9 +12,10 @@ N alone. Writes a markdown table and a PNG plot to --out.
 
 Models: 2 layers, d_model 128, 4 heads of 32, d_ff 256, frame input of width
 128 (no learned positions, so N is not bounded by the model), no head;
-weights from the reference's export with seed 1. Softmax attention is
-quadratic in N: it stops at --softmax-max-n (default 16,384) to keep the run
-short.
+weights from the reference's export with seed 1. Softmax attention, AFT-full
+and GAU are quadratic in N: they stop at --quadratic-max-n (default 16,384) to
+keep the run short (AFT-full and GAU take max_length 20,000 for that).
+--mixers runs a subset (names as in the table's first column, comma-separated).
 """
 
 import argparse
@@ -39,7 +40,12 @@ MIXERS = {
     "aft-simple": {"type": "aft_simple", "heads": 4, "dk": 32},
     # The paper's FLASH shape at this width: E = 2·d_model, s = 64, chunk 128.
     "flash (C=128)": {"type": "flash", "expansion_dim": 256, "qk_dim": 64, "chunk": 128},
+    "aft-local (s=64)": {"type": "aft_local", "heads": 4, "dk": 32, "window": 64},
+    "aft-full (r=64)": {"type": "aft_full", "heads": 4, "dk": 32, "max_length": 20000, "bias_rank": 64},
+    # GAU at this width: E = 2·d_model, s = 64 (the paper's shape), one head.
+    "gau": {"type": "gau", "expansion_dim": 256, "qk_dim": 64, "max_length": 20000},
 }
+QUADRATIC = {"softmax", "aft-full (r=64)", "gau"}
 
 
 def run(cmd):
@@ -63,15 +69,21 @@ def main():
     p.add_argument("--out", default=os.path.join(ROOT, "out", "figure1"))
     p.add_argument("--lengths", default="512,1024,2048,4096,8192,16384,32768,65536")
     p.add_argument("--positions", default="1,256,1024,4096,16384")
-    p.add_argument("--softmax-max-n", type=int, default=16384)
+    p.add_argument("--quadratic-max-n", type=int, default=16384)
+    p.add_argument("--mixers", default=",".join(MIXERS))
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     lengths = [int(n) for n in args.lengths.split(",")]
     positions = [int(n) for n in args.positions.split(",")]
 
+    chosen = args.mixers.split(",")
+    unknown = [m for m in chosen if m not in MIXERS]
+    if unknown:
+        sys.exit(f"unknown --mixers {unknown}; known: {list(MIXERS)}")
     models = {}
-    for name, mixer in MIXERS.items():
+    for name in chosen:
+        mixer = MIXERS[name]
         slug = name.split(" ")[0]
         d = os.path.join(args.out, slug)
         os.makedirs(d, exist_ok=True)
@@ -89,7 +101,7 @@ def main():
     for name, model in models.items():
         forward[name] = {}
         for n in lengths:
-            if name == "softmax" and n > args.softmax_max_n:
+            if name in QUADRATIC and n > args.quadratic_max_n:
                 continue
             rows = bench(args, model, ["--prefill", str(n), "--steps", "1", "--warmup", "0"])
             row = next(r for r in rows if r["test"] == f"prefill {n}")

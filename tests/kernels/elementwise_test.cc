@@ -10,6 +10,7 @@
 //   Softmax         (2e-6 + 4·ε·sqrt(n + 2))·|ref| + 1e-30   (f32 sum of n exps)
 //   LogSoftmax      1e-6·(1 + |ref|)
 //   Dot             4·ε·sqrt(n + 2)·Σ|x·y|
+//   AffineMax, AffineExpAccumulate   see their test
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -146,6 +147,62 @@ TEST_CASE("AffineExp and Scale") {
       };
       CHECK(CheckRowKernel(scale, scale_ref, UniformWith(-20, 20, specials), Exact) == 0);
     }
+  });
+}
+
+// AffineMax exact (one fused multiply-add, then max: the reference rounds
+// a·x + b the same way only up to one rounding, so allow |l|·ε); the
+// accumulation: Exp's ~1 ulp and the rounding of l − m on each term, plus
+// the f32 add onto num/den.
+TEST_CASE("AffineMax and AffineExpAccumulate (AFT's sums)") {
+  ForEachTarget([](const std::string&) {
+    std::mt19937 rng(11);
+    size_t failures = 0;
+    for (const auto& [a, b] : {std::pair{1.0f, 0.0f}, {1.0f, -0.75f}, {-0.6f, 0.0f}}) {
+      for (size_t n : Sizes()) {
+        for (size_t offset = 0; offset < 4; ++offset) {
+          Buffer x(n, offset), v(n, (offset + 1) % 4), m(n, (offset + 2) % 4),
+              num(n, (offset + 3) % 4), den(n, offset);
+          FillUniform(rng, x.data(), n, -8, 8);
+          FillUniform(rng, v.data(), n, -2, 2);
+          FillUniform(rng, m.data(), n, -8, 8);
+          FillUniform(rng, num.data(), n, -1, 1);
+          FillUniform(rng, den.data(), n, 0, 2);
+          std::vector<float> m_want(m.data(), m.data() + n);
+          ref::AffineMax(x.data(), a, b, m_want.data(), n);
+          AffineMax(x.data(), a, b, m.data(), n);
+          std::vector<double> num_want(num.data(), num.data() + n),
+              den_want(den.data(), den.data() + n);
+          ref::AffineExpAccumulate(x.data(), a, b, m.data(), v.data(), num_want.data(),
+                                   den_want.data(), n);
+          AffineExpAccumulate(x.data(), a, b, m.data(), v.data(), num.data(), den.data(), n);
+          for (size_t i = 0; i < n; ++i) {
+            const double l = std::fabs(double{a} * x[i]) + std::fabs(b);
+            const double e = std::exp(double{a} * x[i] + b - m[i]);  // ≤ 1: m is the max
+            const bool ok = std::fabs(m[i] - m_want[i]) <= 1.2e-7 * l &&
+                            e <= 1.0 + 1e-6 &&
+                            std::fabs(num[i] - num_want[i]) <=
+                                (3e-7 + 2.4e-7 * (l + std::fabs(m[i]))) * e * std::fabs(v[i]) +
+                                    6e-8 * std::fabs(num_want[i]) &&
+                            std::fabs(den[i] - den_want[i]) <=
+                                (3e-7 + 2.4e-7 * (l + std::fabs(m[i]))) * e +
+                                    6e-8 * std::fabs(den_want[i]);
+            if (!ok && failures++ < 3) {
+              FAIL_CHECK("a=" << a << " b=" << b << " n=" << n << " i=" << i << " num "
+                              << num[i] << " want " << num_want[i] << " den " << den[i]
+                              << " want " << den_want[i]);
+            }
+          }
+          for (const Buffer* buf : {&x, &v, &m, &num, &den}) {
+            if (!buf->GuardsIntact()) {
+              ++failures;
+              FAIL_CHECK("wrote outside the row, n=" << n);
+            }
+          }
+        }
+      }
+    }
+    CHECK(failures == 0);
   });
 }
 

@@ -138,6 +138,48 @@ HWY_INLINE void AffineExp(const float* x, float a, float b, float* y, size_t n) 
   ew_detail::Map(d, x, y, n, [&](auto v) HWY_ATTR { return hn::Exp(d, hn::MulAdd(av, v, bv)); });
 }
 
+HWY_INLINE void AffineMax(const float* x, float a, float b, float* m, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto av = hn::Set(d, a), bv = hn::Set(d, b);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto l = hn::MulAdd(av, hn::LoadU(d, x + i), bv);
+    hn::StoreU(hn::Max(hn::LoadU(d, m + i), l), d, m + i);
+  }
+  if (i < n) {
+    const size_t r = n - i;
+    const auto l = hn::MulAdd(av, LoadTail(d, x + i, r), bv);
+    StoreTail(hn::Max(LoadTail(d, m + i, r), l), d, m + i, r);
+  }
+}
+
+HWY_INLINE void AffineExpAccumulate(const float* x, float a, float b, const float* m,
+                                    const float* v, float* num, float* den, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto av = hn::Set(d, a), bv = hn::Set(d, b);
+  auto step = [&](size_t i, size_t r) HWY_ATTR {
+    const bool full = r == N;
+    const auto xv = full ? hn::LoadU(d, x + i) : LoadTail(d, x + i, r);
+    const auto mv = full ? hn::LoadU(d, m + i) : LoadTail(d, m + i, r);
+    const auto vv = full ? hn::LoadU(d, v + i) : LoadTail(d, v + i, r);
+    const auto e = hn::Exp(d, hn::Sub(hn::MulAdd(av, xv, bv), mv));
+    const auto nv = hn::MulAdd(e, vv, full ? hn::LoadU(d, num + i) : LoadTail(d, num + i, r));
+    const auto dv = hn::Add(e, full ? hn::LoadU(d, den + i) : LoadTail(d, den + i, r));
+    if (full) {
+      hn::StoreU(nv, d, num + i);
+      hn::StoreU(dv, d, den + i);
+    } else {
+      StoreTail(nv, d, num + i, r);
+      StoreTail(dv, d, den + i, r);
+    }
+  };
+  size_t i = 0;
+  for (; i + N <= n; i += N) step(i, N);
+  if (i < n) step(i, n - i);
+}
+
 HWY_INLINE void Scale(const float* x, float a, float* y, size_t n) {
   const hn::ScalableTag<float> d;
   const auto av = hn::Set(d, a);

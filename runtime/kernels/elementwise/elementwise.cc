@@ -17,6 +17,13 @@ void EluPlusOneImpl(const float* x, float* y, size_t n) { EluPlusOne(x, y, n); }
 void AffineExpImpl(const float* x, float a, float b, float* y, size_t n) {
   AffineExp(x, a, b, y, n);
 }
+void AffineMaxImpl(const float* x, float a, float b, float* m, size_t n) {
+  AffineMax(x, a, b, m, n);
+}
+void AffineExpAccumulateImpl(const float* x, float a, float b, const float* m, const float* v,
+                             float* num, float* den, size_t n) {
+  AffineExpAccumulate(x, a, b, m, v, num, den, n);
+}
 void ScaleImpl(const float* x, float a, float* y, size_t n) { Scale(x, a, y, n); }
 void AddImpl(const float* a, const float* b, float* y, size_t n) { Add(a, b, y, n); }
 void LayerNormImpl(const float* x, const float* gamma, const float* beta, float eps, float* y,
@@ -39,6 +46,8 @@ HWY_EXPORT(ReluImpl);
 HWY_EXPORT(GeluImpl);
 HWY_EXPORT(EluPlusOneImpl);
 HWY_EXPORT(AffineExpImpl);
+HWY_EXPORT(AffineMaxImpl);
+HWY_EXPORT(AffineExpAccumulateImpl);
 HWY_EXPORT(ScaleImpl);
 HWY_EXPORT(AddImpl);
 HWY_EXPORT(LayerNormImpl);
@@ -54,6 +63,13 @@ void EluPlusOne(const float* x, float* y, size_t n) {
 }
 void AffineExp(const float* x, float a, float b, float* y, size_t n) {
   HWY_DYNAMIC_DISPATCH(AffineExpImpl)(x, a, b, y, n);
+}
+void AffineMax(const float* x, float a, float b, float* m, size_t n) {
+  HWY_DYNAMIC_DISPATCH(AffineMaxImpl)(x, a, b, m, n);
+}
+void AffineExpAccumulate(const float* x, float a, float b, const float* m, const float* v,
+                         float* num, float* den, size_t n) {
+  HWY_DYNAMIC_DISPATCH(AffineExpAccumulateImpl)(x, a, b, m, v, num, den, n);
 }
 void Scale(const float* x, float a, float* y, size_t n) {
   HWY_DYNAMIC_DISPATCH(ScaleImpl)(x, a, y, n);

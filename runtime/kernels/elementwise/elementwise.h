@@ -27,6 +27,12 @@ void LayerNorm(const float* x, const float* gamma, const float* beta, float eps,
 // y = softmax(x) and y = log_softmax(x), max-subtracted.
 void Softmax(const float* x, float* y, size_t n);
 void LogSoftmax(const float* x, float* y, size_t n);
+// AFT's sums (attention-math.md §4), per channel i with logit l = a·x[i] + b:
+// m[i] = max(m[i], l), and then with that max
+// e = exp(l − m[i]); num[i] += e·v[i]; den[i] += e.
+void AffineMax(const float* x, float a, float b, float* m, size_t n);
+void AffineExpAccumulate(const float* x, float a, float b, const float* m, const float* v,
+                         float* num, float* den, size_t n);
 // Σ x[i]·y[i], accumulated in f32.
 float Dot(const float* x, const float* y, size_t n);
 

@@ -36,6 +36,18 @@ inline void Scale(const float* x, float a, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = a * x[i];
 }
 
+inline void AffineMax(const float* x, float a, float b, float* m, size_t n) {
+  for (size_t i = 0; i < n; ++i) m[i] = std::max(m[i], a * x[i] + b);
+}
+// In double; num and den accumulate onto their f32 inputs.
+inline void AffineExpAccumulate(const float* x, float a, float b, const float* m, const float* v,
+                                double* num, double* den, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const double e = std::exp(double{a} * x[i] + b - m[i]);
+    num[i] += e * v[i];
+    den[i] += e;
+  }
+}
 inline void Add(const float* a, const float* b, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
