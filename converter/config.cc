@@ -147,12 +147,13 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
                                         "sliding_window",   "aft_simple",
                                         "flash",            "linformer",
                                         "aft_local",        "aft_conv",
-                                        "aft_full",         "gau"};
+                                        "aft_full",         "gau",
+                                        "reformer"};
   static const MixerType kMixerTypes[] = {
       MixerType::kLinearAttention, MixerType::kSoftmaxAttention, MixerType::kSlidingWindow,
       MixerType::kAftSimple,       MixerType::kFlash,            MixerType::kLinformer,
       MixerType::kAftLocal,        MixerType::kAftConv,          MixerType::kAftFull,
-      MixerType::kGau};
+      MixerType::kGau,             MixerType::kReformer};
   std::size_t mixer_type = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(mixer, "type", where, kMixers, &mixer_type));
   block.mixer = kMixerTypes[mixer_type];
@@ -221,6 +222,22 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
     if (la.causal) {
       return r.Invalid(where + ".causal", "must be false: linformer mixes the whole sequence "
                                           "and has no recurrent form");
+    }
+  } else if (block.mixer == MixerType::kReformer) {
+    RECUR_RETURN_IF_ERROR(only_keys({"dv", "n_buckets", "chunk", "rounds"}));
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "n_buckets", where, 2, &la.n_buckets));
+    if (la.n_buckets % 2 != 0 || la.n_buckets > 65536) {
+      return r.Invalid(where + ".n_buckets", "must be even and at most 65536");
+    }
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "chunk", where, 1, &la.chunk));
+    if (la.chunk > 65536) return r.Invalid(where + ".chunk", "must be at most 65536");
+    RECUR_RETURN_IF_ERROR(r.UInt(mixer, "rounds", where, 1, &la.rounds));
+    if (la.rounds > 64) return r.Invalid(where + ".rounds", "must be at most 64");
+    la.causal = false;  // encoder only
+    RECUR_RETURN_IF_ERROR(r.Bool(mixer, "causal", where, &la.causal, /*required=*/false));
+    if (la.causal) {
+      return r.Invalid(where + ".causal", "must be false: reformer sorts the whole sequence "
+                                          "by hash and has no recurrent form");
     }
   } else if (gated) {
     // FLASH: chunk C, scale default 1/C; GAU: max_length T, scale default 1/T.
@@ -614,7 +631,9 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
       out.push_back({p + "mixer.rel_bias", m + "rel_bias", {fl.causal ? c : 2 * c - 1}});
     } else {
     AddLinear(&out, p + "mixer.query", m + "query" + proj, hk, dm);
-    AddLinear(&out, p + "mixer.key", m + "key" + proj, hk, dm);
+    if (b.mixer != MixerType::kReformer) {  // shared QK: no key projection
+      AddLinear(&out, p + "mixer.key", m + "key" + proj, hk, dm);
+    }
     AddLinear(&out, p + "mixer.value", m + "value" + proj, hv, dm);
     AddLinear(&out, p + "mixer.out", m + "out" + proj, dm, hv);
     }
@@ -637,6 +656,11 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
         out.push_back({p + "mixer.u", src + "u", {T, af.bias_rank}});
         out.push_back({p + "mixer.v", src + "v", {T, af.bias_rank}});
       }
+    }
+    if (b.mixer == MixerType::kReformer) {
+      const LinearAttentionDescription& rf = b.linear_attention;
+      out.push_back({p + "mixer.rotations", m + "rotations",
+                     {rf.rounds, rf.dk, rf.n_buckets / 2}});
     }
     if (b.mixer == MixerType::kLinformer) {
       const LinearAttentionDescription& lf = b.linear_attention;

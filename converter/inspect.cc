@@ -315,6 +315,21 @@ class Collector {
         const uint64_t e = fl->expansion_dim(), qs = fl->qk_dim(), c = fl->chunk();
         mixer["state_bytes"] = fl->causal() ? 4 * (qs * e + c * (2 * qs + e)) : 0;
         mixer["state_grows_with_length"] = false;
+      } else if (const fb::Reformer* rf = b->mixer_as_Reformer()) {
+        mixer["type"] = "reformer";
+        mixer["heads"] = rf->heads();
+        mixer["dk"] = rf->dk();
+        mixer["dv"] = rf->dv();
+        mixer["n_buckets"] = rf->n_buckets();
+        mixer["chunk"] = rf->chunk();
+        mixer["rounds"] = rf->rounds();
+        mixer["causal"] = false;
+        mixer["query"] = Dense(rf->query());
+        mixer["value"] = Dense(rf->value());
+        mixer["out"] = Dense(rf->out());
+        mixer["rotations"] = rf->rotations();
+        mixer["state_bytes"] = 0;  // an encoder keeps no state
+        mixer["state_grows_with_length"] = false;
       } else if (const fb::Gau* g = b->mixer_as_Gau()) {
         mixer["type"] = "gau";
         mixer["expansion_dim"] = g->expansion_dim();
@@ -487,6 +502,11 @@ std::string RenderText(const json& j) {
         mixer += " max_length=" + std::to_string(m["max_length"].get<uint32_t>()) +
                  " bias_rank=" + std::to_string(m["bias_rank"].get<uint32_t>()) + " bias_form=" +
                  m["bias_form"].get<std::string>();
+      }
+      if (m.contains("n_buckets")) {
+        mixer += " n_buckets=" + std::to_string(m["n_buckets"].get<uint32_t>()) +
+                 " chunk=" + std::to_string(m["chunk"].get<uint32_t>()) +
+                 " rounds=" + std::to_string(m["rounds"].get<uint32_t>());
       }
       if (m.contains("seq_len")) {
         mixer += " seq_len=" + std::to_string(m["seq_len"].get<uint32_t>()) +

@@ -33,6 +33,7 @@ enum class MixerType {
   kAftConv,   // window bias per head
   kAftFull,   // pairwise bias up to max_length
   kGau,       // gated attention unit, relu² over positions below max_length
+  kReformer,  // LSH attention, encoder only
 };
 enum class LinformerSharing { kNone, kHeadwise, kKeyValue, kLayerwise };
 
@@ -74,6 +75,9 @@ struct LinearAttentionDescription {
   // default 1/T). AFT-full: the factorised bias's rank (0: a full [T, T] bias) and
   // whether logits are k·w (fast-transformers) rather than k + w.
   uint32_t max_length = 0;
+  // Reformer: hash buckets and rounds (chunk: its chunk length).
+  uint32_t n_buckets = 0;
+  uint32_t rounds = 0;
   uint32_t bias_rank = 0;
   bool multiply = false;
 

@@ -171,6 +171,11 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
                               ref(p + "mixer.qk_gamma"), ref(p + "mixer.qk_beta"),
                               ref(p + "mixer.rel_bias"), la.causal)
                   .Union();
+    } else if (b.mixer == MixerType::kReformer) {
+      mixer_type = fb::Mixer::Reformer;
+      mixer = fb::CreateReformer(fbb, la.heads, la.dk, la.dv, la.n_buckets, la.chunk, la.rounds, q,
+                                 v, o, ref(p + "mixer.rotations"))
+                  .Union();
     } else if (b.mixer == MixerType::kGau) {
       mixer_type = fb::Mixer::Gau;
       mixer = fb::CreateGau(fbb, la.expansion_dim, la.qk_dim, la.max_length, la.scale, q, k, v, o,

@@ -57,6 +57,10 @@ NONCAUSAL = {
     "linformer": {"type": "linformer", "heads": 2, "dk": 3, "dv": 4, "seq_len": 30, "proj_dim": 5},
     "linformer_kv": {"type": "linformer", "heads": 2, "dk": 3, "dv": 4, "seq_len": 30, "proj_dim": 5,
                      "sharing": "kv"},
+    # chunk 16 ≥ N in the tests below: one chunk, every other position; reformer_c3: chunks of 3
+    "reformer": {"type": "reformer", "heads": 2, "dk": 3, "dv": 4, "n_buckets": 4, "chunk": 16, "rounds": 2},
+    "reformer_c3": {"type": "reformer", "heads": 2, "dk": 3, "dv": 4, "n_buckets": 6, "chunk": 3, "rounds": 3,
+                    "causal": False},
 }
 
 
@@ -154,8 +158,8 @@ class NoRecurrentForm(unittest.TestCase):
     def test_noncausal_is_not_causal(self):
         """Changing the last position changes the first output (whole-sequence mixing)."""
         for name, cfg in NONCAUSAL.items():
-            if name in ("window", "aft_local", "aft_conv", "flash"):
-                continue   # local: position 0 does not see position N−1
+            if name in ("window", "aft_local", "aft_conv", "flash", "reformer_c3"):
+                continue   # local: position 0 does not see position N−1 (reformer_c3: not in a chunk before it)
             with self.subTest(name):
                 m = make(cfg)
                 if name == "gau":   # relu² may zero a far pair: make the bias positive
@@ -258,8 +262,14 @@ class TensorNames(unittest.TestCase):
         self.assertEqual(set(sd), set(gau))
         self.assertEqual(tuple(sd["qk_gamma"].shape), (2, 4))
         self.assertEqual(tuple(sd["rel_bias"].shape), (40,))
+        sd = make(NONCAUSAL["reformer_c3"]).state_dict()
+        self.assertEqual(set(sd), {"query.weight", "query.bias", "value.weight", "value.bias", "out.weight",
+                                   "out.bias", "rotations"})   # no key: shared QK
+        self.assertEqual(tuple(sd["rotations"].shape), (3, 3, 3))
+        self.assertEqual(tuple(sd["value.weight"].shape), (8, D_MODEL))
         self.assertEqual(set(MIXERS), {"softmax_attention", "linear_attention", "sliding_window", "aft_simple",
-                                       "aft_local", "aft_conv", "aft_full", "gau", "flash", "linformer"})
+                                       "aft_local", "aft_conv", "aft_full", "gau", "flash", "linformer",
+                                       "reformer"})
 
 
 class Validation(unittest.TestCase):
@@ -293,6 +303,13 @@ class Validation(unittest.TestCase):
             (dict(NONCAUSAL["linformer"], causal=True), "linformer is encoder-only"),
             (dict(NONCAUSAL["linformer"], sharing="all"), "unknown mixer.sharing"),
             (dict(NONCAUSAL["linformer"], proj_dim=0), "proj_dim must be a positive integer"),
+            (dict(NONCAUSAL["reformer"], causal=True), "reformer has no causal/recurrent form"),
+            (dict(NONCAUSAL["reformer"], n_buckets=5), "mixer.n_buckets must be an even integer >= 2"),
+            (dict(NONCAUSAL["reformer"], n_buckets=0), "mixer.n_buckets must be an even integer >= 2"),
+            (dict(NONCAUSAL["reformer"], chunk=0), "mixer.chunk must be a positive integer"),
+            (dict(NONCAUSAL["reformer"], rounds=1.0), "mixer.rounds must be a positive integer"),
+            ({k: v for k, v in NONCAUSAL["reformer"].items() if k != "rounds"}, "missing keys \\['rounds'\\]"),
+            (dict(NONCAUSAL["reformer"], seq_len=30), "unknown keys \\['seq_len'\\]"),
         ]
         for cfg, msg in bad:
             with self.subTest(msg):
@@ -450,6 +467,31 @@ class Independent(unittest.TestCase):
                     Fm = (Fm[h] if Fm.dim() == 3 else Fm)[:, :7]
                     o[:, h] = torch.softmax(q[:, h] @ (E @ k[:, h]).T / math.sqrt(3), -1) @ (Fm @ v[:, h])
                 self.assertLessEqual(maxdiff(m(x)[0], m.out(o.reshape(7, -1))), TOL)
+
+    def test_reformer(self):
+        """LSH attention per the docstring, position by position: hash, sort by (bucket,
+        position), chunk, look one chunk back, drop self unless alone, average the rounds."""
+        for name, n in (("reformer", 9), ("reformer_c3", 14), ("reformer_c3", 2), ("reformer_c3", 1)):
+            with self.subTest(f"{name} N={n}"):
+                m = make(NONCAUSAL[name])
+                c, r, H = m.chunk, m.rounds, m.heads
+                x = rand_x(2, n)
+                q = m.query(x).view(2, n, H, 3)
+                v = m.value(x).view(2, n, H, 4)
+                o = torch.zeros(2, n, H, 4, dtype=f64)
+                for b in range(2):
+                    for h in range(H):
+                        k = [q[b, j, h] / q[b, j, h].norm() for j in range(n)]
+                        for i in range(r):
+                            p = [k[j] @ m.rotations[i] for j in range(n)]
+                            bucket = [int(torch.cat([pj, -pj]).argmax()) for pj in p]
+                            order = sorted(range(n), key=lambda j: (bucket[j], j))
+                            for s, j in enumerate(order):
+                                cand = order[max(s // c - 1, 0) * c:(s // c + 1) * c]
+                                cand = [t for t in cand if t != j] or [j]
+                                w = torch.softmax(torch.stack([q[b, j, h] @ k[t] for t in cand]) / math.sqrt(3), 0)
+                                o[b, j, h] += sum(w[a] * v[b, t, h] for a, t in enumerate(cand)) / r
+                self.assertLessEqual(maxdiff(m(x), m.out(o.reshape(2, n, -1))), TOL)
 
 
 class FeatureMaps(unittest.TestCase):

@@ -8,7 +8,8 @@ loop and an independent quadratic-time transcription of the README math
 (float64, 1e-9); float32 agrees with float64 (1e-4); export → load is exact;
 goldens hold what the model computes. Plus the softmax-attention, sliding-window,
 AFT-simple, AFT-local and AFT-conv mixers' forms vs naive transcriptions and their mixers.py classes, the Linformer
-encoder (every sharing mode vs mixers.Linformer, layerwise tying and its export), mixed models
+encoder (every sharing mode vs mixers.Linformer, layerwise tying and its export), the Reformer LSH encoder (vs
+explicit loops and mixers.Reformer, the float64 hash margins of its goldens), mixed models
 (a list of one mixer per block) vs a per-block composition, safetensors/golden round
 trips, the fast-transformers key set, and the CLIs (export, make_golden, compare_run) end
 to end. Short sequences only: the
@@ -31,15 +32,15 @@ import torch.nn.functional as F
 from recur_ref import CHUNK, checkpoint, golden, mixers, safetensors
 from recur_ref import fast_transformers_layout as ftl
 from recur_ref.model import (FLASH, GAU, MIXER_TYPES, AFTConv, AFTFull, AFTLocal, AFTSimple, Block, LinearAttention,
-                             Linformer, RecurModel, SlidingWindowAttention, SoftmaxAttention, feature_dim,
-                             mixer_configs)
+                             Linformer, RecurModel, Reformer, SlidingWindowAttention, SoftmaxAttention,
+                             feature_dim, mixer_configs)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 CONFIGS = sorted(glob.glob(os.path.join(REPO_ROOT, "models", "configs", "*.json")))
 SEQ_LEN = {"paper_mnist": 32, "long_pre_tokens": 300, "sliding_window_tokens": 100,  # per config; default below
            "mixed_tokens": 100, "mixed_features": 90, "linformer_features": 200, "linformer_shared": 128,
-           "gau_tokens": 100}
+           "gau_tokens": 100, "reformer_features": 200, "reformer_tokens_encoder": 300}
 DEFAULT_SEQ_LEN = 64
 SEED = 7
 
@@ -50,7 +51,7 @@ STATE_NAMES = {"softmax_attention": ["K", "V"], "linear_attention": ["S", "z"],
                "sliding_window": ["k_glob", "k_ring", "v_glob", "v_ring"],
                "aft_simple": ["den", "max", "num"], "aft_local": AFT_LOCAL_STATE, "aft_conv": AFT_LOCAL_STATE,
                "aft_full": ["k", "v"], "gau": ["k", "v"], "flash": ["S", "kl_buf", "kq_buf", "v_buf"],
-               "linformer": []}   # encoder only: no state
+               "linformer": [], "reformer": []}   # encoder only: no state
 
 
 
@@ -121,6 +122,9 @@ def expected_tensors(cfg):
             mix = [("mixer.u_proj", (E, d)), ("mixer.v_proj", (E, d)), ("mixer.z_proj", (s, d)), ("mixer.out", (d, E))]
             t.update({b + "mixer.qk_gamma": (rows, s), b + "mixer.qk_beta": (rows, s),
                       b + "mixer.rel_bias": (C if m.get("causal", True) else 2 * C - 1,)})
+        elif m["type"] == "reformer":   # README: shared QK (no key), the hash rotations
+            mix = [("mixer.query", (qk, d)), ("mixer.value", (vv, d)), ("mixer.out", (d, vv))]
+            t[b + "mixer.rotations"] = (m["rounds"], m["dk"], m["n_buckets"] // 2)
         else:
             mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)), ("mixer.out", (d, vv))]
         for name, (o, n) in mix + [("ffn.linear1", (ffn, d)), ("ffn.linear2", (d, ffn))]:
@@ -251,9 +255,16 @@ def naive_forward(cfg, w, x):
         return lin(naive_linformer(m, w[b + "mixer.E"], w.get(b + "mixer.F"), q, k, v).reshape(n, heads * dv),
                    b + "mixer.out")
 
+    def reformer_mixer(h, b):   # explicit loops over rounds, heads, sorted chunks and candidates
+        q = lin(h, b + "mixer.query").view(n, heads, dk)
+        v = lin(h, b + "mixer.value").view(n, heads, dv)
+        return lin(naive_reformer(m, w[b + "mixer.rotations"], q, v).reshape(n, heads * dv), b + "mixer.out")
+
     def mixer(h, b):
         if m["type"] == "linformer":
             return linformer_mixer(h, b)
+        if m["type"] == "reformer":
+            return reformer_mixer(h, b)
         if m["type"] == "gau":
             return gau_mixer(h, b)
         if m["type"] == "flash":
@@ -387,6 +398,36 @@ def naive_linformer(m, E, Fm, q, k, v):
             s = K2 @ q[t, h] / math.sqrt(dk)
             e = torch.exp(s - s.max())
             o[t, h] = (e / e.sum()) @ V2
+    return o
+
+
+def naive_reformer(m, rotations, q, v):
+    """Reformer LSH attention as explicit loops (the README's formula): q (n, H, dk), v (n, H, dv)
+    at positions 0..n−1, rotations (r, dk, nb/2) → o (n, H, dv). Per head h and round i: K_j =
+    Q_j/‖Q_j‖, P = K_j·rotations[i], bucket_j = the first index of the largest of [P, −P];
+    positions sorted by (bucket, position); the query in sorted slot s (chunk g = s // c) takes
+    the positions of chunks g − 1 (if g ≥ 1) and g, minus itself unless it is alone, and
+    o_j += softmax(Q_j·K_p/√dk) V_p / r."""
+    n, heads, dk = q.shape
+    c, r = m["chunk"], m["rounds"]
+    o = torch.zeros(n, heads, v.shape[-1], dtype=q.dtype)
+    for h in range(heads):
+        k = [q[j, h] / math.sqrt(float(q[j, h] @ q[j, h])) for j in range(n)]
+        for i in range(r):
+            bucket = []
+            for j in range(n):
+                p = [float(k[j] @ rotations[i][:, a]) for a in range(rotations.shape[2])]
+                vals = p + [-x for x in p]
+                bucket.append(max(range(len(vals)), key=lambda a: (vals[a], -a)))   # ties: lowest index
+            order = sorted(range(n), key=lambda j: (bucket[j], j))
+            for s, j in enumerate(order):
+                g = s // c
+                cand = [order[t] for t in range(max(g - 1, 0) * c, min((g + 1) * c, n))]
+                if len(cand) > 1:
+                    cand.remove(j)
+                sc = torch.stack([q[j, h] @ k[p] / math.sqrt(dk) for p in cand])
+                e = torch.exp(sc - sc.max())
+                o[j, h] += sum(e[a] / e.sum() * v[p, h] for a, p in enumerate(cand)) / r
     return o
 
 
@@ -2591,6 +2632,224 @@ def gau_golden_cli():
         assert r.returncode != 0 and "max_length" in r.stderr, r.stderr
 
 
+# ---------------------------------------------------------------- reformer
+
+RF_D_MODEL = 12
+RF_MIN_GAP = 1e-4   # the smallest float64 margin of a golden's hash decisions (the runtime hashes in f32)
+
+
+def _rf_cfg(nb=4, c=5, r=2, **kv):
+    return {"type": "reformer", "heads": 2, "dk": 4, "dv": 3, "n_buckets": nb, "chunk": c, "rounds": r, **kv}
+
+
+def _rf_parts(att, x):
+    """Q (N, H, dk), V (N, H, dv) of a Reformer mixer written out from the README."""
+    n = len(x)
+    q = F.linear(x, att.query.weight, att.query.bias).view(n, att.heads, att.dk)
+    v = F.linear(x, att.value.weight, att.value.bias).view(n, att.heads, att.dv)
+    return q, v
+
+
+def reformer_forms():
+    """Reformer of model.py alone (float64): the tensors of the contract (query, value, out,
+    the buffer rotations; no key), the same seeded init as mixers.Reformer; noncausal ==
+    explicit loops (naive_reformer) == mixers.Reformer's forward, for N a multiple of c, N not
+    a multiple, N < c, N = 1, chunk 1 (slot 0 alone: it attends to itself) and several rounds
+    and bucket counts; positions sharing a bucket really are batched together (several buckets
+    in use); parallel / recurrent raise "no recurrent form"; pos ≠ 0 is refused; no state."""
+    g = torch.Generator().manual_seed(31)
+    d = RF_D_MODEL
+    full = torch.randn(41, d, generator=g, dtype=torch.float64)
+    for nb, c, r in ((4, 5, 2), (2, 8, 1), (8, 3, 3), (6, 1, 2), (4, 16, 2)):
+        cfg = _rf_cfg(nb, c, r)
+        what = f"reformer nb {nb} c {c} r {r}"
+        for cc in (cfg, {**cfg, "causal": False}):
+            torch.manual_seed(0)
+            att = Reformer.from_config(d, cc)
+            torch.manual_seed(0)
+            ref = mixers.Reformer(cc, d)
+            got = {name: tuple(t.shape) for name, t in att.state_dict().items()}
+            assert got == {"query.weight": (8, d), "query.bias": (8,), "value.weight": (6, d), "value.bias": (6,),
+                           "out.weight": (d, 6), "out.bias": (d,), "rotations": (r, 4, nb // 2)}, f"{what}: {got}"
+            assert list(att.state_dict()) == list(ref.state_dict()), "tensor order differs from mixers.Reformer"
+            assert all(torch.equal(v, ref.state_dict()[k]) for k, v in att.state_dict().items()), "init differs"
+            assert "rotations" not in dict(att.named_parameters()), "rotations is a buffer, not trained"
+            assert not att.causal and att.empty_state(torch.float64) == {}
+        att, ref = att.double(), ref.double()
+        assert att.rotations.dtype == torch.float64
+        with torch.no_grad():
+            for n in (41, 4 * c, 2 * c + 1, c - 1, 2, 1):
+                if n < 1 or n > len(full):
+                    continue
+                x = full[:n]
+                y, st = att.noncausal(x, {})
+                assert st == {}
+                q, v = _rf_parts(att, x)
+                want = F.linear(naive_reformer(cfg, att.rotations, q, v).reshape(n, -1), att.out.weight, att.out.bias)
+                assert_close(y, want, 1e-12, f"{what}: noncausal vs explicit loops (N={n})")
+                assert_close(y, ref(x[None])[0], 1e-12, f"{what}: noncausal vs mixers.Reformer (N={n})")
+            x2 = torch.stack([full[:23], full[5:28]])   # mixers.Reformer is batched: each stream on its own
+            yb = ref(x2)
+            for b in range(2):
+                assert_close(yb[b], att.noncausal(x2[b], {})[0], 1e-12, f"{what}: batch row {b}")
+            buckets = att.hashes(full).argmax(-1)              # (r, H, N)
+            assert all(len(set(bk.tolist())) > 1 for bk in buckets.flatten(0, 1)), f"{what}: one bucket only"
+            for call in (lambda: att.parallel(full[:4], {}, chunk=2), lambda: att.recurrent(full[:4], {}),
+                         lambda: att.parallel(full[:4], {}, 0, 2)):
+                try:
+                    call()
+                    raise AssertionError(f"{what}: a reformer ran a causal form")
+                except ValueError as e:
+                    assert "no recurrent form" in str(e), str(e)
+            try:
+                att.noncausal(full[:4], {}, pos=3)
+                raise AssertionError("reformer accepted pos 3")
+            except ValueError as e:
+                assert "position 0" in str(e), str(e)
+    # The hash: the first maximum of [P, −P] (ties → the lowest index), P = K·rotations with K = Q/‖Q‖.
+    att = Reformer.from_config(d, _rf_cfg(4, 5, 1)).double()
+    with torch.no_grad():
+        att.rotations.zero_()
+        att.rotations[0, 0, 1] = 1.0                       # P = (0, K_0): bucket 1 if K_0 > 0, else 3; 0 never
+        hx = att.hashes(full)
+        q, _ = _rf_parts(att, full)
+        k0 = (q / q.norm(dim=-1, keepdim=True))[..., 0].T  # (H, N)
+        assert torch.equal(hx.argmax(-1)[0], torch.where(k0 > 0, 1, 3)), "hash argmax"
+        att.rotations.zero_()                              # all P = 0: every value ties → bucket 0
+        assert int(att.hashes(full).argmax(-1).max()) == 0
+        y, _ = att.noncausal(full[:17], {})                # one bucket: chunks of the positions in order
+        q, v = _rf_parts(att, full[:17])
+        assert_close(y, F.linear(naive_reformer(_rf_cfg(4, 5, 1), att.rotations, q, v).reshape(17, -1),
+                                 att.out.weight, att.out.bias), 1e-12, "all in bucket 0")
+    # Inside a model: no step, no state; an encoder sees the whole utterance.
+    cfg = json.load(open(os.path.join(REPO_ROOT, "models/configs/reformer_features.json")))
+    model = checkpoint.build_model(cfg, 0).double()
+    x = golden.random_inputs(cfg, 50, 1)
+    with torch.no_grad():
+        try:
+            model.step(x[0], model.init_state())
+            raise AssertionError("a reformer model stepped")
+        except ValueError as e:
+            assert "no recurrent form" in str(e), str(e)
+        assert model.init_state().layers == [{}, {}] and not model.causal
+        assert torch.equal(model(x, chunk=1), model(x)), "the encoder form ignores chunk"
+
+
+def reformer_config_validation():
+    """reformer keys (mixers.validate_mixer): bad ones are ValueErrors naming the key, also inside
+    a mixed model's list; causal defaults to false and true is rejected ("reformer has no
+    causal/recurrent form"); n_buckets must be even and ≥ 2; mixing with causal blocks is the
+    mixed-causality error; a non-causal mixed [reformer, linformer] model == its blocks one by one."""
+    assert set(MIXER_TYPES) == set(mixers.MIXERS), sorted(set(mixers.MIXERS) ^ set(MIXER_TYPES))
+    base = json.load(open(os.path.join(REPO_ROOT, "models/configs/reformer_features.json")))
+    tok = json.load(open(os.path.join(REPO_ROOT, "models/configs/reformer_tokens_encoder.json")))
+
+    def with_mixer(b=base, drop=(), **kv):
+        c = json.loads(json.dumps(b))
+        c["mixer"].update(kv)
+        c["mixer"] = {k: v for k, v in c["mixer"].items() if k not in drop}
+        return c
+
+    mixed = json.loads(json.dumps(base))
+    mixed["mixer"] = [dict(base["mixer"]), dict(base["mixer"], n_buckets=3)]
+    bad = [(with_mixer(causal=True), "causal"), (with_mixer(causal="no"), "causal"), (with_mixer(causal=0), "causal"),
+           (with_mixer(tok, causal=True), "reformer has no causal/recurrent form"),
+           (with_mixer(drop=("n_buckets",)), "n_buckets"), (with_mixer(n_buckets=3), "n_buckets"),
+           (with_mixer(n_buckets=0), "n_buckets"), (with_mixer(n_buckets=1), "n_buckets"),
+           (with_mixer(n_buckets=-2), "n_buckets"), (with_mixer(n_buckets=4.0), "n_buckets"),
+           (with_mixer(n_buckets=True), "n_buckets"), (with_mixer(n_buckets=None), "n_buckets"),
+           (with_mixer(drop=("chunk",)), "chunk"), (with_mixer(chunk=0), "chunk"), (with_mixer(chunk=2.5), "chunk"),
+           (with_mixer(chunk=True), "chunk"), (with_mixer(drop=("rounds",)), "rounds"),
+           (with_mixer(rounds=0), "rounds"), (with_mixer(rounds="2"), "rounds"), (with_mixer(rounds=None), "rounds"),
+           (with_mixer(drop=("heads",)), "heads"), (with_mixer(heads=0), "heads"), (with_mixer(dk=1.5), "dk"),
+           (with_mixer(drop=("dv",)), "dv"), (with_mixer(dv=0), "dv"),
+           (with_mixer(window=4), "window"), (with_mixer(seq_len=256), "seq_len"),   # other mixers' keys
+           (with_mixer(max_length=256), "max_length"), (with_mixer(key=True), "key"),
+           (mixed, "mixer[1] (reformer): mixer.n_buckets must be an even integer >= 2")]
+    expect_rejected(bad)
+    e = None
+    try:
+        RecurModel(with_mixer(causal=True))
+    except ValueError as err:
+        e = str(err)
+    assert e == "recur config: mixer (reformer): reformer has no causal/recurrent form: mixer.causal must be false", e
+    for ok in (with_mixer(drop=("causal",)), with_mixer(n_buckets=2), with_mixer(chunk=1), with_mixer(rounds=1),
+               with_mixer(tok, causal=False), with_mixer(n_buckets=64, chunk=1000, rounds=5)):
+        model = checkpoint.build_model(ok, 0)
+        assert not model.causal and model.init_state().layers == [{}] * ok["n_layers"]
+    # Mixed models: reformer (non-causal by default) next to causal blocks is the causality error.
+    soft = {"type": "softmax_attention", "heads": 2, "dk": 4, "dv": 4}
+    rf = dict(tok["mixer"])
+    for mixer, msg in (([rf, soft], "recur config: mixer[1]: causal true differs from mixer[0] (causal false)"),
+                       ([soft, rf], "recur config: mixer[1]: causal false differs from mixer[0] (causal true)")):
+        try:
+            RecurModel({**tok, "mixer": mixer})
+            raise AssertionError("accepted a reformer block next to a causal one")
+        except ValueError as err:
+            assert str(err).startswith(msg), str(err)
+    lf = {"type": "linformer", "heads": 2, "dk": 4, "dv": 4, "seq_len": 64, "proj_dim": 8}
+    mixed = {**tok, "mixer": [rf, lf]}
+    model = checkpoint.build_model(mixed, 3).double()
+    assert not model.causal and [type(b.mixer).__name__ for b in model.blocks] == ["Reformer", "Linformer"]
+    assert set(k for k in model.state_dict() if ".mixer." in k) == \
+        {k for k in expected_tensors(mixed) if ".mixer." in k}
+    x = golden.random_inputs(mixed, 40, 4)
+    with torch.no_grad():
+        out, layers, _ = model(x, return_layers=True)
+        h = model.input(x, 0)
+        for i, block in enumerate(model.blocks):
+            h, _ = block(h, {}, CHUNK, 0)
+            assert_close(layers[i], h, 1e-12, f"mixed reformer/linformer block {i}")
+        assert_close(out, naive_forward(mixed, dict(model.state_dict()), x), 1e-9, "mixed reformer/linformer vs naive")
+
+
+def reformer_hash_gaps(model, records, cfg):
+    """Per layer, the smallest float64 margin between the largest and the second-largest of
+    [P, −P] over every position, head and round of a golden's input (each layer's mixer input
+    recomputed from the model)."""
+    gaps = []
+    with torch.no_grad():
+        x = records["input"]
+        h = model.input(x if cfg["input"]["kind"] == "tokens" else x.double(), 0)
+        for block in model.blocks:
+            top = block.mixer.hashes(block.norm1(h) if block.pre_norm else h).topk(2, -1).values
+            gaps.append(float((top[..., 0] - top[..., 1]).min()))
+            h, _ = block(h, {}, CHUNK, 0)
+    return gaps
+
+
+def reformer_golden_cli():
+    """make_golden.py on reformer_features (200 positions) and reformer_tokens_encoder (300): no
+    state records, the golden equals the model loaded back, the weights are the README's
+    tensors, the outputs are finite and not degenerate (spread over positions > 0.1, most rows
+    distinct: equal tokens next to each other may share a row), and every
+    hash decision of the golden's input has a float64 margin ≥ RF_MIN_GAP (so an f32 runtime
+    hashes every position into the same bucket)."""
+    for name, steps in (("reformer_features", 200), ("reformer_tokens_encoder", 300)):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
+                   "--seed", "7", "--steps", str(steps), "--out", tmp]
+            subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+            records = golden.read(os.path.join(tmp, "golden.bin"))
+            model, config = checkpoint.load(tmp)
+            tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
+        assert {k: tuple(v.shape) for k, v in tensors.items()} == expected_tensors(config)
+        assert list(records) == ["meta", "input", "output"] + [f"layer.{i}" for i in range(config["n_layers"])]
+        assert len(records["input"]) == steps
+        model = model.double()
+        with torch.no_grad():
+            out, layers, _ = model(records["input"], return_layers=True)
+        assert torch.equal(records["output"], out)
+        for i, h in enumerate(layers):
+            assert torch.equal(records[f"layer.{i}"], h)
+        o = records["output"]
+        assert torch.isfinite(o).all(), name
+        assert float(o.std(0).mean()) > 0.1 and len(torch.unique(o.round(decimals=6), dim=0)) > steps // 2, \
+            f"{name}: degenerate output"
+        gaps = reformer_hash_gaps(model, records, config)
+        assert min(gaps) >= RF_MIN_GAP, f"{name}: a hash margin {min(gaps):.3g} < {RF_MIN_GAP} (per layer {gaps})"
+
+
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
                                         model_rejects_bad_input, cli_end_to_end, compare_run_cli,
@@ -2604,7 +2863,8 @@ def main():
                                         linformer_forms, linformer_config_validation, linformer_layerwise_shared,
                                         linformer_golden_cli, aft_full_forms, aft_full_config_validation,
                                         aft_full_ft_mapping, aft_full_golden_cli, gau_forms,
-                                        gau_config_validation, gau_golden_cli)]
+                                        gau_config_validation, gau_golden_cli, reformer_forms,
+                                        reformer_config_validation, reformer_golden_cli)]
     checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:

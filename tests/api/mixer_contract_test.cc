@@ -35,6 +35,7 @@ const std::map<std::string, const char*>& TestModels() {
       {"AftLocal", recur::testing::kTinyAftLocalConfig},
       {"AftFull", recur::testing::kTinyAftFullConfig},
       {"Gau", recur::testing::kTinyGauConfig},
+      {"Reformer", recur::testing::kTinyReformerConfig},
   };
   return models;
 }

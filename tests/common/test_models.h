@@ -88,6 +88,15 @@ inline const char* kTinyLinformerConfig = R"({
   "mixer": {"type": "linformer", "heads": 3, "dk": 4, "dv": 4, "seq_len": 32, "proj_dim": 6},
   "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
 
+// Reformer LSH attention (encoder only): 4 buckets, chunks of 5, 2 rounds.
+inline const char* kTinyReformerConfig = R"({
+  "layout": "recur", "d_model": 12, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "features", "feature_width": 5, "projection": true},
+  "max_positions": 0,
+  "mixer": {"type": "reformer", "heads": 2, "dk": 4, "dv": 3, "n_buckets": 4, "chunk": 5,
+            "rounds": 2},
+  "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
+
 // AFT-local (window 4) over tokens, and AFT-conv (per-head kernel) over features.
 inline const char* kTinyAftLocalConfig = R"({
   "layout": "recur", "d_model": 16, "n_layers": 2, "norm_placement": "pre",

@@ -224,7 +224,7 @@ TEST_CASE("config: recur layout, invalid values") {
   CHECK(with("/mixer/type", "softmax") ==
         "config.json: \"mixer.type\" must be one of \"linear_attention\", \"softmax_attention\", "
         "\"sliding_window\", \"aft_simple\", \"flash\", \"linformer\", \"aft_local\", "
-        "\"aft_conv\", \"aft_full\", \"gau\" (got \"softmax\")");
+        "\"aft_conv\", \"aft_full\", \"gau\", \"reformer\" (got \"softmax\")");
   CHECK(with("/mixer/feature_map", "sigmoid") ==
         "config.json: \"mixer.feature_map\" must be one of \"elu_plus_one\", \"relu\", "
         "\"poly2\", \"favor\" (got \"sigmoid\")");
@@ -522,6 +522,34 @@ TEST_CASE("config: GAU (recur layout)") {
   CHECK(ErrorOf(j) == "config.json: \"mixer.max_length\" must be at most 65536");
   j["mixer"].erase("max_length");
   CHECK(ErrorOf(j) == "config.json: missing key \"mixer.max_length\"");
+}
+
+TEST_CASE("config: Reformer (recur layout, encoder only)") {
+  json j = TokensJson();
+  j["mixer"] = {{"type", "reformer"}, {"heads", 2}, {"dk", 8}, {"dv", 4},
+                {"n_buckets", 6}, {"chunk", 4}, {"rounds", 3}};
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const LinearAttentionDescription& rf = r->desc.blocks[0].linear_attention;
+  CHECK(r->desc.blocks[0].mixer == MixerType::kReformer);
+  CHECK_FALSE(rf.causal);
+  CHECK(rf.n_buckets == 6);
+  CHECK(rf.rounds == 3);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& t : ExpectedTensors(r->desc)) shapes[t.name] = t.shape;
+  CHECK(shapes["blocks.0.mixer.query.weight"] == std::vector<int64_t>{16, 16});
+  CHECK(shapes["blocks.0.mixer.value.weight"] == std::vector<int64_t>{8, 16});
+  CHECK(shapes["blocks.0.mixer.rotations"] == std::vector<int64_t>{3, 8, 3});
+  CHECK(shapes.count("blocks.0.mixer.key.weight") == 0);  // shared QK
+  j["mixer"]["causal"] = true;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.causal\" must be false: reformer sorts the whole "
+                      "sequence by hash and has no recurrent form");
+  j["mixer"].erase("causal");
+  j["mixer"]["n_buckets"] = 5;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.n_buckets\" must be even and at most 65536");
+  j["mixer"]["n_buckets"] = 4;
+  j["mixer"]["rounds"] = 0;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.rounds\" must be a positive integer");
 }
 
 TEST_CASE("config: a mixer per block (mixed models)") {

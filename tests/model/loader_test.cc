@@ -328,3 +328,25 @@ TEST_CASE("GAU: bad sizes, a bad scale and a mis-shaped bias are named") {
     CHECK(Error().find("expected [47]") != std::string::npos);
   }
 }
+
+TEST_CASE("Reformer: bad sizes and a mis-shaped rotation table are named") {
+  {
+    auto bytes = BuildTestModel(recur::testing::kTinyReformerConfig, 1);
+    REQUIRE(!bytes.empty());
+    CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+    const auto* rf = Root(bytes)->blocks()->Get(0)->mixer_as_Reformer();
+    REQUIRE(rf != nullptr);
+    Poke<uint32_t>(rf, fb::Reformer::VT_N_BUCKETS, 3);
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.0: reformer needs an even n_buckets in [2, 65536], chunk in "
+                     "[1, 65536] and rounds in [1, 64] (got 3, 5, 2)");
+  }
+  {
+    auto bytes = BuildTestModel(recur::testing::kTinyReformerConfig, 1);
+    const auto* rf = Root(bytes)->blocks()->Get(1)->mixer_as_Reformer();
+    Poke<uint32_t>(rf, fb::Reformer::VT_ROUNDS, 3);  // rotations has 2 rounds
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error().find("blocks.1.mixer.rotations") != std::string::npos);
+    CHECK(Error().find("expected [3,4,2]") != std::string::npos);
+  }
+}

@@ -1,7 +1,7 @@
 """Reference implementations of the sequence mixers of issue 4 (float64-capable
 ground truth for the C++ parity tests). Math: /work/shared/docs/attention-math.md
 §2 (softmax), §3 (linear attention feature maps), §4 (AFT), §5 (Longformer
-windows), §6 (GAU / FLASH), §7 (Linformer).
+windows), §6 (GAU / FLASH), §7 (Linformer); Reformer's LSH attention: models/configs/README.md.
 
 Every mixer is an `nn.Module` built as `MIXERS[cfg["type"]](cfg, d_model)`; its
 `state_dict()` names are relative to the mixer (`query.weight`, `feature_map.omega`,
@@ -15,7 +15,7 @@ Common interface (x: (B, N, d_model), x_t: (B, d_model)):
   prefill(x, state)               → (y (B, N, d_model), new state): the chunked form,
                                     continuing from `state` (== N steps)
   state_size()                    == state_bytes(cfg, d_model)
-Mixers without a recurrent form (non-causal variants, Linformer) raise ValueError
+Mixers without a recurrent form (non-causal variants, Linformer, Reformer) raise ValueError
 from initial_state / step / prefill with a message that says so.
 
 State dicts: float tensors with a leading batch dimension plus, where the mixer
@@ -69,12 +69,15 @@ _KEYS = {
     "gau": ({"expansion_dim", "qk_dim", "max_length"}, {"scale", "causal"}),
     "flash": ({"expansion_dim", "qk_dim", "chunk"}, {"scale", "causal"}),
     "linformer": ({"heads", "dk", "dv", "seq_len", "proj_dim"}, {"sharing", "causal"}),
+    "reformer": ({"heads", "dk", "dv", "n_buckets", "chunk", "rounds"}, {"causal"}),
 }
+# Mixer types with no causal form at all (encoder only): causal defaults to false, true is rejected.
+ENCODER_ONLY = ("linformer", "reformer")
 
 
 def is_causal(cfg: dict) -> bool:
-    """cfg's causal flag; default true, except linformer (encoder only: default false)."""
-    return cfg.get("causal", cfg.get("type") != "linformer")
+    """cfg's causal flag; default true, except linformer and reformer (encoder only: default false)."""
+    return cfg.get("causal", cfg.get("type") not in ENCODER_ONLY)
 
 
 def validate_mixer(cfg: dict, d_model: int) -> None:
@@ -141,6 +144,12 @@ def validate_mixer(cfg: dict, d_model: int) -> None:
         need(_pos_int(cfg["proj_dim"]), "mixer.proj_dim must be a positive integer")
         s = cfg.get("sharing", "none")
         need(s in LINFORMER_SHARING, f"unknown mixer.sharing {s!r}; expected one of {list(LINFORMER_SHARING)}")
+    elif t == "reformer":
+        need(not causal, "reformer has no causal/recurrent form: mixer.causal must be false")
+        nb = cfg["n_buckets"]
+        need(_pos_int(nb) and nb >= 2 and nb % 2 == 0, f"mixer.n_buckets must be an even integer >= 2, got {nb!r}")
+        need(_pos_int(cfg["chunk"]), f"mixer.chunk must be a positive integer, got {cfg['chunk']!r}")
+        need(_pos_int(cfg["rounds"]), f"mixer.rounds must be a positive integer, got {cfg['rounds']!r}")
     if "scale" in cfg:
         need(_pos_number(cfg["scale"]), "mixer.scale must be > 0")
 
@@ -178,7 +187,7 @@ def state_bytes(cfg: dict, d_model: int) -> StateSize:
     """The f32 state size per stream of mixer `cfg` (see the state layouts in each class)."""
     validate_mixer(cfg, d_model)
     t, f4 = cfg["type"], 4
-    if not is_causal(cfg) or t == "linformer":
+    if not is_causal(cfg) or t in ENCODER_ONLY:
         return StateSize(False, 0, 0, None)
     if t == "softmax_attention":
         return StateSize(True, 0, f4 * cfg["heads"] * (cfg["dk"] + cfg["dv"]), None)
@@ -228,7 +237,7 @@ class Mixer(nn.Module):
         return state_bytes(self.cfg, self.d_model)
 
     def _no_rnn(self):
-        why = "it is encoder-only" if self.TYPE == "linformer" else "it is non-causal (causal: false)"
+        why = "it is encoder-only" if self.TYPE in ENCODER_ONLY else "it is non-causal (causal: false)"
         raise ValueError(f"mixer {self.TYPE}: no recurrent (step) form because {why}; use forward(x) "
                          "over the whole sequence")
 
@@ -1091,8 +1100,77 @@ class Linformer(Mixer):
         return self.out((a @ v2).transpose(1, 2).reshape(B, N, -1))
 
 
+# --------------------------------------------------------------------------------------
+# 7. Reformer LSH attention, encoder only
+# --------------------------------------------------------------------------------------
+
+def lsh_buckets(k: Tensor, rotations: Tensor) -> Tensor:
+    """The bucket of every key of every round: k (..., N, dk) (unit-norm keys), rotations
+    (r, dk, nb/2) → (r, ..., N) int64, argmax over the nb values [P, −P] with P = k · rotations[i]
+    (concatenated in that order; ties → the lowest index)."""
+    p = torch.einsum("...nd,rdb->r...nb", k, rotations)
+    return torch.argmax(torch.cat([p, -p], -1), -1)
+
+
+class Reformer(Mixer):
+    """Reformer LSH attention (shared-QK, chunked, several hash rounds), encoder only.
+
+    Config: heads H, dk, dv, n_buckets nb (even, ≥ 2), chunk c (≥ 1), rounds r (≥ 1), causal
+    (false only; default false). Tensors: query (H·dk, d), value (H·dv, d), out (d, H·dv)
+    (.weight/.bias; no key projection) and the buffer rotations (r, dk, nb/2): the random hash
+    projections, N(0, 1), created after the linear layers, stored with the weights.
+    Per stream and head, positions 0..N−1 (any N ≥ 1):
+      Q = query(x) per head (N, dk), K_j = Q_j / ‖Q_j‖ (shared QK), V = value(x) per head.
+      Round i: P = K rotations[i] (N, nb/2); bucket_j = argmax [P_j, −P_j] (first max);
+        order = the positions sorted by (bucket, position); sorted slot s holds order[s] and
+        lies in chunk s // c (the last chunk may be shorter). The query at slot s of chunk g
+        attends to the positions in the slots of chunks g and g − 1 (chunk 0: itself only; no
+        wrap-around), minus its own position unless that is its only candidate:
+        o^i_j = Σ_{p ∈ cand} softmax_p(Q_j · K_p / √dk) V_p.
+      y_j = (1/r) Σ_i o^i_j (the plain average of the rounds); Mixer(x) = out(concat_h y).
+    No recurrent form, no state.
+    """
+    TYPE = "reformer"
+
+    def __init__(self, cfg, d_model):
+        super().__init__(cfg, d_model)
+        self.heads, self.dk, self.dv = cfg["heads"], cfg["dk"], cfg["dv"]
+        self.n_buckets, self.chunk, self.rounds = cfg["n_buckets"], cfg["chunk"], cfg["rounds"]
+        self.query = nn.Linear(d_model, self.heads * self.dk)
+        self.value = nn.Linear(d_model, self.heads * self.dv)
+        self.out = nn.Linear(self.heads * self.dv, d_model)
+        self.register_buffer("rotations", torch.randn(self.rounds, self.dk, self.n_buckets // 2))
+
+    @property
+    def recurrent(self):
+        return False
+
+    def forward(self, x):
+        self._check_x(x, 3)
+        B, N, _ = x.shape
+        H = self.heads
+        q = self.query(x).view(B, N, H, self.dk).transpose(1, 2)          # (B, H, N, dk)
+        v = self.value(x).view(B, N, H, self.dv).transpose(1, 2)          # (B, H, N, dv)
+        k = q / q.norm(dim=-1, keepdim=True)
+        pos = torch.arange(N, device=x.device)
+        g = pos // self.chunk                                              # chunk of each sorted slot
+        allowed = (g[:, None] - g[None, :] == 0) | (g[:, None] - g[None, :] == 1)   # (slot, slot)
+        own = torch.eye(N, dtype=torch.bool, device=x.device)
+        allowed = allowed & (~own | (allowed.sum(-1, keepdim=True) == 1))
+        y = 0
+        for bucket in lsh_buckets(k, self.rotations):                      # (B, H, N) per round
+            order = torch.argsort(bucket * N + pos, -1)                    # stable by bucket
+            take = lambda t: torch.gather(t, 2, order[..., None].expand(*order.shape, t.shape[-1]))
+            qs, ks, vs = take(q), take(k), take(v)
+            s = (qs @ ks.transpose(-1, -2) / math.sqrt(self.dk)).masked_fill(~allowed, float("-inf"))
+            o = torch.softmax(s, -1) @ vs                                  # sorted order
+            y = y + torch.empty_like(o).scatter_(2, order[..., None].expand_as(o), o)
+        y = y / self.rounds
+        return self.out(y.transpose(1, 2).reshape(B, N, -1))
+
+
 MIXERS = {c.TYPE: c for c in (SoftmaxAttention, LinearAttention, SlidingWindowAttention, AFTSimple,
-                              AFTLocal, AFTConv, AFTFull, GAU, FLASH, Linformer)}
+                              AFTLocal, AFTConv, AFTFull, GAU, FLASH, Linformer, Reformer)}
 
 
 def build_mixer(cfg: dict, d_model: int) -> Mixer:

@@ -1,5 +1,6 @@
 """The reference model: a causal linear-attention (or softmax-attention baseline,
-sliding-window attention, AFT-simple, AFT-local, AFT-conv, AFT-full, GAU, FLASH; or the encoder-only Linformer) transformer, run either over a whole sequence at once (parallel form) or one
+sliding-window attention, AFT-simple, AFT-local, AFT-conv, AFT-full, GAU, FLASH; or the encoder-only Linformer or
+Reformer) transformer, run either over a whole sequence at once (parallel form) or one
 position at a time (RNN form). A mixed model gives each block its own mixer
 (config "mixer" a list of n_layers mixer dicts; see mixer_configs).
 
@@ -34,7 +35,7 @@ _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp"}
 # The mixer types a recur config may name ("mixer": one mixer dict for every block, or a
 # list of n_layers mixer dicts, block i using entry i: a mixed model).
 MIXER_TYPES = ("linear_attention", "softmax_attention", "sliding_window", "aft_simple", "aft_local", "aft_conv",
-               "aft_full", "gau", "flash", "linformer")
+               "aft_full", "gau", "flash", "linformer", "reformer")
 
 
 def mixer_configs(config: dict) -> List[dict]:
@@ -45,7 +46,7 @@ def mixer_configs(config: dict) -> List[dict]:
 
 
 def _is_causal(mixer: dict) -> bool:
-    """The mixer's causal flag: default true, except linformer (encoder only: default false)."""
+    """The mixer's causal flag: default true, except linformer and reformer (encoder only: default false)."""
     return mixers.is_causal(mixer)
 
 
@@ -73,7 +74,8 @@ def _validate_mixer(mixer, d_model) -> None:
         # bias_form, causal; gau: type, expansion_dim, qk_dim, max_length, optional scale, causal;
         # flash: type, expansion_dim, qk_dim,
         # chunk, optional scale, causal; linformer: type, heads, dk, dv, seq_len, proj_dim, optional
-        # sharing, causal (false only). mixers.py's rules, whose messages name the offending key.
+        # sharing, causal (false only); reformer: type, heads, dk, dv, n_buckets, chunk, rounds, optional
+        # causal (false only). mixers.py's rules, whose messages name the offending key.
         mixers.validate_mixer(mixer, d_model)
     else:
         need({"type", "heads", "dk", "dv", "feature_map", "eps"} <= set(mixer)
@@ -206,7 +208,7 @@ class State(NamedTuple):
       "S" (s, E) = Σ over completed absolute chunks of K^linᵀV; "kl_buf" (C, s),
       "kq_buf" (C, s), "v_buf" (C, E): slot p mod C holds position p's K^lin, K^quad, V
       (the last written; slots ≥ pos mod C are stale, left from the previous chunk)
-    linformer (encoder only): {} (no state).
+    linformer, reformer (encoder only): {} (no state).
     In a mixed model each layer's dict is its own mixer's (one of the above per layer).
     Golden records "state.{i}.{name}" follow each dict's order (S, z / K, V / sorted names
     for sliding_window, aft_simple, aft_local, aft_conv, aft_full, gau and flash).
@@ -1292,6 +1294,101 @@ class Linformer(nn.Module):
         return self._output(a @ v2), state
 
 
+class Reformer(nn.Module):
+    """Reformer LSH attention (recur_ref/mixers.py's Reformer, whose docstring is the exact
+    semantics), encoder only, shared QK. Per head h, over the N positions of a whole utterance
+    (any N ≥ 1), Q = query(x)_h (N, dk), K_j = Q_j/‖Q_j‖, V = value(x)_h (N, dv); per round i:
+
+        P = K rotations[i] (N, nb/2),  bucket_j = argmax [P_j, −P_j]   (first max)
+        order = positions sorted by (bucket, position); slot s in chunk s // c
+        o^i_j = Σ_{p ∈ cand(j)} softmax_p(Q_j·K_p/√dk) V_p,  cand(j) = the positions in j's chunk
+                and the chunk before it (none before chunk 0), minus j unless j is alone
+        y_j = (1/r) Σ_i o^i_j,  Mixer(x) = out(concat_h y)
+
+    Tensors: query (H·dk, d), value (H·dv, d), out (d, H·dv) (.weight/.bias; no key) and the
+    buffer rotations (r, dk, nb/2), N(0, 1), created after the linear layers (mixers.Reformer's
+    order: the same init from the same torch seed). Computed chunk by chunk (each chunk of
+    sorted queries against its 2c look-back keys), not as mixers.Reformer's masked N × N scores.
+    No state, no recurrent or chunked form (parallel/recurrent raise).
+    """
+
+    def __init__(self, d_model: int, heads: int, dk: int, dv: int, n_buckets: int, chunk: int, rounds: int,
+                 causal: bool = False):
+        super().__init__()
+        if causal:
+            raise ValueError("reformer has no causal/recurrent form: mixer.causal must be false")
+        self.heads, self.dk, self.dv, self.causal = heads, dk, dv, False
+        self.n_buckets, self.chunk, self.rounds = n_buckets, chunk, rounds
+        self.query = nn.Linear(d_model, heads * dk)
+        self.value = nn.Linear(d_model, heads * dv)
+        self.out = nn.Linear(heads * dv, d_model)
+        self.register_buffer("rotations", torch.randn(rounds, dk, n_buckets // 2))
+
+    @classmethod
+    def from_config(cls, d_model: int, mixer: dict) -> "Reformer":
+        """The mixer of a recur config's "mixer" section (type reformer)."""
+        if mixer.get("type") != "reformer":
+            raise ValueError(f"mixer type {mixer.get('type')!r} given to {cls.__name__}")
+        mixers.validate_mixer(mixer, d_model)
+        return cls(d_model, mixer["heads"], mixer["dk"], mixer["dv"], mixer["n_buckets"], mixer["chunk"],
+                   mixer["rounds"], mixer.get("causal", False))
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """No state (an encoder)."""
+        return {}
+
+    def _no_rnn(self, *args, **kwargs):
+        raise ValueError("mixer reformer: no recurrent form (encoder only: the hash buckets sort the whole "
+                         "utterance); use the non-causal form over a whole utterance")
+
+    parallel = _no_rnn
+    recurrent = _no_rnn
+
+    def hashes(self, x: Tensor) -> Tensor:
+        """[P, −P] of every round, head and position: (r, H, N, nb) (the bucket is its argmax)."""
+        q = self.query(x).view(len(x), self.heads, self.dk).transpose(0, 1)
+        p = torch.einsum("hnd,rdb->rhnb", q / q.norm(dim=-1, keepdim=True), self.rotations)
+        return torch.cat([p, -p], -1)
+
+    def _round(self, q: Tensor, k: Tensor, v: Tensor, bucket: Tensor) -> Tensor:
+        """One hash round: q, k (H, N, dk), v (H, N, dv), bucket (H, N) → o (H, N, dv)."""
+        H, n = bucket.shape
+        c = self.chunk
+        G = -(-n // c)
+        order = torch.argsort(bucket * n + torch.arange(n), -1)          # (bucket, position) ascending
+        idx = torch.full((H, G * c), 0, dtype=torch.long)                # sorted slots, padded to G·c
+        idx[:, :n] = order
+        valid = torch.arange(G * c) < n                                  # (G·c,) real slots
+        qs, ks, vs = (t[torch.arange(H)[:, None], idx].view(H, G, c, -1) for t in (q, k, v))
+        vld = valid.view(G, c)
+        # keys of chunk g: chunk g − 1's slots (none for g = 0), then chunk g's
+        kk = torch.cat([torch.cat([torch.zeros_like(ks[:, :1]), ks[:, :-1]], 1), ks], 2)   # (H, G, 2c, dk)
+        vv = torch.cat([torch.cat([torch.zeros_like(vs[:, :1]), vs[:, :-1]], 1), vs], 2)
+        kvalid = torch.cat([torch.cat([torch.zeros_like(vld[:1]), vld[:-1]], 0), vld], 1)  # (G, 2c)
+        own = torch.cat([torch.zeros(c, c, dtype=torch.bool), torch.eye(c, dtype=torch.bool)], 1)   # (c, 2c)
+        alone = kvalid.sum(-1) == 1                                       # (G,) one candidate: keep it
+        mask = kvalid[:, None, :] & (~own[None] | alone[:, None, None])   # (G, c, 2c)
+        s = (qs @ kk.transpose(-1, -2) / math.sqrt(self.dk)).masked_fill(~mask, float("-inf"))
+        s = s.masked_fill(~vld[None, :, :, None], 0.0)                    # padded query rows: harmless
+        o = (torch.softmax(s, -1) @ vv).reshape(H, G * c, -1)[:, :n]      # sorted order
+        out = torch.empty_like(o)
+        out[torch.arange(H)[:, None], order] = o
+        return out
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
+        """Non-causal (encoder) form over x (N, d_model) as a whole utterance (positions
+        0..N−1) → (out (N, d_model), state unchanged)."""
+        if pos != 0:
+            raise ValueError("a reformer mixer runs on a whole utterance from position 0")
+        n = len(x)
+        q = self.query(x).view(n, self.heads, self.dk).transpose(0, 1)    # (H, N, dk)
+        v = self.value(x).view(n, self.heads, self.dv).transpose(0, 1)    # (H, N, dv)
+        k = q / q.norm(dim=-1, keepdim=True)
+        buckets = self.hashes(x).argmax(-1)                                 # (r, H, N)
+        y = sum(self._round(q, k, v, b) for b in buckets) / self.rounds
+        return self.out(y.transpose(0, 1).reshape(n, -1)), state
+
+
 class FeedForward(nn.Module):
     """FFN(x) = linear2(act(linear1(x))); gelu is the exact erf form."""
 
@@ -1309,7 +1406,7 @@ class FeedForward(nn.Module):
 _MIXER_CLASSES = {"linear_attention": LinearAttention, "softmax_attention": SoftmaxAttention,
                   "sliding_window": SlidingWindowAttention, "aft_simple": AFTSimple, "aft_local": AFTLocal,
                   "aft_conv": AFTConv, "aft_full": AFTFull, "gau": GAU, "flash": FLASH,
-                  "linformer": Linformer}
+                  "linformer": Linformer, "reformer": Reformer}
 
 
 class Block(nn.Module):
@@ -1339,7 +1436,7 @@ class Block(nn.Module):
             form = m.recurrent
         else:
             form = partial(m.parallel, chunk=chunk)
-        if isinstance(m, (SlidingWindowAttention, AFTLocal, AFTFull, GAU, FLASH, Linformer)):   # absolute positions (windows, biases, groups, E columns)
+        if isinstance(m, (SlidingWindowAttention, AFTLocal, AFTFull, GAU, FLASH, Linformer, Reformer)):   # absolute positions (windows, biases, groups, E columns, sort ties)
             return form(h, state, pos=pos)
         if isinstance(m, LinearAttention):
             a, S, z = form(h, state["S"], state["z"])
@@ -1448,7 +1545,7 @@ class RecurModel(nn.Module):
         per linear-attention layer, an empty KV cache per softmax-attention layer, zero
         rings per sliding-window layer, num = den = 0 and max = −inf per aft_simple layer (and
         zero rings too per aft_local / aft_conv layer), an empty KV cache per causal aft_full or gau layer,
-        zero S and buffers per flash layer, nothing per linformer layer; each layer as its own mixer (a mixed model
+        zero S and buffers per flash layer, nothing per linformer or reformer layer; each layer as its own mixer (a mixed model
         mixes these)."""
         return State(pos=0, layers=[block.mixer.empty_state(self.dtype) for block in self.blocks])
 
