@@ -2,7 +2,7 @@
 // printed beside the machine's measured limits (llama-bench style).
 //
 //   recur-bench MODEL.recur [--batch 1,64] [--threads 1,2] [--steps N]
-//               [--prefill 128,1024] [--chunk T] [--generate LEN] [--json]
+//               [--prefill 128,1024] [--chunk T] [--generate LEN] [--encode 512] [--json]
 //               [--backend auto|highway|xnnpack|onednn] [--packing auto|off|on]
 //
 // Rows:
@@ -12,6 +12,8 @@
 //              a time (images/s for 784-pixel images)
 //   step @P    one step at position P (after a prefill of P positions): constant
 //              for fixed-state mixers, growing with P for a KV cache (--at 1,1024)
+//   encode N   B whole sequences of N positions through the encoder form (the
+//              only form of Linformer and Reformer); --encode replaces the step rows
 // "bound" is the time the hardware needs at best: max(weight bytes / read
 // bandwidth, FLOPs / (FMA peak × threads)); "%bound" = bound / measured.
 #include <sys/resource.h>
@@ -115,9 +117,12 @@ int main(int argc, char** argv) {
   uint32_t prefill_min = 0;
   uint32_t max_context = 0;
   std::vector<size_t> at_positions;
+  std::vector<size_t> encodes;
   app.add_option("--max-context", max_context,
                  "KV-cache models: positions a stream may hold (0 = the runtime's default); "
                  "raised as needed for --prefill and --at rows");
+  app.add_option("--encode", encodes, "Encode lengths (list); no step rows then")
+      ->delimiter(',');
   app.add_option("--at", at_positions, "Decode rows at these positions (list)")->delimiter(',');
   app.add_option("--prefill-min", prefill_min,
                  "Prefills shorter than this run as steps (0 = the runtime's default, 1 = never)");
@@ -204,7 +209,7 @@ int main(int argc, char** argv) {
 
   Inputs inputs(info);
   for (uint32_t threads : thread_counts) {
-    for (uint32_t batch : batches) {
+    for (uint32_t batch : encodes.empty() ? batches : std::vector<uint32_t>{}) {
       auto session = std::make_unique<SessionHandle>();
       if (!create(batch, threads, session.get())) return Fail(recur_last_error());
       std::vector<float> out(size_t{batch} * info.output_width);
@@ -240,6 +245,29 @@ int main(int argc, char** argv) {
       print({"step", batch, threads, median, times[times.size() / 10],
              times[times.size() * 9 / 10], batch / median, "el/s",
              bound(double(info.step_weight_bytes), double(info.step_flops) * batch, threads)});
+    }
+    for (size_t n : encodes) {
+      for (uint32_t batch : batches) {
+        auto session = std::make_unique<SessionHandle>();
+        if (!create(batch, threads, session.get(), n)) return Fail(recur_last_error());
+        recur_input in = inputs.Make(size_t{batch} * n);
+        std::vector<float> out(size_t{batch} * n * info.output_width);
+        std::vector<double> times;
+        const int runs = int(std::clamp<size_t>(200000 / (n * batch), 3, 50));
+        for (int r = 0; r < runs + 1; ++r) {
+          const auto t0 = Clock::now();
+          if (recur_session_encode(session->get(), n, &in, out.data()) != RECUR_OK) {
+            return Fail(recur_last_error());
+          }
+          const auto t1 = Clock::now();
+          if (r > 0) times.push_back(Seconds(t0, t1));
+        }
+        std::sort(times.begin(), times.end());
+        const double median = times[times.size() / 2];
+        print({"encode " + std::to_string(n), batch, threads, median, times[times.size() / 10],
+               times[times.size() * 9 / 10], double(n) * batch / median, "el/s",
+               bound(0.0, double(info.step_flops) * double(n) * batch, threads)});
+      }
     }
     for (size_t n : prefills) {
       if (info.max_positions != 0 && n > info.max_positions) {
