@@ -28,6 +28,17 @@ class ThreadPool {
   using Task = void (*)(void* context, size_t i);
   void ParallelFor(size_t n, Task task, void* context);
 
+  // Calls fn(worker, i) for every i in [0, n), item i on worker i mod
+  // threads(), in parallel: each worker may use scratch indexed by `worker`.
+  template <typename F>
+  void ForEachStrided(size_t n, F&& fn) {
+    auto work = [&](size_t w) {
+      for (size_t i = w; i < n; i += threads_) fn(w, i);
+    };
+    ParallelFor(threads_, [](void* c, size_t w) { (*static_cast<decltype(work)*>(c))(w); },
+                &work);
+  }
+
   // Splits [0, n) into one contiguous range per thread (none shorter than
   // `grain`) and calls fn(begin, end) for each, in parallel.
   template <typename F>

@@ -19,6 +19,32 @@ namespace {
 
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
+// One channel of one position folded into the running-max sums
+// (num = Σ e^{k − max} v, den = Σ e^{k − max}; den == 0: nothing yet).
+void Fold(float k, float v, float* max, float* num, float* den) {
+  if (*den == 0.0f) {
+    *max = k;
+    *num = v;
+    *den = 1.0f;
+    return;
+  }
+  const float m = std::max(*max, k);
+  const float a = std::exp(*max - m), e = std::exp(k - m);
+  *num = *num * a + e * v;
+  *den = *den * a + e;
+  *max = m;
+}
+
+// Every AFT table: heads, dk > 0.
+template <class Table>
+Status CheckAftHeads(const Table* t, const std::string& layer) {
+  if (t->heads() == 0 || t->dk() == 0) {
+    return InvalidModel("%s: AFT needs heads, dk > 0 (got %u, %u)", layer.c_str(), t->heads(),
+                        t->dk());
+  }
+  return Status::Ok();
+}
+
 class AftSimple final : public Mixer {
  public:
   bool causal() const override { return causal_; }
@@ -55,10 +81,7 @@ class AftSimple final : public Mixer {
 
   static Status Create(const fb::AftSimple* t, const std::string& layer, uint32_t d_model,
                        TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
-    if (t->heads() == 0 || t->dk() == 0) {
-      return InvalidModel("%s: AFT needs heads, dk > 0 (got %u, %u)", layer.c_str(), t->heads(),
-                          t->dk());
-    }
+    RECUR_RETURN_IF_ERROR(CheckAftHeads(t, layer));
     if (uint64_t{t->heads()} * t->dk() > kMaxMixerWidth) {
       return InvalidModel("%s: heads x dk must be <= %u", layer.c_str(), kMaxMixerWidth);
     }
@@ -81,18 +104,7 @@ class AftSimple final : public Mixer {
     float* num = state + 2 * D;
     for (size_t t = 0; t < steps; ++t) {
       for (size_t c = 0; c < D; ++c) {
-        const float kc = k[t * D + c];
-        if (den[c] == 0.0f) {  // empty history
-          max[c] = kc;
-          num[c] = v[t * D + c];
-          den[c] = 1.0f;
-        } else {
-          const float m2 = std::max(max[c], kc);
-          const float a = std::exp(max[c] - m2), e = std::exp(kc - m2);
-          num[c] = num[c] * a + e * v[t * D + c];
-          den[c] = den[c] * a + e;
-          max[c] = m2;
-        }
+        Fold(k[t * D + c], v[t * D + c], &max[c], &num[c], &den[c]);
         o[t * D + c] = Sigmoid(q[t * D + c]) * num[c] / den[c];
       }
     }
@@ -158,29 +170,21 @@ class AftLocal final : public Mixer {
     float* o = v + rows * D;  // (rows, D)
     float* scratch = o + rows * D;
     proj_.Project(x, rows, q, k, v, ctx);
-    const size_t workers = ctx.pool->threads();
-    auto work = [&](size_t w) {
-      for (size_t b = w; b < batch; b += workers) {
-        const size_t r0 = b * steps;
-        if (causal_) {
-          Causal(q + r0 * D, k + r0 * D, v + r0 * D, steps, ctx.positions[b], states[b],
-                 o + r0 * D, scratch + w * WorkerFloats());
-        } else {
-          Encode(q + r0 * D, k + r0 * D, v + r0 * D, steps, o + r0 * D);
-        }
+    ctx.pool->ForEachStrided(batch, [&](size_t w, size_t b) {
+      const size_t r0 = b * steps;
+      if (causal_) {
+        Causal(q + r0 * D, k + r0 * D, v + r0 * D, steps, ctx.positions[b], states[b],
+               o + r0 * D, scratch + w * WorkerFloats());
+      } else {
+        Encode(q + r0 * D, k + r0 * D, v + r0 * D, steps, o + r0 * D);
       }
-    };
-    ctx.pool->ParallelFor(workers, [](void* c, size_t w) { (*static_cast<decltype(work)*>(c))(w); },
-                          &work);
+    });
     proj_.Output(o, rows, y, ctx);
   }
 
   static Status Create(const fb::AftLocal* t, const std::string& layer, uint32_t d_model,
                        TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
-    if (t->heads() == 0 || t->dk() == 0) {
-      return InvalidModel("%s: AFT needs heads, dk > 0 (got %u, %u)", layer.c_str(), t->heads(),
-                          t->dk());
-    }
+    RECUR_RETURN_IF_ERROR(CheckAftHeads(t, layer));
     if (uint64_t{t->heads()} * t->dk() > kMaxMixerWidth || t->window() == 0 ||
         t->window() > (1u << 16)) {
       return InvalidModel("%s: AFT-local needs heads x dk <= %u and window in [1, 65536] (got "
@@ -258,18 +262,7 @@ class AftLocal final : public Mixer {
       if (p + 1 >= s) {  // position p − s + 1 leaves the window: fold it (bias 0)
         const size_t slot = (p + 1 - s) % s;
         for (size_t c = 0; c < D; ++c) {
-          const float kc = k_ring[slot * D + c], vc = v_ring[slot * D + c];
-          if (den[c] == 0.0f) {
-            max[c] = kc;
-            num[c] = vc;
-            den[c] = 1.0f;
-          } else {
-            const float m2 = std::max(max[c], kc);
-            const float a = std::exp(max[c] - m2), e = std::exp(kc - m2);
-            num[c] = num[c] * a + e * vc;
-            den[c] = den[c] * a + e;
-            max[c] = m2;
-          }
+          Fold(k_ring[slot * D + c], v_ring[slot * D + c], &max[c], &num[c], &den[c]);
         }
       }
     }
@@ -338,7 +331,7 @@ class AftFull final : public Mixer {
   size_t scratch_floats(size_t batch, size_t steps, size_t threads,
                         size_t context) const override {
     // q, k, v, o; per worker one row of w and max, num, den per channel.
-    return batch * steps * 4 * width_ + threads * (std::max(steps, context) + 3 * width_);
+    return batch * steps * 4 * width_ + threads * WorkerFloats(steps, context);
   }
 
   void CollectDense(std::vector<const DenseView*>* out) const override { proj_.Collect(out); }
@@ -352,40 +345,32 @@ class AftFull final : public Mixer {
     float* o = v + rows * D;  // (rows, D)
     float* scratch = o + rows * D;
     proj_.Project(x, rows, q, k, v, ctx);
-    const size_t workers = ctx.pool->threads();
-    const size_t per_worker = std::max(steps, ctx.max_context) + 3 * D;
-    auto work = [&](size_t w) {
-      for (size_t b = w; b < batch; b += workers) {
-        const size_t r0 = b * steps;
-        float* mine = scratch + w * per_worker;
-        if (causal_) {
-          // Append this call's k, v to the cache, then attend over it.
-          float* ks = states[b];
-          float* vs = states[b] + ctx.max_context * D;
-          const size_t p0 = ctx.positions[b];
-          std::memcpy(ks + p0 * D, k + r0 * D, steps * D * sizeof(float));
-          std::memcpy(vs + p0 * D, v + r0 * D, steps * D * sizeof(float));
-          for (size_t t = 0; t < steps; ++t) {
-            Attend(q + (r0 + t) * D, ks, vs, p0 + t, p0 + t + 1, o + (r0 + t) * D, mine);
-          }
-        } else {
-          for (size_t t = 0; t < steps; ++t) {
-            Attend(q + (r0 + t) * D, k + r0 * D, v + r0 * D, t, steps, o + (r0 + t) * D, mine);
-          }
+    const size_t per_worker = WorkerFloats(steps, ctx.max_context);
+    ctx.pool->ForEachStrided(batch, [&](size_t w, size_t b) {
+      const size_t r0 = b * steps;
+      float* mine = scratch + w * per_worker;
+      if (causal_) {
+        // Append this call's k, v to the cache, then attend over it.
+        float* ks = states[b];
+        float* vs = states[b] + ctx.max_context * D;
+        const size_t p0 = ctx.positions[b];
+        std::memcpy(ks + p0 * D, k + r0 * D, steps * D * sizeof(float));
+        std::memcpy(vs + p0 * D, v + r0 * D, steps * D * sizeof(float));
+        for (size_t t = 0; t < steps; ++t) {
+          Attend(q + (r0 + t) * D, ks, vs, p0 + t, p0 + t + 1, o + (r0 + t) * D, mine);
+        }
+      } else {
+        for (size_t t = 0; t < steps; ++t) {
+          Attend(q + (r0 + t) * D, k + r0 * D, v + r0 * D, t, steps, o + (r0 + t) * D, mine);
         }
       }
-    };
-    ctx.pool->ParallelFor(workers, [](void* c, size_t w) { (*static_cast<decltype(work)*>(c))(w); },
-                          &work);
+    });
     proj_.Output(o, rows, y, ctx);
   }
 
   static Status Create(const fb::AftFull* t, const std::string& layer, uint32_t d_model,
                        TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
-    if (t->heads() == 0 || t->dk() == 0) {
-      return InvalidModel("%s: AFT needs heads, dk > 0 (got %u, %u)", layer.c_str(), t->heads(),
-                          t->dk());
-    }
+    RECUR_RETURN_IF_ERROR(CheckAftHeads(t, layer));
     if (uint64_t{t->heads()} * t->dk() > kMaxMixerWidth || t->max_length() == 0 ||
         t->max_length() > (1u << 16)) {
       return InvalidModel("%s: AFT-full needs heads x dk <= %u and max_length in [1, 65536] (got "
@@ -422,6 +407,10 @@ class AftFull final : public Mixer {
   }
 
  private:
+  size_t WorkerFloats(size_t steps, size_t context) const {
+    return std::max(steps, context) + 3 * width_;
+  }
+
   // w_{t,p} for p < n into w.
   void BiasRow(size_t t, size_t n, float* w) const {
     if (w_full_ != nullptr) {

@@ -18,22 +18,26 @@ namespace {
 
 class Flash final : public Mixer {
  public:
-  bool causal() const override { return causal_; }
+  bool causal() const override { return proj_.causal; }
   // S (s, E), kl_buf (C, s), kq_buf (C, s), v_buf (C, E).
-  size_t state_floats() const override { return causal_ ? s_ * e_ + c_ * (2 * s_ + e_) : 0; }
+  size_t state_floats() const override {
+    const size_t s = proj_.s, E = proj_.e;
+    return proj_.causal ? s * E + c_ * (2 * s + E) : 0;
+  }
 
   size_t scratch_floats(size_t batch, size_t steps, size_t /*threads*/,
                         size_t /*context*/) const override {
     // u, v, o (E) and z, q^quad, k^quad, q^lin, k^lin (s) per row; the
     // encoder's Σ K^linᵀV (s, E) per stream.
-    return batch * steps * (3 * e_ + 5 * s_) + (causal_ ? 0 : batch * s_ * e_);
+    const size_t s = proj_.s, E = proj_.e;
+    return batch * steps * (3 * E + 5 * s) + (proj_.causal ? 0 : batch * s * E);
   }
 
   void CollectDense(std::vector<const DenseView*>* out) const override { proj_.Collect(out); }
 
   void Run(const float* x, size_t batch, size_t steps, float* const* states,
            const StepContext& ctx, float* y) const override {
-    const size_t rows = batch * steps, E = e_, s = s_;
+    const size_t rows = batch * steps, E = proj_.e, s = proj_.s;
     float* u = ctx.scratch;       // (rows, E)
     float* v = u + rows * E;      // (rows, E)
     float* o = v + rows * E;      // (rows, E)
@@ -48,7 +52,7 @@ class Flash final : public Mixer {
     ctx.pool->ParallelRanges(batch, 1, [&](size_t first, size_t last) {
       for (size_t b = first; b < last; ++b) {
         const size_t r0 = b * steps;
-        if (causal_) {
+        if (proj_.causal) {
           Causal(qq + r0 * s, kq + r0 * s, ql + r0 * s, kl + r0 * s, v + r0 * E, steps,
                  ctx.positions[b], states[b], o + r0 * E);
         } else {
@@ -65,15 +69,8 @@ class Flash final : public Mixer {
     RECUR_RETURN_IF_ERROR(
         GatedProjections<4>::Check(t, layer, "FLASH", "chunk", t->chunk()));
     auto m = std::make_unique<Flash>();
-    m->e_ = t->expansion_dim();
-    m->s_ = t->qk_dim();
     m->c_ = t->chunk();
-    m->scale_ = t->scale();
-    m->causal_ = t->causal();
-    RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, tensors));
-    const int64_t bias_len = m->causal_ ? int64_t(m->c_) : 2 * int64_t(m->c_) - 1;
-    RECUR_RETURN_IF_ERROR(tensors->Get(t->rel_bias(), (layer + ".mixer.rel_bias").c_str(),
-                                       {bias_len}, false, &m->rel_bias_));
+    RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, t->chunk(), tensors));
     *out = std::move(m);
     return Status::Ok();
   }
@@ -81,14 +78,14 @@ class Flash final : public Mixer {
  private:
   // relu(scale·a·b + bias)² for s-vectors a, b.
   float Weight(const float* a, const float* b, float bias) const {
-    const float w = std::max(0.0f, scale_ * kernels::Dot(a, b, s_) + bias);
+    const float w = std::max(0.0f, proj_.scale * kernels::Dot(a, b, proj_.s) + bias);
     return w * w;
   }
 
   // One stream, positions p0 .. p0 + steps − 1 in order.
   void Causal(const float* qq, const float* kq, const float* ql, const float* kl, const float* v,
               size_t steps, size_t p0, float* state, float* o) const {
-    const size_t E = e_, s = s_, C = c_;
+    const size_t E = proj_.e, s = proj_.s, C = c_;
     float* sum = state;                 // (s, E)
     float* kl_buf = sum + s * E;        // (C, s)
     float* kq_buf = kl_buf + C * s;     // (C, s)
@@ -102,12 +99,12 @@ class Flash final : public Mixer {
       // lin = scale · Q^lin_t · S (earlier chunks only: S is updated below).
       std::fill(out, out + E, 0.0f);
       for (size_t i = 0; i < s; ++i) {
-        const float a = scale_ * ql[t * s + i];
+        const float a = proj_.scale * ql[t * s + i];
         const float* row = sum + i * E;
         for (size_t e = 0; e < E; ++e) out[e] += a * row[e];
       }
       for (size_t p = 0; p <= slot; ++p) {  // the current chunk, up to t
-        const float w = Weight(qq + t * s, kq_buf + p * s, rel_bias_[slot - p]);
+        const float w = Weight(qq + t * s, kq_buf + p * s, proj_.rel_bias[slot - p]);
         if (w == 0.0f) continue;
         const float* vp = v_buf + p * E;
         for (size_t e = 0; e < E; ++e) out[e] += w * vp[e];
@@ -128,7 +125,7 @@ class Flash final : public Mixer {
   // One stream's whole sequence.
   void Encode(const float* qq, const float* kq, const float* ql, const float* kl, const float* v,
               size_t steps, float* sum, float* o) const {
-    const size_t E = e_, s = s_, C = c_;
+    const size_t E = proj_.e, s = proj_.s, C = c_;
     std::fill(sum, sum + s * E, 0.0f);
     for (size_t p = 0; p < steps; ++p) {
       for (size_t i = 0; i < s; ++i) {
@@ -146,17 +143,14 @@ class Flash final : public Mixer {
       }
       const size_t g0 = t / C * C, g1 = std::min(steps, g0 + C);
       for (size_t p = g0; p < g1; ++p) {
-        const float w = Weight(qq + t * s, kq + p * s, rel_bias_[t + C - 1 - p]);
+        const float w = Weight(qq + t * s, kq + p * s, proj_.rel_bias[t + C - 1 - p]);
         if (w == 0.0f) continue;
         for (size_t e = 0; e < E; ++e) out[e] += w * v[p * E + e];
       }
     }
   }
 
-  size_t e_ = 0, s_ = 0, c_ = 0;
-  float scale_ = 1.0f;
-  bool causal_ = true;
-  const float* rel_bias_ = nullptr;  // (C) or (2C − 1)
+  size_t c_ = 0;  // C
   GatedProjections<4> proj_;
 };
 

@@ -18,23 +18,23 @@ namespace {
 
 class Gau final : public Mixer {
  public:
-  bool causal() const override { return causal_; }
+  bool causal() const override { return proj_.causal; }
   size_t max_sequence() const override { return t_max_; }
   // K (max_context, s) then V (max_context, E).
   size_t state_floats() const override { return 0; }
-  size_t state_floats_per_position() const override { return causal_ ? s_ + e_ : 0; }
+  size_t state_floats_per_position() const override { return proj_.causal ? proj_.s + proj_.e : 0; }
 
   size_t scratch_floats(size_t batch, size_t steps, size_t /*threads*/,
                         size_t /*context*/) const override {
     // u, v, o (E) and z, q, k (s) per row.
-    return batch * steps * (3 * e_ + 3 * s_);
+    return batch * steps * (3 * proj_.e + 3 * proj_.s);
   }
 
   void CollectDense(std::vector<const DenseView*>* out) const override { proj_.Collect(out); }
 
   void Run(const float* x, size_t batch, size_t steps, float* const* states,
            const StepContext& ctx, float* y) const override {
-    const size_t rows = batch * steps, E = e_, s = s_;
+    const size_t rows = batch * steps, E = proj_.e, s = proj_.s;
     float* u = ctx.scratch;   // (rows, E)
     float* v = u + rows * E;  // (rows, E)
     float* o = v + rows * E;  // (rows, E)
@@ -46,7 +46,7 @@ class Gau final : public Mixer {
     ctx.pool->ParallelRanges(batch, 1, [&](size_t first, size_t last) {
       for (size_t b = first; b < last; ++b) {
         const size_t r0 = b * steps;
-        if (causal_) {
+        if (proj_.causal) {
           // Append this call's K, V to the cache, then attend over it.
           float* ks = states[b];                     // (max_context, s)
           float* vs = ks + ctx.max_context * s;      // (max_context, E)
@@ -55,13 +55,13 @@ class Gau final : public Mixer {
           std::memcpy(vs + p0 * E, v + r0 * E, steps * E * sizeof(float));
           for (size_t t = 0; t < steps; ++t) {
             const size_t pos = p0 + t;
-            Attend(q + (r0 + t) * s, ks, vs, pos + 1, rel_bias_ + pos, o + (r0 + t) * E);
+            Attend(q + (r0 + t) * s, ks, vs, pos + 1, proj_.rel_bias + pos, o + (r0 + t) * E);
           }
         } else {
           for (size_t t = 0; t < steps; ++t) {
             // rel_bias[t − p + T − 1] for p = 0 .. steps − 1.
-            Attend(q + (r0 + t) * s, k + r0 * s, v + r0 * E, steps, rel_bias_ + t + t_max_ - 1,
-                   o + (r0 + t) * E);
+            Attend(q + (r0 + t) * s, k + r0 * s, v + r0 * E, steps,
+                   proj_.rel_bias + t + t_max_ - 1, o + (r0 + t) * E);
           }
         }
       }
@@ -74,15 +74,8 @@ class Gau final : public Mixer {
     RECUR_RETURN_IF_ERROR(
         GatedProjections<2>::Check(t, layer, "GAU", "max_length", t->max_length()));
     auto m = std::make_unique<Gau>();
-    m->e_ = t->expansion_dim();
-    m->s_ = t->qk_dim();
     m->t_max_ = t->max_length();
-    m->scale_ = t->scale();
-    m->causal_ = t->causal();
-    RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, tensors));
-    const int64_t bias_len = m->causal_ ? int64_t(m->t_max_) : 2 * int64_t(m->t_max_) - 1;
-    RECUR_RETURN_IF_ERROR(tensors->Get(t->rel_bias(), (layer + ".mixer.rel_bias").c_str(),
-                                       {bias_len}, false, &m->rel_bias_));
+    RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, t->max_length(), tensors));
     *out = std::move(m);
     return Status::Ok();
   }
@@ -92,10 +85,10 @@ class Gau final : public Mixer {
   // bias of p = 0 and the offset falls by one per key (rel_bias[t − p …]).
   void Attend(const float* q, const float* keys, const float* values, size_t n,
               const float* bias, float* o) const {
-    const size_t E = e_, s = s_;
+    const size_t E = proj_.e, s = proj_.s;
     std::fill(o, o + E, 0.0f);
     for (size_t p = 0; p < n; ++p) {
-      const float a = std::max(0.0f, scale_ * kernels::Dot(q, keys + p * s, s) + *(bias - p));
+      const float a = std::max(0.0f, proj_.scale * kernels::Dot(q, keys + p * s, s) + *(bias - p));
       if (a == 0.0f) continue;
       const float w = a * a;
       const float* vp = values + p * E;
@@ -103,10 +96,7 @@ class Gau final : public Mixer {
     }
   }
 
-  size_t e_ = 0, s_ = 0, t_max_ = 0;
-  float scale_ = 1.0f;
-  bool causal_ = true;
-  const float* rel_bias_ = nullptr;  // (T) causal or (2T − 1)
+  size_t t_max_ = 0;  // T
   GatedProjections<2> proj_;
 };
 

@@ -37,16 +37,11 @@ class Linformer final : public Mixer {
     float* o = v + rows * vw;     // (rows, H·dv)
     float* scratch = o + rows * vw;
     proj_.Project(x, rows, q, k, v, ctx);
-    const size_t workers = ctx.pool->threads();
-    auto work = [&](size_t w) {
-      for (size_t pair = w; pair < batch * heads_; pair += workers) {
-        const size_t b = pair / heads_, h = pair % heads_, r0 = b * steps;
-        Head(q + r0 * qk + h * dk_, k + r0 * qk + h * dk_, v + r0 * vw + h * dv_, steps, h,
-             o + r0 * vw + h * dv_, scratch + w * WorkerFloats(steps));
-      }
-    };
-    ctx.pool->ParallelFor(workers, [](void* c, size_t w) { (*static_cast<decltype(work)*>(c))(w); },
-                          &work);
+    ctx.pool->ForEachStrided(batch * heads_, [&](size_t w, size_t pair) {
+      const size_t b = pair / heads_, h = pair % heads_, r0 = b * steps;
+      Head(q + r0 * qk + h * dk_, k + r0 * qk + h * dk_, v + r0 * vw + h * dv_, steps, h,
+           o + r0 * vw + h * dv_, scratch + w * WorkerFloats(steps));
+    });
     proj_.Output(o, rows, y, ctx);
   }
 

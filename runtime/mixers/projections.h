@@ -65,13 +65,18 @@ struct QkvoProjections {
 
 // GAU and FLASH (attention-math.md §6): U, V = silu(x W_u|v + b) (E),
 // Z = silu(x W_z + b) (s), then kRows per-dim scale/offset rows
-// qk_r = qk_gamma[r] ⊙ Z + qk_beta[r]; the output is out(U ⊙ o).
+// qk_r = qk_gamma[r] ⊙ Z + qk_beta[r]; the output is out(U ⊙ o). Also what
+// else they share: the relu² scale, causality and the relative bias over
+// offsets below `length` (FLASH's chunk, GAU's max_length).
 template <size_t kRows>
 struct GatedProjections {
   DenseView u_proj, v_proj, z_proj, out;
-  const float* gamma = nullptr;  // (kRows, s)
-  const float* beta = nullptr;   // (kRows, s)
+  const float* gamma = nullptr;     // (kRows, s)
+  const float* beta = nullptr;      // (kRows, s)
+  const float* rel_bias = nullptr;  // (length) causal, (2·length − 1) non-causal
   size_t e = 0, s = 0;
+  float scale = 1.0f;
+  bool causal = true;
 
   // expansion_dim, qk_dim in [1, kMaxMixerWidth], the position bound
   // (`length_name`: FLASH's chunk, GAU's max_length) in [1, 65536], and a
@@ -95,10 +100,12 @@ struct GatedProjections {
   }
 
   template <class Table>
-  Status Load(const Table* t, const std::string& layer, uint32_t d_model,
+  Status Load(const Table* t, const std::string& layer, uint32_t d_model, uint32_t length,
               TensorResolver* tensors) {
     e = t->expansion_dim();
     s = t->qk_dim();
+    scale = t->scale();
+    causal = t->causal();
     const std::string prefix = layer + ".mixer.";
     const auto E = uint32_t(e), S = uint32_t(s);
     RECUR_RETURN_IF_ERROR(tensors->GetDense(t->u_proj(), prefix + "u_proj", E, d_model, &u_proj));
@@ -107,16 +114,15 @@ struct GatedProjections {
     RECUR_RETURN_IF_ERROR(tensors->GetDense(t->out(), prefix + "out", d_model, E, &out));
     RECUR_RETURN_IF_ERROR(tensors->Get(t->qk_gamma(), (prefix + "qk_gamma").c_str(),
                                        {int64_t(kRows), int64_t(S)}, false, &gamma));
-    return tensors->Get(t->qk_beta(), (prefix + "qk_beta").c_str(), {int64_t(kRows), int64_t(S)},
-                        false, &beta);
+    RECUR_RETURN_IF_ERROR(tensors->Get(t->qk_beta(), (prefix + "qk_beta").c_str(),
+                                       {int64_t(kRows), int64_t(S)}, false, &beta));
+    const int64_t offsets = causal ? int64_t(length) : 2 * int64_t(length) - 1;
+    return tensors->Get(t->rel_bias(), (prefix + "rel_bias").c_str(), {offsets}, false, &rel_bias);
   }
 
   void Collect(std::vector<const DenseView*>* layers) const {
     for (const DenseView* d : {&u_proj, &v_proj, &z_proj, &out}) layers->push_back(d);
   }
-
-  // Scratch floats Project needs per row beside its outputs: Z (s).
-  size_t scratch_per_row() const { return s; }
 
   // u, v (rows, E); qk[r] (rows, s); z: scratch (rows, s).
   void Project(const float* x, size_t rows, float* u, float* v, float* const* qk, float* z,

@@ -42,16 +42,11 @@ class Reformer final : public Mixer {
     float* scratch = o + rows * vw;
     RunDense(query_, x, rows, q, false, ctx.pool, ctx.dense);
     RunDense(value_, x, rows, v, false, ctx.pool, ctx.dense);
-    const size_t workers = ctx.pool->threads();
-    auto work = [&](size_t w) {
-      for (size_t pair = w; pair < batch * heads_; pair += workers) {
-        const size_t b = pair / heads_, h = pair % heads_, r0 = b * steps;
-        Head(q + r0 * qw + h * dk_, v + r0 * vw + h * dv_, steps, o + r0 * vw + h * dv_,
-             scratch + w * WorkerFloats(steps));
-      }
-    };
-    ctx.pool->ParallelFor(workers, [](void* c, size_t w) { (*static_cast<decltype(work)*>(c))(w); },
-                          &work);
+    ctx.pool->ForEachStrided(batch * heads_, [&](size_t w, size_t pair) {
+      const size_t b = pair / heads_, h = pair % heads_, r0 = b * steps;
+      Head(q + r0 * qw + h * dk_, v + r0 * vw + h * dv_, steps, o + r0 * vw + h * dv_,
+           scratch + w * WorkerFloats(steps));
+    });
     RunDense(out_, o, rows, y, false, ctx.pool, ctx.dense);
   }
 

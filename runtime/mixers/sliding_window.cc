@@ -46,24 +46,19 @@ class SlidingWindow final : public Mixer {
     proj_.Project(x, rows, q, k, v, ctx);
     float* scratch = o + rows * vw;
     const size_t keys = KeysPerQuery(steps);
-    const size_t workers = ctx.pool->threads();
-    // Worker w takes pairs w, w + workers, ... with its own scores.
-    auto work = [&](size_t w) {
-      for (size_t pair = w; pair < batch * heads_; pair += workers) {
-        const size_t b = pair / heads_, h = pair % heads_;
-        const size_t row0 = b * steps;
-        if (causal_) {
-          Causal(q + row0 * qk + h * dk_, k + row0 * qk + h * dk_, v + row0 * vw + h * dv_,
-                 steps, h, ctx.positions[b], states[b], o + row0 * vw + h * dv_,
-                 scratch + w * keys);
-        } else {
-          Encode(q + row0 * qk + h * dk_, k + row0 * qk + h * dk_, v + row0 * vw + h * dv_,
-                 steps, h, o + row0 * vw + h * dv_, scratch + w * keys);
-        }
+    // Worker w takes pairs w, w + threads, ... with its own scores.
+    ctx.pool->ForEachStrided(batch * heads_, [&](size_t w, size_t pair) {
+      const size_t b = pair / heads_, h = pair % heads_;
+      const size_t row0 = b * steps;
+      if (causal_) {
+        Causal(q + row0 * qk + h * dk_, k + row0 * qk + h * dk_, v + row0 * vw + h * dv_,
+               steps, h, ctx.positions[b], states[b], o + row0 * vw + h * dv_,
+               scratch + w * keys);
+      } else {
+        Encode(q + row0 * qk + h * dk_, k + row0 * qk + h * dk_, v + row0 * vw + h * dv_,
+               steps, h, o + row0 * vw + h * dv_, scratch + w * keys);
       }
-    };
-    ctx.pool->ParallelFor(workers, [](void* c, size_t w) { (*static_cast<decltype(work)*>(c))(w); },
-                          &work);
+    });
     proj_.Output(o, rows, y, ctx);
   }
 
