@@ -13,7 +13,7 @@ packages=(
   # converter / tools / tests
   nlohmann-json3-dev libcli11-dev doctest-dev
   # demos
-  libkissfft-dev libstb-dev dataset-fashion-mnist espeak-ng sox
+  libkissfft-dev libstb-dev libsndfile1-dev zlib1g-dev dataset-fashion-mnist espeak-ng sox
   # PyTorch reference (only /usr/bin/python3 sees it) and a fast BLAS for it
   python3-torch python3-numpy python3-matplotlib libopenblas0-openmp
 )

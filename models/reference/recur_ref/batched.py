@@ -1,0 +1,126 @@
+"""Batched forward of a RecurModel, for training and fast evaluation.
+
+RecurModel runs one sequence at a time (it is the parity reference); training
+needs batches. `forward(model, x)` computes the same function over a batch of
+equal-length sequences from the initial state, with the model's own parameters
+(so its state_dict is what export writes). Only the mixers the shipped models
+use are here: linear_attention (any feature map), softmax_attention and
+sliding_window, causal or not. test_reference.py checks it against RecurModel.forward.
+"""
+
+import math
+
+import torch
+from torch import Tensor
+
+from .model import LinearAttention, RecurModel, SlidingWindowAttention, SoftmaxAttention
+
+# Chunk length of the causal linear-attention form (attention-math.md §3): memory
+# (B, H, T, T) per chunk instead of (B, H, N, N).
+CHUNK = 64
+
+
+def _split(x: Tensor, heads: int, width: int) -> Tensor:
+    """(B, N, heads·width) → (B, H, N, width)."""
+    b, n, _ = x.shape
+    return x.view(b, n, heads, width).transpose(1, 2)
+
+
+def _merge(o: Tensor) -> Tensor:
+    """(B, H, N, width) → (B, N, H·width)."""
+    b, h, n, w = o.shape
+    return o.transpose(1, 2).reshape(b, n, h * w)
+
+
+def linear_attention(m: LinearAttention, x: Tensor) -> Tensor:
+    """x (B, N, d_model) → (B, N, d_model): attention-math.md §3, chunked when causal."""
+    q = m.phi(_split(m.query(x), m.heads, m.dk))       # (B, H, N, C)
+    k = m.phi(_split(m.key(x), m.heads, m.dk))         # (B, H, N, C)
+    v = _split(m.value(x), m.heads, m.dv)              # (B, H, N, dv)
+    if not m.causal:
+        S = k.transpose(-1, -2) @ v                    # (B, H, C, dv)
+        z = k.sum(2, keepdim=True)                     # (B, H, 1, C)
+        o = (q @ S) / ((q * z).sum(-1, keepdim=True) + m.eps)
+        return m.out(_merge(o))
+    b, h, n, c = q.shape
+    S = q.new_zeros(b, h, c, m.dv)
+    z = q.new_zeros(b, h, 1, c)
+    outs = []
+    for s in range(0, n, CHUNK):
+        qc, kc, vc = q[:, :, s:s + CHUNK], k[:, :, s:s + CHUNK], v[:, :, s:s + CHUNK]
+        sim = (qc @ kc.transpose(-1, -2)).tril()                  # (B, H, T, T)
+        num = sim @ vc + qc @ S
+        den = sim.sum(-1, keepdim=True) + (qc * z).sum(-1, keepdim=True)
+        outs.append(num / (den + m.eps))
+        S = S + kc.transpose(-1, -2) @ vc
+        z = z + kc.sum(2, keepdim=True)
+    return m.out(_merge(torch.cat(outs, 2)))
+
+
+def softmax_attention(m: SoftmaxAttention, x: Tensor) -> Tensor:
+    """x (B, N, d_model) → (B, N, d_model): attention-math.md §2, masked when causal."""
+    q = _split(m.query(x), m.heads, m.dk)
+    k = _split(m.key(x), m.heads, m.dk)
+    v = _split(m.value(x), m.heads, m.dv)
+    s = q @ k.transpose(-1, -2) / math.sqrt(m.dk)     # (B, H, N, N)
+    if m.causal:
+        n = x.shape[1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+    return m.out(_merge(torch.softmax(s, -1) @ v))
+
+
+def sliding_window(m: SlidingWindowAttention, x: Tensor) -> Tensor:
+    """x (B, N, d_model) → (B, N, d_model): softmax attention where m.allowed(t, p)."""
+    q = _split(m.query(x), m.heads, m.dk)
+    k = _split(m.key(x), m.heads, m.dk)
+    v = _split(m.value(x), m.heads, m.dv)
+    pos = torch.arange(x.shape[1], device=x.device)
+    ok = m.allowed(pos[:, None], pos[None, :]).to(x.device)      # (H, N, N)
+    s = (q @ k.transpose(-1, -2) / math.sqrt(m.dk)).masked_fill(~ok, float("-inf"))
+    return m.out(_merge(torch.softmax(s, -1) @ v))
+
+
+_MIXERS = {LinearAttention: linear_attention, SoftmaxAttention: softmax_attention,
+           SlidingWindowAttention: sliding_window}
+
+
+def check_supported(model: RecurModel) -> None:
+    """ValueError naming the first block whose mixer has no batched form here."""
+    for i, block in enumerate(model.blocks):
+        if type(block.mixer) not in _MIXERS:
+            raise ValueError(f"block {i}: mixer {type(block.mixer).__name__} has no batched form "
+                             "(recur_ref/batched.py supports linear_attention, softmax_attention and sliding_window)")
+
+
+def forward(model: RecurModel, x: Tensor) -> Tensor:
+    """RecurModel.forward over a batch: x (B, N) token ids or (B, N, F) frames, every
+    sequence from the initial state → (B, N, out_width). Same math as the reference's
+    parallel form (a different summation order)."""
+    check_supported(model)
+    inp = model.input
+    if inp.kind == "tokens":
+        h = inp.embedding[x.long()]
+    else:
+        x = x.to(model.dtype)
+        h = x if inp.projection is None else inp.projection(x).to(model.dtype)  # f32 under autocast too
+    if inp.positions is not None:
+        if x.shape[1] > len(inp.positions):
+            raise ValueError(f"{x.shape[1]} positions exceed max_positions {len(inp.positions)}")
+        h = h + inp.positions[:x.shape[1]]
+    for block in model.blocks:
+        mix = _MIXERS[type(block.mixer)]
+        if block.pre_norm:
+            h = h + mix(block.mixer, block.norm1(h))
+            h = h + block.ffn(block.norm2(h))
+        else:
+            h = block.norm1(h + mix(block.mixer, h))
+            h = block.norm2(h + block.ffn(h))
+    if model.final_norm is not None:
+        h = model.final_norm(h)
+    if model.head is not None:
+        h = model.head(h)
+        if model.head_activation == "softmax":
+            h = torch.softmax(h, -1)
+        elif model.head_activation == "log_softmax":
+            h = torch.log_softmax(h, -1)
+    return h
