@@ -174,6 +174,7 @@ int Eval(const Common& c, const recur::Model& model, const std::string& data, in
   size_t n = 0;
   std::string error;
   if (!recur::image::ReadIdxImages(data, &test, &n, &error)) return Fail(error);
+  if (n == 0) return Fail(data + ": holds no images");
   if (limit > 0) n = std::min(n, static_cast<size_t>(limit));
   auto session = recur::Session::Create(model, batch, c.threads);
   if (!session) return Fail(session.error());
