@@ -5,8 +5,8 @@
 set -euo pipefail
 
 packages=(
-  # toolchain
-  build-essential cmake ninja-build pkg-config git
+  # toolchain; clang 14 with its sanitizer and libFuzzer runtimes (presets asan, tsan)
+  build-essential cmake ninja-build pkg-config git clang-14 libclang-rt-14-dev
   # runtime libraries
   libhwy-dev libflatbuffers-dev flatbuffers-compiler flatbuffers-compiler-dev
   libxnnpack-dev libpthreadpool-dev libcpuinfo-dev libdnnl-dev

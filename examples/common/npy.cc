@@ -81,6 +81,11 @@ bool ParseShape(const std::string& text, std::vector<int64_t>* shape, std::strin
 }  // namespace
 
 int64_t Array::count() const {
+  // Parse bounds the product of the nonzero dimensions by the data size; a zero
+  // dimension anywhere (after huge ones) makes the array empty.
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+  }
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
@@ -136,8 +141,19 @@ bool Parse(const uint8_t* bytes, size_t size, Array* out, std::string* error) {
   }
   if (!ParseShape(shape, &out->shape, error)) return false;
   const size_t data_start = header_start + header_len;
-  const uint64_t count = static_cast<uint64_t>(out->count());
-  if (count > (size - data_start) / elem || count * elem != size - data_start) {
+  // The element count, stopping before it exceeds what the data can hold (a
+  // plain product of the dimensions can overflow and wrap to a size that
+  // matches: found by fuzzing, tests/fuzz/regressions/npy).
+  const uint64_t capacity = (size - data_start) / elem;
+  uint64_t count = 1;
+  for (int64_t d : out->shape) {
+    if (d == 0) {
+      count = 0;
+      break;
+    }
+    count = count > capacity / static_cast<uint64_t>(d) ? capacity + 1 : count * uint64_t(d);
+  }
+  if (count > capacity || count * elem != size - data_start) {
     *error = "data size " + std::to_string(size - data_start) + " bytes does not match shape " +
              shape + " of " + out->dtype;
     return false;
@@ -164,7 +180,7 @@ bool ToFloat32(const Array& a, std::vector<float>* out, std::string* error) {
   const size_t n = static_cast<size_t>(a.count());
   out->resize(n);
   if (a.dtype == "f4") {
-    std::memcpy(out->data(), a.data.data(), n * 4);
+    if (n > 0) std::memcpy(out->data(), a.data.data(), n * 4);  // data() may be null for n == 0
   } else if (a.dtype == "f8") {
     for (size_t i = 0; i < n; ++i) {
       double v;
@@ -182,7 +198,7 @@ bool ToInt32(const Array& a, std::vector<int32_t>* out, std::string* error) {
   const size_t n = static_cast<size_t>(a.count());
   out->resize(n);
   if (a.dtype == "i4") {
-    std::memcpy(out->data(), a.data.data(), n * 4);
+    if (n > 0) std::memcpy(out->data(), a.data.data(), n * 4);  // data() may be null for n == 0
   } else if (a.dtype == "i8") {
     for (size_t i = 0; i < n; ++i) {
       int64_t v;

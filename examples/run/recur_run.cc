@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "model_input.h"
 #include "npy.h"
 #include "recur/recur.hpp"
 
@@ -22,46 +23,19 @@ int main(int argc, char** argv) {
       ->required();
   CLI11_PARSE(app, argc, argv);
 
-  auto model = recur::Model::Load(model_path);
-  if (!model) {
-    std::fprintf(stderr, "error: %s\n", model.error().c_str());
-    return 1;
-  }
-  const recur_model_info info = model->info();
-  recur::npy::Array input;
+  recur::Model model;
+  recur::tools::ModelInput input;
   std::string error;
-  if (!recur::npy::ReadFile(input_path, &input, &error)) {
+  if (!recur::tools::LoadModelAndInput(model_path, input_path, &model, &input, &error)) {
     std::fprintf(stderr, "error: %s\n", error.c_str());
     return 1;
   }
-  std::vector<int32_t> tokens;
-  std::vector<float> frames;
-  int64_t n = 0;
-  if (info.input_kind == RECUR_INPUT_TOKENS) {
-    if (input.shape.size() != 1) {
-      std::fprintf(stderr, "error: %s: this model takes token ids of shape (N,), got %zu-D input\n",
-                   input_path.c_str(), input.shape.size());
-      return 1;
-    }
-    if (!recur::npy::ToInt32(input, &tokens, &error)) {
-      std::fprintf(stderr, "error: %s: %s\n", input_path.c_str(), error.c_str());
-      return 1;
-    }
-    n = input.shape[0];
-  } else {
-    if (input.shape.size() != 2 || input.shape[1] != int64_t{info.feature_width}) {
-      std::fprintf(stderr, "error: %s: this model takes frames of shape (N, %u)\n",
-                   input_path.c_str(), info.feature_width);
-      return 1;
-    }
-    if (!recur::npy::ToFloat32(input, &frames, &error)) {
-      std::fprintf(stderr, "error: %s: %s\n", input_path.c_str(), error.c_str());
-      return 1;
-    }
-    n = input.shape[0];
-  }
+  const recur_model_info info = model.info();
+  const int64_t n = input.n;
+  const std::vector<int32_t>& tokens = input.tokens;
+  const std::vector<float>& frames = input.frames;
 
-  auto session = recur::Session::Create(*model);
+  auto session = recur::Session::Create(model);
   if (!session) {
     std::fprintf(stderr, "error: %s\n", session.error().c_str());
     return 1;

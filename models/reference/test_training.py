@@ -77,7 +77,7 @@ def fashion_mnist_reader():
 
 def image_recipe_resumes():
     """2 steps, interrupted, then 2 more == 4 steps in one run (same weights, bit for bit),
-    and the export loads back as the trained model."""
+    and the export loads back as the trained model; --init starts a new run from a checkpoint."""
     script = os.path.join(HERE, "train_image.py")
     common = [sys.executable, script, "--config", os.path.join(CONFIGS, "image_linear.json"), "--steps", "4",
               "--batch", "2", "--warmup", "2", "--eval-images", "4", "--threads", "1"]
@@ -98,6 +98,21 @@ def image_recipe_resumes():
         r = subprocess.run(common[:-2] + ["--threads", "1", "--work", two, "--batch", "3"], capture_output=True,
                            text=True)
         assert r.returncode != 0 and "batch=2" in r.stderr, r.stderr   # a checkpoint of another run is refused
+
+        # --init: a new run starts from those weights (0 steps: the export is the checkpoint's model),
+        # and refuses a checkpoint of another config.
+        init = os.path.join(one, "checkpoint.pt")
+        three = os.path.join(d, "three")
+        r = subprocess.run(common[:4] + ["--steps", "0", "--work", three, "--init", init] + common[6:],
+                           check=True, capture_output=True, text=True)
+        assert "initialised from" in r.stdout and "(step 4," in r.stdout, r.stdout
+        c, _ = safetensors.read(os.path.join(three, "export", "weights.safetensors"))
+        for k in a:
+            assert torch.equal(a[k], c[k]), f"{k}: --init did not start from the checkpoint"
+        r = subprocess.run([sys.executable, script, "--config", os.path.join(CONFIGS, "image_softmax.json"),
+                            "--steps", "1", "--work", os.path.join(d, "four"), "--init", init] + common[6:],
+                           capture_output=True, text=True)
+        assert r.returncode != 0 and "another model config" in r.stderr, r.stderr
 
 
 def fold_normalisation_is_exact():

@@ -1,5 +1,6 @@
 // Implements recur.h. Translates Status ↔ recur_status and nothing else.
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 
@@ -12,11 +13,15 @@
 #define RECUR_STRINGIFY2(x) #x
 #define RECUR_STRINGIFY(x) RECUR_STRINGIFY2(x)
 
+// Sessions share ownership of their model, so that recur_model_free before
+// the last recur_session_free (calls in the wrong order) is safe: the model
+// goes when its last user does.
 struct recur_model {
-  std::unique_ptr<recur::Model> model;
+  std::shared_ptr<const recur::Model> model;
 };
 
 struct recur_session {
+  std::shared_ptr<const recur::Model> model;  // declared first: outlives `session`
   std::unique_ptr<recur::Session> session;
   std::string backends;  // recur_session_backends, filled on first call
 };
@@ -71,9 +76,11 @@ recur_status FinishLoad(std::unique_ptr<recur::Model> model, recur_model** out) 
   return RECUR_OK;
 }
 
-recur_status FinishSession(std::unique_ptr<recur::Session> session, recur_session** out) {
+recur_status FinishSession(std::shared_ptr<const recur::Model> model,
+                           std::unique_ptr<recur::Session> session, recur_session** out) {
   auto* handle = new (std::nothrow) recur_session;
   if (handle == nullptr) return Report(recur::OutOfMemory("cannot allocate a session handle"));
+  handle->model = std::move(model);
   handle->session = std::move(session);
   *out = handle;
   return RECUR_OK;
@@ -97,7 +104,12 @@ recur_status Guard(F&& body) {
 extern "C" {
 
 const char* recur_status_string(recur_status status) {
-  switch (status) {
+  // A C caller may pass any int; in C++ a value outside the enum's range is
+  // undefined once loaded as the enum, so read the bytes as an int.
+  static_assert(sizeof(recur_status) == sizeof(int), "recur_status is an int-sized enum");
+  int code;
+  std::memcpy(&code, &status, sizeof(code));
+  switch (code) {
     case RECUR_OK: return "RECUR_OK";
     case RECUR_INVALID_ARGUMENT: return "RECUR_INVALID_ARGUMENT";
     case RECUR_INVALID_MODEL: return "RECUR_INVALID_MODEL";
@@ -215,7 +227,7 @@ recur_status recur_session_create(const recur_model* model, const recur_session_
     std::unique_ptr<recur::Session> session;
     s = recur::Session::Create(model->model.get(), so, &session);
     if (!s.ok()) return Report(s);
-    return FinishSession(std::move(session), out);
+    return FinishSession(model->model, std::move(session), out);
   });
 }
 
@@ -293,7 +305,7 @@ recur_status recur_session_fork(const recur_session* session, recur_session** ou
     std::unique_ptr<recur::Session> copy;
     Status s = session->session->Fork(&copy);
     if (!s.ok()) return Report(s);
-    return FinishSession(std::move(copy), out);
+    return FinishSession(session->model, std::move(copy), out);
   });
 }
 

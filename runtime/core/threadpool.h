@@ -66,7 +66,7 @@ class ThreadPool {
  private:
   explicit ThreadPool(size_t threads) : threads_(threads) {}
   size_t threads_;
-  void* impl_ = nullptr;  // pthreadpool_t
+  [[maybe_unused]] void* impl_ = nullptr;  // pthreadpool_t (unused without one)
 };
 
 }  // namespace recur

@@ -68,6 +68,12 @@ Status TensorResolver::CheckTensorTable() const {
     const char* name = t->name()->c_str();
     const size_t elem = DTypeSize(t->dtype());
     if (elem == 0) return InvalidModel("tensor %u '%s': unknown dtype %d", i, name, int(t->dtype()));
+    // The Verifier checks a vector's 4-byte length prefix, not that 8-byte
+    // elements are 8-byte aligned (FlatBuffers 2.0.8); a shifted offset would
+    // make every read of the shape a misaligned (undefined) load.
+    if (reinterpret_cast<uintptr_t>(t->shape()->data()) % alignof(int64_t) != 0) {
+      return InvalidModel("tensor %u '%s': its shape vector is not 8-byte aligned", i, name);
+    }
     uint64_t count = 1;
     for (int64_t dim : *t->shape()) {
       if (dim <= 0 || dim > (int64_t{1} << 32)) {

@@ -592,7 +592,8 @@ TEST_CASE("config: linformer (encoder only, E/F sharing)") {
         {"headwise", std::vector<int64_t>{6, 50}, true},
         {"kv", std::vector<int64_t>{6, 50}, false},
         {"layerwise", std::vector<int64_t>{6, 50}, false}}) {
-    CAPTURE(sharing);
+    const char* sharing_name = sharing;  // C++17 lambdas (CAPTURE) cannot capture a binding
+    CAPTURE(sharing_name);
     j["mixer"]["sharing"] = sharing;
     auto r = ParseConfig(j.dump());
     REQUIRE_MESSAGE(r.ok(), r.message());

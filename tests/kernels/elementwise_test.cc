@@ -126,7 +126,9 @@ TEST_CASE("EluPlusOne") {
 TEST_CASE("AffineExp and Scale") {
   const std::vector<float> specials = {0.0f, -0.0f, 1e-30f, -1e-30f, -40.0f, 40.0f};
   ForEachTarget([&](const std::string&) {
-    for (const auto& [a, b] : {std::pair{1.0f, 0.0f}, {-1.0f, -2.5f}, {0.35f, 1.75f}}) {
+    for (const auto& ab : {std::pair{1.0f, 0.0f}, {-1.0f, -2.5f}, {0.35f, 1.75f}}) {
+      // Not a structured binding: C++17 lambdas (CAPTURE) cannot capture those (clang).
+      const float a = ab.first, b = ab.second;
       CAPTURE(a);
       CAPTURE(b);
       const auto kernel = [a = a, b = b](const float* x, float* y, size_t n) {

@@ -22,7 +22,7 @@ class Reader {
   explicit Reader(const std::vector<uint8_t>& b) : b_(b) {}
   bool Take(void* dst, size_t n) {
     if (n > b_.size() - pos_) return false;
-    std::memcpy(dst, b_.data() + pos_, n);
+    if (n > 0) std::memcpy(dst, b_.data() + pos_, n);  // dst may be null for n == 0
     pos_ += n;
     return true;
   }

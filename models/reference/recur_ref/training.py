@@ -44,7 +44,7 @@ class Checkpoint:
         """Restores model, optimizer and RNG → (step, extra). ValueError if the recipe's
         arguments that shape the run differ from the checkpoint's."""
         saved = torch.load(self.path)
-        for key in ("config", "seed", "batch", "precision"):
+        for key in ("config", "seed", "batch", "precision", "init"):
             if saved["args"].get(key) != args.get(key):
                 raise ValueError(f"{self.path} was written with {key}={saved['args'].get(key)!r}, "
                                  f"this run has {key}={args.get(key)!r}; use another --work dir")
@@ -98,6 +98,9 @@ def add_arguments(p: argparse.ArgumentParser, batch: int, lr: float, warmup: int
     p.add_argument("--checkpoint-every", type=int, default=100)
     p.add_argument("--stop-after", type=int, default=0,
                    help="stop (after a checkpoint) once this run has made N steps, as an interruption would")
+    p.add_argument("--init", default="",
+                   help="start from the weights of this checkpoint.pt (a run of the same config) with a fresh "
+                        "optimizer and schedule: fine-tuning, or training on past an earlier run's end")
     p.add_argument("--device", default="cpu")
     p.add_argument("--precision", choices=("bf16", "f32"), default="bf16",
                    help="training matmuls: bf16 runs the forward under torch.autocast (float32 weights and "
@@ -135,7 +138,19 @@ def train(p: argparse.ArgumentParser, args, model: RecurModel, loss_of_step: Cal
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.98), weight_decay=0.01)
     ckpt = Checkpoint(args.work)
     run_args = {"config": model.config, "seed": args.seed, "batch": args.batch, "precision": args.precision}
+    if args.init:
+        run_args["init"] = args.init
     step, extra = 0, {"seconds": 0.0}
+    if args.init and not ckpt.exists():
+        try:
+            init = torch.load(args.init, map_location=args.device)
+            if init.get("args", {}).get("config") != model.config:
+                raise ValueError("it was written for another model config")
+            model.load_state_dict(init["model"])
+            extra["seconds"] = init["extra"]["seconds"]
+        except (OSError, KeyError, ValueError, RuntimeError) as e:
+            p.error(f"--init {args.init}: {e}")
+        print(f"initialised from {args.init} (step {init['step']}, {extra['seconds']:.0f} s of training)")
     if ckpt.exists():
         try:
             step, extra = ckpt.load(model, optimizer, run_args)

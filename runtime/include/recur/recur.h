@@ -87,8 +87,10 @@ recur_status recur_model_load_file(const char* path, const recur_load_options* o
 recur_status recur_model_load_buffer(const void* data, size_t size,
                                      const recur_load_options* options, recur_model** out);
 
-/* Frees a model. All sessions created from it must be freed first.
- * NULL is a no-op. */
+/* Releases the caller's handle. Sessions created from the model keep it
+ * (and its mapping) alive: it is freed with the last of them, so the order
+ * of recur_model_free and recur_session_free does not matter. NULL is a
+ * no-op. */
 void recur_model_free(recur_model* model);
 
 typedef enum recur_input_kind {
@@ -170,8 +172,8 @@ typedef struct recur_session_options {
 } recur_session_options;
 
 /* Creates a session over `options->batch` streams, all in the initial state.
- * All memory is allocated here: stepping does not allocate. The model must
- * outlive the session. Errors: RECUR_INVALID_ARGUMENT, RECUR_UNSUPPORTED,
+ * All memory is allocated here: stepping does not allocate. The session
+ * keeps the model alive (see recur_model_free). Errors: RECUR_INVALID_ARGUMENT, RECUR_UNSUPPORTED,
  * RECUR_OUT_OF_MEMORY. */
 recur_status recur_session_create(const recur_model* model, const recur_session_options* options,
                                   recur_session** out);

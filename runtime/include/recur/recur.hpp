@@ -118,12 +118,17 @@ class Session {
   }
   ~Session() { recur_session_free(session_); }
 
-  // The model must outlive the session.
+  // The session keeps the model alive (recur_model_free).
   static Result<Session> Create(const Model& model, uint32_t batch = 1, uint32_t threads = 1,
                                 uint32_t prefill_chunk = 0,
                                 recur_weight_packing packing = RECUR_PACKING_AUTO) {
     recur_session_options options{sizeof(recur_session_options), batch, threads, prefill_chunk,
                                   nullptr, packing, 0, 0};
+    return Create(model, options);
+  }
+
+  // Every option (recur_session_options, with struct_size set).
+  static Result<Session> Create(const Model& model, const recur_session_options& options) {
     Session s;
     recur_status st = recur_session_create(model.get(), &options, &s.session_);
     if (st != RECUR_OK) return Status(st);

@@ -1,0 +1,33 @@
+// A model's input sequence from a .npy file, for the tools (recur-run,
+// recur-soak): token ids (N,) for token models, frames (N, feature_width) for
+// feature models; checked against the model with messages that name the file.
+#ifndef RECUR_EXAMPLES_COMMON_MODEL_INPUT_H_
+#define RECUR_EXAMPLES_COMMON_MODEL_INPUT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "recur/recur.hpp"
+
+namespace recur::tools {
+
+struct ModelInput {
+  std::vector<int32_t> tokens;  // token models: (n,)
+  std::vector<float> frames;    // feature models: (n, feature_width)
+  int64_t n = 0;                // elements
+};
+
+// Reads `path` for a model described by `info`. False with *error set on an
+// unreadable or malformed file or a shape the model does not take.
+bool ReadModelInput(const std::string& path, const recur_model_info& info, ModelInput* out,
+                    std::string* error);
+
+// Loads the model at `model_path` and reads `input_path` for it. False with
+// *error set (the runtime's message for the model) on failure.
+bool LoadModelAndInput(const std::string& model_path, const std::string& input_path,
+                       recur::Model* model, ModelInput* input, std::string* error);
+
+}  // namespace recur::tools
+
+#endif  // RECUR_EXAMPLES_COMMON_MODEL_INPUT_H_

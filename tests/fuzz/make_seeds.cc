@@ -1,0 +1,146 @@
+// Writes the fuzz targets' seed corpora from real models:
+//   make_seeds OUT_DIR  →  OUT_DIR/{model,state,safetensors,config,npy}/
+// model: every small test model (tests/common/test_models.h) in f32, and the
+// mixed one in f16, bf16 and int8; state: a saved blob of each
+// state_fuzz_models.h model after a few steps (byte 0 picks the model; the
+// second copy asks for stamping, see state_load_fuzz.cc); safetensors: their
+// weights; config: their config JSON (scripts/fuzz.sh adds models/configs);
+// npy: small arrays of every dtype recur-run reads.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "converter/config.h"
+#include "converter/safetensors.h"
+#include "converter/writer.h"
+#include "npy.h"
+#include "recur/recur.h"
+#include "state_fuzz_models.h"
+
+namespace {
+
+using namespace recur::testing;  // NOLINT
+
+const std::vector<const char*> kConfigs = {
+    kTinyTokensConfig,   kTinyFeaturesConfig, kTinySoftmaxConfig,  kTinySoftmaxFeaturesConfig,
+    kTinySlidingWindowConfig, kTinyAftConfig, kTinyFlashConfig,    kTinyLinformerConfig,
+    kTinyReformerConfig, kTinyAftLocalConfig, kTinyAftConvConfig,  kTinyAftFullConfig,
+    kTinyGauConfig,      kTinyMixedConfig};
+
+bool Write(const std::string& path, const void* data, size_t size) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return false;
+  const bool ok = std::fwrite(data, 1, size, f) == size;
+  return std::fclose(f) == 0 && ok;
+}
+
+// A .npy v1.0 image: header dict padded to a multiple of 64 bytes.
+std::vector<uint8_t> Npy(const char* descr, const char* shape, const void* data, size_t bytes) {
+  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " +
+                       shape + ", }";
+  while ((10 + header.size() + 1) % 64) header += ' ';
+  header += '\n';
+  std::vector<uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                              uint8_t(header.size() & 0xff), uint8_t(header.size() >> 8)};
+  out.insert(out.end(), header.begin(), header.end());
+  const auto* p = static_cast<const uint8_t*>(data);
+  out.insert(out.end(), p, p + bytes);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR (with subdirectories model state safetensors config npy)\n",
+                 argv[0]);
+    return 2;
+  }
+  const std::string out = argv[1];
+  int failures = 0;
+  auto write = [&](const std::string& name, const void* data, size_t size) {
+    if (!Write(out + "/" + name, data, size)) {
+      std::fprintf(stderr, "make_seeds: cannot write %s/%s\n", out.c_str(), name.c_str());
+      ++failures;
+    }
+  };
+  for (size_t i = 0; i < kConfigs.size(); ++i) {
+    std::string error;
+    auto bytes = BuildTestModel(kConfigs[i], 1, &error);
+    if (bytes.empty()) {
+      std::fprintf(stderr, "make_seeds: test model %zu: %s\n", i, error.c_str());
+      return 1;
+    }
+    write("model/tiny" + std::to_string(i) + ".recur", bytes.data(), bytes.size());
+    write("config/tiny" + std::to_string(i) + ".json", kConfigs[i], std::strlen(kConfigs[i]));
+    auto tensors = RandomTensors(kConfigs[i], 1);
+    auto st = recur::converter::SerializeSafetensors(tensors, {{"producer", "make_seeds"}});
+    write("safetensors/tiny" + std::to_string(i) + ".safetensors", st.data(), st.size());
+  }
+  using recur::converter::WeightDType;
+  for (auto dtype : {WeightDType::kF16, WeightDType::kBF16, WeightDType::kInt8}) {
+    recur::converter::BuildOptions options;
+    options.weight_dtype = dtype;
+    options.quantize_head = true;
+    auto bytes = recur::converter::BuildModelFromConfig(kTinyMixedConfig,
+                                                        RandomTensors(kTinyMixedConfig, 2),
+                                                        recur::converter::Layout::kAuto, options);
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "make_seeds: quantised model: %s\n", bytes.message().c_str());
+      return 1;
+    }
+    write(std::string("model/mixed_") + recur::converter::WeightDTypeName(dtype) + ".recur",
+          bytes->data(), bytes->size());
+  }
+
+  const auto configs = recur::fuzz::StateFuzzConfigs();
+  for (size_t i = 0; i < configs.size(); ++i) {
+    auto bytes = BuildTestModel(configs[i], 1);
+    recur_model* model = nullptr;
+    recur_session* session = nullptr;
+    recur_session_options options{sizeof(options), 2, 1, 0, "highway", RECUR_PACKING_AUTO, 0,
+                                  recur::fuzz::kStateFuzzMaxContext};
+    recur_model_info info{};
+    info.struct_size = sizeof(info);
+    if (recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) != RECUR_OK ||
+        recur_model_get_info(model, &info) != RECUR_OK ||
+        recur_session_create(model, &options, &session) != RECUR_OK) {
+      std::fprintf(stderr, "make_seeds: state model %zu: %s\n", i, recur_last_error());
+      return 1;
+    }
+    const int32_t tokens[2] = {3, 4};
+    const float features[10] = {0.5f, -1, 0.25f, 2, 0, 1, 1, -0.5f, 0, 0.75f};
+    recur_input in = info.input_kind == RECUR_INPUT_TOKENS
+                         ? recur_input{tokens, nullptr, 2}
+                         : recur_input{nullptr, features, 2 * size_t(info.feature_width)};
+    std::vector<float> y(2 * info.output_width);
+    for (int t = 0; t < 5; ++t) recur_session_step(session, &in, y.data());
+    size_t size = 0;
+    recur_session_state_size(session, &size);
+    std::vector<uint8_t> blob(1 + size);
+    recur_session_state_save(session, 0, blob.data() + 1, size);
+    blob[0] = uint8_t(i);
+    write("state/model" + std::to_string(i) + ".blob", blob.data(), blob.size());
+    blob[0] = uint8_t(i | 0x80);
+    write("state/model" + std::to_string(i) + "_stamped.blob", blob.data(), blob.size());
+    recur_session_free(session);
+    recur_model_free(model);
+  }
+
+  const float f4[6] = {1, -2, 3.5f, 0, 1e-3f, 7};
+  const double f8[3] = {0.5, -0.25, 8};
+  const int32_t i4[4] = {0, 5, 10, 255};
+  const int64_t i8[2] = {1, 256};
+  for (const auto& [name, bytes] :
+       {std::pair{"f4.npy", Npy("<f4", "(2, 3)", f4, sizeof(f4))},
+        std::pair{"f8.npy", Npy("<f8", "(3,)", f8, sizeof(f8))},
+        std::pair{"i4.npy", Npy("<i4", "(1, 4)", i4, sizeof(i4))},
+        std::pair{"i8.npy", Npy("<i8", "(2,)", i8, sizeof(i8))},
+        std::pair{"empty.npy", Npy("<f4", "(0, 5)", nullptr, 0)}}) {
+    write(std::string("npy/") + name, bytes.data(), bytes.size());
+  }
+  if (failures) return 1;
+  std::printf("make_seeds: seeds in %s\n", out.c_str());
+  return 0;
+}

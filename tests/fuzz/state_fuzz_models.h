@@ -1,0 +1,23 @@
+// The models the state-blob fuzz target loads blobs into, one per kind of
+// recurrent state; make_seeds.cc saves a blob of each as a seed.
+#ifndef RECUR_TESTS_FUZZ_STATE_FUZZ_MODELS_H_
+#define RECUR_TESTS_FUZZ_STATE_FUZZ_MODELS_H_
+
+#include <vector>
+
+#include "test_models.h"
+
+namespace recur::fuzz {
+
+// Softmax sessions hold this many positions, so that blobs stay small.
+constexpr uint32_t kStateFuzzMaxContext = 16;
+
+inline std::vector<const char*> StateFuzzConfigs() {
+  using namespace recur::testing;  // NOLINT
+  return {kTinyTokensConfig,    kTinySoftmaxFeaturesConfig, kTinyMixedConfig, kTinySlidingWindowConfig,
+          kTinyAftLocalConfig,  kTinyAftFullConfig,         kTinyGauConfig,   kTinyFeaturesConfig};
+}
+
+}  // namespace recur::fuzz
+
+#endif  // RECUR_TESTS_FUZZ_STATE_FUZZ_MODELS_H_
