@@ -177,7 +177,9 @@ Status Session::CheckInput(const int32_t* tokens, const float* features, size_t 
   }
   if (grows_) {
     for (size_t b = 0; b < batch_; ++b) {
-      if (positions_[b] + steps > max_context_) {
+      // Overflow-safe form of positions + steps > max_context (a position is
+      // never above max_context: LoadState checks blobs).
+      if (steps > max_context_ - std::min<uint64_t>(positions_[b], max_context_)) {
         return OutOfRange("stream %zu is at position %llu; %zu more steps pass the session's "
                           "max_context of %zu positions (the KV cache is full); reset the stream "
                           "or create the session with a larger max_context", b,
@@ -187,7 +189,7 @@ Status Session::CheckInput(const int32_t* tokens, const float* features, size_t 
   }
   if (m.max_positions != 0) {
     for (size_t b = 0; b < batch_; ++b) {
-      if (positions_[b] + steps > m.max_positions) {
+      if (steps > m.max_positions - std::min<uint64_t>(positions_[b], m.max_positions)) {
         return OutOfRange("stream %zu is at position %llu; %zu more steps pass the model's "
                           "learned positions, which end at %u; reset the stream", b,
                           static_cast<unsigned long long>(positions_[b]), steps, m.max_positions);

@@ -89,6 +89,12 @@ Status Session::LoadState(int stream, const void* buffer, size_t size) {
     return InvalidState("state blob position %llu exceeds the model's %u positions",
                         static_cast<unsigned long long>(h.position), model_->max_positions);
   }
+  // A KV cache holds max_context positions; a blob claiming more would make
+  // the next step write past it (found by fuzz_state_load).
+  if (grows_ && h.position > max_context_) {
+    return InvalidState("state blob position %llu exceeds the session's max_context of %zu",
+                        static_cast<unsigned long long>(h.position), max_context_);
+  }
   std::memcpy(state_.get() + size_t(stream) * state_stride_, payload, h.payload_bytes);
   positions_[size_t(stream)] = h.position;
   return Status::Ok();

@@ -28,7 +28,10 @@ void Transpose(const float* in, size_t rows, size_t cols, size_t in_stride, floa
 class LinearAttention final : public Mixer {
  public:
   bool causal() const override { return causal_; }
-  size_t state_floats() const override { return heads_ * (c_ * dv_ + c_); }
+  // S (H, C, dv) and z (H, C), then, for causal layers, their Kahan
+  // compensations in the same layout: the sums run over unbounded streams,
+  // and plain float sums drift (README "Long runs").
+  size_t state_floats() const override { return (causal_ ? 2 : 1) * sum_floats(); }
 
   size_t scratch_floats(size_t batch, size_t steps, size_t threads,
                         size_t /*context*/) const override {
@@ -59,13 +62,13 @@ class LinearAttention final : public Mixer {
     if (steps == 1 && causal_) {
       ctx.pool->ParallelRanges(batch, 8, [&](size_t first, size_t last) {
         for (size_t b = first; b < last; ++b) {
-          float* s = states[b];                   // (H, C, dv)
-          float* z = s + heads_ * c_ * dv_;       // (H, C)
+          const Sums sums = SumsOf(states[b]);
           for (size_t h = 0; h < heads_; ++h) {
+            const size_t hs = h * c_ * dv_, hz = h * c_;
             kernels::LinearAttentionStep(
                 phi_q + b * qk_width + h * c_, phi_k + b * qk_width + h * c_,
-                v + b * v_width + h * dv_, c_, dv_, eps_, s + h * c_ * dv_, z + h * c_,
-                o + b * v_width + h * dv_);
+                v + b * v_width + h * dv_, c_, dv_, eps_, sums.s + hs, sums.s_comp + hs,
+                sums.z + hz, sums.z_comp + hz, o + b * v_width + h * dv_);
           }
         }
       });
@@ -193,17 +196,30 @@ class LinearAttention final : public Mixer {
   // products stay small and in cache.
   static constexpr size_t kChunk = 64;
 
+  // A stream's state: the sums (H, C, dv) and (H, C) and their compensations
+  // (causal layers only; null otherwise).
+  struct Sums {
+    float *s, *z, *s_comp, *z_comp;
+  };
+  size_t sum_floats() const { return heads_ * (c_ * dv_ + c_); }
+  Sums SumsOf(float* state) const {
+    float* comp = causal_ ? state + sum_floats() : nullptr;
+    return {state, state + heads_ * c_ * dv_, comp, comp ? comp + heads_ * c_ * dv_ : nullptr};
+  }
+
   // Per worker: q, k (T, C); kᵀ (C, T); vᵀ (dv, T); A (T, T); num (T, dv);
-  // Sᵀ (dv, C); den (T).
+  // Sᵀ (dv, C); den (T); the chunk's φKᵀV (C, dv) and Σ φK (C).
   size_t ChunkScratchFloats(size_t t) const {
-    return 2 * t * c_ + t * c_ + t * dv_ + t * t + t * dv_ + dv_ * c_ + t;
+    return 2 * t * c_ + t * c_ + t * dv_ + t * t + t * dv_ + dv_ * c_ + t + c_ * dv_ + c_;
   }
 
   // The chunked form for one stream and head over T positions (attention-math
   // §3): num = (φQ φKᵀ ⊙ causal) V + φQ S; den likewise with z;
-  // S += φKᵀ V; z += Σ φK. Small products go through the Dense kernel.
+  // S += φKᵀ V; z += Σ φK (compensated, as the step does). Small products go
+  // through the Dense kernel.
   void Chunk(const float* phi_q, const float* phi_k, const float* v, size_t steps, size_t row_qk,
-             size_t row_v, float* s, float* z, float* out, float* scratch) const {
+             size_t row_v, float* s, float* s_comp, float* z, float* z_comp, float* out,
+             float* scratch) const {
     const size_t t_n = steps;
     float* q = scratch;                 // (T, C)
     float* k = q + t_n * c_;           // (T, C)
@@ -213,6 +229,8 @@ class LinearAttention final : public Mixer {
     float* num = a + t_n * t_n;         // (T, dv)
     float* st = num + t_n * dv_;        // (dv, C)
     float* den = st + dv_ * c_;        // (T)
+    float* kv = den + t_n;              // (C, dv)
+    float* k_sum = kv + c_ * dv_;       // (C)
     for (size_t t = 0; t < t_n; ++t) {
       std::memcpy(q + t * c_, phi_q + t * row_qk, c_ * sizeof(float));
       std::memcpy(k + t * c_, phi_k + t * row_qk, c_ * sizeof(float));
@@ -234,8 +252,11 @@ class LinearAttention final : public Mixer {
       const float inv = 1.0f / den[t];
       for (size_t m = 0; m < dv_; ++m) out[t * row_v + m] = num[t * dv_ + m] * inv;
     }
-    kernels::Dense(kt, t_n, c_, vt, nullptr, t_n, dv_, s, dv_, true);     // S += φKᵀ V
-    for (size_t t = 0; t < t_n; ++t) kernels::Add(z, k + t * c_, z, c_);
+    kernels::Dense(kt, t_n, c_, vt, nullptr, t_n, dv_, kv, dv_, false);   // φKᵀ V
+    kernels::CompensatedAdd(kv, s, s_comp, c_ * dv_);                      // S += φKᵀ V
+    std::memcpy(k_sum, k, c_ * sizeof(float));
+    for (size_t t = 1; t < t_n; ++t) kernels::Add(k_sum, k + t * c_, k_sum, c_);
+    kernels::CompensatedAdd(k_sum, z, z_comp, c_);                         // z += Σ φK
   }
 
   // The encoder form for one stream and head (attention-math §3 without the
@@ -280,20 +301,21 @@ class LinearAttention final : public Mixer {
       for (size_t pair = worker; pair < t->pairs; pair += t->workers) {
         const size_t b = pair / m.heads_, h = pair % m.heads_;
         const size_t row0 = b * t->steps;
-        float* s = t->states[b] + h * m.c_ * m.dv_;
-        float* z = t->states[b] + m.heads_ * m.c_ * m.dv_ + h * m.c_;
+        const Sums sums = m.SumsOf(t->states[b]);
+        const size_t hs = h * m.c_ * m.dv_, hz = h * m.c_;
         const float* q = t->phi_q + row0 * qk_width + h * m.c_;
         const float* k = t->phi_k + row0 * qk_width + h * m.c_;
         const float* v = t->v + row0 * v_width + h * m.dv_;
         float* o = t->o + row0 * v_width + h * m.dv_;
         if (!m.causal_) {
-          m.Encode(q, k, v, t->steps, qk_width, v_width, s, z, o, scratch);
+          m.Encode(q, k, v, t->steps, qk_width, v_width, sums.s + hs, sums.z + hz, o, scratch);
           continue;
         }
         for (size_t t0 = 0; t0 < t->steps; t0 += kChunk) {
           const size_t n = std::min(kChunk, t->steps - t0);
-          m.Chunk(q + t0 * qk_width, k + t0 * qk_width, v + t0 * v_width, n, qk_width, v_width, s,
-                  z, o + t0 * v_width, scratch);
+          m.Chunk(q + t0 * qk_width, k + t0 * qk_width, v + t0 * v_width, n, qk_width, v_width,
+                  sums.s + hs, sums.s_comp + hs, sums.z + hz, sums.z_comp + hz, o + t0 * v_width,
+                  scratch);
         }
       }
     }

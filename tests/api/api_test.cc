@@ -59,8 +59,8 @@ TEST_CASE("model info describes the model") {
   CHECK(info.output_width == 11);
   CHECK(info.max_positions == 64);
   CHECK(info.output_kind == RECUR_OUTPUT_PROBABILITIES);
-  // 2 layers × 2 heads × (8·8 + 8) floats.
-  CHECK(info.state_bytes == 2 * 2 * (8 * 8 + 8) * sizeof(float));
+  // 2 layers × 2 heads × (S 8×8 + z 8), and their compensations (Kahan sums).
+  CHECK(info.state_bytes == 2 * 2 * 2 * (8 * 8 + 8) * sizeof(float));
   // embedding 11·16 + positions 64·16 + per block (2 norms 4·16, q/k/v/o 4·(16·16+16),
   // ffn 32·16+32 + 16·32+16) + final norm 2·16 + head 11·16+11
   const uint64_t block = 4 * 16 + 4 * (16 * 16 + 16) + (32 * 16 + 32) + (16 * 32 + 16);

@@ -166,8 +166,11 @@ void CheckContract(const char* config) {
   y_split.insert(y_split.end(), y_rest.begin(), y_rest.end());
   CHECK(Worst(y_whole, y_steps) <= 2e-5);
   CHECK(Worst(y_split, y_whole) <= 2e-5);
-  CHECK(Worst(Payload(m.Save(whole)), Payload(m.Save(stepped))) <= 2e-5);
-  CHECK(Worst(Payload(m.Save(split)), Payload(m.Save(whole))) <= 2e-5);
+  // States are sums whose terms cancel (v has either sign): their rounding
+  // error scales with Σ|terms| (≈ 40 terms of a few units here), not with the
+  // sum, so they get a looser bound than the outputs.
+  CHECK(Worst(Payload(m.Save(whole)), Payload(m.Save(stepped))) <= 5e-5);
+  CHECK(Worst(Payload(m.Save(split)), Payload(m.Save(whole))) <= 5e-5);
 
   // Save after a steps, load into a fresh session: it continues exactly.
   recur_session* first = m.Session(0);

@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include "core/hash.h"
 #include "recur/recur.hpp"
 #include "test_models.h"
 
@@ -131,13 +132,51 @@ TEST_CASE("truncated, padded and corrupted blobs are refused, leaving the stream
   CHECK(Run(*a, 2, 4) == expected);  // every refusal left the stream as it was
 }
 
+TEST_CASE("a well-formed blob whose position passes the KV cache is refused") {
+  // Found by fuzz_state_load: a blob stamped with a valid checksum but a
+  // position beyond max_context made the next step write past the cache.
+  auto bytes = BuildTestModel(recur::testing::kTinySoftmaxFeaturesConfig, 1);
+  auto model = recur::Model::FromBuffer(bytes.data(), bytes.size());
+  REQUIRE(model.ok());
+  recur_session_options options{sizeof(options), 1, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 16};
+  auto a = recur::Session::Create(*model, options);
+  REQUIRE(a.ok());
+  const float frame[5] = {0.5f, -1, 0.25f, 2, 0};
+  std::vector<float> out(12);
+  for (int t = 0; t < 3; ++t) REQUIRE(a->StepFeatures(frame, 5, out.data()).ok());
+  auto blob = a->SaveState(0);
+  REQUIRE(blob.ok());
+  // The header (state_blob.cc): position at byte 32, checksum at 40 over the
+  // header (checksum zeroed) and the payload.
+  for (uint64_t position : {uint64_t{17}, ~uint64_t{0}}) {
+    CAPTURE(position);
+    std::vector<uint8_t> forged = *blob;
+    std::memcpy(forged.data() + 32, &position, 8);
+    std::memset(forged.data() + 40, 0, 8);
+    const uint64_t checksum = recur::Fnv1a64(forged.data() + 48, forged.size() - 48,
+                                             recur::Fnv1a64(forged.data(), 48));
+    std::memcpy(forged.data() + 40, &checksum, 8);
+    recur::Status s = a->LoadState(0, forged);
+    CHECK(s.code() == RECUR_INVALID_STATE);
+    CHECK(s.message().find("exceeds the session's max_context of 16") != std::string::npos);
+  }
+  // Exactly full is a valid state: the next step is refused, not run.
+  auto full = recur::Session::Create(*model, options);
+  REQUIRE(full.ok());
+  for (int t = 0; t < 16; ++t) REQUIRE(full->StepFeatures(frame, 5, out.data()).ok());
+  auto full_blob = full->SaveState(0);
+  REQUIRE(full_blob.ok());
+  REQUIRE(a->LoadState(0, *full_blob).ok());
+  CHECK(a->StepFeatures(frame, 5, out.data()).code() == RECUR_OUT_OF_RANGE);
+}
+
 TEST_CASE("save/load argument errors") {
   Fixture f;
   auto a = recur::Session::Create(f.model, 2);
   REQUIRE(a.ok());
   size_t size = 0;
   REQUIRE(recur_session_state_size(a->get(), &size) == RECUR_OK);
-  CHECK(size == 48 + 2 * 2 * (8 * 8 + 8) * sizeof(float));
+  CHECK(size == 48 + 2 * 2 * 2 * (8 * 8 + 8) * sizeof(float));  // sums + compensations
   std::vector<uint8_t> buffer(size);
   CHECK(recur_session_state_save(a->get(), 2, buffer.data(), size) == RECUR_OUT_OF_RANGE);
   CHECK(recur_session_state_save(a->get(), -1, buffer.data(), size) == RECUR_OUT_OF_RANGE);

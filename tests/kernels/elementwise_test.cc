@@ -222,6 +222,44 @@ TEST_CASE("Relu, Gelu and EluPlusOne propagate NaN") {
   });
 }
 
+TEST_CASE("CompensatedAdd: equals the reference, and keeps long sums exact") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(11);
+    for (size_t n = 0; n <= 40; ++n) {
+      CAPTURE(n);
+      Buffer x(n, n % 4), sum(n, (n + 1) % 4), comp(n, (n + 2) % 4);
+      std::vector<float> sum_ref(n), comp_ref(n);
+      FillUniform(rng, sum.data(), n, 1e3f, 1e4f);
+      FillUniform(rng, comp.data(), n, -1e-4f, 1e-4f);
+      std::copy(sum.data(), sum.data() + n, sum_ref.begin());
+      std::copy(comp.data(), comp.data() + n, comp_ref.begin());
+      for (int rep = 0; rep < 3; ++rep) {
+        FillUniform(rng, x.data(), n, -1.0f, 1.0f);
+        ref::CompensatedAdd(x.data(), sum_ref.data(), comp_ref.data(), n);
+        CompensatedAdd(x.data(), sum.data(), comp.data(), n);
+      }
+      for (size_t i = 0; i < n; ++i) {
+        CHECK(sum[i] == sum_ref[i]);
+        CHECK(comp[i] == comp_ref[i]);
+      }
+      CHECK(x.GuardsIntact());
+      CHECK(sum.GuardsIntact());
+      CHECK(comp.GuardsIntact());
+    }
+    // 10^6 additions of 0.1f: a plain float sum is off by ~1%, the compensated
+    // one by an ulp of the result.
+    float sum = 0, comp = 0, plain = 0;
+    const float tenth = 0.1f;
+    for (int i = 0; i < 1000000; ++i) {
+      CompensatedAdd(&tenth, &sum, &comp, 1);
+      plain += tenth;
+    }
+    const double exact = 1e6 * double{tenth};
+    CHECK(std::fabs(sum - exact) <= 2 * kEps * exact);
+    CHECK(std::fabs(plain - exact) > 1e-3 * exact);  // what the compensation is for
+  });
+}
+
 TEST_CASE("Add, including y aliasing a or b") {
   ForEachTarget([](const std::string&) {
     std::mt19937 rng(3);

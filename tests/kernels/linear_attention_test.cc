@@ -2,8 +2,8 @@
 //
 // Each step starts both implementations from the same state, so per-step
 // tolerances apply (ε = 2^-23):
-//   z      exact (the same f32 additions)
-//   S      2·ε·(|S_prev| + |φk_j·v_k|)      (fused vs unfused multiply-add)
+//   z, z's compensation   exact (the same f32 operations)
+//   S, S's compensation   2·ε·(|S_prev| + |φk_j·v_k|)   (fused vs unfused multiply-add)
 //   out    4·ε·sqrt(c + 2)·(Σ_j φq_j·(|S_prev,jk| + |φk_j·v_k|) / den + |out|)
 //          (S itself may differ by an ulp of |S_prev| + |φk·v| without FMA, which
 //          matters where the update cancels)
@@ -26,7 +26,9 @@ namespace {
 size_t CheckSteps(std::mt19937& rng, size_t c, size_t m, size_t offset, int steps) {
   Buffer q(c, offset), k(c, (offset + 1) % 4), v(m, (offset + 2) % 4);
   Buffer s(c * m, (offset + 3) % 4), z(c, offset), out(m, (offset + 1) % 4);
+  Buffer s_comp(c * m, offset), z_comp(c, (offset + 2) % 4);
   std::vector<float> s_ref(c * m, 0.0f), z_ref(c, 0.0f), out_ref(m);
+  std::vector<float> s_comp_ref(c * m, 0.0f), z_comp_ref(c, 0.0f);
   size_t failures = 0;
   const float eps = 1e-6f;
   for (int step = 0; step < steps; ++step) {
@@ -36,19 +38,27 @@ size_t CheckSteps(std::mt19937& rng, size_t c, size_t m, size_t offset, int step
     FillUniform(rng, v.data(), m, -2.0f, 2.0f);
     std::copy(s_ref.begin(), s_ref.end(), s.data());
     std::copy(z_ref.begin(), z_ref.end(), z.data());
+    std::copy(s_comp_ref.begin(), s_comp_ref.end(), s_comp.data());
+    std::copy(z_comp_ref.begin(), z_comp_ref.end(), z_comp.data());
     const std::vector<float> s_prev = s_ref;
-    ref::LinearAttentionStep(q.data(), k.data(), v.data(), c, m, eps, s_ref.data(), z_ref.data(),
-                             out_ref.data());
-    LinearAttentionStep(q.data(), k.data(), v.data(), c, m, eps, s.data(), z.data(), out.data());
+    ref::LinearAttentionStep(q.data(), k.data(), v.data(), c, m, eps, s_ref.data(),
+                             s_comp_ref.data(), z_ref.data(), z_comp_ref.data(), out_ref.data());
+    LinearAttentionStep(q.data(), k.data(), v.data(), c, m, eps, s.data(), s_comp.data(), z.data(),
+                        z_comp.data(), out.data());
 
     for (size_t j = 0; j < c; ++j) {
-      if (z[j] != z_ref[j] && failures++ < 3) FAIL_CHECK("z step " << step << " j=" << j);
+      if ((z[j] != z_ref[j] || z_comp[j] != z_comp_ref[j]) && failures++ < 3) {
+        FAIL_CHECK("z step " << step << " j=" << j);
+      }
       for (size_t i = 0; i < m; ++i) {
-        const double tol =
-            2 * kEps * (std::fabs(s_prev[j * m + i]) + std::fabs(double{k[j]} * v[i]));
-        if (!(std::fabs(double{s[j * m + i]} - s_ref[j * m + i]) <= tol) && failures++ < 3) {
-          FAIL_CHECK("S step " << step << " j=" << j << " i=" << i << " got " << s[j * m + i]
-                               << " want " << s_ref[j * m + i]);
+        const size_t e = j * m + i;
+        const double tol = 2 * kEps * (std::fabs(s_prev[e]) + std::fabs(double{k[j]} * v[i]));
+        if (!(std::fabs(double{s[e]} - s_ref[e]) <= tol) && failures++ < 3) {
+          FAIL_CHECK("S step " << step << " j=" << j << " i=" << i << " got " << s[e] << " want "
+                               << s_ref[e]);
+        }
+        if (!(std::fabs(double{s_comp[e]} - s_comp_ref[e]) <= tol) && failures++ < 3) {
+          FAIL_CHECK("S compensation step " << step << " j=" << j << " i=" << i);
         }
       }
     }
@@ -67,7 +77,8 @@ size_t CheckSteps(std::mt19937& rng, size_t c, size_t m, size_t offset, int step
       }
     }
     if (!q.GuardsIntact() || !k.GuardsIntact() || !v.GuardsIntact() || !s.GuardsIntact() ||
-        !z.GuardsIntact() || !out.GuardsIntact()) {
+        !z.GuardsIntact() || !out.GuardsIntact() || !s_comp.GuardsIntact() ||
+        !z_comp.GuardsIntact()) {
       ++failures;
       FAIL_CHECK("wrote outside an array, step " << step);
     }
@@ -109,21 +120,51 @@ TEST_CASE("LinearAttentionStep: long sequence stays close to the reference") {
     std::mt19937 rng(8);
     std::vector<float> q(c), k(c), v(m);
     std::vector<float> s(c * m, 0), z(c, 0), out(m), s_ref(c * m, 0), z_ref(c, 0), out_ref(m);
+    std::vector<float> s_comp(c * m, 0), z_comp(c, 0), s_comp_ref(c * m, 0), z_comp_ref(c, 0);
     double worst = 0;
     for (int step = 0; step < 200; ++step) {
       FillUniform(rng, q.data(), c, 0.01f, 3.0f);
       FillUniform(rng, k.data(), c, 0.01f, 3.0f);
       FillUniform(rng, v.data(), m, -2.0f, 2.0f);
       ref::LinearAttentionStep(q.data(), k.data(), v.data(), c, m, 1e-6f, s_ref.data(),
-                               z_ref.data(), out_ref.data());
-      LinearAttentionStep(q.data(), k.data(), v.data(), c, m, 1e-6f, s.data(), z.data(),
-                          out.data());
+                               s_comp_ref.data(), z_ref.data(), z_comp_ref.data(), out_ref.data());
+      LinearAttentionStep(q.data(), k.data(), v.data(), c, m, 1e-6f, s.data(), s_comp.data(),
+                          z.data(), z_comp.data(), out.data());
       for (size_t i = 0; i < m; ++i) {
         worst = std::max(worst, std::fabs(double{out[i]} - out_ref[i]));
       }
     }
     // |out| ≲ 2 (a convex combination of past v's).
     CHECK(worst < 1e-5);
+  });
+}
+
+TEST_CASE("LinearAttentionStep: compensated sums stay exact over 10^5 steps") {
+  // The same term added 10^5 times to a float sum loses its low bits every
+  // time once the sum is large (the drift README "Long runs" measures); the
+  // compensated sums must stay within a few ulps of the exact double sums.
+  ForEachTarget([&](const std::string&) {
+    const size_t c = 5, m = 7;
+    std::mt19937 rng(3);
+    std::vector<float> q(c), k(c), v(m), out(m);
+    std::vector<float> s(c * m, 0), z(c, 0), s_comp(c * m, 0), z_comp(c, 0);
+    std::vector<double> s_exact(c * m, 0), z_exact(c, 0);
+    FillUniform(rng, q.data(), c, 0.01f, 3.0f);
+    for (int step = 0; step < 100000; ++step) {
+      FillUniform(rng, k.data(), c, 0.01f, 3.0f);
+      FillUniform(rng, v.data(), m, 0.1f, 2.0f);
+      LinearAttentionStep(q.data(), k.data(), v.data(), c, m, 1e-6f, s.data(), s_comp.data(),
+                          z.data(), z_comp.data(), out.data());
+      for (size_t j = 0; j < c; ++j) {
+        // The kernel adds fl(φk·v − comp) (one rounding); exact sums use the float product.
+        for (size_t i = 0; i < m; ++i) s_exact[j * m + i] += double{k[j]} * v[i];
+        z_exact[j] += k[j];
+      }
+    }
+    double worst = 0;
+    for (size_t e = 0; e < c * m; ++e) worst = std::max(worst, std::fabs(s[e] / s_exact[e] - 1));
+    for (size_t j = 0; j < c; ++j) worst = std::max(worst, std::fabs(z[j] / z_exact[j] - 1));
+    CHECK(worst < 4 * kEps);
   });
 }
 

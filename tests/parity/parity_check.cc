@@ -249,8 +249,10 @@ int main(int argc, char** argv) {
             steps * m.d_model);
   }
   compare("output", out.data(), steps * m.output_width, steps * m.output_width);
-  // Final state: the runtime's per-layer state is the golden's records for
-  // that layer (for linear attention: S then z), flattened in order.
+  // Final state: the runtime's per-layer state starts with the golden's
+  // records for that layer (for linear attention: S then z), flattened in
+  // order; what follows them (linear attention's compensation terms) has no
+  // counterpart in the reference.
   for (size_t l = 0; l < m.blocks.size() && !encode; ++l) {
     const std::string prefix = "state." + std::to_string(l) + ".";
     std::vector<double> want;
@@ -264,9 +266,10 @@ int main(int argc, char** argv) {
       auto v = g[prefix + "z"].AsDouble();
       want.insert(want.end(), v.begin(), v.end());
     }
-    const size_t n = session->layer_state_floats(l);
-    if (want.size() != n) {
-      std::printf("  state.%zu: runtime has %zu floats, golden %zu FAIL\n", l, n, want.size());
+    const size_t n = want.size();
+    if (session->layer_state_floats(l) < n) {
+      std::printf("  state.%zu: runtime has %zu floats, golden %zu FAIL\n", l,
+                  session->layer_state_floats(l), n);
       ok = false;
       continue;
     }

@@ -26,6 +26,9 @@ void AffineExpAccumulateImpl(const float* x, float a, float b, const float* m, c
 }
 void ScaleImpl(const float* x, float a, float* y, size_t n) { Scale(x, a, y, n); }
 void AddImpl(const float* a, const float* b, float* y, size_t n) { Add(a, b, y, n); }
+void CompensatedAddImpl(const float* x, float* sum, float* comp, size_t n) {
+  CompensatedAdd(x, sum, comp, n);
+}
 void LayerNormImpl(const float* x, const float* gamma, const float* beta, float eps, float* y,
                    size_t n) {
   LayerNorm(x, gamma, beta, eps, y, n);
@@ -50,6 +53,7 @@ HWY_EXPORT(AffineMaxImpl);
 HWY_EXPORT(AffineExpAccumulateImpl);
 HWY_EXPORT(ScaleImpl);
 HWY_EXPORT(AddImpl);
+HWY_EXPORT(CompensatedAddImpl);
 HWY_EXPORT(LayerNormImpl);
 HWY_EXPORT(SoftmaxImpl);
 HWY_EXPORT(LogSoftmaxImpl);
@@ -76,6 +80,9 @@ void Scale(const float* x, float a, float* y, size_t n) {
 }
 void Add(const float* a, const float* b, float* y, size_t n) {
   HWY_DYNAMIC_DISPATCH(AddImpl)(a, b, y, n);
+}
+void CompensatedAdd(const float* x, float* sum, float* comp, size_t n) {
+  HWY_DYNAMIC_DISPATCH(CompensatedAddImpl)(x, sum, comp, n);
 }
 void LayerNorm(const float* x, const float* gamma, const float* beta, float eps, float* y,
                size_t n) {

@@ -20,6 +20,10 @@ void AffineExp(const float* x, float a, float b, float* y, size_t n);
 void Scale(const float* x, float a, float* y, size_t n);
 // y = a + b   (y may alias a or b)
 void Add(const float* a, const float* b, float* y, size_t n);
+// sum += x by compensated (Kahan) addition, comp holding what each float
+// addition lost: y = x − comp, t = sum + y, comp = (t − sum) − y, sum = t.
+// For sums over very long sequences (linear attention's S and z).
+void CompensatedAdd(const float* x, float* sum, float* comp, size_t n);
 // y = (x − mean) / sqrt(var + eps) · gamma + beta, biased variance over n.
 // gamma, beta: (n); either may be nullptr (1 and 0).
 void LayerNorm(const float* x, const float* gamma, const float* beta, float eps, float* y,

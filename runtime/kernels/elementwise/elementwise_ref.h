@@ -52,6 +52,15 @@ inline void Add(const float* a, const float* b, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
 
+inline void CompensatedAdd(const float* x, float* sum, float* comp, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float y = x[i] - comp[i];
+    const float t = sum[i] + y;
+    comp[i] = (t - sum[i]) - y;
+    sum[i] = t;
+  }
+}
+
 inline void LayerNorm(const float* x, const float* gamma, const float* beta, float eps, float* y,
                       size_t n) {
   if (n == 0) return;

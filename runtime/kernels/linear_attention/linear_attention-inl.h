@@ -1,7 +1,7 @@
 // Per-target LinearAttentionStep (see linear_attention.h for the contract).
 // Vectorised over m (S rows are contiguous): for each row j of S one pass
-// does S[j,:] += φk[j]·v and num += φq[j]·S[j,:], with v and num for up to
-// kBlock vectors of columns held in registers across all c rows.
+// does S[j,:] += φk[j]·v (compensated) and num += φq[j]·S[j,:], with v and
+// num for up to kBlock vectors of columns held in registers across all c rows.
 #if defined(RECUR_KERNELS_LINEAR_ATTENTION_LINEAR_ATTENTION_INL_H_) == \
     defined(HWY_TARGET_TOGGLE)
 #ifdef RECUR_KERNELS_LINEAR_ATTENTION_LINEAR_ATTENTION_INL_H_
@@ -24,13 +24,22 @@ namespace la_detail {
 
 inline constexpr size_t kBlock = 4;  // full vectors of columns per pass over S
 
+// Kahan: sum += term with the lost low part kept in comp; returns the new sum.
+template <class V>
+HWY_INLINE V CompensatedUpdate(V sum, V y, V* comp) {
+  const V t = hn::Add(sum, y);  // y = term − comp
+  *comp = hn::Sub(hn::Sub(t, sum), y);
+  return t;
+}
+
 // Columns [m0, m0 + kV·N + tail) of S (tail < N): update S and write
 // out = num / denom for them.
 template <size_t kV, class D>
 HWY_INLINE void ColumnBlock(D d, const float* HWY_RESTRICT phi_q,
                             const float* HWY_RESTRICT phi_k, const float* HWY_RESTRICT v,
                             size_t c, size_t m, size_t m0, size_t tail, hn::Vec<D> denom,
-                            float* HWY_RESTRICT s, float* HWY_RESTRICT out) {
+                            float* HWY_RESTRICT s, float* HWY_RESTRICT s_comp,
+                            float* HWY_RESTRICT out) {
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
   V vv[kV + 1], acc[kV + 1];
@@ -45,14 +54,21 @@ HWY_INLINE void ColumnBlock(D d, const float* HWY_RESTRICT phi_q,
     const V kj = hn::Set(d, phi_k[j]);
     const V qj = hn::Set(d, phi_q[j]);
     float* HWY_RESTRICT row = s + j * m;
+    float* HWY_RESTRICT comp_row = s_comp + j * m;
     for (size_t t = 0; t < kV; ++t) {
-      const V sv = hn::MulAdd(kj, vv[t], hn::LoadU(d, row + m0 + t * N));
+      V comp = hn::LoadU(d, comp_row + m0 + t * N);
+      const V y = hn::MulSub(kj, vv[t], comp);
+      const V sv = CompensatedUpdate(hn::LoadU(d, row + m0 + t * N), y, &comp);
       hn::StoreU(sv, d, row + m0 + t * N);
+      hn::StoreU(comp, d, comp_row + m0 + t * N);
       acc[t] = hn::MulAdd(qj, sv, acc[t]);
     }
     if (tail) {
-      const V sv = hn::MulAdd(kj, vv[kV], LoadTail(d, row + mt, tail));
+      V comp = LoadTail(d, comp_row + mt, tail);
+      const V y = hn::MulSub(kj, vv[kV], comp);
+      const V sv = CompensatedUpdate(LoadTail(d, row + mt, tail), y, &comp);
       StoreTail(sv, d, row + mt, tail);
+      StoreTail(comp, d, comp_row + mt, tail);
       acc[kV] = hn::MulAdd(qj, sv, acc[kV]);
     }
   }
@@ -66,25 +82,32 @@ HWY_INLINE void ColumnBlock(D d, const float* HWY_RESTRICT phi_q,
 HWY_INLINE void LinearAttentionStep(const float* HWY_RESTRICT phi_q,
                                     const float* HWY_RESTRICT phi_k,
                                     const float* HWY_RESTRICT v, size_t c, size_t m, float eps,
-                                    float* HWY_RESTRICT s, float* HWY_RESTRICT z,
+                                    float* HWY_RESTRICT s, float* HWY_RESTRICT s_comp,
+                                    float* HWY_RESTRICT z, float* HWY_RESTRICT z_comp,
                                     float* HWY_RESTRICT out) {
   namespace ld = la_detail;
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const size_t N = hn::Lanes(d);
 
-  // z += φk and den = φq·z (the updated z).
+  // z += φk (compensated) and den = φq·z (the updated z).
   V a0 = hn::Zero(d), a1 = hn::Zero(d);
   size_t i = 0;
   for (; i + N <= c; i += N) {
-    const V zv = hn::Add(hn::LoadU(d, z + i), hn::LoadU(d, phi_k + i));
+    V comp = hn::LoadU(d, z_comp + i);
+    const V y = hn::Sub(hn::LoadU(d, phi_k + i), comp);
+    const V zv = ld::CompensatedUpdate(hn::LoadU(d, z + i), y, &comp);
     hn::StoreU(zv, d, z + i);
+    hn::StoreU(comp, d, z_comp + i);
     a0 = hn::MulAdd(hn::LoadU(d, phi_q + i), zv, a0);
   }
   if (i < c) {
     const size_t r = c - i;
-    const V zv = hn::Add(LoadTail(d, z + i, r), LoadTail(d, phi_k + i, r));
+    V comp = LoadTail(d, z_comp + i, r);
+    const V y = hn::Sub(LoadTail(d, phi_k + i, r), comp);
+    const V zv = ld::CompensatedUpdate(LoadTail(d, z + i, r), y, &comp);
     StoreTail(zv, d, z + i, r);
+    StoreTail(comp, d, z_comp + i, r);
     a1 = hn::MulAdd(LoadTail(d, phi_q + i, r), zv, a1);
   }
   const float den = hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1)));
@@ -92,23 +115,23 @@ HWY_INLINE void LinearAttentionStep(const float* HWY_RESTRICT phi_q,
 
   size_t m0 = 0;
   for (; m0 + ld::kBlock * N <= m; m0 += ld::kBlock * N) {
-    ld::ColumnBlock<ld::kBlock>(d, phi_q, phi_k, v, c, m, m0, 0, denom, s, out);
+    ld::ColumnBlock<ld::kBlock>(d, phi_q, phi_k, v, c, m, m0, 0, denom, s, s_comp, out);
   }
   const size_t rest = m - m0;
   const size_t tail = rest % N;
   switch (rest / N) {
     case 0:
-      if (tail) ld::ColumnBlock<0>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, out);
+      if (tail) ld::ColumnBlock<0>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, s_comp, out);
       break;
     case 1:
-      ld::ColumnBlock<1>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, out);
+      ld::ColumnBlock<1>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, s_comp, out);
       break;
     case 2:
-      ld::ColumnBlock<2>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, out);
+      ld::ColumnBlock<2>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, s_comp, out);
       break;
     default:
       static_assert(ld::kBlock == 4, "cases cover rest / N < kBlock");
-      ld::ColumnBlock<3>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, out);
+      ld::ColumnBlock<3>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, s_comp, out);
       break;
   }
 }

@@ -12,8 +12,9 @@ namespace recur::kernels {
 namespace HWY_NAMESPACE {
 
 void LinearAttentionStepImpl(const float* phi_q, const float* phi_k, const float* v, size_t c,
-                             size_t m, float eps, float* s, float* z, float* out) {
-  LinearAttentionStep(phi_q, phi_k, v, c, m, eps, s, z, out);
+                             size_t m, float eps, float* s, float* s_comp, float* z,
+                             float* z_comp, float* out) {
+  LinearAttentionStep(phi_q, phi_k, v, c, m, eps, s, s_comp, z, z_comp, out);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -26,8 +27,10 @@ namespace recur::kernels {
 HWY_EXPORT(LinearAttentionStepImpl);
 
 void LinearAttentionStep(const float* phi_q, const float* phi_k, const float* v, size_t c,
-                         size_t m, float eps, float* s, float* z, float* out) {
-  HWY_DYNAMIC_DISPATCH(LinearAttentionStepImpl)(phi_q, phi_k, v, c, m, eps, s, z, out);
+                         size_t m, float eps, float* s, float* s_comp, float* z, float* z_comp,
+                         float* out) {
+  HWY_DYNAMIC_DISPATCH(LinearAttentionStepImpl)(phi_q, phi_k, v, c, m, eps, s, s_comp, z, z_comp,
+                                                out);
 }
 
 }  // namespace recur::kernels

@@ -11,10 +11,15 @@ namespace recur::kernels {
 //   z += φk                z: (c), updated in place
 //   out = (φqᵀ S) / (φq·z + eps)     out: (m)
 // The update happens before the read, so position i attends to itself.
+// S and z are compensated (Kahan) sums: s_comp (c, m) and z_comp (c) carry
+// the low-order parts that the float additions lose, so that a sum of
+// millions of terms stays as accurate as one of a few (README "Long runs").
 // phi_q, phi_k: (c); v: (m). out must not overlap the other arrays, and s, z
-// must not overlap the inputs (phi_q may equal phi_k). No alignment required.
+// and their compensations must not overlap the inputs or each other (phi_q
+// may equal phi_k). No alignment required.
 void LinearAttentionStep(const float* phi_q, const float* phi_k, const float* v, size_t c,
-                         size_t m, float eps, float* s, float* z, float* out);
+                         size_t m, float eps, float* s, float* s_comp, float* z, float* z_comp,
+                         float* out);
 
 }  // namespace recur::kernels
 

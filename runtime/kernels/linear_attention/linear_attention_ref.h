@@ -1,6 +1,8 @@
 // Scalar reference for LinearAttentionStep (the spec; used by tests).
-// S and z are stored in float (S updated as if by a fused multiply-add); the
-// read-out num / den is accumulated in double.
+// S and z are stored in float and updated by compensated (Kahan) addition:
+// y = term − comp (S's term φk·v − comp rounded once, as by a fused
+// multiply-add), sum' = sum + y, comp' = (sum' − sum) − y. The read-out
+// num / den uses the float sums, accumulated in double.
 #ifndef RECUR_KERNELS_LINEAR_ATTENTION_LINEAR_ATTENTION_REF_H_
 #define RECUR_KERNELS_LINEAR_ATTENTION_LINEAR_ATTENTION_REF_H_
 
@@ -9,13 +11,26 @@
 namespace recur::kernels::ref {
 
 // Same contract as recur::kernels::LinearAttentionStep (linear_attention.h).
+inline void CompensatedAdd(float term, float* sum, float* comp) {
+  const float y = term - *comp;
+  const float t = *sum + y;
+  *comp = (t - *sum) - y;
+  *sum = t;
+}
+
 inline void LinearAttentionStep(const float* phi_q, const float* phi_k, const float* v,
-                                size_t c, size_t m, float eps, float* s, float* z, float* out) {
+                                size_t c, size_t m, float eps, float* s, float* s_comp, float* z,
+                                float* z_comp, float* out) {
   for (size_t j = 0; j < c; ++j) {
     for (size_t k = 0; k < m; ++k) {
-      s[j * m + k] = static_cast<float>(s[j * m + k] + static_cast<double>(phi_k[j]) * v[k]);
+      float* sum = s + j * m + k;
+      float* comp = s_comp + j * m + k;
+      const float y = static_cast<float>(static_cast<double>(phi_k[j]) * v[k] - *comp);
+      const float t = *sum + y;
+      *comp = (t - *sum) - y;
+      *sum = t;
     }
-    z[j] += phi_k[j];
+    CompensatedAdd(phi_k[j], z + j, z_comp + j);
   }
   double den = 0.0;
   for (size_t j = 0; j < c; ++j) den += static_cast<double>(phi_q[j]) * z[j];
