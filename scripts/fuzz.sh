@@ -29,21 +29,21 @@ seed_dir() {
 }
 
 run_one() {
-  local t=$1 corpus=$build/tests/fuzz/corpus/$1
+  local t=$1 corpus=$build/tests/fuzz/corpus/$1 rc=0
   mkdir -p "$corpus"
   "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -print_final_stats=1 -rss_limit_mb=2048 \
     -artifact_prefix="$build/fuzz-artifacts/$t-" "$corpus" "$seeds/$(seed_dir "$t")" \
-    >"$build/fuzz-artifacts/$t.log" 2>&1
-  echo $? >"$build/fuzz-artifacts/$t.rc"
+    >"$build/fuzz-artifacts/$t.log" 2>&1 || rc=$?
+  echo "$rc" >"$build/fuzz-artifacts/$t.rc"
 }
 
 running=0
 for t in "${targets[@]}"; do
   run_one "$t" &
   running=$((running + 1))
-  if [ "$running" -ge "$jobs" ]; then wait -n; running=$((running - 1)); fi
+  if [ "$running" -ge "$jobs" ]; then wait -n || true; running=$((running - 1)); fi
 done
-wait
+wait || true
 
 status=0
 printf '%-12s %8s %12s %9s %8s %8s %8s  %s\n' target seconds executions exec/s corpus cov ft result
@@ -55,7 +55,7 @@ for t in "${targets[@]}"; do
   cov=$(echo "$last" | sed -n 's/.*cov: \([0-9]*\).*/\1/p')
   ft=$(echo "$last" | sed -n 's/.*ft: \([0-9]*\).*/\1/p')
   corpus=$(ls "$build/tests/fuzz/corpus/$t" | wc -l)
-  if [ "$(cat "$build/fuzz-artifacts/$t.rc")" = 0 ]; then
+  if [ "$(cat "$build/fuzz-artifacts/$t.rc" 2>/dev/null)" = 0 ]; then
     result=ok
   else
     result="FAILED: see $log"
