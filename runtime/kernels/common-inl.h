@@ -56,6 +56,16 @@ HWY_INLINE void StoreTail(hn::Vec<D> v, D d, float* HWY_RESTRICT p, size_t n) {
 
 #undef RECUR_KERNELS_HAVE_SAFE_MASKED_LOAD
 
+// One compensated (Kahan) addition: returns sum + y, where y = term − *comp
+// (the caller forms it, fused or not), and leaves in *comp what the float
+// addition lost. Used for sums over unbounded streams (linear attention).
+template <class V>
+HWY_INLINE V CompensatedUpdate(V sum, V y, V* comp) {
+  const V t = hn::Add(sum, y);
+  *comp = hn::Sub(hn::Sub(t, sum), y);
+  return t;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace recur::kernels
 HWY_AFTER_NAMESPACE();

@@ -203,24 +203,18 @@ HWY_INLINE void CompensatedAdd(const float* x, float* sum, float* comp, size_t n
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const size_t N = hn::Lanes(d);
-  const auto update = [](V x_v, V* sum_v, V* comp_v) HWY_ATTR {
-    const V y = hn::Sub(x_v, *comp_v);
-    const V t = hn::Add(*sum_v, y);
-    *comp_v = hn::Sub(hn::Sub(t, *sum_v), y);
-    *sum_v = t;
-  };
   size_t i = 0;
   for (; i + N <= n; i += N) {
-    V sv = hn::LoadU(d, sum + i), cv = hn::LoadU(d, comp + i);
-    update(hn::LoadU(d, x + i), &sv, &cv);
-    hn::StoreU(sv, d, sum + i);
+    V cv = hn::LoadU(d, comp + i);
+    const V y = hn::Sub(hn::LoadU(d, x + i), cv);
+    hn::StoreU(CompensatedUpdate(hn::LoadU(d, sum + i), y, &cv), d, sum + i);
     hn::StoreU(cv, d, comp + i);
   }
   if (i < n) {
     const size_t r = n - i;
-    V sv = LoadTail(d, sum + i, r), cv = LoadTail(d, comp + i, r);
-    update(LoadTail(d, x + i, r), &sv, &cv);
-    StoreTail(sv, d, sum + i, r);
+    V cv = LoadTail(d, comp + i, r);
+    const V y = hn::Sub(LoadTail(d, x + i, r), cv);
+    StoreTail(CompensatedUpdate(LoadTail(d, sum + i, r), y, &cv), d, sum + i, r);
     StoreTail(cv, d, comp + i, r);
   }
 }

@@ -24,14 +24,6 @@ namespace la_detail {
 
 inline constexpr size_t kBlock = 4;  // full vectors of columns per pass over S
 
-// Kahan: sum += term with the lost low part kept in comp; returns the new sum.
-template <class V>
-HWY_INLINE V CompensatedUpdate(V sum, V y, V* comp) {
-  const V t = hn::Add(sum, y);  // y = term − comp
-  *comp = hn::Sub(hn::Sub(t, sum), y);
-  return t;
-}
-
 // Columns [m0, m0 + kV·N + tail) of S (tail < N): update S and write
 // out = num / denom for them.
 template <size_t kV, class D>
@@ -96,7 +88,7 @@ HWY_INLINE void LinearAttentionStep(const float* HWY_RESTRICT phi_q,
   for (; i + N <= c; i += N) {
     V comp = hn::LoadU(d, z_comp + i);
     const V y = hn::Sub(hn::LoadU(d, phi_k + i), comp);
-    const V zv = ld::CompensatedUpdate(hn::LoadU(d, z + i), y, &comp);
+    const V zv = CompensatedUpdate(hn::LoadU(d, z + i), y, &comp);
     hn::StoreU(zv, d, z + i);
     hn::StoreU(comp, d, z_comp + i);
     a0 = hn::MulAdd(hn::LoadU(d, phi_q + i), zv, a0);
@@ -105,7 +97,7 @@ HWY_INLINE void LinearAttentionStep(const float* HWY_RESTRICT phi_q,
     const size_t r = c - i;
     V comp = LoadTail(d, z_comp + i, r);
     const V y = hn::Sub(LoadTail(d, phi_k + i, r), comp);
-    const V zv = ld::CompensatedUpdate(LoadTail(d, z + i, r), y, &comp);
+    const V zv = CompensatedUpdate(LoadTail(d, z + i, r), y, &comp);
     StoreTail(zv, d, z + i, r);
     StoreTail(comp, d, z_comp + i, r);
     a1 = hn::MulAdd(LoadTail(d, phi_q + i, r), zv, a1);

@@ -8,16 +8,11 @@
 
 #include <cstddef>
 
+#include "kernels/elementwise/elementwise_ref.h"
+
 namespace recur::kernels::ref {
 
 // Same contract as recur::kernels::LinearAttentionStep (linear_attention.h).
-inline void CompensatedAdd(float term, float* sum, float* comp) {
-  const float y = term - *comp;
-  const float t = *sum + y;
-  *comp = (t - *sum) - y;
-  *sum = t;
-}
-
 inline void LinearAttentionStep(const float* phi_q, const float* phi_k, const float* v,
                                 size_t c, size_t m, float eps, float* s, float* s_comp, float* z,
                                 float* z_comp, float* out) {
@@ -30,7 +25,7 @@ inline void LinearAttentionStep(const float* phi_q, const float* phi_k, const fl
       *comp = (t - *sum) - y;
       *sum = t;
     }
-    CompensatedAdd(phi_k[j], z + j, z_comp + j);
+    CompensatedAdd(phi_k + j, z + j, z_comp + j, 1);
   }
   double den = 0.0;
   for (size_t j = 0; j < c; ++j) den += static_cast<double>(phi_q[j]) * z[j];
