@@ -8,12 +8,14 @@ Utterances are 1..6 random digits ("three seven ...") spoken by espeak-ng's buil
 English voices (VOICES; MBROLA voices are not installed) with one of its voice
 variants, a random speed (130..210 words/min) and pitch (20..80), cut into 1..3
 segments joined by random gaps (50..400 ms), with 100..300 ms of silence around,
-resampled to 16 kHz by sox and mixed with white noise at 10..30 dB SNR.
+resampled to 16 kHz by sox (repeatable dither, -R) and mixed with white noise at 10..30 dB SNR.
 The split is by speaker: a voice/variant combination is in the test set iff
 speaker_is_held_out(voice, variant) (about 1 in 5 combinations; no test speaker
 is ever heard in training). Writes DIR/{train,test}/NNNNN.wav (16-bit mono 16 kHz)
 and DIR/{train,test}.tsv (file, digits, voice, variant, speed, pitch). The same
-seed gives the same corpus.
+seed gives the same corpus, and utterance i depends only on (seed, split, i): a run
+keeps the WAVs already in DIR, so an interrupted run resumes, and a larger corpus can
+start from a hard-linked copy of a smaller one (cp -al).
 """
 
 import argparse
@@ -46,7 +48,7 @@ def synthesise(text: str, voice: str, variant: str, speed: int, pitch: int) -> n
     """espeak-ng → sox (16 kHz) → float32 samples in [-1, 1]."""
     speech = subprocess.run(["espeak-ng", "-v", f"{voice}+{variant}", "-s", str(speed), "-p", str(pitch),
                              "--stdout", text], capture_output=True, check=True).stdout
-    resampled = subprocess.run(["sox", "-t", "wav", "-", "-r", str(RATE), "-b", "16", "-t", "wav", "-"],
+    resampled = subprocess.run(["sox", "-R", "-t", "wav", "-", "-r", str(RATE), "-b", "16", "-t", "wav", "-"],
                                input=speech, capture_output=True, check=True).stdout
     with wave.open(io.BytesIO(resampled)) as w:
         return np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768
@@ -67,6 +69,9 @@ def make_utterance(job):
     voice, variant = speakers[rng.integers(len(speakers))]
     digits = "".join(str(d) for d in rng.integers(0, 10, rng.integers(1, 7)))
     speed, pitch = int(rng.integers(130, 211)), int(rng.integers(20, 81))
+    row = os.path.basename(path), digits, voice, variant, speed, pitch
+    if os.path.exists(path):  # written by an earlier run: everything after this depends on the seed only
+        return row
     cuts = sorted(rng.choice(np.arange(1, len(digits)), min(len(digits) - 1, rng.integers(0, 3)), replace=False)) \
         if len(digits) > 1 else []
     parts = [np.zeros(int(rng.integers(1600, 4801)), np.float32)]
@@ -80,8 +85,9 @@ def make_utterance(job):
     snr_db = rng.uniform(10, 30)
     signal_power = np.mean(np.concatenate(parts[1:-1]) ** 2)
     x = x + rng.standard_normal(len(x)).astype(np.float32) * np.sqrt(signal_power / 10 ** (snr_db / 10))
-    write_wav(path, x)
-    return os.path.basename(path), digits, voice, variant, speed, pitch
+    write_wav(path + ".part", x)
+    os.replace(path + ".part", path)
+    return row
 
 
 def main():
@@ -102,10 +108,12 @@ def main():
             jobs = [(os.path.join(args.out, split, f"{i:05d}.wav"), [args.seed, offset, i], speakers)
                     for i in range(count)]
             rows = pool.map(make_utterance, jobs, chunksize=16)
-            with open(os.path.join(args.out, f"{split}.tsv"), "w") as f:
+            manifest = os.path.join(args.out, f"{split}.tsv")
+            with open(manifest + ".part", "w") as f:  # replaced, not rewritten: DIR may hold hard links
                 f.write("file\tdigits\tvoice\tvariant\tspeed\tpitch\n")
                 for row in rows:
                     f.write("\t".join(str(c) for c in row) + "\n")
+            os.replace(manifest + ".part", manifest)
             seconds = sum(os.path.getsize(j[0]) - 44 for j in jobs) / 2 / RATE
             print(f"{split}: {count} utterances, {seconds / 60:.1f} minutes of audio")
 

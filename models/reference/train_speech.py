@@ -38,7 +38,8 @@ def load_split(corpus: str, split: str):
         if len(data) == len(items):
             return data
     data = [(speech.model_inputs(speech.read_wav(path)), digits) for path, digits in items]
-    torch.save(data, cache)
+    torch.save(data, cache + ".part")
+    os.replace(cache + ".part", cache)  # never rewrite in place: a corpus copied with cp -al shares it
     return data
 
 
