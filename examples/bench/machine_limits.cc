@@ -20,16 +20,20 @@ namespace hn = hwy::HWY_NAMESPACE;
 // function did, and reported 4/3 of the real peak's throughput on one chain).
 double FmaChains(size_t iterations, float* sink) {
   const hn::ScalableTag<float> d;
-  using V = hn::Vec<decltype(d)>;
-  constexpr size_t kChains = 12;
-  V a[kChains];
-  for (size_t c = 0; c < kChains; ++c) a[c] = hn::Set(d, 1.0f + 0.001f * float(c));
+  constexpr size_t kChains = 12;  // named, not an array: SVE vectors cannot be array elements
+  auto start = [&](int c) { return hn::Set(d, 1.0f + 0.001f * float(c)); };
+  auto a0 = start(0), a1 = start(1), a2 = start(2), a3 = start(3), a4 = start(4), a5 = start(5);
+  auto a6 = start(6), a7 = start(7), a8 = start(8), a9 = start(9), a10 = start(10), a11 = start(11);
   const auto m = hn::Set(d, 0.999999f), c = hn::Set(d, 1e-7f);
   for (size_t i = 0; i < iterations; ++i) {
-    for (size_t k = 0; k < kChains; ++k) a[k] = hn::MulAdd(a[k], m, c);
+    a0 = hn::MulAdd(a0, m, c), a1 = hn::MulAdd(a1, m, c), a2 = hn::MulAdd(a2, m, c);
+    a3 = hn::MulAdd(a3, m, c), a4 = hn::MulAdd(a4, m, c), a5 = hn::MulAdd(a5, m, c);
+    a6 = hn::MulAdd(a6, m, c), a7 = hn::MulAdd(a7, m, c), a8 = hn::MulAdd(a8, m, c);
+    a9 = hn::MulAdd(a9, m, c), a10 = hn::MulAdd(a10, m, c), a11 = hn::MulAdd(a11, m, c);
   }
-  V sum = a[0];
-  for (size_t k = 1; k < kChains; ++k) sum = hn::Add(sum, a[k]);
+  const auto sum = hn::Add(hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)),
+                                   hn::Add(hn::Add(a4, a5), hn::Add(a6, a7))),
+                           hn::Add(hn::Add(a8, a9), hn::Add(a10, a11)));
   *sink = hn::GetLane(hn::SumOfLanes(d, sum));
   return 2.0 * double(kChains) * double(hn::Lanes(d)) * double(iterations);
 }

@@ -3,8 +3,9 @@
  *
  *   minimal_c MODEL.recur [STEPS] [SEED]
  *
- * The model must take token ids and output one value per vocabulary entry:
- * logits, probabilities or log-probabilities (recur_model_info says which). */
+ * The model must take token ids and output one value per token it can
+ * generate: logits, probabilities or log-probabilities (recur_model_info
+ * says which). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,9 +44,11 @@ int main(int argc, char** argv) {
   recur_status s = recur_model_load_file(argv[1], NULL, &model);
   if (s != RECUR_OK) return fail("load", s);
 
-  recur_model_info info = {sizeof(recur_model_info)};
+  recur_model_info info = {.struct_size = sizeof(recur_model_info)};
   recur_model_get_info(model, &info);
-  if (info.input_kind != RECUR_INPUT_TOKENS || info.output_width != info.vocab_size) {
+  /* Every output index must be a valid next token (an image model's vocabulary
+   * may add a start token that it never outputs). */
+  if (info.input_kind != RECUR_INPUT_TOKENS || info.output_width > info.vocab_size) {
     fprintf(stderr, "this example needs a token model whose output is over its vocabulary\n");
     recur_model_free(model);
     return 1;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/platform.h"
+#include "core/threadpool.h"
 #include "engine/session.h"
 #include "kernels/elementwise/elementwise.h"
 #include "model/model.h"
@@ -131,6 +132,8 @@ const char* recur_version_string(void) {
 }
 
 const char* recur_simd_target(void) { return recur::kernels::SimdTargetName(); }
+
+uint32_t recur_max_threads(void) { return recur::ThreadPool::Available() ? 256 : 1; }
 
 recur_status recur_model_load_file(const char* path, const recur_load_options* options,
                                    recur_model** out) {

@@ -22,7 +22,9 @@ namespace recur::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+// Masked loads and stores that never touch inactive lanes' memory: AVX2 and
+// AVX-512 masked moves, SVE predicated ld1/st1.
+#if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) || (HWY_ARCH_ARM_A64 && HWY_HAVE_SCALABLE)
 #define RECUR_KERNELS_HAVE_SAFE_MASKED_LOAD 1
 #else
 #define RECUR_KERNELS_HAVE_SAFE_MASKED_LOAD 0

@@ -82,7 +82,8 @@ struct MixerEntry {
   MixerFactory create;
 };
 
-// The entry for `tag`, or null when this runtime does not know the tag.
+// The entry for `tag`, or null when this runtime does not know the tag. Its
+// `create` is null when the mixer was left out of this build (RECUR_MIXERS).
 const MixerEntry* FindMixer(fb::Mixer tag);
 
 }  // namespace recur

@@ -10,10 +10,20 @@ namespace recur {
 
 namespace {
 
+// Mixers left out of this build (CMake RECUR_MIXERS) keep their slot with a
+// null factory, so the loader can name them. RECUR_HAVE_MIXER_<Tag> is 0 or 1
+// (runtime/CMakeLists.txt); the token paste picks the factory or nullptr
+// without naming a factory whose file was not compiled.
+#define RECUR_FACTORY_IF_1(Factory) Factory
+#define RECUR_FACTORY_IF_0(Factory) nullptr
+#define RECUR_FACTORY_IF_EXPAND(on, Factory) RECUR_FACTORY_IF_##on(Factory)
+#define RECUR_FACTORY_IF(on, Factory) RECUR_FACTORY_IF_EXPAND(on, Factory)
+
 // Indexed by union tag; slot 0 is fb::Mixer::NONE.
 constexpr MixerEntry kMixers[] = {
     {fb::Mixer::NONE, "none", nullptr},
-#define RECUR_MIXER(Tag, Factory) {fb::Mixer::Tag, #Tag, Factory},
+#define RECUR_MIXER(Tag, Factory) \
+  {fb::Mixer::Tag, #Tag, RECUR_FACTORY_IF(RECUR_HAVE_MIXER_##Tag, Factory)},
 #include "mixers/mixers.inc"
 #undef RECUR_MIXER
 };

@@ -285,6 +285,10 @@ Status BuildBlock(const fb::Block* fbb, uint32_t index, TensorResolver* tensors,
     return Unsupported("%s: mixer type %d is not supported by this runtime (newer model?)",
                        layer.c_str(), int(fbb->mixer_type()));
   }
+  if (entry->create == nullptr) {
+    return Unsupported("%s: mixer %s is not built into this runtime (CMake RECUR_MIXERS)",
+                       layer.c_str(), entry->name);
+  }
   std::unique_ptr<Mixer> mixer;
   RECUR_RETURN_IF_ERROR(entry->create(fbb->mixer(), layer, m->d_model, tensors, &mixer));
 

@@ -1,4 +1,5 @@
 // The C API: loading, stepping, batching, and every error path it has.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -151,6 +152,18 @@ TEST_CASE("session options: batch and thread bounds") {
   CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(ErrorContains("weight_packing must be 0 (auto), 1 (off) or 2 (on), got 7"));
   CHECK(s == nullptr);
+  // Two threads: a session in a build with a thread pool; a precise refusal
+  // in one without (the minimal configuration).
+  options = {sizeof(options), 1, 2, 0, nullptr, RECUR_PACKING_AUTO, 0, 0};
+  if (recur_max_threads() >= 2) {
+    REQUIRE(recur_session_create(m.model, &options, &s) == RECUR_OK);
+    recur_session_free(s);
+  } else {
+    CHECK(recur_max_threads() == 1);
+    CHECK(recur_session_create(m.model, &options, &s) == RECUR_UNSUPPORTED);
+    CHECK(ErrorContains("threads = 2, but this build has no thread pool"));
+    CHECK(s == nullptr);
+  }
 }
 
 TEST_CASE("more threads give the same results") {
@@ -167,7 +180,8 @@ TEST_CASE("more threads give the same results") {
     // One backend for both: the automatic choice is timed per thread count
     // and may differ, and backends round differently (backend_test.cc).
     recur_session_options one{sizeof(one), batch, 1, 0, "highway", RECUR_PACKING_AUTO, 0, 0};
-    recur_session_options two{sizeof(two), batch, 2, 0, "highway", RECUR_PACKING_AUTO, 0, 0};
+    const uint32_t threads = std::min(2u, recur_max_threads());  // 1 in the minimal build
+    recur_session_options two{sizeof(two), batch, threads, 0, "highway", RECUR_PACKING_AUTO, 0, 0};
     recur_session* a = nullptr;
     recur_session* b = nullptr;
     REQUIRE(recur_session_create(m.model, &one, &a) == RECUR_OK);

@@ -1,6 +1,7 @@
 // GEMM backends through the C API: the session option, the error for a
 // backend this build lacks, and every compiled-in backend computing what
 // highway computes (step, prefill).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -45,7 +46,7 @@ std::vector<float> Run(recur_model* model, const char* backend, uint32_t batch,
   recur_session_options options{};
   options.struct_size = sizeof(options);
   options.batch = batch;
-  options.threads = 2;
+  options.threads = std::min(2u, recur_max_threads());  // 1 in the minimal build
   options.prefill_chunk = 8;
   options.backend = backend;
   options.weight_packing = packing;

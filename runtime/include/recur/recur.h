@@ -256,6 +256,12 @@ const char* recur_session_backends(const recur_session* session);
 /* The GEMM backends compiled into this library, e.g. "highway, xnnpack, onednn". */
 const char* recur_backends(void);
 
+/* The most intra-op threads a session of this build may use
+ * (recur_session_options.threads): 256 when built with a thread pool
+ * (pthreadpool), 1 without one (the minimal configuration), where asking for
+ * more is RECUR_UNSUPPORTED. */
+uint32_t recur_max_threads(void);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif

@@ -123,7 +123,7 @@ HWY_INLINE hn::Vec<D> LoadWeightsTail(D d, const TW* HWY_RESTRICT w, size_t n) {
 // ---------------------------------------------------------------------------
 // Row tiles
 
-#if HWY_TARGET != HWY_SCALAR
+#if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
 // Adds the 128-bit blocks of v: returns a 4-lane vector.
 template <class D>
 HWY_INLINE auto SumBlocks(D, hn::Vec<D> v) {
@@ -219,7 +219,7 @@ HWY_INLINE void Tile(D d, const float* const* HWY_RESTRICT xr, const TW* HWY_RES
     }
   }
 
-#if HWY_TARGET == HWY_SCALAR
+#if HWY_TARGET == HWY_SCALAR || HWY_HAVE_SCALABLE  // (never instantiated on scalable targets)
   for (size_t b = 0; b < kB; ++b) {
     for (size_t o = 0; o < kO; ++o) {
       float s = hn::GetLane(acc[b][o]);
@@ -322,10 +322,44 @@ HWY_INLINE void RowsN(D d, size_t nb, const float* x, size_t x_stride, const TW*
 // Row tiles over every batch row: out-chunks of w that stay in L2 (when
 // there is more than one batch block) × batch blocks of near-equal size
 // (8 = 4 + 4 rather than 6 + 2).
+#if HWY_HAVE_SCALABLE
+// Scalable vectors (SVE) cannot be array elements, so the tiles above (kB×kO
+// accumulators in arrays) do not compile there. Instead: one output at a
+// time, as a dot product with two FMA chains; w rows are re-read from L1 by
+// every batch row. Correct on every vector length; not tuned (no SVE hardware
+// here, only qemu).
+template <class D, typename TW>
+HWY_INLINE float DotRow(D d, const float* HWY_RESTRICT x, const TW* HWY_RESTRICT w, size_t in) {
+  const size_t N = hn::Lanes(d);
+  auto a0 = hn::Zero(d), a1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 2 * N <= in; i += 2 * N) {
+    a0 = hn::MulAdd(hn::LoadU(d, x + i), LoadWeights(d, w + i), a0);
+    a1 = hn::MulAdd(hn::LoadU(d, x + i + N), LoadWeights(d, w + i + N), a1);
+  }
+  for (; i + N <= in; i += N) a0 = hn::MulAdd(hn::LoadU(d, x + i), LoadWeights(d, w + i), a0);
+  if (i < in) a1 = hn::MulAdd(LoadTail(d, x + i, in - i), LoadWeightsTail(d, w + i, in - i), a1);
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1)));
+}
+#endif
+
 template <bool kPairs = false, class D, typename TW>
 HWY_INLINE void RowTiles(D d, const float* x, size_t x_stride, size_t batch, const TW* w,
                          const float* scales, const float* bias, size_t in, size_t out,
                          float* y, size_t y_stride, bool accumulate) {
+#if HWY_HAVE_SCALABLE
+  static_assert(!kPairs, "bf16 pairs need fixed-size vectors");
+  for (size_t o = 0; o < out; ++o) {
+    for (size_t b = 0; b < batch; ++b) {
+      float s = DotRow(d, x + b * x_stride, w + o * in, in);
+      if constexpr (kScaled<TW>) s *= scales[o];
+      if (bias) s += bias[o];
+      float& yo = y[b * y_stride + o];
+      yo = accumulate ? yo + s : s;
+    }
+  }
+  return;
+#else
   size_t chunk = out;
   if (batch > kMaxB && in > 0) {
     chunk = std::max<size_t>(kONarrow, kChunkBytes / (in * sizeof(TW)));
@@ -341,6 +375,7 @@ HWY_INLINE void RowTiles(D d, const float* x, size_t x_stride, size_t batch, con
       b0 += nb;
     }
   }
+#endif  // HWY_HAVE_SCALABLE
 }
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3

@@ -135,7 +135,7 @@ HWY_INLINE void DenseNarrow(const float* x, size_t x_stride, size_t batch, const
   }
   if (wf == nullptr) {  // small batch (or no scratch): widen in registers
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if constexpr (std::is_same_v<TW, hwy::bfloat16_t>) {
+    if constexpr (std::is_same_v<TW, hwy::bfloat16_t> && !HWY_HAVE_SCALABLE) {
       // bf16 in pairs (LoadBf16Pairs) against x permuted to match.
       const bool pairs = in >= 2 * N && batch * in * sizeof(float) <= dd::kMaxWidenBytes;
       float* xp = pairs ? dd::WidenScratch(batch * in) : nullptr;

@@ -65,6 +65,50 @@ struct Prefetch {
   size_t lines = 0;              // one per k iteration, k < lines
 };
 
+#if HWY_HAVE_SCALABLE
+// SVE vectors cannot be array elements: one row × 4 vectors per pass over k
+// (named accumulators) instead of the kR × kVecs register tile below.
+template <size_t kR>
+HWY_INLINE void Tile(const float* HWY_RESTRICT x, size_t x_stride,
+                     const float* HWY_RESTRICT wp, size_t in, const float* HWY_RESTRICT bias,
+                     size_t n, float* HWY_RESTRICT y, size_t y_stride, bool accumulate,
+                     Prefetch) {
+  static_assert(kVecs % 4 == 0, "groups of 4 vectors");
+  const PanelTag d;
+  using V = hn::Vec<PanelTag>;
+  auto finish = [&](V acc, size_t j, float* HWY_RESTRICT yp) {
+    if (j >= n) return;
+    const size_t m = std::min(kLanes, n - j);
+    if (bias) acc = hn::Add(acc, m == kLanes ? hn::LoadU(d, bias + j) : LoadTail(d, bias + j, m));
+    if (m == kLanes) {
+      if (accumulate) acc = hn::Add(acc, hn::LoadU(d, yp + j));
+      hn::StoreU(acc, d, yp + j);
+    } else {
+      if (accumulate) acc = hn::Add(acc, LoadTail(d, yp + j, m));
+      StoreTail(acc, d, yp + j, m);
+    }
+  };
+  for (size_t r = 0; r < kR; ++r) {
+    const float* HWY_RESTRICT xr = x + r * x_stride;
+    for (size_t v = 0; v < kVecs && v * kLanes < n; v += 4) {
+      V a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
+      for (size_t k = 0; k < in; ++k) {
+        const float* HWY_RESTRICT wk = wp + k * kDensePanelWidth + v * kLanes;
+        const V xb = hn::Set(d, xr[k]);
+        a0 = hn::MulAdd(xb, hn::Load(d, wk), a0);
+        a1 = hn::MulAdd(xb, hn::Load(d, wk + kLanes), a1);
+        a2 = hn::MulAdd(xb, hn::Load(d, wk + 2 * kLanes), a2);
+        a3 = hn::MulAdd(xb, hn::Load(d, wk + 3 * kLanes), a3);
+      }
+      float* HWY_RESTRICT yp = y + r * y_stride;
+      finish(a0, v * kLanes, yp);
+      finish(a1, (v + 1) * kLanes, yp);
+      finish(a2, (v + 2) * kLanes, yp);
+      finish(a3, (v + 3) * kLanes, yp);
+    }
+  }
+}
+#else
 // y[r, 0, n) (+)= bias[0, n) + Σ_k x[r, k]·wp[k][0, n) for r < kR; n ≤ 32.
 template <size_t kR>
 HWY_INLINE void Tile(const float* HWY_RESTRICT x, size_t x_stride,
@@ -107,6 +151,7 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, size_t x_stride,
     }
   }
 }
+#endif  // HWY_HAVE_SCALABLE
 
 // Tile with a runtime row count rows ∈ [1, kR].
 template <size_t kR>

@@ -10,6 +10,7 @@
 #define RECUR_KERNELS_LINEAR_ATTENTION_LINEAR_ATTENTION_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstddef>
 
 #include "hwy/highway.h"
@@ -68,6 +69,32 @@ HWY_INLINE void ColumnBlock(D d, const float* HWY_RESTRICT phi_q,
   if (tail) StoreTail(hn::Div(acc[kV], denom), d, out + mt, tail);
 }
 
+#if HWY_HAVE_SCALABLE
+// SVE vectors cannot be array elements (ColumnBlock's vv/acc): one vector of
+// columns [m0, m0 + count), count <= N, per pass over S.
+template <class D>
+HWY_INLINE void ColumnVector(D d, const float* HWY_RESTRICT phi_q,
+                             const float* HWY_RESTRICT phi_k, const float* HWY_RESTRICT v,
+                             size_t c, size_t m, size_t m0, size_t count, hn::Vec<D> denom,
+                             float* HWY_RESTRICT s, float* HWY_RESTRICT s_comp,
+                             float* HWY_RESTRICT out) {
+  using V = hn::Vec<D>;
+  const V vv = LoadTail(d, v + m0, count);
+  V acc = hn::Zero(d);
+  for (size_t j = 0; j < c; ++j) {
+    float* HWY_RESTRICT row = s + j * m + m0;
+    float* HWY_RESTRICT comp_row = s_comp + j * m + m0;
+    V comp = LoadTail(d, comp_row, count);
+    const V y = hn::MulSub(hn::Set(d, phi_k[j]), vv, comp);
+    const V sv = CompensatedUpdate(LoadTail(d, row, count), y, &comp);
+    StoreTail(sv, d, row, count);
+    StoreTail(comp, d, comp_row, count);
+    acc = hn::MulAdd(hn::Set(d, phi_q[j]), sv, acc);
+  }
+  StoreTail(hn::Div(acc, denom), d, out + m0, count);
+}
+#endif
+
 }  // namespace la_detail
 
 // See linear_attention.h.
@@ -105,6 +132,11 @@ HWY_INLINE void LinearAttentionStep(const float* HWY_RESTRICT phi_q,
   const float den = hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1)));
   const V denom = hn::Set(d, den + eps);
 
+#if HWY_HAVE_SCALABLE
+  for (size_t m0 = 0; m0 < m; m0 += N) {
+    ld::ColumnVector(d, phi_q, phi_k, v, c, m, m0, std::min(N, m - m0), denom, s, s_comp, out);
+  }
+#else
   size_t m0 = 0;
   for (; m0 + ld::kBlock * N <= m; m0 += ld::kBlock * N) {
     ld::ColumnBlock<ld::kBlock>(d, phi_q, phi_k, v, c, m, m0, 0, denom, s, s_comp, out);
@@ -126,6 +158,7 @@ HWY_INLINE void LinearAttentionStep(const float* HWY_RESTRICT phi_q,
       ld::ColumnBlock<3>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, s_comp, out);
       break;
   }
+#endif  // HWY_HAVE_SCALABLE
 }
 
 }  // namespace HWY_NAMESPACE
