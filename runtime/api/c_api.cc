@@ -44,14 +44,16 @@ static_assert(int(StatusCode::kInternal) == RECUR_INTERNAL);
 thread_local std::string g_last_error;
 
 recur_status Report(const Status& status) {
+  const auto code = static_cast<recur_status>(status.code());
   if (!status.ok()) {
     try {
       g_last_error = status.message();
     } catch (...) {
       // Keep the previous message rather than fail while reporting.
     }
+    recur::platform::LogError(code, status.message().c_str());
   }
-  return static_cast<recur_status>(status.code());
+  return code;
 }
 
 // Reads options structs that start with struct_size, accepting older
@@ -132,6 +134,10 @@ const char* recur_version_string(void) {
 }
 
 const char* recur_simd_target(void) { return recur::kernels::SimdTargetName(); }
+
+recur_status recur_set_platform(const recur_platform* platform) {
+  return Guard([&]() -> recur_status { return Report(recur::platform::SetPlatform(platform)); });
+}
 
 uint32_t recur_max_threads(void) { return recur::ThreadPool::Available() ? 256 : 1; }
 

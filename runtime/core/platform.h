@@ -1,25 +1,44 @@
-// Platform layer (PAL): the few OS services the runtime uses. The POSIX
-// implementation lives in platforms/posix/.
+// Platform layer (PAL): the few OS services the runtime uses, behind the
+// public recur_platform table (recur.h). The build's defaults live in
+// platforms/<name>/ (DefaultPlatform); the application may replace them
+// (SetPlatform, from recur_set_platform).
 #ifndef RECUR_CORE_PLATFORM_H_
 #define RECUR_CORE_PLATFORM_H_
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/status.h"
+#include "recur/recur.h"
 
 namespace recur::platform {
 
-// A read-only view of a whole file. `data` is at least page-aligned.
+// A read-only view of a whole file, released through the platform that
+// made it (even if the platform was replaced since).
 struct MappedFile {
   const void* data = nullptr;
   size_t size = 0;
-  void* handle = nullptr;  // implementation-defined; null when empty
+  void* handle = nullptr;  // the platform's; meaningful only with `unmap`
+  void (*unmap)(void* user, const void* data, size_t size, void* handle) = nullptr;
+  void* user = nullptr;
 };
 
+// The build's platform (platforms/posix or platforms/minimal): every member set.
+const recur_platform& DefaultPlatform();
+
+// Installs `p` (null members: the defaults; null: all defaults).
+Status SetPlatform(const recur_platform* p);
+
 // Maps `path` read-only (or, with `read_into_memory`, reads it into a
-// 64-byte-aligned heap buffer). The caller releases it with UnmapFile.
+// 64-byte-aligned heap buffer) through the current platform.
 Status MapFile(const char* path, bool read_into_memory, MappedFile* out);
 void UnmapFile(MappedFile* file);
+
+// The current platform's clock, in nanoseconds.
+uint64_t NowNs();
+
+// Hands an error to the current platform's log.
+void LogError(recur_status status, const char* message);
 
 }  // namespace recur::platform
 

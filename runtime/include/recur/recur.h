@@ -253,6 +253,40 @@ const char* recur_simd_target(void);
  * The string lives as long as the session. NULL for a null session. */
 const char* recur_session_backends(const recur_session* session);
 
+/* ------------------------------------------------------- platform layer */
+
+/* The few operating-system services the library uses, overridable by the
+ * application (platforms/ holds the defaults: POSIX, or a minimal one without a
+ * file system for bare-metal-like builds, chosen by CMake RECUR_PLATFORM).
+ * There is no abort hook: the library never aborts; every failure is a status. */
+typedef struct recur_platform {
+  size_t struct_size; /* sizeof(recur_platform) */
+  void* user;         /* passed to each function below */
+  /* Makes the whole file at `path` readable at *data (*size bytes, 64-byte
+   * aligned) until unmap_file(user, *data, *size, *handle). With
+   * read_into_memory, a private copy rather than a mapping
+   * (RECUR_LOAD_NO_MMAP). Returns 0, or nonzero after writing a message to
+   * error[0, error_size). Used by recur_model_load_file. */
+  int (*map_file)(void* user, const char* path, int read_into_memory, const void** data,
+                  size_t* size, void** handle, char* error, size_t error_size);
+  void (*unmap_file)(void* user, const void* data, size_t size, void* handle);
+  /* A monotonic clock in nanoseconds: times the GEMM backends when a session
+   * picks them automatically. A clock that always returns 0 makes that
+   * choice the first backend (highway). */
+  uint64_t (*now_ns)(void* user);
+  /* Receives every error as it is returned, with the message that
+   * recur_last_error gives on that thread (e.g. to forward it to a device
+   * log). May be called on any thread that calls the library. */
+  void (*log)(void* user, recur_status status, const char* message);
+} recur_platform;
+
+/* Replaces the platform functions; NULL members (or a NULL platform) keep the
+ * build's defaults. Models already loaded are released through the functions
+ * that loaded them. Not thread-safe: call it before any other recur function
+ * runs on another thread. Errors: RECUR_INVALID_ARGUMENT (struct_size, or
+ * map_file without unmap_file or the other way round). */
+recur_status recur_set_platform(const recur_platform* platform);
+
 /* The GEMM backends compiled into this library, e.g. "highway, xnnpack, onednn". */
 const char* recur_backends(void);
 

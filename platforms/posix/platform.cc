@@ -4,11 +4,16 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/platform.h"
 
+// The POSIX platform (the default): mmap or read(2) for model files,
+// std::chrono::steady_clock, no log (errors reach the application through
+// recur_last_error).
 namespace recur::platform {
 namespace {
 
@@ -16,9 +21,7 @@ namespace {
 char kMmapTag;
 char kHeapTag;
 
-}  // namespace
-
-Status MapFile(const char* path, bool read_into_memory, MappedFile* out) {
+Status MapFilePosix(const char* path, bool read_into_memory, MappedFile* out) {
   *out = MappedFile();
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return IoError("cannot open '%s': %s", path, std::strerror(errno));
@@ -67,13 +70,42 @@ Status MapFile(const char* path, bool read_into_memory, MappedFile* out) {
   return Status::Ok();
 }
 
-void UnmapFile(MappedFile* file) {
-  if (file->handle == &kMmapTag) {
-    ::munmap(const_cast<void*>(file->data), file->size);
-  } else if (file->handle == &kHeapTag) {
-    std::free(const_cast<void*>(file->data));
+int MapFileHook(void*, const char* path, int read_into_memory, const void** data, size_t* size,
+                void** handle, char* error, size_t error_size) {
+  MappedFile file;
+  const Status s = MapFilePosix(path, read_into_memory != 0, &file);
+  if (!s.ok()) {
+    std::snprintf(error, error_size, "%s", s.message().c_str());
+    return 1;
   }
-  *file = MappedFile();
+  *data = file.data;
+  *size = file.size;
+  *handle = file.handle;
+  return 0;
+}
+
+void UnmapFileHook(void*, const void* data, size_t size, void* handle) {
+  if (handle == &kMmapTag) {
+    ::munmap(const_cast<void*>(data), size);
+  } else if (handle == &kHeapTag) {
+    std::free(const_cast<void*>(data));
+  }
+}
+
+uint64_t NowNsHook(void*) {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+void LogHook(void*, recur_status, const char*) {}
+
+}  // namespace
+
+const recur_platform& DefaultPlatform() {
+  static const recur_platform platform{sizeof(recur_platform), nullptr, MapFileHook,
+                                       UnmapFileHook, NowNsHook, LogHook};
+  return platform;
 }
 
 }  // namespace recur::platform

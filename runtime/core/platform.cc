@@ -1,0 +1,64 @@
+#include "core/platform.h"
+
+#include <cstring>
+
+namespace recur::platform {
+namespace {
+
+recur_platform g_platform = DefaultPlatform();
+
+}  // namespace
+
+Status SetPlatform(const recur_platform* p) {
+  const recur_platform& defaults = DefaultPlatform();
+  if (p == nullptr) {
+    g_platform = defaults;
+    return Status::Ok();
+  }
+  if (p->struct_size < sizeof(size_t) || p->struct_size > sizeof(recur_platform)) {
+    return InvalidArgument("recur_platform.struct_size is %zu; set it to sizeof(recur_platform) = %zu",
+                           p->struct_size, sizeof(recur_platform));
+  }
+  recur_platform next{};
+  std::memcpy(&next, p, p->struct_size);
+  if ((next.map_file == nullptr) != (next.unmap_file == nullptr)) {
+    return InvalidArgument("recur_platform: map_file and unmap_file must be given together");
+  }
+  next.struct_size = sizeof(recur_platform);
+  if (next.map_file == nullptr) {
+    next.map_file = defaults.map_file;
+    next.unmap_file = defaults.unmap_file;
+  }
+  if (next.now_ns == nullptr) next.now_ns = defaults.now_ns;
+  if (next.log == nullptr) next.log = defaults.log;
+  g_platform = next;
+  return Status::Ok();
+}
+
+Status MapFile(const char* path, bool read_into_memory, MappedFile* out) {
+  *out = MappedFile();
+  const void* data = nullptr;
+  size_t size = 0;
+  void* handle = nullptr;
+  char error[256] = "";
+  if (g_platform.map_file(g_platform.user, path, read_into_memory ? 1 : 0, &data, &size, &handle,
+                          error, sizeof(error)) != 0) {
+    error[sizeof(error) - 1] = '\0';
+    return IoError("%s", error[0] != '\0' ? error : "cannot map file (no message)");
+  }
+  *out = MappedFile{data, size, handle, g_platform.unmap_file, g_platform.user};
+  return Status::Ok();
+}
+
+void UnmapFile(MappedFile* file) {
+  if (file->unmap != nullptr) file->unmap(file->user, file->data, file->size, file->handle);
+  *file = MappedFile();
+}
+
+uint64_t NowNs() { return g_platform.now_ns(g_platform.user); }
+
+void LogError(recur_status status, const char* message) {
+  g_platform.log(g_platform.user, status, message);
+}
+
+}  // namespace recur::platform

@@ -1,0 +1,124 @@
+// recur_set_platform: an application's own file, clock and log functions
+// (the platform layer of DESIGN.md), and the errors of the table itself.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include "recur/recur.h"
+#include "test_models.h"
+
+namespace {
+
+// A "file system" of one in-memory model, and what the hooks saw.
+struct FakePlatform {
+  recur::converter::AlignedBytes model;
+  int maps = 0, unmaps = 0, clock_reads = 0;
+  std::vector<std::string> log;
+};
+
+int MapFile(void* user, const char* path, int, const void** data, size_t* size, void** handle,
+            char* error, size_t error_size) {
+  auto* p = static_cast<FakePlatform*>(user);
+  if (std::strcmp(path, "flash://model") != 0) {
+    std::snprintf(error, error_size, "no '%s' in flash", path);
+    return 1;
+  }
+  ++p->maps;
+  *data = p->model.data();
+  *size = p->model.size();
+  *handle = p;
+  return 0;
+}
+
+void UnmapFile(void* user, const void* data, size_t, void* handle) {
+  auto* p = static_cast<FakePlatform*>(user);
+  CHECK(handle == p);
+  CHECK(data == p->model.data());
+  ++p->unmaps;
+}
+
+uint64_t Now(void* user) {
+  auto* p = static_cast<FakePlatform*>(user);
+  return uint64_t(++p->clock_reads) * 1000;
+}
+
+void Log(void* user, recur_status status, const char* message) {
+  static_cast<FakePlatform*>(user)->log.push_back(std::string(recur_status_string(status)) +
+                                                  ": " + message);
+}
+
+recur_platform Table(FakePlatform* p) {
+  recur_platform t{};
+  t.struct_size = sizeof(t);
+  t.user = p;
+  t.map_file = MapFile;
+  t.unmap_file = UnmapFile;
+  t.now_ns = Now;
+  t.log = Log;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("recur_set_platform: the application's file, clock and log functions") {
+  FakePlatform fake;
+  fake.model = recur::testing::BuildTestModel(recur::testing::kTinyTokensConfig, 3);
+  REQUIRE(!fake.model.empty());
+  const recur_platform table = Table(&fake);
+  REQUIRE(recur_set_platform(&table) == RECUR_OK);
+
+  recur_model* model = nullptr;
+  REQUIRE(recur_model_load_file("flash://model", nullptr, &model) == RECUR_OK);
+  CHECK(fake.maps == 1);
+
+  // Errors go to the log with recur_last_error's text.
+  recur_model* missing = nullptr;
+  CHECK(recur_model_load_file("flash://other", nullptr, &missing) == RECUR_IO_ERROR);
+  CHECK(std::string(recur_last_error()).find("no 'flash://other' in flash") != std::string::npos);
+  REQUIRE(fake.log.size() == 1);
+  CHECK(fake.log[0] == std::string("RECUR_IO_ERROR: ") + recur_last_error());
+
+  // The automatic backend choice times with the platform's clock when this
+  // build has more than one backend to choose from.
+  recur_session_options options{};
+  options.struct_size = sizeof(options);
+  options.batch = 8;
+  recur_session* session = nullptr;
+  REQUIRE(recur_session_create(model, &options, &session) == RECUR_OK);
+  if (std::string(recur_backends()).find(',') != std::string::npos) CHECK(fake.clock_reads > 0);
+  recur_session_free(session);
+
+  // Back to the defaults: the model is still released through the fake.
+  REQUIRE(recur_set_platform(nullptr) == RECUR_OK);
+  recur_model_free(model);
+  CHECK(fake.unmaps == 1);
+  recur_model* again = nullptr;
+  CHECK(recur_model_load_file("flash://model", nullptr, &again) == RECUR_IO_ERROR);
+  CHECK(fake.log.size() == 1);  // no longer the fake's log
+}
+
+TEST_CASE("recur_set_platform: partial tables keep the defaults; bad tables are refused") {
+  FakePlatform fake;
+  recur_platform only_log{};
+  only_log.struct_size = sizeof(only_log);
+  only_log.user = &fake;
+  only_log.log = Log;
+  REQUIRE(recur_set_platform(&only_log) == RECUR_OK);
+  recur_model* model = nullptr;
+  CHECK(recur_model_load_file("/no/such/model.recur", nullptr, &model) == RECUR_IO_ERROR);
+  REQUIRE(fake.log.size() == 1);
+  CHECK(fake.log[0].find("/no/such/model.recur") != std::string::npos);  // the default map_file
+
+  recur_platform bad = only_log;
+  bad.struct_size = 3;
+  CHECK(recur_set_platform(&bad) == RECUR_INVALID_ARGUMENT);
+  CHECK(std::string(recur_last_error()).find("recur_platform.struct_size is 3") != std::string::npos);
+  bad = only_log;
+  bad.map_file = MapFile;  // without unmap_file
+  CHECK(recur_set_platform(&bad) == RECUR_INVALID_ARGUMENT);
+  CHECK(std::string(recur_last_error()).find("map_file and unmap_file must be given together") !=
+        std::string::npos);
+  REQUIRE(recur_set_platform(nullptr) == RECUR_OK);
+}
