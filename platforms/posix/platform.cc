@@ -70,21 +70,23 @@ Status MapFilePosix(const char* path, bool read_into_memory, MappedFile* out) {
   return Status::Ok();
 }
 
-int MapFileHook(void*, const char* path, int read_into_memory, const void** data, size_t* size,
-                void** handle, char* error, size_t error_size) {
+}  // namespace
+
+recur_status DefaultMapFile(void*, const char* path, int read_into_memory, const void** data,
+                            size_t* size, void** handle, char* error, size_t error_size) {
   MappedFile file;
   const Status s = MapFilePosix(path, read_into_memory != 0, &file);
   if (!s.ok()) {
     std::snprintf(error, error_size, "%s", s.message().c_str());
-    return 1;
+    return static_cast<recur_status>(s.code());
   }
   *data = file.data;
   *size = file.size;
   *handle = file.handle;
-  return 0;
+  return RECUR_OK;
 }
 
-void UnmapFileHook(void*, const void* data, size_t size, void* handle) {
+void DefaultUnmapFile(void*, const void* data, size_t size, void* handle) {
   if (handle == &kMmapTag) {
     ::munmap(const_cast<void*>(data), size);
   } else if (handle == &kHeapTag) {
@@ -92,20 +94,12 @@ void UnmapFileHook(void*, const void* data, size_t size, void* handle) {
   }
 }
 
-uint64_t NowNsHook(void*) {
+uint64_t DefaultNowNs(void*) {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now().time_since_epoch())
                       .count());
 }
 
-void LogHook(void*, recur_status, const char*) {}
-
-}  // namespace
-
-const recur_platform& DefaultPlatform() {
-  static const recur_platform platform{sizeof(recur_platform), nullptr, MapFileHook,
-                                       UnmapFileHook, NowNsHook, LogHook};
-  return platform;
-}
+void DefaultLog(void*, recur_status, const char*) {}
 
 }  // namespace recur::platform

@@ -5,12 +5,14 @@
 namespace recur::platform {
 namespace {
 
-recur_platform g_platform = DefaultPlatform();
+constexpr recur_platform kDefaults{sizeof(recur_platform), nullptr, DefaultMapFile,
+                                   DefaultUnmapFile, DefaultNowNs, DefaultLog};
+recur_platform g_platform = kDefaults;
 
 }  // namespace
 
 Status SetPlatform(const recur_platform* p) {
-  const recur_platform& defaults = DefaultPlatform();
+  const recur_platform& defaults = kDefaults;
   if (p == nullptr) {
     g_platform = defaults;
     return Status::Ok();
@@ -41,10 +43,14 @@ Status MapFile(const char* path, bool read_into_memory, MappedFile* out) {
   size_t size = 0;
   void* handle = nullptr;
   char error[256] = "";
-  if (g_platform.map_file(g_platform.user, path, read_into_memory ? 1 : 0, &data, &size, &handle,
-                          error, sizeof(error)) != 0) {
+  const recur_status status = g_platform.map_file(g_platform.user, path, read_into_memory ? 1 : 0,
+                                                  &data, &size, &handle, error, sizeof(error));
+  if (status != RECUR_OK) {
     error[sizeof(error) - 1] = '\0';
-    return IoError("%s", error[0] != '\0' ? error : "cannot map file (no message)");
+    const char* message = error[0] != '\0' ? error : "cannot map file (no message)";
+    // A code outside the enum (a platform's own error number) reads as an I/O error.
+    const bool known = status > RECUR_OK && status <= RECUR_INTERNAL;
+    return Status(known ? StatusCode(status) : StatusCode::kIoError, message);
   }
   *out = MappedFile{data, size, handle, g_platform.unmap_file, g_platform.user};
   return Status::Ok();

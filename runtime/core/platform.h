@@ -1,6 +1,6 @@
 // Platform layer (PAL): the few OS services the runtime uses, behind the
 // public recur_platform table (recur.h). The build's defaults live in
-// platforms/<name>/ (DefaultPlatform); the application may replace them
+// platforms/<name>/ (Default*); the application may replace them
 // (SetPlatform, from recur_set_platform).
 #ifndef RECUR_CORE_PLATFORM_H_
 #define RECUR_CORE_PLATFORM_H_
@@ -23,8 +23,14 @@ struct MappedFile {
   void* user = nullptr;
 };
 
-// The build's platform (platforms/posix or platforms/minimal): every member set.
-const recur_platform& DefaultPlatform();
+// The build's platform functions, defined by platforms/posix or
+// platforms/minimal (CMake RECUR_PLATFORM); see recur_platform in recur.h.
+recur_status DefaultMapFile(void* user, const char* path, int read_into_memory,
+                            const void** data, size_t* size, void** handle, char* error,
+                            size_t error_size);
+void DefaultUnmapFile(void* user, const void* data, size_t size, void* handle);
+uint64_t DefaultNowNs(void* user);
+void DefaultLog(void* user, recur_status status, const char* message);
 
 // Installs `p` (null members: the defaults; null: all defaults).
 Status SetPlatform(const recur_platform* p);

@@ -1,6 +1,6 @@
 // The minimal platform (platforms/minimal, RECUR_PLATFORM=minimal): no file
 // system, no clock. This executable compiles platforms/minimal/platform.cc
-// itself, so its recur::platform::DefaultPlatform is the minimal one: the
+// itself, so its recur::platform::Default* functions are the minimal ones: the
 // linker takes an archive member only for symbols still undefined, and the
 // posix member of librecur.a defines nothing else.
 #include <string>

@@ -18,18 +18,18 @@ struct FakePlatform {
   std::vector<std::string> log;
 };
 
-int MapFile(void* user, const char* path, int, const void** data, size_t* size, void** handle,
-            char* error, size_t error_size) {
+recur_status MapFile(void* user, const char* path, int, const void** data, size_t* size,
+                     void** handle, char* error, size_t error_size) {
   auto* p = static_cast<FakePlatform*>(user);
   if (std::strcmp(path, "flash://model") != 0) {
     std::snprintf(error, error_size, "no '%s' in flash", path);
-    return 1;
+    return RECUR_IO_ERROR;
   }
   ++p->maps;
   *data = p->model.data();
   *size = p->model.size();
   *handle = p;
-  return 0;
+  return RECUR_OK;
 }
 
 void UnmapFile(void* user, const void* data, size_t, void* handle) {

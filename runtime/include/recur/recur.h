@@ -265,10 +265,11 @@ typedef struct recur_platform {
   /* Makes the whole file at `path` readable at *data (*size bytes, 64-byte
    * aligned) until unmap_file(user, *data, *size, *handle). With
    * read_into_memory, a private copy rather than a mapping
-   * (RECUR_LOAD_NO_MMAP). Returns 0, or nonzero after writing a message to
+   * (RECUR_LOAD_NO_MMAP). Returns RECUR_OK, or the error's status (e.g.
+   * RECUR_IO_ERROR, RECUR_OUT_OF_MEMORY) after writing a message to
    * error[0, error_size). Used by recur_model_load_file. */
-  int (*map_file)(void* user, const char* path, int read_into_memory, const void** data,
-                  size_t* size, void** handle, char* error, size_t error_size);
+  recur_status (*map_file)(void* user, const char* path, int read_into_memory, const void** data,
+                           size_t* size, void** handle, char* error, size_t error_size);
   void (*unmap_file)(void* user, const void* data, size_t size, void* handle);
   /* A monotonic clock in nanoseconds: times the GEMM backends when a session
    * picks them automatically. A clock that always returns 0 makes that
