@@ -54,14 +54,28 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  recur_session* session = NULL;
-  s = recur_session_create(model, NULL, &session);
+  /* All the memory the session will use, allocated once by the app (a
+   * static buffer on a device without a heap): from here on the library
+   * allocates nothing. */
+  size_t arena_size = 0;
+  s = recur_session_arena_size(model, NULL, &arena_size);
   if (s != RECUR_OK) {
+    recur_model_free(model);
+    return fail("arena size", s);
+  }
+  void* arena = malloc(arena_size);
+  float* out = malloc(sizeof(float) * info.output_width);
+  recur_session_options options = {.struct_size = sizeof(recur_session_options),
+                                   .arena = arena, .arena_size = arena_size};
+  recur_session* session = NULL;
+  s = arena == NULL ? RECUR_OUT_OF_MEMORY : recur_session_create(model, &options, &session);
+  if (s != RECUR_OK) {
+    free(arena);
+    free(out);
     recur_model_free(model);
     return fail("session", s);
   }
 
-  float* out = malloc(sizeof(float) * info.output_width);
   int32_t token = 0;
   printf("generated:");
   for (int t = 0; t < steps && out != NULL; ++t) {
@@ -76,9 +90,11 @@ int main(int argc, char** argv) {
   }
   printf("\n");
   printf("state: %zu bytes per stream, constant over the whole sequence\n", info.state_bytes);
+  printf("session: %zu bytes of arena, no heap allocation after load\n", arena_size);
 
   free(out);
   recur_session_free(session);
+  free(arena);
   recur_model_free(model);
   if (s != RECUR_OK) return fail("step", s);
   return 0;

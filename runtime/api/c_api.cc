@@ -4,6 +4,7 @@
 #include <new>
 #include <string>
 
+#include "core/arena.h"
 #include "core/platform.h"
 #include "core/threadpool.h"
 #include "engine/session.h"
@@ -23,8 +24,9 @@ struct recur_model {
 
 struct recur_session {
   std::shared_ptr<const recur::Model> model;  // declared first: outlives `session`
-  std::unique_ptr<recur::Session> session;
-  std::string backends;  // recur_session_backends, filled on first call
+  recur::SessionPtr session;
+  bool in_arena = false;  // this handle and the session live in the caller's arena
+  std::string backends;   // recur_session_backends, filled on first call (heap sessions)
 };
 
 namespace {
@@ -71,6 +73,34 @@ Status ReadOptions(const T* in, T* out, const char* what) {
   return Status::Ok();
 }
 
+// recur_session_options → SessionOptions (defaults filled in). The arena
+// fields stay in `opts`.
+Status ReadSessionOptions(const recur_session_options* options, recur_session_options* opts,
+                          recur::SessionOptions* so) {
+  RECUR_RETURN_IF_ERROR(ReadOptions(options, opts, "recur_session_options"));
+  if (opts->arena == nullptr && opts->arena_size != 0) {
+    return recur::InvalidArgument("recur_session_options.arena_size is %zu but arena is NULL",
+                                  opts->arena_size);
+  }
+  so->batch = opts->batch == 0 ? 1 : opts->batch;
+  so->threads = opts->threads == 0 ? 1 : opts->threads;
+  so->prefill_chunk = opts->prefill_chunk;
+  so->backend = opts->backend;
+  so->weight_packing = opts->weight_packing;
+  so->prefill_min = opts->prefill_min;
+  so->max_context = opts->max_context;
+  return Status::Ok();
+}
+
+// Bytes of arena for the handle and the session.
+Status CountArena(const recur_model* model, const recur::SessionOptions& so, size_t* bytes) {
+  recur::Arena counter;
+  counter.Allocate<recur_session>(1);
+  RECUR_RETURN_IF_ERROR(recur::Session::CountArena(model->model.get(), so, &counter));
+  *bytes = counter.bytes();
+  return Status::Ok();
+}
+
 recur_status FinishLoad(std::unique_ptr<recur::Model> model, recur_model** out) {
   auto* handle = new (std::nothrow) recur_model;
   if (handle == nullptr) return Report(recur::OutOfMemory("cannot allocate a model handle"));
@@ -79,8 +109,8 @@ recur_status FinishLoad(std::unique_ptr<recur::Model> model, recur_model** out) 
   return RECUR_OK;
 }
 
-recur_status FinishSession(std::shared_ptr<const recur::Model> model,
-                           std::unique_ptr<recur::Session> session, recur_session** out) {
+recur_status FinishSession(std::shared_ptr<const recur::Model> model, recur::SessionPtr session,
+                           recur_session** out) {
   auto* handle = new (std::nothrow) recur_session;
   if (handle == nullptr) return Report(recur::OutOfMemory("cannot allocate a session handle"));
   handle->model = std::move(model);
@@ -223,24 +253,58 @@ recur_status recur_session_create(const recur_model* model, const recur_session_
     *out = nullptr;
     if (model == nullptr) return Report(recur::InvalidArgument("model is null"));
     recur_session_options opts;
-    Status s = ReadOptions(options, &opts, "recur_session_options");
-    if (!s.ok()) return Report(s);
     recur::SessionOptions so;
-    so.batch = opts.batch == 0 ? 1 : opts.batch;
-    so.threads = opts.threads == 0 ? 1 : opts.threads;
-    so.prefill_chunk = opts.prefill_chunk;
-    so.backend = opts.backend;
-    so.weight_packing = opts.weight_packing;
-    so.prefill_min = opts.prefill_min;
-    so.max_context = opts.max_context;
-    std::unique_ptr<recur::Session> session;
-    s = recur::Session::Create(model->model.get(), so, &session);
+    Status s = ReadSessionOptions(options, &opts, &so);
     if (!s.ok()) return Report(s);
-    return FinishSession(model->model, std::move(session), out);
+    if (opts.arena == nullptr) {
+      recur::SessionPtr session;
+      s = recur::Session::Create(model->model.get(), so, &session);
+      if (!s.ok()) return Report(s);
+      return FinishSession(model->model, std::move(session), out);
+    }
+    size_t needed = 0;
+    s = CountArena(model, so, &needed);
+    if (!s.ok()) return Report(s);
+    if (opts.arena_size < needed) {
+      return Report(recur::OutOfMemory("the arena has %zu bytes; this session needs %zu "
+                                       "(recur_session_arena_size)", opts.arena_size, needed));
+    }
+    recur::Arena arena(opts.arena, opts.arena_size);
+    auto* handle = new (arena.Allocate<recur_session>(1)) recur_session;
+    handle->in_arena = true;
+    s = recur::Session::CreateInArena(model->model.get(), so, &arena, &handle->session);
+    if (!s.ok()) {
+      handle->~recur_session();
+      return Report(s);
+    }
+    handle->model = model->model;
+    *out = handle;
+    return RECUR_OK;
   });
 }
 
-void recur_session_free(recur_session* session) { delete session; }
+recur_status recur_session_arena_size(const recur_model* model,
+                                      const recur_session_options* options, size_t* bytes) {
+  return Guard([&]() -> recur_status {
+    if (bytes == nullptr) return Report(recur::InvalidArgument("bytes is null"));
+    *bytes = 0;
+    if (model == nullptr) return Report(recur::InvalidArgument("model is null"));
+    recur_session_options opts;
+    recur::SessionOptions so;
+    Status s = ReadSessionOptions(options, &opts, &so);
+    if (!s.ok()) return Report(s);
+    return Report(CountArena(model, so, bytes));
+  });
+}
+
+void recur_session_free(recur_session* session) {
+  if (session == nullptr) return;
+  if (session->in_arena) {
+    session->~recur_session();  // the memory is the caller's
+  } else {
+    delete session;
+  }
+}
 
 recur_status recur_session_step(recur_session* session, const recur_input* input, float* out) {
   return Guard([&]() -> recur_status {
@@ -311,7 +375,7 @@ recur_status recur_session_fork(const recur_session* session, recur_session** ou
     if (out == nullptr) return Report(recur::InvalidArgument("out is null"));
     *out = nullptr;
     if (session == nullptr) return Report(recur::InvalidArgument("session is null"));
-    std::unique_ptr<recur::Session> copy;
+    recur::SessionPtr copy;
     Status s = session->session->Fork(&copy);
     if (!s.ok()) return Report(s);
     return FinishSession(session->model, std::move(copy), out);
@@ -322,6 +386,7 @@ recur_status recur_session_fork(const recur_session* session, recur_session** ou
 
 const char* recur_session_backends(const recur_session* session) {
   if (session == nullptr) return nullptr;
+  if (session->in_arena) return "highway x every dense layer, unpacked (arena session)";
   auto* s = const_cast<recur_session*>(session);
   if (s->backends.empty()) {
     try {

@@ -25,6 +25,11 @@ Status ThreadPool::Create(size_t threads, std::unique_ptr<ThreadPool>* out) {
   return Status::Ok();
 }
 
+ThreadPool* ThreadPool::CallerOnly() {
+  static ThreadPool pool(1);
+  return &pool;
+}
+
 ThreadPool::~ThreadPool() {
 #if RECUR_HAVE_PTHREADPOOL
   if (impl_ != nullptr) pthreadpool_destroy(static_cast<pthreadpool_t>(impl_));

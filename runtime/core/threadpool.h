@@ -60,6 +60,10 @@ class ThreadPool {
     }, &context);
   }
 
+  // A pool of one thread, the caller's, shared by everyone (it holds no
+  // state, so concurrent use from many threads is safe); never allocates.
+  static ThreadPool* CallerOnly();
+
   // Whether this build can run more than one thread.
   static bool Available();
 

@@ -18,11 +18,6 @@
 
 namespace recur {
 
-struct DenseLayerUse {
-  const DenseView* view;  // address stable for the model's lifetime
-  bool accumulate;        // the layer runs as y += ...
-};
-
 class DenseRunner {
  public:
   // Prepares every layer for the planned row counts `rows` (the session's

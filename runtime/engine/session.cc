@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <new>
 
 #include "engine/dense_op.h"
+#include "hwy/aligned_allocator.h"
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
 
@@ -17,7 +21,8 @@ size_t RoundUp16(size_t n) { return (n + 15) / 16 * 16; }
 // XNNPACK backend reads up to XNN_EXTRA_BYTES (16) past its input.
 constexpr size_t kTailFloats = 16;
 
-// hwy::AllocateAligned, reporting failure instead of returning null silently.
+// Encode's per-call buffers: hwy::AllocateAligned, reporting failure
+// instead of returning null silently.
 Status AllocateFloats(size_t n, hwy::AlignedFreeUniquePtr<float[]>* out) {
   *out = hwy::AllocateAligned<float>(n + kTailFloats);
   if (!*out) return OutOfMemory("cannot allocate %zu floats for a session", n);
@@ -48,23 +53,16 @@ size_t ResolveMaxContext(const Model& model, size_t requested) {
 }
 }  // namespace
 
-Session::Session(const Model* model, const SessionOptions& options)
-    : model_(model),
-      batch_(options.batch),
-      threads_(options.threads),
-      chunk_(options.prefill_chunk == 0 ? kDefaultPrefillChunk : options.prefill_chunk),
-      prefill_min_(options.prefill_min == 0
-                       ? DefaultPrefillMin(EstimateStepCost(*model).weight_bytes)
-                       : options.prefill_min),
-      backend_(options.backend == nullptr ? "" : options.backend),
-      weight_packing_(options.weight_packing),
-      max_context_(ResolveMaxContext(*model, options.max_context)),
-      grows_(model->state_floats_per_position > 0) {}
+void SessionDeleter::operator()(Session* session) const {
+  if (session == nullptr) return;
+  if (session->in_arena_) {
+    session->~Session();  // its memory is the caller's arena
+  } else {
+    delete session;
+  }
+}
 
-
-Status Session::Create(const Model* model, const SessionOptions& options,
-                       std::unique_ptr<Session>* out) {
-  out->reset();
+Status Session::CheckOptions(const Model* model, const SessionOptions& options) {
   if (model == nullptr) return InvalidArgument("model is null");
   if (options.batch == 0 || options.batch > (1u << 16)) {
     return InvalidArgument("batch must be in [1, 65536], got %zu", options.batch);
@@ -84,59 +82,162 @@ Status Session::Create(const Model* model, const SessionOptions& options,
     return InvalidArgument("prefill_chunk must be in [1, 4096] (0 = default), got %zu",
                            options.prefill_chunk);
   }
-  std::unique_ptr<Session> s(new Session(model, options));
-  RECUR_RETURN_IF_ERROR(ThreadPool::Create(options.threads, &s->pool_));
-  RECUR_RETURN_IF_ERROR(s->Allocate());
-  for (const BlockView& b : model->blocks) s->causal_ = s->causal_ && b.mixer->causal();
+  return Status::Ok();
+}
+
+// What an arena session cannot do: every byte it uses must be planned, so
+// no worker threads (their stacks), no backend with memory of its own, no
+// packed weight copies (the DenseRunner that holds them lives on the heap).
+Status Session::CheckArenaOptions(const SessionOptions& options) {
+  if (options.threads != 1) {
+    return Unsupported("a session on an arena runs on the calling thread only: threads must be "
+                       "1, got %zu (worker threads need memory of their own)", options.threads);
+  }
+  const char* backend = options.backend == nullptr ? "" : options.backend;
+  if (std::strcmp(backend, "") != 0 && std::strcmp(backend, "auto") != 0 &&
+      std::strcmp(backend, "highway") != 0) {
+    return Unsupported("a session on an arena runs its dense layers on highway; backend \"%s\" "
+                       "allocates memory of its own", backend);
+  }
+  if (options.weight_packing == 2) {
+    return Unsupported("a session on an arena does not pack weights (weight_packing on): a "
+                       "packed copy would come from the heap");
+  }
+  return Status::Ok();
+}
+
+Status Session::Create(const Model* model, const SessionOptions& options, SessionPtr* out) {
+  out->reset();
+  RECUR_RETURN_IF_ERROR(CheckOptions(model, options));
+  SessionPtr s(new Session(model, options));
+  if (options.threads > 1) {
+    RECUR_RETURN_IF_ERROR(ThreadPool::Create(options.threads, &s->owned_pool_));
+    s->pool_ = s->owned_pool_.get();
+  }
+  Arena counter;
+  s->Carve(&counter);
+  const size_t bytes = counter.bytes();
+  void* block = bytes == std::numeric_limits<size_t>::max() ? nullptr : std::malloc(bytes);
+  if (block == nullptr) {
+    return OutOfMemory("cannot allocate %zu bytes for a session's state and buffers", bytes);
+  }
+  s->owned_block_ = {block, std::free};
+  Arena arena(block, bytes);
+  s->Carve(&arena);
+  s->InitBuffers();
   RECUR_RETURN_IF_ERROR(s->PrepareDense());
   *out = std::move(s);
   return Status::Ok();
 }
 
-Status Session::Allocate() {
+Status Session::CountArena(const Model* model, const SessionOptions& options, Arena* counter) {
+  RECUR_RETURN_IF_ERROR(CheckOptions(model, options));
+  RECUR_RETURN_IF_ERROR(CheckArenaOptions(options));
+  counter->Allocate<Session>(1);
+  Session probe(model, options);
+  probe.in_arena_ = true;
+  probe.Carve(counter);
+  return Status::Ok();
+}
+
+Status Session::CreateInArena(const Model* model, const SessionOptions& options, Arena* arena,
+                              SessionPtr* out) {
+  out->reset();
+  Arena counter;
+  RECUR_RETURN_IF_ERROR(CountArena(model, options, &counter));
+  Arena rest = *arena;  // try on a copy: a failed create leaves the arena as it was
+  void* place = rest.Allocate<Session>(1);
+  if (place != nullptr) {
+    SessionPtr s(new (place) Session(model, options));
+    s->in_arena_ = true;
+    s->Carve(&rest);
+    if (rest.fits()) {
+      s->InitBuffers();
+      *arena = rest;
+      *out = std::move(s);
+      return Status::Ok();
+    }
+  }
+  return OutOfMemory("the arena is too small for this session: it needs %zu more bytes "
+                     "(recur_session_arena_size)", counter.bytes());
+}
+
+Session::Session(const Model* model, const SessionOptions& options)
+    : model_(model),
+      batch_(options.batch),
+      threads_(options.threads),
+      pool_(ThreadPool::CallerOnly()),
+      chunk_(options.prefill_chunk == 0 ? kDefaultPrefillChunk : options.prefill_chunk),
+      prefill_min_(options.prefill_min == 0
+                       ? DefaultPrefillMin(EstimateStepCost(*model).weight_bytes)
+                       : options.prefill_min),
+      backend_(options.backend == nullptr ? "" : options.backend),
+      weight_packing_(options.weight_packing),
+      max_context_(ResolveMaxContext(*model, options.max_context)),
+      grows_(model->state_floats_per_position > 0) {
+  for (const BlockView& b : model->blocks) causal_ = causal_ && b.mixer->causal();
+}
+
+void Session::Carve(Arena* arena) {
   const Model& m = *model_;
   const size_t rows = batch_ * chunk_;
-  size_t max_ff = m.output_width, max_scratch = 1;
-  layer_offsets_.assign(1, 0);
+  size_t max_ff = m.output_width, max_scratch = 1, state_floats = 0;
   for (const BlockView& b : m.blocks) {
     max_ff = std::max<size_t>(max_ff, b.ffn.linear1.out);
     max_scratch = std::max(max_scratch, b.mixer->scratch_floats(batch_, 1, threads_, max_context_));
     max_scratch =
         std::max(max_scratch, b.mixer->scratch_floats(batch_, chunk_, threads_, max_context_));
-    layer_offsets_.push_back(layer_offsets_.back() + b.mixer->state_floats() +
-                             b.mixer->state_floats_per_position() * max_context_);
+    state_floats += b.mixer->state_floats() + b.mixer->state_floats_per_position() * max_context_;
   }
-  state_stride_ = RoundUp16(state_floats());
-  RECUR_RETURN_IF_ERROR(AllocateFloats(batch_ * state_stride_, &state_));
-  RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.d_model, &x_));
-  RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.d_model, &h_));
-  RECUR_RETURN_IF_ERROR(AllocateFloats(rows * max_ff, &ffn_));
-  RECUR_RETURN_IF_ERROR(AllocateFloats(max_scratch, &scratch_));
-  RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.feature_width, &features_stage_));
-  std::memset(state_.get(), 0, batch_ * state_stride_ * sizeof(float));
-  positions_.assign(batch_, 0);
-  layer_states_.assign(batch_, nullptr);
-  tokens_stage_.assign(m.input_kind == fb::InputKind::Tokens ? rows : 0, 0);
-  return Status::Ok();
+  state_stride_ = RoundUp16(state_floats);
+  // Every float buffer has kTailFloats readable floats past its end.
+  auto floats = [&](size_t n) { return arena->Allocate<float>(n + kTailFloats); };
+  layer_offsets_ = arena->Allocate<size_t>(m.blocks.size() + 1);
+  state_ = floats(batch_ * state_stride_);
+  positions_ = arena->Allocate<uint64_t>(batch_);
+  x_ = floats(rows * m.d_model);
+  h_ = floats(rows * m.d_model);
+  ffn_ = floats(rows * max_ff);
+  scratch_ = floats(max_scratch);
+  layer_states_ = arena->Allocate<float*>(batch_);
+  tokens_stage_ = arena->Allocate<int32_t>(m.input_kind == fb::InputKind::Tokens ? rows : 0);
+  features_stage_ = floats(rows * m.feature_width);
+  if (!in_arena_) return;
+  // The kernels' scratch for every dense layer at Step's and Prefill's row
+  // counts (engine/dense_plan.h lists the same layers; mixers' own inner
+  // products that need more take the kernels' no-scratch path).
+  kernels::DenseScratch need;
+  for (const DenseLayerUse& use : m.dense_layers) {
+    const DenseView& d = *use.view;
+    for (size_t r : {batch_, rows}) {
+      const kernels::DenseScratch n = kernels::DenseScratchNeed(r, d.in, d.out, d.type);
+      need.widen_floats = std::max(need.widen_floats, n.widen_floats);
+      need.panel_floats = std::max(need.panel_floats, n.panel_floats);
+    }
+  }
+  dense_scratch_ = need;
+  dense_scratch_.widen = need.widen_floats == 0 ? nullptr : floats(need.widen_floats);
+  dense_scratch_.panel = need.panel_floats == 0 ? nullptr : floats(need.panel_floats);
+}
+
+void Session::InitBuffers() {
+  const Model& m = *model_;
+  layer_offsets_[0] = 0;
+  for (size_t l = 0; l < m.blocks.size(); ++l) {
+    const Mixer& mixer = *m.blocks[l].mixer;
+    layer_offsets_[l + 1] = layer_offsets_[l] + mixer.state_floats() +
+                            mixer.state_floats_per_position() * max_context_;
+  }
+  std::memset(state_, 0, batch_ * state_stride_ * sizeof(float));
+  std::fill(positions_, positions_ + batch_, 0);
+  std::fill(layer_states_, layer_states_ + batch_, nullptr);
 }
 
 Status Session::PrepareDense() {
-  const Model& m = *model_;
-  std::vector<DenseLayerUse> layers;
-  if (m.input_projection.weight != nullptr) layers.push_back({&m.input_projection, false});
-  std::vector<const DenseView*> mixer_layers;
-  for (const BlockView& b : m.blocks) {
-    mixer_layers.clear();
-    b.mixer->CollectDense(&mixer_layers);
-    for (const DenseView* d : mixer_layers) layers.push_back({d, false});
-    layers.push_back({&b.ffn.linear1, false});
-    layers.push_back({&b.ffn.linear2, true});
-  }
-  if (m.head.weight != nullptr) layers.push_back({&m.head, false});
   // Full calls: Step (batch rows) and Prefill's whole chunks (batch × chunk).
   const bool pack = weight_packing_ == 2 || (weight_packing_ == 0 && batch_ >= kPackMinBatch);
-  return DenseRunner::Create(layers, {batch_, batch_ * chunk_}, backend_.c_str(), pack,
-                             pool_.get(), &dense_);
+  return DenseRunner::Create(model_->dense_layers, {batch_, batch_ * chunk_}, backend_.c_str(),
+                             pack, pool_, &dense_);
 }
 
 Status Session::CheckInput(const int32_t* tokens, const float* features, size_t count,
@@ -210,7 +311,7 @@ void Session::Embed(const Workspace& ws, const int32_t* tokens, const float* fea
       std::memcpy(x + r * d, m.embedding + size_t(tokens[r]) * d, d * sizeof(float));
     }
   } else if (m.input_projection.weight != nullptr) {
-    RunDense(m.input_projection, features, rows, x, false, pool_.get(), dense_.get());
+    RunDense(m.input_projection, features, rows, x, false, pool_, dense_.get());
   } else {
     std::memcpy(x, features, rows * d * sizeof(float));
   }
@@ -235,7 +336,7 @@ void Session::Norm(const NormView& norm, const float* x, float* y, size_t rows) 
 void Session::RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, const float* x,
                              float* y, size_t rows) {
   float* hidden = ws.ffn;
-  RunDense(ffn.linear1, x, rows, hidden, false, pool_.get(), dense_.get());
+  RunDense(ffn.linear1, x, rows, hidden, false, pool_, dense_.get());
   const bool gelu = ffn.activation == fb::Activation::Gelu;
   pool_->ParallelRanges(rows * ffn.linear1.out, 4096, [&](size_t first, size_t last) {
     if (gelu) {
@@ -244,7 +345,7 @@ void Session::RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, co
       kernels::Relu(hidden + first, hidden + first, last - first);
     }
   });
-  RunDense(ffn.linear2, hidden, rows, y, true, pool_.get(), dense_.get());
+  RunDense(ffn.linear2, hidden, rows, y, true, pool_, dense_.get());
 }
 
 void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer, size_t steps) {
@@ -255,17 +356,17 @@ void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer
   for (size_t b = 0; b < batch_; ++b) {
     layer_states_[b] = ws.state + b * state_stride_ + layer_offsets_[layer];
   }
-  const StepContext ctx{pool_.get(), ws.scratch, dense_.get(), ws.positions, max_context_};
+  const StepContext ctx{pool_, ws.scratch, dense_.get(), ws.positions, max_context_};
   if (model_->norm_placement == fb::NormPlacement::Pre) {
     // x += mixer(norm1(x)); x += ffn(norm2(x))
     Norm(block.norm1, x, h, rows);
-    block.mixer->Run(h, batch_, steps, layer_states_.data(), ctx, h);
+    block.mixer->Run(h, batch_, steps, layer_states_, ctx, h);
     kernels::Add(x, h, x, n);
     Norm(block.norm2, x, h, rows);
     RunFeedForward(ws, block.ffn, h, x, rows);
   } else {
     // x = norm1(x + mixer(x)); x = norm2(x + ffn(x))
-    block.mixer->Run(x, batch_, steps, layer_states_.data(), ctx, h);
+    block.mixer->Run(x, batch_, steps, layer_states_, ctx, h);
     kernels::Add(x, h, x, n);
     Norm(block.norm1, x, x, rows);
     std::memcpy(h, x, n * sizeof(float));
@@ -283,7 +384,7 @@ void Session::Head(const Workspace& ws, float* out, size_t rows) {
     std::memcpy(out, x, rows * d * sizeof(float));
     return;
   }
-  RunDense(m.head, x, rows, out, false, pool_.get(), dense_.get());
+  RunDense(m.head, x, rows, out, false, pool_, dense_.get());
   const size_t w = m.output_width;
   for (size_t r = 0; r < rows; ++r) {
     if (m.head_activation == fb::HeadActivation::Softmax) {
@@ -296,6 +397,7 @@ void Session::Head(const Workspace& ws, float* out, size_t rows) {
 
 void Session::Forward(const Workspace& ws, const int32_t* tokens, const float* features,
                       size_t steps, float* out) {
+  const kernels::ScopedDenseScratch bind(in_arena_ ? &dense_scratch_ : nullptr);
   Embed(ws, tokens, features, steps);
   for (size_t l = 0; l < model_->blocks.size(); ++l) {
     RunBlock(ws, model_->blocks[l], l, steps);
@@ -321,23 +423,27 @@ Status Session::Step(const int32_t* tokens, const float* features, size_t count,
   RECUR_RETURN_IF_ERROR(CheckInput(tokens, features, count, 1));
   if (features != nullptr) {
     // Into the session's padded buffer: backends may read past the end.
-    std::memcpy(features_stage_.get(), features, count * sizeof(float));
-    features = features_stage_.get();
+    std::memcpy(features_stage_, features, count * sizeof(float));
+    features = features_stage_;
   }
   Forward(StreamWorkspace(), tokens, features, 1, out);
-  for (uint64_t& p : positions_) ++p;
+  for (size_t b = 0; b < batch_; ++b) ++positions_[b];
   return Status::Ok();
 }
 
 Status Session::Encode(size_t steps, const int32_t* tokens, const float* features, size_t count,
                        float* out) {
   if (out == nullptr) return InvalidArgument("output buffer is null");
+  if (in_arena_) {
+    return Unsupported("encode: a session on an arena has no memory for whole sequences (encode "
+                       "allocates batch x steps rows per call); use a session without an arena");
+  }
   if (steps == 0) return Status::Ok();
   // Checked against fresh streams: positions start at 0.
-  const std::vector<uint64_t> kept = positions_;
-  std::fill(positions_.begin(), positions_.end(), 0);
+  const std::vector<uint64_t> kept(positions_, positions_ + batch_);
+  std::fill(positions_, positions_ + batch_, 0);
   Status checked = CheckInput(tokens, features, count, steps);
-  positions_ = kept;
+  std::copy(kept.begin(), kept.end(), positions_);
   RECUR_RETURN_IF_ERROR(checked);
   const Model& m = *model_;
   for (size_t l = 0; l < m.blocks.size(); ++l) {
@@ -389,14 +495,14 @@ Status Session::Prefill(size_t steps, const int32_t* tokens, const float* featur
       if (tokens != nullptr) {
         std::memcpy(&tokens_stage_[b * n], tokens + b * steps + t0, n * sizeof(int32_t));
       } else {
-        std::memcpy(features_stage_.get() + b * n * width, features + (b * steps + t0) * width,
+        std::memcpy(features_stage_ + b * n * width, features + (b * steps + t0) * width,
                     n * width * sizeof(float));
       }
     }
-    float* rows_out = out == nullptr ? nullptr : ffn_.get();
-    Forward(StreamWorkspace(), tokens != nullptr ? tokens_stage_.data() : nullptr,
-            tokens != nullptr ? nullptr : features_stage_.get(), n, rows_out);
-    for (uint64_t& p : positions_) p += n;
+    float* rows_out = out == nullptr ? nullptr : ffn_;
+    Forward(StreamWorkspace(), tokens != nullptr ? tokens_stage_ : nullptr,
+            tokens != nullptr ? nullptr : features_stage_, n, rows_out);
+    for (size_t b = 0; b < batch_; ++b) positions_[b] += n;
     if (out != nullptr) {
       for (size_t b = 0; b < batch_; ++b) {
         std::memcpy(out + (b * steps + t0) * out_width, rows_out + b * n * out_width,
@@ -414,23 +520,23 @@ Status Session::Reset(int stream) {
   }
   const size_t first = stream < 0 ? 0 : size_t(stream);
   const size_t last = stream < 0 ? batch_ : first + 1;
-  std::memset(state_.get() + first * state_stride_, 0,
-              (last - first) * state_stride_ * sizeof(float));
-  std::fill(positions_.begin() + first, positions_.begin() + last, 0);
+  std::memset(state_ + first * state_stride_, 0, (last - first) * state_stride_ * sizeof(float));
+  std::fill(positions_ + first, positions_ + last, 0);
   return Status::Ok();
 }
 
-Status Session::Fork(std::unique_ptr<Session>* out) const {
+Status Session::Fork(SessionPtr* out) const {
   out->reset();
+  if (in_arena_) {
+    return Unsupported("fork: a session on an arena cannot allocate its copy; create a session "
+                       "on another arena and load a saved state into it (state_save/state_load)");
+  }
   SessionOptions options{batch_, threads_, chunk_, prefill_min_, backend_.c_str(),
                          weight_packing_, max_context_};
-  std::unique_ptr<Session> s(new Session(model_, options));
-  RECUR_RETURN_IF_ERROR(ThreadPool::Create(threads_, &s->pool_));
-  RECUR_RETURN_IF_ERROR(s->Allocate());
-  RECUR_RETURN_IF_ERROR(s->PrepareDense());
-  std::memcpy(s->state_.get(), state_.get(), batch_ * state_stride_ * sizeof(float));
-  s->positions_ = positions_;
-  s->causal_ = causal_;
+  SessionPtr s;
+  RECUR_RETURN_IF_ERROR(Create(model_, options, &s));
+  std::memcpy(s->state_, state_, batch_ * state_stride_ * sizeof(float));
+  std::copy(positions_, positions_ + batch_, s->positions_);
   *out = std::move(s);
   return Status::Ok();
 }

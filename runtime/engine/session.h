@@ -9,10 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "core/arena.h"
 #include "core/status.h"
-#include "engine/dense_plan.h"
 #include "core/threadpool.h"
-#include "hwy/aligned_allocator.h"
+#include "engine/dense_plan.h"
+#include "kernels/dense/dense.h"
 #include "model/model.h"
 
 namespace recur {
@@ -33,6 +34,13 @@ struct SessionOptions {
   // (a KV cache); 0 = DefaultMaxContext. Ignored by fixed-state models.
   size_t max_context = 0;
 };
+
+class Session;
+// Deletes a heap session; only destroys one that lives in a caller's arena.
+struct SessionDeleter {
+  void operator()(Session* session) const;
+};
+using SessionPtr = std::unique_ptr<Session, SessionDeleter>;
 
 // The model's learned positions when it has them, else 4096.
 size_t DefaultMaxContext(const Model& model);
@@ -58,8 +66,23 @@ using LayerObserver = void (*)(void* context, size_t layer, const float* x, size
 
 class Session {
  public:
-  static Status Create(const Model* model, const SessionOptions& options,
-                       std::unique_ptr<Session>* out);
+  // A session on the heap: one block for the session's buffers (plus the
+  // thread pool and the dense layers' prepared ops).
+  static Status Create(const Model* model, const SessionOptions& options, SessionPtr* out);
+
+  // A session carved from `arena` (the caller's memory): the Session object
+  // and every buffer come from it, and nothing is allocated on the heap from
+  // here to the session's end. Such a session runs on the calling thread
+  // only (options.threads 1), every dense layer on highway unpacked
+  // (backend null, "", "auto" or "highway"; weight_packing not on), and has
+  // no Encode or Fork (both would need memory the plan does not hold):
+  // RECUR_UNSUPPORTED otherwise. An arena with too little room is
+  // RECUR_OUT_OF_MEMORY; ArenaBytes says how much is enough.
+  static Status CreateInArena(const Model* model, const SessionOptions& options, Arena* arena,
+                              SessionPtr* out);
+  // Adds what CreateInArena(model, options, ...) takes to `counter`, a
+  // counting arena (after anything the caller carves first).
+  static Status CountArena(const Model* model, const SessionOptions& options, Arena* counter);
 
   // One element per stream: tokens (batch) or features (batch, feature_width);
   // `count` values. Writes (batch, output_width) floats. Validates every
@@ -88,7 +111,7 @@ class Session {
   size_t state_blob_size() const;
   Status SaveState(int stream, void* buffer, size_t size) const;
   Status LoadState(int stream, const void* buffer, size_t size);
-  Status Fork(std::unique_ptr<Session>* out) const;
+  Status Fork(SessionPtr* out) const;
 
   void set_layer_observer(LayerObserver observer, void* context) {
     observer_ = observer;
@@ -102,16 +125,24 @@ class Session {
   size_t batch() const { return batch_; }
   uint64_t position(size_t stream) const { return positions_[stream]; }
   // Stream b's recurrent state (state_floats() floats), and layer l's part.
-  const float* stream_state(size_t b) const { return state_.get() + b * state_stride_; }
+  const float* stream_state(size_t b) const { return state_ + b * state_stride_; }
   const float* layer_state(size_t b, size_t l) const { return stream_state(b) + layer_offsets_[l]; }
   size_t layer_state_floats(size_t l) const { return layer_offsets_[l + 1] - layer_offsets_[l]; }
-  size_t state_floats() const { return layer_offsets_.back(); }
+  size_t state_floats() const { return layer_offsets_[model_->blocks.size()]; }
   // 0 for models whose state does not grow with the sequence.
   size_t max_context() const { return grows_ ? max_context_ : 0; }
 
  private:
+  friend struct SessionDeleter;
   Session(const Model* model, const SessionOptions& options);
-  Status Allocate();
+  ~Session() = default;
+  static Status CheckOptions(const Model* model, const SessionOptions& options);
+  static Status CheckArenaOptions(const SessionOptions& options);
+  // Carves every buffer from `arena` in a fixed order; on a counting arena
+  // it only counts (and leaves the pointers null).
+  void Carve(Arena* arena);
+  // Zero state, positions and layer offsets, once carved.
+  void InitBuffers();
   Status PrepareDense();
   Status CheckInput(const int32_t* tokens, const float* features, size_t count,
                     size_t steps) const;
@@ -136,33 +167,39 @@ class Session {
                       size_t rows);
   void Norm(const NormView& norm, const float* x, float* y, size_t rows);
   void Head(const Workspace& ws, float* out, size_t rows);
-  Workspace StreamWorkspace() {
-    return {x_.get(), h_.get(), ffn_.get(), scratch_.get(), state_.get(), positions_.data()};
-  }
+  Workspace StreamWorkspace() { return {x_, h_, ffn_, scratch_, state_, positions_}; }
 
   const Model* model_;
   size_t batch_;
   size_t threads_;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<DenseRunner> dense_;            // the dense layers' prepared ops
+  bool in_arena_ = false;                         // carved from the caller's arena
+  ThreadPool* pool_ = nullptr;                    // owned_pool_, or the shared caller-only pool
+  std::unique_ptr<ThreadPool> owned_pool_;        // threads > 1
+  std::unique_ptr<DenseRunner> dense_;            // the dense layers' prepared ops (heap only)
   size_t chunk_;                                  // max positions per Forward
   size_t prefill_min_;
   std::string backend_;                           // SessionOptions::backend
   uint32_t weight_packing_;                       // SessionOptions::weight_packing
   size_t max_context_;                            // SessionOptions::max_context, resolved
   bool grows_ = false;                            // some mixer keeps a KV cache
-  std::vector<size_t> layer_offsets_;             // (layers + 1) into a stream's state
   bool causal_ = true;                            // every block has a recurrent form
   size_t state_stride_ = 0;                       // floats per stream, padded to 16
-  hwy::AlignedFreeUniquePtr<float[]> state_;      // (batch, state_stride_)
-  std::vector<uint64_t> positions_;               // per stream: elements consumed
-  hwy::AlignedFreeUniquePtr<float[]> x_;          // (batch·chunk, d_model) residual stream
-  hwy::AlignedFreeUniquePtr<float[]> h_;          // (batch·chunk, d_model)
-  hwy::AlignedFreeUniquePtr<float[]> ffn_;        // (batch·chunk, max(d_ff, output_width))
-  hwy::AlignedFreeUniquePtr<float[]> scratch_;    // mixer scratch, max over layers
-  std::vector<float*> layer_states_;              // (batch) pointers, rebound per layer
-  std::vector<int32_t> tokens_stage_;             // (batch, chunk): one Prefill chunk
-  hwy::AlignedFreeUniquePtr<float[]> features_stage_;  // (batch, chunk, feature_width)
+  // The session's buffers, carved from one block (Carve): the caller's
+  // arena, or owned_block_ on the heap.
+  std::unique_ptr<void, void (*)(void*)> owned_block_{nullptr, nullptr};
+  size_t* layer_offsets_ = nullptr;               // (layers + 1) into a stream's state
+  float* state_ = nullptr;                        // (batch, state_stride_)
+  uint64_t* positions_ = nullptr;                 // (batch) elements consumed per stream
+  float* x_ = nullptr;                            // (batch·chunk, d_model) residual stream
+  float* h_ = nullptr;                            // (batch·chunk, d_model)
+  float* ffn_ = nullptr;                          // (batch·chunk, max(d_ff, output_width))
+  float* scratch_ = nullptr;                      // mixer scratch, max over layers
+  float** layer_states_ = nullptr;                // (batch) pointers, rebound per layer
+  int32_t* tokens_stage_ = nullptr;               // (batch, chunk): one Prefill chunk
+  float* features_stage_ = nullptr;               // (batch, chunk, feature_width)
+  // Arena sessions: the dense kernels' scratch, planned for every dense
+  // layer at Step's and Prefill's row counts and bound while they run.
+  kernels::DenseScratch dense_scratch_;
   LayerObserver observer_ = nullptr;
   void* observer_context_ = nullptr;
 };

@@ -95,7 +95,7 @@ Status Session::LoadState(int stream, const void* buffer, size_t size) {
     return InvalidState("state blob position %llu exceeds the session's max_context of %zu",
                         static_cast<unsigned long long>(h.position), max_context_);
   }
-  std::memcpy(state_.get() + size_t(stream) * state_stride_, payload, h.payload_bytes);
+  std::memcpy(state_ + size_t(stream) * state_stride_, payload, h.payload_bytes);
   positions_[size_t(stream)] = h.position;
   return Status::Ok();
 }

@@ -410,6 +410,16 @@ Status LoadModel(const void* data, size_t size, const LoadOptions& options,
     m->output_width = width;
   }
   m->parameter_count = tensors.parameter_count();
+  if (m->input_projection.weight != nullptr) m->dense_layers.push_back({&m->input_projection, false});
+  std::vector<const DenseView*> mixer_layers;
+  for (const BlockView& b : m->blocks) {
+    mixer_layers.clear();
+    b.mixer->CollectDense(&mixer_layers);
+    for (const DenseView* d : mixer_layers) m->dense_layers.push_back({d, false});
+    m->dense_layers.push_back({&b.ffn.linear1, false});
+    m->dense_layers.push_back({&b.ffn.linear2, true});
+  }
+  if (m->head.weight != nullptr) m->dense_layers.push_back({&m->head, false});
   *out = std::move(m);
   return Status::Ok();
 }

@@ -41,6 +41,12 @@ struct BlockView {
   FeedForwardView ffn;
 };
 
+// A dense layer as a forward pass uses it.
+struct DenseLayerUse {
+  const DenseView* view;  // address stable for the model's lifetime
+  bool accumulate;        // the layer runs as y += ...
+};
+
 struct Model {
   platform::MappedFile file;  // released with the model when loaded from a file
   const fb::Model* root = nullptr;
@@ -67,6 +73,11 @@ struct Model {
   NormView final_norm;                // gamma null: no final norm
   DenseView head;                     // weight null: output is the d_model stream
   fb::HeadActivation head_activation = fb::HeadActivation::None;
+
+  // Every dense layer in model order: the input projection, per block the
+  // mixer's (Mixer::CollectDense), ffn.linear1 and ffn.linear2 (y +=), then
+  // the head. Sessions prepare a GEMM backend or plan scratch for each.
+  std::vector<DenseLayerUse> dense_layers;
 
   uint32_t output_width = 0;
   uint64_t parameter_count = 0;

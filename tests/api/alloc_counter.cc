@@ -1,6 +1,7 @@
 #include "alloc_counter.h"
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <new>
 
@@ -10,6 +11,9 @@
 namespace {
 
 std::atomic<long> g_allocations{0};
+std::atomic<long> g_heap_allocations{0};
+
+void CountHeap() { g_heap_allocations.fetch_add(1, std::memory_order_relaxed); }
 
 void* Allocate(std::size_t size) noexcept {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
@@ -61,8 +65,65 @@ void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::f
 void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RECUR_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define RECUR_SANITIZED 1
+#endif
+#endif
+
+#ifdef RECUR_SANITIZED
+#include <sanitizer/allocator_interface.h>
+namespace {
+void OnMalloc(const volatile void*, size_t) { CountHeap(); }
+void OnFree(const volatile void*) {}
+const int g_hooks_installed = __sanitizer_install_malloc_and_free_hooks(OnMalloc, OnFree);
+}  // namespace
+#else
+// glibc's allocator under its internal names; the functions below replace
+// the public ones for the whole process (symbol interposition).
+extern "C" {
+void* __libc_malloc(size_t size);
+void* __libc_calloc(size_t count, size_t size);
+void* __libc_realloc(void* p, size_t size);
+void* __libc_memalign(size_t alignment, size_t size);
+
+void* malloc(size_t size) {
+  CountHeap();
+  return __libc_malloc(size);
+}
+void* calloc(size_t count, size_t size) {
+  CountHeap();
+  return __libc_calloc(count, size);
+}
+void* realloc(void* p, size_t size) {
+  CountHeap();
+  return __libc_realloc(p, size);
+}
+void* memalign(size_t alignment, size_t size) {
+  CountHeap();
+  return __libc_memalign(alignment, size);
+}
+void* aligned_alloc(size_t alignment, size_t size) {
+  CountHeap();
+  return __libc_memalign(alignment, size);
+}
+int posix_memalign(void** out, size_t alignment, size_t size) {
+  if (alignment % sizeof(void*) != 0 || (alignment & (alignment - 1)) != 0) return EINVAL;
+  CountHeap();
+  void* p = __libc_memalign(alignment, size);
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+}  // extern "C"
+#endif
+
 namespace recur::testing {
 
 long AllocationCount() { return g_allocations.load(std::memory_order_relaxed); }
+long HeapAllocationCount() { return g_heap_allocations.load(std::memory_order_relaxed); }
 
 }  // namespace recur::testing

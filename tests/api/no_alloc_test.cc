@@ -27,7 +27,7 @@ TEST_CASE("step, reset, save and load do not allocate") {
     info.struct_size = sizeof(info);
     REQUIRE(recur_model_get_info(model, &info) == RECUR_OK);
     const uint32_t batch = 4;
-    recur_session_options options{sizeof(options), batch, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 0};
+    recur_session_options options{sizeof(options), batch, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 0, nullptr, 0};
     recur_session* session = nullptr;
     REQUIRE(recur_session_create(model, &options, &session) == RECUR_OK);
     std::vector<int32_t> tokens(batch, 1);

@@ -28,7 +28,7 @@ struct Fixture {
   ~Fixture() { recur_model_free(model); }
   recur_session* Session(uint32_t batch, uint32_t chunk = 0, uint32_t prefill_min = 0) {
     recur_session_options options{sizeof(options), batch, 1, chunk, nullptr, RECUR_PACKING_AUTO,
-                                  prefill_min, 0};
+                                  prefill_min, 0, nullptr, 0};
     recur_session* s = nullptr;
     REQUIRE(recur_session_create(model, &options, &s) == RECUR_OK);
     return s;
@@ -182,7 +182,7 @@ TEST_CASE("prefill refuses bad input and leaves the session unchanged") {
 
 TEST_CASE("prefill_chunk bounds") {
   Fixture f(kTinyTokensConfig);
-  recur_session_options options{sizeof(options), 1, 1, 5000, nullptr, RECUR_PACKING_AUTO, 0, 0};
+  recur_session_options options{sizeof(options), 1, 1, 5000, nullptr, RECUR_PACKING_AUTO, 0, 0, nullptr, 0};
   recur_session* s = nullptr;
   CHECK(recur_session_create(f.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(std::string(recur_last_error()).find("prefill_chunk") != std::string::npos);

@@ -426,5 +426,79 @@ TEST_CASE("Dense lowp: the harness detects a wrong output") {
   }
 }
 
+// A caller's bound scratch (ScopedDenseScratch, what arena sessions use) of
+// exactly DenseScratchNeed floats must give the kernels everything they ask
+// for: the same paths, so the same bits as their own buffers. One float
+// less takes a no-scratch path somewhere, which rounds differently; that it
+// shows is what makes the first check able to fail.
+TEST_CASE("Dense: bound scratch of DenseScratchNeed floats gives the same bits, all targets") {
+  struct Shape {
+    size_t batch, in, out;
+  };
+  const Shape shapes[] = {{1, 64, 64},  {4, 256, 96},  {7, 100, 40},   {32, 64, 64},
+                          {40, 64, 128}, {64, 256, 1024}, {65, 1024, 256}, {100, 33, 40}};
+  const WeightType types[] = {WeightType::kF32, WeightType::kF16, WeightType::kBF16,
+                              WeightType::kI8};
+  ForEachTarget([&](const std::string&) {
+    size_t needing = 0, differing = 0;
+    for (WeightType type : types) {
+      std::mt19937 rng(5);
+      for (const Shape& sh : shapes) {
+        INFO(TypeName(type) << " batch=" << sh.batch << " in=" << sh.in << " out=" << sh.out);
+        std::vector<uint8_t> bytes(sh.in * sh.out * WeightTypeSize(type));
+        FillWeights(rng, type, bytes.data(), sh.in * sh.out);
+        std::vector<float> x(sh.batch * sh.in), scales(sh.out), bias(sh.out);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        for (float& v : x) v = u(rng);
+        for (float& v : scales) v = 0.01f * (1.0f + u(rng));
+        for (float& v : bias) v = u(rng);
+        DenseWeights w;
+        w.weight = bytes.data();
+        w.type = type;
+        w.scales = type == WeightType::kI8 ? scales.data() : nullptr;
+        w.bias = bias.data();
+        w.in = static_cast<uint32_t>(sh.in);
+        w.out = static_cast<uint32_t>(sh.out);
+        std::vector<float> own(sh.batch * sh.out), bound(own.size()), short_by_one(own.size());
+        Dense(x.data(), sh.in, sh.batch, w, own.data(), sh.out, false);
+
+        DenseScratch scratch = DenseScratchNeed(sh.batch, sh.in, sh.out, type);
+        auto widen = hwy::AllocateAligned<float>(std::max<size_t>(scratch.widen_floats, 1));
+        auto panel = hwy::AllocateAligned<float>(std::max<size_t>(scratch.panel_floats, 1));
+        scratch.widen = widen.get();
+        scratch.panel = panel.get();
+        {
+          const ScopedDenseScratch bind(&scratch);
+          CHECK(BoundDenseScratch() == &scratch);
+          Dense(x.data(), sh.in, sh.batch, w, bound.data(), sh.out, false);
+        }
+        CHECK(BoundDenseScratch() == nullptr);
+        CHECK(std::memcmp(own.data(), bound.data(), own.size() * sizeof(float)) == 0);
+
+        if (scratch.widen_floats + scratch.panel_floats == 0) continue;
+        ++needing;
+        DenseScratch less = scratch;
+        if (less.widen_floats > 0) --less.widen_floats;
+        if (less.panel_floats > 0) --less.panel_floats;
+        {
+          const ScopedDenseScratch bind(&less);
+          Dense(x.data(), sh.in, sh.batch, w, short_by_one.data(), sh.out, false);
+        }
+        differing += std::memcmp(own.data(), short_by_one.data(), own.size() * 4) != 0;
+        // The no-scratch paths are as exact: within the kernels' tolerance.
+        size_t far = 0;
+        for (size_t i = 0; i < own.size(); ++i) {
+          far += std::fabs(own[i] - short_by_one[i]) > 1e-4f * (1.0f + std::fabs(own[i]));
+        }
+        CHECK(far == 0);
+      }
+    }
+    // Every target needs scratch for narrow weights at wide batches, and
+    // taking it away changes the rounding of some of them.
+    CHECK(needing > 0);
+    CHECK(differing > 0);
+  });
+}
+
 }  // namespace
 }  // namespace recur::kernels::test

@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  std::unique_ptr<recur::Session> session;
+  recur::SessionPtr session;
   // A KV cache holds exactly the golden's positions, so that its layout
   // (K (H, steps, dk), V (H, steps, dv)) is the golden's state records.
   const recur::SessionOptions options{batch, 1, chunk, 0, backend.c_str(), 0, steps};
@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
   }
   for (size_t t = 0; t < steps && !encode; ++t) {
     if (long(t) == roundtrip_at) {
-      std::unique_ptr<recur::Session> fresh;
+      recur::SessionPtr fresh;
       s = recur::Session::Create(model.get(), options, &fresh);
       std::vector<uint8_t> blob(session->state_blob_size());
       for (size_t b = 0; s.ok() && b < batch; ++b) {

@@ -169,7 +169,26 @@ typedef struct recur_session_options {
                               reset. 0 = the model's max_positions if it has learned
                               positions, else 4096. Memory: batch × max_context ×
                               state_bytes_per_position. Ignored by fixed-state models. */
+  void* arena;             /* optional caller-owned memory, recur_session_arena_size bytes (any
+                              alignment): the session and all its buffers are carved from it,
+                              so from recur_session_create to recur_session_free nothing is
+                              allocated on the heap (error messages aside). The arena must stay
+                              valid and untouched until recur_session_free, which does not free
+                              it. Such a session runs on the calling thread (threads 1), its dense
+                              layers on highway with the model's weights as they are (backend
+                              NULL, "", "auto" or "highway"; weight_packing not ON), and has no
+                              recur_session_encode or recur_session_fork: RECUR_UNSUPPORTED.
+                              NULL = the heap. */
+  size_t arena_size;       /* bytes at `arena`; too few is RECUR_OUT_OF_MEMORY */
 } recur_session_options;
+
+/* The bytes of arena a session with these options needs (options->arena
+ * itself is not used), for `model` on this machine: the kernels' scratch
+ * depends on the SIMD target, so ask on the device. Errors: as
+ * recur_session_create for bad options, and RECUR_UNSUPPORTED for options an
+ * arena session cannot have. */
+recur_status recur_session_arena_size(const recur_model* model,
+                                      const recur_session_options* options, size_t* bytes);
 
 /* Creates a session over `options->batch` streams, all in the initial state.
  * All memory is allocated here: stepping does not allocate. The session
@@ -219,7 +238,8 @@ recur_status recur_session_prefill(recur_session* session, size_t steps, const r
  * sequence, so they have no recurrent form, and recur_session_step and
  * recur_session_prefill refuse them with RECUR_UNSUPPORTED. For causal
  * models it equals a reset followed by a prefill. Input as for prefill.
- * Allocates working memory for batch × steps positions on each call. */
+ * Allocates working memory for batch × steps positions on each call, so a
+ * session on an arena refuses it (RECUR_UNSUPPORTED). */
 recur_status recur_session_encode(recur_session* session, size_t steps, const recur_input* input,
                                   float* out);
 
@@ -241,7 +261,9 @@ recur_status recur_session_state_save(const recur_session* session, int stream, 
 recur_status recur_session_state_load(recur_session* session, int stream, const void* buffer,
                                       size_t size);
 
-/* Creates an independent copy of a session, states included. */
+/* Creates an independent copy of a session, states included, on the heap.
+ * A session on an arena cannot be forked (RECUR_UNSUPPORTED): create one on
+ * another arena and load a saved state into it. */
 recur_status recur_session_fork(const recur_session* session, recur_session** out);
 
 /* The name of the SIMD target chosen for this machine ("AVX3", "NEON", ...). */

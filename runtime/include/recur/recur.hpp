@@ -123,7 +123,7 @@ class Session {
                                 uint32_t prefill_chunk = 0,
                                 recur_weight_packing packing = RECUR_PACKING_AUTO) {
     recur_session_options options{sizeof(recur_session_options), batch, threads, prefill_chunk,
-                                  nullptr, packing, 0, 0};
+                                  nullptr, packing, 0, 0, nullptr, 0};
     return Create(model, options);
   }
 

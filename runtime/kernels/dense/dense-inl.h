@@ -39,6 +39,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "kernels/common-inl.h"
+#include "kernels/dense/dense.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace recur::kernels {
@@ -395,9 +396,28 @@ inline constexpr size_t kPanelMinOut = 32;
 inline constexpr size_t kPanelMaxInPerOut = 2;
 static_assert(kPanelR % 4 == 0, "the output transpose works on groups of 4 rows");
 
-// Per-thread, per-target scratch for the packed x (grows, never shrinks).
-// Returns nullptr if allocation fails.
+// Panels packed per pass over the weights: about 1 MiB of packed x.
+HWY_INLINE size_t PanelGroup(size_t P, size_t in) {
+  return std::clamp<size_t>((size_t{1} << 20) / (P * in * sizeof(float)), 1, 8);
+}
+
+// Floats of packed x the panels ask for on `batch` rows of an (in, out)
+// layer; 0 when this shape does not use them.
+template <class D>
+HWY_INLINE size_t PanelScratchFloats(D d, size_t batch, size_t in, size_t out) {
+  const size_t P = kPanelV * hn::Lanes(d);
+  const size_t total = batch / P;
+  if (total == 0 || out < kPanelMinOut || in == 0 || in > kPanelMaxInPerOut * out) return 0;
+  return std::min(total, PanelGroup(P, in)) * P * in;
+}
+
+// The bound scratch (kernels::ScopedDenseScratch) if any, else per-thread,
+// per-target scratch for the packed x (grows, never shrinks). Returns
+// nullptr if it is too small or allocation fails.
 HWY_INLINE float* PanelScratch(size_t floats) {
+  if (const DenseScratch* bound = BoundDenseScratch()) {
+    return floats <= bound->panel_floats ? bound->panel : nullptr;
+  }
   static thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
   static thread_local size_t capacity = 0;
   if (capacity < floats) {
@@ -528,12 +548,12 @@ template <class D>
 HWY_INLINE size_t DensePanels(D d, const float* x, size_t x_stride, size_t batch,
                               const float* w, const float* bias, size_t in, size_t out,
                               float* y, size_t y_stride, bool accumulate) {
+  const size_t floats = PanelScratchFloats(d, batch, in, out);
+  float* xt = floats == 0 ? nullptr : PanelScratch(floats);
+  if (!xt) return 0;
   const size_t P = kPanelV * hn::Lanes(d);
   const size_t total = batch / P;
-  if (total == 0 || out < kPanelMinOut || in == 0 || in > kPanelMaxInPerOut * out) return 0;
-  const size_t group = std::clamp<size_t>((size_t{1} << 20) / (P * in * sizeof(float)), 1, 8);
-  float* xt = PanelScratch(std::min(total, group) * P * in);
-  if (!xt) return 0;
+  const size_t group = PanelGroup(P, in);
   for (size_t p0 = 0; p0 < total; p0 += group) {
     const size_t panels = std::min(group, total - p0);
     const float* xg = x + p0 * P * x_stride;
@@ -556,6 +576,11 @@ HWY_INLINE size_t DensePanels(D d, const float* x, size_t x_stride, size_t batch
     }
   }
   return total * P;
+}
+#else
+template <class D>
+HWY_INLINE size_t PanelScratchFloats(D, size_t, size_t, size_t) {
+  return 0;  // no panels on this target
 }
 #endif  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 

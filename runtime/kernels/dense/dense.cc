@@ -41,6 +41,23 @@ void DenseNarrowImpl(const float* x, size_t x_stride, size_t batch, const DenseW
   }
 }
 
+DenseScratch DenseScratchNeedImpl(size_t batch, size_t in, size_t out, WeightType type) {
+  const hn::ScalableTag<float> d;
+  switch (type) {
+    case WeightType::kF32:
+      break;
+    case WeightType::kF16:
+      return dense_detail::NarrowScratchNeed<hwy::float16_t>(d, batch, in, out);
+    case WeightType::kBF16:
+      return dense_detail::NarrowScratchNeed<hwy::bfloat16_t>(d, batch, in, out);
+    case WeightType::kI8:
+      return dense_detail::NarrowScratchNeed<int8_t>(d, batch, in, out);
+  }
+  DenseScratch need;
+  if (batch != 0 && out != 0) need.panel_floats = dense_detail::PanelScratchFloats(d, batch, in, out);
+  return need;
+}
+
 void PackDenseImpl(const DenseWeights& w, float* packed) { HWY_NAMESPACE::PackDense(w, packed); }
 
 void DensePackedImpl(const float* x, size_t x_stride, size_t rows, const float* packed,
@@ -61,6 +78,26 @@ HWY_EXPORT(DenseImpl);
 HWY_EXPORT(DenseNarrowImpl);
 HWY_EXPORT(PackDenseImpl);
 HWY_EXPORT(DensePackedImpl);
+HWY_EXPORT(DenseScratchNeedImpl);
+
+namespace {
+thread_local const DenseScratch* t_bound_scratch = nullptr;
+}  // namespace
+
+DenseScratch DenseScratchNeed(size_t batch, size_t in, size_t out, WeightType type) {
+  return HWY_DYNAMIC_DISPATCH(DenseScratchNeedImpl)(batch, in, out, type);
+}
+
+ScopedDenseScratch::ScopedDenseScratch(const DenseScratch* scratch)
+    : previous_(t_bound_scratch), bound_(scratch != nullptr) {
+  if (bound_) t_bound_scratch = scratch;
+}
+
+ScopedDenseScratch::~ScopedDenseScratch() {
+  if (bound_) t_bound_scratch = previous_;
+}
+
+const DenseScratch* BoundDenseScratch() { return t_bound_scratch; }
 
 void PackDense(const DenseWeights& w, float* packed) {
   HWY_DYNAMIC_DISPATCH(PackDenseImpl)(w, packed);

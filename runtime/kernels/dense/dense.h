@@ -57,6 +57,47 @@ void Dense(const float* x, size_t x_stride, size_t batch, const float* w, const 
            size_t in, size_t out, float* y, size_t y_stride, bool accumulate);
 
 // ---------------------------------------------------------------------------
+// Scratch. For larger batches Dense packs x into panels or widens narrow
+// weights into per-thread buffers that grow on first use (above). A caller
+// whose memory is all planned (a session on the caller's arena) binds
+// scratch of its own instead: while a binding is in place, Dense on that
+// thread never allocates; a call that needs more than is bound takes its
+// no-scratch path (row tiles, weights widened in registers), which is
+// slower and rounds differently but is as exact.
+
+// Scratch regions in floats, 64-byte aligned: `widen` for widened weights or
+// bf16-permuted x, `panel` for packed x. As a need (DenseScratchNeed) the
+// pointers are null.
+struct DenseScratch {
+  float* widen = nullptr;
+  size_t widen_floats = 0;
+  float* panel = nullptr;
+  size_t panel_floats = 0;
+};
+
+// What a Dense call of `batch` rows on an (in, out) layer of `type` asks for
+// on the SIMD target it dispatches to now. Larger batches never need less.
+DenseScratch DenseScratchNeed(size_t batch, size_t in, size_t out, WeightType type);
+
+// Binds `scratch` (owned by the caller, which keeps it alive) for Dense
+// calls on the calling thread until destroyed, then restores the previous
+// binding. Null binds nothing. Worker threads of a pool are not affected.
+class ScopedDenseScratch {
+ public:
+  explicit ScopedDenseScratch(const DenseScratch* scratch);
+  ~ScopedDenseScratch();
+  ScopedDenseScratch(const ScopedDenseScratch&) = delete;
+  ScopedDenseScratch& operator=(const ScopedDenseScratch&) = delete;
+
+ private:
+  const DenseScratch* previous_;
+  bool bound_;
+};
+
+// The calling thread's binding, or null (for the kernels).
+const DenseScratch* BoundDenseScratch();
+
+// ---------------------------------------------------------------------------
 // Packed weights, for many rows at once (batched decode, prefill): the layer
 // is re-laid out once into panels of kDensePanelWidth output features so a
 // register tile of rows × 32 outputs needs no horizontal sums. The layout is

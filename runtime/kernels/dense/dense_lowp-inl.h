@@ -53,9 +53,54 @@ inline constexpr size_t kWidenRows = 8;
 // permuted x rows of bf16 pairs) the plain in-register path is used instead.
 inline constexpr size_t kMaxWidenBytes = size_t{4} << 20;
 
-// Per-thread, per-target f32 scratch for widened weights (grows, never
-// shrinks). Returns nullptr if allocation fails.
+// Output rows widened per chunk on `batch` rows of an (in, out) layer; 0
+// when the weights are widened in registers instead (a small batch, or a
+// layer so wide that kWidenRows rows pass kMaxWidenBytes).
+HWY_INLINE size_t WidenChunkRows(size_t batch, size_t in, size_t out) {
+  if (batch <= kMaxB || in == 0 || kWidenRows * in * sizeof(float) > kMaxWidenBytes) return 0;
+  size_t chunk = std::max(kWidenRows, kWidenBytes / (in * sizeof(float)));
+  chunk -= chunk % kWidenRows;
+  return std::min(chunk, out);
+}
+
+// Floats of x permuted for bf16 pairs (PermutePairs) on `batch` rows; 0 when
+// the pairs path is not used.
+template <typename TW, class D>
+HWY_INLINE size_t PairsScratchFloats(D d, size_t batch, size_t in) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if constexpr (std::is_same_v<TW, hwy::bfloat16_t> && !HWY_HAVE_SCALABLE) {
+    if (in >= 2 * hn::Lanes(d) && batch * in * sizeof(float) <= kMaxWidenBytes) return batch * in;
+  }
+#endif
+  (void)d;
+  (void)batch;
+  (void)in;
+  return 0;
+}
+
+// What DenseNarrow asks of WidenScratch and PanelScratch (dense.h's
+// DenseScratchNeed).
+template <typename TW, class D>
+HWY_INLINE DenseScratch NarrowScratchNeed(D d, size_t batch, size_t in, size_t out) {
+  DenseScratch need;
+  if (batch == 0 || out == 0) return need;
+  const size_t chunk = WidenChunkRows(batch, in, out);
+  if (chunk == 0) {
+    need.widen_floats = PairsScratchFloats<TW>(d, batch, in);
+    return need;
+  }
+  need.widen_floats = chunk * in + hn::Lanes(d);
+  need.panel_floats = PanelScratchFloats(d, batch, in, out);
+  return need;
+}
+
+// The bound scratch (kernels::ScopedDenseScratch) if any, else per-thread,
+// per-target f32 scratch for widened weights (grows, never shrinks).
+// Returns nullptr if it is too small or allocation fails.
 HWY_INLINE float* WidenScratch(size_t floats) {
+  if (const DenseScratch* bound = BoundDenseScratch()) {
+    return floats <= bound->widen_floats ? bound->widen : nullptr;
+  }
   static thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
   static thread_local size_t capacity = 0;
   if (capacity < floats) {
@@ -124,21 +169,14 @@ HWY_INLINE void DenseNarrow(const float* x, size_t x_stride, size_t batch, const
   if (batch == 0 || out == 0) return;
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
-  const size_t min_bytes = dd::kWidenRows * in * sizeof(float);
-  float* wf = nullptr;
-  size_t chunk = out;
-  if (batch > dd::kMaxB && in > 0 && min_bytes <= dd::kMaxWidenBytes) {
-    chunk = std::max(dd::kWidenRows, dd::kWidenBytes / (in * sizeof(float)));
-    chunk -= chunk % dd::kWidenRows;
-    chunk = std::min(chunk, out);
-    wf = dd::WidenScratch(chunk * in + N);
-  }
+  const size_t chunk = dd::WidenChunkRows(batch, in, out);
+  float* wf = chunk == 0 ? nullptr : dd::WidenScratch(chunk * in + N);
   if (wf == nullptr) {  // small batch (or no scratch): widen in registers
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     if constexpr (std::is_same_v<TW, hwy::bfloat16_t> && !HWY_HAVE_SCALABLE) {
       // bf16 in pairs (LoadBf16Pairs) against x permuted to match.
-      const bool pairs = in >= 2 * N && batch * in * sizeof(float) <= dd::kMaxWidenBytes;
-      float* xp = pairs ? dd::WidenScratch(batch * in) : nullptr;
+      const size_t pair_floats = dd::PairsScratchFloats<TW>(d, batch, in);
+      float* xp = pair_floats == 0 ? nullptr : dd::WidenScratch(pair_floats);
       if (xp != nullptr) {
         for (size_t b = 0; b < batch; ++b) dd::PermutePairs(x + b * x_stride, in, N, xp + b * in);
         dd::RowTiles<true>(d, xp, in, batch, w, scales, bias, in, out, y, y_stride, accumulate);
@@ -156,9 +194,9 @@ HWY_INLINE void DenseNarrow(const float* x, size_t x_stride, size_t batch, const
   [[maybe_unused]] float* xt = nullptr;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   P = dd::kPanelV * N;
-  if (batch / P > 0 && out >= dd::kPanelMinOut && in <= dd::kPanelMaxInPerOut * out) {
-    group = std::clamp<size_t>((size_t{1} << 20) / (P * in * sizeof(float)), 1, 8);
-    xt = dd::PanelScratch(std::min(batch / P, group) * P * in);
+  if (const size_t panel_floats = dd::PanelScratchFloats(d, batch, in, out)) {
+    group = dd::PanelGroup(P, in);
+    xt = dd::PanelScratch(panel_floats);
     if (xt != nullptr) panel_rows = batch / P * P;
   }
 #endif
