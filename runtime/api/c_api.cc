@@ -27,6 +27,8 @@ struct recur_session {
   recur::SessionPtr session;
   bool in_arena = false;  // this handle and the session live in the caller's arena
   std::string backends;   // recur_session_backends, filled on first call (heap sessions)
+  recur_layer_callback callback = nullptr;  // recur_session_set_layer_callback
+  void* callback_user = nullptr;
 };
 
 namespace {
@@ -367,6 +369,27 @@ recur_status recur_session_state_load(recur_session* session, int stream, const 
   return Guard([&]() -> recur_status {
     if (session == nullptr) return Report(recur::InvalidArgument("session is null"));
     return Report(session->session->LoadState(stream, buffer, size));
+  });
+}
+
+recur_status recur_session_set_layer_callback(recur_session* session,
+                                              recur_layer_callback callback, void* user) {
+  return Guard([&]() -> recur_status {
+    if (session == nullptr) return Report(recur::InvalidArgument("session is null"));
+    session->callback = callback;
+    session->callback_user = user;
+    if (callback == nullptr) {
+      session->session->set_layer_observer(nullptr, nullptr);
+      return RECUR_OK;
+    }
+    session->session->set_layer_observer(
+        [](void* context, size_t layer, const float* x, size_t batch, size_t steps) {
+          auto* s = static_cast<recur_session*>(context);
+          s->callback(s->callback_user, static_cast<uint32_t>(layer), x, batch, steps,
+                      s->session->model().d_model);
+        },
+        session);
+    return RECUR_OK;
   });
 }
 

@@ -367,3 +367,49 @@ TEST_CASE("C++ wrapper reports errors without throwing") {
   CHECK(model.status().code() == RECUR_IO_ERROR);
   CHECK(model.error().find("cannot open") != std::string::npos);
 }
+
+TEST_CASE("layer callback: every block's residual stream, per call, until removed") {
+  Loaded m(kTinyTokensConfig);
+  recur_session_options options{};
+  options.struct_size = sizeof(options);
+  options.batch = 2;
+  options.prefill_chunk = 4;
+  options.prefill_min = 1;
+  recur_session* s = nullptr;
+  REQUIRE(recur_session_create(m.model, &options, &s) == RECUR_OK);
+  struct Call {
+    uint32_t layer;
+    size_t batch, steps, width;
+    float first;
+  };
+  std::vector<Call> calls;
+  auto collect = [](void* user, uint32_t layer, const float* x, size_t batch, size_t steps,
+                    size_t width) {
+    static_cast<std::vector<Call>*>(user)->push_back({layer, batch, steps, width, x[0]});
+  };
+  REQUIRE(recur_session_set_layer_callback(s, collect, &calls) == RECUR_OK);
+  StepTokens(s, {1, 2}, 11);
+  REQUIRE(calls.size() == 2);  // two blocks
+  CHECK(calls[0].layer == 0);
+  CHECK(calls[1].layer == 1);
+  CHECK(calls[1].batch == 2);
+  CHECK(calls[1].steps == 1);
+  CHECK(calls[1].width == 16);
+  CHECK(calls[0].first != calls[1].first);  // block outputs, not one buffer twice
+  calls.clear();
+  std::vector<int32_t> tokens(2 * 10, 3);
+  const recur_input in{tokens.data(), nullptr, tokens.size()};
+  REQUIRE(recur_session_prefill(s, 10, &in, nullptr) == RECUR_OK);
+  REQUIRE(calls.size() == 6);  // chunks of 4, 4 and 2 positions, two blocks each
+  CHECK(calls[0].steps == 4);
+  CHECK(calls[2].steps == 4);
+  CHECK(calls[4].steps == 2);
+  CHECK(calls[5].layer == 1);
+  calls.clear();
+  REQUIRE(recur_session_set_layer_callback(s, nullptr, nullptr) == RECUR_OK);
+  StepTokens(s, {1, 2}, 11);
+  CHECK(calls.empty());
+  CHECK(recur_session_set_layer_callback(nullptr, collect, &calls) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("session is null"));
+  recur_session_free(s);
+}

@@ -185,6 +185,11 @@ class Session {
     return copy;
   }
 
+  // recur_session_set_layer_callback.
+  Status SetLayerCallback(recur_layer_callback callback, void* user) {
+    return Status(recur_session_set_layer_callback(session_, callback, user));
+  }
+
   recur_session* get() { return session_; }
 
  private:

@@ -1,0 +1,224 @@
+// recur-parity: where does a deployed model part from its training run? Runs
+// a .recur model over one input sequence in CPU step mode and CPU chunked
+// mode (encode, for encoder models), and compares them with each other and,
+// when given, with the activations PyTorch computed on the same input
+// (models/reference/dump_activations.py, on the GPU the model trained on):
+// the residual stream after every block, and the output.
+//
+//   recur-parity MODEL.recur --input IN.npy [--reference DIR] [--chunk N]
+//                [--abs A] [--rel R]
+//   IN: token ids (N,) or frames (N, F), as recur-run takes.
+//   DIR: output.npy (N, output_width) and layer_<i>.npy (N, d_model) for every
+//        block i, float32 or float64.
+//
+// Prints one table per comparison (max|Δ|, max|ref|, ‖Δ‖/‖ref‖, NMSE =
+// ‖Δ‖²/‖ref‖² per array) and exits 1 when an array passes max|Δ| > A or
+// ‖Δ‖/‖ref‖ > R (defaults 1e-4 and 1e-5, the parity tolerance), 2 on bad
+// input. The CUDA path (issue 8) will add its columns when it is built.
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "model_input.h"
+#include "npy.h"
+#include "recur/recur.hpp"
+
+namespace {
+
+// One run's arrays: layers[i] is (N, d_model), output (N, output_width).
+struct Run {
+  std::string name;
+  std::vector<std::vector<float>> layers;
+  std::vector<float> output;
+};
+
+void CollectLayer(void* user, uint32_t layer, const float* x, size_t batch, size_t steps,
+                  size_t width) {
+  auto* run = static_cast<Run*>(user);
+  std::vector<float>& rows = run->layers[layer];
+  rows.insert(rows.end(), x, x + batch * steps * width);
+}
+
+// Runs the model over `input` (one stream) in `mode`: "step", "chunk" or
+// "encode". The status of the first failure, with *error set.
+recur_status RunModel(const recur::Model& model, const recur::tools::ModelInput& input,
+              const std::string& mode, uint32_t chunk, Run* run, std::string* error) {
+  const recur_model_info info = model.info();
+  recur_session_options options{};
+  options.struct_size = sizeof(options);
+  options.batch = 1;
+  options.prefill_chunk = chunk;
+  options.prefill_min = 1;  // chunked however short: this run is about the chunked form
+  auto session = recur::Session::Create(model, options);
+  if (!session) {
+    *error = session.error();
+    return session.status().code();
+  }
+  run->name = mode;
+  run->layers.assign(info.num_layers, {});
+  run->output.assign(static_cast<size_t>(input.n) * info.output_width, 0.0f);
+  session->SetLayerCallback(CollectLayer, run);
+  const bool tokens = info.input_kind == RECUR_INPUT_TOKENS;
+  const size_t n = static_cast<size_t>(input.n);
+  recur::Status s;
+  if (mode == "step") {
+    for (size_t t = 0; t < n && s; ++t) {
+      float* out = run->output.data() + t * info.output_width;
+      s = tokens ? session->StepTokens(&input.tokens[t], 1, out)
+                 : session->StepFeatures(&input.frames[t * info.feature_width],
+                                         info.feature_width, out);
+    }
+  } else if (mode == "chunk") {
+    s = tokens ? session->PrefillTokens(n, input.tokens.data(), n, run->output.data())
+               : session->PrefillFeatures(n, input.frames.data(), input.frames.size(),
+                                          run->output.data());
+  } else {
+    s = tokens ? session->EncodeTokens(n, input.tokens.data(), n, run->output.data())
+               : session->EncodeFeatures(n, input.frames.data(), input.frames.size(),
+                                         run->output.data());
+  }
+  if (!s) *error = mode + ": " + s.message();
+  return s.code();
+}
+
+// Reads DIR/NAME.npy as `rows` × `width` floats.
+bool ReadReference(const std::string& dir, const std::string& name, int64_t rows, int64_t width,
+                   std::vector<float>* out, std::string* error) {
+  const std::string path = dir + "/" + name + ".npy";
+  recur::npy::Array a;
+  if (!recur::npy::ReadFile(path, &a, error)) return false;
+  if (a.shape.size() != 2 || a.shape[0] != rows || a.shape[1] != width) {
+    std::string shape;
+    for (int64_t d : a.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+    *error = path + ": shape (" + shape + "), expected (" + std::to_string(rows) + ", " +
+             std::to_string(width) + ")";
+    return false;
+  }
+  if (!recur::npy::ToFloat32(a, out, error)) {
+    *error = path + ": " + *error;
+    return false;
+  }
+  return true;
+}
+
+struct Diff {
+  double max_abs = 0, max_ref = 0, rel = 0, nmse = 0;
+};
+
+Diff Compare(const std::vector<float>& got, const std::vector<float>& ref) {
+  Diff d;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double delta = double{got[i]} - double{ref[i]};
+    d.max_abs = std::max(d.max_abs, std::fabs(delta));
+    d.max_ref = std::max(d.max_ref, std::fabs(double{ref[i]}));
+    num += delta * delta;
+    den += double{ref[i]} * ref[i];
+  }
+  d.nmse = den > 0 ? num / den : (num > 0 ? INFINITY : 0.0);
+  d.rel = std::sqrt(d.nmse);
+  return d;
+}
+
+// Prints `a` against `b` per array; returns the number of arrays past the
+// tolerances.
+int Table(const Run& a, const Run& b, double tol_abs, double tol_rel) {
+  std::printf("\n%s vs %s\n  %-10s %12s %12s %12s %12s\n", a.name.c_str(), b.name.c_str(),
+              "array", "max|d|", "max|ref|", "rel(L2)", "NMSE");
+  int failures = 0;
+  auto row = [&](const std::string& name, const std::vector<float>& x,
+                 const std::vector<float>& ref) {
+    const Diff d = Compare(x, ref);
+    const bool bad = !(d.max_abs <= tol_abs && d.rel <= tol_rel);
+    failures += bad;
+    std::printf("  %-10s %12.3e %12.3e %12.3e %12.3e%s\n", name.c_str(), d.max_abs, d.max_ref,
+                d.rel, d.nmse, bad ? "  FAIL" : "");
+  };
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    row("layer." + std::to_string(i), a.layers[i], b.layers[i]);
+  }
+  row("output", a.output, b.output);
+  return failures;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Compare a recur model's CPU step and chunked runs with each other and with "
+               "PyTorch's activations"};
+  std::string model_path, input_path, reference_dir;
+  uint32_t chunk = 64;
+  double tol_abs = 1e-4, tol_rel = 1e-5;
+  app.add_option("model", model_path, "Model file (.recur)")->required();
+  app.add_option("--input,-i", input_path, "Input .npy: token ids (N,) or frames (N, F)")
+      ->required();
+  app.add_option("--reference,-r", reference_dir,
+                 "Directory of PyTorch activations: output.npy, layer_<i>.npy "
+                 "(models/reference/dump_activations.py)");
+  app.add_option("--chunk", chunk, "Positions per chunk of the chunked run")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--abs", tol_abs, "max |d| tolerance");
+  app.add_option("--rel", tol_rel, "||d|| / ||ref|| tolerance");
+  CLI11_PARSE(app, argc, argv);
+
+  recur::Model model;
+  recur::tools::ModelInput input;
+  std::string error;
+  if (!recur::tools::LoadModelAndInput(model_path, input_path, &model, &input, &error)) {
+    std::fprintf(stderr, "error: %s\n", error.c_str());
+    return 2;
+  }
+  const recur_model_info info = model.info();
+  if (input.n == 0) {
+    std::fprintf(stderr, "error: %s holds no elements: nothing to compare\n", input_path.c_str());
+    return 2;
+  }
+
+  std::vector<Run> runs(1);
+  recur_status status = RunModel(model, input, "step", chunk, &runs[0], &error);
+  if (status == RECUR_UNSUPPORTED) {
+    // An encoder: no recurrent form, the whole sequence at once.
+    std::printf("recur-parity: no step mode (%s): running encode\n", error.c_str());
+    status = RunModel(model, input, "encode", chunk, &runs[0], &error);
+  } else if (status == RECUR_OK) {
+    runs.emplace_back();
+    status = RunModel(model, input, "chunk", chunk, &runs[1], &error);
+  }
+  if (status != RECUR_OK) {
+    std::fprintf(stderr, "error: %s\n", error.c_str());
+    return 2;
+  }
+
+  Run reference;
+  if (!reference_dir.empty()) {
+    reference.name = "pytorch";
+    reference.layers.resize(info.num_layers);
+    for (uint32_t i = 0; i < info.num_layers; ++i) {
+      if (!ReadReference(reference_dir, "layer_" + std::to_string(i), input.n, info.d_model,
+                         &reference.layers[i], &error)) {
+        std::fprintf(stderr, "error: %s\n", error.c_str());
+        return 2;
+      }
+    }
+    if (!ReadReference(reference_dir, "output", input.n, info.output_width, &reference.output,
+                       &error)) {
+      std::fprintf(stderr, "error: %s\n", error.c_str());
+      return 2;
+    }
+  }
+
+  std::printf("recur-parity: %s, %lld positions, %u layers, chunk %u; tolerances max|d| <= "
+              "%.1e, rel <= %.1e\n", model_path.c_str(), static_cast<long long>(input.n),
+              info.num_layers, chunk, tol_abs, tol_rel);
+  int failures = 0;
+  if (runs.size() == 2) failures += Table(runs[1], runs[0], tol_abs, tol_rel);
+  if (!reference_dir.empty()) {
+    for (const Run& run : runs) failures += Table(run, reference, tol_abs, tol_rel);
+  }
+  std::printf("\n%s: %d array(s) past the tolerances\n", failures == 0 ? "PASS" : "FAIL",
+              failures);
+  return failures == 0 ? 0 : 1;
+}
