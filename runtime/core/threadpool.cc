@@ -1,5 +1,7 @@
 #include "core/threadpool.h"
 
+#include <new>
+
 #if RECUR_HAVE_PTHREADPOOL
 #include <pthreadpool.h>
 #endif
@@ -26,8 +28,12 @@ Status ThreadPool::Create(size_t threads, std::unique_ptr<ThreadPool>* out) {
 }
 
 ThreadPool* ThreadPool::CallerOnly() {
-  static ThreadPool pool(1);
-  return &pool;
+  // Constructed in static storage and never destroyed: no exit handler to
+  // register (__cxa_atexit may allocate), so even the first call, which may
+  // come from a session on an arena, allocates nothing.
+  alignas(ThreadPool) static unsigned char storage[sizeof(ThreadPool)];
+  static ThreadPool* const pool = new (storage) ThreadPool(1);
+  return pool;
 }
 
 ThreadPool::~ThreadPool() {
