@@ -40,6 +40,11 @@ size_t DefaultMaxContext(const Model& model) {
 }
 
 namespace {
+// Floats of one stream's state for `mixer` when it may hold `context` positions.
+size_t LayerStateFloats(const Mixer& mixer, size_t context) {
+  return mixer.state_floats() + mixer.state_floats_per_position() * context;
+}
+
 // The positions a stream may hold: the requested max_context, or at most what
 // a mixer's parameters cover (AFT-full's max_length).
 size_t ResolveMaxContext(const Model& model, size_t requested) {
@@ -143,14 +148,13 @@ Status Session::CountArena(const Model* model, const SessionOptions& options, Ar
 Status Session::CreateInArena(const Model* model, const SessionOptions& options, Arena* arena,
                               SessionPtr* out) {
   out->reset();
-  Arena counter;
-  RECUR_RETURN_IF_ERROR(CountArena(model, options, &counter));
+  RECUR_RETURN_IF_ERROR(CheckOptions(model, options));
+  RECUR_RETURN_IF_ERROR(CheckArenaOptions(options));
   Arena rest = *arena;  // try on a copy: a failed create leaves the arena as it was
-  void* place = rest.Allocate<Session>(1);
-  if (place != nullptr) {
+  if (void* place = rest.Allocate<Session>(1)) {
     SessionPtr s(new (place) Session(model, options));
     s->in_arena_ = true;
-    s->Carve(&rest);
+    s->Carve(&rest);  // writes nothing: only pointers into the arena
     if (rest.fits()) {
       s->InitBuffers();
       *arena = rest;
@@ -158,7 +162,9 @@ Status Session::CreateInArena(const Model* model, const SessionOptions& options,
       return Status::Ok();
     }
   }
-  return OutOfMemory("the arena is too small for this session: it needs %zu more bytes "
+  Arena counter;
+  RECUR_RETURN_IF_ERROR(CountArena(model, options, &counter));
+  return OutOfMemory("the arena is too small for this session, which needs %zu bytes "
                      "(recur_session_arena_size)", counter.bytes());
 }
 
@@ -187,7 +193,7 @@ void Session::Carve(Arena* arena) {
     max_scratch = std::max(max_scratch, b.mixer->scratch_floats(batch_, 1, threads_, max_context_));
     max_scratch =
         std::max(max_scratch, b.mixer->scratch_floats(batch_, chunk_, threads_, max_context_));
-    state_floats += b.mixer->state_floats() + b.mixer->state_floats_per_position() * max_context_;
+    state_floats += LayerStateFloats(*b.mixer, max_context_);
   }
   state_stride_ = RoundUp16(state_floats);
   // Every float buffer has kTailFloats readable floats past its end.
@@ -224,9 +230,7 @@ void Session::InitBuffers() {
   const Model& m = *model_;
   layer_offsets_[0] = 0;
   for (size_t l = 0; l < m.blocks.size(); ++l) {
-    const Mixer& mixer = *m.blocks[l].mixer;
-    layer_offsets_[l + 1] = layer_offsets_[l] + mixer.state_floats() +
-                            mixer.state_floats_per_position() * max_context_;
+    layer_offsets_[l + 1] = layer_offsets_[l] + LayerStateFloats(*m.blocks[l].mixer, max_context_);
   }
   std::memset(state_, 0, batch_ * state_stride_ * sizeof(float));
   std::fill(positions_, positions_ + batch_, 0);
