@@ -2,7 +2,9 @@
 # Installs what is needed, builds and runs the whole test suite in five configurations:
 #   release  g++ 12: C++ unit tests, kernel tests on every Highway target, the
 #            PyTorch reference tests, runtime-vs-PyTorch parity, the demos'
-#            tests, the installed-package example;
+#            tests, the installed-package example; and, where nvcc exists,
+#            the CUDA parity path (platforms/cuda), whose GPU tests CTest
+#            reports as skipped, with the reason, on a machine without a GPU;
 #   asan     clang 14 with AddressSanitizer, UndefinedBehaviorSanitizer and
 #            LeakSanitizer: the same suite (less the pure-Python tests and the
 #            install test, see CMakePresets.json) plus a short run of every

@@ -1,20 +1,29 @@
 // recur-parity: where does a deployed model part from its training run? Runs
 // a .recur model over one input sequence in CPU step mode and CPU chunked
-// mode (encode, for encoder models), and compares them with each other and,
-// when given, with the activations PyTorch computed on the same input
-// (models/reference/dump_activations.py, on the GPU the model trained on):
-// the residual stream after every block, and the output.
+// mode (encode, for encoder models), on the GPU path (platforms/cuda: every
+// layer at once, and a position at a time for causal models), and compares
+// them with each other and, when given, with the activations PyTorch
+// computed on the same input (models/reference/dump_activations.py, on the
+// GPU the model trained on): the residual stream after every block, and the
+// output.
 //
 //   recur-parity MODEL.recur --input IN.npy [--reference DIR] [--chunk N]
-//                [--abs A] [--rel R]
+//                [--gpu auto|cuda|host|none] [--abs A] [--rel R]
 //   IN: token ids (N,) or frames (N, F), as recur-run takes.
 //   DIR: output.npy (N, output_width) and layer_<i>.npy (N, d_model) for every
 //        block i, float32 or float64.
+//   --gpu: auto (default) runs CUDA device 0 when this build has the CUDA
+//        path and the machine a GPU, and says why not otherwise; cuda
+//        insists on it; host runs the GPU path's kernels on the CPU (its
+//        emulation: slow, for telling the GPU kernels' math from the device).
 //
 // Prints one table per comparison (max|Δ|, max|ref|, ‖Δ‖/‖ref‖, NMSE =
-// ‖Δ‖²/‖ref‖² per array) and exits 1 when an array passes max|Δ| > A or
-// ‖Δ‖/‖ref‖ > R (defaults 1e-4 and 1e-5, the parity tolerance), 2 on bad
-// input. The CUDA path (issue 8) will add its columns when it is built.
+// ‖Δ‖²/‖ref‖² per array). An array fails past max|Δ| > A × max(1, max|ref|)
+// (residual streams grow to hundreds, where one f32 ulp is ~3e-5) or
+// ‖Δ‖/‖ref‖ > R; defaults 1e-4 and 1e-5, the parity tolerance. Exits 1 when
+// an array fails, 2 on bad input or a model the GPU path cannot run, 3 when
+// --gpu cuda finds no CUDA path or device.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -22,6 +31,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "gpu_runs.h"
 #include "model_input.h"
 #include "npy.h"
 #include "recur/recur.hpp"
@@ -132,7 +142,7 @@ int Table(const Run& a, const Run& b, double tol_abs, double tol_rel) {
   auto row = [&](const std::string& name, const std::vector<float>& x,
                  const std::vector<float>& ref) {
     const Diff d = Compare(x, ref);
-    const bool bad = !(d.max_abs <= tol_abs && d.rel <= tol_rel);
+    const bool bad = !(d.max_abs <= tol_abs * std::max(1.0, d.max_ref) && d.rel <= tol_rel);
     failures += bad;
     std::printf("  %-10s %12.3e %12.3e %12.3e %12.3e%s\n", name.c_str(), d.max_abs, d.max_ref,
                 d.rel, d.nmse, bad ? "  FAIL" : "");
@@ -160,7 +170,10 @@ int main(int argc, char** argv) {
                  "(models/reference/dump_activations.py)");
   app.add_option("--chunk", chunk, "Positions per chunk of the chunked run")
       ->check(CLI::Range(1, 4096));
-  app.add_option("--abs", tol_abs, "max |d| tolerance");
+  std::string gpu = "auto";
+  app.add_option("--gpu", gpu, "GPU path: auto, cuda, host (its emulation) or none")
+      ->check(CLI::IsMember({"auto", "cuda", "host", "none"}));
+  app.add_option("--abs", tol_abs, "max |d| tolerance (times max(1, max|ref|))");
   app.add_option("--rel", tol_rel, "||d|| / ||ref|| tolerance");
   CLI11_PARSE(app, argc, argv);
 
@@ -192,6 +205,34 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  const size_t cpu_runs = runs.size();
+  if (gpu != "none") {
+    bool unavailable = false;
+    auto gpu_runs = recur::tools::GpuRuns::Open(model.get(), gpu != "host", &unavailable, &error);
+    if (gpu_runs == nullptr && gpu == "auto") {
+      std::printf("recur-parity: no CUDA column: %s\n", error.c_str());
+    } else if (gpu_runs == nullptr) {
+      std::fprintf(stderr, "error: GPU path: %s\n", error.c_str());
+      return unavailable ? 3 : 2;
+    } else {
+      std::printf("recur-parity: GPU path on %s\n", gpu_runs->device_name().c_str());
+      const std::string name = gpu == "host" ? "emulated" : "cuda";
+      // Step on the GPU path only where the CPU has a step run (causal models).
+      for (bool step : {false, true}) {
+        if (step && cpu_runs == 1) continue;
+        Run& run = runs.emplace_back();
+        run.name = step ? name + "-step" : name;
+        if (!gpu_runs->Run(step, static_cast<size_t>(input.n),
+                           input.tokens.empty() ? nullptr : input.tokens.data(),
+                           input.frames.empty() ? nullptr : input.frames.data(), &run.layers,
+                           &run.output, &error)) {
+          std::fprintf(stderr, "error: %s: %s\n", run.name.c_str(), error.c_str());
+          return 2;
+        }
+      }
+    }
+  }
+
   Run reference;
   if (!reference_dir.empty()) {
     reference.name = "pytorch";
@@ -211,10 +252,11 @@ int main(int argc, char** argv) {
   }
 
   std::printf("recur-parity: %s, %lld positions, %u layers, chunk %u; tolerances max|d| <= "
-              "%.1e, rel <= %.1e\n", model_path.c_str(), static_cast<long long>(input.n),
+              "%.1e x max(1, max|ref|), rel <= %.1e\n", model_path.c_str(), static_cast<long long>(input.n),
               info.num_layers, chunk, tol_abs, tol_rel);
   int failures = 0;
-  if (runs.size() == 2) failures += Table(runs[1], runs[0], tol_abs, tol_rel);
+  // Every other run against the CPU's step run (encode for encoders).
+  for (size_t i = 1; i < runs.size(); ++i) failures += Table(runs[i], runs[0], tol_abs, tol_rel);
   if (!reference_dir.empty()) {
     for (const Run& run : runs) failures += Table(run, reference, tol_abs, tol_rel);
   }

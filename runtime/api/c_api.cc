@@ -4,6 +4,7 @@
 #include <new>
 #include <string>
 
+#include "api/c_api_internal.h"
 #include "core/arena.h"
 #include "core/platform.h"
 #include "core/threadpool.h"
@@ -135,6 +136,12 @@ recur_status Guard(F&& body) {
 }
 
 }  // namespace
+
+namespace recur {
+const Model* ModelOfHandle(const recur_model* handle) {
+  return handle != nullptr ? handle->model.get() : nullptr;
+}
+}  // namespace recur
 
 extern "C" {
 

@@ -1,0 +1,14 @@
+// CreateCudaDevice for builds without the CUDA path (RECUR_CUDA off, or no
+// nvcc found).
+#include "gpu_device.h"
+
+namespace recur::gpu {
+
+Status CreateCudaDevice(int /*ordinal*/, std::unique_ptr<Device>* /*out*/) {
+  return Unsupported("this build has no CUDA path: configure with -DRECUR_CUDA=ON on a machine "
+                     "with nvcc (README \"CUDA parity path\")");
+}
+
+bool CudaBuilt() { return false; }
+
+}  // namespace recur::gpu
