@@ -30,6 +30,7 @@ __global__ void RunKernel(Kernel kernel, size_t n) {
 class CudaDevice final : public Device {
  public:
   ~CudaDevice() override {
+    (void)cudaSetDevice(ordinal_);
     if (blas_ != nullptr) cublasDestroy(blas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
@@ -43,10 +44,16 @@ class CudaDevice final : public Device {
     if (ordinal < 0 || ordinal >= count) {
       return Unsupported("no CUDA device %d: this machine has %d", ordinal, count);
     }
-    auto d = std::unique_ptr<CudaDevice>(new CudaDevice());
     cudaDeviceProp prop{};
-    cudaError_t r = cudaSetDevice(ordinal);
-    if (r == cudaSuccess) r = cudaGetDeviceProperties(&prop, ordinal);
+    cudaError_t r = cudaGetDeviceProperties(&prop, ordinal);
+    if (r != cudaSuccess) return CudaError("device properties", r);
+    if (prop.major * 10 + prop.minor < 75) {  // CMAKE_CUDA_ARCHITECTURES starts at 75
+      return Unsupported("CUDA device %d (%s) is sm_%d%d; this build runs on sm_75 and newer",
+                         ordinal, prop.name, prop.major, prop.minor);
+    }
+    auto d = std::unique_ptr<CudaDevice>(new CudaDevice());
+    d->ordinal_ = ordinal;
+    r = cudaSetDevice(ordinal);
     if (r == cudaSuccess) r = cudaStreamCreate(&d->stream_);
     if (r != cudaSuccess) return CudaError("device setup", r);
     cublasStatus_t b = cublasCreate(&d->blas_);
@@ -64,17 +71,24 @@ class CudaDevice final : public Device {
   std::string name() const override { return name_; }
 
   Status Allocate(size_t bytes, void** out) override {
-    const cudaError_t e = cudaMalloc(out, bytes == 0 ? 1 : bytes);
-    if (e != cudaSuccess) {
-      *out = nullptr;
+    *out = nullptr;
+    RECUR_RETURN_IF_ERROR(Select());
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // not sticky: later calls must not report it
       return OutOfMemory("cuda: cannot allocate %zu bytes: %s", bytes, cudaGetErrorString(e));
     }
-    return cudaMemsetAsync(*out, 0, bytes, stream_) == cudaSuccess
-               ? Status::Ok()
-               : CudaError("memset", cudaGetLastError());
+    if (e == cudaSuccess) e = cudaMemsetAsync(p, 0, bytes, stream_);
+    if (e != cudaSuccess) {
+      if (p != nullptr) cudaFree(p);
+      return CudaError("allocate", e);
+    }
+    *out = p;
+    return Status::Ok();
   }
   void Free(void* p) override {
-    if (p != nullptr) cudaFree(p);
+    if (p != nullptr && Select().ok()) cudaFree(p);  // waits for queued work
   }
   Status CopyToDevice(void* dst, const void* src, size_t bytes) override {
     return Copy(dst, src, bytes, cudaMemcpyHostToDevice);
@@ -87,6 +101,7 @@ class CudaDevice final : public Device {
   }
 
   Status Gemm(const Sgemm& g) override {
+    RECUR_RETURN_IF_ERROR(Select());
     const float alpha = 1.0f;
     const cublasStatus_t s = cublasSgemm(
         blas_, g.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, g.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -102,9 +117,17 @@ class CudaDevice final : public Device {
  private:
   CudaDevice() = default;
 
+  // Makes this device current for the calling thread (a process may use
+  // others, and CUDA's current device is per thread).
+  Status Select() const {
+    const cudaError_t e = cudaSetDevice(ordinal_);
+    return e == cudaSuccess ? Status::Ok() : CudaError("select device", e);
+  }
+
   template <class Kernel>
   Status Grid(const Kernel& kernel, size_t n) {
     if (n == 0) return Status::Ok();
+    RECUR_RETURN_IF_ERROR(Select());
     constexpr unsigned kThreads = 128;
     const size_t wanted = (n + kThreads - 1) / kThreads;
     const unsigned blocks = static_cast<unsigned>(wanted < size_t(blocks_) ? wanted : blocks_);
@@ -115,13 +138,16 @@ class CudaDevice final : public Device {
 
   Status Copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     if (bytes == 0) return Status::Ok();
+    RECUR_RETURN_IF_ERROR(Select());
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, stream_);
     // A host copy returns data; every other copy stays ordered on the stream.
+    // A kernel's fault surfaces here, at the next synchronisation.
     if (e == cudaSuccess && kind != cudaMemcpyDeviceToDevice) e = cudaStreamSynchronize(stream_);
-    return e == cudaSuccess ? Status::Ok() : CudaError("memcpy", e);
+    return e == cudaSuccess ? Status::Ok() : CudaError("memcpy (or the kernels before it)", e);
   }
 
   std::string name_;
+  int ordinal_ = 0;
   int blocks_ = 1;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;

@@ -7,7 +7,9 @@
 // run exactly once for every i in [0, n). No kernel synchronises threads or
 // uses shared memory: thread i owns its outputs, so any order of i (a grid,
 // a loop) gives the same bits. Accumulations are double where the CPU's
-// scalar references (kernels/*/..._ref.h) accumulate in double.
+// scalar references (kernels/*/..._ref.h) accumulate in double. The GPU and
+// the emulation still differ in the last bits of exp, erf and log (CUDA's
+// math library against glibc's); nvcc builds these without FMA contraction.
 //
 // This header is compiled by nvcc too: it includes no runtime header.
 #ifndef RECUR_PLATFORMS_CUDA_GPU_KERNELS_H_

@@ -11,17 +11,19 @@ namespace {
 
 // The BLAS definition of sgemm, column-major: C[i + j·ldc] =
 // Σ_l op(A)[i, l]·op(B)[l, j] + beta·C (C not read when beta is 0, as BLAS).
+// Summed in f32 in order, as cuBLAS sums in f32 (in its own order): the
+// emulation's rounding is no smaller than the device's.
 void ReferenceSgemm(const Sgemm& g) {
   for (int j = 0; j < g.n; ++j) {
     for (int i = 0; i < g.m; ++i) {
-      double acc = 0.0;
+      float acc = 0.0f;
       for (int l = 0; l < g.k; ++l) {
         const float a = g.transpose_a ? g.a[l + size_t(i) * g.lda] : g.a[i + size_t(l) * g.lda];
         const float b = g.transpose_b ? g.b[j + size_t(l) * g.ldb] : g.b[l + size_t(j) * g.ldb];
-        acc += double{a} * b;
+        acc += a * b;
       }
       float& c = g.c[i + size_t(j) * g.ldc];
-      c = static_cast<float>(acc + (g.beta != 0.0f ? double{g.beta} * c : 0.0));
+      c = g.beta != 0.0f ? acc + g.beta * c : acc;
     }
   }
 }
