@@ -18,8 +18,12 @@ struct GpuModel::Buffers {
   int32_t* tokens = nullptr;  // (n)
   float* features = nullptr;  // (n, feature_width)
   // Per block: linear attention's S and compensation (H, C, dv + 1); the
-  // softmax family's keys (n, H, dk) and values (n, H, dv).
-  std::vector<float*> s, s_comp, keys, values;
+  // other mixers' keys (n, H·dk) and values (n, H·dv) of every position
+  // (gated: K^quad and V; keys2: FLASH's K^lin).
+  std::vector<float*> s, s_comp, keys, keys2, values;
+  float* u = nullptr;  // gated: (rows, E)
+  float *projected_keys = nullptr, *projected_values = nullptr;  // Linformer: (k, H·dk|dv)
+  uint32_t *bucket = nullptr, *order = nullptr, *rank = nullptr, *start = nullptr;  // Reformer
   std::vector<float> host_x;  // the observer's copy
 
   explicit Buffers(Device* d) : device(d) {}
@@ -84,32 +88,131 @@ Status GpuModel::UploadNorm(const NormView& view, Norm* out) {
   return UploadFloats(view.beta, model_.d_model, &out->beta);
 }
 
+Status GpuModel::UploadTensor(int32_t index, const std::string& what,
+                              std::initializer_list<int64_t> shape, float** out) {
+  TensorResolver tensors(model_.root, model_.segment, model_.root->data_size());
+  const float* host = nullptr;
+  RECUR_RETURN_IF_ERROR(tensors.Get(index, what.c_str(), shape, false, &host));
+  size_t count = 1;
+  for (int64_t d : shape) count *= static_cast<size_t>(d);
+  return UploadFloats(host, count, out);
+}
+
+Status GpuModel::LoadLinear(const fb::LinearAttention* t, const std::string& layer, Block* b) {
+  const fb::FeatureMap fm = t->feature_map();
+  b->kind = Kind::kLinear;
+  b->heads = t->heads();
+  b->dk = t->dk();
+  b->dv = t->dv();
+  b->eps = t->eps();
+  b->causal = t->causal();
+  b->poly2 = fm == fb::FeatureMap::Poly2;
+  b->feature_map = fm == fb::FeatureMap::Relu ? FeatureMap::kRelu : FeatureMap::kEluPlusOne;
+  b->c = b->poly2 ? b->dk * b->dk : b->dk;
+  if (fm == fb::FeatureMap::Favor || fm == fb::FeatureMap::FavorHyperbolic) {
+    // As LinearAttention::Create (mixers/linear.cc) has checked them.
+    const size_t m = t->favor_features();
+    b->omega_cols = fm == fb::FeatureMap::Favor ? m : m / 2;
+    b->c = fm == fb::FeatureMap::Favor ? m : 2 * b->omega_cols;
+    b->favor_temp = t->softmax_temp();
+    b->favor_log_m = 0.5f * std::log(static_cast<float>(m));
+    RECUR_RETURN_IF_ERROR(UploadTensor(t->omega(), layer + ".mixer.feature_map.omega",
+                                       {int64_t(b->dk), int64_t(b->omega_cols)}, &b->omega));
+  }
+  return Status::Ok();
+}
+
+// AftSimple, AftLocal (pos_bias or conv_kernel) and AftFull (pos_bias or
+// u, v), as mixers/aft.cc reads them.
+Status GpuModel::LoadAft(const fb::Block* table, const std::string& layer, Block* b) {
+  b->kind = Kind::kAft;
+  const std::string prefix = layer + ".mixer.";
+  auto widths = [&](auto* t) {
+    b->dk = b->dv = size_t{t->heads()} * t->dk();
+    b->causal = t->causal();
+  };
+  if (const auto* t = table->mixer_as_AftSimple()) {
+    widths(t);
+    b->aft = AftKind::kSimple;
+  } else if (const auto* t = table->mixer_as_AftLocal()) {
+    widths(t);
+    b->aft = AftKind::kLocal;
+    b->window = t->window();
+    const size_t D = b->dk, offsets = b->causal ? b->window : 2 * b->window - 1;
+    TensorResolver tensors(model_.root, model_.segment, model_.root->data_size());
+    const float* host = nullptr;
+    std::vector<float> bias(offsets * D);  // (offsets, D)
+    if (t->pos_bias() >= 0) {
+      RECUR_RETURN_IF_ERROR(tensors.Get(t->pos_bias(), (prefix + "pos_bias").c_str(),
+                                        {int64_t(offsets)}, false, &host));
+      for (size_t o = 0; o < bias.size(); ++o) bias[o] = host[o / D];
+    } else {
+      RECUR_RETURN_IF_ERROR(tensors.Get(t->conv_kernel(), (prefix + "conv_kernel").c_str(),
+                                        {int64_t(t->heads()), int64_t(offsets)}, false, &host));
+      for (size_t o = 0; o < bias.size(); ++o) {
+        bias[o] = host[(o % D) / t->dk() * offsets + o / D];
+      }
+    }
+    RECUR_RETURN_IF_ERROR(UploadFloats(bias.data(), bias.size(), &b->aft_bias));
+  } else if (const auto* t = table->mixer_as_AftFull()) {
+    widths(t);
+    b->aft = AftKind::kFull;
+    b->t_max = t->max_length();
+    b->aft_multiply = t->multiply();
+    const int64_t T = int64_t(b->t_max);
+    if (t->pos_bias() >= 0) {
+      RECUR_RETURN_IF_ERROR(UploadTensor(t->pos_bias(), prefix + "pos_bias", {T, T}, &b->aft_w));
+    } else {
+      b->aft_rank = t->bias_rank();
+      const int64_t r = int64_t(b->aft_rank);
+      RECUR_RETURN_IF_ERROR(UploadTensor(t->u(), prefix + "u", {T, r}, &b->aft_u));
+      RECUR_RETURN_IF_ERROR(UploadTensor(t->v(), prefix + "v", {T, r}, &b->aft_v));
+    }
+  }
+  return Status::Ok();
+}
+
+// GAU (2 scale/offset rows, bias over max_length) and FLASH (4 rows, bias
+// over the chunk), as GatedProjections (mixers/projections.h) reads them.
+Status GpuModel::LoadGated(const fb::Block* table, const std::string& layer, Block* b) {
+  b->kind = Kind::kGated;
+  const std::string prefix = layer + ".mixer.";
+  auto load = [&](auto* t, size_t rows, size_t length) {
+    b->dk = t->qk_dim();
+    b->dv = t->expansion_dim();
+    b->scale = t->scale();
+    b->causal = t->causal();
+    b->qk_rows = rows;
+    const int64_t s = int64_t(b->dk), offsets = b->causal ? int64_t(length) : 2 * int64_t(length) - 1;
+    RECUR_RETURN_IF_ERROR(UploadTensor(t->qk_gamma(), prefix + "qk_gamma", {int64_t(rows), s},
+                                       &b->gamma));
+    RECUR_RETURN_IF_ERROR(UploadTensor(t->qk_beta(), prefix + "qk_beta", {int64_t(rows), s},
+                                       &b->beta));
+    return UploadTensor(t->rel_bias(), prefix + "rel_bias", {offsets}, &b->rel_bias);
+  };
+  if (const auto* t = table->mixer_as_Gau()) {
+    b->t_max = t->max_length();
+    return load(t, 2, b->t_max);
+  }
+  const auto* t = table->mixer_as_Flash();
+  b->chunk = t->chunk();
+  return load(t, 4, b->chunk);
+}
+
 Status GpuModel::LoadBlock(size_t layer, Block* b) {
   const BlockView& view = model_.blocks[layer];
   const fb::Block* table = model_.root->blocks()->Get(static_cast<flatbuffers::uoffset_t>(layer));
-  const fb::Mixer type = table->mixer_type();
+  const std::string name = "blocks." + std::to_string(layer);
   if (const auto* t = table->mixer_as_LinearAttention()) {
-    const fb::FeatureMap fm = t->feature_map();
-    if (fm != fb::FeatureMap::EluPlusOne && fm != fb::FeatureMap::Relu &&
-        fm != fb::FeatureMap::Poly2) {
-      return Unsupported("blocks.%zu: the GPU path has no %s feature map (it has elu+1, relu and "
-                         "poly2)", layer, fb::EnumNameFeatureMap(fm));
-    }
-    b->linear = true;
-    b->poly2 = fm == fb::FeatureMap::Poly2;
-    b->feature_map = fm == fb::FeatureMap::Relu ? FeatureMap::kRelu : FeatureMap::kEluPlusOne;
-    b->heads = t->heads();
-    b->dk = t->dk();
-    b->dv = t->dv();
-    b->c = b->poly2 ? b->dk * b->dk : b->dk;
-    b->eps = t->eps();
-    b->causal = t->causal();
+    RECUR_RETURN_IF_ERROR(LoadLinear(t, name, b));
   } else if (const auto* t = table->mixer_as_SoftmaxAttention()) {
+    b->kind = Kind::kSoftmax;
     b->heads = t->heads();
     b->dk = t->dk();
     b->dv = t->dv();
     b->causal = t->causal();
   } else if (const auto* t = table->mixer_as_SlidingWindowAttention()) {
+    b->kind = Kind::kSoftmax;
     b->heads = t->heads();
     b->dk = t->dk();
     b->dv = t->dv();
@@ -124,23 +227,63 @@ Status GpuModel::LoadBlock(size_t layer, Block* b) {
     void* p = nullptr;
     RECUR_RETURN_IF_ERROR(Upload(dilation.data(), dilation.size() * sizeof(uint32_t), &p));
     b->dilation = static_cast<uint32_t*>(p);
+  } else if (table->mixer_as_AftSimple() || table->mixer_as_AftLocal() ||
+             table->mixer_as_AftFull()) {
+    RECUR_RETURN_IF_ERROR(LoadAft(table, name, b));
+  } else if (const auto* t = table->mixer_as_Linformer()) {
+    b->kind = Kind::kLinformer;
+    b->causal = false;
+    b->heads = t->heads();
+    b->dk = t->dk();
+    b->dv = t->dv();
+    b->proj_rows = t->proj_dim();
+    b->seq_len = t->seq_len();
+    // E and F: per head (H, k, n) or shared (k, n), told apart by rank as
+    // mixers/linformer.cc does; F absent: F = E.
+    const int64_t H = int64_t(b->heads), k = int64_t(b->proj_rows), n = int64_t(b->seq_len);
+    auto projection = [&](int32_t index, const char* what, float** out, bool* per_head) {
+      *per_head = UploadTensor(index, name + ".mixer." + what, {H, k, n}, out).ok();
+      return *per_head ? Status::Ok() : UploadTensor(index, name + ".mixer." + what, {k, n}, out);
+    };
+    RECUR_RETURN_IF_ERROR(projection(t->e(), "E", &b->lin_e, &b->e_per_head));
+    if (t->f() < 0) {
+      b->lin_f = b->lin_e;
+      b->f_per_head = b->e_per_head;
+    } else {
+      RECUR_RETURN_IF_ERROR(projection(t->f(), "F", &b->lin_f, &b->f_per_head));
+    }
+  } else if (table->mixer_as_Gau() || table->mixer_as_Flash()) {
+    RECUR_RETURN_IF_ERROR(LoadGated(table, name, b));
+  } else if (const auto* t = table->mixer_as_Reformer()) {
+    b->kind = Kind::kReformer;
+    b->causal = false;
+    b->heads = t->heads();
+    b->dk = t->dk();
+    b->dv = t->dv();
+    b->buckets = t->n_buckets();
+    b->chunk = t->chunk();
+    b->rounds = t->rounds();
+    RECUR_RETURN_IF_ERROR(UploadTensor(
+        t->rotations(), name + ".mixer.rotations",
+        {int64_t(b->rounds), int64_t(b->dk), int64_t(b->buckets / 2)}, &b->rotations));
   } else {
-    return Unsupported("blocks.%zu: the GPU path has no %s mixer (it has LinearAttention, "
-                       "SoftmaxAttention and SlidingWindowAttention)", layer,
-                       fb::EnumNameMixer(type));
+    return Unsupported("%s: the GPU path has no %s mixer", name.c_str(),
+                       fb::EnumNameMixer(table->mixer_type()));
   }
-  if (!b->linear) b->scale = 1.0f / std::sqrt(static_cast<float>(b->dk));  // as the CPU mixers
+  if (b->kind == Kind::kSoftmax || b->kind == Kind::kLinformer || b->kind == Kind::kReformer) {
+    b->scale = 1.0f / std::sqrt(static_cast<float>(b->dk));  // as the CPU mixers
+  }
 
   std::vector<const DenseView*> dense;
-  view.mixer->CollectDense(&dense);  // QkvoProjections::Collect: query, key, value, out
-  if (dense.size() != 4) {
-    return Status(StatusCode::kInternal, "blocks." + std::to_string(layer) +
-                                             ": expected the query, key, value and out layers");
+  view.mixer->CollectDense(&dense);  // QkvoProjections/GatedProjections::Collect; Reformer q, v, out
+  const bool reformer = b->kind == Kind::kReformer;
+  if (dense.size() != (reformer ? 3u : 4u)) {
+    return Status(StatusCode::kInternal, name + ": unexpected dense layers of the mixer");
   }
   RECUR_RETURN_IF_ERROR(UploadDense(*dense[0], &b->query));
-  RECUR_RETURN_IF_ERROR(UploadDense(*dense[1], &b->key));
-  RECUR_RETURN_IF_ERROR(UploadDense(*dense[2], &b->value));
-  RECUR_RETURN_IF_ERROR(UploadDense(*dense[3], &b->out));
+  if (!reformer) RECUR_RETURN_IF_ERROR(UploadDense(*dense[1], &b->key));
+  RECUR_RETURN_IF_ERROR(UploadDense(*dense[reformer ? 1 : 2], &b->value));
+  RECUR_RETURN_IF_ERROR(UploadDense(*dense[reformer ? 2 : 3], &b->out));
   RECUR_RETURN_IF_ERROR(UploadNorm(view.norm1, &b->norm1));
   RECUR_RETURN_IF_ERROR(UploadNorm(view.norm2, &b->norm2));
   RECUR_RETURN_IF_ERROR(UploadDense(view.ffn.linear1, &b->ffn1));
@@ -165,10 +308,12 @@ Status GpuModel::Create(const Model& model, Device* device, std::unique_ptr<GpuM
   for (size_t l = 0; l < model.blocks.size(); ++l) {
     Block& b = g->blocks_[l];
     RECUR_RETURN_IF_ERROR(g->LoadBlock(l, &b));
+    if (b.kind != Kind::kLinear) b.c = b.dk;
     g->max_qk_ = std::max(g->max_qk_, b.heads * b.dk);
     g->max_c_ = std::max(g->max_c_, b.heads * b.c);
     g->max_v_ = std::max(g->max_v_, b.heads * (b.dv + 1));
     g->max_ff_ = std::max(g->max_ff_, b.ffn1.out);
+    if (b.kind == Kind::kGated) g->max_e_ = std::max(g->max_e_, b.dv);
   }
   RECUR_RETURN_IF_ERROR(g->UploadNorm(model.final_norm, &g->final_norm_));
   if (model.head.weight != nullptr) RECUR_RETURN_IF_ERROR(g->UploadDense(model.head, &g->head_));
@@ -185,41 +330,129 @@ Status GpuModel::Linear(const Dense& d, const float* x, size_t rows, float* y, b
   return device_->Launch(BiasActivation{d.bias, d.out, activation, y}, rows * d.out);
 }
 
+// Linear attention over rows positions: in → b.o (rows, H·dv).
+Status GpuModel::LinearMixer(Buffers& b, size_t layer, const float* in, size_t rows) {
+  const Block& m = blocks_[layer];
+  const size_t features = rows * m.heads * m.c;
+  for (auto [dense, phi] : {std::pair{&m.query, b.q}, std::pair{&m.key, b.k}}) {
+    if (m.omega != nullptr) {
+      RECUR_RETURN_IF_ERROR(Linear(*dense, in, rows, b.raw, false));
+      RECUR_RETURN_IF_ERROR(device_->Launch(
+          FavorFeatures{b.raw, m.omega, m.dk, m.omega_cols, m.c, std::sqrt(m.favor_temp),
+                        m.favor_temp, m.favor_log_m, phi},
+          features));
+    } else if (m.poly2) {
+      RECUR_RETURN_IF_ERROR(Linear(*dense, in, rows, b.raw, false));
+      RECUR_RETURN_IF_ERROR(device_->Launch(Poly2Features{b.raw, m.dk, phi}, features));
+    } else {
+      RECUR_RETURN_IF_ERROR(Linear(*dense, in, rows, phi, false));
+      RECUR_RETURN_IF_ERROR(device_->Launch(ElementwiseFeatures{m.feature_map, phi}, features));
+    }
+  }
+  RECUR_RETURN_IF_ERROR(Linear(m.value, in, rows, b.v, false));
+  RECUR_RETURN_IF_ERROR(device_->Launch(
+      LinearAttentionScan{b.q, b.k, b.v, rows, m.heads, m.c, m.dv, m.causal, b.s[layer],
+                          b.s_comp[layer], b.num},
+      m.heads * (m.dv + 1)));
+  return device_->Launch(LinearAttentionRead{b.num, m.dv, m.eps, b.o}, rows * m.heads * m.dv);
+}
+
+// GAU and FLASH (GatedProjections, mixers/projections.h): u, v = silu(x W),
+// z = silu(x W_z), the scale/offset rows of z, attention, o ⊙ u → b.o.
+Status GpuModel::GatedMixer(Buffers& b, size_t layer, const float* in, size_t rows, size_t p0,
+                            size_t n) {
+  const Block& m = blocks_[layer];
+  const size_t s = m.dk, e = m.dv;
+  float* kq = b.keys[layer] + p0 * s;
+  float* kl = b.keys2[layer] != nullptr ? b.keys2[layer] + p0 * s : nullptr;
+  RECUR_RETURN_IF_ERROR(Linear(m.query, in, rows, b.u, false, Activation::kSilu));  // u_proj
+  RECUR_RETURN_IF_ERROR(
+      Linear(m.key, in, rows, b.values[layer] + p0 * e, false, Activation::kSilu));  // v_proj
+  RECUR_RETURN_IF_ERROR(Linear(m.value, in, rows, b.raw, false, Activation::kSilu));  // z_proj
+  // Rows of gamma/beta: GAU q, k; FLASH q^quad, k^quad, q^lin, k^lin.
+  float* targets[4] = {b.q, kq, b.k, kl};
+  for (size_t r = 0; r < m.qk_rows; ++r) {
+    RECUR_RETURN_IF_ERROR(device_->Launch(
+        ScaleOffset{b.raw, m.gamma + r * s, m.beta + r * s, s, targets[r]}, rows * s));
+  }
+  const size_t kv = m.causal ? p0 + rows : n;
+  RECUR_RETURN_IF_ERROR(device_->Launch(
+      GatedAttention{b.q, b.k, b.keys[layer], b.keys2[layer], b.values[layer], p0, kv, s, e,
+                     m.scale, m.rel_bias, m.causal, m.chunk, m.t_max, b.o},
+      rows));
+  return device_->Launch(MultiplyInPlace{b.u, b.o}, rows * e);
+}
+
+// Reformer over the whole sequence (n rows): in → b.o.
+Status GpuModel::ReformerMixer(Buffers& b, size_t layer, const float* in, size_t n) {
+  const Block& m = blocks_[layer];
+  RECUR_RETURN_IF_ERROR(Linear(m.query, in, n, b.q, false));
+  RECUR_RETURN_IF_ERROR(Linear(m.value, in, n, b.values[layer], false));
+  float* keys = b.keys[layer];
+  RECUR_RETURN_IF_ERROR(device_->Launch(NormalizeRows{b.q, m.dk, keys}, n * m.heads));
+  const size_t tables = m.rounds * m.heads;
+  RECUR_RETURN_IF_ERROR(device_->Launch(
+      LshBuckets{keys, m.rotations, n, m.heads, m.dk, m.buckets / 2, b.bucket}, tables * n));
+  RECUR_RETURN_IF_ERROR(
+      device_->Launch(LshSort{b.bucket, n, m.buckets, b.start, b.order, b.rank}, tables));
+  return device_->Launch(LshAttend{b.q, keys, b.values[layer], b.order, b.rank, n, m.heads, m.dk,
+                                   m.dv, m.chunk, m.rounds, m.scale, b.o},
+                         n * m.heads);
+}
+
 // The block's mixer over rows positions p0 … p0 + rows − 1 of n: in → y
 // (rows, d_model); y may be in (every read of in comes first).
 Status GpuModel::Mixer(Buffers& b, size_t layer, const float* in, size_t rows, size_t p0,
                        size_t n, float* y) {
   const Block& m = blocks_[layer];
   const size_t qk = m.heads * m.dk, vw = m.heads * m.dv;
-  if (m.linear) {
-    const size_t features = rows * m.heads * m.c;
-    for (auto [dense, phi] : {std::pair{&m.query, b.q}, std::pair{&m.key, b.k}}) {
-      if (m.poly2) {
-        RECUR_RETURN_IF_ERROR(Linear(*dense, in, rows, b.raw, false));
-        RECUR_RETURN_IF_ERROR(device_->Launch(Poly2Features{b.raw, m.dk, phi}, features));
-      } else {
-        RECUR_RETURN_IF_ERROR(Linear(*dense, in, rows, phi, false));
-        RECUR_RETURN_IF_ERROR(device_->Launch(ElementwiseFeatures{m.feature_map, phi}, features));
+  switch (m.kind) {
+    case Kind::kLinear:
+      RECUR_RETURN_IF_ERROR(LinearMixer(b, layer, in, rows));
+      break;
+    case Kind::kGated:
+      RECUR_RETURN_IF_ERROR(GatedMixer(b, layer, in, rows, p0, n));
+      break;
+    case Kind::kReformer:
+      RECUR_RETURN_IF_ERROR(ReformerMixer(b, layer, in, rows));
+      break;
+    case Kind::kSoftmax:
+    case Kind::kAft:
+    case Kind::kLinformer: {
+      // Keys and values of every position so far, (n, width).
+      float* keys = b.keys[layer];
+      float* values = b.values[layer];
+      RECUR_RETURN_IF_ERROR(Linear(m.query, in, rows, b.q, false));
+      RECUR_RETURN_IF_ERROR(Linear(m.key, in, rows, keys + p0 * qk, false));
+      RECUR_RETURN_IF_ERROR(Linear(m.value, in, rows, values + p0 * vw, false));
+      const size_t kv = m.causal ? p0 + rows : n;
+      if (m.kind == Kind::kAft) {
+        RECUR_RETURN_IF_ERROR(device_->Launch(
+            AftAttention{b.q, keys, values, p0, kv, m.dk, m.causal, m.aft, m.aft_bias, m.window,
+                         m.aft_w, m.aft_u, m.aft_v, m.aft_rank, m.t_max, m.aft_multiply, b.o},
+            rows * m.dk));
+        break;
       }
+      size_t attended = kv;
+      if (m.kind == Kind::kLinformer) {  // keys, values projected along the sequence to k rows
+        RECUR_RETURN_IF_ERROR(device_->Launch(
+            SequenceProjection{m.lin_e, m.e_per_head, keys, n, m.seq_len, m.proj_rows, m.heads,
+                               m.dk, b.projected_keys},
+            m.proj_rows * qk));
+        RECUR_RETURN_IF_ERROR(device_->Launch(
+            SequenceProjection{m.lin_f, m.f_per_head, values, n, m.seq_len, m.proj_rows, m.heads,
+                               m.dv, b.projected_values},
+            m.proj_rows * vw));
+        keys = b.projected_keys;
+        values = b.projected_values;
+        attended = m.proj_rows;
+      }
+      RECUR_RETURN_IF_ERROR(device_->Launch(
+          SoftmaxAttention{b.q, keys, values, p0, attended, m.heads, m.dk, m.dv, m.scale,
+                           m.causal, m.sliding, m.window, m.globals, m.dilation, b.o},
+          rows * m.heads));
+      break;
     }
-    RECUR_RETURN_IF_ERROR(Linear(m.value, in, rows, b.v, false));
-    RECUR_RETURN_IF_ERROR(device_->Launch(
-        LinearAttentionScan{b.q, b.k, b.v, rows, m.heads, m.c, m.dv, m.causal, b.s[layer],
-                            b.s_comp[layer], b.num},
-        m.heads * (m.dv + 1)));
-    RECUR_RETURN_IF_ERROR(
-        device_->Launch(LinearAttentionRead{b.num, m.dv, m.eps, b.o}, rows * vw));
-  } else {
-    float* keys = b.keys[layer] + p0 * qk;
-    float* values = b.values[layer] + p0 * vw;
-    RECUR_RETURN_IF_ERROR(Linear(m.query, in, rows, b.q, false));
-    RECUR_RETURN_IF_ERROR(Linear(m.key, in, rows, keys, false));
-    RECUR_RETURN_IF_ERROR(Linear(m.value, in, rows, values, false));
-    const size_t kv = m.causal ? p0 + rows : n;
-    RECUR_RETURN_IF_ERROR(device_->Launch(
-        SoftmaxAttention{b.q, b.keys[layer], b.values[layer], p0, kv, m.heads, m.dk, m.dv,
-                         m.scale, m.causal, m.sliding, m.window, m.globals, m.dilation, b.o},
-        rows * m.heads));
   }
   return Linear(m.out, b.o, rows, y, false);
 }
@@ -314,6 +547,19 @@ Status GpuModel::Run(Mode mode, size_t n, const int32_t* tokens, const float* fe
     return OutOfRange("GPU run: %zu positions, but the model's learned positions end at %u", n,
                       m.max_positions);
   }
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    const Block& k = blocks_[l];
+    // The CPU's bounds: Linformer's seq_len, AFT-full's and GAU's max_length.
+    const size_t bound = k.kind == Kind::kLinformer ? k.seq_len
+                         : (k.kind == Kind::kAft && k.aft == AftKind::kFull) ||
+                                 (k.kind == Kind::kGated && k.chunk == 0)
+                             ? k.t_max
+                             : 0;
+    if (bound != 0 && n > bound) {
+      return OutOfRange("GPU run: blocks.%zu takes sequences of at most %zu positions; got %zu",
+                        l, bound, n);
+    }
+  }
   for (size_t l = 0; l < blocks_.size() && mode == Mode::kStep; ++l) {
     if (!blocks_[l].causal) {
       return Unsupported("GPU step: blocks.%zu is non-causal (an encoder): it has no recurrent "
@@ -344,21 +590,38 @@ Status GpuModel::Run(Mode mode, size_t n, const int32_t* tokens, const float* fe
         device_->CopyToDevice(b.features, features, n * m.feature_width * sizeof(float)));
   }
   const size_t layers = blocks_.size();
+  RECUR_RETURN_IF_ERROR(b.Get(rows * max_e_, &b.u));
   b.s.assign(layers, nullptr);
   b.s_comp.assign(layers, nullptr);
   b.keys.assign(layers, nullptr);
+  b.keys2.assign(layers, nullptr);
   b.values.assign(layers, nullptr);
+  size_t projected = 0, lsh_tables = 0, lsh_starts = 0;
   for (size_t l = 0; l < layers; ++l) {  // Allocate zeroes: empty states
     const Block& k = blocks_[l];
-    if (k.linear) {
+    if (k.kind == Kind::kLinear) {
       const size_t floats = k.heads * k.c * (k.dv + 1);
       RECUR_RETURN_IF_ERROR(b.Get(floats, &b.s[l]));
       RECUR_RETURN_IF_ERROR(b.Get(floats, &b.s_comp[l]));
-    } else {
-      RECUR_RETURN_IF_ERROR(b.Get(n * k.heads * k.dk, &b.keys[l]));
-      RECUR_RETURN_IF_ERROR(b.Get(n * k.heads * k.dv, &b.values[l]));
+      continue;
+    }
+    RECUR_RETURN_IF_ERROR(b.Get(n * k.heads * k.dk, &b.keys[l]));
+    RECUR_RETURN_IF_ERROR(b.Get(n * k.heads * k.dv, &b.values[l]));
+    if (k.kind == Kind::kGated && k.chunk != 0) RECUR_RETURN_IF_ERROR(b.Get(n * k.dk, &b.keys2[l]));
+    if (k.kind == Kind::kLinformer) {
+      projected = std::max(projected, k.proj_rows * k.heads * std::max(k.dk, k.dv));
+    }
+    if (k.kind == Kind::kReformer) {
+      lsh_tables = std::max(lsh_tables, k.rounds * k.heads * n);
+      lsh_starts = std::max(lsh_starts, k.rounds * k.heads * (k.buckets + 1));
     }
   }
+  RECUR_RETURN_IF_ERROR(b.Get(projected, &b.projected_keys));
+  RECUR_RETURN_IF_ERROR(b.Get(projected, &b.projected_values));
+  RECUR_RETURN_IF_ERROR(b.Get(lsh_tables, &b.bucket));
+  RECUR_RETURN_IF_ERROR(b.Get(lsh_tables, &b.order));
+  RECUR_RETURN_IF_ERROR(b.Get(lsh_tables, &b.rank));
+  RECUR_RETURN_IF_ERROR(b.Get(lsh_starts, &b.start));
   if (mode == Mode::kParallel) return Forward(b, n, 0, n, out, observer, user);
   for (size_t t = 0; t < n; ++t) {
     RECUR_RETURN_IF_ERROR(Forward(b, 1, t, n, out, observer, user));

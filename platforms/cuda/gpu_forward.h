@@ -5,22 +5,24 @@
 // linear attention layers run the paper's Algorithm 1 (LinearAttentionScan).
 //
 // Covered: token or feature inputs (embedding, input projection, learned
-// positions), pre- and post-norm blocks, linear attention (elu+1, relu and
-// poly2 feature maps; causal and encoder), softmax attention and sliding-
-// window attention (causal and encoder), the FFN (relu, gelu), final norm,
+// positions), pre- and post-norm blocks, every mixer of mixers.inc in its
+// causal and encoder forms (linear attention with every feature map,
+// softmax, sliding window, AFT simple/local/conv/full, FLASH, GAU, and the
+// encoder-only Linformer and Reformer), the FFN (relu, gelu), final norm,
 // head (none, softmax, log-softmax), and f32/f16/bf16/int8 weights (narrow
-// weights are decoded to f32 once, at upload). Other mixers and the Favor
-// feature maps are Unsupported, naming the block.
+// weights are decoded to f32 once, at upload).
 //
-// One stream, from an empty state. Keys and values of the softmax-family
-// layers are kept for the whole sequence (not a ring buffer): this path is
-// for parity runs, not for unbounded streams.
+// One stream, from an empty state. Layers whose CPU state is a ring or a
+// cache keep every position of the sequence here (keys and values of
+// (n, width)): this path is for parity runs, not for unbounded streams.
 #ifndef RECUR_PLATFORMS_CUDA_GPU_FORWARD_H_
 #define RECUR_PLATFORMS_CUDA_GPU_FORWARD_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -66,20 +68,43 @@ class GpuModel {
     float* beta = nullptr;
     float eps = 0.0f;
   };
+  enum class Kind { kLinear, kSoftmax, kAft, kLinformer, kGated, kReformer };
   struct Block {
     Norm norm1, norm2;
-    bool linear = false;  // linear attention; else the softmax family
+    Kind kind = Kind::kLinear;
     bool causal = true;
-    size_t heads = 0, dk = 0, dv = 0, c = 0;
-    // linear attention
+    // Widths: q and k (H·dk; AFT: D; gated: s), v and o (H·dv; AFT: D; gated: E).
+    size_t heads = 1, dk = 0, dv = 0, c = 0;
+    float scale = 1.0f;  // softmax family, Linformer, Reformer: 1/√dk; gated: its scale
+    // linear attention: φ
     bool poly2 = false;
     FeatureMap feature_map = FeatureMap::kEluPlusOne;
+    float* omega = nullptr;  // Favor: (dk, cols), device; null otherwise
+    size_t omega_cols = 0;
+    float favor_temp = 0.0f, favor_log_m = 0.0f;
     float eps = 0.0f;
-    // softmax family
+    // sliding window
     bool sliding = false;
     size_t window = 0, globals = 0;
     uint32_t* dilation = nullptr;  // (heads), device
-    float scale = 1.0f;
+    // AFT
+    AftKind aft = AftKind::kSimple;
+    float* aft_bias = nullptr;  // local: (offsets, D)
+    float *aft_w = nullptr, *aft_u = nullptr, *aft_v = nullptr;  // full
+    size_t aft_rank = 0, t_max = 0;  // full and GAU: max_length
+    bool aft_multiply = false;
+    // Linformer: E, F (H or 1, k, n)
+    float *lin_e = nullptr, *lin_f = nullptr;
+    bool e_per_head = false, f_per_head = false;
+    size_t proj_rows = 0, seq_len = 0;
+    // GAU (chunk 0) and FLASH: scale/offset rows (qk_rows, s) and the bias
+    float *gamma = nullptr, *beta = nullptr, *rel_bias = nullptr;
+    size_t qk_rows = 0, chunk = 0;
+    // Reformer
+    float* rotations = nullptr;  // (rounds, dk, buckets / 2)
+    size_t buckets = 0, rounds = 0;
+    // Dense layers: query, key, value, out; gated: u_proj, v_proj, z_proj, out;
+    // Reformer: query, value, out (key unused).
     Dense query, key, value, out;
     Dense ffn1, ffn2;
     Activation activation = Activation::kRelu;
@@ -91,7 +116,13 @@ class GpuModel {
   Status UploadFloats(const float* host, size_t n, float** out);
   Status UploadDense(const DenseView& view, Dense* out);
   Status UploadNorm(const NormView& view, Norm* out);
+  // A float tensor of the model by index and exact shape, uploaded.
+  Status UploadTensor(int32_t index, const std::string& what,
+                      std::initializer_list<int64_t> shape, float** out);
   Status LoadBlock(size_t layer, Block* out);
+  Status LoadLinear(const fb::LinearAttention* t, const std::string& layer, Block* b);
+  Status LoadAft(const fb::Block* table, const std::string& layer, Block* b);
+  Status LoadGated(const fb::Block* table, const std::string& layer, Block* b);
 
   Status Linear(const Dense& d, const float* x, size_t rows, float* y, bool accumulate,
                 Activation activation = Activation::kNone);
@@ -100,6 +131,9 @@ class GpuModel {
   Status RunBlock(Buffers& b, size_t layer, size_t rows, size_t p0, size_t n);
   Status Mixer(Buffers& b, size_t layer, const float* in, size_t rows, size_t p0, size_t n,
                float* y);
+  Status LinearMixer(Buffers& b, size_t layer, const float* in, size_t rows);
+  Status GatedMixer(Buffers& b, size_t layer, const float* in, size_t rows, size_t p0, size_t n);
+  Status ReformerMixer(Buffers& b, size_t layer, const float* in, size_t n);
 
   const Model& model_;
   Device* device_;
@@ -109,7 +143,9 @@ class GpuModel {
   float* positions_ = nullptr;
   Dense input_projection_, head_;
   Norm final_norm_;
-  size_t max_qk_ = 0, max_v_ = 0, max_c_ = 0, max_ff_ = 0;  // widest per-row buffers
+  // Widest per-row buffers: q/k (max_qk_), features (max_c_), v/o/num
+  // (max_v_), the FFN, and the gated mixers' u (max_e_).
+  size_t max_qk_ = 0, max_v_ = 0, max_c_ = 0, max_ff_ = 0, max_e_ = 0;
 };
 
 }  // namespace recur::gpu

@@ -45,7 +45,28 @@ struct AddInPlace {
   RECUR_HD void operator()(size_t i) const { y[i] += a[i]; }
 };
 
-enum class Activation : int { kNone = 0, kRelu = 1, kGelu = 2 };
+// y[i] *= a[i].
+struct MultiplyInPlace {
+  const float* a;
+  float* y;
+  RECUR_HD void operator()(size_t i) const { y[i] *= a[i]; }
+};
+
+// out[r, c] = gamma[c]·z[r, c] + beta[c] (GAU/FLASH's per-dim scale and
+// offset rows); i over rows × width.
+struct ScaleOffset {
+  const float* z;
+  const float* gamma;
+  const float* beta;
+  size_t width;
+  float* out;
+  RECUR_HD void operator()(size_t i) const {
+    const size_t c = i % width;
+    out[i] = gamma[c] * z[i] + beta[c];
+  }
+};
+
+enum class Activation : int { kNone = 0, kRelu = 1, kGelu = 2, kSilu = 3 };
 
 // y[r, c] = act(y[r, c] + bias[c]); bias may be null; i over rows × width.
 struct BiasActivation {
@@ -60,6 +81,8 @@ struct BiasActivation {
     } else if (activation == Activation::kGelu) {  // exact: 0.5·x·(1 + erf(x/√2))
       const double d = v;
       v = static_cast<float>(0.5 * d * (1.0 + erf(d * 0.70710678118654752440)));
+    } else if (activation == Activation::kSilu) {  // x·σ(x) (GAU, FLASH)
+      v = v / (1.0f + static_cast<float>(exp(-static_cast<double>(v))));
     }
     y[i] = v;
   }
@@ -117,6 +140,29 @@ struct Poly2Features {
   RECUR_HD void operator()(size_t i) const {
     const size_t c = dk * dk, vec = i / c, a = (i % c) / dk, b = i % dk;
     phi[i] = x[vec * dk + a] * x[vec * dk + b];
+  }
+};
+
+// The Favor maps (Performer; attention-math §3): u = xᵀω, off = t·‖x‖²/2 +
+// log(m)/2, φ_j = exp(√t·u_j − off), and for the hyperbolic map the second
+// half exp(−√t·u_j − off). x (vectors, dk), ω (dk, cols), φ (vectors, C);
+// i over vectors × C.
+struct FavorFeatures {
+  const float* x;
+  const float* omega;
+  size_t dk, cols, c;
+  float root_t, temp, log_m;
+  float* phi;
+  RECUR_HD void operator()(size_t i) const {
+    const size_t vec = i / c, j = i % c, col = j % cols;
+    const float* xv = x + vec * dk;
+    double u = 0.0, norm = 0.0;
+    for (size_t a = 0; a < dk; ++a) {
+      u += static_cast<double>(xv[a]) * omega[a * cols + col];
+      norm += static_cast<double>(xv[a]) * xv[a];
+    }
+    const double off = 0.5 * temp * norm + log_m;
+    phi[i] = static_cast<float>(exp((j < cols ? root_t : -root_t) * u - off));
   }
 };
 
@@ -246,6 +292,248 @@ struct SoftmaxAttention {
   }
 };
 
+// The AFT family (attention-math §4; AftSimple, AftLocal, AftFull in
+// recur.fbs), element-wise per channel c of D:
+//   o[t, c] = σ(q[t, c]) · Σ_p e^{l(t, p)} v[p, c] / Σ_p e^{l(t, p)}
+// over p ≤ t (causal) or every p < kv, with the logit l = k[p, c] (simple);
+// + bias[(t − p (+ s − 1 non-causal)), c] when |t − p| < s (local); and
+// k + w or w·k (multiply) with w = W[t, p] or u_t·v_p (full). Thread i is
+// (position p0 + i / D, channel i % D); k, v (kv, D) hold positions 0 … kv − 1.
+enum class AftKind : int { kSimple = 0, kLocal = 1, kFull = 2 };
+struct AftAttention {
+  const float* q;  // (T, D)
+  const float* k;
+  const float* v;
+  size_t p0, kv, width;
+  bool causal;
+  AftKind kind;
+  const float* bias;  // local: (offsets, D)
+  size_t window;      // local: s
+  const float* w;     // full: (t_max, t_max) or null
+  const float* u;     // full: (t_max, rank) when w is null
+  const float* uv;    // full: (t_max, rank)
+  size_t rank, t_max;
+  bool multiply;
+  float* o;
+
+  RECUR_HD double Logit(size_t t, size_t p, size_t c) const {
+    const double kp = k[p * width + c];
+    if (kind == AftKind::kLocal) {
+      const size_t dist = t >= p ? t - p : p - t;
+      if (dist >= window) return kp;
+      return kp + bias[(causal ? t - p : t + window - 1 - p) * width + c];
+    }
+    if (kind == AftKind::kFull) {
+      double wt = 0.0;
+      if (w != nullptr) {
+        wt = w[t * t_max + p];
+      } else {
+        for (size_t r = 0; r < rank; ++r) wt += static_cast<double>(u[t * rank + r]) * uv[p * rank + r];
+        wt = static_cast<float>(wt);
+      }
+      return multiply ? wt * kp : kp + wt;
+    }
+    return kp;
+  }
+  RECUR_HD void operator()(size_t i) const {
+    const size_t t = p0 + i / width, c = i % width, n = causal ? t + 1 : kv;
+    double mx = -HUGE_VAL;
+    for (size_t p = 0; p < n; ++p) mx = fmax(mx, Logit(t, p, c));
+    double num = 0.0, den = 0.0;
+    for (size_t p = 0; p < n; ++p) {
+      const double e = exp(Logit(t, p, c) - mx);
+      num += e * v[p * width + c];
+      den += e;
+    }
+    const float qc = q[i];
+    const float gate = 1.0f / (1.0f + static_cast<float>(exp(-static_cast<double>(qc))));
+    o[i] = static_cast<float>(gate * num / den);
+  }
+};
+
+// Linformer's projection along the sequence (attention-math §7):
+// out[r, h, w] = Σ_{t < N} E[h, r, t]·x[t, h, w], E (H or 1, k, n) with rows
+// of stride n; x (N, H, width), out (k, H, width); i over k × H × width.
+struct SequenceProjection {
+  const float* e;
+  bool per_head;
+  const float* x;
+  size_t steps, n, k, heads, width;
+  float* out;
+  RECUR_HD void operator()(size_t i) const {
+    const size_t r = i / (heads * width), h = (i / width) % heads, w = i % width;
+    const float* row = e + (per_head ? h * k * n : 0) + r * n;
+    double acc = 0.0;
+    for (size_t t = 0; t < steps; ++t) {
+      acc += static_cast<double>(row[t]) * x[(t * heads + h) * width + w];
+    }
+    out[i] = static_cast<float>(acc);
+  }
+};
+
+// GAU and FLASH (attention-math §6; Gau and Flash in recur.fbs): thread i
+// is the query at position t = p0 + i, o[i] (E) = Σ_p relu(scale·qq_t·kq_p +
+// bias)² v_p over its quadratic keys, plus Σ_p lin·(ql_t·kl_p) v_p over its
+// linear ones (FLASH). GAU (chunk 0): quadratic over p ≤ t, bias
+// rel_bias[t − p] (causal), or every p, rel_bias[t − p + T − 1]. FLASH: the
+// chunk of t, g0 = ⌊t / C⌋·C: p in [g0, t], rel_bias[t − p], linear over
+// p < g0 with lin = scale (causal); p in the chunk, rel_bias[t − p + C − 1],
+// linear over every p with lin = 1/N (non-causal).
+//   qq, ql (T, s); kq, kl (kv, s) and v (kv, E) hold positions 0 … kv − 1.
+struct GatedAttention {
+  const float* qq;
+  const float* ql;
+  const float* kq;
+  const float* kl;
+  const float* v;
+  size_t p0, kv, s, e;
+  float scale;
+  const float* rel_bias;
+  bool causal;
+  size_t chunk;  // 0: GAU
+  size_t t_max;  // GAU: max_length
+  float* o;
+
+  RECUR_HD void Add(double w, size_t p, float* out) const {
+    const float* vp = v + p * e;
+    for (size_t c = 0; c < e; ++c) out[c] += static_cast<float>(w * vp[c]);
+  }
+  RECUR_HD double Dot(const float* a, const float* b) const {
+    double acc = 0.0;
+    for (size_t c = 0; c < s; ++c) acc += static_cast<double>(a[c]) * b[c];
+    return acc;
+  }
+  RECUR_HD void operator()(size_t i) const {
+    const size_t t = p0 + i;
+    float* out = o + i * e;
+    for (size_t c = 0; c < e; ++c) out[c] = 0.0f;
+    size_t first = 0, last = causal ? t + 1 : kv;  // the quadratic keys
+    if (chunk != 0) {
+      first = t / chunk * chunk;
+      if (!causal && first + chunk < last) last = first + chunk;
+      const size_t lin_end = causal ? first : kv;
+      const double lin = causal ? static_cast<double>(scale) : 1.0 / static_cast<double>(kv);
+      for (size_t p = 0; p < lin_end; ++p) Add(lin * Dot(ql + i * s, kl + p * s), p, out);
+    }
+    const size_t offset = causal ? 0 : (chunk != 0 ? chunk : t_max) - 1;
+    for (size_t p = first; p < last; ++p) {
+      const double a = scale * Dot(qq + i * s, kq + p * s) + rel_bias[t + offset - p];
+      if (a > 0.0) Add(a * a, p, out);
+    }
+  }
+};
+
+// Reformer LSH attention (attention-math §8), in three kernels per layer.
+// keys[j, h] = q[j, h] / ‖q[j, h]‖; i over n × H.
+struct NormalizeRows {
+  const float* q;
+  size_t dk;
+  float* keys;
+  RECUR_HD void operator()(size_t i) const {
+    const float* row = q + i * dk;
+    float sum = 0.0f;
+    for (size_t c = 0; c < dk; ++c) sum += row[c] * row[c];
+    const float inv = 1.0f / static_cast<float>(sqrt(static_cast<double>(sum)));
+    for (size_t c = 0; c < dk; ++c) keys[i * dk + c] = row[c] * inv;
+  }
+};
+
+// bucket[round, h, j] = the first argmax over [kᵀR, −kᵀR] of the key's
+// projection by the round's rotations R (dk, buckets / 2), summed in f32 in
+// order of the dk rows as the CPU does (a bucket is a discrete choice);
+// i over rounds × H × n.
+struct LshBuckets {
+  const float* keys;  // (n, H, dk)
+  const float* rotations;  // (rounds, dk, half)
+  size_t n, heads, dk, half;
+  uint32_t* bucket;
+  RECUR_HD float Projection(const float* key, const float* rot, size_t c) const {
+    float acc = 0.0f;
+    for (size_t a = 0; a < dk; ++a) acc += key[a] * rot[a * half + c];
+    return acc;
+  }
+  RECUR_HD void operator()(size_t i) const {
+    const size_t round = i / (heads * n), h = (i / n) % heads, j = i % n;
+    const float* key = keys + (j * heads + h) * dk;
+    const float* rot = rotations + round * dk * half;
+    uint32_t best = 0;
+    float best_value = Projection(key, rot, 0);
+    for (size_t c = 1; c < 2 * half; ++c) {
+      const float value = c < half ? Projection(key, rot, c) : -Projection(key, rot, c - half);
+      if (value > best_value) {
+        best_value = value;
+        best = static_cast<uint32_t>(c);
+      }
+    }
+    bucket[i] = best;
+  }
+};
+
+// A counting sort of one (round, head)'s positions by bucket, positions
+// ascending inside a bucket: order[s] = j and rank[j] = s. start: (buckets
+// + 1) per (round, head), scratch. i over rounds × H.
+struct LshSort {
+  const uint32_t* bucket;  // (rounds, H, n)
+  size_t n, buckets;
+  uint32_t* start;
+  uint32_t* order;  // (rounds, H, n)
+  uint32_t* rank;   // (rounds, H, n)
+  RECUR_HD void operator()(size_t i) const {
+    const uint32_t* b = bucket + i * n;
+    uint32_t* st = start + i * (buckets + 1);
+    uint32_t* ord = order + i * n;
+    for (size_t c = 0; c <= buckets; ++c) st[c] = 0;
+    for (size_t j = 0; j < n; ++j) ++st[b[j] + 1];
+    for (size_t c = 0; c < buckets; ++c) st[c + 1] += st[c];
+    for (size_t j = 0; j < n; ++j) ord[st[b[j]]++] = static_cast<uint32_t>(j);
+    for (size_t s = 0; s < n; ++s) rank[i * n + ord[s]] = static_cast<uint32_t>(s);
+  }
+};
+
+// o[j, h] = Σ_rounds (1/rounds)·softmax over the query's sorted chunk and the
+// one before it (never itself unless alone) of scale·q_j·key_p, times v_p;
+// i over n × H.
+struct LshAttend {
+  const float* q;  // (n, H, dk)
+  const float* keys;
+  const float* v;  // (n, H, dv)
+  const uint32_t* order;
+  const uint32_t* rank;
+  size_t n, heads, dk, dv, chunk, rounds;
+  float scale;
+  float* o;
+  RECUR_HD double Score(size_t j, size_t p, size_t h, bool alone) const {
+    if (p == j && !alone) return -HUGE_VAL;
+    const float* a = q + (j * heads + h) * dk;
+    const float* b = keys + (p * heads + h) * dk;
+    double acc = 0.0;
+    for (size_t c = 0; c < dk; ++c) acc += static_cast<double>(a[c]) * b[c];
+    return static_cast<float>(acc) * scale;
+  }
+  RECUR_HD void operator()(size_t i) const {
+    const size_t j = i / heads, h = i % heads;
+    float* out = o + i * dv;
+    for (size_t c = 0; c < dv; ++c) out[c] = 0.0f;
+    for (size_t round = 0; round < rounds; ++round) {
+      const size_t table = (round * heads + h) * n;
+      const size_t g = rank[table + j] / chunk;
+      const size_t first = g == 0 ? 0 : (g - 1) * chunk;
+      const size_t last = (g + 1) * chunk < n ? (g + 1) * chunk : n;
+      const bool alone = last - first == 1;
+      double mx = -HUGE_VAL;
+      for (size_t t = first; t < last; ++t) mx = fmax(mx, Score(j, order[table + t], h, alone));
+      double sum = 0.0;
+      for (size_t t = first; t < last; ++t) sum += exp(Score(j, order[table + t], h, alone) - mx);
+      for (size_t t = first; t < last; ++t) {
+        const size_t p = order[table + t];
+        const double a = exp(Score(j, p, h, alone) - mx) / (sum * rounds);
+        const float* vp = v + (p * heads + h) * dv;
+        for (size_t c = 0; c < dv; ++c) out[c] += static_cast<float>(a * vp[c]);
+      }
+    }
+  }
+};
+
 // The output head's activation over each row: softmax or log-softmax; i over
 // rows.
 struct RowSoftmax {
@@ -268,9 +556,11 @@ struct RowSoftmax {
 // Every kernel, once: the device interface gets a Launch overload per entry
 // and both runners implement them from this list.
 #define RECUR_GPU_KERNELS(X)                                                        \
-  X(GatherRows) X(AddInPlace) X(BiasActivation) X(LayerNormRows)                   \
-  X(ElementwiseFeatures) X(Poly2Features) X(LinearAttentionScan)                   \
-  X(LinearAttentionRead) X(SoftmaxAttention) X(RowSoftmax)
+  X(GatherRows) X(AddInPlace) X(MultiplyInPlace) X(ScaleOffset) X(BiasActivation)  \
+  X(LayerNormRows) X(ElementwiseFeatures) X(Poly2Features) X(FavorFeatures)        \
+  X(LinearAttentionScan) X(LinearAttentionRead) X(SoftmaxAttention)               \
+  X(AftAttention) X(SequenceProjection) X(GatedAttention) X(NormalizeRows)         \
+  X(LshBuckets) X(LshSort) X(LshAttend) X(RowSoftmax)
 
 // A cuBLAS sgemm call (column-major): C = op(A)·op(B) + beta·C, with
 // op(A) m × k, op(B) k × n, C m × n.

@@ -370,6 +370,7 @@ Status LoadModel(const void* data, size_t size, const LoadOptions& options,
   }
   m->bytes = bytes;
   m->size = size;
+  m->segment = bytes + segment_start;
 
   TensorResolver tensors(root, bytes + segment_start, root->data_size());
   RECUR_RETURN_IF_ERROR(tensors.CheckTensorTable());

@@ -52,6 +52,7 @@ struct Model {
   const fb::Model* root = nullptr;
   const uint8_t* bytes = nullptr;  // the whole file
   size_t size = 0;
+  const uint8_t* segment = nullptr;  // the data segment (tensors, root->data_size() bytes)
 
   // Identifies the model (metadata and weights) in state blobs. Computed on
   // first use, not at load, so that loading never reads every weight page.

@@ -306,20 +306,52 @@ TEST_CASE("GPU path: a paper-MNIST-sized model equals the CPU") {
   CheckParity(ReadConfig("paper_mnist"), RECUR_GPU_TEST_LONG);
 }
 
-TEST_CASE("GPU path: what it cannot run is an error that names the block") {
-  Loaded l;
-  std::unique_ptr<GpuModel> gpu;
-  Load(recur::testing::kTinyAftConfig, WeightDType::kF32, &l);
-  Status s = GpuModel::Create(*l.model, TestDevice(), &gpu);
-  CHECK(s.code() == StatusCode::kUnsupported);
-  CHECK(s.message().find("blocks.0") != std::string::npos);
-  CHECK(s.message().find("AftSimple") != std::string::npos);
+// Every other mixer of mixers.inc, in each form models/configs has.
+TEST_CASE("GPU path: linear attention with Favor features equals the CPU") {
+  for (const char* config : {"linear_favor_tokens", "linear_favor_encoder", "ft_favor"}) {
+    INFO(config);
+    CheckParity(ReadConfig(config), 40);
+  }
+}
+TEST_CASE("GPU path: AFT simple, local, conv and full equal the CPU") {
+  for (const char* config : {"aft_simple_tokens", "aft_simple_features", "aft_local_tokens",
+                             "aft_local_encoder", "aft_conv_features", "aft_full_tokens",
+                             "aft_full_features", "ft_aft_full"}) {
+    INFO(config);
+    CheckParity(ReadConfig(config), 40);
+  }
+}
+TEST_CASE("GPU path: GAU and FLASH equal the CPU") {
+  for (const char* config : {"gau_tokens", "gau_features", "gau_encoder", "flash_tokens",
+                             "flash_features", "flash_encoder"}) {
+    INFO(config);
+    CheckParity(ReadConfig(config), 40);
+  }
+}
+TEST_CASE("GPU path: Linformer and Reformer encoders equal the CPU") {
+  for (const char* config : {"linformer_features", "linformer_shared", "reformer_features",
+                             "reformer_tokens_encoder"}) {
+    INFO(config);
+    CheckParity(ReadConfig(config), 40);
+  }
+}
+TEST_CASE("GPU path: mixed models equal the CPU") {
+  for (const char* config : {"mixed_tokens", "mixed_features"}) {
+    INFO(config);
+    CheckParity(ReadConfig(config), 40);
+  }
+}
 
-  Loaded favor;
-  Load(ReadConfig("linear_favor_tokens"), WeightDType::kF32, &favor);
-  s = GpuModel::Create(*favor.model, TestDevice(), &gpu);
-  CHECK(s.code() == StatusCode::kUnsupported);
-  CHECK(s.message().find("Favor") != std::string::npos);
+TEST_CASE("GPU path: sequences past a mixer's bound are an error that names the block") {
+  Loaded l;
+  Load(ReadConfig("linformer_features"), WeightDType::kF32, &l);
+  std::unique_ptr<GpuModel> gpu;
+  REQUIRE(GpuModel::Create(*l.model, TestDevice(), &gpu).ok());
+  const Input in = RandomInput(*l.model, 257);  // seq_len 256
+  std::vector<float> out(257 * l.model->output_width);
+  const Status s = gpu->Run(Mode::kParallel, 257, nullptr, in.features.data(), out.data());
+  CHECK(s.code() == StatusCode::kOutOfRange);
+  CHECK(s.message().find("blocks.0 takes sequences of at most 256") != std::string::npos);
 }
 
 TEST_CASE("GPU path: bad input is an error, and nothing is written") {
