@@ -98,14 +98,22 @@ Status GpuModel::UploadTensor(int32_t index, const std::string& what,
   return UploadFloats(host, count, out);
 }
 
-Status GpuModel::LoadLinear(const fb::LinearAttention* t, const std::string& layer, Block* b) {
-  const fb::FeatureMap fm = t->feature_map();
-  b->kind = Kind::kLinear;
+namespace {
+// heads, dk and dv of the attention-style schema tables.
+template <class Table, class Block>
+void ReadHeads(const Table* t, Block* b) {
   b->heads = t->heads();
   b->dk = t->dk();
   b->dv = t->dv();
-  b->eps = t->eps();
+}
+}  // namespace
+
+Status GpuModel::LoadLinear(const fb::LinearAttention* t, const std::string& layer, Block* b) {
+  const fb::FeatureMap fm = t->feature_map();
+  b->kind = Kind::kLinear;
+  ReadHeads(t, b);
   b->causal = t->causal();
+  b->eps = t->eps();
   b->poly2 = fm == fb::FeatureMap::Poly2;
   b->feature_map = fm == fb::FeatureMap::Relu ? FeatureMap::kRelu : FeatureMap::kEluPlusOne;
   b->c = b->poly2 ? b->dk * b->dk : b->dk;
@@ -207,15 +215,11 @@ Status GpuModel::LoadBlock(size_t layer, Block* b) {
     RECUR_RETURN_IF_ERROR(LoadLinear(t, name, b));
   } else if (const auto* t = table->mixer_as_SoftmaxAttention()) {
     b->kind = Kind::kSoftmax;
-    b->heads = t->heads();
-    b->dk = t->dk();
-    b->dv = t->dv();
+    ReadHeads(t, b);
     b->causal = t->causal();
   } else if (const auto* t = table->mixer_as_SlidingWindowAttention()) {
     b->kind = Kind::kSoftmax;
-    b->heads = t->heads();
-    b->dk = t->dk();
-    b->dv = t->dv();
+    ReadHeads(t, b);
     b->causal = t->causal();
     b->sliding = true;
     b->window = t->window();
@@ -232,10 +236,8 @@ Status GpuModel::LoadBlock(size_t layer, Block* b) {
     RECUR_RETURN_IF_ERROR(LoadAft(table, name, b));
   } else if (const auto* t = table->mixer_as_Linformer()) {
     b->kind = Kind::kLinformer;
+    ReadHeads(t, b);
     b->causal = false;
-    b->heads = t->heads();
-    b->dk = t->dk();
-    b->dv = t->dv();
     b->proj_rows = t->proj_dim();
     b->seq_len = t->seq_len();
     // E and F: per head (H, k, n) or shared (k, n), told apart by rank as
@@ -256,10 +258,8 @@ Status GpuModel::LoadBlock(size_t layer, Block* b) {
     RECUR_RETURN_IF_ERROR(LoadGated(table, name, b));
   } else if (const auto* t = table->mixer_as_Reformer()) {
     b->kind = Kind::kReformer;
+    ReadHeads(t, b);
     b->causal = false;
-    b->heads = t->heads();
-    b->dk = t->dk();
-    b->dv = t->dv();
     b->buckets = t->n_buckets();
     b->chunk = t->chunk();
     b->rounds = t->rounds();
