@@ -19,6 +19,10 @@ std::unique_ptr<GpuRuns> GpuRuns::Open(const recur_model* handle, bool cuda, boo
   auto impl = std::make_unique<Impl>();
   impl->model = ModelOfHandle(handle);
   *unavailable = false;
+  if (impl->model == nullptr) {
+    *error = "no model";
+    return nullptr;
+  }
   if (cuda) {
     const Status s = gpu::CreateCudaDevice(0, &impl->device);
     if (!s.ok()) {

@@ -157,8 +157,8 @@ int Table(const Run& a, const Run& b, double tol_abs, double tol_rel) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Compare a recur model's CPU step and chunked runs with each other and with "
-               "PyTorch's activations"};
+  CLI::App app{"Compare a recur model's CPU step and chunked runs and its GPU path with each "
+               "other and with PyTorch's activations"};
   std::string model_path, input_path, reference_dir;
   uint32_t chunk = 64;
   double tol_abs = 1e-4, tol_rel = 1e-5;
@@ -209,7 +209,7 @@ int main(int argc, char** argv) {
   if (gpu != "none") {
     bool unavailable = false;
     auto gpu_runs = recur::tools::GpuRuns::Open(model.get(), gpu != "host", &unavailable, &error);
-    if (gpu_runs == nullptr && gpu == "auto") {
+    if (gpu_runs == nullptr && gpu == "auto" && unavailable) {
       std::printf("recur-parity: no CUDA column: %s\n", error.c_str());
     } else if (gpu_runs == nullptr) {
       std::fprintf(stderr, "error: GPU path: %s\n", error.c_str());

@@ -26,17 +26,23 @@ class Device {
   // "cuda: NVIDIA H100 80GB HBM3 (sm_90)" or "host emulation".
   virtual std::string name() const = 0;
 
-  // Zero-filled device memory of `bytes` (OutOfMemory when none);
-  // Free(nullptr) is a no-op.
+  // Zero-filled device memory of `bytes`, owned by the caller until Free;
+  // OutOfMemory when there is none (*out null). Free(nullptr) is a no-op;
+  // Free waits for queued work that may use the memory.
   virtual Status Allocate(size_t bytes, void** out) = 0;
   virtual void Free(void* p) = 0;
+  // Copies `bytes` (host to device, device to host, device to device).
+  // CopyToHost returns once the data, and every call queued before it, is
+  // done; a kernel's fault is reported by the next CopyToHost (Internal).
   virtual Status CopyToDevice(void* dst, const void* src, size_t bytes) = 0;
   virtual Status CopyToHost(void* dst, const void* src, size_t bytes) = 0;
   virtual Status CopyOnDevice(void* dst, const void* src, size_t bytes) = 0;
 
-  // C = op(A)·op(B) + beta·C in full f32 (cuBLAS with TF32 off).
+  // C = op(A)·op(B) + beta·C in full f32 (cuBLAS with TF32 off), queued;
+  // Internal when the call is refused.
   virtual Status Gemm(const Sgemm& call) = 0;
 
+  // Queues `kernel` for i in [0, n); Internal when the launch is refused.
 #define RECUR_GPU_DECLARE_LAUNCH(Kernel) virtual Status Launch(const Kernel& kernel, size_t n) = 0;
   RECUR_GPU_KERNELS(RECUR_GPU_DECLARE_LAUNCH)
 #undef RECUR_GPU_DECLARE_LAUNCH

@@ -547,21 +547,14 @@ Status GpuModel::Run(Mode mode, size_t n, const int32_t* tokens, const float* fe
     return OutOfRange("GPU run: %zu positions, but the model's learned positions end at %u", n,
                       m.max_positions);
   }
-  for (size_t l = 0; l < blocks_.size(); ++l) {
-    const Block& k = blocks_[l];
-    // The CPU's bounds: Linformer's seq_len, AFT-full's and GAU's max_length.
-    const size_t bound = k.kind == Kind::kLinformer ? k.seq_len
-                         : (k.kind == Kind::kAft && k.aft == AftKind::kFull) ||
-                                 (k.kind == Kind::kGated && k.chunk == 0)
-                             ? k.t_max
-                             : 0;
-    if (bound != 0 && n > bound) {
+  for (size_t l = 0; l < m.blocks.size(); ++l) {
+    const recur::Mixer& mixer = *m.blocks[l].mixer;
+    // Linformer's seq_len, AFT-full's and GAU's max_length, as the session.
+    if (mixer.max_sequence() != 0 && n > mixer.max_sequence()) {
       return OutOfRange("GPU run: blocks.%zu takes sequences of at most %zu positions; got %zu",
-                        l, bound, n);
+                        l, mixer.max_sequence(), n);
     }
-  }
-  for (size_t l = 0; l < blocks_.size() && mode == Mode::kStep; ++l) {
-    if (!blocks_[l].causal) {
+    if (mode == Mode::kStep && !mixer.causal()) {
       return Unsupported("GPU step: blocks.%zu is non-causal (an encoder): it has no recurrent "
                          "form; run it in parallel mode", l);
     }

@@ -49,8 +49,11 @@ class GpuModel {
 
   // Runs one fresh stream over n positions: tokens (n) or features
   // (n, feature_width), the other null. out: (n, output_width) floats.
-  // InvalidArgument for out-of-vocabulary tokens or a missing input;
-  // Unsupported for kStep on an encoder; OutOfRange past learned positions.
+  // InvalidArgument for out-of-vocabulary tokens or a missing input or
+  // output; Unsupported for kStep on an encoder; OutOfRange past learned
+  // positions or a mixer's bound (Mixer::max_sequence); these leave `out`
+  // untouched. A device error (OutOfMemory, Internal) may leave it partly
+  // written. Not thread-safe: one Run at a time per GpuModel (and Device).
   Status Run(Mode mode, size_t n, const int32_t* tokens, const float* features, float* out,
              LayerObserver observer = nullptr, void* user = nullptr);
 

@@ -258,11 +258,10 @@ struct SoftmaxAttention {
   RECUR_HD bool Sees(size_t p, size_t j, size_t d) const {
     if (causal && j > p) return false;
     if (!sliding) return true;
-    if (j < globals) return true;
+    if (j < globals || (!causal && p < globals)) return true;  // global keys; a global query
     const size_t dist = p >= j ? p - j : j - p;
     if (dist % d != 0) return false;
-    if (causal) return dist / d < window;
-    return p < globals || dist / d <= window / 2;
+    return causal ? dist / d < window : dist / d <= window / 2;
   }
   RECUR_HD void operator()(size_t i) const {
     const size_t t = i / heads, h = i % heads, p = p0 + t;

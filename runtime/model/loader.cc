@@ -372,7 +372,7 @@ Status LoadModel(const void* data, size_t size, const LoadOptions& options,
   m->size = size;
   m->segment = bytes + segment_start;
 
-  TensorResolver tensors(root, bytes + segment_start, root->data_size());
+  TensorResolver tensors(root, m->segment, root->data_size());
   RECUR_RETURN_IF_ERROR(tensors.CheckTensorTable());
   RECUR_RETURN_IF_ERROR(CheckWidth(root->d_model(), "d_model"));
   m->d_model = root->d_model();
