@@ -256,10 +256,11 @@ TEST_CASE("GPU path: linear attention (relu, log-softmax head) equals the CPU") 
   CheckParity(ReadConfig("linear_relu_tokens"), 48);
 }
 TEST_CASE("GPU path: linear attention (poly2, post-norm features) equals the CPU") {
-  // The tightest case (rel 6.8e-6 of 1e-5): φ(q)ᵀS sums C = 64 products
-  // x_a·x_b·S_ab of both signs, which cancel, so f32 rounding in that read
-  // shows (the CPU reads in f32, the GPU path in f64).
-  CheckParity(ReadConfig("linear_poly2_features"), 40);
+  // φ(q)ᵀS sums C = 64 products x_a·x_b·S_ab of both signs, which cancel, so
+  // f32 rounding in that read shows: the CPU reads in f32 in its SIMD
+  // target's order, the GPU path in f64. Measured: rel 6.8e-6 on x86-64
+  // (AVX-512), 1.7e-5 on arm64 (SVE2_128, qemu); hence rel ≤ 3e-5 here.
+  CheckParity(ReadConfig("linear_poly2_features"), 40, WeightDType::kF32, {1e-4, 3e-5});
 }
 TEST_CASE("GPU path: linear-attention encoder equals the CPU's encode") {
   CheckParity(ReadConfig("small_encoder_features"), 40);
