@@ -34,6 +34,7 @@
 #include "gpu_runs.h"
 #include "model_input.h"
 #include "npy.h"
+#include "parity_diff.h"
 #include "recur/recur.hpp"
 
 namespace {
@@ -114,25 +115,6 @@ bool ReadReference(const std::string& dir, const std::string& name, int64_t rows
   return true;
 }
 
-struct Diff {
-  double max_abs = 0, max_ref = 0, rel = 0, nmse = 0;
-};
-
-Diff Compare(const std::vector<float>& got, const std::vector<float>& ref) {
-  Diff d;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double delta = double{got[i]} - double{ref[i]};
-    d.max_abs = std::max(d.max_abs, std::fabs(delta));
-    d.max_ref = std::max(d.max_ref, std::fabs(double{ref[i]}));
-    num += delta * delta;
-    den += double{ref[i]} * ref[i];
-  }
-  d.nmse = den > 0 ? num / den : (num > 0 ? INFINITY : 0.0);
-  d.rel = std::sqrt(d.nmse);
-  return d;
-}
-
 // Prints `a` against `b` per array; returns the number of arrays past the
 // tolerances.
 int Table(const Run& a, const Run& b, double tol_abs, double tol_rel) {
@@ -141,11 +123,11 @@ int Table(const Run& a, const Run& b, double tol_abs, double tol_rel) {
   int failures = 0;
   auto row = [&](const std::string& name, const std::vector<float>& x,
                  const std::vector<float>& ref) {
-    const Diff d = Compare(x, ref);
-    const bool bad = !(d.max_abs <= tol_abs * std::max(1.0, d.max_ref) && d.rel <= tol_rel);
+    const recur::parity::Diff d = recur::parity::Compare(x.data(), ref.data(), x.size());
+    const bool bad = !d.Within(tol_abs, tol_rel);
     failures += bad;
     std::printf("  %-10s %12.3e %12.3e %12.3e %12.3e%s\n", name.c_str(), d.max_abs, d.max_ref,
-                d.rel, d.nmse, bad ? "  FAIL" : "");
+                d.rel(), d.nmse(), bad ? "  FAIL" : "");
   };
   for (size_t i = 0; i < a.layers.size(); ++i) {
     row("layer." + std::to_string(i), a.layers[i], b.layers[i]);

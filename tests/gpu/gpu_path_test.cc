@@ -27,6 +27,7 @@
 #include "engine/session.h"
 #include "gpu_forward.h"
 #include "kernels/dense/dense_ref.h"
+#include "parity_diff.h"
 #include "mixers/mixer.h"
 #include "model/model.h"
 #include "test_models.h"
@@ -169,9 +170,7 @@ Status RunGpu(const Model& m, Mode mode, const Input& in, size_t n, Arrays* a) {
                   &GpuCollector::Observe, &collector);
 }
 
-// The parity tolerance, as recur-parity and parity_check apply it: max|Δ| ≤
-// abs × max(1, max|ref|) (residual streams of random models reach |x| ≈ 440,
-// where one f32 ulp is 3e-5) and ‖Δ‖/‖ref‖ ≤ rel.
+// The parity tolerance of recur-parity (examples/common/parity_diff.h).
 struct Tolerance {
   double abs = 1e-4, rel = 1e-5;
 };
@@ -180,18 +179,9 @@ void CheckArray(const std::string& what, const std::vector<float>& got,
                 const std::vector<float>& ref, Tolerance tol) {
   INFO(what);
   REQUIRE(got.size() == ref.size());
-  double max_abs = 0, num = 0, den = 0, max_ref = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double d = double{got[i]} - ref[i];
-    max_abs = std::max(max_abs, std::fabs(d));
-    max_ref = std::max(max_ref, std::fabs(double{ref[i]}));
-    num += d * d;
-    den += double{ref[i]} * ref[i];
-  }
-  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-  CHECK(max_abs <= tol.abs * std::max(1.0, max_ref));
-  CHECK(rel <= tol.rel);
-  MESSAGE(what << ": max|d| " << max_abs << ", max|ref| " << max_ref << ", rel " << rel);
+  const recur::parity::Diff d = recur::parity::Compare(got.data(), ref.data(), got.size());
+  CHECK(d.Within(tol.abs, tol.rel));
+  MESSAGE(what << ": max|d| " << d.max_abs << ", max|ref| " << d.max_ref << ", rel " << d.rel());
 }
 
 void CheckParity(const std::string& config, size_t n, WeightDType dtype = WeightDType::kF32,

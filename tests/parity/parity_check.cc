@@ -26,22 +26,13 @@
 #include "core/platform.h"
 #include "engine/session.h"
 #include "golden.h"
+#include "parity_diff.h"
 #include "mixers/mixer.h"
 #include "model/model.h"
 
 namespace {
 
-struct Diff {
-  double max_abs = 0, max_ref = 0, sq_diff = 0, sq_ref = 0;
-  void Add(double got, double want) {
-    const double d = std::fabs(got - want);
-    if (!(d <= max_abs)) max_abs = d;  // NaN-propagating
-    max_ref = std::max(max_ref, std::fabs(want));
-    sq_diff += d * d;
-    sq_ref += want * want;
-  }
-  double rel() const { return sq_ref > 0 ? std::sqrt(sq_diff / sq_ref) : std::sqrt(sq_diff); }
-};
+using recur::parity::Diff;
 
 struct Capture {
   size_t d_model = 0, steps = 0, step = 0, batch = 1;  // step: positions observed so far
@@ -219,8 +210,7 @@ int main(int argc, char** argv) {
   // States are sums over the whole sequence (S grows like N), so their
   // absolute tolerance scales with their magnitude.
   auto report = [&](const std::string& name, const Diff& d, bool scale_abs = false) {
-    const double abs_limit = scale_abs ? tol_abs * std::max(1.0, d.max_ref) : tol_abs;
-    const bool pass = d.max_abs <= abs_limit && d.rel() <= tol_rel;
+    const bool pass = d.Within(tol_abs, tol_rel, scale_abs);
     ok = ok && pass;
     std::printf("  %-12s %12.3e %12.3e %12.3e %s\n", name.c_str(), d.max_abs, d.max_ref, d.rel(),
                 pass ? "" : "FAIL");
