@@ -6,6 +6,7 @@
 
 #include "kernels/dense/dense_ref.h"
 #include "mixers/mixer.h"
+#include "mixers/mixer_tables.h"
 
 namespace recur::gpu {
 
@@ -146,21 +147,9 @@ Status GpuModel::LoadAft(const fb::Block* table, const std::string& layer, Block
     widths(t);
     b->aft = AftKind::kLocal;
     b->window = t->window();
-    const size_t D = b->dk, offsets = b->causal ? b->window : 2 * b->window - 1;
     TensorResolver tensors(model_.root, model_.segment, model_.root->data_size());
-    const float* host = nullptr;
-    std::vector<float> bias(offsets * D);  // (offsets, D)
-    if (t->pos_bias() >= 0) {
-      RECUR_RETURN_IF_ERROR(tensors.Get(t->pos_bias(), (prefix + "pos_bias").c_str(),
-                                        {int64_t(offsets)}, false, &host));
-      for (size_t o = 0; o < bias.size(); ++o) bias[o] = host[o / D];
-    } else {
-      RECUR_RETURN_IF_ERROR(tensors.Get(t->conv_kernel(), (prefix + "conv_kernel").c_str(),
-                                        {int64_t(t->heads()), int64_t(offsets)}, false, &host));
-      for (size_t o = 0; o < bias.size(); ++o) {
-        bias[o] = host[(o % D) / t->dk() * offsets + o / D];
-      }
-    }
+    std::vector<float> bias;  // (offsets, D)
+    RECUR_RETURN_IF_ERROR(ReadAftLocalBias(t, layer, &tensors, &bias));
     RECUR_RETURN_IF_ERROR(UploadFloats(bias.data(), bias.size(), &b->aft_bias));
   } else if (const auto* t = table->mixer_as_AftFull()) {
     widths(t);
@@ -240,19 +229,17 @@ Status GpuModel::LoadBlock(size_t layer, Block* b) {
     b->causal = false;
     b->proj_rows = t->proj_dim();
     b->seq_len = t->seq_len();
-    // E and F: per head (H, k, n) or shared (k, n), told apart by rank as
-    // mixers/linformer.cc does; F absent: F = E.
-    const int64_t H = int64_t(b->heads), k = int64_t(b->proj_rows), n = int64_t(b->seq_len);
-    auto projection = [&](int32_t index, const char* what, float** out, bool* per_head) {
-      *per_head = UploadTensor(index, name + ".mixer." + what, {H, k, n}, out).ok();
-      return *per_head ? Status::Ok() : UploadTensor(index, name + ".mixer." + what, {k, n}, out);
-    };
-    RECUR_RETURN_IF_ERROR(projection(t->e(), "E", &b->lin_e, &b->e_per_head));
-    if (t->f() < 0) {
+    TensorResolver tensors(model_.root, model_.segment, model_.root->data_size());
+    LinformerProjections ef;
+    RECUR_RETURN_IF_ERROR(ReadLinformerProjections(t, name, &tensors, &ef));
+    const size_t count = b->proj_rows * b->seq_len;  // per head
+    b->e_per_head = ef.e_per_head;
+    b->f_per_head = ef.f_per_head;
+    RECUR_RETURN_IF_ERROR(UploadFloats(ef.e, (ef.e_per_head ? b->heads : 1) * count, &b->lin_e));
+    if (ef.f == ef.e) {
       b->lin_f = b->lin_e;
-      b->f_per_head = b->e_per_head;
     } else {
-      RECUR_RETURN_IF_ERROR(projection(t->f(), "F", &b->lin_f, &b->f_per_head));
+      RECUR_RETURN_IF_ERROR(UploadFloats(ef.f, (ef.f_per_head ? b->heads : 1) * count, &b->lin_f));
     }
   } else if (table->mixer_as_Gau() || table->mixer_as_Flash()) {
     RECUR_RETURN_IF_ERROR(LoadGated(table, name, b));

@@ -11,6 +11,7 @@
 
 #include "engine/dense_op.h"
 #include "mixers/mixer.h"
+#include "mixers/mixer_tables.h"
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/projections.h"
 
@@ -201,24 +202,7 @@ class AftLocal final : public Mixer {
     m->causal_ = t->causal();
     const auto D = static_cast<uint32_t>(m->width_);
     RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, D, D, tensors));
-    // bias_ (offsets, D): offset o = t − p (causal) or t − p + s − 1.
-    const size_t offsets = m->causal_ ? m->s_ : 2 * m->s_ - 1;
-    m->bias_.resize(offsets * m->width_);
-    const std::string prefix = layer + ".mixer.";
-    const float* table = nullptr;
-    if (t->pos_bias() >= 0) {
-      RECUR_RETURN_IF_ERROR(tensors->Get(t->pos_bias(), (prefix + "pos_bias").c_str(),
-                                         {int64_t(offsets)}, false, &table));
-      for (size_t o = 0; o < offsets; ++o) {
-        std::fill(m->bias_.begin() + o * D, m->bias_.begin() + (o + 1) * D, table[o]);
-      }
-    } else {
-      RECUR_RETURN_IF_ERROR(tensors->Get(t->conv_kernel(), (prefix + "conv_kernel").c_str(),
-                                         {int64_t(t->heads()), int64_t(offsets)}, false, &table));
-      for (size_t o = 0; o < offsets; ++o) {
-        for (size_t c = 0; c < D; ++c) m->bias_[o * D + c] = table[(c / t->dk()) * offsets + o];
-      }
-    }
+    RECUR_RETURN_IF_ERROR(ReadAftLocalBias(t, layer, tensors, &m->bias_));
     *out = std::move(m);
     return Status::Ok();
   }

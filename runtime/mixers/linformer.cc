@@ -9,6 +9,7 @@
 #include "kernels/dense/dense.h"
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
+#include "mixers/mixer_tables.h"
 #include "mixers/projections.h"
 
 namespace recur {
@@ -62,32 +63,17 @@ class Linformer final : public Mixer {
     m->scale_ = 1.0f / std::sqrt(static_cast<float>(t->dk()));
     RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, t->heads() * t->dk(),
                                         t->heads() * t->dv(), tensors));
-    // E and F: per head [H, k, n] or shared [k, n], told apart by rank.
-    const std::string prefix = layer + ".mixer.";
-    RECUR_RETURN_IF_ERROR(m->LoadProjection(t->e(), prefix + "E", tensors, &m->e_, &m->e_per_head_));
-    if (t->f() < 0) {
-      m->f_ = m->e_;
-      m->f_per_head_ = m->e_per_head_;
-    } else {
-      RECUR_RETURN_IF_ERROR(
-          m->LoadProjection(t->f(), prefix + "F", tensors, &m->f_, &m->f_per_head_));
-    }
+    LinformerProjections ef;
+    RECUR_RETURN_IF_ERROR(ReadLinformerProjections(t, layer, tensors, &ef));
+    m->e_ = ef.e;
+    m->f_ = ef.f;
+    m->e_per_head_ = ef.e_per_head;
+    m->f_per_head_ = ef.f_per_head;
     *out = std::move(m);
     return Status::Ok();
   }
 
  private:
-  Status LoadProjection(int32_t index, const std::string& what, TensorResolver* tensors,
-                        const float** out, bool* per_head) const {
-    if (tensors->Get(index, what.c_str(), {int64_t(heads_), int64_t(k_), int64_t(n_)}, false, out)
-            .ok()) {
-      *per_head = true;
-      return Status::Ok();
-    }
-    *per_head = false;
-    return tensors->Get(index, what.c_str(), {int64_t(k_), int64_t(n_)}, false, out);
-  }
-
   // Per worker: Kᵀ (dk, N), Vᵀ (dv, N), K' (k, dk), V'ᵀ (dv, k), V' (k, dv),
   // scores (N, k).
   size_t WorkerFloats(size_t steps) const {

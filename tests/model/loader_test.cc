@@ -300,6 +300,38 @@ TEST_CASE("AFT-local: a table with both or neither bias tensors is named") {
                    "(aft_conv)");
 }
 
+TEST_CASE("AFT-local/AFT-conv and Linformer: mis-shaped position tables are named") {
+  {
+    auto bytes = BuildTestModel(recur::testing::kTinyAftLocalConfig, 1);
+    REQUIRE(!bytes.empty());
+    const auto* al = Root(bytes)->blocks()->Get(1)->mixer_as_AftLocal();
+    Poke<uint32_t>(al, fb::AftLocal::VT_WINDOW, 5);  // pos_bias has 4 entries
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error().find("blocks.1.mixer.pos_bias") != std::string::npos);
+    CHECK(Error().find("expected [5]") != std::string::npos);
+  }
+  {
+    auto bytes = BuildTestModel(recur::testing::kTinyAftConvConfig, 1);
+    REQUIRE(!bytes.empty());
+    const auto* ac = Root(bytes)->blocks()->Get(0)->mixer_as_AftLocal();
+    Poke<uint32_t>(ac, fb::AftLocal::VT_WINDOW, 4);  // conv_kernel is [3, 3]
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error().find("blocks.0.mixer.conv_kernel") != std::string::npos);
+    CHECK(Error().find("expected [3,4]") != std::string::npos);
+  }
+  {
+    auto bytes = BuildTestModel(recur::testing::kTinyLinformerConfig, 1);
+    REQUIRE(!bytes.empty());
+    CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+    const auto* lf = Root(bytes)->blocks()->Get(1)->mixer_as_Linformer();
+    Poke<uint32_t>(lf, fb::Linformer::VT_SEQ_LEN, 16);  // E, F are [3, 6, 32]
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error().find("blocks.1.mixer.E") != std::string::npos);
+    CHECK(Error().find("has shape [3,6,32], expected [6,16] (shared) or [3,6,16] (per head)") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("GAU: bad sizes, a bad scale and a mis-shaped bias are named") {
   {
     auto bytes = BuildTestModel(recur::testing::kTinyGauConfig, 1);
