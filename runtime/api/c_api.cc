@@ -7,6 +7,7 @@
 #include "api/c_api_internal.h"
 #include "core/arena.h"
 #include "core/platform.h"
+#include "core/struct_size.h"
 #include "core/threadpool.h"
 #include "engine/session.h"
 #include "kernels/elementwise/elementwise.h"
@@ -61,16 +62,43 @@ recur_status Report(const Status& status) {
   return code;
 }
 
+// The fields of each versioned struct, in order (core/struct_size.h).
+#define F(T, f) RECUR_FIELD_SPAN(T, f)
+constexpr recur::FieldSpan kLoadOptionsFields[] = {F(recur_load_options, flags)};
+constexpr recur::FieldSpan kModelInfoFields[] = {
+    F(recur_model_info, input_kind),        F(recur_model_info, vocab_size),
+    F(recur_model_info, feature_width),     F(recur_model_info, d_model),
+    F(recur_model_info, num_layers),        F(recur_model_info, output_width),
+    F(recur_model_info, max_positions),     F(recur_model_info, parameter_count),
+    F(recur_model_info, state_bytes),       F(recur_model_info, output_kind),
+    F(recur_model_info, step_weight_bytes), F(recur_model_info, step_flops),
+    F(recur_model_info, state_bytes_per_position), F(recur_model_info, max_context_bound)};
+constexpr recur::FieldSpan kSessionOptionsFields[] = {
+    F(recur_session_options, batch),          F(recur_session_options, threads),
+    F(recur_session_options, prefill_chunk),  F(recur_session_options, backend),
+    F(recur_session_options, weight_packing), F(recur_session_options, prefill_min),
+    F(recur_session_options, max_context),    F(recur_session_options, arena),
+    F(recur_session_options, arena_size)};
+#undef F
+static_assert(recur::CoversStruct<recur_load_options>(kLoadOptionsFields));
+static_assert(recur::CoversStruct<recur_model_info>(kModelInfoFields));
+static_assert(recur::CoversStruct<recur_session_options>(kSessionOptionsFields));
+
 // Reads options structs that start with struct_size, accepting older
-// (shorter) versions and zero-filling the fields they lack.
-template <typename T>
-Status ReadOptions(const T* in, T* out, const char* what) {
+// (shorter) versions and zero-filling the fields they lack; a size that is
+// not a whole number of fields is refused.
+template <typename T, size_t N>
+Status ReadOptions(const T* in, T* out, const char* what, const recur::FieldSpan (&fields)[N]) {
   std::memset(out, 0, sizeof(T));
   out->struct_size = sizeof(T);
   if (in == nullptr) return Status::Ok();
   if (in->struct_size < sizeof(size_t) || in->struct_size > sizeof(T)) {
     return recur::InvalidArgument("%s.struct_size is %zu; set it to sizeof(%s) = %zu", what,
                                   in->struct_size, what, sizeof(T));
+  }
+  if (recur::SplitsAField(in->struct_size, fields)) {
+    return recur::InvalidArgument("%s.struct_size is %zu, which ends inside a field; set it to "
+                                  "sizeof(%s) = %zu", what, in->struct_size, what, sizeof(T));
   }
   std::memcpy(out, in, in->struct_size);
   return Status::Ok();
@@ -80,7 +108,7 @@ Status ReadOptions(const T* in, T* out, const char* what) {
 // fields stay in `opts`.
 Status ReadSessionOptions(const recur_session_options* options, recur_session_options* opts,
                           recur::SessionOptions* so) {
-  RECUR_RETURN_IF_ERROR(ReadOptions(options, opts, "recur_session_options"));
+  RECUR_RETURN_IF_ERROR(ReadOptions(options, opts, "recur_session_options", kSessionOptionsFields));
   if (opts->arena == nullptr && opts->arena_size != 0) {
     return recur::InvalidArgument("recur_session_options.arena_size is %zu but arena is NULL",
                                   opts->arena_size);
@@ -187,7 +215,7 @@ recur_status recur_model_load_file(const char* path, const recur_load_options* o
     *out = nullptr;
     if (path == nullptr) return Report(recur::InvalidArgument("path is null"));
     recur_load_options opts;
-    Status s = ReadOptions(options, &opts, "recur_load_options");
+    Status s = ReadOptions(options, &opts, "recur_load_options", kLoadOptionsFields);
     if (!s.ok()) return Report(s);
     recur::platform::MappedFile file;
     s = recur::platform::MapFile(path, (opts.flags & RECUR_LOAD_NO_MMAP) != 0, &file);
@@ -210,7 +238,7 @@ recur_status recur_model_load_buffer(const void* data, size_t size,
     if (out == nullptr) return Report(recur::InvalidArgument("out is null"));
     *out = nullptr;
     recur_load_options opts;
-    Status s = ReadOptions(options, &opts, "recur_load_options");
+    Status s = ReadOptions(options, &opts, "recur_load_options", kLoadOptionsFields);
     if (!s.ok()) return Report(s);
     std::unique_ptr<recur::Model> model;
     s = recur::LoadModel(data, size, recur::LoadOptions{(opts.flags & RECUR_LOAD_TRUSTED) != 0},
@@ -228,7 +256,7 @@ recur_status recur_model_get_info(const recur_model* model, recur_model_info* in
       return Report(recur::InvalidArgument("model and info must not be null"));
     }
     recur_model_info full;
-    Status s = ReadOptions(info, &full, "recur_model_info");
+    Status s = ReadOptions(info, &full, "recur_model_info", kModelInfoFields);
     if (!s.ok()) return Report(s);
     const recur::Model& m = *model->model;
     full.input_kind = m.input_kind == recur::fb::InputKind::Tokens ? RECUR_INPUT_TOKENS
@@ -243,6 +271,7 @@ recur_status recur_model_get_info(const recur_model* model, recur_model_info* in
     full.state_bytes = m.state_floats * sizeof(float);
     full.state_bytes_per_position = m.state_floats_per_position * sizeof(float);
     const recur::StepCost cost = recur::EstimateStepCost(m);
+    full.max_context_bound = static_cast<uint32_t>(recur::MaxContextBound(m));
     full.step_weight_bytes = cost.weight_bytes;
     full.step_flops = cost.flops;
     full.output_kind = m.head_activation == recur::fb::HeadActivation::Softmax

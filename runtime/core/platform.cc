@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/struct_size.h"
+
 namespace recur::platform {
 namespace {
 
@@ -17,7 +19,13 @@ Status SetPlatform(const recur_platform* p) {
     g_platform = defaults;
     return Status::Ok();
   }
-  if (p->struct_size < sizeof(size_t) || p->struct_size > sizeof(recur_platform)) {
+  constexpr FieldSpan kFields[] = {
+      RECUR_FIELD_SPAN(recur_platform, user), RECUR_FIELD_SPAN(recur_platform, map_file),
+      RECUR_FIELD_SPAN(recur_platform, unmap_file), RECUR_FIELD_SPAN(recur_platform, now_ns),
+      RECUR_FIELD_SPAN(recur_platform, log)};
+  static_assert(CoversStruct<recur_platform>(kFields));
+  if (p->struct_size < sizeof(size_t) || p->struct_size > sizeof(recur_platform) ||
+      SplitsAField(p->struct_size, kFields)) {
     return InvalidArgument("recur_platform.struct_size is %zu; set it to sizeof(recur_platform) = %zu",
                            p->struct_size, sizeof(recur_platform));
   }

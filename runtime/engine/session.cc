@@ -29,6 +29,13 @@ Status AllocateFloats(size_t n, hwy::AlignedFreeUniquePtr<float[]>* out) {
   return Status::Ok();
 }
 
+// Floats of the widest FFN or head row (ffn_ and Encode's buffer hold rows this wide).
+size_t WidestFfnRow(const Model& m) {
+  size_t widest = m.output_width;
+  for (const BlockView& b : m.blocks) widest = std::max<size_t>(widest, b.ffn.linear1.out);
+  return widest;
+}
+
 }  // namespace
 
 size_t DefaultPrefillMin(uint64_t step_weight_bytes) {
@@ -45,18 +52,29 @@ size_t LayerStateFloats(const Mixer& mixer, size_t context) {
   return mixer.state_floats() + mixer.state_floats_per_position() * context;
 }
 
-// The positions a stream may hold: the requested max_context, or at most what
-// a mixer's parameters cover (AFT-full's max_length).
+// The positions a stream may hold: the requested max_context (checked
+// against MaxContextBound by CheckOptions), or the default capped at what
+// the mixers' parameters cover.
 size_t ResolveMaxContext(const Model& model, size_t requested) {
-  size_t context = requested == 0 ? DefaultMaxContext(model) : requested;
-  for (const BlockView& b : model.blocks) {
-    if (b.mixer->causal() && b.mixer->max_sequence() != 0) {
-      context = std::min(context, b.mixer->max_sequence());
-    }
-  }
-  return context;
+  if (requested != 0) return requested;
+  const size_t bound = MaxContextBound(model);
+  const size_t context = DefaultMaxContext(model);
+  return bound != 0 ? std::min(context, bound) : context;
 }
 }  // namespace
+
+size_t MaxContextBound(const Model& model, size_t* block) {
+  size_t bound = 0;
+  for (size_t l = 0; l < model.blocks.size(); ++l) {
+    const Mixer& mixer = *model.blocks[l].mixer;
+    if (mixer.causal() && mixer.max_sequence() != 0 &&
+        (bound == 0 || mixer.max_sequence() < bound)) {
+      bound = mixer.max_sequence();
+      if (block != nullptr) *block = l;
+    }
+  }
+  return bound;
+}
 
 void SessionDeleter::operator()(Session* session) const {
   if (session == nullptr) return;
@@ -82,6 +100,12 @@ Status Session::CheckOptions(const Model* model, const SessionOptions& options) 
   if (options.max_context > (size_t{1} << 24)) {
     return InvalidArgument("max_context must be at most %zu (0 = default), got %zu",
                            size_t{1} << 24, options.max_context);
+  }
+  size_t block = 0;
+  const size_t bound = MaxContextBound(*model, &block);
+  if (bound != 0 && options.max_context > bound) {
+    return InvalidArgument("max_context %zu is more than blocks.%zu holds: its parameters cover "
+                           "%zu positions (max_length)", options.max_context, block, bound);
   }
   if (options.prefill_chunk > 4096) {
     return InvalidArgument("prefill_chunk must be in [1, 4096] (0 = default), got %zu",
@@ -187,9 +211,9 @@ Session::Session(const Model* model, const SessionOptions& options)
 void Session::Carve(Arena* arena) {
   const Model& m = *model_;
   const size_t rows = batch_ * chunk_;
-  size_t max_ff = m.output_width, max_scratch = 1, state_floats = 0;
+  const size_t max_ff = WidestFfnRow(m);
+  size_t max_scratch = 1, state_floats = 0;
   for (const BlockView& b : m.blocks) {
-    max_ff = std::max<size_t>(max_ff, b.ffn.linear1.out);
     max_scratch = std::max(max_scratch, b.mixer->scratch_floats(batch_, 1, threads_, max_context_));
     max_scratch =
         std::max(max_scratch, b.mixer->scratch_floats(batch_, chunk_, threads_, max_context_));
@@ -247,6 +271,12 @@ Status Session::PrepareDense() {
 Status Session::CheckInput(const int32_t* tokens, const float* features, size_t count,
                            size_t steps) const {
   const Model& m = *model_;
+  // batch × steps × width must not wrap, or a wrapped product could equal
+  // `count`. The bound leaves room for the rows Encode allocates.
+  const size_t widest = std::max<size_t>({m.feature_width, m.d_model, WidestFfnRow(m)});
+  if (steps > std::numeric_limits<size_t>::max() / sizeof(float) / widest / batch_) {
+    return InvalidArgument("%zu steps x %zu streams is too large an input", steps, batch_);
+  }
   const size_t elements = batch_ * steps;
   if (m.input_kind == fb::InputKind::Tokens) {
     if (tokens == nullptr) return InvalidArgument("this model takes token ids; input.tokens is null");
@@ -285,10 +315,12 @@ Status Session::CheckInput(const int32_t* tokens, const float* features, size_t 
       // Overflow-safe form of positions + steps > max_context (a position is
       // never above max_context: LoadState checks blobs).
       if (steps > max_context_ - std::min<uint64_t>(positions_[b], max_context_)) {
+        const bool at_bound = max_context_ == MaxContextBound(m);
         return OutOfRange("stream %zu is at position %llu; %zu more steps pass the session's "
-                          "max_context of %zu positions (the KV cache is full); reset the stream "
-                          "or create the session with a larger max_context", b,
-                          static_cast<unsigned long long>(positions_[b]), steps, max_context_);
+                          "max_context of %zu positions (the KV cache is full); reset the stream%s",
+                          b, static_cast<unsigned long long>(positions_[b]), steps, max_context_,
+                          at_bound ? " (the model's max_length: no session holds more)"
+                                   : " or create the session with a larger max_context");
       }
     }
   }
@@ -443,6 +475,13 @@ Status Session::Encode(size_t steps, const int32_t* tokens, const float* feature
                        "allocates batch x steps rows per call); use a session without an arena");
   }
   if (steps == 0) return Status::Ok();
+  // Keeps every per-call size product (batch ≤ 2^16 streams × steps rows ×
+  // mixer widths) far from size_t overflow.
+  constexpr size_t kMaxEncodeSteps = size_t{1} << 24;
+  if (steps > kMaxEncodeSteps) {
+    return OutOfRange("encode takes at most %zu positions per call, got %zu", kMaxEncodeSteps,
+                      steps);
+  }
   // Checked against fresh streams: positions start at 0.
   const std::vector<uint64_t> kept(positions_, positions_ + batch_);
   std::fill(positions_, positions_ + batch_, 0);
@@ -458,9 +497,9 @@ Status Session::Encode(size_t steps, const int32_t* tokens, const float* feature
     }
   }
   const size_t rows = batch_ * steps;
-  size_t max_ff = m.output_width, max_scratch = 1;
+  const size_t max_ff = WidestFfnRow(m);
+  size_t max_scratch = 1;
   for (const BlockView& b : m.blocks) {
-    max_ff = std::max<size_t>(max_ff, b.ffn.linear1.out);
     max_scratch = std::max(max_scratch, b.mixer->scratch_floats(batch_, steps, threads_, max_context_));
   }
   hwy::AlignedFreeUniquePtr<float[]> x, h, ffn, scratch, state, padded_features;

@@ -42,8 +42,14 @@ struct SessionDeleter {
 };
 using SessionPtr = std::unique_ptr<Session, SessionDeleter>;
 
-// The model's learned positions when it has them, else 4096.
+// The model's learned positions when it has them, else 4096; a session
+// created with max_context 0 takes this, capped at MaxContextBound.
 size_t DefaultMaxContext(const Model& model);
+
+// The most positions a stream can hold because a causal mixer's parameters
+// end there (AFT-full's and GAU's max_length); 0 = no such bound. *block (if
+// not null) is set to the first block with the smallest bound.
+size_t MaxContextBound(const Model& model, size_t* block = nullptr);
 
 // Auto packing threshold: from 4 rows up the packed GEMM beats the row
 // tiles (tests/kernels/dense_bench: 4x256->1024 packed 13.8 µs vs 16.4).

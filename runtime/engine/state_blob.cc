@@ -77,9 +77,16 @@ Status Session::LoadState(int stream, const void* buffer, size_t size) {
                         "%016llx)", static_cast<unsigned long long>(h.model_fingerprint),
                         static_cast<unsigned long long>(model_->fingerprint()));
   }
-  if (h.payload_bytes != state_floats() * sizeof(float) ||
-      size != sizeof(h) + h.payload_bytes) {
-    return InvalidState("state blob is %zu bytes, expected %zu", size, state_blob_size());
+  if (h.payload_bytes != state_floats() * sizeof(float)) {
+    // Same model: only a KV cache's size (max_context) can differ.
+    return InvalidState("state blob holds %llu bytes of state, this session %zu%s",
+                        static_cast<unsigned long long>(h.payload_bytes),
+                        state_floats() * sizeof(float),
+                        grows_ ? ": it was saved by a session with another max_context" : "");
+  }
+  if (size != sizeof(h) + h.payload_bytes) {
+    return InvalidState("state blob is %zu bytes, expected %zu (pass the blob's exact length, "
+                        "recur_session_state_size)", size, state_blob_size());
   }
   const auto* payload = static_cast<const unsigned char*>(buffer) + sizeof(h);
   if (Checksum(h, payload) != h.checksum) {

@@ -139,6 +139,38 @@ TEST_CASE("options structs with a bad struct_size are refused") {
   CHECK(recur_model_get_info(m.model, &info) == RECUR_INVALID_ARGUMENT);
 }
 
+TEST_CASE("a struct_size that ends inside a field is refused; one between fields is an older struct") {
+  Loaded m(kTinyTokensConfig);
+  recur_session_options options{};
+  options.backend = "highway";
+  recur_session* s = nullptr;
+  // Half of the backend pointer: reading it would follow a torn pointer.
+  options.struct_size = offsetof(recur_session_options, backend) + 4;
+  CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("recur_session_options.struct_size is 28, which ends inside a field"));
+  CHECK(s == nullptr);
+  // An older struct that ends before backend: the rest is zero (defaults).
+  options.struct_size = offsetof(recur_session_options, backend);
+  REQUIRE(recur_session_create(m.model, &options, &s) == RECUR_OK);
+  recur_session_free(s);
+
+  recur_model_info info{};
+  info.struct_size = offsetof(recur_model_info, parameter_count) + 2;
+  CHECK(recur_model_get_info(m.model, &info) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("recur_model_info.struct_size"));
+  info.struct_size = offsetof(recur_model_info, parameter_count);
+  CHECK(recur_model_get_info(m.model, &info) == RECUR_OK);
+  CHECK(info.d_model == 16);
+  CHECK(info.parameter_count == 0);  // past the caller's struct: not written
+
+  recur_load_options load{};
+  load.struct_size = offsetof(recur_load_options, flags) + 2;
+  recur_model* other = nullptr;
+  CHECK(recur_model_load_buffer(m.bytes.data(), m.bytes.size(), &load, &other) ==
+        RECUR_INVALID_ARGUMENT);
+  CHECK(other == nullptr);
+}
+
 TEST_CASE("session options: batch and thread bounds") {
   Loaded m(kTinyTokensConfig);
   recur_session* s = nullptr;

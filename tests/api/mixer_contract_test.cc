@@ -217,25 +217,36 @@ TEST_CASE("linformer: sequences past seq_len are refused, up to it accepted") {
   recur_session_free(s);
 }
 
-// A session asking for more context than a mixer's max_length (48 in the
-// test models) gets max_length: position 48 is refused.
+// A mixer's max_length (48 in the test models) bounds the KV cache: the
+// model reports it, a session asking for more is refused with the block
+// named, the default session holds exactly 48 positions, and the message at
+// the bound does not suggest a larger max_context.
 static void CheckBoundedByMaxLength(const char* config) {
   Model m(config);
+  CHECK(m.info.max_context_bound == 48);
   recur_session_options options{};
   options.struct_size = sizeof(options);
-  options.max_context = 1000;
+  options.max_context = 49;
   recur_session* s = nullptr;
+  CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
+  CHECK(std::string(recur_last_error()) ==
+        "max_context 49 is more than blocks.0 holds: its parameters cover 48 positions "
+        "(max_length)");
+  options.max_context = 0;
   REQUIRE(recur_session_create(m.model, &options, &s) == RECUR_OK);
   std::vector<float> out(49 * m.info.output_width);
   recur_input all = m.Input(0, 48);
   CHECK(recur_session_prefill(s, 48, &all, out.data()) == RECUR_OK);
   recur_input one = m.Input(48, 1);
   CHECK(recur_session_step(s, &one, out.data()) == RECUR_OUT_OF_RANGE);
-  CHECK(std::string(recur_last_error()).find("max_context of 48 positions") != std::string::npos);
+  const std::string error = recur_last_error();
+  CHECK(error.find("max_context of 48 positions") != std::string::npos);
+  CHECK(error.find("the model's max_length: no session holds more") != std::string::npos);
+  CHECK(error.find("larger max_context") == std::string::npos);
   recur_session_free(s);
 }
 
-TEST_CASE("AFT-full: the KV cache is bounded by max_length, whatever max_context asks") {
+TEST_CASE("AFT-full: the KV cache is bounded by max_length, and max_context cannot pass it") {
   CheckBoundedByMaxLength(recur::testing::kTinyAftFullConfig);
 }
 

@@ -180,6 +180,43 @@ TEST_CASE("prefill refuses bad input and leaves the session unchanged") {
   recur_session_free(s);
 }
 
+TEST_CASE("a steps count whose input size wraps around is refused, not read") {
+  // batch 2 × 2^63 steps × 5 features wraps to a small number; a count equal
+  // to the wrapped product must not pass (it once read far past the input).
+  Fixture f(kTinyFeaturesConfig);
+  const std::string linear_encoder = std::string(kTinyFeaturesConfig).replace(
+      std::string(kTinyFeaturesConfig).find("\"eps\": 1e-6}"), 12,
+      "\"eps\": 1e-6, \"causal\": false}");
+  Fixture enc(linear_encoder.c_str());
+  const size_t huge = size_t{1} << 63;
+  for (Fixture* fx : {&f, &enc}) {
+    recur_session* s = fx->Session(2);
+    recur_input in = fx->Input(2, 1, 0);
+    in.count = 2 * huge * fx->info.feature_width;  // wraps to 0
+    std::vector<float> out(16);
+    if (fx == &f) {
+      CHECK(recur_session_prefill(s, huge, &in, out.data()) == RECUR_INVALID_ARGUMENT);
+    } else {
+      CHECK(recur_session_encode(s, huge, &in, out.data()) == RECUR_OUT_OF_RANGE);
+      CHECK(std::string(recur_last_error()) ==
+            "encode takes at most 16777216 positions per call, got 9223372036854775808");
+      // Below the cap: a count that does not match is the usual error.
+      const size_t big = size_t{1} << 24;
+      in.count = 0;
+      CHECK(recur_session_encode(s, big, &in, out.data()) == RECUR_INVALID_ARGUMENT);
+    }
+    CHECK(recur_last_error() != std::string());
+    recur_session_free(s);
+  }
+  recur_session* s = f.Session(2);
+  recur_input in = f.Input(2, 1, 0);
+  in.count = 0;
+  CHECK(recur_session_prefill(s, size_t{1} << 62, &in, nullptr) == RECUR_INVALID_ARGUMENT);
+  CHECK(std::string(recur_last_error()) == "4611686018427387904 steps x 2 streams is too large an "
+                                           "input");
+  recur_session_free(s);
+}
+
 TEST_CASE("prefill_chunk bounds") {
   Fixture f(kTinyTokensConfig);
   recur_session_options options{sizeof(options), 1, 1, 5000, nullptr, RECUR_PACKING_AUTO, 0, 0, nullptr, 0};

@@ -170,6 +170,29 @@ TEST_CASE("a well-formed blob whose position passes the KV cache is refused") {
   CHECK(a->StepFeatures(frame, 5, out.data()).code() == RECUR_OUT_OF_RANGE);
 }
 
+TEST_CASE("a blob from a session with another max_context, or passed with its buffer's capacity, says so") {
+  auto bytes = BuildTestModel(recur::testing::kTinySoftmaxFeaturesConfig, 1);
+  auto model = recur::Model::FromBuffer(bytes.data(), bytes.size());
+  REQUIRE(model.ok());
+  recur_session_options options{sizeof(options), 1, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 16, nullptr, 0};
+  auto small = recur::Session::Create(*model, options);
+  options.max_context = 32;
+  auto large = recur::Session::Create(*model, options);
+  REQUIRE(small.ok());
+  REQUIRE(large.ok());
+  auto blob = small->SaveState(0);
+  REQUIRE(blob.ok());
+  recur::Status s = large->LoadState(0, *blob);
+  CHECK(s.code() == RECUR_INVALID_STATE);
+  CHECK(s.message().find("saved by a session with another max_context") != std::string::npos);
+
+  std::vector<uint8_t> capacity = *blob;
+  capacity.resize(blob->size() + 64);  // a larger buffer, its capacity passed as the size
+  s = small->LoadState(0, capacity);
+  CHECK(s.code() == RECUR_INVALID_STATE);
+  CHECK(s.message().find("pass the blob's exact length") != std::string::npos);
+}
+
 TEST_CASE("save/load argument errors") {
   Fixture f;
   auto a = recur::Session::Create(f.model, 2);

@@ -122,6 +122,9 @@ typedef struct recur_model_info {
   size_t state_bytes_per_position; /* KV-cache bytes per position per stream (softmax
                                       attention); 0 when the state is fixed. A session
                                       holds state_bytes + this × its max_context. */
+  uint32_t max_context_bound;  /* the most positions a stream can hold because a mixer's
+                                  parameters end there (AFT-full's or GAU's max_length);
+                                  0 = no such bound */
 } recur_model_info;
 
 /* Fills *info. Set info->struct_size first. */
@@ -167,7 +170,9 @@ typedef struct recur_session_options {
                               KV cache, state_bytes_per_position > 0): positions a stream may
                               hold; stepping past it is RECUR_OUT_OF_RANGE until the stream is
                               reset. 0 = the model's max_positions if it has learned
-                              positions, else 4096. Memory: batch × max_context ×
+                              positions, else 4096, capped at recur_model_info's
+                              max_context_bound; more than that bound is
+                              RECUR_INVALID_ARGUMENT. Memory: batch × max_context ×
                               state_bytes_per_position. Ignored by fixed-state models. */
   void* arena;             /* optional caller-owned memory, recur_session_arena_size bytes (any
                               alignment): the session and all its buffers are carved from it,
@@ -191,8 +196,12 @@ recur_status recur_session_arena_size(const recur_model* model,
                                       const recur_session_options* options, size_t* bytes);
 
 /* Creates a session over `options->batch` streams, all in the initial state.
- * All memory is allocated here: stepping does not allocate. The session
- * keeps the model alive (see recur_model_free). Errors: RECUR_INVALID_ARGUMENT, RECUR_UNSUPPORTED,
+ * The session's memory is allocated here; stepping, prefill and state calls
+ * allocate nothing more, with one exception: on the heap, the dense kernels
+ * keep a scratch buffer per thread that grows the first time that thread
+ * runs a larger layer shape (kept until the thread ends, shared by every
+ * session on it). A session on an arena (see `arena`) never allocates. The
+ * session keeps the model alive (see recur_model_free). Errors: RECUR_INVALID_ARGUMENT, RECUR_UNSUPPORTED,
  * RECUR_OUT_OF_MEMORY. */
 recur_status recur_session_create(const recur_model* model, const recur_session_options* options,
                                   recur_session** out);
@@ -226,8 +235,9 @@ recur_status recur_session_step(recur_session* session, const recur_input* input
  * [batch, steps, output_width] floats, or nothing when NULL (only the state
  * is wanted). Leaves the state that `steps` calls of recur_session_step
  * leave, to floating-point tolerance, so stepping can continue seamlessly.
- * steps == 0 (an empty prompt) does nothing. Errors as recur_session_step;
- * on error the session is left unchanged. */
+ * steps == 0 (an empty prompt) does nothing. Errors as recur_session_step,
+ * and RECUR_INVALID_ARGUMENT for a batch × steps × width too large to
+ * address; on error the session is left unchanged. */
 recur_status recur_session_prefill(recur_session* session, size_t steps, const recur_input* input,
                                    float* out);
 
@@ -239,7 +249,8 @@ recur_status recur_session_prefill(recur_session* session, size_t steps, const r
  * recur_session_prefill refuse them with RECUR_UNSUPPORTED. For causal
  * models it equals a reset followed by a prefill. Input as for prefill.
  * Allocates working memory for batch × steps positions on each call, so a
- * session on an arena refuses it (RECUR_UNSUPPORTED). */
+ * session on an arena refuses it (RECUR_UNSUPPORTED). At most 2^24 positions
+ * per call (RECUR_OUT_OF_RANGE); errors otherwise as prefill. */
 recur_status recur_session_encode(recur_session* session, size_t steps, const recur_input* input,
                                   float* out);
 
@@ -255,8 +266,10 @@ recur_status recur_session_state_size(const recur_session* session, size_t* size
 recur_status recur_session_state_save(const recur_session* session, int stream, void* buffer,
                                       size_t size);
 
-/* Replaces the state of `stream` with a blob from recur_session_state_save.
- * A blob from another model, truncated or corrupted, is refused with
+/* Replaces the state of `stream` with a blob from recur_session_state_save;
+ * `size` is the blob's length, exactly recur_session_state_size (not the
+ * capacity of a larger buffer). A blob from another model, from a session
+ * with another max_context, truncated or corrupted, is refused with
  * RECUR_INVALID_STATE and the session is left unchanged. */
 recur_status recur_session_state_load(recur_session* session, int stream, const void* buffer,
                                       size_t size);
