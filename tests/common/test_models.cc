@@ -35,18 +35,35 @@ converter::TensorMap RandomTensors(const char* config, unsigned seed,
   return RandomTensors(parsed.value().desc, seed, parsed.value().layout);
 }
 
-converter::AlignedBytes BuildTestModel(const char* config, unsigned seed, std::string* error) {
+namespace {
+
+converter::AlignedBytes Build(const char* config, unsigned seed, converter::WeightDType dtype,
+                              std::string* error) {
   auto parsed = converter::ParseConfig(config);
   if (!parsed.ok()) {
     if (error) *error = parsed.message();
     return {};
   }
-  auto bytes = converter::BuildModel(parsed.value().desc, RandomTensors(parsed.value().desc, seed));
+  converter::BuildOptions options;
+  options.weight_dtype = dtype;
+  auto bytes = converter::BuildModel(parsed.value().desc, RandomTensors(parsed.value().desc, seed),
+                                     options);
   if (!bytes.ok()) {
     if (error) *error = bytes.message();
     return {};
   }
   return std::move(bytes.value());
+}
+
+}  // namespace
+
+converter::AlignedBytes BuildTestModel(const char* config, unsigned seed, std::string* error) {
+  return Build(config, seed, converter::WeightDType::kF32, error);
+}
+
+converter::AlignedBytes BuildTestModel(const char* config, unsigned seed,
+                                       converter::WeightDType dtype) {
+  return Build(config, seed, dtype, nullptr);
 }
 
 }  // namespace recur::testing

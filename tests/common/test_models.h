@@ -14,6 +14,10 @@
 
 #include "converter/model_description.h"
 
+namespace recur::converter {
+enum class WeightDType;  // converter/quantize.h
+}  // namespace recur::converter
+
 namespace recur::testing {
 
 // Pre-norm, tokens (vocab 11), 2 blocks, learned positions (64), softmax head.
@@ -156,6 +160,10 @@ converter::TensorMap RandomTensors(const char* config, unsigned seed,
 // Model bytes (64-byte aligned) for `config`; empty on failure with *error set.
 converter::AlignedBytes BuildTestModel(const char* config, unsigned seed,
                                        std::string* error = nullptr);
+// The same with the blocks' weight matrices stored as `dtype` (declared
+// opaquely: converter/quantize.h and recur.hpp cannot share a unit).
+converter::AlignedBytes BuildTestModel(const char* config, unsigned seed,
+                                       converter::WeightDType dtype);
 
 }  // namespace recur::testing
 
