@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,76 @@ TEST_CASE("null arguments are refused with a message") {
   recur_session_free(s);
   recur_session_free(nullptr);
   recur_model_free(nullptr);
+}
+
+TEST_CASE("every session call refuses a null session or a null out-pointer") {
+  Loaded m(kTinyTokensConfig);
+  recur_session* s = NewSession(m.model);
+  int32_t token = 1;
+  recur_input in{&token, nullptr, 1};
+  float out[11];
+  size_t size = 0;
+  unsigned char blob[8] = {};
+  recur_session* copy = nullptr;
+  CHECK(recur_session_prefill(nullptr, 1, &in, out) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_encode(nullptr, 1, &in, out) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_encode(s, 1, &in, nullptr) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("output buffer is null"));
+  CHECK(recur_session_reset(nullptr, -1) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_state_size(nullptr, &size) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_state_size(s, nullptr) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_state_save(nullptr, 0, blob, sizeof(blob)) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_state_save(s, 0, nullptr, 1000) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_state_load(nullptr, 0, blob, sizeof(blob)) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_state_load(s, 0, nullptr, 1000) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_fork(nullptr, &copy) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_fork(s, nullptr) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_set_layer_callback(nullptr, nullptr, nullptr) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_backends(nullptr) == nullptr);
+  recur_model_info info{};
+  info.struct_size = sizeof(info);
+  CHECK(recur_model_get_info(nullptr, &info) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_arena_size(nullptr, nullptr, &size) == RECUR_INVALID_ARGUMENT);
+  CHECK(recur_session_arena_size(m.model, nullptr, nullptr) == RECUR_INVALID_ARGUMENT);
+  // Each refusal left the session usable.
+  CHECK(recur_session_step(s, &in, out) == RECUR_OK);
+  recur_session_free(s);
+}
+
+TEST_CASE("prefill and encode refuse NaN and infinite features, wrong counts and bad tokens") {
+  Loaded features_model(kTinyFeaturesConfig);
+  recur_session* fs = NewSession(features_model.model);
+  std::vector<float> frames(3 * 5, 0.5f), out(3 * 12);
+  recur_input in{nullptr, frames.data(), frames.size()};
+  frames[7] = std::numeric_limits<float>::quiet_NaN();  // step 1, feature 2
+  CHECK(recur_session_prefill(fs, 3, &in, out.data()) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("stream 0: feature 2 at step 1 is NaN"));
+  CHECK(recur_session_encode(fs, 3, &in, out.data()) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("stream 0: feature 2 at step 1 is NaN"));
+  frames[7] = -std::numeric_limits<float>::infinity();
+  CHECK(recur_session_encode(fs, 3, &in, out.data()) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("is infinite"));
+  frames[7] = 0.5f;
+  in.count = 14;
+  CHECK(recur_session_encode(fs, 3, &in, out.data()) == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("input has 14 feature values, expected 1 streams x 3 steps x 5 features"));
+  recur_session_free(fs);
+
+  Loaded tokens_model(kTinyTokensConfig);  // 11 tokens, 64 learned positions
+  recur_session* ts = NewSession(tokens_model.model);
+  std::vector<int32_t> ids(65, 1);
+  std::vector<float> probs(65 * 11);
+  recur_input tin{ids.data(), nullptr, 3};
+  ids[2] = 11;
+  CHECK(recur_session_encode(ts, 3, &tin, probs.data()) == RECUR_OUT_OF_RANGE);
+  CHECK(ErrorContains("token id 11 at step 2 is outside the vocabulary [0, 11)"));
+  ids[2] = 1;
+  tin.count = 65;
+  CHECK(recur_session_encode(ts, 65, &tin, probs.data()) == RECUR_OUT_OF_RANGE);
+  CHECK(ErrorContains("learned positions"));
+  tin.count = 64;
+  CHECK(recur_session_encode(ts, 64, &tin, probs.data()) == RECUR_OK);
+  recur_session_free(ts);
 }
 
 TEST_CASE("options structs with a bad struct_size are refused") {

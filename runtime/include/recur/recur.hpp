@@ -1,5 +1,7 @@
-// recur C++ wrapper: header-only RAII over recur.h. Never throws: fallible
-// calls return Result<T> (a value or a status + message).
+// recur C++ wrapper: header-only RAII over recur.h. Never throws on bad input
+// or failed calls: fallible calls return Result<T> (a value or a status +
+// message). Like any code that builds std::string and std::vector (error
+// messages, saved states), it can throw std::bad_alloc when memory runs out.
 //
 //   auto model = recur::Model::Load("model.recur");
 //   if (!model) { std::fprintf(stderr, "%s\n", model.error().c_str()); return 1; }
@@ -95,10 +97,15 @@ class Model {
     return m;
   }
 
+  // The model's description; all zero (struct_size aside) for a Model that
+  // holds no model (moved from).
   recur_model_info info() const {
     recur_model_info i{};
     i.struct_size = sizeof(i);
-    recur_model_get_info(model_, &i);
+    if (recur_model_get_info(model_, &i) != RECUR_OK) {
+      i = recur_model_info{};
+      i.struct_size = sizeof(i);
+    }
     return i;
   }
 
