@@ -300,7 +300,9 @@ const char* recur_simd_target(void);
 /* Which GEMM backend runs the session's dense layers, per planned row count,
  * and the bytes of weight copies the session holds, e.g.
  * "rows 64: highway x33 xnnpack x2; rows 4096: highway x35; weight copies 25.8 MB".
- * The string lives as long as the session. NULL for a null session. */
+ * The string lives as long as the session. NULL for a null session. Like
+ * every session call (const or not), not concurrently with another call on
+ * the same session: the first call fills a cache. */
 const char* recur_session_backends(const recur_session* session);
 
 /* ------------------------------------------------------- platform layer */
