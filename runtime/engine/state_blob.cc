@@ -57,6 +57,8 @@ Status Session::SaveState(int stream, void* buffer, size_t size) const {
   return Status::Ok();
 }
 
+constexpr uint64_t kMaxStatePosition = uint64_t{1} << 62;
+
 Status Session::LoadState(int stream, const void* buffer, size_t size) {
   if (stream < 0 || stream >= static_cast<int>(batch_)) {
     return OutOfRange("stream %d is out of range [0, %zu)", stream, batch_);
@@ -91,6 +93,13 @@ Status Session::LoadState(int stream, const void* buffer, size_t size) {
   const auto* payload = static_cast<const unsigned char*>(buffer) + sizeof(h);
   if (Checksum(h, payload) != h.checksum) {
     return InvalidState("state blob checksum mismatch (corrupted)");
+  }
+  // No stream gets near 2^62 positions; mixers may compute p + window and
+  // the like (a forged 2^64 − 1 wrapped AFT-local's window to nothing and
+  // read far out of bounds, found in review).
+  if (h.position > kMaxStatePosition) {
+    return InvalidState("state blob position %llu is past any stream's length (2^62)",
+                        static_cast<unsigned long long>(h.position));
   }
   if (model_->max_positions != 0 && h.position > model_->max_positions) {
     return InvalidState("state blob position %llu exceeds the model's %u positions",

@@ -28,10 +28,11 @@ void Transpose(const float* in, size_t rows, size_t cols, size_t in_stride, floa
 class LinearAttention final : public Mixer {
  public:
   bool causal() const override { return causal_; }
-  // S (H, C, dv) and z (H, C), then, for causal layers, their Kahan
-  // compensations in the same layout: the sums run over unbounded streams,
-  // and plain float sums drift (README "Long runs").
-  size_t state_floats() const override { return (causal_ ? 2 : 1) * sum_floats(); }
+  // S (H, C, dv) and z (H, C), then their Kahan compensations in the same
+  // layout: the sums run over unbounded streams, and plain float sums drift
+  // (README "Long runs"). An encoder keeps nothing between calls: its sums
+  // live in scratch.
+  size_t state_floats() const override { return causal_ ? 2 * sum_floats() : 0; }
 
   size_t scratch_floats(size_t batch, size_t steps, size_t threads,
                         size_t /*context*/) const override {
@@ -109,8 +110,11 @@ class LinearAttention final : public Mixer {
     if (fm == fb::FeatureMap::Poly2 && uint64_t{t->dk()} * t->dk() * t->heads() > kMaxWidth) {
       return InvalidModel("%s: poly2 features heads x dk² must be <= %u", layer.c_str(), kMaxWidth);
     }
-    if (!(t->eps() >= 0.0f)) {
-      return InvalidModel("%s: linear attention eps must be >= 0", layer.c_str());
+    // eps keeps φ(q)ᵀz + eps away from 0 (relu features of all-negative keys
+    // give z = 0): the reference and the converter require it > 0.
+    if (!(t->eps() > 0.0f && std::isfinite(t->eps()))) {
+      return InvalidModel("%s: linear attention eps must be finite and > 0 (got %g)",
+                          layer.c_str(), double(t->eps()));
     }
     auto m = std::make_unique<LinearAttention>();
     m->heads_ = t->heads();
@@ -196,15 +200,15 @@ class LinearAttention final : public Mixer {
   // products stay small and in cache.
   static constexpr size_t kChunk = 64;
 
-  // A stream's state: the sums (H, C, dv) and (H, C) and their compensations
-  // (causal layers only; null otherwise).
+  // A causal stream's state: the sums (H, C, dv) and (H, C) and their
+  // compensations.
   struct Sums {
     float *s, *z, *s_comp, *z_comp;
   };
   size_t sum_floats() const { return heads_ * (c_ * dv_ + c_); }
   Sums SumsOf(float* state) const {
-    float* comp = causal_ ? state + sum_floats() : nullptr;
-    return {state, state + heads_ * c_ * dv_, comp, comp ? comp + heads_ * c_ * dv_ : nullptr};
+    float* comp = state + sum_floats();
+    return {state, state + heads_ * c_ * dv_, comp, comp + heads_ * c_ * dv_};
   }
 
   // Per worker: q, k (T, C); kᵀ (C, T); vᵀ (dv, T); A (T, T); num (T, dv);
@@ -263,11 +267,14 @@ class LinearAttention final : public Mixer {
   // mask): S, z summed over all positions first, then every position reads
   // them: out_i = φq_iᵀ S / (φq_i·z + eps).
   void Encode(const float* phi_q, const float* phi_k, const float* v, size_t steps, size_t row_qk,
-              size_t row_v, float* s, float* z, float* out, float* scratch) const {
+              size_t row_v, float* out, float* scratch) const {
     const size_t cap = std::min(steps, kChunk);
     float* kt = scratch;                // (C, cap)
     float* vt = kt + c_ * cap;         // (dv, cap)
     float* st = vt + dv_ * cap;         // (dv, C)
+    float* s = st + dv_ * c_;           // (C, dv), within ChunkScratchFloats(cap)
+    float* z = s + c_ * dv_;            // (C)
+    std::fill(s, z + c_, 0.0f);
     for (size_t t0 = 0; t0 < steps; t0 += kChunk) {
       const size_t n = std::min(kChunk, steps - t0);
       Transpose(phi_k + t0 * row_qk, n, c_, row_qk, kt);
@@ -301,16 +308,16 @@ class LinearAttention final : public Mixer {
       for (size_t pair = worker; pair < t->pairs; pair += t->workers) {
         const size_t b = pair / m.heads_, h = pair % m.heads_;
         const size_t row0 = b * t->steps;
-        const Sums sums = m.SumsOf(t->states[b]);
-        const size_t hs = h * m.c_ * m.dv_, hz = h * m.c_;
         const float* q = t->phi_q + row0 * qk_width + h * m.c_;
         const float* k = t->phi_k + row0 * qk_width + h * m.c_;
         const float* v = t->v + row0 * v_width + h * m.dv_;
         float* o = t->o + row0 * v_width + h * m.dv_;
         if (!m.causal_) {
-          m.Encode(q, k, v, t->steps, qk_width, v_width, sums.s + hs, sums.z + hz, o, scratch);
+          m.Encode(q, k, v, t->steps, qk_width, v_width, o, scratch);
           continue;
         }
+        const Sums sums = m.SumsOf(t->states[b]);
+        const size_t hs = h * m.c_ * m.dv_, hz = h * m.c_;
         for (size_t t0 = 0; t0 < t->steps; t0 += kChunk) {
           const size_t n = std::min(kChunk, t->steps - t0);
           m.Chunk(q + t0 * qk_width, k + t0 * qk_width, v + t0 * v_width, n, qk_width, v_width,

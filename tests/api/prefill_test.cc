@@ -234,6 +234,8 @@ TEST_CASE("encoders run only whole sequences; encode of a causal model is reset 
   for (const std::string& encoder_config : {linear_encoder, softmax_encoder}) {
   CAPTURE(encoder_config);
   Fixture enc(encoder_config.c_str());
+  CHECK(enc.info.state_bytes == 0);  // an encoder keeps nothing between calls
+  CHECK(enc.info.state_bytes_per_position == 0);
   recur_session* s = enc.Session(2);
   recur_input in = enc.Input(2, 12, 0);
   std::vector<float> out(2 * 12 * enc.info.output_width);

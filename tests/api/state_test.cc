@@ -158,7 +158,8 @@ TEST_CASE("a well-formed blob whose position passes the KV cache is refused") {
     std::memcpy(forged.data() + 40, &checksum, 8);
     recur::Status s = a->LoadState(0, forged);
     CHECK(s.code() == RECUR_INVALID_STATE);
-    CHECK(s.message().find("exceeds the session's max_context of 16") != std::string::npos);
+    CHECK(s.message().find(position == 17 ? "exceeds the session's max_context of 16"
+                                          : "past any stream's length") != std::string::npos);
   }
   // Exactly full is a valid state: the next step is refused, not run.
   auto full = recur::Session::Create(*model, options);
@@ -191,6 +192,37 @@ TEST_CASE("a blob from a session with another max_context, or passed with its bu
   s = small->LoadState(0, capacity);
   CHECK(s.code() == RECUR_INVALID_STATE);
   CHECK(s.message().find("pass the blob's exact length") != std::string::npos);
+}
+
+TEST_CASE("a well-formed blob with an absurd position is refused, whatever the mixer") {
+  // Found in review: AFT-conv without learned positions accepted position
+  // 2^64 - 1, and its next step read far outside the bias table.
+  for (const char* config : {recur::testing::kTinyAftConvConfig, recur::testing::kTinyFeaturesConfig}) {
+    CAPTURE(config);
+    auto bytes = BuildTestModel(config, 1);
+    auto model = recur::Model::FromBuffer(bytes.data(), bytes.size());
+    REQUIRE(model.ok());
+    auto a = recur::Session::Create(*model);
+    REQUIRE(a.ok());
+    const recur_model_info info = model->info();
+    const std::vector<float> frame(info.feature_width, 0.5f);
+    std::vector<float> out(info.output_width);
+    for (int t = 0; t < 3; ++t) REQUIRE(a->StepFeatures(frame.data(), frame.size(), out.data()).ok());
+    auto blob = a->SaveState(0);
+    REQUIRE(blob.ok());
+    for (uint64_t position : {(uint64_t{1} << 62) + 1, ~uint64_t{0}}) {
+      std::vector<uint8_t> forged = *blob;
+      std::memcpy(forged.data() + 32, &position, 8);
+      std::memset(forged.data() + 40, 0, 8);
+      const uint64_t checksum = recur::Fnv1a64(forged.data() + 48, forged.size() - 48,
+                                               recur::Fnv1a64(forged.data(), 48));
+      std::memcpy(forged.data() + 40, &checksum, 8);
+      recur::Status s = a->LoadState(0, forged);
+      CHECK(s.code() == RECUR_INVALID_STATE);
+      CHECK(s.message().find("past any stream's length") != std::string::npos);
+    }
+    CHECK(a->StepFeatures(frame.data(), frame.size(), out.data()).ok());
+  }
 }
 
 TEST_CASE("save/load argument errors") {

@@ -235,6 +235,22 @@ TEST_CASE("feature maps: every map loads and steps; bad Favor fields are named")
   }
 }
 
+TEST_CASE("linear attention: eps of 0, negative or NaN in the file is named") {
+  for (float eps : {0.0f, -1e-6f, std::numeric_limits<float>::quiet_NaN()}) {
+    CAPTURE(eps);
+    // eps 1e-3 rather than the schema's default, so that the field is stored.
+    std::string config = recur::testing::kTinyTokensConfig;
+    config.replace(config.find("\"eps\": 1e-6"), 11, "\"eps\": 1e-3");
+    auto bytes = BuildTestModel(config.c_str(), 1);
+    REQUIRE(!bytes.empty());
+    const auto* lin = Root(bytes)->blocks()->Get(1)->mixer_as_LinearAttention();
+    REQUIRE(lin != nullptr);
+    Poke<float>(lin, fb::LinearAttention::VT_EPS, eps);
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error().find("blocks.1: linear attention eps must be finite and > 0") == 0);
+  }
+}
+
 TEST_CASE("sliding window: wrong window parameters in the file are named") {
   {
     auto bytes = BuildTestModel(recur::testing::kTinySlidingWindowConfig, 1);
