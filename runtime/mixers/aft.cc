@@ -156,8 +156,9 @@ class AftLocal final : public Mixer {
 
   size_t scratch_floats(size_t batch, size_t steps, size_t threads,
                         size_t /*context*/) const override {
-    // q, k, v, o; per worker the window's logits (s, D) and max, num, den.
-    return batch * steps * 4 * width_ + threads * WorkerFloats();
+    // q, k, v, o; per worker the window's logits (s, D) and max, num, den,
+    // or the encoder's prefix and suffix sums.
+    return batch * steps * 4 * width_ + threads * WorkerFloats(steps);
   }
 
   void CollectDense(std::vector<const DenseView*>* out) const override { proj_.Collect(out); }
@@ -173,11 +174,12 @@ class AftLocal final : public Mixer {
     proj_.Project(x, rows, q, k, v, ctx);
     ctx.pool->ForEachStrided(batch, [&](size_t w, size_t b) {
       const size_t r0 = b * steps;
+      float* worker = scratch + w * WorkerFloats(steps);
       if (causal_) {
         Causal(q + r0 * D, k + r0 * D, v + r0 * D, steps, ctx.positions[b], states[b],
-               o + r0 * D, scratch + w * WorkerFloats());
+               o + r0 * D, worker);
       } else {
-        Encode(q + r0 * D, k + r0 * D, v + r0 * D, steps, o + r0 * D);
+        Encode(q + r0 * D, k + r0 * D, v + r0 * D, steps, o + r0 * D, worker);
       }
     });
     proj_.Output(o, rows, y, ctx);
@@ -208,7 +210,9 @@ class AftLocal final : public Mixer {
   }
 
  private:
-  size_t WorkerFloats() const { return (s_ + 3) * width_; }
+  size_t WorkerFloats(size_t steps) const {
+    return causal_ ? (s_ + 3) * width_ : 4 * (steps + 1);
+  }
 
   void Causal(const float* q, const float* k, const float* v, size_t steps, size_t p0,
               float* state, float* o, float* scratch) const {
@@ -253,29 +257,43 @@ class AftLocal final : public Mixer {
   }
 
   // The whole sequence: y_t = σ(q_t) Σ_p e^{k_p + w_{t,p}} v_p / Σ_p e^{k_p + w_{t,p}},
-  // w nonzero only for |t − p| < s (O(N·s) per channel).
-  void Encode(const float* q, const float* k, const float* v, size_t steps, float* o) const {
+  // w nonzero only for |t − p| < s (O(N·s) per channel): the positions
+  // outside t's window come from prefix and suffix sums of e^{k_p − gm}
+  // (each summed forward, never a difference of sums: taking the window's
+  // e^{k} back out of a total cancelled to NaN for w ≪ 0), the window's own
+  // terms are added with their bias.
+  void Encode(const float* q, const float* k, const float* v, size_t steps, float* o,
+              float* scratch) const {
     const size_t D = width_, s = s_;
+    float* pre_n = scratch;            // (steps + 1): Σ_{p<i} e^{k_p − gm} v_p
+    float* pre_d = pre_n + steps + 1;  // (steps + 1): Σ_{p<i} e^{k_p − gm}
+    float* suf_n = pre_d + steps + 1;  // (steps + 1): Σ_{p≥i} e^{k_p − gm} v_p
+    float* suf_d = suf_n + steps + 1;  // (steps + 1): Σ_{p≥i} e^{k_p − gm}
     for (size_t c = 0; c < D; ++c) {
       float gm = -INFINITY;
       for (size_t p = 0; p < steps; ++p) gm = std::max(gm, k[p * D + c]);
-      float gn = 0.0f, gd = 0.0f;  // Σ e^{k_p − gm} v_p, Σ e^{k_p − gm}
+      pre_n[0] = pre_d[0] = suf_n[steps] = suf_d[steps] = 0.0f;
       for (size_t p = 0; p < steps; ++p) {
         const float e = std::exp(k[p * D + c] - gm);
-        gn += e * v[p * D + c];
-        gd += e;
+        pre_n[p + 1] = pre_n[p] + e * v[p * D + c];
+        pre_d[p + 1] = pre_d[p] + e;
+      }
+      for (size_t p = steps; p-- > 0;) {
+        const float e = std::exp(k[p * D + c] - gm);
+        suf_n[p] = suf_n[p + 1] + e * v[p * D + c];
+        suf_d[p] = suf_d[p + 1] + e;
       }
       for (size_t t = 0; t < steps; ++t) {
         const size_t lo = t + 1 >= s ? t + 1 - s : 0, hi = std::min(steps, t + s);
-        float m = gm;
+        const float out_n = pre_n[lo] + suf_n[hi], out_d = pre_d[lo] + suf_d[hi];
+        float m = out_d > 0.0f ? gm : -INFINITY;
         for (size_t p = lo; p < hi; ++p) {
           m = std::max(m, k[p * D + c] + bias_[(t + s - 1 - p) * D + c]);
         }
-        const float a = std::exp(gm - m);
-        float n = gn * a, d = gd * a;
-        for (size_t p = lo; p < hi; ++p) {  // replace e^{k} by e^{k + w} inside the window
-          const float kp = k[p * D + c];
-          const float e = std::exp(kp + bias_[(t + s - 1 - p) * D + c] - m) - std::exp(kp - m);
+        const float a = out_d > 0.0f ? std::exp(gm - m) : 0.0f;
+        float n = out_n * a, d = out_d * a;
+        for (size_t p = lo; p < hi; ++p) {
+          const float e = std::exp(k[p * D + c] + bias_[(t + s - 1 - p) * D + c] - m);
           n += e * v[p * D + c];
           d += e;
         }

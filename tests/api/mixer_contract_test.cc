@@ -105,7 +105,8 @@ double Worst(const std::vector<float>& a, const std::vector<float>& b) {
   REQUIRE(a.size() == b.size());
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, std::fabs(double(a[i]) - b[i]) / (1.0 + std::fabs(double(b[i]))));
+    const double d = std::fabs(double(a[i]) - b[i]) / (1.0 + std::fabs(double(b[i])));
+    if (!(d <= worst)) worst = d;  // NaN-propagating
   }
   return worst;
 }
