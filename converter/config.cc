@@ -17,6 +17,10 @@ using nlohmann::json;
 
 // Reads typed keys out of JSON objects with messages that name the key by
 // its dotted path ("mixer.heads") and the config by its file name.
+// Far above any real model (96 blocks for GPT-3), low enough that a typo
+// cannot make the converter allocate gigabytes of block descriptions.
+constexpr uint32_t kMaxLayers = 4096;
+
 class KeyReader {
  public:
   explicit KeyReader(std::string source) : source_(std::move(source)) {}
@@ -33,6 +37,23 @@ class KeyReader {
 
   static std::string Join(const std::string& prefix, const char* key) {
     return prefix.empty() ? std::string(key) : prefix + "." + key;
+  }
+
+  // Refuses a key of `obj` that is not in `known`: a typo ("casual",
+  // "activaton") would otherwise leave its default in place silently. The
+  // PyTorch reference refuses the same configs.
+  Status OnlyKeys(const json& obj, const std::string& prefix,
+                  std::initializer_list<const char*> known) const {
+    for (const auto& item : obj.items()) {
+      bool ok = false;
+      for (const char* k : known) ok = ok || item.key() == k;
+      if (!ok) {
+        std::string list;
+        for (const char* k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+        return Invalid(Join(prefix, item.key().c_str()), "is not a known key (known: " + list + ")");
+      }
+    }
+    return Status::Ok();
   }
 
   // A required object member.
@@ -250,8 +271,9 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
     if (length > 65536) return r.Invalid(where + "." + length_key, "must be at most 65536");
     la.scale = 1.0f / static_cast<float>(length);
     if (auto sc = mixer.find("scale"); sc != mixer.end()) {
-      if (!sc->is_number() || !std::isfinite(sc->get<double>()) || sc->get<double>() == 0.0) {
-        return r.Invalid(where + ".scale", "must be a finite nonzero number");
+      // > 0 as in the reference (mixers.py); checked after narrowing to float.
+      if (!sc->is_number() || !(sc->get<float>() > 0.0f) || !std::isfinite(sc->get<float>())) {
+        return r.Invalid(where + ".scale", "must be a finite positive number");
       }
       la.scale = sc->get<float>();
     }
@@ -282,6 +304,8 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
     }
     RECUR_RETURN_IF_ERROR(r.Bool(mixer, "causal", where, &la.causal, /*required=*/false));
   } else {
+  RECUR_RETURN_IF_ERROR(
+      only_keys({"dv", "feature_map", "n_features", "favor_layout", "softmax_temp", "eps"}));
   static const char* const kFeatureMaps[] = {"elu_plus_one", "relu", "poly2", "favor"};
   std::size_t fm = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(mixer, "feature_map", where, kFeatureMaps, &fm));
@@ -317,6 +341,9 @@ Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescr
   RECUR_RETURN_IF_ERROR(r.UInt(root, "d_model", "", 1, &d->d_model));
   uint32_t n_layers = 0;
   RECUR_RETURN_IF_ERROR(r.UInt(root, "n_layers", "", 1, &n_layers));
+  if (n_layers > kMaxLayers) {
+    return r.Invalid("n_layers", "must be at most " + std::to_string(kMaxLayers));
+  }
 
   static const char* const kPlacements[] = {"pre", "post"};
   std::size_t placement = 0;
@@ -329,6 +356,9 @@ Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescr
   static const char* const kKinds[] = {"tokens", "features"};
   std::size_t kind = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(*input, "kind", "input", kKinds, &kind));
+  RECUR_RETURN_IF_ERROR(kind == 0 ? r.OnlyKeys(*input, "input", {"kind", "vocab_size"})
+                                  : r.OnlyKeys(*input, "input",
+                                               {"kind", "feature_width", "projection"}));
   if (kind == 0) {
     d->input.kind = InputKind::kTokens;
     RECUR_RETURN_IF_ERROR(r.UInt(*input, "vocab_size", "input", 1, &d->input.vocab_size));
@@ -372,6 +402,7 @@ Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescr
 
   const json* ffn = nullptr;
   RECUR_RETURN_IF_ERROR(r.Object(root, "ffn", "", &ffn));
+  RECUR_RETURN_IF_ERROR(r.OnlyKeys(*ffn, "ffn", {"d_ff", "activation"}));
   uint32_t d_ff = 0;
   RECUR_RETURN_IF_ERROR(r.UInt(*ffn, "d_ff", "ffn", 1, &d_ff));
   static const char* const kActivations[] = {"relu", "gelu"};
@@ -391,6 +422,7 @@ Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescr
     d->has_head = false;
   } else if (head->is_object()) {
     d->has_head = true;
+    RECUR_RETURN_IF_ERROR(r.OnlyKeys(*head, "head", {"out", "activation"}));
     RECUR_RETURN_IF_ERROR(r.UInt(*head, "out", "head", 1, &d->head.out));
     static const char* const kHeadActs[] = {"none", "softmax", "log_softmax"};
     std::size_t ha = 0;
@@ -401,6 +433,12 @@ Status RecurConfigToDescription(const KeyReader& r, const json& root, ModelDescr
   } else {
     return r.Invalid("head", "must be a JSON object or null");
   }
+  // Last, so that a config of the other layout is told by its missing keys.
+  RECUR_RETURN_IF_ERROR(r.OnlyKeys(root, "", {"layout", "notes", "input_description",
+                                              "output_description", "d_model", "n_layers",
+                                              "norm_placement", "layer_norm_eps", "input",
+                                              "max_positions", "mixer", "ffn", "final_norm",
+                                              "head"}));
   return ParseMetadata(r, root, &d->metadata);
 }
 
@@ -417,10 +455,18 @@ Status FastTransformersConfigToDescription(const KeyReader& r, const json& root,
                                            ModelDescription* d) {
   uint32_t n_layers = 0, n_heads = 0, dq = 0, dv = 0, d_ff = 0;
   RECUR_RETURN_IF_ERROR(r.UInt(root, "n_layers", "", 1, &n_layers));
+  if (n_layers > kMaxLayers) {
+    return r.Invalid("n_layers", "must be at most " + std::to_string(kMaxLayers));
+  }
   RECUR_RETURN_IF_ERROR(r.UInt(root, "n_heads", "", 1, &n_heads));
   RECUR_RETURN_IF_ERROR(r.UInt(root, "query_dimensions", "", 1, &dq));
   RECUR_RETURN_IF_ERROR(r.UInt(root, "value_dimensions", "", 1, &dv));
   RECUR_RETURN_IF_ERROR(r.UInt(root, "feed_forward_dimensions", "", 1, &d_ff));
+  RECUR_RETURN_IF_ERROR(r.OnlyKeys(
+      root, "", {"layout", "notes", "input_description", "output_description", "n_layers",
+                 "n_heads", "query_dimensions", "value_dimensions", "feed_forward_dimensions",
+                 "activation", "final_normalization", "attention_type", "max_sequence_length",
+                 "aft_parameterization", "feature_map"}));
   static const char* const kActivations[] = {"relu", "gelu"};
   std::size_t act = 0;  // builder default: relu
   RECUR_RETURN_IF_ERROR(r.Choice(root, "activation", "", kActivations, &act, /*required=*/false));

@@ -11,6 +11,7 @@ namespace recur::converter {
 namespace {
 
 Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
+  RECUR_RETURN_IF_ERROR(CheckOutputIsNotAnInput(o.output_path, {o.weights_path, o.config_path}));
   auto config = ReadConfigFile(o.config_path, o.layout);
   if (!config.ok()) return config.status();
 

@@ -73,7 +73,7 @@ Result<std::string> ReadFileText(const std::string& path) {
 Status WriteFileAtomic(const std::string& path, const void* data, std::size_t size) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status(StatusCode::kIoError, ErrnoMessage(tmp, "cannot create", errno));
+  if (fd < 0) return Status(StatusCode::kIoError, ErrnoMessage(path, "cannot create", errno));
   const auto* p = static_cast<const uint8_t*>(data);
   std::size_t done = 0;
   while (done < size) {
@@ -103,6 +103,19 @@ Status WriteFileAtomic(const std::string& path, const void* data, std::size_t si
     ::unlink(tmp.c_str());
     return Status(StatusCode::kIoError,
                   ErrnoMessage(path, "cannot rename the temporary file into place", err));
+  }
+  return Status::Ok();
+}
+
+Status CheckOutputIsNotAnInput(const std::string& output, const std::vector<std::string>& inputs) {
+  struct stat out;
+  if (::stat(output.c_str(), &out) != 0) return Status::Ok();  // a new file
+  for (const std::string& input : inputs) {
+    struct stat in;
+    if (::stat(input.c_str(), &in) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino) {
+      return Status(StatusCode::kInvalidArgument,
+                    output + ": is the input " + input + "; refusing to overwrite it");
+    }
   }
   return Status::Ok();
 }

@@ -23,6 +23,11 @@ Result<std::string> ReadFileText(const std::string& path);
 // temporary is removed and `path` is left as it was.
 Status WriteFileAtomic(const std::string& path, const void* data, std::size_t size);
 
+// Refuses an output path that names the same file as one of `inputs` (the
+// same device and inode, so links and other spellings count): writing it
+// would destroy the input. Inputs that do not exist are ignored.
+Status CheckOutputIsNotAnInput(const std::string& output, const std::vector<std::string>& inputs);
+
 // The last path component ("dir/config.json" -> "config.json").
 std::string BaseName(const std::string& path);
 

@@ -108,8 +108,12 @@ int main(int argc, char** argv) {
   std::string backend = "auto";
   recur_weight_packing packing = RECUR_PACKING_AUTO;
   app.add_option("model", model_path, "Model file (.recur)")->required();
-  app.add_option("--batch,-b", batches, "Streams stepped together (list)")->delimiter(',');
-  app.add_option("--threads,-t", thread_counts, "Intra-op threads (list)")->delimiter(',');
+  app.add_option("--batch,-b", batches, "Streams stepped together (list)")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, 65536u));
+  app.add_option("--threads,-t", thread_counts, "Intra-op threads (list)")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, 256u));
   app.add_option("--steps,-n", steps, "Timed steps per decode row")->check(CLI::Range(1, 100000000));
   app.add_option("--warmup,-w", warmup, "Untimed steps first")->check(CLI::Range(0, 1000000));
   app.add_option("--prefill,-p", prefills, "Prefill lengths (list)")->delimiter(',');
@@ -126,7 +130,8 @@ int main(int argc, char** argv) {
   app.add_option("--at", at_positions, "Decode rows at these positions (list)")->delimiter(',');
   app.add_option("--prefill-min", prefill_min,
                  "Prefills shorter than this run as steps (0 = the runtime's default, 1 = never)");
-  app.add_option("--generate,-g", generate, "Sequence length for generation rows (784 = image)");
+  app.add_option("--generate,-g", generate, "Sequence length for generation rows (784 = image)")
+      ->check(CLI::Range(0, 100000000));
   app.add_flag("--json", json, "JSON lines instead of a table");
   app.add_option("--backend", backend, "GEMM backend for the dense layers: auto (fastest per "
                  "shape, measured at session creation), highway, xnnpack, onednn");

@@ -49,8 +49,9 @@ int main(int argc, char** argv) {
   app.add_option("--input,-i", input_path, "Input .npy, cycled: token ids (N,) or frames (N, F)")
       ->required();
   app.add_option("--steps", steps, "Elements to step")->check(CLI::PositiveNumber);
-  app.add_option("--checkpoints", checkpoints, "Steps after which to report (and save outputs)")
-      ->delimiter(',');
+  CLI::Option* given_checkpoints =
+      app.add_option("--checkpoints", checkpoints, "Steps after which to report (and save outputs)")
+          ->delimiter(',');
   app.add_option("--window", window, "Outputs saved before each checkpoint")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   app.add_option("--out", out_dir, "Directory for outputs_<step>.npy (none if not given)");
@@ -73,10 +74,27 @@ int main(int argc, char** argv) {
                  "not %lld\n", model_path.c_str(), info.max_positions, (long long)steps);
     return 1;
   }
+  // Each checkpoint saves the `window` outputs before it, so it needs that
+  // many steps behind it; the run ends with one at `steps`.
+  if (steps < window) {
+    std::fprintf(stderr, "error: --steps %lld is fewer than --window %lld\n", (long long)steps,
+                 (long long)window);
+    return 1;
+  }
   std::sort(checkpoints.begin(), checkpoints.end());
-  checkpoints.erase(std::remove_if(checkpoints.begin(), checkpoints.end(),
-                                   [&](int64_t c) { return c < window || c > steps; }),
-                    checkpoints.end());
+  checkpoints.erase(std::unique(checkpoints.begin(), checkpoints.end()), checkpoints.end());
+  if (given_checkpoints->count() == 0) {  // the defaults that fit this run
+    checkpoints.erase(std::remove_if(checkpoints.begin(), checkpoints.end(),
+                                     [&](int64_t c) { return c < window || c > steps; }),
+                      checkpoints.end());
+  }
+  for (int64_t c : checkpoints) {
+    if (c < window || c > steps) {
+      std::fprintf(stderr, "error: checkpoint %lld is outside [--window %lld, --steps %lld]\n",
+                   (long long)c, (long long)window, (long long)steps);
+      return 1;
+    }
+  }
   if (checkpoints.empty() || checkpoints.back() != steps) checkpoints.push_back(steps);
 
   recur_session_options options{sizeof(options), 1, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 0, nullptr, 0};

@@ -2,9 +2,9 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <limits>
+
+#include "converter/file_util.h"
 
 namespace recur::npy {
 namespace {
@@ -163,13 +163,14 @@ bool Parse(const uint8_t* bytes, size_t size, Array* out, std::string* error) {
 }
 
 bool ReadFile(const std::string& path, Array* out, std::string* error) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    *error = "cannot open " + path;
+  // Regular files only (a directory or /dev/zero is refused, not read
+  // without end), errors as messages.
+  auto bytes = converter::ReadFileBytes(path);
+  if (!bytes.ok()) {
+    *error = bytes.message();
     return false;
   }
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (!Parse(bytes.data(), bytes.size(), out, error)) {
+  if (!Parse(bytes->data(), bytes->size(), out, error)) {
     *error = path + ": " + *error;
     return false;
   }
@@ -231,24 +232,25 @@ bool WriteFloat32(const std::string& path, const std::vector<int64_t>& shape, co
   const size_t unpadded = kMagicSize + 4 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header += '\n';
-  std::ofstream f(path, std::ios::binary);
-  if (!f) {
-    *error = "cannot create " + path;
-    return false;
-  }
   const uint16_t len = static_cast<uint16_t>(header.size());
-  f.write(kMagic, kMagicSize);
-  f.put(1);
-  f.put(0);
-  f.put(static_cast<char>(len & 0xff));
-  f.put(static_cast<char>(len >> 8));
-  f << header;
-  f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * 4));
-  if (!f) {
-    *error = "cannot write " + path;
+  std::string bytes(kMagic, kMagicSize);
+  bytes += {'\x01', '\x00', static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+  bytes += header;
+  bytes.append(reinterpret_cast<const char*>(data), static_cast<size_t>(count) * 4);
+  // Atomic: a failed write leaves an existing file as it was.
+  const Status written = converter::WriteFileAtomic(path, bytes.data(), bytes.size());
+  if (!written.ok()) {
+    *error = written.message();
     return false;
   }
   return true;
+}
+
+bool CheckOutputIsNotAnInput(const std::string& output, const std::vector<std::string>& inputs,
+                             std::string* error) {
+  const Status s = converter::CheckOutputIsNotAnInput(output, inputs);
+  if (!s.ok()) *error = s.message();
+  return s.ok();
 }
 
 }  // namespace recur::npy

@@ -27,6 +27,12 @@ bool ToInt32(const Array& a, std::vector<int32_t>* out, std::string* error);
 bool WriteFloat32(const std::string& path, const std::vector<int64_t>& shape, const float* data,
                   std::string* error);
 
+// False with *error set when `output` names the same file as one of
+// `inputs` (converter::CheckOutputIsNotAnInput, for tools that include
+// recur.hpp, whose Status cannot meet the runtime's in one unit).
+bool CheckOutputIsNotAnInput(const std::string& output, const std::vector<std::string>& inputs,
+                             std::string* error);
+
 }  // namespace recur::npy
 
 #endif  // RECUR_EXAMPLES_COMMON_NPY_H_

@@ -23,9 +23,13 @@ int main(int argc, char** argv) {
       ->required();
   CLI11_PARSE(app, argc, argv);
 
+  std::string error;
+  if (!recur::npy::CheckOutputIsNotAnInput(output_path, {model_path, input_path}, &error)) {
+    std::fprintf(stderr, "error: %s\n", error.c_str());
+    return 1;
+  }
   recur::Model model;
   recur::tools::ModelInput input;
-  std::string error;
   if (!recur::tools::LoadModelAndInput(model_path, input_path, &model, &input, &error)) {
     std::fprintf(stderr, "error: %s\n", error.c_str());
     return 1;

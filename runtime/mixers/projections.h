@@ -92,8 +92,8 @@ struct GatedProjections {
                           "(got %u, %u, %u)", layer.c_str(), what, kMaxMixerWidth, length_name,
                           kMaxLength, t->expansion_dim(), t->qk_dim(), length);
     }
-    if (!(std::isfinite(t->scale()) && t->scale() != 0.0f)) {
-      return InvalidModel("%s: %s scale must be finite and nonzero (got %g)", layer.c_str(), what,
+    if (!(std::isfinite(t->scale()) && t->scale() > 0.0f)) {  // > 0, as the reference
+      return InvalidModel("%s: %s scale must be finite and positive (got %g)", layer.c_str(), what,
                           double(t->scale()));
     }
     return Status::Ok();

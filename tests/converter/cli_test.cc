@@ -199,6 +199,25 @@ TEST_CASE("cli: errors exit 1 with one line on stderr") {
   CHECK(Lines(r.err) == 1);
   r = Cli(dir, {"verify", dir.File("missing.recur")});
   CHECK(r.code == 1);
+
+  // An output that is one of the inputs is refused, and the input survives.
+  t = testing::RandomTensors(kTokensConfig, 4);
+  WriteInputs(dir, kTokensConfig, t);
+  const std::string weights = dir.File("w.safetensors");
+  const auto before = ReadFileBytes(weights);
+  REQUIRE(before.ok());
+  for (const std::string& output : {weights, dir.File("config.json"), dir.File("./w.safetensors")}) {
+    r = Cli(dir, {weights, "--config", dir.File("config.json"), "-o", output});
+    CHECK(r.code == 1);
+    CHECK(r.err.find("refusing to overwrite it") != std::string::npos);
+  }
+  const auto after = ReadFileBytes(weights);
+  REQUIRE(after.ok());
+  CHECK(*after == *before);
+  // An output folder that does not exist is named, not the temporary file.
+  r = Cli(dir, {weights, "--config", dir.File("config.json"), "-o", dir.File("nodir/m.recur")});
+  CHECK(r.code == 1);
+  CHECK(r.err == "error: " + dir.File("nodir/m.recur") + ": cannot create: No such file or directory\n");
 }
 
 TEST_CASE("cli: verify finds NaN that the runtime loader accepts, and truncation") {

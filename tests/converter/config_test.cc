@@ -141,7 +141,9 @@ TEST_CASE("config: fast-transformers layout maps onto the same description") {
   CHECK_FALSE(r3->desc.final_norm);
   // An explicit "layout" key works too.
   j["layout"] = "fast-transformers";
-  j["d_model"] = 99;  // ignored by this layout
+  j["d_model"] = 99;  // not a key of this layout: refused, as the reference does
+  CHECK(ErrorOf(j).rfind("config.json: \"d_model\" is not a known key (known: layout, ", 0) == 0);
+  j.erase("d_model");
   auto r4 = ParseConfig(j.dump());
   REQUIRE(r4.ok());
   CHECK(r4->layout == Layout::kFastTransformers);
@@ -482,8 +484,10 @@ TEST_CASE("config: FLASH (recur layout)") {
   for (const auto& t : ExpectedTensors(r->desc)) {
     if (t.name == "blocks.0.mixer.rel_bias") CHECK(t.shape == std::vector<int64_t>{9});
   }
-  j["mixer"]["scale"] = 0;
-  CHECK(ErrorOf(j) == "config.json: \"mixer.scale\" must be a finite nonzero number");
+  for (double bad : {0.0, -0.5, 1e300}) {
+    j["mixer"]["scale"] = bad;
+    CHECK(ErrorOf(j) == "config.json: \"mixer.scale\" must be a finite positive number");
+  }
   j["mixer"].erase("scale");
   j["mixer"]["heads"] = 2;
   CHECK(ErrorOf(j) == "config.json: \"mixer.heads\" does not apply to flash (its keys: type, "
@@ -692,4 +696,46 @@ TEST_CASE("config: reading a file names it by its base name") {
 }
 
 }  // namespace
+TEST_CASE("config: unknown keys at every level are refused by name (a typo must not change the model)") {
+  {
+    json j = TokensJson();
+    j["mixer"]["casual"] = false;  // linear attention
+    CHECK(ErrorOf(j).rfind("config.json: \"mixer.casual\" does not apply to linear_attention (its "
+                           "keys: type, heads, dk, causal, dv, feature_map, ", 0) == 0);
+  }
+  {
+    json j = TokensJson();
+    j["dropout"] = 0.1;
+    CHECK(ErrorOf(j).rfind("config.json: \"dropout\" is not a known key (known: layout, notes, ", 0) ==
+          0);
+  }
+  {
+    json j = TokensJson();
+    j["ffn"]["activaton"] = "gelu";
+    CHECK(ErrorOf(j) == "config.json: \"ffn.activaton\" is not a known key (known: d_ff, activation)");
+  }
+  {
+    json j = TokensJson();
+    j["input"]["feature_width"] = 4;  // a token model
+    CHECK(ErrorOf(j) ==
+          "config.json: \"input.feature_width\" is not a known key (known: kind, vocab_size)");
+  }
+  {
+    json j = TokensJson();
+    j["head"]["bias"] = true;
+    CHECK(ErrorOf(j) == "config.json: \"head.bias\" is not a known key (known: out, activation)");
+  }
+  {
+    json j = json::parse(testing::kFastTransformersConfig);
+    j["attention-type"] = "linear";  // the builder's key is attention_type
+    CHECK(ErrorOf(j, Layout::kFastTransformers)
+              .rfind("config.json: \"attention-type\" is not a known key", 0) == 0);
+  }
+  {
+    json j = TokensJson();
+    j["n_layers"] = 4294967295u;
+    CHECK(ErrorOf(j) == "config.json: \"n_layers\" must be at most 4096");
+  }
+}
+
 }  // namespace recur::converter

@@ -365,7 +365,10 @@ TEST_CASE("GAU: bad sizes, a bad scale and a mis-shaped bias are named") {
     const auto* g = Root(bytes)->blocks()->Get(1)->mixer_as_Gau();
     Poke<float>(g, fb::Gau::VT_SCALE, std::numeric_limits<float>::quiet_NaN());
     CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
-    CHECK(Error() == "blocks.1: GAU scale must be finite and nonzero (got nan)");
+    CHECK(Error() == "blocks.1: GAU scale must be finite and positive (got nan)");
+    Poke<float>(g, fb::Gau::VT_SCALE, -0.5f);
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.1: GAU scale must be finite and positive (got -0.5)");
   }
   {
     auto bytes = BuildTestModel(recur::testing::kTinyGauConfig, 1);
