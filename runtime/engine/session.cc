@@ -205,6 +205,9 @@ Session::Session(const Model* model, const SessionOptions& options)
       weight_packing_(options.weight_packing),
       max_context_(ResolveMaxContext(*model, options.max_context)),
       grows_(model->state_floats_per_position > 0) {
+  const size_t widest =
+      std::max<size_t>({model->feature_width, model->d_model, WidestFfnRow(*model)});
+  max_steps_ = std::numeric_limits<size_t>::max() / sizeof(float) / widest / batch_;
   for (const BlockView& b : model->blocks) causal_ = causal_ && b.mixer->causal();
 }
 
@@ -273,8 +276,7 @@ Status Session::CheckInput(const int32_t* tokens, const float* features, size_t 
   const Model& m = *model_;
   // batch × steps × width must not wrap, or a wrapped product could equal
   // `count`. The bound leaves room for the rows Encode allocates.
-  const size_t widest = std::max<size_t>({m.feature_width, m.d_model, WidestFfnRow(m)});
-  if (steps > std::numeric_limits<size_t>::max() / sizeof(float) / widest / batch_) {
+  if (steps > max_steps_) {
     return InvalidArgument("%zu steps x %zu streams is too large an input", steps, batch_);
   }
   const size_t elements = batch_ * steps;

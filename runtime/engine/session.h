@@ -188,6 +188,9 @@ class Session {
   uint32_t weight_packing_;                       // SessionOptions::weight_packing
   size_t max_context_;                            // SessionOptions::max_context, resolved
   bool grows_ = false;                            // some mixer keeps a KV cache
+  // Steps per call whose batch × steps × widest row of floats stays within
+  // size_t (CheckInput; planned once, not per call).
+  size_t max_steps_ = 0;
   bool causal_ = true;                            // every block has a recurrent form
   size_t state_stride_ = 0;                       // floats per stream, padded to 16
   // The session's buffers, carved from one block (Carve): the caller's

@@ -30,6 +30,20 @@ struct Fixture {
   recur::Model model = std::move(*recur::Model::FromBuffer(bytes.data(), bytes.size()));
 };
 
+// `blob` with its header's position replaced and the checksum made valid
+// again (state_blob.cc: position at byte 32, checksum at 40 over the header
+// with the checksum zeroed, then the payload): a forgery only the position
+// checks can refuse.
+std::vector<uint8_t> WithPosition(const std::vector<uint8_t>& blob, uint64_t position) {
+  std::vector<uint8_t> forged = blob;
+  std::memcpy(forged.data() + 32, &position, 8);
+  std::memset(forged.data() + 40, 0, 8);
+  const uint64_t checksum = recur::Fnv1a64(forged.data() + 48, forged.size() - 48,
+                                           recur::Fnv1a64(forged.data(), 48));
+  std::memcpy(forged.data() + 40, &checksum, 8);
+  return forged;
+}
+
 }  // namespace
 
 TEST_CASE("save then load continues exactly where the stream was") {
@@ -146,17 +160,9 @@ TEST_CASE("a well-formed blob whose position passes the KV cache is refused") {
   for (int t = 0; t < 3; ++t) REQUIRE(a->StepFeatures(frame, 5, out.data()).ok());
   auto blob = a->SaveState(0);
   REQUIRE(blob.ok());
-  // The header (state_blob.cc): position at byte 32, checksum at 40 over the
-  // header (checksum zeroed) and the payload.
   for (uint64_t position : {uint64_t{17}, ~uint64_t{0}}) {
     CAPTURE(position);
-    std::vector<uint8_t> forged = *blob;
-    std::memcpy(forged.data() + 32, &position, 8);
-    std::memset(forged.data() + 40, 0, 8);
-    const uint64_t checksum = recur::Fnv1a64(forged.data() + 48, forged.size() - 48,
-                                             recur::Fnv1a64(forged.data(), 48));
-    std::memcpy(forged.data() + 40, &checksum, 8);
-    recur::Status s = a->LoadState(0, forged);
+    recur::Status s = a->LoadState(0, WithPosition(*blob, position));
     CHECK(s.code() == RECUR_INVALID_STATE);
     CHECK(s.message().find(position == 17 ? "exceeds the session's max_context of 16"
                                           : "past any stream's length") != std::string::npos);
@@ -211,13 +217,7 @@ TEST_CASE("a well-formed blob with an absurd position is refused, whatever the m
     auto blob = a->SaveState(0);
     REQUIRE(blob.ok());
     for (uint64_t position : {(uint64_t{1} << 62) + 1, ~uint64_t{0}}) {
-      std::vector<uint8_t> forged = *blob;
-      std::memcpy(forged.data() + 32, &position, 8);
-      std::memset(forged.data() + 40, 0, 8);
-      const uint64_t checksum = recur::Fnv1a64(forged.data() + 48, forged.size() - 48,
-                                               recur::Fnv1a64(forged.data(), 48));
-      std::memcpy(forged.data() + 40, &checksum, 8);
-      recur::Status s = a->LoadState(0, forged);
+      recur::Status s = a->LoadState(0, WithPosition(*blob, position));
       CHECK(s.code() == RECUR_INVALID_STATE);
       CHECK(s.message().find("past any stream's length") != std::string::npos);
     }
