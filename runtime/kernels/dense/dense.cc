@@ -1,5 +1,8 @@
-// Dynamic dispatch for Dense; the kernels are in dense-inl.h (f32) and
-// dense_lowp-inl.h (f16, bf16, int8 weights).
+// Dynamic dispatch for the f32 Dense (dense-inl.h) and what every weight
+// type shares. The narrow-weight kernels (dense_lowp.cc) and the packed GEMM
+// (dense_packed.cc) are separate translation units: each is compiled once per
+// Highway target, and one file holding all three took ~3.5 minutes to
+// compile under ASan, the longest step of the sanitizer build.
 #include "kernels/dense/dense.h"
 
 #include <cstdint>
@@ -9,8 +12,6 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "kernels/dense/dense-inl.h"
-#include "kernels/dense/dense_lowp-inl.h"
-#include "kernels/dense/dense_packed-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace recur::kernels {
@@ -21,50 +22,9 @@ void DenseImpl(const float* x, size_t x_stride, size_t batch, const float* w, co
   Dense(x, x_stride, batch, w, bias, in, out, y, y_stride, accumulate);
 }
 
-void DenseNarrowImpl(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
-                     float* y, size_t y_stride, bool accumulate) {
-  switch (w.type) {
-    case WeightType::kF32:
-      break;  // the f32 entry point handles these (see Dense below)
-    case WeightType::kF16:
-      DenseNarrow(x, x_stride, batch, static_cast<const hwy::float16_t*>(w.weight), nullptr,
-                  w.bias, w.in, w.out, y, y_stride, accumulate);
-      return;
-    case WeightType::kBF16:
-      DenseNarrow(x, x_stride, batch, static_cast<const hwy::bfloat16_t*>(w.weight), nullptr,
-                  w.bias, w.in, w.out, y, y_stride, accumulate);
-      return;
-    case WeightType::kI8:
-      DenseNarrow(x, x_stride, batch, static_cast<const int8_t*>(w.weight), w.scales, w.bias,
-                  w.in, w.out, y, y_stride, accumulate);
-      return;
-  }
-}
-
-DenseScratch DenseScratchNeedImpl(size_t batch, size_t in, size_t out, WeightType type) {
+size_t DensePanelScratchFloatsImpl(size_t batch, size_t in, size_t out) {
   const hn::ScalableTag<float> d;
-  switch (type) {
-    case WeightType::kF32:
-      break;
-    case WeightType::kF16:
-      return dense_detail::NarrowScratchNeed<hwy::float16_t>(d, batch, in, out);
-    case WeightType::kBF16:
-      return dense_detail::NarrowScratchNeed<hwy::bfloat16_t>(d, batch, in, out);
-    case WeightType::kI8:
-      return dense_detail::NarrowScratchNeed<int8_t>(d, batch, in, out);
-  }
-  DenseScratch need;
-  if (batch != 0 && out != 0) need.panel_floats = dense_detail::PanelScratchFloats(d, batch, in, out);
-  return need;
-}
-
-void PackDenseImpl(const DenseWeights& w, float* packed) { HWY_NAMESPACE::PackDense(w, packed); }
-
-void DensePackedImpl(const float* x, size_t x_stride, size_t rows, const float* packed,
-                     const float* bias, size_t in, size_t out, size_t panel_begin,
-                     size_t panel_end, float* y, size_t y_stride, bool accumulate) {
-  HWY_NAMESPACE::DensePacked(x, x_stride, rows, packed, bias, in, out, panel_begin, panel_end, y, y_stride,
-              accumulate);
+  return dense_detail::PanelScratchFloats(d, batch, in, out);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -75,18 +35,17 @@ HWY_AFTER_NAMESPACE();
 namespace recur::kernels {
 
 HWY_EXPORT(DenseImpl);
-HWY_EXPORT(DenseNarrowImpl);
-HWY_EXPORT(PackDenseImpl);
-HWY_EXPORT(DensePackedImpl);
-HWY_EXPORT(DenseScratchNeedImpl);
+HWY_EXPORT(DensePanelScratchFloatsImpl);
 
 namespace {
 thread_local const DenseScratch* t_bound_scratch = nullptr;
 }  // namespace
 
-DenseScratch DenseScratchNeed(size_t batch, size_t in, size_t out, WeightType type) {
-  return HWY_DYNAMIC_DISPATCH(DenseScratchNeedImpl)(batch, in, out, type);
+namespace dense_internal {
+size_t F32PanelScratchFloats(size_t batch, size_t in, size_t out) {
+  return HWY_DYNAMIC_DISPATCH(DensePanelScratchFloatsImpl)(batch, in, out);
 }
+}  // namespace dense_internal
 
 ScopedDenseScratch::ScopedDenseScratch(const DenseScratch* scratch)
     : previous_(t_bound_scratch), bound_(scratch != nullptr) {
@@ -98,17 +57,6 @@ ScopedDenseScratch::~ScopedDenseScratch() {
 }
 
 const DenseScratch* BoundDenseScratch() { return t_bound_scratch; }
-
-void PackDense(const DenseWeights& w, float* packed) {
-  HWY_DYNAMIC_DISPATCH(PackDenseImpl)(w, packed);
-}
-
-void DensePacked(const float* x, size_t x_stride, size_t rows, const float* packed,
-                 const float* bias, size_t in, size_t out, size_t panel_begin, size_t panel_end,
-                 float* y, size_t y_stride, bool accumulate) {
-  HWY_DYNAMIC_DISPATCH(DensePackedImpl)(x, x_stride, rows, packed, bias, in, out, panel_begin,
-                                        panel_end, y, y_stride, accumulate);
-}
 
 void Dense(const float* x, size_t x_stride, size_t batch, const float* w, const float* bias,
            size_t in, size_t out, float* y, size_t y_stride, bool accumulate) {
@@ -132,16 +80,6 @@ DenseWeights DenseWeights::Rows(size_t begin, size_t end) const {
   if (bias != nullptr) r.bias = bias + begin;
   r.out = static_cast<uint32_t>(end - begin);
   return r;
-}
-
-void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
-           size_t y_stride, bool accumulate) {
-  if (w.type == WeightType::kF32) {
-    Dense(x, x_stride, batch, static_cast<const float*>(w.weight), w.bias, w.in, w.out, y,
-          y_stride, accumulate);
-    return;
-  }
-  HWY_DYNAMIC_DISPATCH(DenseNarrowImpl)(x, x_stride, batch, w, y, y_stride, accumulate);
 }
 
 }  // namespace recur::kernels

@@ -1,0 +1,84 @@
+// Dynamic dispatch for Dense with f16, bf16 and int8 weights
+// (dense_lowp-inl.h) and the scratch each weight type needs.
+#include <cstdint>
+
+#include "kernels/dense/dense.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/dense/dense_lowp.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/dense/dense_lowp-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace recur::kernels {
+namespace HWY_NAMESPACE {
+
+void DenseNarrowImpl(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
+                     float* y, size_t y_stride, bool accumulate) {
+  switch (w.type) {
+    case WeightType::kF32:
+      break;  // the f32 entry point handles these (see Dense below)
+    case WeightType::kF16:
+      DenseNarrow(x, x_stride, batch, static_cast<const hwy::float16_t*>(w.weight), nullptr,
+                  w.bias, w.in, w.out, y, y_stride, accumulate);
+      return;
+    case WeightType::kBF16:
+      DenseNarrow(x, x_stride, batch, static_cast<const hwy::bfloat16_t*>(w.weight), nullptr,
+                  w.bias, w.in, w.out, y, y_stride, accumulate);
+      return;
+    case WeightType::kI8:
+      DenseNarrow(x, x_stride, batch, static_cast<const int8_t*>(w.weight), w.scales, w.bias,
+                  w.in, w.out, y, y_stride, accumulate);
+      return;
+  }
+}
+
+DenseScratch NarrowScratchNeedImpl(size_t batch, size_t in, size_t out, WeightType type) {
+  const hn::ScalableTag<float> d;
+  switch (type) {
+    case WeightType::kF32:
+      break;
+    case WeightType::kF16:
+      return dense_detail::NarrowScratchNeed<hwy::float16_t>(d, batch, in, out);
+    case WeightType::kBF16:
+      return dense_detail::NarrowScratchNeed<hwy::bfloat16_t>(d, batch, in, out);
+    case WeightType::kI8:
+      return dense_detail::NarrowScratchNeed<int8_t>(d, batch, in, out);
+  }
+  return DenseScratch{};
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace recur::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace recur::kernels {
+
+HWY_EXPORT(DenseNarrowImpl);
+HWY_EXPORT(NarrowScratchNeedImpl);
+
+DenseScratch DenseScratchNeed(size_t batch, size_t in, size_t out, WeightType type) {
+  if (type != WeightType::kF32) {
+    return HWY_DYNAMIC_DISPATCH(NarrowScratchNeedImpl)(batch, in, out, type);
+  }
+  DenseScratch need;
+  if (batch != 0 && out != 0) {
+    need.panel_floats = dense_internal::F32PanelScratchFloats(batch, in, out);
+  }
+  return need;
+}
+
+void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
+           size_t y_stride, bool accumulate) {
+  if (w.type == WeightType::kF32) {
+    Dense(x, x_stride, batch, static_cast<const float*>(w.weight), w.bias, w.in, w.out, y,
+          y_stride, accumulate);
+    return;
+  }
+  HWY_DYNAMIC_DISPATCH(DenseNarrowImpl)(x, x_stride, batch, w, y, y_stride, accumulate);
+}
+
+}  // namespace recur::kernels
+#endif  // HWY_ONCE
