@@ -376,7 +376,7 @@ void Session::RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, co
   float* hidden = ws.ffn;
   RunDense(ffn.linear1, x, rows, hidden, false, pool_, dense_.get());
   const bool gelu = ffn.activation == fb::Activation::Gelu;
-  pool_->ParallelRanges(rows * ffn.linear1.out, 4096, [&](size_t first, size_t last) {
+  pool_->ParallelRanges(rows * ffn.linear1.out, kElementsPerTask, [&](size_t first, size_t last) {
     if (gelu) {
       kernels::Gelu(hidden + first, hidden + first, last - first);
     } else {
@@ -384,6 +384,12 @@ void Session::RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, co
     }
   });
   RunDense(ffn.linear2, hidden, rows, y, true, pool_, dense_.get());
+}
+
+void Session::AddResidual(const float* delta, float* x, size_t n) {
+  pool_->ParallelRanges(n, kElementsPerTask, [&](size_t first, size_t last) {
+    kernels::Add(x + first, delta + first, x + first, last - first);
+  });
 }
 
 void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer, size_t steps) {
@@ -399,15 +405,17 @@ void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer
     // x += mixer(norm1(x)); x += ffn(norm2(x))
     Norm(block.norm1, x, h, rows);
     block.mixer->Run(h, batch_, steps, layer_states_, ctx, h);
-    kernels::Add(x, h, x, n);
+    AddResidual(h, x, n);
     Norm(block.norm2, x, h, rows);
     RunFeedForward(ws, block.ffn, h, x, rows);
   } else {
     // x = norm1(x + mixer(x)); x = norm2(x + ffn(x))
     block.mixer->Run(x, batch_, steps, layer_states_, ctx, h);
-    kernels::Add(x, h, x, n);
+    AddResidual(h, x, n);
     Norm(block.norm1, x, x, rows);
-    std::memcpy(h, x, n * sizeof(float));
+    pool_->ParallelRanges(n, kElementsPerTask, [&](size_t first, size_t last) {
+      std::memcpy(h + first, x + first, (last - first) * sizeof(float));
+    });
     RunFeedForward(ws, block.ffn, x, h, rows);
     Norm(block.norm2, h, x, rows);
   }

@@ -172,6 +172,8 @@ class Session {
   void RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, const float* x, float* y,
                       size_t rows);
   void Norm(const NormView& norm, const float* x, float* y, size_t rows);
+  // x += delta over n floats, split over the pool.
+  void AddResidual(const float* delta, float* x, size_t n);
   void Head(const Workspace& ws, float* out, size_t rows);
   Workspace StreamWorkspace() { return {x_, h_, ffn_, scratch_, state_, positions_}; }
 

@@ -158,10 +158,14 @@ class LinearAttention final : public Mixer {
     const size_t vectors = rows * heads_;  // dk-vectors, contiguous
     switch (feature_map_) {
       case fb::FeatureMap::EluPlusOne:
-        kernels::EluPlusOne(raw, phi, vectors * dk_);
+        pool->ParallelRanges(vectors * dk_, kElementsPerTask, [&](size_t first, size_t last) {
+          kernels::EluPlusOne(raw + first, phi + first, last - first);
+        });
         return;
       case fb::FeatureMap::Relu:
-        kernels::Relu(raw, phi, vectors * dk_);
+        pool->ParallelRanges(vectors * dk_, kElementsPerTask, [&](size_t first, size_t last) {
+          kernels::Relu(raw + first, phi + first, last - first);
+        });
         return;
       case fb::FeatureMap::Poly2:
         pool->ParallelRanges(vectors, 64, [&](size_t first, size_t last) {
