@@ -14,8 +14,11 @@ constexpr uint32_t kStateFuzzMaxContext = 16;
 
 inline std::vector<const char*> StateFuzzConfigs() {
   using namespace recur::testing;  // NOLINT
-  return {kTinyTokensConfig,    kTinySoftmaxFeaturesConfig, kTinyMixedConfig, kTinySlidingWindowConfig,
-          kTinyAftLocalConfig,  kTinyAftFullConfig,         kTinyGauConfig,   kTinyFeaturesConfig};
+  // Append only: a blob's byte 0 picks the model by index (regressions/ keeps
+  // blobs for index 6).
+  return {kTinyTokensConfig,   kTinySoftmaxFeaturesConfig, kTinyMixedConfig, kTinySlidingWindowConfig,
+          kTinyAftLocalConfig, kTinyAftFullConfig,         kTinyGauConfig,   kTinyFeaturesConfig,
+          kTinyAftConfig,      kTinyAftConvConfig};
 }
 
 }  // namespace recur::fuzz
