@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "converter/file_util.h"
-#include "converter/json_error.h"
+#include "converter/json_util.h"
 
 namespace recur::converter {
 namespace {
@@ -568,10 +568,15 @@ Result<ImportedConfig> ParseConfigImpl(const std::string& text, Layout layout,
                                        const std::string& source_name) {
   KeyReader r(source_name);
   json root;
+  DuplicateKey duplicate;
   try {
-    root = json::parse(text);
+    root = ParseJson(text.begin(), text.end(), &duplicate);
   } catch (const std::exception& e) {
     return r.Error("not valid JSON: " + JsonWhat(e));
+  }
+  if (!duplicate.key.empty()) {
+    return r.Error("the key \"" + duplicate.key + "\" appears twice in one object" +
+                   (duplicate.top_level ? " (at the top level)" : ""));
   }
   if (!root.is_object()) return r.Error("the top level must be a JSON object");
 

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "converter/file_util.h"
-#include "converter/json_error.h"
+#include "converter/json_util.h"
 
 namespace recur::converter {
 namespace {
@@ -118,10 +118,18 @@ Result<SafetensorsFile> ParseSafetensors(std::vector<uint8_t> bytes,
   const uint64_t data_len = available - header_len;
 
   json header;
+  DuplicateKey duplicate;
   try {
-    header = json::parse(header_begin, data_begin);
+    header = ParseJson(header_begin, data_begin, &duplicate);
   } catch (const std::exception& e) {
     return Status(StatusCode::kInvalidArgument, src + ": header is not valid JSON: " + JsonWhat(e));
+  }
+  if (!duplicate.key.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  src + (duplicate.top_level
+                             ? ": the header names tensor \"" + duplicate.key + "\" twice"
+                             : ": the header repeats the key \"" + duplicate.key +
+                                   "\" inside one entry"));
   }
   if (!header.is_object()) {
     return Status(StatusCode::kInvalidArgument, src + ": header is not a JSON object");

@@ -179,6 +179,21 @@ TEST_CASE("config: not JSON, not an object") {
   CHECK(ParseConfig("{", Layout::kAuto, "my.json").message().rfind("my.json: ", 0) == 0);
 }
 
+TEST_CASE("config: a key twice is refused, not resolved to the last") {
+  CHECK(ParseConfig(R"({"d_model": 8, "d_model": 16})").message() ==
+        "config.json: the key \"d_model\" appears twice in one object (at the top level)");
+  json j = TokensJson();
+  std::string text = j.dump();
+  const std::string heads = "\"heads\":";
+  const size_t at = text.find(heads);
+  REQUIRE(at != std::string::npos);
+  text.insert(at, "\"heads\": 1, ");
+  CHECK(ParseConfig(text).message() ==
+        "config.json: the key \"heads\" appears twice in one object");
+  // The same keys in different objects (here the input and each mixer) are fine.
+  CHECK(ParseConfig(j.dump()).ok());
+}
+
 TEST_CASE("config: recur layout, missing keys") {
   for (const char* key : {"d_model", "n_layers", "norm_placement", "layer_norm_eps", "input",
                           "max_positions", "mixer", "ffn", "final_norm", "head"}) {

@@ -119,6 +119,27 @@ TEST_CASE("safetensors: bad JSON") {
   ExpectError(MakeSafetensors(R"({"__metadata__": 3})", {}), {"__metadata__"});
 }
 
+TEST_CASE("safetensors: a key twice is refused, not resolved to the last") {
+  const char* entry = R"({"dtype": "F32", "shape": [1], "data_offsets": [0, 4]})";
+  ExpectError(MakeSafetensors(std::string("{\"a\": ") + entry + ", \"a\": " + entry + "}",
+                              {0, 0, 0, 0}),
+              {"names tensor \"a\" twice"});
+  ExpectError(MakeSafetensors(
+                  R"({"a": {"dtype": "F32", "shape": [1], "dtype": "F16", "data_offsets": [0, 4]}})",
+                  {0, 0, 0, 0}),
+              {"repeats the key \"dtype\" inside one entry"});
+  ExpectError(MakeSafetensors(R"({"__metadata__": {"x": "1", "x": "2"}})", {}),
+              {"repeats the key \"x\""});
+  // The same keys in different entries are not duplicates.
+  auto r = ParseSafetensors(
+      MakeSafetensors(std::string("{\"a\": ") + entry +
+                          R"(, "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
+                      {0, 0, 0, 0, 0, 0, 0, 0}),
+      "w.safetensors");
+  INFO(r.message());
+  CHECK(r.ok());
+}
+
 TEST_CASE("safetensors: offsets out of range") {
   ExpectError(MakeSafetensors(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})",
                               {0, 0, 0, 0}),

@@ -1,0 +1,62 @@
+// nlohmann::json helpers shared by the config and safetensors readers.
+#ifndef RECUR_CONVERTER_JSON_UTIL_H_
+#define RECUR_CONVERTER_JSON_UTIL_H_
+
+#include <exception>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace recur::converter {
+
+// nlohmann::json exception text without its "[json.exception.x.y] " prefix.
+inline std::string JsonWhat(const std::exception& e) {
+  std::string what = e.what();
+  if (!what.empty() && what[0] == '[') {
+    const std::size_t close = what.find("] ");
+    if (close != std::string::npos) what = what.substr(close + 2);
+  }
+  return what;
+}
+
+// The first key that one JSON object holds twice.
+struct DuplicateKey {
+  std::string key;         // empty: none
+  bool top_level = false;  // in the outermost object
+};
+
+// json::parse over [begin, end) (throwing what it throws) that also reports
+// the first duplicate key: nlohmann keeps the last value silently, and a file
+// that names a tensor or an option twice is ambiguous, so callers refuse it.
+template <typename Iterator>
+nlohmann::json ParseJson(Iterator begin, Iterator end, DuplicateKey* duplicate) {
+  using json = nlohmann::json;
+  std::vector<std::set<std::string>> open;  // the keys of each object being read
+  auto on_event = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        open.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!open.empty()) open.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!open.empty() && !open.back().insert(parsed.get<std::string>()).second &&
+            duplicate->key.empty()) {
+          duplicate->key = parsed.get<std::string>();
+          duplicate->top_level = open.size() == 1;
+        }
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  return json::parse(begin, end, on_event);
+}
+
+}  // namespace recur::converter
+
+#endif  // RECUR_CONVERTER_JSON_UTIL_H_
