@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -266,6 +267,14 @@ Result<std::vector<float>> ToFloat32(const std::string& name, const TensorView& 
         double d;
         std::memcpy(&d, p + 8 * i, 8);
         out[i] = static_cast<float>(d);
+        if (std::isinf(out[i]) && std::isfinite(d)) {
+          // Not the NaN/Inf check's "+Inf": the source value is finite.
+          char value[32];
+          std::snprintf(value, sizeof(value), "%.17g", d);
+          return Status(StatusCode::kInvalidArgument,
+                        name + ": F64 value " + value + " at index " + std::to_string(i) +
+                            " is outside float32's range (|x| <= 3.4028235e38)");
+        }
       }
       break;
     case DType::kF16:

@@ -289,6 +289,11 @@ Status Session::CheckInput(const int32_t* tokens, const float* features, size_t 
     }
     for (size_t i = 0; i < elements; ++i) {
       if (tokens[i] < 0 || uint32_t(tokens[i]) >= m.vocab_size) {
+        // A one-element call has no step to name: callers number their own.
+        if (steps == 1) {
+          return OutOfRange("stream %zu: token id %d is outside the vocabulary [0, %u)", i,
+                            tokens[i], m.vocab_size);
+        }
         return OutOfRange("stream %zu: token id %d at step %zu is outside the vocabulary [0, %u)",
                           i / steps, tokens[i], i % steps, m.vocab_size);
       }
@@ -306,9 +311,12 @@ Status Session::CheckInput(const int32_t* tokens, const float* features, size_t 
     for (size_t i = 0; i < count; ++i) {
       if (!std::isfinite(features[i])) {
         const size_t e = i / m.feature_width;
+        const char* what = std::isnan(features[i]) ? "NaN" : "infinite";
+        if (steps == 1) {
+          return InvalidArgument("stream %zu: feature %zu is %s", e, i % m.feature_width, what);
+        }
         return InvalidArgument("stream %zu: feature %zu at step %zu is %s", e / steps,
-                               i % m.feature_width, e % steps,
-                               std::isnan(features[i]) ? "NaN" : "infinite");
+                               i % m.feature_width, e % steps, what);
       }
     }
   }

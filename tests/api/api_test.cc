@@ -313,8 +313,8 @@ TEST_CASE("out-of-range tokens are refused and leave the session unchanged") {
     std::vector<float> out(22);
     recur_input in{tokens.data(), nullptr, tokens.size()};
     CHECK(recur_session_step(a, &in, out.data()) == RECUR_OUT_OF_RANGE);
-    CHECK(ErrorContains("stream 1: token id"));
-    CHECK(ErrorContains("outside the vocabulary [0, 11)"));
+    CHECK(ErrorContains(("stream 1: token id " + std::to_string(bad) +
+                         " is outside the vocabulary [0, 11)").c_str()));
   }
   CHECK(StepTokens(a, {4, 5}, 11) == StepTokens(b, {4, 5}, 11));
   recur_session_free(a);
@@ -371,7 +371,8 @@ TEST_CASE("non-finite features are refused (policy: reject, never propagate)") {
     float frame[5] = {0.1f, 0.2f, bad, 0.4f, 0.5f};
     recur_input in{nullptr, frame, 5};
     CHECK(recur_session_step(s, &in, out.data()) == RECUR_INVALID_ARGUMENT);
-    CHECK(ErrorContains("stream 0: feature 2 at step 0 is"));
+    // A step call names no step (its caller numbers steps its own way).
+    CHECK(ErrorContains(bad != bad ? "stream 0: feature 2 is NaN" : "stream 0: feature 2 is infinite"));
   }
   recur_session_free(s);
 }

@@ -213,6 +213,27 @@ TEST_CASE("safetensors: F64, F16 and BF16 convert to F32") {
   CHECK((*bv)[2] == doctest::Approx(0.33203125f));
 }
 
+TEST_CASE("safetensors: an F64 value past float32's range is refused as such, not as +Inf") {
+  std::vector<double> d = {1.0, -1e300, 3.4028235e38};
+  auto r = ParseSafetensors(MakeSafetensors(
+      R"({"d": {"dtype": "F64", "shape": [3], "data_offsets": [0, 24]}})", BytesOf(d)));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  auto v = ToFloat32("d", r->tensors().at("d"));
+  REQUIRE_FALSE(v.ok());
+  CHECK(v.message() ==
+        "d: F64 value -1.0000000000000001e+300 at index 1 is outside float32's range "
+        "(|x| <= 3.4028235e38)");
+  // FLT_MAX itself and a true infinity (left to the NaN/Inf check) convert.
+  d = {3.4028235e38, std::numeric_limits<double>::infinity()};
+  r = ParseSafetensors(MakeSafetensors(
+      R"({"d": {"dtype": "F64", "shape": [2], "data_offsets": [0, 16]}})", BytesOf(d)));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  v = ToFloat32("d", r->tensors().at("d"));
+  REQUIRE_MESSAGE(v.ok(), v.message());
+  CHECK((*v)[0] == std::numeric_limits<float>::max());
+  CHECK(std::isinf((*v)[1]));
+}
+
 TEST_CASE("safetensors: integer dtypes parse but are refused as weights") {
   std::vector<int64_t> ids = {1, 2, 3};
   auto r = ParseSafetensors(MakeSafetensors(
