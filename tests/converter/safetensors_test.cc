@@ -214,21 +214,23 @@ TEST_CASE("safetensors: F64, F16 and BF16 convert to F32") {
 }
 
 TEST_CASE("safetensors: an F64 value past float32's range is refused as such, not as +Inf") {
-  std::vector<double> d = {1.0, -1e300, 3.4028235e38};
-  auto r = ParseSafetensors(MakeSafetensors(
-      R"({"d": {"dtype": "F64", "shape": [3], "data_offsets": [0, 24]}})", BytesOf(d)));
-  REQUIRE_MESSAGE(r.ok(), r.message());
-  auto v = ToFloat32("d", r->tensors().at("d"));
+  // One F64 tensor "d" holding `values`, converted.
+  auto convert = [](const std::vector<double>& values) {
+    const std::string n = std::to_string(values.size());
+    auto r = ParseSafetensors(MakeSafetensors(R"({"d": {"dtype": "F64", "shape": [)" + n +
+                                                  R"(], "data_offsets": [0, )" +
+                                                  std::to_string(8 * values.size()) + "]}}",
+                                              BytesOf(values)));
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    return ToFloat32("d", r->tensors().at("d"));
+  };
+  auto v = convert({1.0, -1e300, 3.4028235e38});
   REQUIRE_FALSE(v.ok());
   CHECK(v.message() ==
         "d: F64 value -1.0000000000000001e+300 at index 1 is outside float32's range "
         "(|x| <= 3.4028235e38)");
   // FLT_MAX itself and a true infinity (left to the NaN/Inf check) convert.
-  d = {3.4028235e38, std::numeric_limits<double>::infinity()};
-  r = ParseSafetensors(MakeSafetensors(
-      R"({"d": {"dtype": "F64", "shape": [2], "data_offsets": [0, 16]}})", BytesOf(d)));
-  REQUIRE_MESSAGE(r.ok(), r.message());
-  v = ToFloat32("d", r->tensors().at("d"));
+  v = convert({3.4028235e38, std::numeric_limits<double>::infinity()});
   REQUIRE_MESSAGE(v.ok(), v.message());
   CHECK((*v)[0] == std::numeric_limits<float>::max());
   CHECK(std::isinf((*v)[1]));
