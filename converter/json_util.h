@@ -24,7 +24,7 @@ inline std::string JsonWhat(const std::exception& e) {
 // The first key that one JSON object holds twice.
 struct DuplicateKey {
   std::string key;         // empty: none
-  bool top_level = false;  // in the outermost object
+  bool top_level = false;  // a key of the root object itself
 };
 
 // json::parse over [begin, end) (throwing what it throws) that also reports
@@ -34,7 +34,7 @@ template <typename Iterator>
 nlohmann::json ParseJson(Iterator begin, Iterator end, DuplicateKey* duplicate) {
   using json = nlohmann::json;
   std::vector<std::set<std::string>> open;  // the keys of each object being read
-  auto on_event = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
     switch (event) {
       case json::parse_event_t::object_start:
         open.emplace_back();
@@ -46,7 +46,7 @@ nlohmann::json ParseJson(Iterator begin, Iterator end, DuplicateKey* duplicate) 
         if (!open.empty() && !open.back().insert(parsed.get<std::string>()).second &&
             duplicate->key.empty()) {
           duplicate->key = parsed.get<std::string>();
-          duplicate->top_level = open.size() == 1;
+          duplicate->top_level = depth == 1;  // nlohmann: the root's keys are at depth 1
         }
         break;
       default:

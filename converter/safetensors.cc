@@ -125,15 +125,15 @@ Result<SafetensorsFile> ParseSafetensors(std::vector<uint8_t> bytes,
   } catch (const std::exception& e) {
     return Status(StatusCode::kInvalidArgument, src + ": header is not valid JSON: " + JsonWhat(e));
   }
-  if (!duplicate.key.empty()) {
-    return Status(StatusCode::kInvalidArgument,
-                  src + (duplicate.top_level
-                             ? ": the header names tensor \"" + duplicate.key + "\" twice"
-                             : ": the header repeats the key \"" + duplicate.key +
-                                   "\" inside one entry"));
-  }
   if (!header.is_object()) {
     return Status(StatusCode::kInvalidArgument, src + ": header is not a JSON object");
+  }
+  if (!duplicate.key.empty()) {
+    const bool tensor = duplicate.top_level && duplicate.key != "__metadata__";
+    return Status(StatusCode::kInvalidArgument,
+                  src + (tensor ? ": the header names tensor \"" + duplicate.key + "\" twice"
+                                : ": the header repeats the key \"" + duplicate.key +
+                                      "\" in one object"));
   }
 
   struct Span {

@@ -14,8 +14,9 @@
 namespace recur {
 
 // The grain of element-wise passes (activations, residual adds): fewer floats
-// per thread cost more in wake-ups than they save, so a batch-1 step's
-// vectors stay on the calling thread while a prefill chunk's are split.
+// per thread cost more in wake-ups than they save, so passes up to this many
+// floats (a batch-1 step's vectors of the shipped models) stay on the calling
+// thread while a prefill chunk's are split.
 inline constexpr size_t kElementsPerTask = 4096;
 
 class ThreadPool {

@@ -127,7 +127,10 @@ TEST_CASE("safetensors: a key twice is refused, not resolved to the last") {
   ExpectError(MakeSafetensors(
                   R"({"a": {"dtype": "F32", "shape": [1], "dtype": "F16", "data_offsets": [0, 4]}})",
                   {0, 0, 0, 0}),
-              {"repeats the key \"dtype\" inside one entry"});
+              {"repeats the key \"dtype\" in one object"});
+  ExpectError(MakeSafetensors(R"({"__metadata__": {}, "__metadata__": {}})", {}),
+              {"repeats the key \"__metadata__\" in one object"});
+  ExpectError(MakeSafetensors(R"([{"a": 1, "a": 2}])", {}), {"header is not a JSON object"});
   ExpectError(MakeSafetensors(R"({"__metadata__": {"x": "1", "x": "2"}})", {}),
               {"repeats the key \"x\""});
   // The same keys in different entries are not duplicates.

@@ -1,5 +1,6 @@
-// Dynamic dispatch for the f32 Dense (dense-inl.h) and what every weight
-// type shares. The narrow-weight kernels (dense_lowp.cc) and the packed GEMM
+// Dynamic dispatch for the f32 Dense (dense-inl.h), the scratch binding and
+// DenseWeights. The narrow-weight kernels with DenseScratchNeed and the
+// DenseWeights entry point (dense_lowp.cc) and the packed GEMM
 // (dense_packed.cc) are separate translation units: each is compiled once per
 // Highway target, and one file holding all three took ~3.5 minutes to
 // compile under ASan, the longest step of the sanitizer build.

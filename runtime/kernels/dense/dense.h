@@ -98,7 +98,7 @@ class ScopedDenseScratch {
 const DenseScratch* BoundDenseScratch();
 
 namespace dense_internal {
-// The f32 panel scratch of DenseScratchNeed (dense.cc), for dense_lowp.cc.
+// The f32 panel scratch (dense.cc), for DenseScratchNeed in dense_lowp.cc.
 size_t F32PanelScratchFloats(size_t batch, size_t in, size_t out);
 }  // namespace dense_internal
 
