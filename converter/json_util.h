@@ -42,13 +42,14 @@ nlohmann::json ParseJson(Iterator begin, Iterator end, DuplicateKey* duplicate) 
       case json::parse_event_t::object_end:
         if (!open.empty()) open.pop_back();
         break;
-      case json::parse_event_t::key:
-        if (!open.empty() && !open.back().insert(parsed.get<std::string>()).second &&
-            duplicate->key.empty()) {
-          duplicate->key = parsed.get<std::string>();
+      case json::parse_event_t::key: {
+        const std::string& key = parsed.get_ref<const std::string&>();
+        if (!open.empty() && !open.back().insert(key).second && duplicate->key.empty()) {
+          duplicate->key = key;
           duplicate->top_level = depth == 1;  // nlohmann: the root's keys are at depth 1
         }
         break;
+      }
       default:
         break;
     }

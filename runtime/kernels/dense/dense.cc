@@ -23,11 +23,6 @@ void DenseImpl(const float* x, size_t x_stride, size_t batch, const float* w, co
   Dense(x, x_stride, batch, w, bias, in, out, y, y_stride, accumulate);
 }
 
-size_t DensePanelScratchFloatsImpl(size_t batch, size_t in, size_t out) {
-  const hn::ScalableTag<float> d;
-  return dense_detail::PanelScratchFloats(d, batch, in, out);
-}
-
 }  // namespace HWY_NAMESPACE
 }  // namespace recur::kernels
 HWY_AFTER_NAMESPACE();
@@ -36,17 +31,10 @@ HWY_AFTER_NAMESPACE();
 namespace recur::kernels {
 
 HWY_EXPORT(DenseImpl);
-HWY_EXPORT(DensePanelScratchFloatsImpl);
 
 namespace {
 thread_local const DenseScratch* t_bound_scratch = nullptr;
 }  // namespace
-
-namespace dense_internal {
-size_t F32PanelScratchFloats(size_t batch, size_t in, size_t out) {
-  return HWY_DYNAMIC_DISPATCH(DensePanelScratchFloatsImpl)(batch, in, out);
-}
-}  // namespace dense_internal
 
 ScopedDenseScratch::ScopedDenseScratch(const DenseScratch* scratch)
     : previous_(t_bound_scratch), bound_(scratch != nullptr) {

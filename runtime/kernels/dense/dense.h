@@ -97,11 +97,6 @@ class ScopedDenseScratch {
 // The calling thread's binding, or null (for the kernels).
 const DenseScratch* BoundDenseScratch();
 
-namespace dense_internal {
-// The f32 panel scratch (dense.cc), for DenseScratchNeed in dense_lowp.cc.
-size_t F32PanelScratchFloats(size_t batch, size_t in, size_t out);
-}  // namespace dense_internal
-
 // ---------------------------------------------------------------------------
 // Packed weights, for many rows at once (batched decode, prefill): the layer
 // is re-laid out once into panels of kDensePanelWidth output features so a

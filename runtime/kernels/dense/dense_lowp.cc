@@ -1,5 +1,6 @@
 // Dynamic dispatch for Dense with f16, bf16 and int8 weights
-// (dense_lowp-inl.h) and the scratch each weight type needs.
+// (dense_lowp-inl.h), the DenseWeights entry point, and the scratch each
+// weight type needs (f32's from dense-inl.h, which dense_lowp-inl.h includes).
 #include <cstdint>
 
 #include "kernels/dense/dense.h"
@@ -34,7 +35,7 @@ void DenseNarrowImpl(const float* x, size_t x_stride, size_t batch, const DenseW
   }
 }
 
-DenseScratch NarrowScratchNeedImpl(size_t batch, size_t in, size_t out, WeightType type) {
+DenseScratch DenseScratchNeedImpl(size_t batch, size_t in, size_t out, WeightType type) {
   const hn::ScalableTag<float> d;
   switch (type) {
     case WeightType::kF32:
@@ -46,7 +47,9 @@ DenseScratch NarrowScratchNeedImpl(size_t batch, size_t in, size_t out, WeightTy
     case WeightType::kI8:
       return dense_detail::NarrowScratchNeed<int8_t>(d, batch, in, out);
   }
-  return DenseScratch{};
+  DenseScratch need;
+  if (batch != 0 && out != 0) need.panel_floats = dense_detail::PanelScratchFloats(d, batch, in, out);
+  return need;
 }
 
 }  // namespace HWY_NAMESPACE
@@ -57,17 +60,10 @@ HWY_AFTER_NAMESPACE();
 namespace recur::kernels {
 
 HWY_EXPORT(DenseNarrowImpl);
-HWY_EXPORT(NarrowScratchNeedImpl);
+HWY_EXPORT(DenseScratchNeedImpl);
 
 DenseScratch DenseScratchNeed(size_t batch, size_t in, size_t out, WeightType type) {
-  if (type != WeightType::kF32) {
-    return HWY_DYNAMIC_DISPATCH(NarrowScratchNeedImpl)(batch, in, out, type);
-  }
-  DenseScratch need;
-  if (batch != 0 && out != 0) {
-    need.panel_floats = dense_internal::F32PanelScratchFloats(batch, in, out);
-  }
-  return need;
+  return HWY_DYNAMIC_DISPATCH(DenseScratchNeedImpl)(batch, in, out, type);
 }
 
 void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
