@@ -4,6 +4,7 @@
 //   recur-bench MODEL.recur [--batch 1,64] [--threads 1,2] [--steps N]
 //               [--prefill 128,1024] [--chunk T] [--generate LEN] [--encode 512] [--json]
 //               [--backend auto|highway|xnnpack|onednn] [--packing auto|off|on]
+//               [--state-sums compensated|plain]
 //
 // Rows:
 //   step       one RNN step of B streams: median/p10/p90 µs, elements/s
@@ -139,6 +140,14 @@ int main(int argc, char** argv) {
       {"auto", RECUR_PACKING_AUTO}, {"off", RECUR_PACKING_OFF}, {"on", RECUR_PACKING_ON}};
   app.add_option("--packing", packing, "Packed weight copies: auto (batch >= 4), off, on")
       ->transform(CLI::CheckedTransformer(packings));
+  recur_state_sums state_sums = RECUR_STATE_SUMS_COMPENSATED;
+  const std::map<std::string, recur_state_sums> sums{{"compensated", RECUR_STATE_SUMS_COMPENSATED},
+                                                     {"plain", RECUR_STATE_SUMS_PLAIN}};
+  app.add_option("--state-sums", state_sums,
+                 "Linear attention's running sums: compensated (default) or plain (half the "
+                 "state; README \"Long runs\")")
+      ->transform(CLI::CheckedTransformer(sums));
+  const char* sums_name = state_sums == RECUR_STATE_SUMS_PLAIN ? "plain" : "compensated";
   CLI11_PARSE(app, argc, argv);
 
   auto model = recur::Model::Load(model_path);
@@ -151,7 +160,7 @@ int main(int argc, char** argv) {
   };
   if (!json) {
     std::printf("model     %s: %llu parameters, %u layers, %.1f MB dense weights, %.1f MFLOP "
-                "per step, state %zu bytes per stream\n",
+                "per step, state %zu bytes per stream (compensated sums)\n",
                 model_path.c_str(), static_cast<unsigned long long>(info.parameter_count),
                 info.num_layers, info.step_weight_bytes / 1e6, info.step_flops / 1e6,
                 info.state_bytes);
@@ -169,10 +178,10 @@ int main(int argc, char** argv) {
                   "\"p10_us\": %.2f, \"p90_us\": %.2f, \"rate\": %.2f, \"rate_unit\": \"%s\", "
                   "\"bound_us\": %.2f, \"simd_target\": \"%s\", \"fma_peak_gflops\": %.1f, "
                   "\"bandwidth_gbs\": %.1f, \"state_bytes_per_stream\": %zu, "
-                  "\"peak_rss_mib\": %.1f}\n",
+                  "\"state_sums\": \"%s\", \"peak_rss_mib\": %.1f}\n",
                   r.test.c_str(), r.batch, r.threads, r.median_s * 1e6, r.p10_s * 1e6,
                   r.p90_s * 1e6, r.rate, r.rate_unit, r.bound_s * 1e6, recur_simd_target(),
-                  peak / 1e9, bandwidth / 1e9, info.state_bytes, PeakRssMiB());
+                  peak / 1e9, bandwidth / 1e9, info.state_bytes, sums_name, PeakRssMiB());
     } else {
       std::printf("%-14s %5u %7u %9.1fus %9.1fus %9.1fus %9.1f %-4s %9.1fus %6.0f%%\n",
                   r.test.c_str(), r.batch, r.threads, r.median_s * 1e6, r.p10_s * 1e6,
@@ -200,9 +209,15 @@ int main(int argc, char** argv) {
     options.weight_packing = packing;
     options.prefill_min = prefill_min;
     options.max_context = uint32_t(std::max(default_context, min_context));
+    options.state_sums = state_sums;
     const auto t0 = Clock::now();
     if (recur_session_create(model->get(), &options, &out->session) != RECUR_OK) return false;
     const double create_s = Seconds(t0, Clock::now());
+    if (!json && last_backends.empty() && state_sums == RECUR_STATE_SUMS_PLAIN) {
+      size_t blob = 0;
+      recur_session_state_size(out->session, &blob);
+      std::printf("state     plain sums: a saved stream is %zu bytes\n", blob);
+    }
     const std::string chosen = recur_session_backends(out->session);
     if (!json && chosen != last_backends) {
       std::printf("backends  %s (batch %u, threads %u; session created in %.0f ms)\n",

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,10 @@ int main(int argc, char** argv) {
   app.add_option("--window", window, "Outputs saved before each checkpoint")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   app.add_option("--out", out_dir, "Directory for outputs_<step>.npy (none if not given)");
+  recur_state_sums state_sums = RECUR_STATE_SUMS_COMPENSATED;
+  app.add_option("--state-sums", state_sums, "Linear attention's running sums: compensated or plain")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, recur_state_sums>{
+          {"compensated", RECUR_STATE_SUMS_COMPENSATED}, {"plain", RECUR_STATE_SUMS_PLAIN}}));
   CLI11_PARSE(app, argc, argv);
 
   recur::Model model;
@@ -97,7 +102,7 @@ int main(int argc, char** argv) {
   }
   if (checkpoints.empty() || checkpoints.back() != steps) checkpoints.push_back(steps);
 
-  recur_session_options options{sizeof(options), 1, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 0, nullptr, 0};
+  recur_session_options options{sizeof(options), 1, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 0, nullptr, 0, state_sums};
   // Softmax attention's cache grows with the stream: give it room for the whole run.
   if (info.state_bytes_per_position) options.max_context = uint32_t(std::min<int64_t>(steps, 1 << 30));
   auto session = recur::Session::Create(model, options);

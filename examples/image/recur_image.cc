@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -56,10 +57,20 @@ bool CheckPixelModel(const std::string& path, const recur_model_info& info, std:
 struct Common {
   std::string model_path;
   uint32_t threads = 1;
+  recur_state_sums state_sums = RECUR_STATE_SUMS_COMPENSATED;
   uint64_t seed = 1;
   float temperature = 1.0f;
   int scale = 2;
 };
+
+recur::Result<recur::Session> CreateSession(const recur::Model& model, int batch, const Common& c) {
+  recur_session_options options{};
+  options.struct_size = sizeof(options);
+  options.batch = static_cast<uint32_t>(batch);
+  options.threads = c.threads;
+  options.state_sums = c.state_sums;
+  return recur::Session::Create(model, options);
+}
 
 // Steps `session`'s streams from position `first` to the end of the image,
 // sampling each pixel; `images` (batch × 784) holds the given pixels before
@@ -85,7 +96,7 @@ recur::Status SampleRest(recur::Session* session, int first, const Common& c,
 int Sample(const Common& c, const recur::Model& model, int count, int batch,
            const std::string& out) {
   if (count <= 0 || batch <= 0) return Fail("--count and --batch must be positive");
-  auto session = recur::Session::Create(model, batch, c.threads);
+  auto session = CreateSession(model, batch, c);
   if (!session) return Fail(session.error());
   std::vector<uint8_t> all;
   std::vector<float> logits(static_cast<size_t>(batch) * kLevels);
@@ -125,7 +136,7 @@ int Complete(const Common& c, const recur::Model& model, const std::string& data
     return Fail(data + " holds " + std::to_string(n) + " images, --count is " +
                 std::to_string(count));
   const int batch = count * samples;  // stream i·samples + j: image i, sample j
-  auto session = recur::Session::Create(model, batch, c.threads);
+  auto session = CreateSession(model, batch, c);
   if (!session) return Fail(session.error());
   constexpr int kGiven = kPixels / 2;  // the upper 14 rows
   // Prefill the start token and the given pixels 0..kGiven−1: the last output predicts pixel kGiven.
@@ -176,7 +187,7 @@ int Eval(const Common& c, const recur::Model& model, const std::string& data, in
   if (!recur::image::ReadIdxImages(data, &test, &n, &error)) return Fail(error);
   if (n == 0) return Fail(data + ": holds no images");
   if (limit > 0) n = std::min(n, static_cast<size_t>(limit));
-  auto session = recur::Session::Create(model, batch, c.threads);
+  auto session = CreateSession(model, batch, c);
   if (!session) return Fail(session.error());
   std::vector<int32_t> tokens(static_cast<size_t>(batch) * kPixels);
   std::vector<float> logits(tokens.size() * kLevels);
@@ -222,6 +233,11 @@ int main(int argc, char** argv) {
     sub->add_option("model", c.model_path, "Model file (.recur), e.g. out/main/fashion_linear.recur")
         ->required();
     sub->add_option("--threads", c.threads, "Intra-op threads")->check(CLI::Range(1, 256));
+    sub->add_option("--state-sums", c.state_sums,
+                    "Linear attention's running sums: compensated (default) or plain (faster; "
+                    "784 steps are short enough, README \"Long runs\")")
+        ->transform(CLI::CheckedTransformer(std::map<std::string, recur_state_sums>{
+            {"compensated", RECUR_STATE_SUMS_COMPENSATED}, {"plain", RECUR_STATE_SUMS_PLAIN}}));
   };
   auto add_sampling = [&](CLI::App* sub) {
     sub->add_option("--seed", c.seed, "Random seed");

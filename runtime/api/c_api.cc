@@ -78,7 +78,7 @@ constexpr recur::FieldSpan kSessionOptionsFields[] = {
     F(recur_session_options, prefill_chunk),  F(recur_session_options, backend),
     F(recur_session_options, weight_packing), F(recur_session_options, prefill_min),
     F(recur_session_options, max_context),    F(recur_session_options, arena),
-    F(recur_session_options, arena_size)};
+    F(recur_session_options, arena_size),     F(recur_session_options, state_sums)};
 #undef F
 static_assert(recur::CoversStruct<recur_load_options>(kLoadOptionsFields));
 static_assert(recur::CoversStruct<recur_model_info>(kModelInfoFields));
@@ -120,6 +120,7 @@ Status ReadSessionOptions(const recur_session_options* options, recur_session_op
   so->weight_packing = opts->weight_packing;
   so->prefill_min = opts->prefill_min;
   so->max_context = opts->max_context;
+  so->state_sums = opts->state_sums;
   return Status::Ok();
 }
 

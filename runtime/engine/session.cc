@@ -47,9 +47,11 @@ size_t DefaultMaxContext(const Model& model) {
 }
 
 namespace {
-// Floats of one stream's state for `mixer` when it may hold `context` positions.
-size_t LayerStateFloats(const Mixer& mixer, size_t context) {
-  return mixer.state_floats() + mixer.state_floats_per_position() * context;
+// Floats of one stream's state for `mixer` when it may hold `context` positions,
+// with or without the compensations of its running sums.
+size_t LayerStateFloats(const Mixer& mixer, size_t context, bool compensated_sums) {
+  return mixer.state_floats() - (compensated_sums ? 0 : mixer.compensation_floats()) +
+         mixer.state_floats_per_position() * context;
 }
 
 // The positions a stream may hold: the requested max_context (checked
@@ -96,6 +98,10 @@ Status Session::CheckOptions(const Model* model, const SessionOptions& options) 
   if (options.weight_packing > 2) {
     return InvalidArgument("weight_packing must be 0 (auto), 1 (off) or 2 (on), got %u",
                            options.weight_packing);
+  }
+  if (options.state_sums > 1) {
+    return InvalidArgument("state_sums must be 0 (compensated) or 1 (plain), got %u",
+                           options.state_sums);
   }
   if (options.max_context > (size_t{1} << 24)) {
     return InvalidArgument("max_context must be at most %zu (0 = default), got %zu",
@@ -203,6 +209,7 @@ Session::Session(const Model* model, const SessionOptions& options)
                        : options.prefill_min),
       backend_(options.backend == nullptr ? "" : options.backend),
       weight_packing_(options.weight_packing),
+      compensated_sums_(options.state_sums == 0),
       max_context_(ResolveMaxContext(*model, options.max_context)),
       grows_(model->state_floats_per_position > 0) {
   const size_t widest =
@@ -220,7 +227,7 @@ void Session::Carve(Arena* arena) {
     max_scratch = std::max(max_scratch, b.mixer->scratch_floats(batch_, 1, threads_, max_context_));
     max_scratch =
         std::max(max_scratch, b.mixer->scratch_floats(batch_, chunk_, threads_, max_context_));
-    state_floats += LayerStateFloats(*b.mixer, max_context_);
+    state_floats += LayerStateFloats(*b.mixer, max_context_, compensated_sums_);
   }
   state_stride_ = RoundUp16(state_floats);
   // Every float buffer has kTailFloats readable floats past its end.
@@ -257,7 +264,8 @@ void Session::InitBuffers() {
   const Model& m = *model_;
   layer_offsets_[0] = 0;
   for (size_t l = 0; l < m.blocks.size(); ++l) {
-    layer_offsets_[l + 1] = layer_offsets_[l] + LayerStateFloats(*m.blocks[l].mixer, max_context_);
+    layer_offsets_[l + 1] =
+        layer_offsets_[l] + LayerStateFloats(*m.blocks[l].mixer, max_context_, compensated_sums_);
   }
   std::memset(state_, 0, batch_ * state_stride_ * sizeof(float));
   std::fill(positions_, positions_ + batch_, 0);
@@ -408,7 +416,8 @@ void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer
   for (size_t b = 0; b < batch_; ++b) {
     layer_states_[b] = ws.state + b * state_stride_ + layer_offsets_[layer];
   }
-  const StepContext ctx{pool_, ws.scratch, dense_.get(), ws.positions, max_context_};
+  const StepContext ctx{pool_,        ws.scratch,  dense_.get(),
+                        ws.positions, max_context_, compensated_sums_};
   if (model_->norm_placement == fb::NormPlacement::Pre) {
     // x += mixer(norm1(x)); x += ffn(norm2(x))
     Norm(block.norm1, x, h, rows);
@@ -592,8 +601,9 @@ Status Session::Fork(SessionPtr* out) const {
     return Unsupported("fork: a session on an arena cannot allocate its copy; create a session "
                        "on another arena and load a saved state into it (state_save/state_load)");
   }
-  SessionOptions options{batch_, threads_, chunk_, prefill_min_, backend_.c_str(),
-                         weight_packing_, max_context_};
+  SessionOptions options{batch_,         threads_,     chunk_,
+                         prefill_min_,   backend_.c_str(), weight_packing_,
+                         max_context_,   compensated_sums_ ? 0u : 1u};
   SessionPtr s;
   RECUR_RETURN_IF_ERROR(Create(model_, options, &s));
   std::memcpy(s->state_, state_, batch_ * state_stride_ * sizeof(float));

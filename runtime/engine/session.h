@@ -33,6 +33,11 @@ struct SessionOptions {
   // Positions a stream may hold when a mixer's state grows with the sequence
   // (a KV cache); 0 = DefaultMaxContext. Ignored by fixed-state models.
   size_t max_context = 0;
+  // recur_state_sums: 0 = linear attention's running sums S and z are
+  // compensated (Kahan), 1 = plain float sums: half that state and its
+  // memory traffic, for sequences short enough not to drift (README "Long
+  // runs"). Blobs saved under one load only into sessions with the same.
+  uint32_t state_sums = 0;
 };
 
 class Session;
@@ -115,6 +120,9 @@ class Session {
   Status Reset(int stream);
 
   size_t state_blob_size() const;
+  // Blobs carry the model's fingerprint, tagged when this session's plain
+  // sums change the state's layout (state_blob.cc).
+  uint64_t state_fingerprint(bool compensated_sums) const;
   Status SaveState(int stream, void* buffer, size_t size) const;
   Status LoadState(int stream, const void* buffer, size_t size);
   Status Fork(SessionPtr* out) const;
@@ -188,6 +196,7 @@ class Session {
   size_t prefill_min_;
   std::string backend_;                           // SessionOptions::backend
   uint32_t weight_packing_;                       // SessionOptions::weight_packing
+  bool compensated_sums_;                         // SessionOptions::state_sums == 0
   size_t max_context_;                            // SessionOptions::max_context, resolved
   bool grows_ = false;                            // some mixer keeps a KV cache
   // Steps per call whose batch × steps × widest row of floats stays within

@@ -4,6 +4,7 @@
 
 #include "core/hash.h"
 #include "engine/session.h"
+#include "mixers/mixer.h"
 
 namespace recur {
 namespace {
@@ -30,6 +31,22 @@ uint64_t Checksum(const StateHeader& header, const void* payload) {
 
 }  // namespace
 
+// A blob saved with plain sums lacks the compensations (Mixer::
+// compensation_floats): its fingerprint is the model's, hashed once more, so
+// that neither kind of session reads the other's layout. Where no mixer has
+// compensations the two layouts are one, and so is the fingerprint. Blobs of
+// compensated sessions keep the model's fingerprint (the format before plain
+// sums existed).
+uint64_t Session::state_fingerprint(bool compensated_sums) const {
+  bool has_compensations = false;
+  for (const BlockView& b : model_->blocks) {
+    has_compensations = has_compensations || b.mixer->compensation_floats() != 0;
+  }
+  if (compensated_sums || !has_compensations) return model_->fingerprint();
+  constexpr char kPlainSums[] = "recur state: plain sums";
+  return Fnv1a64(kPlainSums, sizeof(kPlainSums) - 1, model_->fingerprint());
+}
+
 size_t Session::state_blob_size() const {
   return sizeof(StateHeader) + state_floats() * sizeof(float);
 }
@@ -46,7 +63,7 @@ Status Session::SaveState(int stream, void* buffer, size_t size) const {
   std::memcpy(h.magic, kStateMagic, sizeof(kStateMagic));
   h.version = kStateVersion;
   h.header_bytes = sizeof(StateHeader);
-  h.model_fingerprint = model_->fingerprint();
+  h.model_fingerprint = state_fingerprint(compensated_sums_);
   h.payload_bytes = state_floats() * sizeof(float);
   h.position = positions_[size_t(stream)];
   const float* state = stream_state(size_t(stream));
@@ -74,10 +91,16 @@ Status Session::LoadState(int stream, const void* buffer, size_t size) {
     return InvalidState("state blob version %u is not supported (expected %u)", h.version,
                         kStateVersion);
   }
-  if (h.model_fingerprint != model_->fingerprint()) {
+  if (h.model_fingerprint != state_fingerprint(compensated_sums_)) {
+    if (h.model_fingerprint == state_fingerprint(!compensated_sums_)) {
+      return InvalidState("state blob was saved by a session with %s state sums; this session "
+                          "keeps %s sums (state_sums must match)",
+                          compensated_sums_ ? "plain" : "compensated",
+                          compensated_sums_ ? "compensated" : "plain");
+    }
     return InvalidState("state blob belongs to another model (fingerprint %016llx, this model "
                         "%016llx)", static_cast<unsigned long long>(h.model_fingerprint),
-                        static_cast<unsigned long long>(model_->fingerprint()));
+                        static_cast<unsigned long long>(state_fingerprint(compensated_sums_)));
   }
   if (h.payload_bytes != state_floats() * sizeof(float)) {
     // Same model: only a KV cache's size (max_context) can differ.

@@ -33,6 +33,7 @@ class LinearAttention final : public Mixer {
   // (README "Long runs"). An encoder keeps nothing between calls: its sums
   // live in scratch.
   size_t state_floats() const override { return causal_ ? 2 * sum_floats() : 0; }
+  size_t compensation_floats() const override { return causal_ ? sum_floats() : 0; }
 
   size_t scratch_floats(size_t batch, size_t steps, size_t threads,
                         size_t /*context*/) const override {
@@ -63,20 +64,20 @@ class LinearAttention final : public Mixer {
     if (steps == 1 && causal_) {
       ctx.pool->ParallelRanges(batch, 8, [&](size_t first, size_t last) {
         for (size_t b = first; b < last; ++b) {
-          const Sums sums = SumsOf(states[b]);
+          const Sums sums = SumsOf(states[b], ctx.compensated_sums);
           for (size_t h = 0; h < heads_; ++h) {
-            const size_t hs = h * c_ * dv_, hz = h * c_;
-            kernels::LinearAttentionStep(
-                phi_q + b * qk_width + h * c_, phi_k + b * qk_width + h * c_,
-                v + b * v_width + h * dv_, c_, dv_, eps_, sums.s + hs, sums.s_comp + hs,
-                sums.z + hz, sums.z_comp + hz, o + b * v_width + h * dv_);
+            const Sums head = sums.Head(h, c_, dv_);
+            kernels::LinearAttentionStep(phi_q + b * qk_width + h * c_,
+                                         phi_k + b * qk_width + h * c_, v + b * v_width + h * dv_,
+                                         c_, dv_, eps_, head.s, head.s_comp, head.z, head.z_comp,
+                                         o + b * v_width + h * dv_);
           }
         }
       });
     } else {
       // One task per (stream, head); each worker has its own chunk scratch.
       ChunkTask task{this, phi_q, phi_k, v, o, states, steps, batch * heads_,
-                     ctx.pool->threads(), o + rows * v_width};
+                     ctx.pool->threads(), o + rows * v_width, ctx.compensated_sums};
       ctx.pool->ParallelFor(task.workers, &ChunkTask::Run, &task);
     }
     proj_.Output(o, rows, y, ctx);
@@ -205,14 +206,21 @@ class LinearAttention final : public Mixer {
   static constexpr size_t kChunk = 64;
 
   // A causal stream's state: the sums (H, C, dv) and (H, C) and their
-  // compensations.
+  // compensations (null with plain sums).
   struct Sums {
     float *s, *z, *s_comp, *z_comp;
+    // Head h's part: S (C, dv), z (C).
+    Sums Head(size_t h, size_t c, size_t dv) const {
+      const size_t hs = h * c * dv, hz = h * c;
+      return {s + hs, z + hz, s_comp ? s_comp + hs : nullptr, z_comp ? z_comp + hz : nullptr};
+    }
   };
   size_t sum_floats() const { return heads_ * (c_ * dv_ + c_); }
-  Sums SumsOf(float* state) const {
+  Sums SumsOf(float* state, bool compensated) const {
+    float* z = state + heads_ * c_ * dv_;
+    if (!compensated) return {state, z, nullptr, nullptr};
     float* comp = state + sum_floats();
-    return {state, state + heads_ * c_ * dv_, comp, comp + heads_ * c_ * dv_};
+    return {state, z, comp, comp + heads_ * c_ * dv_};
   }
 
   // Per worker: q, k (T, C); kᵀ (C, T); vᵀ (dv, T); A (T, T); num (T, dv);
@@ -223,11 +231,12 @@ class LinearAttention final : public Mixer {
 
   // The chunked form for one stream and head over T positions (attention-math
   // §3): num = (φQ φKᵀ ⊙ causal) V + φQ S; den likewise with z;
-  // S += φKᵀ V; z += Σ φK (compensated, as the step does). Small products go
-  // through the Dense kernel.
+  // S += φKᵀ V; z += Σ φK (compensated unless `sums` has no compensations,
+  // as the step does). Small products go through the Dense kernel.
   void Chunk(const float* phi_q, const float* phi_k, const float* v, size_t steps, size_t row_qk,
-             size_t row_v, float* s, float* s_comp, float* z, float* z_comp, float* out,
-             float* scratch) const {
+             size_t row_v, const Sums& sums, float* out, float* scratch) const {
+    float* s = sums.s;
+    float* z = sums.z;
     const size_t t_n = steps;
     float* q = scratch;                 // (T, C)
     float* k = q + t_n * c_;           // (T, C)
@@ -260,11 +269,16 @@ class LinearAttention final : public Mixer {
       const float inv = 1.0f / den[t];
       for (size_t m = 0; m < dv_; ++m) out[t * row_v + m] = num[t * dv_ + m] * inv;
     }
-    kernels::Dense(kt, t_n, c_, vt, nullptr, t_n, dv_, kv, dv_, false);   // φKᵀ V
-    kernels::CompensatedAdd(kv, s, s_comp, c_ * dv_);                      // S += φKᵀ V
     std::memcpy(k_sum, k, c_ * sizeof(float));
     for (size_t t = 1; t < t_n; ++t) kernels::Add(k_sum, k + t * c_, k_sum, c_);
-    kernels::CompensatedAdd(k_sum, z, z_comp, c_);                         // z += Σ φK
+    if (sums.s_comp == nullptr) {
+      kernels::Dense(kt, t_n, c_, vt, nullptr, t_n, dv_, s, dv_, true);  // S += φKᵀ V
+      kernels::Add(k_sum, z, z, c_);                                       // z += Σ φK
+      return;
+    }
+    kernels::Dense(kt, t_n, c_, vt, nullptr, t_n, dv_, kv, dv_, false);   // φKᵀ V
+    kernels::CompensatedAdd(kv, s, sums.s_comp, c_ * dv_);                 // S += φKᵀ V
+    kernels::CompensatedAdd(k_sum, z, sums.z_comp, c_);                    // z += Σ φK
   }
 
   // The encoder form for one stream and head (attention-math §3 without the
@@ -303,6 +317,7 @@ class LinearAttention final : public Mixer {
     float* const* states;
     size_t steps, pairs, workers;
     float* scratch;  // workers × ChunkScratchFloats(steps)
+    bool compensated;
 
     static void Run(void* context, size_t worker) {
       const auto* t = static_cast<const ChunkTask*>(context);
@@ -320,13 +335,11 @@ class LinearAttention final : public Mixer {
           m.Encode(q, k, v, t->steps, qk_width, v_width, o, scratch);
           continue;
         }
-        const Sums sums = m.SumsOf(t->states[b]);
-        const size_t hs = h * m.c_ * m.dv_, hz = h * m.c_;
+        const Sums sums = m.SumsOf(t->states[b], t->compensated).Head(h, m.c_, m.dv_);
         for (size_t t0 = 0; t0 < t->steps; t0 += kChunk) {
           const size_t n = std::min(kChunk, t->steps - t0);
           m.Chunk(q + t0 * qk_width, k + t0 * qk_width, v + t0 * v_width, n, qk_width, v_width,
-                  sums.s + hs, sums.s_comp + hs, sums.z + hz, sums.z_comp + hz, o + t0 * v_width,
-                  scratch);
+                  sums, o + t0 * v_width, scratch);
         }
       }
     }

@@ -31,6 +31,9 @@ struct StepContext {
   // grows with the sequence.
   const uint64_t* positions = nullptr;
   size_t max_context = 0;
+  // False: the session keeps plain running sums, and each state lacks the
+  // mixer's compensation_floats() (SessionOptions::state_sums).
+  bool compensated_sums = true;
 };
 
 class Mixer {
@@ -49,6 +52,10 @@ class Mixer {
   // (a KV cache grows with the sequence; fixed-state mixers return 0 here).
   virtual size_t state_floats() const = 0;
   virtual size_t state_floats_per_position() const { return 0; }
+  // The last compensation_floats() of state_floats() carry the Kahan
+  // compensations of running sums; a session with plain sums leaves them
+  // out (StepContext::compensated_sums).
+  virtual size_t compensation_floats() const { return 0; }
   // Floats of scratch Run needs for `batch` streams × `steps` positions on
   // a pool of `threads` threads, with up to `context` positions of history
   // (the session's max_context).

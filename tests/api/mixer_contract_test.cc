@@ -5,7 +5,8 @@
 //     walking several chunks;
 //   - prefill(a) + prefill(b) == prefill(a + b);
 //   - saving the state after a positions and loading it into a fresh session
-//     continues exactly as the uninterrupted session does.
+//     continues exactly as the uninterrupted session does;
+// and linear attention keeps it with plain state sums too.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -41,7 +42,8 @@ const std::map<std::string, const char*>& TestModels() {
 }
 
 struct Model {
-  explicit Model(const char* config) {
+  explicit Model(const char* config, recur_state_sums sums = RECUR_STATE_SUMS_COMPENSATED)
+      : state_sums(sums) {
     bytes = recur::testing::BuildTestModel(config, 11);
     REQUIRE(!bytes.empty());
     REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
@@ -55,6 +57,7 @@ struct Model {
     options.struct_size = sizeof(options);
     options.prefill_chunk = chunk;
     options.prefill_min = 1;
+    options.state_sums = state_sums;
     recur_session* s = nullptr;
     REQUIRE(recur_session_create(model, &options, &s) == RECUR_OK);
     return s;
@@ -93,6 +96,7 @@ struct Model {
     return blob;
   }
 
+  recur_state_sums state_sums;
   recur::converter::AlignedBytes bytes;
   recur_model* model = nullptr;
   recur_model_info info{};
@@ -150,8 +154,9 @@ void CheckEncoderContract(Model& m) {
 }
 
 // Steps == prefill, split prefills, exact resume, for one model.
-void CheckContract(const char* config) {
-  Model m(config);
+void CheckContract(const char* config,
+                   recur_state_sums sums = RECUR_STATE_SUMS_COMPENSATED) {
+  Model m(config, sums);
   if (m.info.state_bytes == 0 && m.info.state_bytes_per_position == 0) {
     return CheckEncoderContract(m);
   }
@@ -257,4 +262,25 @@ TEST_CASE("GAU: the KV cache is bounded by max_length, and its encoder keeps the
   const std::string key = "\"scale\": 0.05";
   encoder.replace(encoder.find(key), key.size(), key + ", \"causal\": false");
   CheckContract(encoder.c_str());
+}
+
+TEST_CASE("plain state sums keep the contract, and stay close to compensated ones") {
+  for (const char* config : {recur::testing::kTinyTokensConfig, recur::testing::kTinyMixedConfig}) {
+    CheckContract(config, RECUR_STATE_SUMS_PLAIN);
+    // Over 40 steps plain and compensated sums differ by rounding only.
+    Model plain(config, RECUR_STATE_SUMS_PLAIN), compensated(config);
+    recur_session* a = plain.Session(0);
+    recur_session* b = compensated.Session(0);
+    const std::vector<float> y_plain = plain.Steps(a, 0, 40);
+    const std::vector<float> y_comp = compensated.Steps(b, 0, 40);
+    CHECK(Worst(y_plain, y_comp) <= 2e-5);
+    CHECK(y_plain != y_comp);  // the two sessions did sum differently
+    // Plain sums leave the compensations out of the state.
+    size_t plain_bytes = 0, comp_bytes = 0;
+    REQUIRE(recur_session_state_size(a, &plain_bytes) == RECUR_OK);
+    REQUIRE(recur_session_state_size(b, &comp_bytes) == RECUR_OK);
+    CHECK(plain_bytes < comp_bytes);
+    recur_session_free(a);
+    recur_session_free(b);
+  }
 }

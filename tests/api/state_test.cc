@@ -112,6 +112,56 @@ TEST_CASE("a blob from another model is refused") {
   CHECK(s.message().find("another model") != std::string::npos);
 }
 
+TEST_CASE("blobs of plain and of compensated state sums do not mix; a fork keeps its kind") {
+  Fixture f;
+  recur_session_options options{};
+  options.struct_size = sizeof(options);
+  options.state_sums = RECUR_STATE_SUMS_PLAIN;
+  auto plain = recur::Session::Create(f.model, options);
+  auto compensated = recur::Session::Create(f.model);
+  REQUIRE(plain.ok());
+  REQUIRE(compensated.ok());
+  Run(*plain, 2, 11);
+  Run(*compensated, 2, 11);
+  auto plain_blob = plain->SaveState(0);
+  auto comp_blob = compensated->SaveState(0);
+  REQUIRE(plain_blob.ok());
+  REQUIRE(comp_blob.ok());
+  recur::Status s = compensated->LoadState(0, *plain_blob);
+  CHECK(s.code() == RECUR_INVALID_STATE);
+  CHECK(s.message() == "state blob was saved by a session with plain state sums; this session "
+                       "keeps compensated sums (state_sums must match)");
+  s = plain->LoadState(0, *comp_blob);
+  CHECK(s.code() == RECUR_INVALID_STATE);
+  CHECK(s.message().find("saved by a session with compensated state sums; this session keeps "
+                         "plain sums") != std::string::npos);
+  // A plain blob resumes exactly in another plain session, and in a fork.
+  auto resumed = recur::Session::Create(f.model, options);
+  REQUIRE(resumed.ok());
+  REQUIRE(resumed->LoadState(0, *plain_blob).ok());
+  auto fork = plain->Fork();
+  REQUIRE(fork.ok());
+  const auto expected = Run(*plain, 5, 9);
+  CHECK(Run(*resumed, 5, 9) == expected);
+  CHECK(Run(*fork, 5, 9) == expected);
+  auto fork_blob = fork->SaveState(0);
+  REQUIRE(fork_blob.ok());
+  CHECK(compensated->LoadState(0, *fork_blob).code() == RECUR_INVALID_STATE);
+
+  // A model without running sums (softmax attention's KV cache) has one
+  // layout, whichever state_sums: its blobs load into either kind.
+  auto softmax_bytes = BuildTestModel(recur::testing::kTinySoftmaxConfig, 1);
+  auto softmax = recur::Model::FromBuffer(softmax_bytes.data(), softmax_bytes.size());
+  REQUIRE(softmax.ok());
+  auto sp = recur::Session::Create(*softmax, options);
+  auto sc = recur::Session::Create(*softmax);
+  REQUIRE(sp.ok());
+  REQUIRE(sc.ok());
+  auto softmax_blob = sp->SaveState(0);
+  REQUIRE(softmax_blob.ok());
+  CHECK(sc->LoadState(0, *softmax_blob).ok());
+}
+
 TEST_CASE("truncated, padded and corrupted blobs are refused, leaving the stream unchanged") {
   Fixture f;
   auto a = recur::Session::Create(f.model);
@@ -152,7 +202,7 @@ TEST_CASE("a well-formed blob whose position passes the KV cache is refused") {
   auto bytes = BuildTestModel(recur::testing::kTinySoftmaxFeaturesConfig, 1);
   auto model = recur::Model::FromBuffer(bytes.data(), bytes.size());
   REQUIRE(model.ok());
-  recur_session_options options{sizeof(options), 1, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 16, nullptr, 0};
+  recur_session_options options{sizeof(options), 1, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 16, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED};
   auto a = recur::Session::Create(*model, options);
   REQUIRE(a.ok());
   const float frame[5] = {0.5f, -1, 0.25f, 2, 0};
@@ -181,7 +231,7 @@ TEST_CASE("a blob from a session with another max_context, or passed with its bu
   auto bytes = BuildTestModel(recur::testing::kTinySoftmaxFeaturesConfig, 1);
   auto model = recur::Model::FromBuffer(bytes.data(), bytes.size());
   REQUIRE(model.ok());
-  recur_session_options options{sizeof(options), 1, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 16, nullptr, 0};
+  recur_session_options options{sizeof(options), 1, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 16, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED};
   auto small = recur::Session::Create(*model, options);
   options.max_context = 32;
   auto large = recur::Session::Create(*model, options);

@@ -54,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool stamp = data[0] & 0x80;
   std::vector<uint8_t> blob(data + 1, data + size);
   recur_session_options options{sizeof(options), 2, 1, 0, "highway", RECUR_PACKING_AUTO, 0,
-                                recur::fuzz::kStateFuzzMaxContext, nullptr, 0};
+                                recur::fuzz::kStateFuzzMaxContext, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED};
   recur_session* session = nullptr;
   if (recur_session_create(m->model, &options, &session) != RECUR_OK) std::abort();
   if (stamp && blob.size() >= kHeaderBytes) {

@@ -3,6 +3,7 @@
 // Each step starts both implementations from the same state, so per-step
 // tolerances apply (ε = 2^-23):
 //   z, z's compensation   exact (the same f32 operations)
+// Plain sums (null compensations) are checked the same way, without them.
 //   S, S's compensation   2·ε·(|S_prev| + |φk_j·v_k|)   (fused vs unfused multiply-add)
 //   out    4·ε·sqrt(c + 2)·(Σ_j φq_j·(|S_prev,jk| + |φk_j·v_k|) / den + |out|)
 //          (S itself may differ by an ulp of |S_prev| + |φk·v| without FMA, which
@@ -22,8 +23,10 @@
 namespace recur::kernels::test {
 namespace {
 
-// Runs `steps` steps for one (c, m); returns the number of failures.
-size_t CheckSteps(std::mt19937& rng, size_t c, size_t m, size_t offset, int steps) {
+// Runs `steps` steps for one (c, m), compensated or plain sums; returns the
+// number of failures.
+size_t CheckSteps(std::mt19937& rng, size_t c, size_t m, size_t offset, int steps,
+                  bool compensated = true) {
   Buffer q(c, offset), k(c, (offset + 1) % 4), v(m, (offset + 2) % 4);
   Buffer s(c * m, (offset + 3) % 4), z(c, offset), out(m, (offset + 1) % 4);
   Buffer s_comp(c * m, offset), z_comp(c, (offset + 2) % 4);
@@ -41,10 +44,12 @@ size_t CheckSteps(std::mt19937& rng, size_t c, size_t m, size_t offset, int step
     std::copy(s_comp_ref.begin(), s_comp_ref.end(), s_comp.data());
     std::copy(z_comp_ref.begin(), z_comp_ref.end(), z_comp.data());
     const std::vector<float> s_prev = s_ref;
-    ref::LinearAttentionStep(q.data(), k.data(), v.data(), c, m, eps, s_ref.data(),
-                             s_comp_ref.data(), z_ref.data(), z_comp_ref.data(), out_ref.data());
-    LinearAttentionStep(q.data(), k.data(), v.data(), c, m, eps, s.data(), s_comp.data(), z.data(),
-                        z_comp.data(), out.data());
+    float* comp[4] = {s_comp_ref.data(), z_comp_ref.data(), s_comp.data(), z_comp.data()};
+    if (!compensated) std::fill(std::begin(comp), std::end(comp), nullptr);
+    ref::LinearAttentionStep(q.data(), k.data(), v.data(), c, m, eps, s_ref.data(), comp[0],
+                             z_ref.data(), comp[1], out_ref.data());
+    LinearAttentionStep(q.data(), k.data(), v.data(), c, m, eps, s.data(), comp[2], z.data(),
+                        comp[3], out.data());
 
     for (size_t j = 0; j < c; ++j) {
       if ((z[j] != z_ref[j] || z_comp[j] != z_comp_ref[j]) && failures++ < 3) {
@@ -96,6 +101,18 @@ TEST_CASE("LinearAttentionStep: m swept 0..64 and beyond, several c") {
       for (size_t m : ms) {
         INFO("c=" << c << " m=" << m);
         CHECK(CheckSteps(rng, c, m, (c + m) % 4, 3) == 0);
+      }
+    }
+  });
+}
+
+TEST_CASE("LinearAttentionStep: plain sums (null compensations), m and c swept") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(5);
+    for (size_t c : {1, 3, 16, 17, 32, 64}) {
+      for (size_t m = 0; m <= 70; ++m) {
+        INFO("c=" << c << " m=" << m);
+        CHECK(CheckSteps(rng, c, m, (c + m) % 4, 3, /*compensated=*/false) == 0);
       }
     }
   });

@@ -72,6 +72,10 @@ int main(int argc, char** argv) {
   std::string backend;
   app.add_option("--backend", backend,
                  "GEMM backend for every dense layer it supports (default: automatic)");
+  uint32_t state_sums = 0;
+  app.add_option("--state-sums", state_sums, "running sums: compensated or plain")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, uint32_t>{{"compensated", 0},
+                                                                          {"plain", 1}}));
   CLI11_PARSE(app, argc, argv);
 
   std::map<std::string, recur::golden::Record> g;
@@ -110,7 +114,7 @@ int main(int argc, char** argv) {
   recur::SessionPtr session;
   // A KV cache holds exactly the golden's positions, so that its layout
   // (K (H, steps, dk), V (H, steps, dv)) is the golden's state records.
-  const recur::SessionOptions options{batch, 1, chunk, 0, backend.c_str(), 0, steps};
+  const recur::SessionOptions options{batch, 1, chunk, 0, backend.c_str(), 0, steps, state_sums};
   s = recur::Session::Create(model.get(), options, &session);
   if (!s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());

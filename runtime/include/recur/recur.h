@@ -115,7 +115,9 @@ typedef struct recur_model_info {
   uint32_t max_positions;      /* learned positions: steps per stream; 0 = unbounded */
   uint64_t parameter_count;
   size_t state_bytes;          /* recurrent state per stream, in bytes, besides the part that
-                                  grows with the sequence (state_bytes_per_position) */
+                                  grows with the sequence (state_bytes_per_position), with
+                                  compensated sums; RECUR_STATE_SUMS_PLAIN holds less
+                                  (recur_session_state_size tells) */
   recur_output_kind output_kind;
   uint64_t step_weight_bytes;  /* dense-layer weight bytes one step streams */
   uint64_t step_flops;         /* dense-layer FLOPs of one step of one stream */
@@ -147,6 +149,19 @@ typedef enum recur_weight_packing {
   /* Always pack: fastest prefill and encode for any batch. */
   RECUR_PACKING_ON = 2
 } recur_weight_packing;
+
+/* How a session keeps linear attention's running sums S = Σ φ(k)vᵀ and
+ * z = Σ φ(k) (recur_session_options.state_sums). */
+typedef enum recur_state_sums {
+  /* Kahan-compensated: float32 accuracy after millions of steps, as after a
+   * few (README "Long runs"). The default. */
+  RECUR_STATE_SUMS_COMPENSATED = 0,
+  /* Plain float sums: half of linear attention's state (so less memory and
+   * memory traffic per step: faster at large batch), with rounding error
+   * that grows with the sequence (README "Long runs" measures both). For
+   * sequences of thousands of steps, e.g. 784-pixel images. */
+  RECUR_STATE_SUMS_PLAIN = 1
+} recur_state_sums;
 
 typedef struct recur_session_options {
   size_t struct_size;    /* sizeof(recur_session_options) */
@@ -185,6 +200,11 @@ typedef struct recur_session_options {
                               recur_session_encode or recur_session_fork: RECUR_UNSUPPORTED.
                               NULL = the heap. */
   size_t arena_size;       /* bytes at `arena`; too few is RECUR_OUT_OF_MEMORY */
+  uint32_t state_sums;     /* a recur_state_sums; 0 = RECUR_STATE_SUMS_COMPENSATED. A state
+                              blob saved under one kind loads only into sessions of the
+                              same kind (RECUR_INVALID_STATE names both); models without
+                              linear attention keep no such sums, and ignore it. Other
+                              values are RECUR_INVALID_ARGUMENT. */
 } recur_session_options;
 
 /* The bytes of arena a session with these options needs (options->arena

@@ -130,7 +130,7 @@ class Session {
                                 uint32_t prefill_chunk = 0,
                                 recur_weight_packing packing = RECUR_PACKING_AUTO) {
     recur_session_options options{sizeof(recur_session_options), batch, threads, prefill_chunk,
-                                  nullptr, packing, 0, 0, nullptr, 0};
+                                  nullptr, packing, 0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED};
     return Create(model, options);
   }
 

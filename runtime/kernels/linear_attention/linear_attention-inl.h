@@ -1,7 +1,8 @@
 // Per-target LinearAttentionStep (see linear_attention.h for the contract).
 // Vectorised over m (S rows are contiguous): for each row j of S one pass
-// does S[j,:] += φk[j]·v (compensated) and num += φq[j]·S[j,:], with v and
-// num for up to kBlock vectors of columns held in registers across all c rows.
+// does S[j,:] += φk[j]·v and num += φq[j]·S[j,:], with v and num for up to
+// kBlock vectors of columns held in registers across all c rows. kComp: the
+// sums are compensated (Kahan; comp arrays read and written) or plain.
 #if defined(RECUR_KERNELS_LINEAR_ATTENTION_LINEAR_ATTENTION_INL_H_) == \
     defined(HWY_TARGET_TOGGLE)
 #ifdef RECUR_KERNELS_LINEAR_ATTENTION_LINEAR_ATTENTION_INL_H_
@@ -25,9 +26,19 @@ namespace la_detail {
 
 inline constexpr size_t kBlock = 4;  // full vectors of columns per pass over S
 
+// sum + term, compensated (*comp updated; term − comp formed by `y`) or plain.
+template <bool kComp, class V, class MakeY, class Plain>
+HWY_INLINE V AddTerm(V sum, V* comp, MakeY y, Plain plain) {
+  if constexpr (kComp) {
+    return CompensatedUpdate(sum, y(*comp), comp);
+  } else {
+    return plain(sum);
+  }
+}
+
 // Columns [m0, m0 + kV·N + tail) of S (tail < N): update S and write
 // out = num / denom for them.
-template <size_t kV, class D>
+template <size_t kV, bool kComp, class D>
 HWY_INLINE void ColumnBlock(D d, const float* HWY_RESTRICT phi_q,
                             const float* HWY_RESTRICT phi_k, const float* HWY_RESTRICT v,
                             size_t c, size_t m, size_t m0, size_t tail, hn::Vec<D> denom,
@@ -47,21 +58,25 @@ HWY_INLINE void ColumnBlock(D d, const float* HWY_RESTRICT phi_q,
     const V kj = hn::Set(d, phi_k[j]);
     const V qj = hn::Set(d, phi_q[j]);
     float* HWY_RESTRICT row = s + j * m;
-    float* HWY_RESTRICT comp_row = s_comp + j * m;
+    float* HWY_RESTRICT comp_row = kComp ? s_comp + j * m : nullptr;
     for (size_t t = 0; t < kV; ++t) {
-      V comp = hn::LoadU(d, comp_row + m0 + t * N);
-      const V y = hn::MulSub(kj, vv[t], comp);
-      const V sv = CompensatedUpdate(hn::LoadU(d, row + m0 + t * N), y, &comp);
+      V comp;
+      if constexpr (kComp) comp = hn::LoadU(d, comp_row + m0 + t * N);
+      const V sv = AddTerm<kComp>(
+          hn::LoadU(d, row + m0 + t * N), &comp, [&](V c) { return hn::MulSub(kj, vv[t], c); },
+          [&](V sum) { return hn::MulAdd(kj, vv[t], sum); });
       hn::StoreU(sv, d, row + m0 + t * N);
-      hn::StoreU(comp, d, comp_row + m0 + t * N);
+      if constexpr (kComp) hn::StoreU(comp, d, comp_row + m0 + t * N);
       acc[t] = hn::MulAdd(qj, sv, acc[t]);
     }
     if (tail) {
-      V comp = LoadTail(d, comp_row + mt, tail);
-      const V y = hn::MulSub(kj, vv[kV], comp);
-      const V sv = CompensatedUpdate(LoadTail(d, row + mt, tail), y, &comp);
+      V comp;
+      if constexpr (kComp) comp = LoadTail(d, comp_row + mt, tail);
+      const V sv = AddTerm<kComp>(
+          LoadTail(d, row + mt, tail), &comp, [&](V c) { return hn::MulSub(kj, vv[kV], c); },
+          [&](V sum) { return hn::MulAdd(kj, vv[kV], sum); });
       StoreTail(sv, d, row + mt, tail);
-      StoreTail(comp, d, comp_row + mt, tail);
+      if constexpr (kComp) StoreTail(comp, d, comp_row + mt, tail);
       acc[kV] = hn::MulAdd(qj, sv, acc[kV]);
     }
   }
@@ -72,7 +87,7 @@ HWY_INLINE void ColumnBlock(D d, const float* HWY_RESTRICT phi_q,
 #if HWY_HAVE_SCALABLE
 // SVE vectors cannot be array elements (ColumnBlock's vv/acc): one vector of
 // columns [m0, m0 + count), count <= N, per pass over S.
-template <class D>
+template <bool kComp, class D>
 HWY_INLINE void ColumnVector(D d, const float* HWY_RESTRICT phi_q,
                              const float* HWY_RESTRICT phi_k, const float* HWY_RESTRICT v,
                              size_t c, size_t m, size_t m0, size_t count, hn::Vec<D> denom,
@@ -83,17 +98,87 @@ HWY_INLINE void ColumnVector(D d, const float* HWY_RESTRICT phi_q,
   V acc = hn::Zero(d);
   for (size_t j = 0; j < c; ++j) {
     float* HWY_RESTRICT row = s + j * m + m0;
-    float* HWY_RESTRICT comp_row = s_comp + j * m + m0;
-    V comp = LoadTail(d, comp_row, count);
-    const V y = hn::MulSub(hn::Set(d, phi_k[j]), vv, comp);
-    const V sv = CompensatedUpdate(LoadTail(d, row, count), y, &comp);
+    float* HWY_RESTRICT comp_row = kComp ? s_comp + j * m + m0 : nullptr;
+    const V kj = hn::Set(d, phi_k[j]);
+    V comp;
+    if constexpr (kComp) comp = LoadTail(d, comp_row, count);
+    const V sv = AddTerm<kComp>(
+        LoadTail(d, row, count), &comp, [&](V c) { return hn::MulSub(kj, vv, c); },
+        [&](V sum) { return hn::MulAdd(kj, vv, sum); });
     StoreTail(sv, d, row, count);
-    StoreTail(comp, d, comp_row, count);
+    if constexpr (kComp) StoreTail(comp, d, comp_row, count);
     acc = hn::MulAdd(hn::Set(d, phi_q[j]), sv, acc);
   }
   StoreTail(hn::Div(acc, denom), d, out + m0, count);
 }
 #endif
+
+template <bool kComp>
+HWY_INLINE void Step(const float* HWY_RESTRICT phi_q, const float* HWY_RESTRICT phi_k,
+                     const float* HWY_RESTRICT v, size_t c, size_t m, float eps,
+                     float* HWY_RESTRICT s, float* HWY_RESTRICT s_comp, float* HWY_RESTRICT z,
+                     float* HWY_RESTRICT z_comp, float* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  const size_t N = hn::Lanes(d);
+
+  // z += φk and den = φq·z (the updated z).
+  V a0 = hn::Zero(d), a1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + N <= c; i += N) {
+    const V k = hn::LoadU(d, phi_k + i);
+    V comp;
+    if constexpr (kComp) comp = hn::LoadU(d, z_comp + i);
+    const V zv = AddTerm<kComp>(
+        hn::LoadU(d, z + i), &comp, [&](V cv) { return hn::Sub(k, cv); },
+        [&](V sum) { return hn::Add(sum, k); });
+    hn::StoreU(zv, d, z + i);
+    if constexpr (kComp) hn::StoreU(comp, d, z_comp + i);
+    a0 = hn::MulAdd(hn::LoadU(d, phi_q + i), zv, a0);
+  }
+  if (i < c) {
+    const size_t r = c - i;
+    const V k = LoadTail(d, phi_k + i, r);
+    V comp;
+    if constexpr (kComp) comp = LoadTail(d, z_comp + i, r);
+    const V zv = AddTerm<kComp>(
+        LoadTail(d, z + i, r), &comp, [&](V cv) { return hn::Sub(k, cv); },
+        [&](V sum) { return hn::Add(sum, k); });
+    StoreTail(zv, d, z + i, r);
+    if constexpr (kComp) StoreTail(comp, d, z_comp + i, r);
+    a1 = hn::MulAdd(LoadTail(d, phi_q + i, r), zv, a1);
+  }
+  const float den = hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1)));
+  const V denom = hn::Set(d, den + eps);
+
+#if HWY_HAVE_SCALABLE
+  for (size_t m0 = 0; m0 < m; m0 += N) {
+    ColumnVector<kComp>(d, phi_q, phi_k, v, c, m, m0, std::min(N, m - m0), denom, s, s_comp, out);
+  }
+#else
+  size_t m0 = 0;
+  for (; m0 + kBlock * N <= m; m0 += kBlock * N) {
+    ColumnBlock<kBlock, kComp>(d, phi_q, phi_k, v, c, m, m0, 0, denom, s, s_comp, out);
+  }
+  const size_t rest = m - m0;
+  const size_t tail = rest % N;
+  switch (rest / N) {
+    case 0:
+      if (tail) ColumnBlock<0, kComp>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, s_comp, out);
+      break;
+    case 1:
+      ColumnBlock<1, kComp>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, s_comp, out);
+      break;
+    case 2:
+      ColumnBlock<2, kComp>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, s_comp, out);
+      break;
+    default:
+      static_assert(kBlock == 4, "cases cover rest / N < kBlock");
+      ColumnBlock<3, kComp>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, s_comp, out);
+      break;
+  }
+#endif  // HWY_HAVE_SCALABLE
+}
 
 }  // namespace la_detail
 
@@ -104,61 +189,11 @@ HWY_INLINE void LinearAttentionStep(const float* HWY_RESTRICT phi_q,
                                     float* HWY_RESTRICT s, float* HWY_RESTRICT s_comp,
                                     float* HWY_RESTRICT z, float* HWY_RESTRICT z_comp,
                                     float* HWY_RESTRICT out) {
-  namespace ld = la_detail;
-  const hn::ScalableTag<float> d;
-  using V = hn::Vec<decltype(d)>;
-  const size_t N = hn::Lanes(d);
-
-  // z += φk (compensated) and den = φq·z (the updated z).
-  V a0 = hn::Zero(d), a1 = hn::Zero(d);
-  size_t i = 0;
-  for (; i + N <= c; i += N) {
-    V comp = hn::LoadU(d, z_comp + i);
-    const V y = hn::Sub(hn::LoadU(d, phi_k + i), comp);
-    const V zv = CompensatedUpdate(hn::LoadU(d, z + i), y, &comp);
-    hn::StoreU(zv, d, z + i);
-    hn::StoreU(comp, d, z_comp + i);
-    a0 = hn::MulAdd(hn::LoadU(d, phi_q + i), zv, a0);
+  if (z_comp != nullptr) {  // (s_comp may be null when m = 0)
+    la_detail::Step<true>(phi_q, phi_k, v, c, m, eps, s, s_comp, z, z_comp, out);
+  } else {
+    la_detail::Step<false>(phi_q, phi_k, v, c, m, eps, s, nullptr, z, nullptr, out);
   }
-  if (i < c) {
-    const size_t r = c - i;
-    V comp = LoadTail(d, z_comp + i, r);
-    const V y = hn::Sub(LoadTail(d, phi_k + i, r), comp);
-    const V zv = CompensatedUpdate(LoadTail(d, z + i, r), y, &comp);
-    StoreTail(zv, d, z + i, r);
-    StoreTail(comp, d, z_comp + i, r);
-    a1 = hn::MulAdd(LoadTail(d, phi_q + i, r), zv, a1);
-  }
-  const float den = hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1)));
-  const V denom = hn::Set(d, den + eps);
-
-#if HWY_HAVE_SCALABLE
-  for (size_t m0 = 0; m0 < m; m0 += N) {
-    ld::ColumnVector(d, phi_q, phi_k, v, c, m, m0, std::min(N, m - m0), denom, s, s_comp, out);
-  }
-#else
-  size_t m0 = 0;
-  for (; m0 + ld::kBlock * N <= m; m0 += ld::kBlock * N) {
-    ld::ColumnBlock<ld::kBlock>(d, phi_q, phi_k, v, c, m, m0, 0, denom, s, s_comp, out);
-  }
-  const size_t rest = m - m0;
-  const size_t tail = rest % N;
-  switch (rest / N) {
-    case 0:
-      if (tail) ld::ColumnBlock<0>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, s_comp, out);
-      break;
-    case 1:
-      ld::ColumnBlock<1>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, s_comp, out);
-      break;
-    case 2:
-      ld::ColumnBlock<2>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, s_comp, out);
-      break;
-    default:
-      static_assert(ld::kBlock == 4, "cases cover rest / N < kBlock");
-      ld::ColumnBlock<3>(d, phi_q, phi_k, v, c, m, m0, tail, denom, s, s_comp, out);
-      break;
-  }
-#endif  // HWY_HAVE_SCALABLE
 }
 
 }  // namespace HWY_NAMESPACE

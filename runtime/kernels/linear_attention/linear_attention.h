@@ -14,6 +14,9 @@ namespace recur::kernels {
 // S and z are compensated (Kahan) sums: s_comp (c, m) and z_comp (c) carry
 // the low-order parts that the float additions lose, so that a sum of
 // millions of terms stays as accurate as one of a few (README "Long runs").
+// s_comp and z_comp both null: plain float sums (S += φk·v as one fused
+// multiply-add where the target has one), which read and write half the
+// state; for sequences short enough that rounding does not build up.
 // phi_q, phi_k: (c); v: (m). out must not overlap the other arrays, and s, z
 // and their compensations must not overlap the inputs or each other (phi_q
 // may equal phi_k). No alignment required.

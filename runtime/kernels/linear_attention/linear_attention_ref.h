@@ -2,7 +2,8 @@
 // S and z are stored in float and updated by compensated (Kahan) addition:
 // y = term − comp (S's term φk·v − comp rounded once, as by a fused
 // multiply-add), sum' = sum + y, comp' = (sum' − sum) − y. The read-out
-// num / den uses the float sums, accumulated in double.
+// num / den uses the float sums, accumulated in double. Null compensations:
+// plain sums, sum' = round(φk·v + sum) (the product exact in double).
 #ifndef RECUR_KERNELS_LINEAR_ATTENTION_LINEAR_ATTENTION_REF_H_
 #define RECUR_KERNELS_LINEAR_ATTENTION_LINEAR_ATTENTION_REF_H_
 
@@ -17,6 +18,13 @@ inline void LinearAttentionStep(const float* phi_q, const float* phi_k, const fl
                                 size_t c, size_t m, float eps, float* s, float* s_comp, float* z,
                                 float* z_comp, float* out) {
   for (size_t j = 0; j < c; ++j) {
+    if (z_comp == nullptr) {  // (s_comp may be null when m = 0)
+      for (size_t k = 0; k < m; ++k) {
+        s[j * m + k] = static_cast<float>(static_cast<double>(phi_k[j]) * v[k] + s[j * m + k]);
+      }
+      z[j] += phi_k[j];
+      continue;
+    }
     for (size_t k = 0; k < m; ++k) {
       float* sum = s + j * m + k;
       float* comp = s_comp + j * m + k;
