@@ -4,13 +4,14 @@
 //   recur-bench MODEL.recur [--batch 1,64] [--threads 1,2] [--steps N]
 //               [--prefill 128,1024] [--chunk T] [--generate LEN] [--encode 512] [--json]
 //               [--backend auto|highway|xnnpack|onednn] [--packing auto|off|on]
-//               [--state-sums compensated|plain]
+//               [--state-sums compensated|plain] [--sessions S]
 //
 // Rows:
 //   step       one RNN step of B streams: median/p10/p90 µs, elements/s
 //   prefill N  N positions of one stream through the chunked-parallel form
 //   gen LEN    LEN-step sequences sampled from the output distribution, B at
-//              a time (images/s for 784-pixel images)
+//              a time (images/s for 784-pixel images); "gen LEN xS": S such
+//              sessions at once, one thread each (--sessions S)
 //   step @P    one step at position P (after a prefill of P positions): constant
 //              for fixed-state mixers, growing with P for a KV cache (--at 1,1024)
 //   encode N   B whole sequences of N positions through the encoder form (the
@@ -27,6 +28,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -91,6 +93,43 @@ struct SessionHandle {
   }
 };
 
+// Generates one `length`-step sequence in each of the session's `batch`
+// streams from token 0, sampling each next token from the output
+// distribution. Returns an error message, or "" on success.
+std::string Generate(SessionHandle* session, uint32_t batch, int length,
+                     const recur_model_info& info, uint32_t seed) {
+  session->Reset();
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  const size_t width = info.output_width;
+  std::vector<float> out(size_t{batch} * width), weight(width);
+  std::vector<int32_t> tokens(batch, 0);
+  for (int t = 0; t < length; ++t) {
+    recur::Status s = session->StepTokens(tokens.data(), batch, out.data());
+    if (!s) return s.message();
+    for (uint32_t b = 0; b < batch; ++b) {
+      const float* p = out.data() + size_t{b} * width;
+      const float mx = *std::max_element(p, p + width);
+      double total = 0;
+      for (size_t v = 0; v < width; ++v) {
+        weight[v] = info.output_kind == RECUR_OUTPUT_PROBABILITIES ? p[v] : std::exp(p[v] - mx);
+        total += weight[v];
+      }
+      double u = uniform(rng) * total;
+      int32_t pick = int32_t(width) - 1;
+      for (size_t v = 0; v < width; ++v) {
+        u -= weight[v];
+        if (u <= 0) {
+          pick = int32_t(v);
+          break;
+        }
+      }
+      tokens[b] = pick;
+    }
+  }
+  return "";
+}
+
 int Fail(const std::string& what) {
   std::fprintf(stderr, "error: %s\n", what.c_str());
   return 1;
@@ -133,6 +172,11 @@ int main(int argc, char** argv) {
                  "Prefills shorter than this run as steps (0 = the runtime's default, 1 = never)");
   app.add_option("--generate,-g", generate, "Sequence length for generation rows (784 = image)")
       ->check(CLI::Range(0, 100000000));
+  uint32_t sessions = 1;
+  app.add_option("--sessions", sessions,
+                 "Generation rows: this many sessions of --batch streams each, stepped "
+                 "concurrently by their own threads (rate counts all their streams)")
+      ->check(CLI::Range(1u, 64u));
   app.add_flag("--json", json, "JSON lines instead of a table");
   app.add_option("--backend", backend, "GEMM backend for the dense layers: auto (fastest per "
                  "shape, measured at session creation), highway, xnnpack, onednn");
@@ -147,8 +191,8 @@ int main(int argc, char** argv) {
                  "Linear attention's running sums: compensated (default) or plain (half the "
                  "state; README \"Long runs\")")
       ->transform(CLI::CheckedTransformer(sums));
-  const char* sums_name = state_sums == RECUR_STATE_SUMS_PLAIN ? "plain" : "compensated";
   CLI11_PARSE(app, argc, argv);
+  const char* sums_name = state_sums == RECUR_STATE_SUMS_PLAIN ? "plain" : "compensated";
 
   auto model = recur::Model::Load(model_path);
   if (!model) return Fail(model.error());
@@ -361,46 +405,37 @@ int main(int argc, char** argv) {
         return Fail("--generate needs a token model whose output is over its vocabulary");
       }
       for (uint32_t batch : batches) {
-        auto session = std::make_unique<SessionHandle>();
-        if (!create(batch, threads, session.get())) return Fail(recur_last_error());
-        std::vector<float> out(size_t{batch} * info.output_width);
-        std::vector<int32_t> tokens(batch, 0);
-        std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+        // `sessions` independent sessions of `batch` streams, each stepped by
+        // its own thread (one session per core is how a device serves many
+        // streams without per-layer synchronisation).
+        std::vector<std::unique_ptr<SessionHandle>> pool;
+        for (uint32_t i = 0; i < sessions; ++i) {
+          pool.push_back(std::make_unique<SessionHandle>());
+          if (!create(batch, threads, pool.back().get())) return Fail(recur_last_error());
+        }
         std::vector<double> times;
         for (int r = 0; r < 3; ++r) {
-          session->Reset();
-          std::fill(tokens.begin(), tokens.end(), 0);
+          std::vector<std::string> errors(sessions);
           const auto t0 = Clock::now();
-          for (int t = 0; t < generate; ++t) {
-            recur::Status s = session->StepTokens(tokens.data(), batch, out.data());
-            if (!s) return Fail(s.message());
-            for (uint32_t b = 0; b < batch; ++b) {  // sample the next token of each stream
-              const float* p = out.data() + size_t{b} * info.output_width;
-              const float mx = *std::max_element(p, p + info.output_width);
-              double total = 0;
-              for (uint32_t v = 0; v < info.output_width; ++v) {
-                total += info.output_kind == RECUR_OUTPUT_PROBABILITIES ? p[v] : std::exp(p[v] - mx);
-              }
-              double u = uniform(inputs.rng) * total;
-              int32_t pick = int32_t(info.output_width) - 1;
-              for (uint32_t v = 0; v < info.output_width; ++v) {
-                u -= info.output_kind == RECUR_OUTPUT_PROBABILITIES ? p[v] : std::exp(p[v] - mx);
-                if (u <= 0) {
-                  pick = int32_t(v);
-                  break;
-                }
-              }
-              tokens[b] = pick;
-            }
+          std::vector<std::thread> workers;
+          for (uint32_t i = 0; i < sessions; ++i) {
+            workers.emplace_back([&, i] {
+              errors[i] = Generate(pool[i].get(), batch, generate, info, 1000u * r + i);
+            });
           }
+          for (std::thread& w : workers) w.join();
           times.push_back(Seconds(t0, Clock::now()));
+          for (const std::string& e : errors) {
+            if (!e.empty()) return Fail(e);
+          }
         }
         std::sort(times.begin(), times.end());
         const double median = times[1];
-        print({"gen " + std::to_string(generate), batch, threads, median, times[0], times[2],
-               batch / median, "seq/s",
-               generate * bound(double(info.step_weight_bytes),
-                                double(info.step_flops) * batch, threads)});
+        const uint32_t streams = batch * sessions;
+        print({"gen " + std::to_string(generate) + (sessions > 1 ? " x" + std::to_string(sessions) : ""),
+               batch, threads, median, times[0], times[2], streams / median, "seq/s",
+               generate * bound(double(info.step_weight_bytes) * sessions,
+                                double(info.step_flops) * streams, threads * sessions)});
       }
     }
   }
