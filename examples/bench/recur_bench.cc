@@ -57,6 +57,7 @@ struct Row {
   double rate;            // elements (or images) per second
   const char* rate_unit;
   double bound_s;         // hardware floor for the same work
+  uint32_t sessions = 1;  // concurrent sessions (gen rows with --sessions)
 };
 
 struct Inputs {
@@ -197,6 +198,8 @@ int main(int argc, char** argv) {
   auto model = recur::Model::Load(model_path);
   if (!model) return Fail(model.error());
   const recur_model_info info = model->info();
+  const size_t state_bytes =
+      state_sums == RECUR_STATE_SUMS_PLAIN ? info.state_bytes_plain_sums : info.state_bytes;
   const double peak = recur::bench::MeasureFmaPeak();
   const double bandwidth = recur::bench::MeasureReadBandwidth(info.step_weight_bytes);
   auto bound = [&](double bytes, double flops, uint32_t threads) {
@@ -204,10 +207,10 @@ int main(int argc, char** argv) {
   };
   if (!json) {
     std::printf("model     %s: %llu parameters, %u layers, %.1f MB dense weights, %.1f MFLOP "
-                "per step, state %zu bytes per stream (compensated sums)\n",
+                "per step, state %zu bytes per stream (%s sums)\n",
                 model_path.c_str(), static_cast<unsigned long long>(info.parameter_count),
                 info.num_layers, info.step_weight_bytes / 1e6, info.step_flops / 1e6,
-                info.state_bytes);
+                state_bytes, sums_name);
     std::printf("machine   SIMD %s, FMA peak %.1f GFLOP/s per core, read bandwidth %.1f GB/s per "
                 "core over %.1f MB\n",
                 recur_simd_target(), peak / 1e9, bandwidth / 1e9, info.step_weight_bytes / 1e6);
@@ -222,10 +225,10 @@ int main(int argc, char** argv) {
                   "\"p10_us\": %.2f, \"p90_us\": %.2f, \"rate\": %.2f, \"rate_unit\": \"%s\", "
                   "\"bound_us\": %.2f, \"simd_target\": \"%s\", \"fma_peak_gflops\": %.1f, "
                   "\"bandwidth_gbs\": %.1f, \"state_bytes_per_stream\": %zu, "
-                  "\"state_sums\": \"%s\", \"peak_rss_mib\": %.1f}\n",
+                  "\"state_sums\": \"%s\", \"sessions\": %u, \"peak_rss_mib\": %.1f}\n",
                   r.test.c_str(), r.batch, r.threads, r.median_s * 1e6, r.p10_s * 1e6,
                   r.p90_s * 1e6, r.rate, r.rate_unit, r.bound_s * 1e6, recur_simd_target(),
-                  peak / 1e9, bandwidth / 1e9, info.state_bytes, sums_name, PeakRssMiB());
+                  peak / 1e9, bandwidth / 1e9, state_bytes, sums_name, r.sessions, PeakRssMiB());
     } else {
       std::printf("%-14s %5u %7u %9.1fus %9.1fus %9.1fus %9.1f %-4s %9.1fus %6.0f%%\n",
                   r.test.c_str(), r.batch, r.threads, r.median_s * 1e6, r.p10_s * 1e6,
@@ -257,11 +260,6 @@ int main(int argc, char** argv) {
     const auto t0 = Clock::now();
     if (recur_session_create(model->get(), &options, &out->session) != RECUR_OK) return false;
     const double create_s = Seconds(t0, Clock::now());
-    if (!json && last_backends.empty() && state_sums == RECUR_STATE_SUMS_PLAIN) {
-      size_t blob = 0;
-      recur_session_state_size(out->session, &blob);
-      std::printf("state     plain sums: a saved stream is %zu bytes\n", blob);
-    }
     const std::string chosen = recur_session_backends(out->session);
     if (!json && chosen != last_backends) {
       std::printf("backends  %s (batch %u, threads %u; session created in %.0f ms)\n",
@@ -435,7 +433,8 @@ int main(int argc, char** argv) {
         print({"gen " + std::to_string(generate) + (sessions > 1 ? " x" + std::to_string(sessions) : ""),
                batch, threads, median, times[0], times[2], streams / median, "seq/s",
                generate * bound(double(info.step_weight_bytes) * sessions,
-                                double(info.step_flops) * streams, threads * sessions)});
+                                double(info.step_flops) * streams, threads * sessions),
+               sessions});
       }
     }
   }

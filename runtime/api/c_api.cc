@@ -72,7 +72,8 @@ constexpr recur::FieldSpan kModelInfoFields[] = {
     F(recur_model_info, max_positions),     F(recur_model_info, parameter_count),
     F(recur_model_info, state_bytes),       F(recur_model_info, output_kind),
     F(recur_model_info, step_weight_bytes), F(recur_model_info, step_flops),
-    F(recur_model_info, state_bytes_per_position), F(recur_model_info, max_context_bound)};
+    F(recur_model_info, state_bytes_per_position), F(recur_model_info, max_context_bound),
+    F(recur_model_info, state_bytes_plain_sums)};
 constexpr recur::FieldSpan kSessionOptionsFields[] = {
     F(recur_session_options, batch),          F(recur_session_options, threads),
     F(recur_session_options, prefill_chunk),  F(recur_session_options, backend),
@@ -271,6 +272,7 @@ recur_status recur_model_get_info(const recur_model* model, recur_model_info* in
     full.parameter_count = m.parameter_count;
     full.state_bytes = m.state_floats * sizeof(float);
     full.state_bytes_per_position = m.state_floats_per_position * sizeof(float);
+    full.state_bytes_plain_sums = (m.state_floats - m.compensation_floats) * sizeof(float);
     const recur::StepCost cost = recur::EstimateStepCost(m);
     full.max_context_bound = static_cast<uint32_t>(recur::MaxContextBound(m));
     full.step_weight_bytes = cost.weight_bytes;

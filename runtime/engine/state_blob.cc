@@ -98,8 +98,8 @@ Status Session::LoadState(int stream, const void* buffer, size_t size) {
                           compensated_sums_ ? "plain" : "compensated",
                           compensated_sums_ ? "compensated" : "plain");
     }
-    return InvalidState("state blob belongs to another model (fingerprint %016llx, this model "
-                        "%016llx)", static_cast<unsigned long long>(h.model_fingerprint),
+    return InvalidState("state blob belongs to another model (fingerprint %016llx, this "
+                        "session's %016llx)", static_cast<unsigned long long>(h.model_fingerprint),
                         static_cast<unsigned long long>(state_fingerprint(compensated_sums_)));
   }
   if (h.payload_bytes != state_floats() * sizeof(float)) {

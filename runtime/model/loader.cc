@@ -306,6 +306,7 @@ Status BuildBlock(const fb::Block* fbb, uint32_t index, TensorResolver* tensors,
 
   m->state_floats += mixer->state_floats();
   m->state_floats_per_position += mixer->state_floats_per_position();
+  m->compensation_floats += mixer->compensation_floats();
   block.mixer = mixer.get();
   m->mixers.push_back(std::move(mixer));
   m->blocks.push_back(block);

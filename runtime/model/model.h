@@ -86,6 +86,9 @@ struct Model {
   // state_floats_per_position × a session's max_context (KV caches).
   size_t state_floats = 0;
   size_t state_floats_per_position = 0;
+  // Of state_floats, the compensations that a session with plain sums omits
+  // (Mixer::compensation_floats).
+  size_t compensation_floats = 0;
 
   Model();
   ~Model();

@@ -63,6 +63,7 @@ TEST_CASE("model info describes the model") {
   CHECK(info.output_kind == RECUR_OUTPUT_PROBABILITIES);
   // 2 layers × 2 heads × (S 8×8 + z 8), and their compensations (Kahan sums).
   CHECK(info.state_bytes == 2 * 2 * 2 * (8 * 8 + 8) * sizeof(float));
+  CHECK(info.state_bytes_plain_sums == info.state_bytes / 2);  // without the compensations
   // embedding 11·16 + positions 64·16 + per block (2 norms 4·16, q/k/v/o 4·(16·16+16),
   // ffn 32·16+32 + 16·32+16) + final norm 2·16 + head 11·16+11
   const uint64_t block = 4 * 16 + 4 * (16 * 16 + 16) + (32 * 16 + 32) + (16 * 32 + 16);
@@ -224,6 +225,22 @@ TEST_CASE("a struct_size that ends inside a field is refused; one between fields
   options.struct_size = offsetof(recur_session_options, backend);
   REQUIRE(recur_session_create(m.model, &options, &s) == RECUR_OK);
   recur_session_free(s);
+  // One from before state_sums: what lies past it is not read (compensated sums).
+  options.struct_size = offsetof(recur_session_options, state_sums);
+  options.state_sums = RECUR_STATE_SUMS_PLAIN;
+  REQUIRE(recur_session_create(m.model, &options, &s) == RECUR_OK);
+  size_t old_blob = 0, plain_blob = 0;
+  REQUIRE(recur_session_state_size(s, &old_blob) == RECUR_OK);
+  recur_session_free(s);
+  options.struct_size = sizeof(options);
+  REQUIRE(recur_session_create(m.model, &options, &s) == RECUR_OK);
+  REQUIRE(recur_session_state_size(s, &plain_blob) == RECUR_OK);
+  recur_session_free(s);
+  recur_model_info sizes{};
+  sizes.struct_size = sizeof(sizes);
+  REQUIRE(recur_model_get_info(m.model, &sizes) == RECUR_OK);
+  CHECK(old_blob - plain_blob == sizes.state_bytes - sizes.state_bytes_plain_sums);
+  CHECK(plain_blob < old_blob);
 
   recur_model_info info{};
   info.struct_size = offsetof(recur_model_info, parameter_count) + 2;

@@ -198,6 +198,18 @@ TEST_CASE("arena sessions: too small, unsupported options, encode and fork are r
   CHECK(recur_session_create(model, &options, &s) == RECUR_UNSUPPORTED);
   CHECK(ErrorContains("pack"));
   options.weight_packing = RECUR_PACKING_AUTO;  // auto: an arena session does not pack
+  // Plain sums: a smaller arena (the compensations are not carved), exactly enough.
+  size_t comp_need = 0, plain_need = 0;
+  REQUIRE(recur_session_arena_size(model, &options, &comp_need) == RECUR_OK);
+  options.state_sums = RECUR_STATE_SUMS_PLAIN;
+  REQUIRE(recur_session_arena_size(model, &options, &plain_need) == RECUR_OK);
+  CHECK(plain_need < comp_need);
+  options.arena_size = plain_need;
+  REQUIRE(recur_session_create(model, &options, &s) == RECUR_OK);
+  recur_session_free(s);
+  options.arena_size = plain_need - 1;
+  CHECK(recur_session_create(model, &options, &s) == RECUR_OUT_OF_MEMORY);
+  options.state_sums = RECUR_STATE_SUMS_COMPENSATED;
   options.arena = nullptr;
   options.arena_size = 5;
   CHECK(recur_session_create(model, &options, &s) == RECUR_INVALID_ARGUMENT);

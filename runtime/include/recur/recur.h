@@ -116,17 +116,20 @@ typedef struct recur_model_info {
   uint64_t parameter_count;
   size_t state_bytes;          /* recurrent state per stream, in bytes, besides the part that
                                   grows with the sequence (state_bytes_per_position), with
-                                  compensated sums; RECUR_STATE_SUMS_PLAIN holds less
-                                  (recur_session_state_size tells) */
+                                  compensated sums (the default recur_state_sums) */
   recur_output_kind output_kind;
   uint64_t step_weight_bytes;  /* dense-layer weight bytes one step streams */
   uint64_t step_flops;         /* dense-layer FLOPs of one step of one stream */
   size_t state_bytes_per_position; /* KV-cache bytes per position per stream (softmax
                                       attention); 0 when the state is fixed. A session
-                                      holds state_bytes + this × its max_context. */
+                                      holds state_bytes (or state_bytes_plain_sums) +
+                                      this × its max_context per stream. */
   uint32_t max_context_bound;  /* the most positions a stream can hold because a mixer's
                                   parameters end there (AFT-full's or GAU's max_length);
                                   0 = no such bound */
+  size_t state_bytes_plain_sums; /* state_bytes for a session with RECUR_STATE_SUMS_PLAIN:
+                                    less by the compensations (equal when the model has no
+                                    linear attention) */
 } recur_model_info;
 
 /* Fills *info. Set info->struct_size first. */
@@ -289,8 +292,8 @@ recur_status recur_session_state_save(const recur_session* session, int stream, 
 /* Replaces the state of `stream` with a blob from recur_session_state_save;
  * `size` is the blob's length, exactly recur_session_state_size (not the
  * capacity of a larger buffer). A blob from another model, from a session
- * with another max_context, truncated or corrupted, is refused with
- * RECUR_INVALID_STATE and the session is left unchanged. */
+ * with another max_context or other state_sums, truncated or corrupted, is
+ * refused with RECUR_INVALID_STATE and the session is left unchanged. */
 recur_status recur_session_state_load(recur_session* session, int stream, const void* buffer,
                                       size_t size);
 

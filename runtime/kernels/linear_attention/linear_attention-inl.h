@@ -63,8 +63,8 @@ HWY_INLINE void ColumnBlock(D d, const float* HWY_RESTRICT phi_q,
       V comp;
       if constexpr (kComp) comp = hn::LoadU(d, comp_row + m0 + t * N);
       const V sv = AddTerm<kComp>(
-          hn::LoadU(d, row + m0 + t * N), &comp, [&](V c) { return hn::MulSub(kj, vv[t], c); },
-          [&](V sum) { return hn::MulAdd(kj, vv[t], sum); });
+          hn::LoadU(d, row + m0 + t * N), &comp, [&](V cv) HWY_ATTR { return hn::MulSub(kj, vv[t], cv); },
+          [&](V sum) HWY_ATTR { return hn::MulAdd(kj, vv[t], sum); });
       hn::StoreU(sv, d, row + m0 + t * N);
       if constexpr (kComp) hn::StoreU(comp, d, comp_row + m0 + t * N);
       acc[t] = hn::MulAdd(qj, sv, acc[t]);
@@ -73,8 +73,8 @@ HWY_INLINE void ColumnBlock(D d, const float* HWY_RESTRICT phi_q,
       V comp;
       if constexpr (kComp) comp = LoadTail(d, comp_row + mt, tail);
       const V sv = AddTerm<kComp>(
-          LoadTail(d, row + mt, tail), &comp, [&](V c) { return hn::MulSub(kj, vv[kV], c); },
-          [&](V sum) { return hn::MulAdd(kj, vv[kV], sum); });
+          LoadTail(d, row + mt, tail), &comp, [&](V cv) HWY_ATTR { return hn::MulSub(kj, vv[kV], cv); },
+          [&](V sum) HWY_ATTR { return hn::MulAdd(kj, vv[kV], sum); });
       StoreTail(sv, d, row + mt, tail);
       if constexpr (kComp) StoreTail(comp, d, comp_row + mt, tail);
       acc[kV] = hn::MulAdd(qj, sv, acc[kV]);
@@ -103,8 +103,8 @@ HWY_INLINE void ColumnVector(D d, const float* HWY_RESTRICT phi_q,
     V comp;
     if constexpr (kComp) comp = LoadTail(d, comp_row, count);
     const V sv = AddTerm<kComp>(
-        LoadTail(d, row, count), &comp, [&](V c) { return hn::MulSub(kj, vv, c); },
-        [&](V sum) { return hn::MulAdd(kj, vv, sum); });
+        LoadTail(d, row, count), &comp, [&](V cv) HWY_ATTR { return hn::MulSub(kj, vv, cv); },
+        [&](V sum) HWY_ATTR { return hn::MulAdd(kj, vv, sum); });
     StoreTail(sv, d, row, count);
     if constexpr (kComp) StoreTail(comp, d, comp_row, count);
     acc = hn::MulAdd(hn::Set(d, phi_q[j]), sv, acc);
@@ -130,8 +130,8 @@ HWY_INLINE void Step(const float* HWY_RESTRICT phi_q, const float* HWY_RESTRICT 
     V comp;
     if constexpr (kComp) comp = hn::LoadU(d, z_comp + i);
     const V zv = AddTerm<kComp>(
-        hn::LoadU(d, z + i), &comp, [&](V cv) { return hn::Sub(k, cv); },
-        [&](V sum) { return hn::Add(sum, k); });
+        hn::LoadU(d, z + i), &comp, [&](V cv) HWY_ATTR { return hn::Sub(k, cv); },
+        [&](V sum) HWY_ATTR { return hn::Add(sum, k); });
     hn::StoreU(zv, d, z + i);
     if constexpr (kComp) hn::StoreU(comp, d, z_comp + i);
     a0 = hn::MulAdd(hn::LoadU(d, phi_q + i), zv, a0);
@@ -142,8 +142,8 @@ HWY_INLINE void Step(const float* HWY_RESTRICT phi_q, const float* HWY_RESTRICT 
     V comp;
     if constexpr (kComp) comp = LoadTail(d, z_comp + i, r);
     const V zv = AddTerm<kComp>(
-        LoadTail(d, z + i, r), &comp, [&](V cv) { return hn::Sub(k, cv); },
-        [&](V sum) { return hn::Add(sum, k); });
+        LoadTail(d, z + i, r), &comp, [&](V cv) HWY_ATTR { return hn::Sub(k, cv); },
+        [&](V sum) HWY_ATTR { return hn::Add(sum, k); });
     StoreTail(zv, d, z + i, r);
     if constexpr (kComp) StoreTail(comp, d, z_comp + i, r);
     a1 = hn::MulAdd(LoadTail(d, phi_q + i, r), zv, a1);

@@ -3,7 +3,8 @@
 // y = term − comp (S's term φk·v − comp rounded once, as by a fused
 // multiply-add), sum' = sum + y, comp' = (sum' − sum) − y. The read-out
 // num / den uses the float sums, accumulated in double. Null compensations:
-// plain sums, sum' = round(φk·v + sum) (the product exact in double).
+// plain sums, sum' = float(double(φk·v) + sum) (the product exact in double;
+// the sum rounded to double, then to float).
 #ifndef RECUR_KERNELS_LINEAR_ATTENTION_LINEAR_ATTENTION_REF_H_
 #define RECUR_KERNELS_LINEAR_ATTENTION_LINEAR_ATTENTION_REF_H_
 
