@@ -212,9 +212,12 @@ class Collector {
           mixer["softmax_temp"] = FloatForJson(la->softmax_temp());
           mixer["omega"] = la->omega();
         }
-        // S (H, C, dv) and z (H, C) per stream; encoders keep none between calls.
+        // S (H, C, dv) and z (H, C) per stream, and their compensations unless a
+        // session keeps plain sums; encoders keep none between calls.
         const uint64_t c = FeatureWidth(la);
-        mixer["state_bytes"] = la->causal() ? 4 * uint64_t{la->heads()} * (c * la->dv() + c) : 0;
+        const uint64_t sums = la->causal() ? 4 * uint64_t{la->heads()} * (c * la->dv() + c) : 0;
+        mixer["state_bytes"] = 2 * sums;
+        mixer["state_bytes_plain_sums"] = sums;
         mixer["state_grows_with_length"] = false;
         mixer["query"] = Dense(la->query());
         mixer["key"] = Dense(la->key());
@@ -539,7 +542,12 @@ std::string RenderText(const json& j) {
              ")");
       } else {
         line("    state:  " + std::to_string(m["state_bytes"].get<uint64_t>()) +
-             " bytes per stream, fixed (does not grow with the length)");
+             " bytes per stream" +
+             (m.contains("state_bytes_plain_sums")
+                  ? " (" + std::to_string(m["state_bytes_plain_sums"].get<uint64_t>()) +
+                        " with plain sums)"
+                  : std::string()) +
+             ", fixed (does not grow with the length)");
       }
     }
     line("    norm2:  " + NormText(b["norm2"]));
@@ -561,7 +569,9 @@ std::string RenderText(const json& j) {
   if (rt["ok"].get<bool>()) {
     line("parameters:      " + std::to_string(rt["parameter_count"].get<uint64_t>()));
     line("output_width:    " + std::to_string(rt["output_width"].get<uint32_t>()));
-    line("state bytes:     " + std::to_string(rt["state_bytes"].get<uint64_t>()) + " per stream");
+    line("state bytes:     " + std::to_string(rt["state_bytes"].get<uint64_t>()) +
+         " per stream (" + std::to_string(rt["state_bytes_plain_sums"].get<uint64_t>()) +
+         " with plain sums: recur_session_options.state_sums)");
   } else {
     line("parameters:      " + std::to_string(j["tensor_elements"].get<uint64_t>()) +
          " (tensor elements)");
@@ -641,6 +651,7 @@ Status InspectImpl(const std::string& path, bool as_json, std::string* out) {
       rt["ok"] = true;
       rt["parameter_count"] = info.parameter_count;
       rt["state_bytes"] = static_cast<uint64_t>(info.state_bytes);
+      rt["state_bytes_plain_sums"] = static_cast<uint64_t>(info.state_bytes_plain_sums);
       rt["output_width"] = info.output_width;
       rt["num_layers"] = info.num_layers;
       rt["max_positions"] = info.max_positions;

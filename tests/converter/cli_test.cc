@@ -13,6 +13,7 @@
 #include "converter/safetensors.h"
 #include "converter/sha256.h"
 #include "converter_test_util.h"
+#include "test_models.h"
 #include "schema/recur_generated.h"
 
 #ifndef RECUR_CONVERT_EXE
@@ -99,6 +100,36 @@ TEST_CASE("cli: convert without a subcommand, then inspect and verify") {
   CHECK(v.err.empty());
 }
 
+TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every kind of mixer") {
+  for (const char* config :
+       {recur::testing::kTinyTokensConfig, recur::testing::kTinySoftmaxConfig,
+        recur::testing::kTinySlidingWindowConfig, recur::testing::kTinyAftConfig,
+        recur::testing::kTinyFlashConfig, recur::testing::kTinyLinformerConfig,
+        recur::testing::kTinyReformerConfig, recur::testing::kTinyAftLocalConfig,
+        recur::testing::kTinyAftConvConfig, recur::testing::kTinyAftFullConfig,
+        recur::testing::kTinyGauConfig, recur::testing::kTinyMixedConfig}) {
+    CAPTURE(config);
+    testing::TempDir dir;
+    WriteInputs(dir, config, testing::RandomTensors(config, 2));
+    REQUIRE(Cli(dir, {"convert", dir.File("w.safetensors"), "-c", dir.File("config.json"), "-o",
+                      dir.File("m.recur")})
+                .code == 0);
+    Run i = Cli(dir, {"inspect", "--json", dir.File("m.recur")});
+    REQUIRE(i.code == 0);
+    auto j = nlohmann::json::parse(i.out, nullptr, false);
+    REQUIRE_FALSE(j.is_discarded());
+    REQUIRE(j["runtime"]["ok"] == true);
+    uint64_t blocks = 0, blocks_plain = 0;
+    for (const auto& b : j["blocks"]) {
+      const auto& m = b["mixer"];
+      blocks += m["state_bytes"].get<uint64_t>();
+      blocks_plain += m.value("state_bytes_plain_sums", m["state_bytes"].get<uint64_t>());
+    }
+    CHECK(blocks == j["runtime"]["state_bytes"].get<uint64_t>());
+    CHECK(blocks_plain == j["runtime"]["state_bytes_plain_sums"].get<uint64_t>());
+  }
+}
+
 TEST_CASE("cli: inspect --json") {
   testing::TempDir dir;
   WriteInputs(dir, kTokensConfig, testing::RandomTensors(kTokensConfig, 2));
@@ -120,6 +151,15 @@ TEST_CASE("cli: inspect --json") {
   CHECK(j["head"]["activation"] == "log_softmax");
   CHECK(j["runtime"]["ok"] == true);
   CHECK(j["runtime"]["state_bytes"].get<uint64_t>() > 0);
+  // The blocks' fixed state adds up to the runtime's, with and without compensations.
+  uint64_t blocks = 0, blocks_plain = 0;
+  for (const auto& b : j["blocks"]) {
+    blocks += b["mixer"]["state_bytes"].get<uint64_t>();
+    blocks_plain += b["mixer"]["state_bytes_plain_sums"].get<uint64_t>();
+  }
+  CHECK(blocks == j["runtime"]["state_bytes"].get<uint64_t>());
+  CHECK(blocks_plain == j["runtime"]["state_bytes_plain_sums"].get<uint64_t>());
+  CHECK(blocks_plain * 2 == blocks);
   CHECK(j["runtime"]["parameter_count"] == j["tensor_elements"]);
   CHECK(j["tensors"].size() == 38);
   for (const auto& t : j["tensors"]) {
