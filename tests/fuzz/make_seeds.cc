@@ -94,13 +94,17 @@ int main(int argc, char** argv) {
           bytes->data(), bytes->size());
   }
 
+  // Each state model twice: compensated sums, then plain (byte 0's bit 6).
   const auto configs = recur::fuzz::StateFuzzConfigs();
-  for (size_t i = 0; i < configs.size(); ++i) {
+  for (size_t k = 0; k < 2 * configs.size(); ++k) {
+    const size_t i = k % configs.size();
+    const bool plain = k >= configs.size();
     auto bytes = BuildTestModel(configs[i], 1);
     recur_model* model = nullptr;
     recur_session* session = nullptr;
     recur_session_options options{sizeof(options), 2, 1, 0, "highway", RECUR_PACKING_AUTO, 0,
-                                  recur::fuzz::kStateFuzzMaxContext, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED};
+                                  recur::fuzz::kStateFuzzMaxContext, nullptr, 0,
+                                  plain ? RECUR_STATE_SUMS_PLAIN : RECUR_STATE_SUMS_COMPENSATED};
     recur_model_info info{};
     info.struct_size = sizeof(info);
     if (recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) != RECUR_OK ||
@@ -120,10 +124,11 @@ int main(int argc, char** argv) {
     recur_session_state_size(session, &size);
     std::vector<uint8_t> blob(1 + size);
     recur_session_state_save(session, 0, blob.data() + 1, size);
-    blob[0] = uint8_t(i);
-    write("state/model" + std::to_string(i) + ".blob", blob.data(), blob.size());
-    blob[0] = uint8_t(i | 0x80);
-    write("state/model" + std::to_string(i) + "_stamped.blob", blob.data(), blob.size());
+    const std::string name = "state/model" + std::to_string(i) + (plain ? "_plain" : "");
+    blob[0] = uint8_t(i | (plain ? 0x40 : 0));
+    write(name + ".blob", blob.data(), blob.size());
+    blob[0] = uint8_t(blob[0] | 0x80);
+    write(name + "_stamped.blob", blob.data(), blob.size());
     recur_session_free(session);
     recur_model_free(model);
   }

@@ -1,10 +1,11 @@
 // Fuzz target: state blob → recur_session_state_load → steps, on small models
 // with every kind of state (KV cache, window rings, linear-attention sums,
-// FLASH chunk buffers). Input byte 0 picks the model; bit 7 of it asks the
-// harness to stamp the blob with this model's fingerprint and a valid
+// FLASH chunk buffers). Input byte 0: bits 0-5 pick the model, bit 6 a
+// session with plain state sums (a layout without compensations), bit 7 asks
+// the harness to stamp the blob with the session's fingerprint and a valid
 // checksum, so that mutations reach the payload checks behind them (a blob
 // is otherwise refused at the checksum, as it should be). Seeds: saved blobs
-// (make_seeds.cc).
+// of both kinds of session (make_seeds.cc).
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -50,11 +51,13 @@ Loaded* ModelFor(size_t index) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  Loaded* m = ModelFor(data[0] & 0x7f);
+  Loaded* m = ModelFor(data[0] & 0x3f);
+  const bool plain = data[0] & 0x40;
   const bool stamp = data[0] & 0x80;
   std::vector<uint8_t> blob(data + 1, data + size);
   recur_session_options options{sizeof(options), 2, 1, 0, "highway", RECUR_PACKING_AUTO, 0,
-                                recur::fuzz::kStateFuzzMaxContext, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED};
+                                recur::fuzz::kStateFuzzMaxContext, nullptr, 0,
+                                plain ? RECUR_STATE_SUMS_PLAIN : RECUR_STATE_SUMS_COMPENSATED};
   recur_session* session = nullptr;
   if (recur_session_create(m->model, &options, &session) != RECUR_OK) std::abort();
   if (stamp && blob.size() >= kHeaderBytes) {
