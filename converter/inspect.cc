@@ -543,7 +543,7 @@ std::string RenderText(const json& j) {
       } else {
         line("    state:  " + std::to_string(m["state_bytes"].get<uint64_t>()) +
              " bytes per stream" +
-             (m.contains("state_bytes_plain_sums")
+             (m.contains("state_bytes_plain_sums") && m["state_bytes"].get<uint64_t>() != 0
                   ? " (" + std::to_string(m["state_bytes_plain_sums"].get<uint64_t>()) +
                         " with plain sums)"
                   : std::string()) +

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # expect_output.sh REGEX COMMAND [ARGS...]: passes when COMMAND exits with
 # status 0 and its output (stdout and stderr, as one text: `.` also matches a
-# newline) matches the extended REGEX. CTest's PASS_REGULAR_EXPRESSION alone
-# would pass a command that printed the text and then failed or crashed.
+# newline; ^ and $ anchor at the start and end of the whole output, unlike
+# expect_error.sh, which matches line by line) matches the extended REGEX.
+# CTest's PASS_REGULAR_EXPRESSION alone would pass a command that printed the
+# text and then failed or crashed.
 set -u
 regex=$1
 shift

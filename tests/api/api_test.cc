@@ -250,6 +250,13 @@ TEST_CASE("a struct_size that ends inside a field is refused; one between fields
   CHECK(recur_model_get_info(m.model, &info) == RECUR_OK);
   CHECK(info.d_model == 16);
   CHECK(info.parameter_count == 0);  // past the caller's struct: not written
+  // One from before state_bytes_plain_sums: accepted, the field left alone.
+  recur_model_info older{};
+  older.struct_size = offsetof(recur_model_info, state_bytes_plain_sums);
+  older.state_bytes_plain_sums = 12345;
+  CHECK(recur_model_get_info(m.model, &older) == RECUR_OK);
+  CHECK(older.state_bytes > 0);
+  CHECK(older.state_bytes_plain_sums == 12345);
 
   recur_load_options load{};
   load.struct_size = offsetof(recur_load_options, flags) + 2;
