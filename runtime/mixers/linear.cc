@@ -30,7 +30,8 @@ class LinearAttention final : public Mixer {
   bool causal() const override { return causal_; }
   // S (H, C, dv) and z (H, C), then their Kahan compensations in the same
   // layout: the sums run over unbounded streams, and plain float sums drift
-  // (README "Long runs"). An encoder keeps nothing between calls: its sums
+  // (README "Long runs"); a session with plain sums leaves them out
+  // (compensation_floats). An encoder keeps nothing between calls: its sums
   // live in scratch.
   size_t state_floats() const override { return causal_ ? 2 * sum_floats() : 0; }
   size_t compensation_floats() const override { return causal_ ? sum_floats() : 0; }
