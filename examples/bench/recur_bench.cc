@@ -35,6 +35,7 @@
 
 #include "machine_limits.h"
 #include "recur/recur.hpp"
+#include "state_sums_option.h"
 
 namespace {
 
@@ -186,12 +187,7 @@ int main(int argc, char** argv) {
   app.add_option("--packing", packing, "Packed weight copies: auto (batch >= 4), off, on")
       ->transform(CLI::CheckedTransformer(packings));
   recur_state_sums state_sums = RECUR_STATE_SUMS_COMPENSATED;
-  const std::map<std::string, recur_state_sums> sums{{"compensated", RECUR_STATE_SUMS_COMPENSATED},
-                                                     {"plain", RECUR_STATE_SUMS_PLAIN}};
-  app.add_option("--state-sums", state_sums,
-                 "Linear attention's running sums: compensated (default) or plain (half the "
-                 "state; README \"Long runs\")")
-      ->transform(CLI::CheckedTransformer(sums));
+  recur::tools::AddStateSumsOption(&app, &state_sums);
   CLI11_PARSE(app, argc, argv);
   const char* sums_name = state_sums == RECUR_STATE_SUMS_PLAIN ? "plain" : "compensated";
 

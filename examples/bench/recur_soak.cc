@@ -15,7 +15,6 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -24,6 +23,7 @@
 #include "model_input.h"
 #include "npy.h"
 #include "recur/recur.hpp"
+#include "state_sums_option.h"
 
 namespace {
 
@@ -57,9 +57,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   app.add_option("--out", out_dir, "Directory for outputs_<step>.npy (none if not given)");
   recur_state_sums state_sums = RECUR_STATE_SUMS_COMPENSATED;
-  app.add_option("--state-sums", state_sums, "Linear attention's running sums: compensated or plain")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, recur_state_sums>{
-          {"compensated", RECUR_STATE_SUMS_COMPENSATED}, {"plain", RECUR_STATE_SUMS_PLAIN}}));
+  recur::tools::AddStateSumsOption(&app, &state_sums);
   CLI11_PARSE(app, argc, argv);
 
   recur::Model model;

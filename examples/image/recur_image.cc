@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -20,6 +19,7 @@
 
 #include "pixels.h"
 #include "recur/recur.hpp"
+#include "state_sums_option.h"
 
 namespace {
 
@@ -233,11 +233,7 @@ int main(int argc, char** argv) {
     sub->add_option("model", c.model_path, "Model file (.recur), e.g. out/main/fashion_linear.recur")
         ->required();
     sub->add_option("--threads", c.threads, "Intra-op threads")->check(CLI::Range(1, 256));
-    sub->add_option("--state-sums", c.state_sums,
-                    "Linear attention's running sums: compensated (default) or plain (faster; "
-                    "784 steps are short enough, README \"Long runs\")")
-        ->transform(CLI::CheckedTransformer(std::map<std::string, recur_state_sums>{
-            {"compensated", RECUR_STATE_SUMS_COMPENSATED}, {"plain", RECUR_STATE_SUMS_PLAIN}}));
+    recur::tools::AddStateSumsOption(sub, &c.state_sums);
   };
   auto add_sampling = [&](CLI::App* sub) {
     sub->add_option("--seed", c.seed, "Random seed");

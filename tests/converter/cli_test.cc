@@ -100,6 +100,20 @@ TEST_CASE("cli: convert without a subcommand, then inspect and verify") {
   CHECK(v.err.empty());
 }
 
+// Converts `config` with random weights in `dir` (m.recur) and returns
+// `inspect --json` of the result.
+nlohmann::json ConvertAndInspect(const testing::TempDir& dir, const char* config) {
+  WriteInputs(dir, config, testing::RandomTensors(config, 2));
+  REQUIRE(Cli(dir, {"convert", dir.File("w.safetensors"), "-c", dir.File("config.json"), "-o",
+                    dir.File("m.recur")})
+              .code == 0);
+  Run i = Cli(dir, {"inspect", "--json", dir.File("m.recur")});
+  REQUIRE(i.code == 0);
+  auto j = nlohmann::json::parse(i.out, nullptr, false);
+  REQUIRE_FALSE(j.is_discarded());
+  return j;
+}
+
 TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every kind of mixer") {
   for (const char* config :
        {recur::testing::kTinyTokensConfig, recur::testing::kTinySoftmaxConfig,
@@ -110,14 +124,7 @@ TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every ki
         recur::testing::kTinyGauConfig, recur::testing::kTinyMixedConfig}) {
     CAPTURE(config);
     testing::TempDir dir;
-    WriteInputs(dir, config, testing::RandomTensors(config, 2));
-    REQUIRE(Cli(dir, {"convert", dir.File("w.safetensors"), "-c", dir.File("config.json"), "-o",
-                      dir.File("m.recur")})
-                .code == 0);
-    Run i = Cli(dir, {"inspect", "--json", dir.File("m.recur")});
-    REQUIRE(i.code == 0);
-    auto j = nlohmann::json::parse(i.out, nullptr, false);
-    REQUIRE_FALSE(j.is_discarded());
+    const nlohmann::json j = ConvertAndInspect(dir, config);
     REQUIRE(j["runtime"]["ok"] == true);
     uint64_t blocks = 0, blocks_plain = 0;
     for (const auto& b : j["blocks"]) {
@@ -132,14 +139,7 @@ TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every ki
 
 TEST_CASE("cli: inspect --json") {
   testing::TempDir dir;
-  WriteInputs(dir, kTokensConfig, testing::RandomTensors(kTokensConfig, 2));
-  REQUIRE(Cli(dir, {"convert", dir.File("w.safetensors"), "-c", dir.File("config.json"), "-o",
-                    dir.File("m.recur")})
-              .code == 0);
-  Run i = Cli(dir, {"inspect", "--json", dir.File("m.recur")});
-  REQUIRE(i.code == 0);
-  auto j = nlohmann::json::parse(i.out, nullptr, false);
-  REQUIRE_FALSE(j.is_discarded());
+  nlohmann::json j = ConvertAndInspect(dir, kTokensConfig);
   CHECK(j["format_version"] == 1);
   CHECK(j["d_model"] == 16);
   CHECK(j["length_ok"] == true);

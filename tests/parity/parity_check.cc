@@ -29,6 +29,7 @@
 #include "parity_diff.h"
 #include "mixers/mixer.h"
 #include "model/model.h"
+#include "state_sums_option.h"
 
 namespace {
 
@@ -72,10 +73,8 @@ int main(int argc, char** argv) {
   std::string backend;
   app.add_option("--backend", backend,
                  "GEMM backend for every dense layer it supports (default: automatic)");
-  uint32_t state_sums = 0;
-  app.add_option("--state-sums", state_sums, "running sums: compensated or plain")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, uint32_t>{{"compensated", 0},
-                                                                          {"plain", 1}}));
+  recur_state_sums state_sums = RECUR_STATE_SUMS_COMPENSATED;
+  recur::tools::AddStateSumsOption(&app, &state_sums);
   CLI11_PARSE(app, argc, argv);
 
   std::map<std::string, recur::golden::Record> g;
@@ -114,7 +113,8 @@ int main(int argc, char** argv) {
   recur::SessionPtr session;
   // A KV cache holds exactly the golden's positions, so that its layout
   // (K (H, steps, dk), V (H, steps, dv)) is the golden's state records.
-  const recur::SessionOptions options{batch, 1, chunk, 0, backend.c_str(), 0, steps, state_sums};
+  const recur::SessionOptions options{batch, 1,     chunk, 0, backend.c_str(),
+                                      0,     steps, uint32_t(state_sums)};
   s = recur::Session::Create(model.get(), options, &session);
   if (!s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
