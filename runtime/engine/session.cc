@@ -38,8 +38,23 @@ size_t WidestFfnRow(const Model& m) {
 
 }  // namespace
 
+namespace {
+// A step that reads more weights than this is bound by streaming them.
+constexpr uint64_t kStreamedWeightBytes = uint64_t{2} << 20;
+// Past this, prefill chunks of 256 rows pay for their scratch: paper_mnist
+// (25 MB) prefills 3-4% faster; speech_digits (2.2 MB) no faster, with
+// 1.1 MiB more resident memory.
+constexpr uint64_t kLargeChunkWeightBytes = uint64_t{8} << 20;
+}  // namespace
+
 size_t DefaultPrefillMin(uint64_t step_weight_bytes) {
-  return step_weight_bytes > (uint64_t{2} << 20) ? 2 : 8;
+  return step_weight_bytes > kStreamedWeightBytes ? 2 : 8;
+}
+
+size_t DefaultPrefillChunk(size_t batch, uint64_t step_weight_bytes) {
+  constexpr size_t kPositions = 64, kStreamedRows = 256;
+  if (step_weight_bytes <= kLargeChunkWeightBytes) return kPositions;
+  return std::max(kPositions, (kStreamedRows + batch - 1) / batch);
 }
 
 size_t DefaultMaxContext(const Model& model) {
@@ -203,7 +218,9 @@ Session::Session(const Model* model, const SessionOptions& options)
       batch_(options.batch),
       threads_(options.threads),
       pool_(ThreadPool::CallerOnly()),
-      chunk_(options.prefill_chunk == 0 ? kDefaultPrefillChunk : options.prefill_chunk),
+      chunk_(options.prefill_chunk == 0
+                 ? DefaultPrefillChunk(options.batch, EstimateStepCost(*model).weight_bytes)
+                 : options.prefill_chunk),
       prefill_min_(options.prefill_min == 0
                        ? DefaultPrefillMin(EstimateStepCost(*model).weight_bytes)
                        : options.prefill_min),

@@ -21,7 +21,7 @@ namespace recur {
 struct SessionOptions {
   size_t batch = 1;
   size_t threads = 1;
-  size_t prefill_chunk = 0;  // positions per chunk in Prefill; 0 = kDefaultPrefillChunk
+  size_t prefill_chunk = 0;  // positions per chunk in Prefill; 0 = DefaultPrefillChunk
   size_t prefill_min = 0;    // Prefill of fewer positions steps instead; 0 = default
   // GEMM backend for every dense layer it supports (highway for the rest):
   // "highway", "xnnpack", "onednn"; null, "" or "auto" = the fastest per
@@ -60,8 +60,14 @@ size_t MaxContextBound(const Model& model, size_t* block = nullptr);
 // tiles (tests/kernels/dense_bench: 4x256->1024 packed 13.8 µs vs 16.4).
 constexpr size_t kPackMinBatch = 4;
 
-// Chosen with recur-bench --prefill on the paper-MNIST config (README).
-constexpr size_t kDefaultPrefillChunk = 64;
+// Positions per Prefill chunk when the options leave it 0. A chunk streams
+// every weight once, so a model whose step reads more than 8 MiB of weights
+// gets chunks of at least 256 rows (batch × positions); otherwise 64
+// positions. Measured (README "Prefill chunk", recur-bench --prefill
+// 128,1024,4096 --chunk 64|256 on paper_mnist, AMD EPYC): 256 positions at
+// batch 1 are 3-4% faster for 1,024 positions and more, on 1 and 2 threads,
+// and the same at 128.
+size_t DefaultPrefillChunk(size_t batch, uint64_t step_weight_bytes);
 // Prefills shorter than this run as steps. Measured (README "prefill
 // threshold", recur-bench --prefill 1,2,3,4,8 --prefill-min 1 vs 100000): a
 // model whose step streams more weights than L2 holds gains from a chunk at

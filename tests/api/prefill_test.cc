@@ -228,6 +228,33 @@ TEST_CASE("prefill_chunk bounds") {
   CHECK(std::string(recur_last_error()).find("prefill_chunk") != std::string::npos);
 }
 
+TEST_CASE("default prefill_chunk: 64 positions, at least 256 rows when a step streams > 8 MiB") {
+  // One block of d_model 512, d_ff 2048: 4·512² + 2·512·2048 floats = 12 MiB of weights a step.
+  std::string config = kTinyTokensConfig;
+  auto set = [&config](const std::string& from, const std::string& to) {
+    config.replace(config.find(from), from.size(), to);
+  };
+  set("\"d_model\": 16", "\"d_model\": 512");
+  set("\"n_layers\": 2", "\"n_layers\": 1");
+  set("\"heads\": 2, \"dk\": 8, \"dv\": 8", "\"heads\": 8, \"dk\": 64, \"dv\": 64");
+  set("\"d_ff\": 32", "\"d_ff\": 2048");
+  Fixture small(kTinyTokensConfig);
+  Fixture large(config.c_str());
+  auto arena = [](const Fixture& f, uint32_t batch, uint32_t chunk) {
+    recur_session_options options{sizeof(options), batch, 1, chunk, nullptr, RECUR_PACKING_OFF,
+                                  0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED};
+    size_t bytes = 0;
+    REQUIRE(recur_session_arena_size(f.model, &options, &bytes) == RECUR_OK);
+    return bytes;
+  };
+  CHECK(arena(small, 1, 0) == arena(small, 1, 64));
+  CHECK(arena(small, 1, 0) != arena(small, 1, 256));
+  CHECK(arena(large, 1, 0) == arena(large, 1, 256));
+  CHECK(arena(large, 1, 0) != arena(large, 1, 64));
+  CHECK(arena(large, 3, 0) == arena(large, 3, 86));  // ceil(256 / 3)
+  CHECK(arena(large, 8, 0) == arena(large, 8, 64));  // 512 rows already
+}
+
 TEST_CASE("encoders run only whole sequences; encode of a causal model is reset + prefill") {
   const std::string linear_encoder = std::string(kTinyFeaturesConfig).replace(
       std::string(kTinyFeaturesConfig).find("\"eps\": 1e-6}"), 12, "\"eps\": 1e-6, \"causal\": false}");
