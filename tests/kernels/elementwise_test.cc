@@ -152,6 +152,50 @@ TEST_CASE("AffineExp and Scale") {
   });
 }
 
+// QuantizeS8 equals the reference exactly (same float products, both round
+// to nearest even) and meets its contract: |x − s·q| ≤ s/2 (+ the rounding
+// of x·127/max), max|x| maps to ±127, a zero row to s = 0.
+TEST_CASE("QuantizeS8") {
+  const std::vector<float> specials = {0.0f, -0.0f, 1e-30f, -1e-30f, 0.5f, -0.5f};
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(7);
+    size_t failures = 0;
+    for (size_t n : Sizes()) {
+      for (size_t offset = 0; offset < 4; ++offset) {
+        for (float range : {1e-3f, 1.0f, 300.0f}) {
+          Buffer x(n, offset);
+          UniformWith(-range, range, specials)(rng, x.data(), n);
+          std::vector<int8_t> storage(n + offset + 32, int8_t{99}), want(n);
+          int8_t* q = storage.data() + offset + 16;
+          const float s = QuantizeS8(x.data(), q, n);
+          const float want_s = ref::QuantizeS8(x.data(), want.data(), n);
+          if (s != want_s) ++failures;
+          float max = 0.0f;
+          for (size_t i = 0; i < n; ++i) {
+            max = std::max(max, std::fabs(x[i]));
+            if (q[i] != want[i]) ++failures;
+            if (std::fabs(x[i] - s * q[i]) > 0.5f * s * (1.0f + 1e-5f)) ++failures;
+          }
+          for (size_t i = 0; i < offset + 16; ++i) failures += storage[i] != 99;
+          for (size_t i = offset + 16 + n; i < storage.size(); ++i) failures += storage[i] != 99;
+          if (max > 0.0f && s != max / 127.0f) ++failures;
+        }
+      }
+    }
+    CHECK(failures == 0);
+    std::vector<float> zeros(40, 0.0f);
+    std::vector<int8_t> q(40, int8_t{5});
+    CHECK(QuantizeS8(zeros.data(), q.data(), zeros.size()) == 0.0f);
+    CHECK(std::all_of(q.begin(), q.end(), [](int8_t v) { return v == 0; }));
+    const float edge[3] = {-2.0f, 1.0f, 2.0f};
+    int8_t qe[3];
+    CHECK(QuantizeS8(edge, qe, 3) == 2.0f / 127.0f);
+    CHECK(qe[0] == -127);
+    CHECK(qe[1] == 64);  // 63.5 rounds to even
+    CHECK(qe[2] == 127);
+  });
+}
+
 // AffineMax exact (one fused multiply-add, then max: the reference rounds
 // a·x + b the same way only up to one rounding, so allow |l|·ε); the
 // accumulation: Exp's ~1 ulp and the rounding of l − m on each term, plus

@@ -186,6 +186,37 @@ HWY_INLINE void Scale(const float* x, float a, float* y, size_t n) {
   ew_detail::Map(d, x, y, n, [&](auto v) HWY_ATTR { return hn::Mul(av, v); });
 }
 
+HWY_INLINE float QuantizeS8(const float* HWY_RESTRICT x, int8_t* HWY_RESTRICT q, size_t n) {
+  const hn::ScalableTag<float> d;
+  const hn::Rebind<int8_t, decltype(d)> d8;
+  const size_t N = hn::Lanes(d);
+  auto m0 = hn::Zero(d), m1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    m0 = hn::Max(m0, hn::Abs(hn::LoadU(d, x + i)));
+    m1 = hn::Max(m1, hn::Abs(hn::LoadU(d, x + i + N)));
+  }
+  for (; i + N <= n; i += N) m0 = hn::Max(m0, hn::Abs(hn::LoadU(d, x + i)));
+  if (i < n) m1 = hn::Max(m1, hn::Abs(LoadTail(d, x + i, n - i)));  // zeros past n
+  const float max = hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
+  if (max == 0.0f) {
+    std::fill(q, q + n, int8_t{0});
+    return 0.0f;
+  }
+  const auto inv = hn::Set(d, 127.0f / max);
+  const auto lo = hn::Set(d, -127.0f), hi = hn::Set(d, 127.0f);
+  auto quantize = [&](auto v) HWY_ATTR {
+    return hn::DemoteTo(d8, hn::NearestInt(hn::Clamp(hn::Mul(v, inv), lo, hi)));
+  };
+  for (i = 0; i + N <= n; i += N) hn::StoreU(quantize(hn::LoadU(d, x + i)), d8, q + i);
+  if (i < n) {
+    HWY_ALIGN int8_t tail[HWY_MAX_BYTES / sizeof(float)];
+    hn::Store(quantize(LoadTail(d, x + i, n - i)), d8, tail);
+    std::copy(tail, tail + (n - i), q + i);
+  }
+  return max / 127.0f;
+}
+
 HWY_INLINE void Add(const float* a, const float* b, float* y, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);

@@ -26,6 +26,7 @@ void AffineExpAccumulateImpl(const float* x, float a, float b, const float* m, c
 }
 void ScaleImpl(const float* x, float a, float* y, size_t n) { Scale(x, a, y, n); }
 void AddImpl(const float* a, const float* b, float* y, size_t n) { Add(a, b, y, n); }
+float QuantizeS8Impl(const float* x, int8_t* q, size_t n) { return QuantizeS8(x, q, n); }
 void CompensatedAddImpl(const float* x, float* sum, float* comp, size_t n) {
   CompensatedAdd(x, sum, comp, n);
 }
@@ -53,6 +54,7 @@ HWY_EXPORT(AffineMaxImpl);
 HWY_EXPORT(AffineExpAccumulateImpl);
 HWY_EXPORT(ScaleImpl);
 HWY_EXPORT(AddImpl);
+HWY_EXPORT(QuantizeS8Impl);
 HWY_EXPORT(CompensatedAddImpl);
 HWY_EXPORT(LayerNormImpl);
 HWY_EXPORT(SoftmaxImpl);
@@ -80,6 +82,9 @@ void Scale(const float* x, float a, float* y, size_t n) {
 }
 void Add(const float* a, const float* b, float* y, size_t n) {
   HWY_DYNAMIC_DISPATCH(AddImpl)(a, b, y, n);
+}
+float QuantizeS8(const float* x, int8_t* q, size_t n) {
+  return HWY_DYNAMIC_DISPATCH(QuantizeS8Impl)(x, q, n);
 }
 void CompensatedAdd(const float* x, float* sum, float* comp, size_t n) {
   HWY_DYNAMIC_DISPATCH(CompensatedAddImpl)(x, sum, comp, n);

@@ -5,6 +5,7 @@
 #define RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_H_
 
 #include <cstddef>
+#include <cstdint>
 
 namespace recur::kernels {
 
@@ -20,6 +21,11 @@ void AffineExp(const float* x, float a, float b, float* y, size_t n);
 void Scale(const float* x, float a, float* y, size_t n);
 // y = a + b   (y may alias a or b)
 void Add(const float* a, const float* b, float* y, size_t n);
+// Symmetric int8 quantisation of one row: returns s = max|x| / 127 and
+// writes q[i] = round(x[i] · (127 / max|x|)) (nearest, ties to even), so
+// that x ≈ s·q with |x − s·q| ≤ s/2. A row of zeros gives s = 0 and q = 0.
+// Inputs must be finite (a non-finite one makes s non-finite).
+float QuantizeS8(const float* x, int8_t* q, size_t n);
 // sum += x by compensated (Kahan) addition, comp holding what each float
 // addition lost: y = x − comp, t = sum + y, comp = (t − sum) − y, sum = t.
 // For sums over very long sequences (linear attention's S and z).

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 
 namespace recur::kernels::ref {
@@ -34,6 +35,20 @@ inline void AffineExp(const float* x, float a, float b, float* y, size_t n) {
 
 inline void Scale(const float* x, float a, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = a * x[i];
+}
+
+inline float QuantizeS8(const float* x, int8_t* q, size_t n) {
+  float max = 0.0f;
+  for (size_t i = 0; i < n; ++i) max = std::max(max, std::fabs(x[i]));
+  if (max == 0.0f) {
+    std::fill(q, q + n, int8_t{0});
+    return 0.0f;
+  }
+  const float inv = 127.0f / max;
+  for (size_t i = 0; i < n; ++i) {
+    q[i] = static_cast<int8_t>(std::clamp(std::nearbyint(x[i] * inv), -127.0f, 127.0f));
+  }
+  return max / 127.0f;
 }
 
 inline void AffineMax(const float* x, float a, float b, float* m, size_t n) {
