@@ -58,6 +58,7 @@ struct Common {
   std::string model_path;
   uint32_t threads = 1;
   recur_state_sums state_sums = RECUR_STATE_SUMS_COMPENSATED;
+  std::string backend = "auto";
   uint64_t seed = 1;
   float temperature = 1.0f;
   int scale = 2;
@@ -69,6 +70,7 @@ recur::Result<recur::Session> CreateSession(const recur::Model& model, int batch
   options.batch = static_cast<uint32_t>(batch);
   options.threads = c.threads;
   options.state_sums = c.state_sums;
+  options.backend = c.backend.c_str();
   return recur::Session::Create(model, options);
 }
 
@@ -234,6 +236,8 @@ int main(int argc, char** argv) {
         ->required();
     sub->add_option("--threads", c.threads, "Intra-op threads")->check(CLI::Range(1, 256));
     recur::tools::AddStateSumsOption(sub, &c.state_sums);
+    sub->add_option("--backend", c.backend,
+                    "GEMM backend for the dense layers: auto, highway, xnnpack, onednn");
   };
   auto add_sampling = [&](CLI::App* sub) {
     sub->add_option("--seed", c.seed, "Random seed");

@@ -3,7 +3,10 @@
 first N test images; passes when they agree within --tolerance (issue 5: 1e-3).
 
     image_parity.py --recur-image BIN --model M.recur --model-dir DIR [--images N] [--batch B]
-                    [--tolerance T]
+                    [--backend NAME] [--tolerance T]
+
+M.recur may hold narrower weights than DIR's (recur-convert --dtype): the
+reference is always DIR's f32 model, so the difference includes quantisation.
 """
 
 import argparse
@@ -29,10 +32,12 @@ def main():
     p.add_argument("--model-dir", required=True)
     p.add_argument("--images", type=int, default=16)
     p.add_argument("--batch", type=int, default=8, help="images recur-image evaluates at once")
+    p.add_argument("--backend", default="auto", help="recur-image --backend")
     p.add_argument("--tolerance", type=float, default=1e-3)
     args = p.parse_args()
     n = str(args.images)
-    runtime = subprocess.run([args.recur_image, "eval", args.model, "--images", n, "--batch", str(args.batch)],
+    runtime = subprocess.run([args.recur_image, "eval", args.model, "--images", n, "--batch", str(args.batch),
+                              "--backend", args.backend],
                              capture_output=True, text=True, check=True).stdout
     torch_out = subprocess.run([sys.executable, os.path.join(REFERENCE, "eval_image.py"), "--model-dir",
                                 args.model_dir, "--images", n], capture_output=True, text=True,
