@@ -2,7 +2,8 @@
 // (model.h's DenseView) into a prepared op once, at session creation, for the
 // row counts the session will use; the session then runs the op with no
 // allocation. highway (our own kernels) is always compiled in and supports
-// every weight type; xnnpack and onednn are optional (f32 weights only).
+// every weight type; xnnpack (f32 weights) and onednn (f32, bf16, int8) are
+// optional.
 #ifndef RECUR_BACKENDS_GEMM_BACKEND_H_
 #define RECUR_BACKENDS_GEMM_BACKEND_H_
 

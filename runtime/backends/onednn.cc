@@ -7,12 +7,17 @@
 // int32 sums): Run quantises each activation row to int8 with a scale of its
 // own (kernels::QuantizeS8, symmetric), oneDNN applies the weights'
 // per-output-channel scales, and Run multiplies each row by its scale and
-// adds the bias and the accumulated output in f32. For each planned row count and
-// each thread's slice of output features, Prepare creates a matmul primitive
+// adds the bias and the accumulated output in f32; int8 runs only where oneDNN
+// has VNNI dot products (without them s8 × s8 saturates or loses a bit), and
+// in blocks of at most kInt8BlockRows rows. For each planned row count (int8:
+// capped at the block, and the remainders of larger counts) and each
+// thread's slice of output features, Prepare creates a matmul primitive
 // with fixed M, lets oneDNN pick its weight layout and reorders the weights
 // into it once (a packed copy: memory_bytes() counts it), and gives each
 // slice a user scratchpad. Run covers `rows` with the planned sizes, largest
 // first; rows smaller than every planned size go to the Highway kernel.
+// Execution is synchronous (the OpenMP runtime): Run reads a matmul's output
+// right after dnnl_primitive_execute returns.
 // Threads: slices run on the session's pool, each primitive single-threaded
 // (created and run with the OpenMP thread count at 1), so oneDNN's OpenMP
 // team never competes with the pool.
@@ -116,9 +121,14 @@ class OnednnDense final : public PreparedDense {
     RECUR_RETURN_IF_ERROR(Engine(&engine));
     OmpThreads one(1);
     const size_t threads = pool_ == nullptr ? 1 : pool_->threads();
-    std::vector<size_t> rows = plan.rows;
-    if (int8()) {
-      for (size_t& m : rows) m = std::min(m, kInt8BlockRows);
+    std::vector<size_t> rows;
+    for (size_t m : plan.rows) {
+      if (!int8() || m <= kInt8BlockRows) {
+        rows.push_back(m);
+      } else {  // whole blocks, then the rest in one matmul
+        rows.push_back(kInt8BlockRows);
+        if (m % kInt8BlockRows != 0) rows.push_back(m % kInt8BlockRows);
+      }
     }
     std::sort(rows.rbegin(), rows.rend());
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
@@ -135,9 +145,10 @@ class OnednnDense final : public PreparedDense {
     }
     // bf16 and int8 layers stay whole: with AMX a model-sized bf16 matmul takes a few
     // µs, less than oneDNN's per-execute overhead, so splitting it over the pool made
-    // the paper_mnist batch-64 step slower (2 threads: 3.7 ms split vs 2.8 ms whole);
-    // int8 on AVX512-VNNI (AMD EPYC): batch 1 341 µs split vs 163 µs whole (the pool's
-    // hand-off costs more than a mat-vec), batch 64 3.4 ms vs 3.9 ms. Sessions of one
+    // the paper_mnist batch-64 step slower (2 threads: 3.7 ms split vs 2.8 ms whole).
+    // int8 on AVX512-VNNI (AMD EPYC, 2 threads) is a trade: batch 1 341 µs split vs
+    // 163 µs whole (the pool's hand-off costs more than a mat-vec), batch 64 3.4 ms
+    // split vs 3.9 ms whole. Whole keeps batch 1 fast; for throughput, sessions of one
     // thread each use two cores better (README "Issue 3").
     const size_t n = bf16() || int8() ? 1 : std::max<size_t>(1, std::min(threads, d.out / kMinFeaturesPerSlice));
     const size_t block = ((d.out + n - 1) / n + 15) / 16 * 16;
@@ -222,7 +233,11 @@ class OnednnDense final : public PreparedDense {
     dnnl_primitive_attr_t attr;
     RECUR_DNNL(dnnl_primitive_attr_create(&attr));
     dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
-    if (int8()) dnnl_primitive_attr_set_output_scales(attr, N, 1 << 1, d_.scales + s->begin);
+    if (int8() && dnnl_primitive_attr_set_output_scales(attr, N, 1 << 1, d_.scales + s->begin) !=
+                      dnnl_success) {
+      dnnl_primitive_attr_destroy(attr);
+      return Unsupported("onednn: cannot set the int8 weight scales");
+    }
     dnnl_post_ops_t ops = nullptr;
     if (accumulate && !int8()) {
       dnnl_post_ops_create(&ops);
@@ -359,7 +374,7 @@ class OnednnDense final : public PreparedDense {
   DenseView d_;
   ThreadPool* pool_ = nullptr;
   std::vector<Slice> slices_;
-  size_t block_rows_ = 0;                          // largest planned row count
+  size_t block_rows_ = 0;  // largest planned row count (int8: at most kInt8BlockRows)
   hwy::AlignedFreeUniquePtr<uint16_t[]> x_bf16_;  // bf16 layers: (block_rows_, in)
   // int8 layers: quantised rows (block_rows_, in), their scales (block_rows_)
   // and the matmuls' scaled sums (block_rows_, out).
@@ -368,6 +383,14 @@ class OnednnDense final : public PreparedDense {
   hwy::AlignedFreeUniquePtr<float[]> sums_;
 };
 
+// Whether oneDNN's int8 dot products here are VNNI's (AVX512-VNNI, AMX or
+// AVX-VNNI): exact int32 sums of s8 × s8 products.
+bool HasVnni() {
+  const unsigned isa = dnnl_get_effective_cpu_isa();
+  auto has = [isa](unsigned bits) { return (isa & bits) == bits; };
+  return has(dnnl_cpu_isa_avx512_core_vnni) || has(dnnl_cpu_isa_avx2_vnni);
+}
+
 class Onednn final : public DenseBackend {
  public:
   const char* name() const override { return "onednn"; }
@@ -375,12 +398,14 @@ class Onednn final : public DenseBackend {
   bool allocates_in_run() const override { return true; }
   bool Supports(const DenseView& d) const override {
     return (d.type == kernels::WeightType::kF32 || d.type == kernels::WeightType::kBF16 ||
-            d.type == kernels::WeightType::kI8) &&
+            (d.type == kernels::WeightType::kI8 && HasVnni())) &&
            d.in > 0 && d.out > 0;
   }
   Status Prepare(const DenseView& d, const DensePlan& plan,
                  std::unique_ptr<PreparedDense>* out) const override {
-    if (!Supports(d)) return Unsupported("onednn: only f32, bf16 and int8 weights");
+    if (!Supports(d)) {
+      return Unsupported("onednn: only f32, bf16 and (with VNNI) int8 weights");
+    }
     auto op = std::make_unique<OnednnDense>();
     RECUR_RETURN_IF_ERROR(op->Init(d, plan));
     *out = std::move(op);

@@ -36,9 +36,6 @@ size_t WidestFfnRow(const Model& m) {
   return widest;
 }
 
-}  // namespace
-
-namespace {
 // A step that reads more weights than this is bound by streaming them.
 constexpr uint64_t kStreamedWeightBytes = uint64_t{2} << 20;
 // Past this, prefill chunks of 256 rows pay for their scratch: paper_mnist

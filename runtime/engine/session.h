@@ -66,7 +66,7 @@ constexpr size_t kPackMinBatch = 4;
 // positions. Measured (README "Prefill chunk", recur-bench --prefill
 // 128,1024,4096 --chunk 64|256 on paper_mnist, AMD EPYC): 256 positions at
 // batch 1 are 3-4% faster for 1,024 positions and more, on 1 and 2 threads,
-// and the same at 128.
+// and 2-3 points slower at 128.
 size_t DefaultPrefillChunk(size_t batch, uint64_t step_weight_bytes);
 // Prefills shorter than this run as steps. Measured (README "prefill
 // threshold", recur-bench --prefill 1,2,3,4,8 --prefill-min 1 vs 100000): a

@@ -193,6 +193,14 @@ TEST_CASE("QuantizeS8") {
     CHECK(qe[0] == -127);
     CHECK(qe[1] == 64);  // 63.5 rounds to even
     CHECK(qe[2] == 127);
+    // So small that 127 / max overflows: a zero row, as the reference.
+    const float tiny[3] = {1e-38f, 0.0f, -2e-39f};
+    int8_t qt[3] = {5, 5, 5};
+    int8_t qt_ref[3] = {7, 7, 7};
+    CHECK(QuantizeS8(tiny, qt, 3) == 0.0f);
+    CHECK(ref::QuantizeS8(tiny, qt_ref, 3) == 0.0f);
+    CHECK((qt[0] == 0 && qt[1] == 0 && qt[2] == 0));
+    CHECK((qt_ref[0] == 0 && qt_ref[1] == 0 && qt_ref[2] == 0));
   });
 }
 

@@ -170,9 +170,9 @@ typedef struct recur_session_options {
   size_t struct_size;    /* sizeof(recur_session_options) */
   uint32_t batch;        /* streams stepped together; 0 means 1 */
   uint32_t threads;      /* intra-op threads; 0 and 1 mean the calling thread only */
-  uint32_t prefill_chunk;  /* positions per chunk in recur_session_prefill; 0 = default: 64,
-                              or at least 256 / batch when a step reads more than 8 MiB of
-                              weights. Scratch memory grows with batch × prefill_chunk. */
+  uint32_t prefill_chunk;  /* positions per chunk in recur_session_prefill; 0 = default: 64, or
+                              max(64, ceil(256 / batch)) when a step reads more than 8 MiB
+                              of weights. Scratch memory grows with batch × prefill_chunk. */
   const char* backend;   /* GEMM backend for the dense layers: "highway", "xnnpack" or "onednn"
                             runs every layer it supports on it (highway the rest); NULL, ""
                             or "auto" picks the fastest per layer shape, measured at creation,

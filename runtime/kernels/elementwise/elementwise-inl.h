@@ -8,13 +8,16 @@
 #define RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_INL_H_
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "kernels/common-inl.h"
+#include "kernels/elementwise/elementwise.h"  // kQuantizeS8MinMax
 
 HWY_BEFORE_NAMESPACE();
 namespace recur::kernels {
@@ -199,7 +202,7 @@ HWY_INLINE float QuantizeS8(const float* HWY_RESTRICT x, int8_t* HWY_RESTRICT q,
   for (; i + N <= n; i += N) m0 = hn::Max(m0, hn::Abs(hn::LoadU(d, x + i)));
   if (i < n) m1 = hn::Max(m1, hn::Abs(LoadTail(d, x + i, n - i)));  // zeros past n
   const float max = hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
-  if (max == 0.0f) {
+  if (max < kQuantizeS8MinMax) {  // 127 / max would overflow
     std::fill(q, q + n, int8_t{0});
     return 0.0f;
   }

@@ -22,9 +22,13 @@ void Scale(const float* x, float a, float* y, size_t n);
 // y = a + b   (y may alias a or b)
 void Add(const float* a, const float* b, float* y, size_t n);
 // Symmetric int8 quantisation of one row: returns s = max|x| / 127 and
-// writes q[i] = round(x[i] · (127 / max|x|)) (nearest, ties to even), so
-// that x ≈ s·q with |x − s·q| ≤ s/2. A row of zeros gives s = 0 and q = 0.
-// Inputs must be finite (a non-finite one makes s non-finite).
+// writes q[i] = round(x[i] · (127 / max|x|)) (nearest, ties to even; on
+// Highway's emulated targets, whose NearestInt adds 0.5 and truncates, a
+// value within an ulp of a halfway point may round the other way), so that x ≈ s·q with
+// |x − s·q| ≤ s/2. A row whose max|x| is below kQuantizeS8MinMax (zeros, or
+// so small that 127 / max|x| overflows) gives s = 0 and q = 0. Inputs must
+// be finite (a non-finite one makes s non-finite).
+inline constexpr float kQuantizeS8MinMax = 127.0f / 3.40282347e+38f;
 float QuantizeS8(const float* x, int8_t* q, size_t n);
 // sum += x by compensated (Kahan) addition, comp holding what each float
 // addition lost: y = x − comp, t = sum + y, comp = (t − sum) − y, sum = t.

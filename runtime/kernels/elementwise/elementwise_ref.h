@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/elementwise/elementwise.h"  // kQuantizeS8MinMax
+
 namespace recur::kernels::ref {
 
 inline void Relu(const float* x, float* y, size_t n) {
@@ -40,7 +42,7 @@ inline void Scale(const float* x, float a, float* y, size_t n) {
 inline float QuantizeS8(const float* x, int8_t* q, size_t n) {
   float max = 0.0f;
   for (size_t i = 0; i < n; ++i) max = std::max(max, std::fabs(x[i]));
-  if (max == 0.0f) {
+  if (max < kQuantizeS8MinMax) {  // 127 / max would overflow
     std::fill(q, q + n, int8_t{0});
     return 0.0f;
   }
