@@ -141,7 +141,9 @@ class OnednnDense final : public PreparedDense {
       x_s8_ = hwy::AllocateAligned<int8_t>(block_rows_ * d.in);
       x_scales_ = hwy::AllocateAligned<float>(block_rows_);
       sums_ = hwy::AllocateAligned<float>(block_rows_ * d.out);
-      if (!x_s8_ || !x_scales_ || !sums_) return OutOfMemory("onednn: cannot allocate int8 activations");
+      if (!x_s8_ || !x_scales_ || !sums_) {
+        return OutOfMemory("onednn: cannot allocate int8 activations");
+      }
     }
     // bf16 and int8 layers stay whole: with AMX a model-sized bf16 matmul takes a few
     // µs, less than oneDNN's per-execute overhead, so splitting it over the pool made
@@ -150,7 +152,9 @@ class OnednnDense final : public PreparedDense {
     // 163 µs whole (the pool's hand-off costs more than a mat-vec), batch 64 3.4 ms
     // split vs 3.9 ms whole. Whole keeps batch 1 fast; for throughput, sessions of one
     // thread each use two cores better (README "Issue 3").
-    const size_t n = bf16() || int8() ? 1 : std::max<size_t>(1, std::min(threads, d.out / kMinFeaturesPerSlice));
+    const size_t n = bf16() || int8()
+                         ? 1
+                         : std::max<size_t>(1, std::min(threads, d.out / kMinFeaturesPerSlice));
     const size_t block = ((d.out + n - 1) / n + 15) / 16 * 16;
     for (size_t begin = 0; begin < d.out; begin += block) {
       slices_.emplace_back();
