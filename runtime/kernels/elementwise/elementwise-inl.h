@@ -85,24 +85,30 @@ HWY_INLINE float SumMapped(D d, const float* x, size_t n, const F& f) {
   return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
 }
 
-// max x[i]; requires n > 0.
-template <class D>
-HWY_INLINE float MaxOf(D d, const float* x, size_t n) {
+// max f(x[i]); -inf when n = 0.
+template <class D, class F>
+HWY_INLINE float MaxMapped(D d, const float* x, size_t n, const F& f) {
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
   const V ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
   V m0 = ninf, m1 = ninf;
   size_t i = 0;
   for (; i + 2 * N <= n; i += 2 * N) {
-    m0 = hn::Max(m0, hn::LoadU(d, x + i));
-    m1 = hn::Max(m1, hn::LoadU(d, x + i + N));
+    m0 = hn::Max(m0, f(hn::LoadU(d, x + i)));
+    m1 = hn::Max(m1, f(hn::LoadU(d, x + i + N)));
   }
-  for (; i + N <= n; i += N) m0 = hn::Max(m0, hn::LoadU(d, x + i));
+  for (; i + N <= n; i += N) m0 = hn::Max(m0, f(hn::LoadU(d, x + i)));
   if (i < n) {
     const size_t r = n - i;
-    m1 = hn::Max(m1, hn::IfThenElse(hn::FirstN(d, r), LoadTail(d, x + i, r), ninf));
+    m1 = hn::Max(m1, hn::IfThenElse(hn::FirstN(d, r), f(LoadTail(d, x + i, r)), ninf));
   }
   return hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
+}
+
+// max x[i]; requires n > 0.
+template <class D>
+HWY_INLINE float MaxOf(D d, const float* x, size_t n) {
+  return MaxMapped(d, x, n, [](auto v) HWY_ATTR { return v; });
 }
 
 }  // namespace ew_detail
@@ -193,16 +199,8 @@ HWY_INLINE float QuantizeS8(const float* HWY_RESTRICT x, int8_t* HWY_RESTRICT q,
   const hn::ScalableTag<float> d;
   const hn::Rebind<int8_t, decltype(d)> d8;
   const size_t N = hn::Lanes(d);
-  auto m0 = hn::Zero(d), m1 = hn::Zero(d);
-  size_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    m0 = hn::Max(m0, hn::Abs(hn::LoadU(d, x + i)));
-    m1 = hn::Max(m1, hn::Abs(hn::LoadU(d, x + i + N)));
-  }
-  for (; i + N <= n; i += N) m0 = hn::Max(m0, hn::Abs(hn::LoadU(d, x + i)));
-  if (i < n) m1 = hn::Max(m1, hn::Abs(LoadTail(d, x + i, n - i)));  // zeros past n
-  const float max = hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
-  if (max < kQuantizeS8MinMax) {  // 127 / max would overflow
+  const float max = ew_detail::MaxMapped(d, x, n, [](auto v) HWY_ATTR { return hn::Abs(v); });
+  if (max < kQuantizeS8MinMax) {  // n = 0 (-inf), or 127 / max would overflow
     std::fill(q, q + n, int8_t{0});
     return 0.0f;
   }
@@ -211,7 +209,8 @@ HWY_INLINE float QuantizeS8(const float* HWY_RESTRICT x, int8_t* HWY_RESTRICT q,
   auto quantize = [&](auto v) HWY_ATTR {
     return hn::DemoteTo(d8, hn::NearestInt(hn::Clamp(hn::Mul(v, inv), lo, hi)));
   };
-  for (i = 0; i + N <= n; i += N) hn::StoreU(quantize(hn::LoadU(d, x + i)), d8, q + i);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(quantize(hn::LoadU(d, x + i)), d8, q + i);
   if (i < n) {
     HWY_ALIGN int8_t tail[HWY_MAX_BYTES / sizeof(float)];
     hn::Store(quantize(LoadTail(d, x + i, n - i)), d8, tail);

@@ -24,8 +24,8 @@ void Add(const float* a, const float* b, float* y, size_t n);
 // Symmetric int8 quantisation of one row: returns s = max|x| / 127 and
 // writes q[i] = round(x[i] · (127 / max|x|)) (nearest, ties to even; on
 // Highway's emulated targets, whose NearestInt adds 0.5 and truncates, a
-// value within an ulp of a halfway point may round the other way), so that x ≈ s·q with
-// |x − s·q| ≤ s/2. A row whose max|x| is below kQuantizeS8MinMax (zeros, or
+// value within an ulp of a halfway point may round the other way), so that
+// x ≈ s·q with |x − s·q| ≤ s/2. A row whose max|x| is below kQuantizeS8MinMax (zeros, or
 // so small that 127 / max|x| overflows) gives s = 0 and q = 0. Inputs must
 // be finite (a non-finite one makes s non-finite).
 inline constexpr float kQuantizeS8MinMax = 127.0f / 3.40282347e+38f;
