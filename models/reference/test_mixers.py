@@ -126,7 +126,7 @@ class StepEqualsParallel(unittest.TestCase):
                 s, _ = m.prefill(rand_x(1, 3), s)[1], None
                 before = {k: v.clone() for k, v in s.items()}
                 m.step(rand_x(1, 1)[:, 0], s)
-                self.assertEqual(state_diff(before, s), 0.0)
+                self.assertEqual(state_diff(before, s), 0.0)   # exact: `before` is a copy of s
 
     def test_long_sequences(self):
         """N = 1000 (1100 for favor): step loop vs parallel form."""
@@ -511,6 +511,7 @@ class FeatureMaps(unittest.TestCase):
                 if stab:
                     n0, _, h = idx
                     off += max(sum((float(c) * math.sqrt(t)) ** 2 for c in x[n0, l, h]) for l in range(5))
+                # float64 sums of ≤ 5 terms (each ≲ 5) in another order: |Δφ| ≲ φ·8·eps64·5 < 1e-14, φ ≤ 1.2
                 for j in range(3):
                     uj = sum(xs[a] * float(omega[a, j]) for a in range(4))
                     self.assertAlmostEqual(float(phi[idx][j]), math.exp(uj - off), delta=1e-14)
@@ -521,6 +522,7 @@ class FeatureMaps(unittest.TestCase):
         x = rand_x(1, 4)
         qh = m.query(x).view(1, 4, 2, 3)
         self.assertEqual(feature_dim(CAUSAL["linear_favor_ft"]), 6)
+        # exact: phi makes this very call (n_dims = n_features, the same temperature 1/√dk)
         self.assertLessEqual(maxdiff(m.phi(qh), fast_transformers_favor(qh, m.feature_map.omega, 7)), 0)
 
     def test_favor_estimates_softmax_kernel(self):

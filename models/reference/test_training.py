@@ -92,7 +92,7 @@ def image_recipe_resumes():
         a, meta = safetensors.read(os.path.join(one, "export", "weights.safetensors"))
         b, _ = safetensors.read(os.path.join(two, "export", "weights.safetensors"))
         assert a.keys() == b.keys()
-        for k in a:
+        for k in a:   # exact: the same steps on the same batches, one thread, so the same ops in the same order
             assert torch.equal(a[k], b[k]), f"{k} differs after resume"
         assert meta["steps"] == "4" and "train_image.py" in meta["recipe"], meta
         r = subprocess.run(common[:-2] + ["--threads", "1", "--work", two, "--batch", "3"], capture_output=True,
@@ -107,7 +107,7 @@ def image_recipe_resumes():
                            check=True, capture_output=True, text=True)
         assert "initialised from" in r.stdout and "(step 4," in r.stdout, r.stdout
         c, _ = safetensors.read(os.path.join(three, "export", "weights.safetensors"))
-        for k in a:
+        for k in a:   # exact: 0 steps export the checkpoint's tensors
             assert torch.equal(a[k], c[k]), f"{k}: --init did not start from the checkpoint"
         r = subprocess.run([sys.executable, script, "--config", os.path.join(CONFIGS, "image_softmax.json"),
                             "--steps", "1", "--work", os.path.join(d, "four"), "--init", init] + common[6:],
