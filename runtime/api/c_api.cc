@@ -1,4 +1,5 @@
-// Implements recur.h. Translates Status ↔ recur_status and nothing else.
+// Implements recur.h: translates Status ↔ recur_status and owns the handles.
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -10,6 +11,7 @@
 #include "core/struct_size.h"
 #include "core/threadpool.h"
 #include "engine/session.h"
+#include "kernels/dispatch/target_limit.h"
 #include "kernels/elementwise/elementwise.h"
 #include "model/model.h"
 #include "recur/recur.h"
@@ -24,7 +26,20 @@ struct recur_model {
   std::shared_ptr<const recur::Model> model;
 };
 
+namespace {
+// Sessions alive. The SIMD target may change only while there are none: a
+// session sizes its scratch for the target it was created under.
+std::atomic<long> g_live_sessions{0};
+struct LiveSessionCount {
+  LiveSessionCount() { ++g_live_sessions; }
+  ~LiveSessionCount() { --g_live_sessions; }
+  LiveSessionCount(const LiveSessionCount&) = delete;
+  LiveSessionCount& operator=(const LiveSessionCount&) = delete;
+};
+}  // namespace
+
 struct recur_session {
+  LiveSessionCount live;
   std::shared_ptr<const recur::Model> model;  // declared first: outlives `session`
   recur::SessionPtr session;
   bool in_arena = false;  // this handle and the session live in the caller's arena
@@ -202,7 +217,21 @@ const char* recur_version_string(void) {
       RECUR_VERSION_MINOR) "." RECUR_STRINGIFY(RECUR_VERSION_PATCH);
 }
 
-const char* recur_simd_target(void) { return recur::kernels::SimdTargetName(); }
+const char* recur_simd_target(void) {
+  (void)recur::kernels::ApplyTargetLimitFromEnvironment();  // its error is the loads' to report
+  return recur::kernels::SimdTargetName();
+}
+
+recur_status recur_set_max_simd_target(const char* name) {
+  return Guard([&]() -> recur_status {
+    if (long live = g_live_sessions.load(); live != 0) {
+      return Report(recur::InvalidState("%ld session(s) exist: change the SIMD target before "
+                                        "creating sessions or after freeing them", live));
+    }
+    (void)recur::kernels::ApplyTargetLimitFromEnvironment();  // read first, so that this call wins
+    return Report(recur::kernels::SetMaxSimdTarget(name));
+  });
+}
 
 recur_status recur_set_platform(const recur_platform* platform) {
   return Guard([&]() -> recur_status { return Report(recur::platform::SetPlatform(platform)); });
@@ -216,6 +245,7 @@ recur_status recur_model_load_file(const char* path, const recur_load_options* o
     if (out == nullptr) return Report(recur::InvalidArgument("out is null"));
     *out = nullptr;
     if (path == nullptr) return Report(recur::InvalidArgument("path is null"));
+    if (Status t = recur::kernels::ApplyTargetLimitFromEnvironment(); !t.ok()) return Report(t);
     recur_load_options opts;
     Status s = ReadOptions(options, &opts, "recur_load_options", kLoadOptionsFields);
     if (!s.ok()) return Report(s);
@@ -239,6 +269,7 @@ recur_status recur_model_load_buffer(const void* data, size_t size,
   return Guard([&]() -> recur_status {
     if (out == nullptr) return Report(recur::InvalidArgument("out is null"));
     *out = nullptr;
+    if (Status t = recur::kernels::ApplyTargetLimitFromEnvironment(); !t.ok()) return Report(t);
     recur_load_options opts;
     Status s = ReadOptions(options, &opts, "recur_load_options", kLoadOptionsFields);
     if (!s.ok()) return Report(s);
@@ -293,6 +324,7 @@ recur_status recur_session_create(const recur_model* model, const recur_session_
     if (out == nullptr) return Report(recur::InvalidArgument("out is null"));
     *out = nullptr;
     if (model == nullptr) return Report(recur::InvalidArgument("model is null"));
+    if (Status t = recur::kernels::ApplyTargetLimitFromEnvironment(); !t.ok()) return Report(t);
     recur_session_options opts;
     recur::SessionOptions so;
     Status s = ReadSessionOptions(options, &opts, &so);

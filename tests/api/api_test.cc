@@ -11,6 +11,7 @@
 #include "recur/recur.h"
 #include "recur/recur.hpp"
 #include "test_models.h"
+#include "tolerance.h"
 
 namespace {
 
@@ -491,6 +492,44 @@ TEST_CASE("status strings and version") {
   CHECK(std::string(recur_status_string(static_cast<recur_status>(99))) == "RECUR_UNKNOWN_STATUS");
   CHECK(std::string(recur_version_string()) == "0.1.0");
   CHECK(std::strlen(recur_simd_target()) > 0);
+}
+
+TEST_CASE("SIMD target cap: the kernels dispatch as a smaller CPU's would, between sessions") {
+  const std::string native = recur_simd_target();
+  CHECK(recur_set_max_simd_target("no-such-target") == RECUR_INVALID_ARGUMENT);
+  CHECK(ErrorContains("unknown SIMD target 'no-such-target'"));
+  CHECK(std::string(recur_simd_target()) == native);
+  // The message lists this build's targets, best first: cap at the last one.
+  const std::string error = recur_last_error();
+  const size_t list = error.find("this build has ");
+  REQUIRE(list != std::string::npos);
+  const std::string names = error.substr(list + 15, error.size() - list - 16);
+  const std::string worst = names.substr(names.rfind(' ') + 1);
+  INFO("targets: ", names, "; native: ", native);
+  REQUIRE(worst != native);
+
+  Loaded m(kTinyTokensConfig);
+  const std::vector<int32_t> tokens = {3, 1, 4, 1, 5, 9, 2, 6};
+  recur_session* s = NewSession(m.model);
+  std::vector<float> native_out;
+  for (int32_t t : tokens) native_out = StepTokens(s, {t}, 11);
+  CHECK(recur_set_max_simd_target(worst.c_str()) == RECUR_INVALID_STATE);
+  CHECK(ErrorContains("1 session(s) exist"));
+  recur_session_free(s);
+
+  REQUIRE(recur_set_max_simd_target(worst.c_str()) == RECUR_OK);
+  CHECK(std::string(recur_simd_target()) == worst);
+  s = NewSession(m.model);
+  std::vector<float> capped_out;
+  for (int32_t t : tokens) capped_out = StepTokens(s, {t}, 11);
+  recur_session_free(s);
+  // Another target: other lane counts sum in another order, and the emulated
+  // ones round a*b+c twice (tolerance.h).
+  CHECK(recur::testing::WorstRelative(capped_out, native_out) <=
+        recur::testing::TinyModelOutputBound(2));
+
+  REQUIRE(recur_set_max_simd_target(nullptr) == RECUR_OK);
+  CHECK(std::string(recur_simd_target()) == native);
 }
 
 TEST_CASE("C++ wrapper reports errors without throwing") {

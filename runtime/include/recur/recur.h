@@ -322,8 +322,26 @@ typedef void (*recur_layer_callback)(void* user, uint32_t layer, const float* x,
 recur_status recur_session_set_layer_callback(recur_session* session,
                                               recur_layer_callback callback, void* user);
 
-/* The name of the SIMD target chosen for this machine ("AVX3", "NEON", ...). */
+/* The name of the SIMD target the kernels dispatch to ("AVX3", "AVX2", "NEON",
+ * ...): the best this build has for this CPU, under the ceiling of
+ * recur_set_max_simd_target or the RECUR_MAX_SIMD_TARGET environment variable. */
 const char* recur_simd_target(void);
+
+/* Caps the SIMD targets the kernels may dispatch to at `name`, one of
+ * Highway's target names that this build compiles (case-insensitive, e.g.
+ * "AVX2", "SSE4", "EMU128", "NEON"), so that this CPU runs the kernels a
+ * smaller CPU would; a cap above what the CPU has changes nothing; NULL or ""
+ * lifts it. Without this call, the first model load, session creation or
+ * recur_simd_target reads the cap from the environment variable
+ * RECUR_MAX_SIMD_TARGET (an unknown name there makes every load and session
+ * creation fail with RECUR_INVALID_ARGUMENT naming it); this call overrides
+ * it. The GEMM backends have caps of their own (ONEDNN_MAX_CPU_ISA for
+ * oneDNN; XNNPACK has none). Threading: not concurrently with any other call
+ * into the library. Errors: RECUR_INVALID_ARGUMENT (an unknown name; the
+ * message lists the known ones; the cap is unchanged), RECUR_INVALID_STATE
+ * (sessions exist: each sized its scratch for the target it was created
+ * under). */
+recur_status recur_set_max_simd_target(const char* name);
 
 /* Which GEMM backend runs the session's dense layers, per planned row count,
  * and the bytes of weight copies the session holds, e.g.
