@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Installs what is needed, builds and runs the whole test suite in five configurations:
+# Installs what is needed, builds and runs the whole test suite in these
+# configurations (CMakePresets.json):
 #   release  g++ 12: C++ unit tests, kernel tests on every Highway target, the
 #            PyTorch reference tests, runtime-vs-PyTorch parity, the demos'
 #            tests, the installed-package example; and, where nvcc exists,
 #            the CUDA parity path (platforms/cuda), whose GPU tests CTest
 #            reports as skipped, with the reason, on a machine without a GPU;
+#   release-avx2  the release build's API, parity, demo and reference tests
+#            once more as an AVX2-only CPU runs them: recur's kernels capped
+#            at AVX2 (RECUR_MAX_SIMD_TARGET), and PyTorch, oneDNN and
+#            OpenBLAS held to AVX2 (docs/testing.md, "Running as another CPU");
+#   release-sse4  the same as an SSE4-only CPU (not in the default list);
 #   asan     clang 14 with AddressSanitizer, UndefinedBehaviorSanitizer and
 #            LeakSanitizer: the same suite (less the pure-Python tests and the
 #            install test, see CMakePresets.json) plus a short run of every
@@ -18,20 +24,46 @@
 #            SVE2_128, the kernel tests sweep SVE2_128, SVE2, SVE and NEON;
 #   aarch64-neon    the same build under -cpu cortex-a72 (NEON only);
 #   aarch64-sve512  the same build under -cpu max with 512-bit SVE (slow).
+# Every preset runs even when one before it fails; a summary with each
+# preset's result and time ends the output, and the exit status is non-zero
+# if any failed.
 # Usage (as root on Debian 12): scripts/test.sh [PRESET ...]
-# (default, as CI runs it: release asan tsan minimal aarch64)
+# (default, as CI runs it: release release-avx2 asan tsan minimal aarch64)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 presets=("$@")
-[ ${#presets[@]} -gt 0 ] || presets=(release asan tsan minimal aarch64)
+[ ${#presets[@]} -gt 0 ] || presets=(release release-avx2 asan tsan minimal aarch64)
+
+start=$SECONDS
 scripts/install-deps.sh
+summary=("install-deps: $((SECONDS - start)) s")
+failed=0
+
+# Configures and builds the preset's build and runs its tests. Steps are
+# chained with && : set -e does not apply inside the `if` that calls this.
+run_preset() {
+  local preset=$1 build
+  case "$preset" in
+    release-*) build=release ;;
+    aarch64-*) build=aarch64 ;;  # aarch64-neon and aarch64-sve512 test the aarch64 build
+    *) build=$preset ;;
+  esac
+  { [ "$build" != aarch64 ] || scripts/arm64-sysroot.sh; } &&
+    { [ "$build" != minimal ] || scripts/hwy-source.sh >/dev/null; } &&
+    cmake --preset "$build" &&
+    cmake --build --preset "$build" &&
+    ctest --preset "$preset"
+}
+
 for preset in "${presets[@]}"; do
   echo "== test.sh: preset $preset"
-  build="${preset%-*}"  # aarch64-neon and aarch64-sve512 test the aarch64 build
-  [ "$build" != aarch64 ] || scripts/arm64-sysroot.sh
-  [ "$build" != minimal ] || scripts/hwy-source.sh >/dev/null
-  cmake --preset "$build"
-  cmake --build --preset "$build"
-  ctest --preset "$preset"
+  t0=$SECONDS
+  if run_preset "$preset"; then result=passed; else result=FAILED; failed=1; fi
+  summary+=("$preset: $result in $((SECONDS - t0)) s")
+  echo "== test.sh: preset $preset $result in $((SECONDS - t0)) s"
 done
+
+echo "== test.sh: summary ($((SECONDS - start)) s in all)"
+printf '  %s\n' "${summary[@]}"
+exit $failed
