@@ -22,8 +22,10 @@
 #            sysroot of scripts/arm64-sysroot.sh) and run under qemu-aarch64
 #            with -cpu max and 128-bit SVE vectors: Highway dispatches to
 #            SVE2_128, the kernel tests sweep SVE2_128, SVE2, SVE and NEON;
-#   aarch64-neon    the same build under -cpu cortex-a72 (NEON only);
-#   aarch64-sve512  the same build under -cpu max with 512-bit SVE (slow).
+#            less the longest runs under the emulator (docs/testing.md);
+#   aarch64-full    all of it (not in the default list);
+#   aarch64-neon    the whole suite under -cpu cortex-a72 (NEON only);
+#   aarch64-sve512  the whole suite under -cpu max with 512-bit SVE (slow).
 # Every preset runs even when one before it fails; a summary with each
 # preset's result and time ends the output, and the exit status is non-zero
 # if any failed.
