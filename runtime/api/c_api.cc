@@ -245,7 +245,6 @@ recur_status recur_model_load_file(const char* path, const recur_load_options* o
     if (out == nullptr) return Report(recur::InvalidArgument("out is null"));
     *out = nullptr;
     if (path == nullptr) return Report(recur::InvalidArgument("path is null"));
-    if (Status t = recur::kernels::ApplyTargetLimitFromEnvironment(); !t.ok()) return Report(t);
     recur_load_options opts;
     Status s = ReadOptions(options, &opts, "recur_load_options", kLoadOptionsFields);
     if (!s.ok()) return Report(s);
@@ -269,7 +268,6 @@ recur_status recur_model_load_buffer(const void* data, size_t size,
   return Guard([&]() -> recur_status {
     if (out == nullptr) return Report(recur::InvalidArgument("out is null"));
     *out = nullptr;
-    if (Status t = recur::kernels::ApplyTargetLimitFromEnvironment(); !t.ok()) return Report(t);
     recur_load_options opts;
     Status s = ReadOptions(options, &opts, "recur_load_options", kLoadOptionsFields);
     if (!s.ok()) return Report(s);
@@ -324,7 +322,6 @@ recur_status recur_session_create(const recur_model* model, const recur_session_
     if (out == nullptr) return Report(recur::InvalidArgument("out is null"));
     *out = nullptr;
     if (model == nullptr) return Report(recur::InvalidArgument("model is null"));
-    if (Status t = recur::kernels::ApplyTargetLimitFromEnvironment(); !t.ok()) return Report(t);
     recur_session_options opts;
     recur::SessionOptions so;
     Status s = ReadSessionOptions(options, &opts, &so);

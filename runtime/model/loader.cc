@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/hash.h"
+#include "kernels/dispatch/target_limit.h"
 #include "mixers/mixer.h"
 #include "model/model.h"
 #include "recur/recur.h"
@@ -318,6 +319,8 @@ Status BuildBlock(const fb::Block* fbb, uint32_t index, TensorResolver* tensors,
 Status LoadModel(const void* data, size_t size, const LoadOptions& options,
                  std::unique_ptr<Model>* out) {
   out->reset();
+  // Every session runs a loaded model: the first load fixes the dispatch cap.
+  RECUR_RETURN_IF_ERROR(kernels::ApplyTargetLimitFromEnvironment());
   const auto* bytes = static_cast<const uint8_t*>(data);
   if (data == nullptr) return InvalidArgument("model data is null");
   if (reinterpret_cast<uintptr_t>(data) % kSegmentAlignment != 0) {

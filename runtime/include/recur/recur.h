@@ -331,11 +331,10 @@ const char* recur_simd_target(void);
  * Highway's target names that this build compiles (case-insensitive, e.g.
  * "AVX2", "SSE4", "EMU128", "NEON"), so that this CPU runs the kernels a
  * smaller CPU would; a cap above what the CPU has changes nothing; NULL or ""
- * lifts it. Without this call, the first model load, session creation or
- * recur_simd_target reads the cap from the environment variable
- * RECUR_MAX_SIMD_TARGET (an unknown name there makes every load and session
- * creation fail with RECUR_INVALID_ARGUMENT naming it); this call overrides
- * it. The GEMM backends have caps of their own (ONEDNN_MAX_CPU_ISA for
+ * lifts it. Without this call, the first model load or recur_simd_target
+ * reads the cap from the environment variable RECUR_MAX_SIMD_TARGET (an
+ * unknown name there makes every load fail with RECUR_INVALID_ARGUMENT naming
+ * it); this call overrides it. The GEMM backends have caps of their own (ONEDNN_MAX_CPU_ISA for
  * oneDNN; XNNPACK has none). Threading: not concurrently with any other call
  * into the library. Errors: RECUR_INVALID_ARGUMENT (an unknown name; the
  * message lists the known ones; the cap is unchanged), RECUR_INVALID_STATE
