@@ -6,7 +6,7 @@
 #            tests, the installed-package example; and, where nvcc exists,
 #            the CUDA parity path (platforms/cuda), whose GPU tests CTest
 #            reports as skipped, with the reason, on a machine without a GPU;
-#   release-avx2  the release build's API, parity, demo and reference tests
+#   release-avx2  the release build's API, model, parity and reference tests
 #            once more as an AVX2-only CPU runs them: recur's kernels capped
 #            at AVX2 (RECUR_MAX_SIMD_TARGET), and PyTorch, oneDNN and
 #            OpenBLAS held to AVX2 (docs/testing.md, "Running as another CPU");
