@@ -212,7 +212,7 @@ TEST_CASE("options structs with a bad struct_size are refused") {
   CHECK(recur_model_get_info(m.model, &info) == RECUR_INVALID_ARGUMENT);
 }
 
-TEST_CASE("a struct_size that ends inside a field is refused; one between fields is an older struct") {
+TEST_CASE("a struct_size that ends inside a field is refused, one between fields is an older struct") {
   Loaded m(kTinyTokensConfig);
   recur_session_options options{};
   options.backend = "highway";
@@ -406,7 +406,7 @@ TEST_CASE("non-finite features are refused (policy: reject, never propagate)") {
   recur_session_free(s);
 }
 
-TEST_CASE("learned positions bound a stream's length; reset starts it over") {
+TEST_CASE("learned positions bound a stream's length, reset starts it over") {
   Loaded m(kTinyTokensConfig);
   recur_session* s = NewSession(m.model);
   for (int t = 0; t < 64; ++t) StepTokens(s, {t % 11}, 11);

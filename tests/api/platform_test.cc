@@ -99,7 +99,7 @@ TEST_CASE("recur_set_platform: the application's file, clock and log functions")
   CHECK(fake.log.size() == 1);  // no longer the fake's log
 }
 
-TEST_CASE("recur_set_platform: partial tables keep the defaults; bad tables are refused") {
+TEST_CASE("recur_set_platform: partial tables keep the defaults, bad tables are refused") {
   FakePlatform fake;
   recur_platform only_log{};
   only_log.struct_size = sizeof(only_log);

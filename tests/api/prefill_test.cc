@@ -119,7 +119,7 @@ TEST_CASE("prefill equals stepping: outputs, state, and the steps after") {
   }
 }
 
-TEST_CASE("prefill_min: shorter prefills run as steps, exactly; 1 forces the chunked form") {
+TEST_CASE("prefill_min: shorter prefills run as steps, exactly, 1 forces the chunked form") {
   Fixture f(kTinyTokensConfig);
   const size_t batch = 2, steps = 5, w = f.info.output_width;
   recur_session* as_steps = f.Session(batch, 0, 6);
@@ -258,7 +258,7 @@ TEST_CASE("default prefill_chunk: 64 positions, at least 256 rows when a step st
   CHECK(arena(large, 8, 0) == arena(large, 8, 64));  // 512 rows already
 }
 
-TEST_CASE("encoders run only whole sequences; encode of a causal model is reset + prefill") {
+TEST_CASE("encoders run only whole sequences, encode of a causal model is reset + prefill") {
   const std::string linear_encoder = std::string(kTinyFeaturesConfig).replace(
       std::string(kTinyFeaturesConfig).find("\"eps\": 1e-6}"), 12, "\"eps\": 1e-6, \"causal\": false}");
   const std::string softmax_features = recur::testing::kTinySoftmaxFeaturesConfig;

@@ -112,7 +112,7 @@ TEST_CASE("a blob from another model is refused") {
   CHECK(s.message().find("another model") != std::string::npos);
 }
 
-TEST_CASE("blobs of plain and of compensated state sums do not mix; a fork keeps its kind") {
+TEST_CASE("blobs of plain and of compensated state sums do not mix, a fork keeps its kind") {
   Fixture f;
   recur_session_options options{};
   options.struct_size = sizeof(options);

@@ -297,7 +297,7 @@ TEST_CASE("cli: verify finds NaN that the runtime loader accepts, and truncation
   CHECK(r.err.rfind("error: ", 0) == 0);
 }
 
-TEST_CASE("cli: --dtype and --quantize-head; inspect shows dtypes and bytes by dtype") {
+TEST_CASE("cli: --dtype and --quantize-head, inspect shows dtypes and bytes by dtype") {
   testing::TempDir dir;
   TensorMap t = testing::RandomTensors(kTokensConfig, 6);
   WriteInputs(dir, kTokensConfig, t);

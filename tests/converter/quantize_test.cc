@@ -420,7 +420,7 @@ Status Load(const AlignedBytes& bytes) {
   return LoadModel(bytes.data(), bytes.size(), {}, &model);
 }
 
-TEST_CASE("loader: narrow dense weights load; parameter count in elements") {
+TEST_CASE("loader: narrow dense weights load, parameter count in elements") {
   auto desc = testing::Describe(kTokensConfig);
   const TensorMap t = testing::RandomTensors(desc, 22);
   uint64_t f32_params = 0;

@@ -187,7 +187,7 @@ std::string TinyWithFeatureMap(const std::string& map) {
 }
 }  // namespace
 
-TEST_CASE("feature maps: every map loads and steps; bad Favor fields are named") {
+TEST_CASE("feature maps: every map loads and steps, bad Favor fields are named") {
   for (const char* map : {"relu", "poly2", "favor"}) {
     CAPTURE(map);
     auto bytes = BuildTestModel(TinyWithFeatureMap(map).c_str(), 1);
