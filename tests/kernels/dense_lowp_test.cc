@@ -603,7 +603,7 @@ size_t CheckI8(std::mt19937& rng, const I8Case& c) {
                 << " q_pad=" << (c).q_pad << " y_pad=" << (c).y_pad << " offset="         \
                 << (c).offset << " bias=" << (c).bias << " accumulate=" << (c).accumulate)
 
-TEST_CASE("DenseI8Dot: in 0..130 plus 255, 256, 1000, 1024; strides, bias, accumulate") {
+TEST_CASE("DenseI8Dot: in 0..130 plus 255, 256, 1000 and 1024, with strides, bias and accumulate") {
   std::vector<size_t> ins;
   for (size_t in = 0; in <= 130; ++in) ins.push_back(in);  // 0..2N+2 for N = 64 (AVX-512)
   for (size_t in : {255, 256, 1000, 1024}) ins.push_back(in);
