@@ -35,6 +35,7 @@
 
 #include "machine_limits.h"
 #include "recur/recur.hpp"
+#include "int8_activations_option.h"
 #include "state_sums_option.h"
 
 namespace {
@@ -188,6 +189,8 @@ int main(int argc, char** argv) {
       ->transform(CLI::CheckedTransformer(packings));
   recur_state_sums state_sums = RECUR_STATE_SUMS_COMPENSATED;
   recur::tools::AddStateSumsOption(&app, &state_sums);
+  recur_int8_activations int8_activations = RECUR_INT8_ACTIVATIONS_AUTO;
+  recur::tools::AddInt8ActivationsOption(&app, &int8_activations);
   CLI11_PARSE(app, argc, argv);
   const char* sums_name = state_sums == RECUR_STATE_SUMS_PLAIN ? "plain" : "compensated";
 
@@ -253,6 +256,7 @@ int main(int argc, char** argv) {
     options.prefill_min = prefill_min;
     options.max_context = uint32_t(std::max(default_context, min_context));
     options.state_sums = state_sums;
+    options.int8_activations = int8_activations;
     const auto t0 = Clock::now();
     if (recur_session_create(model->get(), &options, &out->session) != RECUR_OK) return false;
     const double create_s = Seconds(t0, Clock::now());

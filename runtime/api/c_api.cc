@@ -94,7 +94,8 @@ constexpr recur::FieldSpan kSessionOptionsFields[] = {
     F(recur_session_options, prefill_chunk),  F(recur_session_options, backend),
     F(recur_session_options, weight_packing), F(recur_session_options, prefill_min),
     F(recur_session_options, max_context),    F(recur_session_options, arena),
-    F(recur_session_options, arena_size),     F(recur_session_options, state_sums)};
+    F(recur_session_options, arena_size),     F(recur_session_options, state_sums),
+    F(recur_session_options, int8_activations)};
 #undef F
 static_assert(recur::CoversStruct<recur_load_options>(kLoadOptionsFields));
 static_assert(recur::CoversStruct<recur_model_info>(kModelInfoFields));
@@ -137,6 +138,7 @@ Status ReadSessionOptions(const recur_session_options* options, recur_session_op
   so->prefill_min = opts->prefill_min;
   so->max_context = opts->max_context;
   so->state_sums = opts->state_sums;
+  so->int8_activations = opts->int8_activations;
   return Status::Ok();
 }
 

@@ -29,6 +29,8 @@ struct DensePlan {
   // when this is set; backends that always copy are skipped by the
   // automatic choice when it is not).
   bool pack_weights = false;
+  // How highway runs int8 weights (other backends ignore it).
+  kernels::Int8Activations int8 = kernels::Int8Activations::kFloat;
 };
 
 class PreparedDense {

@@ -2,7 +2,9 @@
 // RunDense on the model's bytes (output features split over the session's
 // pool). With DensePlan::pack_weights it also keeps the layer in packed f32
 // panels (kernels::PackDense) and runs calls of kPackedMinRows rows or more
-// on the packed GEMM, panels split over the pool.
+// on the packed GEMM, panels split over the pool. int8 layers that run on
+// integer dot products (DensePlan::int8, kernels::DenseI8Dot) read the
+// model's bytes at every row count and are never packed.
 #include <algorithm>
 
 #include "backends/gemm_backend.h"
@@ -18,7 +20,16 @@ constexpr size_t kPackedMinRows = 4;
 
 class HighwayDense final : public PreparedDense {
  public:
-  HighwayDense(const DenseView& d, ThreadPool* pool) : d_(d), pool_(pool) {}
+  HighwayDense(const DenseView& d, ThreadPool* pool, kernels::Int8Activations int8)
+      : d_(d), pool_(pool), int8_(int8) {}
+
+  // Whether `rows` rows run on integer dot products.
+  bool Quantized(size_t rows) const {
+    if (d_.type != kernels::WeightType::kI8 || d_.in > kernels::kDenseI8DotMaxIn) return false;
+    return int8_ == kernels::Int8Activations::kQuantized ||
+           (int8_ == kernels::Int8Activations::kAuto &&
+            kernels::DenseI8DotPreferred(rows, d_.in, d_.out));
+  }
 
   Status Pack() {
     const size_t floats = kernels::DensePackedFloats(d_.in, d_.out);
@@ -31,8 +42,12 @@ class HighwayDense final : public PreparedDense {
   }
 
   void Run(const float* x, size_t rows, float* y, bool accumulate) override {
+    if (Quantized(rows)) {
+      RunDense(d_, x, rows, y, accumulate, pool_, kernels::Int8Activations::kQuantized);
+      return;
+    }
     if (!packed_ || rows < kPackedMinRows) {
-      RunDense(d_, x, rows, y, accumulate, pool_);
+      RunDense(d_, x, rows, y, accumulate, pool_, kernels::Int8Activations::kFloat);
       return;
     }
     const size_t panels = kernels::DensePanels(d_.out);
@@ -49,6 +64,7 @@ class HighwayDense final : public PreparedDense {
  private:
   DenseView d_;
   ThreadPool* pool_;
+  kernels::Int8Activations int8_;
   hwy::AlignedFreeUniquePtr<float[]> packed_;
 };
 
@@ -58,8 +74,11 @@ class Highway final : public DenseBackend {
   bool Supports(const DenseView&) const override { return true; }
   Status Prepare(const DenseView& d, const DensePlan& plan,
                  std::unique_ptr<PreparedDense>* out) const override {
-    auto op = std::make_unique<HighwayDense>(d, plan.pool);
-    if (plan.pack_weights && plan.rows.back() >= kPackedMinRows) RECUR_RETURN_IF_ERROR(op->Pack());
+    auto op = std::make_unique<HighwayDense>(d, plan.pool, plan.int8);
+    // Packed only if some planned count of kPackedMinRows or more would use it.
+    bool pack = false;
+    for (size_t rows : plan.rows) pack |= rows >= kPackedMinRows && !op->Quantized(rows);
+    if (plan.pack_weights && pack) RECUR_RETURN_IF_ERROR(op->Pack());
     *out = std::move(op);
     return Status::Ok();
   }

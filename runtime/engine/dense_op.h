@@ -11,9 +11,11 @@ namespace recur {
 
 // y = x·Wᵀ + b (+ y when accumulating) for `rows` rows; x: (rows, d.in),
 // y: (rows, d.out), both dense. Output features are split into contiguous
-// blocks, one per thread, so each thread streams its own slice of W.
+// blocks, one per thread, so each thread streams its own slice of W (and,
+// for int8 weights run as int8 says, quantises x itself).
 void RunDense(const DenseView& d, const float* x, size_t rows, float* y, bool accumulate,
-              ThreadPool* pool);
+              ThreadPool* pool,
+              kernels::Int8Activations int8 = kernels::Int8Activations::kFloat);
 
 class DenseRunner;  // engine/dense_plan.h
 

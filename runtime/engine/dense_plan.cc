@@ -21,11 +21,13 @@ using backends::PreparedDense;
 constexpr size_t kMaxTimedRows = 512;
 
 // What a timing depends on (weights' values do not matter).
-using ShapeKey = std::tuple<uint32_t, uint32_t, int, bool, bool, size_t, size_t, bool>;
-//                          in        out       type bias  acc   rows    threads pack
+using ShapeKey = std::tuple<uint32_t, uint32_t, int, bool, bool, size_t, size_t, bool, int>;
+//                          in        out       type bias  acc   rows    threads pack  int8
 
-ShapeKey KeyOf(const DenseView& d, bool accumulate, size_t rows, size_t threads, bool pack) {
-  return {d.in, d.out, int(d.type), d.bias != nullptr, accumulate, rows, threads, pack};
+ShapeKey KeyOf(const DenseView& d, bool accumulate, size_t rows, size_t threads, bool pack,
+               kernels::Int8Activations int8) {
+  return {d.in, d.out, int(d.type), d.bias != nullptr, accumulate, rows, threads, pack,
+          int(int8)};
 }
 
 // Process-wide: sessions of the same shapes (forks, parity runs, benchmarks)
@@ -63,7 +65,8 @@ void RunDense(const DenseView& d, const float* x, size_t rows, float* y, bool ac
 }
 
 Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector<size_t> rows,
-                           const char* forced, bool pack_weights, ThreadPool* pool,
+                           const char* forced, bool pack_weights,
+                           kernels::Int8Activations int8, ThreadPool* pool,
                            std::unique_ptr<DenseRunner>* out) {
   out->reset();
   const DenseBackend* highway = backends::HighwayBackend();
@@ -81,6 +84,7 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
   if (rows.empty()) rows.push_back(1);
   std::unique_ptr<DenseRunner> r(new DenseRunner);
   r->pool_ = pool;
+  r->int8_ = int8;
   r->rows_ = rows;
   const size_t threads = pool->threads();
 
@@ -91,14 +95,14 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
     if (r->layers_.count(use.view)) continue;
     r->layers_[use.view];
     r->order_.push_back(use.view);
-    groups[KeyOf(*use.view, use.accumulate, 0, threads, pack_weights)].push_back(&use);
+    groups[KeyOf(*use.view, use.accumulate, 0, threads, pack_weights, int8)].push_back(&use);
   }
   hwy::AlignedFreeUniquePtr<float[]> x, y;
   size_t x_floats = 0, y_floats = 0;
   for (auto& [key, members] : groups) {
     const DenseView& first = *members.front()->view;
     const bool accumulate = members.front()->accumulate;
-    const DensePlan plan{rows, accumulate, pool, pack_weights};
+    const DensePlan plan{rows, accumulate, pool, pack_weights, int8};
     // The backend for each planned row count.
     std::vector<const DenseBackend*> pick(rows.size(), highway);
     std::map<const DenseBackend*, std::unique_ptr<PreparedDense>> first_ops;
@@ -109,7 +113,8 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
       {
         std::lock_guard<std::mutex> lock(g_choice_mutex);
         for (size_t i = 0; i < rows.size(); ++i) {
-          auto it = ChoiceCache().find(KeyOf(first, accumulate, rows[i], threads, pack_weights));
+          auto it =
+              ChoiceCache().find(KeyOf(first, accumulate, rows[i], threads, pack_weights, int8));
           if (it != ChoiceCache().end()) {
             pick[i] = it->second;
           } else {
@@ -150,7 +155,9 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
           first_ops[b] = std::move(op);
         }
         std::lock_guard<std::mutex> lock(g_choice_mutex);
-        for (size_t i : todo) ChoiceCache()[KeyOf(first, accumulate, rows[i], threads, pack_weights)] = pick[i];
+        for (size_t i : todo) {
+          ChoiceCache()[KeyOf(first, accumulate, rows[i], threads, pack_weights, int8)] = pick[i];
+        }
       }
     }
     // Prepare each member once per backend it got.
@@ -188,7 +195,7 @@ void DenseRunner::Run(const DenseView& d, const float* x, size_t rows, float* y,
                       bool accumulate) const {
   auto it = layers_.find(&d);
   if (it == layers_.end()) {
-    RunDense(d, x, rows, y, accumulate, pool_);
+    RunDense(d, x, rows, y, accumulate, pool_, int8_);
     return;
   }
   const std::vector<Choice>& choices = it->second.choices;

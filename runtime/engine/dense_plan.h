@@ -28,10 +28,11 @@ class DenseRunner {
   // allocate (so not onednn); otherwise the named backend runs every layer it
   // supports and highway the rest.
   // pack_weights: DensePlan::pack_weights (with it unset, the automatic
-  // choice also skips backends that always copy weights).
+  // choice also skips backends that always copy weights). int8:
+  // DensePlan::int8, how highway runs int8 layers.
   static Status Create(const std::vector<DenseLayerUse>& layers, std::vector<size_t> rows,
-                       const char* forced, bool pack_weights, ThreadPool* pool,
-                       std::unique_ptr<DenseRunner>* out);
+                       const char* forced, bool pack_weights, kernels::Int8Activations int8,
+                       ThreadPool* pool, std::unique_ptr<DenseRunner>* out);
 
   // y = x·Wᵀ + b (+ y) for `rows` rows of layer `d` with its chosen op: the
   // one planned for the smallest planned count ≥ rows, else the largest.
@@ -55,6 +56,7 @@ class DenseRunner {
     std::vector<std::unique_ptr<backends::PreparedDense>> owned;
   };
   ThreadPool* pool_ = nullptr;
+  kernels::Int8Activations int8_ = kernels::Int8Activations::kFloat;
   std::vector<size_t> rows_;
   std::vector<const DenseView*> order_;  // layers in model order, for Summary
   std::unordered_map<const DenseView*, Layer> layers_;

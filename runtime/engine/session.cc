@@ -115,6 +115,10 @@ Status Session::CheckOptions(const Model* model, const SessionOptions& options) 
     return InvalidArgument("state_sums must be 0 (compensated) or 1 (plain), got %u",
                            options.state_sums);
   }
+  if (options.int8_activations > 2) {
+    return InvalidArgument("int8_activations must be 0 (auto), 1 (float) or 2 (quantized), got %u",
+                           options.int8_activations);
+  }
   if (options.max_context > (size_t{1} << 24)) {
     return InvalidArgument("max_context must be at most %zu (0 = default), got %zu",
                            size_t{1} << 24, options.max_context);
@@ -223,6 +227,7 @@ Session::Session(const Model* model, const SessionOptions& options)
                        : options.prefill_min),
       backend_(options.backend == nullptr ? "" : options.backend),
       weight_packing_(options.weight_packing),
+      int8_activations_(options.int8_activations),
       compensated_sums_(options.state_sums == 0),
       max_context_(ResolveMaxContext(*model, options.max_context)),
       grows_(model->state_floats_per_position > 0) {
@@ -290,7 +295,8 @@ Status Session::PrepareDense() {
   // Full calls: Step (batch rows) and Prefill's whole chunks (batch × chunk).
   const bool pack = weight_packing_ == 2 || (weight_packing_ == 0 && batch_ >= kPackMinBatch);
   return DenseRunner::Create(model_->dense_layers, {batch_, batch_ * chunk_}, backend_.c_str(),
-                             pack, pool_, &dense_);
+                             pack, static_cast<kernels::Int8Activations>(int8_activations_),
+                             pool_, &dense_);
 }
 
 Status Session::CheckInput(const int32_t* tokens, const float* features, size_t count,
@@ -617,7 +623,7 @@ Status Session::Fork(SessionPtr* out) const {
   }
   SessionOptions options{batch_,         threads_,     chunk_,
                          prefill_min_,   backend_.c_str(), weight_packing_,
-                         max_context_,   compensated_sums_ ? 0u : 1u};
+                         max_context_,   compensated_sums_ ? 0u : 1u, int8_activations_};
   SessionPtr s;
   RECUR_RETURN_IF_ERROR(Create(model_, options, &s));
   std::memcpy(s->state_, state_, batch_ * state_stride_ * sizeof(float));

@@ -38,6 +38,10 @@ struct SessionOptions {
   // memory traffic, for sequences short enough not to drift (README "Long
   // runs"). Blobs saved under one load only into sessions with the same.
   uint32_t state_sums = 0;
+  // recur_int8_activations: how highway runs int8 layers: 0 auto
+  // (kernels::DenseI8DotPreferred), 1 float activations, 2 quantised
+  // (kernels::DenseI8Dot). Heap sessions only; an arena session runs float.
+  uint32_t int8_activations = 0;
 };
 
 class Session;
@@ -202,6 +206,7 @@ class Session {
   size_t prefill_min_;
   std::string backend_;                           // SessionOptions::backend
   uint32_t weight_packing_;                       // SessionOptions::weight_packing
+  uint32_t int8_activations_;                     // SessionOptions::int8_activations
   bool compensated_sums_;                         // SessionOptions::state_sums == 0
   size_t max_context_;                            // SessionOptions::max_context, resolved
   bool grows_ = false;                            // some mixer keeps a KV cache

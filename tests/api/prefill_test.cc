@@ -33,7 +33,8 @@ struct Fixture {
   ~Fixture() { recur_model_free(model); }
   recur_session* Session(uint32_t batch, uint32_t chunk = 0, uint32_t prefill_min = 0) {
     recur_session_options options{sizeof(options), batch, 1, chunk, nullptr, RECUR_PACKING_AUTO,
-                                  prefill_min, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED};
+                                  prefill_min, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED,
+                                  RECUR_INT8_ACTIVATIONS_AUTO};
     recur_session* s = nullptr;
     REQUIRE(recur_session_create(model, &options, &s) == RECUR_OK);
     return s;
@@ -225,7 +226,7 @@ TEST_CASE("a steps count whose input size wraps around is refused, not read") {
 
 TEST_CASE("prefill_chunk bounds") {
   Fixture f(kTinyTokensConfig);
-  recur_session_options options{sizeof(options), 1, 1, 5000, nullptr, RECUR_PACKING_AUTO, 0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED};
+  recur_session_options options{sizeof(options), 1, 1, 5000, nullptr, RECUR_PACKING_AUTO, 0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED, RECUR_INT8_ACTIVATIONS_AUTO};
   recur_session* s = nullptr;
   CHECK(recur_session_create(f.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(std::string(recur_last_error()).find("prefill_chunk") != std::string::npos);
@@ -245,7 +246,8 @@ TEST_CASE("default prefill_chunk: 64 positions, at least 256 rows when a step st
   Fixture large(config.c_str());
   auto arena = [](const Fixture& f, uint32_t batch, uint32_t chunk) {
     recur_session_options options{sizeof(options), batch, 1, chunk, nullptr, RECUR_PACKING_OFF,
-                                  0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED};
+                                  0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED,
+                                  RECUR_INT8_ACTIVATIONS_AUTO};
     size_t bytes = 0;
     REQUIRE(recur_session_arena_size(f.model, &options, &bytes) == RECUR_OK);
     return bytes;

@@ -104,7 +104,8 @@ int main(int argc, char** argv) {
     recur_session* session = nullptr;
     recur_session_options options{sizeof(options), 2, 1, 0, "highway", RECUR_PACKING_AUTO, 0,
                                   recur::fuzz::kStateFuzzMaxContext, nullptr, 0,
-                                  plain ? RECUR_STATE_SUMS_PLAIN : RECUR_STATE_SUMS_COMPENSATED};
+                                  plain ? RECUR_STATE_SUMS_PLAIN : RECUR_STATE_SUMS_COMPENSATED,
+                                  RECUR_INT8_ACTIVATIONS_AUTO};
     recur_model_info info{};
     info.struct_size = sizeof(info);
     if (recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) != RECUR_OK ||

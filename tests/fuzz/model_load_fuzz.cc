@@ -18,7 +18,7 @@ void Exercise(const recur_model* model) {
   constexpr uint32_t kBatch = 2;
   constexpr size_t kSteps = 3;
   recur_session_options options{sizeof(options), kBatch, 1, recur::fuzz::kPrefillChunk, "highway",
-                                RECUR_PACKING_AUTO, 1, recur::fuzz::kMaxContext, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED};
+                                RECUR_PACKING_AUTO, 1, recur::fuzz::kMaxContext, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED, RECUR_INT8_ACTIVATIONS_AUTO};
   recur_session* session = nullptr;
   if (recur_session_create(model, &options, &session) != RECUR_OK) return;
   const bool tokens = info.input_kind == RECUR_INPUT_TOKENS;

@@ -57,7 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> blob(data + 1, data + size);
   recur_session_options options{sizeof(options), 2, 1, 0, "highway", RECUR_PACKING_AUTO, 0,
                                 recur::fuzz::kStateFuzzMaxContext, nullptr, 0,
-                                plain ? RECUR_STATE_SUMS_PLAIN : RECUR_STATE_SUMS_COMPENSATED};
+                                plain ? RECUR_STATE_SUMS_PLAIN : RECUR_STATE_SUMS_COMPENSATED,
+                                RECUR_INT8_ACTIVATIONS_AUTO};
   recur_session* session = nullptr;
   if (recur_session_create(m->model, &options, &session) != RECUR_OK) std::abort();
   if (stamp && blob.size() >= kHeaderBytes) {

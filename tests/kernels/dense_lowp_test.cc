@@ -22,6 +22,7 @@
 #include "hwy/aligned_allocator.h"
 #include "kernels/dense/dense.h"
 #include "kernels/dense/dense_ref.h"
+#include "kernels/elementwise/elementwise.h"
 #include "test_util.h"
 
 namespace recur::kernels::test {
@@ -497,6 +498,307 @@ TEST_CASE("Dense: bound scratch of DenseScratchNeed floats gives the same bits, 
     // taking it away changes the rounding of some of them.
     CHECK(needing > 0);
     CHECK(differing > 0);
+  });
+}
+
+// ---------------------------------------------------------------------------
+// DenseI8Dot: int8 weights × int8 activations. The i32 sums are exact, so
+// the kernels and ref::DenseI8DotQuantized differ only where the compiler
+// contracts the f32 finish (scale, bias, accumulate) into an FMA: within
+// 4·ε·(|scaled sum| + |bias| + |y_prev|).
+
+// Activation rows end at an inaccessible page, as the weights do.
+GuardedRegion& QRegion() {
+  static GuardedRegion region(size_t{1} << 20);
+  return region;
+}
+
+struct I8Case {
+  size_t batch, in, out;
+  size_t q_pad, y_pad;  // row stride minus row width
+  size_t offset;        // misalignment of scales, bias, y (floats)
+  bool bias, accumulate;
+};
+
+// Checks y against ref::DenseI8DotQuantized; returns the number of failures.
+size_t CompareI8(const I8Case& c, const int8_t* q, size_t q_stride, const float* q_scales,
+                 const DenseWeights& w, const std::vector<float>& y_prev, const Buffer& y,
+                 size_t y_stride) {
+  std::vector<float> y_ref = y_prev;
+  ref::DenseI8DotQuantized(q, q_stride, q_scales, c.batch, w, y_ref.data(), y_stride,
+                           c.accumulate);
+  const auto* qw = static_cast<const int8_t*>(w.weight);
+  size_t failures = 0;
+  for (size_t b = 0; b < c.batch; ++b) {
+    for (size_t o = 0; o < c.out; ++o) {
+      const size_t k = b * y_stride + o;
+      double sum = 0;
+      for (size_t i = 0; i < c.in; ++i) sum += static_cast<double>(q[b * q_stride + i]) * qw[o * c.in + i];
+      double mag = std::fabs(sum * w.scales[o] * q_scales[b]);
+      if (w.bias) mag += std::fabs(w.bias[o]);
+      if (c.accumulate) mag += std::fabs(y_prev[k]);
+      const double err = std::fabs(double{y[k]} - y_ref[k]);
+      if (!(err <= 4 * kEps * mag)) {
+        if (failures++ < 3) {
+          FAIL_CHECK("b=" << b << " o=" << o << " got " << y[k] << " want " << y_ref[k]);
+        }
+      }
+    }
+    for (size_t o = c.out; o < y_stride; ++o) {
+      if (!Buffer::SameBits(y[b * y_stride + o], kGuard) && failures++ < 3) {
+        FAIL_CHECK("wrote stride padding b=" << b << " col " << o);
+      }
+    }
+  }
+  if (!y.GuardsIntact()) {
+    ++failures;
+    FAIL_CHECK("wrote outside y");
+  }
+  return failures;
+}
+
+// One case of DenseI8DotQuantized: q and w from `fill_q`/`fill_w` (random
+// when null), both ending at an inaccessible page.
+template <class FillQ, class FillW>
+size_t CheckI8(std::mt19937& rng, const I8Case& c, const FillQ& fill_q, const FillW& fill_w) {
+  const size_t q_stride = c.in + c.q_pad;
+  const size_t y_stride = c.out + c.y_pad;
+  Buffer q_scales(c.batch, c.offset % 4);
+  Buffer scales(c.out, (c.offset + 1) % 4);
+  Buffer bias(c.out, (c.offset + 2) % 4);
+  Buffer y(c.batch * y_stride, (c.offset + 3) % 4);
+  FillUniform(rng, q_scales.data(), q_scales.size(), 1e-3f, 2e-2f);
+  FillUniform(rng, scales.data(), scales.size(), 1e-3f, 2e-2f);
+  FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
+  FillY(rng, y, c.batch, c.out, y_stride, c.accumulate);
+  // The last row needs only `in` bytes: its stride padding is not there.
+  const size_t q_bytes = c.batch == 0 ? 0 : (c.batch - 1) * q_stride + c.in;
+  auto* q = reinterpret_cast<int8_t*>(QRegion().Place(q_bytes));
+  std::uniform_int_distribution<int> qdist(-127, 127);
+  for (size_t k = 0; k < q_bytes; ++k) q[k] = static_cast<int8_t>(qdist(rng));
+  fill_q(q, q_stride);
+  auto* weights = reinterpret_cast<int8_t*>(Region().Place(c.in * c.out));
+  FillWeights(rng, WeightType::kI8, weights, c.in * c.out);
+  fill_w(weights);
+
+  DenseWeights w;
+  w.weight = weights;
+  w.type = WeightType::kI8;
+  w.scales = scales.data();
+  w.bias = c.bias ? bias.data() : nullptr;
+  w.in = static_cast<uint32_t>(c.in);
+  w.out = static_cast<uint32_t>(c.out);
+  std::vector<float> y_prev(y.data(), y.data() + y.size());
+  DenseI8DotQuantized(q, q_stride, q_scales.data(), c.batch, w, y.data(), y_stride,
+                      c.accumulate);
+  return CompareI8(c, q, q_stride, q_scales.data(), w, y_prev, y, y_stride);
+}
+
+size_t CheckI8(std::mt19937& rng, const I8Case& c) {
+  return CheckI8(rng, c, [](int8_t*, size_t) {}, [](int8_t*) {});
+}
+
+#define RECUR_I8_INFO(c)                                                                  \
+  INFO("batch=" << (c).batch << " in=" << (c).in << " out=" << (c).out                    \
+                << " q_pad=" << (c).q_pad << " y_pad=" << (c).y_pad << " offset="         \
+                << (c).offset << " bias=" << (c).bias << " accumulate=" << (c).accumulate)
+
+TEST_CASE("DenseI8Dot: in 0..130 plus 255, 256, 1000 and 1024, with strides, bias and accumulate") {
+  std::vector<size_t> ins;
+  for (size_t in = 0; in <= 130; ++in) ins.push_back(in);  // 0..2N+2 for N = 64 (AVX-512)
+  for (size_t in : {255, 256, 1000, 1024}) ins.push_back(in);
+  struct BO {
+    size_t batch, out;
+  };
+  const BO shapes[] = {{1, 5}, {1, 8}, {2, 3}, {3, 1}, {4, 9}, {5, 13}, {9, 4}, {0, 4}};
+  const size_t pads[] = {0, 1, 5, 16};
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(77);
+    size_t k = 0;
+    for (size_t in : ins) {
+      for (const BO& bo : shapes) {
+        ++k;
+        const I8Case c{bo.batch, in, bo.out, pads[k % 4], pads[(k / 4) % 4], k % 4,
+                       (k / 2) % 2 == 0, k % 2 == 0};
+        RECUR_I8_INFO(c);
+        CHECK(CheckI8(rng, c) == 0);
+      }
+    }
+  });
+}
+
+TEST_CASE("DenseI8Dot: extreme values, zero rows, wide batches and layers") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(78);
+    size_t k = 0;
+    for (size_t in : {size_t{64}, size_t{1000}, size_t{4096}, kDenseI8DotMaxIn}) {
+      for (int pattern = 0; pattern < 4; ++pattern) {
+        ++k;
+        const I8Case c{3, in, 6, k % 3, k % 2, k % 4, k % 2 == 0, k % 3 == 0};
+        RECUR_I8_INFO(c);
+        INFO("pattern " << pattern);
+        // q: ±127 (row 0 all +127, row 1 alternating, row 2 zeros); w: row 0
+        // all -128 (its negation is no int8), row 1 all +127, row 2 zeros,
+        // row 3 alternating ±127 in step with q, rows 4-5 random ±127 / -128.
+        auto fill_q = [&](int8_t* q, size_t stride) {
+          for (size_t i = 0; i < in; ++i) {
+            q[i] = pattern == 1 ? -127 : 127;
+            q[stride + i] = static_cast<int8_t>(i % 2 ? -127 : 127);
+            q[2 * stride + i] = pattern == 3 ? 0 : static_cast<int8_t>(i % 3 ? 127 : -127);
+          }
+        };
+        auto fill_w = [&](int8_t* w) {
+          if (pattern == 2) return;  // random weights, extreme activations
+          for (size_t i = 0; i < in; ++i) {
+            w[i] = -128;
+            w[in + i] = 127;
+            w[2 * in + i] = 0;
+            w[3 * in + i] = static_cast<int8_t>(i % 2 ? -127 : 127);
+            w[4 * in + i] = static_cast<int8_t>(rng() % 2 ? -128 : 127);
+            w[5 * in + i] = static_cast<int8_t>(rng() % 2 ? -127 : 127);
+          }
+        };
+        CHECK(CheckI8(rng, c, fill_q, fill_w) == 0);
+      }
+    }
+    // Several batch blocks and L2 out-chunks (the last one partial).
+    for (const I8Case& c : {I8Case{64, 256, 1030, 0, 3, 1, true, false},
+                            I8Case{67, 1024, 300, 7, 0, 2, false, true},
+                            I8Case{13, 4000, 70, 0, 0, 0, true, true}}) {
+      RECUR_I8_INFO(c);
+      CHECK(CheckI8(rng, c) == 0);
+    }
+  });
+}
+
+// DenseI8Dot on f32 rows: as QuantizeS8 (on the same target) then
+// DenseI8DotQuantized; and within the activation rounding of the exact
+// product: |y − Σ x·w| ≤ scales[o]·(s_b/2)·Σ_i |q_w[o, i]| (+ f32 rounding;
+// max|x_b| in place of s_b/2 for a row too small to quantise).
+TEST_CASE("DenseI8Dot: f32 activations, tiny and zero rows, blocks of rows, fallback") {
+  struct Shape {
+    size_t batch, in, out;
+  };
+  const Shape shapes[] = {{1, 256, 40},   {2, 33, 7},     {5, 1024, 12},
+                          {64, 256, 36},  {100, 256, 9},  {20, 1024, 5},
+                          {3, 0, 4},      {2, 5000, 3},   {2, kDenseI8DotMaxIn + 1, 3}};
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(79);
+    size_t k = 0;
+    for (const Shape& sh : shapes) {
+      ++k;
+      INFO("batch=" << sh.batch << " in=" << sh.in << " out=" << sh.out);
+      const size_t x_stride = sh.in + k % 3;
+      std::vector<float> x(sh.batch * x_stride), scales(sh.out), bias(sh.out);
+      FillUniform(rng, x.data(), x.size(), -2.0f, 2.0f);
+      FillUniform(rng, scales.data(), scales.size(), 1e-3f, 2e-2f);
+      FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
+      if (sh.batch >= 2 && sh.in > 0) {  // a zero row and a row below kQuantizeS8MinMax
+        std::fill(x.begin(), x.begin() + sh.in, 0.0f);
+        for (size_t i = 0; i < sh.in; ++i) x[x_stride + i] = (i % 2 ? 1e-39f : -3e-39f);
+      }
+      if (sh.batch >= 3 && sh.in > 0) {  // a row whose max is tiny but quantisable
+        for (size_t i = 0; i < sh.in; ++i) x[2 * x_stride + i] *= 1e-30f;
+      }
+      std::vector<int8_t> qw(sh.in * sh.out);
+      FillWeights(rng, WeightType::kI8, qw.data(), qw.size());
+      DenseWeights w;
+      w.weight = qw.data();
+      w.type = WeightType::kI8;
+      w.scales = scales.data();
+      w.bias = k % 2 ? bias.data() : nullptr;
+      w.in = static_cast<uint32_t>(sh.in);
+      w.out = static_cast<uint32_t>(sh.out);
+      const bool accumulate = k % 3 == 0;
+      std::vector<float> y_prev(sh.batch * sh.out);
+      FillUniform(rng, y_prev.data(), y_prev.size(), -1.0f, 1.0f);
+      std::vector<float> y = y_prev;
+      DenseI8Dot(x.data(), x_stride, sh.batch, w, y.data(), sh.out, accumulate);
+
+      if (sh.in > kDenseI8DotMaxIn) {  // runs Dense instead: the same bits
+        std::vector<float> y_dense = y_prev;
+        Dense(x.data(), x_stride, sh.batch, w, y_dense.data(), sh.out, accumulate);
+        CHECK(std::memcmp(y.data(), y_dense.data(), y.size() * sizeof(float)) == 0);
+        continue;
+      }
+      std::vector<int8_t> q(sh.batch * sh.in);
+      std::vector<float> qs(sh.batch);
+      for (size_t b = 0; b < sh.batch; ++b) {
+        qs[b] = QuantizeS8(x.data() + b * x_stride, q.data() + b * sh.in, sh.in);
+      }
+      if (sh.batch >= 2) CHECK(qs[1] == 0.0f);  // too small to quantise: y = bias (+ y)
+      std::vector<float> y_ref = y_prev;
+      ref::DenseI8DotQuantized(q.data(), sh.in, qs.data(), sh.batch, w, y_ref.data(), sh.out,
+                               accumulate);
+      std::vector<float> y_exact = y_prev;
+      ref::Dense(x.data(), x_stride, sh.batch, w, y_exact.data(), sh.out, accumulate);
+      size_t failures = 0;
+      for (size_t b = 0; b < sh.batch; ++b) {
+        for (size_t o = 0; o < sh.out; ++o) {
+          const size_t j = b * sh.out + o;
+          double sum_w = 0, mag = std::fabs(y_ref[j]) + (accumulate ? std::fabs(y_prev[j]) : 0);
+          for (size_t i = 0; i < sh.in; ++i) sum_w += std::abs(int{qw[o * sh.in + i]});
+          if (w.bias) mag += std::fabs(w.bias[o]);
+          // A row too small to quantise (s_b = 0) loses all of itself.
+          double max_x = 0;
+          for (size_t i = 0; i < sh.in; ++i) {
+            max_x = std::max(max_x, std::fabs(double{x[b * x_stride + i]}));
+          }
+          const double err_x = qs[b] > 0 ? qs[b] / 2.0 : max_x;
+          const double quant = scales[o] * err_x * sum_w * (1 + 1e-6);
+          if (!(std::fabs(double{y[j]} - y_ref[j]) <= 4 * kEps * (mag + quant * 2)) ||
+              !(std::fabs(double{y[j]} - y_exact[j]) <= quant + 4 * kEps * mag)) {
+            if (failures++ < 3) {
+              FAIL_CHECK("b=" << b << " o=" << o << " got " << y[j] << " ref " << y_ref[j]
+                              << " exact " << y_exact[j] << " bound " << quant);
+            }
+          }
+        }
+      }
+      CHECK(failures == 0);
+    }
+  });
+}
+
+TEST_CASE("DenseI8Dot: Dense with Int8Activations runs the path it names") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(80);
+    const size_t batch = 3, in = 96, out = 10;
+    std::vector<float> x(batch * in), scales(out), bias(out);
+    FillUniform(rng, x.data(), x.size(), -1.0f, 1.0f);
+    FillUniform(rng, scales.data(), scales.size(), 1e-3f, 2e-2f);
+    FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
+    std::vector<int8_t> qw(in * out);
+    FillWeights(rng, WeightType::kI8, qw.data(), qw.size());
+    DenseWeights w;
+    w.weight = qw.data();
+    w.type = WeightType::kI8;
+    w.scales = scales.data();
+    w.bias = bias.data();
+    w.in = in;
+    w.out = out;
+    std::vector<float> widened(batch * out), quantized(batch * out), y(batch * out);
+    Dense(x.data(), in, batch, w, widened.data(), out, false);
+    DenseI8Dot(x.data(), in, batch, w, quantized.data(), out, false);
+    CHECK(std::memcmp(widened.data(), quantized.data(), y.size() * 4) != 0);
+    auto same = [&](const std::vector<float>& a) {
+      return std::memcmp(a.data(), y.data(), y.size() * sizeof(float)) == 0;
+    };
+    Dense(x.data(), in, batch, w, y.data(), out, false, Int8Activations::kFloat);
+    CHECK(same(widened));
+    Dense(x.data(), in, batch, w, y.data(), out, false, Int8Activations::kQuantized);
+    CHECK(same(quantized));
+    Dense(x.data(), in, batch, w, y.data(), out, false, Int8Activations::kAuto);
+    CHECK(same(DenseI8DotPreferred(batch, in, out) ? quantized : widened));
+    // Other weight types ignore the choice.
+    std::vector<float> wf(in * out), yf(batch * out);
+    FillUniform(rng, wf.data(), wf.size(), -1.0f, 1.0f);
+    w.weight = wf.data();
+    w.type = WeightType::kF32;
+    w.scales = nullptr;
+    Dense(x.data(), in, batch, w, yf.data(), out, false);
+    Dense(x.data(), in, batch, w, y.data(), out, false, Int8Activations::kQuantized);
+    CHECK(same(yf));
   });
 }
 

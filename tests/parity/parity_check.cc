@@ -29,6 +29,7 @@
 #include "parity_diff.h"
 #include "mixers/mixer.h"
 #include "model/model.h"
+#include "int8_activations_option.h"
 #include "state_sums_option.h"
 
 namespace {
@@ -75,6 +76,8 @@ int main(int argc, char** argv) {
                  "GEMM backend for every dense layer it supports (default: automatic)");
   recur_state_sums state_sums = RECUR_STATE_SUMS_COMPENSATED;
   recur::tools::AddStateSumsOption(&app, &state_sums);
+  recur_int8_activations int8_activations = RECUR_INT8_ACTIVATIONS_AUTO;
+  recur::tools::AddInt8ActivationsOption(&app, &int8_activations);
   CLI11_PARSE(app, argc, argv);
 
   std::map<std::string, recur::golden::Record> g;
@@ -114,7 +117,8 @@ int main(int argc, char** argv) {
   // A KV cache holds exactly the golden's positions, so that its layout
   // (K (H, steps, dk), V (H, steps, dv)) is the golden's state records.
   const recur::SessionOptions options{batch, 1,     chunk, 0, backend.c_str(),
-                                      0,     steps, uint32_t(state_sums)};
+                                      0,     steps, uint32_t(state_sums),
+                                      uint32_t(int8_activations)};
   s = recur::Session::Create(model.get(), options, &session);
   if (!s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());

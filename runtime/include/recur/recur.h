@@ -166,6 +166,24 @@ typedef enum recur_state_sums {
   RECUR_STATE_SUMS_PLAIN = 1
 } recur_state_sums;
 
+/* How the highway backend runs dense layers with int8 weights
+ * (recur_session_options.int8_activations). */
+typedef enum recur_int8_activations {
+  /* RECUR_INT8_ACTIVATIONS_QUANTIZED where this CPU's SIMD target has
+   * integer dot products (x86 SSSE3 and later, arm64 NEON) and the layer
+   * takes them (16 <= inputs <= 16384), else FLOAT. The default. */
+  RECUR_INT8_ACTIVATIONS_AUTO = 0,
+  /* Activations stay float32; the weights are widened to float32 as they
+   * are read: the int8 weights' rounding is the only error added. */
+  RECUR_INT8_ACTIVATIONS_FLOAT = 1,
+  /* Each activation row is quantised to int8 with a scale of its own and
+   * multiplied by the weights in integer arithmetic (exact int32 sums), as
+   * the onednn backend does: faster (about 3x at batch 1 on AVX2), with the
+   * activations' rounding added, at most scale_x/2 per element (README
+   * "Issue 3"). Layers wider than 16384 inputs run FLOAT. */
+  RECUR_INT8_ACTIVATIONS_QUANTIZED = 2
+} recur_int8_activations;
+
 typedef struct recur_session_options {
   size_t struct_size;    /* sizeof(recur_session_options) */
   uint32_t batch;        /* streams stepped together; 0 means 1 */
@@ -213,6 +231,10 @@ typedef struct recur_session_options {
                               same kind (RECUR_INVALID_STATE names both); models without
                               linear attention keep no such sums, and ignore it. Other
                               values are RECUR_INVALID_ARGUMENT. */
+  uint32_t int8_activations; /* a recur_int8_activations; 0 = RECUR_INT8_ACTIVATIONS_AUTO.
+                                Applies to int8 layers the highway backend runs (onednn
+                                always quantises; an arena session runs FLOAT). Other values
+                                are RECUR_INVALID_ARGUMENT. */
 } recur_session_options;
 
 /* The bytes of arena a session with these options needs (options->arena

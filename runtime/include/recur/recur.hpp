@@ -130,7 +130,8 @@ class Session {
                                 uint32_t prefill_chunk = 0,
                                 recur_weight_packing packing = RECUR_PACKING_AUTO) {
     recur_session_options options{sizeof(recur_session_options), batch, threads, prefill_chunk,
-                                  nullptr, packing, 0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED};
+                                  nullptr, packing, 0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED,
+                                  RECUR_INT8_ACTIVATIONS_AUTO};
     return Create(model, options);
   }
 

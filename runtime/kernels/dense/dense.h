@@ -57,6 +57,52 @@ void Dense(const float* x, size_t x_stride, size_t batch, const float* w, const 
            size_t in, size_t out, float* y, size_t y_stride, bool accumulate);
 
 // ---------------------------------------------------------------------------
+// int8 weights × int8 activations (dense_i8dot-inl.h). Each activation row
+// is quantised to int8 with a scale of its own (QuantizeS8: |x − s·q| ≤
+// s/2), the products are summed exactly in i32 and the scales, bias and
+// accumulation applied in f32:
+//   y[b, o] = (accumulate ? y[b, o] : 0) + bias[o] + scales[o]·s_b·Σ_i q_w[o, i]·q_b[i]
+// so the result deviates from Dense's by the activations' rounding: at most
+// scales[o]·s_b/2·Σ_i |q_w[o, i]| per output (the same numerics as the
+// onednn backend's int8 layers).
+
+// How Dense runs kI8 weights (other weight types ignore it).
+enum class Int8Activations : uint8_t {
+  kAuto = 0,   // kQuantized where DenseI8DotPreferred says it is faster, else kFloat
+  kFloat = 1,  // f32 activations, weights widened to f32 (the Dense above)
+  kQuantized = 2,  // DenseI8Dot
+};
+
+// Widest layer (w.in) the integer path takes: its quantised rows live on the
+// stack (16 KiB); wider layers run the widening kernels.
+inline constexpr size_t kDenseI8DotMaxIn = 16384;
+
+// Whether DenseI8Dot runs an (in, out) layer on `batch` rows faster than the
+// widening kernels on the SIMD target dispatched to now: true on targets with
+// integer dot-product tiles (AVX-512, AVX2, SSE4, SSSE3, arm64 NEON) for
+// 16 <= in <= kDenseI8DotMaxIn. Thread-safe.
+bool DenseI8DotPreferred(size_t batch, size_t in, size_t out);
+
+// The formula above for kI8 weights, x: (batch, in) f32 with row stride
+// x_stride, y: (batch, w.out) with row stride y_stride (no overlap with x or
+// w). Weights of another type, or wider than kDenseI8DotMaxIn, run Dense
+// instead. x must be finite. No alignment is required; does not allocate
+// (the quantised rows are a stack buffer of 16 KiB); thread-safe.
+void DenseI8Dot(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
+                size_t y_stride, bool accumulate);
+
+// As DenseI8Dot on activations already quantised: q: (batch, w.in) int8 with
+// row stride q_stride, values in [-127, 127] (QuantizeS8's range; -128 gives
+// an unspecified sum), q_scales: (batch). Does nothing unless w is kI8 and
+// w.in <= kDenseI8DotMaxIn.
+void DenseI8DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales, size_t batch,
+                         const DenseWeights& w, float* y, size_t y_stride, bool accumulate);
+
+// Dense for any WeightType with kI8 weights run as `int8` says.
+void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
+           size_t y_stride, bool accumulate, Int8Activations int8);
+
+// ---------------------------------------------------------------------------
 // Scratch. For larger batches Dense packs x into panels or widens narrow
 // weights into per-thread buffers that grow on first use (above). A caller
 // whose memory is all planned (a session on the caller's arena) binds

@@ -88,6 +88,26 @@ inline void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeig
   }
 }
 
+// Same contract as recur::kernels::DenseI8DotQuantized (dense.h): the sums
+// exact (64-bit), then the f32 operations the kernels do, in their order.
+inline void DenseI8DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales,
+                                size_t batch, const DenseWeights& w, float* y, size_t y_stride,
+                                bool accumulate) {
+  const auto* qw = static_cast<const int8_t*>(w.weight);
+  for (size_t b = 0; b < batch; ++b) {
+    for (size_t o = 0; o < w.out; ++o) {
+      int64_t sum = 0;
+      for (size_t i = 0; i < w.in; ++i) {
+        sum += int64_t{q[b * q_stride + i]} * qw[o * size_t{w.in} + i];
+      }
+      float s = static_cast<float>(sum) * (w.scales[o] * q_scales[b]);
+      if (w.bias) s += w.bias[o];
+      float& yo = y[b * y_stride + o];
+      yo = accumulate ? yo + s : s;
+    }
+  }
+}
+
 }  // namespace recur::kernels::ref
 
 #endif  // RECUR_KERNELS_DENSE_DENSE_REF_H_

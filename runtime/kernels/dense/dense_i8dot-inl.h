@@ -1,0 +1,351 @@
+// Per-target DenseI8Dot (dense.h): int8 weights × int8 activations, i32
+// sums, f32 scales, bias and outputs.
+//
+// Tiles of kB activation rows × kI8O = 4 weight rows keep kB·4 vector
+// accumulators of i32 lanes; each weight vector is loaded once per tile and
+// used against every activation row in it. Per target, one step of kStep
+// bytes of a row pair (q_x, q_w):
+//   AVX2, SSSE3/SSE4: u = |w| (as u8: |-128| = 128), v = x with w's sign
+//     (_mm*_sign_epi8; zero where w is), pairs of u·v summed to i16 by
+//     maddubs (|x| ≤ 127 and |w| ≤ 128: a pair is at most 2·128·127 = 32512,
+//     so it never saturates) and to i32 by madd with ones.
+//   AVX-512 (AVX3, BW but no VNNI guaranteed): the same with w's sign
+//     applied by a masked subtraction (no _mm512_sign_epi8).
+//   NEON (arm64): sdot where the compiler targets the dot-product extension,
+//     else vmull_s8 / vmlal_high_s8 into i16 (two products ≤ 32512) and
+//     vpadalq_s16 into i32.
+//   Other targets (SCALAR, EMU128, SVE, RVV): Highway ops, one output at a
+//     time, both operands promoted to i32 (DenseI8DotPreferred is false
+//     there, so Dense only runs this when asked to).
+// The sums are exact while 128·127·in < 2^31 (kDenseI8DotMaxIn is far below).
+#if defined(RECUR_KERNELS_DENSE_DENSE_I8DOT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef RECUR_KERNELS_DENSE_DENSE_I8DOT_INL_H_
+#undef RECUR_KERNELS_DENSE_DENSE_I8DOT_INL_H_
+#else
+#define RECUR_KERNELS_DENSE_DENSE_I8DOT_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+#include "kernels/dense/dense.h"
+#include "kernels/elementwise/elementwise-inl.h"
+
+#if HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+#include <arm_neon.h>
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace recur::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+namespace i8_detail {
+
+inline constexpr size_t kO = 4;  // weight rows per tile
+// int8 bytes of w per out-chunk when several batch blocks pass over it (L2).
+inline constexpr size_t kChunkBytes = size_t{256} << 10;
+// Quantised activation rows per block (on the stack: kQBytes at most).
+inline constexpr size_t kQBytes = size_t{16} << 10;
+inline constexpr size_t kQRows = 64;
+static_assert(kQBytes >= kDenseI8DotMaxIn, "a row must fit the quantisation buffer");
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#define RECUR_I8_TILES 1
+struct Ops {
+  static constexpr size_t kStep = 64;
+  static constexpr size_t kMaxB = 4;  // 16 of 32 registers accumulate
+  using Acc = __m512i;
+  struct W {
+    __m512i abs;
+    __mmask64 neg;
+  };
+  static HWY_INLINE Acc Zero() { return _mm512_setzero_si512(); }
+  static HWY_INLINE W LoadW(const int8_t* p) {
+    const __m512i w = _mm512_loadu_si512(p);
+    return {_mm512_abs_epi8(w), _mm512_movepi8_mask(w)};
+  }
+  static HWY_INLINE Acc Dot(Acc acc, const W& w, const int8_t* x) {
+    const __m512i xv = _mm512_loadu_si512(x);
+    const __m512i v = _mm512_mask_sub_epi8(xv, w.neg, _mm512_setzero_si512(), xv);
+    const __m512i p16 = _mm512_maddubs_epi16(w.abs, v);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(p16, _mm512_set1_epi16(1)));
+  }
+  // out[k] = Σ lanes of a[k], k < 4.
+  static HWY_INLINE void Sum4(const Acc* a, int32_t* out) {
+    __m256i h[4];
+    for (int k = 0; k < 4; ++k) {
+      h[k] = _mm256_add_epi32(_mm512_castsi512_si256(a[k]), _mm512_extracti64x4_epi64(a[k], 1));
+    }
+    const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(h[0], h[1]),
+                                        _mm256_hadd_epi32(h[2], h[3]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
+                     _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
+  }
+};
+#elif HWY_TARGET == HWY_AVX2
+#define RECUR_I8_TILES 1
+struct Ops {
+  static constexpr size_t kStep = 32;
+  static constexpr size_t kMaxB = 2;  // 8 accumulators + operands in 16 registers
+  using Acc = __m256i;
+  struct W {
+    __m256i abs, w;
+  };
+  static HWY_INLINE Acc Zero() { return _mm256_setzero_si256(); }
+  static HWY_INLINE W LoadW(const int8_t* p) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return {_mm256_abs_epi8(w), w};
+  }
+  static HWY_INLINE Acc Dot(Acc acc, const W& w, const int8_t* x) {
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    const __m256i p16 = _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(xv, w.w));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+  }
+  static HWY_INLINE void Sum4(const Acc* a, int32_t* out) {
+    // Per 128-bit half: [Σa0, Σa1, Σa2, Σa3] of that half's lanes.
+    const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]),
+                                        _mm256_hadd_epi32(a[2], a[3]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
+                     _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
+  }
+};
+#elif HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+#define RECUR_I8_TILES 1
+struct Ops {
+  static constexpr size_t kStep = 16;
+  static constexpr size_t kMaxB = 2;
+  using Acc = __m128i;
+  struct W {
+    __m128i abs, w;
+  };
+  static HWY_INLINE Acc Zero() { return _mm_setzero_si128(); }
+  static HWY_INLINE W LoadW(const int8_t* p) {
+    const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return {_mm_abs_epi8(w), w};
+  }
+  static HWY_INLINE Acc Dot(Acc acc, const W& w, const int8_t* x) {
+    const __m128i xv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+    const __m128i p16 = _mm_maddubs_epi16(w.abs, _mm_sign_epi8(xv, w.w));
+    return _mm_add_epi32(acc, _mm_madd_epi16(p16, _mm_set1_epi16(1)));
+  }
+  static HWY_INLINE void Sum4(const Acc* a, int32_t* out) {
+    const __m128i s = _mm_hadd_epi32(_mm_hadd_epi32(a[0], a[1]), _mm_hadd_epi32(a[2], a[3]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), s);
+  }
+};
+#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+#define RECUR_I8_TILES 1
+struct Ops {
+  static constexpr size_t kStep = 16;
+  static constexpr size_t kMaxB = 4;  // 32 registers
+  using Acc = int32x4_t;
+  using W = int8x16_t;
+  static HWY_INLINE Acc Zero() { return vdupq_n_s32(0); }
+  static HWY_INLINE W LoadW(const int8_t* p) { return vld1q_s8(p); }
+  static HWY_INLINE Acc Dot(Acc acc, const W& w, const int8_t* x) {
+    const int8x16_t xv = vld1q_s8(x);
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vdotq_s32(acc, w, xv);
+#else
+    int16x8_t p = vmull_s8(vget_low_s8(w), vget_low_s8(xv));
+    p = vmlal_high_s8(p, w, xv);
+    return vpadalq_s16(acc, p);
+#endif
+  }
+  static HWY_INLINE void Sum4(const Acc* a, int32_t* out) {
+    vst1q_s32(out, vpaddq_s32(vpaddq_s32(a[0], a[1]), vpaddq_s32(a[2], a[3])));
+  }
+};
+#endif
+
+#ifdef RECUR_I8_TILES
+// sums[b][o] = Σ_i xr[b][i]·w[o', i] for b < kB, o < kO, where w row o' =
+// min(o, rows − 1) (rows past the layer repeat its last row; their sums are
+// not used). w0: the tile's first row; rows in [1, kO].
+template <size_t kB>
+HWY_INLINE void Tile(const int8_t* const* HWY_RESTRICT xr, const int8_t* HWY_RESTRICT w0,
+                     size_t in, size_t rows, int32_t (*sums)[kO]) {
+  constexpr size_t S = Ops::kStep;
+  typename Ops::Acc acc[kB][kO];
+  for (size_t b = 0; b < kB; ++b) {
+    for (size_t o = 0; o < kO; ++o) acc[b][o] = Ops::Zero();
+  }
+  const int8_t* wr[kO];
+  for (size_t o = 0; o < kO; ++o) wr[o] = w0 + std::min(o, rows - 1) * in;
+  // Batch 1 streams w: prefetch the next tile's rows (contiguous after
+  // this one's) at the pace this tile reads its own; never loaded.
+  [[maybe_unused]] const uintptr_t next = reinterpret_cast<uintptr_t>(w0 + kO * in);
+  size_t i = 0;
+  for (; i + S <= in; i += S) {
+    if constexpr (kB == 1) {
+      for (size_t k = 0; k < kO * S; k += 64) {
+        hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + kO * i + k));
+      }
+    }
+    for (size_t o = 0; o < kO; ++o) {
+      const typename Ops::W wv = Ops::LoadW(wr[o] + i);
+      for (size_t b = 0; b < kB; ++b) acc[b][o] = Ops::Dot(acc[b][o], wv, xr[b] + i);
+    }
+  }
+  if (i < in) {  // the last in − i < S columns, zero-padded copies
+    const size_t n = in - i;
+    alignas(64) int8_t wt[kO][S];
+    alignas(64) int8_t xt[kB][S];
+    std::memset(wt, 0, sizeof(wt));
+    std::memset(xt, 0, sizeof(xt));
+    for (size_t o = 0; o < kO; ++o) std::memcpy(wt[o], wr[o] + i, n);
+    for (size_t b = 0; b < kB; ++b) std::memcpy(xt[b], xr[b] + i, n);
+    for (size_t o = 0; o < kO; ++o) {
+      const typename Ops::W wv = Ops::LoadW(wt[o]);
+      for (size_t b = 0; b < kB; ++b) acc[b][o] = Ops::Dot(acc[b][o], wv, xt[b]);
+    }
+  }
+  for (size_t b = 0; b < kB; ++b) Ops::Sum4(acc[b], sums[b]);
+}
+#endif  // RECUR_I8_TILES
+
+// One output: y (+)= bias + scale_w·scale_x·sum. The same f32 operations on
+// every target (the sum is exact), so targets differ only where the
+// compiler contracts them into an FMA.
+HWY_INLINE void Finish(int32_t sum, float scale_w, float scale_x, const float* bias, float* y,
+                       bool accumulate) {
+  float s = static_cast<float>(sum) * (scale_w * scale_x);
+  if (bias != nullptr) s += *bias;
+  *y = accumulate ? *y + s : s;
+}
+
+// kB activation rows (q, row stride q_stride, scales qs) against weight rows
+// [o_begin, o_end); y points at row 0, column 0.
+template <size_t kB>
+HWY_NOINLINE void Rows(const int8_t* q, size_t q_stride, const float* qs, const int8_t* w,
+                       const float* scales, const float* bias, size_t in, size_t o_begin,
+                       size_t o_end, float* y, size_t y_stride, bool accumulate) {
+#ifdef RECUR_I8_TILES
+  const int8_t* xr[kB];
+  for (size_t b = 0; b < kB; ++b) xr[b] = q + b * q_stride;
+  int32_t sums[kB][kO];
+  for (size_t o = o_begin; o < o_end; o += kO) {
+    const size_t rows = std::min(kO, o_end - o);
+    Tile<kB>(xr, w + o * in, in, rows, sums);
+    for (size_t b = 0; b < kB; ++b) {
+      for (size_t r = 0; r < rows; ++r) {
+        Finish(sums[b][r], scales[o + r], qs[b], bias ? bias + o + r : nullptr,
+               y + b * y_stride + o + r, accumulate);
+      }
+    }
+  }
+#else
+  const hn::ScalableTag<int32_t> di;
+  const hn::Rebind<int8_t, decltype(di)> d8;
+  const size_t N = hn::Lanes(di);
+  for (size_t o = o_begin; o < o_end; ++o) {
+    const int8_t* HWY_RESTRICT wo = w + o * in;
+    for (size_t b = 0; b < kB; ++b) {
+      const int8_t* HWY_RESTRICT xb = q + b * q_stride;
+      auto a0 = hn::Zero(di), a1 = hn::Zero(di);
+      size_t i = 0;
+      for (; i + 2 * N <= in; i += 2 * N) {
+        a0 = hn::Add(a0, hn::Mul(hn::PromoteTo(di, hn::LoadU(d8, xb + i)),
+                                 hn::PromoteTo(di, hn::LoadU(d8, wo + i))));
+        a1 = hn::Add(a1, hn::Mul(hn::PromoteTo(di, hn::LoadU(d8, xb + i + N)),
+                                 hn::PromoteTo(di, hn::LoadU(d8, wo + i + N))));
+      }
+      int32_t sum = hn::GetLane(hn::SumOfLanes(di, hn::Add(a0, a1)));
+      for (; i < in; ++i) sum += int32_t{xb[i]} * int32_t{wo[i]};
+      Finish(sum, scales[o], qs[b], bias ? bias + o : nullptr, y + b * y_stride + o, accumulate);
+    }
+  }
+#endif
+}
+
+#ifdef RECUR_I8_TILES
+inline constexpr size_t kMaxB = Ops::kMaxB;
+#else
+inline constexpr size_t kMaxB = 1;
+#endif
+
+template <size_t kB>
+HWY_INLINE void RowsN(size_t nb, const int8_t* q, size_t q_stride, const float* qs,
+                      const int8_t* w, const float* scales, const float* bias, size_t in,
+                      size_t o_begin, size_t o_end, float* y, size_t y_stride, bool accumulate) {
+  if constexpr (kB >= 1) {
+    if (nb == kB) {
+      return Rows<kB>(q, q_stride, qs, w, scales, bias, in, o_begin, o_end, y, y_stride,
+                      accumulate);
+    }
+    if constexpr (kB > 1) {
+      RowsN<kB - 1>(nb, q, q_stride, qs, w, scales, bias, in, o_begin, o_end, y, y_stride,
+                    accumulate);
+    }
+  }
+}
+
+}  // namespace i8_detail
+
+// See dense.h (DenseI8DotQuantized). w: (out, in) int8, scales (out).
+HWY_INLINE void DenseI8DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales,
+                                    size_t batch, const int8_t* w, const float* scales,
+                                    const float* bias, size_t in, size_t out, float* y,
+                                    size_t y_stride, bool accumulate) {
+  namespace id = i8_detail;
+  if (batch == 0 || out == 0) return;
+  // Out-chunks of w that stay in L2 while every batch block passes over
+  // them, and batch blocks of near-equal size (5 = 3 + 2, not 4 + 1).
+  size_t chunk = out;
+  if (batch > id::kMaxB && in > 0) {
+    chunk = std::max(id::kO, id::kChunkBytes / in);
+    chunk -= chunk % id::kO;
+  }
+  const size_t blocks = (batch + id::kMaxB - 1) / id::kMaxB;
+  for (size_t o0 = 0; o0 < out; o0 += chunk) {
+    const size_t o1 = std::min(out, o0 + chunk);
+    for (size_t k = 0, b0 = 0; k < blocks; ++k) {
+      const size_t nb = (batch - b0 + (blocks - k) - 1) / (blocks - k);
+      id::RowsN<id::kMaxB>(nb, q + b0 * q_stride, q_stride, q_scales + b0, w, scales, bias, in,
+                           o0, o1, y + b0 * y_stride, y_stride, accumulate);
+      b0 += nb;
+    }
+  }
+}
+
+// See dense.h (DenseI8Dot); in <= kDenseI8DotMaxIn.
+HWY_INLINE void DenseI8Dot(const float* x, size_t x_stride, size_t batch, const int8_t* w,
+                           const float* scales, const float* bias, size_t in, size_t out,
+                           float* y, size_t y_stride, bool accumulate) {
+  namespace id = i8_detail;
+  if (batch == 0 || out == 0) return;
+  alignas(64) int8_t q[id::kQBytes];
+  float qs[id::kQRows];
+  const size_t block = std::min(id::kQRows, id::kQBytes / std::max<size_t>(in, 1));
+  for (size_t b0 = 0; b0 < batch; b0 += block) {
+    const size_t n = std::min(block, batch - b0);
+    for (size_t b = 0; b < n; ++b) qs[b] = QuantizeS8(x + (b0 + b) * x_stride, q + b * in, in);
+    DenseI8DotQuantized(q, in, qs, n, w, scales, bias, in, out, y + b0 * y_stride, y_stride,
+                        accumulate);
+  }
+}
+
+// Whether DenseI8Dot beats the widening kernels here (dense.h).
+HWY_INLINE bool DenseI8DotPreferred(size_t batch, size_t in, size_t out) {
+  (void)batch;
+  (void)out;
+#ifdef RECUR_I8_TILES
+  return in >= 16 && in <= kDenseI8DotMaxIn;
+#else
+  (void)in;
+  return false;
+#endif
+}
+
+#undef RECUR_I8_TILES
+
+}  // namespace HWY_NAMESPACE
+}  // namespace recur::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // RECUR_KERNELS_DENSE_DENSE_I8DOT_INL_H_ toggle
