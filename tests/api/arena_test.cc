@@ -45,6 +45,9 @@ recur_session_options Options(uint32_t batch) {
   options.prefill_chunk = 16;  // batch × 16 rows: the dense kernels' panels and widened chunks
   options.backend = "highway";
   options.weight_packing = RECUR_PACKING_OFF;
+  // An arena session runs int8 layers on f32 activations (recur.h): so does
+  // the heap session it is compared with, bit for bit.
+  options.int8_activations = RECUR_INT8_ACTIVATIONS_FLOAT;
   return options;
 }
 

@@ -128,6 +128,9 @@ Arrays RunCpu(const Model& m, const Input& in, size_t n) {
   a.output.assign(n * m.output_width, 0.0f);
   recur::SessionOptions options;
   options.max_context = n;
+  // The GPU path multiplies f32 activations by int8 weights decoded at upload:
+  // so does the CPU with f32 activations (no quantised rows).
+  options.int8_activations = RECUR_INT8_ACTIVATIONS_FLOAT;
   recur::SessionPtr session;
   Status s = recur::Session::Create(&m, options, &session);
   REQUIRE_MESSAGE(s.ok(), s.message());
