@@ -720,6 +720,24 @@ def model_rejects_bad_input():
     assert checkpoint.layout_of({**ft, "layout": "fast-transformers"}) == "fast-transformers"
 
 
+def reference_follows_its_device():
+    """The tensors the forward makes (positions, masks, empty states) follow the model's
+    device; "meta" stands in for a GPU here. PyTorch before 2.0 has no default-device
+    context: there the reference refuses any device but the CPU, naming the version."""
+    model = checkpoint.build_model(json.load(open(os.path.join(REPO_ROOT, "models/configs/flash_tokens.json"))), 0)
+    model = model.to("meta")
+    if hasattr(torch.device, "__enter__"):
+        state = model.init_state()
+        assert all(t.device.type == "meta" for layer in state.layers for t in layer.values())
+        return
+    try:
+        model.init_state()
+    except RuntimeError as e:
+        assert "needs PyTorch 2.0 or newer" in str(e) and "meta" in str(e), e
+    else:
+        raise AssertionError("a meta-device model made its state with PyTorch " + torch.__version__)
+
+
 def cli_end_to_end():
     """make_golden.py (which runs the export) on the fast-transformers config;
     the command recorded in meta regenerates the same bytes; a --layout that
@@ -2905,7 +2923,7 @@ def reformer_golden_cli():
 
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
-                                        model_rejects_bad_input, cli_end_to_end, compare_run_cli,
+                                        model_rejects_bad_input, reference_follows_its_device, cli_end_to_end, compare_run_cli,
                                         favor_omega_is_seeded, favor_config_validation, ft_favor_mapping,
                                         new_configs_golden_cli, softmax_attention_forms,
                                         softmax_config_validation, softmax_golden_cli, sliding_window_forms,

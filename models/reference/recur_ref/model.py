@@ -10,6 +10,7 @@ tensor names: models/configs/README.md; the module attribute names below are
 chosen so that `state_dict()` yields exactly those tensor names.
 """
 
+import contextlib
 import json
 import math
 from functools import partial
@@ -1540,6 +1541,21 @@ class RecurModel(nn.Module):
     def dtype(self) -> torch.dtype:
         return self.blocks[0].norm1.weight.dtype
 
+    @property
+    def device(self) -> torch.device:
+        return self.blocks[0].norm1.weight.device
+
+    def _on_device(self):
+        """A context in which the tensors the forward makes (positions, masks, empty states)
+        are made on the model's device. PyTorch 2.0 made torch.device such a context; on
+        older versions the reference runs on the CPU only."""
+        if self.device.type == "cpu":
+            return contextlib.nullcontext()
+        if not hasattr(torch.device, "__enter__"):
+            raise RuntimeError(f"the reference on {self.device} needs PyTorch 2.0 or newer "
+                               f"(this is {torch.__version__}); run it on the CPU")
+        return self.device
+
     def init_state(self) -> State:
         """The state before the first position (attention-math.md §2, §3): zero S and z
         per linear-attention layer, an empty KV cache per softmax-attention layer, zero
@@ -1547,13 +1563,18 @@ class RecurModel(nn.Module):
         zero rings too per aft_local / aft_conv layer), an empty KV cache per causal aft_full or gau layer,
         zero S and buffers per flash layer, nothing per linformer or reformer layer; each layer as its own mixer (a mixed model
         mixes these)."""
-        return State(pos=0, layers=[block.mixer.empty_state(self.dtype) for block in self.blocks])
+        with self._on_device():
+            return State(pos=0, layers=[block.mixer.empty_state(self.dtype) for block in self.blocks])
 
     def _run(self, x: Tensor, state: State, chunk: Optional[int]):
         """Positions x starting from `state`. Returns (output (N, out_width),
         per-block outputs [(N, d_model)], state after x)."""
         if len(x) == 0:
             raise ValueError("empty input")
+        with self._on_device():
+            return self._run_on_device(x, state, chunk)
+
+    def _run_on_device(self, x: Tensor, state: State, chunk: Optional[int]):
         if x.is_floating_point():
             x = x.to(self.dtype)
         h = self.input(x, state.pos)
