@@ -125,7 +125,19 @@ def build(p: argparse.ArgumentParser, args):
 
 def autocast(args):
     """The context a recipe runs its forward in: bfloat16 matrix products for --precision bf16."""
+    if args.precision == "bf16" and args.device == "cpu" and onednn_capped_below_avx512():
+        # PyTorch sends bf16 matrix products to oneDNN by the CPU's own flags; oneDNN, capped
+        # below AVX-512, then has no kernel for them. A CPU without AVX-512 runs them on
+        # PyTorch's own kernels: so does the reference under the cap.
+        torch.backends.mkldnn.enabled = False
     return torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.precision == "bf16")
+
+
+def onednn_capped_below_avx512() -> bool:
+    """Whether ONEDNN_MAX_CPU_ISA holds oneDNN below AVX-512 (running as a smaller CPU:
+    docs/testing.md, "Running as another CPU")."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    return cap != "" and cap != "ALL" and "AVX512" not in cap and "AMX" not in cap
 
 
 def train(p: argparse.ArgumentParser, args, model: RecurModel, loss_of_step: Callable[[int], Tuple[Tensor, int]],
