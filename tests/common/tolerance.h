@@ -23,6 +23,36 @@ inline double Float32OrderBound(double terms, double stages) {
   return stages * terms * std::sqrt(terms) * kFloat32Unit;
 }
 
+// Relative bound for k dependent roundings on one chain without a sum of
+// many terms (a scale, a bias add, an accumulate): γ_k = k·u/(1 − k·u)
+// (Higham, Accuracy and Stability, Lemma 3.1), relative to the sum of the
+// magnitudes the chain adds.
+inline double Float32ChainBound(double roundings) {
+  return roundings * kFloat32Unit / (1 - roundings * kFloat32Unit);
+}
+
+// Bound on a float32 sum of terms, relative to Σ|terms|, when each term
+// passes through at most `roundings` roundings (the n − 1 adds of the
+// longest order any SIMD target may use, the product, a bias, an
+// accumulate). The worst case is γ_n; with independent rounding errors of
+// mean zero (round to nearest on data that is not exactly representable),
+// each term's product of n factors (1 + δ) stays within λ·√n·u of 1 with
+// probability at least 1 − 2·exp(−λ²/2) (Azuma–Hoeffding; Higham & Mary,
+// SIAM J. Sci. Comput. 41(5), 2019, Lemma 2.3), and within it for all n
+// terms at once with probability at least 1 − 2n·exp(−λ²/2). λ = 8:
+// 1 − 2.5e-14·n per output. The worst case γ_n would hide a dropped term
+// of a 4096-term sum; this bound does not.
+inline constexpr double kRoundingLambda = 8;
+inline double Float32SumBound(double roundings) {
+  return kRoundingLambda * std::sqrt(roundings) * kFloat32Unit;
+}
+
+// Stated maximum errors of the transcendental functions the kernels call
+// (hwy/contrib/math/math-inl.h: Exp 1 ulp, Log 4 ulp). An ulp of y is at
+// most 2u·|y|.
+inline constexpr double kExpUlps = 1;
+inline constexpr double kLogUlps = 4;
+
 // max over i of |a[i] − b[i]| / (1 + |b[i]|): relative for large values,
 // absolute near zero. NaN anywhere gives NaN (no bound holds).
 inline double WorstRelative(const std::vector<float>& a, const std::vector<float>& b) {

@@ -1,10 +1,11 @@
 // Dense with f16, bf16 and int8 weights vs the double-precision reference
 // (ref::Dense over the exactly decoded weights) on every Highway target.
 //
-// Tolerance as in dense_test.cc: |y − ref| ≤ 4·ε·sqrt(in + 2)·mag, ε = 2^-23,
-// mag = Σ_i |x_i·w_i| + |bias| + |y_prev| with w the decoded weight. The
-// kernels are exact in the decode (every f16/bf16/int8 value is an f32);
-// int8 adds one rounding, of scale·q (wide batches) or of scale·Σ (small).
+// Tolerance as in dense_test.cc: |y − ref| ≤ Float32SumBound(in + 2 + k)·mag
+// = 8·√(in + 2 + k)·u·mag, mag = Σ_i |x_i·w_i| + |bias| + |y_prev| with w the
+// decoded weight. The kernels are exact in the decode (every f16/bf16 value
+// is an f32): k = 0; int8 adds one rounding, of scale·q (wide batches) or of
+// scale·Σ (small): k = 1.
 //
 // Weights end exactly at an inaccessible page, so a read past the last
 // weight (a full-width load in a loop tail) crashes the test.
@@ -110,6 +111,9 @@ struct LowpCase {
   bool packed = false;  // PackDense + DensePacked (two panel ranges) instead of Dense
 };
 
+// Roundings an int8 weight adds to a term's path (scale·q or scale·Σ).
+size_t ExtraRoundings(WeightType t) { return t == WeightType::kI8 ? 1 : 0; }
+
 // Checks y (from the kernel) against ref::Dense over w; y_prev is y before
 // the call. Returns the number of failures.
 size_t Compare(const LowpCase& c, const DenseWeights& w, const Buffer& x, size_t x_stride,
@@ -122,7 +126,7 @@ size_t Compare(const LowpCase& c, const DenseWeights& w, const Buffer& x, size_t
   }
   return CheckDenseResult(x.data(), x_stride, c.batch, w.in, w.out,
                           [&](size_t o, size_t i) { return decoded[o * w.in + i]; }, w.bias,
-                          c.accumulate, y_prev, y_ref, y, y_stride);
+                          c.accumulate, y_prev, y_ref, y, y_stride, ExtraRoundings(c.type));
 }
 
 // Fills y: previous values when accumulating, NaN otherwise (a stray read
@@ -319,6 +323,8 @@ TEST_CASE("Dense lowp: Rows() slices equal the whole layer") {
   });
 }
 
+// Dense(DenseWeights) of kF32 forwards to the f32 entry point: the same
+// kernel, order and shapes, so the same bits.
 TEST_CASE("Dense lowp: f32 through DenseWeights equals the f32 entry point") {
   std::mt19937 rng(3);
   const size_t in = 33, out = 19, batch = 7;
@@ -418,7 +424,8 @@ TEST_CASE("Dense lowp: the harness detects a wrong output") {
       const size_t e = type == WeightType::kI8 ? 3 * in + 5 : 2 * (3 * in + 5);
       bytes[e] += 1;  // the lowest byte: +1 int8 step or +1 ulp
       Dense(x.data(), in, batch, w, y.data(), out, false);
-      const double tol = 4.0 * kEps * std::sqrt(in + 2.0) * (0.5 * in);  // every w is 0.5
+      const double tol = recur::testing::Float32SumBound(DenseRoundings(in, ExtraRoundings(type))) *
+                         (0.5 * in);  // every w is 0.5
       for (size_t b = 0; b < batch; ++b) {
         CHECK(std::fabs(double{y[b * out + 3]} - y_ref[b * out + 3]) > tol);
         CHECK(std::fabs(double{y[b * out + 2]} - y_ref[b * out + 2]) <= tol);
@@ -486,10 +493,23 @@ TEST_CASE("Dense: bound scratch of DenseScratchNeed floats gives the same bits, 
           Dense(x.data(), sh.in, sh.batch, w, short_by_one.data(), sh.out, false);
         }
         differing += std::memcmp(own.data(), short_by_one.data(), own.size() * 4) != 0;
-        // The no-scratch paths are as exact: within the kernels' tolerance.
+        // The no-scratch paths are as exact: both within the kernels'
+        // tolerance of the double reference.
+        std::vector<float> y_ref(own.size());
+        ref::Dense(x.data(), sh.in, sh.batch, w, y_ref.data(), sh.out, false);
+        const double tol =
+            recur::testing::Float32SumBound(DenseRoundings(sh.in, ExtraRoundings(type)));
         size_t far = 0;
-        for (size_t i = 0; i < own.size(); ++i) {
-          far += std::fabs(own[i] - short_by_one[i]) > 1e-4f * (1.0f + std::fabs(own[i]));
+        for (size_t b = 0; b < sh.batch; ++b) {
+          for (size_t o = 0; o < sh.out; ++o) {
+            double mag = std::fabs(bias[o]);
+            for (size_t i = 0; i < sh.in; ++i) {
+              mag += std::fabs(x[b * sh.in + i] * ref::DecodeWeight(w, o, i));
+            }
+            const size_t k = b * sh.out + o;
+            far += !(std::fabs(double{own[k]} - y_ref[k]) <= tol * mag);
+            far += !(std::fabs(double{short_by_one[k]} - y_ref[k]) <= tol * mag);
+          }
         }
         CHECK(far == 0);
       }
@@ -502,10 +522,13 @@ TEST_CASE("Dense: bound scratch of DenseScratchNeed floats gives the same bits, 
 }
 
 // ---------------------------------------------------------------------------
-// DenseI8Dot: int8 weights × int8 activations. The i32 sums are exact, so
-// the kernels and ref::DenseI8DotQuantized differ only where the compiler
-// contracts the f32 finish (scale, bias, accumulate) into an FMA: within
-// 4·ε·(|scaled sum| + |bias| + |y_prev|).
+// DenseI8Dot: int8 weights × int8 activations. The i32 sums are exact, and
+// the kernels and ref::DenseI8DotQuantized share f32(sum) and scale_w·scale_x
+// (the same f32 operations); they differ only where the compiler contracts
+// the rest of the finish (·, + bias, + y_prev) into an FMA. Each side is a
+// chain of at most 3 roundings from the same exact value, so they differ by
+// at most 2·γ₃·(|scaled sum| + |bias| + |y_prev|) ≈ 6u·mag (I8FinishBound).
+double I8FinishBound() { return 2 * recur::testing::Float32ChainBound(3); }
 
 // Activation rows end at an inaccessible page, as the weights do.
 GuardedRegion& QRegion() {
@@ -538,7 +561,7 @@ size_t CompareI8(const I8Case& c, const int8_t* q, size_t q_stride, const float*
       if (w.bias) mag += std::fabs(w.bias[o]);
       if (c.accumulate) mag += std::fabs(y_prev[k]);
       const double err = std::fabs(double{y[k]} - y_ref[k]);
-      if (!(err <= 4 * kEps * mag)) {
+      if (!(err <= I8FinishBound() * mag)) {
         if (failures++ < 3) {
           FAIL_CHECK("b=" << b << " o=" << o << " got " << y[k] << " want " << y_ref[k]);
         }
@@ -671,10 +694,12 @@ TEST_CASE("DenseI8Dot: extreme values, zero rows, wide batches and layers") {
   });
 }
 
-// DenseI8Dot on f32 rows: as QuantizeS8 (on the same target) then
-// DenseI8DotQuantized; and within the activation rounding of the exact
-// product: |y − Σ x·w| ≤ scales[o]·(s_b/2)·Σ_i |q_w[o, i]| (+ f32 rounding;
-// max|x_b| in place of s_b/2 for a row too small to quantise).
+// DenseI8Dot on f32 rows: as QuantizeS8 (on the same target: the same q and
+// s_b) then DenseI8DotQuantized, within I8FinishBound; and within the
+// activation rounding of the exact product: |y − Σ x·w| ≤
+// scales[o]·h_b·Σ_i |q_w[o, i]| + γ₆·mag, with h_b = QuantizeS8HalfStep(s_b)
+// (max|x_b| for a row too small to quantise) and six roundings: f32(sum),
+// scale_w·scale_x, the product, + bias, + y_prev, and y_exact's own to f32.
 TEST_CASE("DenseI8Dot: f32 activations, tiny and zero rows, blocks of rows, fallback") {
   struct Shape {
     size_t batch, in, out;
@@ -744,10 +769,11 @@ TEST_CASE("DenseI8Dot: f32 activations, tiny and zero rows, blocks of rows, fall
           for (size_t i = 0; i < sh.in; ++i) {
             max_x = std::max(max_x, std::fabs(double{x[b * x_stride + i]}));
           }
-          const double err_x = qs[b] > 0 ? qs[b] / 2.0 : max_x;
-          const double quant = scales[o] * err_x * sum_w * (1 + 1e-6);
-          if (!(std::fabs(double{y[j]} - y_ref[j]) <= 4 * kEps * (mag + quant * 2)) ||
-              !(std::fabs(double{y[j]} - y_exact[j]) <= quant + 4 * kEps * mag)) {
+          const double err_x = qs[b] > 0 ? QuantizeS8HalfStep(qs[b]) : max_x;
+          const double quant = scales[o] * err_x * sum_w;
+          if (!(std::fabs(double{y[j]} - y_ref[j]) <= I8FinishBound() * mag) ||
+              !(std::fabs(double{y[j]} - y_exact[j]) <=
+                quant + recur::testing::Float32ChainBound(6) * (mag + quant))) {
             if (failures++ < 3) {
               FAIL_CHECK("b=" << b << " o=" << o << " got " << y[j] << " ref " << y_ref[j]
                               << " exact " << y_exact[j] << " bound " << quant);

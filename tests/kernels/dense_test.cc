@@ -1,8 +1,9 @@
 // Dense vs the double-precision reference on every Highway target.
 //
-// Tolerance: |y − ref| ≤ 4·ε·sqrt(in + 2)·mag, where ε = 2^-23 and
-// mag = Σ_i |x_i·w_i| + |bias| + |y_prev| (the f32 rounding of a sum grows
-// like ε·sqrt(terms)·Σ|terms| for random data; 4 is headroom).
+// Tolerance (test_util.h, CheckDenseResult): |y − ref| ≤ 8·√(in + 2)·u·mag,
+// u = 2⁻²⁴, mag = Σ_i |x_i·w_i| + |bias| + |y_prev|: the probabilistic
+// bound on a sum whose terms pass through at most in + 2 roundings
+// (tests/common/tolerance.h, Float32SumBound).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -175,7 +176,7 @@ TEST_CASE("Dense: the harness detects a wrong output") {
   ref::Dense(x.data(), in, 1, w.data(), nullptr, in, out, y_ref.data(), out, false);
   w[3 * in + 5] += 0.01f;
   Dense(x.data(), in, 1, w.data(), nullptr, in, out, y.data(), out, false);
-  const double tol = 4.0 * kEps * std::sqrt(in + 2.0) * (0.5 * in);
+  const double tol = recur::testing::Float32SumBound(DenseRoundings(in)) * (0.5 * in);
   CHECK(std::fabs(double{y[3]} - y_ref[3]) > tol);
   CHECK(std::fabs(double{y[2]} - y_ref[2]) <= tol);
 }

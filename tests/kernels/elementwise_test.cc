@@ -2,14 +2,12 @@
 // target, for n = 0..64 (2 × 2 × 16 f32 lanes of AVX-512) and 255, 256, 1023,
 // 1024, 1031, misaligned by 0..3 floats, out of place and in place (y == x).
 //
-// Tolerances (ε = 2^-23, |ref| the reference value):
-//   Relu, Add       exact
-//   Gelu            1.5e-7·|x| + 2.5e-7·|ref|   (erf abs error ≤ 2e-7, times x/2)
-//   EluPlusOne      3e-7·|ref| + 1e-37          (Exp is ≤ 1 ulp; subnormals)
-//   LayerNorm       2e-6·(1 + |ref|)·(1 + |mean|/std)   (f32 sums, conditioning)
-//   Softmax         (2e-6 + 4·ε·sqrt(n + 2))·|ref| + 1e-30   (f32 sum of n exps)
-//   LogSoftmax      1e-6·(1 + |ref|)
-//   Dot             4·ε·sqrt(n + 2)·Σ|x·y|
+// Tolerances, derived at each test (u = 2⁻²⁴; the references run in double
+// and round once to f32, u·|ref|; tests/common/tolerance.h):
+//   Relu, Add, Scale, CompensatedAdd   exact: the same single f32 operations
+//   Gelu, EluPlusOne, AffineExp        the function's stated error plus the
+//                                      argument's roundings
+//   LayerNorm, Softmax, LogSoftmax, Dot   Float32SumBound for the sums
 //   AffineMax, AffineExpAccumulate   see their test
 #include <doctest/doctest.h>
 
@@ -93,7 +91,17 @@ Fill UniformWith(float lo, float hi, std::vector<float> specials = {}) {
   };
 }
 
+// Relu, Add and Scale: one f32 operation (compare/select, add, multiply),
+// the same one in the kernel and the reference: the same bits.
 double Exact(const float*, size_t, size_t, double) { return 0.0; }
+
+constexpr double kU = recur::testing::kFloat32Unit;
+// |Erf − erf| ≤ 2e-7: Erf's stated accuracy (elementwise-inl.h), which
+// erf_test.cc checks over ~5M arguments on every target.
+constexpr double kErfAbsError = 2e-7;
+// Highway's Exp is within kExpUlps for normal results; a result below
+// FLT_MIN (x < −87.3) may be flushed to 0.
+constexpr double kExpAbsFloor = 1.1754943508222875e-38;
 
 TEST_CASE("Relu") {
   ForEachTarget([](const std::string&) {
@@ -106,9 +114,14 @@ TEST_CASE("Gelu (exact erf)") {
   const std::vector<float> specials = {0.0f,     -0.0f, 1e-20f, -1e-20f, 30.0f, -30.0f,
                                        1.31201f, -1.312f, 1.3120f, -8.5f, 1e30f, -1e30f};
   ForEachTarget([&](const std::string&) {
+    // y = h·Erf(x·c) + h, h = x/2 exact, c = fl(1/√2): Erf's error and the
+    // argument's two roundings (2u·|z|, erf'(z)·|z| ≤ 0.49) give
+    // |h|·(kErfAbsError + u); h·Erf + h rounds once or twice (u·|h| + u·|y|),
+    // the reference once (u·|y|).
     CHECK(CheckRowKernel(Gelu, ref::Gelu, UniformWith(-8, 8, specials),
                          [](const float* x, size_t, size_t i, double want) {
-                           return 1.5e-7 * std::fabs(x[i]) + 2.5e-7 * std::fabs(want);
+                           return (kErfAbsError / 2 + kU) * std::fabs(x[i]) +
+                                  2 * kU * std::fabs(want);
                          }) == 0);
   });
 }
@@ -116,9 +129,12 @@ TEST_CASE("Gelu (exact erf)") {
 TEST_CASE("EluPlusOne") {
   const std::vector<float> specials = {0.0f, -0.0f, 1e-30f, -1e-30f, -100.0f, -200.0f, 80.0f};
   ForEachTarget([&](const std::string&) {
+    // x ≤ 0: Exp within kExpUlps (2u·|y| each), the reference within half an
+    // ulp; x > 0: x + 1, one rounding in both.
     CHECK(CheckRowKernel(EluPlusOne, ref::EluPlusOne, UniformWith(-10, 10, specials),
                          [](const float*, size_t, size_t, double want) {
-                           return 3e-7 * std::fabs(want) + 1e-37;
+                           return (2 * recur::testing::kExpUlps + 1) * kU * std::fabs(want) +
+                                  kExpAbsFloor;
                          }) == 0);
   });
 }
@@ -137,11 +153,15 @@ TEST_CASE("AffineExp and Scale") {
       const auto reference = [a = a, b = b](const float* x, float* y, size_t n) {
         ref::AffineExp(x, a, b, y, n);
       };
-      // exp's own error (Highway: ~1 ulp) plus the rounding of a·x + b (|a·x + b|·ε).
+      // Exp within kExpUlps plus the reference's half ulp, and a·x + b
+      // rounded once (FMA) or twice: an absolute error ≤ 2u·(|a·x| + |b|) in
+      // the exponent is that relative error in the result.
       CHECK(CheckRowKernel(kernel, reference, UniformWith(-20, 20, specials),
                            [a = a, b = b](const float* x, size_t, size_t i, double want) {
                              const double arg = std::fabs(double{a} * x[i]) + std::fabs(b);
-                             return (3e-7 + 1.2e-7 * arg) * std::fabs(want) + 1e-37;
+                             return ((2 * recur::testing::kExpUlps + 1) * kU + 2 * kU * arg) *
+                                        std::fabs(want) +
+                                    kExpAbsFloor;
                            }) == 0);
       const auto scale = [a = a](const float* x, float* y, size_t n) { Scale(x, a, y, n); };
       const auto scale_ref = [a = a](const float* x, float* y, size_t n) {
@@ -152,9 +172,10 @@ TEST_CASE("AffineExp and Scale") {
   });
 }
 
-// QuantizeS8 equals the reference exactly (same float products, both round
-// to nearest even) and meets its contract: |x − s·q| ≤ s/2 (+ the rounding
-// of x·127/max), max|x| maps to ±127, a zero row to s = 0.
+// QuantizeS8 equals the reference exactly (the same f32 operations: max,
+// 127/max, x·inv, round to nearest even, max/127) and meets its contract:
+// |x − s·q| ≤ QuantizeS8HalfStep(s) = (s/2)·(1 + 762u) (test_util.h),
+// max|x| maps to ±127, a zero row to s = 0.
 TEST_CASE("QuantizeS8") {
   const std::vector<float> specials = {0.0f, -0.0f, 1e-30f, -1e-30f, 0.5f, -0.5f};
   ForEachTarget([&](const std::string&) {
@@ -174,7 +195,7 @@ TEST_CASE("QuantizeS8") {
           for (size_t i = 0; i < n; ++i) {
             max = std::max(max, std::fabs(x[i]));
             if (q[i] != want[i]) ++failures;
-            if (std::fabs(x[i] - s * q[i]) > 0.5f * s * (1.0f + 1e-5f)) ++failures;
+            if (!(std::fabs(x[i] - double{s} * q[i]) <= QuantizeS8HalfStep(s))) ++failures;
           }
           for (size_t i = 0; i < offset + 16; ++i) failures += storage[i] != 99;
           for (size_t i = offset + 16 + n; i < storage.size(); ++i) failures += storage[i] != 99;
@@ -204,10 +225,13 @@ TEST_CASE("QuantizeS8") {
   });
 }
 
-// AffineMax exact (one fused multiply-add, then max: the reference rounds
-// a·x + b the same way only up to one rounding, so allow |l|·ε); the
-// accumulation: Exp's ~1 ulp and the rounding of l − m on each term, plus
-// the f32 add onto num/den.
+// AffineMax: the kernel rounds a·x + b once (FMA) or as the reference does
+// (a·x, then + b); the two differ by at most u·|a·x + b| + (u·|a·x| +
+// u·|a·x + b|) ≤ 3u·l, l = |a·x| + |b|, and max keeps that. So m is at least
+// a·x + b − 2u·l: e = exp(a·x + b − m) ≤ exp(2u·l). The accumulation: the
+// exponent fl(fl(a·x + b) − m) is off by ≤ 2u·l + u·(l + |m|) ≤ 3u·(l + |m|),
+// Exp by kExpUlps (2u each) — both relative in e; e·v rounds once without FMA
+// (u·e·|v|), the add onto num/den once (u·|result|); the reference is double.
 TEST_CASE("AffineMax and AffineExpAccumulate (AFT's sums)") {
   ForEachTarget([](const std::string&) {
     std::mt19937 rng(11);
@@ -233,14 +257,13 @@ TEST_CASE("AffineMax and AffineExpAccumulate (AFT's sums)") {
           for (size_t i = 0; i < n; ++i) {
             const double l = std::fabs(double{a} * x[i]) + std::fabs(b);
             const double e = std::exp(double{a} * x[i] + b - m[i]);  // ≤ 1: m is the max
-            const bool ok = std::fabs(m[i] - m_want[i]) <= 1.2e-7 * l &&
-                            e <= 1.0 + 1e-6 &&
+            const double e_rel = 2 * recur::testing::kExpUlps * kU + 3 * kU * (l + std::fabs(m[i]));
+            const bool ok = std::fabs(m[i] - m_want[i]) <= 3 * kU * l &&
+                            e <= std::exp(2 * kU * l) * (1 + kU) &&
                             std::fabs(num[i] - num_want[i]) <=
-                                (3e-7 + 2.4e-7 * (l + std::fabs(m[i]))) * e * std::fabs(v[i]) +
-                                    6e-8 * std::fabs(num_want[i]) &&
+                                (e_rel + kU) * e * std::fabs(v[i]) + kU * std::fabs(num_want[i]) &&
                             std::fabs(den[i] - den_want[i]) <=
-                                (3e-7 + 2.4e-7 * (l + std::fabs(m[i]))) * e +
-                                    6e-8 * std::fabs(den_want[i]);
+                                e_rel * e + kU * std::fabs(den_want[i]);
             if (!ok && failures++ < 3) {
               FAIL_CHECK("a=" << a << " b=" << b << " n=" << n << " i=" << i << " num "
                               << num[i] << " want " << num_want[i] << " den " << den[i]
@@ -290,6 +313,7 @@ TEST_CASE("CompensatedAdd: equals the reference, and keeps long sums exact") {
         ref::CompensatedAdd(x.data(), sum_ref.data(), comp_ref.data(), n);
         CompensatedAdd(x.data(), sum.data(), comp.data(), n);
       }
+      // The reference's f32 operations, in its order: the same bits.
       for (size_t i = 0; i < n; ++i) {
         CHECK(sum[i] == sum_ref[i]);
         CHECK(comp[i] == comp_ref[i]);
@@ -299,7 +323,7 @@ TEST_CASE("CompensatedAdd: equals the reference, and keeps long sums exact") {
       CHECK(comp.GuardsIntact());
     }
     // 10^6 additions of 0.1f: a plain float sum is off by ~1%, the compensated
-    // one by an ulp of the result.
+    // one by (2u + O(n·u²))·Σ|x| (Kahan; n·u² = 0.06u here): within 3u.
     float sum = 0, comp = 0, plain = 0;
     const float tenth = 0.1f;
     for (int i = 0; i < 1000000; ++i) {
@@ -307,7 +331,7 @@ TEST_CASE("CompensatedAdd: equals the reference, and keeps long sums exact") {
       plain += tenth;
     }
     const double exact = 1e6 * double{tenth};
-    CHECK(std::fabs(sum - exact) <= 2 * kEps * exact);
+    CHECK(std::fabs(sum - exact) <= 3 * kU * exact);
     CHECK(std::fabs(plain - exact) > 1e-3 * exact);  // what the compensation is for
   });
 }
@@ -364,17 +388,30 @@ TEST_CASE("LayerNorm, with and without gamma/beta, large mean") {
         ref::LayerNorm(x0.data(), gamma, beta, eps, want.data(), n);
         float* out = in_place ? x.data() : y.data();
         LayerNorm(x.data(), gamma, beta, eps, out, n);
-        // Conditioning: an f32 error in the mean of ε·|mean| shows up
-        // relative to std.
-        double mean = 0, var = 0;
+        // The kernel: μ = Σx·fl(1/n), v = Σ(x − μ)²·fl(1/n), r = 1/√(v + eps),
+        // y = (x − μ)·r·g + b, in f32. Its mean is off by
+        // Δμ ≤ Float32SumBound(n + 2)·mean|x|; its variance (a sum of
+        // positive terms, each rounded 3 times before it: x − μ, the square)
+        // by δv ≤ Float32SumBound(n + 5) relative (Δμ moves it only to second
+        // order: Σ(x − μ) = 0); r by δv/2 + 3u (add, sqrt, divide). So
+        // |Δy| ≤ |g|·r·(Δμ + u·|x − μ|) + |y − b|·(δv/2 + 5u) (the r error and
+        // ·r, ·g) + 2u·|y| (+ b, the reference's rounding).
+        double mean = 0, mean_abs = 0, var = 0;
         for (float v : x0) mean += v;
+        for (float v : x0) mean_abs += std::fabs(v);
         mean = n ? mean / n : 0;
+        mean_abs = n ? mean_abs / n : 0;
         for (float v : x0) var += (v - mean) * (v - mean);
-        const double sd = n ? std::sqrt(var / n + eps) : 1.0;
-        const double cond = 1.0 + std::fabs(mean) / sd;
+        const double rstd = n ? 1 / std::sqrt(var / n + eps) : 1.0;
+        const double d_mean = recur::testing::Float32SumBound(n + 2.0) * mean_abs;
+        const double d_var = recur::testing::Float32SumBound(n + 5.0);
         for (size_t i = 0; i < n; ++i) {
+          const double gi = gamma ? std::fabs(gamma[i]) : 1.0, bi = beta ? beta[i] : 0.0;
+          const double tol = gi * rstd * (d_mean + kU * std::fabs(x0[i] - mean)) +
+                             std::fabs(want[i] - bi) * (d_var / 2 + 5 * kU) +
+                             2 * kU * std::fabs(want[i]);
           const double err = std::fabs(double{out[i]} - want[i]);
-          if (!(err <= 2e-6 * (1.0 + std::fabs(want[i])) * cond) && failures++ < 3) {
+          if (!(err <= tol) && failures++ < 3) {
             FAIL_CHECK("n=" << n << " variant=" << variant << " i=" << i << " got " << out[i]
                             << " want " << want[i]);
           }
@@ -391,8 +428,22 @@ TEST_CASE("LayerNorm, with and without gamma/beta, large mean") {
 
 TEST_CASE("Softmax") {
   ForEachTarget([](const std::string&) {
-    auto tol = [](const float*, size_t n, size_t, double want) {
-      return (2e-6 + 4 * kEps * std::sqrt(n + 2.0)) * std::fabs(want) + 1e-30;
+    // y_i = e_i·fl(1/Σe), e_i = Exp(fl(x_i − max)): e_i is off by kExpUlps
+    // (2u each) and by the rounding of x_i − max (u·|x_i − max|, relative in
+    // e_i); the sum of positive terms by Float32SumBound(n + 1) relative, plus
+    // its terms' largest relative error; then 1/Σ and the product (2u), the
+    // reference (u). Results below FLT_MIN may flush: kExpAbsFloor.
+    double max = 0, spread = 0;  // of the row being checked: max_j x_j, max_j |x_j − max|
+    auto tol = [&max, &spread](const float* x, size_t n, size_t i, double want) {
+      if (i == 0) {  // CheckRowKernel asks for i = 0, 1, … of each row in turn
+        max = *std::max_element(x, x + n);
+        spread = 0;
+        for (size_t j = 0; j < n; ++j) spread = std::max(spread, max - x[j]);
+      }
+      const double e_rel = 2 * recur::testing::kExpUlps * kU;
+      const double rel = e_rel + kU * (max - x[i]) + e_rel + kU * spread +
+                         recur::testing::Float32SumBound(n + 1.0) + 3 * kU;
+      return rel * std::fabs(want) + kExpAbsFloor;
     };
     CHECK(CheckRowKernel(Softmax, ref::Softmax, UniformWith(-10, 10), tol) == 0);
     // Large logits: only correct with the max subtracted.
@@ -403,8 +454,22 @@ TEST_CASE("Softmax") {
 
 TEST_CASE("LogSoftmax") {
   ForEachTarget([](const std::string&) {
-    auto tol = [](const float*, size_t, size_t, double want) {
-      return 1e-6 * (1.0 + std::fabs(want));
+    // y_i = fl(fl(x_i − max) − fl(log s)), s = Σ Exp(x_j − max) ∈ [1, n]:
+    // x_i − max rounds by u·|x_i − max|; s is off by δs = Float32SumBound(n)
+    // + 2u·kExpUlps + u·max_j|x_j − max| relative, which log turns into δs
+    // absolute, plus log's kLogUlps (2u·log n each); then the subtraction and
+    // the reference round by u·|y| each.
+    double max = 0, spread = 0;  // of the row being checked: max_j x_j, max_j |x_j − max|
+    auto tol = [&max, &spread](const float* x, size_t n, size_t i, double want) {
+      if (i == 0) {  // CheckRowKernel asks for i = 0, 1, … of each row in turn
+        max = *std::max_element(x, x + n);
+        spread = 0;
+        for (size_t j = 0; j < n; ++j) spread = std::max(spread, max - x[j]);
+      }
+      const double d_s = recur::testing::Float32SumBound(n) +
+                         2 * recur::testing::kExpUlps * kU + kU * spread;
+      return kU * (max - x[i]) + d_s + 2 * recur::testing::kLogUlps * kU * std::log(double(n)) +
+             2 * kU * std::fabs(want);
     };
     CHECK(CheckRowKernel(LogSoftmax, ref::LogSoftmax, UniformWith(-10, 10), tol) == 0);
     CHECK(CheckRowKernel(LogSoftmax, ref::LogSoftmax, UniformWith(990, 1010), tol) == 0);
@@ -425,7 +490,9 @@ TEST_CASE("Dot") {
         double mag = 0;
         for (size_t i = 0; i < n; ++i) mag += std::fabs(double{a[i]} * b[i]);
         const double got = Dot(a.data(), b.data(), n);
-        if (!(std::fabs(got - want) <= 4 * kEps * std::sqrt(n + 2.0) * mag) && failures++ < 3) {
+        // Four FMA accumulators, then their sum: at most n + 2 roundings per term.
+        if (!(std::fabs(got - want) <= recur::testing::Float32SumBound(n + 2.0) * mag) &&
+            failures++ < 3) {
           FAIL_CHECK("n=" << n << " got " << got << " want " << want);
         }
       }

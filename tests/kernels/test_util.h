@@ -15,6 +15,7 @@
 
 #include "hwy/highway.h"
 #include "hwy/targets.h"
+#include "tolerance.h"
 
 namespace recur::kernels::test {
 
@@ -85,20 +86,34 @@ inline void FillUniform(std::mt19937& rng, float* p, size_t n, float lo, float h
   for (size_t i = 0; i < n; ++i) p[i] = dist(rng);
 }
 
-// f32 machine epsilon (2^-23).
+// f32 machine epsilon (2^-23) = 2u.
 inline constexpr double kEps = 1.1920928955078125e-07;
 
-// Checks a Dense result against its reference: every output within
-// 4·ε·√(in+2)·(Σ_i |x·w| + |bias| + |y_prev|) of y_ref (NaN fails), the
-// stride padding of y still kGuard, nothing written outside y. abs_w(o, i)
-// gives |w[o, i]| as the kernel saw it. Returns the number of failures.
+// QuantizeS8 (s = max/127, q = round(x·(127/max)), all in f32) leaves
+// |x − s·q| ≤ s/2 + s·|x/s − x·fl(127/max)|: the three roundings (s, 127/max,
+// the product) move x·(127/max) by at most 3u·127 steps, so
+// |x − s·q| ≤ (s/2)·(1 + 762u).
+inline double QuantizeS8HalfStep(double s) { return 0.5 * s * (1 + 762 * 0x1p-24); }
+
+// Roundings on the longest path of one Dense output's term: in − 1 adds (a
+// single accumulator, the longest order a target may use), the product (none
+// with FMA), the bias and the accumulate add; `extra` more for an int8
+// weight widened to f32 (scale·q).
+inline double DenseRoundings(size_t in, size_t extra = 0) { return double(in) + 2 + extra; }
+
+// Checks a Dense result against its double reference: every output within
+// recur::testing::Float32SumBound(DenseRoundings(in, extra))·mag of y_ref,
+// mag = Σ_i |x·w| + |bias| + |y_prev| (NaN fails); the reference's own
+// rounding to f32 (u·|y|) is one more term of that sum. The stride padding
+// of y still kGuard, nothing written outside y. abs_w(o, i) gives |w[o, i]|
+// as the kernel saw it. Returns the number of failures.
 template <typename AbsWeight>
 size_t CheckDenseResult(const float* x, size_t x_stride, size_t batch, size_t in, size_t out,
                         AbsWeight abs_w, const float* bias, bool accumulate,
                         const std::vector<float>& y_prev, const std::vector<float>& y_ref,
-                        const Buffer& y, size_t y_stride) {
+                        const Buffer& y, size_t y_stride, size_t extra_roundings = 0) {
   size_t failures = 0;
-  const double scale = 4.0 * kEps * std::sqrt(static_cast<double>(in) + 2.0);
+  const double scale = recur::testing::Float32SumBound(DenseRoundings(in, extra_roundings));
   for (size_t b = 0; b < batch; ++b) {
     for (size_t o = 0; o < out; ++o) {
       const size_t k = b * y_stride + o;
