@@ -118,7 +118,7 @@ typedef struct recur_model_info {
                                   grows with the sequence (state_bytes_per_position), with
                                   compensated sums (the default recur_state_sums) */
   recur_output_kind output_kind;
-  uint64_t step_weight_bytes;  /* dense-layer weight bytes one step streams */
+  uint64_t step_weight_bytes;  /* dense-layer weight bytes one step streams (with int8/int4 scales) */
   uint64_t step_flops;         /* dense-layer FLOPs of one step of one stream */
   size_t state_bytes_per_position; /* KV-cache bytes per position per stream (softmax
                                       attention); 0 when the state is fixed. A session
