@@ -70,7 +70,7 @@ int Run(int argc, char** argv) {
       ->add_option("--dtype", dtype_name,
                    "Storage of the blocks' weight matrices (mixer query/key/value/out, ffn "
                    "linear1/linear2): f32 (default), f16 or bf16 (round to nearest even), int8 "
-                   "(symmetric, one scale per output row: max|row|/127). Embeddings, positions, "
+                   "(symmetric, one scale per output row: max|row|/127), "
                    "int4 (symmetric, two per byte, one f16 scale per --group inputs of a row: the "
                    "smallest half >= max|group|/7; the input dimension must be a multiple of the "
                    "group). Embeddings, positions, norms, biases, the input projection and the "
