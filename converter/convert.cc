@@ -11,6 +11,15 @@ namespace recur::converter {
 namespace {
 
 Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
+  if (!ValidInt4Group(o.group)) {
+    return Status(StatusCode::kInvalidArgument,
+                  "--group " + std::to_string(o.group) + " is not supported: use 32, 64, 128 or 256");
+  }
+  if (o.group != kInt4Groups[0] && o.dtype != WeightDType::kInt4) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("--group applies to --dtype int4 only (got --dtype ") +
+                      WeightDTypeName(o.dtype) + ")");
+  }
   RECUR_RETURN_IF_ERROR(CheckOutputIsNotAnInput(o.output_path, {o.weights_path, o.config_path}));
   auto config = ReadConfigFile(o.config_path, o.layout);
   if (!config.ok()) return config.status();
@@ -37,6 +46,7 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   bo.self_check = true;
   bo.weight_dtype = o.dtype;
   bo.quantize_head = o.quantize_head;
+  bo.group = o.group;
   auto model = BuildModel(desc, *tensors, bo);
   if (!model.ok()) return model.status();
 

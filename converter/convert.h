@@ -23,6 +23,7 @@ struct ConvertOptions {
   // head.weight (quantize.h). Everything else stays f32.
   WeightDType dtype = WeightDType::kF32;
   bool quantize_head = false;
+  int group = kInt4Groups[0];  // --group: int4 inputs per scale (kInt4Groups)
 };
 
 struct ConvertReport {

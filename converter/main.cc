@@ -2,7 +2,7 @@
 //
 //   recur-convert WEIGHTS.safetensors --config CONFIG.json [--layout recur|fast-transformers]
 //                 -o MODEL.recur [--notes TEXT] [--allow-extra]
-//                 [--dtype f32|f16|bf16|int8] [--quantize-head]
+//                 [--dtype f32|f16|bf16|int8|int4] [--group 32|64|128|256] [--quantize-head]
 //   recur-convert convert ...            (the same, with an explicit subcommand)
 //   recur-convert inspect MODEL.recur [--json]
 //   recur-convert verify MODEL.recur
@@ -70,9 +70,16 @@ int Run(int argc, char** argv) {
       ->add_option("--dtype", dtype_name,
                    "Storage of the blocks' weight matrices (mixer query/key/value/out, ffn "
                    "linear1/linear2): f32 (default), f16 or bf16 (round to nearest even), int8 "
-                   "(symmetric, one scale per output row: max|row|/127). Embeddings, positions, "
-                   "norms, biases, the input projection and the head stay f32")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "int8"}));
+                   "(symmetric, one scale per output row: max|row|/127), "
+                   "int4 (symmetric, two per byte, one f16 scale per --group inputs of a row: the "
+                   "smallest half >= max|group|/7; the input dimension must be a multiple of the "
+                   "group). Embeddings, positions, norms, biases, the input projection and the "
+                   "head stay f32")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "int8", "int4"}));
+  convert
+      ->add_option("--group", convert_options.group,
+                   "int4 only: inputs per scale, 32 (default), 64, 128 or 256")
+      ->check(CLI::IsMember({32, 64, 128, 256}));
   convert->add_flag("--quantize-head", convert_options.quantize_head,
                     "Store head.weight in --dtype too (the model output loses some precision)");
 

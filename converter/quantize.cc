@@ -55,13 +55,21 @@ const char* WeightDTypeName(WeightDType dtype) {
     case WeightDType::kF16: return "f16";
     case WeightDType::kBF16: return "bf16";
     case WeightDType::kInt8: return "int8";
+    case WeightDType::kInt4: return "int4";
   }
   return "unknown";
 }
 
+bool ValidInt4Group(int group) {
+  for (int g : kInt4Groups) {
+    if (g == group) return true;
+  }
+  return false;
+}
+
 bool ParseWeightDType(const std::string& name, WeightDType* out) {
   for (WeightDType d : {WeightDType::kF32, WeightDType::kF16, WeightDType::kBF16,
-                        WeightDType::kInt8}) {
+                        WeightDType::kInt8, WeightDType::kInt4}) {
     if (name == WeightDTypeName(d)) {
       *out = d;
       return true;
@@ -128,7 +136,83 @@ float F16ToF32(uint16_t bits) {
   return FromBits(sign | ((exponent + 112) << 23) | (mantissa << 13));
 }
 
-Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, WeightDType dtype) {
+namespace {
+
+// The smallest f16 ≥ v (v ≥ 0 and finite); false beyond the f16 range.
+bool F16AtLeast(float v, uint16_t* out) {
+  uint16_t h = 0;
+  if (!F32ToF16(v, &h)) return false;
+  if (F16ToF32(h) < v) ++h;  // positive halves order as their bits
+  *out = h;
+  return (h & 0x7C00) != 0x7C00;
+}
+
+Result<StoredTensor> EncodeInt4(const std::string& name, const Tensor& t, int group) {
+  const std::vector<float>& w = t.data;
+  if (!ValidInt4Group(group)) {
+    return Status(StatusCode::kInvalidArgument,
+                  name + ": int4 group size " + std::to_string(group) +
+                      " is not supported; use 32, 64, 128 or 256");
+  }
+  if (t.shape.size() != 2) {
+    return Status(StatusCode::kInvalidArgument,
+                  name + ": int4 needs a 2-D [out, in] weight, got shape " + ShapeString(t.shape));
+  }
+  const auto rows = static_cast<std::size_t>(t.shape[0]);
+  const auto cols = static_cast<std::size_t>(t.shape[1]);
+  if (cols % static_cast<std::size_t>(group) != 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  name + ": int4 groups of " + std::to_string(group) +
+                      " need the input dimension to be a multiple of " + std::to_string(group) +
+                      ", got shape " + ShapeString(t.shape) +
+                      "; use a --group that divides it or another --dtype");
+  }
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if (!std::isfinite(w[i])) {
+      return Status(StatusCode::kInvalidArgument, name + ": cannot quantize " +
+                                                      (std::isnan(w[i]) ? "NaN" : "Inf") +
+                                                      " at " + Where(i, t.shape));
+    }
+  }
+  const std::size_t g = static_cast<std::size_t>(group), groups = cols / g;
+  StoredTensor out;
+  out.dtype = WeightDType::kInt4;
+  out.group = group;
+  out.bytes.assign(rows * cols / 2, 0);
+  out.scales_f16.resize(rows * groups);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t k = 0; k < groups; ++k) {
+      const float* src = w.data() + r * cols + k * g;
+      float max_abs = 0.0f;
+      for (std::size_t c = 0; c < g; ++c) max_abs = std::max(max_abs, std::fabs(src[c]));
+      uint16_t h = 0x3C00;  // 1.0 for a group of zeros
+      if (max_abs > 0.0f && !F16AtLeast(max_abs / 7.0f, &h)) {
+        return Status(StatusCode::kInvalidArgument,
+                      name + ": row " + std::to_string(r) + " group " + std::to_string(k) +
+                          " has max |w| " + Shortest(max_abs) +
+                          ", whose int4 scale (max/7) is beyond the f16 range (max 65504); "
+                          "convert with --dtype int8 or f32");
+      }
+      out.scales_f16[r * groups + k] = h;
+      const double scale = F16ToF32(h);
+      uint8_t* row = out.bytes.data() + r * cols / 2;
+      for (std::size_t c = 0; c < g; ++c) {
+        // |w| ≤ 7·scale, so the rounded value needs no clamp.
+        const int q = static_cast<int>(std::rint(static_cast<double>(src[c]) / scale));
+        const std::size_t i = k * g + c;  // input index in the row
+        const std::size_t byte = (i / 32) * 16 + i % 16;
+        const uint8_t nibble = static_cast<uint8_t>(q + 8);
+        row[byte] |= static_cast<uint8_t>(i % 32 < 16 ? nibble : nibble << 4);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, WeightDType dtype,
+                                  int group) {
   StoredTensor out;
   out.dtype = dtype;
   const std::vector<float>& w = t.data;
@@ -154,6 +238,8 @@ Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, Weig
       }
       return out;
     }
+    case WeightDType::kInt4:
+      return EncodeInt4(name, t, group);
     case WeightDType::kInt8: {
       if (t.shape.size() != 2) {
         return Status(StatusCode::kInvalidArgument,

@@ -13,6 +13,12 @@
 // row so small that the scale would be below FLT_MIN gets FLT_MIN) and
 // q = round-half-even(w / scale) clamped to [-127, 127], so that
 // |w − scale·q| ≤ scale / 2.
+//
+// int4 (recur.fbs: I4 layout): each row is cut into groups of `group`
+// inputs (32, 64, 128 or 256; the input dimension must be a multiple); a
+// group's scale is the smallest f16 ≥ max|group| / 7 (a group of zeros gets
+// 1; a scale above the f16 range is an error) and q = round-half-even(w /
+// scale), which lies in [-7, 7]: |w − scale·q| ≤ scale / 2 for every weight.
 #ifndef RECUR_CONVERTER_QUANTIZE_H_
 #define RECUR_CONVERTER_QUANTIZE_H_
 
@@ -26,9 +32,9 @@
 
 namespace recur::converter {
 
-enum class WeightDType { kF32, kF16, kBF16, kInt8 };
+enum class WeightDType { kF32, kF16, kBF16, kInt8, kInt4 };
 
-const char* WeightDTypeName(WeightDType dtype);  // "f32", "f16", "bf16", "int8"
+const char* WeightDTypeName(WeightDType dtype);  // "f32", "f16", "bf16", "int8", "int4"
 bool ParseWeightDType(const std::string& name, WeightDType* out);
 
 // f32 → bf16 / f16 bits, rounding to nearest even. NaN stays NaN (quiet,
@@ -41,19 +47,31 @@ bool F32ToF16(float v, uint16_t* out);
 float Bf16ToF32(uint16_t bits);
 float F16ToF32(uint16_t bits);
 
+// int4 group sizes recur-convert writes (--group); the default is the first.
+inline constexpr int kInt4Groups[] = {32, 64, 128, 256};
+// Whether `group` is one of kInt4Groups.
+bool ValidInt4Group(int group);
+
 // A tensor as stored in the model: its bytes (little-endian elements of
-// `dtype`) and, for int8, one scale per row (dimension 0).
+// `dtype`; int4: packed as recur.fbs says) and, for int8, one scale per row
+// (dimension 0); for int4, f16 scales (rows, in / group).
 struct StoredTensor {
   WeightDType dtype = WeightDType::kF32;
   std::vector<uint8_t> bytes;
-  std::vector<float> scales;  // int8 only
+  std::vector<float> scales;         // int8 only
+  std::vector<uint16_t> scales_f16;  // int4 only
+  int group = 0;                     // int4 only
 };
 
-// Encodes `t` as `dtype`. Errors name the tensor: a finite value beyond the
-// f16/bf16 range (with its index), NaN/Inf for int8, int8 of a tensor that
-// is not 2-D. (NaN/Inf are otherwise stored as they are: the importer
-// rejects them before this, unless validation was turned off for tests.)
-Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, WeightDType dtype);
+// Encodes `t` as `dtype` (int4 in groups of `group` inputs). Errors name the
+// tensor: a finite value beyond the f16/bf16 range (with its index), NaN/Inf
+// for int8/int4, int8/int4 of a tensor that is not 2-D, an int4 group size
+// not in kInt4Groups or that does not divide the input dimension, an int4
+// group scale beyond the f16 range. (NaN/Inf are otherwise stored as they
+// are: the importer rejects them before this, unless validation was turned
+// off for tests.)
+Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, WeightDType dtype,
+                                  int group = kInt4Groups[0]);
 
 // The dtype the converter stores recur-layout tensor `name` in for
 // `--dtype dtype [--quantize-head]`: `dtype` for the blocks' weight

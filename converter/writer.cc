@@ -61,6 +61,7 @@ fb::DType ToFb(WeightDType d) {
     case WeightDType::kF16: return fb::DType::F16;
     case WeightDType::kBF16: return fb::DType::BF16;
     case WeightDType::kInt8: return fb::DType::I8;
+    case WeightDType::kInt4: return fb::DType::I4;
   }
   return fb::DType::F32;
 }
@@ -88,7 +89,7 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
     WeightDType dtype = StorageDType(e.name, options.weight_dtype, options.quantize_head);
     auto override_it = options.dtype_overrides.find(e.name);
     if (override_it != options.dtype_overrides.end()) dtype = override_it->second;
-    auto stored = EncodeTensor(e.name, it->second, dtype);
+    auto stored = EncodeTensor(e.name, it->second, dtype, options.group);
     if (!stored.ok()) return stored.status();
     const uint64_t offset = RoundUp(cursor, kAlignment);
     const uint64_t size = stored->bytes.size();
@@ -112,6 +113,9 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
       fbb.ForceDefaults(true);
       quant = fb::CreateQuantizationDirect(fbb, 0, &p.stored.scales);
       fbb.ForceDefaults(false);
+    } else if (p.stored.dtype == WeightDType::kInt4) {
+      quant = fb::CreateQuantizationDirect(fbb, 1, nullptr, static_cast<uint32_t>(p.stored.group),
+                                           &p.stored.scales_f16);
     }
     fb_tensors.push_back(fb::CreateTensorDirect(fbb, p.name->c_str(), &p.tensor->shape,
                                                 ToFb(p.stored.dtype), p.offset, p.size, quant));

@@ -42,6 +42,8 @@ struct BuildOptions {
   // tensor is f32 (see quantize.h).
   WeightDType weight_dtype = WeightDType::kF32;
   bool quantize_head = false;
+  // int4: inputs per scale (kInt4Groups; anything else is an error).
+  int group = kInt4Groups[0];
   // Per-tensor dtypes (recur-layout names) that override the rule above:
   // for building models the runtime refuses, in tests (with self_check off).
   std::map<std::string, WeightDType> dtype_overrides;

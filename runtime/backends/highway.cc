@@ -2,9 +2,9 @@
 // RunDense on the model's bytes (output features split over the session's
 // pool). With DensePlan::pack_weights it also keeps the layer in packed f32
 // panels (kernels::PackDense) and runs calls of kPackedMinRows rows or more
-// on the packed GEMM, panels split over the pool. int8 layers that run on
-// integer dot products (DensePlan::int8, kernels::DenseI8Dot) read the
-// model's bytes at every row count and are never packed.
+// on the packed GEMM, panels split over the pool. int8 and int4 layers that
+// run on integer dot products (DensePlan::int8, kernels::DenseI8Dot and
+// DenseI4Dot) read the model's bytes at every row count and are never packed.
 #include <algorithm>
 
 #include "backends/gemm_backend.h"
@@ -25,6 +25,12 @@ class HighwayDense final : public PreparedDense {
 
   // Whether `rows` rows run on integer dot products.
   bool Quantized(size_t rows) const {
+    if (d_.type == kernels::WeightType::kI4) {
+      if (d_.in > kernels::kDenseI4DotMaxIn) return false;
+      return int8_ == kernels::Int8Activations::kQuantized ||
+             (int8_ == kernels::Int8Activations::kAuto &&
+              kernels::DenseI4DotPreferred(rows, d_.in, d_.out));
+    }
     if (d_.type != kernels::WeightType::kI8 || d_.in > kernels::kDenseI8DotMaxIn) return false;
     return int8_ == kernels::Int8Activations::kQuantized ||
            (int8_ == kernels::Int8Activations::kAuto &&

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/hash.h"
+#include "kernels/dense/dense_ref.h"
 #include "kernels/dispatch/target_limit.h"
 #include "mixers/mixer.h"
 #include "model/model.h"
@@ -41,9 +42,14 @@ size_t DTypeSize(fb::DType t) {
     case fb::DType::F16:
     case fb::DType::BF16: return 2;
     case fb::DType::I8: return 1;
+    case fb::DType::I4: return 1;  // two per byte: CheckTensorTable halves the count
   }
   return 0;
 }
+
+// The input group sizes an I4 tensor may have: multiples of the packed block
+// up to the widest row the integer kernels take.
+constexpr uint32_t kMaxI4Group = 16384;
 
 Status CheckWidth(uint32_t value, const char* what) {
   if (value == 0 || value > kMaxWidth) {
@@ -87,7 +93,23 @@ Status TensorResolver::CheckTensorTable() const {
                             ShapeString(t->shape()).c_str());
       }
     }
+    if (t->dtype() == fb::DType::I4) {
+      // Two per byte, rows of whole 32-input blocks (recur.fbs: I4 layout).
+      if (t->shape()->size() != 2 || t->shape()->Get(1) % int64_t(kernels::kI4Block) != 0) {
+        return InvalidModel("tensor '%s': int4 needs a 2-D [out, in] shape with in a multiple "
+                            "of %zu, got %s", name, kernels::kI4Block,
+                            ShapeString(t->shape()).c_str());
+      }
+      count /= 2;
+    }
     if (t->size() != count * elem) {
+      if (t->dtype() == fb::DType::I4) {
+        return InvalidModel("tensor '%s': size %llu bytes does not match shape %s of int4 "
+                            "elements (two per byte: %llu)", name,
+                            static_cast<unsigned long long>(t->size()),
+                            ShapeString(t->shape()).c_str(),
+                            static_cast<unsigned long long>(count));
+      }
       return InvalidModel("tensor '%s': size %llu bytes does not match shape %s of %zu-byte "
                           "elements", name, static_cast<unsigned long long>(t->size()),
                           ShapeString(t->shape()).c_str(), elem);
@@ -165,6 +187,47 @@ Status CheckInt8Scales(const fb::Tensor* t, const char* what, uint32_t out_featu
   return Status::Ok();
 }
 
+// Group scales of an int4 dense weight [out, in]: quant.axis 1, a group
+// size that is a multiple of 32 and divides `in`, out·in/group f16 scales,
+// each finite and > 0.
+Status CheckInt4Scales(const fb::Tensor* t, const char* what, uint32_t out_features,
+                       uint32_t in_features, const uint16_t** scales, uint32_t* group) {
+  const char* name = t->name()->c_str();
+  const fb::Quantization* q = t->quant();
+  if (q == nullptr || q->scales_f16() == nullptr) {
+    return InvalidModel("%s: int4 tensor '%s' has no group scales (quant.scales_f16)", what,
+                        name);
+  }
+  if (q->axis() != 1) {
+    return Unsupported("%s: int4 tensor '%s' is quantized along axis %d; int4 dense weights "
+                       "are grouped along the input dimension (axis 1)", what, name, q->axis());
+  }
+  const uint32_t g = q->group_size();
+  if (g == 0 || g % kernels::kI4Block != 0 || g > kMaxI4Group || in_features % g != 0) {
+    return InvalidModel("%s: int4 tensor '%s' has group size %u; it must be a multiple of %zu, "
+                        "at most %u, that divides the %u inputs", what, name, g,
+                        kernels::kI4Block, kMaxI4Group, in_features);
+  }
+  const uint64_t expected = uint64_t{out_features} * (in_features / g);
+  if (q->scales_f16()->size() != expected) {
+    return InvalidModel("%s: int4 tensor '%s' has %u group scales, expected %llu (%u rows x "
+                        "%u groups of %u)", what, name, q->scales_f16()->size(),
+                        static_cast<unsigned long long>(expected), out_features,
+                        in_features / g, g);
+  }
+  for (uint32_t k = 0; k < q->scales_f16()->size(); ++k) {
+    const float s = kernels::ref::F16ToF32(q->scales_f16()->Get(k));
+    if (!(s > 0.0f) || !std::isfinite(s)) {
+      return InvalidModel("%s: int4 tensor '%s': group scale %u (row %u) is %g; scales must be "
+                          "finite and positive", what, name, k, k / (in_features / g),
+                          static_cast<double>(s));
+    }
+  }
+  *scales = q->scales_f16()->data();
+  *group = g;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status TensorResolver::Get(int32_t index, const char* what, std::initializer_list<int64_t> shape,
@@ -175,7 +238,7 @@ Status TensorResolver::Get(int32_t index, const char* what, std::initializer_lis
   if (t == nullptr) return Status::Ok();
   if (t->dtype() != fb::DType::F32) {
     return Unsupported("%s: tensor '%s' has dtype %s; only dense-layer weights may be f16, "
-                       "bf16 or int8, this tensor must be f32", what, t->name()->c_str(),
+                       "bf16, int8 or int4, this tensor must be f32", what, t->name()->c_str(),
                        fb::EnumNameDType(t->dtype()));
   }
   RECUR_RETURN_IF_ERROR(CheckShape(t, what, shape));
@@ -191,7 +254,8 @@ Status TensorResolver::GetDense(const fb::Dense* dense, const std::string& what,
     return InvalidModel("%s is missing (expected weight [%u,%u])", what.c_str(), out_features,
                         in_features);
   }
-  // The weight may be f32, f16, bf16 or int8 (per-row scales); the bias is f32.
+  // The weight may be f32, f16, bf16, int8 (per-row scales) or int4 (per-group
+  // scales); the bias is f32.
   const std::string weight_what = what + ".weight";
   const fb::Tensor* t = nullptr;
   RECUR_RETURN_IF_ERROR(FindTensor(root_, dense->weight(), weight_what.c_str(),
@@ -202,6 +266,7 @@ Status TensorResolver::GetDense(const fb::Dense* dense, const std::string& what,
     case fb::DType::F16: type = kernels::WeightType::kF16; break;
     case fb::DType::BF16: type = kernels::WeightType::kBF16; break;
     case fb::DType::I8: type = kernels::WeightType::kI8; break;
+    case fb::DType::I4: type = kernels::WeightType::kI4; break;
     default:
       return Unsupported("%s: tensor '%s' has dtype %d, not supported by this runtime",
                          weight_what.c_str(), t->name()->c_str(), int(t->dtype()));
@@ -210,9 +275,13 @@ Status TensorResolver::GetDense(const fb::Dense* dense, const std::string& what,
   if (type == kernels::WeightType::kI8) {
     RECUR_RETURN_IF_ERROR(CheckInt8Scales(t, weight_what.c_str(), out_features, &out->scales));
   }
+  if (type == kernels::WeightType::kI4) {
+    RECUR_RETURN_IF_ERROR(CheckInt4Scales(t, weight_what.c_str(), out_features, in_features,
+                                          &out->group_scales, &out->group));
+  }
   out->weight = segment_ + t->offset();
   out->type = type;
-  parameter_count_ += t->size() / DTypeSize(t->dtype());
+  parameter_count_ += uint64_t{out_features} * in_features;
   RECUR_RETURN_IF_ERROR(
       Get(dense->bias(), (what + ".bias").c_str(), {out_features}, true, &out->bias));
   out->in = in_features;

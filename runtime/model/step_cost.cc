@@ -13,6 +13,11 @@ StepCost EstimateStepCost(const Model& m) {
     const fb::Tensor* t = tensors->Get(i);
     if (t->shape()->size() != 2 || int32_t(i) == embedding || int32_t(i) == positions) continue;
     cost.weight_bytes += t->size();
+    // Quantisation scales are read with their weights (int4: one per group).
+    if (const fb::Quantization* q = t->quant()) {
+      if (q->scales()) cost.weight_bytes += uint64_t{q->scales()->size()} * sizeof(float);
+      if (q->scales_f16()) cost.weight_bytes += uint64_t{q->scales_f16()->size()} * 2;
+    }
     cost.flops += 2 * uint64_t(t->shape()->Get(0)) * uint64_t(t->shape()->Get(1));
   }
   return cost;

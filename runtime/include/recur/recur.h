@@ -118,7 +118,7 @@ typedef struct recur_model_info {
                                   grows with the sequence (state_bytes_per_position), with
                                   compensated sums (the default recur_state_sums) */
   recur_output_kind output_kind;
-  uint64_t step_weight_bytes;  /* dense-layer weight bytes one step streams */
+  uint64_t step_weight_bytes;  /* dense-layer weight bytes one step streams (with int8/int4 scales) */
   uint64_t step_flops;         /* dense-layer FLOPs of one step of one stream */
   size_t state_bytes_per_position; /* KV-cache bytes per position per stream (softmax
                                       attention); 0 when the state is fixed. A session
@@ -166,8 +166,9 @@ typedef enum recur_state_sums {
   RECUR_STATE_SUMS_PLAIN = 1
 } recur_state_sums;
 
-/* How the highway backend runs dense layers with int8 weights
- * (recur_session_options.int8_activations). */
+/* How the highway backend runs dense layers with int8 or int4 weights
+ * (recur_session_options.int8_activations); int4 layers follow the same rules,
+ * with integer sums per group of inputs. */
 typedef enum recur_int8_activations {
   /* RECUR_INT8_ACTIVATIONS_QUANTIZED where this CPU's SIMD target has
    * integer dot products (x86 SSSE3 and later, arm64 NEON) and the layer

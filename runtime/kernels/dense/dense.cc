@@ -58,14 +58,20 @@ size_t WeightTypeSize(WeightType type) {
     case WeightType::kF16:
     case WeightType::kBF16: return 2;
     case WeightType::kI8: return 1;
+    case WeightType::kI4: return 0;
   }
   return 0;
 }
 
+size_t WeightRowBytes(WeightType type, size_t in) {
+  return type == WeightType::kI4 ? in / 2 : in * WeightTypeSize(type);
+}
+
 DenseWeights DenseWeights::Rows(size_t begin, size_t end) const {
   DenseWeights r = *this;
-  r.weight = static_cast<const uint8_t*>(weight) + begin * in * WeightTypeSize(type);
+  r.weight = static_cast<const uint8_t*>(weight) + begin * WeightRowBytes(type, in);
   if (scales != nullptr) r.scales = scales + begin;
+  if (group_scales != nullptr) r.group_scales = group_scales + begin * (in / group);
   if (bias != nullptr) r.bias = bias + begin;
   r.out = static_cast<uint32_t>(end - begin);
   return r;

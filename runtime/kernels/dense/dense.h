@@ -13,9 +13,24 @@ enum class WeightType : uint8_t {
   kF16,   // IEEE half
   kBF16,  // bfloat16 (the top 16 bits of an f32)
   kI8,    // symmetric int8, real = scales[o] · q, one scale per output row
+  // Symmetric 4-bit, two per byte, real = scale[o, i / group] · q with an f16
+  // scale per group of `group` inputs (recur.fbs: I4 layout).
+  kI4,
 };
 
+// Bytes per element of `type`; 0 for kI4 (half a byte: see WeightRowBytes).
 size_t WeightTypeSize(WeightType type);
+// Bytes of one weight row of `in` elements of `type` (kI4: in / 2).
+size_t WeightRowBytes(WeightType type, size_t in);
+
+// kI4 layout: inputs per packed block, and the quantised value of input i of
+// a row (row: its in/2 bytes): block i/32, byte i%16, nibble (i%32)/16, q =
+// nibble − 8.
+inline constexpr size_t kI4Block = 32;
+inline int I4Value(const uint8_t* row, size_t i) {
+  const uint8_t byte = row[(i / kI4Block) * (kI4Block / 2) + i % (kI4Block / 2)];
+  return static_cast<int>((i % kI4Block) < kI4Block / 2 ? byte & 0xF : byte >> 4) - 8;
+}
 
 // A dense layer's parameters, pointing into model bytes (no copy).
 struct DenseWeights {
@@ -25,6 +40,10 @@ struct DenseWeights {
   const float* bias = nullptr;    // (out) or null
   uint32_t in = 0;
   uint32_t out = 0;
+  // kI4 only: (out, in / group) f16 bits, and inputs per scale (a multiple of
+  // kI4Block that divides in).
+  const uint16_t* group_scales = nullptr;
+  uint32_t group = 0;
 
   // Output rows [begin, end) of this layer, as a layer of their own.
   DenseWeights Rows(size_t begin, size_t end) const;
@@ -34,8 +53,9 @@ struct DenseWeights {
 // weights of any WeightType; x: (batch, in) with row stride x_stride; y:
 // (batch, w.out) with row stride y_stride. As the f32 overload below.
 // w[o, i] is the decoded weight: the f16/bf16 value, or scales[o]·q[o, i]
-// for kI8 (computed as scales[o]·Σ_i x·q for small batches). Activations and
-// sums are f32. Narrow weights need only their element alignment. For
+// for kI8 (computed as scales[o]·Σ_i x·q for small batches), or
+// scale[o, i/group]·q[o, i] for kI4 (decoded a group at a time, see DenseI4
+// below). Activations and sums are f32. Narrow weights need only their element alignment. For
 // batch > 6 (> 3 without AVX-512) narrow weights are widened, a chunk of
 // rows at a time, into a per-thread f32 scratch buffer (allocated on first
 // use and kept for reuse; ~64 KiB unless 8·in floats is larger, at most
@@ -98,9 +118,52 @@ void DenseI8Dot(const float* x, size_t x_stride, size_t batch, const DenseWeight
 void DenseI8DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales, size_t batch,
                          const DenseWeights& w, float* y, size_t y_stride, bool accumulate);
 
-// Dense for any WeightType with kI8 weights run as `int8` says.
+// Dense for any WeightType with kI8 and kI4 weights run as `int8` says
+// (DenseI8Dot, DenseI4Dot).
 void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
            size_t y_stride, bool accumulate, Int8Activations int8);
+
+// ---------------------------------------------------------------------------
+// int4 weights (kI4, dense_i4-inl.h). With f32 activations (Dense above) a
+// row's weights are decoded, 512 inputs at a time, into a stack buffer and
+// used against every activation row: no scratch, any batch. With quantised
+// activations (DenseI4Dot) each activation row is quantised by QuantizeS8
+// (scale s_b) and the products of each group are summed exactly in i32:
+//   y[b, o] = (accumulate ? y[b, o] : 0) + bias[o]
+//             + s_b·Σ_g scale[o, g]·Σ_{i in group g} q_w[o, i]·q_b[i]
+// The sum over groups is f32, lane by lane, in an order that depends on the
+// target: within (groups + lanes + 3)·ε of the exact value relative to
+// s_b·Σ_g scale[o, g]·(Σ_{i in g} n[o, i]·|q_b[i]| + 8·|Σ_{i in g} q_b[i]|)
+// (n = q_w + 8, the stored nibble: the x86 and arm64 tiles sum n·q_b and
+// subtract 8·Σ q_b per group), plus the rounding of bias and accumulation.
+
+// Dense (the DenseWeights overload) for kI4 weights: f32 activations, the
+// weights decoded a row at a time. Does nothing for other weight types.
+void DenseI4Float(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
+                  size_t y_stride, bool accumulate);
+
+// Widest layer (w.in) DenseI4Dot takes (its quantised rows are on the
+// stack); wider layers run Dense.
+inline constexpr size_t kDenseI4DotMaxIn = kDenseI8DotMaxIn;
+
+// Whether DenseI4Dot runs an (in, out) layer on `batch` rows faster than the
+// f32 decode on the SIMD target dispatched to now: true on targets with
+// integer dot-product tiles (AVX-512 and AVX2 with 256-bit tiles, SSE4,
+// SSSE3, arm64 NEON) for in <= kDenseI4DotMaxIn. Thread-safe.
+bool DenseI4DotPreferred(size_t batch, size_t in, size_t out);
+
+// The formula above for kI4 weights; x: (batch, w.in) f32 with row stride
+// x_stride (finite), y: (batch, w.out) with row stride y_stride (no overlap).
+// Weights of another type, or wider than kDenseI4DotMaxIn, run Dense
+// instead. No alignment is required; does not allocate; thread-safe.
+void DenseI4Dot(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
+                size_t y_stride, bool accumulate);
+
+// As DenseI4Dot on activations already quantised: q (batch, w.in) int8 with
+// row stride q_stride, values in [-127, 127]; q_scales (batch). Does nothing
+// unless w is kI4 and w.in <= kDenseI4DotMaxIn.
+void DenseI4DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales, size_t batch,
+                         const DenseWeights& w, float* y, size_t y_stride, bool accumulate);
 
 // ---------------------------------------------------------------------------
 // Scratch. For larger batches Dense packs x into panels or widens narrow

@@ -64,6 +64,15 @@ void DenseI8DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales
 
 void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
            size_t y_stride, bool accumulate, Int8Activations int8) {
+  if (w.type == WeightType::kI4) {
+    if (int8 == Int8Activations::kQuantized ||
+        (int8 == Int8Activations::kAuto && DenseI4DotPreferred(batch, w.in, w.out))) {
+      DenseI4Dot(x, x_stride, batch, w, y, y_stride, accumulate);
+    } else {
+      Dense(x, x_stride, batch, w, y, y_stride, accumulate);
+    }
+    return;
+  }
   const bool quantize =
       w.type == WeightType::kI8 &&
       (int8 == Int8Activations::kQuantized ||

@@ -1,6 +1,6 @@
 // Dynamic dispatch for Dense with f16, bf16 and int8 weights
-// (dense_lowp-inl.h), the DenseWeights entry point, and the scratch each
-// weight type needs (f32's from dense-inl.h, which dense_lowp-inl.h includes).
+// (dense_lowp-inl.h), the DenseWeights entry point (int4: dense_i4.cc), and
+// the scratch each weight type needs (f32's from dense-inl.h, which dense_lowp-inl.h includes).
 #include <cstdint>
 
 #include "kernels/dense/dense.h"
@@ -32,6 +32,8 @@ void DenseNarrowImpl(const float* x, size_t x_stride, size_t batch, const DenseW
       DenseNarrow(x, x_stride, batch, static_cast<const int8_t*>(w.weight), w.scales, w.bias,
                   w.in, w.out, y, y_stride, accumulate);
       return;
+    case WeightType::kI4:
+      break;  // dense_i4.cc (see Dense below)
   }
 }
 
@@ -46,6 +48,8 @@ DenseScratch DenseScratchNeedImpl(size_t batch, size_t in, size_t out, WeightTyp
       return dense_detail::NarrowScratchNeed<hwy::bfloat16_t>(d, batch, in, out);
     case WeightType::kI8:
       return dense_detail::NarrowScratchNeed<int8_t>(d, batch, in, out);
+    case WeightType::kI4:
+      return DenseScratch();  // decoded on the stack
   }
   DenseScratch need;
   if (batch != 0 && out != 0) need.panel_floats = dense_detail::PanelScratchFloats(d, batch, in, out);
@@ -71,6 +75,10 @@ void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
   if (w.type == WeightType::kF32) {
     Dense(x, x_stride, batch, static_cast<const float*>(w.weight), w.bias, w.in, w.out, y,
           y_stride, accumulate);
+    return;
+  }
+  if (w.type == WeightType::kI4) {
+    DenseI4Float(x, x_stride, batch, w, y, y_stride, accumulate);
     return;
   }
   HWY_DYNAMIC_DISPATCH(DenseNarrowImpl)(x, x_stride, batch, w, y, y_stride, accumulate);

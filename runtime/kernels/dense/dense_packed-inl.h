@@ -27,6 +27,7 @@
 #include "kernels/common-inl.h"
 #include "kernels/dense/dense.h"
 #include "kernels/dense/dense-inl.h"  // LoadWeights
+#include "kernels/dense/dense_ref.h"  // DecodeWeight
 
 HWY_BEFORE_NAMESPACE();
 namespace recur::kernels {
@@ -203,6 +204,11 @@ HWY_INLINE void PackDense(const DenseWeights& w, float* HWY_RESTRICT packed) {
           const auto* src = static_cast<const int8_t*>(w.weight) + o * in + k0;
           v = n == N ? dense_detail::LoadWeights(d, src)
                      : dense_detail::LoadWeightsTail(d, src, n);
+          break;
+        }
+        case WeightType::kI4: {  // packing is once per session: the reference decode
+          for (size_t k = 0; k < n; ++k) row[k] = static_cast<float>(ref::DecodeWeight(w, o, k0 + k));
+          v = hn::Load(d, row);
           break;
         }
       }

@@ -58,7 +58,7 @@ inline float F16ToF32(uint16_t bits) {
 }
 
 // Weight w[o, i] of `w` decoded to double: the f32/f16/bf16 value, or
-// scales[o]·q for int8 (exact in double).
+// scales[o]·q for int8, or scale[o, i/group]·q for int4 (exact in double).
 inline double DecodeWeight(const DenseWeights& w, size_t o, size_t i) {
   const size_t k = o * w.in + i;
   switch (w.type) {
@@ -67,6 +67,12 @@ inline double DecodeWeight(const DenseWeights& w, size_t o, size_t i) {
     case WeightType::kBF16: return Bf16ToF32(static_cast<const uint16_t*>(w.weight)[k]);
     case WeightType::kI8:
       return static_cast<double>(w.scales[o]) * static_cast<const int8_t*>(w.weight)[k];
+    case WeightType::kI4: {
+      const size_t groups = w.in / w.group;
+      const auto* row = static_cast<const uint8_t*>(w.weight) + o * (w.in / 2);
+      return static_cast<double>(F16ToF32(w.group_scales[o * groups + i / w.group])) *
+             I4Value(row, i);
+    }
   }
   return std::numeric_limits<double>::quiet_NaN();
 }
@@ -104,6 +110,32 @@ inline void DenseI8DotQuantized(const int8_t* q, size_t q_stride, const float* q
       if (w.bias) s += w.bias[o];
       float& yo = y[b * y_stride + o];
       yo = accumulate ? yo + s : s;
+    }
+  }
+}
+
+// Same contract as recur::kernels::DenseI4DotQuantized (dense.h), computed
+// exactly (64-bit integer sums per group, double after), rounded once:
+//   y = (accumulate ? y : 0) + bias[o] + s_b·Σ_g scale[o, g]·Σ_{i in g} q_w·q_b.
+inline void DenseI4DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales,
+                                size_t batch, const DenseWeights& w, float* y, size_t y_stride,
+                                bool accumulate) {
+  const size_t groups = w.in == 0 ? 0 : w.in / w.group;
+  for (size_t b = 0; b < batch; ++b) {
+    for (size_t o = 0; o < w.out; ++o) {
+      const auto* row = static_cast<const uint8_t*>(w.weight) + o * (w.in / 2);
+      double s = 0.0;
+      for (size_t g = 0; g < groups; ++g) {
+        int64_t sum = 0;
+        for (size_t i = g * w.group; i < (g + 1) * w.group; ++i) {
+          sum += int64_t{q[b * q_stride + i]} * I4Value(row, i);
+        }
+        s += static_cast<double>(F16ToF32(w.group_scales[o * groups + g])) * sum;
+      }
+      s *= q_scales[b];
+      if (w.bias) s += w.bias[o];
+      if (accumulate) s += y[b * y_stride + o];
+      y[b * y_stride + o] = static_cast<float>(s);
     }
   }
 }

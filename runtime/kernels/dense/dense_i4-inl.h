@@ -1,0 +1,439 @@
+// Per-target Dense for int4 weights (kI4, dense.h): the f32-activation path
+// (I4Float: DenseI4Float) and the integer one (I4Dot: DenseI4Dot).
+//
+// Integer tiles: kB activation rows × kO = 4 weight rows, one 16-byte block
+// (32 inputs) of each weight row per step. A block unpacks to its 32 stored
+// nibbles n = q + 8 in input order (low nibbles are inputs 0..15, high
+// nibbles 16..31). Per target:
+//   AVX2 and AVX-512 (256-bit tiles; Zen 4 splits 512-bit ops in two, and
+//     256 bits keep one group of 32 in one step): the block and a copy
+//     shifted right by 4 form one 256-bit vector, masked to nibbles;
+//     maddubs(n, q_x) sums pairs to i16 (n ≤ 15, |q_x| ≤ 128: a pair is at
+//     most 3840), madd with ones to i32.
+//   SSSE3/SSE4: the same on two 128-bit halves, their i16 pairs added first
+//     (at most 7680).
+//   NEON (arm64): n as s8 against q_x, sdot where the compiler targets the
+//     dot-product extension, else vmull_s8/vmlal_high_s8 (two products ≤
+//     3810) and vpadalq_s16.
+//   Other targets (SCALAR, EMU128, SVE, RVV): a scalar loop, one output at a
+//     time (DenseI4DotPreferred is false there).
+// Σ n·q_x over a group less 8·Σ q_x (subtracted from lane 0) is the group's
+// exact Σ q_w·q_x; it is converted to f32 and multiplied by the group's scale
+// into f32 lane accumulators, summed across lanes at the end of the row.
+#if defined(RECUR_KERNELS_DENSE_DENSE_I4_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef RECUR_KERNELS_DENSE_DENSE_I4_INL_H_
+#undef RECUR_KERNELS_DENSE_DENSE_I4_INL_H_
+#else
+#define RECUR_KERNELS_DENSE_DENSE_I4_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+#include "kernels/dense/dense.h"
+#include "kernels/dense/dense_ref.h"
+#include "kernels/elementwise/elementwise-inl.h"
+
+#if HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+#include <arm_neon.h>
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace recur::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+namespace i4_detail {
+
+inline constexpr size_t kO = 4;                      // weight rows per tile
+inline constexpr size_t kBlockBytes = kI4Block / 2;  // 16
+inline constexpr size_t kQBytes = size_t{16} << 10;  // quantised rows on the stack
+inline constexpr size_t kQRows = 64;
+inline constexpr size_t kMaxGroups = kDenseI4DotMaxIn / kI4Block;
+static_assert(kQBytes >= kDenseI4DotMaxIn, "a row must fit the quantisation buffer");
+// f32-activation path: inputs decoded per pass over a weight row.
+inline constexpr size_t kDecodeInputs = 512;
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#define RECUR_I4_TILES 1
+struct Ops {
+#if HWY_TARGET <= HWY_AVX3
+  static constexpr size_t kMaxB = 4;  // 32 registers
+#else
+  static constexpr size_t kMaxB = 2;
+#endif
+  using Acc = __m256i;
+  using W = __m256i;
+  using F = __m256;
+  static HWY_INLINE Acc Zero() { return _mm256_setzero_si256(); }
+  static HWY_INLINE F ZeroF() { return _mm256_setzero_ps(); }
+  static HWY_INLINE W LoadW(const uint8_t* p) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m256i both =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(b), _mm_srli_epi16(b, 4), 1);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+  }
+  static HWY_INLINE Acc Dot(Acc acc, const W& w, const int8_t* x) {
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    const __m256i p16 = _mm256_maddubs_epi16(w, xv);
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+  }
+  // acc − c in lane 0.
+  static HWY_INLINE Acc SubLane0(Acc acc, int32_t c) {
+    return _mm256_sub_epi32(acc, _mm256_castsi128_si256(_mm_cvtsi32_si128(c)));
+  }
+  static HWY_INLINE F MulAdd(Acc acc, float scale, F f) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(scale), f);
+  }
+  static HWY_INLINE float Sum(F f) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+  }
+};
+#elif HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+#define RECUR_I4_TILES 1
+struct Ops {
+  static constexpr size_t kMaxB = 2;
+  using Acc = __m128i;
+  struct W {
+    __m128i lo, hi;
+  };
+  using F = __m128;
+  static HWY_INLINE Acc Zero() { return _mm_setzero_si128(); }
+  static HWY_INLINE F ZeroF() { return _mm_setzero_ps(); }
+  static HWY_INLINE W LoadW(const uint8_t* p) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    return {_mm_and_si128(b, mask), _mm_and_si128(_mm_srli_epi16(b, 4), mask)};
+  }
+  static HWY_INLINE Acc Dot(Acc acc, const W& w, const int8_t* x) {
+    const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
+    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 16));
+    const __m128i p16 = _mm_add_epi16(_mm_maddubs_epi16(w.lo, x0), _mm_maddubs_epi16(w.hi, x1));
+    return _mm_add_epi32(acc, _mm_madd_epi16(p16, _mm_set1_epi16(1)));
+  }
+  static HWY_INLINE Acc SubLane0(Acc acc, int32_t c) {
+    return _mm_sub_epi32(acc, _mm_cvtsi32_si128(c));
+  }
+  static HWY_INLINE F MulAdd(Acc acc, float scale, F f) {
+    return _mm_add_ps(f, _mm_mul_ps(_mm_cvtepi32_ps(acc), _mm_set1_ps(scale)));
+  }
+  static HWY_INLINE float Sum(F s) {
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+  }
+};
+#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+#define RECUR_I4_TILES 1
+struct Ops {
+  static constexpr size_t kMaxB = 4;
+  using Acc = int32x4_t;
+  struct W {
+    int8x16_t lo, hi;
+  };
+  using F = float32x4_t;
+  static HWY_INLINE Acc Zero() { return vdupq_n_s32(0); }
+  static HWY_INLINE F ZeroF() { return vdupq_n_f32(0.0f); }
+  static HWY_INLINE W LoadW(const uint8_t* p) {
+    const uint8x16_t b = vld1q_u8(p);
+    return {vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(0x0F))),
+            vreinterpretq_s8_u8(vshrq_n_u8(b, 4))};
+  }
+  static HWY_INLINE Acc Dot(Acc acc, const W& w, const int8_t* x) {
+    const int8x16_t x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16);
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vdotq_s32(vdotq_s32(acc, w.lo, x0), w.hi, x1);
+#else
+    int16x8_t p = vmull_s8(vget_low_s8(w.lo), vget_low_s8(x0));
+    p = vmlal_high_s8(p, w.lo, x0);
+    acc = vpadalq_s16(acc, p);
+    p = vmull_s8(vget_low_s8(w.hi), vget_low_s8(x1));
+    p = vmlal_high_s8(p, w.hi, x1);
+    return vpadalq_s16(acc, p);
+#endif
+  }
+  static HWY_INLINE Acc SubLane0(Acc acc, int32_t c) {
+    return vsubq_s32(acc, vsetq_lane_s32(c, vdupq_n_s32(0), 0));
+  }
+  static HWY_INLINE F MulAdd(Acc acc, float scale, F f) {
+    return vfmaq_n_f32(f, vcvtq_f32_s32(acc), scale);
+  }
+  static HWY_INLINE float Sum(F f) { return vaddvq_f32(f); }
+};
+#endif
+
+// dst[k] = scale bits src[k] as f32, k < n.
+HWY_INLINE void DecodeScales(const uint16_t* HWY_RESTRICT src, size_t n,
+                             float* HWY_RESTRICT dst) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+  const size_t N = hn::Lanes(df);
+  const auto* h = reinterpret_cast<const hwy::float16_t*>(src);
+  size_t k = 0;
+  for (; k + N <= n; k += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, h + k)), df, dst + k);
+  for (; k < n; ++k) dst[k] = ref::F16ToF32(src[k]);
+}
+
+// One output: y (+)= bias + scale_x·sum.
+HWY_INLINE void Finish(float sum, float scale_x, const float* bias, float* y, bool accumulate) {
+  float s = sum * scale_x;
+  if (bias != nullptr) s += *bias;
+  *y = accumulate ? *y + s : s;
+}
+
+#ifdef RECUR_I4_TILES
+// sums[b][o] = Σ_g sf[o'][g]·Σ_{i in g} q_w[o', i]·xr[b][i] for b < kB,
+// o < kO, o' = min(o, rows − 1); w0: the tile's first row; xs[b][g]: Σ of
+// xr[b] over group g.
+template <size_t kB>
+HWY_INLINE void Tile(const int8_t* const* HWY_RESTRICT xr, const int32_t* const* HWY_RESTRICT xs,
+                     const uint8_t* HWY_RESTRICT w0, size_t row_bytes, const float* sf,
+                     size_t groups, size_t group, size_t rows, float (*sums)[kO]) {
+  const size_t blocks = group / kI4Block;
+  typename Ops::F facc[kB][kO];
+  for (size_t b = 0; b < kB; ++b) {
+    for (size_t o = 0; o < kO; ++o) facc[b][o] = Ops::ZeroF();
+  }
+  const uint8_t* wr[kO];
+  const float* sr[kO];
+  for (size_t o = 0; o < kO; ++o) {
+    wr[o] = w0 + std::min(o, rows - 1) * row_bytes;
+    sr[o] = sf + std::min(o, rows - 1) * groups;
+  }
+  [[maybe_unused]] const uintptr_t next = reinterpret_cast<uintptr_t>(w0 + kO * row_bytes);
+  for (size_t g = 0; g < groups; ++g) {
+    typename Ops::Acc acc[kB][kO];
+    for (size_t b = 0; b < kB; ++b) {
+      for (size_t o = 0; o < kO; ++o) acc[b][o] = Ops::Zero();
+    }
+    for (size_t k = 0; k < blocks; ++k) {
+      const size_t byte = (g * blocks + k) * kBlockBytes;
+      const size_t i = byte * 2;
+      if constexpr (kB == 1) {  // batch 1 streams w: the next tile's rows at this pace
+        hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + kO * byte));
+      }
+      for (size_t o = 0; o < kO; ++o) {
+        const typename Ops::W wv = Ops::LoadW(wr[o] + byte);
+        for (size_t b = 0; b < kB; ++b) acc[b][o] = Ops::Dot(acc[b][o], wv, xr[b] + i);
+      }
+    }
+    for (size_t b = 0; b < kB; ++b) {
+      const int32_t c = 8 * xs[b][g];
+      for (size_t o = 0; o < kO; ++o) {
+        facc[b][o] = Ops::MulAdd(Ops::SubLane0(acc[b][o], c), sr[o][g], facc[b][o]);
+      }
+    }
+  }
+  for (size_t b = 0; b < kB; ++b) {
+    for (size_t o = 0; o < kO; ++o) sums[b][o] = Ops::Sum(facc[b][o]);
+  }
+}
+#endif  // RECUR_I4_TILES
+
+// kB activation rows (q, row stride q_stride, scales qs, group sums xs of
+// stride groups) against weight rows [o_begin, o_end); y at row 0, column 0.
+template <size_t kB>
+HWY_NOINLINE void Rows(const int8_t* q, size_t q_stride, const float* qs, const int32_t* xs,
+                       const DenseWeights& w, size_t o_begin, size_t o_end, float* y,
+                       size_t y_stride, bool accumulate) {
+  const size_t in = w.in, group = w.group, groups = in / group, row_bytes = in / 2;
+  const auto* wb = static_cast<const uint8_t*>(w.weight);
+#ifdef RECUR_I4_TILES
+  const int8_t* xr[kB];
+  const int32_t* xsr[kB];
+  for (size_t b = 0; b < kB; ++b) {
+    xr[b] = q + b * q_stride;
+    xsr[b] = xs + b * groups;
+  }
+  HWY_ALIGN float sf[kO * kMaxGroups];
+  float sums[kB][kO];
+  for (size_t o = o_begin; o < o_end; o += kO) {
+    const size_t rows = std::min(kO, o_end - o);
+    DecodeScales(w.group_scales + o * groups, rows * groups, sf);
+    Tile<kB>(xr, xsr, wb + o * row_bytes, row_bytes, sf, groups, group, rows, sums);
+    for (size_t b = 0; b < kB; ++b) {
+      for (size_t r = 0; r < rows; ++r) {
+        Finish(sums[b][r], qs[b], w.bias ? w.bias + o + r : nullptr, y + b * y_stride + o + r,
+               accumulate);
+      }
+    }
+  }
+#else
+  (void)xs;
+  for (size_t o = o_begin; o < o_end; ++o) {
+    const uint8_t* row = wb + o * row_bytes;
+    for (size_t b = 0; b < kB; ++b) {
+      const int8_t* xb = q + b * q_stride;
+      float s = 0.0f;
+      for (size_t g = 0; g < groups; ++g) {
+        int32_t sum = 0;
+        for (size_t i = g * group; i < (g + 1) * group; ++i) sum += I4Value(row, i) * xb[i];
+        s += static_cast<float>(sum) * ref::F16ToF32(w.group_scales[o * groups + g]);
+      }
+      Finish(s, qs[b], w.bias ? w.bias + o : nullptr, y + b * y_stride + o, accumulate);
+    }
+  }
+#endif
+}
+
+#ifdef RECUR_I4_TILES
+inline constexpr size_t kMaxB = Ops::kMaxB;
+#else
+inline constexpr size_t kMaxB = 1;
+#endif
+
+template <size_t kB>
+HWY_INLINE void RowsN(size_t nb, const int8_t* q, size_t q_stride, const float* qs,
+                      const int32_t* xs, const DenseWeights& w, size_t o_begin, size_t o_end,
+                      float* y, size_t y_stride, bool accumulate) {
+  if constexpr (kB >= 1) {
+    if (nb == kB) return Rows<kB>(q, q_stride, qs, xs, w, o_begin, o_end, y, y_stride, accumulate);
+    if constexpr (kB > 1) {
+      RowsN<kB - 1>(nb, q, q_stride, qs, xs, w, o_begin, o_end, y, y_stride, accumulate);
+    }
+  }
+}
+
+// dst[k] = scale·(n − 8) for the nibbles n of `bytes` (bytes / 16 blocks;
+// block layout as kI4Block says).
+HWY_INLINE void DecodeBlocks(const uint8_t* HWY_RESTRICT bytes, size_t blocks, float scale,
+                             float* HWY_RESTRICT dst) {
+  const hn::CappedTag<float, kBlockBytes> df;
+  const hn::Rebind<int32_t, decltype(df)> di;
+  const hn::Rebind<uint8_t, decltype(df)> du8;
+  const size_t N = hn::Lanes(df);
+  const auto s = hn::Set(df, scale), eight = hn::Set(df, 8.0f);
+  const auto mask = hn::Set(du8, uint8_t{0x0F});
+  for (size_t k = 0; k < blocks; ++k) {
+    const uint8_t* p = bytes + k * kBlockBytes;
+    float* out = dst + k * kI4Block;
+    for (size_t j = 0; j < kBlockBytes; j += N) {
+      const auto v = hn::LoadU(du8, p + j);
+      const auto lo = hn::ConvertTo(df, hn::PromoteTo(di, hn::And(v, mask)));
+      const auto hi = hn::ConvertTo(df, hn::PromoteTo(di, hn::ShiftRight<4>(v)));
+      hn::StoreU(hn::Mul(hn::Sub(lo, eight), s), df, out + j);
+      hn::StoreU(hn::Mul(hn::Sub(hi, eight), s), df, out + kBlockBytes + j);
+    }
+  }
+}
+
+}  // namespace i4_detail
+
+// See dense.h (DenseI4DotQuantized): w is kI4, in <= kDenseI4DotMaxIn.
+HWY_INLINE void I4DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales,
+                                    size_t batch, const DenseWeights& w, float* y,
+                                    size_t y_stride, bool accumulate) {
+  namespace id = i4_detail;
+  if (batch == 0 || w.out == 0) return;
+  const size_t in = w.in, groups = in == 0 ? 0 : in / w.group;
+  // Σ q_b over each group, for blocks of rows (on the stack).
+  int32_t xs[id::kMaxGroups * id::kMaxB];
+  for (size_t b0 = 0; b0 < batch; b0 += id::kMaxB) {
+    const size_t nb = std::min(id::kMaxB, batch - b0);
+    for (size_t b = 0; b < nb; ++b) {
+      const int8_t* qb = q + (b0 + b) * q_stride;
+      for (size_t g = 0; g < groups; ++g) {
+        int32_t sum = 0;
+        for (size_t i = g * w.group; i < (g + 1) * w.group; ++i) sum += qb[i];
+        xs[b * groups + g] = sum;
+      }
+    }
+    if (in == 0) {  // y = bias (+ y)
+      for (size_t b = 0; b < nb; ++b) {
+        for (size_t o = 0; o < w.out; ++o) {
+          id::Finish(0.0f, 0.0f, w.bias ? w.bias + o : nullptr, y + (b0 + b) * y_stride + o,
+                     accumulate);
+        }
+      }
+      continue;
+    }
+    id::RowsN<id::kMaxB>(nb, q + b0 * q_stride, q_stride, q_scales + b0, xs, w, 0, w.out,
+                         y + b0 * y_stride, y_stride, accumulate);
+  }
+}
+
+// See dense.h (DenseI4Dot); w is kI4, in <= kDenseI4DotMaxIn.
+HWY_INLINE void I4Dot(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
+                           float* y, size_t y_stride, bool accumulate) {
+  namespace id = i4_detail;
+  if (batch == 0 || w.out == 0) return;
+  const size_t in = w.in;
+  alignas(64) int8_t q[id::kQBytes];
+  float qs[id::kQRows];
+  const size_t block = std::min(id::kQRows, id::kQBytes / std::max<size_t>(in, 1));
+  for (size_t b0 = 0; b0 < batch; b0 += block) {
+    const size_t n = std::min(block, batch - b0);
+    for (size_t b = 0; b < n; ++b) qs[b] = QuantizeS8(x + (b0 + b) * x_stride, q + b * in, in);
+    I4DotQuantized(q, in, qs, n, w, y + b0 * y_stride, y_stride, accumulate);
+  }
+}
+
+// See dense.h (DenseI4DotPreferred).
+HWY_INLINE bool I4DotPreferred(size_t batch, size_t in, size_t out) {
+  (void)batch;
+  (void)out;
+#ifdef RECUR_I4_TILES
+  return in <= kDenseI4DotMaxIn;
+#else
+  (void)in;
+  return false;
+#endif
+}
+
+// DenseI4Float (dense.h): Dense for kI4 weights with f32 activations: per output row,
+// kDecodeInputs inputs at a time decoded into a stack buffer and multiplied
+// with every activation row (f32 lane accumulators, summed per pass).
+HWY_INLINE void I4Float(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
+                             float* y, size_t y_stride, bool accumulate) {
+  namespace id = i4_detail;
+  if (batch == 0 || w.out == 0) return;
+  const hn::CappedTag<float, id::kBlockBytes> df;
+  const size_t N = hn::Lanes(df);
+  const size_t in = w.in, group = w.group, groups = in == 0 ? 0 : in / group;
+  const auto* wb = static_cast<const uint8_t*>(w.weight);
+  HWY_ALIGN float wd[id::kDecodeInputs];
+  constexpr size_t kRows = 64;  // activation rows per pass
+  float sums[kRows];
+  for (size_t b0 = 0; b0 < batch; b0 += kRows) {
+    const size_t nb = std::min(kRows, batch - b0);
+    for (size_t o = 0; o < w.out; ++o) {
+      const uint8_t* row = wb + o * (in / 2);
+      std::fill(sums, sums + nb, 0.0f);
+      for (size_t i0 = 0; i0 < in; i0 += id::kDecodeInputs) {
+        const size_t n = std::min(id::kDecodeInputs, in - i0);  // a multiple of kI4Block
+        for (size_t i = i0; i < i0 + n; i += kI4Block) {
+          // Blocks never straddle groups (group is a multiple of kI4Block).
+          const float scale = ref::F16ToF32(w.group_scales[o * groups + i / group]);
+          id::DecodeBlocks(row + i / 2, 1, scale, wd + (i - i0));
+        }
+        for (size_t b = 0; b < nb; ++b) {
+          const float* xb = x + (b0 + b) * x_stride + i0;
+          auto a0 = hn::Zero(df), a1 = hn::Zero(df);
+          for (size_t i = 0; i < n; i += 2 * N) {  // n is a multiple of 32 ≥ 2N
+            a0 = hn::MulAdd(hn::LoadU(df, xb + i), hn::Load(df, wd + i), a0);
+            a1 = hn::MulAdd(hn::LoadU(df, xb + i + N), hn::Load(df, wd + i + N), a1);
+          }
+          sums[b] += hn::GetLane(hn::SumOfLanes(df, hn::Add(a0, a1)));
+        }
+      }
+      for (size_t b = 0; b < nb; ++b) {
+        id::Finish(sums[b], 1.0f, w.bias ? w.bias + o : nullptr, y + (b0 + b) * y_stride + o,
+                   accumulate);
+      }
+    }
+  }
+}
+
+#undef RECUR_I4_TILES
+
+}  // namespace HWY_NAMESPACE
+}  // namespace recur::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // RECUR_KERNELS_DENSE_DENSE_I4_INL_H_ toggle

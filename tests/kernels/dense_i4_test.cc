@@ -1,0 +1,449 @@
+// Dense with int4 weights (kI4) on every Highway target against the scalar
+// references (dense_ref.h): the f32-activation path (Dense, DenseI4Float),
+// the integer path (DenseI4Dot, DenseI4DotQuantized) and the packed GEMM.
+//
+// Sizes: the packed rows are whole 32-input blocks, every target steps one
+// block at a time and tiles kO = 4 weight rows by up to 4 activation rows,
+// so in sweeps 0..2·(a group of 256) in blocks, out 1..2·4+1 and batch
+// 0..2·4+1 (plus wide cases). Weights end at an inaccessible page (a read
+// past the last block crashes); weights, scales, x and y are also placed at
+// odd offsets.
+#include <doctest/doctest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "hwy/aligned_allocator.h"
+#include "kernels/dense/dense.h"
+#include "kernels/dense/dense_ref.h"
+#include "kernels/elementwise/elementwise.h"
+#include "test_util.h"
+
+namespace recur::kernels::test {
+namespace {
+
+// `bytes` bytes that end at a PROT_NONE page, or (misaligned) one byte
+// before it.
+class I4Region {
+ public:
+  I4Region() {
+    page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_ = size_t{16} << 20;
+    void* p = mmap(nullptr, size_ + page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    REQUIRE(p != MAP_FAILED);
+    base_ = static_cast<uint8_t*>(p);
+    REQUIRE(mprotect(base_ + size_, page_, PROT_NONE) == 0);
+  }
+  ~I4Region() { munmap(base_, size_ + page_); }
+  uint8_t* Place(size_t n, bool misaligned) {
+    REQUIRE(n + 1 <= size_);
+    return base_ + size_ - n - (misaligned ? 1 : 0);
+  }
+
+ private:
+  size_t page_ = 0, size_ = 0;
+  uint8_t* base_ = nullptr;
+};
+
+I4Region& Region() {
+  static I4Region region;
+  return region;
+}
+
+// Scales of magnitude 1e-3..2e-2 as f16 bits (positive normals).
+uint16_t RandomScale(std::mt19937& rng) {
+  std::uniform_int_distribution<int> mantissa(0, 1023), exponent(5, 9);  // 2^-10 .. 2^-6
+  return static_cast<uint16_t>(exponent(rng) << 10 | mantissa(rng));
+}
+
+// A kI4 layer with random nibbles (all 16 codes) and scales; the scales sit
+// in a vector with `scale_offset` leading elements (odd offsets misalign).
+struct I4Layer {
+  std::vector<uint16_t> scale_storage;
+  DenseWeights w;
+  I4Layer(std::mt19937& rng, size_t in, size_t out, size_t group, bool misaligned,
+          const float* bias) {
+    const size_t bytes = in * out / 2;
+    uint8_t* p = Region().Place(bytes, misaligned);
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (size_t k = 0; k < bytes; ++k) p[k] = static_cast<uint8_t>(byte(rng));
+    const size_t groups = in == 0 ? 0 : in / group;
+    const size_t offset = misaligned ? 1 : 0;
+    scale_storage.resize(offset + out * groups + 1);
+    for (uint16_t& s : scale_storage) s = RandomScale(rng);
+    w.weight = p;
+    w.type = WeightType::kI4;
+    w.group_scales = scale_storage.data() + offset;
+    w.group = static_cast<uint32_t>(group);
+    w.bias = bias;
+    w.in = static_cast<uint32_t>(in);
+    w.out = static_cast<uint32_t>(out);
+  }
+};
+
+struct I4Case {
+  size_t batch, in, out, group;
+  size_t x_pad, y_pad, offset;
+  bool bias, accumulate, misaligned;
+};
+
+#define RECUR_I4_INFO(c)                                                                     \
+  INFO("batch=" << (c).batch << " in=" << (c).in << " out=" << (c).out << " group="          \
+                << (c).group << " x_pad=" << (c).x_pad << " y_pad=" << (c).y_pad               \
+                << " offset=" << (c).offset << " bias=" << (c).bias << " accumulate="         \
+                << (c).accumulate << " misaligned=" << (c).misaligned)
+
+void FillY(std::mt19937& rng, Buffer& y, size_t batch, size_t out, size_t y_stride,
+           bool accumulate) {
+  for (size_t b = 0; b < batch; ++b) {
+    float* row = y.data() + b * y_stride;
+    if (accumulate) {
+      FillUniform(rng, row, out, -1.0f, 1.0f);
+    } else {
+      std::fill(row, row + out, std::numeric_limits<float>::quiet_NaN());
+    }
+    std::fill(row + out, row + y_stride, kGuard);
+  }
+}
+
+enum class Path { kFloat, kPacked };
+
+// f32 activations: Dense (or PackDense + DensePacked) against ref::Dense over
+// the decoded weights, CheckDenseResult's 4·ε·√(in+2)·Σ|x·w| tolerance (the
+// decode is exact: scale·q is one f32 product of a half and a small integer).
+size_t CheckFloat(std::mt19937& rng, const I4Case& c, Path path) {
+  const size_t x_stride = c.in + c.x_pad, y_stride = c.out + c.y_pad;
+  Buffer x(c.batch * x_stride, c.offset % 4), bias(c.out, (c.offset + 2) % 4),
+      y(c.batch * y_stride, (c.offset + 3) % 4);
+  FillUniform(rng, x.data(), x.size(), -1.0f, 1.0f);
+  FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
+  FillY(rng, y, c.batch, c.out, y_stride, c.accumulate);
+  I4Layer layer(rng, c.in, c.out, c.group, c.misaligned, c.bias ? bias.data() : nullptr);
+  const DenseWeights& w = layer.w;
+  std::vector<float> y_prev(y.data(), y.data() + y.size());
+  if (path == Path::kPacked) {
+    auto packed = hwy::AllocateAligned<float>(std::max<size_t>(1, DensePackedFloats(c.in, c.out)));
+    PackDense(w, packed.get());
+    const size_t panels = DensePanels(c.out), split = panels / 2;
+    DensePacked(x.data(), x_stride, c.batch, packed.get(), w.bias, c.in, c.out, 0, split,
+                y.data(), y_stride, c.accumulate);
+    DensePacked(x.data(), x_stride, c.batch, packed.get(), w.bias, c.in, c.out, split, panels,
+                y.data(), y_stride, c.accumulate);
+  } else {
+    Dense(x.data(), x_stride, c.batch, w, y.data(), y_stride, c.accumulate);
+  }
+  std::vector<float> y_ref = y_prev;
+  ref::Dense(x.data(), x_stride, c.batch, w, y_ref.data(), y_stride, c.accumulate);
+  return CheckDenseResult(
+      x.data(), x_stride, c.batch, c.in, c.out,
+      [&](size_t o, size_t i) { return std::fabs(ref::DecodeWeight(w, o, i)); }, w.bias,
+      c.accumulate, y_prev, y_ref, y, y_stride);
+}
+
+// Integer path on quantised rows q (row stride q_stride, scales qs) against
+// ref::DenseI4DotQuantized (exact). The group sums are exact in i32 on every
+// target; what differs is f32: each group's sum (exact in f32: |Σ n·q| ≤
+// 256·15·128 < 2^24) times its scale rounds once and is added into a lane
+// accumulator (≤ groups roundings per lane), the lanes (≤ 16) are summed,
+// multiplied by s_b, bias and y added: at most (groups + 16 + 3)·ε relative to
+//   mag = s_b·Σ_g scale_g·(Σ_{i in g} n_i·|q_i| + 8·|Σ_{i in g} q_i|) + |bias| + |y_prev|
+// (the tiles hold Σ n·q and −8·Σ q in different lanes; the scalar path's
+// terms are smaller).
+size_t CompareQuantized(const I4Case& c, const int8_t* q, size_t q_stride, const float* qs,
+                        const DenseWeights& w, const std::vector<float>& y_prev, const Buffer& y,
+                        size_t y_stride) {
+  std::vector<float> y_ref = y_prev;
+  ref::DenseI4DotQuantized(q, q_stride, qs, c.batch, w, y_ref.data(), y_stride, c.accumulate);
+  const size_t groups = c.in == 0 ? 0 : c.in / c.group;
+  const double factor = (double(groups) + 16 + 3) * kEps;
+  size_t failures = 0;
+  for (size_t b = 0; b < c.batch; ++b) {
+    for (size_t o = 0; o < c.out; ++o) {
+      const auto* row = static_cast<const uint8_t*>(w.weight) + o * (c.in / 2);
+      double mag = 0;
+      for (size_t g = 0; g < groups; ++g) {
+        double nq = 0, sq = 0;
+        for (size_t i = g * c.group; i < (g + 1) * c.group; ++i) {
+          const int qi = q[b * q_stride + i];
+          nq += double(I4Value(row, i) + 8) * std::abs(qi);
+          sq += qi;
+        }
+        mag += ref::F16ToF32(w.group_scales[o * groups + g]) * (nq + 8 * std::fabs(sq));
+      }
+      mag *= qs[b];
+      const size_t k = b * y_stride + o;
+      if (w.bias) mag += std::fabs(w.bias[o]);
+      if (c.accumulate) mag += std::fabs(y_prev[k]);
+      const double err = std::fabs(double{y[k]} - y_ref[k]);
+      if (!(err <= factor * mag) && failures++ < 3) {
+        FAIL_CHECK("b=" << b << " o=" << o << " got " << y[k] << " want " << y_ref[k]
+                        << " tol " << factor * mag);
+      }
+    }
+    for (size_t o = c.out; o < y_stride; ++o) {
+      if (!Buffer::SameBits(y[b * y_stride + o], kGuard) && failures++ < 3) {
+        FAIL_CHECK("wrote stride padding b=" << b << " col " << o);
+      }
+    }
+  }
+  if (!y.GuardsIntact()) {
+    ++failures;
+    FAIL_CHECK("wrote outside y");
+  }
+  return failures;
+}
+
+// DenseI4DotQuantized on random q in [-127, 127] (or `fill_q`).
+template <class FillQ>
+size_t CheckQuantized(std::mt19937& rng, const I4Case& c, const FillQ& fill_q) {
+  const size_t q_stride = c.in + c.x_pad, y_stride = c.out + c.y_pad;
+  Buffer qs(c.batch, c.offset % 4), bias(c.out, (c.offset + 2) % 4),
+      y(c.batch * y_stride, (c.offset + 3) % 4);
+  FillUniform(rng, qs.data(), qs.size(), 1e-3f, 2e-2f);
+  FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
+  FillY(rng, y, c.batch, c.out, y_stride, c.accumulate);
+  std::vector<int8_t> q_storage(c.batch * q_stride + 1);
+  int8_t* q = q_storage.data() + (c.misaligned ? 1 : 0);
+  std::uniform_int_distribution<int> qdist(-127, 127);
+  for (size_t k = 0; k < c.batch * q_stride; ++k) q[k] = static_cast<int8_t>(qdist(rng));
+  fill_q(q, q_stride);
+  I4Layer layer(rng, c.in, c.out, c.group, c.misaligned, c.bias ? bias.data() : nullptr);
+  std::vector<float> y_prev(y.data(), y.data() + y.size());
+  DenseI4DotQuantized(q, q_stride, qs.data(), c.batch, layer.w, y.data(), y_stride,
+                      c.accumulate);
+  return CompareQuantized(c, q, q_stride, qs.data(), layer.w, y_prev, y, y_stride);
+}
+
+size_t CheckQuantized(std::mt19937& rng, const I4Case& c) {
+  return CheckQuantized(rng, c, [](int8_t*, size_t) {});
+}
+
+TEST_CASE("I4Value: the packed block layout of recur.fbs") {
+  // Block b of a row: byte j = input 32b + j (low nibble), 32b + j + 16 (high).
+  std::vector<uint8_t> row(32);
+  for (size_t j = 0; j < 32; ++j) row[j] = static_cast<uint8_t>((j % 16) | ((15 - j % 16) << 4));
+  for (size_t i = 0; i < 64; ++i) {
+    const int low = static_cast<int>(i % 16), high = 15 - low;
+    CHECK(I4Value(row.data(), i) == ((i % 32) < 16 ? low : high) - 8);
+  }
+  CHECK(WeightRowBytes(WeightType::kI4, 64) == 32);
+}
+
+TEST_CASE("Dense int4, f32 activations: in 0..512 by blocks, groups, odd shapes, all targets") {
+  const size_t groups[] = {32, 64, 128, 256};
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(41);
+    size_t k = 0;
+    for (size_t group : groups) {
+      for (size_t in = 0; in <= 2 * 256; in += group) {
+        for (size_t batch : {0, 1, 2, 3, 5, 9, 64, 65}) {
+          for (size_t out : {1, 3, 4, 5, 9}) {
+            ++k;
+            const I4Case c{batch, in, out, group, k % 3 * 5, k % 4, k % 4,
+                           k % 2 == 0, k % 3 == 0, k % 5 < 2};
+            RECUR_I4_INFO(c);
+            CHECK(CheckFloat(rng, c, Path::kFloat) == 0);
+          }
+        }
+      }
+    }
+    // Several decode passes (512 inputs each) with a partial last one.
+    for (const I4Case& c : {I4Case{1, 1056, 7, 32, 0, 1, 1, true, false, true},
+                            I4Case{7, 4096, 3, 256, 3, 0, 2, false, true, false},
+                            I4Case{1, 256, 1024, 32, 0, 0, 0, true, false, false}}) {
+      RECUR_I4_INFO(c);
+      CHECK(CheckFloat(rng, c, Path::kFloat) == 0);
+    }
+  });
+}
+
+TEST_CASE("DensePacked int4: PackDense decodes the groups, all targets") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(42);
+    size_t k = 0;
+    for (size_t batch : {1, 5, 29, 64}) {
+      for (size_t in : {0, 32, 96, 256}) {
+        for (size_t out : {1, 31, 33, 65}) {
+          ++k;
+          const I4Case c{batch, in, out, size_t{in % 64 == 0 && in > 0 ? 64u : 32u}, k % 3, k % 2, k % 4,
+                         k % 2 == 0, k % 3 == 0, k % 2 == 1};
+          RECUR_I4_INFO(c);
+          CHECK(CheckFloat(rng, c, Path::kPacked) == 0);
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("DenseI4DotQuantized: in 0..512 by blocks, groups, batch 0..9, all targets") {
+  const size_t groups[] = {32, 64, 128, 256};
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(43);
+    size_t k = 0;
+    for (size_t group : groups) {
+      for (size_t in = 0; in <= 2 * 256; in += group) {
+        for (size_t batch = 0; batch <= 9; ++batch) {
+          for (size_t out : {1, 4, 5, 9}) {
+            ++k;
+            const I4Case c{batch, in, out, group, k % 3 * 5, k % 4, k % 4,
+                           k % 2 == 0, k % 3 == 0, k % 5 < 2};
+            RECUR_I4_INFO(c);
+            CHECK(CheckQuantized(rng, c) == 0);
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("DenseI4DotQuantized: extreme activations, the widest layer, wide batches") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(44);
+    for (int pattern = 0; pattern < 3; ++pattern) {
+      for (size_t in : {size_t{256}, kDenseI4DotMaxIn}) {
+        const I4Case c{3, in, 6, 32, 0, 1, 1, true, pattern == 1, pattern == 2};
+        RECUR_I4_INFO(c);
+        INFO("pattern " << pattern);
+        // ±127 everywhere (row 0), alternating (row 1), −127 or 0 (row 2):
+        // the largest |Σ n·q| and |Σ q| per group.
+        auto fill_q = [&](int8_t* q, size_t stride) {
+          for (size_t i = 0; i < in; ++i) {
+            q[i] = pattern == 1 ? -127 : 127;
+            q[stride + i] = static_cast<int8_t>(i % 2 ? -127 : 127);
+            q[2 * stride + i] = pattern == 2 ? 0 : -127;
+          }
+        };
+        CHECK(CheckQuantized(rng, c, fill_q) == 0);
+      }
+    }
+    for (const I4Case& c : {I4Case{64, 256, 1024, 32, 0, 3, 1, true, false, false},
+                            I4Case{67, 1024, 36, 128, 7, 0, 2, false, true, true}}) {
+      RECUR_I4_INFO(c);
+      CHECK(CheckQuantized(rng, c) == 0);
+    }
+  });
+}
+
+// DenseI4Dot on f32 rows: within the activation rounding of the exact
+// product over the decoded weights. x_b = s_b·q_b + e with |e| ≤ s_b/2
+// (QuantizeS8), so |y − Σ x·w| ≤ (s_b/2)·Σ_i |w_i| plus the f32 roundings
+// bounded above (and ref::Dense's own: 4·ε·√(in+2)·Σ|x·w|).
+TEST_CASE("DenseI4Dot: f32 activations within the activation rounding, zero rows, all targets") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(45);
+    struct Shape {
+      size_t batch, in, out, group;
+    };
+    for (const Shape& sh : {Shape{1, 256, 40, 32}, Shape{2, 96, 7, 32}, Shape{5, 1024, 12, 128},
+                            Shape{64, 256, 36, 64}, Shape{3, 0, 4, 32}}) {
+      INFO("batch=" << sh.batch << " in=" << sh.in << " out=" << sh.out);
+      std::vector<float> x(sh.batch * sh.in), bias(sh.out);
+      FillUniform(rng, x.data(), x.size(), -2.0f, 2.0f);
+      FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
+      if (sh.batch >= 2 && sh.in > 0) std::fill(x.begin(), x.begin() + sh.in, 0.0f);
+      I4Layer layer(rng, sh.in, sh.out, sh.group, false, bias.data());
+      const DenseWeights& w = layer.w;
+      std::vector<float> y(sh.batch * sh.out), y_exact(sh.batch * sh.out);
+      DenseI4Dot(x.data(), sh.in, sh.batch, w, y.data(), sh.out, false);
+      ref::Dense(x.data(), sh.in, sh.batch, w, y_exact.data(), sh.out, false);
+      size_t failures = 0;
+      for (size_t b = 0; b < sh.batch; ++b) {
+        std::vector<int8_t> q(sh.in);
+        const float s = QuantizeS8(x.data() + b * sh.in, q.data(), sh.in);
+        for (size_t o = 0; o < sh.out; ++o) {
+          double sum_w = 0, sum_xw = 0;
+          for (size_t i = 0; i < sh.in; ++i) {
+            const double wi = std::fabs(ref::DecodeWeight(w, o, i));
+            sum_w += wi;
+            sum_xw += wi * std::fabs(x[b * sh.in + i]);
+          }
+          const double groups = sh.in == 0 ? 0 : double(sh.in / sh.group);
+          // |n·q·s·scale| ≤ 15/7·|w|-ish per term: bounded by 4·(|x| + s)·Σ|w|.
+          const double f32 = (groups + 19) * kEps * (4 * (sum_xw + s * sum_w) + std::fabs(bias[o])) +
+                             4 * kEps * std::sqrt(sh.in + 2.0) * (sum_xw + std::fabs(bias[o]));
+          const double bound = s / 2 * sum_w + f32;
+          const double err = std::fabs(double{y[b * sh.out + o]} - y_exact[b * sh.out + o]);
+          if (!(err <= bound) && failures++ < 3) {
+            FAIL_CHECK("b=" << b << " o=" << o << " err " << err << " bound " << bound);
+          }
+        }
+      }
+      CHECK(failures == 0);
+    }
+  });
+}
+
+TEST_CASE("Dense int4: Int8Activations picks the path, Rows() slices, wrong outputs show") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(46);
+    const size_t batch = 3, in = 128, out = 77, y_stride = out + 3;
+    std::vector<float> x(batch * in), bias(out);
+    FillUniform(rng, x.data(), x.size(), -1.0f, 1.0f);
+    FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
+    I4Layer layer(rng, in, out, 32, false, bias.data());
+    const DenseWeights& w = layer.w;
+    std::vector<float> widened(batch * out), quantized(batch * out), y(batch * out);
+    Dense(x.data(), in, batch, w, widened.data(), out, false);
+    DenseI4Dot(x.data(), in, batch, w, quantized.data(), out, false);
+    CHECK(std::memcmp(widened.data(), quantized.data(), y.size() * 4) != 0);
+    auto same = [&](const std::vector<float>& a) {
+      return std::memcmp(a.data(), y.data(), y.size() * sizeof(float)) == 0;
+    };
+    Dense(x.data(), in, batch, w, y.data(), out, false, Int8Activations::kFloat);
+    CHECK(same(widened));
+    Dense(x.data(), in, batch, w, y.data(), out, false, Int8Activations::kQuantized);
+    CHECK(same(quantized));
+    Dense(x.data(), in, batch, w, y.data(), out, false, Int8Activations::kAuto);
+    CHECK(same(DenseI4DotPreferred(batch, in, out) ? quantized : widened));
+
+    // Slices, as the threaded engine runs them, give the whole layer's bits.
+    for (bool int8 : {false, true}) {
+      Buffer ys(batch * y_stride, 1);
+      const size_t cuts[] = {0, 5, 37, 40, out};
+      for (size_t s = 0; s + 1 < std::size(cuts); ++s) {
+        Dense(x.data(), in, batch, w.Rows(cuts[s], cuts[s + 1]), ys.data() + cuts[s], y_stride,
+              false, int8 ? Int8Activations::kQuantized : Int8Activations::kFloat);
+      }
+      const std::vector<float>& whole = int8 ? quantized : widened;
+      size_t differ = 0;
+      for (size_t b = 0; b < batch; ++b) {
+        differ += std::memcmp(ys.data() + b * y_stride, whole.data() + b * out, out * 4) != 0;
+      }
+      CHECK(differ == 0);
+    }
+
+    // One nibble one step off (row 3) moves output 3 beyond the tolerance
+    // of CheckDenseResult and leaves output 2 within it.
+    std::vector<float> y_ref(batch * out);
+    ref::Dense(x.data(), in, batch, w, y_ref.data(), out, false);
+    auto* bytes = const_cast<uint8_t*>(static_cast<const uint8_t*>(w.weight));
+    const size_t e = 3 * (in / 2) + 5;
+    const uint8_t saved = bytes[e];
+    bytes[e] = static_cast<uint8_t>((saved & 0xF0) | ((saved & 0x0F) == 15 ? 14 : (saved & 0x0F) + 1));
+    Dense(x.data(), in, batch, w, y.data(), out, false);
+    bytes[e] = saved;
+    for (size_t b = 0; b < batch; ++b) {
+      double mag3 = std::fabs(bias[3]), mag2 = std::fabs(bias[2]);
+      for (size_t i = 0; i < in; ++i) {
+        mag3 += std::fabs(x[b * in + i] * ref::DecodeWeight(w, 3, i));
+        mag2 += std::fabs(x[b * in + i] * ref::DecodeWeight(w, 2, i));
+      }
+      const double tol = 4.0 * kEps * std::sqrt(in + 2.0);
+      // The change is scale·x[5] (one step of the nibble); x[5] is not tiny.
+      if (std::fabs(x[b * in + 5]) > 0.05f) {
+        CHECK(std::fabs(double{y[b * out + 3]} - y_ref[b * out + 3]) > tol * mag3);
+      }
+      CHECK(std::fabs(double{y[b * out + 2]} - y_ref[b * out + 2]) <= tol * mag2);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace recur::kernels::test
