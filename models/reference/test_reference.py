@@ -22,6 +22,7 @@ import glob
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -774,6 +775,29 @@ model, _ = checkpoint.load(open(sys.argv[1]).read())
 with torch.no_grad():
     np.save(sys.argv[5], model(torch.from_numpy(np.load(sys.argv[3]))).numpy())
 """
+
+
+def golden_cache_cli():
+    """golden_cache.py makes a golden once per set of inputs: a second run with the same
+    arguments and files copies the first one's files; another config is another entry."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config = os.path.join(tmp, "tiny.json")
+        shutil.copyfile(os.path.join(REPO_ROOT, "models/configs/tiny_pre_tokens.json"), config)
+        def run(out):
+            cmd = [sys.executable, os.path.join(HERE, "golden_cache.py"), os.path.join(tmp, "cache"), "--",
+                   "--config", config, "--seed", "7", "--steps", "5", "--out", os.path.join(tmp, out)]
+            r = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            return r.stdout, open(os.path.join(tmp, out, "golden.bin"), "rb").read()
+        first, second = run("a"), run("b")
+        assert "(made now)" in first[0] and "(made earlier)" in second[0], (first[0], second[0])
+        assert first[1] == second[1]  # exact: a copy of the same file
+        with open(config) as f:
+            cfg = json.load(f)
+        cfg["layer_norm_eps"] = 1e-6
+        with open(config, "w") as f:
+            json.dump(cfg, f)
+        assert "(made now)" in run("c")[0]
+        assert len(os.listdir(os.path.join(tmp, "cache"))) == 2
 
 
 def compare_run_cli():
@@ -2923,7 +2947,7 @@ def reformer_golden_cli():
 
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
-                                        model_rejects_bad_input, reference_follows_its_device, cli_end_to_end, compare_run_cli,
+                                        model_rejects_bad_input, reference_follows_its_device, cli_end_to_end, golden_cache_cli, compare_run_cli,
                                         favor_omega_is_seeded, favor_config_validation, ft_favor_mapping,
                                         new_configs_golden_cli, softmax_attention_forms,
                                         softmax_config_validation, softmax_golden_cli, sliding_window_forms,
