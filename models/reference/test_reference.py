@@ -18,10 +18,13 @@ to end. Short sequences only: the
 long runs belong to the C++ parity tests. Last line: "N passed, M failed".
 """
 
+import contextlib
 import glob
+import io
 import json
 import math
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -106,6 +109,26 @@ def assert_same_run(a, b, tol, what):
         assert list(la) == list(lb), f"{what}: state {i} names {list(la)} != {list(lb)}"
         for name in la:
             assert_close(la[name], lb[name], tol, f"{what}: state {i} {name}")
+
+
+def run_script(cmd):
+    """cmd = [sys.executable, SCRIPT, ARGS...] as `python3 SCRIPT ARGS` runs it from the
+    repository root, but in this process: the script's __main__ with sys.argv set, without
+    another interpreter start and torch import. For the checks of what a script writes;
+    cli_end_to_end, golden_cache_cli and compare_run_cli start real processes."""
+    assert cmd[0] == sys.executable, cmd
+    argv, cwd = sys.argv, os.getcwd()
+    sys.argv = list(cmd[1:])
+    os.chdir(REPO_ROOT)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            runpy.run_path(cmd[1], run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            raise AssertionError(f"{' '.join(cmd[1:])}: exit {e.code}") from e
+    finally:
+        sys.argv = argv
+        os.chdir(cwd)
 
 
 def step_loop(model, x, state=None):
@@ -1010,7 +1033,7 @@ def new_configs_golden_cli():
         with tempfile.TemporaryDirectory() as tmp:
             run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
                    "--seed", "7", "--steps", "30", "--out", tmp] + layout
-            subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+            run_script(run)
             records = golden.read(os.path.join(tmp, "golden.bin"))
             tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
         assert any(k.endswith("feature_map.omega") for k in tensors), name
@@ -1018,7 +1041,7 @@ def new_configs_golden_cli():
     config = "models/configs/linear_favor_encoder.json"
     with tempfile.TemporaryDirectory() as tmp:
         run = [sys.executable, os.path.join(HERE, "export.py"), "--config", config, "--seed", "7", "--out", tmp]
-        subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+        run_script(run)
         tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
     want = checkpoint.build_model(json.load(open(os.path.join(REPO_ROOT, config))), 7).state_dict()
     # Exact: the same seeded init, and the file holds its bytes.
@@ -1157,7 +1180,7 @@ def softmax_golden_cli():
     with tempfile.TemporaryDirectory() as tmp:
         run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config",
                "models/configs/softmax_tokens.json", "--seed", "7", "--steps", str(steps), "--out", tmp]
-        subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+        run_script(run)
         records = golden.read(os.path.join(tmp, "golden.bin"))
         model, config = checkpoint.load(tmp)
     m = config["mixer"]
@@ -1411,7 +1434,7 @@ def new_mixer_golden_cli():
         with tempfile.TemporaryDirectory() as tmp:
             run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
                    "--seed", "7", "--steps", str(steps), "--out", tmp]
-            subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+            run_script(run)
             records = golden.read(os.path.join(tmp, "golden.bin"))
             model, config = checkpoint.load(tmp)
         m = config["mixer"]
@@ -1634,7 +1657,7 @@ def aft_local_golden_cli():
         with tempfile.TemporaryDirectory() as tmp:
             run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
                    "--seed", "7", "--steps", str(steps), "--out", tmp]
-            subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+            run_script(run)
             records = golden.read(os.path.join(tmp, "golden.bin"))
             tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
             model, config = checkpoint.load(tmp)
@@ -1804,7 +1827,7 @@ def flash_golden_cli():
         with tempfile.TemporaryDirectory() as tmp:
             run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
                    "--seed", "7", "--steps", str(steps), "--out", tmp]
-            subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+            run_script(run)
             records = golden.read(os.path.join(tmp, "golden.bin"))
             model, config = checkpoint.load(tmp)
         m = config["mixer"]
@@ -1957,7 +1980,7 @@ def mixed_golden_cli():
         with tempfile.TemporaryDirectory() as tmp:
             run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
                    "--seed", "7", "--steps", str(steps), "--out", tmp]
-            subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+            run_script(run)
             records = golden.read(os.path.join(tmp, "golden.bin"))
             model, config = checkpoint.load(tmp)
             tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
@@ -2179,7 +2202,7 @@ def linformer_golden_cli():
         with tempfile.TemporaryDirectory() as tmp:
             run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
                    "--seed", "7", "--steps", str(steps), "--out", tmp]
-            subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+            run_script(run)
             records = golden.read(os.path.join(tmp, "golden.bin"))
             model, config = checkpoint.load(tmp)
             tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
@@ -2429,8 +2452,8 @@ def aft_full_golden_cli():
     for name, steps, layout in runs:
         path = os.path.join(REPO_ROOT, "models/configs", name + ".json")
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run([sys.executable, os.path.join(HERE, "make_golden.py"), "--config", path, "--seed", "7",
-                            "--steps", str(steps), "--out", tmp, "--layout", layout], check=True, capture_output=True)
+            run_script([sys.executable, os.path.join(HERE, "make_golden.py"), "--config", path, "--seed", "7",
+                        "--steps", str(steps), "--out", tmp, "--layout", layout])
             recs = golden.read(os.path.join(tmp, "golden.bin"))
             model, cfg = checkpoint.load(tmp)
         rc = checkpoint.recur_config(cfg)
@@ -2690,8 +2713,8 @@ def gau_golden_cli():
     for name, steps in runs:
         path = os.path.join(REPO_ROOT, "models/configs", name + ".json")
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run([sys.executable, os.path.join(HERE, "make_golden.py"), "--config", path, "--seed", "7",
-                            "--steps", str(steps), "--out", tmp], check=True, capture_output=True)
+            run_script([sys.executable, os.path.join(HERE, "make_golden.py"), "--config", path, "--seed", "7",
+                        "--steps", str(steps), "--out", tmp])
             recs = golden.read(os.path.join(tmp, "golden.bin"))
             model, cfg = checkpoint.load(tmp)
         assert torch.isfinite(recs["output"]).all(), name
@@ -2923,7 +2946,7 @@ def reformer_golden_cli():
         with tempfile.TemporaryDirectory() as tmp:
             run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
                    "--seed", "7", "--steps", str(steps), "--out", tmp]
-            subprocess.run(run, cwd=REPO_ROOT, check=True, capture_output=True)
+            run_script(run)
             records = golden.read(os.path.join(tmp, "golden.bin"))
             model, config = checkpoint.load(tmp)
             tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
