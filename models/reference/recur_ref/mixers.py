@@ -1,5 +1,5 @@
 """Reference implementations of the sequence mixers of issue 4 (float64-capable
-ground truth for the C++ parity tests). Math: /work/shared/docs/attention-math.md
+ground truth for the C++ parity tests). Math: docs/attention-math.md
 §2 (softmax), §3 (linear attention feature maps), §4 (AFT), §5 (Longformer
 windows), §6 (GAU / FLASH), §7 (Linformer); Reformer's LSH attention: models/configs/README.md.
 
@@ -378,7 +378,7 @@ def orthogonal_random_matrix_(w: Tensor, generator: Optional[torch.Generator] = 
 
 
 def performer_favor(x: Tensor, omega: Tensor, softmax_temp: float) -> Tensor:
-    """Our FAVOR+ (Performer positive random features, attention-math.md §3):
+    """Our FAVOR+ (Performer positive random features, docs/attention-math.md §3):
 
         x̃ = x·√softmax_temp,  φ(x)_j = exp(ω_jᵀx̃ − ‖x̃‖²/2) / √m,   j = 1..m
 
