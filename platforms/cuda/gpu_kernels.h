@@ -1,4 +1,4 @@
-// The GPU path's kernels (issue 8), written once for two runners: a CUDA grid
+// The GPU path's kernels, written once for two runners: a CUDA grid
 // (cuda_device.cu) and a host loop (host_device.cc), so that the math and the
 // indexing every CUDA kernel runs are also tested on machines without a GPU.
 //

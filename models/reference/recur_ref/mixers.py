@@ -1,7 +1,7 @@
-"""Reference implementations of the sequence mixers of issue 4 (float64-capable
+"""Reference implementations of the sequence mixers (float64-capable
 ground truth for the C++ parity tests). Math: docs/attention-math.md
 §2 (softmax), §3 (linear attention feature maps), §4 (AFT), §5 (Longformer
-windows), §6 (GAU / FLASH), §7 (Linformer); Reformer's LSH attention: models/configs/README.md.
+windows), §6 (GAU / FLASH), §7 (Linformer), §8 (Reformer).
 
 Every mixer is an `nn.Module` built as `MIXERS[cfg["type"]](cfg, d_model)`; its
 `state_dict()` names are relative to the mixer (`query.weight`, `feature_map.omega`,
