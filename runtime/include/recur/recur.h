@@ -200,8 +200,8 @@ typedef struct recur_session_options {
                             only when named. "onednn" runs f32, bf16 and int8 weights; it
                             rounds activations to bf16 for bf16 weights and quantises each
                             activation row to int8 (a scale per row) for int8 weights, so
-                            its results deviate more (docs/performance.md "Reduced
-                            precision"). A backend this build lacks is RECUR_UNSUPPORTED. */
+                            its results deviate more (docs/correctness.md
+                            "Reduced-precision weights"). A backend this build lacks is RECUR_UNSUPPORTED. */
   uint32_t weight_packing; /* a recur_weight_packing; 0 = RECUR_PACKING_AUTO. A packed copy
                               costs 4 bytes per weight; recur_session_backends reports the
                               bytes held. A backend named above copies as it must. */
