@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Size report (issue 7): librecur.a and examples/minimal_c per build
+# Size report: librecur.a and examples/minimal_c per build
 # configuration, as a Markdown table for the README.
 #   scripts/size-report.sh [CONFIG ...]
 # CONFIG: release, minimal, minimal-linear (the minimal preset with only the

@@ -1,4 +1,4 @@
-// recur-soak: the long-run benchmark (issue 6). Steps one stream of a model
+// recur-soak: the long-run benchmark. Steps one stream of a model
 // through millions of elements in RNN mode, cycling through an input
 // sequence, and reports at checkpoints: throughput, non-finite outputs (must
 // be 0) and the process's resident memory (must not grow). It saves the

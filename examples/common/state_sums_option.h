@@ -16,7 +16,8 @@ inline CLI::Option* AddStateSumsOption(CLI::App* app, recur_state_sums* sums) {
   return app
       ->add_option("--state-sums", *sums,
                    "Linear attention's running sums: compensated (default) or plain (half the "
-                   "state, faster; exact enough for some ten thousand steps: README \"Long runs\")")
+                   "state, faster; exact enough for some ten thousand steps: "
+                   "docs/reliability.md \"Long runs\")")
       ->transform(CLI::CheckedTransformer(std::map<std::string, recur_state_sums>{
           {"compensated", RECUR_STATE_SUMS_COMPENSATED}, {"plain", RECUR_STATE_SUMS_PLAIN}}));
 }

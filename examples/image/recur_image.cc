@@ -1,4 +1,4 @@
-// recur-image: the image demo (issue 5). A pixel-by-pixel Fashion-MNIST model
+// recur-image: the image demo. A pixel-by-pixel Fashion-MNIST model
 // (models/zoo/fashion_*) run by the runtime:
 //
 //   recur-image sample   MODEL --count 64 [--batch 64] [--seed 1] -o samples.png

@@ -1,4 +1,4 @@
-// recur-speech: the streaming spoken-digit demo (issue 5). A causal model over
+// recur-speech: the streaming spoken-digit demo. A causal model over
 // log-mel frames (models/zoo/speech_digits) with a CTC head, run frame by frame:
 //
 //   recur-speech transcribe MODEL AUDIO.wav        (or - for a WAV on stdin)

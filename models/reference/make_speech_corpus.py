@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Synthesise a spoken-digit corpus with espeak-ng (issue 5).
+"""Synthesise a spoken-digit corpus with espeak-ng.
 
     /usr/bin/python3 models/reference/make_speech_corpus.py --out out/speech/corpus
         [--train 4000] [--test 400] [--seed 1] [--jobs 2]

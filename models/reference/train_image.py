@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Train a pixel-by-pixel Fashion-MNIST model (models/zoo/fashion_*; issue 5).
+"""Train a pixel-by-pixel Fashion-MNIST model (models/zoo/fashion_*).
 
     /usr/bin/python3 models/reference/train_image.py --config models/configs/image_linear.json \
         --work out/train/fashion_linear --steps 3000 [--batch 16] [--lr 2e-3] [--seed 1]

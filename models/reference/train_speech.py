@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Train the streaming spoken-digit recogniser (models/zoo/speech_digits; issue 5).
+"""Train the streaming spoken-digit recogniser (models/zoo/speech_digits).
 
     /usr/bin/python3 models/reference/train_speech.py --config models/configs/speech_digits.json \
         --corpus out/speech/corpus --work out/train/speech_digits --steps 3000 [--batch 16] [--lr 2e-3]

@@ -6,7 +6,7 @@ namespace recur::gpu {
 
 Status CreateCudaDevice(int /*ordinal*/, std::unique_ptr<Device>* /*out*/) {
   return Unsupported("this build has no CUDA path: configure with -DRECUR_CUDA=ON on a machine "
-                     "with nvcc (README, \"recur-parity and the CUDA path\")");
+                     "with nvcc (docs/correctness.md, \"recur-parity and the CUDA path\")");
 }
 
 bool CudaBuilt() { return false; }

@@ -1,4 +1,4 @@
-// The optional GPU path (issue 8): the forward pass of a loaded .recur model
+// The optional GPU path: the forward pass of a loaded .recur model
 // on a gpu::Device, for parity against GPU training runs (recur-parity). It
 // computes the same model as the CPU session, not the same way: each layer is
 // a cuBLAS product (f32, TF32 off) and the kernels of gpu_kernels.h; the

@@ -1,4 +1,4 @@
-// The GPU path's kernels (issue 8), written once for two runners: a CUDA grid
+// The GPU path's kernels, written once for two runners: a CUDA grid
 // (cuda_device.cu) and a host loop (host_device.cc), so that the math and the
 // indexing every CUDA kernel runs are also tested on machines without a GPU.
 //
@@ -117,7 +117,7 @@ struct LayerNormRows {
 
 enum class FeatureMap : int { kEluPlusOne = 0, kRelu = 1 };
 
-// x[i] = φ(x[i]) for the elementwise feature maps (attention-math §3).
+// x[i] = φ(x[i]) for the elementwise feature maps (docs/attention-math.md §3).
 struct ElementwiseFeatures {
   FeatureMap map;
   float* x;
@@ -143,7 +143,7 @@ struct Poly2Features {
   }
 };
 
-// The Favor maps (Performer; attention-math §3): u = xᵀω, off = t·‖x‖²/2 +
+// The Favor maps (Performer; docs/attention-math.md §3): u = xᵀω, off = t·‖x‖²/2 +
 // log(m)/2, φ_j = exp(√t·u_j − off), and for the hyperbolic map the second
 // half exp(−√t·u_j − off). x (vectors, dk), ω (dk, cols), φ (vectors, C);
 // i over vectors × C.
@@ -233,7 +233,7 @@ struct LinearAttentionRead {
   }
 };
 
-// Softmax attention over the keys a query sees (attention-math §2, §5):
+// Softmax attention over the keys a query sees (docs/attention-math.md §2, §5):
 // o = Σ_j softmax_j(q·k_j · scale) v_j. Thread i is the query at position
 // p = p0 + i / H of head h = i % H.
 //   q (T, H, dk) for positions p0 … p0 + T − 1; k (kv, H, dk), v (kv, H, dv)
@@ -291,7 +291,7 @@ struct SoftmaxAttention {
   }
 };
 
-// The AFT family (attention-math §4; AftSimple, AftLocal, AftFull in
+// The AFT family (docs/attention-math.md §4; AftSimple, AftLocal, AftFull in
 // recur.fbs), element-wise per channel c of D:
 //   o[t, c] = σ(q[t, c]) · Σ_p e^{l(t, p)} v[p, c] / Σ_p e^{l(t, p)}
 // over p ≤ t (causal) or every p < kv, with the logit l = k[p, c] (simple);
@@ -350,7 +350,7 @@ struct AftAttention {
   }
 };
 
-// Linformer's projection along the sequence (attention-math §7):
+// Linformer's projection along the sequence (docs/attention-math.md §7):
 // out[r, h, w] = Σ_{t < N} E[h, r, t]·x[t, h, w], E (H or 1, k, n) with rows
 // of stride n; x (N, H, width), out (k, H, width); i over k × H × width.
 struct SequenceProjection {
@@ -370,7 +370,7 @@ struct SequenceProjection {
   }
 };
 
-// GAU and FLASH (attention-math §6; Gau and Flash in recur.fbs): thread i
+// GAU and FLASH (docs/attention-math.md §6; Gau and Flash in recur.fbs): thread i
 // is the query at position t = p0 + i, o[i] (E) = Σ_p relu(scale·qq_t·kq_p +
 // bias)² v_p over its quadratic keys, plus Σ_p lin·(ql_t·kl_p) v_p over its
 // linear ones (FLASH). GAU (chunk 0): quadratic over p ≤ t, bias
@@ -422,7 +422,7 @@ struct GatedAttention {
   }
 };
 
-// Reformer LSH attention (attention-math §8), in three kernels per layer.
+// Reformer LSH attention (docs/attention-math.md §8), in three kernels per layer.
 // keys[j, h] = q[j, h] / ‖q[j, h]‖; i over n × H.
 struct NormalizeRows {
   const float* q;

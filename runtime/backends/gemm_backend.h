@@ -51,7 +51,7 @@ class DenseBackend {
   virtual bool Supports(const DenseView& d) const = 0;
   // True when Run makes heap allocations (oneDNN's execute builds its
   // argument map on the heap each call). The automatic choice skips such
-  // backends (DESIGN.md principle 3); naming one in the session options
+  // backends (docs/design.md principle 3); naming one in the session options
   // still uses it.
   virtual bool allocates_in_run() const { return false; }
   // True when Prepare always copies the weights into a layout of its own

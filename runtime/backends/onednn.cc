@@ -151,7 +151,7 @@ class OnednnDense final : public PreparedDense {
     // int8 on AVX512-VNNI (AMD EPYC, 2 threads) is a trade: batch 1 341 µs split vs
     // 163 µs whole (the pool's hand-off costs more than a mat-vec), batch 64 3.4 ms
     // split vs 3.9 ms whole. Whole keeps batch 1 fast; for throughput, sessions of one
-    // thread each use two cores better (README "Issue 3").
+    // thread each use two cores better (docs/performance.md "Close to the hardware").
     const size_t n = bf16() || int8()
                          ? 1
                          : std::max<size_t>(1, std::min(threads, d.out / kMinFeaturesPerSlice));

@@ -1,5 +1,5 @@
 // Arena: a bump allocator over one block of memory, the form of a session's
-// memory plan (DESIGN.md principle 4: the caller owns memory). Without a
+// memory plan (docs/design.md principle 4: the caller owns memory). Without a
 // block it only counts, so that one carving function both sizes a plan and
 // carves it: run it on a counting arena, get a block of bytes(), run it
 // again on an arena over that block.

@@ -35,8 +35,8 @@ struct SessionOptions {
   size_t max_context = 0;
   // recur_state_sums: 0 = linear attention's running sums S and z are
   // compensated (Kahan), 1 = plain float sums: half that state and its
-  // memory traffic, for sequences short enough not to drift (README "Long
-  // runs"). Blobs saved under one load only into sessions with the same.
+  // memory traffic, for sequences short enough not to drift
+  // (docs/reliability.md "Long runs"). Blobs saved under one load only into sessions with the same.
   uint32_t state_sums = 0;
   // recur_int8_activations: how highway runs int8 layers: 0 auto
   // (kernels::DenseI8DotPreferred), 1 float activations, 2 quantised
@@ -67,12 +67,12 @@ constexpr size_t kPackMinBatch = 4;
 // Positions per Prefill chunk when the options leave it 0. A chunk streams
 // every weight once, so a model whose step reads more than 8 MiB of weights
 // gets chunks of at least 256 rows (batch × positions); otherwise 64
-// positions. Measured (README "Prefill chunk", recur-bench --prefill
+// positions. Measured (docs/performance.md "Prefill chunk", recur-bench --prefill
 // 128,1024,4096 --chunk 64|256 on paper_mnist, AMD EPYC): 256 positions at
 // batch 1 are 3-4% faster for 1,024 positions and more, on 1 and 2 threads,
 // and 2-3 points slower at 128.
 size_t DefaultPrefillChunk(size_t batch, uint64_t step_weight_bytes);
-// Prefills shorter than this run as steps. Measured (README "prefill
+// Prefills shorter than this run as steps. Measured (docs/performance.md "Prefill
 // threshold", recur-bench --prefill 1,2,3,4,8 --prefill-min 1 vs 100000): a
 // model whose step streams more weights than L2 holds gains from a chunk at
 // 2 positions already (paper_mnist, 25 MB: 0.98 vs 1.8 ms), while a model

@@ -118,8 +118,8 @@ Status Session::LoadState(int stream, const void* buffer, size_t size) {
     return InvalidState("state blob checksum mismatch (corrupted)");
   }
   // No stream gets near 2^62 positions; mixers may compute p + window and
-  // the like (a forged 2^64 − 1 wrapped AFT-local's window to nothing and
-  // read far out of bounds, found in review).
+  // the like (a forged 2^64 − 1 would wrap AFT-local's window to nothing and
+  // read far out of bounds).
   if (h.position > kMaxStatePosition) {
     return InvalidState("state blob position %llu is past any stream's length (2^62)",
                         static_cast<unsigned long long>(h.position));

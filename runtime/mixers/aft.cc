@@ -1,4 +1,4 @@
-// AFT-simple (attention-math.md §4): y_t = σ(q_t) ⊙ Σ_{p≤t} e^{k_p} v_p /
+// AFT-simple (docs/attention-math.md §4): y_t = σ(q_t) ⊙ Σ_{p≤t} e^{k_p} v_p /
 // Σ_{p≤t} e^{k_p}, element-wise over D = heads·dk channels. The causal state
 // keeps, per channel, the running max m of k and num = Σ e^{k_p − m} v_p,
 // den = Σ e^{k_p − m} (den ≥ 1 once a position is in, so den = 0 marks the

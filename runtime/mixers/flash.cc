@@ -1,4 +1,4 @@
-// FLASH mixed-chunk attention (attention-math.md §6; the exact math is in
+// FLASH mixed-chunk attention (docs/attention-math.md §6; the exact math is in
 // runtime/schema/recur.fbs, table Flash): quadratic inside an absolute chunk
 // of C positions, linear across chunks. Causal RNN form at token granularity
 // with a fixed state: the sum over completed chunks plus the current chunk's

@@ -1,4 +1,4 @@
-// GAU, the gated attention unit (attention-math.md §6; the exact math is in
+// GAU, the gated attention unit (docs/attention-math.md §6; the exact math is in
 // runtime/schema/recur.fbs, table Gau): one head of relu² attention with a
 // learned relative bias over absolute positions below max_length, gated by
 // U. No normaliser, so no fixed-size summary: the causal state is the K and

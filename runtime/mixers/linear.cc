@@ -1,4 +1,4 @@
-// Causal linear attention (attention-math.md §3): the RNN step and the
+// Causal linear attention (docs/attention-math.md §3): the RNN step and the
 // chunked-parallel form.
 #include <algorithm>
 #include <cmath>
@@ -30,7 +30,7 @@ class LinearAttention final : public Mixer {
   bool causal() const override { return causal_; }
   // S (H, C, dv) and z (H, C), then their Kahan compensations in the same
   // layout: the sums run over unbounded streams, and plain float sums drift
-  // (README "Long runs"); a session with plain sums leaves them out
+  // (docs/reliability.md "Long runs"); a session with plain sums leaves them out
   // (compensation_floats). An encoder keeps nothing between calls: its sums
   // live in scratch.
   size_t state_floats() const override { return causal_ ? 2 * sum_floats() : 0; }
@@ -155,7 +155,7 @@ class LinearAttention final : public Mixer {
 
  private:
   // φ of the (rows, H·dk) projections into (rows, H·C) features (the schema's
-  // FeatureMap; attention-math §3).
+  // FeatureMap; docs/attention-math.md §3).
   void Features(const float* raw, size_t rows, float* phi, ThreadPool* pool) const {
     const size_t vectors = rows * heads_;  // dk-vectors, contiguous
     switch (feature_map_) {
@@ -230,7 +230,7 @@ class LinearAttention final : public Mixer {
     return 2 * t * c_ + t * c_ + t * dv_ + t * t + t * dv_ + dv_ * c_ + t + c_ * dv_ + c_;
   }
 
-  // The chunked form for one stream and head over T positions (attention-math
+  // The chunked form for one stream and head over T positions (docs/attention-math.md
   // §3): num = (φQ φKᵀ ⊙ causal) V + φQ S; den likewise with z;
   // S += φKᵀ V; z += Σ φK (compensated unless `sums` has no compensations,
   // as the step does). Small products go through the Dense kernel.
@@ -282,7 +282,7 @@ class LinearAttention final : public Mixer {
     kernels::CompensatedAdd(k_sum, z, sums.z_comp, c_);                    // z += Σ φK
   }
 
-  // The encoder form for one stream and head (attention-math §3 without the
+  // The encoder form for one stream and head (docs/attention-math.md §3 without the
   // mask): S, z summed over all positions first, then every position reads
   // them: out_i = φq_iᵀ S / (φq_i·z + eps).
   void Encode(const float* phi_q, const float* phi_k, const float* v, size_t steps, size_t row_qk,

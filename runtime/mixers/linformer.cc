@@ -1,4 +1,4 @@
-// Linformer (attention-math.md §7): keys and values projected along the
+// Linformer (docs/attention-math.md §7): keys and values projected along the
 // sequence to proj_dim rows, then softmax attention over those rows. Encoder
 // only: the projections mix every position, so there is no recurrent form.
 #include <algorithm>

@@ -13,7 +13,7 @@
 
 namespace recur {
 
-// AFT-local / AFT-conv (attention-math.md §4): the position bias w expanded
+// AFT-local / AFT-conv (docs/attention-math.md §4): the position bias w expanded
 // to (offsets, D = heads·dk), offset o = t − p (causal; offsets = window) or
 // t − p + window − 1 (encoder; offsets = 2·window − 1). From pos_bias
 // [offsets] (aft_local: shared by every channel) or conv_kernel [heads,
@@ -22,7 +22,7 @@ namespace recur {
 Status ReadAftLocalBias(const fb::AftLocal* t, const std::string& layer, TensorResolver* tensors,
                         std::vector<float>* bias);
 
-// Linformer's E and F (attention-math.md §7): each per head [heads,
+// Linformer's E and F (docs/attention-math.md §7): each per head [heads,
 // proj_dim, seq_len] or shared [proj_dim, seq_len], told apart by rank
 // (*_per_head says which); F absent (key = value sharing): F = E.
 struct LinformerProjections {

@@ -63,7 +63,7 @@ struct QkvoProjections {
   }
 };
 
-// GAU and FLASH (attention-math.md §6): U, V = silu(x W_u|v + b) (E),
+// GAU and FLASH (docs/attention-math.md §6): U, V = silu(x W_u|v + b) (E),
 // Z = silu(x W_z + b) (s), then kRows per-dim scale/offset rows
 // qk_r = qk_gamma[r] ⊙ Z + qk_beta[r]; the output is out(U ⊙ o). Also what
 // else they share: the relu² scale, causality and the relative bias over

@@ -1,4 +1,4 @@
-// Reformer LSH attention (attention-math.md §8; the exact math is in
+// Reformer LSH attention (docs/attention-math.md §8; the exact math is in
 // runtime/schema/recur.fbs, table Reformer). Encoder only: the hash sort
 // reorders the whole sequence, so there is no recurrent form.
 #include <algorithm>

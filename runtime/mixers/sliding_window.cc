@@ -1,4 +1,4 @@
-// Longformer-style sliding-window attention (attention-math.md §5; the exact
+// Longformer-style sliding-window attention (docs/attention-math.md §5; the exact
 // sets are in runtime/schema/recur.fbs, SlidingWindowAttention). Causal: a
 // ring buffer of the last R positions plus the global positions, a fixed
 // state. Non-causal: the encoder form.

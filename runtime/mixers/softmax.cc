@@ -1,4 +1,4 @@
-// Softmax attention (attention-math.md §2), the baseline: causal with a KV
+// Softmax attention (docs/attention-math.md §2), the baseline: causal with a KV
 // cache (the state grows with the sequence, bounded by the session's
 // max_context) and the non-causal encoder form.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Sessions on a caller's arena (recur_session_options.arena, issue 7): from
+// Sessions on a caller's arena (recur_session_options.arena): from
 // recur_session_create to recur_session_free nothing is allocated on the
 // heap (alloc_counter.cc counts malloc and operator new), nothing is written
 // outside the arena's planned bytes, and the outputs are a heap session's.

@@ -1,6 +1,6 @@
 // Lifetimes and files: the order of the free calls does not matter, and the
 // documented contract for a model file that changes on disk while loaded
-// (README "Threat model"): replace it by rename, or load with
+// (docs/reliability.md "Threat model"): replace it by rename, or load with
 // RECUR_LOAD_NO_MMAP. Meaningful under the asan preset, where a use after
 // free or a leak fails the test.
 #include <cstdio>

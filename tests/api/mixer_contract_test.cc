@@ -1,4 +1,4 @@
-// The contract every causal mixer keeps (DESIGN principle 9), checked for
+// The contract every causal mixer keeps (docs/design.md principle 9), checked for
 // each member of the schema's Mixer union, the one list the runtime's
 // registry is built from: a mixer without a test model here fails.
 //   - N steps == one prefill of N positions (outputs and state), the prefill

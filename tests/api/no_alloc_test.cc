@@ -1,4 +1,4 @@
-// Stepping and prefilling do not allocate once warm (DESIGN.md principle 3):
+// Stepping and prefilling do not allocate once warm (docs/design.md principle 3):
 // every session buffer is planned in session_create. The one exception, as
 // recur.h says: on the heap, the dense kernels' per-thread scratch grows the
 // first time a thread runs a larger layer shape, so each case warms up with

@@ -1,5 +1,5 @@
 // recur_set_platform: an application's own file, clock and log functions
-// (the platform layer of DESIGN.md), and the errors of the table itself.
+// (the platform layer of docs/design.md), and the errors of the table itself.
 #include <cstdio>
 #include <cstring>
 #include <string>

@@ -311,8 +311,8 @@ TEST_CASE("encoders run only whole sequences, encode of a causal model is reset 
 TEST_CASE("AFT-local encoder: a strongly negative window bias neither loses precision nor gives NaN") {
   // Every position lies in every window (6 positions, window 8), so a uniform
   // bias b cancels: the outputs equal those of b = 0. Taking the window's
-  // e^{k} back out of a global sum cancelled catastrophically for b << 0
-  // (b = -17: max|d| 3.4; b = -20: NaN), found in review.
+  // e^{k} back out of a global sum would cancel catastrophically for b << 0
+  // (b = -17: max|d| 3.4; b = -20: NaN).
   const char* config = R"({
     "layout": "recur", "d_model": 8, "n_layers": 1, "norm_placement": "pre",
     "layer_norm_eps": 1e-5, "input": {"kind": "features", "feature_width": 4, "projection": true},

@@ -251,8 +251,8 @@ TEST_CASE("a blob from a session with another max_context, or passed with its bu
 }
 
 TEST_CASE("a well-formed blob with an absurd position is refused, whatever the mixer") {
-  // Found in review: AFT-conv without learned positions accepted position
-  // 2^64 - 1, and its next step read far outside the bias table.
+  // AFT-conv without learned positions must refuse position 2^64 - 1: its
+  // next step would read far outside the bias table.
   for (const char* config : {recur::testing::kTinyAftConvConfig, recur::testing::kTinyFeaturesConfig}) {
     CAPTURE(config);
     auto bytes = BuildTestModel(config, 1);

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """recur-image eval's bits/dim vs PyTorch's (models/reference/eval_image.py) on the
-first N test images; passes when they agree within --tolerance (issue 5: 1e-3).
+first N test images; passes when they agree within --tolerance (default 1e-3).
 
     image_parity.py --recur-image BIN --model M.recur --model-dir DIR [--images N] [--batch B]
                     [--backend NAME] [--tolerance T]

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The speech demo's pieces against PyTorch on real utterances (issue 5):
+"""The speech demo's pieces against PyTorch on real utterances:
 
 1. front-end: recur-speech features (C++, kissfft) vs recur_ref/log_mel.py, max |Δ| <= 1e-4,
    same frame count (also for a file shorter than one window);

@@ -170,7 +170,7 @@ TEST_CASE("LinearAttentionStep: long sequence stays close to the reference") {
 
 TEST_CASE("LinearAttentionStep: compensated sums stay exact over 10^5 steps") {
   // The same term added 10^5 times to a float sum loses its low bits every
-  // time once the sum is large (the drift README "Long runs" measures); the
+  // time once the sum is large (the drift docs/reliability.md "Long runs" measures); the
   // compensated sums must stay within a few ulps of the exact double sums.
   ForEachTarget([&](const std::string&) {
     const size_t c = 5, m = 7;

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from .model import LinearAttention, RecurModel, SlidingWindowAttention, SoftmaxAttention
 
-# Chunk length of the causal linear-attention form (attention-math.md §3): memory
+# Chunk length of the causal linear-attention form (docs/attention-math.md §3): memory
 # (B, H, T, T) per chunk instead of (B, H, N, N).
 CHUNK = 64
 
@@ -33,7 +33,7 @@ def _merge(o: Tensor) -> Tensor:
 
 
 def linear_attention(m: LinearAttention, x: Tensor) -> Tensor:
-    """x (B, N, d_model) → (B, N, d_model): attention-math.md §3, chunked when causal."""
+    """x (B, N, d_model) → (B, N, d_model): docs/attention-math.md §3, chunked when causal."""
     q = m.phi(_split(m.query(x), m.heads, m.dk))       # (B, H, N, C)
     k = m.phi(_split(m.key(x), m.heads, m.dk))         # (B, H, N, C)
     v = _split(m.value(x), m.heads, m.dv)              # (B, H, N, dv)
@@ -58,7 +58,7 @@ def linear_attention(m: LinearAttention, x: Tensor) -> Tensor:
 
 
 def softmax_attention(m: SoftmaxAttention, x: Tensor) -> Tensor:
-    """x (B, N, d_model) → (B, N, d_model): attention-math.md §2, masked when causal."""
+    """x (B, N, d_model) → (B, N, d_model): docs/attention-math.md §2, masked when causal."""
     q = _split(m.query(x), m.heads, m.dk)
     k = _split(m.key(x), m.heads, m.dk)
     v = _split(m.value(x), m.heads, m.dv)

@@ -97,7 +97,8 @@ def _aft_full_mixer(c: dict) -> dict:
 
 def recur_config(ft_config: dict) -> dict:
     """The recur-layout config of the model a fast-transformers builder config
-    describes: the one place this mapping is made (README, "fast-transformers layout")."""
+    describes: the one place this mapping is made (models/configs/README.md,
+    "fast-transformers layout")."""
     missing = [k for k in REQUIRED_KEYS if k not in ft_config]
     unknown = (set(ft_config) - set(REQUIRED_KEYS) - set(DEFAULTS) - set(_METADATA_KEYS) - _IGNORED_KEYS
                - {FEATURE_MAP_KEY} - set(AFT_FULL_DEFAULTS))

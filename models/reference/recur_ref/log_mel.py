@@ -1,4 +1,4 @@
-"""The speech front-end: 40 log-mel filterbank energies every 10 ms (issue 5).
+"""The speech front-end: 40 log-mel filterbank energies every 10 ms.
 
 The C++ twin is examples/speech/log_mel.cc; the two agree within 1e-4
 (tests/examples/speech_frontend_parity.py). Definition, for 16 kHz samples x:

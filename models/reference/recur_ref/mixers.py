@@ -1,7 +1,7 @@
-"""Reference implementations of the sequence mixers of issue 4 (float64-capable
-ground truth for the C++ parity tests). Math: /work/shared/docs/attention-math.md
+"""Reference implementations of the sequence mixers (float64-capable
+ground truth for the C++ parity tests). Math: docs/attention-math.md
 §2 (softmax), §3 (linear attention feature maps), §4 (AFT), §5 (Longformer
-windows), §6 (GAU / FLASH), §7 (Linformer); Reformer's LSH attention: models/configs/README.md.
+windows), §6 (GAU / FLASH), §7 (Linformer), §8 (Reformer).
 
 Every mixer is an `nn.Module` built as `MIXERS[cfg["type"]](cfg, d_model)`; its
 `state_dict()` names are relative to the mixer (`query.weight`, `feature_map.omega`,
@@ -378,7 +378,7 @@ def orthogonal_random_matrix_(w: Tensor, generator: Optional[torch.Generator] = 
 
 
 def performer_favor(x: Tensor, omega: Tensor, softmax_temp: float) -> Tensor:
-    """Our FAVOR+ (Performer positive random features, attention-math.md §3):
+    """Our FAVOR+ (Performer positive random features, docs/attention-math.md §3):
 
         x̃ = x·√softmax_temp,  φ(x)_j = exp(ω_jᵀx̃ − ‖x̃‖²/2) / √m,   j = 1..m
 

@@ -4,7 +4,7 @@ Reformer) transformer, run either over a whole sequence at once (parallel form) 
 position at a time (RNN form). A mixed model gives each block its own mixer
 (config "mixer" a list of n_layers mixer dicts; see mixer_configs).
 
-Math: /work/shared/docs/attention-math.md §1 (the block), §2 (softmax
+Math: docs/attention-math.md §1 (the block), §2 (softmax
 attention, the KV-cache baseline) and §3 (linear attention). Config keys and
 tensor names: models/configs/README.md; the module attribute names below are
 chosen so that `state_dict()` yields exactly those tensor names.
@@ -183,7 +183,7 @@ def _is_layerwise(mixer: dict) -> bool:
 class State(NamedTuple):
     """The recurrent state after `pos` positions: one dict of tensors per layer.
 
-    linear_attention (attention-math.md §3), fixed size:
+    linear_attention (docs/attention-math.md §3), fixed size:
       "S" (H, C, dv): Σ_j φ(k_j) v_jᵀ   (C = feature_dim(mixer config))
       "z" (H, C):     Σ_j φ(k_j)
     softmax_attention (§2), the KV cache, grows by one row per position:
@@ -227,7 +227,7 @@ class State(NamedTuple):
 
 
 def elu_plus_one(x: Tensor) -> Tensor:
-    """φ(x) = elu(x) + 1 > 0 (attention-math.md §3)."""
+    """φ(x) = elu(x) + 1 > 0 (docs/attention-math.md §3)."""
     return F.elu(x) + 1
 
 
@@ -311,7 +311,7 @@ class LinearAttention(nn.Module):
         return q, k, v
 
     def parallel(self, x: Tensor, S: Tensor, z: Tensor, chunk: int):
-        """Chunked parallel form (attention-math.md §3, "Parallel (chunked) form").
+        """Chunked parallel form (docs/attention-math.md §3, "Parallel (chunked) form").
 
         x (N, d_model); S (H, C, dv), z (H, C): the state before x.
         Returns (out (N, d_model), S, z after x). chunk ≥ N is the plain masked
@@ -331,7 +331,7 @@ class LinearAttention(nn.Module):
         return self.out(o.reshape(len(x), -1)), S, z
 
     def noncausal(self, x: Tensor, S: Tensor, z: Tensor):
-        """Non-causal (encoder) form, attention-math.md §3 without the mask:
+        """Non-causal (encoder) form, docs/attention-math.md §3 without the mask:
         every position sees the whole sequence, V'_i = φ(q_i)ᵀ S_N / (φ(q_i)ᵀ z_N + ε),
         with S_N, z_N summed over all N positions (added to the given S, z,
         which are zero for a whole utterance). Same result shape as `parallel`."""
@@ -344,7 +344,7 @@ class LinearAttention(nn.Module):
         return self.out(o.reshape(len(x), -1)), S, z
 
     def recurrent(self, x: Tensor, S: Tensor, z: Tensor):
-        """RNN form, position by position (attention-math.md §3, "Causal masking = an RNN").
+        """RNN form, position by position (docs/attention-math.md §3, "Causal masking = an RNN").
 
         Same arguments and result as `parallel`.
         """
@@ -361,7 +361,7 @@ class LinearAttention(nn.Module):
 
 
 class SoftmaxAttention(nn.Module):
-    """Softmax attention, the KV-cache baseline (attention-math.md §2), per head:
+    """Softmax attention, the KV-cache baseline (docs/attention-math.md §2), per head:
 
         o_i = Σ_j p_ij v_j,  p_ij = softmax_j(q_i·k_j / √dk),  j ≤ i (causal) or all j,
 
@@ -1411,7 +1411,7 @@ _MIXER_CLASSES = {"linear_attention": LinearAttention, "softmax_attention": Soft
 
 
 class Block(nn.Module):
-    """One transformer layer (attention-math.md §1), pre- or post-norm, whose mixer is
+    """One transformer layer (docs/attention-math.md §1), pre- or post-norm, whose mixer is
     built from `mixer` (one mixer dict: its entry of mixer_configs(config)). shared_E: a
     linformer layerwise block's E, the model's one shared parameter (None: its own)."""
 
@@ -1557,7 +1557,7 @@ class RecurModel(nn.Module):
         return self.device
 
     def init_state(self) -> State:
-        """The state before the first position (attention-math.md §2, §3): zero S and z
+        """The state before the first position (docs/attention-math.md §2, §3): zero S and z
         per linear-attention layer, an empty KV cache per softmax-attention layer, zero
         rings per sliding-window layer, num = den = 0 and max = −inf per aft_simple layer (and
         zero rings too per aft_local / aft_conv layer), an empty KV cache per causal aft_full or gau layer,

@@ -1,4 +1,4 @@
-"""The spoken-digit task (issue 5): corpus files, model inputs, CTC decoding and scores.
+"""The spoken-digit task: corpus files, model inputs, CTC decoding and scores.
 
 Model input: the log-mel frames of recur_ref/log_mel.py stacked STACK at a time without
 overlap (frame rows 3i, 3i+1, 3i+2 side by side: 120 floats every 30 ms; a trailing

@@ -157,11 +157,11 @@ typedef enum recur_weight_packing {
  * z = Σ φ(k) (recur_session_options.state_sums). */
 typedef enum recur_state_sums {
   /* Kahan-compensated: float32 accuracy after millions of steps, as after a
-   * few (README "Long runs"). The default. */
+   * few (docs/reliability.md "Long runs"). The default. */
   RECUR_STATE_SUMS_COMPENSATED = 0,
   /* Plain float sums: half of linear attention's state (so less memory and
    * memory traffic per step: faster at large batch), with rounding error
-   * that grows with the sequence (README "Long runs" measures both). For
+   * that grows with the sequence (docs/reliability.md "Long runs" measures both). For
    * sequences of thousands of steps, e.g. 784-pixel images. */
   RECUR_STATE_SUMS_PLAIN = 1
 } recur_state_sums;
@@ -200,14 +200,15 @@ typedef struct recur_session_options {
                             only when named. "onednn" runs f32, bf16 and int8 weights; it
                             rounds activations to bf16 for bf16 weights and quantises each
                             activation row to int8 (a scale per row) for int8 weights, so
-                            its results deviate more (README "Issue 3"). A backend this
-                            build lacks is RECUR_UNSUPPORTED. */
+                            its results deviate more (docs/correctness.md
+                            "Reduced-precision weights"). A backend this build lacks is RECUR_UNSUPPORTED. */
   uint32_t weight_packing; /* a recur_weight_packing; 0 = RECUR_PACKING_AUTO. A packed copy
                               costs 4 bytes per weight; recur_session_backends reports the
                               bytes held. A backend named above copies as it must. */
   uint32_t prefill_min;    /* recur_session_prefill of fewer positions than this runs them as
                               steps (cheaper than a chunk of a few rows); 0 = default (see
-                              README "prefill threshold"); 1 = always the chunked form. */
+                              docs/performance.md "Prefill threshold"); 1 = always the
+                              chunked form. */
   uint32_t max_context;    /* models whose state grows with the sequence (softmax attention's
                               KV cache, state_bytes_per_position > 0): positions a stream may
                               hold; stepping past it is RECUR_OUT_OF_RANGE until the stream is
@@ -279,7 +280,7 @@ typedef struct recur_input {
 recur_status recur_session_step(recur_session* session, const recur_input* input, float* out);
 
 /* Feeds `steps` elements to every stream at once in chunked-parallel mode
- * (attention-math §3: each chunk's projections and FFNs are matrix products
+ * (docs/attention-math.md §3: each chunk's projections and FFNs are matrix products
  * over batch × chunk rows): a prompt, or a whole utterance. Input is
  * stream-major: tokens [batch, steps] or features [batch, steps, feature_width],
  * with input->count the number of values. `out` receives

@@ -13,9 +13,9 @@ namespace recur::kernels {
 void Relu(const float* x, float* y, size_t n);
 // y = 0.5·x·(1 + erf(x/√2))   (exact GELU, PyTorch's default)
 void Gelu(const float* x, float* y, size_t n);
-// y = elu(x) + 1 = (x > 0 ? x + 1 : exp(x))   (attention-math §3)
+// y = elu(x) + 1 = (x > 0 ? x + 1 : exp(x))   (docs/attention-math.md §3)
 void EluPlusOne(const float* x, float* y, size_t n);
-// y = exp(a·x + b)   (FAVOR+ features, attention-math §3)
+// y = exp(a·x + b)   (FAVOR+ features, docs/attention-math.md §3)
 void AffineExp(const float* x, float a, float b, float* y, size_t n);
 // y = a·x
 void Scale(const float* x, float a, float* y, size_t n);
@@ -41,7 +41,7 @@ void LayerNorm(const float* x, const float* gamma, const float* beta, float eps,
 // y = softmax(x) and y = log_softmax(x), max-subtracted.
 void Softmax(const float* x, float* y, size_t n);
 void LogSoftmax(const float* x, float* y, size_t n);
-// AFT's sums (attention-math.md §4), per channel i with logit l = a·x[i] + b:
+// AFT's sums (docs/attention-math.md §4), per channel i with logit l = a·x[i] + b:
 // m[i] = max(m[i], l), and then with that max
 // e = exp(l − m[i]); num[i] += e·v[i]; den[i] += e.
 void AffineMax(const float* x, float a, float b, float* m, size_t n);

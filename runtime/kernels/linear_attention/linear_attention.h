@@ -1,4 +1,4 @@
-// Causal linear attention, recurrent form (attention-math.md §3), one head.
+// Causal linear attention, recurrent form (docs/attention-math.md §3), one head.
 #ifndef RECUR_KERNELS_LINEAR_ATTENTION_LINEAR_ATTENTION_H_
 #define RECUR_KERNELS_LINEAR_ATTENTION_LINEAR_ATTENTION_H_
 
@@ -13,7 +13,7 @@ namespace recur::kernels {
 // The update happens before the read, so position i attends to itself.
 // S and z are compensated (Kahan) sums: s_comp (c, m) and z_comp (c) carry
 // the low-order parts that the float additions lose, so that a sum of
-// millions of terms stays as accurate as one of a few (README "Long runs").
+// millions of terms stays as accurate as one of a few (docs/reliability.md "Long runs").
 // s_comp and z_comp both null: plain float sums (S += φk·v as one fused
 // multiply-add where the target has one), which read and write half the
 // state; for sequences short enough that rounding does not build up.
