@@ -32,6 +32,7 @@
 #include <CLI/CLI.hpp>
 
 #include "gpu_runs.h"
+#include "int8_activations_option.h"
 #include "model_input.h"
 #include "npy.h"
 #include "parity_diff.h"
@@ -56,13 +57,15 @@ void CollectLayer(void* user, uint32_t layer, const float* x, size_t batch, size
 // Runs the model over `input` (one stream) in `mode`: "step", "chunk" or
 // "encode". The status of the first failure, with *error set.
 recur_status RunModel(const recur::Model& model, const recur::tools::ModelInput& input,
-              const std::string& mode, uint32_t chunk, Run* run, std::string* error) {
+              const std::string& mode, uint32_t chunk, recur_int8_activations int8_activations,
+              Run* run, std::string* error) {
   const recur_model_info info = model.info();
   recur_session_options options{};
   options.struct_size = sizeof(options);
   options.batch = 1;
   options.prefill_chunk = chunk;
   options.prefill_min = 1;  // chunked however short: this run is about the chunked form
+  options.int8_activations = int8_activations;
   auto session = recur::Session::Create(model, options);
   if (!session) {
     *error = session.error();
@@ -157,6 +160,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "cuda", "host", "none"}));
   app.add_option("--abs", tol_abs, "max |d| tolerance (times max(1, max|ref|))");
   app.add_option("--rel", tol_rel, "||d|| / ||ref|| tolerance");
+  // The GPU path multiplies decoded weights by f32 activations: "float" runs
+  // the CPU the same way, so that the columns compare the same arithmetic.
+  recur_int8_activations int8_activations = RECUR_INT8_ACTIVATIONS_AUTO;
+  recur::tools::AddInt8ActivationsOption(&app, &int8_activations);
   CLI11_PARSE(app, argc, argv);
 
   recur::Model model;
@@ -173,14 +180,15 @@ int main(int argc, char** argv) {
   }
 
   std::vector<Run> runs(1);
-  recur_status status = RunModel(model, input, "step", chunk, &runs[0], &error);
+  recur_status status =
+      RunModel(model, input, "step", chunk, int8_activations, &runs[0], &error);
   if (status == RECUR_UNSUPPORTED) {
     // An encoder: no recurrent form, the whole sequence at once.
     std::printf("recur-parity: no step mode (%s): running encode\n", error.c_str());
-    status = RunModel(model, input, "encode", chunk, &runs[0], &error);
+    status = RunModel(model, input, "encode", chunk, int8_activations, &runs[0], &error);
   } else if (status == RECUR_OK) {
     runs.emplace_back();
-    status = RunModel(model, input, "chunk", chunk, &runs[1], &error);
+    status = RunModel(model, input, "chunk", chunk, int8_activations, &runs[1], &error);
   }
   if (status != RECUR_OK) {
     std::fprintf(stderr, "error: %s\n", error.c_str());
