@@ -17,7 +17,7 @@
 //     3810) and vpadalq_s16.
 //   Other targets (SCALAR, EMU128, SVE, RVV): a scalar loop, one output at a
 //     time (DenseI4DotPreferred is false there).
-// Σ n·q_x over a group less 8·Σ q_x (subtracted from lane 0) is the group's
+// Σ n·q_x over a group less 8·Σ q_x (lane 0's starting value) is the group's
 // exact Σ q_w·q_x; it is converted to f32 and multiplied by the group's scale
 // into f32 lane accumulators, summed across lanes at the end of the row.
 #if defined(RECUR_KERNELS_DENSE_DENSE_I4_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -68,7 +68,6 @@ struct Ops {
   using Acc = __m256i;
   using W = __m256i;
   using F = __m256;
-  static HWY_INLINE Acc Zero() { return _mm256_setzero_si256(); }
   static HWY_INLINE F ZeroF() { return _mm256_setzero_ps(); }
   static HWY_INLINE W LoadW(const uint8_t* p) {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -81,9 +80,9 @@ struct Ops {
     const __m256i p16 = _mm256_maddubs_epi16(w, xv);
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
   }
-  // acc − c in lane 0.
-  static HWY_INLINE Acc SubLane0(Acc acc, int32_t c) {
-    return _mm256_sub_epi32(acc, _mm256_castsi128_si256(_mm_cvtsi32_si128(c)));
+  // c in lane 0, zeros elsewhere.
+  static HWY_INLINE Acc Lane0(int32_t c) {
+    return _mm256_zextsi128_si256(_mm_cvtsi32_si128(c));
   }
   static HWY_INLINE F MulAdd(Acc acc, float scale, F f) {
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(scale), f);
@@ -104,7 +103,6 @@ struct Ops {
     __m128i lo, hi;
   };
   using F = __m128;
-  static HWY_INLINE Acc Zero() { return _mm_setzero_si128(); }
   static HWY_INLINE F ZeroF() { return _mm_setzero_ps(); }
   static HWY_INLINE W LoadW(const uint8_t* p) {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -117,9 +115,7 @@ struct Ops {
     const __m128i p16 = _mm_add_epi16(_mm_maddubs_epi16(w.lo, x0), _mm_maddubs_epi16(w.hi, x1));
     return _mm_add_epi32(acc, _mm_madd_epi16(p16, _mm_set1_epi16(1)));
   }
-  static HWY_INLINE Acc SubLane0(Acc acc, int32_t c) {
-    return _mm_sub_epi32(acc, _mm_cvtsi32_si128(c));
-  }
+  static HWY_INLINE Acc Lane0(int32_t c) { return _mm_cvtsi32_si128(c); }
   static HWY_INLINE F MulAdd(Acc acc, float scale, F f) {
     return _mm_add_ps(f, _mm_mul_ps(_mm_cvtepi32_ps(acc), _mm_set1_ps(scale)));
   }
@@ -138,7 +134,6 @@ struct Ops {
     int8x16_t lo, hi;
   };
   using F = float32x4_t;
-  static HWY_INLINE Acc Zero() { return vdupq_n_s32(0); }
   static HWY_INLINE F ZeroF() { return vdupq_n_f32(0.0f); }
   static HWY_INLINE W LoadW(const uint8_t* p) {
     const uint8x16_t b = vld1q_u8(p);
@@ -158,9 +153,7 @@ struct Ops {
     return vpadalq_s16(acc, p);
 #endif
   }
-  static HWY_INLINE Acc SubLane0(Acc acc, int32_t c) {
-    return vsubq_s32(acc, vsetq_lane_s32(c, vdupq_n_s32(0), 0));
-  }
+  static HWY_INLINE Acc Lane0(int32_t c) { return vsetq_lane_s32(c, vdupq_n_s32(0), 0); }
   static HWY_INLINE F MulAdd(Acc acc, float scale, F f) {
     return vfmaq_n_f32(f, vcvtq_f32_s32(acc), scale);
   }
@@ -208,9 +201,12 @@ HWY_INLINE void Tile(const int8_t* const* HWY_RESTRICT xr, const int32_t* const*
   }
   [[maybe_unused]] const uintptr_t next = reinterpret_cast<uintptr_t>(w0 + kO * row_bytes);
   for (size_t g = 0; g < groups; ++g) {
+    // Each accumulator starts at −8·Σ q_x (lane 0): one vector per activation
+    // row for all kO weight rows.
     typename Ops::Acc acc[kB][kO];
     for (size_t b = 0; b < kB; ++b) {
-      for (size_t o = 0; o < kO; ++o) acc[b][o] = Ops::Zero();
+      const typename Ops::Acc start = Ops::Lane0(-8 * xs[b][g]);
+      for (size_t o = 0; o < kO; ++o) acc[b][o] = start;
     }
     for (size_t k = 0; k < blocks; ++k) {
       const size_t byte = (g * blocks + k) * kBlockBytes;
@@ -224,10 +220,7 @@ HWY_INLINE void Tile(const int8_t* const* HWY_RESTRICT xr, const int32_t* const*
       }
     }
     for (size_t b = 0; b < kB; ++b) {
-      const int32_t c = 8 * xs[b][g];
-      for (size_t o = 0; o < kO; ++o) {
-        facc[b][o] = Ops::MulAdd(Ops::SubLane0(acc[b][o], c), sr[o][g], facc[b][o]);
-      }
+      for (size_t o = 0; o < kO; ++o) facc[b][o] = Ops::MulAdd(acc[b][o], sr[o][g], facc[b][o]);
     }
   }
   for (size_t b = 0; b < kB; ++b) {
