@@ -1,7 +1,7 @@
 // Writes the fuzz targets' seed corpora from real models:
 //   make_seeds OUT_DIR  →  OUT_DIR/{model,state,safetensors,config,npy}/
-// model: every small test model (tests/common/test_models.h) in f32, and the
-// mixed one in f16, bf16 and int8; state: a saved blob of each
+// model: every small test model (tests/common/test_models.h) in f32, the
+// mixed one in f16, bf16 and int8, and kInt4SeedConfig in int4; state: a saved blob of each
 // state_fuzz_models.h model after a few steps (byte 0 picks the model; the
 // second copy asks for stamping, see state_load_fuzz.cc); safetensors: their
 // weights; config: their config JSON (scripts/fuzz.sh adds models/configs);
@@ -27,6 +27,19 @@ const std::vector<const char*> kConfigs = {
     kTinySlidingWindowConfig, kTinyAftConfig, kTinyFlashConfig,    kTinyLinformerConfig,
     kTinyReformerConfig, kTinyAftLocalConfig, kTinyAftConvConfig,  kTinyAftFullConfig,
     kTinyGauConfig,      kTinyMixedConfig};
+
+// int4 needs input dimensions that are multiples of the group (32): the
+// mixed model's d_model 16 is not. Two mixers, so the int4 seed reaches the
+// dense layers of linear and softmax attention and the FFN.
+const char* kInt4SeedConfig = R"({
+  "layout": "recur", "d_model": 32, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
+  "max_positions": 16,
+  "mixer": [{"type": "linear_attention", "heads": 2, "dk": 16, "dv": 16,
+             "feature_map": "elu_plus_one", "eps": 1e-6},
+            {"type": "softmax_attention", "heads": 2, "dk": 16, "dv": 16}],
+  "ffn": {"d_ff": 64, "activation": "gelu"}, "final_norm": true,
+  "head": {"out": 11, "activation": "softmax"}})";
 
 bool Write(const std::string& path, const void* data, size_t size) {
   FILE* f = std::fopen(path.c_str(), "wb");
@@ -92,6 +105,19 @@ int main(int argc, char** argv) {
     }
     write(std::string("model/mixed_") + recur::converter::WeightDTypeName(dtype) + ".recur",
           bytes->data(), bytes->size());
+  }
+  {
+    recur::converter::BuildOptions options;
+    options.weight_dtype = WeightDType::kInt4;  // options.group: the default, 32
+    options.quantize_head = true;
+    auto bytes = recur::converter::BuildModelFromConfig(kInt4SeedConfig,
+                                                        RandomTensors(kInt4SeedConfig, 3),
+                                                        recur::converter::Layout::kAuto, options);
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "make_seeds: int4 model: %s\n", bytes.message().c_str());
+      return 1;
+    }
+    write("model/int4.recur", bytes->data(), bytes->size());
   }
 
   // Each state model twice: compensated sums, then plain (byte 0's bit 6).
