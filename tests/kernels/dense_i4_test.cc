@@ -254,10 +254,14 @@ TEST_CASE("Dense int4, f32 activations: in 0..512 by blocks, groups, odd shapes,
         }
       }
     }
-    // Several decode passes (512 inputs each) with a partial last one.
+    // Several decode passes (512 inputs each) with a partial last one; groups
+    // the loader also accepts (a multiple of 32 that divides in) that straddle
+    // a pass (96) or span several (1024).
     for (const I4Case& c : {I4Case{1, 1056, 7, 32, 0, 1, 1, true, false, true},
                             I4Case{7, 4096, 3, 256, 3, 0, 2, false, true, false},
-                            I4Case{1, 256, 1024, 32, 0, 0, 0, true, false, false}}) {
+                            I4Case{1, 256, 1024, 32, 0, 0, 0, true, false, false},
+                            I4Case{3, 1152, 5, 96, 1, 2, 3, true, true, true},
+                            I4Case{2, 2048, 6, 1024, 0, 1, 1, false, false, false}}) {
       RECUR_I4_INFO(c);
       CHECK(CheckFloat(rng, c, Path::kFloat) == 0);
     }

@@ -170,6 +170,15 @@ HWY_INLINE void DecodeScales(const uint16_t* HWY_RESTRICT src, size_t n,
   const auto* h = reinterpret_cast<const hwy::float16_t*>(src);
   size_t k = 0;
   for (; k + N <= n; k += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, h + k)), df, dst + k);
+  // A tile's scales are often fewer than a full vector (4 rows of 256 inputs
+  // in groups of 128: 8; AVX-512 holds 16): 4 at a time, then scalar (which
+  // is slow: ldexpf).
+  const hn::CappedTag<float, 4> d4;
+  const hn::Rebind<hwy::float16_t, decltype(d4)> dh4;
+  const size_t N4 = hn::Lanes(d4);
+  for (; k + N4 <= n; k += N4) {
+    hn::StoreU(hn::PromoteTo(d4, hn::LoadU(dh4, h + k)), d4, dst + k);
+  }
   for (; k < n; ++k) dst[k] = ref::F16ToF32(src[k]);
 }
 
@@ -391,6 +400,7 @@ HWY_INLINE void I4Float(const float* x, size_t x_stride, size_t batch, const Den
   const size_t in = w.in, group = w.group, groups = in == 0 ? 0 : in / group;
   const auto* wb = static_cast<const uint8_t*>(w.weight);
   HWY_ALIGN float wd[id::kDecodeInputs];
+  float sc[id::kDecodeInputs / kI4Block + 1];  // the pass's group scales
   constexpr size_t kRows = 64;  // activation rows per pass
   float sums[kRows];
   for (size_t b0 = 0; b0 < batch; b0 += kRows) {
@@ -400,10 +410,12 @@ HWY_INLINE void I4Float(const float* x, size_t x_stride, size_t batch, const Den
       std::fill(sums, sums + nb, 0.0f);
       for (size_t i0 = 0; i0 < in; i0 += id::kDecodeInputs) {
         const size_t n = std::min(id::kDecodeInputs, in - i0);  // a multiple of kI4Block
+        // The scales of the groups this pass touches (blocks never straddle
+        // groups: the group is a multiple of kI4Block).
+        const size_t g0 = i0 / group, ng = (i0 + n - 1) / group - g0 + 1;
+        id::DecodeScales(w.group_scales + o * groups + g0, ng, sc);
         for (size_t i = i0; i < i0 + n; i += kI4Block) {
-          // Blocks never straddle groups (group is a multiple of kI4Block).
-          const float scale = ref::F16ToF32(w.group_scales[o * groups + i / group]);
-          id::DecodeBlocks(row + i / 2, 1, scale, wd + (i - i0));
+          id::DecodeBlocks(row + i / 2, 1, sc[i / group - g0], wd + (i - i0));
         }
         for (size_t b = 0; b < nb; ++b) {
           const float* xb = x + (b0 + b) * x_stride + i0;
