@@ -387,6 +387,7 @@ TEST_CASE("config: linear-attention feature maps (recur layout)") {
                       .dump());
   REQUIRE_MESSAGE(r.ok(), r.message());
   CHECK(r->desc.blocks[0].linear_attention.feature_map == FeatureMap::kFavorHyperbolic);
+  // Exact: a power of two parses to the same float.
   CHECK(r->desc.blocks[0].linear_attention.softmax_temp == 0.5f);
   for (const auto& t : ExpectedTensors(r->desc)) {
     if (t.name == "blocks.0.mixer.feature_map.omega") CHECK(t.shape == std::vector<int64_t>{dk, 5});
@@ -685,6 +686,7 @@ TEST_CASE("config: fast-transformers Favor feature map") {
   j["feature_map"]["softmax_temp"] = 0.25;
   r = ParseConfig(j.dump());
   REQUIRE(r.ok());
+  // Exact: a power of two parses to the same float.
   CHECK(r->desc.blocks[0].linear_attention.softmax_temp == 0.25f);
 
   j["feature_map"]["stabilize"] = true;

@@ -118,6 +118,7 @@ TEST_CASE("import: integer and F16 source tensors") {
   views["head.bias"].nbytes = halves.size() * 2;
   auto r2 = ImportTensors(parsed->desc, parsed->layout, views);
   REQUIRE_MESSAGE(r2.ok(), r2.message());
+  // Exact: f16 → f32 widening is exact, and 0x3c00 is 1.0.
   CHECK(r2->at("head.bias").data == std::vector<float>(11, 1.0f));
   halves[4] = 0x7e00;  // NaN after conversion
   auto r3 = ImportTensors(parsed->desc, parsed->layout, views);

@@ -62,6 +62,7 @@ const fb::Model* CheckLayout(const uint8_t* bytes, std::size_t size, const Tenso
     auto it = expected.find(name);
     REQUIRE(it != expected.end());
     CHECK(shape == it->second.shape);
+    // Exact: f32 tensors are written verbatim (a copy).
     CHECK(std::memcmp(bytes + p + t->offset(), it->second.data.data(), t->size()) == 0);
     spans.push_back({t->offset(), t->offset() + t->size()});
   }
