@@ -806,28 +806,16 @@ TEST_CASE("DenseI8Dot: Dense with Int8Activations runs the path it names") {
     w.bias = bias.data();
     w.in = in;
     w.out = out;
-    std::vector<float> widened(batch * out), quantized(batch * out), y(batch * out);
-    Dense(x.data(), in, batch, w, widened.data(), out, false);
-    DenseI8Dot(x.data(), in, batch, w, quantized.data(), out, false);
-    CHECK(std::memcmp(widened.data(), quantized.data(), y.size() * 4) != 0);
-    auto same = [&](const std::vector<float>& a) {
-      return std::memcmp(a.data(), y.data(), y.size() * sizeof(float)) == 0;
-    };
-    Dense(x.data(), in, batch, w, y.data(), out, false, Int8Activations::kFloat);
-    CHECK(same(widened));
-    Dense(x.data(), in, batch, w, y.data(), out, false, Int8Activations::kQuantized);
-    CHECK(same(quantized));
-    Dense(x.data(), in, batch, w, y.data(), out, false, Int8Activations::kAuto);
-    CHECK(same(DenseI8DotPreferred(batch, in, out) ? quantized : widened));
+    CheckInt8ActivationsChoice(x, batch, w, DenseI8Dot, DenseI8DotPreferred(batch, in, out));
     // Other weight types ignore the choice.
-    std::vector<float> wf(in * out), yf(batch * out);
+    std::vector<float> wf(in * out), yf(batch * out), y(batch * out);
     FillUniform(rng, wf.data(), wf.size(), -1.0f, 1.0f);
     w.weight = wf.data();
     w.type = WeightType::kF32;
     w.scales = nullptr;
     Dense(x.data(), in, batch, w, yf.data(), out, false);
     Dense(x.data(), in, batch, w, y.data(), out, false, Int8Activations::kQuantized);
-    CHECK(same(yf));
+    CHECK(y == yf);  // exact: the same f32 call
   });
 }
 

@@ -15,6 +15,7 @@
 
 #include "hwy/highway.h"
 #include "hwy/targets.h"
+#include "kernels/dense/dense.h"
 #include "tolerance.h"
 
 namespace recur::kernels::test {
@@ -139,6 +140,29 @@ size_t CheckDenseResult(const float* x, size_t x_stride, size_t batch, size_t in
     FAIL_CHECK("wrote outside y");
   }
   return failures;
+}
+
+// Dense(..., Int8Activations) on a kI8 or kI4 layer runs the path it names:
+// kFloat gives Dense's bits (weights widened), kQuantized those of `dot`
+// (DenseI8Dot or DenseI4Dot), kAuto the one `dot_preferred` says; the two
+// differ (quantising x rounds it). Exact: the same call on the same shapes.
+template <class DotFn>
+void CheckInt8ActivationsChoice(const std::vector<float>& x, size_t batch, const DenseWeights& w,
+                                DotFn dot, bool dot_preferred) {
+  const size_t in = w.in, out = w.out;
+  std::vector<float> widened(batch * out), quantized(batch * out), y(batch * out);
+  Dense(x.data(), in, batch, w, widened.data(), out, false);
+  dot(x.data(), in, batch, w, quantized.data(), out, false);
+  CHECK(std::memcmp(widened.data(), quantized.data(), y.size() * 4) != 0);
+  auto same = [&](const std::vector<float>& a) {
+    return std::memcmp(a.data(), y.data(), y.size() * sizeof(float)) == 0;
+  };
+  Dense(x.data(), in, batch, w, y.data(), out, false, Int8Activations::kFloat);
+  CHECK(same(widened));
+  Dense(x.data(), in, batch, w, y.data(), out, false, Int8Activations::kQuantized);
+  CHECK(same(quantized));
+  Dense(x.data(), in, batch, w, y.data(), out, false, Int8Activations::kAuto);
+  CHECK(same(dot_preferred ? quantized : widened));
 }
 
 }  // namespace recur::kernels::test
