@@ -10,6 +10,7 @@
 #include "core/platform.h"
 #include "core/struct_size.h"
 #include "core/threadpool.h"
+#include "engine/model_loader.h"
 #include "engine/session.h"
 #include "kernels/dispatch/target_limit.h"
 #include "kernels/elementwise/elementwise.h"

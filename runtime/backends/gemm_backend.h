@@ -1,5 +1,5 @@
 // GEMM providers behind one small vtable. A backend turns a dense layer
-// (model.h's DenseView) into a prepared op once, at session creation, for the
+// (a DenseView) into a prepared op once, at session creation, for the
 // row counts the session will use; the session then runs the op with no
 // allocation. highway (our own kernels) is always compiled in and supports
 // every weight type; xnnpack (f32 weights) and onednn (f32, bf16, int8) are
@@ -14,7 +14,14 @@
 
 #include "core/status.h"
 #include "core/threadpool.h"
-#include "model/model.h"
+#include "kernels/dense/dense.h"
+
+namespace recur {
+
+// A dense layer: weights point into the model bytes (no copy).
+using DenseView = kernels::DenseWeights;
+
+}  // namespace recur
 
 namespace recur::backends {
 

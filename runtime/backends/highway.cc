@@ -7,8 +7,8 @@
 // DenseI4Dot) read the model's bytes at every row count and are never packed.
 #include <algorithm>
 
+#include "backends/dense_op.h"
 #include "backends/gemm_backend.h"
-#include "engine/dense_op.h"
 #include "hwy/aligned_allocator.h"
 #include "kernels/dense/dense.h"
 

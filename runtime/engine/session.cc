@@ -7,7 +7,7 @@
 #include <limits>
 #include <new>
 
-#include "engine/dense_op.h"
+#include "backends/dense_op.h"
 #include "hwy/aligned_allocator.h"
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
@@ -263,7 +263,7 @@ void Session::Carve(Arena* arena) {
   features_stage_ = floats(rows * m.feature_width);
   if (!in_arena_) return;
   // The kernels' scratch for every dense layer at Step's and Prefill's row
-  // counts (engine/dense_plan.h lists the same layers; mixers' own inner
+  // counts (backends/dense_runner.h lists the same layers; mixers' own inner
   // products that need more take the kernels' no-scratch path).
   kernels::DenseScratch need;
   for (const DenseLayerUse& use : m.dense_layers) {

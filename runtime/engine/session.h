@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "backends/dense_runner.h"
 #include "core/arena.h"
 #include "core/status.h"
 #include "core/threadpool.h"
-#include "engine/dense_plan.h"
 #include "kernels/dense/dense.h"
 #include "model/model.h"
 
@@ -25,7 +25,7 @@ struct SessionOptions {
   size_t prefill_min = 0;    // Prefill of fewer positions steps instead; 0 = default
   // GEMM backend for every dense layer it supports (highway for the rest):
   // "highway", "xnnpack", "onednn"; null, "" or "auto" = the fastest per
-  // layer shape and row count, measured at creation (engine/dense_plan.h),
+  // layer shape and row count, measured at creation (backends/dense_runner.h),
   // among backends that do not allocate per call: "onednn" must be named.
   const char* backend = nullptr;
   // recur_weight_packing: 0 auto (pack when batch >= kPackMinBatch), 1 off, 2 on.

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/dense_op.h"
+#include "backends/dense_op.h"
+#include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
 #include "mixers/mixer_tables.h"
-#include "kernels/elementwise/elementwise.h"
 #include "mixers/projections.h"
 
 namespace recur {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/dense_op.h"
+#include "backends/dense_op.h"
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
 #include "mixers/projections.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/dense_op.h"
+#include "backends/dense_op.h"
 #include "kernels/dense/dense.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/linear_attention/linear_attention.h"

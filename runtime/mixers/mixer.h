@@ -16,12 +16,12 @@ namespace recur {
 
 // What a step may use besides its inputs: the session's thread pool and the
 // mixer's scratch (scratch_floats(...) floats, 64-byte aligned).
-class DenseRunner;  // engine/dense_plan.h
+class DenseRunner;  // backends/dense_runner.h
 
 // What a step may use besides its inputs: the session's thread pool, the
 // mixer's scratch (scratch_floats(...) floats, 64-byte aligned) and the
 // session's GEMM backends: run every layer of CollectDense through
-// RunDense(layer, ..., ctx.pool, ctx.dense) (engine/dense_op.h).
+// RunDense(layer, ..., ctx.pool, ctx.dense) (backends/dense_op.h).
 struct StepContext {
   ThreadPool* pool = nullptr;  // never null; one thread when the session has no workers
   float* scratch = nullptr;

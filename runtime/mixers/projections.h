@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/dense_op.h"
+#include "backends/dense_op.h"
 #include "mixers/mixer.h"
 
 namespace recur {

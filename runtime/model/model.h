@@ -1,5 +1,6 @@
 // The loaded model: resolved, validated views into the model bytes. Built
-// once by the loader, immutable afterwards, shared by every session.
+// once by the loader (engine/model_loader.h), immutable afterwards, shared by
+// every session.
 #ifndef RECUR_MODEL_MODEL_H_
 #define RECUR_MODEL_MODEL_H_
 
@@ -10,17 +11,21 @@
 #include <string>
 #include <vector>
 
+#include "backends/dense_runner.h"
 #include "core/platform.h"
 #include "core/status.h"
-#include "kernels/dense/dense.h"
 #include "schema/recur_generated.h"
 
 namespace recur {
 
-class Mixer;
+class Mixer;  // mixers/mixer.h, a layer above: the model holds mixers by pointer only
 
-// A dense layer: weights point into the model bytes (no copy).
-using DenseView = kernels::DenseWeights;
+// The data segment's alignment (docs/model-format.md).
+inline constexpr uint64_t kSegmentAlignment = 64;
+// Widths above this are rejected so that products of dims fit in 32 bits.
+inline constexpr uint32_t kMaxWidth = 1u << 20;
+// InvalidModel naming `what` unless 0 < value <= kMaxWidth.
+Status CheckWidth(uint32_t value, const char* what);
 
 struct NormView {
   const float* gamma = nullptr;  // (d_model)
@@ -39,12 +44,6 @@ struct BlockView {
   NormView norm2;
   const Mixer* mixer = nullptr;  // owned by Model::mixers
   FeedForwardView ffn;
-};
-
-// A dense layer as a forward pass uses it.
-struct DenseLayerUse {
-  const DenseView* view;  // address stable for the model's lifetime
-  bool accumulate;        // the layer runs as y += ...
 };
 
 struct Model {
@@ -70,7 +69,9 @@ struct Model {
   uint32_t max_positions = 0;
 
   std::vector<BlockView> blocks;
-  std::vector<std::unique_ptr<Mixer>> mixers;
+  // shared_ptr: its deleter is bound where the mixer is made, so this layer
+  // destroys mixers without seeing their type.
+  std::vector<std::shared_ptr<const Mixer>> mixers;
   NormView final_norm;                // gamma null: no final norm
   DenseView head;                     // weight null: output is the d_model stream
   fb::HeadActivation head_activation = fb::HeadActivation::None;
@@ -107,16 +108,6 @@ struct StepCost {
   uint64_t flops = 0;
 };
 StepCost EstimateStepCost(const Model& model);
-
-struct LoadOptions {
-  bool trusted = false;  // skip the FlatBuffers Verifier
-};
-
-// Validates `data` (the whole file: size prefix, FlatBuffer, data segment)
-// and builds the model. `data` must stay valid for the model's lifetime and
-// be 64-byte aligned. On error, the message names the failing check.
-Status LoadModel(const void* data, size_t size, const LoadOptions& options,
-                 std::unique_ptr<Model>* out);
 
 // Resolves tensor references during loading and checks them against the
 // shapes the model structure implies; one place for every shape rule.

@@ -15,6 +15,7 @@
 #include "converter/writer.h"
 #include "kernels/dense/dense_ref.h"
 #include "converter_test_util.h"
+#include "engine/model_loader.h"
 #include "model/model.h"
 #include "recur/recur.h"
 #include "schema/recur_generated.h"

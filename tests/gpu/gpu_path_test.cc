@@ -24,12 +24,13 @@
 
 #include "converter/config.h"
 #include "converter/writer.h"
+#include "engine/model_loader.h"
 #include "engine/session.h"
 #include "gpu_forward.h"
 #include "kernels/dense/dense_ref.h"
-#include "parity_diff.h"
 #include "mixers/mixer.h"
 #include "model/model.h"
+#include "parity_diff.h"
 #include "test_models.h"
 #include "tolerance.h"
 

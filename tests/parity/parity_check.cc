@@ -24,12 +24,13 @@
 #include <CLI/CLI.hpp>
 
 #include "core/platform.h"
+#include "engine/model_loader.h"
 #include "engine/session.h"
 #include "golden.h"
-#include "parity_diff.h"
+#include "int8_activations_option.h"
 #include "mixers/mixer.h"
 #include "model/model.h"
-#include "int8_activations_option.h"
+#include "parity_diff.h"
 #include "state_sums_option.h"
 
 namespace {

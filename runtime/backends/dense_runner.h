@@ -2,8 +2,8 @@
 // session creation (backends/gemm_backend.h). The one place where layers
 // meet their prepared ops: the session and the mixers call RunDense with the
 // session's runner, which looks the layer up by its DenseView address.
-#ifndef RECUR_ENGINE_DENSE_PLAN_H_
-#define RECUR_ENGINE_DENSE_PLAN_H_
+#ifndef RECUR_BACKENDS_DENSE_RUNNER_H_
+#define RECUR_BACKENDS_DENSE_RUNNER_H_
 
 #include <cstddef>
 #include <memory>
@@ -14,9 +14,14 @@
 #include "backends/gemm_backend.h"
 #include "core/status.h"
 #include "core/threadpool.h"
-#include "model/model.h"
 
 namespace recur {
+
+// A dense layer as a forward pass uses it.
+struct DenseLayerUse {
+  const DenseView* view;  // address stable for the model's lifetime
+  bool accumulate;        // the layer runs as y += ...
+};
 
 class DenseRunner {
  public:
@@ -64,4 +69,4 @@ class DenseRunner {
 
 }  // namespace recur
 
-#endif  // RECUR_ENGINE_DENSE_PLAN_H_
+#endif  // RECUR_BACKENDS_DENSE_RUNNER_H_

@@ -1,4 +1,4 @@
-#include "engine/dense_op.h"
+#include "backends/dense_op.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "engine/dense_plan.h"
+#include "backends/dense_runner.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,8 +7,8 @@
 #include <mutex>
 #include <tuple>
 
+#include "backends/dense_op.h"
 #include "core/platform.h"
-#include "engine/dense_op.h"
 #include "hwy/aligned_allocator.h"
 
 namespace recur {

@@ -1,11 +1,11 @@
 // Dense layers of a model, run over the session's thread pool.
-#ifndef RECUR_ENGINE_DENSE_OP_H_
-#define RECUR_ENGINE_DENSE_OP_H_
+#ifndef RECUR_BACKENDS_DENSE_OP_H_
+#define RECUR_BACKENDS_DENSE_OP_H_
 
 #include <cstddef>
 
+#include "backends/gemm_backend.h"
 #include "core/threadpool.h"
-#include "model/model.h"
 
 namespace recur {
 
@@ -17,7 +17,7 @@ void RunDense(const DenseView& d, const float* x, size_t rows, float* y, bool ac
               ThreadPool* pool,
               kernels::Int8Activations int8 = kernels::Int8Activations::kFloat);
 
-class DenseRunner;  // engine/dense_plan.h
+class DenseRunner;  // backends/dense_runner.h
 
 // As above, through the backend `runner` chose for layer `d` (the session's
 // runner); highway when runner is null or does not know the layer.
@@ -26,4 +26,4 @@ void RunDense(const DenseView& d, const float* x, size_t rows, float* y, bool ac
 
 }  // namespace recur
 
-#endif  // RECUR_ENGINE_DENSE_OP_H_
+#endif  // RECUR_BACKENDS_DENSE_OP_H_

@@ -1,0 +1,211 @@
+// Model loading: size prefix → identifier → Verifier → version → tensor
+// table → structure (the mixers' factories build each block's mixer), each
+// check with a message that names what failed.
+#include "engine/model_loader.h"
+
+#include <cstring>
+#include <string>
+
+#include "kernels/dispatch/target_limit.h"
+#include "mixers/mixer.h"
+#include "recur/recur.h"
+
+namespace recur {
+
+namespace {
+
+Status BuildInput(const fb::InputAdapter* in, TensorResolver* tensors, Model* m) {
+  m->input_kind = in->kind();
+  switch (in->kind()) {
+    case fb::InputKind::Tokens:
+      RECUR_RETURN_IF_ERROR(CheckWidth(in->vocab_size(), "input.vocab_size"));
+      m->vocab_size = in->vocab_size();
+      RECUR_RETURN_IF_ERROR(tensors->Get(in->embedding(), "input.embedding",
+                                         {in->vocab_size(), m->d_model}, false, &m->embedding));
+      break;
+    case fb::InputKind::Features:
+      RECUR_RETURN_IF_ERROR(CheckWidth(in->feature_width(), "input.feature_width"));
+      m->feature_width = in->feature_width();
+      if (in->projection() != nullptr) {
+        RECUR_RETURN_IF_ERROR(tensors->GetDense(in->projection(), "input.projection", m->d_model,
+                                                in->feature_width(), &m->input_projection));
+      } else if (in->feature_width() != m->d_model) {
+        return InvalidModel("input.feature_width is %u but there is no input projection, so it "
+                            "must equal d_model (%u)", in->feature_width(), m->d_model);
+      }
+      break;
+    default:
+      return Unsupported("input kind %d is not supported by this runtime", int(in->kind()));
+  }
+  if (in->positions() >= 0) {
+    const fb::Tensor* t = in->positions() < int32_t(m->root->tensors()->size())
+                              ? m->root->tensors()->Get(uint32_t(in->positions())) : nullptr;
+    if (t == nullptr || t->shape()->size() != 2) {
+      return InvalidModel("input.positions must be a [max_positions, d_model] tensor");
+    }
+    const int64_t rows = t->shape()->Get(0);
+    if (rows <= 0 || rows > (int64_t{1} << 31)) {
+      return InvalidModel("input.positions has %lld rows", static_cast<long long>(rows));
+    }
+    RECUR_RETURN_IF_ERROR(tensors->Get(in->positions(), "input.positions", {rows, m->d_model},
+                                       false, &m->positions));
+    m->max_positions = static_cast<uint32_t>(rows);
+  }
+  return Status::Ok();
+}
+
+Status BuildBlock(const fb::Block* fbb, uint32_t index, TensorResolver* tensors, Model* m) {
+  const std::string layer = "blocks." + std::to_string(index);
+  BlockView block;
+  RECUR_RETURN_IF_ERROR(tensors->GetNorm(fbb->norm1(), layer + ".norm1", m->d_model, &block.norm1));
+  RECUR_RETURN_IF_ERROR(tensors->GetNorm(fbb->norm2(), layer + ".norm2", m->d_model, &block.norm2));
+
+  const MixerEntry* entry = FindMixer(fbb->mixer_type());
+  if (entry == nullptr) {
+    return Unsupported("%s: mixer type %d is not supported by this runtime (newer model?)",
+                       layer.c_str(), int(fbb->mixer_type()));
+  }
+  if (entry->create == nullptr) {
+    return Unsupported("%s: mixer %s is not built into this runtime (CMake RECUR_MIXERS)",
+                       layer.c_str(), entry->name);
+  }
+  std::unique_ptr<Mixer> mixer;
+  RECUR_RETURN_IF_ERROR(entry->create(fbb->mixer(), layer, m->d_model, tensors, &mixer));
+
+  const fb::FeedForward* ffn = fbb->ffn();
+  RECUR_RETURN_IF_ERROR(CheckWidth(ffn->d_ff(), (layer + ".ffn.d_ff").c_str()));
+  if (ffn->activation() != fb::Activation::Relu && ffn->activation() != fb::Activation::Gelu) {
+    return Unsupported("%s.ffn: activation %d is not supported", layer.c_str(),
+                       int(ffn->activation()));
+  }
+  block.ffn.activation = ffn->activation();
+  RECUR_RETURN_IF_ERROR(tensors->GetDense(ffn->linear1(), layer + ".ffn.linear1", ffn->d_ff(),
+                                          m->d_model, &block.ffn.linear1));
+  RECUR_RETURN_IF_ERROR(tensors->GetDense(ffn->linear2(), layer + ".ffn.linear2", m->d_model,
+                                          ffn->d_ff(), &block.ffn.linear2));
+
+  m->state_floats += mixer->state_floats();
+  m->state_floats_per_position += mixer->state_floats_per_position();
+  m->compensation_floats += mixer->compensation_floats();
+  block.mixer = mixer.get();
+  m->mixers.push_back(std::move(mixer));
+  m->blocks.push_back(block);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status LoadModel(const void* data, size_t size, const LoadOptions& options,
+                 std::unique_ptr<Model>* out) {
+  out->reset();
+  // Every session runs a loaded model: the first load fixes the dispatch cap.
+  RECUR_RETURN_IF_ERROR(kernels::ApplyTargetLimitFromEnvironment());
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  if (data == nullptr) return InvalidArgument("model data is null");
+  if (reinterpret_cast<uintptr_t>(data) % kSegmentAlignment != 0) {
+    return InvalidArgument("model bytes must be 64-byte aligned (use aligned_alloc(64, ...) or "
+                           "recur_model_load_file)");
+  }
+  if (size < 8 + sizeof(flatbuffers::uoffset_t)) {
+    return InvalidModel("file too small (%zu bytes) to be a recur model", size);
+  }
+  if (std::memcmp(bytes + 8, fb::ModelIdentifier(), 4) != 0) {
+    return InvalidModel("not a recur model: file identifier is not \"RCUR\"");
+  }
+  uint32_t fb_size;
+  std::memcpy(&fb_size, bytes, 4);
+  if (fb_size > size - 4) {
+    return InvalidModel("truncated: the header announces %u bytes of metadata but the file has "
+                        "%zu", fb_size, size - 4);
+  }
+  const uint64_t segment_start = (uint64_t{4} + fb_size + kSegmentAlignment - 1) /
+                                 kSegmentAlignment * kSegmentAlignment;
+  if (!options.trusted) {
+    flatbuffers::Verifier verifier(bytes, 4 + size_t{fb_size});
+    if (!fb::VerifySizePrefixedModelBuffer(verifier)) {
+      return InvalidModel("metadata failed FlatBuffers verification (corrupted file)");
+    }
+  }
+  auto m = std::make_unique<Model>();
+  m->root = fb::GetSizePrefixedModel(bytes);
+  const fb::Model* root = m->root;
+  if (root->format_version() > RECUR_FORMAT_VERSION) {
+    return Unsupported("model format version %u is newer than this runtime reads (%d); upgrade "
+                       "recur", root->format_version(), RECUR_FORMAT_VERSION);
+  }
+  if (root->format_version() == 0) return InvalidModel("model format_version is missing");
+  if (segment_start > size || root->data_size() != size - segment_start) {
+    return InvalidModel("file is %zu bytes, expected %llu (metadata + %llu bytes of weights): "
+                        "truncated or padded", size,
+                        static_cast<unsigned long long>(segment_start + root->data_size()),
+                        static_cast<unsigned long long>(root->data_size()));
+  }
+  // The Verifier checks offsets only; required fields must also be present
+  // when it was skipped, so check what the code below dereferences.
+  if (root->input() == nullptr || root->blocks() == nullptr || root->tensors() == nullptr) {
+    return InvalidModel("model lacks input, blocks or tensors");
+  }
+  for (const fb::Tensor* t : *root->tensors()) {
+    if (t->name() == nullptr || t->shape() == nullptr) return InvalidModel("tensor without name or shape");
+  }
+  for (const fb::Block* b : *root->blocks()) {
+    if (b->mixer() == nullptr || b->ffn() == nullptr) return InvalidModel("block without mixer or ffn");
+  }
+  m->bytes = bytes;
+  m->size = size;
+  m->segment = bytes + segment_start;
+
+  TensorResolver tensors(root, m->segment, root->data_size());
+  RECUR_RETURN_IF_ERROR(tensors.CheckTensorTable());
+  RECUR_RETURN_IF_ERROR(CheckWidth(root->d_model(), "d_model"));
+  m->d_model = root->d_model();
+  if (root->norm_placement() != fb::NormPlacement::Pre &&
+      root->norm_placement() != fb::NormPlacement::Post) {
+    return Unsupported("norm placement %d is not supported", int(root->norm_placement()));
+  }
+  m->norm_placement = root->norm_placement();
+  RECUR_RETURN_IF_ERROR(BuildInput(root->input(), &tensors, m.get()));
+  if (root->blocks()->size() == 0) return InvalidModel("model has no blocks");
+  for (uint32_t i = 0; i < root->blocks()->size(); ++i) {
+    RECUR_RETURN_IF_ERROR(BuildBlock(root->blocks()->Get(i), i, &tensors, m.get()));
+  }
+  if (root->final_norm() != nullptr) {
+    RECUR_RETURN_IF_ERROR(tensors.GetNorm(root->final_norm(), "final_norm", m->d_model,
+                                          &m->final_norm));
+  }
+  m->output_width = m->d_model;
+  if (root->head() != nullptr) {
+    const fb::Dense* dense = root->head()->dense();
+    const fb::Tensor* w = dense && dense->weight() >= 0 &&
+                                  uint32_t(dense->weight()) < root->tensors()->size()
+                              ? root->tensors()->Get(uint32_t(dense->weight())) : nullptr;
+    if (w == nullptr || w->shape()->size() != 2 || w->shape()->Get(0) <= 0 ||
+        w->shape()->Get(0) > kMaxWidth) {
+      return InvalidModel("head.weight must be an [output_width, d_model] tensor");
+    }
+    const uint32_t width = static_cast<uint32_t>(w->shape()->Get(0));
+    RECUR_RETURN_IF_ERROR(tensors.GetDense(dense, "head", width, m->d_model, &m->head));
+    const auto act = root->head()->activation();
+    if (act != fb::HeadActivation::None && act != fb::HeadActivation::Softmax &&
+        act != fb::HeadActivation::LogSoftmax) {
+      return Unsupported("head activation %d is not supported", int(act));
+    }
+    m->head_activation = act;
+    m->output_width = width;
+  }
+  m->parameter_count = tensors.parameter_count();
+  if (m->input_projection.weight != nullptr) m->dense_layers.push_back({&m->input_projection, false});
+  std::vector<const DenseView*> mixer_layers;
+  for (const BlockView& b : m->blocks) {
+    mixer_layers.clear();
+    b.mixer->CollectDense(&mixer_layers);
+    for (const DenseView* d : mixer_layers) m->dense_layers.push_back({d, false});
+    m->dense_layers.push_back({&b.ffn.linear1, false});
+    m->dense_layers.push_back({&b.ffn.linear2, true});
+  }
+  if (m->head.weight != nullptr) m->dense_layers.push_back({&m->head, false});
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+}  // namespace recur
