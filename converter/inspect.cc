@@ -11,6 +11,8 @@
 
 #include "converter/file_util.h"
 #include "converter/import.h"
+#include "converter/json_util.h"
+#include "converter/mixers/mixer_converter.h"
 #include "converter/safetensors.h"
 #include "recur/recur.h"
 #include "schema/recur_generated.h"
@@ -68,19 +70,6 @@ Status ParseModel(const std::string& path, const AlignedBytes& bytes, ParsedMode
   return Status::Ok();
 }
 
-// The shortest decimal that reads back as `v` ("1e-06", not 9.99999997e-07).
-std::string FormatFloat(float v) {
-  char buf[32];
-  for (int precision = 6; precision <= 9; ++precision) {
-    std::snprintf(buf, sizeof(buf), "%.*g", precision, static_cast<double>(v));
-    if (std::strtof(buf, nullptr) == v) break;
-  }
-  return buf;
-}
-
-// A float as the JSON number with the shortest decimal form.
-double FloatForJson(float v) { return std::strtod(FormatFloat(v).c_str(), nullptr); }
-
 const char* Name(fb::NormPlacement p) {
   switch (p) {
     case fb::NormPlacement::Pre: return "pre";
@@ -102,26 +91,6 @@ const char* Name(fb::Activation a) {
   }
   return "unknown";
 }
-const char* Name(fb::FeatureMap f) {
-  switch (f) {
-    case fb::FeatureMap::EluPlusOne: return "elu_plus_one";
-    case fb::FeatureMap::Relu: return "relu";
-    case fb::FeatureMap::Poly2: return "poly2";
-    case fb::FeatureMap::Favor: return "favor";
-    case fb::FeatureMap::FavorHyperbolic: return "favor_hyperbolic";
-  }
-  return "unknown";
-}
-// Features per head C (runtime/schema/recur.fbs, FeatureMap).
-uint64_t FeatureWidth(const fb::LinearAttention* la) {
-  switch (la->feature_map()) {
-    case fb::FeatureMap::Poly2: return uint64_t{la->dk()} * la->dk();
-    case fb::FeatureMap::Favor: return la->favor_features();
-    case fb::FeatureMap::FavorHyperbolic: return 2 * uint64_t{la->favor_features() / 2};
-    default: return la->dk();
-  }
-}
-
 const char* Name(fb::HeadActivation a) {
   switch (a) {
     case fb::HeadActivation::None: return "none";
@@ -145,18 +114,10 @@ std::string DTypeString(fb::DType d) {
 // report is rendered from it.
 class Collector {
  public:
-  explicit Collector(const fb::Model* m) : m_(m) {}
+  explicit Collector(const fb::Model* m) : m_(m), refs_(m) {}
 
-  json TensorRef(int32_t index) const {
-    if (index < 0) return nullptr;
-    const auto* tensors = m_->tensors();
-    if (static_cast<uint32_t>(index) >= tensors->size()) return "invalid #" + std::to_string(index);
-    return tensors->Get(static_cast<uint32_t>(index))->name()->str();
-  }
-  json Dense(const fb::Dense* d) const {
-    if (!d) return nullptr;
-    return {{"weight", TensorRef(d->weight())}, {"bias", TensorRef(d->bias())}};
-  }
+  json TensorRef(int32_t index) const { return refs_.Ref(index); }
+  json Dense(const fb::Dense* d) const { return refs_.Dense(d); }
   json Norm(const fb::LayerNorm* n) const {
     if (!n) return nullptr;
     return {{"weight", TensorRef(n->weight())}, {"bias", TensorRef(n->bias())},
@@ -199,168 +160,10 @@ class Collector {
       json block;
       block["norm1"] = Norm(b->norm1());
       json mixer;
-      if (const fb::LinearAttention* la = b->mixer_as_LinearAttention()) {
-        mixer["type"] = "linear_attention";
-        mixer["heads"] = la->heads();
-        mixer["dk"] = la->dk();
-        mixer["dv"] = la->dv();
-        mixer["feature_map"] = Name(la->feature_map());
-        mixer["eps"] = FloatForJson(la->eps());
-        mixer["causal"] = la->causal();
-        if (la->feature_map() == fb::FeatureMap::Favor ||
-            la->feature_map() == fb::FeatureMap::FavorHyperbolic) {
-          mixer["favor_features"] = la->favor_features();
-          mixer["softmax_temp"] = FloatForJson(la->softmax_temp());
-          mixer["omega"] = la->omega();
-        }
-        // S (H, C, dv) and z (H, C) per stream, and their compensations unless a
-        // session keeps plain sums; encoders keep none between calls.
-        const uint64_t c = FeatureWidth(la);
-        const uint64_t sums = la->causal() ? 4 * uint64_t{la->heads()} * (c * la->dv() + c) : 0;
-        mixer["state_bytes"] = 2 * sums;
-        mixer["state_bytes_plain_sums"] = sums;
-        mixer["state_grows_with_length"] = false;
-        mixer["query"] = Dense(la->query());
-        mixer["key"] = Dense(la->key());
-        mixer["value"] = Dense(la->value());
-        mixer["out"] = Dense(la->out());
-      } else if (const fb::SoftmaxAttention* sa = b->mixer_as_SoftmaxAttention()) {
-        mixer["type"] = "softmax_attention";
-        mixer["heads"] = sa->heads();
-        mixer["dk"] = sa->dk();
-        mixer["dv"] = sa->dv();
-        mixer["causal"] = sa->causal();
-        mixer["query"] = Dense(sa->query());
-        mixer["key"] = Dense(sa->key());
-        mixer["value"] = Dense(sa->value());
-        mixer["out"] = Dense(sa->out());
-        // The KV cache: K and V of every position so far, bounded by a session's max_context.
-        mixer["state_bytes"] = 0;
-        mixer["state_bytes_per_position"] =
-            sa->causal() ? 4 * uint64_t{sa->heads()} * (sa->dk() + sa->dv()) : 0;
-        mixer["state_grows_with_length"] = sa->causal();
-      } else if (const fb::SlidingWindowAttention* sw = b->mixer_as_SlidingWindowAttention()) {
-        mixer["type"] = "sliding_window";
-        mixer["heads"] = sw->heads();
-        mixer["dk"] = sw->dk();
-        mixer["dv"] = sw->dv();
-        mixer["window"] = sw->window();
-        std::vector<uint32_t> dilation;
-        if (sw->dilation()) dilation.assign(sw->dilation()->begin(), sw->dilation()->end());
-        mixer["dilation"] = dilation;
-        mixer["global_tokens"] = sw->global_tokens();
-        mixer["causal"] = sw->causal();
-        mixer["query"] = Dense(sw->query());
-        mixer["key"] = Dense(sw->key());
-        mixer["value"] = Dense(sw->value());
-        mixer["out"] = Dense(sw->out());
-        uint64_t max_d = 1;
-        for (uint32_t d : dilation) max_d = std::max<uint64_t>(max_d, d);
-        const uint64_t ring = (uint64_t{sw->window()} - (sw->window() > 0)) * max_d + 1;
-        mixer["state_bytes"] = sw->causal() ? 4 * uint64_t{sw->heads()} *
-                                                  (ring + sw->global_tokens()) * (sw->dk() + sw->dv())
-                                            : 0;
-        mixer["state_grows_with_length"] = false;
-      } else if (const fb::AftLocal* al = b->mixer_as_AftLocal()) {
-        mixer["type"] = al->conv_kernel() >= 0 ? "aft_conv" : "aft_local";
-        mixer["heads"] = al->heads();
-        mixer["dk"] = al->dk();
-        mixer["window"] = al->window();
-        mixer["causal"] = al->causal();
-        mixer["query"] = Dense(al->query());
-        mixer["key"] = Dense(al->key());
-        mixer["value"] = Dense(al->value());
-        mixer["out"] = Dense(al->out());
-        const uint64_t D = uint64_t{al->heads()} * al->dk();
-        mixer["state_bytes"] = al->causal() ? 4 * D * (3 + 2 * uint64_t{al->window()}) : 0;
-        mixer["state_grows_with_length"] = false;
-      } else if (const fb::AftFull* af = b->mixer_as_AftFull()) {
-        mixer["type"] = "aft_full";
-        mixer["heads"] = af->heads();
-        mixer["dk"] = af->dk();
-        mixer["max_length"] = af->max_length();
-        mixer["bias_rank"] = af->bias_rank();
-        mixer["bias_form"] = af->multiply() ? "multiply" : "add";
-        mixer["causal"] = af->causal();
-        mixer["query"] = Dense(af->query());
-        mixer["key"] = Dense(af->key());
-        mixer["value"] = Dense(af->value());
-        mixer["out"] = Dense(af->out());
-        // k and v of every position so far, at most max_length of them.
-        mixer["state_bytes"] = 0;
-        mixer["state_bytes_per_position"] =
-            af->causal() ? 4 * 2 * uint64_t{af->heads()} * af->dk() : 0;
-        mixer["state_grows_with_length"] = af->causal();
-      } else if (const fb::Linformer* lf = b->mixer_as_Linformer()) {
-        mixer["type"] = "linformer";
-        mixer["heads"] = lf->heads();
-        mixer["dk"] = lf->dk();
-        mixer["dv"] = lf->dv();
-        mixer["seq_len"] = lf->seq_len();
-        mixer["proj_dim"] = lf->proj_dim();
-        mixer["causal"] = false;
-        mixer["query"] = Dense(lf->query());
-        mixer["key"] = Dense(lf->key());
-        mixer["value"] = Dense(lf->value());
-        mixer["out"] = Dense(lf->out());
-        mixer["state_bytes"] = 0;  // an encoder keeps no state
-        mixer["state_grows_with_length"] = false;
-      } else if (const fb::Flash* fl = b->mixer_as_Flash()) {
-        mixer["type"] = "flash";
-        mixer["expansion_dim"] = fl->expansion_dim();
-        mixer["qk_dim"] = fl->qk_dim();
-        mixer["chunk"] = fl->chunk();
-        mixer["scale"] = FloatForJson(fl->scale());
-        mixer["causal"] = fl->causal();
-        mixer["u_proj"] = Dense(fl->u_proj());
-        mixer["v_proj"] = Dense(fl->v_proj());
-        mixer["z_proj"] = Dense(fl->z_proj());
-        mixer["out"] = Dense(fl->out());
-        const uint64_t e = fl->expansion_dim(), qs = fl->qk_dim(), c = fl->chunk();
-        mixer["state_bytes"] = fl->causal() ? 4 * (qs * e + c * (2 * qs + e)) : 0;
-        mixer["state_grows_with_length"] = false;
-      } else if (const fb::Reformer* rf = b->mixer_as_Reformer()) {
-        mixer["type"] = "reformer";
-        mixer["heads"] = rf->heads();
-        mixer["dk"] = rf->dk();
-        mixer["dv"] = rf->dv();
-        mixer["n_buckets"] = rf->n_buckets();
-        mixer["chunk"] = rf->chunk();
-        mixer["rounds"] = rf->rounds();
-        mixer["causal"] = false;
-        mixer["query"] = Dense(rf->query());
-        mixer["value"] = Dense(rf->value());
-        mixer["out"] = Dense(rf->out());
-        mixer["rotations"] = rf->rotations();
-        mixer["state_bytes"] = 0;  // an encoder keeps no state
-        mixer["state_grows_with_length"] = false;
-      } else if (const fb::Gau* g = b->mixer_as_Gau()) {
-        mixer["type"] = "gau";
-        mixer["expansion_dim"] = g->expansion_dim();
-        mixer["qk_dim"] = g->qk_dim();
-        mixer["max_length"] = g->max_length();
-        mixer["scale"] = FloatForJson(g->scale());
-        mixer["causal"] = g->causal();
-        mixer["u_proj"] = Dense(g->u_proj());
-        mixer["v_proj"] = Dense(g->v_proj());
-        mixer["z_proj"] = Dense(g->z_proj());
-        mixer["out"] = Dense(g->out());
-        // K (qk_dim) and V (expansion_dim) of every position so far, at most max_length.
-        mixer["state_bytes"] = 0;
-        mixer["state_bytes_per_position"] =
-            g->causal() ? 4 * (uint64_t{g->qk_dim()} + g->expansion_dim()) : 0;
-        mixer["state_grows_with_length"] = g->causal();
-      } else if (const fb::AftSimple* aft = b->mixer_as_AftSimple()) {
-        mixer["type"] = "aft_simple";
-        mixer["heads"] = aft->heads();
-        mixer["dk"] = aft->dk();
-        mixer["causal"] = aft->causal();
-        mixer["query"] = Dense(aft->query());
-        mixer["key"] = Dense(aft->key());
-        mixer["value"] = Dense(aft->value());
-        mixer["out"] = Dense(aft->out());
-        mixer["state_bytes"] = aft->causal() ? 4 * 3 * uint64_t{aft->heads()} * aft->dk() : 0;
-        mixer["state_grows_with_length"] = false;
+      const MixerType* type = FindMixerType(b->mixer_type());
+      if (type && b->mixer()) {
+        mixer["type"] = type->config_name;
+        type->converter->Describe(b->mixer(), refs_, &mixer);
       } else {
         mixer["type"] = "unknown (union tag " + std::to_string(static_cast<int>(b->mixer_type())) + ")";
       }
@@ -430,6 +233,7 @@ class Collector {
 
  private:
   const fb::Model* m_;
+  TensorRefs refs_;
 };
 
 std::string RefText(const json& ref) { return ref.is_null() ? "-" : ref.get<std::string>(); }
@@ -492,49 +296,8 @@ std::string RenderText(const json& j) {
     line("    norm1:  " + NormText(b["norm1"]));
     const json& m = b["mixer"];
     std::string mixer = m["type"].get<std::string>();
-    if (m["type"] == "linear_attention") {
-      mixer += " heads=" + std::to_string(m["heads"].get<uint32_t>()) +
-               " dk=" + std::to_string(m["dk"].get<uint32_t>()) +
-               " dv=" + std::to_string(m["dv"].get<uint32_t>()) +
-               " feature_map=" + m["feature_map"].get<std::string>() +
-               (m.contains("favor_features")
-                    ? " m=" + std::to_string(m["favor_features"].get<uint32_t>()) +
-                          " softmax_temp=" + FormatFloat(m["softmax_temp"].get<float>())
-                    : std::string()) +
-               " eps=" + FormatFloat(m["eps"].get<float>()) +
-               (m.value("causal", true) ? "" : " non-causal (encoder)");
-    } else if (m.contains("heads")) {  // softmax_attention, sliding_window, aft_simple
-      mixer += " heads=" + std::to_string(m["heads"].get<uint32_t>()) +
-               " dk=" + std::to_string(m["dk"].get<uint32_t>());
-      if (m.contains("dv")) mixer += " dv=" + std::to_string(m["dv"].get<uint32_t>());
-      if (m.contains("max_length")) {
-        mixer += " max_length=" + std::to_string(m["max_length"].get<uint32_t>()) +
-                 " bias_rank=" + std::to_string(m["bias_rank"].get<uint32_t>()) + " bias_form=" +
-                 m["bias_form"].get<std::string>();
-      }
-      if (m.contains("n_buckets")) {
-        mixer += " n_buckets=" + std::to_string(m["n_buckets"].get<uint32_t>()) +
-                 " chunk=" + std::to_string(m["chunk"].get<uint32_t>()) +
-                 " rounds=" + std::to_string(m["rounds"].get<uint32_t>());
-      }
-      if (m.contains("seq_len")) {
-        mixer += " seq_len=" + std::to_string(m["seq_len"].get<uint32_t>()) +
-                 " proj_dim=" + std::to_string(m["proj_dim"].get<uint32_t>());
-      }
-      if (m.contains("window")) mixer += " window=" + std::to_string(m["window"].get<uint32_t>());
-      if (m.contains("dilation")) {
-        mixer += " dilation=" + (m["dilation"].empty() ? std::string("1") : m["dilation"].dump()) +
-                 " global_tokens=" + std::to_string(m["global_tokens"].get<uint32_t>());
-      }
-      mixer += m.value("causal", true) ? "" : " non-causal (encoder)";
-    } else if (m["type"] == "flash" || m["type"] == "gau") {
-      const bool flash = m["type"] == "flash";
-      mixer += " expansion_dim=" + std::to_string(m["expansion_dim"].get<uint32_t>()) +
-               " qk_dim=" + std::to_string(m["qk_dim"].get<uint32_t>()) +
-               (flash ? " chunk=" : " max_length=") +
-               std::to_string(m[flash ? "chunk" : "max_length"].get<uint32_t>()) +
-               " scale=" + FormatFloat(m["scale"].get<float>()) +
-               (m.value("causal", true) ? "" : " non-causal (encoder)");
+    if (const MixerType* type = FindMixerTypeByConfigName(mixer)) {
+      mixer += type->converter->DescribeText(m);
     }
     line("    mixer:  " + mixer);
     if (m.contains("state_bytes")) {

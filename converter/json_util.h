@@ -1,7 +1,10 @@
-// nlohmann::json helpers shared by the config and safetensors readers.
+// nlohmann::json helpers shared by the config and safetensors readers and
+// by inspect.
 #ifndef RECUR_CONVERTER_JSON_UTIL_H_
 #define RECUR_CONVERTER_JSON_UTIL_H_
 
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <set>
 #include <string>
@@ -57,6 +60,19 @@ nlohmann::json ParseJson(Iterator begin, Iterator end, DuplicateKey* duplicate) 
   };
   return json::parse(begin, end, on_event);
 }
+
+// The shortest decimal that reads back as `v` ("1e-06", not 9.99999997e-07).
+inline std::string FormatFloat(float v) {
+  char buf[32];
+  for (int precision = 6; precision <= 9; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, static_cast<double>(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+// A float as the JSON number with the shortest decimal form.
+inline double FloatForJson(float v) { return std::strtod(FormatFloat(v).c_str(), nullptr); }
 
 }  // namespace recur::converter
 

@@ -8,8 +8,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace recur::converter {
@@ -18,25 +20,8 @@ enum class Layout { kAuto, kRecur, kFastTransformers };
 
 enum class InputKind { kTokens, kFeatures };
 enum class NormPlacement { kPre, kPost };
-// See runtime/schema/recur.fbs (FeatureMap) for the maps and their widths.
-enum class FeatureMap { kEluPlusOne, kRelu, kPoly2, kFavor, kFavorHyperbolic };
 enum class Activation { kRelu, kGelu };
 enum class HeadActivation { kNone, kSoftmax, kLogSoftmax };
-enum class MixerType {
-  kLinearAttention,
-  kSoftmaxAttention,
-  kSlidingWindow,
-  kAftSimple,
-  kFlash,
-  kLinformer,
-  kAftLocal,  // window bias shared by channels
-  kAftConv,   // window bias per head
-  kAftFull,   // pairwise bias up to max_length
-  kGau,       // gated attention unit, relu² over positions below max_length
-  kReformer,  // LSH attention, encoder only
-};
-enum class LinformerSharing { kNone, kHeadwise, kKeyValue, kLayerwise };
-
 struct InputDescription {
   InputKind kind = InputKind::kTokens;
   uint32_t vocab_size = 0;     // tokens
@@ -45,55 +30,62 @@ struct InputDescription {
   uint32_t max_positions = 0;  // > 0: learned absolute positions [max_positions, d_model]
 };
 
-struct LinearAttentionDescription {
-  uint32_t heads = 0;
-  uint32_t dk = 0;
-  uint32_t dv = 0;
-  FeatureMap feature_map = FeatureMap::kEluPlusOne;
-  float eps = 1e-6f;
-  bool causal = true;  // false: the encoder form (whole sequences only)
-  // kFavor / kFavorHyperbolic: m (fast-transformers' n_dims) and the
-  // temperature (default 1/√dk); the tensor mixer.feature_map.omega is
-  // [dk, OmegaColumns()].
-  uint32_t favor_features = 0;
-  float softmax_temp = 0.0f;
-  // Sliding window: window w, one dilation per head (empty: all 1), the
-  // first global_tokens positions global.
-  uint32_t window = 0;
-  std::vector<uint32_t> dilation;
-  uint32_t global_tokens = 0;
-  // FLASH: expansion E, qk width s, chunk C, scale (default 1/C).
-  uint32_t expansion_dim = 0;
-  uint32_t qk_dim = 0;
-  uint32_t chunk = 0;
-  float scale = 0.0f;
-  // Linformer: sequence length n, projected length k, sharing of E and F.
-  uint32_t seq_len = 0;
-  uint32_t proj_dim = 0;
-  LinformerSharing sharing = LinformerSharing::kNone;
-  // AFT-full and GAU: T (GAU also uses expansion_dim, qk_dim and scale,
-  // default 1/T). AFT-full: the factorised bias's rank (0: a full [T, T] bias) and
-  // whether logits are k·w (fast-transformers) rather than k + w.
-  uint32_t max_length = 0;
-  // Reformer: hash buckets and rounds (chunk: its chunk length).
-  uint32_t n_buckets = 0;
-  uint32_t rounds = 0;
-  uint32_t bias_rank = 0;
-  bool multiply = false;
+// The parameters of one block's mixer. Each mixer declares its own struct,
+// derived from MixerParamsOf<itself>, in converter/mixers/<file>.h (e.g.
+// LinearAttentionParams in converter/mixers/linear.h).
+struct MixerParams {
+  virtual ~MixerParams() = default;
+  // A copy of the derived struct.
+  virtual std::unique_ptr<MixerParams> Clone() const = 0;
 
-  bool favor() const {
-    return feature_map == FeatureMap::kFavor || feature_map == FeatureMap::kFavorHyperbolic;
-  }
-  uint32_t OmegaColumns() const {
-    return feature_map == FeatureMap::kFavor ? favor_features : favor_features / 2;
+  bool causal = true;  // false: the encoder form (whole sequences only)
+};
+
+// Gives a mixer's parameter struct its Clone().
+template <class Self>
+struct MixerParamsOf : MixerParams {
+  std::unique_ptr<MixerParams> Clone() const override {
+    return std::make_unique<Self>(static_cast<const Self&>(*this));
   }
 };
 
+struct MixerType;  // converter/mixers/mixer_converter.h: union tag, config name, converter
+
+// One block's mixer: its type (a line of runtime/mixers/mixers.inc with the
+// converter that implements it) and its parameters. A value: copies clone
+// the parameters.
+class MixerDescription {
+ public:
+  MixerDescription() = default;
+  MixerDescription(const MixerType* type, std::unique_ptr<MixerParams> params)
+      : type_(type), params_(std::move(params)) {}
+  MixerDescription(const MixerDescription& other)
+      : type_(other.type_), params_(other.params_ ? other.params_->Clone() : nullptr) {}
+  MixerDescription& operator=(const MixerDescription& other) {
+    if (this != &other) *this = MixerDescription(other);
+    return *this;
+  }
+  MixerDescription(MixerDescription&&) noexcept = default;
+  MixerDescription& operator=(MixerDescription&&) noexcept = default;
+
+  // Null only for a default-constructed description (no mixer yet).
+  const MixerType* type() const { return type_; }
+  const MixerParams& params() const { return *params_; }
+  bool causal() const { return params_ && params_->causal; }
+
+  // The parameters as mixer P's struct; null when they are another mixer's.
+  template <class P>
+  const P* As() const { return dynamic_cast<const P*>(params_.get()); }
+  template <class P>
+  P* As() { return dynamic_cast<P*>(params_.get()); }
+
+ private:
+  const MixerType* type_ = nullptr;
+  std::unique_ptr<MixerParams> params_;
+};
+
 struct BlockDescription {
-  MixerType mixer = MixerType::kLinearAttention;
-  // The attention's shape (heads, dk, dv, causal) for either mixer type; the
-  // feature map, Favor fields and eps apply to linear attention only.
-  LinearAttentionDescription linear_attention;
+  MixerDescription mixer;
   uint32_t d_ff = 0;
   Activation activation = Activation::kRelu;
 };
@@ -173,7 +165,6 @@ using AlignedBytes = std::vector<uint8_t, AlignedAllocator<uint8_t>>;
 const char* LayoutName(Layout layout);           // "recur", "fast-transformers", "auto"
 const char* InputKindName(InputKind kind);       // "tokens", "features"
 const char* NormPlacementName(NormPlacement p);  // "pre", "post"
-const char* FeatureMapName(FeatureMap f);        // "elu_plus_one", ..., "favor (fast-transformers)"
 const char* ActivationName(Activation a);        // "relu", "gelu"
 const char* HeadActivationName(HeadActivation a);// "none", "softmax", "log_softmax"
 

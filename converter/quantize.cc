@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "converter/mixers/mixer_converter.h"
+
 namespace recur::converter {
 namespace {
 
@@ -280,9 +282,10 @@ Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, Weig
 
 WeightDType StorageDType(const std::string& name, WeightDType dtype, bool quantize_head) {
   if (name == "head.weight") return quantize_head ? dtype : WeightDType::kF32;
-  // blocks.<i>.mixer.{query,key,value,out}.weight (GAU/FLASH: {u,v,z}_proj, out),
-  // blocks.<i>.ffn.linear{1,2}.weight: the dense matrices every step streams.
-  // Position tables (biases, E/F, u/v) stay f32: they are read a row at a time.
+  // blocks.<i>.ffn.linear{1,2}.weight and the mixers' dense weights
+  // (MixerConverter::QuantizableWeights, e.g. blocks.<i>.mixer.query.weight):
+  // the matrices every step streams. Position tables (biases, E/F, u/v)
+  // stay f32: they are read a row at a time.
   static const char kPrefix[] = "blocks.";
   if (name.compare(0, sizeof(kPrefix) - 1, kPrefix) != 0) return WeightDType::kF32;
   std::size_t i = sizeof(kPrefix) - 1;
@@ -290,10 +293,9 @@ WeightDType StorageDType(const std::string& name, WeightDType dtype, bool quanti
   while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
   if (i == digits) return WeightDType::kF32;
   const std::string rest = name.substr(i);
-  for (const char* suffix : {".mixer.query.weight", ".mixer.key.weight", ".mixer.value.weight",
-                             ".mixer.out.weight", ".mixer.u_proj.weight", ".mixer.v_proj.weight",
-                             ".mixer.z_proj.weight", ".ffn.linear1.weight", ".ffn.linear2.weight"}) {
-    if (rest == suffix) return dtype;
+  if (rest == ".ffn.linear1.weight" || rest == ".ffn.linear2.weight") return dtype;
+  for (const std::string& weight : AllQuantizableMixerWeights()) {
+    if (rest == ".mixer." + weight + ".weight") return dtype;
   }
   return WeightDType::kF32;
 }

@@ -7,6 +7,7 @@
 
 #include "converter/config.h"
 #include "converter/import.h"
+#include "converter/mixers/mixer_converter.h"
 #include "converter/safetensors.h"
 #include "recur/recur.h"
 #include "schema/recur_generated.h"
@@ -24,16 +25,6 @@ fb::NormPlacement ToFb(NormPlacement p) {
 }
 fb::Activation ToFb(Activation a) {
   return a == Activation::kRelu ? fb::Activation::Relu : fb::Activation::Gelu;
-}
-fb::FeatureMap ToFb(FeatureMap f) {
-  switch (f) {
-    case FeatureMap::kEluPlusOne: return fb::FeatureMap::EluPlusOne;
-    case FeatureMap::kRelu: return fb::FeatureMap::Relu;
-    case FeatureMap::kPoly2: return fb::FeatureMap::Poly2;
-    case FeatureMap::kFavor: return fb::FeatureMap::Favor;
-    case FeatureMap::kFavorHyperbolic: return fb::FeatureMap::FavorHyperbolic;
-  }
-  return fb::FeatureMap::EluPlusOne;
 }
 fb::HeadActivation ToFb(HeadActivation a) {
   switch (a) {
@@ -134,73 +125,17 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
   for (std::size_t i = 0; i < desc.blocks.size(); ++i) {
     const BlockDescription& b = desc.blocks[i];
     const std::string p = "blocks." + std::to_string(i) + ".";
-    auto norm1 = norm(p + "norm1");
-    const bool flash = b.mixer == MixerType::kFlash;
-    const bool gated = flash || b.mixer == MixerType::kGau;
-    auto q = dense(p + (gated ? "mixer.u_proj" : "mixer.query"));
-    auto k = dense(p + (gated ? "mixer.v_proj" : "mixer.key"));
-    auto v = dense(p + (gated ? "mixer.z_proj" : "mixer.value"));
-    auto o = dense(p + "mixer.out");
-    const LinearAttentionDescription& la = b.linear_attention;
-    flatbuffers::Offset<void> mixer;
-    fb::Mixer mixer_type = fb::Mixer::LinearAttention;
-    if (b.mixer == MixerType::kSoftmaxAttention) {
-      mixer_type = fb::Mixer::SoftmaxAttention;
-      mixer = fb::CreateSoftmaxAttention(fbb, la.heads, la.dk, la.dv, q, k, v, o, la.causal).Union();
-    } else if (b.mixer == MixerType::kSlidingWindow) {
-      mixer_type = fb::Mixer::SlidingWindowAttention;
-      mixer = fb::CreateSlidingWindowAttentionDirect(fbb, la.heads, la.dk, la.dv, la.window,
-                                                     la.dilation.empty() ? nullptr : &la.dilation,
-                                                     la.global_tokens, q, k, v, o, la.causal)
-                  .Union();
-    } else if (b.mixer == MixerType::kAftLocal || b.mixer == MixerType::kAftConv) {
-      mixer_type = fb::Mixer::AftLocal;
-      mixer = fb::CreateAftLocal(fbb, la.heads, la.dk, la.window, q, k, v, o,
-                                 ref(p + "mixer.pos_bias"), ref(p + "mixer.conv_kernel"), la.causal)
-                  .Union();
-    } else if (b.mixer == MixerType::kAftFull) {
-      mixer_type = fb::Mixer::AftFull;
-      mixer = fb::CreateAftFull(fbb, la.heads, la.dk, la.max_length, la.multiply, q, k, v, o,
-                                ref(p + "mixer.pos_bias"), ref(p + "mixer.u"),
-                                ref(p + "mixer.v"), la.causal, la.bias_rank)
-                  .Union();
-    } else if (b.mixer == MixerType::kLinformer) {
-      mixer_type = fb::Mixer::Linformer;
-      mixer = fb::CreateLinformer(fbb, la.heads, la.dk, la.dv, la.seq_len, la.proj_dim, q, k, v, o,
-                                  ref(p + "mixer.E"), ref(p + "mixer.F"))
-                  .Union();
-    } else if (flash) {
-      mixer_type = fb::Mixer::Flash;
-      mixer = fb::CreateFlash(fbb, la.expansion_dim, la.qk_dim, la.chunk, la.scale, q, k, v, o,
-                              ref(p + "mixer.qk_gamma"), ref(p + "mixer.qk_beta"),
-                              ref(p + "mixer.rel_bias"), la.causal)
-                  .Union();
-    } else if (b.mixer == MixerType::kReformer) {
-      mixer_type = fb::Mixer::Reformer;
-      mixer = fb::CreateReformer(fbb, la.heads, la.dk, la.dv, la.n_buckets, la.chunk, la.rounds, q,
-                                 v, o, ref(p + "mixer.rotations"))
-                  .Union();
-    } else if (b.mixer == MixerType::kGau) {
-      mixer_type = fb::Mixer::Gau;
-      mixer = fb::CreateGau(fbb, la.expansion_dim, la.qk_dim, la.max_length, la.scale, q, k, v, o,
-                            ref(p + "mixer.qk_gamma"), ref(p + "mixer.qk_beta"),
-                            ref(p + "mixer.rel_bias"), la.causal)
-                  .Union();
-    } else if (b.mixer == MixerType::kAftSimple) {
-      mixer_type = fb::Mixer::AftSimple;
-      mixer = fb::CreateAftSimple(fbb, la.heads, la.dk, q, k, v, o, la.causal).Union();
-    } else {
-      const int32_t omega = la.favor() ? ref(p + "mixer.feature_map.omega") : -1;
-      mixer = fb::CreateLinearAttention(fbb, la.heads, la.dk, la.dv, ToFb(la.feature_map), la.eps,
-                                        q, k, v, o, la.causal, omega, la.favor_features,
-                                        la.softmax_temp)
-                  .Union();
+    if (!b.mixer.type()) {
+      return Status(StatusCode::kInvalidArgument, "blocks." + std::to_string(i) + ": no mixer");
     }
+    auto norm1 = norm(p + "norm1");
+    MixerTableWriter mixer_writer(&fbb, &index, p + "mixer.");
+    auto mixer = b.mixer.type()->converter->WriteTable(b.mixer.params(), &mixer_writer);
     auto norm2 = norm(p + "norm2");
     auto l1 = dense(p + "ffn.linear1");
     auto l2 = dense(p + "ffn.linear2");
     auto ffn = fb::CreateFeedForward(fbb, b.d_ff, ToFb(b.activation), l1, l2);
-    blocks.push_back(fb::CreateBlock(fbb, norm1, mixer_type, mixer, norm2, ffn));
+    blocks.push_back(fb::CreateBlock(fbb, norm1, b.mixer.type()->tag, mixer, norm2, ffn));
   }
   auto blocks_vec = fbb.CreateVector(blocks);
 

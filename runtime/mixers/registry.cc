@@ -2,9 +2,10 @@
 
 namespace recur {
 
-#define RECUR_MIXER(Tag, Factory)                                                      \
-  Status Factory(const void* table, const std::string& layer, uint32_t d_model,        \
-                 TensorResolver* tensors, std::unique_ptr<Mixer>* out);
+// The factory of union tag Tag is Create<Tag> (runtime/mixers/<file>.cc).
+#define RECUR_MIXER(Tag, config_name, file)                                             \
+  Status Create##Tag(const void* table, const std::string& layer, uint32_t d_model,    \
+                     TensorResolver* tensors, std::unique_ptr<Mixer>* out);
 #include "mixers/mixers.inc"
 #undef RECUR_MIXER
 
@@ -22,8 +23,8 @@ namespace {
 // Indexed by union tag; slot 0 is fb::Mixer::NONE.
 constexpr MixerEntry kMixers[] = {
     {fb::Mixer::NONE, "none", nullptr},
-#define RECUR_MIXER(Tag, Factory) \
-  {fb::Mixer::Tag, #Tag, RECUR_FACTORY_IF(RECUR_HAVE_MIXER_##Tag, Factory)},
+#define RECUR_MIXER(Tag, config_name, file) \
+  {fb::Mixer::Tag, #Tag, RECUR_FACTORY_IF(RECUR_HAVE_MIXER_##Tag, Create##Tag)},
 #include "mixers/mixers.inc"
 #undef RECUR_MIXER
 };

@@ -9,6 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "converter/config.h"
+#include "converter/mixers/aft.h"
+#include "converter/mixers/flash.h"
+#include "converter/mixers/gau.h"
+#include "converter/mixers/linear.h"
+#include "converter/mixers/reformer.h"
+#include "converter/mixers/sliding_window.h"
+#include "converter/mixers/softmax.h"
 #include "converter_test_util.h"
 #include "tolerance.h"
 
@@ -18,6 +25,15 @@ namespace {
 using nlohmann::json;
 
 json TokensJson() { return json::parse(testing::kTokensConfig); }
+
+// Block `b`'s mixer parameters as mixer P's struct; a failed check when they
+// are another mixer's.
+template <class P>
+const P& ParamsOf(const BlockDescription& b) {
+  const P* params = b.mixer.As<P>();
+  REQUIRE(params != nullptr);
+  return *params;
+}
 
 std::string ErrorOf(const json& config, Layout layout = Layout::kAuto) {
   auto r = ParseConfig(config.dump(), layout);
@@ -38,12 +54,12 @@ TEST_CASE("config: recur layout, tokens") {
   CHECK(d.input.max_positions == 8);
   REQUIRE(d.blocks.size() == 2);
   for (const BlockDescription& b : d.blocks) {
-    CHECK(b.mixer == MixerType::kLinearAttention);
-    CHECK(b.linear_attention.heads == 2);
-    CHECK(b.linear_attention.dk == 8);
-    CHECK(b.linear_attention.dv == 4);
-    CHECK(b.linear_attention.feature_map == FeatureMap::kEluPlusOne);
-    CHECK(b.linear_attention.eps == 1e-6f);
+    CHECK(b.mixer.As<LinearAttentionParams>() != nullptr);
+    CHECK(ParamsOf<LinearAttentionParams>(b).heads == 2);
+    CHECK(ParamsOf<LinearAttentionParams>(b).dk == 8);
+    CHECK(ParamsOf<LinearAttentionParams>(b).dv == 4);
+    CHECK(ParamsOf<LinearAttentionParams>(b).feature_map == FeatureMap::kEluPlusOne);
+    CHECK(ParamsOf<LinearAttentionParams>(b).eps == 1e-6f);
     CHECK(b.d_ff == 32);
     CHECK(b.activation == Activation::kGelu);
   }
@@ -118,11 +134,11 @@ TEST_CASE("config: fast-transformers layout maps onto the same description") {
   CHECK_FALSE(d.input.projection);
   CHECK(d.input.max_positions == 0);
   REQUIRE(d.blocks.size() == 2);
-  CHECK(d.blocks[0].linear_attention.heads == 2);
-  CHECK(d.blocks[0].linear_attention.dk == 4);
-  CHECK(d.blocks[0].linear_attention.dv == 8);
-  CHECK(d.blocks[0].linear_attention.eps == 1e-6f);
-  CHECK(d.blocks[0].linear_attention.feature_map == FeatureMap::kEluPlusOne);
+  CHECK(ParamsOf<LinearAttentionParams>(d.blocks[0]).heads == 2);
+  CHECK(ParamsOf<LinearAttentionParams>(d.blocks[0]).dk == 4);
+  CHECK(ParamsOf<LinearAttentionParams>(d.blocks[0]).dv == 8);
+  CHECK(ParamsOf<LinearAttentionParams>(d.blocks[0]).eps == 1e-6f);
+  CHECK(ParamsOf<LinearAttentionParams>(d.blocks[0]).feature_map == FeatureMap::kEluPlusOne);
   CHECK(d.blocks[0].d_ff == 24);
   CHECK(d.blocks[0].activation == Activation::kGelu);
   CHECK(d.final_norm);
@@ -313,11 +329,11 @@ TEST_CASE("config: fast-transformers aft-full maps onto the aft_full encoder") {
   auto r = ParseConfig(j.dump());
   REQUIRE_MESSAGE(r.ok(), r.message());
   const BlockDescription& b = r->desc.blocks[0];
-  CHECK(b.mixer == MixerType::kAftFull);
-  CHECK(b.linear_attention.max_length == 1024);  // the library's defaults
-  CHECK(b.linear_attention.bias_rank == 64);
-  CHECK(b.linear_attention.multiply);
-  CHECK_FALSE(b.linear_attention.causal);
+  CHECK(b.mixer.As<AftFullParams>() != nullptr);
+  CHECK(ParamsOf<AftFullParams>(b).max_length == 1024);  // the library's defaults
+  CHECK(ParamsOf<AftFullParams>(b).bias_rank == 64);
+  CHECK(ParamsOf<AftFullParams>(b).multiply);
+  CHECK_FALSE(b.mixer.causal());
   j["max_sequence_length"] = 300;
   j["aft_parameterization"] = 5;
   r = ParseConfig(j.dump());
@@ -362,13 +378,13 @@ TEST_CASE("config: linear-attention feature maps (recur layout)") {
                                   {"elu_plus_one", FeatureMap::kEluPlusOne}}) {
     auto r = ParseConfig(mixer_with({{"feature_map", name}}).dump());
     REQUIRE_MESSAGE(r.ok(), r.message());
-    CHECK(r->desc.blocks[0].linear_attention.feature_map == map);
+    CHECK(ParamsOf<LinearAttentionParams>(r->desc.blocks[0]).feature_map == map);
     for (const auto& t : ExpectedTensors(r->desc)) CHECK(t.name.find("omega") == std::string::npos);
   }
   const uint32_t dk = json::parse(testing::kTokensConfig)["mixer"]["dk"].get<uint32_t>();
   auto r = ParseConfig(mixer_with({{"feature_map", "favor"}, {"n_features", 10}}).dump());
   REQUIRE_MESSAGE(r.ok(), r.message());
-  const LinearAttentionDescription& la = r->desc.blocks[0].linear_attention;
+  const auto& la = ParamsOf<LinearAttentionParams>(r->desc.blocks[0]);
   CHECK(la.feature_map == FeatureMap::kFavor);
   CHECK(la.favor_features == 10);
   // 1/√dk in f32: sqrt and the division round once each (γ₂ relative).
@@ -386,9 +402,9 @@ TEST_CASE("config: linear-attention feature maps (recur layout)") {
                               {"favor_layout", "fast_transformers"}, {"softmax_temp", 0.5}})
                       .dump());
   REQUIRE_MESSAGE(r.ok(), r.message());
-  CHECK(r->desc.blocks[0].linear_attention.feature_map == FeatureMap::kFavorHyperbolic);
+  CHECK(ParamsOf<LinearAttentionParams>(r->desc.blocks[0]).feature_map == FeatureMap::kFavorHyperbolic);
   // Exact: a power of two parses to the same float.
-  CHECK(r->desc.blocks[0].linear_attention.softmax_temp == 0.5f);
+  CHECK(ParamsOf<LinearAttentionParams>(r->desc.blocks[0]).softmax_temp == 0.5f);
   for (const auto& t : ExpectedTensors(r->desc)) {
     if (t.name == "blocks.0.mixer.feature_map.omega") CHECK(t.shape == std::vector<int64_t>{dk, 5});
   }
@@ -417,8 +433,8 @@ TEST_CASE("config: softmax attention (recur layout)") {
   j["mixer"] = {{"type", "softmax_attention"}, {"heads", 2}, {"dk", 8}, {"dv", 4}};
   auto r = ParseConfig(j.dump());
   REQUIRE_MESSAGE(r.ok(), r.message());
-  CHECK(r->desc.blocks[0].mixer == MixerType::kSoftmaxAttention);
-  CHECK(r->desc.blocks[0].linear_attention.causal);
+  CHECK(r->desc.blocks[0].mixer.As<SoftmaxAttentionParams>() != nullptr);
+  CHECK(r->desc.blocks[0].mixer.causal());
   size_t mixer_tensors = 0;
   for (const auto& t : ExpectedTensors(r->desc)) {
     if (t.name.rfind("blocks.0.mixer.", 0) == 0) ++mixer_tensors;
@@ -428,7 +444,7 @@ TEST_CASE("config: softmax attention (recur layout)") {
   j["mixer"]["causal"] = false;
   r = ParseConfig(j.dump());
   REQUIRE(r.ok());
-  CHECK_FALSE(r->desc.blocks[0].linear_attention.causal);
+  CHECK_FALSE(r->desc.blocks[0].mixer.causal());
   j["mixer"]["eps"] = 1e-6;
   CHECK(ErrorOf(j) == "config.json: \"mixer.eps\" does not apply to softmax_attention (its keys: "
                       "type, heads, dk, causal, dv)");
@@ -443,14 +459,14 @@ TEST_CASE("config: sliding window and AFT-simple (recur layout)") {
                 {"dilation", {1, 3}}, {"global_tokens", 2}};
   auto r = ParseConfig(j.dump());
   REQUIRE_MESSAGE(r.ok(), r.message());
-  CHECK(r->desc.blocks[0].mixer == MixerType::kSlidingWindow);
-  CHECK(r->desc.blocks[0].linear_attention.window == 5);
-  CHECK(r->desc.blocks[0].linear_attention.dilation == std::vector<uint32_t>{1, 3});
-  CHECK(r->desc.blocks[0].linear_attention.global_tokens == 2);
+  CHECK(r->desc.blocks[0].mixer.As<SlidingWindowParams>() != nullptr);
+  CHECK(ParamsOf<SlidingWindowParams>(r->desc.blocks[0]).window == 5);
+  CHECK(ParamsOf<SlidingWindowParams>(r->desc.blocks[0]).dilation == std::vector<uint32_t>{1, 3});
+  CHECK(ParamsOf<SlidingWindowParams>(r->desc.blocks[0]).global_tokens == 2);
   j["mixer"]["dilation"] = 2;
   r = ParseConfig(j.dump());
   REQUIRE(r.ok());
-  CHECK(r->desc.blocks[0].linear_attention.dilation == std::vector<uint32_t>{2, 2});
+  CHECK(ParamsOf<SlidingWindowParams>(r->desc.blocks[0]).dilation == std::vector<uint32_t>{2, 2});
   j["mixer"]["dilation"] = {1, 2, 3};
   CHECK(ErrorOf(j) == "config.json: \"mixer.dilation\" has 3 entries, expected one per head (2)");
   j["mixer"]["dilation"] = {1, 0};
@@ -471,7 +487,7 @@ TEST_CASE("config: sliding window and AFT-simple (recur layout)") {
   j["mixer"] = {{"type", "aft_simple"}, {"heads", 2}, {"dk", 8}};
   r = ParseConfig(j.dump());
   REQUIRE_MESSAGE(r.ok(), r.message());
-  CHECK(r->desc.blocks[0].mixer == MixerType::kAftSimple);
+  CHECK(r->desc.blocks[0].mixer.As<AftSimpleParams>() != nullptr);
   for (const auto& t : ExpectedTensors(r->desc)) {
     if (t.name == "blocks.0.mixer.value.weight") CHECK(t.shape == std::vector<int64_t>{16, 16});
     if (t.name == "blocks.0.mixer.out.weight") CHECK(t.shape == std::vector<int64_t>{16, 16});
@@ -486,8 +502,8 @@ TEST_CASE("config: FLASH (recur layout)") {
   j["mixer"] = {{"type", "flash"}, {"expansion_dim", 24}, {"qk_dim", 8}, {"chunk", 5}};
   auto r = ParseConfig(j.dump());
   REQUIRE_MESSAGE(r.ok(), r.message());
-  const LinearAttentionDescription& fl = r->desc.blocks[0].linear_attention;
-  CHECK(r->desc.blocks[0].mixer == MixerType::kFlash);
+  const auto& fl = ParamsOf<FlashParams>(r->desc.blocks[0]);
+  CHECK(r->desc.blocks[0].mixer.As<FlashParams>() != nullptr);
   CHECK(std::fabs(fl.scale / 0.2 - 1) <= recur::testing::Float32ChainBound(1));  // 1/5 in f32
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& t : ExpectedTensors(r->desc)) shapes[t.name] = t.shape;
@@ -521,8 +537,8 @@ TEST_CASE("config: GAU (recur layout)") {
   j["mixer"] = {{"type", "gau"}, {"expansion_dim", 24}, {"qk_dim", 8}, {"max_length", 40}};
   auto r = ParseConfig(j.dump());
   REQUIRE_MESSAGE(r.ok(), r.message());
-  const LinearAttentionDescription& g = r->desc.blocks[0].linear_attention;
-  CHECK(r->desc.blocks[0].mixer == MixerType::kGau);
+  const auto& g = ParamsOf<GauParams>(r->desc.blocks[0]);
+  CHECK(r->desc.blocks[0].mixer.As<GauParams>() != nullptr);
   CHECK(g.max_length == 40);
   CHECK(std::fabs(g.scale * 40.0 - 1) <= recur::testing::Float32ChainBound(1));  // default 1/T in f32
   std::map<std::string, std::vector<int64_t>> shapes;
@@ -553,8 +569,8 @@ TEST_CASE("config: Reformer (recur layout, encoder only)") {
                 {"n_buckets", 6}, {"chunk", 4}, {"rounds", 3}};
   auto r = ParseConfig(j.dump());
   REQUIRE_MESSAGE(r.ok(), r.message());
-  const LinearAttentionDescription& rf = r->desc.blocks[0].linear_attention;
-  CHECK(r->desc.blocks[0].mixer == MixerType::kReformer);
+  const auto& rf = ParamsOf<ReformerParams>(r->desc.blocks[0]);
+  CHECK(r->desc.blocks[0].mixer.As<ReformerParams>() != nullptr);
   CHECK_FALSE(rf.causal);
   CHECK(rf.n_buckets == 6);
   CHECK(rf.rounds == 3);
@@ -584,8 +600,8 @@ TEST_CASE("config: a mixer per block (mixed models)") {
   j["mixer"] = json::array({window, linear});
   auto r = ParseConfig(j.dump());
   REQUIRE_MESSAGE(r.ok(), r.message());
-  CHECK(r->desc.blocks[0].mixer == MixerType::kSlidingWindow);
-  CHECK(r->desc.blocks[1].mixer == MixerType::kLinearAttention);
+  CHECK(r->desc.blocks[0].mixer.As<SlidingWindowParams>() != nullptr);
+  CHECK(r->desc.blocks[1].mixer.As<LinearAttentionParams>() != nullptr);
   CHECK(r->desc.blocks[1].d_ff == r->desc.blocks[0].d_ff);
   size_t keys = 0;
   for (const auto& t : ExpectedTensors(r->desc)) keys += t.name == "blocks.1.mixer.key.weight";
@@ -620,7 +636,7 @@ TEST_CASE("config: linformer (encoder only, E/F sharing)") {
     j["mixer"]["sharing"] = sharing;
     auto r = ParseConfig(j.dump());
     REQUIRE_MESSAGE(r.ok(), r.message());
-    CHECK_FALSE(r->desc.blocks[0].linear_attention.causal);
+    CHECK_FALSE(r->desc.blocks[0].mixer.causal());
     std::map<std::string, std::vector<int64_t>> shapes;
     for (const auto& t : ExpectedTensors(r->desc)) shapes[t.name] = t.shape;
     CHECK(shapes["blocks.1.mixer.E"] == e_shape);
@@ -668,7 +684,7 @@ TEST_CASE("config: fast-transformers Favor feature map") {
   j["feature_map"] = {{"type", "favor"}, {"n_dims", 6}};
   auto r = ParseConfig(j.dump());
   REQUIRE_MESSAGE(r.ok(), r.message());
-  const LinearAttentionDescription& la = r->desc.blocks[1].linear_attention;
+  const auto& la = ParamsOf<LinearAttentionParams>(r->desc.blocks[1]);
   CHECK(la.feature_map == FeatureMap::kFavorHyperbolic);
   CHECK(la.favor_features == 6);
   CHECK(std::fabs(la.softmax_temp * std::sqrt(double(la.dk)) - 1) <=
@@ -687,7 +703,7 @@ TEST_CASE("config: fast-transformers Favor feature map") {
   r = ParseConfig(j.dump());
   REQUIRE(r.ok());
   // Exact: a power of two parses to the same float.
-  CHECK(r->desc.blocks[0].linear_attention.softmax_temp == 0.25f);
+  CHECK(ParamsOf<LinearAttentionParams>(r->desc.blocks[0]).softmax_temp == 0.25f);
 
   j["feature_map"]["stabilize"] = true;
   CHECK(ErrorOf(j) ==

@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
@@ -189,10 +190,140 @@ HWY_INLINE void Finish(float sum, float scale_x, const float* bias, float* y, bo
   *y = accumulate ? *y + s : s;
 }
 
+#if defined(RECUR_I4_TILES) && HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#define RECUR_I4_PAIRS 1
+// Tile for AVX2 and AVX-512 when the group is 32 or a multiple of 64: two
+// blocks (64 inputs) per 256-bit step. One load of 32 bytes masked to low
+// nibbles holds inputs 0..15 of both blocks, shifted right by 4 inputs
+// 16..31, so a step unpacks with three operations where block by block it
+// takes six; the activations are loaded to match (x[0..15] | x[32..47] and
+// x[16..31] | x[48..63]). Lanes 0..3 then sum block 0, lanes 4..7 block 1:
+// groups of 32 take one f32 scale per half (two groups a step), larger
+// groups sum whole steps in i32. maddubs pairs (≤ 3810) of the two halves
+// are added in i16 (≤ 7620) before madd. Same sums as Tile: every group's
+// Σ q_w·q_x exact in i32 (−8·Σ q_x in the group's first lane), one f32
+// rounding per group and lane.
+HWY_INLINE bool PairsFit(size_t group) { return group == kI4Block || group % (2 * kI4Block) == 0; }
+
+// One step of TilePairs: inputs [i, i + 64) (kFull) or [i, i + 32), added to
+// acc.
+template <size_t kB, bool kFull>
+HWY_INLINE void PairStep(const int8_t* const* HWY_RESTRICT xr, const uint8_t* const* wr,
+                         size_t i, __m256i (*acc)[kO]) {
+  const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  __m256i xa[kB], xb[kB];
+  for (size_t b = 0; b < kB; ++b) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xr[b] + i));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xr[b] + i + 16));
+    if constexpr (kFull) {
+      xa[b] = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(a),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(xr[b] + i + 32)), 1);
+      xb[b] = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(c),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(xr[b] + i + 48)), 1);
+    } else {
+      xa[b] = _mm256_zextsi128_si256(a);
+      xb[b] = _mm256_zextsi128_si256(c);
+    }
+  }
+  for (size_t o = 0; o < kO; ++o) {
+    __m256i v;
+    if constexpr (kFull) {
+      v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[o] + i / 2));
+    } else {
+      v = _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr[o] + i / 2)));
+    }
+    const __m256i lo = _mm256_and_si256(v, nib);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+    for (size_t b = 0; b < kB; ++b) {
+      const __m256i p16 =
+          _mm256_add_epi16(_mm256_maddubs_epi16(lo, xa[b]), _mm256_maddubs_epi16(hi, xb[b]));
+      acc[b][o] = _mm256_add_epi32(acc[b][o], _mm256_madd_epi16(p16, ones));
+    }
+  }
+}
+
+// As Tile (xs: −8·Σ q_x per group), for PairsFit(group).
+template <size_t kB>
+HWY_INLINE void TilePairs(const int8_t* const* HWY_RESTRICT xr,
+                          const int32_t* const* HWY_RESTRICT xs, const uint8_t* HWY_RESTRICT w0,
+                          size_t row_bytes, const float* sf, size_t groups, size_t group,
+                          size_t rows, float (*sums)[kO]) {
+  const size_t in = row_bytes * 2;
+  __m256 facc[kB][kO];
+  for (size_t b = 0; b < kB; ++b) {
+    for (size_t o = 0; o < kO; ++o) facc[b][o] = _mm256_setzero_ps();
+  }
+  const uint8_t* wr[kO];
+  const float* sr[kO];
+  for (size_t o = 0; o < kO; ++o) {
+    wr[o] = w0 + std::min(o, rows - 1) * row_bytes;
+    sr[o] = sf + std::min(o, rows - 1) * groups;
+  }
+  [[maybe_unused]] const uintptr_t next = reinterpret_cast<uintptr_t>(w0 + kO * row_bytes);
+  auto prefetch = [&](size_t i) {
+    if constexpr (kB == 1) {  // batch 1 streams w: the next tile's rows at this pace
+      hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + kO * i / 2));
+      hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + kO * i / 2 + 64));
+    }
+  };
+  __m256i acc[kB][kO];
+  if (group == kI4Block) {
+    // Groups g and g + 1 per step: their −8·Σ q_x into lanes 0 and 4, their
+    // scales over lanes 0..3 and 4..7 (past the row's end: 0).
+    const __m256i to04 = _mm256_setr_epi32(0, 2, 2, 2, 1, 2, 2, 2);
+    const __m256i to0_1 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+    auto step = [&](size_t i, auto full) {
+      const size_t g = i / kI4Block;
+      for (size_t b = 0; b < kB; ++b) {
+        const __m128i c = full ? _mm_loadl_epi64(reinterpret_cast<const __m128i*>(xs[b] + g))
+                               : _mm_cvtsi32_si128(xs[b][g]);
+        const __m256i start = _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(c), to04);
+        for (size_t o = 0; o < kO; ++o) acc[b][o] = start;
+      }
+      prefetch(i);
+      PairStep<kB, decltype(full)::value>(xr, wr, i, acc);
+      for (size_t o = 0; o < kO; ++o) {
+        const __m128 s2 = full ? _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(sr[o] + g)))
+                               : _mm_set_ss(sr[o][g]);
+        const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(s2), to0_1);
+        for (size_t b = 0; b < kB; ++b) {
+          facc[b][o] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[b][o]), s, facc[b][o]);
+        }
+      }
+    };
+    size_t i = 0;
+    for (; i + 2 * kI4Block <= in; i += 2 * kI4Block) step(i, std::true_type());
+    if (i < in) step(i, std::false_type());
+  } else {
+    for (size_t g = 0; g < groups; ++g) {
+      for (size_t b = 0; b < kB; ++b) {
+        const __m256i start = _mm256_zextsi128_si256(_mm_cvtsi32_si128(xs[b][g]));
+        for (size_t o = 0; o < kO; ++o) acc[b][o] = start;
+      }
+      for (size_t i = g * group; i < (g + 1) * group; i += 2 * kI4Block) {
+        prefetch(i);
+        PairStep<kB, true>(xr, wr, i, acc);
+      }
+      for (size_t o = 0; o < kO; ++o) {
+        const __m256 s = _mm256_set1_ps(sr[o][g]);
+        for (size_t b = 0; b < kB; ++b) {
+          facc[b][o] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[b][o]), s, facc[b][o]);
+        }
+      }
+    }
+  }
+  for (size_t b = 0; b < kB; ++b) {
+    for (size_t o = 0; o < kO; ++o) sums[b][o] = Ops::Sum(facc[b][o]);
+  }
+}
+#endif
+
 #ifdef RECUR_I4_TILES
 // sums[b][o] = Σ_g sf[o'][g]·Σ_{i in g} q_w[o', i]·xr[b][i] for b < kB,
-// o < kO, o' = min(o, rows − 1); w0: the tile's first row; xs[b][g]: Σ of
-// xr[b] over group g.
+// o < kO, o' = min(o, rows − 1); w0: the tile's first row; xs[b][g]: −8·Σ
+// of xr[b] over group g.
 template <size_t kB>
 HWY_INLINE void Tile(const int8_t* const* HWY_RESTRICT xr, const int32_t* const* HWY_RESTRICT xs,
                      const uint8_t* HWY_RESTRICT w0, size_t row_bytes, const float* sf,
@@ -214,7 +345,7 @@ HWY_INLINE void Tile(const int8_t* const* HWY_RESTRICT xr, const int32_t* const*
     // row for all kO weight rows.
     typename Ops::Acc acc[kB][kO];
     for (size_t b = 0; b < kB; ++b) {
-      const typename Ops::Acc start = Ops::Lane0(-8 * xs[b][g]);
+      const typename Ops::Acc start = Ops::Lane0(xs[b][g]);
       for (size_t o = 0; o < kO; ++o) acc[b][o] = start;
     }
     for (size_t k = 0; k < blocks; ++k) {
@@ -258,7 +389,15 @@ HWY_NOINLINE void Rows(const int8_t* q, size_t q_stride, const float* qs, const 
   for (size_t o = o_begin; o < o_end; o += kO) {
     const size_t rows = std::min(kO, o_end - o);
     DecodeScales(w.group_scales + o * groups, rows * groups, sf);
+#ifdef RECUR_I4_PAIRS
+    if (PairsFit(group)) {
+      TilePairs<kB>(xr, xsr, wb + o * row_bytes, row_bytes, sf, groups, group, rows, sums);
+    } else {
+      Tile<kB>(xr, xsr, wb + o * row_bytes, row_bytes, sf, groups, group, rows, sums);
+    }
+#else
     Tile<kB>(xr, xsr, wb + o * row_bytes, row_bytes, sf, groups, group, rows, sums);
+#endif
     for (size_t b = 0; b < kB; ++b) {
       for (size_t r = 0; r < rows; ++r) {
         Finish(sums[b][r], qs[b], w.bias ? w.bias + o + r : nullptr, y + b * y_stride + o + r,
@@ -334,7 +473,7 @@ HWY_INLINE void I4DotQuantized(const int8_t* q, size_t q_stride, const float* q_
   namespace id = i4_detail;
   if (batch == 0 || w.out == 0) return;
   const size_t in = w.in, groups = in == 0 ? 0 : in / w.group;
-  // Σ q_b over each group, for blocks of rows (on the stack).
+  // −8·Σ q_b over each group, for blocks of rows (on the stack).
   int32_t xs[id::kMaxGroups * id::kMaxB];
   for (size_t b0 = 0; b0 < batch; b0 += id::kMaxB) {
     const size_t nb = std::min(id::kMaxB, batch - b0);
@@ -343,7 +482,7 @@ HWY_INLINE void I4DotQuantized(const int8_t* q, size_t q_stride, const float* q_
       for (size_t g = 0; g < groups; ++g) {
         int32_t sum = 0;
         for (size_t i = g * w.group; i < (g + 1) * w.group; ++i) sum += qb[i];
-        xs[b * groups + g] = sum;
+        xs[b * groups + g] = -8 * sum;
       }
     }
     if (in == 0) {  // y = bias (+ y)
@@ -436,6 +575,7 @@ HWY_INLINE void I4Float(const float* x, size_t x_stride, size_t batch, const Den
 }
 
 #undef RECUR_I4_TILES
+#undef RECUR_I4_PAIRS
 
 }  // namespace HWY_NAMESPACE
 }  // namespace recur::kernels

@@ -1,0 +1,85 @@
+// GAU: config keys, tensors, schema table, inspect.
+// The runtime is runtime/mixers/gau.cc.
+#include "converter/mixers/gau.h"
+
+#include <string>
+
+#include "converter/json_util.h"
+#include "converter/mixers/gated_unit.h"
+#include "converter/mixers/mixer_converter.h"
+
+namespace recur::converter {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+class GauConverterImpl final : public MixerConverter {
+ public:
+  Status Parse(const MixerConfig& c, std::unique_ptr<MixerParams>* out) const override {
+    GatedUnitShape shape;
+    RECUR_RETURN_IF_ERROR(ParseGatedUnit(c, "max_length", &shape));
+    auto p = std::make_unique<GauParams>();
+    p->expansion_dim = shape.expansion_dim;
+    p->qk_dim = shape.qk_dim;
+    p->max_length = shape.length;
+    p->scale = shape.scale;
+    p->causal = shape.causal;
+    *out = std::move(p);
+    return Status::Ok();
+  }
+
+  void AddTensors(const MixerParams& params, MixerTensors* out) const override {
+    const auto& p = static_cast<const GauParams&>(params);
+    // Two rows of γ and β: queries and keys.
+    AddGatedUnitTensors(p.expansion_dim, p.qk_dim, 2, p.max_length, p.causal, out);
+  }
+
+  flatbuffers::Offset<void> WriteTable(const MixerParams& params,
+                                       MixerTableWriter* w) const override {
+    const auto& p = static_cast<const GauParams&>(params);
+    auto u = w->Dense("u_proj");
+    auto v = w->Dense("v_proj");
+    auto z = w->Dense("z_proj");
+    auto o = w->Dense("out");
+    return fb::CreateGau(w->fbb(), p.expansion_dim, p.qk_dim, p.max_length, p.scale, u, v, z, o,
+                           w->Ref("qk_gamma"), w->Ref("qk_beta"), w->Ref("rel_bias"), p.causal)
+        .Union();
+  }
+
+  void Describe(const void* table, const TensorRefs& refs, json* out) const override {
+    const auto* g = static_cast<const fb::Gau*>(table);
+    json& mixer = *out;
+    mixer["expansion_dim"] = g->expansion_dim();
+    mixer["qk_dim"] = g->qk_dim();
+    mixer["max_length"] = g->max_length();
+    mixer["scale"] = FloatForJson(g->scale());
+    mixer["causal"] = g->causal();
+    mixer["u_proj"] = refs.Dense(g->u_proj());
+    mixer["v_proj"] = refs.Dense(g->v_proj());
+    mixer["z_proj"] = refs.Dense(g->z_proj());
+    mixer["out"] = refs.Dense(g->out());
+    // K (qk_dim) and V (expansion_dim) of every position so far, at most max_length.
+    mixer["state_bytes"] = 0;
+    mixer["state_bytes_per_position"] =
+        g->causal() ? 4 * (uint64_t{g->qk_dim()} + g->expansion_dim()) : 0;
+    mixer["state_grows_with_length"] = g->causal();
+  }
+
+  std::string DescribeText(const json& m) const override {
+    return InspectFields(m, {"expansion_dim", "qk_dim", "max_length", "scale"}) +
+           InspectEncoderNote(m);
+  }
+
+  std::vector<std::string> QuantizableWeights() const override {
+    return GatedUnitQuantizableWeights();
+  }
+};
+
+}  // namespace
+
+const MixerConverter& GauConverter() {
+  static const GauConverterImpl converter;
+  return converter;
+}
+
+}  // namespace recur::converter

@@ -1,0 +1,164 @@
+// Linear attention: config keys, tensors, schema table, inspect.
+// The math is docs/attention-math.md §3; the runtime is runtime/mixers/linear.cc.
+#include "converter/mixers/linear.h"
+
+#include <cmath>
+#include <string>
+
+#include "converter/json_util.h"
+#include "converter/mixers/mixer_converter.h"
+
+namespace recur::converter {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+fb::FeatureMap ToFb(FeatureMap f) {
+  switch (f) {
+    case FeatureMap::kEluPlusOne: return fb::FeatureMap::EluPlusOne;
+    case FeatureMap::kRelu: return fb::FeatureMap::Relu;
+    case FeatureMap::kPoly2: return fb::FeatureMap::Poly2;
+    case FeatureMap::kFavor: return fb::FeatureMap::Favor;
+    case FeatureMap::kFavorHyperbolic: return fb::FeatureMap::FavorHyperbolic;
+  }
+  return fb::FeatureMap::EluPlusOne;
+}
+
+const char* InspectName(fb::FeatureMap f) {
+  switch (f) {
+    case fb::FeatureMap::EluPlusOne: return "elu_plus_one";
+    case fb::FeatureMap::Relu: return "relu";
+    case fb::FeatureMap::Poly2: return "poly2";
+    case fb::FeatureMap::Favor: return "favor";
+    case fb::FeatureMap::FavorHyperbolic: return "favor_hyperbolic";
+  }
+  return "unknown";
+}
+
+// Features per head C (runtime/schema/recur.fbs, FeatureMap).
+uint64_t FeatureWidth(const fb::LinearAttention* la) {
+  switch (la->feature_map()) {
+    case fb::FeatureMap::Poly2: return uint64_t{la->dk()} * la->dk();
+    case fb::FeatureMap::Favor: return la->favor_features();
+    case fb::FeatureMap::FavorHyperbolic: return 2 * uint64_t{la->favor_features() / 2};
+    default: return la->dk();
+  }
+}
+
+class LinearAttentionConverterImpl final : public MixerConverter {
+ public:
+  Status Parse(const MixerConfig& c, std::unique_ptr<MixerParams>* out) const override {
+    auto p = std::make_unique<LinearAttentionParams>();
+    RECUR_RETURN_IF_ERROR(c.Heads(&p->heads, &p->dk, &p->dv));
+    RECUR_RETURN_IF_ERROR(c.OnlyKeys({"type", "heads", "dk", "causal", "dv", "feature_map",
+                                      "n_features", "favor_layout", "softmax_temp", "eps"}));
+    static const char* const kFeatureMaps[] = {"elu_plus_one", "relu", "poly2", "favor"};
+    std::size_t fm = 0;
+    RECUR_RETURN_IF_ERROR(c.Choice("feature_map", kFeatureMaps, &fm));
+    p->feature_map = fm == 0   ? FeatureMap::kEluPlusOne
+                     : fm == 1 ? FeatureMap::kRelu
+                     : fm == 2 ? FeatureMap::kPoly2
+                               : FeatureMap::kFavor;
+    if (fm == 3) {
+      RECUR_RETURN_IF_ERROR(c.UInt("n_features", 1, &p->favor_features));
+      static const char* const kFavorLayouts[] = {"performer", "fast_transformers"};
+      std::size_t favor_layout = 0;
+      RECUR_RETURN_IF_ERROR(c.Choice("favor_layout", kFavorLayouts, &favor_layout, false));
+      if (favor_layout == 1) p->feature_map = FeatureMap::kFavorHyperbolic;
+      if (p->feature_map == FeatureMap::kFavorHyperbolic && p->favor_features < 2) {
+        return c.Invalid("n_features", "must be >= 2 for the fast_transformers layout");
+      }
+      p->softmax_temp = 1.0f / std::sqrt(static_cast<float>(p->dk));
+      RECUR_RETURN_IF_ERROR(c.PositiveFloat("softmax_temp", &p->softmax_temp, false));
+    } else {
+      for (const char* key : {"n_features", "favor_layout", "softmax_temp"}) {
+        if (c.object.contains(key)) {
+          return c.Invalid(key, "applies only to feature_map \"favor\"");
+        }
+      }
+    }
+    RECUR_RETURN_IF_ERROR(c.PositiveFloat("eps", &p->eps));
+    RECUR_RETURN_IF_ERROR(c.Causal(&p->causal));
+    *out = std::move(p);
+    return Status::Ok();
+  }
+
+  void AddTensors(const MixerParams& params, MixerTensors* out) const override {
+    const auto& p = static_cast<const LinearAttentionParams&>(params);
+    out->AddAttentionProjections(int64_t{p.heads} * p.dk, int64_t{p.heads} * p.dv);
+    if (p.favor()) {  // ω [dk, m] (Performer) or [dk, m/2] (fast-transformers)
+      out->Add("feature_map.omega", {p.dk, p.OmegaColumns()},
+               out->fast_transformers() ? "inner_attention.feature_map.omega" : "");
+    }
+  }
+
+  flatbuffers::Offset<void> WriteTable(const MixerParams& params,
+                                       MixerTableWriter* w) const override {
+    const auto& p = static_cast<const LinearAttentionParams&>(params);
+    auto q = w->Dense("query");
+    auto k = w->Dense("key");
+    auto v = w->Dense("value");
+    auto o = w->Dense("out");
+    const int32_t omega = p.favor() ? w->Ref("feature_map.omega") : -1;
+    return fb::CreateLinearAttention(w->fbb(), p.heads, p.dk, p.dv, ToFb(p.feature_map), p.eps,
+                                     q, k, v, o, p.causal, omega, p.favor_features,
+                                     p.softmax_temp)
+        .Union();
+  }
+
+  void Describe(const void* table, const TensorRefs& refs, json* out) const override {
+    const auto* la = static_cast<const fb::LinearAttention*>(table);
+    json& mixer = *out;
+    mixer["heads"] = la->heads();
+    mixer["dk"] = la->dk();
+    mixer["dv"] = la->dv();
+    mixer["feature_map"] = InspectName(la->feature_map());
+    mixer["eps"] = FloatForJson(la->eps());
+    mixer["causal"] = la->causal();
+    if (la->feature_map() == fb::FeatureMap::Favor ||
+        la->feature_map() == fb::FeatureMap::FavorHyperbolic) {
+      mixer["favor_features"] = la->favor_features();
+      mixer["softmax_temp"] = FloatForJson(la->softmax_temp());
+      mixer["omega"] = la->omega();
+    }
+    // S (H, C, dv) and z (H, C) per stream, and their compensations unless a
+    // session keeps plain sums; encoders keep none between calls.
+    const uint64_t c = FeatureWidth(la);
+    const uint64_t sums = la->causal() ? 4 * uint64_t{la->heads()} * (c * la->dv() + c) : 0;
+    mixer["state_bytes"] = 2 * sums;
+    mixer["state_bytes_plain_sums"] = sums;
+    mixer["state_grows_with_length"] = false;
+    mixer["query"] = refs.Dense(la->query());
+    mixer["key"] = refs.Dense(la->key());
+    mixer["value"] = refs.Dense(la->value());
+    mixer["out"] = refs.Dense(la->out());
+  }
+
+  std::string DescribeText(const json& m) const override {
+    std::string text = InspectFields(m, {"heads", "dk", "dv", "feature_map"});
+    if (m.contains("favor_features")) {
+      text += " m=" + std::to_string(m["favor_features"].get<uint32_t>()) + InspectFields(m, {"softmax_temp"});
+    }
+    return text + InspectFields(m, {"eps"}) + InspectEncoderNote(m);
+  }
+};
+
+}  // namespace
+
+const char* FeatureMapName(FeatureMap f) {
+  switch (f) {
+    case FeatureMap::kEluPlusOne: return "elu_plus_one";
+    case FeatureMap::kRelu: return "relu";
+    case FeatureMap::kPoly2: return "poly2";
+    case FeatureMap::kFavor: return "favor";
+    case FeatureMap::kFavorHyperbolic: return "favor (fast-transformers)";
+  }
+  return "?";
+}
+
+const MixerConverter& LinearAttentionConverter() {
+  static const LinearAttentionConverterImpl converter;
+  return converter;
+}
+
+}  // namespace recur::converter

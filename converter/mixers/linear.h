@@ -1,0 +1,41 @@
+// Linear attention's converter parameters (converter/mixers/linear.cc).
+#ifndef RECUR_CONVERTER_MIXERS_LINEAR_H_
+#define RECUR_CONVERTER_MIXERS_LINEAR_H_
+
+#include <cstdint>
+
+#include "converter/model_description.h"
+
+namespace recur::converter {
+
+// See runtime/schema/recur.fbs (FeatureMap) for the maps and their widths.
+enum class FeatureMap { kEluPlusOne, kRelu, kPoly2, kFavor, kFavorHyperbolic };
+
+// "elu_plus_one", "relu", "poly2", "favor", "favor (fast-transformers)"
+const char* FeatureMapName(FeatureMap f);
+
+// Config type "linear_attention"; also what the fast-transformers layout's
+// "linear" and "causal-linear" attention map onto.
+struct LinearAttentionParams : MixerParamsOf<LinearAttentionParams> {
+  uint32_t heads = 0;
+  uint32_t dk = 0;
+  uint32_t dv = 0;
+  FeatureMap feature_map = FeatureMap::kEluPlusOne;
+  float eps = 1e-6f;
+  // kFavor / kFavorHyperbolic: m (fast-transformers' n_dims) and the
+  // temperature (default 1/√dk); the tensor mixer.feature_map.omega is
+  // [dk, OmegaColumns()].
+  uint32_t favor_features = 0;
+  float softmax_temp = 0.0f;
+
+  bool favor() const {
+    return feature_map == FeatureMap::kFavor || feature_map == FeatureMap::kFavorHyperbolic;
+  }
+  uint32_t OmegaColumns() const {
+    return feature_map == FeatureMap::kFavor ? favor_features : favor_features / 2;
+  }
+};
+
+}  // namespace recur::converter
+
+#endif  // RECUR_CONVERTER_MIXERS_LINEAR_H_
