@@ -268,6 +268,46 @@ TEST_CASE("a struct_size that ends inside a field is refused, one between fields
   CHECK(other == nullptr);
 }
 
+TEST_CASE("the options defaults set struct_size and leave every field at its default") {
+  const recur_load_options load = recur_load_options_default();
+  CHECK(load.struct_size == sizeof(recur_load_options));
+  CHECK(load.flags == 0);
+  const recur_session_options options = recur_session_options_default();
+  CHECK(options.struct_size == sizeof(recur_session_options));
+  CHECK(options.batch == 0);
+  CHECK(options.threads == 0);
+  CHECK(options.prefill_chunk == 0);
+  CHECK(options.backend == nullptr);
+  CHECK(options.weight_packing == RECUR_PACKING_AUTO);
+  CHECK(options.prefill_min == 0);
+  CHECK(options.max_context == 0);
+  CHECK(options.arena == nullptr);
+  CHECK(options.arena_size == 0);
+  CHECK(options.state_sums == RECUR_STATE_SUMS_COMPENSATED);
+  CHECK(options.int8_activations == RECUR_INT8_ACTIVATIONS_AUTO);
+
+  // A model and a session from the defaults run as with NULL options (up to
+  // the rounding of the backend each picks by timing).
+  auto bytes = BuildTestModel(kTinyTokensConfig, 1);
+  recur_model* model = nullptr;
+  REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), &load, &model) == RECUR_OK);
+  recur_session* a = nullptr;
+  recur_session* b = nullptr;
+  REQUIRE(recur_session_create(model, &options, &a) == RECUR_OK);
+  REQUIRE(recur_session_create(model, nullptr, &b) == RECUR_OK);
+  size_t blob_a = 0, blob_b = 0;
+  REQUIRE(recur_session_state_size(a, &blob_a) == RECUR_OK);
+  REQUIRE(recur_session_state_size(b, &blob_b) == RECUR_OK);
+  CHECK(blob_a == blob_b);
+  for (int32_t token : {3, 1, 4, 1, 5}) {
+    CHECK(recur::testing::WorstRelative(StepTokens(a, {token}, 11), StepTokens(b, {token}, 11)) <
+          1e-5);
+  }
+  recur_session_free(a);
+  recur_session_free(b);
+  recur_model_free(model);
+}
+
 TEST_CASE("session options: batch and thread bounds") {
   Loaded m(kTinyTokensConfig);
   recur_session* s = nullptr;
