@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
   }
   if (checkpoints.empty() || checkpoints.back() != steps) checkpoints.push_back(steps);
 
-  recur_session_options options{sizeof(options), 1, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 0, nullptr, 0, state_sums, RECUR_INT8_ACTIVATIONS_AUTO};
+  recur_session_options options = recur_session_options_default();
+  options.state_sums = state_sums;
   // Softmax attention's cache grows with the stream: give it room for the whole run.
   if (info.state_bytes_per_position) options.max_context = uint32_t(std::min<int64_t>(steps, 1 << 30));
   auto session = recur::Session::Create(model, options);

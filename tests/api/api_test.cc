@@ -36,7 +36,8 @@ struct Loaded {
 };
 
 recur_session* NewSession(const recur_model* model, uint32_t batch = 1) {
-  recur_session_options options{sizeof(options), batch, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED, RECUR_INT8_ACTIVATIONS_AUTO};
+  recur_session_options options = recur_session_options_default();
+  options.batch = batch;
   recur_session* session = nullptr;
   REQUIRE(recur_session_create(model, &options, &session) == RECUR_OK);
   return session;
@@ -202,7 +203,8 @@ TEST_CASE("prefill and encode refuse NaN and infinite features, wrong counts and
 
 TEST_CASE("options structs with a bad struct_size are refused") {
   Loaded m(kTinyTokensConfig);
-  recur_session_options options{3, 1, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED, RECUR_INT8_ACTIVATIONS_AUTO};
+  recur_session_options options = recur_session_options_default();
+  options.struct_size = 3;
   recur_session* s = nullptr;
   CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(ErrorContains("struct_size"));
@@ -268,21 +270,63 @@ TEST_CASE("a struct_size that ends inside a field is refused, one between fields
   CHECK(other == nullptr);
 }
 
+TEST_CASE("the options defaults set struct_size and leave every field at its default") {
+  const recur_load_options load = recur_load_options_default();
+  CHECK(load.struct_size == sizeof(recur_load_options));
+  CHECK(load.flags == 0);
+  const recur_session_options options = recur_session_options_default();
+  CHECK(options.struct_size == sizeof(recur_session_options));
+  CHECK(options.batch == 0);
+  CHECK(options.threads == 0);
+  CHECK(options.prefill_chunk == 0);
+  CHECK(options.backend == nullptr);
+  CHECK(options.weight_packing == RECUR_PACKING_AUTO);
+  CHECK(options.prefill_min == 0);
+  CHECK(options.max_context == 0);
+  CHECK(options.arena == nullptr);
+  CHECK(options.arena_size == 0);
+  CHECK(options.state_sums == RECUR_STATE_SUMS_COMPENSATED);
+  CHECK(options.int8_activations == RECUR_INT8_ACTIVATIONS_AUTO);
+
+  // A model and a session from the defaults run as with NULL options (up to
+  // the rounding of the backend each picks by timing).
+  auto bytes = BuildTestModel(kTinyTokensConfig, 1);
+  recur_model* model = nullptr;
+  REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), &load, &model) == RECUR_OK);
+  recur_session* a = nullptr;
+  recur_session* b = nullptr;
+  REQUIRE(recur_session_create(model, &options, &a) == RECUR_OK);
+  REQUIRE(recur_session_create(model, nullptr, &b) == RECUR_OK);
+  size_t blob_a = 0, blob_b = 0;
+  REQUIRE(recur_session_state_size(a, &blob_a) == RECUR_OK);
+  REQUIRE(recur_session_state_size(b, &blob_b) == RECUR_OK);
+  CHECK(blob_a == blob_b);
+  for (int32_t token : {3, 1, 4, 1, 5}) {
+    CHECK(recur::testing::WorstRelative(StepTokens(a, {token}, 11), StepTokens(b, {token}, 11)) <
+          1e-5);
+  }
+  recur_session_free(a);
+  recur_session_free(b);
+  recur_model_free(model);
+}
+
 TEST_CASE("session options: batch and thread bounds") {
   Loaded m(kTinyTokensConfig);
   recur_session* s = nullptr;
-  recur_session_options options{sizeof(options), 100000, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 0,
-                                nullptr, 0, RECUR_STATE_SUMS_COMPENSATED, RECUR_INT8_ACTIVATIONS_AUTO};
+  recur_session_options options = recur_session_options_default();
+  options.batch = 100000;
   CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(ErrorContains("batch"));
-  options = {sizeof(options), 1, 1000, 0, nullptr, RECUR_PACKING_AUTO, 0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED, RECUR_INT8_ACTIVATIONS_AUTO};
+  options = recur_session_options_default();
+  options.threads = 1000;
   CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(ErrorContains("threads must be in [1, 256], got 1000"));
-  options = {sizeof(options), 1, 1, 0, nullptr, static_cast<recur_weight_packing>(7), 0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED, RECUR_INT8_ACTIVATIONS_AUTO};
+  options = recur_session_options_default();
+  options.weight_packing = 7;
   CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(ErrorContains("weight_packing must be 0 (auto), 1 (off) or 2 (on), got 7"));
-  options = {sizeof(options), 1, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 0, nullptr, 0,
-             static_cast<recur_state_sums>(2), RECUR_INT8_ACTIVATIONS_AUTO};
+  options = recur_session_options_default();
+  options.state_sums = 2;
   CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(ErrorContains("state_sums must be 0 (compensated) or 1 (plain), got 2"));
   options.state_sums = RECUR_STATE_SUMS_COMPENSATED;
@@ -298,7 +342,8 @@ TEST_CASE("session options: batch and thread bounds") {
   CHECK(s == nullptr);
   // Two threads: a session in a build with a thread pool; a precise refusal
   // in one without (the minimal configuration).
-  options = {sizeof(options), 1, 2, 0, nullptr, RECUR_PACKING_AUTO, 0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED, RECUR_INT8_ACTIVATIONS_AUTO};
+  options = recur_session_options_default();
+  options.threads = 2;
   if (recur_max_threads() >= 2) {
     REQUIRE(recur_session_create(m.model, &options, &s) == RECUR_OK);
     recur_session_free(s);
@@ -323,9 +368,11 @@ TEST_CASE("more threads give the same results") {
   for (uint32_t batch : {1u, 40u}) {
     // One backend for both: the automatic choice is timed per thread count
     // and may differ, and backends round differently (backend_test.cc).
-    recur_session_options one{sizeof(one), batch, 1, 0, "highway", RECUR_PACKING_AUTO, 0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED, RECUR_INT8_ACTIVATIONS_AUTO};
-    const uint32_t threads = std::min(2u, recur_max_threads());  // 1 in the minimal build
-    recur_session_options two{sizeof(two), batch, threads, 0, "highway", RECUR_PACKING_AUTO, 0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED, RECUR_INT8_ACTIVATIONS_AUTO};
+    recur_session_options one = recur_session_options_default();
+    one.batch = batch;
+    one.backend = "highway";
+    recur_session_options two = one;
+    two.threads = std::min(2u, recur_max_threads());  // 1 in the minimal build
     recur_session* a = nullptr;
     recur_session* b = nullptr;
     REQUIRE(recur_session_create(m.model, &one, &a) == RECUR_OK);

@@ -37,7 +37,9 @@ std::vector<float> Workload(const recur_model* model, int seed, std::string* fai
   };
   // Two intra-op threads per session where the build has a pool (not in the
   // tsan preset's build).
-  recur_session_options options{sizeof(options), kBatch, 2, 0, nullptr, RECUR_PACKING_AUTO, 0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED, RECUR_INT8_ACTIVATIONS_AUTO};
+  recur_session_options options = recur_session_options_default();
+  options.batch = kBatch;
+  options.threads = 2;
   recur_session* s = nullptr;
   recur_status status = recur_session_create(model, &options, &s);
   if (status == RECUR_UNSUPPORTED) {

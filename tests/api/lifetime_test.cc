@@ -90,7 +90,8 @@ TEST_CASE("a model loaded with RECUR_LOAD_NO_MMAP is unaffected by rewriting its
   const std::string path = "lifetime_test_nommap.recur";
   const auto original = BuildTestModel(kTinyTokensConfig, 2);
   WriteFile(path, original);
-  recur_load_options options{sizeof(options), RECUR_LOAD_NO_MMAP};
+  recur_load_options options = recur_load_options_default();
+  options.flags = RECUR_LOAD_NO_MMAP;
   recur_model* model = nullptr;
   REQUIRE(recur_model_load_file(path.c_str(), &options, &model) == RECUR_OK);
   recur_session* before = NewSession(model);

@@ -32,9 +32,10 @@ struct Fixture {
   }
   ~Fixture() { recur_model_free(model); }
   recur_session* Session(uint32_t batch, uint32_t chunk = 0, uint32_t prefill_min = 0) {
-    recur_session_options options{sizeof(options), batch, 1, chunk, nullptr, RECUR_PACKING_AUTO,
-                                  prefill_min, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED,
-                                  RECUR_INT8_ACTIVATIONS_AUTO};
+    recur_session_options options = recur_session_options_default();
+    options.batch = batch;
+    options.prefill_chunk = chunk;
+    options.prefill_min = prefill_min;
     recur_session* s = nullptr;
     REQUIRE(recur_session_create(model, &options, &s) == RECUR_OK);
     return s;
@@ -226,7 +227,8 @@ TEST_CASE("a steps count whose input size wraps around is refused, not read") {
 
 TEST_CASE("prefill_chunk bounds") {
   Fixture f(kTinyTokensConfig);
-  recur_session_options options{sizeof(options), 1, 1, 5000, nullptr, RECUR_PACKING_AUTO, 0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED, RECUR_INT8_ACTIVATIONS_AUTO};
+  recur_session_options options = recur_session_options_default();
+  options.prefill_chunk = 5000;
   recur_session* s = nullptr;
   CHECK(recur_session_create(f.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(std::string(recur_last_error()).find("prefill_chunk") != std::string::npos);
@@ -245,9 +247,10 @@ TEST_CASE("default prefill_chunk: 64 positions, at least 256 rows when a step st
   Fixture small(kTinyTokensConfig);
   Fixture large(config.c_str());
   auto arena = [](const Fixture& f, uint32_t batch, uint32_t chunk) {
-    recur_session_options options{sizeof(options), batch, 1, chunk, nullptr, RECUR_PACKING_OFF,
-                                  0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED,
-                                  RECUR_INT8_ACTIVATIONS_AUTO};
+    recur_session_options options = recur_session_options_default();
+    options.batch = batch;
+    options.prefill_chunk = chunk;
+    options.weight_packing = RECUR_PACKING_OFF;
     size_t bytes = 0;
     REQUIRE(recur_session_arena_size(f.model, &options, &bytes) == RECUR_OK);
     return bytes;

@@ -202,7 +202,8 @@ TEST_CASE("a well-formed blob whose position passes the KV cache is refused") {
   auto bytes = BuildTestModel(recur::testing::kTinySoftmaxFeaturesConfig, 1);
   auto model = recur::Model::FromBuffer(bytes.data(), bytes.size());
   REQUIRE(model.ok());
-  recur_session_options options{sizeof(options), 1, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 16, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED, RECUR_INT8_ACTIVATIONS_AUTO};
+  recur_session_options options = recur_session_options_default();
+  options.max_context = 16;
   auto a = recur::Session::Create(*model, options);
   REQUIRE(a.ok());
   const float frame[5] = {0.5f, -1, 0.25f, 2, 0};
@@ -231,7 +232,8 @@ TEST_CASE("a blob from a session with another max_context, or passed with its bu
   auto bytes = BuildTestModel(recur::testing::kTinySoftmaxFeaturesConfig, 1);
   auto model = recur::Model::FromBuffer(bytes.data(), bytes.size());
   REQUIRE(model.ok());
-  recur_session_options options{sizeof(options), 1, 1, 0, nullptr, RECUR_PACKING_AUTO, 0, 16, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED, RECUR_INT8_ACTIVATIONS_AUTO};
+  recur_session_options options = recur_session_options_default();
+  options.max_context = 16;
   auto small = recur::Session::Create(*model, options);
   options.max_context = 32;
   auto large = recur::Session::Create(*model, options);

@@ -128,10 +128,11 @@ int main(int argc, char** argv) {
     auto bytes = BuildTestModel(configs[i], 1);
     recur_model* model = nullptr;
     recur_session* session = nullptr;
-    recur_session_options options{sizeof(options), 2, 1, 0, "highway", RECUR_PACKING_AUTO, 0,
-                                  recur::fuzz::kStateFuzzMaxContext, nullptr, 0,
-                                  plain ? RECUR_STATE_SUMS_PLAIN : RECUR_STATE_SUMS_COMPENSATED,
-                                  RECUR_INT8_ACTIVATIONS_AUTO};
+    recur_session_options options = recur_session_options_default();
+    options.batch = 2;
+    options.backend = "highway";
+    options.max_context = recur::fuzz::kStateFuzzMaxContext;
+    options.state_sums = plain ? RECUR_STATE_SUMS_PLAIN : RECUR_STATE_SUMS_COMPENSATED;
     recur_model_info info{};
     info.struct_size = sizeof(info);
     if (recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) != RECUR_OK ||

@@ -17,8 +17,12 @@ void Exercise(const recur_model* model) {
   if (recur_model_get_info(model, &info) != RECUR_OK || !recur::fuzz::SmallEnough(info)) return;
   constexpr uint32_t kBatch = 2;
   constexpr size_t kSteps = 3;
-  recur_session_options options{sizeof(options), kBatch, 1, recur::fuzz::kPrefillChunk, "highway",
-                                RECUR_PACKING_AUTO, 1, recur::fuzz::kMaxContext, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED, RECUR_INT8_ACTIVATIONS_AUTO};
+  recur_session_options options = recur_session_options_default();
+  options.batch = kBatch;
+  options.prefill_chunk = recur::fuzz::kPrefillChunk;
+  options.backend = "highway";
+  options.prefill_min = 1;
+  options.max_context = recur::fuzz::kMaxContext;
   recur_session* session = nullptr;
   if (recur_session_create(model, &options, &session) != RECUR_OK) return;
   const bool tokens = info.input_kind == RECUR_INPUT_TOKENS;

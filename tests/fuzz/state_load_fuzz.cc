@@ -55,10 +55,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool plain = data[0] & 0x40;
   const bool stamp = data[0] & 0x80;
   std::vector<uint8_t> blob(data + 1, data + size);
-  recur_session_options options{sizeof(options), 2, 1, 0, "highway", RECUR_PACKING_AUTO, 0,
-                                recur::fuzz::kStateFuzzMaxContext, nullptr, 0,
-                                plain ? RECUR_STATE_SUMS_PLAIN : RECUR_STATE_SUMS_COMPENSATED,
-                                RECUR_INT8_ACTIVATIONS_AUTO};
+  recur_session_options options = recur_session_options_default();
+  options.batch = 2;
+  options.backend = "highway";
+  options.max_context = recur::fuzz::kStateFuzzMaxContext;
+  options.state_sums = plain ? RECUR_STATE_SUMS_PLAIN : RECUR_STATE_SUMS_COMPENSATED;
   recur_session* session = nullptr;
   if (recur_session_create(m->model, &options, &session) != RECUR_OK) std::abort();
   if (stamp && blob.size() >= kHeaderBytes) {

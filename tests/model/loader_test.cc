@@ -25,7 +25,8 @@ namespace fb = recur::fb;
 recur_status Load(const AlignedBytes& bytes, size_t size, uint32_t flags = 0) {
   AlignedBytes copy(bytes.begin(), bytes.begin() + std::min(size, bytes.size()));
   copy.resize(size, 0);
-  recur_load_options options{sizeof(options), flags};
+  recur_load_options options = recur_load_options_default();
+  options.flags = flags;
   recur_model* model = nullptr;
   recur_status s = recur_model_load_buffer(copy.data(), copy.size(), &options, &model);
   if (s == RECUR_OK) {

@@ -13,7 +13,9 @@
  * library never aborts and never throws on bad input.
  *
  * Options structs start with `struct_size`; set it to sizeof(the struct) so
- * that later versions can append fields. Pass NULL for defaults.
+ * that later versions can append fields. Pass NULL for defaults, or start
+ * from recur_load_options_default() / recur_session_options_default() and
+ * set the fields you need by name.
  */
 #ifndef RECUR_RECUR_H_
 #define RECUR_RECUR_H_
@@ -31,6 +33,14 @@ extern "C" {
 
 /* The newest model format_version this runtime reads. */
 #define RECUR_FORMAT_VERSION 1
+
+/* Header-only helpers are inline, so that the struct_size they set is the
+ * caller's sizeof (C89 compilers spell it __inline). */
+#if defined(__cplusplus) || (defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L)
+#define RECUR_INLINE static inline
+#else
+#define RECUR_INLINE static __inline
+#endif
 
 typedef enum recur_status {
   RECUR_OK = 0,
@@ -71,6 +81,19 @@ typedef struct recur_load_options {
   size_t struct_size;  /* sizeof(recur_load_options) */
   uint32_t flags;      /* recur_load_flags */
 } recur_load_options;
+
+/* recur_load_options with struct_size = sizeof(recur_load_options) and every
+ * other field at its default (zero: flags 0). Set the fields that differ by
+ * name. Nothing to free; thread-safe; never fails. */
+RECUR_INLINE recur_load_options recur_load_options_default(void) {
+#ifdef __cplusplus
+  recur_load_options options = {};
+#else
+  recur_load_options options = {0};
+#endif
+  options.struct_size = sizeof(recur_load_options);
+  return options;
+}
 
 /* Loads a model file. By default the file is mapped read-only and weights are
  * used in place (no copy). The file must not change while it is mapped.
@@ -238,6 +261,20 @@ typedef struct recur_session_options {
                                 always quantises; an arena session runs FLOAT). Other values
                                 are RECUR_INVALID_ARGUMENT. */
 } recur_session_options;
+
+/* recur_session_options with struct_size = sizeof(recur_session_options) and
+ * every other field at its default (zero, as each field's comment says: one
+ * stream, the calling thread, backend "auto", no arena). Set the fields that
+ * differ by name. Nothing to free; thread-safe; never fails. */
+RECUR_INLINE recur_session_options recur_session_options_default(void) {
+#ifdef __cplusplus
+  recur_session_options options = {};
+#else
+  recur_session_options options = {0};
+#endif
+  options.struct_size = sizeof(recur_session_options);
+  return options;
+}
 
 /* The bytes of arena a session with these options needs (options->arena
  * itself is not used), for `model` on this machine: the kernels' scratch

@@ -81,7 +81,8 @@ class Model {
   ~Model() { recur_model_free(model_); }
 
   static Result<Model> Load(const std::string& path, uint32_t flags = 0) {
-    recur_load_options options{sizeof(recur_load_options), flags};
+    recur_load_options options = recur_load_options_default();
+    options.flags = flags;
     Model m;
     recur_status s = recur_model_load_file(path.c_str(), &options, &m.model_);
     if (s != RECUR_OK) return Status(s);
@@ -90,7 +91,8 @@ class Model {
 
   // `data` must outlive the model (no copy) and be 64-byte aligned.
   static Result<Model> FromBuffer(const void* data, size_t size, uint32_t flags = 0) {
-    recur_load_options options{sizeof(recur_load_options), flags};
+    recur_load_options options = recur_load_options_default();
+    options.flags = flags;
     Model m;
     recur_status s = recur_model_load_buffer(data, size, &options, &m.model_);
     if (s != RECUR_OK) return Status(s);
@@ -129,13 +131,15 @@ class Session {
   static Result<Session> Create(const Model& model, uint32_t batch = 1, uint32_t threads = 1,
                                 uint32_t prefill_chunk = 0,
                                 recur_weight_packing packing = RECUR_PACKING_AUTO) {
-    recur_session_options options{sizeof(recur_session_options), batch, threads, prefill_chunk,
-                                  nullptr, packing, 0, 0, nullptr, 0, RECUR_STATE_SUMS_COMPENSATED,
-                                  RECUR_INT8_ACTIVATIONS_AUTO};
+    recur_session_options options = recur_session_options_default();
+    options.batch = batch;
+    options.threads = threads;
+    options.prefill_chunk = prefill_chunk;
+    options.weight_packing = packing;
     return Create(model, options);
   }
 
-  // Every option (recur_session_options, with struct_size set).
+  // Every option: start from recur_session_options_default().
   static Result<Session> Create(const Model& model, const recur_session_options& options) {
     Session s;
     recur_status st = recur_session_create(model.get(), &options, &s.session_);
