@@ -14,8 +14,6 @@
 
 namespace recur {
 
-// What a step may use besides its inputs: the session's thread pool and the
-// mixer's scratch (scratch_floats(...) floats, 64-byte aligned).
 class DenseRunner;  // backends/dense_runner.h
 
 // What a step may use besides its inputs: the session's thread pool, the
