@@ -148,7 +148,7 @@ class NoRecurrentForm(unittest.TestCase):
             with self.subTest(name):
                 m = make(cfg)
                 self.assertEqual(tuple(m(x).shape), (2, 11, D_MODEL))
-                self.assertFalse(m.recurrent)
+                self.assertFalse(m.has_step)
                 self.assertFalse(state_bytes(cfg, D_MODEL).recurrent)
                 with self.assertRaisesRegex(ValueError, "no recurrent"):
                     m.initial_state(2)

@@ -9,7 +9,7 @@ loop and an independent quadratic-time transcription of the README math
 copies and reruns of the same ops, while states reached by two paths (e.g. another shape
 of the same matmul) agree to rounding (1e-12 relative); goldens hold what the model
 computes. Plus the softmax-attention, sliding-window,
-AFT-simple, AFT-local and AFT-conv mixers' forms vs naive transcriptions and their mixers.py classes, the Linformer
+AFT-simple, AFT-local and AFT-conv mixers' per-stream forms vs naive transcriptions and their batched forms, the Linformer
 encoder (every sharing mode vs mixers.Linformer, layerwise tying and its export), the Reformer LSH encoder (vs
 explicit loops and mixers.Reformer, the float64 hash margins of its goldens), mixed models
 (a list of one mixer per block) vs a per-block composition, safetensors/golden round
@@ -37,9 +37,9 @@ import torch.nn.functional as F
 
 from recur_ref import CHUNK, checkpoint, golden, mixers, safetensors
 from recur_ref import fast_transformers_layout as ftl
-from recur_ref.model import (FLASH, GAU, MIXER_TYPES, AFTConv, AFTFull, AFTLocal, AFTSimple, Block, LinearAttention,
-                             Linformer, RecurModel, Reformer, SlidingWindowAttention, SoftmaxAttention,
-                             feature_dim, mixer_configs)
+from recur_ref.mixers import (FLASH, GAU, AFTConv, AFTFull, AFTLocal, AFTSimple, LinearAttention, Linformer, Reformer,
+                              SlidingWindowAttention, SoftmaxAttention, feature_dim)
+from recur_ref.model import MIXER_TYPES, Block, RecurModel, mixer_configs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -866,7 +866,7 @@ def _fm_mixer_cfg(extra, causal=True):
 
 def _fm_attention(extra, causal=True, seed=0):
     torch.manual_seed(seed)
-    return LinearAttention.from_config(FM_D_MODEL, _fm_mixer_cfg(extra, causal)).double()
+    return LinearAttention(_fm_mixer_cfg(extra, causal), FM_D_MODEL).double()
 
 
 def feature_map_checks():
@@ -1075,7 +1075,7 @@ def _sm_naive(att, x, K0, V0, causal):
 
 
 def softmax_attention_forms():
-    """SoftmaxAttention of model.py alone (float64): recurrent == chunked parallel
+    """SoftmaxAttention's per-stream forms (float64): recurrent == chunked parallel
     (chunks 1, 7, CHUNK, N) == the naive full matrix, from an empty and from a
     non-empty KV cache; the non-causal form vs naive; the KV cache's shapes and
     contents; and all of it vs mixers.SoftmaxAttention with the same weights."""
@@ -1083,7 +1083,7 @@ def softmax_attention_forms():
     x = torch.randn(SM_N, SM_D_MODEL, generator=g, dtype=torch.float64)
     prefix = torch.randn(SM_P, SM_D_MODEL, generator=g, dtype=torch.float64)
     torch.manual_seed(0)
-    att = SoftmaxAttention.from_config(SM_D_MODEL, _sm_cfg()).double()
+    att = SoftmaxAttention(_sm_cfg(), SM_D_MODEL).double()
     names = {k: tuple(v.shape) for k, v in att.state_dict().items()}
     qk, vv = SM_HEADS * SM_DK, SM_HEADS * SM_DV
     assert names == {"query.weight": (qk, SM_D_MODEL), "query.bias": (qk,), "key.weight": (qk, SM_D_MODEL),
@@ -1124,7 +1124,7 @@ def softmax_attention_forms():
         assert_close(att.recurrent(x, empty)[0], ref(x[None])[0], 1e-12, "causal vs mixers.SoftmaxAttention.forward")
         # Non-causal mixer: naive, and mixers.py's encoder form.
         torch.manual_seed(1)
-        enc = SoftmaxAttention.from_config(SM_D_MODEL, _sm_cfg(causal=False)).double()
+        enc = SoftmaxAttention(_sm_cfg(causal=False), SM_D_MODEL).double()
         assert not enc.causal
         ref_enc = mixers.SoftmaxAttention(_sm_cfg(causal=False), SM_D_MODEL).double()
         ref_enc.load_state_dict(enc.state_dict(), strict=True)
@@ -1225,7 +1225,7 @@ def _sw_qkv(att, x):
 
 
 def sliding_window_forms():
-    """SlidingWindowAttention of model.py alone (float64), per case: recurrent == chunked
+    """SlidingWindowAttention's per-stream forms (float64), per case: recurrent == chunked
     parallel (chunks 1, 7, CHUNK, N; exact same state) == the naive set-by-set softmax, from
     an empty state and after P = 1 and 13 positions (continuing at absolute positions);
     the state's ring/glob contents and zero slots; mixers.SlidingWindowAttention's prefill
@@ -1234,7 +1234,7 @@ def sliding_window_forms():
     for case in SW_CASES:
         cfg = {"type": "sliding_window", **case}
         torch.manual_seed(0)
-        att = SlidingWindowAttention.from_config(SW_D_MODEL, cfg).double()
+        att = SlidingWindowAttention(cfg, SW_D_MODEL).double()
         R, gl, H = att.R, case.get("global_tokens", 0), case["heads"]
         ref = mixers.SlidingWindowAttention(cfg, SW_D_MODEL).double()
         ref.load_state_dict(att.state_dict(), strict=True)
@@ -1282,7 +1282,7 @@ def sliding_window_forms():
             # Non-causal: naive and mixers.py.
             enc_cfg = {**cfg, "causal": False}
             torch.manual_seed(1)
-            enc = SlidingWindowAttention.from_config(SW_D_MODEL, enc_cfg).double()
+            enc = SlidingWindowAttention(enc_cfg, SW_D_MODEL).double()
             ref_enc = mixers.SlidingWindowAttention(enc_cfg, SW_D_MODEL).double()
             ref_enc.load_state_dict(enc.state_dict(), strict=True)
             y, _ = enc.noncausal(full, enc.empty_state(torch.float64))
@@ -1310,7 +1310,7 @@ def _aft_qkv(att, x):
 
 
 def aft_simple_forms():
-    """AFTSimple of model.py alone (float64): recurrent == chunked parallel (chunks 1, 7,
+    """AFTSimple's per-stream forms (float64): recurrent == chunked parallel (chunks 1, 7,
     CHUNK, N) == explicit sums, from the empty state (max −inf) and after P = 9 positions;
     the state (num, den relative to the running max) vs its definition and vs
     mixers.AFTSimple's prefill; keys spanning ±1,000 (exp would overflow) stay finite and
@@ -1318,7 +1318,7 @@ def aft_simple_forms():
     D = AFT_HEADS * AFT_DK
     g = torch.Generator().manual_seed(6)
     torch.manual_seed(0)
-    att = AFTSimple.from_config(AFT_D_MODEL, _aft_cfg()).double()
+    att = AFTSimple(_aft_cfg(), AFT_D_MODEL).double()
     names = {k: tuple(v.shape) for k, v in att.state_dict().items()}
     assert names == {"query.weight": (D, AFT_D_MODEL), "query.bias": (D,), "key.weight": (D, AFT_D_MODEL),
                      "key.bias": (D,), "value.weight": (D, AFT_D_MODEL), "value.bias": (D,),
@@ -1361,7 +1361,7 @@ def aft_simple_forms():
         assert_close(rec_state["num"], (torch.exp(k - mx) * v).sum(0), 1e-10, "num")
         assert_close(ref(full[None])[0], naive, 1e-12, "mixers.AFTSimple forward vs naive")
         # Keys spanning ±1,000: no overflow, same as mixers.py's logcumsumexp form.
-        big = AFTSimple.from_config(AFT_D_MODEL, _aft_cfg()).double()
+        big = AFTSimple(_aft_cfg(), AFT_D_MODEL).double()
         big.load_state_dict(att.state_dict())
         big.key.weight.mul_(1000.0)
         ref_big = mixers.AFTSimple(_aft_cfg(), AFT_D_MODEL).double()
@@ -1374,7 +1374,7 @@ def aft_simple_forms():
         assert_close(ref_big(full[None])[0], rec_y, 1e-9, "big keys vs mixers.AFTSimple")
         # Non-causal.
         torch.manual_seed(1)
-        enc = AFTSimple.from_config(AFT_D_MODEL, _aft_cfg(causal=False)).double()
+        enc = AFTSimple(_aft_cfg(causal=False), AFT_D_MODEL).double()
         ref_enc = mixers.AFTSimple(_aft_cfg(causal=False), AFT_D_MODEL).double()
         ref_enc.load_state_dict(enc.state_dict(), strict=True)
         y, _ = enc.noncausal(full, enc.empty_state(torch.float64))
@@ -1487,7 +1487,7 @@ def _aftl_cfg(typ, window, causal=True):
 
 
 def aft_local_forms():
-    """AFTLocal / AFTConv of model.py alone (float64), windows 1 and 5: the tensors (same
+    """AFTLocal / AFTConv's per-stream forms (float64), windows 1 and 5: the tensors (same
     init as mixers.py's from the same seed); recurrent == chunked parallel (chunks 1, 7,
     CHUNK, N) == explicit sums == mixers.AFTLocal/AFTConv's prefill (same weights via
     load_state_dict), from the empty state and after P = 9 positions, states included; the
@@ -1502,7 +1502,7 @@ def aft_local_forms():
         for s in (1, 5):
             cfg = _aftl_cfg(typ, s)
             torch.manual_seed(0)
-            att = cls.from_config(AFT_D_MODEL, cfg)
+            att = cls(cfg, AFT_D_MODEL)
             torch.manual_seed(0)
             ref = ref_cls(cfg, AFT_D_MODEL)
             names = {k: tuple(v.shape) for k, v in att.state_dict().items()}
@@ -1565,7 +1565,7 @@ def aft_local_forms():
                 assert torch.all(short["max"] == -math.inf) and not short["num"].any()
                 assert not short["k_ring"][s - 1:].any()
                 # Keys spanning ±1,000: no overflow.
-                big = cls.from_config(AFT_D_MODEL, cfg).double()
+                big = cls(cfg, AFT_D_MODEL).double()
                 big.load_state_dict(att.state_dict())
                 big.key.weight.mul_(1000.0)
                 ref_big = ref_cls(cfg, AFT_D_MODEL).double()
@@ -1580,7 +1580,7 @@ def aft_local_forms():
                 # Non-causal.
                 enc_cfg = _aftl_cfg(typ, s, causal=False)
                 torch.manual_seed(1)
-                enc = cls.from_config(AFT_D_MODEL, enc_cfg).double()
+                enc = cls(enc_cfg, AFT_D_MODEL).double()
                 assert tuple((enc.pos_bias if typ == "aft_local" else enc.conv_kernel).shape) == \
                     ((2 * s - 1,) if typ == "aft_local" else (AFT_HEADS, 2 * s - 1))
                 ref_enc = ref_cls(enc_cfg, AFT_D_MODEL).double()
@@ -1709,7 +1709,7 @@ def _flash_parts(att, x):
 
 
 def flash_forms():
-    """FLASH of model.py alone (float64): same tensors and seeded init as mixers.FLASH;
+    """FLASH's per-stream forms (float64): same tensors and seeded init as mixers.FLASH;
     recurrent == chunked parallel (chunks 1, 7, CHUNK, N) == explicit sums == mixers.FLASH's
     prefill (outputs and state), from the empty state and after P positions (P = C: at a group
     boundary, P = 9, 3: mid-group), also split into uneven pieces; the buffers hold slot
@@ -1719,7 +1719,7 @@ def flash_forms():
     full = torch.randn(9 + FLASH_N, FLASH_D_MODEL, generator=g, dtype=torch.float64)
     for cfg in (_flash_cfg(), _flash_cfg(scale=0.37)):
         torch.manual_seed(0)
-        att = FLASH.from_config(FLASH_D_MODEL, cfg).double()
+        att = FLASH(cfg, FLASH_D_MODEL).double()
         torch.manual_seed(0)
         ref = mixers.FLASH(cfg, FLASH_D_MODEL).double()
         got = {k: tuple(v.shape) for k, v in att.state_dict().items()}
@@ -1778,7 +1778,7 @@ def flash_forms():
         # Non-causal.
         torch.manual_seed(1)
         enc_cfg = {**cfg, "causal": False}
-        enc = FLASH.from_config(FLASH_D_MODEL, enc_cfg).double()
+        enc = FLASH(enc_cfg, FLASH_D_MODEL).double()
         assert enc.rel_bias.shape == (2 * C - 1,)
         ref_enc = mixers.FLASH(enc_cfg, FLASH_D_MODEL).double()
         ref_enc.load_state_dict(enc.state_dict(), strict=True)
@@ -2011,7 +2011,7 @@ def _lf_cfg(sharing, n=20, k=6, **kv):
 
 
 def linformer_forms():
-    """Linformer of model.py alone (float64), every sharing mode: the tensors of the contract,
+    """Linformer's per-stream forms (float64), every sharing mode: the tensors of the contract,
     the same seeded init as mixers.Linformer; noncausal == mixers.Linformer's forward with the
     same weights == explicit sums, for N < seq_len (first N columns) and N == seq_len; N >
     seq_len raises naming seq_len; parallel / recurrent raise "no recurrent form"; no state."""
@@ -2024,7 +2024,7 @@ def linformer_forms():
         cfg = _lf_cfg(sharing)
         for c in (cfg, {**cfg, "causal": False}):
             torch.manual_seed(0)
-            att = Linformer.from_config(d, c).double()
+            att = Linformer(c, d).double()
             torch.manual_seed(0)
             ref = mixers.Linformer(c, d).double()
             got = {name: tuple(t.shape) for name, t in att.state_dict().items()}
@@ -2226,7 +2226,7 @@ def _aftf_cfg(T, rank=None, form="add", causal=True):
 
 
 def aft_full_forms():
-    """AFTFull of model.py alone (float64), bias full / rank 3 × add / multiply: tensors and
+    """AFTFull's per-stream forms (float64), bias full / rank 3 × add / multiply: tensors and
     init as mixers.AFTFull's; recurrent == chunked parallel (chunks 1, 7, CHUNK, N) ==
     explicit sums == mixers.AFTFull's prefill (same weights via load_state_dict), from the
     empty state and after P = 9 positions, the KV cache (P + N, D) included; the non-causal
@@ -2242,7 +2242,7 @@ def aft_full_forms():
             what = f"aft_full rank={rank} {form}"
             cfg = _aftf_cfg(T, rank, form)
             torch.manual_seed(0)
-            att = AFTFull.from_config(AFT_D_MODEL, cfg)
+            att = AFTFull(cfg, AFT_D_MODEL)
             torch.manual_seed(0)
             ref = mixers.AFTFull(cfg, AFT_D_MODEL)
             names = {k: tuple(v.shape) for k, v in att.state_dict().items()}
@@ -2296,7 +2296,7 @@ def aft_full_forms():
             # the non-causal (encoder) form
             enc_cfg = _aftf_cfg(T, rank, form, causal=False)
             torch.manual_seed(1)
-            enc = AFTFull.from_config(AFT_D_MODEL, enc_cfg).double()
+            enc = AFTFull(enc_cfg, AFT_D_MODEL).double()
             assert enc.empty_state(torch.float64) == {}
             eref = mixers.AFTFull(enc_cfg, AFT_D_MODEL).double()
             eref.load_state_dict(enc.state_dict(), strict=True)
@@ -2498,7 +2498,7 @@ def _gau_parts(att, x):
 
 
 def gau_forms():
-    """GAU of model.py alone (float64), default scale 1/T and scale 0.37: tensors and init as
+    """GAU's per-stream forms (float64), default scale 1/T and scale 0.37: tensors and init as
     mixers.GAU's; recurrent == chunked parallel (chunks 1, 7, CHUNK, N) == explicit sums ==
     mixers.GAU's prefill (same weights via load_state_dict), from the empty state and after
     P = 9 positions, the KV cache (k (P + N, s), v (P + N, E)) included; uneven pieces; the
@@ -2512,7 +2512,7 @@ def gau_forms():
         what = f"gau {extra or 'default scale'}"
         cfg = _gau_cfg(T, **extra)
         torch.manual_seed(0)
-        att = GAU.from_config(d, cfg)
+        att = GAU(cfg, d)
         torch.manual_seed(0)
         ref = mixers.GAU(cfg, d)
         names = {k: tuple(v.shape) for k, v in att.state_dict().items()}
@@ -2587,7 +2587,7 @@ def gau_forms():
         # the non-causal (encoder) form
         enc_cfg = _gau_cfg(T, causal=False, **extra)
         torch.manual_seed(1)
-        enc = GAU.from_config(d, enc_cfg).double()
+        enc = GAU(enc_cfg, d).double()
         assert enc.rel_bias.shape == (2 * T - 1,) and enc.empty_state(torch.float64) == {}
         eref = mixers.GAU(enc_cfg, d).double()
         eref.load_state_dict(enc.state_dict(), strict=True)
@@ -2764,7 +2764,7 @@ def _rf_parts(att, x):
 
 
 def reformer_forms():
-    """Reformer of model.py alone (float64): the tensors of the contract (query, value, out,
+    """Reformer's per-stream forms (float64): the tensors of the contract (query, value, out,
     the buffer rotations; no key), the same seeded init as mixers.Reformer; noncausal ==
     explicit loops (naive_reformer) == mixers.Reformer's forward, for N a multiple of c, N not
     a multiple, N < c, N = 1, chunk 1 (slot 0 alone: it attends to itself) and several rounds
@@ -2778,7 +2778,7 @@ def reformer_forms():
         what = f"reformer nb {nb} c {c} r {r}"
         for cc in (cfg, {**cfg, "causal": False}):
             torch.manual_seed(0)
-            att = Reformer.from_config(d, cc)
+            att = Reformer(cc, d)
             torch.manual_seed(0)
             ref = mixers.Reformer(cc, d)
             got = {name: tuple(t.shape) for name, t in att.state_dict().items()}
@@ -2821,7 +2821,7 @@ def reformer_forms():
             except ValueError as e:
                 assert "position 0" in str(e), str(e)
     # The hash: the first maximum of [P, −P] (ties → the lowest index), P = K·rotations with K = Q/‖Q‖.
-    att = Reformer.from_config(d, _rf_cfg(4, 5, 1)).double()
+    att = Reformer(_rf_cfg(4, 5, 1), d).double()
     with torch.no_grad():
         att.rotations.zero_()
         att.rotations[0, 0, 1] = 1.0                       # P = (0, K_0): bucket 1 if K_0 > 0, else 3; 0 never

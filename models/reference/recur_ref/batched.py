@@ -13,7 +13,8 @@ import math
 import torch
 from torch import Tensor
 
-from .model import LinearAttention, RecurModel, SlidingWindowAttention, SoftmaxAttention
+from .mixers import LinearAttention, SlidingWindowAttention, SoftmaxAttention
+from .model import RecurModel
 
 # Chunk length of the causal linear-attention form (docs/attention-math.md §3): memory
 # (B, H, T, T) per chunk instead of (B, H, N, N).

@@ -1,15 +1,28 @@
-"""Reference implementations of the sequence mixers (float64-capable
-ground truth for the C++ parity tests). Math: docs/attention-math.md
-§2 (softmax), §3 (linear attention feature maps), §4 (AFT), §5 (Longformer
-windows), §6 (GAU / FLASH), §7 (Linformer), §8 (Reformer).
+"""The sequence mixers of the reference, one class per mixer (float64-capable ground
+truth for the C++ parity tests). Math: docs/attention-math.md §2 (softmax), §3 (linear
+attention feature maps), §4 (AFT), §5 (Longformer windows), §6 (GAU / FLASH), §7
+(Linformer), §8 (Reformer).
 
-Every mixer is an `nn.Module` built as `MIXERS[cfg["type"]](cfg, d_model)`; its
-`state_dict()` names are relative to the mixer (`query.weight`, `feature_map.omega`,
-...), so inside a block they become `blocks.{i}.mixer.<name>`.
+Every mixer is an `nn.Module` built as `build_mixer(cfg, d_model)` (= `MIXERS[cfg["type"]](cfg,
+d_model)`); its `state_dict()` names are relative to the mixer (`query.weight`,
+`feature_map.omega`, ...), so inside a block they become `blocks.{i}.mixer.<name>`. Parameters
+are created in one fixed order per class, so a torch seed gives the same weights every time.
 
-Common interface (x: (B, N, d_model), x_t: (B, d_model)):
+Each class has two sets of forms over the same parameters.
+
+Per stream (what RecurModel runs, and so what the goldens are made from): x (N, d_model) is
+one stream at absolute positions pos..pos+N−1; the state is a dict of tensors without a
+batch dimension (the layouts of model.State):
+  empty_state(dtype)                          the state before position 0
+  parallel(x, state, [pos,] chunk)            chunked causal form → (y (N, d_model), state after x)
+  recurrent(x, state, [pos])                  one position at a time, same result
+  noncausal(x, state, [pos])                  encoder form over a whole utterance
+Mixers whose math depends on absolute positions (USES_POS) take `pos`; linear_attention
+passes (S, z) instead of a state dict.
+
+Batched (x: (B, N, d_model), x_t: (B, d_model)):
   forward(x)                      parallel form → (B, N, d_model); causal or not per cfg
-  recurrent                       True when step/initial_state exist (causal mixers)
+  has_step                        True when step/initial_state exist (causal mixers)
   initial_state(batch, max_context=None) → dict of tensors (the state before position 0)
   step(x_t, state)                → (y_t (B, d_model), new state); never mutates `state`
   prefill(x, state)               → (y (B, N, d_model), new state): the chunked form,
@@ -18,21 +31,22 @@ Common interface (x: (B, N, d_model), x_t: (B, d_model)):
 Mixers without a recurrent form (non-causal variants, Linformer, Reformer) raise ValueError
 from initial_state / step / prefill with a message that says so.
 
-State dicts: float tensors with a leading batch dimension plus, where the mixer
-needs the absolute position, "pos": a 0-d int64 tensor (positions consumed so
-far, the same for the whole batch). `state_bytes` counts the float tensors only
-(f32 bytes per stream, i.e. batch 1), not "pos".
+Batched state dicts: float tensors with a leading batch dimension plus, where the mixer
+needs the absolute position, "pos": a 0-d int64 tensor (positions consumed so far, the
+same for the whole batch); KV caches are allocated for their bound. `state_bytes` counts
+the float tensors only (f32 bytes per stream, i.e. batch 1), not "pos".
 """
 
 import math
-from typing import NamedTuple, Optional
+from typing import Dict, NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-# Chunk length of the chunked parallel form of linear attention (any T ≥ 1 gives the same result).
-LINEAR_CHUNK = 64
+# Default chunk length T of the chunked parallel forms (any T ≥ 1 gives the same result), and
+# the query block of the quadratic encoder forms.
+CHUNK = 64
 
 
 # --------------------------------------------------------------------------------------
@@ -219,6 +233,7 @@ def state_bytes(cfg: dict, d_model: int) -> StateSize:
 
 class Mixer(nn.Module):
     TYPE = ""
+    USES_POS = False    # the per-stream forms take the absolute position of x's first row
 
     def __init__(self, cfg: dict, d_model: int):
         super().__init__()
@@ -230,7 +245,7 @@ class Mixer(nn.Module):
         self.causal = is_causal(cfg)
 
     @property
-    def recurrent(self) -> bool:
+    def has_step(self) -> bool:
         return self.causal
 
     def state_size(self) -> StateSize:
@@ -248,18 +263,18 @@ class Mixer(nn.Module):
 
     # Subclasses with a recurrent form override _initial_state and _prefill.
     def initial_state(self, batch: int, max_context: Optional[int] = None) -> dict:
-        if not self.recurrent:
+        if not self.has_step:
             self._no_rnn()
         return self._initial_state(batch, max_context)
 
     def prefill(self, x: Tensor, state: dict):
-        if not self.recurrent:
+        if not self.has_step:
             self._no_rnn()
         self._check_x(x, 3)
         return self._prefill(x, state)
 
     def step(self, x_t: Tensor, state: dict):
-        if not self.recurrent:
+        if not self.has_step:
             self._no_rnn()
         self._check_x(x_t, 2)
         y, state = self._prefill(x_t[:, None], state)
@@ -297,7 +312,9 @@ class SoftmaxAttention(Mixer):
     """softmax(Q Kᵀ / √dk) V per head (causal: mask j > i). Step form: the KV cache.
 
     Tensors: query (H·dk, d), key (H·dk, d), value (H·dv, d), out (d, H·dv) (.weight, .bias).
-    State (causal), allocated once for max_context positions (given to initial_state,
+    Per-stream state: the KV cache {"K" (H, P, dk), "V" (H, P, dv)} of the P positions so
+    far, unbounded here (the runtime bounds it by a max_context chosen at session creation).
+    Batched state (causal), allocated once for max_context positions (given to initial_state,
     required; stepping past it raises ValueError):
       k (B, H, max_context, dk), v (B, H, max_context, dv), pos.
     """
@@ -312,12 +329,68 @@ class SoftmaxAttention(Mixer):
         self.out = nn.Linear(self.heads * self.dv, d_model)
 
     def _qkv(self, x):
-        B, N, _ = x.shape
-        H = self.heads
-        q = self.query(x).view(B, N, H, self.dk).transpose(1, 2)
-        k = self.key(x).view(B, N, H, self.dk).transpose(1, 2)
-        v = self.value(x).view(B, N, H, self.dv).transpose(1, 2)
-        return q, k, v   # (B, H, N, ·)
+        """x ([B,] N, d_model) → q, k ([B,] H, N, dk), v ([B,] H, N, dv)."""
+        lead, H = x.shape[:-1], self.heads
+        q = self.query(x).view(*lead, H, self.dk).transpose(-3, -2)
+        k = self.key(x).view(*lead, H, self.dk).transpose(-3, -2)
+        v = self.value(x).view(*lead, H, self.dv).transpose(-3, -2)
+        return q, k, v
+
+    def _output(self, o: Tensor) -> Tensor:
+        """(H, N, dv) → out(concat heads) (N, d_model)."""
+        return self.out(o.transpose(0, 1).reshape(o.shape[1], -1))
+
+    # Per stream.
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """The state before the first position: an empty KV cache."""
+        return {"K": torch.zeros(self.heads, 0, self.dk, dtype=dtype),
+                "V": torch.zeros(self.heads, 0, self.dv, dtype=dtype)}
+
+    def _attend(self, q: Tensor, K: Tensor, V: Tensor, first: Optional[int]) -> Tensor:
+        """q (H, T, dk) over keys K (H, P, dk) and values V (H, P, dv) → (H, T, dv).
+        first: the position of q's first row, masking keys j > first + t (causal);
+        None: no mask (every key is seen)."""
+        s = q @ K.transpose(-1, -2) / math.sqrt(self.dk)                 # (H, T, P)
+        if first is not None:
+            i = torch.arange(q.shape[1])[:, None] + first
+            j = torch.arange(K.shape[1])[None, :]
+            s = s.masked_fill(j > i, float("-inf"))
+        return torch.softmax(s, -1) @ V
+
+    def parallel(self, x: Tensor, state: Dict[str, Tensor], chunk: int):
+        """Chunked parallel form: x (N, d_model) after the state's P positions.
+        Chunk c (rows c..c+T−1) attends to the P + c + T keys up to its last
+        position, causally masked; chunk ≥ N is the plain masked softmax(QKᵀ)V.
+        Returns (out (N, d_model), state with x's keys and values appended)."""
+        q, k, v = self._qkv(x)
+        P = state["K"].shape[1]
+        K, V = torch.cat([state["K"], k], 1), torch.cat([state["V"], v], 1)
+        outs = []
+        for c in range(0, len(x), chunk):
+            end = P + min(c + chunk, len(x))
+            outs.append(self._attend(q[:, c:c + chunk], K[:, :end], V[:, :end], P + c))
+        return self._output(torch.cat(outs, 1)), {"K": K, "V": V}
+
+    def recurrent(self, x: Tensor, state: Dict[str, Tensor]):
+        """RNN form: per position, append k_i, v_i to the cache, then attend over
+        all of it (no mask needed). Same arguments and result as `parallel`."""
+        q, k, v = self._qkv(x)
+        K, V = state["K"], state["V"]
+        outs = []
+        for i in range(len(x)):
+            K, V = torch.cat([K, k[:, i:i + 1]], 1), torch.cat([V, v[:, i:i + 1]], 1)
+            outs.append(self._attend(q[:, i:i + 1], K, V, None))   # (H, 1, dv)
+        return self._output(torch.cat(outs, 1)), {"K": K, "V": V}
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor]):
+        """Non-causal (encoder) form: every position attends to the state's keys
+        (none for a whole utterance) and all of x's. Same result shape as `parallel`."""
+        q, k, v = self._qkv(x)
+        K, V = torch.cat([state["K"], k], 1), torch.cat([state["V"], v], 1)
+        return self._output(self._attend(q, K, V, None)), {"K": K, "V": V}
+
+    # Batched.
 
     def forward(self, x):
         self._check_x(x, 3)
@@ -459,8 +532,10 @@ class LinearAttention(Mixer):
                                                                C = 2·(m//2),   ω (dk, m//2)
     ω is shared by all heads (as in fast-transformers: one feature map per attention layer).
     Tensors: query, key, value, out (.weight/.bias as softmax_attention) and, for favor,
-    feature_map.omega (the fast-transformers name inner_attention.feature_map.omega).
-    State (causal): S (B, H, C, dv) = Σ φ(k)vᵀ, z (B, H, C) = Σ φ(k).
+    feature_map.omega (the fast-transformers name inner_attention.feature_map.omega), one per
+    layer, initialised by orthogonal_random_matrix_ from the global torch RNG.
+    State: S = Σ φ(k)vᵀ, z = Σ φ(k); per stream S (H, C, dv), z (H, C) (the forms take and
+    return them as two tensors); batched (causal) S (B, H, C, dv), z (B, H, C).
     """
     TYPE = "linear_attention"
 
@@ -493,11 +568,70 @@ class LinearAttention(Mixer):
         return fast_transformers_favor(x, omega, self.n_features, self.softmax_temp)
 
     def _features(self, x):
-        B, N, _ = x.shape
-        q = self.phi(self.query(x).view(B, N, self.heads, self.dk))
-        k = self.phi(self.key(x).view(B, N, self.heads, self.dk))
-        v = self.value(x).view(B, N, self.heads, self.dv)
-        return q, k, v   # (B, N, H, C), (B, N, H, C), (B, N, H, dv)
+        """x ([B,] N, d_model) → φ(q), φ(k) ([B,] N, H, C), v ([B,] N, H, dv)."""
+        lead = x.shape[:-1]
+        q = self.phi(self.query(x).view(*lead, self.heads, self.dk))
+        k = self.phi(self.key(x).view(*lead, self.heads, self.dk))
+        v = self.value(x).view(*lead, self.heads, self.dv)
+        return q, k, v
+
+    # Per stream.
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """Before the first position: S (H, C, dv) and z (H, C) zero."""
+        return {"S": torch.zeros(self.heads, self.C, self.dv, dtype=dtype),
+                "z": torch.zeros(self.heads, self.C, dtype=dtype)}
+
+    def parallel(self, x: Tensor, S: Tensor, z: Tensor, chunk: int):
+        """Chunked parallel form (docs/attention-math.md §3, "Parallel (chunked) form").
+
+        x (N, d_model); S (H, C, dv), z (H, C): the state before x.
+        Returns (out (N, d_model), S, z after x). chunk ≥ N is the plain masked
+        φ(Q)φ(K)ᵀ form; chunk = 1 is the RNN with a different summation order.
+        """
+        q, k, v = self._features(x)
+        outs = []
+        for c in range(0, len(x), chunk):
+            qc, kc, vc = q[c:c + chunk], k[c:c + chunk], v[c:c + chunk]  # (T, H, ·)
+            sim = torch.einsum("ihc,jhc->hij", qc, kc).tril()            # (H, T, T): φ(q_i)·φ(k_j), j ≤ i
+            num = torch.einsum("hij,jhm->ihm", sim, vc) + torch.einsum("ihc,hcm->ihm", qc, S)  # (T, H, dv)
+            den = sim.sum(-1).T + torch.einsum("ihc,hc->ih", qc, z)      # (T, H)
+            outs.append(num / (den + self.eps).unsqueeze(-1))
+            S = S + torch.einsum("jhc,jhm->hcm", kc, vc)                 # S += φ(K_c)ᵀ V_c
+            z = z + kc.sum(0)                                            # z += Σ_rows φ(K_c)
+        o = torch.cat(outs)                                              # (N, H, dv)
+        return self.out(o.reshape(len(x), -1)), S, z
+
+    def noncausal(self, x: Tensor, S: Tensor, z: Tensor):
+        """Non-causal (encoder) form, docs/attention-math.md §3 without the mask:
+        every position sees the whole sequence, V'_i = φ(q_i)ᵀ S_N / (φ(q_i)ᵀ z_N + ε),
+        with S_N, z_N summed over all N positions (added to the given S, z,
+        which are zero for a whole utterance). Same result shape as `parallel`."""
+        q, k, v = self._features(x)
+        S = S + torch.einsum("jhc,jhm->hcm", k, v)                      # (H, C, dv)
+        z = z + k.sum(0)                                                # (H, C)
+        num = torch.einsum("ihc,hcm->ihm", q, S)                        # (N, H, dv)
+        den = torch.einsum("ihc,hc->ih", q, z) + self.eps               # (N, H)
+        o = num / den.unsqueeze(-1)
+        return self.out(o.reshape(len(x), -1)), S, z
+
+    def recurrent(self, x: Tensor, S: Tensor, z: Tensor):
+        """RNN form, position by position (docs/attention-math.md §3, "Causal masking = an RNN").
+
+        Same arguments and result as `parallel`.
+        """
+        q, k, v = self._features(x)
+        outs = []
+        for qi, ki, vi in zip(q, k, v):                      # (H, C), (H, C), (H, dv)
+            S = S + torch.einsum("hc,hm->hcm", ki, vi)       # S_i = S_{i−1} + φ(k_i) v_iᵀ
+            z = z + ki                                       # z_i = z_{i−1} + φ(k_i)
+            num = torch.einsum("hc,hcm->hm", qi, S)          # φ(q_i)ᵀ S_i       (H, dv)
+            den = torch.einsum("hc,hc->h", qi, z) + self.eps  # φ(q_i)ᵀ z_i + ε  (H,)
+            outs.append(num / den.unsqueeze(-1))
+        o = torch.stack(outs)                                # (N, H, dv)
+        return self.out(o.reshape(len(x), -1)), S, z
+
+    # Batched.
 
     def forward(self, x):
         self._check_x(x, 3)
@@ -516,7 +650,7 @@ class LinearAttention(Mixer):
         return {"S": torch.zeros(batch, self.heads, self.C, self.dv, dtype=dt, device=dev),
                 "z": torch.zeros(batch, self.heads, self.C, dtype=dt, device=dev)}
 
-    def _prefill(self, x, state, chunk: int = LINEAR_CHUNK):
+    def _prefill(self, x, state, chunk: int = CHUNK):
         """Chunked form (§3 "Parallel (chunked) form"), continuing from state."""
         B, N, _ = x.shape
         q, k, v = self._features(x)
@@ -535,7 +669,7 @@ class LinearAttention(Mixer):
 
     def step(self, x_t, state):
         """The RNN form of §3 literally: S += φ(k)vᵀ, z += φ(k), y = φ(q)ᵀS / (φ(q)ᵀz + ε)."""
-        if not self.recurrent:
+        if not self.has_step:
             self._no_rnn()
         self._check_x(x_t, 2)
         q, k, v = (t[:, 0] for t in self._features(x_t[:, None]))      # (B, H, ·)
@@ -565,11 +699,14 @@ class SlidingWindowAttention(Mixer):
     everything".) The global positions use the same Q/K/V projections as the rest
     (Longformer's separate global projections are not modelled).
     Tensors: query, key, value, out (as softmax_attention).
-    State (causal, fixed size), R = (w−1)·max_h(d_h) + 1:
-      k_ring (B, H, R, dk), v_ring (B, H, R, dv): position p lives in slot p mod R;
+    State (causal, fixed size), R = (w−1)·max_h(d_h) + 1 (per stream without the B and pos):
+      k_ring (B, H, R, dk), v_ring (B, H, R, dv): position p lives in slot p mod R (global
+      positions too; their ring entries are never read, glob serves them);
       k_glob (B, H, g, dk), v_glob (B, H, g, dv): position p < g in slot p; pos.
+      Slots never written are 0.
     """
     TYPE = "sliding_window"
+    USES_POS = True
 
     def __init__(self, cfg, d_model):
         super().__init__(cfg, d_model)
@@ -583,6 +720,7 @@ class SlidingWindowAttention(Mixer):
         self.out = nn.Linear(self.heads * self.dv, d_model)
 
     _qkv = SoftmaxAttention._qkv
+    _output = SoftmaxAttention._output
 
     def allowed(self, t: Tensor, p: Tensor) -> Tensor:
         """Boolean (H, *broadcast(t, p)): may query position t attend to key position p
@@ -597,6 +735,94 @@ class SlidingWindowAttention(Mixer):
             win = (a % d == 0) & (a // d <= self.w // 2)
             glob = (p < self.g) | (t < self.g)
         return win | glob
+
+    # Per stream.
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """The state before the first position: all slots 0 (sorted names)."""
+        H = self.heads
+        return {"k_glob": torch.zeros(H, self.g, self.dk, dtype=dtype),
+                "k_ring": torch.zeros(H, self.R, self.dk, dtype=dtype),
+                "v_glob": torch.zeros(H, self.g, self.dv, dtype=dtype),
+                "v_ring": torch.zeros(H, self.R, self.dv, dtype=dtype)}
+
+    def _attend(self, q: Tensor, K: Tensor, V: Tensor, ok: Tensor) -> Tensor:
+        """q (H, T, dk) over K (H, P, dk), V (H, P, dv) where ok (H, T, P) → (H, T, dv)."""
+        s = q @ K.transpose(-1, -2) / math.sqrt(self.dk)
+        return torch.softmax(s.masked_fill(~ok, float("-inf")), -1) @ V
+
+    def _ring_positions(self, pos: int) -> Tensor:
+        """The position each ring slot holds after `pos` positions (negative: never written)."""
+        slots = torch.arange(self.R)
+        return (pos - 1) - (pos - 1 - slots) % self.R
+
+    def _write(self, state: Dict[str, Tensor], k: Tensor, v: Tensor, pos: int) -> Dict[str, Tensor]:
+        """The state after positions pos..pos+N−1 with keys k (H, N, dk), values v (H, N, dv)."""
+        n = k.shape[1]
+        kg, kr, vg, vr = (state[name].clone() for name in ("k_glob", "k_ring", "v_glob", "v_ring"))
+        first = max(pos, pos + n - self.R)                      # only the last R positions stay in the ring
+        p = torch.arange(first, pos + n)
+        kr[:, p % self.R], vr[:, p % self.R] = k[:, p - pos], v[:, p - pos]
+        p = torch.arange(pos, max(pos, min(self.g, pos + n)))   # global positions among the new ones
+        kg[:, p], vg[:, p] = k[:, p - pos], v[:, p - pos]
+        return {"k_glob": kg, "k_ring": kr, "v_glob": vg, "v_ring": vr}
+
+    def parallel(self, x: Tensor, state: Dict[str, Tensor], pos: int, chunk: int):
+        """Chunked parallel form: x (N, d_model) at positions pos..pos+N−1 after `state`.
+        Chunk c attends (masked by `allowed`) to the g global keys and to the keys of
+        positions ≥ g from R − 1 before its first query up to its last query: the ring's
+        positions before pos followed by x's. Returns (out (N, d_model), the state after x)."""
+        q, k, v = self._qkv(x)
+        n = len(x)
+        new = self._write(state, k, v, pos)
+        # The recent keys in position order: the ring's valid positions before pos, then x's.
+        p_old = self._ring_positions(pos)
+        order = torch.argsort(p_old)
+        p_old = p_old[order]
+        keep = (p_old >= 0)
+        K = torch.cat([state["k_ring"][:, order][:, keep], k], 1)
+        V = torch.cat([state["v_ring"][:, order][:, keep], v], 1)
+        p_ctx = torch.cat([p_old[keep], torch.arange(pos, pos + n)])
+        p_glob = torch.arange(self.g)
+        outs = []
+        for c in range(0, n, chunk):
+            t = torch.arange(pos + c, pos + min(c + chunk, n))
+            sel = (p_ctx >= t[0] - self.R + 1) & (p_ctx <= t[-1]) & (p_ctx >= self.g)
+            p = torch.cat([p_glob, p_ctx[sel]])
+            ok = self.allowed(t[:, None], p[None, :])                      # (H, T, g + ·)
+            Kc = torch.cat([new["k_glob"], K[:, sel]], 1)
+            Vc = torch.cat([new["v_glob"], V[:, sel]], 1)
+            outs.append(self._attend(q[:, c:c + chunk], Kc, Vc, ok))
+        return self._output(torch.cat(outs, 1)), new
+
+    def recurrent(self, x: Tensor, state: Dict[str, Tensor], pos: int):
+        """RNN form: per position t, write k_t, v_t into ring slot t mod R (and glob slot t
+        when t < g), then attend over the ring's allowed positions ≥ g and the glob's
+        positions ≤ t. Same result as `parallel`."""
+        q, k, v = self._qkv(x)
+        outs = []
+        for i in range(len(x)):
+            t = pos + i
+            state = self._write(state, k[:, i:i + 1], v[:, i:i + 1], t)
+            p_ring = self._ring_positions(t + 1)
+            ok_ring = self.allowed(torch.tensor(t), p_ring) & (p_ring >= 0) & (p_ring >= self.g)   # (H, R)
+            ok_glob = (torch.arange(self.g) <= t).expand(self.heads, self.g)                       # (H, g)
+            K = torch.cat([state["k_ring"], state["k_glob"]], 1)
+            V = torch.cat([state["v_ring"], state["v_glob"]], 1)
+            ok = torch.cat([ok_ring, ok_glob], 1)[:, None]                                           # (H, 1, R + g)
+            outs.append(self._attend(q[:, i:i + 1], K, V, ok))
+        return self._output(torch.cat(outs, 1)), state
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
+        """Non-causal (encoder) form over x as a whole utterance (positions 0..N−1; an
+        encoder keeps no state, so `state` comes back unchanged)."""
+        if pos != 0:
+            raise ValueError("a non-causal sliding_window mixer runs on a whole utterance from position 0")
+        q, k, v = self._qkv(x)
+        ar = torch.arange(len(x))
+        return self._output(self._attend(q, k, v, self.allowed(ar[:, None], ar[None, :]))), state
+
+    # Batched.
 
     def forward(self, x):
         self._check_x(x, 3)
@@ -699,11 +925,65 @@ class AFTSimple(_AFTBase):
     `M = K.max(dim=1); Kexp = exp(K − M); V = Q * (Kexp/Kexp.cumsum(1) * values).cumsum(1)`
     — algebraically our Σ exp(K)V / Σ exp(K); forward() computes it with logcumsumexp.
     State (causal): num (B, D), den (B, D), max (B, D) (running max of K per channel, −inf at
-    start): num = Σ exp(K_p − max)·V_p, den = Σ exp(K_p − max)."""
+    start): num = Σ exp(K_p − max)·V_p, den = Σ exp(K_p − max) (per stream: (D,) each).
+    `heads` only names the width; the math does not split channels into heads."""
     TYPE = "aft_simple"
 
     def bias(self, t, p):
         return torch.zeros(len(t), len(p), self.D, dtype=self._weight().dtype)
+
+    # Per stream.
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """Before the first position: num = den = 0, max = −inf (sorted names)."""
+        return {"den": torch.zeros(self.D, dtype=dtype), "max": torch.full((self.D,), float("-inf"), dtype=dtype),
+                "num": torch.zeros(self.D, dtype=dtype)}
+
+    def parallel(self, x: Tensor, state: Dict[str, Tensor], chunk: int):
+        """Chunked parallel form. Per chunk of T positions: the running max
+        m_t = max(max, k_c..k_t) (T, D), then per t the masked (T, T, D) sum
+        Σ_{p≤t} exp(k_p − m_t)·v_p plus the state's num·exp(max − m_t) (likewise den);
+        every exponent is ≤ 0. The state after the chunk is row T−1's sums.
+        Returns (out (N, d_model), the state after x)."""
+        q, k, v = self._qkv(x)
+        num, den, mx = state["num"], state["den"], state["max"]
+        outs = []
+        for c in range(0, len(x), chunk):
+            qc, kc, vc = q[c:c + chunk], k[c:c + chunk], v[c:c + chunk]              # (T, D)
+            m = torch.maximum(mx, torch.cummax(kc, 0).values)                         # (T, D)
+            T = len(kc)
+            later = torch.ones(T, T, dtype=torch.bool).triu(1)[:, :, None]            # p > t
+            e = torch.exp((kc[None, :, :] - m[:, None, :]).masked_fill(later, float("-inf")))  # (t, p, D)
+            carry = torch.exp(mx - m)                                                 # (T, D); 0 from −inf
+            nums = num * carry + torch.einsum("tpd,pd->td", e, vc)
+            dens = den * carry + e.sum(1)
+            outs.append(qc * nums / dens)
+            num, den, mx = nums[-1], dens[-1], m[-1]
+        return self.out(torch.cat(outs)), {"den": den, "max": mx, "num": num}
+
+    def recurrent(self, x: Tensor, state: Dict[str, Tensor]):
+        """RNN form: per position _fold(num, den, max, k_t, v_t), y_t = σ(q_t)·num/den.
+        Same arguments and result as `parallel`."""
+        q, k, v = self._qkv(x)
+        num, den, mx = state["num"], state["den"], state["max"]
+        outs = []
+        for qi, ki, vi in zip(q, k, v):
+            num, den, mx = _fold(num, den, mx, ki, vi)
+            outs.append(qi * num / den)
+        return self.out(torch.stack(outs)), {"den": den, "max": mx, "num": num}
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor]):
+        """Non-causal (encoder) form: x's positions folded into the state (empty for a whole
+        utterance) at once, then every position reads the final sums:
+        y_t = σ(q_t)·num_N/den_N. Same result shape as `parallel`."""
+        q, k, v = self._qkv(x)
+        mx = torch.maximum(state["max"], k.max(0).values)
+        e, carry = torch.exp(k - mx), torch.exp(state["max"] - mx)
+        num = state["num"] * carry + (e * v).sum(0)
+        den = state["den"] * carry + e.sum(0)
+        return self.out(q * num / den), {"den": den, "max": mx, "num": num}
+
+    # Batched.
 
     def forward(self, x):
         self._check_x(x, 3)
@@ -744,8 +1024,11 @@ class AFTLocal(_AFTBase):
     (p ≤ t − s, where w = 0), and a ring k_ring, v_ring (B, s, D) of the last s positions
     (position p in slot p mod s); pos. Step t: M = max(max, max_p∈window(K_p + w_{t,p})),
     y = σ(q)·(num·e^{max−M} + Σ_window e^{K_p+w−M} V_p)/(den·e^{max−M} + Σ_window e^{K_p+w−M});
-    then position t − s + 1 (if ≥ 0) is folded into (num, den, max) with w = 0."""
+    then position t − s + 1 (if ≥ 0) is folded into (num, den, max) with w = 0.
+    Per stream the same without B and pos: {"den" (D,), "k_ring" (s, D), "max" (D,), "num" (D,),
+    "v_ring" (s, D)}; {} when non-causal."""
     TYPE = "aft_local"
+    USES_POS = True
 
     def __init__(self, cfg, d_model):
         super().__init__(cfg, d_model)
@@ -756,16 +1039,114 @@ class AFTLocal(_AFTBase):
         n = self.s if self.causal else 2 * self.s - 1
         self.pos_bias = nn.Parameter(0.5 * torch.randn(n))
 
-    def _kernel(self) -> Tensor:
-        """(n, D): the bias of each relative offset for each channel."""
+    def kernel(self) -> Tensor:
+        """(s or 2s−1, D): the bias of each relative offset for each channel."""
         return self.pos_bias[:, None].expand(-1, self.D)
 
+    def _bias(self, off: Tensor) -> Tensor:
+        """w for offsets off = t − p (any shape) → (*off.shape, D); 0 outside the window."""
+        W = self.kernel()
+        if self.causal:
+            inside, idx = (off >= 0) & (off < self.s), off
+        else:
+            inside, idx = off.abs() < self.s, off + self.s - 1
+        w = W[idx.clamp(0, len(W) - 1)]
+        return torch.where(inside[..., None], w, torch.zeros((), dtype=w.dtype))
+
     def bias(self, t, p):
-        off = t[:, None] - p[None, :]
-        inside = off.abs() < self.s if not self.causal else (off >= 0) & (off < self.s)
-        idx = off if self.causal else off + self.s - 1
-        idx = idx.clamp(0, self._kernel().shape[0] - 1)
-        return torch.where(inside[..., None], self._kernel()[idx], torch.zeros((), dtype=self._weight().dtype))
+        return self._bias(t[:, None] - p[None, :])
+
+    # Per stream.
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """Before the first position: num = den = 0, max = −inf, rings 0 (sorted names);
+        {} for a non-causal (encoder) mixer, which keeps no state."""
+        D, s = self.D, self.s
+        if not self.causal:
+            return {}
+        return {"den": torch.zeros(D, dtype=dtype), "k_ring": torch.zeros(s, D, dtype=dtype),
+                "max": torch.full((D,), float("-inf"), dtype=dtype), "num": torch.zeros(D, dtype=dtype),
+                "v_ring": torch.zeros(s, D, dtype=dtype)}
+
+    def parallel(self, x: Tensor, state: Dict[str, Tensor], pos: int, chunk: int):
+        """Chunked parallel form: x (N, d_model) at positions pos..pos+N−1 after `state`.
+        The context is the ring's unfolded positions max(0, pos − s + 1)..pos − 1 followed by
+        x's. A chunk of queries t0..t1 reads the folded sums (num, den, max: positions
+        ≤ t0 − s) plus, masked to p ≤ t, the context keys t0 − s + 1..t1 with bias w_{t,p}
+        (0 for t − p ≥ s); per query M_t = max(max, max_p(k_p + w)), so every exponent is ≤ 0.
+        Then positions t0 − s + 1..t1 − s + 1 are folded in with w = 0. Returns
+        (out (N, d_model), the state after x)."""
+        q, k, v = self._qkv(x)
+        n, s = len(x), self.s
+        p_old = torch.arange(max(0, pos - s + 1), pos)
+        K = torch.cat([state["k_ring"][p_old % s], k])
+        V = torch.cat([state["v_ring"][p_old % s], v])
+        p_ctx = torch.cat([p_old, torch.arange(pos, pos + n)])
+        num, den, mx = state["num"], state["den"], state["max"]
+        outs = []
+        for c in range(0, n, chunk):
+            t = torch.arange(pos + c, pos + min(c + chunk, n))
+            t0, t1 = int(t[0]), int(t[-1])
+            sel = (p_ctx >= t0 - s + 1) & (p_ctx <= t1)
+            p, Kc, Vc = p_ctx[sel], K[sel], V[sel]
+            off = t[:, None] - p[None, :]                                            # (T, P)
+            lg = (Kc[None] + self._bias(off)).masked_fill((off < 0)[..., None], float("-inf"))   # (T, P, D)
+            M = torch.maximum(mx, lg.max(1).values)                                  # (T, D)
+            e = torch.exp(lg - M[:, None])
+            carry = torch.exp(mx - M)                                                # 0 from −inf
+            nums = num * carry + torch.einsum("tpd,pd->td", e, Vc)
+            dens = den * carry + e.sum(1)
+            outs.append(q[c:c + len(t)] * nums / dens)
+            leave = p <= t1 - s + 1                                                  # leave the window now
+            if leave.any():
+                kf, vf = Kc[leave], Vc[leave]
+                m2 = torch.maximum(mx, kf.max(0).values)
+                a, b = torch.exp(mx - m2), torch.exp(kf - m2)
+                num, den, mx = num * a + (b * vf).sum(0), den * a + b.sum(0), m2
+        kr, vr = state["k_ring"].clone(), state["v_ring"].clone()
+        p = torch.arange(max(pos, pos + n - s), pos + n)                            # the last s positions
+        kr[p % s], vr[p % s] = k[p - pos], v[p - pos]
+        return self.out(torch.cat(outs)), {"den": den, "k_ring": kr, "max": mx, "num": num, "v_ring": vr}
+
+    def recurrent(self, x: Tensor, state: Dict[str, Tensor], pos: int):
+        """RNN form, as _step_one (see the class docstring) per position. Same arguments and
+        result as `parallel`."""
+        q, k, v = self._qkv(x)
+        s = self.s
+        num, den, mx = state["num"], state["den"], state["max"]
+        kr, vr = state["k_ring"].clone(), state["v_ring"].clone()
+        outs = []
+        for i in range(len(x)):
+            t = pos + i
+            kr[t % s], vr[t % s] = k[i], v[i]
+            p = torch.arange(max(0, t - s + 1), t + 1)                                # the window
+            lg = kr[p % s] + self._bias(t - p)                                      # (n, D)
+            M = torch.maximum(mx, lg.max(0).values)
+            e, a = torch.exp(lg - M), torch.exp(mx - M)
+            outs.append(q[i] * (num * a + (e * vr[p % s]).sum(0)) / (den * a + e.sum(0)))
+            leave = t - s + 1
+            if leave >= 0:
+                num, den, mx = _fold(num, den, mx, kr[leave % s], vr[leave % s])
+        return self.out(torch.stack(outs)), {"den": den, "k_ring": kr, "max": mx, "num": num, "v_ring": vr}
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
+        """Non-causal (encoder) form over x as a whole utterance (positions 0..N−1; an
+        encoder keeps no state, so `state` comes back unchanged): per query t a softmax over
+        every p of k_p + w_{t,p} (w = pos_bias[t − p + s − 1] for |t − p| < s, else 0),
+        computed per block of CHUNK queries."""
+        if pos != 0:
+            raise ValueError(f"a non-causal {self.TYPE} mixer runs on a whole utterance from position 0")
+        q, k, v = self._qkv(x)
+        n = len(x)
+        p = torch.arange(n)
+        outs = []
+        for c in range(0, n, CHUNK):
+            t = torch.arange(c, min(c + CHUNK, n))
+            a = torch.softmax(k[None] + self._bias(t[:, None] - p[None, :]), 1)      # (T, N, D)
+            outs.append(q[c:c + len(t)] * torch.einsum("tpd,pd->td", a, v))
+        return self.out(torch.cat(outs)), state
+
+    # Batched.
 
     def _initial_state(self, batch, max_context):
         dt, dev = _dtype(self)
@@ -808,7 +1189,7 @@ class AFTConv(AFTLocal):
         n = self.s if self.causal else 2 * self.s - 1
         self.conv_kernel = nn.Parameter(0.5 * torch.randn(self.heads, n))
 
-    def _kernel(self):
+    def kernel(self):
         return self.conv_kernel.t().repeat_interleave(self.dk, dim=1)   # (n, D)
 
 
@@ -828,10 +1209,12 @@ class AFTFull(_AFTBase):
     Non-causal 'multiply' equals the library exactly. With a causal mask the library multiplies
     K by the −∞ of the additive mask (→ ±∞/NaN for K ≤ 0); recur's causal 'multiply' uses the
     intended meaning: the softmax over p ≤ t of K_p·w_{t,p}.
-    State (causal, bounded by T_max, stepping past it raises ValueError):
+    State (causal, bounded by T_max, stepping past it raises ValueError): per stream the KV
+    cache {"k" (P, D), "v" (P, D)} of the P positions so far ({} when non-causal); batched
       k (B, T_max, D), v (B, T_max, D), pos.
     """
     TYPE = "aft_full"
+    USES_POS = True
 
     def __init__(self, cfg, d_model):
         super().__init__(cfg, d_model)
@@ -846,6 +1229,84 @@ class AFTFull(_AFTBase):
 
     def w(self) -> Tensor:
         return self.pos_bias if self.rank is None else self.u @ self.v.t()
+
+    def bias(self, t: Tensor, p: Tensor) -> Tensor:
+        """w_{t,p} for query positions t (Nt,) and key positions p (Np,) → (Nt, Np)."""
+        if self.rank is None:
+            return self.pos_bias[t[:, None], p[None, :]]
+        return self.u[t] @ self.v[p].t()
+
+    # Per stream.
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """Before the first position: an empty KV cache (sorted names k, v); {} for a
+        non-causal (encoder) mixer, which keeps no state."""
+        if not self.causal:
+            return {}
+        return {"k": torch.zeros(0, self.D, dtype=dtype), "v": torch.zeros(0, self.D, dtype=dtype)}
+
+    def _check(self, pos: int, n: int):
+        _check_pos(pos, n, self.T, "max_length", self.TYPE)
+
+    def _attend(self, q: Tensor, K: Tensor, V: Tensor, t: Tensor, mask: bool) -> Tensor:
+        """σ(q) (Nt, D) at positions t over keys K, values V (Np, D) at positions 0..Np−1
+        → (Nt, D); mask: drop p > t (causal)."""
+        p = torch.arange(len(K))
+        w = self.bias(t, p)[..., None]                                          # (Nt, Np, 1)
+        lg = K[None] + w if self.form == "add" else K[None] * w                 # (Nt, Np, D)
+        if mask:
+            lg = lg.masked_fill((p[None, :] > t[:, None])[..., None], float("-inf"))
+        a = torch.softmax(lg, 1)                                                # over key positions
+        return q * torch.einsum("tpd,pd->td", a, V)
+
+    def _cache(self, state: Dict[str, Tensor], pos: int):
+        K, V = state["k"], state["v"]
+        if len(K) != pos or len(V) != pos:
+            raise ValueError(f"aft_full state holds {len(K)} positions, the stream is at {pos}")
+        return K, V
+
+    def parallel(self, x: Tensor, state: Dict[str, Tensor], pos: int, chunk: int):
+        """Chunked parallel form: x (N, d_model) at positions pos..pos+N−1 after the state's
+        pos cached positions. A chunk of queries t0..t1 attends to the keys 0..t1, masked to
+        p ≤ t; chunk ≥ N is the plain masked form. Returns (out (N, d_model), the state with
+        x's keys and values appended)."""
+        n = len(x)
+        self._check(pos, n)
+        q, k, v = self._qkv(x)
+        K0, V0 = self._cache(state, pos)
+        K, V = torch.cat([K0, k]), torch.cat([V0, v])
+        outs = []
+        for c in range(0, n, chunk):
+            end = min(c + chunk, n)
+            outs.append(self._attend(q[c:end], K[:pos + end], V[:pos + end], torch.arange(pos + c, pos + end), True))
+        return self.out(torch.cat(outs)), {"k": K, "v": V}
+
+    def recurrent(self, x: Tensor, state: Dict[str, Tensor], pos: int):
+        """RNN form: per position t, append k_t, v_t to the cache, then attend over all of it
+        (p ≤ t: no mask needed). Same arguments and result as `parallel`."""
+        self._check(pos, len(x))
+        q, k, v = self._qkv(x)
+        K, V = self._cache(state, pos)
+        outs = []
+        for i in range(len(x)):
+            K, V = torch.cat([K, k[i:i + 1]]), torch.cat([V, v[i:i + 1]])
+            outs.append(self._attend(q[i:i + 1], K, V, torch.tensor([pos + i]), False))
+        return self.out(torch.cat(outs)), {"k": K, "v": V}
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
+        """Non-causal (encoder) form over x as a whole utterance (positions 0..N−1, N ≤ T; an
+        encoder keeps no state, so `state` comes back unchanged): per query t a softmax over
+        every p, computed per block of CHUNK queries."""
+        if pos != 0:
+            raise ValueError(f"a non-causal {self.TYPE} mixer runs on a whole utterance from position 0")
+        n = len(x)
+        self._check(0, n)
+        q, k, v = self._qkv(x)
+        outs = [self._attend(q[c:c + CHUNK], k, v, torch.arange(c, min(c + CHUNK, n)), False)
+                for c in range(0, n, CHUNK)]
+        return self.out(torch.cat(outs)), state
+
+    # Batched.
 
     def _logits(self, k, t, p):
         w = self.w()[t[:, None], p[None, :]][None, :, :, None]           # (1, Nt, Np, 1)
@@ -933,9 +1394,11 @@ class GAU(_GAUBase):
     ValueError), scale (default 1/T: the paper divides by the sequence length), causal.
     rel_bias: causal (T,), index t − p; non-causal (2T−1,), index t − p + T − 1
     (a learned bias per relative offset; the paper uses T5-style buckets or RoPE).
-    State (causal, a KV cache bounded by T): k (B, T, s), v (B, T, E), pos.
+    State (causal, a KV cache bounded by T): per stream {"k" (P, s), "v" (P, E)} of the P
+    positions so far ({} when non-causal); batched k (B, T, s), v (B, T, E), pos.
     """
     TYPE = "gau"
+    USES_POS = True
 
     def __init__(self, cfg, d_model):
         super().__init__(cfg, d_model)
@@ -950,6 +1413,77 @@ class GAU(_GAUBase):
         if self.causal:
             a = a.masked_fill(off < 0, 0.0)
         return a
+
+    # Per stream.
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """Before the first position: an empty KV cache (sorted names k, v); {} for a
+        non-causal (encoder) mixer, which keeps no state."""
+        if not self.causal:
+            return {}
+        return {"k": torch.zeros(0, self.s, dtype=dtype), "v": torch.zeros(0, self.E, dtype=dtype)}
+
+    def _check(self, pos: int, n: int):
+        _check_pos(pos, n, self.T, "max_length", self.TYPE)
+
+    def _attend(self, q: Tensor, K: Tensor, V: Tensor, t: Tensor, mask: bool) -> Tensor:
+        """Σ_p A_{t,p} V_p (Nt, E) for queries q (Nt, s) at positions t over keys K (Np, s),
+        values V (Np, E) at positions 0..Np−1; mask: drop p > t (causal)."""
+        off = t[:, None] - torch.arange(len(K))[None, :]                  # t − p
+        b = self.rel_bias[off.clamp(min=0)] if self.causal else self.rel_bias[off + self.T - 1]
+        a = F.relu(self.scale * q @ K.T + b) ** 2
+        if mask:
+            a = a.masked_fill(off < 0, 0.0)
+        return a @ V
+
+    def _cache(self, state: Dict[str, Tensor], pos: int):
+        K, V = state["k"], state["v"]
+        if len(K) != pos or len(V) != pos:
+            raise ValueError(f"gau state holds {len(K)} positions, the stream is at {pos}")
+        return K, V
+
+    def parallel(self, x: Tensor, state: Dict[str, Tensor], pos: int, chunk: int):
+        """Chunked parallel form: x (N, d_model) at positions pos..pos+N−1 after the state's
+        pos cached positions. A chunk of queries t0..t1 attends to the keys 0..t1, masked to
+        p ≤ t; chunk ≥ N is the plain masked form. Returns (out (N, d_model), the state with
+        x's K and V rows appended)."""
+        n = len(x)
+        self._check(pos, n)
+        u, v, (q, k) = self._proj(x)
+        K0, V0 = self._cache(state, pos)
+        K, V = torch.cat([K0, k]), torch.cat([V0, v])
+        outs = []
+        for c in range(0, n, chunk):
+            end = min(c + chunk, n)
+            outs.append(self._attend(q[c:end], K[:pos + end], V[:pos + end], torch.arange(pos + c, pos + end), True))
+        return self.out(u * torch.cat(outs)), {"k": K, "v": V}
+
+    def recurrent(self, x: Tensor, state: Dict[str, Tensor], pos: int):
+        """RNN form: per position t, append K_t, V_t to the cache, then attend over all of it
+        (p ≤ t: no mask needed). Same arguments and result as `parallel`."""
+        self._check(pos, len(x))
+        u, v, (q, k) = self._proj(x)
+        K, V = self._cache(state, pos)
+        outs = []
+        for i in range(len(x)):
+            K, V = torch.cat([K, k[i:i + 1]]), torch.cat([V, v[i:i + 1]])
+            outs.append(self._attend(q[i:i + 1], K, V, torch.tensor([pos + i]), False))
+        return self.out(u * torch.cat(outs)), {"k": K, "v": V}
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
+        """Non-causal (encoder) form over x as a whole utterance (positions 0..N−1, N ≤ T; an
+        encoder keeps no state, so `state` comes back unchanged): every query over every p with
+        rel_bias[t − p + T − 1], computed per block of CHUNK queries."""
+        if pos != 0:
+            raise ValueError(f"a non-causal {self.TYPE} mixer runs on a whole utterance from position 0")
+        n = len(x)
+        self._check(0, n)
+        u, v, (q, k) = self._proj(x)
+        outs = [self._attend(q[c:c + CHUNK], k, v, torch.arange(c, min(c + CHUNK, n)), False)
+                for c in range(0, n, CHUNK)]
+        return self.out(u * torch.cat(outs)), state
+
+    # Batched.
 
     def forward(self, x):
         self._check_x(x, 3)
@@ -988,8 +1522,11 @@ class FLASH(_GAUBase):
     State (causal, fixed size): S (B, s, E) = Σ over completed chunks of K^linᵀV; the current
     chunk's buffers kq_buf (B, C, s), kl_buf (B, C, s), v_buf (B, C, E) (slot i = position
     g·C + i; slots ≥ pos mod C are stale); pos. When a chunk completes, S += kl_bufᵀ v_buf.
+    Per stream the same without B and pos: {"S" (s, E), "kl_buf" (C, s), "kq_buf" (C, s),
+    "v_buf" (C, E)}.
     """
     TYPE = "flash"
+    USES_POS = True
     ROWS = 4
 
     def __init__(self, cfg, d_model):
@@ -997,6 +1534,95 @@ class FLASH(_GAUBase):
         self.C = cfg["chunk"]
         self.scale = cfg.get("scale", 1.0 / self.C)
         self.rel_bias = nn.Parameter(0.3 * torch.randn(self.C if self.causal else 2 * self.C - 1))
+
+    # Per stream.
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """Before the first position: S and every buffer slot 0 (sorted names)."""
+        return {"S": torch.zeros(self.s, self.E, dtype=dtype), "kl_buf": torch.zeros(self.C, self.s, dtype=dtype),
+                "kq_buf": torch.zeros(self.C, self.s, dtype=dtype), "v_buf": torch.zeros(self.C, self.E, dtype=dtype)}
+
+    def _write(self, state: Dict[str, Tensor], kl: Tensor, kq: Tensor, v: Tensor, pos: int) -> Dict[str, Tensor]:
+        """The buffers after positions pos..pos+N−1 are written to slots p mod C (the last
+        C positions win); S unchanged."""
+        n = len(v)
+        new = {name: t.clone() for name, t in state.items()}
+        p = torch.arange(max(pos, pos + n - self.C), pos + n)
+        for name, t in (("kl_buf", kl), ("kq_buf", kq), ("v_buf", v)):
+            new[name][p % self.C] = t[p - pos]
+        return new
+
+    def parallel(self, x: Tensor, state: Dict[str, Tensor], pos: int, chunk: int):
+        """Chunked parallel form: x (N, d_model) at positions pos..pos+N−1 after `state`.
+        The context is the current group's earlier positions (buffer slots 0..pos mod C − 1)
+        followed by x's; per group h of the context, S_h = state S + Σ of K^linᵀV over the
+        context's groups before h. Each parallel chunk of `chunk` queries attends (quadratic
+        part, masked to same group and p ≤ t) to the context keys from its first query's
+        group start to its last query, and reads S_{group(t)} (linear part). Returns
+        (out (N, d_model), the state after x)."""
+        u, v, (qq, kq, ql, kl) = self._proj(x)
+        n, C = len(x), self.C
+        j0 = pos % C
+        start = pos - j0                                                   # first position of the context
+        Kq = torch.cat([state["kq_buf"][:j0], kq])
+        Kl = torch.cat([state["kl_buf"][:j0], kl])
+        V = torch.cat([state["v_buf"][:j0], v])
+        p_ctx = torch.arange(start, pos + n)
+        groups = (len(p_ctx) + C - 1) // C                                 # context group h = [start + h·C, ...)
+        S_before = [state["S"]]
+        for h in range(groups):
+            S_before.append(S_before[-1] + Kl[h * C:(h + 1) * C].T @ V[h * C:(h + 1) * C])
+        S_before = torch.stack(S_before)                                   # (groups + 1, s, E)
+        outs = []
+        for c in range(0, n, chunk):
+            t = torch.arange(pos + c, pos + min(c + chunk, n))
+            lo, hi = (int(t[0]) // C) * C - start, int(t[-1]) + 1 - start
+            p = p_ctx[lo:hi]
+            off = t[:, None] - p[None, :]
+            ok = (off >= 0) & (t[:, None] // C == p[None, :] // C)
+            s_qk = self.scale * qq[c:c + len(t)] @ Kq[lo:hi].T
+            a = F.relu(s_qk + self.rel_bias[off.clamp(0, C - 1)]) ** 2
+            quad = a.masked_fill(~ok, 0.0) @ V[lo:hi]
+            lin = self.scale * torch.einsum("ts,tse->te", ql[c:c + len(t)], S_before[(t - start) // C])
+            outs.append(u[c:c + len(t)] * (quad + lin))
+        new = self._write(state, kl, kq, v, pos)
+        new["S"] = S_before[(pos + n) // C - start // C]                   # groups completed by pos + N
+        return self.out(torch.cat(outs)), new
+
+    def recurrent(self, x: Tensor, state: Dict[str, Tensor], pos: int):
+        """RNN form, as the batched step: per position t (slot j = t mod C) write K^quad_t,
+        K^lin_t, V_t into slot j, attend over slots 0..j, read S; when j = C − 1 the group is
+        complete: S += kl_bufᵀ v_buf. Same arguments and result as `parallel`."""
+        u, v, (qq, kq, ql, kl) = self._proj(x)
+        S, kqb, klb, vb = state["S"], state["kq_buf"].clone(), state["kl_buf"].clone(), state["v_buf"].clone()
+        outs = []
+        for i in range(len(x)):
+            j = (pos + i) % self.C
+            kqb[j], klb[j], vb[j] = kq[i], kl[i], v[i]
+            a = F.relu(self.scale * kqb[:j + 1] @ qq[i] + self.rel_bias[j - torch.arange(j + 1)]) ** 2   # (j+1,)
+            outs.append(u[i] * (a @ vb[:j + 1] + self.scale * ql[i] @ S))
+            if j == self.C - 1:
+                S = S + klb.T @ vb
+        return self.out(torch.stack(outs)), {"S": S, "kl_buf": klb, "kq_buf": kqb, "v_buf": vb}
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
+        """Non-causal (encoder) form over x as a whole utterance (positions 0..N−1; an encoder
+        keeps no state, so `state` comes back unchanged): quad over each whole group with
+        rel_bias[t − p + C − 1], lin_t = (1/N) · Q^lin_t · Σ_all K^lin_pᵀ V_p."""
+        if pos != 0:
+            raise ValueError("a non-causal flash mixer runs on a whole utterance from position 0")
+        u, v, (qq, kq, ql, kl) = self._proj(x)
+        n = len(x)
+        lin = ql @ (kl.T @ v) / n
+        quad = []
+        for c in range(0, n, self.C):
+            m = min(self.C, n - c)
+            off = torch.arange(m)[:, None] - torch.arange(m)[None, :]
+            a = F.relu(self.scale * qq[c:c + m] @ kq[c:c + m].T + self.rel_bias[off + self.C - 1]) ** 2
+            quad.append(a @ v[c:c + m])
+        return self.out(u * (torch.cat(quad) + lin)), state
+
+    # Batched.
 
     def forward(self, x):
         self._check_x(x, 3)
@@ -1058,15 +1684,18 @@ class Linformer(Mixer):
       'none'      E (H, k, n), F (H, k, n)
       'headwise'  E (k, n), F (k, n)          (shared by all heads)
       'kv'        E (k, n)                    (F = E, shared by heads)
-      'layerwise' E (k, n)                    (F = E, shared by heads and by all layers: the
-                  module holds its own E; the exporter stores a single E (layer 0's) and the
-                  converter resolves the sharing for the other layers)
+      'layerwise' E (k, n)                    (F = E, shared by heads and by every layerwise
+                  block of the model: RecurModel builds the first layerwise block's E and
+                  hands that same Parameter to the others (`E`; training sees one tensor);
+                  state_dict, and so the export, holds blocks.{i}.mixer.E for each such
+                  block, identical copies)
     A sequence of N < n positions uses E[:, :N], F[:, :N] (= keys/values of absent positions
-    are zero, i.e. padding to n); N > n raises ValueError. No recurrent form.
+    are zero, i.e. padding to n); N > n raises ValueError. No recurrent form, no state.
     """
     TYPE = "linformer"
+    USES_POS = True
 
-    def __init__(self, cfg, d_model):
+    def __init__(self, cfg, d_model, E: Optional[nn.Parameter] = None):
         super().__init__(cfg, d_model)
         self.heads, self.dk, self.dv = cfg["heads"], cfg["dk"], cfg["dv"]
         self.n, self.k = cfg["seq_len"], cfg["proj_dim"]
@@ -1076,15 +1705,48 @@ class Linformer(Mixer):
         self.value = nn.Linear(d_model, self.heads * self.dv)
         self.out = nn.Linear(self.heads * self.dv, d_model)
         shape = (self.heads, self.k, self.n) if self.sharing == "none" else (self.k, self.n)
-        self.E = nn.Parameter(torch.randn(*shape) / math.sqrt(self.n))
+        if E is not None:                  # a later layerwise block: the model's shared E
+            if self.sharing != "layerwise" or tuple(E.shape) != shape:
+                raise ValueError(f"a shared linformer E {tuple(E.shape)} needs sharing 'layerwise' and shape {shape}")
+            self.E = E
+        else:
+            self.E = nn.Parameter(torch.randn(*shape) / math.sqrt(self.n))
         if self.sharing in ("none", "headwise"):
             self.F = nn.Parameter(torch.randn(*shape) / math.sqrt(self.n))
 
-    @property
-    def recurrent(self):
-        return False
-
     _qkv = SoftmaxAttention._qkv
+    _output = SoftmaxAttention._output
+
+    # Per stream.
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """No state (an encoder)."""
+        return {}
+
+    def _no_form(self, *args, **kwargs):
+        raise ValueError("mixer linformer: no recurrent form (encoder only: the projections E, F mix all "
+                         "positions); use the non-causal form over a whole utterance")
+
+    parallel = _no_form
+    recurrent = _no_form
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
+        """Non-causal (encoder) form over x (N, d_model) as a whole utterance (positions
+        0..N−1, N ≤ seq_len) → (out (N, d_model), state unchanged)."""
+        if pos != 0:
+            raise ValueError("a linformer mixer runs on a whole utterance from position 0")
+        n = len(x)
+        if n > self.n:
+            raise ValueError(f"mixer linformer: sequence length {n} exceeds seq_len {self.n}")
+        q, k, v = self._qkv(x)                                             # (H, N, ·)
+        E = self.E[..., :n]
+        Fm = (self.F if self.sharing in ("none", "headwise") else self.E)[..., :n]
+        eq = "hkn,hnd->hkd" if E.dim() == 3 else "kn,hnd->hkd"
+        k2, v2 = torch.einsum(eq, E, k), torch.einsum(eq, Fm, v)           # (H, k, dk), (H, k, dv)
+        a = torch.softmax(q @ k2.transpose(-1, -2) / math.sqrt(self.dk), -1)   # (H, N, k)
+        return self._output(a @ v2), state
+
+    # Batched.
 
     def forward(self, x):
         self._check_x(x, 3)
@@ -1128,9 +1790,11 @@ class Reformer(Mixer):
         wrap-around), minus its own position unless that is its only candidate:
         o^i_j = Σ_{p ∈ cand} softmax_p(Q_j · K_p / √dk) V_p.
       y_j = (1/r) Σ_i o^i_j (the plain average of the rounds); Mixer(x) = out(concat_h y).
-    No recurrent form, no state.
+    No recurrent form, no state. The per-stream form computes it chunk by chunk (each chunk of
+    sorted queries against its 2c look-back keys), the batched one as masked N × N scores.
     """
     TYPE = "reformer"
+    USES_POS = True
 
     def __init__(self, cfg, d_model):
         super().__init__(cfg, d_model)
@@ -1141,9 +1805,64 @@ class Reformer(Mixer):
         self.out = nn.Linear(self.heads * self.dv, d_model)
         self.register_buffer("rotations", torch.randn(self.rounds, self.dk, self.n_buckets // 2))
 
-    @property
-    def recurrent(self):
-        return False
+    # Per stream.
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """No state (an encoder)."""
+        return {}
+
+    def _no_form(self, *args, **kwargs):
+        raise ValueError("mixer reformer: no recurrent form (encoder only: the hash buckets sort the whole "
+                         "utterance); use the non-causal form over a whole utterance")
+
+    parallel = _no_form
+    recurrent = _no_form
+
+    def hashes(self, x: Tensor) -> Tensor:
+        """[P, −P] of every round, head and position: (r, H, N, nb) (the bucket is its argmax)."""
+        q = self.query(x).view(len(x), self.heads, self.dk).transpose(0, 1)
+        p = torch.einsum("hnd,rdb->rhnb", q / q.norm(dim=-1, keepdim=True), self.rotations)
+        return torch.cat([p, -p], -1)
+
+    def _round(self, q: Tensor, k: Tensor, v: Tensor, bucket: Tensor) -> Tensor:
+        """One hash round: q, k (H, N, dk), v (H, N, dv), bucket (H, N) → o (H, N, dv)."""
+        H, n = bucket.shape
+        c = self.chunk
+        G = -(-n // c)
+        order = torch.argsort(bucket * n + torch.arange(n), -1)          # (bucket, position) ascending
+        idx = torch.full((H, G * c), 0, dtype=torch.long)                # sorted slots, padded to G·c
+        idx[:, :n] = order
+        valid = torch.arange(G * c) < n                                  # (G·c,) real slots
+        qs, ks, vs = (t[torch.arange(H)[:, None], idx].view(H, G, c, -1) for t in (q, k, v))
+        vld = valid.view(G, c)
+        # keys of chunk g: chunk g − 1's slots (none for g = 0), then chunk g's
+        kk = torch.cat([torch.cat([torch.zeros_like(ks[:, :1]), ks[:, :-1]], 1), ks], 2)   # (H, G, 2c, dk)
+        vv = torch.cat([torch.cat([torch.zeros_like(vs[:, :1]), vs[:, :-1]], 1), vs], 2)
+        kvalid = torch.cat([torch.cat([torch.zeros_like(vld[:1]), vld[:-1]], 0), vld], 1)  # (G, 2c)
+        own = torch.cat([torch.zeros(c, c, dtype=torch.bool), torch.eye(c, dtype=torch.bool)], 1)   # (c, 2c)
+        alone = kvalid.sum(-1) == 1                                       # (G,) one candidate: keep it
+        mask = kvalid[:, None, :] & (~own[None] | alone[:, None, None])   # (G, c, 2c)
+        s = (qs @ kk.transpose(-1, -2) / math.sqrt(self.dk)).masked_fill(~mask, float("-inf"))
+        s = s.masked_fill(~vld[None, :, :, None], 0.0)                    # padded query rows: harmless
+        o = (torch.softmax(s, -1) @ vv).reshape(H, G * c, -1)[:, :n]      # sorted order
+        out = torch.empty_like(o)
+        out[torch.arange(H)[:, None], order] = o
+        return out
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
+        """Non-causal (encoder) form over x (N, d_model) as a whole utterance (positions
+        0..N−1) → (out (N, d_model), state unchanged)."""
+        if pos != 0:
+            raise ValueError("a reformer mixer runs on a whole utterance from position 0")
+        n = len(x)
+        q = self.query(x).view(n, self.heads, self.dk).transpose(0, 1)    # (H, N, dk)
+        v = self.value(x).view(n, self.heads, self.dv).transpose(0, 1)    # (H, N, dv)
+        k = q / q.norm(dim=-1, keepdim=True)
+        buckets = self.hashes(x).argmax(-1)                                 # (r, H, N)
+        y = sum(self._round(q, k, v, b) for b in buckets) / self.rounds
+        return self.out(y.transpose(0, 1).reshape(n, -1)), state
+
+    # Batched.
 
     def forward(self, x):
         self._check_x(x, 3)
@@ -1173,7 +1892,7 @@ MIXERS = {c.TYPE: c for c in (SoftmaxAttention, LinearAttention, SlidingWindowAt
                               AFTLocal, AFTConv, AFTFull, GAU, FLASH, Linformer, Reformer)}
 
 
-def build_mixer(cfg: dict, d_model: int) -> Mixer:
-    """The mixer module of config `cfg` (validated)."""
+def build_mixer(cfg: dict, d_model: int, **kwargs) -> Mixer:
+    """The mixer module of config `cfg` (validated); kwargs go to its class (Linformer's E)."""
     validate_mixer(cfg, d_model)
-    return MIXERS[cfg["type"]](cfg, d_model)
+    return MIXERS[cfg["type"]](cfg, d_model, **kwargs)
