@@ -1227,9 +1227,6 @@ class AFTFull(_AFTBase):
             self.u = nn.Parameter(0.7 * torch.randn(self.T, self.rank))
             self.v = nn.Parameter(0.7 * torch.randn(self.T, self.rank))
 
-    def w(self) -> Tensor:
-        return self.pos_bias if self.rank is None else self.u @ self.v.t()
-
     def bias(self, t: Tensor, p: Tensor) -> Tensor:
         """w_{t,p} for query positions t (Nt,) and key positions p (Np,) → (Nt, Np)."""
         if self.rank is None:
@@ -1309,7 +1306,7 @@ class AFTFull(_AFTBase):
     # Batched.
 
     def _logits(self, k, t, p):
-        w = self.w()[t[:, None], p[None, :]][None, :, :, None]           # (1, Nt, Np, 1)
+        w = self.bias(t, p)[None, :, :, None]                             # (1, Nt, Np, 1)
         lg = k[:, None] + w if self.form == "add" else k[:, None] * w
         if self.causal:
             lg = lg.masked_fill((p[None, :] > t[:, None])[None, :, :, None], float("-inf"))
@@ -1406,14 +1403,6 @@ class GAU(_GAUBase):
         self.scale = cfg.get("scale", 1.0 / self.T)
         self.rel_bias = nn.Parameter(0.3 * torch.randn(self.T if self.causal else 2 * self.T - 1))
 
-    def _attn(self, q, k, t, p):
-        off = t[:, None] - p[None, :]
-        b = self.rel_bias[off.clamp(min=0)] if self.causal else self.rel_bias[off + self.T - 1]
-        a = F.relu(self.scale * torch.einsum("bis,bjs->bij", q, k) + b) ** 2
-        if self.causal:
-            a = a.masked_fill(off < 0, 0.0)
-        return a
-
     # Per stream.
 
     def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
@@ -1427,11 +1416,11 @@ class GAU(_GAUBase):
         _check_pos(pos, n, self.T, "max_length", self.TYPE)
 
     def _attend(self, q: Tensor, K: Tensor, V: Tensor, t: Tensor, mask: bool) -> Tensor:
-        """Σ_p A_{t,p} V_p (Nt, E) for queries q (Nt, s) at positions t over keys K (Np, s),
-        values V (Np, E) at positions 0..Np−1; mask: drop p > t (causal)."""
-        off = t[:, None] - torch.arange(len(K))[None, :]                  # t − p
+        """Σ_p A_{t,p} V_p ([B,] Nt, E) for queries q ([B,] Nt, s) at positions t over keys
+        K ([B,] Np, s), values V ([B,] Np, E) at positions 0..Np−1; mask: drop p > t (causal)."""
+        off = t[:, None] - torch.arange(K.shape[-2])[None, :]             # t − p
         b = self.rel_bias[off.clamp(min=0)] if self.causal else self.rel_bias[off + self.T - 1]
-        a = F.relu(self.scale * q @ K.T + b) ** 2
+        a = F.relu(self.scale * q @ K.transpose(-1, -2) + b) ** 2
         if mask:
             a = a.masked_fill(off < 0, 0.0)
         return a @ V
@@ -1490,8 +1479,7 @@ class GAU(_GAUBase):
         N = x.shape[1]
         _check_pos(0, N, self.T, "max_length", self.TYPE)
         u, v, (q, k) = self._proj(x)
-        ar = torch.arange(N)
-        return self.out(u * (self._attn(q, k, ar, ar) @ v))
+        return self.out(u * self._attend(q, k, v, torch.arange(N), self.causal))
 
     def _initial_state(self, batch, max_context):
         dt, dev = _dtype(self)
@@ -1504,8 +1492,8 @@ class GAU(_GAUBase):
         u, v, (q, k) = self._proj(x)
         K, V = state["k"].clone(), state["v"].clone()
         K[:, pos:pos + N], V[:, pos:pos + N] = k, v
-        a = self._attn(q, K[:, :pos + N], torch.arange(pos, pos + N), torch.arange(pos + N))
-        return self.out(u * (a @ V[:, :pos + N])), {"k": K, "v": V, "pos": torch.tensor(pos + N)}
+        y = self._attend(q, K[:, :pos + N], V[:, :pos + N], torch.arange(pos, pos + N), True)
+        return self.out(u * y), {"k": K, "v": V, "pos": torch.tensor(pos + N)}
 
 
 class FLASH(_GAUBase):
