@@ -29,63 +29,9 @@ os.environ.setdefault("OPENBLAS_CORETYPE", "SkylakeX")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "models" / "reference"))
-from recur_ref.checkpoint import export, load  # noqa: E402
-
-
-class BatchedStep(torch.nn.Module):
-    """One RNN step of B independent streams, written with the reference's
-    modules (the same math as RecurModel.step, batched over streams)."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.m = model
-        self.pre = model.config["norm_placement"] == "pre"
-
-    def mixer(self, att, h, S, z):
-        b = h.shape[0]
-        q = F.elu(att.query(h)).add_(1).view(b, att.heads, att.dk)    # (B, H, dk)
-        k = F.elu(att.key(h)).add_(1).view(b, att.heads, att.dk)
-        v = att.value(h).view(b, att.heads, att.dv)                   # (B, H, dv)
-        S = S + k.unsqueeze(-1) * v.unsqueeze(-2)                     # (B, H, dk, dv)
-        z = z + k                                                     # (B, H, dk)
-        num = torch.einsum("bhc,bhcm->bhm", q, S)
-        den = (q * z).sum(-1, keepdim=True) + att.eps
-        return att.out((num / den).reshape(b, -1)), S, z
-
-    def forward(self, x, S: list, z: list):
-        # x: (B, d_model) embedded input
-        newS, newz = [], []
-        for blk, S_l, z_l in zip(self.m.blocks, S, z):
-            if self.pre:
-                a, S_l, z_l = self.mixer(blk.mixer, blk.norm1(x), S_l, z_l)
-                x = x + a
-                x = x + blk.ffn(blk.norm2(x))
-            else:
-                a, S_l, z_l = self.mixer(blk.mixer, x, S_l, z_l)
-                x = blk.norm1(x + a)
-                x = blk.norm2(x + blk.ffn(x))
-            newS.append(S_l)
-            newz.append(z_l)
-        if self.m.final_norm is not None:
-            x = self.m.final_norm(x)
-        if self.m.head is not None:
-            x = self.m.head(x)
-            if self.m.head_activation == "softmax":
-                x = torch.softmax(x, -1)
-            elif self.m.head_activation == "log_softmax":
-                x = torch.log_softmax(x, -1)
-        return x, newS, newz
-
-
-def embed(model, batch):
-    cfg = model.config
-    if cfg["input"]["kind"] == "tokens":
-        ids = torch.randint(0, cfg["input"]["vocab_size"], (batch,))
-        return model.input(ids, 0)
-    return model.input(torch.randn(batch, cfg["input"]["feature_width"]), 0)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from step_module import BatchedStep, check_against_step, embed, export, load, zero_state  # noqa: E402
 
 
 def time_torch(fn, x, S, z, steps, warmup=20):
@@ -128,28 +74,16 @@ def main():
         model.eval()
         step = BatchedStep(model).eval()
         cfg = model.config
-        m = cfg["mixer"]
         print(f"config {args.config}: {sum(p.numel() for p in model.parameters()):,} parameters; "
               f"torch {torch.__version__}, 1 thread, OPENBLAS_CORETYPE="
               f"{os.environ.get('OPENBLAS_CORETYPE')}")
         rows = []
         with torch.inference_mode():
             # The batched step must be the reference's step: check one stream.
-            if cfg["input"]["kind"] == "tokens":
-                x_t = torch.tensor(3)
-                x1 = model.input(x_t.reshape(1), 0)
-            else:
-                x_t = torch.randn(cfg["input"]["feature_width"])
-                x1 = model.input(x_t.reshape(1, -1), 0)
-            S0 = [torch.zeros(1, m["heads"], m["dk"], m["dv"]) for _ in range(cfg["n_layers"])]
-            z0 = [torch.zeros(1, m["heads"], m["dk"]) for _ in range(cfg["n_layers"])]
-            want, _, _ = model.step(x_t, model.init_state())
-            got = step(x1, S0, z0)[0][0]
-            assert torch.allclose(got, want, atol=1e-5), "batched step differs from model.step"
+            check_against_step(model, step)
             for batch in args.batch:
                 x = embed(model, batch)
-                S = [torch.zeros(batch, m["heads"], m["dk"], m["dv"]) for _ in range(cfg["n_layers"])]
-                z = [torch.zeros(batch, m["heads"], m["dk"]) for _ in range(cfg["n_layers"])]
+                S, z = zero_state(cfg, batch)
                 traced = torch.jit.trace(step, (x, S, z), check_trace=False)
                 eager_t, script_t, recur_t = [], [], []
                 for _ in range(args.rounds):
