@@ -1,0 +1,41 @@
+#!/bin/sh
+# The virtual environment of tests/bench/peers.py: ExecuTorch, LiteRT and ONNX Runtime
+# with their exporters and quantisers, pinned. Not part of the build or the tests.
+#
+#   tests/bench/peers-setup.sh [VENV]        # default build/peers-venv (ignored by git)
+#
+# The exporters need a newer torch than Debian's (python3-torch 1.13): PyPI's torch for
+# x86-64 Linux is its CUDA build, so this pulls torch with its NVIDIA libraries
+# (about 6 GB installed; see docs/performance.md, "Peers side by side"). Needs
+# python3-venv. Everything comes from PyPI by the ordinary pip client.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+venv=${1:-"$repo/build/peers-venv"}
+
+if ! /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  echo "peers-setup: python3-venv is missing (apt-get install python3-venv)" >&2
+  exit 1
+fi
+[ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+
+# One resolver run, so that pip picks one torch for all of them. Each exporter's own
+# torch range: litert-torch 0.10 takes torch >=2.4,<2.15; ExecuTorch 1.5.1 is built
+# against torch 2.14 (its Python extension links libtorch of that release).
+"$venv/bin/pip" install \
+  torch==2.14.1 \
+  executorch==1.5.1 torchao==0.18.0 \
+  litert-torch==0.10.0 ai-edge-litert==2.3.0 ai-edge-quantizer==0.10.0 \
+  onnxruntime==1.31.1 onnx==1.23.2
+
+"$venv/bin/python" - <<'EOF'
+import importlib
+for name in ("torch", "executorch", "torchao", "litert_torch", "ai_edge_litert", "ai_edge_quantizer",
+             "onnxruntime", "onnx"):
+    try:
+        m = importlib.import_module(name)
+        print(f"peers-setup: {name} {getattr(m, '__version__', '(no __version__)')}")
+    except Exception as e:  # say which peer will not run, and why
+        print(f"peers-setup: {name} does not import: {type(e).__name__}: {e}")
+EOF
+du -sh "$venv"
