@@ -21,21 +21,29 @@ fi
 
 # One resolver run, so that pip picks one torch for all of them. Each exporter's own
 # torch range: litert-torch 0.10 takes torch >=2.4,<2.15; ExecuTorch 1.5.1 is built
-# against torch 2.14 (its Python extension links libtorch of that release).
+# against torch 2.14 (its Python extension links libtorch of that release). onnx-ir is
+# what ONNX Runtime's MatMulNBits quantiser imports; typing-extensions is held below
+# 4.13 for litert-torch's xdsl, and cattrs (coremltools, from ExecuTorch) at a
+# release that accepts it.
 "$venv/bin/pip" install \
   torch==2.14.1 \
   executorch==1.5.1 torchao==0.18.0 \
   litert-torch==0.10.0 ai-edge-litert==2.3.0 ai-edge-quantizer==0.10.0 \
-  onnxruntime==1.31.1 onnx==1.23.2
+  onnxruntime==1.31.1 onnx==1.23.2 onnx-ir==1.1.0 \
+  typing-extensions==4.12.2 cattrs==25.1.1
+"$venv/bin/pip" check
 
 "$venv/bin/python" - <<'EOF'
 import importlib
-for name in ("torch", "executorch", "torchao", "litert_torch", "ai_edge_litert", "ai_edge_quantizer",
-             "onnxruntime", "onnx"):
+from importlib import metadata
+for dist, module in (("torch", "torch"), ("executorch", "executorch"), ("torchao", "torchao"),
+                     ("litert-torch", "litert_torch"), ("ai-edge-litert", "ai_edge_litert"),
+                     ("ai-edge-quantizer", "ai_edge_quantizer"), ("onnxruntime", "onnxruntime"),
+                     ("onnx", "onnx")):
     try:
-        m = importlib.import_module(name)
-        print(f"peers-setup: {name} {getattr(m, '__version__', '(no __version__)')}")
+        importlib.import_module(module)
+        print(f"peers-setup: {dist} {metadata.version(dist)}")
     except Exception as e:  # say which peer will not run, and why
-        print(f"peers-setup: {name} does not import: {type(e).__name__}: {e}")
+        print(f"peers-setup: {dist} does not import: {type(e).__name__}: {e}")
 EOF
 du -sh "$venv"

@@ -18,10 +18,11 @@ hands it to each peer:
   ONNX Runtime  f32; int8 (quantize_dynamic, per-channel s8 weights, activations
                 quantised per step); int4 (MatMulNBits: symmetric groups of 32,
                 accuracy_level 4 = int8 activations)
-  ExecuTorch    XNNPACK delegate: f32; 8da4w (torchao, groups of 32, int8
-                activations per token)
-  LiteRT        litert-torch conversion, XNNPACK delegate: f32; dynamic-range int8;
-                blockwise int4 (groups of 32) with ai-edge-quantizer
+  ExecuTorch    XNNPACK delegate: f32; torchao's dynamic-activation configs:
+                8da8w (int8 weights per channel) as int8, 8da4w (groups of 32)
+                as int4, activations quantised to int8 per token
+  LiteRT        litert-torch conversion, XNNPACK delegate: f32; ai-edge-quantizer's
+                dynamic-range int8 (per channel) and blockwise int4 (groups of 32)
 
 Every peer first runs 16 steps of B streams of random tokens from the zero state,
 feeding its own state outputs back, and its logits are compared with the
@@ -35,8 +36,9 @@ Timing: per (runtime, precision, batch, threads) the median over --steps steps
 variants are alternated within each of --rounds rounds, and the table shows the
 median over rounds. recur is timed by recur-bench (same steps, default options).
 The peers run in worker processes under the venv's Python (they need a newer
-torch than Debian's); each is timed through its own Python binding, the cost of
-which is part of its numbers (measured in docs/performance.md).
+torch than Debian's); each is timed through its own Python binding, whose per-call
+cost is part of its numbers. The load average before and after timing is printed:
+on a shared machine, rows timed under load say so.
 """
 import argparse
 import json
@@ -205,8 +207,8 @@ class EtRunner:
         self.shapes, self.batch, self.d_model = shapes, batch, d_model
         self.x = torch.zeros(batch, d_model)
         self.reset()
-        import executorch
-        self.version = f"executorch {getattr(executorch, '__version__', '1.5.1')}"
+        from executorch.version import __version__
+        self.version = f"executorch {__version__}"
 
     def set_threads(self):
         # The XNNPACK threadpool is process-wide: set it before each variant runs.
@@ -613,6 +615,7 @@ def main():
     simd = ""
     batches = ",".join(map(str, args.batch))
     threads = ",".join(map(str, args.threads))
+    load_before = os.getloadavg()[0]
     for r in range(args.rounds):
         say(f"round {r + 1}/{args.rounds}")
         for p in args.precisions:
@@ -632,6 +635,8 @@ def main():
 
     # The table.
     print(f"CPU: {cpu_model()} ({os.cpu_count()} logical CPUs); recur SIMD target {simd}")
+    print(f"load average (1 min) {load_before:.2f} before timing, {os.getloadavg()[0]:.2f} after; "
+          f"started {time.strftime('%Y-%m-%d %H:%M')}")
     print(f"model: {args.config}, seed 1, {sum(p.numel() for p in model.parameters()):,} parameters; "
           f"check: {CHECK_STEPS} steps of the streams against the float64 reference; "
           f"timing: median of {args.rounds} rounds x {args.steps} steps")
