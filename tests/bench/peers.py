@@ -13,8 +13,8 @@ explicit inputs and outputs (tests/bench/step_module.py: per layer S (B,H,dk,dv)
 and z (B,H,dk), plus the embedded input; the logits and the new state out) and
 hands it to each peer:
 
-  PyTorch       eager and TorchScript (torch.jit.trace), f32, on Debian's torch
-                (this process)
+  PyTorch       eager and TorchScript (torch.jit.trace) on Debian's torch (this
+                process): f32; int8 by quantize_dynamic (per-channel weights, fbgemm)
   ONNX Runtime  f32; int8 (quantize_dynamic, per-channel s8 weights, activations
                 quantised per step); int4 (MatMulNBits: symmetric groups of 32,
                 accuracy_level 4 = int8 activations)
@@ -41,6 +41,7 @@ cost is part of its numbers. The load average before and after timing is printed
 on a shared machine, rows timed under load say so.
 """
 import argparse
+import copy
 import json
 import os
 import platform
@@ -210,9 +211,13 @@ class EtRunner:
         from executorch.version import __version__
         self.version = f"executorch {__version__}"
 
-    def set_threads(self):
-        # The XNNPACK threadpool is process-wide: set it before each variant runs.
-        self.pl._unsafe_reset_threadpool(self.threads)
+    @staticmethod
+    def process_threads(threads):
+        # ExecuTorch's XNNPACK threadpool is process-wide, and resetting it under loaded
+        # programs crashes them: each thread count gets a worker process of its own, which
+        # sets it once, before loading any program.
+        from executorch.extension.pybindings import portable_lib
+        portable_lib._unsafe_reset_threadpool(threads)
 
     def reset(self):
         self.state = [self.torch.zeros(s) for s in self.shapes]
@@ -337,6 +342,8 @@ def worker(spec_path):
     spec = json.loads(Path(spec_path).read_text())
     work = Path(spec["work"])
     cls = RUNNERS[spec["runtime"]]
+    if hasattr(cls, "process_threads"):
+        cls.process_threads(spec["threads"])
     runners = {}
     for v in spec["variants"]:
         key = f"{v['precision']}/{v['batch']}/{v['threads']}"
@@ -344,8 +351,6 @@ def worker(spec_path):
             shapes = [tuple(s) for s in v["state_shapes"]]
             r = cls(work, v["precision"], v["batch"], v["threads"], shapes, spec["d_model"],
                     spec["out_width"])
-            if hasattr(r, "set_threads"):
-                r.set_threads()
             check = np.load(work / f"check_x_b{v['batch']}.npy")          # (T, B, d_model)
             outs = []
             for t in range(check.shape[0]):
@@ -365,8 +370,6 @@ def worker(spec_path):
     for line in sys.stdin:
         req = json.loads(line)
         r = runners[req["variant"]]
-        if hasattr(r, "set_threads"):
-            r.set_threads()
         reply({"variant": req["variant"], "median_us": median_step_us(r.step, req["steps"])})
 
 
@@ -375,9 +378,9 @@ def worker(spec_path):
 # --------------------------------------------------------------------------------------
 
 class Worker:
-    def __init__(self, python, runtime, spec, log):
-        self.runtime = runtime
-        spec_path = Path(spec["work"]) / f"spec_{runtime}.json"
+    def __init__(self, python, name, spec, log):
+        self.runtime = name
+        spec_path = Path(spec["work"]) / f"spec_{name}.json"
         spec_path.write_text(json.dumps(spec))
         env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="2")
         self.log = open(log, "w")
@@ -510,41 +513,52 @@ def main():
     checks = {}           # (runtime, precision, batch, threads) -> (max_abs, rel, ok)
     timers = {}           # same key -> callable(steps) -> median µs
 
-    # PyTorch, this process: eager and TorchScript, f32.
-    step = BatchedStep(model).eval()
+    # PyTorch, this process: eager and TorchScript; f32, and int8 as torch's dynamic
+    # quantisation (per-channel int8 weights, activations quantised per step: fbgemm).
+    # Debian's torch 1.13 has no int4 weight kernels for the CPU.
     versions["pytorch"] = versions["torchscript"] = f"torch {torch.__version__} (Debian)"
     torch_rt = [r for r in ("pytorch", "torchscript") if r in args.runtimes]
+    torch_models = {}
+    for p in args.precisions:
+        if p == "f32":
+            torch_models[p] = model
+        elif p == "int8":
+            from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+            torch_models[p] = quantize_dynamic(copy.deepcopy(model),
+                                               {torch.nn.Linear: per_channel_dynamic_qconfig},
+                                               dtype=torch.qint8).eval()
+        else:
+            for rt in torch_rt:
+                notes.append((rt, p, f"not run: torch {torch.__version__} has no CPU kernels for "
+                              "int4 weights"))
     with torch.inference_mode():
-        check_against_step(model, step)
-        for b in args.batch:
-            S, z = zero_state(cfg, b)
-            x = torch.from_numpy(np.load(work / f"check_x_b{b}.npy"))
-            traced = torch.jit.trace(step, (x[0], S, z), check_trace=False)
-            for rt in torch_rt:
-                fn = step if rt == "pytorch" else traced
-                for t in args.threads:
-                    torch.set_num_threads(t)
-                    S, z = zero_state(cfg, b)
-                    outs = []
-                    for i in range(CHECK_STEPS):
-                        y, S, z = fn(x[i], S, z)
-                        outs.append(y.numpy().copy())
-                    checks[(rt, "f32", b, t)] = compare(np.stack(outs), want[:, :b], "f32")
-
-                    def timer(steps, fn=fn, x0=x[0], S0=S, z0=z, t=t):
+        check_against_step(model, BatchedStep(model).eval())
+        for p, m_p in torch_models.items():
+            step = BatchedStep(m_p).eval()
+            for b in args.batch:
+                S, z = zero_state(cfg, b)
+                x = torch.from_numpy(np.load(work / f"check_x_b{b}.npy"))
+                traced = torch.jit.trace(step, (x[0], S, z), check_trace=False)
+                for rt in torch_rt:
+                    fn = step if rt == "pytorch" else traced
+                    for t in args.threads:
                         torch.set_num_threads(t)
-                        st = [S0, z0]
+                        S, z = zero_state(cfg, b)
+                        outs = []
+                        for i in range(CHECK_STEPS):
+                            y, S, z = fn(x[i], S, z)
+                            outs.append(y.numpy().copy())
+                        checks[(rt, p, b, t)] = compare(np.stack(outs), want[:, :b], p)
 
-                        def once():
-                            _, st[0], st[1] = fn(x0, st[0], st[1])
-                        with torch.inference_mode():
-                            return median_step_us(once, steps)
-                    timers[(rt, "f32", b, t)] = timer
-            for rt in torch_rt:
-                for p in args.precisions:
-                    if p != "f32" and b == args.batch[0]:
-                        notes.append((rt, p, "not run: the brief's PyTorch rows are f32 (eager and "
-                                      "TorchScript on Debian's torch 1.13)"))
+                        def timer(steps, fn=fn, x0=x[0], S0=S, z0=z, t=t):
+                            torch.set_num_threads(t)
+                            st = [S0, z0]
+
+                            def once():
+                                _, st[0], st[1] = fn(x0, st[0], st[1])
+                            with torch.inference_mode():
+                                return median_step_us(once, steps)
+                        timers[(rt, p, b, t)] = timer
 
     # ONNX export (Debian torch) for ONNX Runtime.
     peers = [r for r in ("onnxruntime", "executorch", "litert") if r in args.runtimes]
@@ -567,38 +581,38 @@ def main():
             for p in args.precisions:
                 notes.append((rt, p, f"not run: no venv at {args.venv} (run tests/bench/peers-setup.sh)"))
             continue
-        variants = []
-        for p in args.precisions:
-            for b in args.batch:
-                for t in args.threads:
-                    variants.append({"precision": p, "batch": b, "threads": t,
-                                     "state_shapes": state_shapes(cfg, b)})
-        say(f"preparing {rt}: {len(variants)} variants (export, quantise, check) ...")
         if rt == "onnxruntime":
             # The quantisers need MatMul nodes: rewrite torch's Gemm nodes in the venv (onnx).
             subprocess.run([python, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import peers; "
                             "peers.gemm_to_matmul(sys.argv[2], sys.argv[3])", str(HERE),
                             str(work / "step_f32.onnx"), str(work / "step_f32_matmul.onnx")], check=True)
-        w = Worker(python, rt, {**spec_base, "runtime": rt, "variants": variants}, work / f"{rt}.log")
-        try:
-            while True:
-                msg = w.read()
-                if msg.get("ready"):
-                    break
-                p, b, t = msg["variant"].split("/")
-                key = (rt, p, int(b), int(t))
-                if msg["ok"]:
-                    versions[rt] = msg["version"]
-                    checks[key] = compare(np.load(msg["check"]), want[:, :int(b)], p)
-                    timers[key] = (lambda steps, w=w, v=msg["variant"]: w.time(v, steps))
-                else:
-                    if not any(n[0] == rt and n[1] == p for n in notes):
+        # One worker per runtime; ExecuTorch one per thread count (its threadpool is global).
+        groups = [[t] for t in args.threads] if rt == "executorch" else [args.threads]
+        for group in groups:
+            name = rt if len(groups) == 1 else f"{rt}-t{group[0]}"
+            variants = [{"precision": p, "batch": b, "threads": t, "state_shapes": state_shapes(cfg, b)}
+                        for p in args.precisions for b in args.batch for t in group]
+            say(f"preparing {name}: {len(variants)} variants (export, quantise, check) ...")
+            w = Worker(python, name, {**spec_base, "runtime": rt, "threads": group[0],
+                                      "variants": variants}, work / f"{name}.log")
+            try:
+                while True:
+                    msg = w.read()
+                    if msg.get("ready"):
+                        break
+                    p, b, t = msg["variant"].split("/")
+                    key = (rt, p, int(b), int(t))
+                    if msg["ok"]:
+                        versions[rt] = msg["version"]
+                        checks[key] = compare(np.load(msg["check"]), want[:, :int(b)], p)
+                        timers[key] = (lambda steps, w=w, v=msg["variant"]: w.time(v, steps))
+                    elif not any(n[0] == rt and n[1] == p for n in notes):
                         notes.append((rt, p, f"failed: {msg['error']}"))
                         say(f"{rt} {p}: {msg['error']} ({' | '.join(msg['where'])})")
-            workers[rt] = w
-        except RuntimeError as e:
-            for p in args.precisions:
-                notes.append((rt, p, f"failed: {e}"))
+                workers[name] = w
+            except RuntimeError as e:
+                for p in args.precisions:
+                    notes.append((rt, p, f"failed: {e}"))
 
     # Only variants whose outputs match are timed.
     for key, (mx, rel, ok) in checks.items():
@@ -628,8 +642,12 @@ def main():
                     recur_t[(p, row["batch"], row["threads"])].append(row["median_us"])
                     simd = row["simd_target"]
             for k in keys:
-                if k[1] == p:
-                    times[k].append(timers[k](args.steps))
+                if k[1] == p and k in timers:
+                    try:
+                        times[k].append(timers[k](args.steps))
+                    except (RuntimeError, OSError) as e:   # a worker that died while timing
+                        notes.append((k[0], k[1], f"batch {k[2]} threads {k[3]}: died while timed: {e}"))
+                        timers.pop(k)
     for w in workers.values():
         w.close()
 
