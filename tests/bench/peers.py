@@ -79,14 +79,19 @@ def reply(obj):
     sys.stdout.flush()
 
 
-def median_step_us(step_once, steps, warmup=20):
+def median_step_us(step_once, steps, warmup=20, budget_s=15.0):
+    """Median µs of `steps` steps after `warmup`; stops early (after at least 10) once
+    the budget is spent, so that a variant slowed by a loaded machine cannot stall a run."""
     times = []
+    start = time.perf_counter()
     for i in range(warmup + steps):
         t0 = time.perf_counter()
         step_once()
         t1 = time.perf_counter()
         if i >= warmup:
             times.append((t1 - t0) * 1e6)
+        if len(times) >= 10 and t1 - start > budget_s:
+            break
     return statistics.median(times)
 
 
@@ -456,6 +461,9 @@ def main():
                     default=["pytorch", "torchscript", "onnxruntime", "executorch", "litert"])
     ap.add_argument("--steps", type=int, default=200, help="timed steps per variant and round")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds; medians of rounds")
+    ap.add_argument("--keep-exports", action="store_true",
+                    help="reuse the peers' exported files in --work from an earlier run (same weights: "
+                         "the export is seeded)")
     args = ap.parse_args()
     if args.worker:
         return worker(args.worker)
@@ -468,8 +476,9 @@ def main():
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    for stale in list(work.glob("step_*")) + list(work.glob("out_*")):
-        stale.unlink()            # exports are made anew each run, from this run's weights
+    if not args.keep_exports:     # exports are made anew, from this run's weights
+        for stale in list(work.glob("step_*")) + list(work.glob("out_*")):
+            stale.unlink()
     cfg_json = json.loads(Path(args.config).read_text())
     wdir = work / "weights"
     export(cfg_json, seed=1, out_dir=str(wdir))
@@ -629,7 +638,48 @@ def main():
     simd = ""
     batches = ",".join(map(str, args.batch))
     threads = ",".join(map(str, args.threads))
+    # The table: rows (runtime, precision, batch, threads), ratios to recur.
+    def table(out, rounds_done):
+        def row(rt, p, b, t, med, ratio, err):
+            kind, tol = TOL[p]
+            mx, rel = err[0], err[1]
+            print(f"{rt:<12} {p:<9} {b:>5} {t:>7} {med:>10.1f} {ratio:>8} {mx:>9.2e} {rel:>9.2e} "
+                  f"{kind + ' ' + format(tol, 'g'):>10}", file=out)
+        print(f"CPU: {cpu_model()} ({os.cpu_count()} logical CPUs); recur SIMD target {simd}", file=out)
+        print(f"load average (1 min) {load_before:.2f} before timing, {os.getloadavg()[0]:.2f} now; "
+              f"started {started}", file=out)
+        print(f"model: {args.config}, seed 1, {sum(p.numel() for p in model.parameters()):,} parameters; "
+              f"check: {CHECK_STEPS} steps of the streams against the float64 reference; "
+              f"timing: median of {rounds_done} of {args.rounds} rounds x {args.steps} steps", file=out)
+        print("versions: " + "; ".join(f"{k}: {v}" for k, v in versions.items()), file=out)
+        hdr = f"{'runtime':<12} {'precision':<9} {'batch':>5} {'threads':>7} {'median us':>10} " \
+              f"{'x recur':>8} {'max|d|':>9} {'rel':>9} {'tolerance':>10}"
+        print(hdr + "\n" + "-" * len(hdr), file=out)
+        order = [r for r in ("pytorch", "torchscript", "onnxruntime", "executorch", "litert")
+                 if r in args.runtimes]
+        for p in args.precisions:
+            for b in args.batch:
+                for t in args.threads:
+                    if not recur_t[(p, b, t)]:
+                        continue
+                    base = statistics.median(recur_t[(p, b, t)])
+                    row("recur", p, b, t, base, "1.00", recur_err[p])
+                    for rt in order:
+                        k = (rt, p, b, t)
+                        if times.get(k):
+                            med = statistics.median(times[k])
+                            row(rt, p, b, t, med, f"{med / base:.2f}", checks[k])
+        if notes:
+            print("\nnot timed:", file=out)
+            seen = set()
+            for rt, p, msg in notes:
+                if (rt, p, msg) not in seen:
+                    seen.add((rt, p, msg))
+                    print(f"  {rt} {p}: {msg}", file=out)
+        out.flush()
+
     load_before = os.getloadavg()[0]
+    started = time.strftime("%Y-%m-%d %H:%M")
     for r in range(args.rounds):
         say(f"round {r + 1}/{args.rounds}")
         for p in args.precisions:
@@ -648,47 +698,11 @@ def main():
                     except (RuntimeError, OSError) as e:   # a worker that died while timing
                         notes.append((k[0], k[1], f"batch {k[2]} threads {k[3]}: died while timed: {e}"))
                         timers.pop(k)
+        with open(work / "table.txt", "w") as f:    # the table so far, should a run be cut short
+            table(f, r + 1)
     for w in workers.values():
         w.close()
-
-    # The table.
-    print(f"CPU: {cpu_model()} ({os.cpu_count()} logical CPUs); recur SIMD target {simd}")
-    print(f"load average (1 min) {load_before:.2f} before timing, {os.getloadavg()[0]:.2f} after; "
-          f"started {time.strftime('%Y-%m-%d %H:%M')}")
-    print(f"model: {args.config}, seed 1, {sum(p.numel() for p in model.parameters()):,} parameters; "
-          f"check: {CHECK_STEPS} steps of the streams against the float64 reference; "
-          f"timing: median of {args.rounds} rounds x {args.steps} steps")
-    print("versions: " + "; ".join(f"{k}: {v}" for k, v in versions.items()))
-    hdr = f"{'runtime':<12} {'precision':<9} {'batch':>5} {'threads':>7} {'median us':>10} " \
-          f"{'x recur':>8} {'max|d|':>9} {'rel':>9} {'tolerance':>10}"
-    print(hdr)
-    print("-" * len(hdr))
-    order = ["recur"] + [r for r in ("pytorch", "torchscript", "onnxruntime", "executorch", "litert")
-                         if r in args.runtimes]
-    for p in args.precisions:
-        kind, tol = TOL[p]
-        for b in args.batch:
-            for t in args.threads:
-                base = statistics.median(recur_t[(p, b, t)])
-                for rt in order:
-                    if rt == "recur":
-                        mx, rel, _ = recur_err[p]
-                        print(f"{'recur':<12} {p:<9} {b:>5} {t:>7} {base:>10.1f} {'1.00':>8} "
-                              f"{mx:>9.2e} {rel:>9.2e} {kind + ' ' + format(tol, 'g'):>10}")
-                        continue
-                    k = (rt, p, b, t)
-                    if k in times and times[k]:
-                        med = statistics.median(times[k])
-                        mx, rel, _ = checks[k]
-                        print(f"{rt:<12} {p:<9} {b:>5} {t:>7} {med:>10.1f} {med / base:>8.2f} "
-                              f"{mx:>9.2e} {rel:>9.2e} {kind + ' ' + format(tol, 'g'):>10}")
-    if notes:
-        print("\nnot timed:")
-        seen = set()
-        for rt, p, msg in notes:
-            if (rt, p, msg) not in seen:
-                seen.add((rt, p, msg))
-                print(f"  {rt} {p}: {msg}")
+    table(sys.stdout, args.rounds)
 
 
 if __name__ == "__main__":
