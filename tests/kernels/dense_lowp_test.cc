@@ -653,14 +653,42 @@ TEST_CASE("DenseI8Dot: in 0..130 plus 255, 256, 1000 and 1024, with strides, bia
   });
 }
 
+// Batches of 16 rows and more (the AVX512-VNNI GEMM: blocks of 32 outputs,
+// 512 inputs, 8 and 64 rows).
+TEST_CASE("DenseI8Dot: batches from 16 rows, in 0..130 plus depth-block edges") {
+  std::vector<size_t> ins;
+  for (size_t in = 0; in <= 130; ++in) ins.push_back(in);
+  for (size_t in : {255, 511, 512, 513, 1024, 1027, 1600}) ins.push_back(in);
+  struct BO {
+    size_t batch, out;
+  };
+  const BO shapes[] = {{16, 1}, {17, 16}, {23, 33}, {64, 31}, {65, 17}, {130, 70}};
+  const size_t pads[] = {0, 1, 5, 16};
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(79);
+    size_t k = 0;
+    for (size_t in : ins) {
+      for (const BO& bo : shapes) {
+        if (bo.batch > 23 && in % 7 != 0 && in < 255) continue;  // the long sweep on smaller batches
+        ++k;
+        const I8Case c{bo.batch, in, bo.out, pads[k % 4], pads[(k / 4) % 4], k % 4,
+                       (k / 2) % 2 == 0, k % 2 == 0};
+        RECUR_I8_INFO(c);
+        CHECK(CheckI8(rng, c) == 0);
+      }
+    }
+  });
+}
+
 TEST_CASE("DenseI8Dot: extreme values, zero rows, wide batches and layers") {
   ForEachTarget([&](const std::string&) {
     std::mt19937 rng(78);
     size_t k = 0;
     for (size_t in : {size_t{64}, size_t{1000}, size_t{4096}, kDenseI8DotMaxIn}) {
-      for (int pattern = 0; pattern < 4; ++pattern) {
+      for (int pattern = 0; pattern < 8; ++pattern) {
         ++k;
-        const I8Case c{3, in, 6, k % 3, k % 2, k % 4, k % 2 == 0, k % 3 == 0};
+        const size_t batch = pattern < 4 ? 3 : 17;  // row tiles, GEMM
+        const I8Case c{batch, in, 6, k % 3, k % 2, k % 4, k % 2 == 0, k % 3 == 0};
         RECUR_I8_INFO(c);
         INFO("pattern " << pattern);
         // q: ±127 (row 0 all +127, row 1 alternating, row 2 zeros); w: row 0
@@ -668,13 +696,13 @@ TEST_CASE("DenseI8Dot: extreme values, zero rows, wide batches and layers") {
         // row 3 alternating ±127 in step with q, rows 4-5 random ±127 / -128.
         auto fill_q = [&](int8_t* q, size_t stride) {
           for (size_t i = 0; i < in; ++i) {
-            q[i] = pattern == 1 ? -127 : 127;
+            q[i] = pattern % 4 == 1 ? -127 : 127;
             q[stride + i] = static_cast<int8_t>(i % 2 ? -127 : 127);
-            q[2 * stride + i] = pattern == 3 ? 0 : static_cast<int8_t>(i % 3 ? 127 : -127);
+            q[2 * stride + i] = pattern % 4 == 3 ? 0 : static_cast<int8_t>(i % 3 ? 127 : -127);
           }
         };
         auto fill_w = [&](int8_t* w) {
-          if (pattern == 2) return;  // random weights, extreme activations
+          if (pattern % 4 == 2) return;  // random weights, extreme activations
           for (size_t i = 0; i < in; ++i) {
             w[i] = -128;
             w[in + i] = 127;

@@ -13,12 +13,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/dispatch/target_limit.h"
 #include "kernels/elementwise/elementwise.h"
 #include "kernels/elementwise/elementwise_ref.h"
 #include "test_util.h"
@@ -507,6 +509,27 @@ TEST_CASE("SimdTargetName follows dynamic dispatch") {
   ForEachTarget([](const std::string& name) { CHECK(name == SimdTargetName()); });
   CHECK(best == SimdTargetName());
   MESSAGE("dispatch picks " << best);
+}
+
+TEST_CASE("AVX3_VNNI: a ceiling of AVX3 turns VNNI off, AVX3_VNNI and none keep it") {
+  const std::string best = SimdTargetName();
+  const char* env = std::getenv(kMaxSimdTargetVariable);
+  if (!HWY_ARCH_X86 || !CpuHasAvx512Vnni() || best != kAvx3VnniName) {
+    MESSAGE("not an AVX-512 VNNI CPU at full width here: " << best);
+    return;
+  }
+  REQUIRE(SetMaxSimdTarget("avx3").ok());
+  CHECK(std::string(SimdTargetName()) == "AVX3");
+  CHECK(!Avx512VnniEnabled());
+  REQUIRE(SetMaxSimdTarget("AVX3_VNNI").ok());
+  CHECK(std::string(SimdTargetName()) == kAvx3VnniName);
+  REQUIRE(SetMaxSimdTarget("AVX2").ok());
+  CHECK(std::string(SimdTargetName()) == "AVX2");
+  REQUIRE(SetMaxSimdTarget(nullptr).ok());
+  CHECK(std::string(SimdTargetName()) == kAvx3VnniName);
+  CHECK(Avx512VnniEnabled());
+  CHECK(TargetNamesOfBuild().find("AVX3_VNNI, AVX3,") != std::string::npos);
+  REQUIRE(SetMaxSimdTarget(env).ok());
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "hwy/highway.h"
 #include "hwy/targets.h"
 #include "kernels/dense/dense.h"
+#include "kernels/dispatch/target_limit.h"
 #include "tolerance.h"
 
 namespace recur::kernels::test {
@@ -34,16 +35,22 @@ inline const std::vector<int64_t>& TestTargets() {
   return targets;
 }
 
-// Runs f(target_name) once per target with dynamic dispatch pinned to it.
+// Runs f(target_name) once per target with dynamic dispatch pinned to it;
+// AVX3 twice on a CPU with AVX512-VNNI: as AVX3_VNNI, then without VNNI.
 template <class F>
 void ForEachTarget(const F& f) {
   const std::vector<int64_t>& targets = TestTargets();
   REQUIRE(!targets.empty());
   for (int64_t t : targets) {
     hwy::SetSupportedTargetsForTest(t);
-    const std::string name = hwy::TargetName(t);
-    INFO("target ", name);
-    f(name);
+    const bool both = HWY_ARCH_X86 && t == HWY_AVX3 && CpuHasAvx512Vnni();
+    for (int pass = both ? 0 : 1; pass < 2; ++pass) {
+      SetAvx512VnniAllowed(pass == 0);
+      const std::string name = pass == 0 ? kAvx3VnniName : hwy::TargetName(t);
+      INFO("target ", name);
+      f(name);
+    }
+    SetAvx512VnniAllowed(true);
   }
   hwy::SetSupportedTargetsForTest(0);
 }

@@ -383,14 +383,17 @@ typedef void (*recur_layer_callback)(void* user, uint32_t layer, const float* x,
 recur_status recur_session_set_layer_callback(recur_session* session,
                                               recur_layer_callback callback, void* user);
 
-/* The name of the SIMD target the kernels dispatch to ("AVX3", "AVX2", "NEON",
- * ...): the best this build has for this CPU, under the ceiling of
- * recur_set_max_simd_target or the RECUR_MAX_SIMD_TARGET environment variable. */
+/* The name of the SIMD target the kernels dispatch to ("AVX3_VNNI", "AVX3",
+ * "AVX2", "NEON", ...): the best this build has for this CPU, under the
+ * ceiling of recur_set_max_simd_target or the RECUR_MAX_SIMD_TARGET
+ * environment variable. AVX3_VNNI is AVX3 with the int8 and int4 kernels on
+ * AVX512-VNNI. */
 const char* recur_simd_target(void);
 
 /* Caps the SIMD targets the kernels may dispatch to at `name`, one of
- * Highway's target names that this build compiles (case-insensitive, e.g.
- * "AVX2", "SSE4", "EMU128", "NEON"), so that this CPU runs the kernels a
+ * Highway's target names that this build compiles or "AVX3_VNNI"
+ * (case-insensitive, e.g. "AVX3" for AVX-512 without VNNI, "AVX2", "SSE4",
+ * "EMU128", "NEON"), so that this CPU runs the kernels a
  * smaller CPU would; a cap above what the CPU has changes nothing; NULL or ""
  * lifts it. Without this call, the first model load or recur_simd_target
  * reads the cap from the environment variable RECUR_MAX_SIMD_TARGET (an

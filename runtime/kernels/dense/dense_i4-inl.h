@@ -9,7 +9,9 @@
 //     256 bits keep one group of 32 in one step): the block and a copy
 //     shifted right by 4 form one 256-bit vector, masked to nibbles;
 //     maddubs(n, q_x) sums pairs to i16 (n ≤ 15, |q_x| ≤ 128: a pair is at
-//     most 3840), madd with ones to i32.
+//     most 3840), madd with ones to i32; with AVX512-VNNI
+//     (Avx512VnniEnabled) vpdpbusd(n, q_x) sums fours to i32 in one step
+//     (TilePairs only: groups of 32 or multiples of 64).
 //   SSSE3/SSE4: the same on two 128-bit halves, their i16 pairs added first
 //     (at most 7680).
 //   NEON (arm64): n as s8 against q_x, sdot where the compiler targets the
@@ -34,8 +36,10 @@
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "kernels/common-inl.h"
 #include "kernels/dense/dense.h"
 #include "kernels/dense/dense_ref.h"
+#include "kernels/dispatch/target_limit.h"
 #include "kernels/elementwise/elementwise-inl.h"
 
 #if HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
@@ -207,7 +211,7 @@ HWY_INLINE bool PairsFit(size_t group) { return group == kI4Block || group % (2 
 
 // One step of TilePairs: inputs [i, i + 64) (kFull) or [i, i + 32), added to
 // acc.
-template <size_t kB, bool kFull>
+template <size_t kB, bool kFull, bool kVnni>
 HWY_INLINE void PairStep(const int8_t* const* HWY_RESTRICT xr, const uint8_t* const* wr,
                          size_t i, __m256i (*acc)[kO]) {
   const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
@@ -237,6 +241,12 @@ HWY_INLINE void PairStep(const int8_t* const* HWY_RESTRICT xr, const uint8_t* co
     const __m256i lo = _mm256_and_si256(v, nib);
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
     for (size_t b = 0; b < kB; ++b) {
+#if HWY_TARGET <= HWY_AVX3
+      if constexpr (kVnni) {
+        acc[b][o] = DpBusd(DpBusd(acc[b][o], lo, xa[b]), hi, xb[b]);
+        continue;
+      }
+#endif
       const __m256i p16 =
           _mm256_add_epi16(_mm256_maddubs_epi16(lo, xa[b]), _mm256_maddubs_epi16(hi, xb[b]));
       acc[b][o] = _mm256_add_epi32(acc[b][o], _mm256_madd_epi16(p16, ones));
@@ -244,8 +254,9 @@ HWY_INLINE void PairStep(const int8_t* const* HWY_RESTRICT xr, const uint8_t* co
   }
 }
 
-// As Tile (xs: −8·Σ q_x per group), for PairsFit(group).
-template <size_t kB>
+// As Tile (xs: −8·Σ q_x per group), for PairsFit(group); kVnni: vpdpbusd
+// of the nibbles (unsigned) and q_x for maddubs, add and madd.
+template <size_t kB, bool kVnni>
 HWY_INLINE void TilePairs(const int8_t* const* HWY_RESTRICT xr,
                           const int32_t* const* HWY_RESTRICT xs, const uint8_t* HWY_RESTRICT w0,
                           size_t row_bytes, const float* sf, size_t groups, size_t group,
@@ -283,7 +294,7 @@ HWY_INLINE void TilePairs(const int8_t* const* HWY_RESTRICT xr,
         for (size_t o = 0; o < kO; ++o) acc[b][o] = start;
       }
       prefetch(i);
-      PairStep<kB, decltype(full)::value>(xr, wr, i, acc);
+      PairStep<kB, decltype(full)::value, kVnni>(xr, wr, i, acc);
       for (size_t o = 0; o < kO; ++o) {
         const __m128 s2 = full ? _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(sr[o] + g)))
                                : _mm_set_ss(sr[o][g]);
@@ -304,7 +315,7 @@ HWY_INLINE void TilePairs(const int8_t* const* HWY_RESTRICT xr,
       }
       for (size_t i = g * group; i < (g + 1) * group; i += 2 * kI4Block) {
         prefetch(i);
-        PairStep<kB, true>(xr, wr, i, acc);
+        PairStep<kB, true, kVnni>(xr, wr, i, acc);
       }
       for (size_t o = 0; o < kO; ++o) {
         const __m256 s = _mm256_set1_ps(sr[o][g]);
@@ -371,7 +382,7 @@ HWY_INLINE void Tile(const int8_t* const* HWY_RESTRICT xr, const int32_t* const*
 
 // kB activation rows (q, row stride q_stride, scales qs, group sums xs of
 // stride groups) against weight rows [o_begin, o_end); y at row 0, column 0.
-template <size_t kB>
+template <size_t kB, bool kVnni>
 HWY_NOINLINE void Rows(const int8_t* q, size_t q_stride, const float* qs, const int32_t* xs,
                        const DenseWeights& w, size_t o_begin, size_t o_end, float* y,
                        size_t y_stride, bool accumulate) {
@@ -391,7 +402,8 @@ HWY_NOINLINE void Rows(const int8_t* q, size_t q_stride, const float* qs, const 
     DecodeScales(w.group_scales + o * groups, rows * groups, sf);
 #ifdef RECUR_I4_PAIRS
     if (PairsFit(group)) {
-      TilePairs<kB>(xr, xsr, wb + o * row_bytes, row_bytes, sf, groups, group, rows, sums);
+      TilePairs<kB, kVnni>(xr, xsr, wb + o * row_bytes, row_bytes, sf, groups, group, rows,
+                           sums);
     } else {
       Tile<kB>(xr, xsr, wb + o * row_bytes, row_bytes, sf, groups, group, rows, sums);
     }
@@ -429,14 +441,16 @@ inline constexpr size_t kMaxB = Ops::kMaxB;
 inline constexpr size_t kMaxB = 1;
 #endif
 
-template <size_t kB>
+template <size_t kB, bool kVnni>
 HWY_INLINE void RowsN(size_t nb, const int8_t* q, size_t q_stride, const float* qs,
                       const int32_t* xs, const DenseWeights& w, size_t o_begin, size_t o_end,
                       float* y, size_t y_stride, bool accumulate) {
   if constexpr (kB >= 1) {
-    if (nb == kB) return Rows<kB>(q, q_stride, qs, xs, w, o_begin, o_end, y, y_stride, accumulate);
+    if (nb == kB) {
+      return Rows<kB, kVnni>(q, q_stride, qs, xs, w, o_begin, o_end, y, y_stride, accumulate);
+    }
     if constexpr (kB > 1) {
-      RowsN<kB - 1>(nb, q, q_stride, qs, xs, w, o_begin, o_end, y, y_stride, accumulate);
+      RowsN<kB - 1, kVnni>(nb, q, q_stride, qs, xs, w, o_begin, o_end, y, y_stride, accumulate);
     }
   }
 }
@@ -494,8 +508,15 @@ HWY_INLINE void I4DotQuantized(const int8_t* q, size_t q_stride, const float* q_
       }
       continue;
     }
-    id::RowsN<id::kMaxB>(nb, q + b0 * q_stride, q_stride, q_scales + b0, xs, w, 0, w.out,
-                         y + b0 * y_stride, y_stride, accumulate);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    if (Avx512VnniEnabled()) {
+      id::RowsN<id::kMaxB, true>(nb, q + b0 * q_stride, q_stride, q_scales + b0, xs, w, 0,
+                                 w.out, y + b0 * y_stride, y_stride, accumulate);
+      continue;
+    }
+#endif
+    id::RowsN<id::kMaxB, false>(nb, q + b0 * q_stride, q_stride, q_scales + b0, xs, w, 0, w.out,
+                                y + b0 * y_stride, y_stride, accumulate);
   }
 }
 

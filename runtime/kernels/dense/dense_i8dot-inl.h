@@ -9,8 +9,14 @@
 //     (_mm*_sign_epi8; zero where w is), pairs of u·v summed to i16 by
 //     maddubs (|x| ≤ 127 and |w| ≤ 128: a pair is at most 2·128·127 = 32512,
 //     so it never saturates) and to i32 by madd with ones.
-//   AVX-512 (AVX3, BW but no VNNI guaranteed): the same with w's sign
-//     applied by a masked subtraction (no _mm512_sign_epi8).
+//   AVX-512 with AVX512-VNNI (Avx512VnniEnabled): vpdpbusd of w + 128 (w
+//     xor 0x80, unsigned) and x, four products a lane; the sums start at
+//     −128·Σ x (VnniOps). From kVnniGemmRows rows on, a GEMM instead (Gemm):
+//     panels of 16 weight rows packed per call, 4 inputs × 16 rows a vector,
+//     against 4 bytes of an activation row broadcast, so the i32 lanes are 16
+//     outputs and need no horizontal sums.
+//   AVX-512 without VNNI: as AVX2 with w's sign applied by a masked
+//     subtraction (no _mm512_sign_epi8).
 //   NEON (arm64): sdot where the compiler targets the dot-product extension,
 //     else vmull_s8 / vmlal_high_s8 into i16 (two products ≤ 32512) and
 //     vpadalq_s16 into i32.
@@ -32,7 +38,9 @@
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "kernels/common-inl.h"
 #include "kernels/dense/dense.h"
+#include "kernels/dispatch/target_limit.h"
 #include "kernels/elementwise/elementwise-inl.h"
 
 #if HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
@@ -86,6 +94,23 @@ struct Ops {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
                      _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
   }
+};
+#define RECUR_I8_VNNI 1
+// Σ (w + 128)·x = Σ w·x + 128·Σ x: Rows subtracts 128·Σ x. |sum| ≤
+// 255·127·in < 2^31.
+struct VnniOps {
+  static constexpr size_t kStep = 64;
+  static constexpr size_t kMaxB = 4;
+  using Acc = __m512i;
+  using W = __m512i;
+  static HWY_INLINE Acc Zero() { return _mm512_setzero_si512(); }
+  static HWY_INLINE W LoadW(const int8_t* p) {
+    return _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_set1_epi8(-128));
+  }
+  static HWY_INLINE Acc Dot(Acc acc, const W& w, const int8_t* x) {
+    return DpBusd(acc, w, _mm512_loadu_si512(x));
+  }
+  static HWY_INLINE void Sum4(const Acc* a, int32_t* out) { Ops::Sum4(a, out); }
 };
 #elif HWY_TARGET == HWY_AVX2
 #define RECUR_I8_TILES 1
@@ -167,13 +192,13 @@ struct Ops {
 // sums[b][o] = Σ_i xr[b][i]·w[o', i] for b < kB, o < kO, where w row o' =
 // min(o, rows − 1) (rows past the layer repeat its last row; their sums are
 // not used). w0: the tile's first row; rows in [1, kO].
-template <size_t kB>
+template <size_t kB, class O = Ops>
 HWY_INLINE void Tile(const int8_t* const* HWY_RESTRICT xr, const int8_t* HWY_RESTRICT w0,
                      size_t in, size_t rows, int32_t (*sums)[kO]) {
-  constexpr size_t S = Ops::kStep;
-  typename Ops::Acc acc[kB][kO];
+  constexpr size_t S = O::kStep;
+  typename O::Acc acc[kB][kO];
   for (size_t b = 0; b < kB; ++b) {
-    for (size_t o = 0; o < kO; ++o) acc[b][o] = Ops::Zero();
+    for (size_t o = 0; o < kO; ++o) acc[b][o] = O::Zero();
   }
   const int8_t* wr[kO];
   for (size_t o = 0; o < kO; ++o) wr[o] = w0 + std::min(o, rows - 1) * in;
@@ -188,8 +213,8 @@ HWY_INLINE void Tile(const int8_t* const* HWY_RESTRICT xr, const int8_t* HWY_RES
       }
     }
     for (size_t o = 0; o < kO; ++o) {
-      const typename Ops::W wv = Ops::LoadW(wr[o] + i);
-      for (size_t b = 0; b < kB; ++b) acc[b][o] = Ops::Dot(acc[b][o], wv, xr[b] + i);
+      const typename O::W wv = O::LoadW(wr[o] + i);
+      for (size_t b = 0; b < kB; ++b) acc[b][o] = O::Dot(acc[b][o], wv, xr[b] + i);
     }
   }
   if (i < in) {  // the last in − i < S columns, zero-padded copies
@@ -201,11 +226,11 @@ HWY_INLINE void Tile(const int8_t* const* HWY_RESTRICT xr, const int8_t* HWY_RES
     for (size_t o = 0; o < kO; ++o) std::memcpy(wt[o], wr[o] + i, n);
     for (size_t b = 0; b < kB; ++b) std::memcpy(xt[b], xr[b] + i, n);
     for (size_t o = 0; o < kO; ++o) {
-      const typename Ops::W wv = Ops::LoadW(wt[o]);
-      for (size_t b = 0; b < kB; ++b) acc[b][o] = Ops::Dot(acc[b][o], wv, xt[b]);
+      const typename O::W wv = O::LoadW(wt[o]);
+      for (size_t b = 0; b < kB; ++b) acc[b][o] = O::Dot(acc[b][o], wv, xt[b]);
     }
   }
-  for (size_t b = 0; b < kB; ++b) Ops::Sum4(acc[b], sums[b]);
+  for (size_t b = 0; b < kB; ++b) O::Sum4(acc[b], sums[b]);
 }
 #endif  // RECUR_I8_TILES
 
@@ -269,18 +294,214 @@ inline constexpr size_t kMaxB = Ops::kMaxB;
 inline constexpr size_t kMaxB = 1;
 #endif
 
+#ifdef RECUR_I8_VNNI
+// Σ_i x[i], n < 2^24.
+HWY_INLINE int32_t SumS8(const int8_t* x, size_t n) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m512i acc = _mm512_setzero_si512();
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) acc = DpBusd(acc, ones, _mm512_loadu_si512(x + i));
+  if (i < n) {
+    const __mmask64 m = _cvtu64_mask64(~uint64_t{0} >> (64 - (n - i)));
+    acc = DpBusd(acc, ones, _mm512_maskz_loadu_epi8(m, x + i));
+  }
+  return _mm512_reduce_add_epi32(acc);
+}
+
+// Rows on VnniOps tiles.
 template <size_t kB>
+HWY_NOINLINE void VnniRows(const int8_t* q, size_t q_stride, const float* qs, const int8_t* w,
+                           const float* scales, const float* bias, size_t in, size_t o_begin,
+                           size_t o_end, float* y, size_t y_stride, bool accumulate) {
+  const int8_t* xr[kB];
+  int32_t start[kB];
+  for (size_t b = 0; b < kB; ++b) {
+    xr[b] = q + b * q_stride;
+    start[b] = -128 * SumS8(xr[b], in);
+  }
+  int32_t sums[kB][kO];
+  for (size_t o = o_begin; o < o_end; o += kO) {
+    const size_t rows = std::min(kO, o_end - o);
+    Tile<kB, VnniOps>(xr, w + o * in, in, rows, sums);
+    for (size_t b = 0; b < kB; ++b) {
+      for (size_t r = 0; r < rows; ++r) {
+        Finish(sums[b][r] + start[b], scales[o + r], qs[b], bias ? bias + o + r : nullptr,
+               y + b * y_stride + o + r, accumulate);
+      }
+    }
+  }
+}
+
+// The GEMM. Per block of kGemmCols weight rows and kGemmDepth inputs, w is
+// packed (PackBlock) into 16-row panels: vector j of a panel holds inputs
+// 4j..4j+3 of its 16 rows (w + 128, unsigned), the two panels' vectors
+// interleaved. kGemmRows activation rows × the two panels of i32 lanes stay
+// in registers (16 of 32) while the block's inputs pass.
+inline constexpr size_t kVnniGemmRows = 16;  // batch from which Gemm runs
+inline constexpr size_t kGemmCols = 32;
+inline constexpr size_t kGemmDepth = 512;  // 16 KiB packed: L1 with the activation rows
+inline constexpr size_t kGemmRows = 8;
+inline constexpr size_t kGemmBatch = 64;  // rows whose partial sums wait between depth blocks
+
+// dst[16·j + i] = dword j of a[i], i, j < 16.
+HWY_INLINE void Transpose16(__m512i* r) {
+  __m512i t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int m = 0; m < 4; ++m) {
+      t[8 * i + m] = _mm512_shuffle_i32x4(r[8 * i + m], r[8 * i + 4 + m], 0x88);
+      t[8 * i + 4 + m] = _mm512_shuffle_i32x4(r[8 * i + m], r[8 * i + 4 + m], 0xdd);
+    }
+  }
+  for (int m = 0; m < 8; ++m) {
+    r[m] = _mm512_shuffle_i32x4(t[m], t[8 + m], 0x88);
+    r[8 + m] = _mm512_shuffle_i32x4(t[m], t[8 + m], 0xdd);
+  }
+}
+
+// Packs rows [o0, o0 + kGemmCols) of w (rows past `out` repeat its last;
+// their sums are not used), inputs [k0, k0 + kc), into dst; inputs past kc
+// are 0, so they add nothing whatever the activations there.
+HWY_INLINE void PackBlock(const int8_t* w, size_t in, size_t out, size_t o0, size_t k0,
+                          size_t kc, uint8_t* HWY_RESTRICT dst) {
+  const __m512i bias = _mm512_set1_epi8(-128);
+  for (size_t c = 0; c < kc; c += 64) {
+    const size_t n = std::min<size_t>(64, kc - c);
+    const __mmask64 m = _cvtu64_mask64(~uint64_t{0} >> (64 - n));
+    for (size_t p = 0; p < 2; ++p) {
+      __m512i r[16];
+      for (size_t i = 0; i < 16; ++i) {
+        const int8_t* row = w + std::min(o0 + 16 * p + i, out - 1) * in + k0 + c;
+        r[i] = n == 64 ? _mm512_xor_si512(_mm512_loadu_si512(row), bias)
+                       : _mm512_maskz_mov_epi8(
+                             m, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, row), bias));
+      }
+      Transpose16(r);
+      for (size_t j = 0; j < 16; ++j) {
+        _mm512_store_si512(dst + ((c / 4 + j) * 2 + p) * 64, r[j]);
+      }
+    }
+  }
+}
+
+// acc[r][p] += Σ over the block's inputs, rows xr[r] (at the block's first
+// input), r < kGemmRows.
+HWY_INLINE void GemmKernel(const int8_t* const* xr, const uint8_t* HWY_RESTRICT packed,
+                           size_t kc, __m512i (*acc)[2]) {
+  const size_t full = kc / 4;
+  auto step = [&](size_t j, auto load4) HWY_ATTR {
+    const __m512i w0 = _mm512_load_si512(packed + j * 128);
+    const __m512i w1 = _mm512_load_si512(packed + j * 128 + 64);
+    for (size_t r = 0; r < kGemmRows; ++r) {
+      const __m512i x = _mm512_set1_epi32(load4(xr[r] + 4 * j));
+      acc[r][0] = DpBusd(acc[r][0], w0, x);
+      acc[r][1] = DpBusd(acc[r][1], w1, x);
+    }
+  };
+  for (size_t j = 0; j < full; ++j) {
+    step(j, [](const int8_t* p) {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    });
+  }
+  if (full * 4 < kc) {  // the last 1..3 inputs, read without passing the row
+    step(full, [n = kc - full * 4](const int8_t* p) {
+      int32_t v = 0;
+      std::memcpy(&v, p, n);
+      return v;
+    });
+  }
+}
+
+HWY_NOINLINE void Gemm(const int8_t* q, size_t q_stride, const float* qs, size_t batch,
+                       const int8_t* w, const float* scales, const float* bias, size_t in,
+                       size_t out, float* y, size_t y_stride, bool accumulate) {
+  alignas(64) uint8_t packed[kGemmCols * kGemmDepth];
+  alignas(64) int32_t part[kGemmBatch][kGemmCols];
+  int32_t start[kGemmBatch];
+  for (size_t b0 = 0; b0 < batch; b0 += kGemmBatch) {
+    const size_t nb = std::min(kGemmBatch, batch - b0);
+    for (size_t b = 0; b < nb; ++b) start[b] = -128 * SumS8(q + (b0 + b) * q_stride, in);
+    for (size_t o0 = 0; o0 < out; o0 += kGemmCols) {
+      const size_t cols = std::min(kGemmCols, out - o0);
+      __mmask16 mask[2];
+      __m512 sw[2], bv[2];
+      for (size_t p = 0; p < 2; ++p) {
+        const size_t n = cols > 16 * p ? std::min<size_t>(16, cols - 16 * p) : 0;
+        mask[p] = static_cast<__mmask16>((1u << n) - 1);
+        sw[p] = _mm512_maskz_loadu_ps(mask[p], scales + o0 + 16 * p);
+        bv[p] = bias ? _mm512_maskz_loadu_ps(mask[p], bias + o0 + 16 * p) : _mm512_setzero_ps();
+      }
+      for (size_t k0 = 0; k0 < in || k0 == 0; k0 += kGemmDepth) {
+        const size_t kc = std::min(kGemmDepth, in - k0);
+        const bool last = k0 + kc >= in;
+        PackBlock(w, in, out, o0, k0, kc, packed);
+        for (size_t r0 = 0; r0 < nb; r0 += kGemmRows) {
+          const size_t nr = std::min(kGemmRows, nb - r0);
+          const int8_t* xr[kGemmRows];
+          __m512i acc[kGemmRows][2];
+          for (size_t r = 0; r < kGemmRows; ++r) {
+            const size_t b = r0 + std::min(r, nr - 1);  // rows past nb repeat the last
+            xr[r] = q + (b0 + b) * q_stride + k0;
+            for (size_t p = 0; p < 2; ++p) {
+              acc[r][p] = k0 == 0 ? _mm512_set1_epi32(start[b])
+                                  : _mm512_load_si512(part[b] + 16 * p);
+            }
+          }
+          GemmKernel(xr, packed, kc, acc);
+          for (size_t r = 0; r < nr; ++r) {
+            const size_t b = r0 + r;
+            for (size_t p = 0; p < 2; ++p) {
+              if (!last) {
+                _mm512_store_si512(part[b] + 16 * p, acc[r][p]);
+                continue;
+              }
+              if (mask[p] == 0) continue;
+              // Finish's operations, 16 outputs at a time.
+              float* yp = y + (b0 + b) * y_stride + o0 + 16 * p;
+              __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][p]),
+                                       _mm512_mul_ps(sw[p], _mm512_set1_ps(qs[b0 + b])));
+              if (bias) v = _mm512_add_ps(v, bv[p]);
+              if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask[p], yp), v);
+              _mm512_mask_storeu_ps(yp, mask[p], v);
+            }
+          }
+        }
+        if (in == 0) break;
+      }
+    }
+  }
+}
+#endif  // RECUR_I8_VNNI
+
+template <size_t kB, bool kVnni = false>
 HWY_INLINE void RowsN(size_t nb, const int8_t* q, size_t q_stride, const float* qs,
                       const int8_t* w, const float* scales, const float* bias, size_t in,
                       size_t o_begin, size_t o_end, float* y, size_t y_stride, bool accumulate) {
   if constexpr (kB >= 1) {
     if (nb == kB) {
+#ifdef RECUR_I8_VNNI
+      if constexpr (kVnni) {
+        return VnniRows<kB>(q, q_stride, qs, w, scales, bias, in, o_begin, o_end, y, y_stride,
+                            accumulate);
+      }
+#endif
       return Rows<kB>(q, q_stride, qs, w, scales, bias, in, o_begin, o_end, y, y_stride,
                       accumulate);
     }
     if constexpr (kB > 1) {
-      RowsN<kB - 1>(nb, q, q_stride, qs, w, scales, bias, in, o_begin, o_end, y, y_stride,
-                    accumulate);
+      RowsN<kB - 1, kVnni>(nb, q, q_stride, qs, w, scales, bias, in, o_begin, o_end, y,
+                           y_stride, accumulate);
     }
   }
 }
@@ -302,10 +523,25 @@ HWY_INLINE void DenseI8DotQuantized(const int8_t* q, size_t q_stride, const floa
     chunk -= chunk % id::kO;
   }
   const size_t blocks = (batch + id::kMaxB - 1) / id::kMaxB;
+#ifdef RECUR_I8_VNNI
+  const bool vnni = Avx512VnniEnabled();
+  if (vnni && batch >= id::kVnniGemmRows) {
+    return id::Gemm(q, q_stride, q_scales, batch, w, scales, bias, in, out, y, y_stride,
+                    accumulate);
+  }
+#endif
   for (size_t o0 = 0; o0 < out; o0 += chunk) {
     const size_t o1 = std::min(out, o0 + chunk);
     for (size_t k = 0, b0 = 0; k < blocks; ++k) {
       const size_t nb = (batch - b0 + (blocks - k) - 1) / (blocks - k);
+#ifdef RECUR_I8_VNNI
+      if (vnni) {
+        id::RowsN<id::kMaxB, true>(nb, q + b0 * q_stride, q_stride, q_scales + b0, w, scales,
+                                   bias, in, o0, o1, y + b0 * y_stride, y_stride, accumulate);
+        b0 += nb;
+        continue;
+      }
+#endif
       id::RowsN<id::kMaxB>(nb, q + b0 * q_stride, q_stride, q_scales + b0, w, scales, bias, in,
                            o0, o1, y + b0 * y_stride, y_stride, accumulate);
       b0 += nb;
@@ -343,6 +579,7 @@ HWY_INLINE bool DenseI8DotPreferred(size_t batch, size_t in, size_t out) {
 }
 
 #undef RECUR_I8_TILES
+#undef RECUR_I8_VNNI
 
 }  // namespace HWY_NAMESPACE
 }  // namespace recur::kernels

@@ -27,8 +27,26 @@ Status SetMaxSimdTarget(const char* name);
 Status ApplyTargetLimitFromEnvironment();
 
 // The targets this build compiles kernels for, best first, e.g.
-// "AVX3_DL, AVX3, AVX2, SSE4, SSSE3, EMU128".
+// "AVX3_VNNI, AVX3, AVX2, SSE4, SSSE3, EMU128".
 std::string TargetNamesOfBuild();
+
+// AVX3_VNNI is AVX3 with the int8 and int4 tiles on AVX512-VNNI (vpdpbusd)
+// where the CPU has it; not one of Highway's targets (its AVX3_DL enables the
+// VEX form, AVX-VNNI, which AVX-512 CPUs such as Zen 4 lack). A ceiling of
+// AVX3 or below turns those tiles off; "AVX3_VNNI" caps Highway at AVX3.
+inline constexpr char kAvx3VnniName[] = "AVX3_VNNI";
+
+// Whether the CPU has AVX512-VNNI (and AVX-512, so the AVX3 target runs).
+bool CpuHasAvx512Vnni();
+
+// Whether the AVX3 kernels use AVX512-VNNI now: the CPU has it and the
+// ceiling allows it. Thread-safe.
+bool Avx512VnniEnabled();
+
+// Allows or forbids AVX512-VNNI below any ceiling (SetMaxSimdTarget sets
+// it too); for tests that run both forms. Not thread-safe against kernels
+// running on other threads.
+void SetAvx512VnniAllowed(bool allowed);
 
 }  // namespace recur::kernels
 

@@ -1,6 +1,8 @@
 // Dynamic dispatch for the element-wise kernels in elementwise-inl.h.
 #include "kernels/elementwise/elementwise.h"
 
+#include "kernels/dispatch/target_limit.h"
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/elementwise/elementwise.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -37,7 +39,12 @@ void LayerNormImpl(const float* x, const float* gamma, const float* beta, float 
 void SoftmaxImpl(const float* x, float* y, size_t n) { Softmax(x, y, n); }
 void LogSoftmaxImpl(const float* x, float* y, size_t n) { LogSoftmax(x, y, n); }
 float DotImpl(const float* x, const float* y, size_t n) { return Dot(x, y, n); }
-const char* SimdTargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
+const char* SimdTargetNameImpl() {
+#if HWY_TARGET == HWY_AVX3
+  if (Avx512VnniEnabled()) return kAvx3VnniName;
+#endif
+  return hwy::TargetName(HWY_TARGET);
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace recur::kernels

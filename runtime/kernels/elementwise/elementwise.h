@@ -50,7 +50,8 @@ void AffineExpAccumulate(const float* x, float a, float b, const float* m, const
 // Σ x[i]·y[i], accumulated in f32.
 float Dot(const float* x, const float* y, size_t n);
 
-// Name of the Highway target dynamic dispatch picks on this machine.
+// Name of the Highway target dynamic dispatch picks on this machine ("AVX3_VNNI"
+// for AVX3 with its AVX512-VNNI tiles: target_limit.h).
 const char* SimdTargetName();
 
 }  // namespace recur::kernels
