@@ -2,12 +2,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <cstring>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "machine_limits.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/aligned_allocator.h"
+
+#if HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+#include <arm_neon.h>
+#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace recur::bench {
@@ -38,6 +44,102 @@ double FmaChains(size_t iterations, float* sink) {
   return 2.0 * double(kChains) * double(hn::Lanes(d)) * double(iterations);
 }
 
+// kN independent chains a = step(a) of vectors V, `iterations` times;
+// returns the sum of the chains' first lanes (to keep them live).
+template <size_t kN, class V, class Start, class Step>
+HWY_INLINE int32_t Chains(size_t iterations, const Start& start, const Step& step) {
+  V a[kN];
+  HWY_UNROLL(12)
+  for (size_t c = 0; c < kN; ++c) a[c] = start(static_cast<int>(c));
+  for (size_t i = 0; i < iterations; ++i) {
+    HWY_UNROLL(12)
+    for (size_t c = 0; c < kN; ++c) a[c] = step(a[c]);
+  }
+  int32_t sum = 0;
+  for (size_t c = 0; c < kN; ++c) {
+    int32_t lane;
+    std::memcpy(&lane, &a[c], sizeof(lane));
+    sum += lane;
+  }
+  return sum;
+}
+
+// As FmaChains for the int8 kernels' step (MeasureInt8DotPeak), in `form`:
+// 0 the sign trick on 128 or 256 bits (x86) or the NEON step, 1 the sign
+// trick on 512 bits, 2 vpdpbusd; returns 0 for a form this target lacks.
+// Each chain's next activations are its sums (nothing is loop-invariant).
+double Int8DotChains(size_t iterations, int form, int32_t* sink) {
+  [[maybe_unused]] constexpr int32_t kW = 0x7F03FD81;  // weights 127, 3, -3, -127
+  [[maybe_unused]] auto seed = [](int c) { return 0x01020304 + 0x01010101 * c; };
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  if (form == 0) {
+#if HWY_TARGET <= HWY_AVX2
+    const __m256i w = _mm256_set1_epi32(kW), abs_w = _mm256_abs_epi8(w);
+    *sink = Chains<12, __m256i>(
+        iterations, [&](int c) HWY_ATTR { return _mm256_set1_epi32(seed(c)); },
+        [&](__m256i a) HWY_ATTR {
+          const __m256i p = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(a, w));
+          return _mm256_add_epi32(a, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+        });
+    return 2.0 * 12 * 32 * double(iterations);
+#endif
+  }
+#endif
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  const __m512i w = _mm512_set1_epi32(kW);
+  auto start = [&](int c) HWY_ATTR { return _mm512_set1_epi32(seed(c)); };
+  if (form == 1) {
+    const __m512i abs_w = _mm512_abs_epi8(w);
+    const __mmask64 neg = _mm512_movepi8_mask(w);
+    *sink = Chains<12, __m512i>(iterations, start, [&](__m512i a) HWY_ATTR {
+      const __m512i v = _mm512_mask_sub_epi8(a, neg, _mm512_setzero_si512(), a);
+      const __m512i p = _mm512_maddubs_epi16(abs_w, v);
+      return _mm512_add_epi32(a, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+    });
+    return 2.0 * 12 * 64 * double(iterations);
+  }
+  if (form == 2) {  // inline asm, as the kernels have it (kernels/common-inl.h)
+    *sink = Chains<12, __m512i>(iterations, start, [&](__m512i a) HWY_ATTR {
+      __asm__("vpdpbusd %1, %2, %0" : "+v"(a) : "v"(w), "v"(a));
+      return a;
+    });
+    return 2.0 * 12 * 64 * double(iterations);
+  }
+#elif HWY_ARCH_X86 && (HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3)
+  if (form == 0) {
+    const __m128i w = _mm_set1_epi32(kW), abs_w = _mm_abs_epi8(w);
+    *sink = Chains<12, __m128i>(
+        iterations, [&](int c) HWY_ATTR { return _mm_set1_epi32(seed(c)); },
+        [&](__m128i a) HWY_ATTR {
+          const __m128i p = _mm_maddubs_epi16(abs_w, _mm_sign_epi8(a, w));
+          return _mm_add_epi32(a, _mm_madd_epi16(p, _mm_set1_epi16(1)));
+        });
+    return 2.0 * 12 * 16 * double(iterations);
+  }
+#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+  if (form == 0) {
+    const int8x16_t w = vreinterpretq_s8_s32(vdupq_n_s32(kW));
+    *sink = Chains<12, int32x4_t>(
+        iterations, [&](int c) HWY_ATTR { return vdupq_n_s32(seed(c)); },
+        [&](int32x4_t a) HWY_ATTR {
+          const int8x16_t x = vreinterpretq_s8_s32(a);
+#if defined(__ARM_FEATURE_DOTPROD)
+          return vdotq_s32(a, w, x);
+#else
+          int16x8_t p = vmull_s8(vget_low_s8(w), vget_low_s8(x));
+          p = vmlal_high_s8(p, w, x);
+          return vpadalq_s16(a, p);
+#endif
+        });
+    return 2.0 * 12 * 16 * double(iterations);
+  }
+#endif
+  (void)iterations;
+  (void)form;
+  *sink = 0;
+  return 0.0;
+}
+
 float SumBuffer(const float* data, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
@@ -62,6 +164,7 @@ HWY_AFTER_NAMESPACE();
 namespace recur::bench {
 
 HWY_EXPORT(FmaChains);
+HWY_EXPORT(Int8DotChains);
 HWY_EXPORT(SumBuffer);
 
 namespace {
@@ -84,6 +187,19 @@ double MeasureFmaPeak() {
     flops = HWY_DYNAMIC_DISPATCH(FmaChains)(1 << 20, &sink);
   });
   return sink == 12345.0f ? 0.0 : flops / seconds;
+}
+
+double MeasureInt8DotPeak(bool vnni) {
+  double best = 0;
+  for (int form = 0; form <= (vnni ? 2 : 1); ++form) {
+    int32_t sink = 0;
+    double ops = 0;
+    const double seconds = BestSeconds(20, [&] {
+      ops = HWY_DYNAMIC_DISPATCH(Int8DotChains)(1 << 19, form, &sink);
+    });
+    if (ops > 0 && sink != 12345) best = std::max(best, ops / seconds);
+  }
+  return best;
 }
 
 double MeasureReadBandwidth(size_t bytes) {

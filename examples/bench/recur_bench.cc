@@ -17,7 +17,10 @@
 //   encode N   B whole sequences of N positions through the encoder form (the
 //              only form of Linformer and Reformer); --encode replaces the step rows
 // "bound" is the time the hardware needs at best: max(weight bytes / read
-// bandwidth, FLOPs / (FMA peak × threads)); "%bound" = bound / measured.
+// bandwidth, (f32 FLOPs / FMA peak + int8/int4-weight FLOPs / int8 dot peak) /
+// threads), the int8 dot peak only where int8 activations are not "float"
+// (docs/performance.md, "Which bound for narrow weights"); "%bound" =
+// bound / measured.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -201,8 +204,20 @@ int main(int argc, char** argv) {
       state_sums == RECUR_STATE_SUMS_PLAIN ? info.state_bytes_plain_sums : info.state_bytes;
   const double peak = recur::bench::MeasureFmaPeak();
   const double bandwidth = recur::bench::MeasureReadBandwidth(info.step_weight_bytes);
-  auto bound = [&](double bytes, double flops, uint32_t threads) {
-    return std::max(bytes / (bandwidth * threads), flops / (peak * threads));
+  const double int8_peak =
+      info.step_integer_flops == 0
+          ? 0.0
+          : recur::bench::MeasureInt8DotPeak(std::string(recur_simd_target()) == "AVX3_VNNI");
+  // Seconds of compute for one stream's step: integer-weight layers at the
+  // int8 dot peak where they run as integer dot products (a target without
+  // integer tiles measures 0 and runs them as f32).
+  const bool integer = int8_peak > 0 && int8_activations != RECUR_INT8_ACTIVATIONS_FLOAT;
+  const double integer_flops = integer ? double(info.step_integer_flops) : 0.0;
+  const double step_compute_s =
+      (double(info.step_flops) - integer_flops) / peak + (integer ? integer_flops / int8_peak : 0.0);
+  // `bytes` of weights streamed and `steps` stream-steps computed.
+  auto bound = [&](double bytes, double steps, uint32_t threads) {
+    return std::max(bytes / (bandwidth * threads), steps * step_compute_s / threads);
   };
   if (!json) {
     std::printf("model     %s: %llu parameters, %u layers, %.1f MB dense weights, %.1f MFLOP "
@@ -213,6 +228,12 @@ int main(int argc, char** argv) {
     std::printf("machine   SIMD %s, FMA peak %.1f GFLOP/s per core, read bandwidth %.1f GB/s per "
                 "core over %.1f MB\n",
                 recur_simd_target(), peak / 1e9, bandwidth / 1e9, info.step_weight_bytes / 1e6);
+    if (info.step_integer_flops > 0) {
+      std::printf("          int8 dot peak %.1f GOP/s per core; %.1f MFLOP a step on int8/int4 "
+                  "weights%s\n",
+                  int8_peak / 1e9, info.step_integer_flops / 1e6,
+                  integer ? "" : ", bounded as f32 (float activations or no integer tiles)");
+    }
     std::printf("          (bounds assume bandwidth and peak scale with threads)\n");
     std::printf("%-14s %5s %7s %11s %11s %11s %14s %11s %7s\n", "test", "batch", "threads",
                 "median", "p10", "p90", "rate", "bound", "%bound");
@@ -223,11 +244,12 @@ int main(int argc, char** argv) {
       std::printf("{\"test\": \"%s\", \"batch\": %u, \"threads\": %u, \"median_us\": %.2f, "
                   "\"p10_us\": %.2f, \"p90_us\": %.2f, \"rate\": %.2f, \"rate_unit\": \"%s\", "
                   "\"bound_us\": %.2f, \"simd_target\": \"%s\", \"fma_peak_gflops\": %.1f, "
+                  "\"int8_peak_gops\": %.1f, "
                   "\"bandwidth_gbs\": %.1f, \"state_bytes_per_stream\": %zu, "
                   "\"state_sums\": \"%s\", \"sessions\": %u, \"peak_rss_mib\": %.1f}\n",
                   r.test.c_str(), r.batch, r.threads, r.median_s * 1e6, r.p10_s * 1e6,
                   r.p90_s * 1e6, r.rate, r.rate_unit, r.bound_s * 1e6, recur_simd_target(),
-                  peak / 1e9, bandwidth / 1e9, state_bytes, sums_name, r.sessions, PeakRssMiB());
+                  peak / 1e9, int8_peak / 1e9, bandwidth / 1e9, state_bytes, sums_name, r.sessions, PeakRssMiB());
     } else {
       std::printf("%-14s %5u %7u %9.1fus %9.1fus %9.1fus %9.1f %-4s %9.1fus %6.0f%%\n",
                   r.test.c_str(), r.batch, r.threads, r.median_s * 1e6, r.p10_s * 1e6,
@@ -306,7 +328,7 @@ int main(int argc, char** argv) {
       const double median = times[times.size() / 2];
       print({"step", batch, threads, median, times[times.size() / 10],
              times[times.size() * 9 / 10], batch / median, "el/s",
-             bound(double(info.step_weight_bytes), double(info.step_flops) * batch, threads)});
+             bound(double(info.step_weight_bytes), double(batch), threads)});
     }
     for (size_t n : encodes) {
       for (uint32_t batch : batches) {
@@ -328,7 +350,7 @@ int main(int argc, char** argv) {
         const double median = times[times.size() / 2];
         print({"encode " + std::to_string(n), batch, threads, median, times[times.size() / 10],
                times[times.size() * 9 / 10], double(n) * batch / median, "el/s",
-               bound(0.0, double(info.step_flops) * double(n) * batch, threads)});
+               bound(0.0, double(n) * batch, threads)});
       }
     }
     for (size_t n : prefills) {
@@ -365,7 +387,7 @@ int main(int argc, char** argv) {
       // Prefill reads each weight once per chunk: compute-bound.
       print({"prefill " + std::to_string(n), 1, threads, median, times[times.size() / 10],
              times[times.size() * 9 / 10], n / median, "el/s",
-             bound(0.0, double(info.step_flops) * double(n), threads)});
+             bound(0.0, double(n), threads)});
     }
     for (size_t at : at_positions) {
       if (info.max_positions != 0 && at + size_t(warmup + steps) > info.max_positions) {
@@ -396,7 +418,7 @@ int main(int argc, char** argv) {
       const double median = times[times.size() / 2];
       print({"step @" + std::to_string(at), 1, threads, median, times[times.size() / 10],
              times[times.size() * 9 / 10], 1 / median, "el/s",
-             bound(double(info.step_weight_bytes), double(info.step_flops), threads)});
+             bound(double(info.step_weight_bytes), 1.0, threads)});
     }
     if (generate > 0) {
       if (info.input_kind != RECUR_INPUT_TOKENS || info.output_width != info.vocab_size) {
@@ -433,7 +455,7 @@ int main(int argc, char** argv) {
         print({"gen " + std::to_string(generate) + (sessions > 1 ? " x" + std::to_string(sessions) : ""),
                batch, threads, median, times[0], times[2], streams / median, "seq/s",
                generate * bound(double(info.step_weight_bytes) * sessions,
-                                double(info.step_flops) * streams, threads * sessions),
+                                double(streams), threads * sessions),
                sessions});
       }
     }

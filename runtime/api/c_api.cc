@@ -89,7 +89,7 @@ constexpr recur::FieldSpan kModelInfoFields[] = {
     F(recur_model_info, state_bytes),       F(recur_model_info, output_kind),
     F(recur_model_info, step_weight_bytes), F(recur_model_info, step_flops),
     F(recur_model_info, state_bytes_per_position), F(recur_model_info, max_context_bound),
-    F(recur_model_info, state_bytes_plain_sums)};
+    F(recur_model_info, state_bytes_plain_sums), F(recur_model_info, step_integer_flops)};
 constexpr recur::FieldSpan kSessionOptionsFields[] = {
     F(recur_session_options, batch),          F(recur_session_options, threads),
     F(recur_session_options, prefill_chunk),  F(recur_session_options, backend),
@@ -309,6 +309,7 @@ recur_status recur_model_get_info(const recur_model* model, recur_model_info* in
     full.max_context_bound = static_cast<uint32_t>(recur::MaxContextBound(m));
     full.step_weight_bytes = cost.weight_bytes;
     full.step_flops = cost.flops;
+    full.step_integer_flops = cost.integer_flops;
     full.output_kind = m.head_activation == recur::fb::HeadActivation::Softmax
                            ? RECUR_OUTPUT_PROBABILITIES
                        : m.head_activation == recur::fb::HeadActivation::LogSoftmax

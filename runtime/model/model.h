@@ -101,11 +101,13 @@ struct Model {
 };
 
 // What one RNN step of one stream costs in its dense layers: the weight bytes
-// it streams and the FLOPs (2 per multiply-add). Mixer arithmetic, norms and
-// activations are small beside them and not counted.
+// it streams and the FLOPs (2 per multiply-add), of which integer_flops on
+// int8 and int4 weights. Mixer arithmetic, norms and activations are small
+// beside them and not counted.
 struct StepCost {
   uint64_t weight_bytes = 0;
   uint64_t flops = 0;
+  uint64_t integer_flops = 0;
 };
 StepCost EstimateStepCost(const Model& model);
 

@@ -18,7 +18,9 @@ StepCost EstimateStepCost(const Model& m) {
       if (q->scales()) cost.weight_bytes += uint64_t{q->scales()->size()} * sizeof(float);
       if (q->scales_f16()) cost.weight_bytes += uint64_t{q->scales_f16()->size()} * 2;
     }
-    cost.flops += 2 * uint64_t(t->shape()->Get(0)) * uint64_t(t->shape()->Get(1));
+    const uint64_t flops = 2 * uint64_t(t->shape()->Get(0)) * uint64_t(t->shape()->Get(1));
+    cost.flops += flops;
+    if (t->dtype() == fb::DType::I8 || t->dtype() == fb::DType::I4) cost.integer_flops += flops;
   }
   return cost;
 }

@@ -469,6 +469,9 @@ TEST_CASE("loader: narrow dense weights load, parameter count in elements") {
     CHECK((model->head.scales != nullptr) == (dtype == WeightDType::kInt8));
     if (dtype == WeightDType::kF32) f32_params = model->parameter_count;
     CHECK(model->parameter_count == f32_params);
+    // Every dense matrix (the head too) is int8 or none is.
+    const StepCost cost = EstimateStepCost(*model);
+    CHECK(cost.integer_flops == (dtype == WeightDType::kInt8 ? cost.flops : 0));
   }
 }
 
@@ -699,6 +702,10 @@ TEST_CASE("quantize: int4 models build, load and compute their decoded weights")
       CHECK(w.group == uint32_t(group));
       CHECK(w.in == 64);
       CHECK((model->head.type == kernels::WeightType::kI4) == quantize_head);
+      // The integer FLOPs: all but the head's unless it is int4 too.
+      const StepCost cost = EstimateStepCost(*model);
+      const uint64_t head = 2 * uint64_t{model->head.in} * model->head.out;
+      CHECK(cost.integer_flops == cost.flops - (quantize_head ? 0 : head));
       // The f32 model of the decoded weights (the runtime's view decodes to
       // the converter's encoding, checked for one layer).
       TensorMap decoded = t;

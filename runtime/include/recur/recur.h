@@ -153,6 +153,9 @@ typedef struct recur_model_info {
   size_t state_bytes_plain_sums; /* state_bytes for a session with RECUR_STATE_SUMS_PLAIN:
                                     less by the compensations (equal when the model has no
                                     linear attention) */
+  uint64_t step_integer_flops; /* the part of step_flops on int8 and int4 weight matrices:
+                                  integer dot products where a session quantises the
+                                  activations (recur_int8_activations), f32 FMAs where not */
 } recur_model_info;
 
 /* Fills *info. Set info->struct_size first. */
