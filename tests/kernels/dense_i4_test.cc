@@ -309,6 +309,33 @@ TEST_CASE("DenseI4DotQuantized: in 0..512 by blocks, groups, batch 0..9, all tar
   });
 }
 
+// Batch 1, groups of 32 (on AVX512-VNNI: blocks of 16 rows, 128 inputs a
+// step, the last step partial), and the widest layer that path takes.
+TEST_CASE("DenseI4DotQuantized: batch 1, groups of 32, 16-row blocks, all targets") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(45);
+    size_t k = 0;
+    for (size_t in : {32, 64, 96, 128, 160, 224, 256, 288, 1024, 1056, 4064, 4096, 4128}) {
+      for (size_t out : {15, 16, 17, 33, 40}) {
+        ++k;
+        const I4Case c{1, in, out, 32, k % 3 * 5, k % 4, k % 4, k % 2 == 0, k % 3 == 0,
+                       k % 5 < 2};
+        RECUR_I4_INFO(c);
+        CHECK(CheckQuantized(rng, c) == 0);
+      }
+    }
+    for (int pattern = 0; pattern < 3; ++pattern) {
+      const size_t in = pattern == 0 ? 4096 : 1024;
+      const I4Case c{1, in, 20, 32, 0, 1, 1, true, pattern == 1, pattern == 2};
+      RECUR_I4_INFO(c);
+      auto fill_q = [&](int8_t* q, size_t) {
+        for (size_t i = 0; i < in; ++i) q[i] = pattern == 1 ? -127 : 127;
+      };
+      CHECK(CheckQuantized(rng, c, fill_q) == 0);
+    }
+  });
+}
+
 TEST_CASE("DenseI4DotQuantized: extreme activations, the widest layer, wide batches") {
   ForEachTarget([&](const std::string&) {
     std::mt19937 rng(44);

@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "hwy/cache_control.h"
@@ -331,6 +332,96 @@ HWY_INLINE void TilePairs(const int8_t* const* HWY_RESTRICT xr,
 }
 #endif
 
+#if defined(RECUR_I4_TILES) && HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#define RECUR_I4_VNNI_MATVEC 1
+// Batch 1 on AVX512-VNNI, groups of 32: blocks of 16 weight rows, a row's
+// 64 bytes (4 blocks, 128 inputs) per step, the 16 rows' f32 lanes reduced
+// and finished together. x is re-laid out once per call so
+// that 128-bit lane L of a step's vector holds block L's inputs 0..15 (xa)
+// and 16..31 (xb), the nibbles' order; a step's i32 accumulator starts at
+// −8·Σ q_x of each block's group in the lane's first element (xc), takes two
+// vpdpbusd, and is scaled per 128-bit lane by its group's f16 scale into f32
+// lanes. Widest layer: kVnniMatVecMaxIn (its x copies are on the stack).
+inline constexpr size_t kVnniMatVecMaxIn = 4096;
+
+// Σ lanes of a[r] in lane r, r < 16 (f32; the order of a tree).
+HWY_INLINE __m512 ReduceLanes16(const __m512* a) {
+  __m512 t[8], u[4], v[2];
+  for (int k = 0; k < 8; ++k) {
+    t[k] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * k], a[2 * k + 1]),
+                         _mm512_unpackhi_ps(a[2 * k], a[2 * k + 1]));
+  }
+  for (int k = 0; k < 4; ++k) {
+    const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(t[2 * k]), _mm512_castps_pd(t[2 * k + 1]));
+    const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(t[2 * k]), _mm512_castps_pd(t[2 * k + 1]));
+    u[k] = _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));
+  }
+  for (int k = 0; k < 2; ++k) {
+    v[k] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * k], u[2 * k + 1], 0x88),
+                         _mm512_shuffle_f32x4(u[2 * k], u[2 * k + 1], 0xdd));
+  }
+  return _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], 0x88),
+                       _mm512_shuffle_f32x4(v[0], v[1], 0xdd));
+}
+
+HWY_NOINLINE void VnniMatVec(const int8_t* q, float qs, const DenseWeights& w, float* y,
+                             bool accumulate) {
+  constexpr size_t R = 16;
+  const size_t in = w.in, groups = in / kI4Block, row_bytes = in / 2, out = w.out;
+  alignas(64) int8_t xa[kVnniMatVecMaxIn / 2 + 64], xb[kVnniMatVecMaxIn / 2 + 64];
+  alignas(64) int32_t xc[kVnniMatVecMaxIn / 8 + 16];
+  const size_t padded = (row_bytes + 63) / 64 * 64;  // whole steps, zero past the row
+  std::memset(xa + row_bytes, 0, padded - row_bytes);
+  std::memset(xb + row_bytes, 0, padded - row_bytes);
+  std::memset(xc, 0, padded / 4 * sizeof(int32_t));
+  for (size_t g = 0; g < groups; ++g) {
+    std::memcpy(xa + 16 * g, q + 32 * g, 16);
+    std::memcpy(xb + 16 * g, q + 32 * g + 16, 16);
+    int32_t sum = 0;
+    for (size_t i = 0; i < 32; ++i) sum += q[32 * g + i];
+    xc[4 * g] = -8 * sum;
+  }
+  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const auto* wb = static_cast<const uint8_t*>(w.weight);
+  const size_t tail = row_bytes % 64;  // bytes of the last step (0: none partial)
+  const __mmask64 tail_mask = _cvtu64_mask64(tail == 0 ? ~uint64_t{0} : ~uint64_t{0} >> (64 - tail));
+  for (size_t o = 0; o < out; o += R) {
+    const size_t rows = std::min(R, out - o);
+    __m512 acc[R];
+    // Row by row (x's three vectors reloaded from L1 per row: fewer live
+    // pointers than 16 rows side by side, which spilled).
+    for (size_t r = 0; r < R; ++r) {
+      const size_t row = o + std::min(r, rows - 1);
+      const uint8_t* wr = wb + row * row_bytes;
+      const uint16_t* sr = w.group_scales + row * groups;
+      const uint8_t* next = wr + R * row_bytes;  // prefetched only, never loaded
+      __m512 a = _mm512_setzero_ps();
+      for (size_t i = 0; i < row_bytes; i += 64) {
+        const bool last = i + 64 > row_bytes;
+        const __mmask64 m = last ? tail_mask : _cvtu64_mask64(~uint64_t{0});
+        const __mmask8 sm = static_cast<__mmask8>(last ? (1u << (tail / 16)) - 1 : 0xF);
+        hwy::Prefetch(next + i);
+        const __m512i v = _mm512_maskz_loadu_epi8(m, wr + i);
+        __m512i d = DpBusd(_mm512_load_si512(xc + i / 4), _mm512_and_si512(v, nib),
+                           _mm512_load_si512(xa + i));
+        d = DpBusd(d, _mm512_and_si512(_mm512_srli_epi16(v, 4), nib), _mm512_load_si512(xb + i));
+        // The step's 4 group scales (f16) over their 128-bit lanes.
+        const __m128 s4 = _mm_cvtph_ps(_mm_maskz_loadu_epi16(sm, sr + i / 16));
+        const __m512 sc = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(s4));
+        a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sc, a);
+      }
+      acc[r] = a;
+    }
+    const __mmask16 mask = static_cast<__mmask16>((1u << rows) - 1);
+    __m512 v = _mm512_mul_ps(ReduceLanes16(acc), _mm512_set1_ps(qs));
+    if (w.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, w.bias + o));
+    if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y + o), v);
+    _mm512_mask_storeu_ps(y + o, mask, v);
+  }
+}
+#endif
+
 #ifdef RECUR_I4_TILES
 // sums[b][o] = Σ_g sf[o'][g]·Σ_{i in g} q_w[o', i]·xr[b][i] for b < kB,
 // o < kO, o' = min(o, rows − 1); w0: the tile's first row; xs[b][g]: −8·Σ
@@ -487,6 +578,12 @@ HWY_INLINE void I4DotQuantized(const int8_t* q, size_t q_stride, const float* q_
   namespace id = i4_detail;
   if (batch == 0 || w.out == 0) return;
   const size_t in = w.in, groups = in == 0 ? 0 : in / w.group;
+#ifdef RECUR_I4_VNNI_MATVEC
+  if (batch == 1 && w.group == kI4Block && in > 0 && in <= id::kVnniMatVecMaxIn &&
+      Avx512VnniEnabled()) {
+    return id::VnniMatVec(q, q_scales[0], w, y, accumulate);
+  }
+#endif
   // −8·Σ q_b over each group, for blocks of rows (on the stack).
   int32_t xs[id::kMaxGroups * id::kMaxB];
   for (size_t b0 = 0; b0 < batch; b0 += id::kMaxB) {
@@ -597,6 +694,7 @@ HWY_INLINE void I4Float(const float* x, size_t x_stride, size_t batch, const Den
 
 #undef RECUR_I4_TILES
 #undef RECUR_I4_PAIRS
+#undef RECUR_I4_VNNI_MATVEC
 
 }  // namespace HWY_NAMESPACE
 }  // namespace recur::kernels
