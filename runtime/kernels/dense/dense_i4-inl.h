@@ -189,6 +189,16 @@ HWY_INLINE void DecodeScales(const uint16_t* HWY_RESTRICT src, size_t n,
 }
 
 // One output: y (+)= bias + scale_x·sum.
+// The weight rows and group scales of a tile of kO rows starting at w0 and sf;
+// past the last of `rows` the last row repeats (its results are not stored).
+HWY_INLINE void TileRows(const uint8_t* w0, const float* sf, size_t rows, size_t row_bytes,
+                         size_t groups, const uint8_t* (&wr)[kO], const float* (&sr)[kO]) {
+  for (size_t o = 0; o < kO; ++o) {
+    wr[o] = w0 + std::min(o, rows - 1) * row_bytes;
+    sr[o] = sf + std::min(o, rows - 1) * groups;
+  }
+}
+
 HWY_INLINE void Finish(float sum, float scale_x, const float* bias, float* y, bool accumulate) {
   float s = sum * scale_x;
   if (bias != nullptr) s += *bias;
@@ -269,10 +279,7 @@ HWY_INLINE void TilePairs(const int8_t* const* HWY_RESTRICT xr,
   }
   const uint8_t* wr[kO];
   const float* sr[kO];
-  for (size_t o = 0; o < kO; ++o) {
-    wr[o] = w0 + std::min(o, rows - 1) * row_bytes;
-    sr[o] = sf + std::min(o, rows - 1) * groups;
-  }
+  TileRows(w0, sf, rows, row_bytes, groups, wr, sr);
   [[maybe_unused]] const uintptr_t next = reinterpret_cast<uintptr_t>(w0 + kO * row_bytes);
   auto prefetch = [&](size_t i) {
     if constexpr (kB == 1) {  // batch 1 streams w: the next tile's rows at this pace
@@ -437,10 +444,7 @@ HWY_INLINE void Tile(const int8_t* const* HWY_RESTRICT xr, const int32_t* const*
   }
   const uint8_t* wr[kO];
   const float* sr[kO];
-  for (size_t o = 0; o < kO; ++o) {
-    wr[o] = w0 + std::min(o, rows - 1) * row_bytes;
-    sr[o] = sf + std::min(o, rows - 1) * groups;
-  }
+  TileRows(w0, sf, rows, row_bytes, groups, wr, sr);
   [[maybe_unused]] const uintptr_t next = reinterpret_cast<uintptr_t>(w0 + kO * row_bytes);
   for (size_t g = 0; g < groups; ++g) {
     // Each accumulator starts at −8·Σ q_x (lane 0): one vector per activation
