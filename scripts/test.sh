@@ -21,7 +21,7 @@
 #   aarch64  the suite cross-built for arm64 (g++-aarch64-linux-gnu against the
 #            sysroot of scripts/arm64-sysroot.sh) and run under qemu-aarch64
 #            with -cpu max and 128-bit SVE vectors: Highway dispatches to
-#            SVE2_128, the kernel tests sweep SVE2_128, SVE2, SVE and NEON;
+#            SVE2_128, the kernel tests sweep SVE2_128, SVE and NEON;
 #            less the longest runs under the emulator (docs/testing.md);
 #   aarch64-full    all of it (not in the default list);
 #   aarch64-neon    the whole suite under -cpu cortex-a72 (NEON only);
@@ -45,15 +45,16 @@ failed=0
 # Configures and builds the preset's build and runs its tests. Steps are
 # chained with && : set -e does not apply inside the `if` that calls this.
 run_preset() {
-  local preset=$1 build
+  local preset=$1 configure build
   case "$preset" in
-    release-*) build=release ;;
-    aarch64-*) build=aarch64 ;;  # aarch64-neon and aarch64-sve512 test the aarch64 build
-    *) build=$preset ;;
+    release-*) configure=release build=release ;;
+    # aarch64-full, -neon and -sve512 run the whole suite: they build everything.
+    aarch64-*) configure=aarch64 build=aarch64-all ;;
+    *) configure=$preset build=$preset ;;
   esac
-  { [ "$build" != aarch64 ] || scripts/arm64-sysroot.sh; } &&
-    { [ "$build" != minimal ] || scripts/hwy-source.sh >/dev/null; } &&
-    cmake --preset "$build" &&
+  { [ "$configure" != aarch64 ] || scripts/arm64-sysroot.sh; } &&
+    { [ "$configure" != minimal ] || scripts/hwy-source.sh >/dev/null; } &&
+    cmake --preset "$configure" &&
     cmake --build --preset "$build" &&
     ctest --preset "$preset"
 }
