@@ -20,9 +20,7 @@
 namespace recur::converter {
 namespace {
 
-using json = nlohmann::ordered_json;
 
-constexpr uint64_t RoundUp(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
 // The structural view of a .recur image: the size prefix, the FlatBuffers
 // Verifier over [0, 4 + S), the identifier, the data segment bounds.
@@ -116,18 +114,18 @@ class Collector {
  public:
   explicit Collector(const fb::Model* m) : m_(m), refs_(m) {}
 
-  json TensorRef(int32_t index) const { return refs_.Ref(index); }
-  json Dense(const fb::Dense* d) const { return refs_.Dense(d); }
-  json Norm(const fb::LayerNorm* n) const {
+  OrderedJson TensorRef(int32_t index) const { return refs_.Ref(index); }
+  OrderedJson Dense(const fb::Dense* d) const { return refs_.Dense(d); }
+  OrderedJson Norm(const fb::LayerNorm* n) const {
     if (!n) return nullptr;
     return {{"weight", TensorRef(n->weight())}, {"bias", TensorRef(n->bias())},
             {"eps", FloatForJson(n->eps())}};
   }
 
-  json Collect() const {
-    json j;
+  OrderedJson Collect() const {
+    OrderedJson j;
     j["format_version"] = m_->format_version();
-    json meta = json::object();
+    OrderedJson meta = OrderedJson::object();
     if (const fb::Metadata* md = m_->metadata()) {
       auto put = [&](const char* key, const flatbuffers::String* s) {
         if (s) meta[key] = s->str();
@@ -143,7 +141,7 @@ class Collector {
     j["norm_placement"] = Name(m_->norm_placement());
 
     const fb::InputAdapter* in = m_->input();
-    json input;
+    OrderedJson input;
     input["kind"] = Name(in->kind());
     if (in->kind() == fb::InputKind::Tokens) {
       input["vocab_size"] = in->vocab_size();
@@ -155,11 +153,11 @@ class Collector {
     input["positions"] = TensorRef(in->positions());
     j["input"] = input;
 
-    json blocks = json::array();
+    OrderedJson blocks = OrderedJson::array();
     for (const fb::Block* b : *m_->blocks()) {
-      json block;
+      OrderedJson block;
       block["norm1"] = Norm(b->norm1());
-      json mixer;
+      OrderedJson mixer;
       const MixerType* type = FindMixerType(b->mixer_type());
       if (type && b->mixer()) {
         mixer["type"] = type->config_name;
@@ -179,7 +177,7 @@ class Collector {
     j["blocks"] = blocks;
     j["final_norm"] = Norm(m_->final_norm());
     if (const fb::OutputHead* h = m_->head()) {
-      json head = Dense(h->dense());
+      OrderedJson head = Dense(h->dense());
       head["activation"] = Name(h->activation());
       const int32_t w = h->dense()->weight();
       if (w >= 0 && static_cast<uint32_t>(w) < m_->tensors()->size()) {
@@ -191,11 +189,11 @@ class Collector {
       j["head"] = nullptr;
     }
 
-    json tensors = json::array();
+    OrderedJson tensors = OrderedJson::array();
     uint64_t parameters = 0;
-    json by_dtype = json::object();  // dtype → {"tensors": n, "bytes": b}, in file order
+    OrderedJson by_dtype = OrderedJson::object();  // dtype → {"tensors": n, "bytes": b}, in file order
     for (const fb::Tensor* t : *m_->tensors()) {
-      json shape = json::array();
+      OrderedJson shape = OrderedJson::array();
       uint64_t elements = 1;
       for (int64_t d : *t->shape()) {
         shape.push_back(d);
@@ -203,7 +201,7 @@ class Collector {
       }
       parameters += elements;
       const std::string dtype = DTypeString(t->dtype());
-      json tensor = {{"name", t->name()->str()},
+      OrderedJson tensor = {{"name", t->name()->str()},
                      {"shape", shape},
                      {"dtype", dtype},
                      {"offset", t->offset()},
@@ -219,7 +217,7 @@ class Collector {
         }
       }
       tensors.push_back(tensor);
-      json& totals = by_dtype[dtype];
+      OrderedJson& totals = by_dtype[dtype];
       if (totals.is_null()) totals = {{"tensors", 0}, {"bytes", 0}};
       totals["tensors"] = totals["tensors"].get<uint64_t>() + 1;
       totals["bytes"] = totals["bytes"].get<uint64_t>() + t->size();
@@ -236,19 +234,19 @@ class Collector {
   TensorRefs refs_;
 };
 
-std::string RefText(const json& ref) { return ref.is_null() ? "-" : ref.get<std::string>(); }
+std::string RefText(const OrderedJson& ref) { return ref.is_null() ? "-" : ref.get<std::string>(); }
 
-std::string DenseText(const json& d) {
+std::string DenseText(const OrderedJson& d) {
   if (d.is_null()) return "none";
   return RefText(d["weight"]) + (d["bias"].is_null() ? " (no bias)" : " + bias");
 }
 
-std::string NormText(const json& n) {
+std::string NormText(const OrderedJson& n) {
   if (n.is_null()) return "none";
   return "layer_norm eps=" + FormatFloat(n["eps"].get<float>());
 }
 
-std::string ShapeText(const json& shape) {
+std::string ShapeText(const OrderedJson& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (i) s += ",";
@@ -257,7 +255,7 @@ std::string ShapeText(const json& shape) {
   return s + "]";
 }
 
-std::string RenderText(const json& j) {
+std::string RenderText(const OrderedJson& j) {
   std::string o;
   auto line = [&](const std::string& s) { o += s + "\n"; };
   line("file:            " + j["file"].get<std::string>() + " (" +
@@ -268,7 +266,7 @@ std::string RenderText(const json& j) {
        (j["length_ok"].get<bool>() ? "ok" : "WRONG (expected data offset + data_size)"));
   line("format_version:  " + std::to_string(j["format_version"].get<uint32_t>()));
   line("metadata:");
-  const json& meta = j["metadata"];
+  const OrderedJson& meta = j["metadata"];
   for (const char* key : {"producer", "source_hash", "notes", "input_description", "output_description"}) {
     std::string value = meta.contains(key) ? meta[key].get<std::string>() : "-";
     for (std::size_t nl = value.find('\n'); nl != std::string::npos; nl = value.find('\n', nl + 1))
@@ -277,7 +275,7 @@ std::string RenderText(const json& j) {
     line("  " + std::string(key) + ":" + pad + value);
   }
   line("d_model:         " + std::to_string(j["d_model"].get<uint32_t>()));
-  const json& in = j["input"];
+  const OrderedJson& in = j["input"];
   std::string input = in["kind"].get<std::string>();
   if (in["kind"] == "tokens") {
     input += " vocab_size=" + std::to_string(in["vocab_size"].get<uint32_t>()) + " embedding=" +
@@ -291,10 +289,10 @@ std::string RenderText(const json& j) {
   line("norm_placement:  " + j["norm_placement"].get<std::string>());
   line("blocks:          " + std::to_string(j["blocks"].size()));
   std::size_t i = 0;
-  for (const json& b : j["blocks"]) {
+  for (const OrderedJson& b : j["blocks"]) {
     line("  block " + std::to_string(i++) + ":");
     line("    norm1:  " + NormText(b["norm1"]));
-    const json& m = b["mixer"];
+    const OrderedJson& m = b["mixer"];
     std::string mixer = m["type"].get<std::string>();
     if (const MixerType* type = FindMixerTypeByConfigName(mixer)) {
       mixer += type->converter->DescribeText(m);
@@ -320,12 +318,12 @@ std::string RenderText(const json& j) {
       }
     }
     line("    norm2:  " + NormText(b["norm2"]));
-    const json& f = b["ffn"];
+    const OrderedJson& f = b["ffn"];
     line("    ffn:    d_ff=" + std::to_string(f["d_ff"].get<uint32_t>()) +
          " activation=" + f["activation"].get<std::string>());
   }
   line("final_norm:      " + NormText(j["final_norm"]));
-  const json& head = j["head"];
+  const OrderedJson& head = j["head"];
   if (head.is_null()) {
     line("head:            none (output is the d_model stream)");
   } else {
@@ -334,7 +332,7 @@ std::string RenderText(const json& j) {
     h += " activation=" + head["activation"].get<std::string>();
     line("head:            " + h);
   }
-  const json& rt = j["runtime"];
+  const OrderedJson& rt = j["runtime"];
   if (rt["ok"].get<bool>()) {
     line("parameters:      " + std::to_string(rt["parameter_count"].get<uint64_t>()));
     line("output_width:    " + std::to_string(rt["output_width"].get<uint32_t>()));
@@ -349,11 +347,11 @@ std::string RenderText(const json& j) {
   }
 
   // The tensor table.
-  const json& tensors = j["tensors"];
+  const OrderedJson& tensors = j["tensors"];
   line("tensors:         " + std::to_string(tensors.size()));
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"name", "shape", "dtype", "offset", "bytes", "aligned", "quant"});
-  for (const json& t : tensors) {
+  for (const OrderedJson& t : tensors) {
     std::string quant = "-";
     if (t.contains("quant")) {
       quant = std::to_string(t["quant"]["scales"].get<uint64_t>()) + " scales, axis " +
@@ -401,17 +399,17 @@ Status InspectImpl(const std::string& path, bool as_json, std::string* out) {
   Status s = ParseModel(path, *bytes, &pm);
   if (!s.ok()) return s;
 
-  json j;
+  OrderedJson j;
   j["file"] = path;
   j["file_bytes"] = bytes->size();
   j["flatbuffer_bytes"] = pm.fb_bytes;
   j["data_offset"] = pm.data_start;
   const bool length_ok = pm.data_start + pm.model->data_size() == bytes->size();
   j["length_ok"] = length_ok;
-  json collected = Collector(pm.model).Collect();
+  OrderedJson collected = Collector(pm.model).Collect();
   for (auto& [key, value] : collected.items()) j[key] = std::move(value);
 
-  json rt;
+  OrderedJson rt;
   recur_model* model = nullptr;
   recur_status st = recur_model_load_file(path.c_str(), nullptr, &model);
   Status result = Status::Ok();

@@ -140,6 +140,8 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& desc,
 // 64-byte aligned storage, so model bytes can go straight to
 // recur_model_load_buffer (which reads weights in place with aligned loads).
 inline constexpr std::size_t kAlignment = 64;
+// n rounded up to a multiple of a (the data section's offsets, aligned to kAlignment).
+constexpr uint64_t RoundUp(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
 template <class T>
 struct AlignedAllocator {

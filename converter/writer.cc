@@ -18,7 +18,6 @@ namespace {
 #define RECUR_STR2(x) #x
 #define RECUR_STR(x) RECUR_STR2(x)
 
-constexpr uint64_t RoundUp(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
 fb::NormPlacement ToFb(NormPlacement p) {
   return p == NormPlacement::kPre ? fb::NormPlacement::Pre : fb::NormPlacement::Post;

@@ -9,7 +9,6 @@
 namespace recur::converter {
 namespace {
 
-using json = nlohmann::ordered_json;
 
 // Query, key, value and out of an AFT block, D = heads·dk wide.
 void AddAftProjections(uint32_t heads, uint32_t dk, MixerTensors* out) {
@@ -42,9 +41,9 @@ class AftSimpleConverterImpl final : public MixerConverter {
     return fb::CreateAftSimple(w->fbb(), p.heads, p.dk, q, k, v, o, p.causal).Union();
   }
 
-  void Describe(const void* table, const TensorRefs& refs, json* out) const override {
+  void Describe(const void* table, const TensorRefs& refs, OrderedJson* out) const override {
     const auto* aft = static_cast<const fb::AftSimple*>(table);
-    json& mixer = *out;
+    OrderedJson& mixer = *out;
     mixer["heads"] = aft->heads();
     mixer["dk"] = aft->dk();
     mixer["causal"] = aft->causal();
@@ -57,7 +56,7 @@ class AftSimpleConverterImpl final : public MixerConverter {
     mixer["state_grows_with_length"] = false;
   }
 
-  std::string DescribeText(const json& m) const override {
+  std::string DescribeText(const OrderedJson& m) const override {
     return InspectFields(m, {"heads", "dk"}) + InspectEncoderNote(m);
   }
 };
@@ -102,9 +101,9 @@ class AftLocalConverterImpl final : public MixerConverter {
         .Union();
   }
 
-  void Describe(const void* table, const TensorRefs& refs, json* out) const override {
+  void Describe(const void* table, const TensorRefs& refs, OrderedJson* out) const override {
     const auto* al = static_cast<const fb::AftLocal*>(table);
-    json& mixer = *out;
+    OrderedJson& mixer = *out;
     if (al->conv_kernel() >= 0) mixer["type"] = "aft_conv";
     mixer["heads"] = al->heads();
     mixer["dk"] = al->dk();
@@ -120,7 +119,7 @@ class AftLocalConverterImpl final : public MixerConverter {
     mixer["state_grows_with_length"] = false;
   }
 
-  std::string DescribeText(const json& m) const override {
+  std::string DescribeText(const OrderedJson& m) const override {
     return InspectFields(m, {"heads", "dk", "window"}) + InspectEncoderNote(m);
   }
 };
@@ -171,9 +170,9 @@ class AftFullConverterImpl final : public MixerConverter {
         .Union();
   }
 
-  void Describe(const void* table, const TensorRefs& refs, json* out) const override {
+  void Describe(const void* table, const TensorRefs& refs, OrderedJson* out) const override {
     const auto* af = static_cast<const fb::AftFull*>(table);
-    json& mixer = *out;
+    OrderedJson& mixer = *out;
     mixer["heads"] = af->heads();
     mixer["dk"] = af->dk();
     mixer["max_length"] = af->max_length();
@@ -191,7 +190,7 @@ class AftFullConverterImpl final : public MixerConverter {
     mixer["state_grows_with_length"] = af->causal();
   }
 
-  std::string DescribeText(const json& m) const override {
+  std::string DescribeText(const OrderedJson& m) const override {
     return InspectFields(m, {"heads", "dk", "max_length", "bias_rank", "bias_form"}) +
            InspectEncoderNote(m);
   }

@@ -11,7 +11,6 @@
 namespace recur::converter {
 namespace {
 
-using json = nlohmann::ordered_json;
 
 class FlashConverterImpl final : public MixerConverter {
  public:
@@ -46,9 +45,9 @@ class FlashConverterImpl final : public MixerConverter {
         .Union();
   }
 
-  void Describe(const void* table, const TensorRefs& refs, json* out) const override {
+  void Describe(const void* table, const TensorRefs& refs, OrderedJson* out) const override {
     const auto* fl = static_cast<const fb::Flash*>(table);
-    json& mixer = *out;
+    OrderedJson& mixer = *out;
     mixer["expansion_dim"] = fl->expansion_dim();
     mixer["qk_dim"] = fl->qk_dim();
     mixer["chunk"] = fl->chunk();
@@ -65,7 +64,7 @@ class FlashConverterImpl final : public MixerConverter {
     mixer["state_grows_with_length"] = false;
   }
 
-  std::string DescribeText(const json& m) const override {
+  std::string DescribeText(const OrderedJson& m) const override {
     return InspectFields(m, {"expansion_dim", "qk_dim", "chunk", "scale"}) +
            InspectEncoderNote(m);
   }

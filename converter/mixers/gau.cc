@@ -11,7 +11,6 @@
 namespace recur::converter {
 namespace {
 
-using json = nlohmann::ordered_json;
 
 class GauConverterImpl final : public MixerConverter {
  public:
@@ -46,9 +45,9 @@ class GauConverterImpl final : public MixerConverter {
         .Union();
   }
 
-  void Describe(const void* table, const TensorRefs& refs, json* out) const override {
+  void Describe(const void* table, const TensorRefs& refs, OrderedJson* out) const override {
     const auto* g = static_cast<const fb::Gau*>(table);
-    json& mixer = *out;
+    OrderedJson& mixer = *out;
     mixer["expansion_dim"] = g->expansion_dim();
     mixer["qk_dim"] = g->qk_dim();
     mixer["max_length"] = g->max_length();
@@ -65,7 +64,7 @@ class GauConverterImpl final : public MixerConverter {
     mixer["state_grows_with_length"] = g->causal();
   }
 
-  std::string DescribeText(const json& m) const override {
+  std::string DescribeText(const OrderedJson& m) const override {
     return InspectFields(m, {"expansion_dim", "qk_dim", "max_length", "scale"}) +
            InspectEncoderNote(m);
   }

@@ -11,7 +11,6 @@
 namespace recur::converter {
 namespace {
 
-using json = nlohmann::ordered_json;
 
 fb::FeatureMap ToFb(FeatureMap f) {
   switch (f) {
@@ -106,9 +105,9 @@ class LinearAttentionConverterImpl final : public MixerConverter {
         .Union();
   }
 
-  void Describe(const void* table, const TensorRefs& refs, json* out) const override {
+  void Describe(const void* table, const TensorRefs& refs, OrderedJson* out) const override {
     const auto* la = static_cast<const fb::LinearAttention*>(table);
-    json& mixer = *out;
+    OrderedJson& mixer = *out;
     mixer["heads"] = la->heads();
     mixer["dk"] = la->dk();
     mixer["dv"] = la->dv();
@@ -134,7 +133,7 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     mixer["out"] = refs.Dense(la->out());
   }
 
-  std::string DescribeText(const json& m) const override {
+  std::string DescribeText(const OrderedJson& m) const override {
     std::string text = InspectFields(m, {"heads", "dk", "dv", "feature_map"});
     if (m.contains("favor_features")) {
       text += " m=" + std::to_string(m["favor_features"].get<uint32_t>()) + InspectFields(m, {"softmax_temp"});

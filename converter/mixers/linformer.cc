@@ -9,7 +9,6 @@
 namespace recur::converter {
 namespace {
 
-using json = nlohmann::ordered_json;
 
 class LinformerConverterImpl final : public MixerConverter {
  public:
@@ -57,9 +56,9 @@ class LinformerConverterImpl final : public MixerConverter {
         .Union();
   }
 
-  void Describe(const void* table, const TensorRefs& refs, json* out) const override {
+  void Describe(const void* table, const TensorRefs& refs, OrderedJson* out) const override {
     const auto* lf = static_cast<const fb::Linformer*>(table);
-    json& mixer = *out;
+    OrderedJson& mixer = *out;
     mixer["heads"] = lf->heads();
     mixer["dk"] = lf->dk();
     mixer["dv"] = lf->dv();
@@ -74,7 +73,7 @@ class LinformerConverterImpl final : public MixerConverter {
     mixer["state_grows_with_length"] = false;
   }
 
-  std::string DescribeText(const json& m) const override {
+  std::string DescribeText(const OrderedJson& m) const override {
     return InspectFields(m, {"heads", "dk", "dv", "seq_len", "proj_dim"}) + InspectEncoderNote(m);
   }
 };

@@ -32,6 +32,9 @@
 
 namespace recur::converter {
 
+// The JSON that inspect writes and Describe fills: keys keep the order written.
+using OrderedJson = nlohmann::ordered_json;
+
 // One mixer's config object ("mixer", or one entry of a "mixer" list) and
 // what its parser needs to read it with messages that name the key.
 struct MixerConfig {

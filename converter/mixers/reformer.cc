@@ -9,7 +9,6 @@
 namespace recur::converter {
 namespace {
 
-using json = nlohmann::ordered_json;
 
 class ReformerConverterImpl final : public MixerConverter {
  public:
@@ -57,9 +56,9 @@ class ReformerConverterImpl final : public MixerConverter {
         .Union();
   }
 
-  void Describe(const void* table, const TensorRefs& refs, json* out) const override {
+  void Describe(const void* table, const TensorRefs& refs, OrderedJson* out) const override {
     const auto* rf = static_cast<const fb::Reformer*>(table);
-    json& mixer = *out;
+    OrderedJson& mixer = *out;
     mixer["heads"] = rf->heads();
     mixer["dk"] = rf->dk();
     mixer["dv"] = rf->dv();
@@ -75,7 +74,7 @@ class ReformerConverterImpl final : public MixerConverter {
     mixer["state_grows_with_length"] = false;
   }
 
-  std::string DescribeText(const json& m) const override {
+  std::string DescribeText(const OrderedJson& m) const override {
     return InspectFields(m, {"heads", "dk", "dv", "n_buckets", "chunk", "rounds"}) +
            InspectEncoderNote(m);
   }

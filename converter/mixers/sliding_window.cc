@@ -10,7 +10,6 @@
 namespace recur::converter {
 namespace {
 
-using json = nlohmann::ordered_json;
 
 class SlidingWindowConverterImpl final : public MixerConverter {
  public:
@@ -65,9 +64,9 @@ class SlidingWindowConverterImpl final : public MixerConverter {
         .Union();
   }
 
-  void Describe(const void* table, const TensorRefs& refs, json* out) const override {
+  void Describe(const void* table, const TensorRefs& refs, OrderedJson* out) const override {
     const auto* sw = static_cast<const fb::SlidingWindowAttention*>(table);
-    json& mixer = *out;
+    OrderedJson& mixer = *out;
     mixer["heads"] = sw->heads();
     mixer["dk"] = sw->dk();
     mixer["dv"] = sw->dv();
@@ -92,7 +91,7 @@ class SlidingWindowConverterImpl final : public MixerConverter {
     mixer["state_grows_with_length"] = false;
   }
 
-  std::string DescribeText(const json& m) const override {
+  std::string DescribeText(const OrderedJson& m) const override {
     return InspectFields(m, {"heads", "dk", "dv", "window"}) + " dilation=" +
            (m["dilation"].empty() ? std::string("1") : m["dilation"].dump()) +
            InspectFields(m, {"global_tokens"}) + InspectEncoderNote(m);

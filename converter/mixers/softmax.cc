@@ -9,7 +9,6 @@
 namespace recur::converter {
 namespace {
 
-using json = nlohmann::ordered_json;
 
 class SoftmaxAttentionConverterImpl final : public MixerConverter {
  public:
@@ -38,9 +37,9 @@ class SoftmaxAttentionConverterImpl final : public MixerConverter {
         .Union();
   }
 
-  void Describe(const void* table, const TensorRefs& refs, json* out) const override {
+  void Describe(const void* table, const TensorRefs& refs, OrderedJson* out) const override {
     const auto* sa = static_cast<const fb::SoftmaxAttention*>(table);
-    json& mixer = *out;
+    OrderedJson& mixer = *out;
     mixer["heads"] = sa->heads();
     mixer["dk"] = sa->dk();
     mixer["dv"] = sa->dv();
@@ -56,7 +55,7 @@ class SoftmaxAttentionConverterImpl final : public MixerConverter {
     mixer["state_grows_with_length"] = sa->causal();
   }
 
-  std::string DescribeText(const json& m) const override {
+  std::string DescribeText(const OrderedJson& m) const override {
     return InspectFields(m, {"heads", "dk", "dv"}) + InspectEncoderNote(m);
   }
 };
