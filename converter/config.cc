@@ -14,7 +14,7 @@
 #include "converter/mixers/linear.h"
 #include "converter/mixers/mixer_converter.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 using nlohmann::json;
@@ -429,4 +429,4 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

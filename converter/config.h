@@ -22,7 +22,7 @@
 #include "core/result.h"
 #include "core/status.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 struct ImportedConfig {
   Layout layout = Layout::kRecur;  // never kAuto
@@ -37,6 +37,6 @@ Result<ImportedConfig> ReadConfigFile(const std::string& path, Layout layout = L
 // "recur" | "fast-transformers" | "auto".
 bool ParseLayout(const std::string& name, Layout* out);
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_CONFIG_H_

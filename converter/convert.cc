@@ -7,7 +7,7 @@
 #include "converter/sha256.h"
 #include "converter/writer.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
@@ -76,4 +76,4 @@ Status ConvertFiles(const ConvertOptions& options, ConvertReport* report) {
   }
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

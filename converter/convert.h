@@ -10,7 +10,7 @@
 #include "converter/quantize.h"
 #include "core/status.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 struct ConvertOptions {
   std::string weights_path;  // .safetensors
@@ -39,6 +39,6 @@ struct ConvertReport {
 // model, loads it with the runtime as a self-check and writes it atomically.
 Status ConvertFiles(const ConvertOptions& options, ConvertReport* report);
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_CONVERT_H_

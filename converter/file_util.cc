@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 std::string ErrnoMessage(const std::string& path, const char* what, int err) {
@@ -125,4 +125,4 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

@@ -11,7 +11,7 @@
 #include "core/result.h"
 #include "core/status.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 // Reads a whole file. Messages: "PATH: cannot open: No such file or directory".
 Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
@@ -31,6 +31,6 @@ Status CheckOutputIsNotAnInput(const std::string& output, const std::vector<std:
 // The last path component ("dir/config.json" -> "config.json").
 std::string BaseName(const std::string& path);
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_FILE_UTIL_H_

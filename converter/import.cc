@@ -3,7 +3,7 @@
 #include <cmath>
 #include <set>
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 uint64_t Elements(const std::vector<int64_t>& shape) {
@@ -100,4 +100,4 @@ Result<TensorMap> ImportTensors(const ModelDescription& desc, Layout layout,
   }
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

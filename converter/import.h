@@ -18,7 +18,7 @@
 #include "core/result.h"
 #include "core/status.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 struct ImportOptions {
   bool allow_extra = false;  // unused source tensors: a warning instead of an error
@@ -32,6 +32,6 @@ Result<TensorMap> ImportTensors(const ModelDescription& desc, Layout layout,
 Status CheckFinite(const std::string& name, const float* data, std::size_t n,
                    const std::vector<int64_t>& shape);
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_IMPORT_H_

@@ -17,7 +17,7 @@
 #include "recur/recur.h"
 #include "schema/recur_generated.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 
@@ -191,7 +191,8 @@ class Collector {
 
     OrderedJson tensors = OrderedJson::array();
     uint64_t parameters = 0;
-    OrderedJson by_dtype = OrderedJson::object();  // dtype → {"tensors": n, "bytes": b}, in file order
+    // dtype → {"tensors": n, "bytes": b}, in file order
+    OrderedJson by_dtype = OrderedJson::object();
     for (const fb::Tensor* t : *m_->tensors()) {
       OrderedJson shape = OrderedJson::array();
       uint64_t elements = 1;
@@ -531,4 +532,4 @@ Status VerifyModelFile(const std::string& path, std::string* summary) {
   }
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

@@ -7,7 +7,7 @@
 #include "converter/model_description.h"
 #include "core/status.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 // A human-readable (or, with `as_json`, JSON) report of a .recur file: format
 // version, metadata, d_model, input adapter, norm placement, each block's
@@ -23,6 +23,6 @@ Status InspectModelFile(const std::string& path, bool as_json, std::string* out)
 // description on success.
 Status VerifyModelFile(const std::string& path, std::string* summary);
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_INSPECT_H_

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 // nlohmann::json exception text without its "[json.exception.x.y] " prefix.
 inline std::string JsonWhat(const std::exception& e) {
@@ -74,6 +74,6 @@ inline std::string FormatFloat(float v) {
 // A float as the JSON number with the shortest decimal form.
 inline double FloatForJson(float v) { return std::strtod(FormatFloat(v).c_str(), nullptr); }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_JSON_UTIL_H_

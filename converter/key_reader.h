@@ -18,7 +18,7 @@
 
 #include "core/status.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 class KeyReader {
  public:
@@ -161,6 +161,6 @@ class KeyReader {
   std::string source_;
 };
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_KEY_READER_H_

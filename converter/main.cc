@@ -22,8 +22,8 @@
 
 namespace {
 
-using namespace recur::converter;
-using recur::Status;
+using namespace recur::impl::converter;
+using recur::impl::Status;
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "error: %s\n", message.c_str());

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 enum class Layout { kAuto, kRecur, kFastTransformers };
 
@@ -173,6 +173,6 @@ const char* HeadActivationName(HeadActivation a);// "none", "softmax", "log_soft
 // "[64,32]"
 std::string ShapeString(const std::vector<int64_t>& shape);
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_MODEL_DESCRIPTION_H_

@@ -9,7 +9,7 @@
 
 #include "converter/mixers/mixer_converter.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 uint32_t Bits(float v) {
@@ -300,4 +300,4 @@ WeightDType StorageDType(const std::string& name, WeightDType dtype, bool quanti
   return WeightDType::kF32;
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

@@ -30,7 +30,7 @@
 #include "core/result.h"
 #include "core/status.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 enum class WeightDType { kF32, kF16, kBF16, kInt8, kInt4 };
 
@@ -78,6 +78,6 @@ Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, Weig
 // matrices (and head.weight with quantize_head), f32 for everything else.
 WeightDType StorageDType(const std::string& name, WeightDType dtype, bool quantize_head);
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_QUANTIZE_H_

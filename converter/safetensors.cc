@@ -10,7 +10,7 @@
 #include "converter/file_util.h"
 #include "converter/json_util.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 using nlohmann::json;
@@ -336,4 +336,4 @@ std::vector<uint8_t> SerializeSafetensors(const TensorMap& tensors,
   return out;
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

@@ -21,7 +21,7 @@
 #include "core/result.h"
 #include "core/status.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 enum class DType { kF64, kF32, kF16, kBF16, kF8E4M3, kF8E5M2,
                    kI64, kI32, kI16, kI8, kU64, kU32, kU16, kU8, kBool };
@@ -78,6 +78,6 @@ TensorViewMap ViewsOf(const TensorMap& tensors);
 std::vector<uint8_t> SerializeSafetensors(const TensorMap& tensors,
                                           const std::map<std::string, std::string>& metadata = {});
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_SAFETENSORS_H_

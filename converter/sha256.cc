@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 constexpr uint32_t kK[64] = {
@@ -109,4 +109,4 @@ std::string Sha256Hex(const void* data, std::size_t size) {
   return hex;
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

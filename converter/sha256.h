@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 class Sha256 {
  public:
@@ -26,6 +26,6 @@ class Sha256 {
 // Lower-case hex digest of data[0, size).
 std::string Sha256Hex(const void* data, std::size_t size);
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_SHA256_H_

@@ -12,7 +12,7 @@
 #include "recur/recur.h"
 #include "schema/recur_generated.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 #define RECUR_STR2(x) #x
@@ -237,4 +237,4 @@ Result<AlignedBytes> BuildModelFromConfig(const std::string& config_json, const 
   return BuildModel(config->desc, *recur_named, inner);
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

@@ -19,7 +19,7 @@
 #include "core/result.h"
 #include "core/status.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 // "0.1.0", the runtime version this converter is built with.
 const char* ConverterVersion();
@@ -65,6 +65,6 @@ Result<AlignedBytes> BuildModelFromConfig(const std::string& config_json, const 
 // Loads `bytes` with the runtime; an error carries the runtime's message.
 Status SelfCheck(const AlignedBytes& bytes);
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_WRITER_H_

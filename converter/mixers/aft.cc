@@ -6,7 +6,7 @@
 
 #include "converter/mixers/mixer_converter.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 
@@ -213,4 +213,4 @@ const MixerConverter& AftFullConverter() {
   return converter;
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

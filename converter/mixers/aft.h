@@ -8,7 +8,7 @@
 
 #include "converter/model_description.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 // Config type "aft_simple": no position bias.
 struct AftSimpleParams : MixerParamsOf<AftSimpleParams> {
@@ -37,6 +37,6 @@ struct AftFullParams : MixerParamsOf<AftFullParams> {
   bool multiply = false;
 };
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_MIXERS_AFT_H_

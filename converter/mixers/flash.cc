@@ -8,7 +8,7 @@
 #include "converter/mixers/gated_unit.h"
 #include "converter/mixers/mixer_converter.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 
@@ -81,4 +81,4 @@ const MixerConverter& FlashConverter() {
   return converter;
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

@@ -6,7 +6,7 @@
 
 #include "converter/model_description.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 // Config type "flash": mixed-chunk attention of one gated unit
 // (gated_unit.h) over absolute chunks of `chunk` positions.
@@ -17,6 +17,6 @@ struct FlashParams : MixerParamsOf<FlashParams> {
   float scale = 0.0f;          // default 1/C
 };
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_MIXERS_FLASH_H_

@@ -12,7 +12,7 @@
 
 #include "converter/mixers/mixer_converter.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 struct GatedUnitShape {
   uint32_t expansion_dim = 0;
@@ -60,6 +60,6 @@ inline std::vector<std::string> GatedUnitQuantizableWeights() {
   return {"u_proj", "v_proj", "z_proj", "out"};
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_MIXERS_GATED_UNIT_H_

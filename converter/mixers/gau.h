@@ -6,7 +6,7 @@
 
 #include "converter/model_description.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 // Config type "gau": one gated attention unit (gated_unit.h), relu² over
 // positions below max_length, no normaliser.
@@ -17,6 +17,6 @@ struct GauParams : MixerParamsOf<GauParams> {
   float scale = 0.0f;          // default 1/T
 };
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_MIXERS_GAU_H_

@@ -8,7 +8,7 @@
 #include "converter/json_util.h"
 #include "converter/mixers/mixer_converter.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 
@@ -160,4 +160,4 @@ const MixerConverter& LinearAttentionConverter() {
   return converter;
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

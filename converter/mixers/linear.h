@@ -6,7 +6,7 @@
 
 #include "converter/model_description.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 // See runtime/schema/recur.fbs (FeatureMap) for the maps and their widths.
 enum class FeatureMap { kEluPlusOne, kRelu, kPoly2, kFavor, kFavorHyperbolic };
@@ -36,6 +36,6 @@ struct LinearAttentionParams : MixerParamsOf<LinearAttentionParams> {
   }
 };
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_MIXERS_LINEAR_H_

@@ -6,7 +6,7 @@
 
 #include "converter/mixers/mixer_converter.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 
@@ -85,4 +85,4 @@ const MixerConverter& LinformerConverter() {
   return converter;
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

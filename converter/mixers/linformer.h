@@ -6,7 +6,7 @@
 
 #include "converter/model_description.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 // How E and F are shared: kNone: one each per head; kHeadwise: one each for
 // all heads; kKeyValue: F = E; kLayerwise: F = E, the same in every block
@@ -25,6 +25,6 @@ struct LinformerParams : MixerParamsOf<LinformerParams> {
   LinformerSharing sharing = LinformerSharing::kNone;
 };
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_MIXERS_LINFORMER_H_

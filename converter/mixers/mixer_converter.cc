@@ -4,7 +4,7 @@
 
 #include "converter/json_util.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 Status MixerConfig::OnlyKeys(std::initializer_list<const char*> keys) const {
   for (const auto& item : object.items()) {
@@ -93,4 +93,4 @@ std::string InspectEncoderNote(const nlohmann::ordered_json& mixer) {
   return mixer.value("causal", true) ? "" : " non-causal (encoder)";
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

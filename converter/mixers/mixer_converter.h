@@ -30,7 +30,7 @@
 #include "core/status.h"
 #include "schema/recur_generated.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 // The JSON that inspect writes and Describe fills: keys keep the order written.
 using OrderedJson = nlohmann::ordered_json;
@@ -202,6 +202,6 @@ const std::vector<std::string>& MixerConfigNames();
 // Every mixer's QuantizableWeights(), without repeats.
 const std::vector<std::string>& AllQuantizableMixerWeights();
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_MIXERS_MIXER_CONVERTER_H_

@@ -6,7 +6,7 @@
 
 #include "converter/model_description.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 // Config type "reformer" (encoder only): LSH attention with shared queries
 // and keys, n_buckets hash buckets, `rounds` hash rounds, chunks of `chunk`
@@ -21,6 +21,6 @@ struct ReformerParams : MixerParamsOf<ReformerParams> {
   uint32_t rounds = 0;
 };
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_MIXERS_REFORMER_H_

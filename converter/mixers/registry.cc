@@ -4,7 +4,7 @@
 
 #include "converter/mixers/mixer_converter.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 // Defined by converter/mixers/<file>.cc for each union tag Tag it serves.
 #define RECUR_MIXER(Tag, config_name, file) const MixerConverter& Tag##Converter();
@@ -100,4 +100,4 @@ const std::vector<std::string>& AllQuantizableMixerWeights() {
   return weights;
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

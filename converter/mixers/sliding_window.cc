@@ -7,7 +7,7 @@
 
 #include "converter/mixers/mixer_converter.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 
@@ -105,4 +105,4 @@ const MixerConverter& SlidingWindowAttentionConverter() {
   return converter;
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

@@ -7,7 +7,7 @@
 
 #include "converter/model_description.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 // Config type "sliding_window" (Longformer): window w, one dilation per head
 // (empty: all 1), the first global_tokens positions global.
@@ -20,6 +20,6 @@ struct SlidingWindowParams : MixerParamsOf<SlidingWindowParams> {
   uint32_t global_tokens = 0;
 };
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_MIXERS_SLIDING_WINDOW_H_

@@ -6,7 +6,7 @@
 
 #include "converter/model_description.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 
 // Config type "softmax_attention": softmax(q·kᵀ/√dk), a KV cache when causal.
 struct SoftmaxAttentionParams : MixerParamsOf<SoftmaxAttentionParams> {
@@ -15,6 +15,6 @@ struct SoftmaxAttentionParams : MixerParamsOf<SoftmaxAttentionParams> {
   uint32_t dv = 0;
 };
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_MIXERS_SOFTMAX_H_

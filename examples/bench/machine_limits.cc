@@ -16,7 +16,7 @@
 #endif
 
 HWY_BEFORE_NAMESPACE();
-namespace recur::bench {
+namespace bench {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
@@ -157,11 +157,11 @@ float SumBuffer(const float* data, size_t n) {
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace recur::bench
+}  // namespace bench
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace recur::bench {
+namespace bench {
 
 HWY_EXPORT(FmaChains);
 HWY_EXPORT(Int8DotChains);
@@ -214,5 +214,5 @@ double MeasureReadBandwidth(size_t bytes) {
   return double(n * sizeof(float)) / seconds;
 }
 
-}  // namespace recur::bench
+}  // namespace bench
 #endif  // HWY_ONCE

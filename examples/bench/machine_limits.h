@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-namespace recur::bench {
+namespace bench {
 
 // FLOP/s of one core running independent f32 FMA chains on the best SIMD
 // target (2 FLOP per lane per FMA); best of several runs.
@@ -23,6 +23,6 @@ double MeasureInt8DotPeak(bool vnni);
 // (so it is as warm as weights are between steps); best of several runs.
 double MeasureReadBandwidth(size_t bytes);
 
-}  // namespace recur::bench
+}  // namespace bench
 
 #endif  // RECUR_EXAMPLES_BENCH_MACHINE_LIMITS_H_

@@ -191,9 +191,9 @@ int main(int argc, char** argv) {
   app.add_option("--packing", packing, "Packed weight copies: auto (batch >= 4), off, on")
       ->transform(CLI::CheckedTransformer(packings));
   recur_state_sums state_sums = RECUR_STATE_SUMS_COMPENSATED;
-  recur::tools::AddStateSumsOption(&app, &state_sums);
+  tools::AddStateSumsOption(&app, &state_sums);
   recur_int8_activations int8_activations = RECUR_INT8_ACTIVATIONS_AUTO;
-  recur::tools::AddInt8ActivationsOption(&app, &int8_activations);
+  tools::AddInt8ActivationsOption(&app, &int8_activations);
   CLI11_PARSE(app, argc, argv);
   const char* sums_name = state_sums == RECUR_STATE_SUMS_PLAIN ? "plain" : "compensated";
 
@@ -202,12 +202,12 @@ int main(int argc, char** argv) {
   const recur_model_info info = model->info();
   const size_t state_bytes =
       state_sums == RECUR_STATE_SUMS_PLAIN ? info.state_bytes_plain_sums : info.state_bytes;
-  const double peak = recur::bench::MeasureFmaPeak();
-  const double bandwidth = recur::bench::MeasureReadBandwidth(info.step_weight_bytes);
+  const double peak = bench::MeasureFmaPeak();
+  const double bandwidth = bench::MeasureReadBandwidth(info.step_weight_bytes);
   const double int8_peak =
       info.step_integer_flops == 0
           ? 0.0
-          : recur::bench::MeasureInt8DotPeak(std::string(recur_simd_target()) == "AVX3_VNNI");
+          : bench::MeasureInt8DotPeak(std::string(recur_simd_target()) == "AVX3_VNNI");
   // Seconds of compute for one stream's step: integer-weight layers at the
   // int8 dot peak where they run as integer dot products (a target without
   // integer tiles measures 0 and runs them as f32).

@@ -57,13 +57,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   app.add_option("--out", out_dir, "Directory for outputs_<step>.npy (none if not given)");
   recur_state_sums state_sums = RECUR_STATE_SUMS_COMPENSATED;
-  recur::tools::AddStateSumsOption(&app, &state_sums);
+  tools::AddStateSumsOption(&app, &state_sums);
   CLI11_PARSE(app, argc, argv);
 
   recur::Model model;
-  recur::tools::ModelInput input;
+  tools::ModelInput input;
   std::string error;
-  if (!recur::tools::LoadModelAndInput(model_path, input_path, &model, &input, &error)) {
+  if (!tools::LoadModelAndInput(model_path, input_path, &model, &input, &error)) {
     std::fprintf(stderr, "error: %s\n", error.c_str());
     return 1;
   }
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
                     saved.data() + size_t(i) * width);
       }
       const std::string path = out_dir + "/outputs_" + std::to_string(t + 1) + ".npy";
-      if (!recur::npy::WriteFloat32(path, {window, int64_t(width)}, saved.data(), &error)) {
+      if (!npy::WriteFloat32(path, {window, int64_t(width)}, saved.data(), &error)) {
         std::fprintf(stderr, "error: %s\n", error.c_str());
         return 1;
       }

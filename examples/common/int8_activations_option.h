@@ -10,7 +10,7 @@
 
 #include "recur/recur.h"
 
-namespace recur::tools {
+namespace tools {
 
 // Adds --int8-activations auto|float|quantized to `app`, parsed into *mode.
 inline CLI::Option* AddInt8ActivationsOption(CLI::App* app, recur_int8_activations* mode) {
@@ -25,6 +25,6 @@ inline CLI::Option* AddInt8ActivationsOption(CLI::App* app, recur_int8_activatio
           {"quantized", RECUR_INT8_ACTIVATIONS_QUANTIZED}}));
 }
 
-}  // namespace recur::tools
+}  // namespace tools
 
 #endif  // RECUR_EXAMPLES_COMMON_INT8_ACTIVATIONS_OPTION_H_

@@ -4,7 +4,7 @@
 
 #include "npy.h"
 
-namespace recur::tools {
+namespace tools {
 
 bool ReadModelInput(const std::string& path, const recur_model_info& info, ModelInput* out,
                     std::string* error) {
@@ -46,4 +46,4 @@ bool LoadModelAndInput(const std::string& model_path, const std::string& input_p
   return ReadModelInput(input_path, model->info(), input, error);
 }
 
-}  // namespace recur::tools
+}  // namespace tools

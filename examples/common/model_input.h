@@ -10,7 +10,7 @@
 
 #include "recur/recur.hpp"
 
-namespace recur::tools {
+namespace tools {
 
 struct ModelInput {
   std::vector<int32_t> tokens;  // token models: (n,)
@@ -28,6 +28,6 @@ bool ReadModelInput(const std::string& path, const recur_model_info& info, Model
 bool LoadModelAndInput(const std::string& model_path, const std::string& input_path,
                        recur::Model* model, ModelInput* input, std::string* error);
 
-}  // namespace recur::tools
+}  // namespace tools
 
 #endif  // RECUR_EXAMPLES_COMMON_MODEL_INPUT_H_

@@ -6,7 +6,7 @@
 
 #include "converter/file_util.h"
 
-namespace recur::npy {
+namespace npy {
 namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
@@ -165,7 +165,7 @@ bool Parse(const uint8_t* bytes, size_t size, Array* out, std::string* error) {
 bool ReadFile(const std::string& path, Array* out, std::string* error) {
   // Regular files only (a directory or /dev/zero is refused, not read
   // without end), errors as messages.
-  auto bytes = converter::ReadFileBytes(path);
+  auto bytes = recur::impl::converter::ReadFileBytes(path);
   if (!bytes.ok()) {
     *error = bytes.message();
     return false;
@@ -238,7 +238,8 @@ bool WriteFloat32(const std::string& path, const std::vector<int64_t>& shape, co
   bytes += header;
   bytes.append(reinterpret_cast<const char*>(data), static_cast<size_t>(count) * 4);
   // Atomic: a failed write leaves an existing file as it was.
-  const Status written = converter::WriteFileAtomic(path, bytes.data(), bytes.size());
+  const recur::impl::Status written = recur::impl::converter::WriteFileAtomic(path, bytes.data(),
+      bytes.size());
   if (!written.ok()) {
     *error = written.message();
     return false;
@@ -248,9 +249,9 @@ bool WriteFloat32(const std::string& path, const std::vector<int64_t>& shape, co
 
 bool CheckOutputIsNotAnInput(const std::string& output, const std::vector<std::string>& inputs,
                              std::string* error) {
-  const Status s = converter::CheckOutputIsNotAnInput(output, inputs);
+  const recur::impl::Status s = recur::impl::converter::CheckOutputIsNotAnInput(output, inputs);
   if (!s.ok()) *error = s.message();
   return s.ok();
 }
 
-}  // namespace recur::npy
+}  // namespace npy

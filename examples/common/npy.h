@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace recur::npy {
+namespace npy {
 
 struct Array {
   std::string dtype;           // "f4", "f8", "i4" or "i8"
@@ -33,6 +33,6 @@ bool WriteFloat32(const std::string& path, const std::vector<int64_t>& shape, co
 bool CheckOutputIsNotAnInput(const std::string& output, const std::vector<std::string>& inputs,
                              std::string* error);
 
-}  // namespace recur::npy
+}  // namespace npy
 
 #endif  // RECUR_EXAMPLES_COMMON_NPY_H_

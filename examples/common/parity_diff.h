@@ -18,7 +18,7 @@
 #include <cmath>
 #include <cstddef>
 
-namespace recur::parity {
+namespace parity {
 
 struct Diff {
   double max_abs = 0, max_ref = 0, sq_diff = 0, sq_ref = 0;
@@ -48,6 +48,6 @@ Diff Compare(const Got* got, const Ref* ref, size_t n) {
   return d;
 }
 
-}  // namespace recur::parity
+}  // namespace parity
 
 #endif  // RECUR_EXAMPLES_COMMON_PARITY_DIFF_H_

@@ -9,7 +9,7 @@
 
 #include "recur/recur.h"
 
-namespace recur::tools {
+namespace tools {
 
 // Adds --state-sums compensated|plain to `app`, parsed into *sums.
 inline CLI::Option* AddStateSumsOption(CLI::App* app, recur_state_sums* sums) {
@@ -22,6 +22,6 @@ inline CLI::Option* AddStateSumsOption(CLI::App* app, recur_state_sums* sums) {
           {"compensated", RECUR_STATE_SUMS_COMPENSATED}, {"plain", RECUR_STATE_SUMS_PLAIN}}));
 }
 
-}  // namespace recur::tools
+}  // namespace tools
 
 #endif  // RECUR_EXAMPLES_COMMON_STATE_SUMS_OPTION_H_

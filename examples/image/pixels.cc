@@ -11,7 +11,7 @@
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
 
-namespace recur::image {
+namespace image {
 namespace {
 
 bool ReadAll(const std::string& path, std::vector<uint8_t>* bytes, std::string* error) {
@@ -105,4 +105,4 @@ double LogProbability(const float* logits, int target) {
   return double{logits[target]} - max - std::log(total);
 }
 
-}  // namespace recur::image
+}  // namespace image

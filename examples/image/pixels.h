@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace recur::image {
+namespace image {
 
 constexpr int kSide = 28;
 constexpr int kPixels = kSide * kSide;
@@ -32,6 +32,6 @@ int SamplePixel(const float* logits, float temperature, std::mt19937_64* rng);
 // log p(target) under softmax(logits) over kLevels values, in nats.
 double LogProbability(const float* logits, int target);
 
-}  // namespace recur::image
+}  // namespace image
 
 #endif  // RECUR_EXAMPLES_IMAGE_PIXELS_H_

@@ -23,9 +23,9 @@
 
 namespace {
 
-using recur::image::kLevels;
-using recur::image::kPixels;
-using recur::image::kStartToken;
+using image::kLevels;
+using image::kPixels;
+using image::kStartToken;
 
 constexpr const char* kDefaultData = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
 
@@ -84,7 +84,7 @@ recur::Status SampleRest(recur::Session* session, int first, const Common& c,
   std::vector<int32_t> tokens(batch);
   for (int p = first; p < kPixels; ++p) {
     for (size_t b = 0; b < batch; ++b) {
-      const int v = recur::image::SamplePixel(&(*logits)[b * kLevels], c.temperature, &rng);
+      const int v = image::SamplePixel(&(*logits)[b * kLevels], c.temperature, &rng);
       (*images)[b * kPixels + p] = static_cast<uint8_t>(v);
       tokens[b] = v;
     }
@@ -121,7 +121,7 @@ int Sample(const Common& c, const recur::Model& model, int count, int batch,
               made, batch, kPixels, c.threads, c.threads == 1 ? "" : "s", seconds, made / seconds,
               kPixels * (made / static_cast<double>(batch)) / seconds);
   std::string error;
-  if (!recur::image::WritePngGrid(out, all, std::min(count, 8), c.scale, &error))
+  if (!image::WritePngGrid(out, all, std::min(count, 8), c.scale, &error))
     return Fail(error);
   std::printf("wrote %s (%d images, 8 per row)\n", out.c_str(), count);
   return 0;
@@ -133,7 +133,7 @@ int Complete(const Common& c, const recur::Model& model, const std::string& data
   std::vector<uint8_t> test;
   size_t n = 0;
   std::string error;
-  if (!recur::image::ReadIdxImages(data, &test, &n, &error)) return Fail(error);
+  if (!image::ReadIdxImages(data, &test, &n, &error)) return Fail(error);
   if (static_cast<size_t>(count) > n)
     return Fail(data + " holds " + std::to_string(n) + " images, --count is " +
                 std::to_string(count));
@@ -174,7 +174,7 @@ int Complete(const Common& c, const recur::Model& model, const std::string& data
       const uint8_t* img = &images[static_cast<size_t>(i * samples + j) * kPixels];
       grid.insert(grid.end(), img, img + kPixels);
     }
-  if (!recur::image::WritePngGrid(out, grid, count, c.scale, &error)) return Fail(error);
+  if (!image::WritePngGrid(out, grid, count, c.scale, &error)) return Fail(error);
   std::printf("wrote %s (rows: originals, upper halves given, then %d completion%s)\n",
               out.c_str(), samples, samples == 1 ? "" : "s");
   return 0;
@@ -186,7 +186,7 @@ int Eval(const Common& c, const recur::Model& model, const std::string& data, in
   std::vector<uint8_t> test;
   size_t n = 0;
   std::string error;
-  if (!recur::image::ReadIdxImages(data, &test, &n, &error)) return Fail(error);
+  if (!image::ReadIdxImages(data, &test, &n, &error)) return Fail(error);
   if (n == 0) return Fail(data + ": holds no images");
   if (limit > 0) n = std::min(n, static_cast<size_t>(limit));
   auto session = CreateSession(model, batch, c);
@@ -209,7 +209,7 @@ int Eval(const Common& c, const recur::Model& model, const std::string& data, in
     for (size_t b = 0; b < take; ++b) {
       const uint8_t* img = &test[(done + b) * kPixels];
       for (int p = 0; p < kPixels; ++p)
-        nats -= recur::image::LogProbability(&logits[(b * kPixels + p) * kLevels], img[p]);
+        nats -= image::LogProbability(&logits[(b * kPixels + p) * kLevels], img[p]);
     }
     done += take;
     if (done >= next_report || done == n) {
@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
     sub->add_option("model", c.model_path, "Model file (.recur), e.g. out/main/fashion_linear.recur")
         ->required();
     sub->add_option("--threads", c.threads, "Intra-op threads")->check(CLI::Range(1, 256));
-    recur::tools::AddStateSumsOption(sub, &c.state_sums);
+    tools::AddStateSumsOption(sub, &c.state_sums);
     sub->add_option("--backend", c.backend,
                     "GEMM backend for the dense layers: auto, highway, xnnpack, onednn");
   };

@@ -3,12 +3,12 @@
 #include "api/c_api_internal.h"
 #include "gpu_forward.h"
 
-namespace recur::tools {
+namespace tools {
 
 struct GpuRuns::Impl {
-  const Model* model = nullptr;
-  std::unique_ptr<gpu::Device> device;
-  std::unique_ptr<gpu::GpuModel> gpu;
+  const recur::impl::Model* model = nullptr;
+  std::unique_ptr<recur::impl::gpu::Device> device;
+  std::unique_ptr<recur::impl::gpu::GpuModel> gpu;
 };
 
 GpuRuns::GpuRuns(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -17,23 +17,24 @@ GpuRuns::~GpuRuns() = default;
 std::unique_ptr<GpuRuns> GpuRuns::Open(const recur_model* handle, bool cuda, bool* unavailable,
                                        std::string* error) {
   auto impl = std::make_unique<Impl>();
-  impl->model = ModelOfHandle(handle);
+  impl->model = recur::impl::ModelOfHandle(handle);
   *unavailable = false;
   if (impl->model == nullptr) {
     *error = "no model";
     return nullptr;
   }
   if (cuda) {
-    const Status s = gpu::CreateCudaDevice(0, &impl->device);
+    const recur::impl::Status s = recur::impl::gpu::CreateCudaDevice(0, &impl->device);
     if (!s.ok()) {
       *unavailable = true;
       *error = s.message();
       return nullptr;
     }
   } else {
-    impl->device = gpu::CreateHostDevice();
+    impl->device = recur::impl::gpu::CreateHostDevice();
   }
-  const Status s = gpu::GpuModel::Create(*impl->model, impl->device.get(), &impl->gpu);
+  const recur::impl::Status s = recur::impl::gpu::GpuModel::Create(*impl->model, impl->device.get(),
+      &impl->gpu);
   if (!s.ok()) {
     *error = s.message();
     return nullptr;
@@ -57,14 +58,16 @@ struct Collector {
 bool GpuRuns::Run(bool step, size_t n, const int32_t* tokens, const float* features,
                   std::vector<std::vector<float>>* layers, std::vector<float>* output,
                   std::string* error) {
-  const Model& m = *impl_->model;
+  const recur::impl::Model& m = *impl_->model;
   layers->assign(m.blocks.size(), {});
   output->assign(n * m.output_width, 0.0f);
   Collector collector{layers, m.d_model};
-  const Status s = impl_->gpu->Run(step ? gpu::Mode::kStep : gpu::Mode::kParallel, n, tokens,
+  const recur::impl::gpu::Mode mode =
+      step ? recur::impl::gpu::Mode::kStep : recur::impl::gpu::Mode::kParallel;
+  const recur::impl::Status s = impl_->gpu->Run(mode, n, tokens,
                                    features, output->data(), &Collector::Observe, &collector);
   if (!s.ok()) *error = s.message();
   return s.ok();
 }
 
-}  // namespace recur::tools
+}  // namespace tools

@@ -13,7 +13,7 @@
 
 #include "recur/recur.h"
 
-namespace recur::tools {
+namespace tools {
 
 class GpuRuns {
  public:
@@ -41,6 +41,6 @@ class GpuRuns {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace recur::tools
+}  // namespace tools
 
 #endif  // RECUR_EXAMPLES_PARITY_GPU_RUNS_H_

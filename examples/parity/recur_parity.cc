@@ -56,7 +56,7 @@ void CollectLayer(void* user, uint32_t layer, const float* x, size_t batch, size
 
 // Runs the model over `input` (one stream) in `mode`: "step", "chunk" or
 // "encode". The status of the first failure, with *error set.
-recur_status RunModel(const recur::Model& model, const recur::tools::ModelInput& input,
+recur_status RunModel(const recur::Model& model, const tools::ModelInput& input,
               const std::string& mode, uint32_t chunk, recur_int8_activations int8_activations,
               Run* run, std::string* error) {
   const recur_model_info info = model.info();
@@ -102,8 +102,8 @@ recur_status RunModel(const recur::Model& model, const recur::tools::ModelInput&
 bool ReadReference(const std::string& dir, const std::string& name, int64_t rows, int64_t width,
                    std::vector<float>* out, std::string* error) {
   const std::string path = dir + "/" + name + ".npy";
-  recur::npy::Array a;
-  if (!recur::npy::ReadFile(path, &a, error)) return false;
+  npy::Array a;
+  if (!npy::ReadFile(path, &a, error)) return false;
   if (a.shape.size() != 2 || a.shape[0] != rows || a.shape[1] != width) {
     std::string shape;
     for (int64_t d : a.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
@@ -111,7 +111,7 @@ bool ReadReference(const std::string& dir, const std::string& name, int64_t rows
              std::to_string(width) + ")";
     return false;
   }
-  if (!recur::npy::ToFloat32(a, out, error)) {
+  if (!npy::ToFloat32(a, out, error)) {
     *error = path + ": " + *error;
     return false;
   }
@@ -126,7 +126,7 @@ int Table(const Run& a, const Run& b, double tol_abs, double tol_rel) {
   int failures = 0;
   auto row = [&](const std::string& name, const std::vector<float>& x,
                  const std::vector<float>& ref) {
-    const recur::parity::Diff d = recur::parity::Compare(x.data(), ref.data(), x.size());
+    const parity::Diff d = parity::Compare(x.data(), ref.data(), x.size());
     const bool bad = !d.Within(tol_abs, tol_rel);
     failures += bad;
     std::printf("  %-10s %12.3e %12.3e %12.3e %12.3e%s\n", name.c_str(), d.max_abs, d.max_ref,
@@ -163,13 +163,13 @@ int main(int argc, char** argv) {
   // The GPU path multiplies decoded weights by f32 activations: "float" runs
   // the CPU the same way, so that the columns compare the same arithmetic.
   recur_int8_activations int8_activations = RECUR_INT8_ACTIVATIONS_AUTO;
-  recur::tools::AddInt8ActivationsOption(&app, &int8_activations);
+  tools::AddInt8ActivationsOption(&app, &int8_activations);
   CLI11_PARSE(app, argc, argv);
 
   recur::Model model;
-  recur::tools::ModelInput input;
+  tools::ModelInput input;
   std::string error;
-  if (!recur::tools::LoadModelAndInput(model_path, input_path, &model, &input, &error)) {
+  if (!tools::LoadModelAndInput(model_path, input_path, &model, &input, &error)) {
     std::fprintf(stderr, "error: %s\n", error.c_str());
     return 2;
   }
@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
   const size_t cpu_runs = runs.size();
   if (gpu != "none") {
     bool unavailable = false;
-    auto gpu_runs = recur::tools::GpuRuns::Open(model.get(), gpu != "host", &unavailable, &error);
+    auto gpu_runs = tools::GpuRuns::Open(model.get(), gpu != "host", &unavailable, &error);
     if (gpu_runs == nullptr && gpu == "auto" && unavailable) {
       std::printf("recur-parity: no CUDA column: %s\n", error.c_str());
     } else if (gpu_runs == nullptr) {

@@ -24,13 +24,13 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   std::string error;
-  if (!recur::npy::CheckOutputIsNotAnInput(output_path, {model_path, input_path}, &error)) {
+  if (!npy::CheckOutputIsNotAnInput(output_path, {model_path, input_path}, &error)) {
     std::fprintf(stderr, "error: %s\n", error.c_str());
     return 1;
   }
   recur::Model model;
-  recur::tools::ModelInput input;
-  if (!recur::tools::LoadModelAndInput(model_path, input_path, &model, &input, &error)) {
+  tools::ModelInput input;
+  if (!tools::LoadModelAndInput(model_path, input_path, &model, &input, &error)) {
     std::fprintf(stderr, "error: %s\n", error.c_str());
     return 1;
   }
@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (!recur::npy::WriteFloat32(output_path, {n, int64_t{info.output_width}}, output.data(),
+  if (!npy::WriteFloat32(output_path, {n, int64_t{info.output_width}}, output.data(),
                                 &error)) {
     std::fprintf(stderr, "error: %s\n", error.c_str());
     return 1;

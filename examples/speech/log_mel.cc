@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace recur::speech {
+namespace speech {
 namespace {
 
 double Mel(double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); }
@@ -69,4 +69,4 @@ void LogMel::Frame(std::vector<float>* frames) {
   }
 }
 
-}  // namespace recur::speech
+}  // namespace speech

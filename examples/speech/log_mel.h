@@ -10,7 +10,7 @@
 
 struct kiss_fftr_state;
 
-namespace recur::speech {
+namespace speech {
 
 constexpr int kSampleRate = 16000;
 constexpr int kWindow = 400;  // 25 ms
@@ -43,6 +43,6 @@ class LogMel {
   std::vector<double> power_;        // (kFft/2 + 1,)
 };
 
-}  // namespace recur::speech
+}  // namespace speech
 
 #endif  // RECUR_EXAMPLES_SPEECH_LOG_MEL_H_

@@ -28,8 +28,8 @@
 
 namespace {
 
-using recur::speech::kMels;
-using recur::speech::kSampleRate;
+using speech::kMels;
+using speech::kSampleRate;
 
 constexpr uint32_t kClasses = 11;  // blank, digits 0..9
 constexpr size_t kBlock = 160;     // samples read at a time (10 ms)
@@ -129,7 +129,7 @@ bool Stream(const std::string& path, recur::Session* session, int stack, bool ke
             Transcript* t, std::string* error, OnChange on_change) {
   Audio audio;
   if (!audio.Open(path, error)) return false;
-  recur::speech::LogMel front_end;
+  speech::LogMel front_end;
   CtcGreedy ctc;
   std::vector<float> samples(kBlock), frames, log_probs(kClasses);
   const size_t width = static_cast<size_t>(stack) * kMels;
@@ -249,12 +249,12 @@ int Features(const std::string& path, const std::string& out) {
   Audio audio;
   std::string error;
   if (!audio.Open(path, &error)) return Fail(error);
-  recur::speech::LogMel front_end;
+  speech::LogMel front_end;
   std::vector<float> samples(kBlock), frames;
   for (size_t n; (n = audio.Read(samples.data(), samples.size())) > 0;)
     front_end.Push(samples.data(), n, &frames);
   const int64_t count = static_cast<int64_t>(frames.size() / kMels);
-  if (!recur::npy::WriteFloat32(out, {count, kMels}, frames.data(), &error)) return Fail(error);
+  if (!npy::WriteFloat32(out, {count, kMels}, frames.data(), &error)) return Fail(error);
   std::printf("wrote %s: %lld frames of %d log-mels\n", out.c_str(), static_cast<long long>(count),
               kMels);
   return 0;

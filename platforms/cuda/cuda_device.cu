@@ -8,7 +8,7 @@
 
 #include "gpu_device.h"
 
-namespace recur::gpu {
+namespace recur::impl::gpu {
 namespace {
 
 Status CudaError(const char* what, cudaError_t e) {
@@ -161,4 +161,4 @@ Status CreateCudaDevice(int ordinal, std::unique_ptr<Device>* out) {
 
 bool CudaBuilt() { return true; }
 
-}  // namespace recur::gpu
+}  // namespace recur::impl::gpu

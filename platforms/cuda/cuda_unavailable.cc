@@ -2,7 +2,7 @@
 // nvcc found).
 #include "gpu_device.h"
 
-namespace recur::gpu {
+namespace recur::impl::gpu {
 
 Status CreateCudaDevice(int /*ordinal*/, std::unique_ptr<Device>* /*out*/) {
   return Unsupported("this build has no CUDA path: configure with -DRECUR_CUDA=ON on a machine "
@@ -11,4 +11,4 @@ Status CreateCudaDevice(int /*ordinal*/, std::unique_ptr<Device>* /*out*/) {
 
 bool CudaBuilt() { return false; }
 
-}  // namespace recur::gpu
+}  // namespace recur::impl::gpu

@@ -17,7 +17,7 @@
 #include "core/status.h"
 #include "gpu_kernels.h"
 
-namespace recur::gpu {
+namespace recur::impl::gpu {
 
 class Device {
  public:
@@ -60,6 +60,6 @@ Status CreateCudaDevice(int ordinal, std::unique_ptr<Device>* out);
 // Whether this build includes the CUDA path.
 bool CudaBuilt();
 
-}  // namespace recur::gpu
+}  // namespace recur::impl::gpu
 
 #endif  // RECUR_PLATFORMS_CUDA_GPU_DEVICE_H_

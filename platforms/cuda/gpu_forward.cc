@@ -8,7 +8,7 @@
 #include "mixers/mixer.h"
 #include "mixers/mixer_tables.h"
 
-namespace recur::gpu {
+namespace recur::impl::gpu {
 
 // Device memory of one Run: activations, states and key/value buffers.
 struct GpuModel::Buffers {
@@ -535,7 +535,7 @@ Status GpuModel::Run(Mode mode, size_t n, const int32_t* tokens, const float* fe
                       m.max_positions);
   }
   for (size_t l = 0; l < m.blocks.size(); ++l) {
-    const recur::Mixer& mixer = *m.blocks[l].mixer;
+    const recur::impl::Mixer& mixer = *m.blocks[l].mixer;
     // Linformer's seq_len, AFT-full's and GAU's max_length, as the session.
     if (mixer.max_sequence() != 0 && n > mixer.max_sequence()) {
       return OutOfRange("GPU run: blocks.%zu takes sequences of at most %zu positions; got %zu",
@@ -609,4 +609,4 @@ Status GpuModel::Run(Mode mode, size_t n, const int32_t* tokens, const float* fe
   return Status::Ok();
 }
 
-}  // namespace recur::gpu
+}  // namespace recur::impl::gpu

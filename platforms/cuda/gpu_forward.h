@@ -29,7 +29,7 @@
 #include "gpu_device.h"
 #include "model/model.h"
 
-namespace recur::gpu {
+namespace recur::impl::gpu {
 
 enum class Mode {
   kParallel,  // every layer over all n positions at once (encoders: the only mode)
@@ -151,6 +151,6 @@ class GpuModel {
   size_t max_qk_ = 0, max_v_ = 0, max_c_ = 0, max_ff_ = 0, max_e_ = 0;
 };
 
-}  // namespace recur::gpu
+}  // namespace recur::impl::gpu
 
 #endif  // RECUR_PLATFORMS_CUDA_GPU_FORWARD_H_

@@ -25,7 +25,7 @@
 #define RECUR_HD
 #endif
 
-namespace recur::gpu {
+namespace recur::impl::gpu {
 
 // out[r, :] = table[ids[r], :]; i over rows × width.
 struct GatherRows {
@@ -585,6 +585,6 @@ inline Sgemm LinearLayer(size_t rows, size_t in, size_t out, const float* x, con
                accumulate ? 1.0f : 0.0f, y, static_cast<int>(out)};
 }
 
-}  // namespace recur::gpu
+}  // namespace recur::impl::gpu
 
 #endif  // RECUR_PLATFORMS_CUDA_GPU_KERNELS_H_

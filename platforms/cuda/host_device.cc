@@ -6,7 +6,7 @@
 
 #include "gpu_device.h"
 
-namespace recur::gpu {
+namespace recur::impl::gpu {
 namespace {
 
 // The BLAS definition of sgemm, column-major: C[i + j·ldc] =
@@ -72,4 +72,4 @@ class HostDevice final : public Device {
 
 std::unique_ptr<Device> CreateHostDevice() { return std::make_unique<HostDevice>(); }
 
-}  // namespace recur::gpu
+}  // namespace recur::impl::gpu

@@ -7,7 +7,7 @@
 // clock (the automatic backend choice then takes highway, the first), no log.
 // It needs nothing from the OS; an application with a file system or a
 // timer gives its own functions to recur_set_platform.
-namespace recur::platform {
+namespace recur::impl::platform {
 
 recur_status DefaultMapFile(void*, const char* path, int, const void**, size_t*, void**,
                             char* error, size_t error_size) {
@@ -24,4 +24,4 @@ uint64_t DefaultNowNs(void*) { return 0; }
 
 void DefaultLog(void*, recur_status, const char*) {}
 
-}  // namespace recur::platform
+}  // namespace recur::impl::platform

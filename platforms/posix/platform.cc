@@ -14,7 +14,7 @@
 // The POSIX platform (the default): mmap or read(2) for model files,
 // std::chrono::steady_clock, no log (errors reach the application through
 // recur_last_error).
-namespace recur::platform {
+namespace recur::impl::platform {
 namespace {
 
 // Tags the two ownership kinds in MappedFile::handle.
@@ -102,4 +102,4 @@ uint64_t DefaultNowNs(void*) {
 
 void DefaultLog(void*, recur_status, const char*) {}
 
-}  // namespace recur::platform
+}  // namespace recur::impl::platform

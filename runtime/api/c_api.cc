@@ -24,7 +24,7 @@
 // the last recur_session_free (calls in the wrong order) is safe: the model
 // goes when its last user does.
 struct recur_model {
-  std::shared_ptr<const recur::Model> model;
+  std::shared_ptr<const recur::impl::Model> model;
 };
 
 namespace {
@@ -41,8 +41,8 @@ struct LiveSessionCount {
 
 struct recur_session {
   LiveSessionCount live;
-  std::shared_ptr<const recur::Model> model;  // declared first: outlives `session`
-  recur::SessionPtr session;
+  std::shared_ptr<const recur::impl::Model> model;  // declared first: outlives `session`
+  recur::impl::SessionPtr session;
   bool in_arena = false;  // this handle and the session live in the caller's arena
   std::string backends;   // recur_session_backends, filled on first call (heap sessions)
   recur_layer_callback callback = nullptr;  // recur_session_set_layer_callback
@@ -51,8 +51,8 @@ struct recur_session {
 
 namespace {
 
-using recur::Status;
-using recur::StatusCode;
+using recur::impl::Status;
+using recur::impl::StatusCode;
 
 static_assert(int(StatusCode::kInvalidArgument) == RECUR_INVALID_ARGUMENT);
 static_assert(int(StatusCode::kInvalidModel) == RECUR_INVALID_MODEL);
@@ -73,15 +73,15 @@ recur_status Report(const Status& status) {
     } catch (...) {
       // Keep the previous message rather than fail while reporting.
     }
-    recur::platform::LogError(code, status.message().c_str());
+    recur::impl::platform::LogError(code, status.message().c_str());
   }
   return code;
 }
 
 // The fields of each versioned struct, in order (core/struct_size.h).
 #define F(T, f) RECUR_FIELD_SPAN(T, f)
-constexpr recur::FieldSpan kLoadOptionsFields[] = {F(recur_load_options, flags)};
-constexpr recur::FieldSpan kModelInfoFields[] = {
+constexpr recur::impl::FieldSpan kLoadOptionsFields[] = {F(recur_load_options, flags)};
+constexpr recur::impl::FieldSpan kModelInfoFields[] = {
     F(recur_model_info, input_kind),        F(recur_model_info, vocab_size),
     F(recur_model_info, feature_width),     F(recur_model_info, d_model),
     F(recur_model_info, num_layers),        F(recur_model_info, output_width),
@@ -90,7 +90,7 @@ constexpr recur::FieldSpan kModelInfoFields[] = {
     F(recur_model_info, step_weight_bytes), F(recur_model_info, step_flops),
     F(recur_model_info, state_bytes_per_position), F(recur_model_info, max_context_bound),
     F(recur_model_info, state_bytes_plain_sums), F(recur_model_info, step_integer_flops)};
-constexpr recur::FieldSpan kSessionOptionsFields[] = {
+constexpr recur::impl::FieldSpan kSessionOptionsFields[] = {
     F(recur_session_options, batch),          F(recur_session_options, threads),
     F(recur_session_options, prefill_chunk),  F(recur_session_options, backend),
     F(recur_session_options, weight_packing), F(recur_session_options, prefill_min),
@@ -98,24 +98,25 @@ constexpr recur::FieldSpan kSessionOptionsFields[] = {
     F(recur_session_options, arena_size),     F(recur_session_options, state_sums),
     F(recur_session_options, int8_activations)};
 #undef F
-static_assert(recur::CoversStruct<recur_load_options>(kLoadOptionsFields));
-static_assert(recur::CoversStruct<recur_model_info>(kModelInfoFields));
-static_assert(recur::CoversStruct<recur_session_options>(kSessionOptionsFields));
+static_assert(recur::impl::CoversStruct<recur_load_options>(kLoadOptionsFields));
+static_assert(recur::impl::CoversStruct<recur_model_info>(kModelInfoFields));
+static_assert(recur::impl::CoversStruct<recur_session_options>(kSessionOptionsFields));
 
 // Reads options structs that start with struct_size, accepting older
 // (shorter) versions and zero-filling the fields they lack; a size that is
 // not a whole number of fields is refused.
 template <typename T, size_t N>
-Status ReadOptions(const T* in, T* out, const char* what, const recur::FieldSpan (&fields)[N]) {
+Status ReadOptions(const T* in, T* out, const char* what,
+                   const recur::impl::FieldSpan (&fields)[N]) {
   std::memset(out, 0, sizeof(T));
   out->struct_size = sizeof(T);
   if (in == nullptr) return Status::Ok();
   if (in->struct_size < sizeof(size_t) || in->struct_size > sizeof(T)) {
-    return recur::InvalidArgument("%s.struct_size is %zu; set it to sizeof(%s) = %zu", what,
+    return recur::impl::InvalidArgument("%s.struct_size is %zu; set it to sizeof(%s) = %zu", what,
                                   in->struct_size, what, sizeof(T));
   }
-  if (recur::SplitsAField(in->struct_size, fields)) {
-    return recur::InvalidArgument("%s.struct_size is %zu, which ends inside a field; set it to "
+  if (recur::impl::SplitsAField(in->struct_size, fields)) {
+    return recur::impl::InvalidArgument("%s.struct_size is %zu, which ends inside a field; set it to "
                                   "sizeof(%s) = %zu", what, in->struct_size, what, sizeof(T));
   }
   std::memcpy(out, in, in->struct_size);
@@ -125,10 +126,10 @@ Status ReadOptions(const T* in, T* out, const char* what, const recur::FieldSpan
 // recur_session_options → SessionOptions (defaults filled in). The arena
 // fields stay in `opts`.
 Status ReadSessionOptions(const recur_session_options* options, recur_session_options* opts,
-                          recur::SessionOptions* so) {
+                          recur::impl::SessionOptions* so) {
   RECUR_RETURN_IF_ERROR(ReadOptions(options, opts, "recur_session_options", kSessionOptionsFields));
   if (opts->arena == nullptr && opts->arena_size != 0) {
-    return recur::InvalidArgument("recur_session_options.arena_size is %zu but arena is NULL",
+    return recur::impl::InvalidArgument("recur_session_options.arena_size is %zu but arena is NULL",
                                   opts->arena_size);
   }
   so->batch = opts->batch == 0 ? 1 : opts->batch;
@@ -144,26 +145,29 @@ Status ReadSessionOptions(const recur_session_options* options, recur_session_op
 }
 
 // Bytes of arena for the handle and the session.
-Status CountArena(const recur_model* model, const recur::SessionOptions& so, size_t* bytes) {
-  recur::Arena counter;
+Status CountArena(const recur_model* model, const recur::impl::SessionOptions& so, size_t* bytes) {
+  recur::impl::Arena counter;
   counter.Allocate<recur_session>(1);
-  RECUR_RETURN_IF_ERROR(recur::Session::CountArena(model->model.get(), so, &counter));
+  RECUR_RETURN_IF_ERROR(recur::impl::Session::CountArena(model->model.get(), so, &counter));
   *bytes = counter.bytes();
   return Status::Ok();
 }
 
-recur_status FinishLoad(std::unique_ptr<recur::Model> model, recur_model** out) {
+recur_status FinishLoad(std::unique_ptr<recur::impl::Model> model, recur_model** out) {
   auto* handle = new (std::nothrow) recur_model;
-  if (handle == nullptr) return Report(recur::OutOfMemory("cannot allocate a model handle"));
+  if (handle == nullptr) return Report(recur::impl::OutOfMemory("cannot allocate a model handle"));
   handle->model = std::move(model);
   *out = handle;
   return RECUR_OK;
 }
 
-recur_status FinishSession(std::shared_ptr<const recur::Model> model, recur::SessionPtr session,
+recur_status FinishSession(std::shared_ptr<const recur::impl::Model> model,
+                           recur::impl::SessionPtr session,
                            recur_session** out) {
   auto* handle = new (std::nothrow) recur_session;
-  if (handle == nullptr) return Report(recur::OutOfMemory("cannot allocate a session handle"));
+  if (handle == nullptr) {
+    return Report(recur::impl::OutOfMemory("cannot allocate a session handle"));
+  }
   handle->model = std::move(model);
   handle->session = std::move(session);
   *out = handle;
@@ -177,7 +181,7 @@ recur_status Guard(F&& body) {
   try {
     return body();
   } catch (const std::bad_alloc&) {
-    return Report(recur::OutOfMemory("out of memory"));
+    return Report(recur::impl::OutOfMemory("out of memory"));
   } catch (...) {
     return Report(Status(StatusCode::kInternal, "unexpected internal exception"));
   }
@@ -185,11 +189,11 @@ recur_status Guard(F&& body) {
 
 }  // namespace
 
-namespace recur {
+namespace recur::impl {
 const Model* ModelOfHandle(const recur_model* handle) {
   return handle != nullptr ? handle->model.get() : nullptr;
 }
-}  // namespace recur
+}  // namespace recur::impl
 
 extern "C" {
 
@@ -221,44 +225,47 @@ const char* recur_version_string(void) {
 }
 
 const char* recur_simd_target(void) {
-  (void)recur::kernels::ApplyTargetLimitFromEnvironment();  // its error is the loads' to report
-  return recur::kernels::SimdTargetName();
+  // Its error is the loads' to report.
+  (void)recur::impl::kernels::ApplyTargetLimitFromEnvironment();
+  return recur::impl::kernels::SimdTargetName();
 }
 
 recur_status recur_set_max_simd_target(const char* name) {
   return Guard([&]() -> recur_status {
     if (long live = g_live_sessions.load(); live != 0) {
-      return Report(recur::InvalidState("%ld session(s) exist: change the SIMD target before "
+      return Report(recur::impl::InvalidState("%ld session(s) exist: change the SIMD target before "
                                         "creating sessions or after freeing them", live));
     }
-    (void)recur::kernels::ApplyTargetLimitFromEnvironment();  // read first, so that this call wins
-    return Report(recur::kernels::SetMaxSimdTarget(name));
+    // Read first, so that this call wins.
+    (void)recur::impl::kernels::ApplyTargetLimitFromEnvironment();
+    return Report(recur::impl::kernels::SetMaxSimdTarget(name));
   });
 }
 
 recur_status recur_set_platform(const recur_platform* platform) {
-  return Guard([&]() -> recur_status { return Report(recur::platform::SetPlatform(platform)); });
+  return Guard(
+      [&]() -> recur_status { return Report(recur::impl::platform::SetPlatform(platform)); });
 }
 
-uint32_t recur_max_threads(void) { return recur::ThreadPool::Available() ? 256 : 1; }
+uint32_t recur_max_threads(void) { return recur::impl::ThreadPool::Available() ? 256 : 1; }
 
 recur_status recur_model_load_file(const char* path, const recur_load_options* options,
                                    recur_model** out) {
   return Guard([&]() -> recur_status {
-    if (out == nullptr) return Report(recur::InvalidArgument("out is null"));
+    if (out == nullptr) return Report(recur::impl::InvalidArgument("out is null"));
     *out = nullptr;
-    if (path == nullptr) return Report(recur::InvalidArgument("path is null"));
+    if (path == nullptr) return Report(recur::impl::InvalidArgument("path is null"));
     recur_load_options opts;
     Status s = ReadOptions(options, &opts, "recur_load_options", kLoadOptionsFields);
     if (!s.ok()) return Report(s);
-    recur::platform::MappedFile file;
-    s = recur::platform::MapFile(path, (opts.flags & RECUR_LOAD_NO_MMAP) != 0, &file);
+    recur::impl::platform::MappedFile file;
+    s = recur::impl::platform::MapFile(path, (opts.flags & RECUR_LOAD_NO_MMAP) != 0, &file);
     if (!s.ok()) return Report(s);
-    std::unique_ptr<recur::Model> model;
-    s = recur::LoadModel(file.data, file.size,
-                         recur::LoadOptions{(opts.flags & RECUR_LOAD_TRUSTED) != 0}, &model);
+    std::unique_ptr<recur::impl::Model> model;
+    s = recur::impl::LoadModel(file.data, file.size,
+                         recur::impl::LoadOptions{(opts.flags & RECUR_LOAD_TRUSTED) != 0}, &model);
     if (!s.ok()) {
-      recur::platform::UnmapFile(&file);
+      recur::impl::platform::UnmapFile(&file);
       return Report(s.WithContext(path));
     }
     model->file = file;  // the model now owns the mapping
@@ -269,13 +276,14 @@ recur_status recur_model_load_file(const char* path, const recur_load_options* o
 recur_status recur_model_load_buffer(const void* data, size_t size,
                                      const recur_load_options* options, recur_model** out) {
   return Guard([&]() -> recur_status {
-    if (out == nullptr) return Report(recur::InvalidArgument("out is null"));
+    if (out == nullptr) return Report(recur::impl::InvalidArgument("out is null"));
     *out = nullptr;
     recur_load_options opts;
     Status s = ReadOptions(options, &opts, "recur_load_options", kLoadOptionsFields);
     if (!s.ok()) return Report(s);
-    std::unique_ptr<recur::Model> model;
-    s = recur::LoadModel(data, size, recur::LoadOptions{(opts.flags & RECUR_LOAD_TRUSTED) != 0},
+    std::unique_ptr<recur::impl::Model> model;
+    s = recur::impl::LoadModel(data, size,
+                               recur::impl::LoadOptions{(opts.flags & RECUR_LOAD_TRUSTED) != 0},
                          &model);
     if (!s.ok()) return Report(s);
     return FinishLoad(std::move(model), out);
@@ -287,12 +295,12 @@ void recur_model_free(recur_model* model) { delete model; }
 recur_status recur_model_get_info(const recur_model* model, recur_model_info* info) {
   return Guard([&]() -> recur_status {
     if (model == nullptr || info == nullptr) {
-      return Report(recur::InvalidArgument("model and info must not be null"));
+      return Report(recur::impl::InvalidArgument("model and info must not be null"));
     }
     recur_model_info full;
     Status s = ReadOptions(info, &full, "recur_model_info", kModelInfoFields);
     if (!s.ok()) return Report(s);
-    const recur::Model& m = *model->model;
+    const recur::impl::Model& m = *model->model;
     full.input_kind = m.input_kind == recur::fb::InputKind::Tokens ? RECUR_INPUT_TOKENS
                                                                     : RECUR_INPUT_FEATURES;
     full.vocab_size = m.vocab_size;
@@ -305,8 +313,8 @@ recur_status recur_model_get_info(const recur_model* model, recur_model_info* in
     full.state_bytes = m.state_floats * sizeof(float);
     full.state_bytes_per_position = m.state_floats_per_position * sizeof(float);
     full.state_bytes_plain_sums = (m.state_floats - m.compensation_floats) * sizeof(float);
-    const recur::StepCost cost = recur::EstimateStepCost(m);
-    full.max_context_bound = static_cast<uint32_t>(recur::MaxContextBound(m));
+    const recur::impl::StepCost cost = recur::impl::EstimateStepCost(m);
+    full.max_context_bound = static_cast<uint32_t>(recur::impl::MaxContextBound(m));
     full.step_weight_bytes = cost.weight_bytes;
     full.step_flops = cost.flops;
     full.step_integer_flops = cost.integer_flops;
@@ -323,16 +331,16 @@ recur_status recur_model_get_info(const recur_model* model, recur_model_info* in
 recur_status recur_session_create(const recur_model* model, const recur_session_options* options,
                                   recur_session** out) {
   return Guard([&]() -> recur_status {
-    if (out == nullptr) return Report(recur::InvalidArgument("out is null"));
+    if (out == nullptr) return Report(recur::impl::InvalidArgument("out is null"));
     *out = nullptr;
-    if (model == nullptr) return Report(recur::InvalidArgument("model is null"));
+    if (model == nullptr) return Report(recur::impl::InvalidArgument("model is null"));
     recur_session_options opts;
-    recur::SessionOptions so;
+    recur::impl::SessionOptions so;
     Status s = ReadSessionOptions(options, &opts, &so);
     if (!s.ok()) return Report(s);
     if (opts.arena == nullptr) {
-      recur::SessionPtr session;
-      s = recur::Session::Create(model->model.get(), so, &session);
+      recur::impl::SessionPtr session;
+      s = recur::impl::Session::Create(model->model.get(), so, &session);
       if (!s.ok()) return Report(s);
       return FinishSession(model->model, std::move(session), out);
     }
@@ -340,13 +348,13 @@ recur_status recur_session_create(const recur_model* model, const recur_session_
     s = CountArena(model, so, &needed);
     if (!s.ok()) return Report(s);
     if (opts.arena_size < needed) {
-      return Report(recur::OutOfMemory("the arena has %zu bytes; this session needs %zu "
+      return Report(recur::impl::OutOfMemory("the arena has %zu bytes; this session needs %zu "
                                        "(recur_session_arena_size)", opts.arena_size, needed));
     }
-    recur::Arena arena(opts.arena, opts.arena_size);
+    recur::impl::Arena arena(opts.arena, opts.arena_size);
     auto* handle = new (arena.Allocate<recur_session>(1)) recur_session;
     handle->in_arena = true;
-    s = recur::Session::CreateInArena(model->model.get(), so, &arena, &handle->session);
+    s = recur::impl::Session::CreateInArena(model->model.get(), so, &arena, &handle->session);
     if (!s.ok()) {
       handle->~recur_session();
       return Report(s);
@@ -360,11 +368,11 @@ recur_status recur_session_create(const recur_model* model, const recur_session_
 recur_status recur_session_arena_size(const recur_model* model,
                                       const recur_session_options* options, size_t* bytes) {
   return Guard([&]() -> recur_status {
-    if (bytes == nullptr) return Report(recur::InvalidArgument("bytes is null"));
+    if (bytes == nullptr) return Report(recur::impl::InvalidArgument("bytes is null"));
     *bytes = 0;
-    if (model == nullptr) return Report(recur::InvalidArgument("model is null"));
+    if (model == nullptr) return Report(recur::impl::InvalidArgument("model is null"));
     recur_session_options opts;
-    recur::SessionOptions so;
+    recur::impl::SessionOptions so;
     Status s = ReadSessionOptions(options, &opts, &so);
     if (!s.ok()) return Report(s);
     return Report(CountArena(model, so, bytes));
@@ -383,7 +391,7 @@ void recur_session_free(recur_session* session) {
 recur_status recur_session_step(recur_session* session, const recur_input* input, float* out) {
   return Guard([&]() -> recur_status {
     if (session == nullptr || input == nullptr) {
-      return Report(recur::InvalidArgument("session and input must not be null"));
+      return Report(recur::impl::InvalidArgument("session and input must not be null"));
     }
     return Report(session->session->Step(input->tokens, input->features, input->count, out));
   });
@@ -393,7 +401,7 @@ recur_status recur_session_prefill(recur_session* session, size_t steps, const r
                                    float* out) {
   return Guard([&]() -> recur_status {
     if (session == nullptr || input == nullptr) {
-      return Report(recur::InvalidArgument("session and input must not be null"));
+      return Report(recur::impl::InvalidArgument("session and input must not be null"));
     }
     return Report(
         session->session->Prefill(steps, input->tokens, input->features, input->count, out));
@@ -404,7 +412,7 @@ recur_status recur_session_encode(recur_session* session, size_t steps, const re
                                   float* out) {
   return Guard([&]() -> recur_status {
     if (session == nullptr || input == nullptr) {
-      return Report(recur::InvalidArgument("session and input must not be null"));
+      return Report(recur::impl::InvalidArgument("session and input must not be null"));
     }
     return Report(
         session->session->Encode(steps, input->tokens, input->features, input->count, out));
@@ -413,7 +421,7 @@ recur_status recur_session_encode(recur_session* session, size_t steps, const re
 
 recur_status recur_session_reset(recur_session* session, int stream) {
   return Guard([&]() -> recur_status {
-    if (session == nullptr) return Report(recur::InvalidArgument("session is null"));
+    if (session == nullptr) return Report(recur::impl::InvalidArgument("session is null"));
     return Report(session->session->Reset(stream));
   });
 }
@@ -421,7 +429,7 @@ recur_status recur_session_reset(recur_session* session, int stream) {
 recur_status recur_session_state_size(const recur_session* session, size_t* size) {
   return Guard([&]() -> recur_status {
     if (session == nullptr || size == nullptr) {
-      return Report(recur::InvalidArgument("session and size must not be null"));
+      return Report(recur::impl::InvalidArgument("session and size must not be null"));
     }
     *size = session->session->state_blob_size();
     return RECUR_OK;
@@ -431,7 +439,7 @@ recur_status recur_session_state_size(const recur_session* session, size_t* size
 recur_status recur_session_state_save(const recur_session* session, int stream, void* buffer,
                                       size_t size) {
   return Guard([&]() -> recur_status {
-    if (session == nullptr) return Report(recur::InvalidArgument("session is null"));
+    if (session == nullptr) return Report(recur::impl::InvalidArgument("session is null"));
     return Report(session->session->SaveState(stream, buffer, size));
   });
 }
@@ -439,7 +447,7 @@ recur_status recur_session_state_save(const recur_session* session, int stream, 
 recur_status recur_session_state_load(recur_session* session, int stream, const void* buffer,
                                       size_t size) {
   return Guard([&]() -> recur_status {
-    if (session == nullptr) return Report(recur::InvalidArgument("session is null"));
+    if (session == nullptr) return Report(recur::impl::InvalidArgument("session is null"));
     return Report(session->session->LoadState(stream, buffer, size));
   });
 }
@@ -447,7 +455,7 @@ recur_status recur_session_state_load(recur_session* session, int stream, const 
 recur_status recur_session_set_layer_callback(recur_session* session,
                                               recur_layer_callback callback, void* user) {
   return Guard([&]() -> recur_status {
-    if (session == nullptr) return Report(recur::InvalidArgument("session is null"));
+    if (session == nullptr) return Report(recur::impl::InvalidArgument("session is null"));
     session->callback = callback;
     session->callback_user = user;
     if (callback == nullptr) {
@@ -467,10 +475,10 @@ recur_status recur_session_set_layer_callback(recur_session* session,
 
 recur_status recur_session_fork(const recur_session* session, recur_session** out) {
   return Guard([&]() -> recur_status {
-    if (out == nullptr) return Report(recur::InvalidArgument("out is null"));
+    if (out == nullptr) return Report(recur::impl::InvalidArgument("out is null"));
     *out = nullptr;
-    if (session == nullptr) return Report(recur::InvalidArgument("session is null"));
-    recur::SessionPtr copy;
+    if (session == nullptr) return Report(recur::impl::InvalidArgument("session is null"));
+    recur::impl::SessionPtr copy;
     Status s = session->session->Fork(&copy);
     if (!s.ok()) return Report(s);
     return FinishSession(session->model, std::move(copy), out);
@@ -494,6 +502,6 @@ const char* recur_session_backends(const recur_session* session) {
 }
 
 const char* recur_backends(void) {
-  static const std::string names = recur::backends::CompiledBackendNames();
+  static const std::string names = recur::impl::backends::CompiledBackendNames();
   return names.c_str();
 }

@@ -6,11 +6,11 @@
 #include "model/model.h"
 #include "recur/recur.h"
 
-namespace recur {
+namespace recur::impl {
 
 // The loaded model of `handle`, alive as long as the handle; null for null.
 const Model* ModelOfHandle(const recur_model* handle);
 
-}  // namespace recur
+}  // namespace recur::impl
 
 #endif  // RECUR_API_C_API_INTERNAL_H_

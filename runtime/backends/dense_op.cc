@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace recur {
+namespace recur::impl {
 namespace {
 
 // Fewer output rows than this per thread costs more in synchronisation than
@@ -42,4 +42,4 @@ void RunDense(const DenseView& d, const float* x, size_t rows, float* y, bool ac
   pool->ParallelFor(tasks, &DenseTask::Run, &task);
 }
 
-}  // namespace recur
+}  // namespace recur::impl

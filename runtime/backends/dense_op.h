@@ -7,7 +7,7 @@
 #include "backends/gemm_backend.h"
 #include "core/threadpool.h"
 
-namespace recur {
+namespace recur::impl {
 
 // y = x·Wᵀ + b (+ y when accumulating) for `rows` rows; x: (rows, d.in),
 // y: (rows, d.out), both dense. Output features are split into contiguous
@@ -24,6 +24,6 @@ class DenseRunner;  // backends/dense_runner.h
 void RunDense(const DenseView& d, const float* x, size_t rows, float* y, bool accumulate,
               ThreadPool* pool, const DenseRunner* runner);
 
-}  // namespace recur
+}  // namespace recur::impl
 
 #endif  // RECUR_BACKENDS_DENSE_OP_H_

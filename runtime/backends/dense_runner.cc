@@ -11,7 +11,7 @@
 #include "core/platform.h"
 #include "hwy/aligned_allocator.h"
 
-namespace recur {
+namespace recur::impl {
 namespace {
 
 using backends::DenseBackend;
@@ -248,4 +248,4 @@ size_t DenseRunner::memory_bytes() const {
   return bytes;
 }
 
-}  // namespace recur
+}  // namespace recur::impl

@@ -15,7 +15,7 @@
 #include "core/status.h"
 #include "core/threadpool.h"
 
-namespace recur {
+namespace recur::impl {
 
 // A dense layer as a forward pass uses it.
 struct DenseLayerUse {
@@ -67,6 +67,6 @@ class DenseRunner {
   std::unordered_map<const DenseView*, Layer> layers_;
 };
 
-}  // namespace recur
+}  // namespace recur::impl
 
 #endif  // RECUR_BACKENDS_DENSE_RUNNER_H_

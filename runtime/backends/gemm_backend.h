@@ -16,14 +16,14 @@
 #include "core/threadpool.h"
 #include "kernels/dense/dense.h"
 
-namespace recur {
+namespace recur::impl {
 
 // A dense layer: weights point into the model bytes (no copy).
 using DenseView = kernels::DenseWeights;
 
-}  // namespace recur
+}  // namespace recur::impl
 
-namespace recur::backends {
+namespace recur::impl::backends {
 
 // How a prepared op will be used.
 struct DensePlan {
@@ -80,6 +80,6 @@ const DenseBackend* HighwayBackend();
 const DenseBackend* XnnpackBackend();
 const DenseBackend* OnednnBackend();
 
-}  // namespace recur::backends
+}  // namespace recur::impl::backends
 
 #endif  // RECUR_BACKENDS_GEMM_BACKEND_H_

@@ -12,7 +12,7 @@
 #include "hwy/aligned_allocator.h"
 #include "kernels/dense/dense.h"
 
-namespace recur::backends {
+namespace recur::impl::backends {
 namespace {
 
 // Below this the mat-vec row tiles win (tests/kernels/dense_bench).
@@ -97,4 +97,4 @@ const DenseBackend* HighwayBackend() {
   return &backend;
 }
 
-}  // namespace recur::backends
+}  // namespace recur::impl::backends

@@ -33,7 +33,7 @@
 #include "kernels/dense/dense.h"
 #include "kernels/elementwise/elementwise.h"
 
-namespace recur::backends {
+namespace recur::impl::backends {
 namespace {
 
 constexpr size_t kMinFeaturesPerSlice = 64;
@@ -424,4 +424,4 @@ const DenseBackend* OnednnBackend() {
   return &backend;
 }
 
-}  // namespace recur::backends
+}  // namespace recur::impl::backends

@@ -3,7 +3,7 @@
 
 #include "backends/gemm_backend.h"
 
-namespace recur::backends {
+namespace recur::impl::backends {
 
 const std::vector<const DenseBackend*>& CompiledBackends() {
   static const std::vector<const DenseBackend*> list = {
@@ -35,4 +35,4 @@ std::string CompiledBackendNames() {
   return names;
 }
 
-}  // namespace recur::backends
+}  // namespace recur::impl::backends

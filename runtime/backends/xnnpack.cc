@@ -15,7 +15,7 @@
 #include "backends/gemm_backend.h"
 #include "hwy/aligned_allocator.h"
 
-namespace recur::backends {
+namespace recur::impl::backends {
 namespace {
 
 constexpr size_t kMinFeaturesPerSlice = 64;
@@ -149,4 +149,4 @@ const DenseBackend* XnnpackBackend() {
   return &backend;
 }
 
-}  // namespace recur::backends
+}  // namespace recur::impl::backends

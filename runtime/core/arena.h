@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace recur {
+namespace recur::impl {
 
 class Arena {
  public:
@@ -73,6 +73,6 @@ class Arena {
   size_t used_ = 0;
 };
 
-}  // namespace recur
+}  // namespace recur::impl
 
 #endif  // RECUR_CORE_ARENA_H_

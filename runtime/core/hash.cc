@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-namespace recur {
+namespace recur::impl {
 
 uint64_t Fnv1a64(const void* data, size_t size, uint64_t seed) {
   const auto* bytes = static_cast<const unsigned char*>(data);
@@ -27,4 +27,4 @@ uint64_t Fnv1a64Words(const void* data, size_t size) {
   return Fnv1a64(bytes + i, size - i, h);
 }
 
-}  // namespace recur
+}  // namespace recur::impl

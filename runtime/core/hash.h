@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace recur {
+namespace recur::impl {
 
 // FNV-1a over `size` bytes, continuing from `seed` (pass the previous result
 // to hash discontiguous ranges as one).
@@ -15,6 +15,6 @@ uint64_t Fnv1a64(const void* data, size_t size, uint64_t seed = 0xcbf29ce4842223
 // megabytes of weights. Not compatible with Fnv1a64.
 uint64_t Fnv1a64Words(const void* data, size_t size);
 
-}  // namespace recur
+}  // namespace recur::impl
 
 #endif  // RECUR_CORE_HASH_H_

@@ -4,7 +4,7 @@
 
 #include "core/struct_size.h"
 
-namespace recur::platform {
+namespace recur::impl::platform {
 namespace {
 
 constexpr recur_platform kDefaults{sizeof(recur_platform), nullptr, DefaultMapFile,
@@ -75,4 +75,4 @@ void LogError(recur_status status, const char* message) {
   g_platform.log(g_platform.user, status, message);
 }
 
-}  // namespace recur::platform
+}  // namespace recur::impl::platform

@@ -11,7 +11,7 @@
 #include "core/status.h"
 #include "recur/recur.h"
 
-namespace recur::platform {
+namespace recur::impl::platform {
 
 // A read-only view of a whole file, released through the platform that
 // made it (even if the platform was replaced since).
@@ -46,6 +46,6 @@ uint64_t NowNs();
 // Hands an error to the current platform's log.
 void LogError(recur_status status, const char* message);
 
-}  // namespace recur::platform
+}  // namespace recur::impl::platform
 
 #endif  // RECUR_CORE_PLATFORM_H_

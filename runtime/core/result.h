@@ -16,7 +16,7 @@
 
 #include "core/status.h"
 
-namespace recur {
+namespace recur::impl {
 
 template <typename T>
 class [[nodiscard]] Result {
@@ -59,6 +59,6 @@ class [[nodiscard]] Result {
   Status status_;
 };
 
-}  // namespace recur
+}  // namespace recur::impl
 
 #endif  // RECUR_CORE_RESULT_H_

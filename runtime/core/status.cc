@@ -3,7 +3,7 @@
 #include <cstdarg>
 #include <cstdio>
 
-namespace recur {
+namespace recur::impl {
 namespace {
 
 Status Make(StatusCode code, const char* format, va_list args) {
@@ -33,4 +33,4 @@ RECUR_DEFINE_STATUS_MAKER(InvalidState, kInvalidState)
 
 #undef RECUR_DEFINE_STATUS_MAKER
 
-}  // namespace recur
+}  // namespace recur::impl

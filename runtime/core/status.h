@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-namespace recur {
+namespace recur::impl {
 
 // Values equal recur_status (api/c_api.cc static_asserts it).
 enum class StatusCode : int {
@@ -50,11 +50,11 @@ Status OutOfMemory(const char* format, ...) __attribute__((format(printf, 1, 2))
 Status OutOfRange(const char* format, ...) __attribute__((format(printf, 1, 2)));
 Status InvalidState(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
-}  // namespace recur
+}  // namespace recur::impl
 
 #define RECUR_RETURN_IF_ERROR(expr)        \
   do {                                     \
-    ::recur::Status recur_status_ = (expr); \
+    ::recur::impl::Status recur_status_ = (expr); \
     if (!recur_status_.ok()) return recur_status_; \
   } while (0)
 

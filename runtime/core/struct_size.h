@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-namespace recur {
+namespace recur::impl {
 
 struct FieldSpan {
   size_t offset, size;
@@ -30,9 +30,9 @@ constexpr bool CoversStruct(const FieldSpan (&fields)[N]) {
   return (end + alignof(T) - 1) / alignof(T) * alignof(T) == sizeof(T);
 }
 
-}  // namespace recur
+}  // namespace recur::impl
 
 #define RECUR_FIELD_SPAN(T, field) \
-  ::recur::FieldSpan { offsetof(T, field), sizeof(static_cast<T*>(nullptr)->field) }
+  ::recur::impl::FieldSpan { offsetof(T, field), sizeof(static_cast<T*>(nullptr)->field) }
 
 #endif  // RECUR_CORE_STRUCT_SIZE_H_

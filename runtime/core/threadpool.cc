@@ -6,7 +6,7 @@
 #include <pthreadpool.h>
 #endif
 
-namespace recur {
+namespace recur::impl {
 
 bool ThreadPool::Available() { return RECUR_HAVE_PTHREADPOOL != 0; }
 
@@ -53,4 +53,4 @@ void ThreadPool::ParallelFor(size_t n, Task task, void* context) {
   for (size_t i = 0; i < n; ++i) task(context, i);
 }
 
-}  // namespace recur
+}  // namespace recur::impl

@@ -11,7 +11,7 @@
 
 #include "core/status.h"
 
-namespace recur {
+namespace recur::impl {
 
 // The grain of element-wise passes (activations, residual adds): fewer floats
 // per thread cost more in wake-ups than they save, so passes up to this many
@@ -79,6 +79,6 @@ class ThreadPool {
   [[maybe_unused]] void* impl_ = nullptr;  // pthreadpool_t (unused without one)
 };
 
-}  // namespace recur
+}  // namespace recur::impl
 
 #endif  // RECUR_CORE_THREADPOOL_H_

@@ -10,7 +10,7 @@
 #include "mixers/mixer.h"
 #include "recur/recur.h"
 
-namespace recur {
+namespace recur::impl {
 
 namespace {
 
@@ -208,4 +208,4 @@ Status LoadModel(const void* data, size_t size, const LoadOptions& options,
   return Status::Ok();
 }
 
-}  // namespace recur
+}  // namespace recur::impl

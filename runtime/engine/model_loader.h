@@ -9,7 +9,7 @@
 #include "core/status.h"
 #include "model/model.h"
 
-namespace recur {
+namespace recur::impl {
 
 struct LoadOptions {
   bool trusted = false;  // skip the FlatBuffers Verifier
@@ -21,6 +21,6 @@ struct LoadOptions {
 Status LoadModel(const void* data, size_t size, const LoadOptions& options,
                  std::unique_ptr<Model>* out);
 
-}  // namespace recur
+}  // namespace recur::impl
 
 #endif  // RECUR_ENGINE_MODEL_LOADER_H_

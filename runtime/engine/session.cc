@@ -12,7 +12,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
 
-namespace recur {
+namespace recur::impl {
 namespace {
 
 size_t RoundUp16(size_t n) { return (n + 15) / 16 * 16; }
@@ -632,4 +632,4 @@ Status Session::Fork(SessionPtr* out) const {
   return Status::Ok();
 }
 
-}  // namespace recur
+}  // namespace recur::impl

@@ -16,7 +16,7 @@
 #include "kernels/dense/dense.h"
 #include "model/model.h"
 
-namespace recur {
+namespace recur::impl {
 
 struct SessionOptions {
   size_t batch = 1;
@@ -235,6 +235,6 @@ class Session {
   void* observer_context_ = nullptr;
 };
 
-}  // namespace recur
+}  // namespace recur::impl
 
 #endif  // RECUR_ENGINE_SESSION_H_

@@ -6,7 +6,7 @@
 #include "engine/session.h"
 #include "mixers/mixer.h"
 
-namespace recur {
+namespace recur::impl {
 namespace {
 
 constexpr char kStateMagic[8] = {'R', 'C', 'U', 'R', 'S', 'T', 'A', 'T'};
@@ -139,4 +139,4 @@ Status Session::LoadState(int stream, const void* buffer, size_t size) {
   return Status::Ok();
 }
 
-}  // namespace recur
+}  // namespace recur::impl

@@ -15,7 +15,7 @@
 #include "mixers/mixer_tables.h"
 #include "mixers/projections.h"
 
-namespace recur {
+namespace recur::impl {
 namespace {
 
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
@@ -140,9 +140,9 @@ Status CreateAftSimple(const void* table, const std::string& layer, uint32_t d_m
   return AftSimple::Create(static_cast<const fb::AftSimple*>(table), layer, d_model, tensors, out);
 }
 
-}  // namespace recur
+}  // namespace recur::impl
 
-namespace recur {
+namespace recur::impl {
 namespace {
 
 // AFT-local / AFT-conv (schema: table AftLocal). The causal state keeps the
@@ -315,9 +315,9 @@ Status CreateAftLocal(const void* table, const std::string& layer, uint32_t d_mo
   return AftLocal::Create(static_cast<const fb::AftLocal*>(table), layer, d_model, tensors, out);
 }
 
-}  // namespace recur
+}  // namespace recur::impl
 
-namespace recur {
+namespace recur::impl {
 namespace {
 
 // AFT-full (schema: table AftFull). Causal: a cache of every position's k and
@@ -460,4 +460,4 @@ Status CreateAftFull(const void* table, const std::string& layer, uint32_t d_mod
   return AftFull::Create(static_cast<const fb::AftFull*>(table), layer, d_model, tensors, out);
 }
 
-}  // namespace recur
+}  // namespace recur::impl

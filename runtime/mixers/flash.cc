@@ -13,7 +13,7 @@
 #include "mixers/mixer.h"
 #include "mixers/projections.h"
 
-namespace recur {
+namespace recur::impl {
 namespace {
 
 class Flash final : public Mixer {
@@ -161,4 +161,4 @@ Status CreateFlash(const void* table, const std::string& layer, uint32_t d_model
   return Flash::Create(static_cast<const fb::Flash*>(table), layer, d_model, tensors, out);
 }
 
-}  // namespace recur
+}  // namespace recur::impl

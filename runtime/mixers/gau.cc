@@ -13,7 +13,7 @@
 #include "mixers/mixer.h"
 #include "mixers/projections.h"
 
-namespace recur {
+namespace recur::impl {
 namespace {
 
 class Gau final : public Mixer {
@@ -107,4 +107,4 @@ Status CreateGau(const void* table, const std::string& layer, uint32_t d_model,
   return Gau::Create(static_cast<const fb::Gau*>(table), layer, d_model, tensors, out);
 }
 
-}  // namespace recur
+}  // namespace recur::impl

@@ -13,7 +13,7 @@
 #include "mixers/mixer.h"
 #include "mixers/projections.h"
 
-namespace recur {
+namespace recur::impl {
 namespace {
 
 constexpr uint32_t kMaxWidth = kMaxMixerWidth;
@@ -367,4 +367,4 @@ Status CreateLinearAttention(const void* table, const std::string& layer, uint32
                                  tensors, out);
 }
 
-}  // namespace recur
+}  // namespace recur::impl

@@ -12,7 +12,7 @@
 #include "mixers/mixer_tables.h"
 #include "mixers/projections.h"
 
-namespace recur {
+namespace recur::impl {
 namespace {
 
 class Linformer final : public Mixer {
@@ -125,4 +125,4 @@ Status CreateLinformer(const void* table, const std::string& layer, uint32_t d_m
   return Linformer::Create(static_cast<const fb::Linformer*>(table), layer, d_model, tensors, out);
 }
 
-}  // namespace recur
+}  // namespace recur::impl

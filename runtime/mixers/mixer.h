@@ -12,7 +12,7 @@
 #include "core/threadpool.h"
 #include "model/model.h"
 
-namespace recur {
+namespace recur::impl {
 
 class DenseRunner;  // backends/dense_runner.h
 
@@ -91,6 +91,6 @@ struct MixerEntry {
 // `create` is null when the mixer was left out of this build (RECUR_MIXERS).
 const MixerEntry* FindMixer(fb::Mixer tag);
 
-}  // namespace recur
+}  // namespace recur::impl
 
 #endif  // RECUR_MIXERS_MIXER_H_

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <string>
 
-namespace recur {
+namespace recur::impl {
 
 Status ReadAftLocalBias(const fb::AftLocal* t, const std::string& layer, TensorResolver* tensors,
                         std::vector<float>* bias) {
@@ -51,4 +51,4 @@ Status ReadLinformerProjections(const fb::Linformer* t, const std::string& layer
   return read(t->f(), prefix + "F", &out->f, &out->f_per_head);
 }
 
-}  // namespace recur
+}  // namespace recur::impl

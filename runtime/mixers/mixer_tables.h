@@ -11,7 +11,7 @@
 #include "core/status.h"
 #include "model/model.h"
 
-namespace recur {
+namespace recur::impl {
 
 // AFT-local / AFT-conv (docs/attention-math.md §4): the position bias w expanded
 // to (offsets, D = heads·dk), offset o = t − p (causal; offsets = window) or
@@ -33,6 +33,6 @@ struct LinformerProjections {
 Status ReadLinformerProjections(const fb::Linformer* t, const std::string& layer,
                                 TensorResolver* tensors, LinformerProjections* out);
 
-}  // namespace recur
+}  // namespace recur::impl
 
 #endif  // RECUR_MIXERS_MIXER_TABLES_H_

@@ -12,7 +12,7 @@
 #include "backends/dense_op.h"
 #include "mixers/mixer.h"
 
-namespace recur {
+namespace recur::impl {
 
 // Bounds widths so that products of dimensions cannot overflow 32 bits.
 inline constexpr uint32_t kMaxMixerWidth = 1u << 20;
@@ -154,6 +154,6 @@ struct GatedProjections {
   }
 };
 
-}  // namespace recur
+}  // namespace recur::impl
 
 #endif  // RECUR_MIXERS_PROJECTIONS_H_

@@ -11,7 +11,7 @@
 #include "mixers/mixer.h"
 #include "mixers/projections.h"
 
-namespace recur {
+namespace recur::impl {
 namespace {
 
 constexpr uint32_t kMaxBuckets = 1u << 16;
@@ -172,4 +172,4 @@ Status CreateReformer(const void* table, const std::string& layer, uint32_t d_mo
   return Reformer::Create(static_cast<const fb::Reformer*>(table), layer, d_model, tensors, out);
 }
 
-}  // namespace recur
+}  // namespace recur::impl

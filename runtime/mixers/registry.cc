@@ -1,6 +1,6 @@
 #include "mixers/mixer.h"
 
-namespace recur {
+namespace recur::impl {
 
 // The factory of union tag Tag is Create<Tag> (runtime/mixers/<file>.cc).
 #define RECUR_MIXER(Tag, config_name, file)                                             \
@@ -47,4 +47,4 @@ const MixerEntry* FindMixer(fb::Mixer tag) {
   return &kMixers[index];
 }
 
-}  // namespace recur
+}  // namespace recur::impl

@@ -13,7 +13,7 @@
 #include "mixers/mixer.h"
 #include "mixers/projections.h"
 
-namespace recur {
+namespace recur::impl {
 namespace {
 
 constexpr uint32_t kMaxWindow = 1u << 16;
@@ -195,4 +195,4 @@ Status CreateSlidingWindowAttention(const void* table, const std::string& layer,
                                d_model, tensors, out);
 }
 
-}  // namespace recur
+}  // namespace recur::impl

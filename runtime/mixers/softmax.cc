@@ -12,7 +12,7 @@
 #include "mixers/mixer.h"
 #include "mixers/projections.h"
 
-namespace recur {
+namespace recur::impl {
 namespace {
 
 class SoftmaxAttention final : public Mixer {
@@ -164,4 +164,4 @@ Status CreateSoftmaxAttention(const void* table, const std::string& layer, uint3
                                   d_model, tensors, out);
 }
 
-}  // namespace recur
+}  // namespace recur::impl

@@ -10,7 +10,7 @@
 #include "core/hash.h"
 #include "kernels/dense/dense_ref.h"
 
-namespace recur {
+namespace recur::impl {
 namespace {
 
 std::string ShapeString(const flatbuffers::Vector<int64_t>* shape) {
@@ -297,4 +297,4 @@ Status TensorResolver::GetNorm(const fb::LayerNorm* norm, const std::string& wha
   return Status::Ok();
 }
 
-}  // namespace recur
+}  // namespace recur::impl

@@ -16,7 +16,7 @@
 #include "core/status.h"
 #include "schema/recur_generated.h"
 
-namespace recur {
+namespace recur::impl {
 
 class Mixer;  // mixers/mixer.h, a layer above: the model holds mixers by pointer only
 
@@ -140,6 +140,6 @@ class TensorResolver {
   uint64_t parameter_count_ = 0;
 };
 
-}  // namespace recur
+}  // namespace recur::impl
 
 #endif  // RECUR_MODEL_MODEL_H_

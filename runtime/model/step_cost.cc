@@ -1,6 +1,6 @@
 #include "model/model.h"
 
-namespace recur {
+namespace recur::impl {
 
 StepCost EstimateStepCost(const Model& m) {
   StepCost cost;
@@ -25,4 +25,4 @@ StepCost EstimateStepCost(const Model& m) {
   return cost;
 }
 
-}  // namespace recur
+}  // namespace recur::impl

@@ -121,9 +121,9 @@ int posix_memalign(void** out, size_t alignment, size_t size) {
 }  // extern "C"
 #endif
 
-namespace recur::testing {
+namespace recur::impl::testing {
 
 long AllocationCount() { return g_allocations.load(std::memory_order_relaxed); }
 long HeapAllocationCount() { return g_heap_allocations.load(std::memory_order_relaxed); }
 
-}  // namespace recur::testing
+}  // namespace recur::impl::testing

@@ -6,7 +6,7 @@
 #ifndef RECUR_TESTS_API_ALLOC_COUNTER_H_
 #define RECUR_TESTS_API_ALLOC_COUNTER_H_
 
-namespace recur::testing {
+namespace recur::impl::testing {
 
 // Calls of the global operator new.
 long AllocationCount();
@@ -14,6 +14,6 @@ long AllocationCount();
 // operator new, which allocates with malloc).
 long HeapAllocationCount();
 
-}  // namespace recur::testing
+}  // namespace recur::impl::testing
 
 #endif  // RECUR_TESTS_API_ALLOC_COUNTER_H_

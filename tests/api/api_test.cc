@@ -16,16 +16,16 @@
 
 namespace {
 
-using recur::testing::BuildTestModel;
-using recur::testing::kTinyFeaturesConfig;
-using recur::testing::kTinyTokensConfig;
+using recur::impl::testing::BuildTestModel;
+using recur::impl::testing::kTinyFeaturesConfig;
+using recur::impl::testing::kTinyTokensConfig;
 
 bool ErrorContains(const char* needle) {
   return std::string(recur_last_error()).find(needle) != std::string::npos;
 }
 
 struct Loaded {
-  recur::converter::AlignedBytes bytes;
+  recur::impl::converter::AlignedBytes bytes;
   recur_model* model = nullptr;
   explicit Loaded(const char* config, unsigned seed = 1) {
     bytes = BuildTestModel(config, seed);
@@ -303,7 +303,8 @@ TEST_CASE("the options defaults set struct_size and leave every field at its def
   REQUIRE(recur_session_state_size(b, &blob_b) == RECUR_OK);
   CHECK(blob_a == blob_b);
   for (int32_t token : {3, 1, 4, 1, 5}) {
-    CHECK(recur::testing::WorstRelative(StepTokens(a, {token}, 11), StepTokens(b, {token}, 11)) <
+    CHECK(recur::impl::testing::WorstRelative(StepTokens(a, {token}, 11), StepTokens(b, {token},
+          11)) <
           1e-5);
   }
   recur_session_free(a);
@@ -537,7 +538,7 @@ TEST_CASE("load_file: mmap and read-into-memory give the same model") {
 
 TEST_CASE("load_buffer refuses misaligned bytes") {
   auto bytes = BuildTestModel(kTinyTokensConfig, 1);
-  std::vector<uint8_t, recur::converter::AlignedAllocator<uint8_t>> shifted(bytes.size() + 8);
+  std::vector<uint8_t, recur::impl::converter::AlignedAllocator<uint8_t>> shifted(bytes.size() + 8);
   std::memcpy(shifted.data() + 8, bytes.data(), bytes.size());
   recur_model* model = nullptr;
   CHECK(recur_model_load_buffer(shifted.data() + 8, bytes.size(), nullptr, &model) ==
@@ -586,8 +587,8 @@ TEST_CASE("SIMD target cap: the kernels dispatch as a smaller CPU's would, betwe
   recur_session_free(s);
   // Another target: other lane counts sum in another order, and the emulated
   // ones round a*b+c twice (tolerance.h).
-  CHECK(recur::testing::WorstRelative(capped_out, native_out) <=
-        recur::testing::TinyModelOutputBound(2));
+  CHECK(recur::impl::testing::WorstRelative(capped_out, native_out) <=
+        recur::impl::testing::TinyModelOutputBound(2));
 
   // Back to the process's cap: the environment's (a test preset may set one), or none.
   REQUIRE(recur_set_max_simd_target(std::getenv("RECUR_MAX_SIMD_TARGET")) == RECUR_OK);

@@ -19,19 +19,20 @@
 
 namespace {
 
-using recur::converter::WeightDType;
+using recur::impl::converter::WeightDType;
 
 bool ErrorContains(const std::string& needle) {
   return std::string(recur_last_error()).find(needle) != std::string::npos;
 }
 
-recur::converter::AlignedBytes Build(const char* config, WeightDType dtype) {
-  auto parsed = recur::converter::ParseConfig(config);
+recur::impl::converter::AlignedBytes Build(const char* config, WeightDType dtype) {
+  auto parsed = recur::impl::converter::ParseConfig(config);
   REQUIRE_MESSAGE(parsed.ok(), parsed.message());
-  recur::converter::BuildOptions options;
+  recur::impl::converter::BuildOptions options;
   options.weight_dtype = dtype;
-  auto bytes = recur::converter::BuildModel(parsed.value().desc,
-                                            recur::testing::RandomTensors(parsed.value().desc, 3),
+  auto bytes = recur::impl::converter::BuildModel(parsed.value().desc,
+                                            recur::impl::testing::RandomTensors(parsed.value().desc,
+                                                3),
                                             options);
   REQUIRE_MESSAGE(bytes.ok(), bytes.message());
   return std::move(bytes.value());
@@ -96,20 +97,20 @@ recur_status Exercise(recur_session* s, const recur_model_info& info, uint32_t b
 }  // namespace
 
 TEST_CASE("a session on an arena allocates nothing from create to free and equals a heap one") {
-  const char* configs[] = {recur::testing::kTinyTokensConfig,
-                           recur::testing::kTinyFeaturesConfig,
-                           recur::testing::kTinySoftmaxConfig,
-                           recur::testing::kTinySlidingWindowConfig,
-                           recur::testing::kTinyAftConfig,
-                           recur::testing::kTinyFlashConfig,
-                           recur::testing::kTinyAftLocalConfig,
-                           recur::testing::kTinyAftFullConfig,
-                           recur::testing::kTinyGauConfig,
-                           recur::testing::kTinyMixedConfig};
+  const char* configs[] = {recur::impl::testing::kTinyTokensConfig,
+                           recur::impl::testing::kTinyFeaturesConfig,
+                           recur::impl::testing::kTinySoftmaxConfig,
+                           recur::impl::testing::kTinySlidingWindowConfig,
+                           recur::impl::testing::kTinyAftConfig,
+                           recur::impl::testing::kTinyFlashConfig,
+                           recur::impl::testing::kTinyAftLocalConfig,
+                           recur::impl::testing::kTinyAftFullConfig,
+                           recur::impl::testing::kTinyGauConfig,
+                           recur::impl::testing::kTinyMixedConfig};
   for (const char* config : configs) {
     for (WeightDType dtype : {WeightDType::kF32, WeightDType::kBF16, WeightDType::kInt8}) {
       INFO(std::string(config).substr(0, 200));
-      INFO(recur::converter::WeightDTypeName(dtype));
+      INFO(recur::impl::converter::WeightDTypeName(dtype));
       const auto bytes = Build(config, dtype);
       recur_model* model = nullptr;
       REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
@@ -119,10 +120,10 @@ TEST_CASE("a session on an arena allocates nothing from create to free and equal
       const uint32_t batch = 4;
       recur_session_options options = Options(batch);
 
-      const long heap_before = recur::testing::HeapAllocationCount();
+      const long heap_before = recur::impl::testing::HeapAllocationCount();
       recur_session* heap = nullptr;
       REQUIRE(recur_session_create(model, &options, &heap) == RECUR_OK);
-      CHECK(recur::testing::HeapAllocationCount() > heap_before);  // the counter sees malloc
+      CHECK(recur::impl::testing::HeapAllocationCount() > heap_before);  // the counter sees malloc
       size_t blob = 0;
       REQUIRE(recur_session_state_size(heap, &blob) == RECUR_OK);
       Run want(info, batch, 34, blob), got(info, batch, 34, blob);
@@ -144,12 +145,12 @@ TEST_CASE("a session on an arena allocates nothing from create to free and equal
       long allocations = -1;
       recur_status created = RECUR_INTERNAL, ran = RECUR_INTERNAL;
       std::thread([&] {
-        const long before = recur::testing::HeapAllocationCount();
+        const long before = recur::impl::testing::HeapAllocationCount();
         recur_session* session = nullptr;
         created = recur_session_create(model, &options, &session);
         if (created == RECUR_OK) ran = Exercise(session, info, batch, &got);
         recur_session_free(session);
-        allocations = recur::testing::HeapAllocationCount() - before;
+        allocations = recur::impl::testing::HeapAllocationCount() - before;
       }).join();
       REQUIRE(created == RECUR_OK);
       REQUIRE(ran == RECUR_OK);
@@ -168,7 +169,7 @@ TEST_CASE("a session on an arena allocates nothing from create to free and equal
 }
 
 TEST_CASE("arena sessions: too small, unsupported options, encode and fork are refused") {
-  const auto bytes = Build(recur::testing::kTinyTokensConfig, WeightDType::kF32);
+  const auto bytes = Build(recur::impl::testing::kTinyTokensConfig, WeightDType::kF32);
   recur_model* model = nullptr;
   REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
   recur_session_options options = Options(2);
@@ -257,13 +258,13 @@ TEST_CASE("arena sessions: too small, unsupported options, encode and fork are r
 }
 
 TEST_CASE("Arena: counting, alignment of an unaligned block, exhaustion, overflow") {
-  recur::Arena counter;
+  recur::impl::Arena counter;
   CHECK(counter.Allocate<float>(3) == nullptr);  // counting
   CHECK(counter.Allocate<double>(1) == nullptr);
   CHECK(counter.used() == 64 + 8);
   CHECK(counter.bytes() == 128 + 63);
   alignas(64) unsigned char block[256];
-  recur::Arena arena(block + 5, 200);  // aligned start: block + 64, 141 bytes left
+  recur::impl::Arena arena(block + 5, 200);  // aligned start: block + 64, 141 bytes left
   float* a = arena.Allocate<float>(3);
   double* b = arena.Allocate<double>(1);
   CHECK(reinterpret_cast<uintptr_t>(a) == reinterpret_cast<uintptr_t>(block + 64));
@@ -271,9 +272,9 @@ TEST_CASE("Arena: counting, alignment of an unaligned block, exhaustion, overflo
   CHECK(arena.fits());
   CHECK(arena.Allocate<unsigned char>(14) == nullptr);  // 64 + 64 + 14 > 141
   CHECK(!arena.fits());
-  recur::Arena tiny(block + 1, 10);  // less than the alignment padding
+  recur::impl::Arena tiny(block + 1, 10);  // less than the alignment padding
   CHECK(tiny.Allocate<unsigned char>(1) == nullptr);
-  recur::Arena huge;
+  recur::impl::Arena huge;
   huge.Allocate<unsigned char>(1);
   CHECK(huge.Allocate<double>(SIZE_MAX / 4) == nullptr);
   CHECK(huge.used() == SIZE_MAX);  // saturated: no block is big enough

@@ -26,7 +26,7 @@ TEST_CASE("step and prefill do not allocate on any backend but onednn") {
       start = end + 2;
     }
   }
-  auto bytes = recur::testing::BuildTestModel(recur::testing::kTinyFeaturesConfig, 1);
+  auto bytes = recur::impl::testing::BuildTestModel(recur::impl::testing::kTinyFeaturesConfig, 1);
   REQUIRE(!bytes.empty());
   recur_model* model = nullptr;
   REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
@@ -53,10 +53,10 @@ TEST_CASE("step and prefill do not allocate on any backend but onednn") {
       // Warm: first calls may set up per-thread state in the libraries.
       REQUIRE(recur_session_step(session, &one, out.data()) == RECUR_OK);
       REQUIRE(recur_session_prefill(session, steps, &many, out.data()) == RECUR_OK);
-      const long before = recur::testing::AllocationCount();
+      const long before = recur::impl::testing::AllocationCount();
       for (int t = 0; t < 20; ++t) REQUIRE(recur_session_step(session, &one, out.data()) == RECUR_OK);
       REQUIRE(recur_session_prefill(session, steps, &many, out.data()) == RECUR_OK);
-      const long allocations = recur::testing::AllocationCount() - before;
+      const long allocations = recur::impl::testing::AllocationCount() - before;
       if (name == "onednn") {
         // oneDNN's execute builds its argument map on the heap each call;
         // that is why the automatic choice never picks it (gemm_backend.h).

@@ -27,8 +27,8 @@ std::vector<std::string> CompiledBackends() {
   return names;
 }
 
-recur_model* LoadTestModel(const char* config, recur::converter::AlignedBytes* bytes) {
-  *bytes = recur::testing::BuildTestModel(config, 1);
+recur_model* LoadTestModel(const char* config, recur::impl::converter::AlignedBytes* bytes) {
+  *bytes = recur::impl::testing::BuildTestModel(config, 1);
   recur_model* model = nullptr;
   if (bytes->empty()) return nullptr;
   if (recur_model_load_buffer(bytes->data(), bytes->size(), nullptr, &model) != RECUR_OK) {
@@ -92,8 +92,8 @@ TEST_CASE("highway is always compiled in") {
 }
 
 TEST_CASE("a backend this build lacks is a clear error") {
-  recur::converter::AlignedBytes bytes;
-  recur_model* model = LoadTestModel(recur::testing::kTinyTokensConfig, &bytes);
+  recur::impl::converter::AlignedBytes bytes;
+  recur_model* model = LoadTestModel(recur::impl::testing::kTinyTokensConfig, &bytes);
   REQUIRE(model != nullptr);
   recur_session_options options{};
   options.struct_size = sizeof(options);
@@ -115,8 +115,9 @@ TEST_CASE("a backend this build lacks is a clear error") {
 }
 
 TEST_CASE("every backend computes what highway computes") {
-  for (const char* config : {recur::testing::kTinyTokensConfig, recur::testing::kTinyFeaturesConfig}) {
-    recur::converter::AlignedBytes bytes;
+  for (const char* config : {recur::impl::testing::kTinyTokensConfig,
+       recur::impl::testing::kTinyFeaturesConfig}) {
+    recur::impl::converter::AlignedBytes bytes;
     recur_model* model = LoadTestModel(config, &bytes);
     REQUIRE(model != nullptr);
     for (uint32_t batch : {1u, 5u}) {
@@ -143,8 +144,9 @@ TEST_CASE("every backend computes what highway computes") {
 }
 
 TEST_CASE("packed weights compute what unpacked weights compute, and say what they cost") {
-  for (const char* config : {recur::testing::kTinyTokensConfig, recur::testing::kTinyFeaturesConfig}) {
-    recur::converter::AlignedBytes bytes;
+  for (const char* config : {recur::impl::testing::kTinyTokensConfig,
+       recur::impl::testing::kTinyFeaturesConfig}) {
+    recur::impl::converter::AlignedBytes bytes;
     recur_model* model = LoadTestModel(config, &bytes);
     REQUIRE(model != nullptr);
     for (uint32_t batch : {1u, 5u}) {

@@ -15,7 +15,7 @@
 
 namespace {
 
-using recur::testing::BuildTestModel;
+using recur::impl::testing::BuildTestModel;
 
 constexpr int kThreads = 8;
 constexpr uint32_t kBatch = 2;
@@ -133,13 +133,15 @@ void CheckConcurrentEqualsSerial(const char* config) {
 }  // namespace
 
 TEST_CASE("sessions on many threads share one model and equal serial runs") {
-  SUBCASE("linear attention") { CheckConcurrentEqualsSerial(recur::testing::kTinyTokensConfig); }
-  SUBCASE("mixed blocks") { CheckConcurrentEqualsSerial(recur::testing::kTinyMixedConfig); }
+  SUBCASE("linear attention") {
+    CheckConcurrentEqualsSerial(recur::impl::testing::kTinyTokensConfig);
+  }
+  SUBCASE("mixed blocks") { CheckConcurrentEqualsSerial(recur::impl::testing::kTinyMixedConfig); }
 }
 
 TEST_CASE("sessions on many threads share a model loaded from a file") {
   // The file form maps the bytes; the mapping is shared read-only.
-  auto bytes = BuildTestModel(recur::testing::kTinySlidingWindowConfig, 5);
+  auto bytes = BuildTestModel(recur::impl::testing::kTinySlidingWindowConfig, 5);
   REQUIRE(!bytes.empty());
   const std::string path = "concurrency_test_model.recur";
   FILE* f = std::fopen(path.c_str(), "wb");

@@ -14,10 +14,10 @@
 
 namespace {
 
-using recur::testing::BuildTestModel;
-using recur::testing::kTinyTokensConfig;
+using recur::impl::testing::BuildTestModel;
+using recur::impl::testing::kTinyTokensConfig;
 
-void WriteFile(const std::string& path, const recur::converter::AlignedBytes& bytes) {
+void WriteFile(const std::string& path, const recur::impl::converter::AlignedBytes& bytes) {
   FILE* f = std::fopen(path.c_str(), "wb");
   REQUIRE(f != nullptr);
   REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());

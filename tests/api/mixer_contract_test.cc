@@ -23,9 +23,9 @@
 
 namespace {
 
-using recur::testing::TinyModelOutputBound;
-using recur::testing::TinyModelStateBound;
-using recur::testing::WorstRelative;
+using recur::impl::testing::TinyModelOutputBound;
+using recur::impl::testing::TinyModelStateBound;
+using recur::impl::testing::WorstRelative;
 
 
 namespace fb = recur::fb;
@@ -33,16 +33,16 @@ namespace fb = recur::fb;
 // A tiny causal model per mixer type (union member name).
 const std::map<std::string, const char*>& TestModels() {
   static const std::map<std::string, const char*> models = {
-      {"LinearAttention", recur::testing::kTinyTokensConfig},
-      {"SoftmaxAttention", recur::testing::kTinySoftmaxConfig},
-      {"SlidingWindowAttention", recur::testing::kTinySlidingWindowConfig},
-      {"AftSimple", recur::testing::kTinyAftConfig},
-      {"Flash", recur::testing::kTinyFlashConfig},
-      {"Linformer", recur::testing::kTinyLinformerConfig},
-      {"AftLocal", recur::testing::kTinyAftLocalConfig},
-      {"AftFull", recur::testing::kTinyAftFullConfig},
-      {"Gau", recur::testing::kTinyGauConfig},
-      {"Reformer", recur::testing::kTinyReformerConfig},
+      {"LinearAttention", recur::impl::testing::kTinyTokensConfig},
+      {"SoftmaxAttention", recur::impl::testing::kTinySoftmaxConfig},
+      {"SlidingWindowAttention", recur::impl::testing::kTinySlidingWindowConfig},
+      {"AftSimple", recur::impl::testing::kTinyAftConfig},
+      {"Flash", recur::impl::testing::kTinyFlashConfig},
+      {"Linformer", recur::impl::testing::kTinyLinformerConfig},
+      {"AftLocal", recur::impl::testing::kTinyAftLocalConfig},
+      {"AftFull", recur::impl::testing::kTinyAftFullConfig},
+      {"Gau", recur::impl::testing::kTinyGauConfig},
+      {"Reformer", recur::impl::testing::kTinyReformerConfig},
   };
   return models;
 }
@@ -50,7 +50,7 @@ const std::map<std::string, const char*>& TestModels() {
 struct Model {
   explicit Model(const char* config, recur_state_sums sums = RECUR_STATE_SUMS_COMPENSATED)
       : state_sums(sums) {
-    bytes = recur::testing::BuildTestModel(config, 11);
+    bytes = recur::impl::testing::BuildTestModel(config, 11);
     REQUIRE(!bytes.empty());
     REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
     info.struct_size = sizeof(info);
@@ -103,7 +103,7 @@ struct Model {
   }
 
   recur_state_sums state_sums;
-  recur::converter::AlignedBytes bytes;
+  recur::impl::converter::AlignedBytes bytes;
   recur_model* model = nullptr;
   recur_model_info info{};
   std::vector<int32_t> ids;
@@ -200,15 +200,15 @@ TEST_CASE("every mixer: steps == prefill, prefill(a) + prefill(b) == prefill(a +
 }
 
 TEST_CASE("a mixed model (a different mixer per block) keeps the same contract") {
-  CheckContract(recur::testing::kTinyMixedConfig);
+  CheckContract(recur::impl::testing::kTinyMixedConfig);
 }
 
 TEST_CASE("AFT-conv (the per-head kernel of the AftLocal table) keeps the same contract") {
-  CheckContract(recur::testing::kTinyAftConvConfig);
+  CheckContract(recur::impl::testing::kTinyAftConvConfig);
 }
 
 TEST_CASE("linformer: sequences past seq_len are refused, up to it accepted") {
-  Model m(recur::testing::kTinyLinformerConfig);
+  Model m(recur::impl::testing::kTinyLinformerConfig);
   recur_session* s = m.Session(0);
   std::vector<float> out(33 * m.info.output_width);
   recur_input full = m.Input(0, 32);
@@ -250,19 +250,20 @@ static void CheckBoundedByMaxLength(const char* config) {
 }
 
 TEST_CASE("AFT-full: the KV cache is bounded by max_length, and max_context cannot pass it") {
-  CheckBoundedByMaxLength(recur::testing::kTinyAftFullConfig);
+  CheckBoundedByMaxLength(recur::impl::testing::kTinyAftFullConfig);
 }
 
 TEST_CASE("GAU: the KV cache is bounded by max_length, and its encoder keeps the encoder contract") {
-  CheckBoundedByMaxLength(recur::testing::kTinyGauConfig);
-  std::string encoder = recur::testing::kTinyGauConfig;
+  CheckBoundedByMaxLength(recur::impl::testing::kTinyGauConfig);
+  std::string encoder = recur::impl::testing::kTinyGauConfig;
   const std::string key = "\"scale\": 0.05";
   encoder.replace(encoder.find(key), key.size(), key + ", \"causal\": false");
   CheckContract(encoder.c_str());
 }
 
 TEST_CASE("plain state sums keep the contract, and stay close to compensated ones") {
-  for (const char* config : {recur::testing::kTinyTokensConfig, recur::testing::kTinyMixedConfig}) {
+  for (const char* config : {recur::impl::testing::kTinyTokensConfig,
+       recur::impl::testing::kTinyMixedConfig}) {
     CheckContract(config, RECUR_STATE_SUMS_PLAIN);
     // Over 40 steps plain and compensated sums differ by rounding only.
     Model plain(config, RECUR_STATE_SUMS_PLAIN), compensated(config);

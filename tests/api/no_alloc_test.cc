@@ -21,7 +21,7 @@
 
 namespace {
 
-using recur::converter::WeightDType;
+using recur::impl::converter::WeightDType;
 
 // d_model 64, d_ff 128: wide enough for every highway dense path (row
 // tiles, packed tiles, panels with their packed-x scratch, widened narrow
@@ -47,7 +47,7 @@ struct Case {
 // Heap allocations of warm steps, prefills and state calls (the test runs
 // on a fresh thread, so no earlier test case has warmed its scratch).
 long WarmAllocations(const Case& c) {
-  auto bytes = recur::testing::BuildTestModel(c.config, 1, c.dtype);
+  auto bytes = recur::impl::testing::BuildTestModel(c.config, 1, c.dtype);
   REQUIRE(!bytes.empty());
   recur_model* model = nullptr;
   REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
@@ -80,7 +80,7 @@ long WarmAllocations(const Case& c) {
   REQUIRE(recur_session_step(session, &one, out.data()) == RECUR_OK);  // warm-up
   REQUIRE(recur_session_prefill(session, steps, &many, out.data()) == RECUR_OK);
   REQUIRE(recur_session_reset(session, -1) == RECUR_OK);
-  const long before = recur::testing::HeapAllocationCount();
+  const long before = recur::impl::testing::HeapAllocationCount();
   for (int t = 0; t < 20; ++t) REQUIRE(recur_session_step(session, &one, out.data()) == RECUR_OK);
   REQUIRE(recur_session_prefill(session, steps, &many, out.data()) == RECUR_OK);
   REQUIRE(recur_session_state_save(session, int(c.batch) - 1, blob.data(), blob.size()) ==
@@ -88,7 +88,7 @@ long WarmAllocations(const Case& c) {
   REQUIRE(recur_session_reset(session, -1) == RECUR_OK);
   REQUIRE(recur_session_state_load(session, 0, blob.data(), blob.size()) == RECUR_OK);
   REQUIRE(recur_session_step(session, &one, out.data()) == RECUR_OK);
-  const long allocations = recur::testing::HeapAllocationCount() - before;
+  const long allocations = recur::impl::testing::HeapAllocationCount() - before;
   recur_session_free(session);
   recur_model_free(model);
   return allocations;
@@ -98,15 +98,16 @@ long WarmAllocations(const Case& c) {
 
 TEST_CASE("warm step, prefill, reset, save and load do not allocate") {
   std::vector<Case> cases;
-  for (const char* config : {recur::testing::kTinyTokensConfig, recur::testing::kTinyFeaturesConfig,
-                             recur::testing::kTinySoftmaxConfig,
-                             recur::testing::kTinySlidingWindowConfig,
-                             recur::testing::kTinyAftConfig,
-                             recur::testing::kTinyFlashConfig,
-                             recur::testing::kTinyAftLocalConfig,
-                             recur::testing::kTinyAftFullConfig,
-                             recur::testing::kTinyGauConfig,
-                             recur::testing::kTinyMixedConfig}) {
+  for (const char* config : {recur::impl::testing::kTinyTokensConfig,
+       recur::impl::testing::kTinyFeaturesConfig,
+                             recur::impl::testing::kTinySoftmaxConfig,
+                             recur::impl::testing::kTinySlidingWindowConfig,
+                             recur::impl::testing::kTinyAftConfig,
+                             recur::impl::testing::kTinyFlashConfig,
+                             recur::impl::testing::kTinyAftLocalConfig,
+                             recur::impl::testing::kTinyAftFullConfig,
+                             recur::impl::testing::kTinyGauConfig,
+                             recur::impl::testing::kTinyMixedConfig}) {
     cases.push_back({config});
   }
   // The highway paths on the wide model: batch 1 (mat-vec rows), 64 streams
@@ -129,7 +130,7 @@ TEST_CASE("warm step, prefill, reset, save and load do not allocate") {
   }
   for (const Case& c : cases) {
     CAPTURE(std::string(c.config).substr(0, 240));
-    CAPTURE(std::string(recur::converter::WeightDTypeName(c.dtype)));
+    CAPTURE(std::string(recur::impl::converter::WeightDTypeName(c.dtype)));
     CAPTURE(c.batch);
     CAPTURE(int(c.packing));
     CAPTURE(c.steps);

@@ -1,6 +1,6 @@
 // The minimal platform (platforms/minimal, RECUR_PLATFORM=minimal): no file
 // system, no clock. This executable compiles platforms/minimal/platform.cc
-// itself, so its recur::platform::Default* functions are the minimal ones: the
+// itself, so its recur::impl::platform::Default* functions are the minimal ones: the
 // linker takes an archive member only for symbols still undefined, and the
 // posix member of librecur.a defines nothing else.
 #include <string>
@@ -16,7 +16,8 @@ TEST_CASE("minimal platform: no file system, models from memory, no clock") {
   CHECK(std::string(recur_last_error()).find("this build has no file system") != std::string::npos);
   CHECK(model == nullptr);
 
-  const auto bytes = recur::testing::BuildTestModel(recur::testing::kTinyTokensConfig, 5);
+  const auto bytes = recur::impl::testing::BuildTestModel(recur::impl::testing::kTinyTokensConfig,
+                                                          5);
   REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
   recur_session_options options{};
   options.struct_size = sizeof(options);

@@ -13,7 +13,7 @@ namespace {
 
 // A "file system" of one in-memory model, and what the hooks saw.
 struct FakePlatform {
-  recur::converter::AlignedBytes model;
+  recur::impl::converter::AlignedBytes model;
   int maps = 0, unmaps = 0, clock_reads = 0;
   std::vector<std::string> log;
 };
@@ -64,7 +64,7 @@ recur_platform Table(FakePlatform* p) {
 
 TEST_CASE("recur_set_platform: the application's file, clock and log functions") {
   FakePlatform fake;
-  fake.model = recur::testing::BuildTestModel(recur::testing::kTinyTokensConfig, 3);
+  fake.model = recur::impl::testing::BuildTestModel(recur::impl::testing::kTinyTokensConfig, 3);
   REQUIRE(!fake.model.empty());
   const recur_platform table = Table(&fake);
   REQUIRE(recur_set_platform(&table) == RECUR_OK);

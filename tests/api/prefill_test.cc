@@ -16,11 +16,11 @@
 
 namespace {
 
-using recur::testing::BuildTestModel;
-using recur::testing::kTinyFeaturesConfig;
-using recur::testing::kTinyTokensConfig;
-using recur::testing::TinyModelOutputBound;
-using recur::testing::TinyModelStateBound;
+using recur::impl::testing::BuildTestModel;
+using recur::impl::testing::kTinyFeaturesConfig;
+using recur::impl::testing::kTinyTokensConfig;
+using recur::impl::testing::TinyModelOutputBound;
+using recur::impl::testing::TinyModelStateBound;
 
 struct Fixture {
   explicit Fixture(const char* config) {
@@ -60,7 +60,7 @@ struct Fixture {
     return state;
   }
 
-  recur::converter::AlignedBytes bytes;
+  recur::impl::converter::AlignedBytes bytes;
   recur_model* model = nullptr;
   recur_model_info info{};
   std::vector<int32_t> ids;
@@ -69,7 +69,7 @@ struct Fixture {
 
 void CheckClose(const std::vector<float>& a, const std::vector<float>& b, double tol) {
   REQUIRE(a.size() == b.size());
-  CHECK(recur::testing::WorstRelative(a, b) <= tol);
+  CHECK(recur::impl::testing::WorstRelative(a, b) <= tol);
 }
 
 }  // namespace
@@ -77,7 +77,7 @@ void CheckClose(const std::vector<float>& a, const std::vector<float>& b, double
 TEST_CASE("prefill equals stepping: outputs, state, and the steps after") {
   // Batched streams and features inputs; every mixer type: mixer_contract_test.cc.
   for (const char* config : {kTinyTokensConfig, kTinyFeaturesConfig,
-                             recur::testing::kTinySoftmaxFeaturesConfig}) {
+                             recur::impl::testing::kTinySoftmaxFeaturesConfig}) {
     Fixture f(config);
     const size_t batch = 3, steps = 45, w = f.info.output_width;
     const size_t width = f.tokens() ? 1 : f.info.feature_width;
@@ -266,7 +266,7 @@ TEST_CASE("default prefill_chunk: 64 positions, at least 256 rows when a step st
 TEST_CASE("encoders run only whole sequences, encode of a causal model is reset + prefill") {
   const std::string linear_encoder = std::string(kTinyFeaturesConfig).replace(
       std::string(kTinyFeaturesConfig).find("\"eps\": 1e-6}"), 12, "\"eps\": 1e-6, \"causal\": false}");
-  const std::string softmax_features = recur::testing::kTinySoftmaxFeaturesConfig;
+  const std::string softmax_features = recur::impl::testing::kTinySoftmaxFeaturesConfig;
   const std::string softmax_encoder = std::string(softmax_features).replace(
       softmax_features.find("\"dv\": 4}"), 8, "\"dv\": 4, \"causal\": false}");
   for (const std::string& encoder_config : {linear_encoder, softmax_encoder}) {
@@ -292,8 +292,8 @@ TEST_CASE("encoders run only whole sequences, encode of a causal model is reset 
   recur_session_free(s);
   }
 
-  for (const char* config : {kTinyTokensConfig, recur::testing::kTinySoftmaxConfig,
-                             recur::testing::kTinySlidingWindowConfig}) {
+  for (const char* config : {kTinyTokensConfig, recur::impl::testing::kTinySoftmaxConfig,
+                             recur::impl::testing::kTinySlidingWindowConfig}) {
   Fixture causal(config);
   recur_session* a = causal.Session(2);
   recur_session* b = causal.Session(2);
@@ -322,16 +322,16 @@ TEST_CASE("AFT-local encoder: a strongly negative window bias neither loses prec
     "max_positions": 0,
     "mixer": {"type": "aft_local", "heads": 2, "dk": 3, "window": 8, "causal": false},
     "ffn": {"d_ff": 16, "activation": "relu"}, "final_norm": false, "head": null})";
-  auto parsed = recur::converter::ParseConfig(config);
+  auto parsed = recur::impl::converter::ParseConfig(config);
   REQUIRE_MESSAGE(parsed.ok(), parsed.message());
   std::vector<float> reference;
   for (float bias : {0.0f, -5.0f, -20.0f, -40.0f, 20.0f}) {
     CAPTURE(bias);
-    auto tensors = recur::testing::RandomTensors(parsed.value().desc, 3);
+    auto tensors = recur::impl::testing::RandomTensors(parsed.value().desc, 3);
     auto& pos_bias = tensors.at("blocks.0.mixer.pos_bias").data;
     REQUIRE(pos_bias.size() == 15);
     std::fill(pos_bias.begin(), pos_bias.end(), bias);
-    auto bytes = recur::converter::BuildModel(parsed.value().desc, tensors);
+    auto bytes = recur::impl::converter::BuildModel(parsed.value().desc, tensors);
     REQUIRE_MESSAGE(bytes.ok(), bytes.message());
     recur_model* model = nullptr;
     REQUIRE(recur_model_load_buffer(bytes.value().data(), bytes.value().size(), nullptr, &model) ==
@@ -346,7 +346,7 @@ TEST_CASE("AFT-local encoder: a strongly negative window bias neither loses prec
       reference = out;
     } else {
       // Sums of 6 exponentials and reductions of at most 16 terms, 6 deep.
-      CheckClose(out, reference, recur::testing::Float32OrderBound(16, 6));
+      CheckClose(out, reference, recur::impl::testing::Float32OrderBound(16, 6));
     }
     recur_session_free(s);
     recur_model_free(model);
@@ -354,7 +354,7 @@ TEST_CASE("AFT-local encoder: a strongly negative window bias neither loses prec
 }
 
 TEST_CASE("softmax attention: the KV cache is bounded by max_context, with a clear error") {
-  Fixture f(recur::testing::kTinySoftmaxConfig);
+  Fixture f(recur::impl::testing::kTinySoftmaxConfig);
   CHECK(f.info.state_bytes == 0);
   CHECK(f.info.state_bytes_per_position == 2 * 2 * (8 + 4) * sizeof(float));  // 2 layers
   recur_session_options options{};

@@ -12,8 +12,8 @@
 
 namespace {
 
-using recur::testing::BuildTestModel;
-using recur::testing::kTinyTokensConfig;
+using recur::impl::testing::BuildTestModel;
+using recur::impl::testing::kTinyTokensConfig;
 
 std::vector<float> Run(recur::Session& s, int32_t first, int steps) {
   std::vector<float> out(11), all;
@@ -26,7 +26,7 @@ std::vector<float> Run(recur::Session& s, int32_t first, int steps) {
 }
 
 struct Fixture {
-  recur::converter::AlignedBytes bytes = BuildTestModel(kTinyTokensConfig, 1);
+  recur::impl::converter::AlignedBytes bytes = BuildTestModel(kTinyTokensConfig, 1);
   recur::Model model = std::move(*recur::Model::FromBuffer(bytes.data(), bytes.size()));
 };
 
@@ -38,8 +38,8 @@ std::vector<uint8_t> WithPosition(const std::vector<uint8_t>& blob, uint64_t pos
   std::vector<uint8_t> forged = blob;
   std::memcpy(forged.data() + 32, &position, 8);
   std::memset(forged.data() + 40, 0, 8);
-  const uint64_t checksum = recur::Fnv1a64(forged.data() + 48, forged.size() - 48,
-                                           recur::Fnv1a64(forged.data(), 48));
+  const uint64_t checksum = recur::impl::Fnv1a64(forged.data() + 48, forged.size() - 48,
+                                           recur::impl::Fnv1a64(forged.data(), 48));
   std::memcpy(forged.data() + 40, &checksum, 8);
   return forged;
 }
@@ -150,7 +150,7 @@ TEST_CASE("blobs of plain and of compensated state sums do not mix, a fork keeps
 
   // A model without running sums (softmax attention's KV cache) has one
   // layout, whichever state_sums: its blobs load into either kind.
-  auto softmax_bytes = BuildTestModel(recur::testing::kTinySoftmaxConfig, 1);
+  auto softmax_bytes = BuildTestModel(recur::impl::testing::kTinySoftmaxConfig, 1);
   auto softmax = recur::Model::FromBuffer(softmax_bytes.data(), softmax_bytes.size());
   REQUIRE(softmax.ok());
   auto sp = recur::Session::Create(*softmax, options);
@@ -199,7 +199,7 @@ TEST_CASE("truncated, padded and corrupted blobs are refused, leaving the stream
 TEST_CASE("a well-formed blob whose position passes the KV cache is refused") {
   // Found by fuzz_state_load: a blob stamped with a valid checksum but a
   // position beyond max_context made the next step write past the cache.
-  auto bytes = BuildTestModel(recur::testing::kTinySoftmaxFeaturesConfig, 1);
+  auto bytes = BuildTestModel(recur::impl::testing::kTinySoftmaxFeaturesConfig, 1);
   auto model = recur::Model::FromBuffer(bytes.data(), bytes.size());
   REQUIRE(model.ok());
   recur_session_options options = recur_session_options_default();
@@ -229,7 +229,7 @@ TEST_CASE("a well-formed blob whose position passes the KV cache is refused") {
 }
 
 TEST_CASE("a blob from a session with another max_context, or passed with its buffer's capacity, says so") {
-  auto bytes = BuildTestModel(recur::testing::kTinySoftmaxFeaturesConfig, 1);
+  auto bytes = BuildTestModel(recur::impl::testing::kTinySoftmaxFeaturesConfig, 1);
   auto model = recur::Model::FromBuffer(bytes.data(), bytes.size());
   REQUIRE(model.ok());
   recur_session_options options = recur_session_options_default();
@@ -255,7 +255,8 @@ TEST_CASE("a blob from a session with another max_context, or passed with its bu
 TEST_CASE("a well-formed blob with an absurd position is refused, whatever the mixer") {
   // AFT-conv without learned positions must refuse position 2^64 - 1: its
   // next step would read far outside the bias table.
-  for (const char* config : {recur::testing::kTinyAftConvConfig, recur::testing::kTinyFeaturesConfig}) {
+  for (const char* config : {recur::impl::testing::kTinyAftConvConfig,
+       recur::impl::testing::kTinyFeaturesConfig}) {
     CAPTURE(config);
     auto bytes = BuildTestModel(config, 1);
     auto model = recur::Model::FromBuffer(bytes.data(), bytes.size());

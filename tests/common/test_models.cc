@@ -7,7 +7,7 @@
 #include "converter/config.h"
 #include "converter/writer.h"
 
-namespace recur::testing {
+namespace recur::impl::testing {
 
 converter::TensorMap RandomTensors(const converter::ModelDescription& desc, unsigned seed,
                                    converter::Layout layout) {
@@ -66,4 +66,4 @@ converter::AlignedBytes BuildTestModel(const char* config, unsigned seed,
   return Build(config, seed, dtype, nullptr);
 }
 
-}  // namespace recur::testing
+}  // namespace recur::impl::testing

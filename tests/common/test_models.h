@@ -14,11 +14,11 @@
 
 #include "converter/model_description.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 enum class WeightDType;  // converter/quantize.h
-}  // namespace recur::converter
+}  // namespace recur::impl::converter
 
-namespace recur::testing {
+namespace recur::impl::testing {
 
 // Pre-norm, tokens (vocab 11), 2 blocks, learned positions (64), softmax head.
 inline const char* kTinyTokensConfig = R"({
@@ -165,6 +165,6 @@ converter::AlignedBytes BuildTestModel(const char* config, unsigned seed,
 converter::AlignedBytes BuildTestModel(const char* config, unsigned seed,
                                        converter::WeightDType dtype);
 
-}  // namespace recur::testing
+}  // namespace recur::impl::testing
 
 #endif  // RECUR_TESTS_COMMON_TEST_MODELS_H_

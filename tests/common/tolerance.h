@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace recur::testing {
+namespace recur::impl::testing {
 
 inline constexpr double kFloat32Unit = 0x1p-24;  // u: half an ulp of 1
 
@@ -73,6 +73,6 @@ inline double TinyModelOutputBound(unsigned layers) { return Float32OrderBound(4
 // A layer's state sits mid-block: about 8 reductions per block up to it.
 inline double TinyModelStateBound(unsigned layers) { return Float32OrderBound(48, 8.0 * layers); }
 
-}  // namespace recur::testing
+}  // namespace recur::impl::testing
 
 #endif  // RECUR_TESTS_COMMON_TOLERANCE_H_

@@ -20,7 +20,7 @@
 #error "RECUR_CONVERT_EXE must name the recur-convert binary"
 #endif
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 using testing::kFastTransformersConfig;
@@ -116,12 +116,12 @@ nlohmann::json ConvertAndInspect(const testing::TempDir& dir, const char* config
 
 TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every kind of mixer") {
   for (const char* config :
-       {recur::testing::kTinyTokensConfig, recur::testing::kTinySoftmaxConfig,
-        recur::testing::kTinySlidingWindowConfig, recur::testing::kTinyAftConfig,
-        recur::testing::kTinyFlashConfig, recur::testing::kTinyLinformerConfig,
-        recur::testing::kTinyReformerConfig, recur::testing::kTinyAftLocalConfig,
-        recur::testing::kTinyAftConvConfig, recur::testing::kTinyAftFullConfig,
-        recur::testing::kTinyGauConfig, recur::testing::kTinyMixedConfig}) {
+       {recur::impl::testing::kTinyTokensConfig, recur::impl::testing::kTinySoftmaxConfig,
+        recur::impl::testing::kTinySlidingWindowConfig, recur::impl::testing::kTinyAftConfig,
+        recur::impl::testing::kTinyFlashConfig, recur::impl::testing::kTinyLinformerConfig,
+        recur::impl::testing::kTinyReformerConfig, recur::impl::testing::kTinyAftLocalConfig,
+        recur::impl::testing::kTinyAftConvConfig, recur::impl::testing::kTinyAftFullConfig,
+        recur::impl::testing::kTinyGauConfig, recur::impl::testing::kTinyMixedConfig}) {
     CAPTURE(config);
     testing::TempDir dir;
     const nlohmann::json j = ConvertAndInspect(dir, config);
@@ -398,4 +398,4 @@ TEST_CASE("cli: help and version exit 0") {
 }
 
 }  // namespace
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

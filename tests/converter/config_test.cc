@@ -19,7 +19,7 @@
 #include "converter_test_util.h"
 #include "tolerance.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 using nlohmann::json;
@@ -389,7 +389,7 @@ TEST_CASE("config: linear-attention feature maps (recur layout)") {
   CHECK(la.favor_features == 10);
   // 1/√dk in f32: sqrt and the division round once each (γ₂ relative).
   CHECK(std::fabs(la.softmax_temp * std::sqrt(double(dk)) - 1) <=
-        recur::testing::Float32ChainBound(2));
+        recur::impl::testing::Float32ChainBound(2));
   size_t omegas = 0;
   for (const auto& t : ExpectedTensors(r->desc)) {
     if (t.name == "blocks.0.mixer.feature_map.omega") {
@@ -504,7 +504,7 @@ TEST_CASE("config: FLASH (recur layout)") {
   REQUIRE_MESSAGE(r.ok(), r.message());
   const auto& fl = ParamsOf<FlashParams>(r->desc.blocks[0]);
   CHECK(r->desc.blocks[0].mixer.As<FlashParams>() != nullptr);
-  CHECK(std::fabs(fl.scale / 0.2 - 1) <= recur::testing::Float32ChainBound(1));  // 1/5 in f32
+  CHECK(std::fabs(fl.scale / 0.2 - 1) <= recur::impl::testing::Float32ChainBound(1));  // 1/5 in f32
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& t : ExpectedTensors(r->desc)) shapes[t.name] = t.shape;
   CHECK(shapes["blocks.0.mixer.u_proj.weight"] == std::vector<int64_t>{24, 16});
@@ -540,7 +540,8 @@ TEST_CASE("config: GAU (recur layout)") {
   const auto& g = ParamsOf<GauParams>(r->desc.blocks[0]);
   CHECK(r->desc.blocks[0].mixer.As<GauParams>() != nullptr);
   CHECK(g.max_length == 40);
-  CHECK(std::fabs(g.scale * 40.0 - 1) <= recur::testing::Float32ChainBound(1));  // default 1/T in f32
+  // Default 1/T in f32.
+  CHECK(std::fabs(g.scale * 40.0 - 1) <= recur::impl::testing::Float32ChainBound(1));
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& t : ExpectedTensors(r->desc)) shapes[t.name] = t.shape;
   CHECK(shapes["blocks.0.mixer.v_proj.weight"] == std::vector<int64_t>{24, 16});
@@ -688,7 +689,7 @@ TEST_CASE("config: fast-transformers Favor feature map") {
   CHECK(la.feature_map == FeatureMap::kFavorHyperbolic);
   CHECK(la.favor_features == 6);
   CHECK(std::fabs(la.softmax_temp * std::sqrt(double(la.dk)) - 1) <=
-        recur::testing::Float32ChainBound(2));  // 1/√dk in f32: two roundings
+        recur::impl::testing::Float32ChainBound(2));  // 1/√dk in f32: two roundings
   std::string source;
   for (const auto& t : ExpectedTensors(r->desc, Layout::kFastTransformers)) {
     if (t.name == "blocks.1.mixer.feature_map.omega") {
@@ -775,4 +776,4 @@ TEST_CASE("config: unknown keys at every level are refused by name (a typo must 
   }
 }
 
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

@@ -17,7 +17,7 @@
 #include "converter/model_description.h"
 #include "test_models.h"
 
-namespace recur::converter::testing {
+namespace recur::impl::converter::testing {
 
 // Pre-norm, tokens, learned positions, log-softmax head (every tensor kind).
 inline const char* kTokensConfig = R"({
@@ -50,7 +50,7 @@ inline ModelDescription Describe(const char* config, Layout layout = Layout::kAu
   return parsed.value().desc;
 }
 
-using recur::testing::RandomTensors;
+using recur::impl::testing::RandomTensors;
 
 // A safetensors image from a literal header and data bytes.
 inline std::vector<uint8_t> MakeSafetensors(const std::string& header,
@@ -109,6 +109,6 @@ inline std::string ReadText(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
-}  // namespace recur::converter::testing
+}  // namespace recur::impl::converter::testing
 
 #endif  // RECUR_TESTS_CONVERTER_CONVERTER_TEST_UTIL_H_

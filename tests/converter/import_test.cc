@@ -10,7 +10,7 @@
 #include "converter/writer.h"
 #include "converter_test_util.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 using testing::kFastTransformersConfig;
@@ -172,4 +172,4 @@ TEST_CASE("import: BuildModel validates recur-named tensors the same way") {
 }
 
 }  // namespace
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

@@ -21,7 +21,7 @@
 #include "schema/recur_generated.h"
 #include "tolerance.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 using testing::kTokensConfig;
@@ -401,7 +401,7 @@ TEST_CASE("quantize: models in every dtype: layout, values, scales, runtime outp
             case fb::DType::BF16: tol = std::ldexp(1.0, std::ilogb(v == 0 ? 1e-30 : v) - 8); break;
             case fb::DType::I8: {  // and Decode's f32 product s·q: u·127·s
               const double scale = tensor->quant()->scales()->Get(uint32_t(i / cols));
-              tol = Int8HalfStep(scale) + 127 * recur::testing::kFloat32Unit * scale;
+              tol = Int8HalfStep(scale) + 127 * recur::impl::testing::kFloat32Unit * scale;
               break;
             }
             case fb::DType::I4: break;  // not built here
@@ -427,8 +427,8 @@ TEST_CASE("quantize: models in every dtype: layout, values, scales, runtime outp
       auto as_decoded = BuildModel(desc, decoded);
       REQUIRE_MESSAGE(as_decoded.ok(), as_decoded.message());
       const std::vector<float> want_decoded = RunTokens(*as_decoded, 8);
-      const double bound = recur::testing::TinyModelOutputBound(unsigned(desc.blocks.size()));
-      CHECK(recur::testing::WorstRelative(got, want_decoded) <= bound);
+      const double bound = recur::impl::testing::TinyModelOutputBound(unsigned(desc.blocks.size()));
+      CHECK(recur::impl::testing::WorstRelative(got, want_decoded) <= bound);
       if (dtype == WeightDType::kF32) {
         // The same bytes as the f32 model: the same kernels, order and shapes.
         CHECK(got == want);
@@ -818,4 +818,4 @@ TEST_CASE("loader: int4 group scales: count, axis, group size, values, size") {
 }
 
 }  // namespace
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

@@ -8,7 +8,7 @@
 #include "converter/sha256.h"
 #include "converter_test_util.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 using testing::BytesOf;
@@ -275,4 +275,4 @@ TEST_CASE("sha256: known digests") {
 }
 
 }  // namespace
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

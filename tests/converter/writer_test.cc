@@ -16,7 +16,7 @@
 #include "recur/recur.h"
 #include "schema/recur_generated.h"
 
-namespace recur::converter {
+namespace recur::impl::converter {
 namespace {
 
 using testing::kFastTransformersConfig;
@@ -341,4 +341,4 @@ TEST_CASE("convert: a fast-transformers checkpoint with an extra buffer") {
 }
 
 }  // namespace
-}  // namespace recur::converter
+}  // namespace recur::impl::converter

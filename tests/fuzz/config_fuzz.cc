@@ -6,9 +6,9 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  for (auto layout : {recur::converter::Layout::kAuto, recur::converter::Layout::kRecur,
-                      recur::converter::Layout::kFastTransformers}) {
-    auto config = recur::converter::ParseConfig(text, layout);
+  for (auto layout : {recur::impl::converter::Layout::kAuto, recur::impl::converter::Layout::kRecur,
+                      recur::impl::converter::Layout::kFastTransformers}) {
+    auto config = recur::impl::converter::ParseConfig(text, layout);
     (void)config;
   }
   return 0;

@@ -11,7 +11,7 @@
 
 #include "recur/recur.h"
 
-namespace recur::fuzz {
+namespace recur::impl::fuzz {
 
 constexpr uint32_t kMaxContext = 16;
 constexpr uint32_t kPrefillChunk = 4;
@@ -23,6 +23,6 @@ inline bool SmallEnough(const recur_model_info& info) {
          info.state_bytes_per_position <= (1u << 20) && info.parameter_count <= (64u << 20);
 }
 
-}  // namespace recur::fuzz
+}  // namespace recur::impl::fuzz
 
 #endif  // RECUR_TESTS_FUZZ_FUZZ_LIMITS_H_

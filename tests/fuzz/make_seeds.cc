@@ -20,7 +20,7 @@
 
 namespace {
 
-using namespace recur::testing;  // NOLINT
+using namespace recur::impl::testing;  // NOLINT
 
 const std::vector<const char*> kConfigs = {
     kTinyTokensConfig,   kTinyFeaturesConfig, kTinySoftmaxConfig,  kTinySoftmaxFeaturesConfig,
@@ -88,31 +88,33 @@ int main(int argc, char** argv) {
     write("model/tiny" + std::to_string(i) + ".recur", bytes.data(), bytes.size());
     write("config/tiny" + std::to_string(i) + ".json", kConfigs[i], std::strlen(kConfigs[i]));
     auto tensors = RandomTensors(kConfigs[i], 1);
-    auto st = recur::converter::SerializeSafetensors(tensors, {{"producer", "make_seeds"}});
+    auto st = recur::impl::converter::SerializeSafetensors(tensors, {{"producer", "make_seeds"}});
     write("safetensors/tiny" + std::to_string(i) + ".safetensors", st.data(), st.size());
   }
-  using recur::converter::WeightDType;
+  using recur::impl::converter::WeightDType;
   for (auto dtype : {WeightDType::kF16, WeightDType::kBF16, WeightDType::kInt8}) {
-    recur::converter::BuildOptions options;
+    recur::impl::converter::BuildOptions options;
     options.weight_dtype = dtype;
     options.quantize_head = true;
-    auto bytes = recur::converter::BuildModelFromConfig(kTinyMixedConfig,
+    auto bytes = recur::impl::converter::BuildModelFromConfig(kTinyMixedConfig,
                                                         RandomTensors(kTinyMixedConfig, 2),
-                                                        recur::converter::Layout::kAuto, options);
+                                                        recur::impl::converter::Layout::kAuto,
+                                                            options);
     if (!bytes.ok()) {
       std::fprintf(stderr, "make_seeds: quantised model: %s\n", bytes.message().c_str());
       return 1;
     }
-    write(std::string("model/mixed_") + recur::converter::WeightDTypeName(dtype) + ".recur",
+    write(std::string("model/mixed_") + recur::impl::converter::WeightDTypeName(dtype) + ".recur",
           bytes->data(), bytes->size());
   }
   {
-    recur::converter::BuildOptions options;
+    recur::impl::converter::BuildOptions options;
     options.weight_dtype = WeightDType::kInt4;  // options.group: the default, 32
     options.quantize_head = true;
-    auto bytes = recur::converter::BuildModelFromConfig(kInt4SeedConfig,
+    auto bytes = recur::impl::converter::BuildModelFromConfig(kInt4SeedConfig,
                                                         RandomTensors(kInt4SeedConfig, 3),
-                                                        recur::converter::Layout::kAuto, options);
+                                                        recur::impl::converter::Layout::kAuto,
+                                                            options);
     if (!bytes.ok()) {
       std::fprintf(stderr, "make_seeds: int4 model: %s\n", bytes.message().c_str());
       return 1;
@@ -121,7 +123,7 @@ int main(int argc, char** argv) {
   }
 
   // Each state model twice: compensated sums, then plain (byte 0's bit 6).
-  const auto configs = recur::fuzz::StateFuzzConfigs();
+  const auto configs = recur::impl::fuzz::StateFuzzConfigs();
   for (size_t k = 0; k < 2 * configs.size(); ++k) {
     const size_t i = k % configs.size();
     const bool plain = k >= configs.size();
@@ -131,7 +133,7 @@ int main(int argc, char** argv) {
     recur_session_options options = recur_session_options_default();
     options.batch = 2;
     options.backend = "highway";
-    options.max_context = recur::fuzz::kStateFuzzMaxContext;
+    options.max_context = recur::impl::fuzz::kStateFuzzMaxContext;
     options.state_sums = plain ? RECUR_STATE_SUMS_PLAIN : RECUR_STATE_SUMS_COMPENSATED;
     recur_model_info info{};
     info.struct_size = sizeof(info);

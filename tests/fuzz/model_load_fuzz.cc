@@ -14,15 +14,16 @@ namespace {
 void Exercise(const recur_model* model) {
   recur_model_info info{};
   info.struct_size = sizeof(info);
-  if (recur_model_get_info(model, &info) != RECUR_OK || !recur::fuzz::SmallEnough(info)) return;
+  if (recur_model_get_info(model,
+      &info) != RECUR_OK || !recur::impl::fuzz::SmallEnough(info)) return;
   constexpr uint32_t kBatch = 2;
   constexpr size_t kSteps = 3;
   recur_session_options options = recur_session_options_default();
   options.batch = kBatch;
-  options.prefill_chunk = recur::fuzz::kPrefillChunk;
+  options.prefill_chunk = recur::impl::fuzz::kPrefillChunk;
   options.backend = "highway";
   options.prefill_min = 1;
-  options.max_context = recur::fuzz::kMaxContext;
+  options.max_context = recur::impl::fuzz::kMaxContext;
   recur_session* session = nullptr;
   if (recur_session_create(model, &options, &session) != RECUR_OK) return;
   const bool tokens = info.input_kind == RECUR_INPUT_TOKENS;

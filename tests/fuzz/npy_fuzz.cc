@@ -6,12 +6,12 @@
 #include "npy.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  recur::npy::Array array;
+  npy::Array array;
   std::string error;
-  if (!recur::npy::Parse(data, size, &array, &error)) return 0;
+  if (!npy::Parse(data, size, &array, &error)) return 0;
   std::vector<float> floats;
   std::vector<int32_t> ints;
-  recur::npy::ToFloat32(array, &floats, &error);
-  recur::npy::ToInt32(array, &ints, &error);
+  npy::ToFloat32(array, &floats, &error);
+  npy::ToInt32(array, &ints, &error);
   return 0;
 }

@@ -7,13 +7,13 @@
 
 #include "test_models.h"
 
-namespace recur::fuzz {
+namespace recur::impl::fuzz {
 
 // Softmax sessions hold this many positions, so that blobs stay small.
 constexpr uint32_t kStateFuzzMaxContext = 16;
 
 inline std::vector<const char*> StateFuzzConfigs() {
-  using namespace recur::testing;  // NOLINT
+  using namespace recur::impl::testing;  // NOLINT
   // Append only: a blob's byte 0 picks the model by index (regressions/ keeps
   // blobs for index 6).
   return {kTinyTokensConfig,   kTinySoftmaxFeaturesConfig, kTinyMixedConfig, kTinySlidingWindowConfig,
@@ -21,6 +21,6 @@ inline std::vector<const char*> StateFuzzConfigs() {
           kTinyAftConfig,      kTinyAftConvConfig};
 }
 
-}  // namespace recur::fuzz
+}  // namespace recur::impl::fuzz
 
 #endif  // RECUR_TESTS_FUZZ_STATE_FUZZ_MODELS_H_

@@ -20,7 +20,7 @@ namespace {
 constexpr size_t kHeaderBytes = 48, kFingerprintAt = 16, kChecksumAt = 40, kPayloadBytesAt = 24;
 
 struct Loaded {
-  recur::converter::AlignedBytes bytes;
+  recur::impl::converter::AlignedBytes bytes;
   recur_model* model = nullptr;
   size_t out_width = 0;
   ~Loaded() { recur_model_free(model); }  // at exit, before LeakSanitizer looks
@@ -29,9 +29,9 @@ struct Loaded {
 Loaded* ModelFor(size_t index) {
   static std::vector<std::unique_ptr<Loaded>> models = [] {
     std::vector<std::unique_ptr<Loaded>> all;
-    for (const char* config : recur::fuzz::StateFuzzConfigs()) {
+    for (const char* config : recur::impl::fuzz::StateFuzzConfigs()) {
       auto m = std::make_unique<Loaded>();
-      m->bytes = recur::testing::BuildTestModel(config, 1);
+      m->bytes = recur::impl::testing::BuildTestModel(config, 1);
       if (m->bytes.empty() ||
           recur_model_load_buffer(m->bytes.data(), m->bytes.size(), nullptr, &m->model) != RECUR_OK) {
         std::abort();  // the harness itself is broken
@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   recur_session_options options = recur_session_options_default();
   options.batch = 2;
   options.backend = "highway";
-  options.max_context = recur::fuzz::kStateFuzzMaxContext;
+  options.max_context = recur::impl::fuzz::kStateFuzzMaxContext;
   options.state_sums = plain ? RECUR_STATE_SUMS_PLAIN : RECUR_STATE_SUMS_COMPENSATED;
   recur_session* session = nullptr;
   if (recur_session_create(m->model, &options, &session) != RECUR_OK) std::abort();
@@ -73,8 +73,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::memcpy(&payload_bytes, blob.data() + kPayloadBytesAt, 8);
     if (payload_bytes <= blob.size() - kHeaderBytes) {
       std::memset(blob.data() + kChecksumAt, 0, 8);
-      const uint64_t checksum = recur::Fnv1a64(blob.data() + kHeaderBytes, payload_bytes,
-                                               recur::Fnv1a64(blob.data(), kHeaderBytes));
+      const uint64_t checksum = recur::impl::Fnv1a64(blob.data() + kHeaderBytes, payload_bytes,
+                                               recur::impl::Fnv1a64(blob.data(), kHeaderBytes));
       std::memcpy(blob.data() + kChecksumAt, &checksum, 8);
     }
   }

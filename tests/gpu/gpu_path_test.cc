@@ -36,20 +36,20 @@
 
 namespace {
 
-using recur::Model;
-using recur::Status;
-using recur::StatusCode;
-using recur::converter::WeightDType;
-using recur::gpu::Device;
-using recur::gpu::GpuModel;
-using recur::gpu::Mode;
+using recur::impl::Model;
+using recur::impl::Status;
+using recur::impl::StatusCode;
+using recur::impl::converter::WeightDType;
+using recur::impl::gpu::Device;
+using recur::impl::gpu::GpuModel;
+using recur::impl::gpu::Mode;
 
 Device* g_device = nullptr;  // the device under test
 
 Device* TestDevice() {
   static std::unique_ptr<Device> host;
   if (g_device == nullptr) {
-    host = recur::gpu::CreateHostDevice();
+    host = recur::impl::gpu::CreateHostDevice();
     g_device = host.get();
   }
   return g_device;
@@ -65,20 +65,20 @@ std::string ReadConfig(const std::string& name) {
 
 // A loaded model; `bytes` must outlive `model`.
 struct Loaded {
-  recur::converter::AlignedBytes bytes;
+  recur::impl::converter::AlignedBytes bytes;
   std::unique_ptr<Model> model;
 };
 
 void Load(const std::string& config, WeightDType dtype, Loaded* out) {
-  auto parsed = recur::converter::ParseConfig(config);
+  auto parsed = recur::impl::converter::ParseConfig(config);
   REQUIRE_MESSAGE(parsed.ok(), parsed.message());
-  recur::converter::BuildOptions options;
+  recur::impl::converter::BuildOptions options;
   options.weight_dtype = dtype;
-  auto bytes = recur::converter::BuildModel(
-      parsed.value().desc, recur::testing::RandomTensors(parsed.value().desc, 5), options);
+  auto bytes = recur::impl::converter::BuildModel(
+      parsed.value().desc, recur::impl::testing::RandomTensors(parsed.value().desc, 5), options);
   REQUIRE_MESSAGE(bytes.ok(), bytes.message());
   out->bytes = std::move(bytes.value());
-  const Status s = recur::LoadModel(out->bytes.data(), out->bytes.size(), {}, &out->model);
+  const Status s = recur::impl::LoadModel(out->bytes.data(), out->bytes.size(), {}, &out->model);
   REQUIRE_MESSAGE(s.ok(), s.message());
 }
 
@@ -128,13 +128,13 @@ Arrays RunCpu(const Model& m, const Input& in, size_t n) {
   Arrays a;
   a.layers.resize(m.blocks.size());
   a.output.assign(n * m.output_width, 0.0f);
-  recur::SessionOptions options;
+  recur::impl::SessionOptions options;
   options.max_context = n;
   // The GPU path multiplies f32 activations by int8 weights decoded at upload:
   // so does the CPU with f32 activations (no quantised rows).
   options.int8_activations = RECUR_INT8_ACTIVATIONS_FLOAT;
-  recur::SessionPtr session;
-  Status s = recur::Session::Create(&m, options, &session);
+  recur::impl::SessionPtr session;
+  Status s = recur::impl::Session::Create(&m, options, &session);
   REQUIRE_MESSAGE(s.ok(), s.message());
   CpuCollector collector{&a, m.d_model};
   session->set_layer_observer(&CpuCollector::Observe, &collector);
@@ -192,7 +192,7 @@ void CheckArray(const std::string& what, const std::vector<float>& got,
                 const std::vector<float>& ref, Tolerance tol) {
   INFO(what);
   REQUIRE(got.size() == ref.size());
-  const recur::parity::Diff d = recur::parity::Compare(got.data(), ref.data(), got.size());
+  const parity::Diff d = parity::Compare(got.data(), ref.data(), got.size());
   CHECK(d.Within(tol.abs, tol.rel));
   MESSAGE(what << ": max|d| " << d.max_abs << ", max|ref| " << d.max_ref << ", rel " << d.rel());
 }
@@ -232,7 +232,8 @@ TEST_CASE("GPU path: the device's sgemm for a dense layer equals the scalar Dens
   for (float& v : y) v = value(rng);
   for (bool accumulate : {false, true}) {
     ref = y;
-    recur::kernels::ref::Dense(x.data(), in, rows, w.data(), nullptr, in, out, ref.data(), out,
+    recur::impl::kernels::ref::Dense(x.data(), in, rows, w.data(), nullptr, in, out, ref.data(),
+                                     out,
                                accumulate);
     void *dx, *dw, *dy;
     REQUIRE(device->Allocate(x.size() * 4, &dx).ok());
@@ -241,7 +242,7 @@ TEST_CASE("GPU path: the device's sgemm for a dense layer equals the scalar Dens
     REQUIRE(device->CopyToDevice(dx, x.data(), x.size() * 4).ok());
     REQUIRE(device->CopyToDevice(dw, w.data(), w.size() * 4).ok());
     REQUIRE(device->CopyToDevice(dy, y.data(), y.size() * 4).ok());
-    REQUIRE(device->Gemm(recur::gpu::LinearLayer(rows, in, out, static_cast<float*>(dx),
+    REQUIRE(device->Gemm(recur::impl::gpu::LinearLayer(rows, in, out, static_cast<float*>(dx),
                                                  static_cast<float*>(dw), accumulate,
                                                  static_cast<float*>(dy)))
                 .ok());
@@ -251,7 +252,7 @@ TEST_CASE("GPU path: the device's sgemm for a dense layer equals the scalar Dens
     // An f32 sgemm in any order (cuBLAS or the emulation's loops) against the
     // double reference: each term through at most in + 2 roundings (TF32
     // would be 2¹³ times further off).
-    const double tol = recur::testing::Float32SumBound(in + 2.0);
+    const double tol = recur::impl::testing::Float32SumBound(in + 2.0);
     for (size_t r = 0; r < rows; ++r) {
       for (size_t o = 0; o < out; ++o) {
         double mag = accumulate ? std::fabs(y[r * out + o]) : 0.0;
@@ -295,7 +296,7 @@ TEST_CASE("GPU path: softmax attention (causal, post-norm, dk != dv) equals the 
   CheckParity(ReadConfig("softmax_features"), 40);
 }
 TEST_CASE("GPU path: softmax attention (softmax head, positions) equals the CPU") {
-  CheckParity(recur::testing::kTinySoftmaxConfig, 40);
+  CheckParity(recur::impl::testing::kTinySoftmaxConfig, 40);
 }
 TEST_CASE("GPU path: softmax encoder equals the CPU's encode") {
   CheckParity(ReadConfig("softmax_encoder"), 40);
@@ -311,7 +312,7 @@ TEST_CASE("GPU path: the speech model's shape (sliding + linear blocks) equals t
 }
 TEST_CASE("GPU path: f16, bf16 and int8 weights, decoded at upload, equal the CPU") {
   for (WeightDType dtype : {WeightDType::kF16, WeightDType::kBF16, WeightDType::kInt8}) {
-    INFO(std::string(recur::converter::WeightDTypeName(dtype)));
+    INFO(std::string(recur::impl::converter::WeightDTypeName(dtype)));
     CheckParity(ReadConfig("tiny_pre_tokens"), 24, dtype);
   }
 }
@@ -429,7 +430,7 @@ class FailingDevice final : public Device {
   Status Allocate(size_t bytes, void** out) override {
     if (allocations_++ == fail_at_) {
       *out = nullptr;
-      return recur::OutOfMemory("failing device: allocation %zu", fail_at_);
+      return recur::impl::OutOfMemory("failing device: allocation %zu", fail_at_);
     }
     return host_->Allocate(bytes, out);
   }
@@ -437,15 +438,17 @@ class FailingDevice final : public Device {
   Status CopyToDevice(void* d, const void* s, size_t n) override { return host_->CopyToDevice(d, s, n); }
   Status CopyToHost(void* d, const void* s, size_t n) override { return host_->CopyToHost(d, s, n); }
   Status CopyOnDevice(void* d, const void* s, size_t n) override { return host_->CopyOnDevice(d, s, n); }
-  Status Gemm(const recur::gpu::Sgemm& g) override { return host_->Gemm(g); }
-#define RECUR_GPU_TEST_FORWARD(Kernel) \
-  Status Launch(const recur::gpu::Kernel& k, size_t n) override { return host_->Launch(k, n); }
+  Status Gemm(const recur::impl::gpu::Sgemm& g) override { return host_->Gemm(g); }
+#define RECUR_GPU_TEST_FORWARD(Kernel)                                  \
+  Status Launch(const recur::impl::gpu::Kernel& k, size_t n) override { \
+    return host_->Launch(k, n);                                         \
+  }
   RECUR_GPU_KERNELS(RECUR_GPU_TEST_FORWARD)
 #undef RECUR_GPU_TEST_FORWARD
   size_t allocations() const { return allocations_; }
 
  private:
-  std::unique_ptr<Device> host_ = recur::gpu::CreateHostDevice();
+  std::unique_ptr<Device> host_ = recur::impl::gpu::CreateHostDevice();
   size_t fail_at_, allocations_ = 0;
 };
 
@@ -511,13 +514,13 @@ TEST_CASE("GPU path: bad input is an error, and nothing is written") {
 
 TEST_CASE("GPU path: a CUDA device is there, or the reason it is not") {
   std::unique_ptr<Device> cuda;
-  const Status s = recur::gpu::CreateCudaDevice(0, &cuda);
+  const Status s = recur::impl::gpu::CreateCudaDevice(0, &cuda);
   if (s.ok()) {
-    CHECK(recur::gpu::CudaBuilt());
+    CHECK(recur::impl::gpu::CudaBuilt());
     CHECK(cuda->name().rfind("cuda: ", 0) == 0);
   } else {
     CHECK(s.code() == StatusCode::kUnsupported);
-    CHECK(s.message().find(recur::gpu::CudaBuilt() ? "no CUDA device" : "RECUR_CUDA") !=
+    CHECK(s.message().find(recur::impl::gpu::CudaBuilt() ? "no CUDA device" : "RECUR_CUDA") !=
           std::string::npos);
     MESSAGE("no CUDA device here: " << s.message());
   }
@@ -526,7 +529,7 @@ TEST_CASE("GPU path: a CUDA device is there, or the reason it is not") {
 #ifdef RECUR_GPU_TEST_CUDA
 int main(int argc, char** argv) {
   std::unique_ptr<Device> device;
-  const Status s = recur::gpu::CreateCudaDevice(0, &device);
+  const Status s = recur::impl::gpu::CreateCudaDevice(0, &device);
   if (!s.ok()) {
     std::printf("SKIPPED: the CUDA tests need a GPU: %s\n", s.message().c_str());
     return 77;

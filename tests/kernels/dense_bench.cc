@@ -65,7 +65,7 @@ void NaiveDense(const float* x, size_t batch, const float* w, const float* bias,
   }
 }
 
-using recur::kernels::WeightType;
+using recur::impl::kernels::WeightType;
 
 const char* TypeName(WeightType t) {
   switch (t) {
@@ -104,9 +104,9 @@ int main(int argc, char** argv) {
     }
     hwy::SetSupportedTargetsForTest(pick);
   }
-  std::printf("dispatch target: %s\n", recur::kernels::SimdTargetName());
+  std::printf("dispatch target: %s\n", recur::impl::kernels::SimdTargetName());
   // The same measurement recur-bench prints, on the dispatch target above.
-  const double peak = recur::bench::MeasureFmaPeak();
+  const double peak = bench::MeasureFmaPeak();
   std::printf("measured FMA peak (1 core, best of 20): %.1f GFLOP/s\n", peak * 1e-9);
 
   struct Shape {
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
   std::printf("%-16s %5s %9s %9s %9s %7s %8s\n", "batch x in->out", "w", "us/call", "(best)",
               "GFLOP/s", "%peak", "w GB/s");
   for (const Shape& s : shapes) {
-    const size_t wsize = recur::kernels::WeightTypeSize(s.type);
+    const size_t wsize = recur::impl::kernels::WeightTypeSize(s.type);
     auto x = hwy::AllocateAligned<float>(s.batch * s.in);
     auto w = hwy::AllocateAligned<float>(s.out * s.in);
     auto wn = hwy::AllocateAligned<uint8_t>(s.out * s.in * wsize);
@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
         std::memcpy(wn.get() + 2 * i, &h, 2);
       }
     }
-    recur::kernels::DenseWeights dw;
+    recur::impl::kernels::DenseWeights dw;
     dw.weight = s.type == kF32 ? static_cast<const void*>(w.get()) : wn.get();
     dw.type = s.type;
     dw.scales = s.type == kI8 ? scales.get() : nullptr;
@@ -156,7 +156,7 @@ int main(int argc, char** argv) {
     dw.in = static_cast<uint32_t>(s.in);
     dw.out = static_cast<uint32_t>(s.out);
     const Timing tm = TimePerCall([&] {
-      recur::kernels::Dense(x.get(), s.in, s.batch, dw, y.get(), s.out, false);
+      recur::impl::kernels::Dense(x.get(), s.in, s.batch, dw, y.get(), s.out, false);
     });
     const double t = tm.median;
     const double flops = 2.0 * s.batch * s.in * s.out;
@@ -166,11 +166,13 @@ int main(int argc, char** argv) {
                 tm.best * 1e6, flops / t * 1e-9, peak > 0 ? 100.0 * flops / t / peak : 0.0,
                 double(wsize) * s.in * s.out / t * 1e-9);
     if (s.batch >= 4) {  // the packed-weight GEMM on the same data (packing not timed)
-      auto packed = hwy::AllocateAligned<float>(recur::kernels::DensePackedFloats(s.in, s.out));
-      recur::kernels::PackDense(dw, packed.get());
-      const size_t panels = recur::kernels::DensePanels(s.out);
+      auto packed = hwy::AllocateAligned<float>(recur::impl::kernels::DensePackedFloats(s.in,
+                                                s.out));
+      recur::impl::kernels::PackDense(dw, packed.get());
+      const size_t panels = recur::impl::kernels::DensePanels(s.out);
       const Timing tp = TimePerCall([&] {
-        recur::kernels::DensePacked(x.get(), s.in, s.batch, packed.get(), bias.get(), s.in, s.out,
+        recur::impl::kernels::DensePacked(x.get(), s.in, s.batch, packed.get(), bias.get(), s.in,
+                                          s.out,
                                     0, panels, y.get(), s.out, false);
       });
       std::printf("%-16s %5s %9.2f %9.2f %9.1f %6.0f%%          (packed f32)\n", name,

@@ -25,7 +25,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "test_util.h"
 
-namespace recur::kernels::test {
+namespace recur::impl::kernels::test {
 namespace {
 
 // `bytes` bytes that end at a PROT_NONE page, or (misaligned) one byte
@@ -470,4 +470,4 @@ TEST_CASE("Dense int4: Int8Activations picks the path, Rows() slices, wrong outp
 }
 
 }  // namespace
-}  // namespace recur::kernels::test
+}  // namespace recur::impl::kernels::test

@@ -26,7 +26,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "test_util.h"
 
-namespace recur::kernels::test {
+namespace recur::impl::kernels::test {
 namespace {
 
 // A region whose end is followed by a PROT_NONE page; Place(n) returns n
@@ -427,7 +427,8 @@ TEST_CASE("Dense lowp: the harness detects a wrong output") {
       const size_t e = type == WeightType::kI8 ? 3 * in + 5 : 2 * (3 * in + 5);
       bytes[e] += 1;  // the lowest byte: +1 int8 step or +1 ulp
       Dense(x.data(), in, batch, w, y.data(), out, false);
-      const double tol = recur::testing::Float32SumBound(DenseRoundings(in, ExtraRoundings(type))) *
+      const double tol = recur::impl::testing::Float32SumBound(DenseRoundings(in,
+          ExtraRoundings(type))) *
                          (0.5 * in);  // every w is 0.5
       for (size_t b = 0; b < batch; ++b) {
         CHECK(std::fabs(double{y[b * out + 3]} - y_ref[b * out + 3]) > tol);
@@ -501,7 +502,7 @@ TEST_CASE("Dense: bound scratch of DenseScratchNeed floats gives the same bits, 
         std::vector<float> y_ref(own.size());
         ref::Dense(x.data(), sh.in, sh.batch, w, y_ref.data(), sh.out, false);
         const double tol =
-            recur::testing::Float32SumBound(DenseRoundings(sh.in, ExtraRoundings(type)));
+            recur::impl::testing::Float32SumBound(DenseRoundings(sh.in, ExtraRoundings(type)));
         size_t far = 0;
         for (size_t b = 0; b < sh.batch; ++b) {
           for (size_t o = 0; o < sh.out; ++o) {
@@ -531,7 +532,7 @@ TEST_CASE("Dense: bound scratch of DenseScratchNeed floats gives the same bits, 
 // the rest of the finish (·, + bias, + y_prev) into an FMA. Each side is a
 // chain of at most 3 roundings from the same exact value, so they differ by
 // at most 2·γ₃·(|scaled sum| + |bias| + |y_prev|) ≈ 6u·mag (I8FinishBound).
-double I8FinishBound() { return 2 * recur::testing::Float32ChainBound(3); }
+double I8FinishBound() { return 2 * recur::impl::testing::Float32ChainBound(3); }
 
 // Activation rows end at an inaccessible page, as the weights do.
 GuardedRegion& QRegion() {
@@ -804,7 +805,7 @@ TEST_CASE("DenseI8Dot: f32 activations, tiny and zero rows, blocks of rows, fall
           const double quant = scales[o] * err_x * sum_w;
           if (!(std::fabs(double{y[j]} - y_ref[j]) <= I8FinishBound() * mag) ||
               !(std::fabs(double{y[j]} - y_exact[j]) <=
-                quant + recur::testing::Float32ChainBound(6) * (mag + quant))) {
+                quant + recur::impl::testing::Float32ChainBound(6) * (mag + quant))) {
             if (failures++ < 3) {
               FAIL_CHECK("b=" << b << " o=" << o << " got " << y[j] << " ref " << y_ref[j]
                               << " exact " << y_exact[j] << " bound " << quant);
@@ -848,4 +849,4 @@ TEST_CASE("DenseI8Dot: Dense with Int8Activations runs the path it names") {
 }
 
 }  // namespace
-}  // namespace recur::kernels::test
+}  // namespace recur::impl::kernels::test

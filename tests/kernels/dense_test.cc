@@ -16,7 +16,7 @@
 #include "kernels/dense/dense_ref.h"
 #include "test_util.h"
 
-namespace recur::kernels::test {
+namespace recur::impl::kernels::test {
 namespace {
 
 struct DenseCase {
@@ -176,10 +176,10 @@ TEST_CASE("Dense: the harness detects a wrong output") {
   ref::Dense(x.data(), in, 1, w.data(), nullptr, in, out, y_ref.data(), out, false);
   w[3 * in + 5] += 0.01f;
   Dense(x.data(), in, 1, w.data(), nullptr, in, out, y.data(), out, false);
-  const double tol = recur::testing::Float32SumBound(DenseRoundings(in)) * (0.5 * in);
+  const double tol = recur::impl::testing::Float32SumBound(DenseRoundings(in)) * (0.5 * in);
   CHECK(std::fabs(double{y[3]} - y_ref[3]) > tol);
   CHECK(std::fabs(double{y[2]} - y_ref[2]) <= tol);
 }
 
 }  // namespace
-}  // namespace recur::kernels::test
+}  // namespace recur::impl::kernels::test

@@ -25,7 +25,7 @@
 #include "kernels/elementwise/elementwise_ref.h"
 #include "test_util.h"
 
-namespace recur::kernels::test {
+namespace recur::impl::kernels::test {
 namespace {
 
 std::vector<size_t> Sizes() {
@@ -97,7 +97,7 @@ Fill UniformWith(float lo, float hi, std::vector<float> specials = {}) {
 // the same one in the kernel and the reference: the same bits.
 double Exact(const float*, size_t, size_t, double) { return 0.0; }
 
-constexpr double kU = recur::testing::kFloat32Unit;
+constexpr double kU = recur::impl::testing::kFloat32Unit;
 // |Erf − erf| ≤ 2e-7: Erf's stated accuracy (elementwise-inl.h), which
 // erf_test.cc checks over ~5M arguments on every target.
 constexpr double kErfAbsError = 2e-7;
@@ -135,7 +135,7 @@ TEST_CASE("EluPlusOne") {
     // ulp; x > 0: x + 1, one rounding in both.
     CHECK(CheckRowKernel(EluPlusOne, ref::EluPlusOne, UniformWith(-10, 10, specials),
                          [](const float*, size_t, size_t, double want) {
-                           return (2 * recur::testing::kExpUlps + 1) * kU * std::fabs(want) +
+                           return (2 * recur::impl::testing::kExpUlps + 1) * kU * std::fabs(want) +
                                   kExpAbsFloor;
                          }) == 0);
   });
@@ -161,7 +161,7 @@ TEST_CASE("AffineExp and Scale") {
       CHECK(CheckRowKernel(kernel, reference, UniformWith(-20, 20, specials),
                            [a = a, b = b](const float* x, size_t, size_t i, double want) {
                              const double arg = std::fabs(double{a} * x[i]) + std::fabs(b);
-                             return ((2 * recur::testing::kExpUlps + 1) * kU + 2 * kU * arg) *
+                             return ((2 * recur::impl::testing::kExpUlps + 1) * kU + 2 * kU * arg) *
                                         std::fabs(want) +
                                     kExpAbsFloor;
                            }) == 0);
@@ -259,7 +259,8 @@ TEST_CASE("AffineMax and AffineExpAccumulate (AFT's sums)") {
           for (size_t i = 0; i < n; ++i) {
             const double l = std::fabs(double{a} * x[i]) + std::fabs(b);
             const double e = std::exp(double{a} * x[i] + b - m[i]);  // ≤ 1: m is the max
-            const double e_rel = 2 * recur::testing::kExpUlps * kU + 3 * kU * (l + std::fabs(m[i]));
+            const double e_rel =
+                2 * recur::impl::testing::kExpUlps * kU + 3 * kU * (l + std::fabs(m[i]));
             const bool ok = std::fabs(m[i] - m_want[i]) <= 3 * kU * l &&
                             e <= std::exp(2 * kU * l) * (1 + kU) &&
                             std::fabs(num[i] - num_want[i]) <=
@@ -405,8 +406,8 @@ TEST_CASE("LayerNorm, with and without gamma/beta, large mean") {
         mean_abs = n ? mean_abs / n : 0;
         for (float v : x0) var += (v - mean) * (v - mean);
         const double rstd = n ? 1 / std::sqrt(var / n + eps) : 1.0;
-        const double d_mean = recur::testing::Float32SumBound(n + 2.0) * mean_abs;
-        const double d_var = recur::testing::Float32SumBound(n + 5.0);
+        const double d_mean = recur::impl::testing::Float32SumBound(n + 2.0) * mean_abs;
+        const double d_var = recur::impl::testing::Float32SumBound(n + 5.0);
         for (size_t i = 0; i < n; ++i) {
           const double gi = gamma ? std::fabs(gamma[i]) : 1.0, bi = beta ? beta[i] : 0.0;
           const double tol = gi * rstd * (d_mean + kU * std::fabs(x0[i] - mean)) +
@@ -442,9 +443,9 @@ TEST_CASE("Softmax") {
         spread = 0;
         for (size_t j = 0; j < n; ++j) spread = std::max(spread, max - x[j]);
       }
-      const double e_rel = 2 * recur::testing::kExpUlps * kU;
+      const double e_rel = 2 * recur::impl::testing::kExpUlps * kU;
       const double rel = e_rel + kU * (max - x[i]) + e_rel + kU * spread +
-                         recur::testing::Float32SumBound(n + 1.0) + 3 * kU;
+                         recur::impl::testing::Float32SumBound(n + 1.0) + 3 * kU;
       return rel * std::fabs(want) + kExpAbsFloor;
     };
     CHECK(CheckRowKernel(Softmax, ref::Softmax, UniformWith(-10, 10), tol) == 0);
@@ -468,9 +469,9 @@ TEST_CASE("LogSoftmax") {
         spread = 0;
         for (size_t j = 0; j < n; ++j) spread = std::max(spread, max - x[j]);
       }
-      const double d_s = recur::testing::Float32SumBound(n) +
-                         2 * recur::testing::kExpUlps * kU + kU * spread;
-      return kU * (max - x[i]) + d_s + 2 * recur::testing::kLogUlps * kU * std::log(double(n)) +
+      const double d_s = recur::impl::testing::Float32SumBound(n) +
+                         2 * recur::impl::testing::kExpUlps * kU + kU * spread;
+      return kU * (max - x[i]) + d_s + 2 * recur::impl::testing::kLogUlps * kU * std::log(double(n)) +
              2 * kU * std::fabs(want);
     };
     CHECK(CheckRowKernel(LogSoftmax, ref::LogSoftmax, UniformWith(-10, 10), tol) == 0);
@@ -493,7 +494,7 @@ TEST_CASE("Dot") {
         for (size_t i = 0; i < n; ++i) mag += std::fabs(double{a[i]} * b[i]);
         const double got = Dot(a.data(), b.data(), n);
         // Four FMA accumulators, then their sum: at most n + 2 roundings per term.
-        if (!(std::fabs(got - want) <= recur::testing::Float32SumBound(n + 2.0) * mag) &&
+        if (!(std::fabs(got - want) <= recur::impl::testing::Float32SumBound(n + 2.0) * mag) &&
             failures++ < 3) {
           FAIL_CHECK("n=" << n << " got " << got << " want " << want);
         }
@@ -533,4 +534,4 @@ TEST_CASE("AVX3_VNNI: a ceiling of AVX3 turns VNNI off, AVX3_VNNI and none keep 
 }
 
 }  // namespace
-}  // namespace recur::kernels::test
+}  // namespace recur::impl::kernels::test

@@ -14,7 +14,7 @@
 #include <limits>
 
 HWY_BEFORE_NAMESPACE();
-namespace recur::kernels::test {
+namespace recur::impl::kernels::test {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
@@ -27,7 +27,7 @@ double ErfMaxError() {
   double worst = 0;
   size_t fill = 0;
   auto flush = [&]() HWY_ATTR {
-    hn::Store(recur::kernels::HWY_NAMESPACE::Erf(d, hn::Load(d, in)), d, got);
+    hn::Store(recur::impl::kernels::HWY_NAMESPACE::Erf(d, hn::Load(d, in)), d, got);
     for (size_t i = 0; i < fill; ++i) {
       const double err = std::fabs(double{got[i]} - std::erf(double{in[i]}));
       worst = std::isnan(err) ? std::numeric_limits<double>::quiet_NaN() : std::max(worst, err);
@@ -57,7 +57,7 @@ double ErfMaxError() {
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace recur::kernels::test
+}  // namespace recur::impl::kernels::test
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
@@ -65,7 +65,7 @@ HWY_AFTER_NAMESPACE();
 
 #include "test_util.h"
 
-namespace recur::kernels::test {
+namespace recur::impl::kernels::test {
 namespace {
 
 HWY_EXPORT(ErfMaxError);
@@ -79,5 +79,5 @@ TEST_CASE("Erf used by Gelu: abs error <= 2e-7 against std::erf") {
 }
 
 }  // namespace
-}  // namespace recur::kernels::test
+}  // namespace recur::impl::kernels::test
 #endif  // HWY_ONCE

@@ -23,7 +23,7 @@
 #include "kernels/linear_attention/linear_attention_ref.h"
 #include "test_util.h"
 
-namespace recur::kernels::test {
+namespace recur::impl::kernels::test {
 namespace {
 
 // Runs `steps` steps for one (c, m), compensated or plain sums; returns the
@@ -60,7 +60,7 @@ size_t CheckSteps(std::mt19937& rng, size_t c, size_t m, size_t offset, int step
       }
       for (size_t i = 0; i < m; ++i) {
         const size_t e = j * m + i;
-        const double tol = 4 * recur::testing::kFloat32Unit *
+        const double tol = 4 * recur::impl::testing::kFloat32Unit *
                            (std::fabs(s_prev[e]) + std::fabs(double{k[j]} * v[i]));
         if (!(std::fabs(double{s[e]} - s_ref[e]) <= tol) && failures++ < 3) {
           FAIL_CHECK("S step " << step << " j=" << j << " i=" << i << " got " << s[e] << " want "
@@ -79,7 +79,7 @@ size_t CheckSteps(std::mt19937& rng, size_t c, size_t m, size_t offset, int step
       for (size_t j = 0; j < c; ++j) {
         mag += double{q[j]} * (std::fabs(s_prev[j * m + i]) + std::fabs(double{k[j]} * v[i]));
       }
-      const double tol = recur::testing::Float32SumBound(c + 2.0) *
+      const double tol = recur::impl::testing::Float32SumBound(c + 2.0) *
                          (mag / den + std::fabs(double{out_ref[i]}));
       if (!(std::fabs(double{out[i]} - out_ref[i]) <= tol) && failures++ < 3) {
         FAIL_CHECK("out step " << step << " i=" << i << " got " << out[i] << " want "
@@ -162,8 +162,8 @@ TEST_CASE("LinearAttentionStep: long sequence stays close to the reference") {
         if (!(d <= worst)) worst = d;  // NaN-propagating
       }
     }
-    const double tol = 2 * recur::testing::Float32SumBound(c + 2.0) * (2 + 2) +
-                       2 * 2 * 3 * recur::testing::kFloat32Unit * 2;
+    const double tol = 2 * recur::impl::testing::Float32SumBound(c + 2.0) * (2 + 2) +
+                       2 * 2 * 3 * recur::impl::testing::kFloat32Unit * 2;
     CHECK(worst <= tol);
   });
 }
@@ -197,9 +197,9 @@ TEST_CASE("LinearAttentionStep: compensated sums stay exact over 10^5 steps") {
     // Kahan: (2u + O(steps·u²))·Σ|terms| (steps·u² = 0.006u), plus the
     // product k·v, rounded (no FMA) before the compensated add: 3u; 4u
     // leaves 1u for the O term.
-    CHECK(worst <= 4 * recur::testing::kFloat32Unit);
+    CHECK(worst <= 4 * recur::impl::testing::kFloat32Unit);
   });
 }
 
 }  // namespace
-}  // namespace recur::kernels::test
+}  // namespace recur::impl::kernels::test

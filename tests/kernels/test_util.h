@@ -20,7 +20,7 @@
 #include "kernels/dispatch/target_limit.h"
 #include "tolerance.h"
 
-namespace recur::kernels::test {
+namespace recur::impl::kernels::test {
 
 // The environment variable naming Highway targets (comma-separated, as
 // hwy::TargetName spells them) that the sweeps leave out: the aarch64 test
@@ -123,7 +123,7 @@ inline double QuantizeS8HalfStep(double s) { return 0.5 * s * (1 + 762 * 0x1p-24
 inline double DenseRoundings(size_t in, size_t extra = 0) { return double(in) + 2 + extra; }
 
 // Checks a Dense result against its double reference: every output within
-// recur::testing::Float32SumBound(DenseRoundings(in, extra))·mag of y_ref,
+// recur::impl::testing::Float32SumBound(DenseRoundings(in, extra))·mag of y_ref,
 // mag = Σ_i |x·w| + |bias| + |y_prev| (NaN fails); the reference's own
 // rounding to f32 (u·|y|) is one more term of that sum. The stride padding
 // of y still kGuard, nothing written outside y. abs_w(o, i) gives |w[o, i]|
@@ -134,7 +134,7 @@ size_t CheckDenseResult(const float* x, size_t x_stride, size_t batch, size_t in
                         const std::vector<float>& y_prev, const std::vector<float>& y_ref,
                         const Buffer& y, size_t y_stride, size_t extra_roundings = 0) {
   size_t failures = 0;
-  const double scale = recur::testing::Float32SumBound(DenseRoundings(in, extra_roundings));
+  const double scale = recur::impl::testing::Float32SumBound(DenseRoundings(in, extra_roundings));
   for (size_t b = 0; b < batch; ++b) {
     for (size_t o = 0; o < out; ++o) {
       const size_t k = b * y_stride + o;
@@ -185,6 +185,6 @@ void CheckInt8ActivationsChoice(const std::vector<float>& x, size_t batch, const
   CHECK(same(dot_preferred ? quantized : widened));
 }
 
-}  // namespace recur::kernels::test
+}  // namespace recur::impl::kernels::test
 
 #endif  // RECUR_TESTS_KERNELS_TEST_UTIL_H_

@@ -16,9 +16,9 @@
 
 namespace {
 
-using recur::converter::AlignedBytes;
-using recur::testing::BuildTestModel;
-using recur::testing::kTinyTokensConfig;
+using recur::impl::converter::AlignedBytes;
+using recur::impl::testing::BuildTestModel;
+using recur::impl::testing::kTinyTokensConfig;
 namespace fb = recur::fb;
 
 // Loads `bytes` (copied to aligned memory of exactly `size` bytes).
@@ -112,16 +112,16 @@ TEST_CASE("an unknown mixer union tag is refused") {
 }
 
 TEST_CASE("a tensor of the wrong shape is named with the expected shape") {
-  auto parsed = recur::converter::ParseConfig(kTinyTokensConfig);
+  auto parsed = recur::impl::converter::ParseConfig(kTinyTokensConfig);
   REQUIRE(parsed.ok());
-  auto tensors = recur::testing::RandomTensors(parsed->desc, 1);
+  auto tensors = recur::impl::testing::RandomTensors(parsed->desc, 1);
   auto& key = tensors["blocks.1.mixer.key.weight"];
   key.shape = {8, 16};
   key.data.resize(8 * 16);
-  recur::converter::BuildOptions options;
+  recur::impl::converter::BuildOptions options;
   options.validate = false;
   options.self_check = false;
-  auto bytes = recur::converter::BuildModel(parsed->desc, tensors, options);
+  auto bytes = recur::impl::converter::BuildModel(parsed->desc, tensors, options);
   REQUIRE(bytes.ok());
   CHECK(Load(*bytes, bytes->size()) == RECUR_INVALID_MODEL);
   CHECK(Error() == "blocks.1.mixer.key.weight: tensor 'blocks.1.mixer.key.weight' has shape "
@@ -129,14 +129,14 @@ TEST_CASE("a tensor of the wrong shape is named with the expected shape") {
 }
 
 TEST_CASE("a missing tensor is named") {
-  auto parsed = recur::converter::ParseConfig(kTinyTokensConfig);
+  auto parsed = recur::impl::converter::ParseConfig(kTinyTokensConfig);
   REQUIRE(parsed.ok());
-  auto tensors = recur::testing::RandomTensors(parsed->desc, 1);
+  auto tensors = recur::impl::testing::RandomTensors(parsed->desc, 1);
   tensors.erase("blocks.0.ffn.linear2.weight");
-  recur::converter::BuildOptions options;
+  recur::impl::converter::BuildOptions options;
   options.validate = false;
   options.self_check = false;
-  auto bytes = recur::converter::BuildModel(parsed->desc, tensors, options);
+  auto bytes = recur::impl::converter::BuildModel(parsed->desc, tensors, options);
   REQUIRE(bytes.ok());
   CHECK(Load(*bytes, bytes->size()) == RECUR_INVALID_MODEL);
   CHECK(Error() == "blocks.0.ffn.linear2.weight is missing (expected shape [16,32])");
@@ -222,14 +222,14 @@ TEST_CASE("feature maps: every map loads and steps, bad Favor fields are named")
   }
   {
     // Favor without its ω tensor.
-    auto parsed = recur::converter::ParseConfig(favor);
+    auto parsed = recur::impl::converter::ParseConfig(favor);
     REQUIRE(parsed.ok());
-    auto tensors = recur::testing::RandomTensors(parsed->desc, 1);
+    auto tensors = recur::impl::testing::RandomTensors(parsed->desc, 1);
     tensors.erase("blocks.1.mixer.feature_map.omega");
-    recur::converter::BuildOptions options;
+    recur::impl::converter::BuildOptions options;
     options.validate = false;
     options.self_check = false;
-    auto bytes = recur::converter::BuildModel(parsed->desc, tensors, options);
+    auto bytes = recur::impl::converter::BuildModel(parsed->desc, tensors, options);
     REQUIRE(bytes.ok());
     CHECK(Load(*bytes, bytes->size()) == RECUR_INVALID_MODEL);
     CHECK(Error() == "blocks.1.mixer.feature_map.omega is missing (expected shape [8,6])");
@@ -240,7 +240,7 @@ TEST_CASE("linear attention: eps of 0, negative or NaN in the file is named") {
   for (float eps : {0.0f, -1e-6f, std::numeric_limits<float>::quiet_NaN()}) {
     CAPTURE(eps);
     // eps 1e-3 rather than the schema's default, so that the field is stored.
-    std::string config = recur::testing::kTinyTokensConfig;
+    std::string config = recur::impl::testing::kTinyTokensConfig;
     config.replace(config.find("\"eps\": 1e-6"), 11, "\"eps\": 1e-3");
     auto bytes = BuildTestModel(config.c_str(), 1);
     REQUIRE(!bytes.empty());
@@ -254,7 +254,7 @@ TEST_CASE("linear attention: eps of 0, negative or NaN in the file is named") {
 
 TEST_CASE("sliding window: wrong window parameters in the file are named") {
   {
-    auto bytes = BuildTestModel(recur::testing::kTinySlidingWindowConfig, 1);
+    auto bytes = BuildTestModel(recur::impl::testing::kTinySlidingWindowConfig, 1);
     REQUIRE(!bytes.empty());
     CHECK(Load(bytes, bytes.size()) == RECUR_OK);
     const auto* sw = Root(bytes)->blocks()->Get(1)->mixer_as_SlidingWindowAttention();
@@ -265,7 +265,7 @@ TEST_CASE("sliding window: wrong window parameters in the file are named") {
                      "65536 (got 0, 2)");
   }
   {
-    auto bytes = BuildTestModel(recur::testing::kTinySlidingWindowConfig, 1);
+    auto bytes = BuildTestModel(recur::impl::testing::kTinySlidingWindowConfig, 1);
     const auto* sw = Root(bytes)->blocks()->Get(0)->mixer_as_SlidingWindowAttention();
     const uint32_t zero = 0;
     std::memcpy(const_cast<uint32_t*>(sw->dilation()->data()) + 1, &zero, sizeof(zero));
@@ -273,7 +273,7 @@ TEST_CASE("sliding window: wrong window parameters in the file are named") {
     CHECK(Error() == "blocks.0: sliding window dilation 0 of head 1 is outside [1, 65536]");
   }
   {
-    auto bytes = BuildTestModel(recur::testing::kTinyAftConfig, 1);
+    auto bytes = BuildTestModel(recur::impl::testing::kTinyAftConfig, 1);
     REQUIRE(!bytes.empty());
     CHECK(Load(bytes, bytes.size()) == RECUR_OK);
     const auto* aft = Root(bytes)->blocks()->Get(0)->mixer_as_AftSimple();
@@ -285,7 +285,7 @@ TEST_CASE("sliding window: wrong window parameters in the file are named") {
 
 TEST_CASE("FLASH: bad sizes and a mis-shaped bias are named") {
   {
-    auto bytes = BuildTestModel(recur::testing::kTinyFlashConfig, 1);
+    auto bytes = BuildTestModel(recur::impl::testing::kTinyFlashConfig, 1);
     REQUIRE(!bytes.empty());
     CHECK(Load(bytes, bytes.size()) == RECUR_OK);
     const auto* fl = Root(bytes)->blocks()->Get(0)->mixer_as_Flash();
@@ -296,7 +296,7 @@ TEST_CASE("FLASH: bad sizes and a mis-shaped bias are named") {
                      "in [1, 65536] (got 24, 8, 0)");
   }
   {
-    auto bytes = BuildTestModel(recur::testing::kTinyFlashConfig, 1);
+    auto bytes = BuildTestModel(recur::impl::testing::kTinyFlashConfig, 1);
     const auto* fl = Root(bytes)->blocks()->Get(1)->mixer_as_Flash();
     Poke<uint32_t>(fl, fb::Flash::VT_CHUNK, 6);  // rel_bias has 5 entries
     CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
@@ -306,7 +306,7 @@ TEST_CASE("FLASH: bad sizes and a mis-shaped bias are named") {
 }
 
 TEST_CASE("AFT-local: a table with both or neither bias tensors is named") {
-  auto bytes = BuildTestModel(recur::testing::kTinyAftLocalConfig, 1);
+  auto bytes = BuildTestModel(recur::impl::testing::kTinyAftLocalConfig, 1);
   REQUIRE(!bytes.empty());
   CHECK(Load(bytes, bytes.size()) == RECUR_OK);
   const auto* al = Root(bytes)->blocks()->Get(0)->mixer_as_AftLocal();
@@ -319,7 +319,7 @@ TEST_CASE("AFT-local: a table with both or neither bias tensors is named") {
 
 TEST_CASE("AFT-local/AFT-conv and Linformer: mis-shaped position tables are named") {
   {
-    auto bytes = BuildTestModel(recur::testing::kTinyAftLocalConfig, 1);
+    auto bytes = BuildTestModel(recur::impl::testing::kTinyAftLocalConfig, 1);
     REQUIRE(!bytes.empty());
     const auto* al = Root(bytes)->blocks()->Get(1)->mixer_as_AftLocal();
     Poke<uint32_t>(al, fb::AftLocal::VT_WINDOW, 5);  // pos_bias has 4 entries
@@ -328,7 +328,7 @@ TEST_CASE("AFT-local/AFT-conv and Linformer: mis-shaped position tables are name
     CHECK(Error().find("expected [5]") != std::string::npos);
   }
   {
-    auto bytes = BuildTestModel(recur::testing::kTinyAftConvConfig, 1);
+    auto bytes = BuildTestModel(recur::impl::testing::kTinyAftConvConfig, 1);
     REQUIRE(!bytes.empty());
     const auto* ac = Root(bytes)->blocks()->Get(0)->mixer_as_AftLocal();
     Poke<uint32_t>(ac, fb::AftLocal::VT_WINDOW, 4);  // conv_kernel is [3, 3]
@@ -337,7 +337,7 @@ TEST_CASE("AFT-local/AFT-conv and Linformer: mis-shaped position tables are name
     CHECK(Error().find("expected [3,4]") != std::string::npos);
   }
   {
-    auto bytes = BuildTestModel(recur::testing::kTinyLinformerConfig, 1);
+    auto bytes = BuildTestModel(recur::impl::testing::kTinyLinformerConfig, 1);
     REQUIRE(!bytes.empty());
     CHECK(Load(bytes, bytes.size()) == RECUR_OK);
     const auto* lf = Root(bytes)->blocks()->Get(1)->mixer_as_Linformer();
@@ -351,7 +351,7 @@ TEST_CASE("AFT-local/AFT-conv and Linformer: mis-shaped position tables are name
 
 TEST_CASE("GAU: bad sizes, a bad scale and a mis-shaped bias are named") {
   {
-    auto bytes = BuildTestModel(recur::testing::kTinyGauConfig, 1);
+    auto bytes = BuildTestModel(recur::impl::testing::kTinyGauConfig, 1);
     REQUIRE(!bytes.empty());
     CHECK(Load(bytes, bytes.size()) == RECUR_OK);
     const auto* g = Root(bytes)->blocks()->Get(0)->mixer_as_Gau();
@@ -362,7 +362,7 @@ TEST_CASE("GAU: bad sizes, a bad scale and a mis-shaped bias are named") {
                      "in [1, 65536] (got 16, 6, 0)");
   }
   {
-    auto bytes = BuildTestModel(recur::testing::kTinyGauConfig, 1);
+    auto bytes = BuildTestModel(recur::impl::testing::kTinyGauConfig, 1);
     const auto* g = Root(bytes)->blocks()->Get(1)->mixer_as_Gau();
     Poke<float>(g, fb::Gau::VT_SCALE, std::numeric_limits<float>::quiet_NaN());
     CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
@@ -372,7 +372,7 @@ TEST_CASE("GAU: bad sizes, a bad scale and a mis-shaped bias are named") {
     CHECK(Error() == "blocks.1: GAU scale must be finite and positive (got -0.5)");
   }
   {
-    auto bytes = BuildTestModel(recur::testing::kTinyGauConfig, 1);
+    auto bytes = BuildTestModel(recur::impl::testing::kTinyGauConfig, 1);
     const auto* g = Root(bytes)->blocks()->Get(1)->mixer_as_Gau();
     Poke<uint32_t>(g, fb::Gau::VT_MAX_LENGTH, 47);  // rel_bias has 48 entries
     CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
@@ -383,7 +383,7 @@ TEST_CASE("GAU: bad sizes, a bad scale and a mis-shaped bias are named") {
 
 TEST_CASE("Reformer: bad sizes and a mis-shaped rotation table are named") {
   {
-    auto bytes = BuildTestModel(recur::testing::kTinyReformerConfig, 1);
+    auto bytes = BuildTestModel(recur::impl::testing::kTinyReformerConfig, 1);
     REQUIRE(!bytes.empty());
     CHECK(Load(bytes, bytes.size()) == RECUR_OK);
     const auto* rf = Root(bytes)->blocks()->Get(0)->mixer_as_Reformer();
@@ -394,7 +394,7 @@ TEST_CASE("Reformer: bad sizes and a mis-shaped rotation table are named") {
                      "[1, 65536] and rounds in [1, 64] (got 3, 5, 2)");
   }
   {
-    auto bytes = BuildTestModel(recur::testing::kTinyReformerConfig, 1);
+    auto bytes = BuildTestModel(recur::impl::testing::kTinyReformerConfig, 1);
     const auto* rf = Root(bytes)->blocks()->Get(1)->mixer_as_Reformer();
     Poke<uint32_t>(rf, fb::Reformer::VT_ROUNDS, 3);  // rotations has 2 rounds
     CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <iterator>
 
-namespace recur::golden {
+namespace recur::impl::golden {
 namespace {
 
 size_t DTypeSize(uint32_t dtype) {
@@ -123,4 +123,4 @@ bool Read(const std::string& path, std::map<std::string, Record>* out, std::stri
   return true;
 }
 
-}  // namespace recur::golden
+}  // namespace recur::impl::golden

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace recur::golden {
+namespace recur::impl::golden {
 
 constexpr uint32_t kVersion = 1;
 
@@ -27,6 +27,6 @@ struct Record {
 // Reads `path`. On a version mismatch the error says how to regenerate.
 bool Read(const std::string& path, std::map<std::string, Record>* out, std::string* error);
 
-}  // namespace recur::golden
+}  // namespace recur::impl::golden
 
 #endif  // RECUR_TESTS_PARITY_GOLDEN_H_

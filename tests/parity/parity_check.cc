@@ -35,7 +35,7 @@
 
 namespace {
 
-using recur::parity::Diff;
+using parity::Diff;
 
 struct Capture {
   size_t d_model = 0, steps = 0, step = 0, batch = 1;  // step: positions observed so far
@@ -76,14 +76,14 @@ int main(int argc, char** argv) {
   app.add_option("--backend", backend,
                  "GEMM backend for every dense layer it supports (default: automatic)");
   recur_state_sums state_sums = RECUR_STATE_SUMS_COMPENSATED;
-  recur::tools::AddStateSumsOption(&app, &state_sums);
+  tools::AddStateSumsOption(&app, &state_sums);
   recur_int8_activations int8_activations = RECUR_INT8_ACTIVATIONS_AUTO;
-  recur::tools::AddInt8ActivationsOption(&app, &int8_activations);
+  tools::AddInt8ActivationsOption(&app, &int8_activations);
   CLI11_PARSE(app, argc, argv);
 
-  std::map<std::string, recur::golden::Record> g;
+  std::map<std::string, recur::impl::golden::Record> g;
   std::string error;
-  if (!recur::golden::Read(golden_path, &g, &error)) {
+  if (!recur::impl::golden::Read(golden_path, &g, &error)) {
     std::fprintf(stderr, "error: %s\n", error.c_str());
     return 1;
   }
@@ -94,16 +94,16 @@ int main(int argc, char** argv) {
     }
   }
 
-  recur::platform::MappedFile file;
-  recur::Status s = recur::platform::MapFile(model_path.c_str(), false, &file);
-  std::unique_ptr<recur::Model> model;
-  if (s.ok()) s = recur::LoadModel(file.data, file.size, {}, &model);
+  recur::impl::platform::MappedFile file;
+  recur::impl::Status s = recur::impl::platform::MapFile(model_path.c_str(), false, &file);
+  std::unique_ptr<recur::impl::Model> model;
+  if (s.ok()) s = recur::impl::LoadModel(file.data, file.size, {}, &model);
   if (!s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return 1;
   }
   model->file = file;
-  const recur::Model& m = *model;
+  const recur::impl::Model& m = *model;
   const auto& in = g["input"];
   const size_t steps = size_t(in.shape[0]);
   const bool tokens = m.input_kind == recur::fb::InputKind::Tokens;
@@ -114,13 +114,13 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  recur::SessionPtr session;
+  recur::impl::SessionPtr session;
   // A KV cache holds exactly the golden's positions, so that its layout
   // (K (H, steps, dk), V (H, steps, dv)) is the golden's state records.
-  const recur::SessionOptions options{batch, 1,     chunk, 0, backend.c_str(),
+  const recur::impl::SessionOptions options{batch, 1,     chunk, 0, backend.c_str(),
                                       0,     steps, uint32_t(state_sums),
                                       uint32_t(int8_activations)};
-  s = recur::Session::Create(model.get(), options, &session);
+  s = recur::impl::Session::Create(model.get(), options, &session);
   if (!s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     return 1;
@@ -155,8 +155,8 @@ int main(int argc, char** argv) {
   }
   for (size_t t = 0; t < steps && !encode; ++t) {
     if (long(t) == roundtrip_at) {
-      recur::SessionPtr fresh;
-      s = recur::Session::Create(model.get(), options, &fresh);
+      recur::impl::SessionPtr fresh;
+      s = recur::impl::Session::Create(model.get(), options, &fresh);
       std::vector<uint8_t> blob(session->state_blob_size());
       for (size_t b = 0; s.ok() && b < batch; ++b) {
         s = session->SaveState(int(b), blob.data(), blob.size());

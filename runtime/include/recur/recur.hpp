@@ -23,14 +23,9 @@
 
 #include "recur/recur.h"
 
+// The runtime's own C++ lives in recur::impl (inside the static librecur);
+// recur:: itself is this wrapper.
 namespace recur {
-// The runtime's internals (inside the static librecur) define other classes
-// named recur::Status, recur::Result, recur::Model and recur::Session. The
-// inline namespace gives the wrapper's classes their own symbol names, so
-// that a program using this header and linking librecur never gets the one's
-// out-of-line members (destructors, say) for the other's. Spell them
-// recur::Status etc. as usual.
-inline namespace wrapper {
 
 // A status code and the message recur_last_error() gave for it.
 class Status {
@@ -208,7 +203,6 @@ class Session {
   recur_session* session_ = nullptr;
 };
 
-}  // namespace wrapper
 }  // namespace recur
 
 #endif  // RECUR_RECUR_HPP_

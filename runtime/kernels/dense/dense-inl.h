@@ -42,7 +42,7 @@
 #include "kernels/dense/dense.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace recur::kernels {
+namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
@@ -608,7 +608,7 @@ HWY_INLINE void Dense(const float* x, size_t x_stride, size_t batch, const float
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();
 
 #endif  // RECUR_KERNELS_DENSE_DENSE_INL_H_ toggle

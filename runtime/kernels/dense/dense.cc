@@ -15,7 +15,7 @@
 #include "kernels/dense/dense-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace recur::kernels {
+namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 
 void DenseImpl(const float* x, size_t x_stride, size_t batch, const float* w, const float* bias,
@@ -24,11 +24,11 @@ void DenseImpl(const float* x, size_t x_stride, size_t batch, const float* w, co
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace recur::kernels {
+namespace recur::impl::kernels {
 
 HWY_EXPORT(DenseImpl);
 
@@ -77,5 +77,5 @@ DenseWeights DenseWeights::Rows(size_t begin, size_t end) const {
   return r;
 }
 
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 #endif  // HWY_ONCE

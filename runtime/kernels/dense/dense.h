@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace recur::kernels {
+namespace recur::impl::kernels {
 
 // Storage type of dense weights. Sums are f32 whatever the type.
 enum class WeightType : uint8_t {
@@ -235,6 +235,6 @@ void DensePacked(const float* x, size_t x_stride, size_t rows, const float* pack
                  const float* bias, size_t in, size_t out, size_t panel_begin, size_t panel_end,
                  float* y, size_t y_stride, bool accumulate);
 
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 
 #endif  // RECUR_KERNELS_DENSE_DENSE_H_

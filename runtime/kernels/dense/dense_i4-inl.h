@@ -48,7 +48,7 @@
 #endif
 
 HWY_BEFORE_NAMESPACE();
-namespace recur::kernels {
+namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
@@ -701,7 +701,7 @@ HWY_INLINE void I4Float(const float* x, size_t x_stride, size_t batch, const Den
 #undef RECUR_I4_VNNI_MATVEC
 
 }  // namespace HWY_NAMESPACE
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();
 
 #endif  // RECUR_KERNELS_DENSE_DENSE_I4_INL_H_ toggle

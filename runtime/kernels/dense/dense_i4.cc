@@ -11,7 +11,7 @@
 #include "kernels/dense/dense_i4-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace recur::kernels {
+namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 
 void DenseI4FloatImpl(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
@@ -35,11 +35,11 @@ bool DenseI4DotPreferredImpl(size_t batch, size_t in, size_t out) {
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace recur::kernels {
+namespace recur::impl::kernels {
 
 HWY_EXPORT(DenseI4FloatImpl);
 HWY_EXPORT(DenseI4DotImpl);
@@ -72,5 +72,5 @@ void DenseI4DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales
                                                 accumulate);
 }
 
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 #endif  // HWY_ONCE

@@ -48,7 +48,7 @@
 #endif
 
 HWY_BEFORE_NAMESPACE();
-namespace recur::kernels {
+namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
@@ -696,7 +696,7 @@ HWY_INLINE bool DenseI8DotPreferred(size_t batch, size_t in, size_t out) {
 #undef RECUR_I8_VNNI
 
 }  // namespace HWY_NAMESPACE
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();
 
 #endif  // RECUR_KERNELS_DENSE_DENSE_I8DOT_INL_H_ toggle

@@ -11,7 +11,7 @@
 #include "kernels/dense/dense_i8dot-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace recur::kernels {
+namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 
 void DenseI8DotImpl(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
@@ -32,11 +32,11 @@ bool DenseI8DotPreferredImpl(size_t batch, size_t in, size_t out) {
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace recur::kernels {
+namespace recur::impl::kernels {
 
 HWY_EXPORT(DenseI8DotImpl);
 HWY_EXPORT(DenseI8DotQuantizedImpl);
@@ -84,5 +84,5 @@ void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
   }
 }
 
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 #endif  // HWY_ONCE

@@ -36,7 +36,7 @@
 #include "kernels/dense/dense-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace recur::kernels {
+namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
@@ -239,7 +239,7 @@ HWY_INLINE void DenseNarrow(const float* x, size_t x_stride, size_t batch, const
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();
 
 #endif  // RECUR_KERNELS_DENSE_DENSE_LOWP_INL_H_ toggle

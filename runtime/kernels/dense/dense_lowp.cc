@@ -12,7 +12,7 @@
 #include "kernels/dense/dense_lowp-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace recur::kernels {
+namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 
 void DenseNarrowImpl(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
@@ -57,11 +57,11 @@ DenseScratch DenseScratchNeedImpl(size_t batch, size_t in, size_t out, WeightTyp
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace recur::kernels {
+namespace recur::impl::kernels {
 
 HWY_EXPORT(DenseNarrowImpl);
 HWY_EXPORT(DenseScratchNeedImpl);
@@ -84,5 +84,5 @@ void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
   HWY_DYNAMIC_DISPATCH(DenseNarrowImpl)(x, x_stride, batch, w, y, y_stride, accumulate);
 }
 
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 #endif  // HWY_ONCE

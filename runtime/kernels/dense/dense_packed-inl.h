@@ -30,7 +30,7 @@
 #include "kernels/dense/dense_ref.h"  // DecodeWeight
 
 HWY_BEFORE_NAMESPACE();
-namespace recur::kernels {
+namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
@@ -258,7 +258,7 @@ HWY_INLINE void DensePacked(const float* x, size_t x_stride, size_t rows,
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();
 
 #endif  // RECUR_KERNELS_DENSE_DENSE_PACKED_INL_H_ toggle

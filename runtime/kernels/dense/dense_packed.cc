@@ -10,7 +10,7 @@
 #include "kernels/dense/dense_packed-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace recur::kernels {
+namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 
 void PackDenseImpl(const DenseWeights& w, float* packed) { HWY_NAMESPACE::PackDense(w, packed); }
@@ -23,11 +23,11 @@ void DensePackedImpl(const float* x, size_t x_stride, size_t rows, const float* 
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace recur::kernels {
+namespace recur::impl::kernels {
 
 HWY_EXPORT(PackDenseImpl);
 HWY_EXPORT(DensePackedImpl);
@@ -43,5 +43,5 @@ void DensePacked(const float* x, size_t x_stride, size_t rows, const float* pack
                                         panel_end, y, y_stride, accumulate);
 }
 
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 #endif  // HWY_ONCE

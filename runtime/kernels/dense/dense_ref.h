@@ -11,9 +11,9 @@
 
 #include "kernels/dense/dense.h"
 
-namespace recur::kernels::ref {
+namespace recur::impl::kernels::ref {
 
-// Same contract as recur::kernels::Dense (dense.h).
+// Same contract as recur::impl::kernels::Dense (dense.h).
 inline void Dense(const float* x, size_t x_stride, size_t batch, const float* w,
                   const float* bias, size_t in, size_t out, float* y, size_t y_stride,
                   bool accumulate) {
@@ -77,7 +77,7 @@ inline double DecodeWeight(const DenseWeights& w, size_t o, size_t i) {
   return std::numeric_limits<double>::quiet_NaN();
 }
 
-// Same contract as recur::kernels::Dense(x, x_stride, batch, DenseWeights, ...).
+// Same contract as recur::impl::kernels::Dense(x, x_stride, batch, DenseWeights, ...).
 inline void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
                   float* y, size_t y_stride, bool accumulate) {
   std::vector<double> row(w.in);
@@ -94,7 +94,7 @@ inline void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeig
   }
 }
 
-// Same contract as recur::kernels::DenseI8DotQuantized (dense.h): the sums
+// Same contract as recur::impl::kernels::DenseI8DotQuantized (dense.h): the sums
 // exact (64-bit), then the f32 operations the kernels do, in their order.
 inline void DenseI8DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales,
                                 size_t batch, const DenseWeights& w, float* y, size_t y_stride,
@@ -114,7 +114,7 @@ inline void DenseI8DotQuantized(const int8_t* q, size_t q_stride, const float* q
   }
 }
 
-// Same contract as recur::kernels::DenseI4DotQuantized (dense.h), computed
+// Same contract as recur::impl::kernels::DenseI4DotQuantized (dense.h), computed
 // exactly (64-bit integer sums per group, double after), rounded once:
 //   y = (accumulate ? y : 0) + bias[o] + s_b·Σ_g scale[o, g]·Σ_{i in g} q_w·q_b.
 inline void DenseI4DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales,
@@ -140,6 +140,6 @@ inline void DenseI4DotQuantized(const int8_t* q, size_t q_stride, const float* q
   }
 }
 
-}  // namespace recur::kernels::ref
+}  // namespace recur::impl::kernels::ref
 
 #endif  // RECUR_KERNELS_DENSE_DENSE_REF_H_

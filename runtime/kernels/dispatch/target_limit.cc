@@ -9,7 +9,7 @@
 #include "hwy/highway.h"
 #include "hwy/targets.h"
 
-namespace recur::kernels {
+namespace recur::impl::kernels {
 namespace {
 
 // Calls f(bit) for each target compiled into this build, best (lowest bit) first.
@@ -93,4 +93,4 @@ Status ApplyTargetLimitFromEnvironment() {
   return result;
 }
 
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels

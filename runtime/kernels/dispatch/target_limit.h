@@ -10,7 +10,7 @@
 
 #include "core/status.h"
 
-namespace recur::kernels {
+namespace recur::impl::kernels {
 
 // The environment variable read by ApplyTargetLimitFromEnvironment.
 inline constexpr char kMaxSimdTargetVariable[] = "RECUR_MAX_SIMD_TARGET";
@@ -48,6 +48,6 @@ bool Avx512VnniEnabled();
 // running on other threads.
 void SetAvx512VnniAllowed(bool allowed);
 
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 
 #endif  // RECUR_KERNELS_DISPATCH_TARGET_LIMIT_H_

@@ -20,7 +20,7 @@
 #include "kernels/elementwise/elementwise.h"  // kQuantizeS8MinMax
 
 HWY_BEFORE_NAMESPACE();
-namespace recur::kernels {
+namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
@@ -351,7 +351,7 @@ HWY_INLINE float Dot(const float* x, const float* y, size_t n) {
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();
 
 #endif  // RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_INL_H_ toggle

@@ -10,7 +10,7 @@
 #include "kernels/elementwise/elementwise-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace recur::kernels {
+namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 
 void ReluImpl(const float* x, float* y, size_t n) { Relu(x, y, n); }
@@ -47,11 +47,11 @@ const char* SimdTargetNameImpl() {
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace recur::kernels {
+namespace recur::impl::kernels {
 
 HWY_EXPORT(ReluImpl);
 HWY_EXPORT(GeluImpl);
@@ -109,5 +109,5 @@ float Dot(const float* x, const float* y, size_t n) {
 }
 const char* SimdTargetName() { return HWY_DYNAMIC_DISPATCH(SimdTargetNameImpl)(); }
 
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 #endif  // HWY_ONCE

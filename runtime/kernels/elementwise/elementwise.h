@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace recur::kernels {
+namespace recur::impl::kernels {
 
 // y = max(x, 0). Relu, Gelu and EluPlusOne propagate NaN.
 void Relu(const float* x, float* y, size_t n);
@@ -54,6 +54,6 @@ float Dot(const float* x, const float* y, size_t n);
 // for AVX3 with its AVX512-VNNI tiles: target_limit.h).
 const char* SimdTargetName();
 
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 
 #endif  // RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_H_

@@ -11,7 +11,7 @@
 
 #include "kernels/elementwise/elementwise.h"  // kQuantizeS8MinMax
 
-namespace recur::kernels::ref {
+namespace recur::impl::kernels::ref {
 
 inline void Relu(const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];  // NaN stays NaN
@@ -121,6 +121,6 @@ inline double Dot(const float* x, const float* y, size_t n) {
   return s;
 }
 
-}  // namespace recur::kernels::ref
+}  // namespace recur::impl::kernels::ref
 
 #endif  // RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_REF_H_

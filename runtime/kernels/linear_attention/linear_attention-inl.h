@@ -18,7 +18,7 @@
 #include "kernels/common-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace recur::kernels {
+namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
@@ -197,7 +197,7 @@ HWY_INLINE void LinearAttentionStep(const float* HWY_RESTRICT phi_q,
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();
 
 #endif  // RECUR_KERNELS_LINEAR_ATTENTION_LINEAR_ATTENTION_INL_H_ toggle

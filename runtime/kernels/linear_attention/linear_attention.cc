@@ -8,7 +8,7 @@
 #include "kernels/linear_attention/linear_attention-inl.h"
 
 HWY_BEFORE_NAMESPACE();
-namespace recur::kernels {
+namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 
 void LinearAttentionStepImpl(const float* phi_q, const float* phi_k, const float* v, size_t c,
@@ -18,11 +18,11 @@ void LinearAttentionStepImpl(const float* phi_q, const float* phi_k, const float
 }
 
 }  // namespace HWY_NAMESPACE
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-namespace recur::kernels {
+namespace recur::impl::kernels {
 
 HWY_EXPORT(LinearAttentionStepImpl);
 
@@ -33,5 +33,5 @@ void LinearAttentionStep(const float* phi_q, const float* phi_k, const float* v,
                                                 out);
 }
 
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 #endif  // HWY_ONCE

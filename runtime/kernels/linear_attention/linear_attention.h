@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-namespace recur::kernels {
+namespace recur::impl::kernels {
 
 // One step of one head, given feature-mapped query/key:
 //   S += φk ⊗ v            s: (c, m) row-major, updated in place
@@ -24,6 +24,6 @@ void LinearAttentionStep(const float* phi_q, const float* phi_k, const float* v,
                          size_t m, float eps, float* s, float* s_comp, float* z, float* z_comp,
                          float* out);
 
-}  // namespace recur::kernels
+}  // namespace recur::impl::kernels
 
 #endif  // RECUR_KERNELS_LINEAR_ATTENTION_LINEAR_ATTENTION_H_

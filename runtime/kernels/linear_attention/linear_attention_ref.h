@@ -12,9 +12,9 @@
 
 #include "kernels/elementwise/elementwise_ref.h"
 
-namespace recur::kernels::ref {
+namespace recur::impl::kernels::ref {
 
-// Same contract as recur::kernels::LinearAttentionStep (linear_attention.h).
+// Same contract as recur::impl::kernels::LinearAttentionStep (linear_attention.h).
 inline void LinearAttentionStep(const float* phi_q, const float* phi_k, const float* v,
                                 size_t c, size_t m, float eps, float* s, float* s_comp, float* z,
                                 float* z_comp, float* out) {
@@ -46,6 +46,6 @@ inline void LinearAttentionStep(const float* phi_q, const float* phi_k, const fl
   }
 }
 
-}  // namespace recur::kernels::ref
+}  // namespace recur::impl::kernels::ref
 
 #endif  // RECUR_KERNELS_LINEAR_ATTENTION_LINEAR_ATTENTION_REF_H_
