@@ -32,12 +32,8 @@ class Linformer final : public Mixer {
            const StepContext& ctx, float* y) const override {
     const size_t rows = batch * steps;
     const size_t qk = heads_ * dk_, vw = heads_ * dv_;
-    float* q = ctx.scratch;       // (rows, H·dk)
-    float* k = q + rows * qk;     // (rows, H·dk)
-    float* v = k + rows * qk;     // (rows, H·dv)
-    float* o = v + rows * vw;     // (rows, H·dv)
-    float* scratch = o + rows * vw;
-    proj_.Project(x, rows, q, k, v, ctx);
+    const QkvoProjections::Rows p = proj_.ProjectRows(x, rows, ctx);
+    float *q = p.q, *k = p.k, *v = p.v, *o = p.o, *scratch = p.rest;
     ctx.pool->ForEachStrided(batch * heads_, [&](size_t w, size_t pair) {
       const size_t b = pair / heads_, h = pair % heads_, r0 = b * steps;
       Head(q + r0 * qk + h * dk_, k + r0 * qk + h * dk_, v + r0 * vw + h * dv_, steps, h,

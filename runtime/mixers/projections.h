@@ -34,11 +34,14 @@ inline Status CheckHeads(const std::string& layer, const char* what, uint32_t he
 
 struct QkvoProjections {
   DenseView query, key, value, out;
+  size_t qk_width = 0, v_width = 0;
 
   // query, key [qk_width, d_model]; value [v_width, d_model]; out [d_model, v_width].
   template <class Table>
   Status Load(const Table* t, const std::string& layer, uint32_t d_model, uint32_t qk_width,
               uint32_t v_width, TensorResolver* tensors) {
+    this->qk_width = qk_width;
+    this->v_width = v_width;
     const std::string prefix = layer + ".mixer.";
     RECUR_RETURN_IF_ERROR(tensors->GetDense(t->query(), prefix + "query", qk_width, d_model, &query));
     RECUR_RETURN_IF_ERROR(tensors->GetDense(t->key(), prefix + "key", qk_width, d_model, &key));
@@ -56,6 +59,22 @@ struct QkvoProjections {
     RunDense(query, x, rows, q, false, ctx.pool, ctx.dense);
     RunDense(key, x, rows, k, false, ctx.pool, ctx.dense);
     RunDense(value, x, rows, v, false, ctx.pool, ctx.dense);
+  }
+  // The projected rows at the front of a call's scratch: q, k (rows, qk_width),
+  // v and the attention output o (rows, v_width); `rest` is the scratch after them.
+  struct Rows {
+    float *q, *k, *v, *o, *rest;
+  };
+  // Carves Rows from ctx.scratch and projects `rows` rows of x into q, k, v.
+  Rows ProjectRows(const float* x, size_t rows, const StepContext& ctx) const {
+    Rows r;
+    r.q = ctx.scratch;
+    r.k = r.q + rows * qk_width;
+    r.v = r.k + rows * qk_width;
+    r.o = r.v + rows * v_width;
+    r.rest = r.o + rows * v_width;
+    Project(x, rows, r.q, r.k, r.v, ctx);
+    return r;
   }
   // y = o·W_outᵀ + b.
   void Output(const float* o, size_t rows, float* y, const StepContext& ctx) const {

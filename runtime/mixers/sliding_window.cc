@@ -39,12 +39,8 @@ class SlidingWindow final : public Mixer {
            const StepContext& ctx, float* y) const override {
     const size_t rows = batch * steps;
     const size_t qk = heads_ * dk_, vw = heads_ * dv_;
-    float* q = ctx.scratch;       // (rows, H·dk)
-    float* k = q + rows * qk;     // (rows, H·dk)
-    float* v = k + rows * qk;     // (rows, H·dv)
-    float* o = v + rows * vw;     // (rows, H·dv)
-    proj_.Project(x, rows, q, k, v, ctx);
-    float* scratch = o + rows * vw;
+    const QkvoProjections::Rows p = proj_.ProjectRows(x, rows, ctx);
+    float *q = p.q, *k = p.k, *v = p.v, *o = p.o, *scratch = p.rest;
     const size_t keys = KeysPerQuery(steps);
     // Worker w takes pairs w, w + threads, ... with its own scores.
     ctx.pool->ForEachStrided(batch * heads_, [&](size_t w, size_t pair) {

@@ -37,17 +37,12 @@ class SoftmaxAttention final : public Mixer {
   void Run(const float* x, size_t batch, size_t steps, float* const* states,
            const StepContext& ctx, float* y) const override {
     const size_t rows = batch * steps;
-    const size_t qk = heads_ * dk_, vw = heads_ * dv_;
-    float* q = ctx.scratch;       // (rows, H·dk)
-    float* k = q + rows * qk;     // (rows, H·dk)
-    float* v = k + rows * qk;     // (rows, H·dv)
-    float* o = v + rows * vw;     // (rows, H·dv)
-    proj_.Project(x, rows, q, k, v, ctx);
-    Task task{this,  q,     k,     v, o, states, ctx.positions, ctx.max_context, steps,
-              batch * heads_, ctx.pool->threads(), o + rows * vw,
+    const QkvoProjections::Rows p = proj_.ProjectRows(x, rows, ctx);
+    Task task{this,  p.q,   p.k,   p.v, p.o, states, ctx.positions, ctx.max_context, steps,
+              batch * heads_, ctx.pool->threads(), p.rest,
               WorkerScratchFloats(steps, ctx.max_context)};
     ctx.pool->ParallelFor(task.workers, &Task::Run, &task);
-    proj_.Output(o, rows, y, ctx);
+    proj_.Output(p.o, rows, y, ctx);
   }
 
   static Status Create(const fb::SoftmaxAttention* t, const std::string& layer, uint32_t d_model,
