@@ -33,9 +33,9 @@ _OPTIONAL_KEYS = {"notes", "input_description", "output_description"}
 # Mixer keys valid only with feature_map "favor" (mixers.validate_mixer checks them).
 _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp"}
 # The mixer types a recur config may name ("mixer": one mixer dict for every block, or a
-# list of n_layers mixer dicts, block i using entry i: a mixed model).
-MIXER_TYPES = ("linear_attention", "softmax_attention", "sliding_window", "aft_simple", "aft_local", "aft_conv",
-               "aft_full", "gau", "flash", "linformer", "reformer")
+# list of n_layers mixer dicts, block i using entry i: a mixed model): every class of
+# mixers.MIXERS, so that a new mixer is one class there.
+MIXER_TYPES = tuple(mixers.MIXERS)
 
 
 def mixer_configs(config: dict) -> List[dict]:
@@ -210,7 +210,9 @@ class State(NamedTuple):
       "kq_buf" (C, s), "v_buf" (C, E): slot p mod C holds position p's K^lin, K^quad, V
       (the last written; slots ≥ pos mod C are stale, left from the previous chunk)
     linformer, reformer (encoder only): {} (no state).
-    In a mixed model each layer's dict is its own mixer's (one of the above per layer).
+    Every mixer class documents its own layout (its docstring and `empty_state` in
+    mixers.py); the list above repeats those of the mixers named. In a mixed model each
+    layer's dict is its own mixer's.
     Golden records "state.{i}.{name}" follow each dict's order (S, z / K, V / sorted names
     for sliding_window, aft_simple, aft_local, aft_conv, aft_full, gau and flash).
     """
