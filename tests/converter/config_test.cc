@@ -255,10 +255,21 @@ TEST_CASE("config: recur layout, invalid values") {
         "config.json: \"norm_placement\" must be one of \"pre\", \"post\" (got \"middle\")");
   CHECK(with("/ffn/activation", "tanh") ==
         "config.json: \"ffn.activation\" must be one of \"relu\", \"gelu\" (got \"tanh\")");
+  // The config names in runtime/mixers/mixers.inc order, each mixer's aliases
+  // after its name (aft_local's aft_conv): a new mixer's line adds its name.
+  std::string types;
+  for (const char* name : {
+#define RECUR_MIXER(Tag, config_name, file) #config_name,
+#include "mixers/mixers.inc"
+#undef RECUR_MIXER
+       }) {
+    types += std::string(types.empty() ? "" : ", ") + "\"" + name + "\"";
+    if (std::string(name) == "aft_local") types += ", \"aft_conv\"";
+  }
+  CHECK(types.rfind("\"linear_attention\", \"softmax_attention\", \"sliding_window\"", 0) == 0);
+  CHECK(types.find("\"aft_local\", \"aft_conv\", \"aft_full\"") != std::string::npos);
   CHECK(with("/mixer/type", "softmax") ==
-        "config.json: \"mixer.type\" must be one of \"linear_attention\", \"softmax_attention\", "
-        "\"sliding_window\", \"aft_simple\", \"flash\", \"linformer\", \"aft_local\", "
-        "\"aft_conv\", \"aft_full\", \"gau\", \"reformer\" (got \"softmax\")");
+        "config.json: \"mixer.type\" must be one of " + types + " (got \"softmax\")");
   CHECK(with("/mixer/feature_map", "sigmoid") ==
         "config.json: \"mixer.feature_map\" must be one of \"elu_plus_one\", \"relu\", "
         "\"poly2\", \"favor\" (got \"sigmoid\")");
