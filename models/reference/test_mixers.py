@@ -6,7 +6,8 @@
 
 Step == parallel (1e-10) for every recurrent mixer, chunk(a)+chunk(b) == whole,
 independent brute-force transcriptions of the docstring math, the fast-transformers
-formulas, config validation, state sizes, and N ≥ 1000 step-vs-parallel runs.
+formulas, RetNet against torchscale's retention formulas, config validation, state sizes,
+and N ≥ 1000 step-vs-parallel runs.
 """
 
 import math
@@ -16,7 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from recur_ref.mixers import (MIXERS, build_mixer, fast_transformers_aft_full, fast_transformers_favor,
-                              feature_dim, performer_favor, poly2, state_bytes, validate_mixer)
+                              feature_dim, performer_favor, poly2, retnet_angles, retnet_rotate, state_bytes,
+                              validate_mixer)
 
 D_MODEL = 12
 TOL = 1e-10
@@ -43,6 +45,8 @@ CAUSAL = {
                     "bias_form": "multiply"},
     "gau": {"type": "gau", "expansion_dim": 8, "qk_dim": 4, "max_length": 40, "scale": 0.3},
     "flash": {"type": "flash", "expansion_dim": 8, "qk_dim": 4, "chunk": 5},
+    "retnet": {"type": "retnet", "heads": 3, "dk": 4, "dv": 5, "decay": [0.5, 0.9, 0.999]},
+    "retnet_default": {"type": "retnet", "heads": 2, "dk": 2, "dv": 3, "eps": 1e-5},   # dk 2: one frequency
 }
 NONCAUSAL = {
     "softmax": {"type": "softmax_attention", "heads": 2, "dk": 3, "dv": 4, "causal": False},
@@ -131,7 +135,8 @@ class StepEqualsParallel(unittest.TestCase):
     def test_long_sequences(self):
         """N = 1000 (1100 for favor): step loop vs parallel form."""
         cases = {"linear_favor": (CAUSAL["linear_favor"], 1100), "window": (CAUSAL["window"], 1000),
-                 "aft_simple": (CAUSAL["aft_simple"], 1000), "flash": (CAUSAL["flash"], 1000)}
+                 "aft_simple": (CAUSAL["aft_simple"], 1000), "flash": (CAUSAL["flash"], 1000),
+                 "retnet": (CAUSAL["retnet"], 1000)}
         for name, (cfg, n) in cases.items():
             with self.subTest(name):
                 m = make(cfg)
@@ -230,6 +235,7 @@ class StateSizes(unittest.TestCase):
         self.assertEqual(state_bytes(c["aft_local"], D_MODEL).fixed_bytes, 4 * 6 * (3 + 8))
         self.assertEqual(state_bytes(c["flash"], D_MODEL).fixed_bytes, 4 * (4 * 8 + 5 * (8 + 8)))
         self.assertEqual(state_bytes(c["softmax"], D_MODEL).per_position_bytes, 4 * 2 * 7)
+        self.assertEqual(state_bytes(c["retnet"], D_MODEL).fixed_bytes, 4 * 3 * 4 * 5)
 
 
 class TensorNames(unittest.TestCase):
@@ -246,6 +252,7 @@ class TensorNames(unittest.TestCase):
             ("aft_conv", True): {"conv_kernel": (2, 3)}, ("aft_conv", False): {"conv_kernel": (2, 5)},
             ("aft_full", True): {"pos_bias": (40, 40)}, ("aft_full_ft", True): {"u": (40, 3), "v": (40, 3)},
             ("linformer", False): {"E": (2, 5, 30), "F": (2, 5, 30)}, ("linformer_kv", False): {"E": (5, 30)},
+            ("retnet", True): {"gate.weight": (15, D_MODEL), "gate.bias": (15,)},   # decay: from the config
         }
         for (name, causal), extra in expect.items():
             with self.subTest(name):
@@ -269,7 +276,7 @@ class TensorNames(unittest.TestCase):
         self.assertEqual(tuple(sd["value.weight"].shape), (8, D_MODEL))
         self.assertEqual(set(MIXERS), {"softmax_attention", "linear_attention", "sliding_window", "aft_simple",
                                        "aft_local", "aft_conv", "aft_full", "gau", "flash", "linformer",
-                                       "reformer"})
+                                       "reformer", "retnet"})
 
 
 class Validation(unittest.TestCase):
@@ -310,6 +317,19 @@ class Validation(unittest.TestCase):
             (dict(NONCAUSAL["reformer"], rounds=1.0), "mixer.rounds must be a positive integer"),
             ({k: v for k, v in NONCAUSAL["reformer"].items() if k != "rounds"}, "missing keys \\['rounds'\\]"),
             (dict(NONCAUSAL["reformer"], seq_len=30), "unknown keys \\['seq_len'\\]"),
+            (dict(base["retnet"], dk=5), "mixer.dk must be even"),
+            (dict(base["retnet"], decay=[0.5, 0.9]), "mixer.decay must be a list of one number per head"),
+            (dict(base["retnet"], decay=0.9), "mixer.decay must be a list"),
+            (dict(base["retnet"], decay=[0.5, 1.0, 0.9]), "mixer.decay entries must be in \\(0, 1\\)"),
+            (dict(base["retnet"], decay=[0.5, 0.0, 0.9]), "mixer.decay entries must be in \\(0, 1\\)"),
+            (dict(base["retnet"], decay=[0.5, 0.999999999, 0.9]), "as float32"),   # rounds to 1
+            (dict(base["retnet"], decay=[0.5, "0.9", 0.9]), "mixer.decay entries"),
+            (dict(base["retnet"], decay=[0.5, True, 0.9]), "mixer.decay entries"),
+            (dict(base["retnet"], decay=[0.5, 10 ** 400, 0.9]), "mixer.decay entries"),
+            (dict(base["retnet"], decay=[0.5, float("nan"), 0.9]), "mixer.decay entries"),
+            (dict(base["retnet"], eps=0), "mixer.eps must be > 0"),
+            (dict(base["retnet"], causal=True), "unknown keys \\['causal'\\]"),   # no encoder form
+            (dict(base["retnet_default"], heads=21), "mixer.decay is required with more than 20 heads"),
         ]
         for cfg, msg in bad:
             with self.subTest(msg):
@@ -321,6 +341,8 @@ class Validation(unittest.TestCase):
             validate_mixer(base["softmax"], 0)
         for cfg in list(CAUSAL.values()) + list(NONCAUSAL.values()):
             validate_mixer(cfg, D_MODEL)
+        validate_mixer(dict(CAUSAL["retnet_default"], heads=20), D_MODEL)   # the last default decay < 1
+        validate_mixer(dict(CAUSAL["retnet_default"], heads=21, decay=[0.9] * 21), D_MODEL)
 
 
 # ----------------------------------------------------------------------------------------
@@ -356,7 +378,95 @@ def flash_brute(m, x):
     return m.out(out)
 
 
+def retnet_brute(m, x):
+    """RetNet per the docstring, position by position, with the rotation written out pair by
+    pair in Python floats: o_n = Σ_{j≤n} γ^{n−j} (q̃_n·k̃_j) v_j per head, RMS-normed, gated."""
+    B, N, _ = x.shape
+    H, dk, dv = m.heads, m.dk, m.dv
+    q = m.query(x).view(B, N, H, dk)
+    k = m.key(x).view(B, N, H, dk) / math.sqrt(dk)
+    v = m.value(x).view(B, N, H, dv)
+    half = dk // 2
+    theta = [10000.0 ** (-i / (half - 1)) if half > 1 else 1.0 for i in range(half)]
+
+    def rot(t, n):   # t (B, H, dk) at position n
+        r = t.clone()
+        for i in range(half):
+            c, s = math.cos(n * theta[i]), math.sin(n * theta[i])
+            r[..., 2 * i] = t[..., 2 * i] * c - t[..., 2 * i + 1] * s
+            r[..., 2 * i + 1] = t[..., 2 * i + 1] * c + t[..., 2 * i] * s
+        return r
+
+    qr = [rot(q[:, n], n) for n in range(N)]
+    kr = [rot(k[:, n], n) for n in range(N)]
+    o = torch.zeros(B, N, H, dv, dtype=x.dtype)
+    for n in range(N):
+        for j in range(n + 1):
+            w = (qr[n] * kr[j]).sum(-1) * m.decay ** (n - j)      # (B, H)
+            o[:, n] += w[..., None] * v[:, j]
+    o = o / torch.sqrt((o * o).mean(-1, keepdim=True) + m.eps)
+    return m.out(F.silu(m.gate(x)) * o.reshape(B, N, H * dv))
+
+
+def torchscale_retention(qr, kr, v, decay, eps):
+    """torchscale's parallel retention (MultiScaleRetention.parallel_forward with the mask of
+    RetNetRelPos, then group_norm = RMSNorm(head_dim, eps) without weight), transcribed:
+    qr, kr (H, N, dk) already rotated and scaled, v (H, N, dv), decay (H,) → (N, H, dv)."""
+    n = qr.shape[1]
+    idx = torch.arange(n, dtype=qr.dtype)
+    e = idx[:, None] - idx[None, :]
+    mask = torch.where(e >= 0, torch.exp(e.clamp(min=0) * torch.log(decay)[:, None, None]), 0.0 * e)
+    mask = mask / mask.sum(-1, keepdim=True).sqrt()                            # decay-mask row scaling
+    qk = (qr @ kr.transpose(-1, -2)) * mask
+    qk = qk / qk.sum(-1, keepdim=True).abs().clamp(min=1)                       # |q·k| row-sum scaling
+    o = (qk @ v).transpose(0, 1)                                               # (N, H, dv)
+    return o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + eps)
+
+
 class Independent(unittest.TestCase):
+    def test_retnet_bruteforce(self):
+        for name in ("retnet", "retnet_default"):
+            with self.subTest(name):
+                m = make(CAUSAL[name])
+                x = rand_x(2, 13)
+                self.assertLessEqual(maxdiff(m(x), retnet_brute(m, x)), TOL)
+
+    def test_retnet_rotation_is_relative(self):
+        """q̃_i·k̃_j depends on i − j only; torchscale's angle table and theta_shift (rotate_every_two)
+        turn the pairs the same way."""
+        g = torch.Generator().manual_seed(6)
+        dk = 8
+        q, k = torch.randn(1, 1, dk, generator=g, dtype=f64), torch.randn(1, 1, dk, generator=g, dtype=f64)
+        def dot(i, j):
+            ci, si = retnet_angles(dk, i, 1, f64)
+            cj, sj = retnet_angles(dk, j, 1, f64)
+            return float((retnet_rotate(q, ci, si) * retnet_rotate(k, cj, sj)).sum())
+        for i, j, shift in ((5, 2, 1000), (7, 7, 123), (40, 0, 3)):
+            self.assertAlmostEqual(dot(i, j), dot(i + shift, j + shift), delta=1e-12)
+        self.assertGreater(abs(dot(5, 2) - dot(5, 3)), 1e-3)
+        # torchscale: angle = 1/10000^linspace(0, 1, dk/2) repeated per pair; x·cos + rotate_every_two(x)·sin
+        angle = (1.0 / 10000 ** torch.linspace(0, 1, dk // 2, dtype=f64)).repeat_interleave(2)
+        x = torch.randn(1, 3, 1, dk, generator=g, dtype=f64)
+        pos = torch.arange(3, dtype=f64)[:, None] * angle
+        rot2 = torch.stack((-x[..., 1::2], x[..., ::2]), -1).flatten(-2)
+        lib = x * torch.cos(pos)[:, None] + rot2 * torch.sin(pos)[:, None]
+        c, s = retnet_angles(dk, 0, 3, f64)
+        self.assertLessEqual(maxdiff(retnet_rotate(x[0], c, s), lib[0]), 1e-15)
+
+    def test_retnet_matches_torchscale_normalisations(self):
+        """torchscale scales each row of the decay mask by 1/√Σ_j γ^{i−j} and each row of
+        q̃k̃ᵀ ⊙ mask by 1/max(1, |Σ_j ·|): positive scalars per (position, head), which the
+        per-head RMS norm removes up to its eps. With a negligible eps both give the same ô."""
+        cfg = dict(CAUSAL["retnet"], eps=1e-30)
+        m = make(cfg)
+        x = rand_x(1, 17)
+        q, k, v = m._qkv(x[0], 0)                                                   # (N, H, ·)
+        o, _ = m._chunks(q, k, v, m.empty_state(f64)["S"], 5)
+        ours = o / torch.sqrt(o.pow(2).mean(-1, keepdim=True) + cfg["eps"])
+        lib = torchscale_retention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), m.decay, cfg["eps"])
+        self.assertLessEqual(maxdiff(ours, lib), 1e-12)
+        self.assertGreater(maxdiff(o, lib), 1e-3)    # the scalings do change o itself
+
     def test_flash_bruteforce(self):
         for causal in (True, False):
             with self.subTest(causal=causal):

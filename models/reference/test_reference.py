@@ -9,7 +9,7 @@ loop and an independent quadratic-time transcription of the README math
 copies and reruns of the same ops, while states reached by two paths (e.g. another shape
 of the same matmul) agree to rounding (1e-12 relative); goldens hold what the model
 computes. Plus the softmax-attention, sliding-window,
-AFT-simple, AFT-local and AFT-conv mixers' per-stream forms vs naive transcriptions and their batched forms, the Linformer
+AFT-simple, AFT-local, AFT-conv and RetNet mixers' per-stream forms vs naive transcriptions and their batched forms, the Linformer
 encoder (every sharing mode vs mixers.Linformer, layerwise tying and its export), the Reformer LSH encoder (vs
 explicit loops and mixers.Reformer, the float64 hash margins of its goldens), mixed models
 (a list of one mixer per block) vs a per-block composition, safetensors/golden round
@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from recur_ref import CHUNK, checkpoint, golden, mixers, safetensors
 from recur_ref import fast_transformers_layout as ftl
 from recur_ref.mixers import (FLASH, GAU, AFTConv, AFTFull, AFTLocal, AFTSimple, LinearAttention, Linformer, Reformer,
-                              SlidingWindowAttention, SoftmaxAttention, feature_dim)
+                              RetNet, SlidingWindowAttention, SoftmaxAttention, feature_dim)
 from recur_ref.model import MIXER_TYPES, Block, RecurModel, mixer_configs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,7 +57,8 @@ STATE_NAMES = {"softmax_attention": ["K", "V"], "linear_attention": ["S", "z"],
                "sliding_window": ["k_glob", "k_ring", "v_glob", "v_ring"],
                "aft_simple": ["den", "max", "num"], "aft_local": AFT_LOCAL_STATE, "aft_conv": AFT_LOCAL_STATE,
                "aft_full": ["k", "v"], "gau": ["k", "v"], "flash": ["S", "kl_buf", "kq_buf", "v_buf"],
-               "linformer": [], "reformer": []}   # encoder only: no state
+               "linformer": [], "reformer": [],   # encoder only: no state
+               "retnet": ["S"]}
 
 
 
@@ -168,6 +169,9 @@ def expected_tensors(cfg):
         elif m["type"] == "reformer":   # README: shared QK (no key), the hash rotations
             mix = [("mixer.query", (qk, d)), ("mixer.value", (vv, d)), ("mixer.out", (d, vv))]
             t[b + "mixer.rotations"] = (m["rounds"], m["dk"], m["n_buckets"] // 2)
+        elif m["type"] == "retnet":     # README: the gate beside query, key, value and out; no decay tensor
+            mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)),
+                   ("mixer.gate", (vv, d)), ("mixer.out", (d, vv))]
         else:
             mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)), ("mixer.out", (d, vv))]
         for name, (o, n) in mix + [("ffn.linear1", (ffn, d)), ("ffn.linear2", (d, ffn))]:
@@ -303,7 +307,17 @@ def naive_forward(cfg, w, x):
         v = lin(h, b + "mixer.value").view(n, heads, dv)
         return lin(naive_reformer(m, w[b + "mixer.rotations"], q, v).reshape(n, heads * dv), b + "mixer.out")
 
+    def retnet_mixer(h, b):   # explicit decayed sums over the rotated q·k, then the RMS norm and the gate
+        q = lin(h, b + "mixer.query").view(n, heads, dk)
+        k = lin(h, b + "mixer.key").view(n, heads, dk) / math.sqrt(dk)
+        v = lin(h, b + "mixer.value").view(n, heads, dv)
+        o = naive_retnet(m, q, k, v)
+        o = o / torch.sqrt((o * o).mean(-1, keepdim=True) + m.get("eps", 1e-6))
+        return lin(F.silu(lin(h, b + "mixer.gate")) * o.reshape(n, heads * dv), b + "mixer.out")
+
     def mixer(h, b):
+        if m["type"] == "retnet":
+            return retnet_mixer(h, b)
         if m["type"] == "linformer":
             return linformer_mixer(h, b)
         if m["type"] == "reformer":
@@ -471,6 +485,39 @@ def naive_reformer(m, rotations, q, v):
                 sc = torch.stack([q[j, h] @ k[p] / math.sqrt(dk) for p in cand])
                 e = torch.exp(sc - sc.max())
                 o[j, h] += sum(e[a] / e.sum() * v[p, h] for a, p in enumerate(cand)) / r
+    return o
+
+
+def naive_retnet_decays(m):
+    """The README's decays of a retnet mixer config: its "decay" list or 1 − 2^(−5−h), in float32."""
+    return [float(torch.tensor(g, dtype=torch.float32))
+            for g in m.get("decay", [1 - 2.0 ** (-5 - h) for h in range(m["heads"])])]
+
+
+def naive_retnet(m, q, k, v, pos=0):
+    """RetNet retention as explicit sums (the README's formulas): q, k (n, H, dk) (k already
+    scaled by 1/√dk), v (n, H, dv) at positions pos..pos+n−1 → o (n, H, dv) before the norm.
+    Pair i of q_t, k_t turns by t·θ_i, θ_i = 10000^(−i/(dk/2 − 1)) (1 when dk = 2), written
+    out with math.cos/sin; o_t = Σ_{p≤t} γ_h^{t−p} (q̃_t·k̃_p) v_p."""
+    n, heads, dk = q.shape
+    half = dk // 2
+    theta = [10000.0 ** (-i / (half - 1)) if half > 1 else 1.0 for i in range(half)]
+
+    def rot(x):
+        r = x.clone()
+        for t in range(n):
+            for i in range(half):
+                c, s = math.cos((pos + t) * theta[i]), math.sin((pos + t) * theta[i])
+                r[t, :, 2 * i] = x[t, :, 2 * i] * c - x[t, :, 2 * i + 1] * s
+                r[t, :, 2 * i + 1] = x[t, :, 2 * i + 1] * c + x[t, :, 2 * i] * s
+        return r
+
+    qr, kr = rot(q), rot(k)
+    gamma = torch.tensor(naive_retnet_decays(m), dtype=q.dtype)
+    o = torch.zeros(n, heads, v.shape[-1], dtype=q.dtype)
+    for t in range(n):
+        w = (qr[t] * kr[:t + 1]).sum(-1) * gamma ** torch.arange(t, -1, -1, dtype=q.dtype)[:, None]   # (t+1, H)
+        o[t] = (w[:, :, None] * v[:t + 1]).sum(0)
     return o
 
 
@@ -1857,6 +1904,157 @@ def flash_golden_cli():
     assert not any(name.startswith("state.") for name, _ in recs), [name for name, _ in recs]
 
 
+# ---------------------------------------------------------------- retnet
+
+RN_D_MODEL, RN_N = 10, 41
+
+
+def _rn_cfg(**kv):
+    return {"type": "retnet", "heads": 3, "dk": 4, "dv": 5, "decay": [0.5, 0.9, 0.999], **kv}
+
+
+def _rn_parts(att, x, pos=0):
+    """q, k (k/√dk), v (N, H, ·) of a RetNet mixer, unrotated, written out from the README."""
+    n = len(x)
+    q = F.linear(x, att.query.weight, att.query.bias).view(n, att.heads, att.dk)
+    k = F.linear(x, att.key.weight, att.key.bias).view(n, att.heads, att.dk) / math.sqrt(att.dk)
+    v = F.linear(x, att.value.weight, att.value.bias).view(n, att.heads, att.dv)
+    return q, k, v
+
+
+def retnet_forms():
+    """RetNet's per-stream forms (float64): the tensors (query, key, value, gate, out; the decays
+    come from the config, float32-rounded, not from the weights); recurrent == chunked parallel
+    (chunks 1, 7, CHUNK, N) == explicit sums, from the empty state and after P positions (the
+    rotation continues at P), also in uneven pieces; == the batched prefill; the state is its
+    definition S = Σ_p γ^{N−1−p} k̃_pᵀ v_p; a 2-dim head (one frequency) and the default decays."""
+    g = torch.Generator().manual_seed(12)
+    full = torch.randn(RN_N, RN_D_MODEL, generator=g, dtype=torch.float64)
+    for cfg in (_rn_cfg(), {"type": "retnet", "heads": 2, "dk": 2, "dv": 3, "eps": 1e-4}):
+        torch.manual_seed(0)
+        att = RetNet(cfg, RN_D_MODEL)
+        H, dk, dv, d = cfg["heads"], cfg["dk"], cfg["dv"], RN_D_MODEL
+        got = {k: tuple(v.shape) for k, v in att.state_dict().items()}
+        assert got == {"query.weight": (H * dk, d), "query.bias": (H * dk,), "key.weight": (H * dk, d),
+                       "key.bias": (H * dk,), "value.weight": (H * dv, d), "value.bias": (H * dv,),
+                       "gate.weight": (H * dv, d), "gate.bias": (H * dv,), "out.weight": (d, H * dv),
+                       "out.bias": (d,)}, got
+        assert att.decay.dtype == torch.float32 and att.decay.tolist() == naive_retnet_decays(cfg)
+        att = att.double()
+        assert att.decay.dtype == torch.float64 and att.decay.tolist() == naive_retnet_decays(cfg)   # exact
+        if "decay" in cfg:
+            assert att.decay[1].item() != 0.9, "0.9 is not a float32: the decay must be its float32 value"
+        else:
+            assert att.decay.tolist() == [1 - 2.0 ** -5, 1 - 2.0 ** -6]
+        with torch.no_grad():
+            q, k, v = _rn_parts(att, full)
+            o = naive_retnet(cfg, q, k, v)
+            o = o / torch.sqrt((o * o).mean(-1, keepdim=True) + cfg.get("eps", 1e-6))
+            naive = F.linear(F.silu(F.linear(full, att.gate.weight, att.gate.bias)) * o.reshape(RN_N, -1),
+                             att.out.weight, att.out.bias)
+            empty = att.empty_state(torch.float64)
+            assert list(empty) == ["S"] and tuple(empty["S"].shape) == (H, dk, dv) and not empty["S"].any()
+            for P in (0, 3, 17):
+                state = empty if P == 0 else att.recurrent(full[:P], empty, 0)[1]
+                x = full[P:]
+                rec_y, rec_state = att.recurrent(x, state, P)
+                assert_close(rec_y, naive[P:], 1e-12, f"recurrent vs naive (P={P})")
+                for chunk in (1, 7, CHUNK, len(x)):
+                    par_y, par_state = att.parallel(x, state, P, chunk)
+                    assert_close(par_y, rec_y, 1e-12, f"parallel chunk {chunk} vs recurrent (P={P})")
+                    assert_close(par_state["S"], rec_state["S"], 1e-12, f"chunk {chunk} state (P={P})")
+                st, ys, at = state, [], P
+                for piece in (5, 1, 11, 2, len(x)):
+                    y_, st = att.parallel(full[at:at + piece], st, at, 4)
+                    ys.append(y_)
+                    at += min(piece, len(full) - at)
+                    if at == len(full):
+                        break
+                assert_close(torch.cat(ys), rec_y, 1e-12, f"uneven pieces (P={P})")
+                assert_close(st["S"], rec_state["S"], 1e-12, f"uneven pieces state (P={P})")
+                ref_y, ref_state = att.prefill(x[None], {"S": state["S"][None].clone(), "pos": torch.tensor(P)})
+                assert_close(ref_y[0], rec_y, 1e-12, f"batched prefill (P={P})")
+                assert_close(ref_state["S"][0], rec_state["S"], 1e-12, "batched prefill state")
+                assert int(ref_state["pos"]) == len(full)
+            # The final state is its definition, with the rotation of each key's own position.
+            c, s = mixers.retnet_angles(dk, 0, RN_N, torch.float64)
+            kr = mixers.retnet_rotate(k, c, s)
+            w = att.decay[None, :] ** torch.arange(RN_N - 1, -1, -1, dtype=torch.float64)[:, None]   # (N, H)
+            assert_close(rec_state["S"], torch.einsum("ph,phc,phm->hcm", w, kr, v), 1e-12, "S")
+
+
+def retnet_config_validation():
+    """retnet keys (mixers.validate_mixer) inside a model: bad ones are ValueErrors naming the
+    key, also in a mixed model's list; no causal key; a mixed [retnet, flash] model's parallel
+    form == its steps; [retnet, linformer] is the mixed-causality error."""
+    tok = json.load(open(os.path.join(REPO_ROOT, "models/configs/retnet_tokens.json")))
+    feat = json.load(open(os.path.join(REPO_ROOT, "models/configs/retnet_features.json")))
+
+    def with_mixer(base, drop=(), **kv):
+        c = json.loads(json.dumps(base))
+        c["mixer"].update(kv)
+        c["mixer"] = {k: v for k, v in c["mixer"].items() if k not in drop}
+        return c
+
+    mixed = json.loads(json.dumps(tok))
+    mixed["mixer"] = [dict(tok["mixer"]), dict(tok["mixer"], dk=7)]
+    bad = [(with_mixer(tok, dk=7), "dk"), (with_mixer(tok, drop=("dk",)), "dk"), (with_mixer(tok, dv=0), "dv"),
+           (with_mixer(tok, heads=0), "heads"), (with_mixer(tok, decay=[0.9]), "decay"),
+           (with_mixer(feat, decay=[0.5, 0.9, 1]), "decay"), (with_mixer(feat, decay=[0.5, 0.9, -0.1]), "decay"),
+           (with_mixer(feat, decay=None), "decay"), (with_mixer(feat, eps=0), "eps"),
+           (with_mixer(feat, eps=-1e-6), "eps"), (with_mixer(tok, causal=True), "causal"),
+           (with_mixer(tok, causal=False), "causal"), (with_mixer(tok, window=4), "window"),
+           (with_mixer(tok, feature_map="relu"), "feature_map"),
+           (mixed, "mixer[1] (retnet): mixer.dk must be even")]
+    expect_rejected(bad)
+    for ok in (with_mixer(tok, eps=1e-3), with_mixer(feat, drop=("decay", "eps")), with_mixer(tok, dk=2),
+               with_mixer(tok, decay=[0.1, 0.2, 0.3, 0.999999])):
+        checkpoint.build_model(ok, 0)
+    st = checkpoint.build_model(feat, 0).init_state()
+    assert [list(layer) for layer in st.layers] == [["S"]] * 3
+    assert [tuple(layer["S"].shape) for layer in st.layers] == [(3, 6, 8)] * 3
+    mixed["mixer"][1] = {"type": "flash", "expansion_dim": 32, "qk_dim": 8, "chunk": 5}
+    model = checkpoint.build_model(mixed, 3).double()
+    assert isinstance(model.blocks[0].mixer, RetNet) and isinstance(model.blocks[1].mixer, FLASH)
+    x = golden.random_inputs(mixed, 25, 4)
+    with torch.no_grad():
+        ref = step_loop(model, x)
+        for chunk in (1, 7, 25):
+            assert_same_run(model(x, return_layers=True, chunk=chunk), ref, 1e-9, f"mixed retnet chunk {chunk}")
+    mixed["mixer"][1] = {"type": "linformer", "heads": 2, "dk": 4, "dv": 4, "seq_len": 64, "proj_dim": 8}
+    expect_rejected([(mixed, "mixer[1]: causal false differs from mixer[0] (causal true)")])
+
+
+def retnet_golden_cli():
+    """make_golden.py on retnet_tokens (1,200 positions, the parity length) and retnet_features
+    (300): one state record S per layer, (H, dk, dv) f64, and layer 0's S recomputed from the
+    input record as Σ_p γ^{N−1−p} k̃_pᵀ v_p; outputs finite and not degenerate."""
+    for name, steps in (("retnet_tokens", 1200), ("retnet_features", 300)):
+        with tempfile.TemporaryDirectory() as tmp:
+            run_script([sys.executable, os.path.join(HERE, "make_golden.py"), "--config",
+                        f"models/configs/{name}.json", "--seed", "7", "--steps", str(steps), "--out", tmp])
+            records = golden.read(os.path.join(tmp, "golden.bin"))
+            model, config = checkpoint.load(tmp)
+        m = config["mixer"]
+        names = [k for k in records if k.startswith("state.")]
+        assert names == [f"state.{i}.S" for i in range(config["n_layers"])], names
+        assert all(tuple(records[k].shape) == (m["heads"], m["dk"], m["dv"]) and records[k].dtype == torch.float64
+                   for k in names)
+        o = records["output"]
+        assert torch.isfinite(o).all() and float(o.std(0).mean()) > 0.1, f"{name}: degenerate output"
+        model64 = model.double()
+        with torch.no_grad():
+            x = records["input"]
+            h = model64.input(x.double() if x.is_floating_point() else x, 0)
+            att = model64.blocks[0]
+            h = att.norm1(h) if config["norm_placement"] == "pre" else h
+            q, k, v = _rn_parts(att.mixer, h)
+            c, s = mixers.retnet_angles(m["dk"], 0, steps, torch.float64)
+            kr = mixers.retnet_rotate(k, c, s)
+            w = att.mixer.decay[None, :] ** torch.arange(steps - 1, -1, -1, dtype=torch.float64)[:, None]
+        assert_close_rel(records["state.0.S"], torch.einsum("ph,phc,phm->hcm", w, kr, v), "state.0.S")
+
+
 # ---------------------------------------------------------------- mixed models
 
 
@@ -2982,7 +3180,8 @@ def main():
                                         linformer_golden_cli, aft_full_forms, aft_full_config_validation,
                                         aft_full_ft_mapping, aft_full_golden_cli, gau_forms,
                                         gau_config_validation, gau_golden_cli, reformer_forms,
-                                        reformer_config_validation, reformer_golden_cli)]
+                                        reformer_config_validation, reformer_golden_cli, retnet_forms,
+                                        retnet_config_validation, retnet_golden_cli)]
     checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:

@@ -43,6 +43,7 @@ const std::map<std::string, const char*>& TestModels() {
       {"AftFull", recur::impl::testing::kTinyAftFullConfig},
       {"Gau", recur::impl::testing::kTinyGauConfig},
       {"Reformer", recur::impl::testing::kTinyReformerConfig},
+      {"RetNet", recur::impl::testing::kTinyRetNetConfig},
   };
   return models;
 }
@@ -281,4 +282,41 @@ TEST_CASE("plain state sums keep the contract, and stay close to compensated one
     recur_session_free(a);
     recur_session_free(b);
   }
+}
+
+TEST_CASE("RetNet: the chunked form on two threads (one task per stream and head) equals one") {
+  Model m(recur::impl::testing::kTinyRetNetConfig);
+  const size_t n = 40, batch = 3, w = m.info.output_width;
+  std::vector<int32_t> ids(batch * n);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 7 + i / n) % m.info.vocab_size);
+  std::vector<std::vector<float>> outs, states;
+  for (uint32_t threads : {1u, std::min(2u, recur_max_threads())}) {
+    recur_session_options options{};
+    options.struct_size = sizeof(options);
+    options.batch = batch;
+    options.threads = threads;
+    options.prefill_chunk = 16;
+    options.prefill_min = 1;
+    recur_session* s = nullptr;
+    REQUIRE(recur_session_create(m.model, &options, &s) == RECUR_OK);
+    recur_input in{ids.data(), nullptr, ids.size()};
+    std::vector<float> out(batch * n * w);
+    REQUIRE(recur_session_prefill(s, n, &in, out.data()) == RECUR_OK);
+    outs.push_back(out);
+    std::vector<float> state;
+    for (int b = 0; b < int(batch); ++b) {
+      size_t size = 0;
+      REQUIRE(recur_session_state_size(s, &size) == RECUR_OK);
+      std::vector<unsigned char> blob(size);
+      REQUIRE(recur_session_state_save(s, b, blob.data(), size) == RECUR_OK);
+      const std::vector<float> p = Payload(blob);
+      state.insert(state.end(), p.begin(), p.end());
+    }
+    states.push_back(state);
+    recur_session_free(s);
+  }
+  // Each (stream, head) runs the same arithmetic on either thread; the dense
+  // layers split by output rows may sum in another order (tolerance.h).
+  CHECK(WorstRelative(outs[1], outs[0]) <= TinyModelOutputBound(m.info.num_layers));
+  CHECK(WorstRelative(states[1], states[0]) <= TinyModelStateBound(m.info.num_layers));
 }

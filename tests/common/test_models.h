@@ -134,6 +134,16 @@ inline const char* kTinyGauConfig = R"({
   "mixer": {"type": "gau", "expansion_dim": 16, "qk_dim": 6, "max_length": 48, "scale": 0.05},
   "ffn": {"d_ff": 20, "activation": "relu"}, "final_norm": false, "head": null})";
 
+// RetNet retention: 3 heads with the config's own decays (one fast, one
+// slow), dk 4 (two rotation frequencies), tokens with learned positions.
+inline const char* kTinyRetNetConfig = R"({
+  "layout": "recur", "d_model": 16, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
+  "max_positions": 64,
+  "mixer": {"type": "retnet", "heads": 3, "dk": 4, "dv": 6, "decay": [0.5, 0.9, 0.99]},
+  "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
+  "head": {"out": 11, "activation": "softmax"}})";
+
 // A mixed model: a different mixer in each of 4 blocks (the state of the
 // softmax block grows; the others are fixed).
 inline const char* kTinyMixedConfig = R"({

@@ -603,6 +603,54 @@ TEST_CASE("config: Reformer (recur layout, encoder only)") {
   CHECK(ErrorOf(j) == "config.json: \"mixer.rounds\" must be a positive integer");
 }
 
+TEST_CASE("config: RetNet (recur layout, causal only)") {
+  json j = TokensJson();
+  j["mixer"] = {{"type", "retnet"}, {"heads", 3}, {"dk", 4}, {"dv", 6}};
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->desc.blocks[0].mixer.causal());
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::vector<std::string> names;
+  for (const auto& t : ExpectedTensors(r->desc)) {
+    shapes[t.name] = t.shape;
+    if (t.name.rfind("blocks.0.mixer.", 0) == 0) names.push_back(t.name.substr(15));
+  }
+  CHECK(names == std::vector<std::string>{"query.weight", "query.bias", "key.weight", "key.bias",
+                                          "value.weight", "value.bias", "gate.weight",
+                                          "gate.bias", "out.weight", "out.bias"});
+  CHECK(shapes["blocks.0.mixer.key.weight"] == std::vector<int64_t>{12, 16});
+  CHECK(shapes["blocks.0.mixer.gate.weight"] == std::vector<int64_t>{18, 16});
+  CHECK(shapes["blocks.0.mixer.out.weight"] == std::vector<int64_t>{16, 18});
+  j["mixer"]["decay"] = {0.5, 0.9, 0.999};
+  j["mixer"]["eps"] = 1e-5;
+  CHECK(ParseConfig(j.dump()).ok());
+  j["mixer"]["dk"] = 5;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.dk\" must be even (the rotation turns pairs of dims)");
+  j["mixer"]["dk"] = 4;
+  j["mixer"]["causal"] = true;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.causal\" does not apply to retnet (its keys: type, "
+                      "heads, dk, dv, decay, eps)");
+  j["mixer"].erase("causal");
+  for (const json& bad : {json{0.5, 0.9}, json(0.9), json{0.5, 0.9, 1.0}, json{0.5, 0.0, 0.9},
+                          json{0.5, 0.999999999, 0.9}, json{0.5, "0.9", 0.9}, json{0.5, 1e300, 0.9},
+                          json{0.5, true, 0.9}}) {
+    CAPTURE(bad.dump());
+    j["mixer"]["decay"] = bad;
+    const std::string error = ErrorOf(j);
+    CHECK(error.find("config.json: \"mixer.decay\" ") == 0);
+  }
+  j["mixer"]["decay"] = {0.5, 0.9, 0.999};
+  j["mixer"]["eps"] = 0;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.eps\" must be a positive number");
+  j["mixer"].erase("eps");
+  j["mixer"].erase("decay");
+  j["mixer"]["heads"] = 21;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.decay\" is required with more than 20 heads (the "
+                      "default 1 - 2^(-5-h) rounds to 1 in float32)");
+  j["mixer"]["heads"] = 20;
+  CHECK(ParseConfig(j.dump()).ok());
+}
+
 TEST_CASE("config: a mixer per block (mixed models)") {
   json j = TokensJson();
   const int n = j["n_layers"].get<int>();

@@ -402,3 +402,60 @@ TEST_CASE("Reformer: bad sizes and a mis-shaped rotation table are named") {
     CHECK(Error().find("expected [3,4,2]") != std::string::npos);
   }
 }
+
+TEST_CASE("RetNet: an odd dk, decays that do not match the heads or leave (0, 1), a bad eps "
+          "and mis-shaped projections are named") {
+  auto fresh = [] {
+    auto bytes = BuildTestModel(recur::impl::testing::kTinyRetNetConfig, 1);
+    REQUIRE(!bytes.empty());
+    return bytes;
+  };
+  {
+    auto bytes = fresh();
+    CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+    const auto* rn = Root(bytes)->blocks()->Get(0)->mixer_as_RetNet();
+    REQUIRE(rn != nullptr);
+    Poke<uint32_t>(rn, fb::RetNet::VT_DK, 3);
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.0: RetNet needs an even dk: the rotation turns pairs of dims (got 3)");
+  }
+  {
+    auto bytes = fresh();
+    const auto* rn = Root(bytes)->blocks()->Get(1)->mixer_as_RetNet();
+    Poke<uint32_t>(rn, fb::RetNet::VT_HEADS, 2);  // 3 decays
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.1: RetNet has 3 decays for 2 heads (decay: one per head)");
+  }
+  for (float gamma : {1.0f, 0.0f, -0.5f, std::numeric_limits<float>::quiet_NaN()}) {
+    CAPTURE(gamma);
+    auto bytes = fresh();
+    const auto* rn = Root(bytes)->blocks()->Get(1)->mixer_as_RetNet();
+    const_cast<flatbuffers::Vector<float>*>(rn->decay())->Mutate(2, gamma);
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error().find("blocks.1: RetNet decay") == 0);
+    CHECK(Error().find("of head 2 is outside (0, 1)") != std::string::npos);
+  }
+  {
+    std::string config = recur::impl::testing::kTinyRetNetConfig;
+    const std::string key = "\"decay\": [0.5, 0.9, 0.99]";
+    config.replace(config.find(key), key.size(), key + ", \"eps\": 1e-5");
+    auto bytes = BuildTestModel(config.c_str(), 1);
+    REQUIRE(!bytes.empty());
+    CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+    const auto* rn = Root(bytes)->blocks()->Get(0)->mixer_as_RetNet();
+    CHECK(rn->eps() == 1e-5f);
+    Poke<float>(rn, fb::RetNet::VT_EPS, 0.0f);
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.0: RetNet eps must be finite and > 0 (got 0)");
+    Poke<float>(rn, fb::RetNet::VT_EPS, std::numeric_limits<float>::infinity());
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.0: RetNet eps must be finite and > 0 (got inf)");
+  }
+  {
+    auto bytes = fresh();
+    const auto* rn = Root(bytes)->blocks()->Get(1)->mixer_as_RetNet();
+    Poke<uint32_t>(rn, fb::RetNet::VT_DV, 5);  // the projections are 3 x 6 wide
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error().find("blocks.1.mixer.value") != std::string::npos);
+  }
+}
