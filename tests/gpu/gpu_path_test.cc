@@ -474,6 +474,16 @@ TEST_CASE("GPU path: a device that runs out of memory is an error at every alloc
   CHECK(failures > 40);  // weights of 4 blocks, then the run's buffers
 }
 
+TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
+  Loaded l;
+  Load(ReadConfig("retnet_tokens"), WeightDType::kF32, &l);
+  std::unique_ptr<GpuModel> gpu;
+  const Status s = GpuModel::Create(*l.model, TestDevice(), &gpu);
+  CHECK(s.code() == StatusCode::kUnsupported);
+  CHECK(s.message().find("the GPU path has no RetNet mixer") != std::string::npos);
+  CHECK(gpu == nullptr);
+}
+
 TEST_CASE("GPU path: bad input is an error, and nothing is written") {
   Loaded l;
   Load(ReadConfig("tiny_pre_tokens"), WeightDType::kF32, &l);
