@@ -15,7 +15,7 @@
 namespace recur::impl::backends {
 namespace {
 
-// Below this the mat-vec row tiles win (tests/kernels/dense_bench).
+// Below this the mat-vec row tiles win (benchmarks/dense_bench).
 constexpr size_t kPackedMinRows = 4;
 
 class HighwayDense final : public PreparedDense {

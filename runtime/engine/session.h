@@ -61,7 +61,7 @@ size_t DefaultMaxContext(const Model& model);
 size_t MaxContextBound(const Model& model, size_t* block = nullptr);
 
 // Auto packing threshold: from 4 rows up the packed GEMM beats the row
-// tiles (tests/kernels/dense_bench: 4x256->1024 packed 13.8 µs vs 16.4).
+// tiles (benchmarks/dense_bench: 4x256->1024 packed 13.8 µs vs 16.4).
 constexpr size_t kPackMinBatch = 4;
 
 // Positions per Prefill chunk when the options leave it 0. A chunk streams

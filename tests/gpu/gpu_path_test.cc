@@ -175,7 +175,7 @@ Status RunGpu(const Model& m, Mode mode, const Input& in, size_t n, Arrays* a) {
                   &GpuCollector::Observe, &collector);
 }
 
-// The parity tolerance of recur-parity (examples/common/parity_diff.h):
+// The parity tolerance of recur-parity (tools/common/parity_diff.h):
 // max|Δ| ≤ 1e-4·max(1, max|ref|) and ‖Δ‖/‖ref‖ ≤ 1e-5. Not a worst case
 // (Float32OrderBound for paper-MNIST's 1,024-term sums is 1.7e-2) but an
 // estimate of the norm-wise error: a sum of n terms of random sign rounded

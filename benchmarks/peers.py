@@ -1,15 +1,15 @@
 #!/usr/bin/python3
 """recur beside the edge runtimes: the same model's recurrent step, timed in one run.
 
-    tests/bench/peers-setup.sh            # once: the peers' virtual environment (build/peers-venv)
-    /usr/bin/python3 tests/bench/peers.py --config models/configs/paper_mnist.json \
+    benchmarks/peers-setup.sh            # once: the peers' virtual environment (build/peers-venv)
+    /usr/bin/python3 benchmarks/peers.py --config models/configs/paper_mnist.json \
         --recur-convert build/release/converter/recur-convert \
-        --recur-bench build/release/examples/recur-bench --recur-run build/release/examples/recur-run \
+        --recur-bench build/release/benchmarks/recur-bench --recur-run build/release/tools/recur-run \
         [--venv build/peers-venv] [--batch 1 64] [--threads 1 2] [--steps 200] [--rounds 3]
 
 Exports the config's reference model (seed 1) and converts it for recur with f32,
 int8 and int4 weights. Builds one recurrent step of B streams with the state as
-explicit inputs and outputs (tests/bench/step_module.py: per layer S (B,H,dk,dv)
+explicit inputs and outputs (benchmarks/step_module.py: per layer S (B,H,dk,dv)
 and z (B,H,dk), plus the embedded input; the logits and the new state out) and
 hands it to each peer:
 
@@ -55,7 +55,7 @@ import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
+REPO = HERE.parent
 TAG = "@@peers "           # worker replies on stdout start with this; other lines are library noise
 CHECK_STEPS = 16
 GROUP = 32                 # int4 group size, recur's default and every peer's
@@ -449,10 +449,10 @@ def main():
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--config", default=str(REPO / "models/configs/paper_mnist.json"))
     ap.add_argument("--recur-convert", default=str(REPO / "build/release/converter/recur-convert"))
-    ap.add_argument("--recur-bench", default=str(REPO / "build/release/examples/recur-bench"))
-    ap.add_argument("--recur-run", default=str(REPO / "build/release/examples/recur-run"))
+    ap.add_argument("--recur-bench", default=str(REPO / "build/release/benchmarks/recur-bench"))
+    ap.add_argument("--recur-run", default=str(REPO / "build/release/tools/recur-run"))
     ap.add_argument("--venv", default=str(REPO / "build/peers-venv"),
-                    help="the peers' virtual environment (tests/bench/peers-setup.sh)")
+                    help="the peers' virtual environment (benchmarks/peers-setup.sh)")
     ap.add_argument("--work", default=str(REPO / "build/peers"), help="exported models and logs")
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 64])
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
@@ -588,7 +588,7 @@ def main():
     for rt in peers:
         if not Path(python).exists():
             for p in args.precisions:
-                notes.append((rt, p, f"not run: no venv at {args.venv} (run tests/bench/peers-setup.sh)"))
+                notes.append((rt, p, f"not run: no venv at {args.venv} (run benchmarks/peers-setup.sh)"))
             continue
         if rt == "onnxruntime":
             # The quantisers need MatMul nodes: rewrite torch's Gemm nodes in the venv (onnx).

@@ -3,7 +3,7 @@
 // sequence, and reports at checkpoints: throughput, non-finite outputs (must
 // be 0) and the process's resident memory (must not grow). It saves the
 // outputs of the `window` steps before each checkpoint, so that
-// tests/bench/soak_reference.py can measure their drift from a float64
+// tools/soak/soak_reference.py can measure their drift from a float64
 // PyTorch run of the same stream.
 //
 //   recur-soak MODEL.recur --input IN.npy [--steps 1000000]

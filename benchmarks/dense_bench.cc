@@ -73,6 +73,7 @@ const char* TypeName(WeightType t) {
     case WeightType::kF16: return "f16";
     case WeightType::kBF16: return "bf16";
     case WeightType::kI8: return "int8";
+    case WeightType::kI4: return "int4";
   }
   return "?";
 }

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "models" / "reference"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models" / "reference"))
 from recur_ref.checkpoint import export, load  # noqa: E402  (re-exported for the benchmarks)
 
 __all__ = ["BatchedStep", "FlatStep", "state_shapes", "zero_state", "embed", "check_against_step",

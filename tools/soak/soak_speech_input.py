@@ -3,7 +3,7 @@
 corpus split (make_speech_corpus.py), joined into one recording, as the model's
 stacked log-mel inputs (T, 120) float32.
 
-    /usr/bin/python3 tests/bench/soak_speech_input.py --corpus out/speech/corpus10k --split test \
+    /usr/bin/python3 tools/soak/soak_speech_input.py --corpus out/speech/corpus10k --split test \
         --utterances 40 --out out/soak/speech_input.npy
 """
 import argparse

@@ -1,8 +1,8 @@
 #!/bin/sh
-# The virtual environment of tests/bench/peers.py: ExecuTorch, LiteRT and ONNX Runtime
+# The virtual environment of benchmarks/peers.py: ExecuTorch, LiteRT and ONNX Runtime
 # with their exporters and quantisers, pinned. Not part of the build or the tests.
 #
-#   tests/bench/peers-setup.sh [VENV]        # default build/peers-venv (ignored by git)
+#   benchmarks/peers-setup.sh [VENV]        # default build/peers-venv (ignored by git)
 #
 # The exporters need a newer torch than Debian's (python3-torch 1.13): PyPI's torch for
 # x86-64 Linux is its CUDA build, so this pulls torch with its NVIDIA libraries

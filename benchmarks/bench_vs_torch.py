@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Step latency of recur vs the PyTorch reference, side by side in one run.
 
-    /usr/bin/python3 tests/bench/bench_vs_torch.py --config models/configs/paper_mnist.json \
+    /usr/bin/python3 benchmarks/bench_vs_torch.py --config models/configs/paper_mnist.json \
         --recur-convert build/release/converter/recur-convert \
-        --recur-bench build/release/examples/recur-bench [--batch 1 64] [--steps 300]
+        --recur-bench build/release/benchmarks/recur-bench [--batch 1 64] [--steps 300]
 
 Exports the config's reference model (seed 1), converts it, then for each
 batch size times (a) PyTorch eager: one recurrent step of B streams with the

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Drift of a recur-soak run from a float64 PyTorch run of the same stream.
 
-    build/release/examples/recur-soak MODEL.recur --input IN.npy --steps 1000000 --out SOAK_DIR
-    /usr/bin/python3 tests/bench/soak_reference.py --weights WEIGHTS_DIR --input IN.npy --soak SOAK_DIR
+    build/release/tools/recur-soak MODEL.recur --input IN.npy --steps 1000000 --out SOAK_DIR
+    /usr/bin/python3 tools/soak/soak_reference.py --weights WEIGHTS_DIR --input IN.npy --soak SOAK_DIR
 
 WEIGHTS_DIR is the converter's input the model was made from (weights.safetensors +
 config.json, e.g. models/zoo/speech_digits). The reference runs the stream in float64

@@ -7,8 +7,8 @@ of the same width, and the latency of one decode step at position P. Each
 measurement is its own `recur-bench` process, so its peak RSS belongs to that
 N alone. Writes a markdown table and a PNG plot to --out.
 
-    /usr/bin/python3 tests/bench/figure1.py --recur-convert build/release/converter/recur-convert \\
-        --recur-bench build/release/examples/recur-bench --out out/figure1
+    /usr/bin/python3 benchmarks/figure1.py --recur-convert build/release/converter/recur-convert \\
+        --recur-bench build/release/benchmarks/recur-bench --out out/figure1
 
 Models: 2 layers, d_model 128, 4 heads of 32, d_ff 256, frame input of width
 128 (no learned positions, so N is not bounded by the model), no head;
@@ -25,7 +25,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+ROOT = os.path.dirname(HERE)
 
 BASE = {
     "layout": "recur", "d_model": 128, "n_layers": 2, "norm_placement": "pre",
