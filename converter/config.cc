@@ -11,7 +11,7 @@
 #include "converter/json_util.h"
 #include "converter/key_reader.h"
 #include "converter/mixers/aft.h"
-#include "converter/mixers/linear.h"
+#include "converter/mixers/linear_attention.h"
 #include "converter/mixers/mixer_converter.h"
 
 namespace recur::impl::converter {

@@ -32,7 +32,7 @@ struct InputDescription {
 
 // The parameters of one block's mixer. Each mixer declares its own struct,
 // derived from MixerParamsOf<itself>, in converter/mixers/<file>.h (e.g.
-// LinearAttentionParams in converter/mixers/linear.h).
+// LinearAttentionParams in converter/mixers/linear_attention.h).
 struct MixerParams {
   virtual ~MixerParams() = default;
   // A copy of the derived struct.

@@ -58,14 +58,14 @@ class SlidingWindowConverterImpl final : public MixerConverter {
     auto k = w->Dense("key");
     auto v = w->Dense("value");
     auto o = w->Dense("out");
-    return fb::CreateSlidingWindowAttentionDirect(w->fbb(), p.heads, p.dk, p.dv, p.window,
+    return fb::CreateSlidingWindowDirect(w->fbb(), p.heads, p.dk, p.dv, p.window,
                                                   p.dilation.empty() ? nullptr : &p.dilation,
                                                   p.global_tokens, q, k, v, o, p.causal)
         .Union();
   }
 
   void Describe(const void* table, const TensorRefs& refs, OrderedJson* out) const override {
-    const auto* sw = static_cast<const fb::SlidingWindowAttention*>(table);
+    const auto* sw = static_cast<const fb::SlidingWindow*>(table);
     OrderedJson& mixer = *out;
     mixer["heads"] = sw->heads();
     mixer["dk"] = sw->dk();
@@ -100,7 +100,7 @@ class SlidingWindowConverterImpl final : public MixerConverter {
 
 }  // namespace
 
-const MixerConverter& SlidingWindowAttentionConverter() {
+const MixerConverter& SlidingWindowConverter() {
   static const SlidingWindowConverterImpl converter;
   return converter;
 }

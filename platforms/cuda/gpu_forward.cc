@@ -119,7 +119,7 @@ Status GpuModel::LoadLinear(const fb::LinearAttention* t, const std::string& lay
   b->feature_map = fm == fb::FeatureMap::Relu ? FeatureMap::kRelu : FeatureMap::kEluPlusOne;
   b->c = b->poly2 ? b->dk * b->dk : b->dk;
   if (fm == fb::FeatureMap::Favor || fm == fb::FeatureMap::FavorHyperbolic) {
-    // As LinearAttention::Create (mixers/linear.cc) has checked them.
+    // As LinearAttention::Create (mixers/linear_attention.cc) has checked them.
     const size_t m = t->favor_features();
     b->omega_cols = fm == fb::FeatureMap::Favor ? m : m / 2;
     b->c = fm == fb::FeatureMap::Favor ? m : 2 * b->omega_cols;
@@ -206,7 +206,7 @@ Status GpuModel::LoadBlock(size_t layer, Block* b) {
     b->kind = Kind::kSoftmax;
     ReadHeads(t, b);
     b->causal = t->causal();
-  } else if (const auto* t = table->mixer_as_SlidingWindowAttention()) {
+  } else if (const auto* t = table->mixer_as_SlidingWindow()) {
     b->kind = Kind::kSoftmax;
     ReadHeads(t, b);
     b->causal = t->causal();

@@ -239,7 +239,7 @@ struct LinearAttentionRead {
 //   q (T, H, dk) for positions p0 … p0 + T − 1; k (kv, H, dk), v (kv, H, dv)
 //   hold positions 0 … kv − 1 of the sequence; o (T, H, dv).
 // Which keys: full softmax sees j ≤ p (causal) or every j; a sliding window
-// (SlidingWindowAttention in recur.fbs) sees, causal, the global positions
+// (SlidingWindow in recur.fbs) sees, causal, the global positions
 // j < g up to p and p − n·d for n < window; non-causal, every j for a global
 // query, else j < g and |p − j| = n·d for n ≤ window / 2 (d: the head's
 // dilation).

@@ -1,5 +1,5 @@
 // Longformer-style sliding-window attention (docs/attention-math.md §5; the exact
-// sets are in runtime/schema/recur.fbs, SlidingWindowAttention). Causal: a
+// sets are in runtime/schema/recur.fbs, SlidingWindow). Causal: a
 // ring buffer of the last R positions plus the global positions, a fixed
 // state. Non-causal: the encoder form.
 #include <algorithm>
@@ -58,7 +58,7 @@ class SlidingWindow final : public Mixer {
     proj_.Output(o, rows, y, ctx);
   }
 
-  static Status Create(const fb::SlidingWindowAttention* t, const std::string& layer,
+  static Status Create(const fb::SlidingWindow* t, const std::string& layer,
                        uint32_t d_model, TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
     RECUR_RETURN_IF_ERROR(
         CheckHeads(layer, "sliding-window attention", t->heads(), t->dk(), t->dv()));
@@ -184,10 +184,10 @@ class SlidingWindow final : public Mixer {
 
 }  // namespace
 
-Status CreateSlidingWindowAttention(const void* table, const std::string& layer,
+Status CreateSlidingWindow(const void* table, const std::string& layer,
                                     uint32_t d_model, TensorResolver* tensors,
                                     std::unique_ptr<Mixer>* out) {
-  return SlidingWindow::Create(static_cast<const fb::SlidingWindowAttention*>(table), layer,
+  return SlidingWindow::Create(static_cast<const fb::SlidingWindow*>(table), layer,
                                d_model, tensors, out);
 }
 

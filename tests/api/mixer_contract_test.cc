@@ -35,7 +35,7 @@ const std::map<std::string, const char*>& TestModels() {
   static const std::map<std::string, const char*> models = {
       {"LinearAttention", recur::impl::testing::kTinyTokensConfig},
       {"SoftmaxAttention", recur::impl::testing::kTinySoftmaxConfig},
-      {"SlidingWindowAttention", recur::impl::testing::kTinySlidingWindowConfig},
+      {"SlidingWindow", recur::impl::testing::kTinySlidingWindowConfig},
       {"AftSimple", recur::impl::testing::kTinyAftConfig},
       {"Flash", recur::impl::testing::kTinyFlashConfig},
       {"Linformer", recur::impl::testing::kTinyLinformerConfig},

@@ -12,10 +12,10 @@
 #include "converter/mixers/aft.h"
 #include "converter/mixers/flash.h"
 #include "converter/mixers/gau.h"
-#include "converter/mixers/linear.h"
+#include "converter/mixers/linear_attention.h"
 #include "converter/mixers/reformer.h"
 #include "converter/mixers/sliding_window.h"
-#include "converter/mixers/softmax.h"
+#include "converter/mixers/softmax_attention.h"
 #include "converter_test_util.h"
 #include "tolerance.h"
 

@@ -257,16 +257,16 @@ TEST_CASE("sliding window: wrong window parameters in the file are named") {
     auto bytes = BuildTestModel(recur::impl::testing::kTinySlidingWindowConfig, 1);
     REQUIRE(!bytes.empty());
     CHECK(Load(bytes, bytes.size()) == RECUR_OK);
-    const auto* sw = Root(bytes)->blocks()->Get(1)->mixer_as_SlidingWindowAttention();
+    const auto* sw = Root(bytes)->blocks()->Get(1)->mixer_as_SlidingWindow();
     REQUIRE(sw != nullptr);
-    Poke<uint32_t>(sw, fb::SlidingWindowAttention::VT_WINDOW, 0);
+    Poke<uint32_t>(sw, fb::SlidingWindow::VT_WINDOW, 0);
     CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
     CHECK(Error() == "blocks.1: sliding window needs window in [1, 65536] and global_tokens <= "
                      "65536 (got 0, 2)");
   }
   {
     auto bytes = BuildTestModel(recur::impl::testing::kTinySlidingWindowConfig, 1);
-    const auto* sw = Root(bytes)->blocks()->Get(0)->mixer_as_SlidingWindowAttention();
+    const auto* sw = Root(bytes)->blocks()->Get(0)->mixer_as_SlidingWindow();
     const uint32_t zero = 0;
     std::memcpy(const_cast<uint32_t*>(sw->dilation()->data()) + 1, &zero, sizeof(zero));
     CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);

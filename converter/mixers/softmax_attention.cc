@@ -1,6 +1,6 @@
 // Softmax attention: config keys, tensors, schema table, inspect.
-// The runtime is runtime/mixers/softmax.cc.
-#include "converter/mixers/softmax.h"
+// The runtime is runtime/mixers/softmax_attention.cc.
+#include "converter/mixers/softmax_attention.h"
 
 #include <string>
 

@@ -1,6 +1,6 @@
-// Linear attention's converter parameters (converter/mixers/linear.cc).
-#ifndef RECUR_CONVERTER_MIXERS_LINEAR_H_
-#define RECUR_CONVERTER_MIXERS_LINEAR_H_
+// Linear attention's converter parameters (converter/mixers/linear_attention.cc).
+#ifndef RECUR_CONVERTER_MIXERS_LINEAR_ATTENTION_H_
+#define RECUR_CONVERTER_MIXERS_LINEAR_ATTENTION_H_
 
 #include <cstdint>
 
@@ -38,4 +38,4 @@ struct LinearAttentionParams : MixerParamsOf<LinearAttentionParams> {
 
 }  // namespace recur::impl::converter
 
-#endif  // RECUR_CONVERTER_MIXERS_LINEAR_H_
+#endif  // RECUR_CONVERTER_MIXERS_LINEAR_ATTENTION_H_

@@ -1,6 +1,6 @@
-// Softmax attention's converter parameters (converter/mixers/softmax.cc).
-#ifndef RECUR_CONVERTER_MIXERS_SOFTMAX_H_
-#define RECUR_CONVERTER_MIXERS_SOFTMAX_H_
+// Softmax attention's converter parameters (converter/mixers/softmax_attention.cc).
+#ifndef RECUR_CONVERTER_MIXERS_SOFTMAX_ATTENTION_H_
+#define RECUR_CONVERTER_MIXERS_SOFTMAX_ATTENTION_H_
 
 #include <cstdint>
 
@@ -17,4 +17,4 @@ struct SoftmaxAttentionParams : MixerParamsOf<SoftmaxAttentionParams> {
 
 }  // namespace recur::impl::converter
 
-#endif  // RECUR_CONVERTER_MIXERS_SOFTMAX_H_
+#endif  // RECUR_CONVERTER_MIXERS_SOFTMAX_ATTENTION_H_

@@ -1,6 +1,6 @@
 // Linear attention: config keys, tensors, schema table, inspect.
-// The math is docs/attention-math.md §3; the runtime is runtime/mixers/linear.cc.
-#include "converter/mixers/linear.h"
+// The math is docs/attention-math.md §3; the runtime is runtime/mixers/linear_attention.cc.
+#include "converter/mixers/linear_attention.h"
 
 #include <cmath>
 #include <string>
