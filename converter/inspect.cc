@@ -14,58 +14,17 @@
 #include "converter/json_util.h"
 #include "converter/mixers/mixer_converter.h"
 #include "converter/safetensors.h"
+#include "model/model_file.h"
 #include "recur/recur.h"
 #include "schema/recur_generated.h"
 
 namespace recur::impl::converter {
 namespace {
 
-
-
-// The structural view of a .recur image: the size prefix, the FlatBuffers
-// Verifier over [0, 4 + S), the identifier, the data segment bounds.
-struct ParsedModel {
-  const fb::Model* model = nullptr;
-  uint64_t fb_bytes = 0;    // 4 + S
-  uint64_t data_start = 0;  // P
-  const uint8_t* data = nullptr;
-  uint64_t data_available = 0;  // file bytes from P on
-};
-
-Status ParseModel(const std::string& path, const AlignedBytes& bytes, ParsedModel* out) {
-  if (bytes.size() < 12) {
-    return Status(StatusCode::kInvalidModel,
-                  path + ": " + std::to_string(bytes.size()) +
-                      " bytes is too short for a recur model");
-  }
-  uint32_t s = 0;
-  std::memcpy(&s, bytes.data(), 4);
-  if (!flatbuffers::BufferHasIdentifier(bytes.data(), fb::ModelIdentifier(), true)) {
-    char id[5] = {0};
-    std::memcpy(id, bytes.data() + 8, 4);
-    for (char& c : id)
-      if (c && (c < 32 || c > 126)) c = '?';
-    return Status(StatusCode::kInvalidModel,
-                  path + ": not a recur model (file identifier \"" + std::string(id) +
-                      "\", expected \"RCUR\")");
-  }
-  const uint64_t fb_bytes = 4ull + s;
-  if (fb_bytes > bytes.size()) {
-    return Status(StatusCode::kInvalidModel,
-                  path + ": the FlatBuffer size " + std::to_string(s) + " exceeds the file (" +
-                      std::to_string(bytes.size()) + " bytes): truncated?");
-  }
-  flatbuffers::Verifier verifier(bytes.data(), static_cast<std::size_t>(fb_bytes));
-  if (!fb::VerifySizePrefixedModelBuffer(verifier)) {
-    return Status(StatusCode::kInvalidModel,
-                  path + ": the FlatBuffer fails verification (corrupted file)");
-  }
-  out->model = fb::GetSizePrefixedModel(bytes.data());
-  out->fb_bytes = fb_bytes;
-  out->data_start = RoundUp(fb_bytes, kAlignment);
-  out->data = bytes.data() + std::min<uint64_t>(out->data_start, bytes.size());
-  out->data_available = bytes.size() > out->data_start ? bytes.size() - out->data_start : 0;
-  return Status::Ok();
+// The container parsed as the loader parses it, errors prefixed with the path.
+Status ParseModel(const std::string& path, const AlignedBytes& bytes, ModelFile* out) {
+  const Status s = ParseModelFile(bytes.data(), bytes.size(), /*verify=*/true, out);
+  return s.ok() ? s : Status(s.code(), path + ": " + s.message());
 }
 
 const char* Name(fb::NormPlacement p) {
@@ -396,18 +355,18 @@ std::string RenderText(const OrderedJson& j) {
 Status InspectImpl(const std::string& path, bool as_json, std::string* out) {
   auto bytes = ReadFileAligned(path);
   if (!bytes.ok()) return bytes.status();
-  ParsedModel pm;
+  ModelFile pm;
   Status s = ParseModel(path, *bytes, &pm);
   if (!s.ok()) return s;
 
   OrderedJson j;
   j["file"] = path;
   j["file_bytes"] = bytes->size();
-  j["flatbuffer_bytes"] = pm.fb_bytes;
-  j["data_offset"] = pm.data_start;
-  const bool length_ok = pm.data_start + pm.model->data_size() == bytes->size();
+  j["flatbuffer_bytes"] = pm.flatbuffer_bytes;
+  j["data_offset"] = pm.segment_start;
+  const bool length_ok = pm.segment_start + pm.root->data_size() == bytes->size();
   j["length_ok"] = length_ok;
-  OrderedJson collected = Collector(pm.model).Collect();
+  OrderedJson collected = Collector(pm.root).Collect();
   for (auto& [key, value] : collected.items()) j[key] = std::move(value);
 
   OrderedJson rt;
@@ -440,7 +399,7 @@ Status InspectImpl(const std::string& path, bool as_json, std::string* out) {
   if (result.ok() && !length_ok) {
     result = Status(StatusCode::kInvalidModel,
                     path + ": file length " + std::to_string(bytes->size()) + ", expected " +
-                        std::to_string(pm.data_start + pm.model->data_size()));
+                        std::to_string(pm.segment_start + pm.root->data_size()));
   }
   *out = as_json ? j.dump(2) + "\n" : RenderText(j);
   return result;
@@ -462,13 +421,13 @@ Status VerifyImpl(const std::string& path, std::string* summary) {
 
   auto bytes = ReadFileAligned(path);
   if (!bytes.ok()) return bytes.status();
-  ParsedModel pm;
+  ModelFile pm;
   Status s = ParseModel(path, *bytes, &pm);
   if (!s.ok()) return s;
   std::size_t scanned = 0;
-  for (const fb::Tensor* t : *pm.model->tensors()) {
+  for (const fb::Tensor* t : *pm.root->tensors()) {
     const std::string name = t->name()->str();
-    if (t->offset() > pm.data_available || t->size() > pm.data_available - t->offset()) {
+    if (t->offset() > pm.segment_available || t->size() > pm.segment_available - t->offset()) {
       return Status(StatusCode::kInvalidModel,
                     path + ": " + name + ": bytes [" + std::to_string(t->offset()) + ", +" +
                         std::to_string(t->size()) + ") lie outside the data segment");
@@ -476,7 +435,7 @@ Status VerifyImpl(const std::string& path, std::string* summary) {
     std::vector<int64_t> shape(t->shape()->begin(), t->shape()->end());
     TensorView view;
     view.shape = shape;
-    view.data = pm.data + t->offset();
+    view.data = pm.segment + t->offset();
     view.nbytes = static_cast<std::size_t>(t->size());
     switch (t->dtype()) {
       case fb::DType::F32: view.dtype = DType::kF32; break;
@@ -507,7 +466,7 @@ Status VerifyImpl(const std::string& path, std::string* summary) {
     if (!f.ok()) return Status(StatusCode::kInvalidModel, path + ": " + f.message());
     ++scanned;
   }
-  *summary = "OK: " + path + " (format " + std::to_string(pm.model->format_version()) + ", " +
+  *summary = "OK: " + path + " (format " + std::to_string(pm.root->format_version()) + ", " +
              std::to_string(info.num_layers) + " blocks, " + std::to_string(scanned) +
              " tensors finite, " + std::to_string(info.parameter_count) + " parameters, " +
              std::to_string(info.state_bytes) + " state bytes per stream)";

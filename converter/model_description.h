@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "model/model_file.h"
+
 namespace recur::impl::converter {
 
 enum class Layout { kAuto, kRecur, kFastTransformers };
@@ -139,7 +141,7 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& desc,
 
 // 64-byte aligned storage, so model bytes can go straight to
 // recur_model_load_buffer (which reads weights in place with aligned loads).
-inline constexpr std::size_t kAlignment = 64;
+inline constexpr std::size_t kAlignment = kSegmentAlignment;  // model/model_file.h
 // n rounded up to a multiple of a (the data section's offsets, aligned to kAlignment).
 constexpr uint64_t RoundUp(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 

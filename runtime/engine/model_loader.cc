@@ -8,6 +8,7 @@
 
 #include "kernels/dispatch/target_limit.h"
 #include "mixers/mixer.h"
+#include "model/model_file.h"
 #include "recur/recur.h"
 
 namespace recur::impl {
@@ -106,28 +107,11 @@ Status LoadModel(const void* data, size_t size, const LoadOptions& options,
     return InvalidArgument("model bytes must be 64-byte aligned (use aligned_alloc(64, ...) or "
                            "recur_model_load_file)");
   }
-  if (size < 8 + sizeof(flatbuffers::uoffset_t)) {
-    return InvalidModel("file too small (%zu bytes) to be a recur model", size);
-  }
-  if (std::memcmp(bytes + 8, fb::ModelIdentifier(), 4) != 0) {
-    return InvalidModel("not a recur model: file identifier is not \"RCUR\"");
-  }
-  uint32_t fb_size;
-  std::memcpy(&fb_size, bytes, 4);
-  if (fb_size > size - 4) {
-    return InvalidModel("truncated: the header announces %u bytes of metadata but the file has "
-                        "%zu", fb_size, size - 4);
-  }
-  const uint64_t segment_start = (uint64_t{4} + fb_size + kSegmentAlignment - 1) /
-                                 kSegmentAlignment * kSegmentAlignment;
-  if (!options.trusted) {
-    flatbuffers::Verifier verifier(bytes, 4 + size_t{fb_size});
-    if (!fb::VerifySizePrefixedModelBuffer(verifier)) {
-      return InvalidModel("metadata failed FlatBuffers verification (corrupted file)");
-    }
-  }
+  ModelFile file;
+  RECUR_RETURN_IF_ERROR(ParseModelFile(bytes, size, !options.trusted, &file));
+  const uint64_t segment_start = file.segment_start;
   auto m = std::make_unique<Model>();
-  m->root = fb::GetSizePrefixedModel(bytes);
+  m->root = file.root;
   const fb::Model* root = m->root;
   if (root->format_version() > RECUR_FORMAT_VERSION) {
     return Unsupported("model format version %u is newer than this runtime reads (%d); upgrade "

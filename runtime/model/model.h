@@ -14,14 +14,13 @@
 #include "backends/dense_runner.h"
 #include "core/platform.h"
 #include "core/status.h"
+#include "model/model_file.h"
 #include "schema/recur_generated.h"
 
 namespace recur::impl {
 
 class Mixer;  // mixers/mixer.h, a layer above: the model holds mixers by pointer only
 
-// The data segment's alignment (docs/model-format.md).
-inline constexpr uint64_t kSegmentAlignment = 64;
 // Widths above this are rejected so that products of dims fit in 32 bits.
 inline constexpr uint32_t kMaxWidth = 1u << 20;
 // InvalidModel naming `what` unless 0 < value <= kMaxWidth.

@@ -13,6 +13,7 @@
 #include "converter/safetensors.h"
 #include "converter/sha256.h"
 #include "converter_test_util.h"
+#include "recur/recur.h"
 #include "test_models.h"
 #include "schema/recur_generated.h"
 
@@ -396,6 +397,50 @@ TEST_CASE("cli: help and version exit 0") {
   CHECK(c.out.find("stay f32") != std::string::npos);
   Run none = Cli(dir, {});
   CHECK(none.code == 1);
+}
+
+
+TEST_CASE("cli: inspect and the runtime loader refuse a broken container with one message") {
+  testing::TempDir dir;
+  TensorMap t = testing::RandomTensors(kTokensConfig, 6);
+  WriteInputs(dir, kTokensConfig, t);
+  REQUIRE(Cli(dir, {dir.File("w.safetensors"), "-c", dir.File("config.json"), "-o",
+                    dir.File("m.recur")})
+              .code == 0);
+  auto good = ReadFileAligned(dir.File("m.recur"));
+  REQUIRE(good.ok());
+  uint32_t s = 0;
+  std::memcpy(&s, good->data(), 4);
+  struct Case {
+    const char* name;
+    std::vector<uint8_t> bytes;
+    const char* message;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"short", std::vector<uint8_t>(good->data(), good->data() + 11),
+                   "file too small (11 bytes) to be a recur model"});
+  std::vector<uint8_t> id(good->data(), good->data() + good->size());
+  std::memcpy(id.data() + 8, "RCU\x01", 4);
+  cases.push_back({"identifier", id,
+                   "not a recur model: file identifier is not \"RCUR\" (found \"RCU?\")"});
+  cases.push_back({"metadata", std::vector<uint8_t>(good->data(), good->data() + s),
+                   "truncated: the header announces"});
+  std::vector<uint8_t> corrupt(good->data(), good->data() + good->size());
+  const uint32_t root = 0xfffffff0u;  // the root table offset, far past the end
+  std::memcpy(corrupt.data() + 4, &root, 4);
+  cases.push_back({"verifier", corrupt, "metadata failed FlatBuffers verification"});
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    const std::string path = dir.File(std::string(c.name) + ".recur");
+    testing::WriteFile(path, c.bytes.data(), c.bytes.size());
+    const Run r = Cli(dir, {"inspect", path});
+    CHECK(r.code == 1);
+    CHECK(r.err.rfind("error: " + path + ": " + c.message, 0) == 0);
+    recur_model* model = nullptr;
+    CHECK(recur_model_load_file(path.c_str(), nullptr, &model) == RECUR_INVALID_MODEL);
+    CHECK(model == nullptr);
+    CHECK(std::string(recur_last_error()).find(c.message) != std::string::npos);
+  }
 }
 
 }  // namespace

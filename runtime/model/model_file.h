@@ -1,0 +1,37 @@
+// The container of a .recur file (docs/model-format.md): a 4-byte size S,
+// the FlatBuffer (identifier "RCUR" at byte 8), padding to a multiple of
+// kSegmentAlignment, the data segment. Parsed in one place for the loader
+// (engine/model_loader.cc) and the converter's inspect, which also shows
+// files whose data segment has the wrong length.
+#ifndef RECUR_MODEL_MODEL_FILE_H_
+#define RECUR_MODEL_MODEL_FILE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/status.h"
+#include "schema/recur_generated.h"
+
+namespace recur::impl {
+
+// The data segment's alignment, and so of every tensor in it.
+inline constexpr uint64_t kSegmentAlignment = 64;
+
+struct ModelFile {
+  const fb::Model* root = nullptr;
+  uint64_t flatbuffer_bytes = 0;   // 4 + S
+  uint64_t segment_start = 0;      // 4 + S rounded up to kSegmentAlignment
+  const uint8_t* segment = nullptr;  // bytes + segment_start (or the end of the file)
+  uint64_t segment_available = 0;    // file bytes from segment_start on
+};
+
+// Checks the size, the identifier and that S fits in the file, then (when
+// `verify`) runs the FlatBuffers Verifier over [0, 4 + S). Does not check the
+// data segment's length against root->data_size(): that is the caller's rule.
+// Errors are kInvalidModel; the message names the failing check. `bytes` must
+// outlive `out`'s pointers.
+Status ParseModelFile(const uint8_t* bytes, size_t size, bool verify, ModelFile* out);
+
+}  // namespace recur::impl
+
+#endif  // RECUR_MODEL_MODEL_FILE_H_
