@@ -133,17 +133,6 @@ class AftSimple final : public Mixer {
   QkvoProjections proj_;
 };
 
-}  // namespace
-
-Status CreateAftSimple(const void* table, const std::string& layer, uint32_t d_model,
-                       TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
-  return AftSimple::Create(static_cast<const fb::AftSimple*>(table), layer, d_model, tensors, out);
-}
-
-}  // namespace recur::impl
-
-namespace recur::impl {
-namespace {
 
 // AFT-local / AFT-conv (schema: table AftLocal). The causal state keeps the
 // folded sums of the positions that left the window (as AftSimple, den = 0
@@ -308,17 +297,6 @@ class AftLocal final : public Mixer {
   QkvoProjections proj_;
 };
 
-}  // namespace
-
-Status CreateAftLocal(const void* table, const std::string& layer, uint32_t d_model,
-                      TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
-  return AftLocal::Create(static_cast<const fb::AftLocal*>(table), layer, d_model, tensors, out);
-}
-
-}  // namespace recur::impl
-
-namespace recur::impl {
-namespace {
 
 // AFT-full (schema: table AftFull). Causal: a cache of every position's k and
 // v, bounded by max_length (the session's max_context is clamped to it).
@@ -454,6 +432,16 @@ class AftFull final : public Mixer {
 };
 
 }  // namespace
+
+Status CreateAftSimple(const void* table, const std::string& layer, uint32_t d_model,
+                       TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
+  return AftSimple::Create(static_cast<const fb::AftSimple*>(table), layer, d_model, tensors, out);
+}
+
+Status CreateAftLocal(const void* table, const std::string& layer, uint32_t d_model,
+                      TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
+  return AftLocal::Create(static_cast<const fb::AftLocal*>(table), layer, d_model, tensors, out);
+}
 
 Status CreateAftFull(const void* table, const std::string& layer, uint32_t d_model,
                      TensorResolver* tensors, std::unique_ptr<Mixer>* out) {

@@ -76,10 +76,27 @@ class LinearAttention final : public Mixer {
         }
       });
     } else {
-      // One task per (stream, head); each worker has its own chunk scratch.
-      ChunkTask task{this, phi_q, phi_k, v, o, states, steps, batch * heads_,
-                     ctx.pool->threads(), o + rows * v_width, ctx.compensated_sums};
-      ctx.pool->ParallelFor(task.workers, &ChunkTask::Run, &task);
+      // (stream, head) pairs dealt to the workers; each has its own chunk scratch.
+      float* const chunk_scratch = o + rows * v_width;
+      const size_t per_worker = ChunkScratchFloats(std::min(steps, kChunk));
+      ctx.pool->ForEachStrided(batch * heads_, [&](size_t worker, size_t pair) {
+        const size_t b = pair / heads_, h = pair % heads_, row0 = b * steps;
+        float* scratch = chunk_scratch + worker * per_worker;
+        const float* qh = phi_q + row0 * qk_width + h * c_;
+        const float* kh = phi_k + row0 * qk_width + h * c_;
+        const float* vh = v + row0 * v_width + h * dv_;
+        float* oh = o + row0 * v_width + h * dv_;
+        if (!causal_) {
+          Encode(qh, kh, vh, steps, qk_width, v_width, oh, scratch);
+          return;
+        }
+        const Sums sums = SumsOf(states[b], ctx.compensated_sums).Head(h, c_, dv_);
+        for (size_t t0 = 0; t0 < steps; t0 += kChunk) {
+          const size_t n = std::min(kChunk, steps - t0);
+          Chunk(qh + t0 * qk_width, kh + t0 * qk_width, vh + t0 * v_width, n, qk_width, v_width,
+                sums, oh + t0 * v_width, scratch);
+        }
+      });
     }
     proj_.Output(o, rows, y, ctx);
   }
@@ -310,41 +327,6 @@ class LinearAttention final : public Mixer {
       for (size_t m = 0; m < dv_; ++m) o[m] *= inv;
     }
   }
-
-  struct ChunkTask {
-    const LinearAttention* self;
-    const float *phi_q, *phi_k, *v;
-    float* o;
-    float* const* states;
-    size_t steps, pairs, workers;
-    float* scratch;  // workers × ChunkScratchFloats(steps)
-    bool compensated;
-
-    static void Run(void* context, size_t worker) {
-      const auto* t = static_cast<const ChunkTask*>(context);
-      const LinearAttention& m = *t->self;
-      const size_t qk_width = m.heads_ * m.c_, v_width = m.heads_ * m.dv_;
-      float* scratch = t->scratch + worker * m.ChunkScratchFloats(std::min(t->steps, kChunk));
-      for (size_t pair = worker; pair < t->pairs; pair += t->workers) {
-        const size_t b = pair / m.heads_, h = pair % m.heads_;
-        const size_t row0 = b * t->steps;
-        const float* q = t->phi_q + row0 * qk_width + h * m.c_;
-        const float* k = t->phi_k + row0 * qk_width + h * m.c_;
-        const float* v = t->v + row0 * v_width + h * m.dv_;
-        float* o = t->o + row0 * v_width + h * m.dv_;
-        if (!m.causal_) {
-          m.Encode(q, k, v, t->steps, qk_width, v_width, o, scratch);
-          continue;
-        }
-        const Sums sums = m.SumsOf(t->states[b], t->compensated).Head(h, m.c_, m.dv_);
-        for (size_t t0 = 0; t0 < t->steps; t0 += kChunk) {
-          const size_t n = std::min(kChunk, t->steps - t0);
-          m.Chunk(q + t0 * qk_width, k + t0 * qk_width, v + t0 * v_width, n, qk_width, v_width,
-                  sums, o + t0 * v_width, scratch);
-        }
-      }
-    }
-  };
 
   size_t heads_ = 0, dk_ = 0, dv_ = 0;
   size_t c_ = 0;  // features per head: φ maps dk → C

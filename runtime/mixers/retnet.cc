@@ -74,10 +74,20 @@ class RetNet final : public Mixer {
         }
       });
     } else {
-      // One task per (stream, head); each worker has its own chunk scratch.
-      ChunkTask task{this, q, k, v, o, states, steps, batch * heads_, ctx.pool->threads(),
-                     sn + rows * half};
-      ctx.pool->ParallelFor(task.workers, &ChunkTask::Run, &task);
+      // (stream, head) pairs dealt to the workers; each has its own chunk scratch.
+      float* const chunk_scratch = sn + rows * half;
+      const size_t per_worker = ChunkScratchFloats(std::min(steps, kChunk));
+      ctx.pool->ForEachStrided(batch * heads_, [&](size_t worker, size_t pair) {
+        const size_t b = pair / heads_, h = pair % heads_;
+        float* scratch = chunk_scratch + worker * per_worker;
+        float* s = states[b] + h * dk_ * dv_;
+        for (size_t t0 = 0; t0 < steps; t0 += kChunk) {
+          const size_t n = std::min(kChunk, steps - t0);
+          const size_t r = b * steps + t0;
+          Chunk(q + r * qk + h * dk_, k + r * qk + h * dk_, v + r * vw + h * dv_, n, qk, vw, h, s,
+                o + r * vw + h * dv_, scratch);
+        }
+      });
     }
     // ô = o / √(mean(o²) + eps) per head, then silu(gate) ⊙ ô.
     ctx.pool->ParallelRanges(rows, 16, [&](size_t first, size_t last) {
@@ -230,33 +240,6 @@ class RetNet final : public Mixer {
     kernels::Scale(s, pw[t_n], s, dk_ * dv_);
     kernels::Dense(kt, t_n, dk_, vt, nullptr, t_n, dv_, s, dv_, true);  // S += (γ k̃)ᵀ V
   }
-
-  struct ChunkTask {
-    const RetNet* self;
-    const float *q, *k, *v;
-    float* o;
-    float* const* states;
-    size_t steps, pairs, workers;
-    float* scratch;  // workers × ChunkScratchFloats(min(steps, kChunk))
-
-    static void Run(void* context, size_t worker) {
-      const auto* t = static_cast<const ChunkTask*>(context);
-      const RetNet& m = *t->self;
-      const size_t qk = m.heads_ * m.dk_, vw = m.heads_ * m.dv_;
-      float* scratch = t->scratch + worker * m.ChunkScratchFloats(std::min(t->steps, kChunk));
-      for (size_t pair = worker; pair < t->pairs; pair += t->workers) {
-        const size_t b = pair / m.heads_, h = pair % m.heads_;
-        const size_t row0 = b * t->steps;
-        float* s = t->states[b] + h * m.dk_ * m.dv_;
-        for (size_t t0 = 0; t0 < t->steps; t0 += kChunk) {
-          const size_t n = std::min(kChunk, t->steps - t0);
-          const size_t r = row0 + t0;
-          m.Chunk(t->q + r * qk + h * m.dk_, t->k + r * qk + h * m.dk_, t->v + r * vw + h * m.dv_,
-                  n, qk, vw, h, s, t->o + r * vw + h * m.dv_, scratch);
-        }
-      }
-    }
-  };
 
   size_t heads_ = 0, dk_ = 0, dv_ = 0;
   float eps_ = 0.0f;

@@ -38,10 +38,37 @@ class SoftmaxAttention final : public Mixer {
            const StepContext& ctx, float* y) const override {
     const size_t rows = batch * steps;
     const QkvoProjections::Rows p = proj_.ProjectRows(x, rows, ctx);
-    Task task{this,  p.q,   p.k,   p.v, p.o, states, ctx.positions, ctx.max_context, steps,
-              batch * heads_, ctx.pool->threads(), p.rest,
-              WorkerScratchFloats(steps, ctx.max_context)};
-    ctx.pool->ParallelFor(task.workers, &Task::Run, &task);
+    const size_t qk = heads_ * dk_, vw = heads_ * dv_, max_context = ctx.max_context;
+    const size_t per_worker = WorkerScratchFloats(steps, max_context);
+    // (stream, head) pairs dealt to the workers; each has its own scratch.
+    ctx.pool->ForEachStrided(batch * heads_, [&](size_t worker, size_t pair) {
+      const size_t b = pair / heads_, h = pair % heads_, row0 = b * steps;
+      float* scratch = p.rest + worker * per_worker;
+      const float* q = p.q + row0 * qk + h * dk_;
+      const float* k = p.k + row0 * qk + h * dk_;
+      const float* v = p.v + row0 * vw + h * dv_;
+      float* o = p.o + row0 * vw + h * dv_;
+      if (!causal_) {
+        // K, V of the whole sequence, contiguous per head.
+        float* keys = scratch + kQueryBlock * steps;
+        float* values = keys + steps * dk_;
+        for (size_t j = 0; j < steps; ++j) {
+          std::memcpy(keys + j * dk_, k + j * qk, dk_ * sizeof(float));
+          std::memcpy(values + j * dv_, v + j * vw, dv_ * sizeof(float));
+        }
+        Attend(q, qk, steps, keys, values, steps, SIZE_MAX, o, vw, scratch);
+        return;
+      }
+      // Append this call's keys and values to the cache, then attend.
+      const size_t p0 = ctx.positions[b];
+      float* keys = states[b] + h * max_context * dk_;
+      float* values = states[b] + heads_ * max_context * dk_ + h * max_context * dv_;
+      for (size_t j = 0; j < steps; ++j) {
+        std::memcpy(keys + (p0 + j) * dk_, k + j * qk, dk_ * sizeof(float));
+        std::memcpy(values + (p0 + j) * dv_, v + j * vw, dv_ * sizeof(float));
+      }
+      Attend(q, qk, steps, keys, values, p0 + steps, p0, o, vw, scratch);
+    });
     proj_.Output(p.o, rows, y, ctx);
   }
 
@@ -97,53 +124,6 @@ class SoftmaxAttention final : public Mixer {
       }
     }
   }
-
-  struct Task {
-    const SoftmaxAttention* self;
-    const float *q, *k, *v;
-    float* o;
-    float* const* states;
-    const uint64_t* positions;
-    size_t max_context, steps, pairs, workers;
-    float* scratch;
-    size_t per_worker;
-
-    static void Run(void* context, size_t worker) {
-      const auto* t = static_cast<const Task*>(context);
-      const SoftmaxAttention& m = *t->self;
-      const size_t qk = m.heads_ * m.dk_, vw = m.heads_ * m.dv_;
-      float* scratch = t->scratch + worker * t->per_worker;
-      for (size_t pair = worker; pair < t->pairs; pair += t->workers) {
-        const size_t b = pair / m.heads_, h = pair % m.heads_;
-        const size_t row0 = b * t->steps;
-        const float* q = t->q + row0 * qk + h * m.dk_;
-        const float* k = t->k + row0 * qk + h * m.dk_;
-        const float* v = t->v + row0 * vw + h * m.dv_;
-        float* o = t->o + row0 * vw + h * m.dv_;
-        if (!m.causal_) {
-          // K, V of the whole sequence, contiguous per head.
-          float* keys = scratch + kQueryBlock * t->steps;
-          float* values = keys + t->steps * m.dk_;
-          for (size_t j = 0; j < t->steps; ++j) {
-            std::memcpy(keys + j * m.dk_, k + j * qk, m.dk_ * sizeof(float));
-            std::memcpy(values + j * m.dv_, v + j * vw, m.dv_ * sizeof(float));
-          }
-          m.Attend(q, qk, t->steps, keys, values, t->steps, SIZE_MAX, o, vw, scratch);
-          continue;
-        }
-        // Append this call's keys and values to the cache, then attend.
-        const size_t p0 = t->positions[b];
-        float* keys = t->states[b] + h * t->max_context * m.dk_;
-        float* values = t->states[b] + m.heads_ * t->max_context * m.dk_ +
-                        h * t->max_context * m.dv_;
-        for (size_t j = 0; j < t->steps; ++j) {
-          std::memcpy(keys + (p0 + j) * m.dk_, k + j * qk, m.dk_ * sizeof(float));
-          std::memcpy(values + (p0 + j) * m.dv_, v + j * vw, m.dv_ * sizeof(float));
-        }
-        m.Attend(q, qk, t->steps, keys, values, p0 + t->steps, p0, o, vw, scratch);
-      }
-    }
-  };
 
   size_t heads_ = 0, dk_ = 0, dv_ = 0;
   bool causal_ = true;
