@@ -1,7 +1,7 @@
 // The machine's limits, measured, so benchmarks can print how far a number
 // is from what the hardware allows.
-#ifndef RECUR_EXAMPLES_BENCH_MACHINE_LIMITS_H_
-#define RECUR_EXAMPLES_BENCH_MACHINE_LIMITS_H_
+#ifndef RECUR_BENCHMARKS_MACHINE_LIMITS_H_
+#define RECUR_BENCHMARKS_MACHINE_LIMITS_H_
 
 #include <cstddef>
 
@@ -25,4 +25,4 @@ double MeasureReadBandwidth(size_t bytes);
 
 }  // namespace bench
 
-#endif  // RECUR_EXAMPLES_BENCH_MACHINE_LIMITS_H_
+#endif  // RECUR_BENCHMARKS_MACHINE_LIMITS_H_

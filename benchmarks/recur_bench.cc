@@ -38,8 +38,7 @@
 
 #include "machine_limits.h"
 #include "recur/recur.hpp"
-#include "int8_activations_option.h"
-#include "state_sums_option.h"
+#include "session_options.h"
 
 namespace {
 

@@ -19,7 +19,7 @@
 
 #include "pixels.h"
 #include "recur/recur.hpp"
-#include "state_sums_option.h"
+#include "session_options.h"
 
 namespace {
 

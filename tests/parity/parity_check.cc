@@ -27,11 +27,10 @@
 #include "engine/model_loader.h"
 #include "engine/session.h"
 #include "golden.h"
-#include "int8_activations_option.h"
 #include "mixers/mixer.h"
 #include "model/model.h"
 #include "parity_diff.h"
-#include "state_sums_option.h"
+#include "session_options.h"
 
 namespace {
 

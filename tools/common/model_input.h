@@ -1,8 +1,8 @@
 // A model's input sequence from a .npy file, for the tools (recur-run,
 // recur-soak): token ids (N,) for token models, frames (N, feature_width) for
 // feature models; checked against the model with messages that name the file.
-#ifndef RECUR_EXAMPLES_COMMON_MODEL_INPUT_H_
-#define RECUR_EXAMPLES_COMMON_MODEL_INPUT_H_
+#ifndef RECUR_TOOLS_COMMON_MODEL_INPUT_H_
+#define RECUR_TOOLS_COMMON_MODEL_INPUT_H_
 
 #include <cstdint>
 #include <string>
@@ -30,4 +30,4 @@ bool LoadModelAndInput(const std::string& model_path, const std::string& input_p
 
 }  // namespace tools
 
-#endif  // RECUR_EXAMPLES_COMMON_MODEL_INPUT_H_
+#endif  // RECUR_TOOLS_COMMON_MODEL_INPUT_H_

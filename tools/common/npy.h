@@ -1,7 +1,7 @@
 // Minimal .npy (NumPy format 1.0–3.0) reading and writing for the tools:
 // little-endian f4/f8/i4/i8, C order. Errors name the problem.
-#ifndef RECUR_EXAMPLES_COMMON_NPY_H_
-#define RECUR_EXAMPLES_COMMON_NPY_H_
+#ifndef RECUR_TOOLS_COMMON_NPY_H_
+#define RECUR_TOOLS_COMMON_NPY_H_
 
 #include <cstdint>
 #include <string>
@@ -35,4 +35,4 @@ bool CheckOutputIsNotAnInput(const std::string& output, const std::vector<std::s
 
 }  // namespace npy
 
-#endif  // RECUR_EXAMPLES_COMMON_NPY_H_
+#endif  // RECUR_TOOLS_COMMON_NPY_H_

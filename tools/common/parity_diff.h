@@ -11,8 +11,8 @@
 // sums that grow with the sequence; below 1 it is plain absolute.
 // parity_check keeps a plain absolute limit for outputs and layers (its
 // references are float64 and small) and scales it for states only.
-#ifndef RECUR_EXAMPLES_COMMON_PARITY_DIFF_H_
-#define RECUR_EXAMPLES_COMMON_PARITY_DIFF_H_
+#ifndef RECUR_TOOLS_COMMON_PARITY_DIFF_H_
+#define RECUR_TOOLS_COMMON_PARITY_DIFF_H_
 
 #include <algorithm>
 #include <cmath>
@@ -50,4 +50,4 @@ Diff Compare(const Got* got, const Ref* ref, size_t n) {
 
 }  // namespace parity
 
-#endif  // RECUR_EXAMPLES_COMMON_PARITY_DIFF_H_
+#endif  // RECUR_TOOLS_COMMON_PARITY_DIFF_H_

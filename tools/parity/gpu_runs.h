@@ -2,8 +2,8 @@
 // or on its host emulation. Kept apart from recur_parity.cc, which uses the
 // public C++ wrapper: the runtime's internal types must not meet the
 // wrapper's classes of the same names in one file.
-#ifndef RECUR_EXAMPLES_PARITY_GPU_RUNS_H_
-#define RECUR_EXAMPLES_PARITY_GPU_RUNS_H_
+#ifndef RECUR_TOOLS_PARITY_GPU_RUNS_H_
+#define RECUR_TOOLS_PARITY_GPU_RUNS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -43,4 +43,4 @@ class GpuRuns {
 
 }  // namespace tools
 
-#endif  // RECUR_EXAMPLES_PARITY_GPU_RUNS_H_
+#endif  // RECUR_TOOLS_PARITY_GPU_RUNS_H_

@@ -32,11 +32,11 @@
 #include <CLI/CLI.hpp>
 
 #include "gpu_runs.h"
-#include "int8_activations_option.h"
 #include "model_input.h"
 #include "npy.h"
 #include "parity_diff.h"
 #include "recur/recur.hpp"
+#include "session_options.h"
 
 namespace {
 

@@ -23,7 +23,7 @@
 #include "model_input.h"
 #include "npy.h"
 #include "recur/recur.hpp"
-#include "state_sums_option.h"
+#include "session_options.h"
 
 namespace {
 
