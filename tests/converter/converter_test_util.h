@@ -31,13 +31,7 @@ inline const char* kTokensConfig = R"({
   "notes": "test model", "input_description": "ids", "output_description": "log-probs"})";
 
 // Post-norm, projected features, no final norm, no head.
-inline const char* kFeaturesConfig = R"({
-  "layout": "recur", "d_model": 12, "n_layers": 1, "norm_placement": "post",
-  "layer_norm_eps": 1e-5, "input": {"kind": "features", "feature_width": 5, "projection": true},
-  "max_positions": 0,
-  "mixer": {"type": "linear_attention", "heads": 3, "dk": 4, "dv": 4,
-            "feature_map": "elu_plus_one", "eps": 1e-6},
-  "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
+inline const char* const kFeaturesConfig = recur::impl::testing::kTinyFeaturesConfig;
 
 // fast-transformers builder kwargs: d_model = 2·8 = 16.
 inline const char* kFastTransformersConfig = R"({
