@@ -97,16 +97,7 @@ recur_status Exercise(recur_session* s, const recur_model_info& info, uint32_t b
 }  // namespace
 
 TEST_CASE("a session on an arena allocates nothing from create to free and equals a heap one") {
-  const char* configs[] = {recur::impl::testing::kTinyTokensConfig,
-                           recur::impl::testing::kTinyFeaturesConfig,
-                           recur::impl::testing::kTinySoftmaxConfig,
-                           recur::impl::testing::kTinySlidingWindowConfig,
-                           recur::impl::testing::kTinyAftConfig,
-                           recur::impl::testing::kTinyFlashConfig,
-                           recur::impl::testing::kTinyAftLocalConfig,
-                           recur::impl::testing::kTinyAftFullConfig,
-                           recur::impl::testing::kTinyGauConfig,
-                           recur::impl::testing::kTinyMixedConfig};
+  const std::vector<const char*> configs = recur::impl::testing::TinyStepModels();
   for (const char* config : configs) {
     for (WeightDType dtype : {WeightDType::kF32, WeightDType::kBF16, WeightDType::kInt8}) {
       INFO(std::string(config).substr(0, 200));

@@ -15,17 +15,7 @@
 #include "test_models.h"
 
 TEST_CASE("step and prefill do not allocate on any backend but onednn") {
-  std::vector<std::string> names;
-  {
-    const std::string list = recur_backends();
-    size_t start = 0;
-    while (start < list.size()) {
-      size_t end = list.find(", ", start);
-      if (end == std::string::npos) end = list.size();
-      names.push_back(list.substr(start, end - start));
-      start = end + 2;
-    }
-  }
+  std::vector<std::string> names = recur::impl::testing::CompiledBackends();
   auto bytes = recur::impl::testing::BuildTestModel(recur::impl::testing::kTinyFeaturesConfig, 1);
   REQUIRE(!bytes.empty());
   recur_model* model = nullptr;

@@ -14,18 +14,7 @@
 
 namespace {
 
-std::vector<std::string> CompiledBackends() {
-  std::vector<std::string> names;
-  std::string list = recur_backends();
-  size_t start = 0;
-  while (start < list.size()) {
-    size_t end = list.find(", ", start);
-    if (end == std::string::npos) end = list.size();
-    names.push_back(list.substr(start, end - start));
-    start = end + 2;
-  }
-  return names;
-}
+using recur::impl::testing::CompiledBackends;
 
 recur_model* LoadTestModel(const char* config, recur::impl::converter::AlignedBytes* bytes) {
   *bytes = recur::impl::testing::BuildTestModel(config, 1);

@@ -30,22 +30,8 @@ using recur::impl::testing::WorstRelative;
 
 namespace fb = recur::fb;
 
-// A tiny causal model per mixer type (union member name).
 const std::map<std::string, const char*>& TestModels() {
-  static const std::map<std::string, const char*> models = {
-      {"LinearAttention", recur::impl::testing::kTinyTokensConfig},
-      {"SoftmaxAttention", recur::impl::testing::kTinySoftmaxConfig},
-      {"SlidingWindow", recur::impl::testing::kTinySlidingWindowConfig},
-      {"AftSimple", recur::impl::testing::kTinyAftConfig},
-      {"Flash", recur::impl::testing::kTinyFlashConfig},
-      {"Linformer", recur::impl::testing::kTinyLinformerConfig},
-      {"AftLocal", recur::impl::testing::kTinyAftLocalConfig},
-      {"AftFull", recur::impl::testing::kTinyAftFullConfig},
-      {"Gau", recur::impl::testing::kTinyGauConfig},
-      {"Reformer", recur::impl::testing::kTinyReformerConfig},
-      {"RetNet", recur::impl::testing::kTinyRetNetConfig},
-  };
-  return models;
+  return recur::impl::testing::TinyModelPerMixer();
 }
 
 struct Model {
@@ -196,6 +182,11 @@ TEST_CASE("every mixer: steps == prefill, prefill(a) + prefill(b) == prefill(a +
     CAPTURE(name);
     auto it = TestModels().find(name);
     REQUIRE_MESSAGE(it != TestModels().end(), "mixer " << name << " has no contract test model");
+    {  // TinyStepModels (the arena and no-allocation tests) leaves out exactly these
+      const Model m(it->second);
+      CHECK(recur::impl::testing::EncoderOnly(name) ==
+            (m.info.state_bytes == 0 && m.info.state_bytes_per_position == 0));
+    }
     CheckContract(it->second);
   }
 }

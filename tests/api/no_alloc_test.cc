@@ -98,16 +98,7 @@ long WarmAllocations(const Case& c) {
 
 TEST_CASE("warm step, prefill, reset, save and load do not allocate") {
   std::vector<Case> cases;
-  for (const char* config : {recur::impl::testing::kTinyTokensConfig,
-       recur::impl::testing::kTinyFeaturesConfig,
-                             recur::impl::testing::kTinySoftmaxConfig,
-                             recur::impl::testing::kTinySlidingWindowConfig,
-                             recur::impl::testing::kTinyAftConfig,
-                             recur::impl::testing::kTinyFlashConfig,
-                             recur::impl::testing::kTinyAftLocalConfig,
-                             recur::impl::testing::kTinyAftFullConfig,
-                             recur::impl::testing::kTinyGauConfig,
-                             recur::impl::testing::kTinyMixedConfig}) {
+  for (const char* config : recur::impl::testing::TinyStepModels()) {
     cases.push_back({config});
   }
   // The highway paths on the wide model: batch 1 (mat-vec rows), 64 streams

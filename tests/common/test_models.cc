@@ -6,8 +6,50 @@
 
 #include "converter/config.h"
 #include "converter/writer.h"
+#include "recur/recur.h"
 
 namespace recur::impl::testing {
+
+const std::map<std::string, const char*>& TinyModelPerMixer() {
+  static const std::map<std::string, const char*> models = {
+      {"LinearAttention", kTinyTokensConfig},
+      {"SoftmaxAttention", kTinySoftmaxConfig},
+      {"SlidingWindow", kTinySlidingWindowConfig},
+      {"AftSimple", kTinyAftConfig},
+      {"Flash", kTinyFlashConfig},
+      {"Linformer", kTinyLinformerConfig},
+      {"AftLocal", kTinyAftLocalConfig},
+      {"AftFull", kTinyAftFullConfig},
+      {"Gau", kTinyGauConfig},
+      {"Reformer", kTinyReformerConfig},
+      {"RetNet", kTinyRetNetConfig},
+  };
+  return models;
+}
+
+std::vector<std::string> CompiledBackends() {
+  std::vector<std::string> names;
+  const std::string list = recur_backends();
+  size_t start = 0;
+  while (start < list.size()) {
+    size_t end = list.find(", ", start);
+    if (end == std::string::npos) end = list.size();
+    names.push_back(list.substr(start, end - start));
+    start = end + 2;
+  }
+  return names;
+}
+
+bool EncoderOnly(const std::string& tag) { return tag == "Linformer" || tag == "Reformer"; }
+
+std::vector<const char*> TinyStepModels() {
+  std::vector<const char*> configs;
+  for (const auto& [tag, config] : TinyModelPerMixer()) {
+    if (!EncoderOnly(tag)) configs.push_back(config);
+  }
+  configs.insert(configs.end(), {kTinyFeaturesConfig, kTinyAftConvConfig, kTinyMixedConfig});
+  return configs;
+}
 
 converter::TensorMap RandomTensors(const converter::ModelDescription& desc, unsigned seed,
                                    converter::Layout layout) {

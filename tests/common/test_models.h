@@ -10,7 +10,9 @@
 #ifndef RECUR_TESTS_COMMON_TEST_MODELS_H_
 #define RECUR_TESTS_COMMON_TEST_MODELS_H_
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "converter/model_description.h"
 
@@ -157,6 +159,20 @@ inline const char* kTinyMixedConfig = R"({
              "feature_map": "relu", "eps": 1e-6}],
   "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
   "head": {"out": 11, "activation": "softmax"}})";
+
+// One tiny model per Mixer union member, by tag, for the tests that must
+// cover every mixer (the mixer contract test fails for a member without one).
+const std::map<std::string, const char*>& TinyModelPerMixer();
+
+// Mixers with no recurrent form: their models only encode.
+bool EncoderOnly(const std::string& tag);
+
+// Every tiny model that steps: TinyModelPerMixer's but the encoder-only ones,
+// plus projected features, AFT-conv and a mixed model.
+std::vector<const char*> TinyStepModels();
+
+// The backends this build compiled, as recur_backends() lists them.
+std::vector<std::string> CompiledBackends();
 
 // Every tensor the config needs under its `layout` name, N(0, 0.3²) values
 // (norm weights around 1).
