@@ -63,6 +63,18 @@ void Poke(const void* generated_table, uint16_t field, T value) {
   std::memcpy(const_cast<uint8_t*>(p), &value, sizeof(T));
 }
 
+// Builds `config`, overwrites one scalar field of block `block`'s mixer table
+// (of type Table) and loads it: the loader's status (Error() has its message).
+template <typename Table, typename T>
+recur_status LoadWithMixerField(const char* config, uint32_t block, uint16_t field, T value) {
+  auto bytes = BuildTestModel(config, 1);
+  REQUIRE(!bytes.empty());
+  const Table* table = Root(bytes)->blocks()->Get(block)->template mixer_as<Table>();
+  REQUIRE(table != nullptr);
+  Poke<T>(table, field, value);
+  return Load(bytes, bytes.size());
+}
+
 }  // namespace
 
 TEST_CASE("a valid model loads, with and without the Verifier") {
@@ -197,27 +209,26 @@ TEST_CASE("feature maps: every map loads and steps, bad Favor fields are named")
   }
   const std::string favor = TinyWithFeatureMap("favor");
   {
-    auto bytes = BuildTestModel(favor.c_str(), 1);
-    const auto* la = Root(bytes)->blocks()->Get(0)->mixer_as_LinearAttention();
-    Poke<float>(la, fb::LinearAttention::VT_SOFTMAX_TEMP, -1.0f);
-    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(LoadWithMixerField<fb::LinearAttention>(favor.c_str(), 0,
+                                                  fb::LinearAttention::VT_SOFTMAX_TEMP,
+                                                  float{-1.0f}) == RECUR_INVALID_MODEL);
     CHECK(Error() == "blocks.0: a Favor feature map needs softmax_temp > 0 (got -1)");
   }
   {
-    auto bytes = BuildTestModel(favor.c_str(), 1);
-    const auto* la = Root(bytes)->blocks()->Get(1)->mixer_as_LinearAttention();
-    Poke<uint32_t>(la, fb::LinearAttention::VT_FAVOR_FEATURES, 0);
-    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(LoadWithMixerField<fb::LinearAttention>(favor.c_str(), 1,
+                                                  fb::LinearAttention::VT_FAVOR_FEATURES,
+                                                  uint32_t{0}) == RECUR_INVALID_MODEL);
     CHECK(Error() == "blocks.1: a Favor feature map needs favor_features in [1, 1048576] (got 0)");
   }
   {
-    auto bytes = BuildTestModel(favor.c_str(), 1);
-    const auto* la = Root(bytes)->blocks()->Get(0)->mixer_as_LinearAttention();
-    Poke<uint8_t>(la, fb::LinearAttention::VT_FEATURE_MAP, 0);  // elu+1, with an omega
-    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    // elu+1, with an omega.
+    CHECK(LoadWithMixerField<fb::LinearAttention>(favor.c_str(), 0,
+                                                  fb::LinearAttention::VT_FEATURE_MAP,
+                                                  uint8_t{0}) == RECUR_INVALID_MODEL);
     CHECK(Error() == "blocks.0: omega is set, but feature map elu+1/relu takes no projection");
-    Poke<uint8_t>(la, fb::LinearAttention::VT_FEATURE_MAP, 77);
-    CHECK(Load(bytes, bytes.size()) == RECUR_UNSUPPORTED);
+    CHECK(LoadWithMixerField<fb::LinearAttention>(favor.c_str(), 0,
+                                                  fb::LinearAttention::VT_FEATURE_MAP,
+                                                  uint8_t{77}) == RECUR_UNSUPPORTED);
     CHECK(Error() == "blocks.0: feature map 77 is not supported by this runtime");
   }
   {
@@ -242,12 +253,8 @@ TEST_CASE("linear attention: eps of 0, negative or NaN in the file is named") {
     // eps 1e-3 rather than the schema's default, so that the field is stored.
     std::string config = recur::impl::testing::kTinyTokensConfig;
     config.replace(config.find("\"eps\": 1e-6"), 11, "\"eps\": 1e-3");
-    auto bytes = BuildTestModel(config.c_str(), 1);
-    REQUIRE(!bytes.empty());
-    const auto* lin = Root(bytes)->blocks()->Get(1)->mixer_as_LinearAttention();
-    REQUIRE(lin != nullptr);
-    Poke<float>(lin, fb::LinearAttention::VT_EPS, eps);
-    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(LoadWithMixerField<fb::LinearAttention>(config.c_str(), 1, fb::LinearAttention::VT_EPS,
+                                                  float{eps}) == RECUR_INVALID_MODEL);
     CHECK(Error().find("blocks.1: linear attention eps must be finite and > 0") == 0);
   }
 }
@@ -296,10 +303,9 @@ TEST_CASE("FLASH: bad sizes and a mis-shaped bias are named") {
                      "in [1, 65536] (got 24, 8, 0)");
   }
   {
-    auto bytes = BuildTestModel(recur::impl::testing::kTinyFlashConfig, 1);
-    const auto* fl = Root(bytes)->blocks()->Get(1)->mixer_as_Flash();
-    Poke<uint32_t>(fl, fb::Flash::VT_CHUNK, 6);  // rel_bias has 5 entries
-    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    // rel_bias has 5 entries.
+    CHECK(LoadWithMixerField<fb::Flash>(recur::impl::testing::kTinyFlashConfig, 1,
+                                        fb::Flash::VT_CHUNK, uint32_t{6}) == RECUR_INVALID_MODEL);
     CHECK(Error().find("blocks.1.mixer.rel_bias") != std::string::npos);
     CHECK(Error().find("expected [6]") != std::string::npos);
   }
@@ -319,20 +325,18 @@ TEST_CASE("AFT-local: a table with both or neither bias tensors is named") {
 
 TEST_CASE("AFT-local/AFT-conv and Linformer: mis-shaped position tables are named") {
   {
-    auto bytes = BuildTestModel(recur::impl::testing::kTinyAftLocalConfig, 1);
-    REQUIRE(!bytes.empty());
-    const auto* al = Root(bytes)->blocks()->Get(1)->mixer_as_AftLocal();
-    Poke<uint32_t>(al, fb::AftLocal::VT_WINDOW, 5);  // pos_bias has 4 entries
-    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    // pos_bias has 4 entries.
+    CHECK(LoadWithMixerField<fb::AftLocal>(recur::impl::testing::kTinyAftLocalConfig, 1,
+                                           fb::AftLocal::VT_WINDOW,
+                                           uint32_t{5}) == RECUR_INVALID_MODEL);
     CHECK(Error().find("blocks.1.mixer.pos_bias") != std::string::npos);
     CHECK(Error().find("expected [5]") != std::string::npos);
   }
   {
-    auto bytes = BuildTestModel(recur::impl::testing::kTinyAftConvConfig, 1);
-    REQUIRE(!bytes.empty());
-    const auto* ac = Root(bytes)->blocks()->Get(0)->mixer_as_AftLocal();
-    Poke<uint32_t>(ac, fb::AftLocal::VT_WINDOW, 4);  // conv_kernel is [3, 3]
-    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    // conv_kernel is [3, 3].
+    CHECK(LoadWithMixerField<fb::AftLocal>(recur::impl::testing::kTinyAftConvConfig, 0,
+                                           fb::AftLocal::VT_WINDOW,
+                                           uint32_t{4}) == RECUR_INVALID_MODEL);
     CHECK(Error().find("blocks.0.mixer.conv_kernel") != std::string::npos);
     CHECK(Error().find("expected [3,4]") != std::string::npos);
   }
@@ -362,20 +366,18 @@ TEST_CASE("GAU: bad sizes, a bad scale and a mis-shaped bias are named") {
                      "in [1, 65536] (got 16, 6, 0)");
   }
   {
-    auto bytes = BuildTestModel(recur::impl::testing::kTinyGauConfig, 1);
-    const auto* g = Root(bytes)->blocks()->Get(1)->mixer_as_Gau();
-    Poke<float>(g, fb::Gau::VT_SCALE, std::numeric_limits<float>::quiet_NaN());
-    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(LoadWithMixerField<fb::Gau>(recur::impl::testing::kTinyGauConfig, 1, fb::Gau::VT_SCALE,
+                                      float{std::numeric_limits<float>::quiet_NaN()}) ==
+          RECUR_INVALID_MODEL);
     CHECK(Error() == "blocks.1: GAU scale must be finite and positive (got nan)");
-    Poke<float>(g, fb::Gau::VT_SCALE, -0.5f);
-    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(LoadWithMixerField<fb::Gau>(recur::impl::testing::kTinyGauConfig, 1, fb::Gau::VT_SCALE,
+                                      -0.5f) == RECUR_INVALID_MODEL);
     CHECK(Error() == "blocks.1: GAU scale must be finite and positive (got -0.5)");
   }
   {
-    auto bytes = BuildTestModel(recur::impl::testing::kTinyGauConfig, 1);
-    const auto* g = Root(bytes)->blocks()->Get(1)->mixer_as_Gau();
-    Poke<uint32_t>(g, fb::Gau::VT_MAX_LENGTH, 47);  // rel_bias has 48 entries
-    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    // rel_bias has 48 entries.
+    CHECK(LoadWithMixerField<fb::Gau>(recur::impl::testing::kTinyGauConfig, 1,
+                                      fb::Gau::VT_MAX_LENGTH, uint32_t{47}) == RECUR_INVALID_MODEL);
     CHECK(Error().find("blocks.1.mixer.rel_bias") != std::string::npos);
     CHECK(Error().find("expected [47]") != std::string::npos);
   }
@@ -394,10 +396,10 @@ TEST_CASE("Reformer: bad sizes and a mis-shaped rotation table are named") {
                      "[1, 65536] and rounds in [1, 64] (got 3, 5, 2)");
   }
   {
-    auto bytes = BuildTestModel(recur::impl::testing::kTinyReformerConfig, 1);
-    const auto* rf = Root(bytes)->blocks()->Get(1)->mixer_as_Reformer();
-    Poke<uint32_t>(rf, fb::Reformer::VT_ROUNDS, 3);  // rotations has 2 rounds
-    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    // rotations has 2 rounds.
+    CHECK(LoadWithMixerField<fb::Reformer>(recur::impl::testing::kTinyReformerConfig, 1,
+                                           fb::Reformer::VT_ROUNDS,
+                                           uint32_t{3}) == RECUR_INVALID_MODEL);
     CHECK(Error().find("blocks.1.mixer.rotations") != std::string::npos);
     CHECK(Error().find("expected [3,4,2]") != std::string::npos);
   }
