@@ -156,9 +156,8 @@ int main(int argc, char** argv) {
     dw.bias = bias.get();
     dw.in = static_cast<uint32_t>(s.in);
     dw.out = static_cast<uint32_t>(s.out);
-    const Timing tm = TimePerCall([&] {
-      recur::impl::kernels::Dense(x.get(), s.in, s.batch, dw, y.get(), s.out, false);
-    });
+    const Timing tm = TimePerCall(
+        [&] { recur::impl::kernels::Dense(x.get(), s.in, s.batch, dw, y.get(), s.out, false); });
     const double t = tm.median;
     const double flops = 2.0 * s.batch * s.in * s.out;
     char name[64];
@@ -167,14 +166,13 @@ int main(int argc, char** argv) {
                 tm.best * 1e6, flops / t * 1e-9, peak > 0 ? 100.0 * flops / t / peak : 0.0,
                 double(wsize) * s.in * s.out / t * 1e-9);
     if (s.batch >= 4) {  // the packed-weight GEMM on the same data (packing not timed)
-      auto packed = hwy::AllocateAligned<float>(recur::impl::kernels::DensePackedFloats(s.in,
-                                                s.out));
+      auto packed =
+          hwy::AllocateAligned<float>(recur::impl::kernels::DensePackedFloats(s.in, s.out));
       recur::impl::kernels::PackDense(dw, packed.get());
       const size_t panels = recur::impl::kernels::DensePanels(s.out);
       const Timing tp = TimePerCall([&] {
         recur::impl::kernels::DensePacked(x.get(), s.in, s.batch, packed.get(), bias.get(), s.in,
-                                          s.out,
-                                    0, panels, y.get(), s.out, false);
+                                          s.out, 0, panels, y.get(), s.out, false);
       });
       std::printf("%-16s %5s %9.2f %9.2f %9.1f %6.0f%%          (packed f32)\n", name,
                   TypeName(s.type), tp.median * 1e6, tp.best * 1e6, flops / tp.median * 1e-9,

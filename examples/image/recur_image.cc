@@ -121,8 +121,7 @@ int Sample(const Common& c, const recur::Model& model, int count, int batch,
               made, batch, kPixels, c.threads, c.threads == 1 ? "" : "s", seconds, made / seconds,
               kPixels * (made / static_cast<double>(batch)) / seconds);
   std::string error;
-  if (!image::WritePngGrid(out, all, std::min(count, 8), c.scale, &error))
-    return Fail(error);
+  if (!image::WritePngGrid(out, all, std::min(count, 8), c.scale, &error)) return Fail(error);
   std::printf("wrote %s (%d images, 8 per row)\n", out.c_str(), count);
   return 0;
 }

@@ -82,20 +82,28 @@ recur_status Report(const Status& status) {
 #define F(T, f) RECUR_FIELD_SPAN(T, f)
 constexpr recur::impl::FieldSpan kLoadOptionsFields[] = {F(recur_load_options, flags)};
 constexpr recur::impl::FieldSpan kModelInfoFields[] = {
-    F(recur_model_info, input_kind),        F(recur_model_info, vocab_size),
-    F(recur_model_info, feature_width),     F(recur_model_info, d_model),
-    F(recur_model_info, num_layers),        F(recur_model_info, output_width),
-    F(recur_model_info, max_positions),     F(recur_model_info, parameter_count),
-    F(recur_model_info, state_bytes),       F(recur_model_info, output_kind),
-    F(recur_model_info, step_weight_bytes), F(recur_model_info, step_flops),
-    F(recur_model_info, state_bytes_per_position), F(recur_model_info, max_context_bound),
-    F(recur_model_info, state_bytes_plain_sums), F(recur_model_info, step_integer_flops)};
+    F(recur_model_info, input_kind),
+    F(recur_model_info, vocab_size),
+    F(recur_model_info, feature_width),
+    F(recur_model_info, d_model),
+    F(recur_model_info, num_layers),
+    F(recur_model_info, output_width),
+    F(recur_model_info, max_positions),
+    F(recur_model_info, parameter_count),
+    F(recur_model_info, state_bytes),
+    F(recur_model_info, output_kind),
+    F(recur_model_info, step_weight_bytes),
+    F(recur_model_info, step_flops),
+    F(recur_model_info, state_bytes_per_position),
+    F(recur_model_info, max_context_bound),
+    F(recur_model_info, state_bytes_plain_sums),
+    F(recur_model_info, step_integer_flops)};
 constexpr recur::impl::FieldSpan kSessionOptionsFields[] = {
-    F(recur_session_options, batch),          F(recur_session_options, threads),
-    F(recur_session_options, prefill_chunk),  F(recur_session_options, backend),
-    F(recur_session_options, weight_packing), F(recur_session_options, prefill_min),
-    F(recur_session_options, max_context),    F(recur_session_options, arena),
-    F(recur_session_options, arena_size),     F(recur_session_options, state_sums),
+    F(recur_session_options, batch),           F(recur_session_options, threads),
+    F(recur_session_options, prefill_chunk),   F(recur_session_options, backend),
+    F(recur_session_options, weight_packing),  F(recur_session_options, prefill_min),
+    F(recur_session_options, max_context),     F(recur_session_options, arena),
+    F(recur_session_options, arena_size),      F(recur_session_options, state_sums),
     F(recur_session_options, int8_activations)};
 #undef F
 static_assert(recur::impl::CoversStruct<recur_load_options>(kLoadOptionsFields));
@@ -113,11 +121,13 @@ Status ReadOptions(const T* in, T* out, const char* what,
   if (in == nullptr) return Status::Ok();
   if (in->struct_size < sizeof(size_t) || in->struct_size > sizeof(T)) {
     return recur::impl::InvalidArgument("%s.struct_size is %zu; set it to sizeof(%s) = %zu", what,
-                                  in->struct_size, what, sizeof(T));
+                                        in->struct_size, what, sizeof(T));
   }
   if (recur::impl::SplitsAField(in->struct_size, fields)) {
-    return recur::impl::InvalidArgument("%s.struct_size is %zu, which ends inside a field; set it to "
-                                  "sizeof(%s) = %zu", what, in->struct_size, what, sizeof(T));
+    return recur::impl::InvalidArgument(
+        "%s.struct_size is %zu, which ends inside a field; set it to "
+        "sizeof(%s) = %zu",
+        what, in->struct_size, what, sizeof(T));
   }
   std::memcpy(out, in, in->struct_size);
   return Status::Ok();
@@ -130,7 +140,7 @@ Status ReadSessionOptions(const recur_session_options* options, recur_session_op
   RECUR_RETURN_IF_ERROR(ReadOptions(options, opts, "recur_session_options", kSessionOptionsFields));
   if (opts->arena == nullptr && opts->arena_size != 0) {
     return recur::impl::InvalidArgument("recur_session_options.arena_size is %zu but arena is NULL",
-                                  opts->arena_size);
+                                        opts->arena_size);
   }
   so->batch = opts->batch == 0 ? 1 : opts->batch;
   so->threads = opts->threads == 0 ? 1 : opts->threads;
@@ -162,8 +172,7 @@ recur_status FinishLoad(std::unique_ptr<recur::impl::Model> model, recur_model**
 }
 
 recur_status FinishSession(std::shared_ptr<const recur::impl::Model> model,
-                           recur::impl::SessionPtr session,
-                           recur_session** out) {
+                           recur::impl::SessionPtr session, recur_session** out) {
   auto* handle = new (std::nothrow) recur_session;
   if (handle == nullptr) {
     return Report(recur::impl::OutOfMemory("cannot allocate a session handle"));
@@ -233,8 +242,10 @@ const char* recur_simd_target(void) {
 recur_status recur_set_max_simd_target(const char* name) {
   return Guard([&]() -> recur_status {
     if (long live = g_live_sessions.load(); live != 0) {
-      return Report(recur::impl::InvalidState("%ld session(s) exist: change the SIMD target before "
-                                        "creating sessions or after freeing them", live));
+      return Report(
+          recur::impl::InvalidState("%ld session(s) exist: change the SIMD target before "
+                                    "creating sessions or after freeing them",
+                                    live));
     }
     // Read first, so that this call wins.
     (void)recur::impl::kernels::ApplyTargetLimitFromEnvironment();
@@ -263,7 +274,8 @@ recur_status recur_model_load_file(const char* path, const recur_load_options* o
     if (!s.ok()) return Report(s);
     std::unique_ptr<recur::impl::Model> model;
     s = recur::impl::LoadModel(file.data, file.size,
-                         recur::impl::LoadOptions{(opts.flags & RECUR_LOAD_TRUSTED) != 0}, &model);
+                               recur::impl::LoadOptions{(opts.flags & RECUR_LOAD_TRUSTED) != 0},
+                               &model);
     if (!s.ok()) {
       recur::impl::platform::UnmapFile(&file);
       return Report(s.WithContext(path));
@@ -282,9 +294,8 @@ recur_status recur_model_load_buffer(const void* data, size_t size,
     Status s = ReadOptions(options, &opts, "recur_load_options", kLoadOptionsFields);
     if (!s.ok()) return Report(s);
     std::unique_ptr<recur::impl::Model> model;
-    s = recur::impl::LoadModel(data, size,
-                               recur::impl::LoadOptions{(opts.flags & RECUR_LOAD_TRUSTED) != 0},
-                         &model);
+    s = recur::impl::LoadModel(
+        data, size, recur::impl::LoadOptions{(opts.flags & RECUR_LOAD_TRUSTED) != 0}, &model);
     if (!s.ok()) return Report(s);
     return FinishLoad(std::move(model), out);
   });
@@ -348,8 +359,10 @@ recur_status recur_session_create(const recur_model* model, const recur_session_
     s = CountArena(model, so, &needed);
     if (!s.ok()) return Report(s);
     if (opts.arena_size < needed) {
-      return Report(recur::impl::OutOfMemory("the arena has %zu bytes; this session needs %zu "
-                                       "(recur_session_arena_size)", opts.arena_size, needed));
+      return Report(
+          recur::impl::OutOfMemory("the arena has %zu bytes; this session needs %zu "
+                                   "(recur_session_arena_size)",
+                                   opts.arena_size, needed));
     }
     recur::impl::Arena arena(opts.arena, opts.arena_size);
     auto* handle = new (arena.Allocate<recur_session>(1)) recur_session;

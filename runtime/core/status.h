@@ -52,9 +52,9 @@ Status InvalidState(const char* format, ...) __attribute__((format(printf, 1, 2)
 
 }  // namespace recur::impl
 
-#define RECUR_RETURN_IF_ERROR(expr)        \
-  do {                                     \
-    ::recur::impl::Status recur_status_ = (expr); \
+#define RECUR_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::recur::impl::Status recur_status_ = (expr);  \
     if (!recur_status_.ok()) return recur_status_; \
   } while (0)
 

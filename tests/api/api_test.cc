@@ -303,9 +303,8 @@ TEST_CASE("the options defaults set struct_size and leave every field at its def
   REQUIRE(recur_session_state_size(b, &blob_b) == RECUR_OK);
   CHECK(blob_a == blob_b);
   for (int32_t token : {3, 1, 4, 1, 5}) {
-    CHECK(recur::impl::testing::WorstRelative(StepTokens(a, {token}, 11), StepTokens(b, {token},
-          11)) <
-          1e-5);
+    CHECK(recur::impl::testing::WorstRelative(StepTokens(a, {token}, 11),
+                                              StepTokens(b, {token}, 11)) < 1e-5);
   }
   recur_session_free(a);
   recur_session_free(b);

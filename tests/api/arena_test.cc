@@ -30,10 +30,8 @@ recur::impl::converter::AlignedBytes Build(const char* config, WeightDType dtype
   REQUIRE_MESSAGE(parsed.ok(), parsed.message());
   recur::impl::converter::BuildOptions options;
   options.weight_dtype = dtype;
-  auto bytes = recur::impl::converter::BuildModel(parsed.value().desc,
-                                            recur::impl::testing::RandomTensors(parsed.value().desc,
-                                                3),
-                                            options);
+  auto bytes = recur::impl::converter::BuildModel(
+      parsed.value().desc, recur::impl::testing::RandomTensors(parsed.value().desc, 3), options);
   REQUIRE_MESSAGE(bytes.ok(), bytes.message());
   return std::move(bytes.value());
 }

@@ -104,8 +104,8 @@ TEST_CASE("a backend this build lacks is a clear error") {
 }
 
 TEST_CASE("every backend computes what highway computes") {
-  for (const char* config : {recur::impl::testing::kTinyTokensConfig,
-       recur::impl::testing::kTinyFeaturesConfig}) {
+  for (const char* config :
+       {recur::impl::testing::kTinyTokensConfig, recur::impl::testing::kTinyFeaturesConfig}) {
     recur::impl::converter::AlignedBytes bytes;
     recur_model* model = LoadTestModel(config, &bytes);
     REQUIRE(model != nullptr);
@@ -133,8 +133,8 @@ TEST_CASE("every backend computes what highway computes") {
 }
 
 TEST_CASE("packed weights compute what unpacked weights compute, and say what they cost") {
-  for (const char* config : {recur::impl::testing::kTinyTokensConfig,
-       recur::impl::testing::kTinyFeaturesConfig}) {
+  for (const char* config :
+       {recur::impl::testing::kTinyTokensConfig, recur::impl::testing::kTinyFeaturesConfig}) {
     recur::impl::converter::AlignedBytes bytes;
     recur_model* model = LoadTestModel(config, &bytes);
     REQUIRE(model != nullptr);

@@ -27,7 +27,6 @@ using recur::impl::testing::TinyModelOutputBound;
 using recur::impl::testing::TinyModelStateBound;
 using recur::impl::testing::WorstRelative;
 
-
 namespace fb = recur::fb;
 
 const std::map<std::string, const char*>& TestModels() {
@@ -254,8 +253,8 @@ TEST_CASE("GAU: the KV cache is bounded by max_length, and its encoder keeps the
 }
 
 TEST_CASE("plain state sums keep the contract, and stay close to compensated ones") {
-  for (const char* config : {recur::impl::testing::kTinyTokensConfig,
-       recur::impl::testing::kTinyMixedConfig}) {
+  for (const char* config :
+       {recur::impl::testing::kTinyTokensConfig, recur::impl::testing::kTinyMixedConfig}) {
     CheckContract(config, RECUR_STATE_SUMS_PLAIN);
     // Over 40 steps plain and compensated sums differ by rounding only.
     Model plain(config, RECUR_STATE_SUMS_PLAIN), compensated(config);

@@ -16,8 +16,8 @@ TEST_CASE("minimal platform: no file system, models from memory, no clock") {
   CHECK(std::string(recur_last_error()).find("this build has no file system") != std::string::npos);
   CHECK(model == nullptr);
 
-  const auto bytes = recur::impl::testing::BuildTestModel(recur::impl::testing::kTinyTokensConfig,
-                                                          5);
+  const auto bytes =
+      recur::impl::testing::BuildTestModel(recur::impl::testing::kTinyTokensConfig, 5);
   REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
   recur_session_options options{};
   options.struct_size = sizeof(options);

@@ -76,8 +76,8 @@ void CheckClose(const std::vector<float>& a, const std::vector<float>& b, double
 
 TEST_CASE("prefill equals stepping: outputs, state, and the steps after") {
   // Batched streams and features inputs; every mixer type: mixer_contract_test.cc.
-  for (const char* config : {kTinyTokensConfig, kTinyFeaturesConfig,
-                             recur::impl::testing::kTinySoftmaxFeaturesConfig}) {
+  for (const char* config :
+       {kTinyTokensConfig, kTinyFeaturesConfig, recur::impl::testing::kTinySoftmaxFeaturesConfig}) {
     Fixture f(config);
     const size_t batch = 3, steps = 45, w = f.info.output_width;
     const size_t width = f.tokens() ? 1 : f.info.feature_width;
@@ -294,20 +294,20 @@ TEST_CASE("encoders run only whole sequences, encode of a causal model is reset 
 
   for (const char* config : {kTinyTokensConfig, recur::impl::testing::kTinySoftmaxConfig,
                              recur::impl::testing::kTinySlidingWindowConfig}) {
-  Fixture causal(config);
-  recur_session* a = causal.Session(2);
-  recur_session* b = causal.Session(2);
-  recur_input warm = causal.Input(2, 5, 3);
-  REQUIRE(recur_session_prefill(a, 5, &warm, nullptr) == RECUR_OK);  // encode ignores this
-  const auto state_before = causal.State(a, 0);
-  recur_input seq = causal.Input(2, 20, 0);
-  std::vector<float> ya(2 * 20 * 11), yb(2 * 20 * 11);
-  REQUIRE(recur_session_encode(a, 20, &seq, ya.data()) == RECUR_OK);
-  REQUIRE(recur_session_prefill(b, 20, &seq, yb.data()) == RECUR_OK);
-  CheckClose(ya, yb, TinyModelOutputBound(causal.info.num_layers));
-  CHECK(causal.State(a, 0) == state_before);  // streams untouched
-  recur_session_free(a);
-  recur_session_free(b);
+    Fixture causal(config);
+    recur_session* a = causal.Session(2);
+    recur_session* b = causal.Session(2);
+    recur_input warm = causal.Input(2, 5, 3);
+    REQUIRE(recur_session_prefill(a, 5, &warm, nullptr) == RECUR_OK);  // encode ignores this
+    const auto state_before = causal.State(a, 0);
+    recur_input seq = causal.Input(2, 20, 0);
+    std::vector<float> ya(2 * 20 * 11), yb(2 * 20 * 11);
+    REQUIRE(recur_session_encode(a, 20, &seq, ya.data()) == RECUR_OK);
+    REQUIRE(recur_session_prefill(b, 20, &seq, yb.data()) == RECUR_OK);
+    CheckClose(ya, yb, TinyModelOutputBound(causal.info.num_layers));
+    CHECK(causal.State(a, 0) == state_before);  // streams untouched
+    recur_session_free(a);
+    recur_session_free(b);
   }
 }
 

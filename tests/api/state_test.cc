@@ -39,7 +39,7 @@ std::vector<uint8_t> WithPosition(const std::vector<uint8_t>& blob, uint64_t pos
   std::memcpy(forged.data() + 32, &position, 8);
   std::memset(forged.data() + 40, 0, 8);
   const uint64_t checksum = recur::impl::Fnv1a64(forged.data() + 48, forged.size() - 48,
-                                           recur::impl::Fnv1a64(forged.data(), 48));
+                                                 recur::impl::Fnv1a64(forged.data(), 48));
   std::memcpy(forged.data() + 40, &checksum, 8);
   return forged;
 }
@@ -255,8 +255,8 @@ TEST_CASE("a blob from a session with another max_context, or passed with its bu
 TEST_CASE("a well-formed blob with an absurd position is refused, whatever the mixer") {
   // AFT-conv without learned positions must refuse position 2^64 - 1: its
   // next step would read far outside the bias table.
-  for (const char* config : {recur::impl::testing::kTinyAftConvConfig,
-       recur::impl::testing::kTinyFeaturesConfig}) {
+  for (const char* config :
+       {recur::impl::testing::kTinyAftConvConfig, recur::impl::testing::kTinyFeaturesConfig}) {
     CAPTURE(config);
     auto bytes = BuildTestModel(config, 1);
     auto model = recur::Model::FromBuffer(bytes.data(), bytes.size());

@@ -96,10 +96,9 @@ int main(int argc, char** argv) {
     recur::impl::converter::BuildOptions options;
     options.weight_dtype = dtype;
     options.quantize_head = true;
-    auto bytes = recur::impl::converter::BuildModelFromConfig(kTinyMixedConfig,
-                                                        RandomTensors(kTinyMixedConfig, 2),
-                                                        recur::impl::converter::Layout::kAuto,
-                                                            options);
+    auto bytes = recur::impl::converter::BuildModelFromConfig(
+        kTinyMixedConfig, RandomTensors(kTinyMixedConfig, 2), recur::impl::converter::Layout::kAuto,
+        options);
     if (!bytes.ok()) {
       std::fprintf(stderr, "make_seeds: quantised model: %s\n", bytes.message().c_str());
       return 1;
@@ -111,10 +110,9 @@ int main(int argc, char** argv) {
     recur::impl::converter::BuildOptions options;
     options.weight_dtype = WeightDType::kInt4;  // options.group: the default, 32
     options.quantize_head = true;
-    auto bytes = recur::impl::converter::BuildModelFromConfig(kInt4SeedConfig,
-                                                        RandomTensors(kInt4SeedConfig, 3),
-                                                        recur::impl::converter::Layout::kAuto,
-                                                            options);
+    auto bytes = recur::impl::converter::BuildModelFromConfig(
+        kInt4SeedConfig, RandomTensors(kInt4SeedConfig, 3), recur::impl::converter::Layout::kAuto,
+        options);
     if (!bytes.ok()) {
       std::fprintf(stderr, "make_seeds: int4 model: %s\n", bytes.message().c_str());
       return 1;

@@ -14,8 +14,8 @@ namespace {
 void Exercise(const recur_model* model) {
   recur_model_info info{};
   info.struct_size = sizeof(info);
-  if (recur_model_get_info(model,
-      &info) != RECUR_OK || !recur::impl::fuzz::SmallEnough(info)) return;
+  if (recur_model_get_info(model, &info) != RECUR_OK || !recur::impl::fuzz::SmallEnough(info))
+    return;
   constexpr uint32_t kBatch = 2;
   constexpr size_t kSteps = 3;
   recur_session_options options = recur_session_options_default();

@@ -73,8 +73,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::memcpy(&payload_bytes, blob.data() + kPayloadBytesAt, 8);
     if (payload_bytes <= blob.size() - kHeaderBytes) {
       std::memset(blob.data() + kChecksumAt, 0, 8);
-      const uint64_t checksum = recur::impl::Fnv1a64(blob.data() + kHeaderBytes, payload_bytes,
-                                               recur::impl::Fnv1a64(blob.data(), kHeaderBytes));
+      const uint64_t checksum =
+          recur::impl::Fnv1a64(blob.data() + kHeaderBytes, payload_bytes,
+                               recur::impl::Fnv1a64(blob.data(), kHeaderBytes));
       std::memcpy(blob.data() + kChecksumAt, &checksum, 8);
     }
   }

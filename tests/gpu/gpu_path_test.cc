@@ -233,8 +233,7 @@ TEST_CASE("GPU path: the device's sgemm for a dense layer equals the scalar Dens
   for (bool accumulate : {false, true}) {
     ref = y;
     recur::impl::kernels::ref::Dense(x.data(), in, rows, w.data(), nullptr, in, out, ref.data(),
-                                     out,
-                               accumulate);
+                                     out, accumulate);
     void *dx, *dw, *dy;
     REQUIRE(device->Allocate(x.size() * 4, &dx).ok());
     REQUIRE(device->Allocate(w.size() * 4, &dw).ok());
@@ -242,9 +241,10 @@ TEST_CASE("GPU path: the device's sgemm for a dense layer equals the scalar Dens
     REQUIRE(device->CopyToDevice(dx, x.data(), x.size() * 4).ok());
     REQUIRE(device->CopyToDevice(dw, w.data(), w.size() * 4).ok());
     REQUIRE(device->CopyToDevice(dy, y.data(), y.size() * 4).ok());
-    REQUIRE(device->Gemm(recur::impl::gpu::LinearLayer(rows, in, out, static_cast<float*>(dx),
-                                                 static_cast<float*>(dw), accumulate,
-                                                 static_cast<float*>(dy)))
+    REQUIRE(device
+                ->Gemm(recur::impl::gpu::LinearLayer(rows, in, out, static_cast<float*>(dx),
+                                                     static_cast<float*>(dw), accumulate,
+                                                     static_cast<float*>(dy)))
                 .ok());
     std::vector<float> got(y.size());
     REQUIRE(device->CopyToHost(got.data(), dy, got.size() * 4).ok());

@@ -427,9 +427,10 @@ TEST_CASE("Dense lowp: the harness detects a wrong output") {
       const size_t e = type == WeightType::kI8 ? 3 * in + 5 : 2 * (3 * in + 5);
       bytes[e] += 1;  // the lowest byte: +1 int8 step or +1 ulp
       Dense(x.data(), in, batch, w, y.data(), out, false);
-      const double tol = recur::impl::testing::Float32SumBound(DenseRoundings(in,
-          ExtraRoundings(type))) *
-                         (0.5 * in);  // every w is 0.5
+      const double tol =
+          recur::impl::testing::Float32SumBound(DenseRoundings(in,
+                                                               ExtraRoundings(type))) *
+          (0.5 * in);  // every w is 0.5
       for (size_t b = 0; b < batch; ++b) {
         CHECK(std::fabs(double{y[b * out + 3]} - y_ref[b * out + 3]) > tol);
         CHECK(std::fabs(double{y[b * out + 2]} - y_ref[b * out + 2]) <= tol);

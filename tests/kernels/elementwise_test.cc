@@ -471,7 +471,8 @@ TEST_CASE("LogSoftmax") {
       }
       const double d_s = recur::impl::testing::Float32SumBound(n) +
                          2 * recur::impl::testing::kExpUlps * kU + kU * spread;
-      return kU * (max - x[i]) + d_s + 2 * recur::impl::testing::kLogUlps * kU * std::log(double(n)) +
+      return kU * (max - x[i]) + d_s +
+             2 * recur::impl::testing::kLogUlps * kU * std::log(double(n)) +
              2 * kU * std::fabs(want);
     };
     CHECK(CheckRowKernel(LogSoftmax, ref::LogSoftmax, UniformWith(-10, 10), tol) == 0);

@@ -116,9 +116,15 @@ int main(int argc, char** argv) {
   recur::impl::SessionPtr session;
   // A KV cache holds exactly the golden's positions, so that its layout
   // (K (H, steps, dk), V (H, steps, dv)) is the golden's state records.
-  const recur::impl::SessionOptions options{batch, 1,     chunk, 0, backend.c_str(),
-                                      0,     steps, uint32_t(state_sums),
-                                      uint32_t(int8_activations)};
+  const recur::impl::SessionOptions options{batch,
+                                            1,
+                                            chunk,
+                                            0,
+                                            backend.c_str(),
+                                            0,
+                                            steps,
+                                            uint32_t(state_sums),
+                                            uint32_t(int8_activations)};
   s = recur::impl::Session::Create(model.get(), options, &session);
   if (!s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.message().c_str());

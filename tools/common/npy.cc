@@ -238,8 +238,8 @@ bool WriteFloat32(const std::string& path, const std::vector<int64_t>& shape, co
   bytes += header;
   bytes.append(reinterpret_cast<const char*>(data), static_cast<size_t>(count) * 4);
   // Atomic: a failed write leaves an existing file as it was.
-  const recur::impl::Status written = recur::impl::converter::WriteFileAtomic(path, bytes.data(),
-      bytes.size());
+  const recur::impl::Status written =
+      recur::impl::converter::WriteFileAtomic(path, bytes.data(), bytes.size());
   if (!written.ok()) {
     *error = written.message();
     return false;

@@ -33,8 +33,8 @@ std::unique_ptr<GpuRuns> GpuRuns::Open(const recur_model* handle, bool cuda, boo
   } else {
     impl->device = recur::impl::gpu::CreateHostDevice();
   }
-  const recur::impl::Status s = recur::impl::gpu::GpuModel::Create(*impl->model, impl->device.get(),
-      &impl->gpu);
+  const recur::impl::Status s =
+      recur::impl::gpu::GpuModel::Create(*impl->model, impl->device.get(), &impl->gpu);
   if (!s.ok()) {
     *error = s.message();
     return nullptr;
@@ -64,8 +64,8 @@ bool GpuRuns::Run(bool step, size_t n, const int32_t* tokens, const float* featu
   Collector collector{layers, m.d_model};
   const recur::impl::gpu::Mode mode =
       step ? recur::impl::gpu::Mode::kStep : recur::impl::gpu::Mode::kParallel;
-  const recur::impl::Status s = impl_->gpu->Run(mode, n, tokens,
-                                   features, output->data(), &Collector::Observe, &collector);
+  const recur::impl::Status s =
+      impl_->gpu->Run(mode, n, tokens, features, output->data(), &Collector::Observe, &collector);
   if (!s.ok()) *error = s.message();
   return s.ok();
 }

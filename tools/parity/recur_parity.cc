@@ -57,8 +57,8 @@ void CollectLayer(void* user, uint32_t layer, const float* x, size_t batch, size
 // Runs the model over `input` (one stream) in `mode`: "step", "chunk" or
 // "encode". The status of the first failure, with *error set.
 recur_status RunModel(const recur::Model& model, const tools::ModelInput& input,
-              const std::string& mode, uint32_t chunk, recur_int8_activations int8_activations,
-              Run* run, std::string* error) {
+                      const std::string& mode, uint32_t chunk,
+                      recur_int8_activations int8_activations, Run* run, std::string* error) {
   const recur_model_info info = model.info();
   recur_session_options options{};
   options.struct_size = sizeof(options);

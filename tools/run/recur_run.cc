@@ -56,8 +56,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (!npy::WriteFloat32(output_path, {n, int64_t{info.output_width}}, output.data(),
-                                &error)) {
+  if (!npy::WriteFloat32(output_path, {n, int64_t{info.output_width}}, output.data(), &error)) {
     std::fprintf(stderr, "error: %s\n", error.c_str());
     return 1;
   }
