@@ -25,6 +25,11 @@ using DenseView = kernels::DenseWeights;
 
 namespace recur::impl::backends {
 
+// From this many rows the packed GEMM beats the mat-vec row tiles
+// (benchmarks/dense_bench: 4x256->1024 packed 13.8 µs vs 16.4): highway runs
+// packed ops from here, and sessions pack weights automatically from this batch.
+inline constexpr size_t kPackedMinRows = 4;
+
 // How a prepared op will be used.
 struct DensePlan {
   // Row counts the op will run most often (sorted, ascending, non-empty);

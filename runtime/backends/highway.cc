@@ -15,9 +15,6 @@
 namespace recur::impl::backends {
 namespace {
 
-// Below this the mat-vec row tiles win (benchmarks/dense_bench).
-constexpr size_t kPackedMinRows = 4;
-
 class HighwayDense final : public PreparedDense {
  public:
   HighwayDense(const DenseView& d, ThreadPool* pool, kernels::Int8Activations int8)

@@ -28,7 +28,7 @@ struct SessionOptions {
   // layer shape and row count, measured at creation (backends/dense_runner.h),
   // among backends that do not allocate per call: "onednn" must be named.
   const char* backend = nullptr;
-  // recur_weight_packing: 0 auto (pack when batch >= kPackMinBatch), 1 off, 2 on.
+  // recur_weight_packing: 0 auto (pack when batch >= backends::kPackedMinRows), 1 off, 2 on.
   uint32_t weight_packing = 0;
   // Positions a stream may hold when a mixer's state grows with the sequence
   // (a KV cache); 0 = DefaultMaxContext. Ignored by fixed-state models.
@@ -60,9 +60,6 @@ size_t DefaultMaxContext(const Model& model);
 // not null) is set to the first block with the smallest bound.
 size_t MaxContextBound(const Model& model, size_t* block = nullptr);
 
-// Auto packing threshold: from 4 rows up the packed GEMM beats the row
-// tiles (benchmarks/dense_bench: 4x256->1024 packed 13.8 µs vs 16.4).
-constexpr size_t kPackMinBatch = 4;
 
 // Positions per Prefill chunk when the options leave it 0. A chunk streams
 // every weight once, so a model whose step reads more than 8 MiB of weights

@@ -83,8 +83,8 @@ class AftSimple final : public Mixer {
   static Status Create(const fb::AftSimple* t, const std::string& layer, uint32_t d_model,
                        TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
     RECUR_RETURN_IF_ERROR(CheckAftHeads(t, layer));
-    if (uint64_t{t->heads()} * t->dk() > kMaxMixerWidth) {
-      return InvalidModel("%s: heads x dk must be <= %u", layer.c_str(), kMaxMixerWidth);
+    if (uint64_t{t->heads()} * t->dk() > kMaxWidth) {
+      return InvalidModel("%s: heads x dk must be <= %u", layer.c_str(), kMaxWidth);
     }
     auto m = std::make_unique<AftSimple>();
     m->width_ = size_t{t->heads()} * t->dk();
@@ -177,10 +177,10 @@ class AftLocal final : public Mixer {
   static Status Create(const fb::AftLocal* t, const std::string& layer, uint32_t d_model,
                        TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
     RECUR_RETURN_IF_ERROR(CheckAftHeads(t, layer));
-    if (uint64_t{t->heads()} * t->dk() > kMaxMixerWidth || t->window() == 0 ||
+    if (uint64_t{t->heads()} * t->dk() > kMaxWidth || t->window() == 0 ||
         t->window() > (1u << 16)) {
       return InvalidModel("%s: AFT-local needs heads x dk <= %u and window in [1, 65536] (got "
-                          "%u x %u, %u)", layer.c_str(), kMaxMixerWidth, t->heads(), t->dk(),
+                          "%u x %u, %u)", layer.c_str(), kMaxWidth, t->heads(), t->dk(),
                           t->window());
     }
     if ((t->pos_bias() >= 0) == (t->conv_kernel() >= 0)) {
@@ -351,10 +351,10 @@ class AftFull final : public Mixer {
   static Status Create(const fb::AftFull* t, const std::string& layer, uint32_t d_model,
                        TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
     RECUR_RETURN_IF_ERROR(CheckAftHeads(t, layer));
-    if (uint64_t{t->heads()} * t->dk() > kMaxMixerWidth || t->max_length() == 0 ||
+    if (uint64_t{t->heads()} * t->dk() > kMaxWidth || t->max_length() == 0 ||
         t->max_length() > (1u << 16)) {
       return InvalidModel("%s: AFT-full needs heads x dk <= %u and max_length in [1, 65536] (got "
-                          "%u x %u, %u)", layer.c_str(), kMaxMixerWidth, t->heads(), t->dk(),
+                          "%u x %u, %u)", layer.c_str(), kMaxWidth, t->heads(), t->dk(),
                           t->max_length());
     }
     if ((t->pos_bias() >= 0) == (t->u() >= 0 || t->v() >= 0) || (t->u() >= 0) != (t->v() >= 0)) {
@@ -373,9 +373,9 @@ class AftFull final : public Mixer {
       RECUR_RETURN_IF_ERROR(
           tensors->Get(t->pos_bias(), (prefix + "pos_bias").c_str(), {T, T}, false, &m->w_full_));
     } else {
-      if (t->bias_rank() == 0 || t->bias_rank() > kMaxMixerWidth) {
+      if (t->bias_rank() == 0 || t->bias_rank() > kMaxWidth) {
         return InvalidModel("%s: AFT-full with u, v needs bias_rank in [1, %u] (got %u)",
-                            layer.c_str(), kMaxMixerWidth, t->bias_rank());
+                            layer.c_str(), kMaxWidth, t->bias_rank());
       }
       m->rank_ = t->bias_rank();
       const int64_t r = int64_t(m->rank_);

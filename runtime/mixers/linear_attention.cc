@@ -16,8 +16,6 @@
 namespace recur::impl {
 namespace {
 
-constexpr uint32_t kMaxWidth = kMaxMixerWidth;
-
 // (rows, cols) → (cols, rows)
 void Transpose(const float* in, size_t rows, size_t cols, size_t in_stride, float* out) {
   for (size_t r = 0; r < rows; ++r) {

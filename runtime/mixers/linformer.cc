@@ -45,10 +45,10 @@ class Linformer final : public Mixer {
   static Status Create(const fb::Linformer* t, const std::string& layer, uint32_t d_model,
                        TensorResolver* tensors, std::unique_ptr<Mixer>* out) {
     RECUR_RETURN_IF_ERROR(CheckHeads(layer, "linformer", t->heads(), t->dk(), t->dv()));
-    if (t->seq_len() == 0 || t->proj_dim() == 0 || t->seq_len() > kMaxMixerWidth ||
-        t->proj_dim() > kMaxMixerWidth) {
+    if (t->seq_len() == 0 || t->proj_dim() == 0 || t->seq_len() > kMaxWidth ||
+        t->proj_dim() > kMaxWidth) {
       return InvalidModel("%s: linformer needs seq_len and proj_dim in [1, %u] (got %u, %u)",
-                          layer.c_str(), kMaxMixerWidth, t->seq_len(), t->proj_dim());
+                          layer.c_str(), kMaxWidth, t->seq_len(), t->proj_dim());
     }
     auto m = std::make_unique<Linformer>();
     m->heads_ = t->heads();

@@ -14,10 +14,7 @@
 
 namespace recur::impl {
 
-// Bounds widths so that products of dimensions cannot overflow 32 bits.
-inline constexpr uint32_t kMaxMixerWidth = 1u << 20;
-
-// heads, dk, dv > 0 and heads·dk, heads·dv ≤ kMaxMixerWidth; `what` names the
+// heads, dk, dv > 0 and heads·dk, heads·dv ≤ kMaxWidth; `what` names the
 // mixer in the message ("softmax attention").
 inline Status CheckHeads(const std::string& layer, const char* what, uint32_t heads, uint32_t dk,
                          uint32_t dv) {
@@ -25,9 +22,9 @@ inline Status CheckHeads(const std::string& layer, const char* what, uint32_t he
     return InvalidModel("%s: %s needs heads, dk, dv > 0 (got %u, %u, %u)", layer.c_str(), what,
                         heads, dk, dv);
   }
-  if (uint64_t{heads} * dk > kMaxMixerWidth || uint64_t{heads} * dv > kMaxMixerWidth) {
+  if (uint64_t{heads} * dk > kMaxWidth || uint64_t{heads} * dv > kMaxWidth) {
     return InvalidModel("%s: heads x dk and heads x dv must be <= %u", layer.c_str(),
-                        kMaxMixerWidth);
+                        kMaxWidth);
   }
   return Status::Ok();
 }
@@ -97,7 +94,7 @@ struct GatedProjections {
   float scale = 1.0f;
   bool causal = true;
 
-  // expansion_dim, qk_dim in [1, kMaxMixerWidth], the position bound
+  // expansion_dim, qk_dim in [1, kMaxWidth], the position bound
   // (`length_name`: FLASH's chunk, GAU's max_length) in [1, 65536], and a
   // finite nonzero scale; `what` names the mixer in messages.
   template <class Table>
@@ -105,10 +102,10 @@ struct GatedProjections {
                       const char* length_name, uint32_t length) {
     constexpr uint32_t kMaxLength = 1u << 16;
     if (t->expansion_dim() == 0 || t->qk_dim() == 0 || length == 0 ||
-        t->expansion_dim() > kMaxMixerWidth || t->qk_dim() > kMaxMixerWidth ||
+        t->expansion_dim() > kMaxWidth || t->qk_dim() > kMaxWidth ||
         length > kMaxLength) {
       return InvalidModel("%s: %s needs expansion_dim and qk_dim in [1, %u] and %s in [1, %u] "
-                          "(got %u, %u, %u)", layer.c_str(), what, kMaxMixerWidth, length_name,
+                          "(got %u, %u, %u)", layer.c_str(), what, kMaxWidth, length_name,
                           kMaxLength, t->expansion_dim(), t->qk_dim(), length);
     }
     if (!(std::isfinite(t->scale()) && t->scale() > 0.0f)) {  // > 0, as the reference
