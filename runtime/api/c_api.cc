@@ -14,6 +14,7 @@
 #include "engine/session.h"
 #include "kernels/dispatch/target_limit.h"
 #include "kernels/elementwise/elementwise.h"
+#include "mixers/mixer.h"
 #include "model/model.h"
 #include "recur/recur.h"
 
@@ -97,7 +98,8 @@ constexpr recur::impl::FieldSpan kModelInfoFields[] = {
     F(recur_model_info, state_bytes_per_position),
     F(recur_model_info, max_context_bound),
     F(recur_model_info, state_bytes_plain_sums),
-    F(recur_model_info, step_integer_flops)};
+    F(recur_model_info, step_integer_flops),
+    F(recur_model_info, recurrent)};
 constexpr recur::impl::FieldSpan kSessionOptionsFields[] = {
     F(recur_session_options, batch),           F(recur_session_options, threads),
     F(recur_session_options, prefill_chunk),   F(recur_session_options, backend),
@@ -329,6 +331,10 @@ recur_status recur_model_get_info(const recur_model* model, recur_model_info* in
     full.step_weight_bytes = cost.weight_bytes;
     full.step_flops = cost.flops;
     full.step_integer_flops = cost.integer_flops;
+    full.recurrent = 1;
+    for (const recur::impl::BlockView& b : m.blocks) {
+      if (!b.mixer->causal()) full.recurrent = 0;
+    }
     full.output_kind = m.head_activation == recur::fb::HeadActivation::Softmax
                            ? RECUR_OUTPUT_PROBABILITIES
                        : m.head_activation == recur::fb::HeadActivation::LogSoftmax

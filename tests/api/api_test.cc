@@ -68,6 +68,7 @@ TEST_CASE("model info describes the model") {
   CHECK(info.state_bytes == 2 * 2 * 2 * (8 * 8 + 8) * sizeof(float));
   CHECK(info.state_bytes_plain_sums == info.state_bytes / 2);  // without the compensations
   CHECK(info.step_integer_flops == 0);  // f32 weights
+  CHECK(info.recurrent == 1);
   // embedding 11·16 + positions 64·16 + per block (2 norms 4·16, q/k/v/o 4·(16·16+16),
   // ffn 32·16+32 + 16·32+16) + final norm 2·16 + head 11·16+11
   const uint64_t block = 4 * 16 + 4 * (16 * 16 + 16) + (32 * 16 + 32) + (16 * 32 + 16);

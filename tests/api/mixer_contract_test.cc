@@ -183,8 +183,8 @@ TEST_CASE("every mixer: steps == prefill, prefill(a) + prefill(b) == prefill(a +
     REQUIRE_MESSAGE(it != TestModels().end(), "mixer " << name << " has no contract test model");
     {  // TinyStepModels (the arena and no-allocation tests) leaves out exactly these
       const Model m(it->second);
-      CHECK(recur::impl::testing::EncoderOnly(name) ==
-            (m.info.state_bytes == 0 && m.info.state_bytes_per_position == 0));
+      CHECK(recur::impl::testing::EncoderOnly(name) == (m.info.recurrent == 0));
+      CHECK(m.info.recurrent == (m.info.state_bytes > 0 || m.info.state_bytes_per_position > 0));
     }
     CheckContract(it->second);
   }

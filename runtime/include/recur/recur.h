@@ -156,6 +156,9 @@ typedef struct recur_model_info {
   uint64_t step_integer_flops; /* the part of step_flops on int8 and int4 weight matrices:
                                   integer dot products where a session quantises the
                                   activations (recur_int8_activations), f32 FMAs where not */
+  uint32_t recurrent;          /* 1: every block has a recurrent form, so step and prefill
+                                  run; 0: some block is non-causal (an encoder), and the
+                                  model runs whole sequences with recur_session_encode only */
 } recur_model_info;
 
 /* Fills *info. Set info->struct_size first. */
