@@ -19,6 +19,7 @@ long runs belong to the C++ parity tests. Last line: "N passed, M failed".
 """
 
 import contextlib
+import functools
 import glob
 import io
 import json
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import time
 import traceback
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -62,15 +64,47 @@ STATE_NAMES = {"softmax_attention": ["K", "V"], "linear_attention": ["S", "z"],
 
 
 
+def load_config(name):
+    """models/configs/<name>.json."""
+    with open(os.path.join(REPO_ROOT, "models", "configs", name + ".json")) as f:
+        return json.load(f)
+
+
+def config_with_mixer(base, drop=(), drop_none=False, **kv):
+    """A copy of config `base` whose mixer has the keys kv set and those in `drop` removed
+    (drop_none: also every key whose value is then None)."""
+    c = json.loads(json.dumps(base))
+    c["mixer"].update(kv)
+    c["mixer"] = {k: v for k, v in c["mixer"].items() if k not in drop and not (drop_none and v is None)}
+    return c
+
+
+def expect_value_error(fn, words, what):
+    """fn() raises a ValueError whose message contains `words` (a string, or a tuple of strings:
+    each of them; () for any message); `what` says what went wrong if it returns instead."""
+    try:
+        fn()
+    except ValueError as e:
+        for word in (words,) if isinstance(words, str) else words:
+            assert word in str(e), f"message {str(e)!r} does not name {word!r}"
+    else:
+        raise AssertionError(what)
+
+
+def model_error(config, what=None):
+    """The message of the ValueError that RecurModel(config) raises; `what` says what went wrong
+    if it builds instead."""
+    try:
+        RecurModel(config)
+    except ValueError as e:
+        return str(e)
+    raise AssertionError(what or f"accepted a bad mixer {config['mixer']}")
+
+
 def expect_rejected(bad):
     """Every (config, word) in `bad` makes build_model raise a ValueError naming `word`."""
     for config, word in bad:
-        try:
-            checkpoint.build_model(config, 0)
-        except ValueError as e:
-            assert word in str(e), f"message {str(e)!r} does not name {word!r}"
-            continue
-        raise AssertionError(f"accepted a bad mixer {config['mixer']}")
+        expect_value_error(lambda: checkpoint.build_model(config, 0), word, f"accepted a bad mixer {config['mixer']}")
 
 def max_abs(a, b):
     """max |a − b|; 0 for empty tensors (e.g. a sliding window's global slots when g = 0)."""
@@ -132,6 +166,34 @@ def run_script(cmd):
         os.chdir(cwd)
 
 
+class Golden(NamedTuple):
+    records: dict
+    tensors: dict      # weights.safetensors as written (the config's layout)
+    model: RecurModel
+    config: dict
+
+
+def make_golden(name, steps, *options):
+    """make_golden.py --config models/configs/<name>.json --seed 7 --steps <steps> [options], run
+    in this process; what it wrote, read back."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run_script([sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
+                    "--seed", "7", "--steps", str(steps), "--out", tmp, *options])
+        records = golden.read(os.path.join(tmp, "golden.bin"))
+        tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
+        model, config = checkpoint.load(tmp)
+    return Golden(records, tensors, model, config)
+
+
+def make_golden_refuses(name, steps, word):
+    """make_golden.py on config `name` for `steps` positions, in its own process, fails naming `word`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        r = subprocess.run([sys.executable, os.path.join(HERE, "make_golden.py"), "--config",
+                            os.path.join(REPO_ROOT, f"models/configs/{name}.json"), "--seed", "7",
+                            "--steps", str(steps), "--out", tmp], capture_output=True, text=True)
+    assert r.returncode != 0 and word in r.stderr, r.stderr
+
+
 def step_loop(model, x, state=None):
     """(output, layers, state) of model.step over every position of x."""
     state = model.init_state() if state is None else state
@@ -141,6 +203,134 @@ def step_loop(model, x, state=None):
         outs.append(out)
         layers.append(lay)
     return torch.stack(outs), [torch.stack(per) for per in zip(*layers)], state
+
+
+def state_records(records, n_layers, names):
+    """The names of a golden's state records, asserted to be state.{i}.{name} for every layer i
+    and each of `names`, in that order."""
+    got = [k for k in records if k.startswith("state.")]
+    assert got == [f"state.{i}.{n}" for i in range(n_layers) for n in names], got
+    return got
+
+
+def mixer_inputs(model, records):
+    """(i, block i, the input of its mixer) for every block of float64 `model` on a golden's
+    input record, each block run in its chunked form (the caller holds no_grad)."""
+    x = records["input"]
+    h = model.input(x.double() if x.is_floating_point() else x, 0)
+    for i, block in enumerate(model.blocks):
+        yield i, block, block.norm1(h) if block.pre_norm else h
+        h, _ = block(h, block.mixer.empty_state(torch.float64), CHUNK, 0)
+
+
+def recurrent_matches_parallel(att, full, naive, state, P, what="", exact_state=False):
+    """A mixer's per-stream recurrent form over full[P:] from `state` (P positions) is naive[P:],
+    and its chunked parallel form (chunks 1, 7, CHUNK, N) the recurrent one: outputs within 1e-12,
+    every state tensor too (exact_state: equal). Returns (recurrent outputs, recurrent state)."""
+    x = full[P:]
+    rec_y, rec_state = att.recurrent(x, state, P)
+    assert_close(rec_y, naive[P:], 1e-12, f"{what}recurrent vs naive (P={P})")
+    for chunk in (1, 7, CHUNK, len(x)):
+        par_y, par_state = att.parallel(x, state, P, chunk)
+        assert_close(par_y, rec_y, 1e-12, f"{what}parallel chunk {chunk} vs recurrent (P={P})")
+        assert list(par_state) == list(rec_state)
+        for name in rec_state:
+            if exact_state:
+                assert torch.equal(par_state[name], rec_state[name]), f"{what}chunk {chunk} state {name} (P={P})"
+            else:
+                assert_close(par_state[name], rec_state[name], 1e-12, f"{what}chunk {chunk} state {name} (P={P})")
+    return rec_y, rec_state
+
+
+def uneven_pieces(att, full, state, start):
+    """A mixer's per-stream parallel form (chunk 4) over full[start:] from `state` in pieces of
+    5, 1, 11, 2 and the rest, each continuing from the last: (outputs, the last state)."""
+    st, ys, at = state, [], start
+    for piece in (5, 1, 11, 2, len(full) - start):
+        y_, st = att.parallel(full[at:at + piece], st, at, 4)
+        ys.append(y_)
+        at += min(piece, len(full) - at)
+        if at == len(full):
+            break
+    return torch.cat(ys), st
+
+
+def kv_cache_forms(att, full, P, naive, st_ref, widths, what):
+    """The per-stream forms of a KV-cache mixer (AFTFull, GAU) over full[start:] from the empty
+    state and from the cache of P positions: recurrent == naive[start:], its cache (k, v of
+    `widths`) of every position == mixers.py's (st_ref: a prefill over all of full), chunked
+    parallel (chunks 1, 7, CHUNK, N) == recurrent, the same cache exactly.
+    Returns {start: (the state it started from, recurrent outputs, recurrent state)}."""
+    runs = {}
+    for start in (0, P):
+        st0 = att.empty_state(torch.float64)
+        if start:
+            _, st0 = att.recurrent(full[:start], st0, 0)
+            assert_close(st0["k"], st_ref["k"][0, :start], 1e-12, f"{what}: prefix cache k")
+        x = full[start:]
+        y_rec, st_rec = att.recurrent(x, st0, start)
+        assert list(st_rec) == ["k", "v"]
+        assert st_rec["k"].shape == (len(full), widths[0]) and st_rec["v"].shape == (len(full), widths[1])
+        assert_close(y_rec, naive[start:], 1e-12, f"{what}: recurrent from {start} vs naive")
+        for name in ("k", "v"):
+            assert_close(st_rec[name], st_ref[name][0, :len(full)], 1e-12, f"{what}: state {name}")
+        for chunk in (1, 7, CHUNK, len(x)):
+            y_par, st_par = att.parallel(x, st0, start, chunk)
+            assert_close(y_par, y_rec, 1e-12, f"{what}: parallel chunk {chunk} from {start}")
+            for name in ("k", "v"):   # exact: both append slices of one projection of x
+                assert torch.equal(st_par[name], st_rec[name]), f"{what}: chunk {chunk} state {name}"
+        runs[start] = st0, y_rec, st_rec
+    return runs
+
+
+def stops_at_max_length(att, full, st_full, what, *more):
+    """`full` fills all but the last of a KV-cache mixer's max_length positions (st_full: its
+    cache): two more raise a ValueError naming max_length in recurrent, parallel and each of
+    `more`; one more does not."""
+    for fn in (lambda: att.recurrent(full[:2], st_full, len(full)),
+               lambda: att.parallel(full[:2], st_full, len(full), 7),
+               lambda: att.parallel(torch.cat([full, full[:2]]), att.empty_state(torch.float64), 0, 7), *more):
+        expect_value_error(fn, "max_length", f"{what}: stepped past max_length")
+    att.recurrent(full[:1], st_full, len(full))   # position T − 1 is still fine
+
+
+def model_stops_at_max_length(cfg, cache_shapes):
+    """A causal model of `cfg` (max_length 12): 12 positions leave layer 0 a cache of
+    `cache_shapes`; a 13th, by step, whole or continued, raises a ValueError naming max_length."""
+    model = checkpoint.build_model(cfg, 2).double()
+    x = golden.random_inputs(cfg, 13, 4)
+    with torch.no_grad():
+        _, _, state = model(x[:12], return_layers=True)
+        assert [tuple(t.shape) for t in state.layers[0].values()] == cache_shapes
+        for fn in (lambda: model.step(x[12], state), lambda: model(x), lambda: model(x[12:], state=state)):
+            expect_value_error(fn, "max_length", "stepped past max_length")
+
+
+def mixed_matches_steps(mixed, classes, what):
+    """The model of config `mixed` (seed 3, float64) has block i's mixer an instance of
+    classes[i], and its parallel form (chunks 1, 7, 25) over 25 positions is its steps."""
+    model = checkpoint.build_model(mixed, 3).double()
+    assert all(isinstance(block.mixer, cls) for block, cls in zip(model.blocks, classes)), what
+    parallel_matches_steps(model, golden.random_inputs(mixed, 25, 4), (1, 7, 25), what)
+
+
+def parallel_matches_steps(model, x, chunks, what):
+    """model(x, chunk=c) for every c in `chunks` is the step loop over x (outputs, layers and
+    state within 1e-9)."""
+    with torch.no_grad():
+        ref = step_loop(model, x)
+        for chunk in chunks:
+            assert_same_run(model(x, return_layers=True, chunk=chunk), ref, 1e-9, f"{what}: chunk {chunk} vs steps")
+
+
+def encoder_writes_no_state(name):
+    """golden.compute on config `name` (an encoder, seed 7, 20 positions) writes no state
+    records; returns the model."""
+    cfg = load_config(name)
+    enc = checkpoint.build_model(cfg, 7)
+    recs = golden.compute(enc, golden.random_inputs(cfg, 20, 8), {"config": name})
+    assert not any(n.startswith("state.") for n, _ in recs), [n for n, _ in recs]
+    return enc
 
 
 def expected_tensors(cfg):
@@ -315,27 +505,7 @@ def naive_forward(cfg, w, x):
         o = o / torch.sqrt((o * o).mean(-1, keepdim=True) + m.get("eps", 1e-6))
         return lin(F.silu(lin(h, b + "mixer.gate")) * o.reshape(n, heads * dv), b + "mixer.out")
 
-    def mixer(h, b):
-        if m["type"] == "retnet":
-            return retnet_mixer(h, b)
-        if m["type"] == "linformer":
-            return linformer_mixer(h, b)
-        if m["type"] == "reformer":
-            return reformer_mixer(h, b)
-        if m["type"] == "gau":
-            return gau_mixer(h, b)
-        if m["type"] == "flash":
-            return flash_mixer(h, b)
-        if m["type"] == "softmax_attention":
-            return softmax_mixer(h, b)
-        if m["type"] == "sliding_window":
-            return sliding_mixer(h, b)
-        if m["type"] == "aft_simple":
-            return aft_mixer(h, b)
-        if m["type"] in ("aft_local", "aft_conv"):
-            return aft_local_mixer(h, b)
-        if m["type"] == "aft_full":
-            return aft_full_mixer(h, b)
+    def linear_mixer(h, b):
         q = phi(lin(h, b + "mixer.query").view(n, heads, dk), b)
         k = phi(lin(h, b + "mixer.key").view(n, heads, dk), b)
         v = lin(h, b + "mixer.value").view(n, heads, dv)
@@ -345,6 +515,14 @@ def naive_forward(cfg, w, x):
             sim = (q[i] * k[:seen]).sum(-1)                                     # (seen, H)
             o[i] = (sim[:, :, None] * v[:seen]).sum(0) / (sim.sum(0) + m["eps"])[:, None]
         return lin(o.reshape(n, heads * dv), b + "mixer.out")
+
+    per_type = {"retnet": retnet_mixer, "linformer": linformer_mixer, "reformer": reformer_mixer, "gau": gau_mixer,
+                "flash": flash_mixer, "softmax_attention": softmax_mixer, "sliding_window": sliding_mixer,
+                "aft_simple": aft_mixer, "aft_local": aft_local_mixer, "aft_conv": aft_local_mixer,
+                "aft_full": aft_full_mixer, "linear_attention": linear_mixer}
+
+    def mixer(h, b):
+        return per_type[m["type"]](h, b)
 
     inp = cfg["input"]
     if inp["kind"] == "tokens":
@@ -588,22 +766,15 @@ def config_checks(path):
 
     def encoder_has_no_step_form():
         with torch.no_grad():
-            try:
-                model64.step(x[0], model64.init_state())
-            except ValueError as e:
-                assert "no recurrent form" in str(e)
-            else:
-                raise AssertionError("a non-causal model stepped")
+            expect_value_error(lambda: model64.step(x[0], model64.init_state()), "no recurrent form",
+                               "a non-causal model stepped")
             # Every position sees the future: changing the last input moves the first output.
             y = x.clone()
             y[-1] = (y[-1] + 1) % cfg["input"]["vocab_size"] if cfg["input"]["kind"] == "tokens" else y[-1] + 1
             assert max_abs(model64(x)[0], model64(y)[0]) > 1e-6, "encoder output ignores later positions"
 
     def parallel_equals_steps():
-        with torch.no_grad():
-            ref = step_loop(model64, x)
-            for chunk in (1, 7, CHUNK, n):
-                assert_same_run(model64(x, return_layers=True, chunk=chunk), ref, 1e-9, f"chunk {chunk} vs steps")
+        parallel_matches_steps(model64, x, (1, 7, CHUNK, n), name)
 
     def matches_naive_math():
         w = {k: v for k, v in model64.state_dict().items()}
@@ -738,11 +909,7 @@ def safetensors_rejects_bad_files():
         for bad in (blob[:-1], blob + b"\0", blob[:4]):
             with open(path, "wb") as f:
                 f.write(bad)
-            try:
-                safetensors.read(path)
-            except ValueError:
-                continue
-            raise AssertionError(f"accepted a {len(bad)}-byte file of {len(blob)}")
+            expect_value_error(lambda: safetensors.read(path), (), f"accepted a {len(bad)}-byte file of {len(blob)}")
 
 
 def golden_roundtrip():
@@ -759,11 +926,7 @@ def golden_roundtrip():
         assert blob[:8] == b"RCURGOLD" and blob[8:16] == (1).to_bytes(4, "little") + (7).to_bytes(4, "little")
         with open(path, "wb") as f:
             f.write(blob[:-1])
-        try:
-            golden.read(path)
-            raise AssertionError("accepted a truncated golden")
-        except ValueError:
-            pass
+        expect_value_error(lambda: golden.read(path), (), "accepted a truncated golden")
     assert list(back) == [name for name, _ in records]
     for name, t in records:   # exact: the file holds the tensors' bytes
         assert back[name].dtype == t.dtype and torch.equal(back[name], t), name
@@ -771,23 +934,15 @@ def golden_roundtrip():
 
 
 def model_rejects_bad_input():
-    model = checkpoint.build_model(json.load(open(os.path.join(REPO_ROOT, "models/configs/tiny_pre_tokens.json"))), 0)
+    model = checkpoint.build_model(load_config("tiny_pre_tokens"), 0)
     for x, state in ((torch.tensor([0, 32]), None), (torch.tensor([-1]), None),
                      (torch.tensor([1]), model.init_state()._replace(pos=256))):
-        try:
-            model(x, state=state)
-        except ValueError:
-            continue
-        raise AssertionError(f"accepted {x} at position {state.pos if state else 0}")
-    bad = json.load(open(os.path.join(REPO_ROOT, "models/configs/tiny_pre_tokens.json")))
+        expect_value_error(lambda: model(x, state=state), (), f"accepted {x} at position {state.pos if state else 0}")
+    bad = load_config("tiny_pre_tokens")
     bad["mixer"]["heds"] = bad["mixer"].pop("heads")
-    ft = json.load(open(os.path.join(REPO_ROOT, "models/configs/ft_small.json")))
+    ft = load_config("ft_small")
     for config in (bad, {k: v for k, v in ft.items() if k != "n_heads"}, {**ft, "attention_type": "full"}):
-        try:
-            checkpoint.build_model(config, 0)
-        except ValueError:
-            continue
-        raise AssertionError(f"accepted a bad config {config}")
+        expect_value_error(lambda: checkpoint.build_model(config, 0), (), f"accepted a bad config {config}")
     assert checkpoint.layout_of({**ft, "layout": "fast-transformers"}) == "fast-transformers"
 
 
@@ -795,7 +950,7 @@ def reference_follows_its_device():
     """The tensors the forward makes (positions, masks, empty states) follow the model's
     device; "meta" stands in for a GPU here. PyTorch before 2.0 has no default-device
     context: there the reference refuses any device but the CPU, naming the version."""
-    model = checkpoint.build_model(json.load(open(os.path.join(REPO_ROOT, "models/configs/flash_tokens.json"))), 0)
+    model = checkpoint.build_model(load_config("flash_tokens"), 0)
     model = model.to("meta")
     if hasattr(torch.device, "__enter__"):
         state = model.init_state()
@@ -874,7 +1029,7 @@ def compare_run_cli():
     """compare_run.py's plumbing, with a stand-in for recur-run: passes within
     the default tolerances, fails (exit 1) at an impossible one."""
     with tempfile.TemporaryDirectory() as tmp:
-        checkpoint.export(json.load(open(os.path.join(REPO_ROOT, "models/configs/tiny_pre_tokens.json"))), 1, tmp)
+        checkpoint.export(load_config("tiny_pre_tokens"), 1, tmp)
         fake, model = os.path.join(tmp, "fake-recur-run"), os.path.join(tmp, "model.recur")
         with open(fake, "w") as f:
             f.write(FAKE_RECUR_RUN)
@@ -982,7 +1137,7 @@ def feature_map_checks():
 def favor_omega_is_seeded():
     """ω comes from mixers.orthogonal_random_matrix_ via the global seed: same
     seed, same ω (export deterministic per --seed); another seed, another ω."""
-    cfg = json.load(open(os.path.join(REPO_ROOT, "models/configs/linear_favor_tokens.json")))
+    cfg = load_config("linear_favor_tokens")
     a, b, c = (checkpoint.build_model(cfg, s).state_dict() for s in (7, 7, 8))
     name = "blocks.0.mixer.feature_map.omega"
     assert torch.equal(a[name], b[name]) and not torch.equal(a[name], c[name])   # exact: the same seeded draws
@@ -994,13 +1149,10 @@ def favor_omega_is_seeded():
 
 def favor_config_validation():
     """Bad feature-map keys are ValueErrors naming the key."""
-    base = json.load(open(os.path.join(REPO_ROOT, "models/configs/tiny_pre_tokens.json")))
+    base = load_config("tiny_pre_tokens")
     favor = {"feature_map": "favor", "n_features": 8}
 
-    def with_mixer(**kv):
-        c = json.loads(json.dumps(base))
-        c["mixer"].update(kv)
-        return {**c, "mixer": {k: v for k, v in c["mixer"].items() if v is not None}}
+    with_mixer = functools.partial(config_with_mixer, base, drop_none=True)
 
     bad = [  # (config, a word the message must contain)
         (with_mixer(n_features=8), "n_features"),
@@ -1020,7 +1172,7 @@ def favor_config_validation():
     for ok in (with_mixer(feature_map="relu"), with_mixer(feature_map="poly2"), with_mixer(**favor),
                with_mixer(**favor, favor_layout="fast_transformers", softmax_temp=0.25)):
         checkpoint.build_model(ok, 0)
-    ft = json.load(open(os.path.join(REPO_ROOT, "models/configs/ft_favor.json")))
+    ft = load_config("ft_favor")
     fm = ft["feature_map"]
     bad_ft = [
         ({**fm, "stabilize": True}, "stabilize"),
@@ -1034,17 +1186,13 @@ def favor_config_validation():
         (None, "feature_map"),
     ]
     for fm_bad, word in bad_ft:
-        try:
-            checkpoint.build_model({**ft, "feature_map": fm_bad}, 0)
-        except ValueError as e:
-            assert word in str(e), f"message {str(e)!r} does not name {word!r}"
-            continue
-        raise AssertionError(f"accepted a bad fast-transformers feature_map {fm_bad}")
+        expect_value_error(lambda: checkpoint.build_model({**ft, "feature_map": fm_bad}, 0), word,
+                           f"accepted a bad fast-transformers feature_map {fm_bad}")
 
 
 def ft_favor_mapping():
     """ft_favor.json → the recur mixer of the contract; tensor renames round trip."""
-    ft = json.load(open(os.path.join(REPO_ROOT, "models/configs/ft_favor.json")))
+    ft = load_config("ft_favor")
     cfg = checkpoint.recur_config(ft)
     assert cfg["mixer"] == {"type": "linear_attention", "heads": 4, "dk": 16, "dv": 16, "feature_map": "favor",
                             "eps": 1e-6, "causal": True, "n_features": 32, "favor_layout": "fast_transformers"}, cfg
@@ -1077,12 +1225,7 @@ def new_configs_golden_cli():
     go through golden.compute in config_checks."""
     cases = [("linear_favor_tokens", [], (2, 48, 16)), ("ft_favor", ["--layout", "fast-transformers"], (4, 32, 16))]
     for name, layout, S_shape in cases:
-        with tempfile.TemporaryDirectory() as tmp:
-            run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
-                   "--seed", "7", "--steps", "30", "--out", tmp] + layout
-            run_script(run)
-            records = golden.read(os.path.join(tmp, "golden.bin"))
-            tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
+        records, tensors, _, _ = make_golden(name, 30, *layout)
         assert any(k.endswith("feature_map.omega") for k in tensors), name
         assert records["state.0.S"].shape == S_shape and records["state.1.z"].shape == S_shape[:2], name
     config = "models/configs/linear_favor_encoder.json"
@@ -1189,12 +1332,9 @@ def softmax_attention_forms():
 def softmax_config_validation():
     """softmax_attention mixer keys: type, heads, dk, dv, optional causal; a
     ValueError naming the key otherwise (eps and feature_map are linear-only)."""
-    base = json.load(open(os.path.join(REPO_ROOT, "models/configs/softmax_tokens.json")))
+    base = load_config("softmax_tokens")
 
-    def with_mixer(**kv):
-        c = json.loads(json.dumps(base))
-        c["mixer"].update(kv)
-        return {**c, "mixer": {k: v for k, v in c["mixer"].items() if v is not None}}
+    with_mixer = functools.partial(config_with_mixer, base, drop_none=True)
 
     bad = [  # (config, a word the message must contain)
         (with_mixer(eps=1e-6), "eps"),
@@ -1224,15 +1364,9 @@ def softmax_golden_cli():
     every position (layer 0's recomputed from the input record); the
     non-causal softmax encoder writes no state records."""
     steps = 40
-    with tempfile.TemporaryDirectory() as tmp:
-        run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config",
-               "models/configs/softmax_tokens.json", "--seed", "7", "--steps", str(steps), "--out", tmp]
-        run_script(run)
-        records = golden.read(os.path.join(tmp, "golden.bin"))
-        model, config = checkpoint.load(tmp)
+    records, _, model, config = make_golden("softmax_tokens", steps)
     m = config["mixer"]
-    names = [k for k in records if k.startswith("state.")]
-    assert names == [f"state.{i}.{s}" for i in range(config["n_layers"]) for s in "KV"], names
+    names = state_records(records, config["n_layers"], "KV")
     for i in range(config["n_layers"]):
         layer = sorted(k for k in names if k.startswith(f"state.{i}."))
         assert layer == [f"state.{i}.K", f"state.{i}.V"], layer          # what the C++ checker concatenates
@@ -1247,10 +1381,7 @@ def softmax_golden_cli():
         v = model64.blocks[0].mixer.value(h).view(steps, m["heads"], m["dv"]).transpose(0, 1)
     assert_close(records["state.0.K"], k, 1e-12, "state.0.K vs keys")
     assert_close(records["state.0.V"], v, 1e-12, "state.0.V vs values")
-    enc_cfg = json.load(open(os.path.join(REPO_ROOT, "models/configs/softmax_encoder.json")))
-    enc = checkpoint.build_model(enc_cfg, 7)
-    recs = golden.compute(enc, golden.random_inputs(enc_cfg, 20, 8), {"config": "softmax_encoder"})
-    assert not any(name.startswith("state.") for name, _ in recs), [name for name, _ in recs]
+    encoder_writes_no_state("softmax_encoder")
 
 
 # ---------------------------------------------------------------- sliding window, AFT-simple
@@ -1296,13 +1427,8 @@ def sliding_window_forms():
             for P in (0, 1, 13):
                 _, state = att.recurrent(full[:P], empty, 0) if P else (None, empty)
                 x = full[P:]
-                rec_y, rec_state = att.recurrent(x, state, P)
-                assert_close(rec_y, naive[P:], 1e-12, f"{case}: recurrent vs naive (P={P})")
-                for chunk in (1, 7, CHUNK, len(x)):
-                    par_y, par_state = att.parallel(x, state, P, chunk)
-                    assert_close(par_y, rec_y, 1e-12, f"{case}: parallel chunk {chunk} vs recurrent (P={P})")
-                    # Exact: both forms write slices of the same projections of x into the slots.
-                    assert all(torch.equal(par_state[s], rec_state[s]) for s in rec_state), f"chunk {chunk} state"
+                # Exact states: both forms write slices of the same projections of x into the slots.
+                rec_y, rec_state = recurrent_matches_parallel(att, full, naive, state, P, f"{case}: ", exact_state=True)
                 # The state after P + N positions holds exactly the keys/values the README says.
                 end = len(full)
                 for p in range(max(0, end - R), end):
@@ -1432,13 +1558,10 @@ def aft_simple_forms():
 
 def new_mixer_config_validation():
     """sliding_window and aft_simple keys: bad ones are ValueErrors naming the key."""
-    sw = json.load(open(os.path.join(REPO_ROOT, "models/configs/sliding_window_tokens.json")))
-    aft = json.load(open(os.path.join(REPO_ROOT, "models/configs/aft_simple_tokens.json")))
+    sw = load_config("sliding_window_tokens")
+    aft = load_config("aft_simple_tokens")
 
-    def with_mixer(base, **kv):
-        c = json.loads(json.dumps(base))
-        c["mixer"].update(kv)
-        return {**c, "mixer": {k: v for k, v in c["mixer"].items() if v is not None}}
+    with_mixer = functools.partial(config_with_mixer, drop_none=True)
 
     bad = [  # (config, a word the message must contain)
         (with_mixer(sw, window=None), "window"),
@@ -1478,15 +1601,9 @@ def new_mixer_golden_cli():
     cases = {"sliding_window_tokens": (60, ["k_glob", "k_ring", "v_glob", "v_ring"]),
              "aft_simple_tokens": (30, ["den", "max", "num"])}
     for name, (steps, state_names) in cases.items():
-        with tempfile.TemporaryDirectory() as tmp:
-            run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
-                   "--seed", "7", "--steps", str(steps), "--out", tmp]
-            run_script(run)
-            records = golden.read(os.path.join(tmp, "golden.bin"))
-            model, config = checkpoint.load(tmp)
+        records, _, model, config = make_golden(name, steps)
         m = config["mixer"]
-        names = [k for k in records if k.startswith("state.")]
-        assert names == [f"state.{i}.{s}" for i in range(config["n_layers"]) for s in state_names], names
+        names = state_records(records, config["n_layers"], state_names)
         assert names == sorted(names)
         assert all(records[k].dtype == torch.float64 for k in names)
         model64 = model.double()
@@ -1512,7 +1629,7 @@ def new_mixer_golden_cli():
             assert torch.equal(records["state.0.max"], mx)
             assert_close(records["state.0.den"], torch.exp(k - mx).sum(0), 1e-10, "den")
             assert_close(records["state.0.num"], (torch.exp(k - mx) * v).sum(0), 1e-10, "num")
-    sw = json.load(open(os.path.join(REPO_ROOT, "models/configs/sliding_window_tokens.json")))
+    sw = load_config("sliding_window_tokens")
     sw["mixer"]["global_tokens"] = 0
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "g.bin")
@@ -1520,10 +1637,7 @@ def new_mixer_golden_cli():
         back = golden.read(path)
     assert back["state.0.k_glob"].shape == (2, 0, 16) and back["state.1.v_glob"].shape == (2, 0, 16)
     assert back["state.0.k_ring"].shape == (2, 46, 16)
-    enc_cfg = json.load(open(os.path.join(REPO_ROOT, "models/configs/sliding_window_encoder.json")))
-    enc = checkpoint.build_model(enc_cfg, 7)
-    recs = golden.compute(enc, golden.random_inputs(enc_cfg, 20, 8), {"config": "sliding_window_encoder"})
-    assert not any(name.startswith("state.") for name, _ in recs), [name for name, _ in recs]
+    encoder_writes_no_state("sliding_window_encoder")
 
 
 AFT_LOCAL_CLASSES = {"aft_local": (AFTLocal, mixers.AFTLocal), "aft_conv": (AFTConv, mixers.AFTConv)}
@@ -1638,25 +1752,18 @@ def aft_local_forms():
                 assert_close(y, F.linear(naive_aft_local(enc_cfg, We, q, k, v), enc.out.weight, enc.out.bias), 1e-12,
                              f"{what}: noncausal vs naive")
                 assert_close(y, ref_enc(full[None])[0], 1e-12, f"{what}: noncausal vs {ref_cls.__name__}")
-                try:
-                    enc.noncausal(full, {}, pos=3)
-                except ValueError as e:
-                    assert "whole utterance" in str(e)
-                else:
-                    raise AssertionError("non-causal form ran from position 3")
+                expect_value_error(lambda: enc.noncausal(full, {}, pos=3), "whole utterance",
+                                   "non-causal form ran from position 3")
 
 
 def aft_local_config_validation():
     """aft_local / aft_conv keys (mixers.validate_mixer): bad ones are ValueErrors naming
     the key, also inside a mixed model's list; window 1 and causal false build; the state
     shapes of init_state; a mixed [aft_local, aft_conv] model's parallel form == its steps."""
-    loc = json.load(open(os.path.join(REPO_ROOT, "models/configs/aft_local_tokens.json")))
-    conv = json.load(open(os.path.join(REPO_ROOT, "models/configs/aft_conv_features.json")))
+    loc = load_config("aft_local_tokens")
+    conv = load_config("aft_conv_features")
 
-    def with_mixer(base, **kv):
-        c = json.loads(json.dumps(base))
-        c["mixer"].update(kv)
-        return {**c, "mixer": {k: v for k, v in c["mixer"].items() if v is not None}}
+    with_mixer = functools.partial(config_with_mixer, drop_none=True)
 
     mixed = json.loads(json.dumps(loc))
     mixed["mixer"] = [dict(loc["mixer"]), dict(loc["mixer"], type="aft_conv", window=0)]
@@ -1686,13 +1793,7 @@ def aft_local_config_validation():
     st = checkpoint.build_model(conv, 0).init_state()
     assert [tuple(t.shape) for t in st.layers[0].values()] == [(24,), (5, 24), (24,), (24,), (5, 24)]
     mixed["mixer"][1]["window"] = 3
-    model = checkpoint.build_model(mixed, 3).double()
-    assert isinstance(model.blocks[0].mixer, AFTLocal) and isinstance(model.blocks[1].mixer, AFTConv)
-    x = golden.random_inputs(mixed, 25, 4)
-    with torch.no_grad():
-        ref = step_loop(model, x)
-        for chunk in (1, 7, 25):
-            assert_same_run(model(x, return_layers=True, chunk=chunk), ref, 1e-9, f"mixed aft chunk {chunk}")
+    mixed_matches_steps(mixed, (AFTLocal, AFTConv), "mixed aft")
 
 
 def aft_local_golden_cli():
@@ -1701,17 +1802,10 @@ def aft_local_golden_cli():
     0's contents recomputed from the input record (folded sums over p ≤ N − s, ring slot
     p mod s = position p); the aft_local encoder writes no state records."""
     for name, steps in (("aft_local_tokens", 30), ("aft_conv_features", 23)):
-        with tempfile.TemporaryDirectory() as tmp:
-            run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
-                   "--seed", "7", "--steps", str(steps), "--out", tmp]
-            run_script(run)
-            records = golden.read(os.path.join(tmp, "golden.bin"))
-            tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
-            model, config = checkpoint.load(tmp)
+        records, tensors, model, config = make_golden(name, steps)
         m = config["mixer"]
         D, s = m["heads"] * m["dk"], m["window"]
-        names = [k for k in records if k.startswith("state.")]
-        assert names == [f"state.{i}.{n}" for i in range(config["n_layers"]) for n in AFT_LOCAL_STATE], names
+        names = state_records(records, config["n_layers"], AFT_LOCAL_STATE)
         assert names == sorted(names)
         assert all(records[k].dtype == torch.float64 for k in names)
         for i in range(config["n_layers"]):
@@ -1735,10 +1829,7 @@ def aft_local_golden_cli():
         for p in range(steps - s, steps):
             assert_close(records["state.0.k_ring"][p % s], k[p], 1e-12, f"{name}: k_ring slot of {p}")
             assert_close(records["state.0.v_ring"][p % s], v[p], 1e-12, f"{name}: v_ring slot of {p}")
-    enc_cfg = json.load(open(os.path.join(REPO_ROOT, "models/configs/aft_local_encoder.json")))
-    enc = checkpoint.build_model(enc_cfg, 7)
-    recs = golden.compute(enc, golden.random_inputs(enc_cfg, 20, 8), {"config": "aft_local_encoder"})
-    assert not any(n.startswith("state.") for n, _ in recs), [n for n, _ in recs]
+    enc = encoder_writes_no_state("aft_local_encoder")
     assert tuple(enc.state_dict()["blocks.0.mixer.pos_bias"].shape) == (7,)
 
 
@@ -1786,23 +1877,10 @@ def flash_forms():
             for P in (0, 3, C, 9):
                 state = empty if P == 0 else att.recurrent(full[:P], empty, 0)[1]
                 x = full[P:]
-                rec_y, rec_state = att.recurrent(x, state, P)
-                assert_close(rec_y, naive[P:], 1e-12, f"recurrent vs naive (P={P})")
-                for chunk in (1, 7, CHUNK, len(x)):
-                    par_y, par_state = att.parallel(x, state, P, chunk)
-                    assert_close(par_y, rec_y, 1e-12, f"parallel chunk {chunk} vs recurrent (P={P})")
-                    assert list(par_state) == list(rec_state)
-                    for name in rec_state:
-                        assert_close(par_state[name], rec_state[name], 1e-12, f"chunk {chunk} state {name} (P={P})")
+                rec_y, rec_state = recurrent_matches_parallel(att, full, naive, state, P)
                 # Uneven pieces (each continuing from the last) give the same outputs and state.
-                st, ys, at = state, [], P
-                for piece in (5, 1, 11, 2, len(x)):
-                    y_, st = att.parallel(full[at:at + piece], st, at, 4)
-                    ys.append(y_)
-                    at += min(piece, len(full) - at)
-                    if at == len(full):
-                        break
-                assert_close(torch.cat(ys), rec_y, 1e-12, f"uneven pieces (P={P})")
+                ys, st = uneven_pieces(att, full, state, P)
+                assert_close(ys, rec_y, 1e-12, f"uneven pieces (P={P})")
                 for name in rec_state:
                     assert_close(st[name], rec_state[name], 1e-12, f"uneven pieces state {name}")
                 ref_state = {k: t[None].clone() for k, t in state.items()}
@@ -1837,21 +1915,15 @@ def flash_forms():
                 want = F.linear(u * naive_flash(enc_cfg, qq, kq, ql, kl, v, enc.rel_bias), enc.out.weight, enc.out.bias)
                 assert_close(y, want, 1e-12, f"noncausal vs naive (N={n})")
                 assert_close(y, ref_enc(x[None])[0], 1e-12, f"noncausal vs mixers.FLASH (N={n})")
-        try:
-            enc.noncausal(full, enc.empty_state(torch.float64), pos=3)
-            raise AssertionError("non-causal flash accepted pos 3")
-        except ValueError:
-            pass
+        expect_value_error(lambda: enc.noncausal(full, enc.empty_state(torch.float64), pos=3), (),
+                           "non-causal flash accepted pos 3")
 
 
 def flash_config_validation():
     """flash keys: bad ones are ValueErrors naming the key; the state's names and shapes."""
-    fl = json.load(open(os.path.join(REPO_ROOT, "models/configs/flash_tokens.json")))
+    fl = load_config("flash_tokens")
 
-    def with_mixer(**kv):
-        c = json.loads(json.dumps(fl))
-        c["mixer"].update(kv)
-        return {**c, "mixer": {k: v for k, v in c["mixer"].items() if v is not None}}
+    with_mixer = functools.partial(config_with_mixer, fl, drop_none=True)
 
     bad = [(with_mixer(chunk=None), "chunk"), (with_mixer(chunk=0), "chunk"), (with_mixer(chunk=4.0), "chunk"),
            (with_mixer(expansion_dim=None), "expansion_dim"), (with_mixer(expansion_dim=0), "expansion_dim"),
@@ -1871,16 +1943,10 @@ def flash_golden_cli():
     the contract's shapes, no pos), layer 0's buffers and S recomputed from the input record;
     the non-causal flash encoder writes no state records."""
     for name, steps in (("flash_tokens", 40), ("flash_features", 30)):
-        with tempfile.TemporaryDirectory() as tmp:
-            run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
-                   "--seed", "7", "--steps", str(steps), "--out", tmp]
-            run_script(run)
-            records = golden.read(os.path.join(tmp, "golden.bin"))
-            model, config = checkpoint.load(tmp)
+        records, _, model, config = make_golden(name, steps)
         m = config["mixer"]
         E, s, C = m["expansion_dim"], m["qk_dim"], m["chunk"]
-        names = [k for k in records if k.startswith("state.")]
-        assert names == [f"state.{i}.{n}" for i in range(config["n_layers"]) for n in ("S", "kl_buf", "kq_buf", "v_buf")]
+        names = state_records(records, config["n_layers"], ("S", "kl_buf", "kq_buf", "v_buf"))
         assert names == sorted(names) and all(records[k].dtype == torch.float64 for k in names)
         for i in range(config["n_layers"]):
             shapes = [tuple(records[f"state.{i}.{n}"].shape) for n in ("S", "kl_buf", "kq_buf", "v_buf")]
@@ -1898,10 +1964,7 @@ def flash_golden_cli():
             assert_close(records["state.0.kq_buf"][p % C], kq[p], 1e-12, f"kq slot of {p}")
             assert_close(records["state.0.kl_buf"][p % C], kl[p], 1e-12, f"kl slot of {p}")
             assert_close(records["state.0.v_buf"][p % C], v[p], 1e-12, f"v slot of {p}")
-    enc_cfg = json.load(open(os.path.join(REPO_ROOT, "models/configs/flash_encoder.json")))
-    enc = checkpoint.build_model(enc_cfg, 7)
-    recs = golden.compute(enc, golden.random_inputs(enc_cfg, 20, 8), {"config": "flash_encoder"})
-    assert not any(name.startswith("state.") for name, _ in recs), [name for name, _ in recs]
+    encoder_writes_no_state("flash_encoder")
 
 
 # ---------------------------------------------------------------- retnet
@@ -1957,20 +2020,9 @@ def retnet_forms():
             for P in (0, 3, 17):
                 state = empty if P == 0 else att.recurrent(full[:P], empty, 0)[1]
                 x = full[P:]
-                rec_y, rec_state = att.recurrent(x, state, P)
-                assert_close(rec_y, naive[P:], 1e-12, f"recurrent vs naive (P={P})")
-                for chunk in (1, 7, CHUNK, len(x)):
-                    par_y, par_state = att.parallel(x, state, P, chunk)
-                    assert_close(par_y, rec_y, 1e-12, f"parallel chunk {chunk} vs recurrent (P={P})")
-                    assert_close(par_state["S"], rec_state["S"], 1e-12, f"chunk {chunk} state (P={P})")
-                st, ys, at = state, [], P
-                for piece in (5, 1, 11, 2, len(x)):
-                    y_, st = att.parallel(full[at:at + piece], st, at, 4)
-                    ys.append(y_)
-                    at += min(piece, len(full) - at)
-                    if at == len(full):
-                        break
-                assert_close(torch.cat(ys), rec_y, 1e-12, f"uneven pieces (P={P})")
+                rec_y, rec_state = recurrent_matches_parallel(att, full, naive, state, P)
+                ys, st = uneven_pieces(att, full, state, P)
+                assert_close(ys, rec_y, 1e-12, f"uneven pieces (P={P})")
                 assert_close(st["S"], rec_state["S"], 1e-12, f"uneven pieces state (P={P})")
                 ref_y, ref_state = att.prefill(x[None], {"S": state["S"][None].clone(), "pos": torch.tensor(P)})
                 assert_close(ref_y[0], rec_y, 1e-12, f"batched prefill (P={P})")
@@ -1987,14 +2039,10 @@ def retnet_config_validation():
     """retnet keys (mixers.validate_mixer) inside a model: bad ones are ValueErrors naming the
     key, also in a mixed model's list; no causal key; a mixed [retnet, flash] model's parallel
     form == its steps; [retnet, linformer] is the mixed-causality error."""
-    tok = json.load(open(os.path.join(REPO_ROOT, "models/configs/retnet_tokens.json")))
-    feat = json.load(open(os.path.join(REPO_ROOT, "models/configs/retnet_features.json")))
+    tok = load_config("retnet_tokens")
+    feat = load_config("retnet_features")
 
-    def with_mixer(base, drop=(), **kv):
-        c = json.loads(json.dumps(base))
-        c["mixer"].update(kv)
-        c["mixer"] = {k: v for k, v in c["mixer"].items() if k not in drop}
-        return c
+    with_mixer = config_with_mixer
 
     mixed = json.loads(json.dumps(tok))
     mixed["mixer"] = [dict(tok["mixer"]), dict(tok["mixer"], dk=7)]
@@ -2014,13 +2062,7 @@ def retnet_config_validation():
     assert [list(layer) for layer in st.layers] == [["S"]] * 3
     assert [tuple(layer["S"].shape) for layer in st.layers] == [(3, 6, 8)] * 3
     mixed["mixer"][1] = {"type": "flash", "expansion_dim": 32, "qk_dim": 8, "chunk": 5}
-    model = checkpoint.build_model(mixed, 3).double()
-    assert isinstance(model.blocks[0].mixer, RetNet) and isinstance(model.blocks[1].mixer, FLASH)
-    x = golden.random_inputs(mixed, 25, 4)
-    with torch.no_grad():
-        ref = step_loop(model, x)
-        for chunk in (1, 7, 25):
-            assert_same_run(model(x, return_layers=True, chunk=chunk), ref, 1e-9, f"mixed retnet chunk {chunk}")
+    mixed_matches_steps(mixed, (RetNet, FLASH), "mixed retnet")
     mixed["mixer"][1] = {"type": "linformer", "heads": 2, "dk": 4, "dv": 4, "seq_len": 64, "proj_dim": 8}
     expect_rejected([(mixed, "mixer[1]: causal false differs from mixer[0] (causal true)")])
 
@@ -2030,14 +2072,9 @@ def retnet_golden_cli():
     (300): one state record S per layer, (H, dk, dv) f64, and layer 0's S recomputed from the
     input record as Σ_p γ^{N−1−p} k̃_pᵀ v_p; outputs finite and not degenerate."""
     for name, steps in (("retnet_tokens", 1200), ("retnet_features", 300)):
-        with tempfile.TemporaryDirectory() as tmp:
-            run_script([sys.executable, os.path.join(HERE, "make_golden.py"), "--config",
-                        f"models/configs/{name}.json", "--seed", "7", "--steps", str(steps), "--out", tmp])
-            records = golden.read(os.path.join(tmp, "golden.bin"))
-            model, config = checkpoint.load(tmp)
+        records, _, model, config = make_golden(name, steps)
         m = config["mixer"]
-        names = [k for k in records if k.startswith("state.")]
-        assert names == [f"state.{i}.S" for i in range(config["n_layers"])], names
+        names = state_records(records, config["n_layers"], ["S"])
         assert all(tuple(records[k].shape) == (m["heads"], m["dk"], m["dv"]) and records[k].dtype == torch.float64
                    for k in names)
         o = records["output"]
@@ -2058,10 +2095,6 @@ def retnet_golden_cli():
 # ---------------------------------------------------------------- mixed models
 
 
-def _mixed(name):
-    return json.load(open(os.path.join(REPO_ROOT, f"models/configs/{name}.json")))
-
-
 def mixed_model_forms():
     """mixed_tokens / mixed_features ("mixer" a list, block i using entry i): parallel (chunks 1,
     7, 64, N) == steps, and both == a per-block composition: input adapter, then for each block i
@@ -2069,7 +2102,7 @@ def mixed_model_forms():
     the previous block's output from its own init state, then final norm and head. Each layer's
     state is that single-mixer block's (names, shapes, values)."""
     for name, n in (("mixed_tokens", 150), ("mixed_features", 100)):
-        cfg = _mixed(name)
+        cfg = load_config(name)
         entries = mixer_configs(cfg)
         assert isinstance(cfg["mixer"], list) and len(entries) == cfg["n_layers"]
         assert len({m["type"] for m in entries}) >= 3, "a mixed config mixes at least 3 mixer types"
@@ -2103,7 +2136,7 @@ def mixed_config_validation():
     """The list form: a wrong length names both lengths; a bad entry is a ValueError naming the
     block, its type and the key; blocks must agree on causality; a one-dict "mixer" keeps its
     messages; the list's entries are validated exactly as one dict is."""
-    base = _mixed("mixed_tokens")
+    base = load_config("mixed_tokens")
 
     def with_entry(i, **kv):
         c = json.loads(json.dumps(base))
@@ -2111,19 +2144,12 @@ def mixed_config_validation():
         c["mixer"][i] = {k: v for k, v in c["mixer"][i].items() if v is not None}
         return c
 
-    def error(config):
-        try:
-            RecurModel(config)
-        except ValueError as e:
-            return str(e)
-        raise AssertionError(f"accepted a bad mixer {config['mixer']}")
-
     short = {**base, "mixer": base["mixer"][:3]}
-    e = error(short)
+    e = model_error(short)
     assert e == "recur config: mixer is a list of 3 entries, expected one per block (n_layers = 4)", e
-    e = error({**base, "n_layers": 3})
+    e = model_error({**base, "n_layers": 3})
     assert "4 entries" in e and "n_layers = 3" in e, e
-    assert "0 entries" in error({**base, "mixer": []})
+    assert "0 entries" in model_error({**base, "mixer": []})
     bad = [(with_entry(1, window=0), "recur config: mixer[1] (sliding_window): mixer.window must be a positive integer"),
            (with_entry(1, dilation=[1, 2, 3]), "recur config: mixer[1] (sliding_window): mixer.dilation has 3 entries"),
            (with_entry(3, chunk=None), "recur config: mixer[3] (flash): missing keys ['chunk']"),
@@ -2136,13 +2162,13 @@ def mixed_config_validation():
            ({**base, "mixer": base["mixer"][:2] + [None] + base["mixer"][3:]}, "recur config: mixer[2]: mixer.type must"),
            ({**base, "mixer": base["mixer"][:1] + [{"heads": 2}] + base["mixer"][2:]}, "recur config: mixer[1]: mixer.type")]
     for config, start in bad:
-        e = error(config)
+        e = model_error(config)
         assert e.startswith(start), f"message {e!r} does not start with {start!r}"
     # Causality: all causal or all non-causal.
-    e = error(with_entry(2, causal=False))
+    e = model_error(with_entry(2, causal=False))
     assert e == ("recur config: mixer[2]: causal false differs from mixer[0] (causal true): all blocks must be "
                  "causal, or all non-causal"), e
-    e = error(with_entry(0, causal=False))
+    e = model_error(with_entry(0, causal=False))
     assert e.startswith("recur config: mixer[1]: causal true differs from mixer[0] (causal false)"), e
     enc = json.loads(json.dumps(base))
     for m in enc["mixer"]:
@@ -2154,11 +2180,11 @@ def mixed_config_validation():
     assert RecurModel(ok).causal
     # The one-dict form keeps its messages (no block index).
     single = {**base, "mixer": {**base["mixer"][1], "window": 0}}
-    e = error(single)
+    e = model_error(single)
     assert e.startswith("recur config: mixer (sliding_window): mixer.window must be"), e
-    assert error({**base, "mixer": "sliding_window"}).startswith("recur config: mixer.type must be one of")
+    assert model_error({**base, "mixer": "sliding_window"}).startswith("recur config: mixer.type must be one of")
     # One list entry per block == the same dict repeated: same weights (same RNG order), same outputs.
-    feat = _mixed("mixed_features")
+    feat = load_config("mixed_features")
     uniform = {**feat, "mixer": feat["mixer"][1]}
     listed = {**feat, "mixer": [feat["mixer"][1]] * feat["n_layers"]}
     a, b = checkpoint.build_model(uniform, 3), checkpoint.build_model(listed, 3)
@@ -2175,14 +2201,8 @@ def mixed_golden_cli():
                                [(16, 64), (16, 16), (16, 16), (16, 64)]],
               "mixed_features": [[(24,), (24,), (24,)], [(2, 33, 12), (2, 33, 12)], [(3, 8, 8), (3, 8)]]}
     for name, steps in (("mixed_tokens", 40), ("mixed_features", 33)):
-        with tempfile.TemporaryDirectory() as tmp:
-            run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
-                   "--seed", "7", "--steps", str(steps), "--out", tmp]
-            run_script(run)
-            records = golden.read(os.path.join(tmp, "golden.bin"))
-            model, config = checkpoint.load(tmp)
-            tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
-        assert config == _mixed(name)
+        records, tensors, model, config = make_golden(name, steps)
+        assert config == load_config(name)
         assert set(tensors) == set(expected_tensors(config))
         entries = mixer_configs(config)
         want = [f"state.{i}.{s}" for i, m in enumerate(entries) for s in STATE_NAMES[m["type"]]]
@@ -2245,39 +2265,20 @@ def linformer_forms():
                     want_y = F.linear(naive_linformer(c, E, Fm, q, kk, v).reshape(N, -1), att.out.weight, att.out.bias)
                     assert_close(y, want_y, 1e-12, f"{sharing}: noncausal vs explicit sums (N={N})")
                 for call in (lambda: att.noncausal(full, {}), lambda: ref(full[None])):
-                    try:
-                        call()
-                        raise AssertionError(f"{sharing}: accepted N = {n + 1} > seq_len {n}")
-                    except ValueError as e:
-                        assert "seq_len" in str(e) and str(n) in str(e), str(e)
+                    expect_value_error(call, ("seq_len", str(n)), f"{sharing}: accepted N = {n + 1} > seq_len {n}")
                 for call in (lambda: att.parallel(full[:4], {}, chunk=2), lambda: att.recurrent(full[:4], {}),
                              lambda: att.parallel(full[:4], {}, 0, 2)):
-                    try:
-                        call()
-                        raise AssertionError(f"{sharing}: a linformer ran a causal form")
-                    except ValueError as e:
-                        assert "no recurrent form" in str(e), str(e)
-                try:
-                    att.noncausal(full[:4], {}, pos=3)
-                    raise AssertionError("linformer accepted pos 3")
-                except ValueError:
-                    pass
+                    expect_value_error(call, "no recurrent form", f"{sharing}: a linformer ran a causal form")
+                expect_value_error(lambda: att.noncausal(full[:4], {}, pos=3), (), "linformer accepted pos 3")
     # Inside a model: a whole utterance longer than seq_len is a ValueError naming seq_len; no step.
-    cfg = json.load(open(os.path.join(REPO_ROOT, "models/configs/linformer_shared.json")))
+    cfg = load_config("linformer_shared")
     model = checkpoint.build_model(cfg, 0).double()
     x = golden.random_inputs(cfg, 129, 1)
     with torch.no_grad():
         for call in (lambda: model(x), lambda: model(x, chunk=1)):
-            try:
-                call()
-                raise AssertionError("model accepted 129 > seq_len 128 positions")
-            except ValueError as e:
-                assert "seq_len 128" in str(e), str(e)
-        try:
-            model.step(x[0], model.init_state())
-            raise AssertionError("a linformer model stepped")
-        except ValueError as e:
-            assert "no recurrent form" in str(e), str(e)
+            expect_value_error(call, "seq_len 128", "model accepted 129 > seq_len 128 positions")
+        expect_value_error(lambda: model.step(x[0], model.init_state()), "no recurrent form",
+                           "a linformer model stepped")
         assert model.init_state().layers == [{}, {}, {}] and not model.causal
 
 
@@ -2285,12 +2286,9 @@ def linformer_config_validation():
     """linformer keys: bad ones are ValueErrors naming the key; causal defaults to false (true is
     rejected); mixing with causal blocks is the mixed-causality error; layerwise blocks must agree
     on seq_len and proj_dim."""
-    base = json.load(open(os.path.join(REPO_ROOT, "models/configs/linformer_features.json")))
+    base = load_config("linformer_features")
 
-    def with_mixer(**kv):
-        c = json.loads(json.dumps(base))
-        c["mixer"].update(kv)
-        return {**c, "mixer": {k: v for k, v in c["mixer"].items() if v is not None}}
+    with_mixer = functools.partial(config_with_mixer, base, drop_none=True)
 
     bad = [(with_mixer(causal=True), "causal"), (with_mixer(causal="no"), "causal"),
            (with_mixer(sharing="all"), "sharing"), (with_mixer(sharing=None, causal=None, seq_len=None), "seq_len"),
@@ -2299,11 +2297,7 @@ def linformer_config_validation():
            (with_mixer(heads=0), "heads"), (with_mixer(dv=None), "dv"), (with_mixer(window=4), "window"),
            (with_mixer(eps=1e-6), "eps")]
     expect_rejected(bad)
-    e = None
-    try:
-        RecurModel(with_mixer(causal=True))
-    except ValueError as err:
-        e = str(err)
+    e = model_error(with_mixer(causal=True))
     assert e == "recur config: mixer (linformer): linformer is encoder-only: mixer.causal must be false", e
     for ok in (with_mixer(causal=None), with_mixer(sharing=None), with_mixer(sharing="kv"),
                with_mixer(sharing="headwise"), with_mixer(sharing="layerwise", proj_dim=1)):
@@ -2315,24 +2309,16 @@ def linformer_config_validation():
     del lf["causal"]
     for mixer, msg in (([lf, soft], "recur config: mixer[1]: causal true differs from mixer[0] (causal false)"),
                        ([soft, lf], "recur config: mixer[1]: causal false differs from mixer[0] (causal true)")):
-        try:
-            RecurModel({**base, "mixer": mixer})
-            raise AssertionError("accepted a linformer block next to a causal one")
-        except ValueError as err:
-            assert str(err).startswith(msg), str(err)
+        e = model_error({**base, "mixer": mixer}, "accepted a linformer block next to a causal one")
+        assert e.startswith(msg), e
     model = RecurModel({**base, "mixer": [lf, {**soft, "causal": False}]})
     assert not model.causal and [type(b.mixer).__name__ for b in model.blocks] == ["Linformer", "SoftmaxAttention"]
-    try:
-        RecurModel({**base, "mixer": [lf, {**soft, "type": "linformer"}]})
-        raise AssertionError("accepted a linformer without seq_len")
-    except ValueError as err:
-        assert str(err).startswith("recur config: mixer[1] (linformer): missing keys ['proj_dim', 'seq_len']"), str(err)
+    e = model_error({**base, "mixer": [lf, {**soft, "type": "linformer"}]}, "accepted a linformer without seq_len")
+    assert e.startswith("recur config: mixer[1] (linformer): missing keys ['proj_dim', 'seq_len']"), e
     lw = {**lf, "sharing": "layerwise"}
-    try:
-        RecurModel({**base, "mixer": [lw, {**lw, "proj_dim": 16}]})
-        raise AssertionError("accepted layerwise blocks with different proj_dim")
-    except ValueError as err:
-        assert "mixer[1] (linformer)" in str(err) and "layerwise" in str(err), str(err)
+    expect_value_error(lambda: RecurModel({**base, "mixer": [lw, {**lw, "proj_dim": 16}]}),
+                       ("mixer[1] (linformer)", "layerwise"),
+                       "accepted layerwise blocks with different proj_dim")
 
 
 def linformer_layerwise_shared():
@@ -2341,7 +2327,7 @@ def linformer_layerwise_shared():
     blocks.{i}.mixer.E for each block, identical; loading copies that differ is a ValueError.
     A mixed list (layerwise, none, layerwise) ties blocks 0 and 2 only."""
     import copy
-    cfg = json.load(open(os.path.join(REPO_ROOT, "models/configs/linformer_shared.json")))
+    cfg = load_config("linformer_shared")
     model = checkpoint.build_model(cfg, SEED)
     Es = [b.mixer.E for b in model.blocks]
     assert all(E is Es[0] for E in Es) and not any(hasattr(b.mixer, "F") for b in model.blocks)
@@ -2380,11 +2366,7 @@ def linformer_layerwise_shared():
             assert torch.equal(loaded(x), model(x))
         tensors["blocks.2.mixer.E"] = tensors["blocks.2.mixer.E"] + 1
         safetensors.write(os.path.join(tmp, checkpoint.WEIGHTS_FILE), tensors)
-        try:
-            checkpoint.load(tmp)
-            raise AssertionError("loaded differing copies of a layerwise E")
-        except ValueError as e:
-            assert "blocks.2.mixer.E" in str(e), str(e)
+        expect_value_error(lambda: checkpoint.load(tmp), "blocks.2.mixer.E", "loaded differing copies of a layerwise E")
     lw = cfg["mixer"]
     mixed = {**cfg, "mixer": [lw, {**lw, "sharing": "none"}, lw]}
     m = checkpoint.build_model(mixed, 0)
@@ -2397,13 +2379,7 @@ def linformer_golden_cli():
     (128 = seq_len): no state records, the golden equals the model loaded back, the weights
     are the README's tensors."""
     for name, steps in (("linformer_features", 200), ("linformer_shared", 128)):
-        with tempfile.TemporaryDirectory() as tmp:
-            run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
-                   "--seed", "7", "--steps", str(steps), "--out", tmp]
-            run_script(run)
-            records = golden.read(os.path.join(tmp, "golden.bin"))
-            model, config = checkpoint.load(tmp)
-            tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
+        records, tensors, model, config = make_golden(name, steps)
         assert {k: tuple(v.shape) for k, v in tensors.items()} == expected_tensors(config)
         assert list(records) == ["meta", "input", "output"] + [f"layer.{i}" for i in range(config["n_layers"])]
         assert records["input"].shape == (steps, config["input"]["feature_width"])
@@ -2462,35 +2438,10 @@ def aft_full_forms():
                 naive = F.linear(naive_aft_full(cfg, W, q, k, v), att.out.weight, att.out.bias)
                 y_ref, st_ref = ref.prefill(full[None], ref.initial_state(1))
                 assert_close(y_ref[0], naive, 1e-12, f"{what}: mixers.AFTFull vs naive")
-                for start in (0, P):
-                    st0 = att.empty_state(torch.float64)
-                    if start:
-                        _, st0 = att.recurrent(full[:start], st0, 0)
-                        assert_close(st0["k"], st_ref["k"][0, :start], 1e-12, f"{what}: prefix cache k")
-                    x = full[start:]
-                    y_rec, st_rec = att.recurrent(x, st0, start)
-                    assert list(st_rec) == ["k", "v"]
-                    assert st_rec["k"].shape == (len(full), D) and st_rec["v"].shape == (len(full), D)
-                    assert_close(y_rec, naive[start:], 1e-12, f"{what}: recurrent from {start} vs naive")
-                    for name in ("k", "v"):
-                        assert_close(st_rec[name], st_ref[name][0, :len(full)], 1e-12, f"{what}: state {name}")
-                    for chunk in (1, 7, CHUNK, len(x)):
-                        y_par, st_par = att.parallel(x, st0, start, chunk)
-                        assert_close(y_par, y_rec, 1e-12, f"{what}: parallel chunk {chunk} from {start}")
-                        for name in ("k", "v"):   # exact: both append slices of one projection of x
-                            assert torch.equal(st_par[name], st_rec[name]), f"{what}: chunk {chunk} state {name}"
+                kv_cache_forms(att, full, P, naive, st_ref, (D, D), what)
                 # past max_length: parallel, recurrent (and mixers.py) raise naming max_length
                 _, st_full = att.recurrent(full, att.empty_state(torch.float64), 0)
-                for fn in (lambda: att.recurrent(full[:2], st_full, len(full)),
-                           lambda: att.parallel(full[:2], st_full, len(full), 7),
-                           lambda: att.parallel(torch.cat([full, full[:2]]), att.empty_state(torch.float64), 0, 7)):
-                    try:
-                        fn()
-                    except ValueError as e:
-                        assert "max_length" in str(e), str(e)
-                    else:
-                        raise AssertionError(f"{what}: stepped past max_length")
-                att.recurrent(full[:1], st_full, len(full))   # position T − 1 is still fine
+                stops_at_max_length(att, full, st_full, what)
             # the non-causal (encoder) form
             enc_cfg = _aftf_cfg(T, rank, form, causal=False)
             torch.manual_seed(1)
@@ -2512,18 +2463,10 @@ def aft_full_forms():
                                                             enc.key(full).view(1, -1, H, E),
                                                             enc.value(full).view(1, -1, H, E), enc.u, enc.v)
                     assert_close(y, enc.out(lib.reshape(len(full), H * E)), 1e-12, f"{what}: vs fast-transformers")
-                try:
-                    enc.noncausal(torch.cat([full, full[:2]]), {})
-                except ValueError as e:
-                    assert "max_length" in str(e), str(e)
-                else:
-                    raise AssertionError(f"{what}: encoder ran past max_length")
-                try:
-                    enc.noncausal(full[:3], {}, pos=2)
-                except ValueError as e:
-                    assert "position 0" in str(e), str(e)
-                else:
-                    raise AssertionError(f"{what}: encoder ran from a later position")
+                expect_value_error(lambda: enc.noncausal(torch.cat([full, full[:2]]), {}), "max_length",
+                                   f"{what}: encoder ran past max_length")
+                expect_value_error(lambda: enc.noncausal(full[:3], {}, pos=2), "position 0",
+                                   f"{what}: encoder ran from a later position")
 
 
 def aft_full_config_validation():
@@ -2531,14 +2474,10 @@ def aft_full_config_validation():
     inside a mixed model's list; causal false / rank / multiply build; init_state's empty
     KV cache; a model stepping past max_length raises naming max_length; a mixed
     [aft_full, aft_local] model's parallel form == its steps."""
-    tok = json.load(open(os.path.join(REPO_ROOT, "models/configs/aft_full_tokens.json")))
-    feat = json.load(open(os.path.join(REPO_ROOT, "models/configs/aft_full_features.json")))
+    tok = load_config("aft_full_tokens")
+    feat = load_config("aft_full_features")
 
-    def with_mixer(base, drop=(), **kv):
-        c = json.loads(json.dumps(base))
-        c["mixer"].update(kv)
-        c["mixer"] = {k: v for k, v in c["mixer"].items() if k not in drop}
-        return c
+    with_mixer = config_with_mixer
 
     mixed = json.loads(json.dumps(tok))
     mixed["mixer"] = [dict(tok["mixer"]), dict(tok["mixer"], bias_form="mul")]
@@ -2565,27 +2504,9 @@ def aft_full_config_validation():
         checkpoint.build_model(ok, 0)
     st = checkpoint.build_model(tok, 0).init_state()
     assert list(st.layers[1]) == ["k", "v"] and [tuple(t.shape) for t in st.layers[1].values()] == [(0, 32), (0, 32)]
-    small = with_mixer(feat, max_length=12)
-    model = checkpoint.build_model(small, 2).double()
-    x = golden.random_inputs(small, 13, 4)
-    with torch.no_grad():
-        _, _, state = model(x[:12], return_layers=True)
-        assert [tuple(t.shape) for t in state.layers[0].values()] == [(12, 16), (12, 16)]
-        for fn in (lambda: model.step(x[12], state), lambda: model(x), lambda: model(x[12:], state=state)):
-            try:
-                fn()
-            except ValueError as e:
-                assert "max_length" in str(e), str(e)
-            else:
-                raise AssertionError("stepped past max_length")
+    model_stops_at_max_length(with_mixer(feat, max_length=12), [(12, 16), (12, 16)])
     mixed["mixer"][1] = {"type": "aft_local", "heads": 2, "dk": 16, "window": 4}
-    model = checkpoint.build_model(mixed, 3).double()
-    assert isinstance(model.blocks[0].mixer, AFTFull) and isinstance(model.blocks[1].mixer, AFTLocal)
-    x = golden.random_inputs(mixed, 25, 4)
-    with torch.no_grad():
-        ref = step_loop(model, x)
-        for chunk in (1, 7, 25):
-            assert_same_run(model(x, return_layers=True, chunk=chunk), ref, 1e-9, f"mixed aft_full chunk {chunk}")
+    mixed_matches_steps(mixed, (AFTFull, AFTLocal), "mixed aft_full")
 
 
 def aft_full_ft_mapping():
@@ -2593,7 +2514,7 @@ def aft_full_ft_mapping():
     max_length = max_sequence_length, causal false; the library's defaults 1024 / 64 when
     absent); bad configs are ValueErrors; u / v renames round trip and the model is the
     library's AFTFullAttention."""
-    ft = json.load(open(os.path.join(REPO_ROOT, "models/configs/ft_aft_full.json")))
+    ft = load_config("ft_aft_full")
     cfg = checkpoint.recur_config(ft)
     assert cfg["mixer"] == {"type": "aft_full", "heads": 2, "dk": 8, "max_length": 256, "bias_rank": 8,
                             "bias_form": "multiply", "causal": False}, cfg["mixer"]
@@ -2607,12 +2528,7 @@ def aft_full_ft_mapping():
                       ({**ft, "attention_type": "linear"}, "aft-full"),
                       ({**ft, "attention_type": "causal-aft-full"}, "attention_type"),
                       ({**ft, "feature_map": {"type": "favor", "n_dims": 8}}, "feature_map")):
-        try:
-            checkpoint.recur_config(bad)
-        except ValueError as e:
-            assert word in str(e), f"message {str(e)!r} does not name {word!r}"
-        else:
-            raise AssertionError(f"accepted {bad}")
+        expect_value_error(lambda: checkpoint.recur_config(bad), word, f"accepted {bad}")
     model = checkpoint.build_model(ft, SEED)
     sd = model.state_dict()
     assert sd["blocks.1.mixer.u"].shape == (256, 8) and sd["blocks.1.mixer.v"].shape == (256, 8)
@@ -2626,12 +2542,8 @@ def aft_full_ft_mapping():
     assert list(back) == list(sd) and all(torch.equal(back[k], sd[k]) for k in sd), "renames do not round trip"
     full_bias = checkpoint.build_model(checkpoint.recur_config(ft) | {
         "mixer": dict(cfg["mixer"], bias_rank=None)}, 0).state_dict()
-    try:
-        ftl.to_fast_transformers(full_bias)
-    except ValueError as e:
-        assert "pos_bias" in str(e), str(e)
-    else:
-        raise AssertionError("a full pos_bias got a fast-transformers name")
+    expect_value_error(lambda: ftl.to_fast_transformers(full_bias), "pos_bias",
+                       "a full pos_bias got a fast-transformers name")
     att = model.blocks[0].mixer.double()
     x = torch.randn(40, 16, dtype=torch.float64)
     with torch.no_grad():
@@ -2648,35 +2560,19 @@ def aft_full_golden_cli():
     runs = (("aft_full_tokens", 1000, "recur"), ("aft_full_features", 300, "recur"),
             ("ft_aft_full", 200, "fast-transformers"))
     for name, steps, layout in runs:
-        path = os.path.join(REPO_ROOT, "models/configs", name + ".json")
-        with tempfile.TemporaryDirectory() as tmp:
-            run_script([sys.executable, os.path.join(HERE, "make_golden.py"), "--config", path, "--seed", "7",
-                        "--steps", str(steps), "--out", tmp, "--layout", layout])
-            recs = golden.read(os.path.join(tmp, "golden.bin"))
-            model, cfg = checkpoint.load(tmp)
+        recs, _, model, cfg = make_golden(name, steps, "--layout", layout)
         rc = checkpoint.recur_config(cfg)
         D = rc["mixer"]["heads"] * rc["mixer"]["dk"]
-        states = [k for k in recs if k.startswith("state.")]
+        state_records(recs, rc["n_layers"], ["k", "v"] if model.causal else [])
         if not model.causal:
-            assert states == [], states
             continue
-        assert states == [f"state.{i}.{n}" for i in range(rc["n_layers"]) for n in ("k", "v")], states
-        model = model.double()
-        x = recs["input"]
         with torch.no_grad():
-            h = model.input(x if rc["input"]["kind"] == "tokens" else x.double(), 0)
-            for i, block in enumerate(model.blocks):
-                hin = block.norm1(h) if block.pre_norm else h
+            for i, block, hin in mixer_inputs(model.double(), recs):
                 assert recs[f"state.{i}.k"].shape == (steps, D) and recs[f"state.{i}.k"].dtype == torch.float64
                 # Exact: the model's own modules on the same rows, in the order of its forward (chunk CHUNK).
                 assert torch.equal(recs[f"state.{i}.k"], block.mixer.key(hin)), f"{name}: state.{i}.k"
                 assert torch.equal(recs[f"state.{i}.v"], block.mixer.value(hin)), f"{name}: state.{i}.v"
-                h, _ = block(h, block.mixer.empty_state(torch.float64), CHUNK, 0)
-    with tempfile.TemporaryDirectory() as tmp:
-        r = subprocess.run([sys.executable, os.path.join(HERE, "make_golden.py"), "--config",
-                            os.path.join(REPO_ROOT, "models/configs/aft_full_features.json"), "--seed", "7",
-                            "--steps", "401", "--out", tmp], capture_output=True, text=True)
-        assert r.returncode != 0 and "max_length" in r.stderr, r.stderr
+    make_golden_refuses("aft_full_features", 401, "max_length")
 
 
 # ---------------------------------------------------------------- gau
@@ -2733,55 +2629,20 @@ def gau_forms():
             assert_close(ref(full[None])[0], naive, 1e-12, f"{what}: mixers.GAU forward vs naive")
             empty = att.empty_state(torch.float64)
             assert list(empty) == ["k", "v"] and [tuple(t.shape) for t in empty.values()] == [(0, s), (0, E)]
-            for start in (0, P):
-                st0 = empty
-                if start:
-                    _, st0 = att.recurrent(full[:start], empty, 0)
-                    assert_close(st0["k"], st_ref["k"][0, :start], 1e-12, f"{what}: prefix cache k")
-                x = full[start:]
-                y_rec, st_rec = att.recurrent(x, st0, start)
-                assert list(st_rec) == ["k", "v"]
-                assert st_rec["k"].shape == (len(full), s) and st_rec["v"].shape == (len(full), E)
-                assert_close(y_rec, naive[start:], 1e-12, f"{what}: recurrent from {start} vs naive")
+            for start, (st0, y_rec, st_rec) in kv_cache_forms(att, full, P, naive, st_ref, (s, E), what).items():
                 assert_close(st_rec["k"], k, 1e-12, f"{what}: state k = the K rows")
                 assert_close(st_rec["v"], v, 1e-12, f"{what}: state v = the V rows")
-                for name in ("k", "v"):
-                    assert_close(st_rec[name], st_ref[name][0, :len(full)], 1e-12, f"{what}: state {name}")
-                for chunk in (1, 7, CHUNK, len(x)):
-                    y_par, st_par = att.parallel(x, st0, start, chunk)
-                    assert_close(y_par, y_rec, 1e-12, f"{what}: parallel chunk {chunk} from {start}")
-                    for name in ("k", "v"):   # exact: both append slices of one projection of x
-                        assert torch.equal(st_par[name], st_rec[name]), f"{what}: chunk {chunk} state {name}"
-                st, ys, at = st0, [], start   # uneven pieces, each continuing from the last
-                for piece in (5, 1, 11, 2, len(x)):
-                    y_, st = att.parallel(full[at:at + piece], st, at, 4)
-                    ys.append(y_)
-                    at += min(piece, len(full) - at)
-                    if at == len(full):
-                        break
-                assert_close(torch.cat(ys), y_rec, 1e-12, f"{what}: uneven pieces from {start}")
+                ys, st = uneven_pieces(att, full, st0, start)   # uneven pieces, each continuing from the last
+                assert_close(ys, y_rec, 1e-12, f"{what}: uneven pieces from {start}")
                 for name in ("k", "v"):   # each piece projects its own rows: equal to rounding
                     assert_close_rel(st[name], st_rec[name], f"{what}: uneven pieces state {name}")
             # a cache that does not match the position is refused
-            try:
-                att.recurrent(full[:1], st_rec, len(full) - 1)
-            except ValueError as e:
-                assert "positions" in str(e), str(e)
-            else:
-                raise AssertionError(f"{what}: accepted a cache of the wrong length")
+            expect_value_error(lambda: att.recurrent(full[:1], st_rec, len(full) - 1), "positions",
+                               f"{what}: accepted a cache of the wrong length")
             # past max_length: parallel, recurrent (and mixers.py) raise naming max_length
-            for fn in (lambda: att.recurrent(full[:2], st_rec, len(full)),
-                       lambda: att.parallel(full[:2], st_rec, len(full), 7),
-                       lambda: att.parallel(torch.cat([full, full[:2]]), empty, 0, 7),
-                       lambda: ref.prefill(full[None, :2], {**{n: st_ref[n] for n in ("k", "v")},
-                                                           "pos": torch.tensor(len(full))})):
-                try:
-                    fn()
-                except ValueError as e:
-                    assert "max_length" in str(e), str(e)
-                else:
-                    raise AssertionError(f"{what}: stepped past max_length")
-            att.recurrent(full[:1], st_rec, len(full))   # position T − 1 is still fine
+            stops_at_max_length(att, full, st_rec, what,
+                                lambda: ref.prefill(full[None, :2], {**{n: st_ref[n] for n in ("k", "v")},
+                                                                    "pos": torch.tensor(len(full))}))
         # the non-causal (encoder) form
         enc_cfg = _gau_cfg(T, causal=False, **extra)
         torch.manual_seed(1)
@@ -2807,12 +2668,7 @@ def gau_forms():
             for fn, word in ((lambda: enc.noncausal(torch.cat([full, full[:2]]), {}), "max_length"),
                              (lambda: eref(torch.cat([full, full[:2]])[None]), "max_length"),
                              (lambda: enc.noncausal(full[:3], {}, pos=2), "position 0")):
-                try:
-                    fn()
-                except ValueError as e:
-                    assert word in str(e), str(e)
-                else:
-                    raise AssertionError(f"{what}: encoder accepted a bad call ({word})")
+                expect_value_error(fn, word, f"{what}: encoder accepted a bad call ({word})")
 
 
 def gau_config_validation():
@@ -2822,15 +2678,11 @@ def gau_config_validation():
     encoder utterance longer than max_length); a mixed [gau, flash] model's parallel form ==
     its steps; the model runs every mixers.py type."""
     assert set(MIXER_TYPES) == set(mixers.MIXERS), sorted(set(mixers.MIXERS) ^ set(MIXER_TYPES))
-    tok = json.load(open(os.path.join(REPO_ROOT, "models/configs/gau_tokens.json")))
-    feat = json.load(open(os.path.join(REPO_ROOT, "models/configs/gau_features.json")))
-    enc = json.load(open(os.path.join(REPO_ROOT, "models/configs/gau_encoder.json")))
+    tok = load_config("gau_tokens")
+    feat = load_config("gau_features")
+    enc = load_config("gau_encoder")
 
-    def with_mixer(base, drop=(), **kv):
-        c = json.loads(json.dumps(base))
-        c["mixer"].update(kv)
-        c["mixer"] = {k: v for k, v in c["mixer"].items() if k not in drop}
-        return c
+    with_mixer = config_with_mixer
 
     mixed = json.loads(json.dumps(tok))
     mixed["mixer"] = [dict(tok["mixer"]), dict(tok["mixer"], max_length=0)]
@@ -2868,38 +2720,15 @@ def gau_config_validation():
     assert [tuple(t.shape) for t in st.layers[1].values()] == [(0, 16), (0, 64)]
     assert checkpoint.build_model(enc, 0).init_state().layers == [{}, {}]
     assert checkpoint.build_model(tok, 0).blocks[0].mixer.scale == 1 / 1024
-    small = with_mixer(feat, max_length=12)
-    model = checkpoint.build_model(small, 2).double()
-    x = golden.random_inputs(small, 13, 4)
-    with torch.no_grad():
-        _, _, state = model(x[:12], return_layers=True)
-        assert [tuple(t.shape) for t in state.layers[0].values()] == [(12, 8), (12, 48)]
-        for fn in (lambda: model.step(x[12], state), lambda: model(x), lambda: model(x[12:], state=state)):
-            try:
-                fn()
-            except ValueError as e:
-                assert "max_length" in str(e), str(e)
-            else:
-                raise AssertionError("stepped past max_length")
+    model_stops_at_max_length(with_mixer(feat, max_length=12), [(12, 8), (12, 48)])
     small_enc = with_mixer(enc, max_length=12)
     model = checkpoint.build_model(small_enc, 2).double()
     x = golden.random_inputs(small_enc, 13, 4)
     with torch.no_grad():
         model(x[:12])
-        try:
-            model(x)
-        except ValueError as e:
-            assert "max_length" in str(e), str(e)
-        else:
-            raise AssertionError("an encoder ran past max_length")
+        expect_value_error(lambda: model(x), "max_length", "an encoder ran past max_length")
     mixed["mixer"][1] = {"type": "flash", "expansion_dim": 32, "qk_dim": 8, "chunk": 5}
-    model = checkpoint.build_model(mixed, 3).double()
-    assert isinstance(model.blocks[0].mixer, GAU) and isinstance(model.blocks[1].mixer, FLASH)
-    x = golden.random_inputs(mixed, 25, 4)
-    with torch.no_grad():
-        ref = step_loop(model, x)
-        for chunk in (1, 7, 25):
-            assert_same_run(model(x, return_layers=True, chunk=chunk), ref, 1e-9, f"mixed gau chunk {chunk}")
+    mixed_matches_steps(mixed, (GAU, FLASH), "mixed gau")
 
 
 def gau_golden_cli():
@@ -2909,37 +2738,21 @@ def gau_golden_cli():
     positions than max_length are refused (causal and encoder); outputs are finite."""
     runs = (("gau_tokens", 1000), ("gau_features", 300), ("gau_encoder", 200))
     for name, steps in runs:
-        path = os.path.join(REPO_ROOT, "models/configs", name + ".json")
-        with tempfile.TemporaryDirectory() as tmp:
-            run_script([sys.executable, os.path.join(HERE, "make_golden.py"), "--config", path, "--seed", "7",
-                        "--steps", str(steps), "--out", tmp])
-            recs = golden.read(os.path.join(tmp, "golden.bin"))
-            model, cfg = checkpoint.load(tmp)
+        recs, _, model, cfg = make_golden(name, steps)
         assert torch.isfinite(recs["output"]).all(), name
         m = cfg["mixer"]
-        states = [k for k in recs if k.startswith("state.")]
+        state_records(recs, cfg["n_layers"], ["k", "v"] if model.causal else [])
         if not model.causal:
-            assert states == [], states
             continue
-        assert states == [f"state.{i}.{n}" for i in range(cfg["n_layers"]) for n in ("k", "v")], states
-        model = model.double()
-        x = recs["input"]
         with torch.no_grad():
-            h = model.input(x if cfg["input"]["kind"] == "tokens" else x.double(), 0)
-            for i, block in enumerate(model.blocks):
-                hin = block.norm1(h) if block.pre_norm else h
+            for i, block, hin in mixer_inputs(model.double(), recs):
                 _, v, _, k = _gau_parts(block.mixer, hin)
                 for n, want, shape in (("k", k, (steps, m["qk_dim"])), ("v", v, (steps, m["expansion_dim"]))):
                     rec = recs[f"state.{i}.{n}"]
                     assert rec.shape == shape and rec.dtype == torch.float64, f"{name}: state.{i}.{n} {rec.shape}"
                     assert_close(rec, want, 1e-12, f"{name}: state.{i}.{n}")
-                h, _ = block(h, block.mixer.empty_state(torch.float64), CHUNK, 0)
     for name, steps in (("gau_features", 401), ("gau_encoder", 257)):
-        with tempfile.TemporaryDirectory() as tmp:
-            r = subprocess.run([sys.executable, os.path.join(HERE, "make_golden.py"), "--config",
-                                os.path.join(REPO_ROOT, f"models/configs/{name}.json"), "--seed", "7",
-                                "--steps", str(steps), "--out", tmp], capture_output=True, text=True)
-        assert r.returncode != 0 and "max_length" in r.stderr, r.stderr
+        make_golden_refuses(name, steps, "max_length")
 
 
 # ---------------------------------------------------------------- reformer
@@ -3008,16 +2821,8 @@ def reformer_forms():
             assert all(len(set(bk.tolist())) > 1 for bk in buckets.flatten(0, 1)), f"{what}: one bucket only"
             for call in (lambda: att.parallel(full[:4], {}, chunk=2), lambda: att.recurrent(full[:4], {}),
                          lambda: att.parallel(full[:4], {}, 0, 2)):
-                try:
-                    call()
-                    raise AssertionError(f"{what}: a reformer ran a causal form")
-                except ValueError as e:
-                    assert "no recurrent form" in str(e), str(e)
-            try:
-                att.noncausal(full[:4], {}, pos=3)
-                raise AssertionError("reformer accepted pos 3")
-            except ValueError as e:
-                assert "position 0" in str(e), str(e)
+                expect_value_error(call, "no recurrent form", f"{what}: a reformer ran a causal form")
+            expect_value_error(lambda: att.noncausal(full[:4], {}, pos=3), "position 0", "reformer accepted pos 3")
     # The hash: the first maximum of [P, −P] (ties → the lowest index), P = K·rotations with K = Q/‖Q‖.
     att = Reformer(_rf_cfg(4, 5, 1), d).double()
     with torch.no_grad():
@@ -3036,15 +2841,12 @@ def reformer_forms():
         assert_close(y, F.linear(naive_reformer(_rf_cfg(4, 5, 1), att.rotations, q, v).reshape(17, -1),
                                  att.out.weight, att.out.bias), 1e-12, "all in bucket 0")
     # Inside a model: no step, no state; an encoder sees the whole utterance.
-    cfg = json.load(open(os.path.join(REPO_ROOT, "models/configs/reformer_features.json")))
+    cfg = load_config("reformer_features")
     model = checkpoint.build_model(cfg, 0).double()
     x = golden.random_inputs(cfg, 50, 1)
     with torch.no_grad():
-        try:
-            model.step(x[0], model.init_state())
-            raise AssertionError("a reformer model stepped")
-        except ValueError as e:
-            assert "no recurrent form" in str(e), str(e)
+        expect_value_error(lambda: model.step(x[0], model.init_state()), "no recurrent form",
+                           "a reformer model stepped")
         assert model.init_state().layers == [{}, {}] and not model.causal
         # Exact: an encoder runs the same ops whatever the chunk.
         assert torch.equal(model(x, chunk=1), model(x)), "the encoder form ignores chunk"
@@ -3056,14 +2858,10 @@ def reformer_config_validation():
     causal/recurrent form"); n_buckets must be even and ≥ 2; mixing with causal blocks is the
     mixed-causality error; a non-causal mixed [reformer, linformer] model == its blocks one by one."""
     assert set(MIXER_TYPES) == set(mixers.MIXERS), sorted(set(mixers.MIXERS) ^ set(MIXER_TYPES))
-    base = json.load(open(os.path.join(REPO_ROOT, "models/configs/reformer_features.json")))
-    tok = json.load(open(os.path.join(REPO_ROOT, "models/configs/reformer_tokens_encoder.json")))
+    base = load_config("reformer_features")
+    tok = load_config("reformer_tokens_encoder")
 
-    def with_mixer(b=base, drop=(), **kv):
-        c = json.loads(json.dumps(b))
-        c["mixer"].update(kv)
-        c["mixer"] = {k: v for k, v in c["mixer"].items() if k not in drop}
-        return c
+    with_mixer = functools.partial(config_with_mixer, base)
 
     mixed = json.loads(json.dumps(base))
     mixed["mixer"] = [dict(base["mixer"]), dict(base["mixer"], n_buckets=3)]
@@ -3082,11 +2880,7 @@ def reformer_config_validation():
            (with_mixer(max_length=256), "max_length"), (with_mixer(key=True), "key"),
            (mixed, "mixer[1] (reformer): mixer.n_buckets must be an even integer >= 2")]
     expect_rejected(bad)
-    e = None
-    try:
-        RecurModel(with_mixer(causal=True))
-    except ValueError as err:
-        e = str(err)
+    e = model_error(with_mixer(causal=True))
     assert e == "recur config: mixer (reformer): reformer has no causal/recurrent form: mixer.causal must be false", e
     for ok in (with_mixer(drop=("causal",)), with_mixer(n_buckets=2), with_mixer(chunk=1), with_mixer(rounds=1),
                with_mixer(tok, causal=False), with_mixer(n_buckets=64, chunk=1000, rounds=5)):
@@ -3097,11 +2891,8 @@ def reformer_config_validation():
     rf = dict(tok["mixer"])
     for mixer, msg in (([rf, soft], "recur config: mixer[1]: causal true differs from mixer[0] (causal false)"),
                        ([soft, rf], "recur config: mixer[1]: causal false differs from mixer[0] (causal true)")):
-        try:
-            RecurModel({**tok, "mixer": mixer})
-            raise AssertionError("accepted a reformer block next to a causal one")
-        except ValueError as err:
-            assert str(err).startswith(msg), str(err)
+        e = model_error({**tok, "mixer": mixer}, "accepted a reformer block next to a causal one")
+        assert e.startswith(msg), e
     lf = {"type": "linformer", "heads": 2, "dk": 4, "dv": 4, "seq_len": 64, "proj_dim": 8}
     mixed = {**tok, "mixer": [rf, lf]}
     model = checkpoint.build_model(mixed, 3).double()
@@ -3124,12 +2915,9 @@ def reformer_hash_gaps(model, records, cfg):
     recomputed from the model)."""
     gaps = []
     with torch.no_grad():
-        x = records["input"]
-        h = model.input(x if cfg["input"]["kind"] == "tokens" else x.double(), 0)
-        for block in model.blocks:
-            top = block.mixer.hashes(block.norm1(h) if block.pre_norm else h).topk(2, -1).values
+        for _, block, h in mixer_inputs(model, records):
+            top = block.mixer.hashes(h).topk(2, -1).values
             gaps.append(float((top[..., 0] - top[..., 1]).min()))
-            h, _ = block(h, {}, CHUNK, 0)
     return gaps
 
 
@@ -3141,13 +2929,7 @@ def reformer_golden_cli():
     hash decision of the golden's input has a float64 margin ≥ RF_MIN_GAP (so an f32 runtime
     hashes every position into the same bucket)."""
     for name, steps in (("reformer_features", 1000), ("reformer_tokens_encoder", 300)):
-        with tempfile.TemporaryDirectory() as tmp:
-            run = [sys.executable, os.path.join(HERE, "make_golden.py"), "--config", f"models/configs/{name}.json",
-                   "--seed", "7", "--steps", str(steps), "--out", tmp]
-            run_script(run)
-            records = golden.read(os.path.join(tmp, "golden.bin"))
-            model, config = checkpoint.load(tmp)
-            tensors, _ = safetensors.read(os.path.join(tmp, checkpoint.WEIGHTS_FILE))
+        records, tensors, model, config = make_golden(name, steps)
         assert {k: tuple(v.shape) for k, v in tensors.items()} == expected_tensors(config)
         assert list(records) == ["meta", "input", "output"] + [f"layer.{i}" for i in range(config["n_layers"])]
         assert len(records["input"]) == steps

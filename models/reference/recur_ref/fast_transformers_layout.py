@@ -6,6 +6,8 @@ from typing import Dict
 
 from torch import Tensor
 
+from .model import _positive_int
+
 # The builder's keyword arguments (fast_transformers/builders/transformer_builders.py).
 # The dimensions are required: n_heads and query_dimensions cannot be told apart
 # from the weight shapes, so the builder's defaults for them are not assumed
@@ -81,15 +83,12 @@ def _aft_full_mixer(c: dict) -> dict:
         if not ok:
             raise ValueError(f"fast-transformers config (attention_type 'aft-full'): {what}")
 
-    def pos_int(v):
-        return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
     need(c["value_dimensions"] == c["query_dimensions"],
          f"value_dimensions {c['value_dimensions']!r} must equal query_dimensions {c['query_dimensions']!r} "
          "(AFT requires that queries, keys and values have the same dimensionality)")
     need(FEATURE_MAP_KEY not in c, "feature_map is only valid with linear attention")
     for k in AFT_FULL_DEFAULTS:
-        need(pos_int(c[k]), f"{k} must be a positive integer, got {c[k]!r}")
+        need(_positive_int(c[k]), f"{k} must be a positive integer, got {c[k]!r}")
     return {"type": "aft_full", "heads": c["n_heads"], "dk": c["query_dimensions"],
             "max_length": c["max_sequence_length"], "bias_rank": c["aft_parameterization"],
             "bias_form": "multiply", "causal": False}

@@ -345,6 +345,102 @@ def _check_pos(pos: int, n: int, bound: int, what: str, mixer: str):
         raise ValueError(f"mixer {mixer}: positions {pos}..{pos + n - 1} exceed {what} {bound}")
 
 
+class _BoundedKVCache:
+    """The per-stream forms of a mixer whose causal state is the KV cache of every position
+    so far, bounded by max_length T (AFT-full, GAU): per stream {"k" (P, kw), "v" (P, vw)}
+    ({} when non-causal), batched k (B, T, kw), v (B, T, vw), pos; positions past T raise
+    ValueError naming max_length. The subclass sets self.T and gives _kv_widths() → (kw, vw),
+    _project(x) → (q, k, v, finish: attended rows → output) and _attend(q, K, V, t, mask)."""
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """Before the first position: an empty KV cache (sorted names k, v); {} for a
+        non-causal (encoder) mixer, which keeps no state."""
+        if not self.causal:
+            return {}
+        kw, vw = self._kv_widths()
+        return {"k": torch.zeros(0, kw, dtype=dtype), "v": torch.zeros(0, vw, dtype=dtype)}
+
+    def _check(self, pos: int, n: int):
+        _check_pos(pos, n, self.T, "max_length", self.TYPE)
+
+    def _cache(self, state: Dict[str, Tensor], pos: int):
+        K, V = state["k"], state["v"]
+        if len(K) != pos or len(V) != pos:
+            raise ValueError(f"{self.TYPE} state holds {len(K)} positions, the stream is at {pos}")
+        return K, V
+
+    def parallel(self, x: Tensor, state: Dict[str, Tensor], pos: int, chunk: int):
+        """Chunked parallel form: x (N, d_model) at positions pos..pos+N−1 after the state's
+        pos cached positions. A chunk of queries t0..t1 attends to the keys 0..t1, masked to
+        p ≤ t; chunk ≥ N is the plain masked form. Returns (out (N, d_model), the state with
+        x's keys and values appended)."""
+        n = len(x)
+        self._check(pos, n)
+        q, k, v, finish = self._project(x)
+        K0, V0 = self._cache(state, pos)
+        K, V = torch.cat([K0, k]), torch.cat([V0, v])
+        outs = []
+        for c in range(0, n, chunk):
+            end = min(c + chunk, n)
+            outs.append(self._attend(q[c:end], K[:pos + end], V[:pos + end], torch.arange(pos + c, pos + end), True))
+        return finish(torch.cat(outs)), {"k": K, "v": V}
+
+    def recurrent(self, x: Tensor, state: Dict[str, Tensor], pos: int):
+        """RNN form: per position t, append k_t, v_t to the cache, then attend over all of it
+        (p ≤ t: no mask needed). Same arguments and result as `parallel`."""
+        self._check(pos, len(x))
+        q, k, v, finish = self._project(x)
+        K, V = self._cache(state, pos)
+        outs = []
+        for i in range(len(x)):
+            K, V = torch.cat([K, k[i:i + 1]]), torch.cat([V, v[i:i + 1]])
+            outs.append(self._attend(q[i:i + 1], K, V, torch.tensor([pos + i]), False))
+        return finish(torch.cat(outs)), {"k": K, "v": V}
+
+    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
+        """Non-causal (encoder) form over x as a whole utterance (positions 0..N−1, N ≤ T; an
+        encoder keeps no state, so `state` comes back unchanged): every query over every
+        position, computed per block of CHUNK queries."""
+        if pos != 0:
+            raise ValueError(f"a non-causal {self.TYPE} mixer runs on a whole utterance from position 0")
+        n = len(x)
+        self._check(0, n)
+        q, k, v, finish = self._project(x)
+        outs = [self._attend(q[c:c + CHUNK], k, v, torch.arange(c, min(c + CHUNK, n)), False)
+                for c in range(0, n, CHUNK)]
+        return finish(torch.cat(outs)), state
+
+    def _initial_state(self, batch, max_context):
+        dt, dev = _dtype(self)
+        kw, vw = self._kv_widths()
+        return {"k": torch.zeros(batch, self.T, kw, dtype=dt, device=dev),
+                "v": torch.zeros(batch, self.T, vw, dtype=dt, device=dev), "pos": torch.tensor(0)}
+
+    @staticmethod
+    def _append(state, k: Tensor, v: Tensor, pos: int):
+        """Batched: copies of the state's k, v with x's rows k, v (B, N, ·) written at pos."""
+        K, V = state["k"].clone(), state["v"].clone()
+        K[:, pos:pos + k.shape[1]], V[:, pos:pos + v.shape[1]] = k, v
+        return K, V
+
+
+class _EncoderOnly:
+    """Per stream, an encoder-only mixer keeps no state and has only the non-causal form;
+    the subclass says why in NO_FORM_WHY."""
+    NO_FORM_WHY = ""
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """No state (an encoder)."""
+        return {}
+
+    def _no_form(self, *args, **kwargs):
+        raise ValueError(f"mixer {self.TYPE}: no recurrent form (encoder only: {self.NO_FORM_WHY}); "
+                         "use the non-causal form over a whole utterance")
+
+    parallel = _no_form
+    recurrent = _no_form
+
+
 # --------------------------------------------------------------------------------------
 # 1. Softmax attention (§2)
 # --------------------------------------------------------------------------------------
@@ -1234,7 +1330,7 @@ class AFTConv(AFTLocal):
         return self.conv_kernel.t().repeat_interleave(self.dk, dim=1)   # (n, D)
 
 
-class AFTFull(_AFTBase):
+class AFTFull(_BoundedKVCache, _AFTBase):
     """AFT-full: a learned pairwise bias w (shared by all channels) for positions < max_length.
       bias_rank absent/null: pos_bias (T_max, T_max),  w_{t,p} = pos_bias[t, p]
       bias_rank r:           u (T_max, r), v (T_max, r), w = u vᵀ, w_{t,p} = u[t]·v[p]
@@ -1276,15 +1372,12 @@ class AFTFull(_AFTBase):
 
     # Per stream.
 
-    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
-        """Before the first position: an empty KV cache (sorted names k, v); {} for a
-        non-causal (encoder) mixer, which keeps no state."""
-        if not self.causal:
-            return {}
-        return {"k": torch.zeros(0, self.D, dtype=dtype), "v": torch.zeros(0, self.D, dtype=dtype)}
+    def _kv_widths(self):
+        return self.D, self.D
 
-    def _check(self, pos: int, n: int):
-        _check_pos(pos, n, self.T, "max_length", self.TYPE)
+    def _project(self, x):
+        q, k, v = self._qkv(x)
+        return q, k, v, self.out
 
     def _attend(self, q: Tensor, K: Tensor, V: Tensor, t: Tensor, mask: bool) -> Tensor:
         """σ(q) (Nt, D) at positions t over keys K, values V (Np, D) at positions 0..Np−1
@@ -1297,53 +1390,6 @@ class AFTFull(_AFTBase):
         a = torch.softmax(lg, 1)                                                # over key positions
         return q * torch.einsum("tpd,pd->td", a, V)
 
-    def _cache(self, state: Dict[str, Tensor], pos: int):
-        K, V = state["k"], state["v"]
-        if len(K) != pos or len(V) != pos:
-            raise ValueError(f"aft_full state holds {len(K)} positions, the stream is at {pos}")
-        return K, V
-
-    def parallel(self, x: Tensor, state: Dict[str, Tensor], pos: int, chunk: int):
-        """Chunked parallel form: x (N, d_model) at positions pos..pos+N−1 after the state's
-        pos cached positions. A chunk of queries t0..t1 attends to the keys 0..t1, masked to
-        p ≤ t; chunk ≥ N is the plain masked form. Returns (out (N, d_model), the state with
-        x's keys and values appended)."""
-        n = len(x)
-        self._check(pos, n)
-        q, k, v = self._qkv(x)
-        K0, V0 = self._cache(state, pos)
-        K, V = torch.cat([K0, k]), torch.cat([V0, v])
-        outs = []
-        for c in range(0, n, chunk):
-            end = min(c + chunk, n)
-            outs.append(self._attend(q[c:end], K[:pos + end], V[:pos + end], torch.arange(pos + c, pos + end), True))
-        return self.out(torch.cat(outs)), {"k": K, "v": V}
-
-    def recurrent(self, x: Tensor, state: Dict[str, Tensor], pos: int):
-        """RNN form: per position t, append k_t, v_t to the cache, then attend over all of it
-        (p ≤ t: no mask needed). Same arguments and result as `parallel`."""
-        self._check(pos, len(x))
-        q, k, v = self._qkv(x)
-        K, V = self._cache(state, pos)
-        outs = []
-        for i in range(len(x)):
-            K, V = torch.cat([K, k[i:i + 1]]), torch.cat([V, v[i:i + 1]])
-            outs.append(self._attend(q[i:i + 1], K, V, torch.tensor([pos + i]), False))
-        return self.out(torch.cat(outs)), {"k": K, "v": V}
-
-    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
-        """Non-causal (encoder) form over x as a whole utterance (positions 0..N−1, N ≤ T; an
-        encoder keeps no state, so `state` comes back unchanged): per query t a softmax over
-        every p, computed per block of CHUNK queries."""
-        if pos != 0:
-            raise ValueError(f"a non-causal {self.TYPE} mixer runs on a whole utterance from position 0")
-        n = len(x)
-        self._check(0, n)
-        q, k, v = self._qkv(x)
-        outs = [self._attend(q[c:c + CHUNK], k, v, torch.arange(c, min(c + CHUNK, n)), False)
-                for c in range(0, n, CHUNK)]
-        return self.out(torch.cat(outs)), state
-
     # Batched.
 
     def _logits(self, k, t, p):
@@ -1355,21 +1401,15 @@ class AFTFull(_AFTBase):
 
     def forward(self, x):
         self._check_x(x, 3)
-        _check_pos(0, x.shape[1], self.T, "max_length", self.TYPE)
+        self._check(0, x.shape[1])
         return super().forward(x)
-
-    def _initial_state(self, batch, max_context):
-        dt, dev = _dtype(self)
-        return {"k": torch.zeros(batch, self.T, self.D, dtype=dt, device=dev),
-                "v": torch.zeros(batch, self.T, self.D, dtype=dt, device=dev), "pos": torch.tensor(0)}
 
     def _prefill(self, x, state):
         B, N, _ = x.shape
         pos = int(state["pos"])
-        _check_pos(pos, N, self.T, "max_length", self.TYPE)
+        self._check(pos, N)
         q, k, v = self._qkv(x)
-        K, V = state["k"].clone(), state["v"].clone()
-        K[:, pos:pos + N], V[:, pos:pos + N] = k, v
+        K, V = self._append(state, k, v, pos)
         t, p = torch.arange(pos, pos + N), torch.arange(pos + N)
         a = torch.softmax(self._logits(K[:, :pos + N], t, p), dim=2)
         y = self.out(q * torch.einsum("btpd,bpd->btd", a, V[:, :pos + N]))
@@ -1423,7 +1463,7 @@ class _GAUBase(Mixer):
         return u, v, qk.unbind(-2)
 
 
-class GAU(_GAUBase):
+class GAU(_BoundedKVCache, _GAUBase):
     """Gated attention unit, one head:
       Q = γ_0 ⊙ Z + β_0, K = γ_1 ⊙ Z + β_1,
       A_{t,p} = relu(scale · Q_t·K_p + rel_bias[·])²   (causal: p ≤ t; no softmax, no normaliser)
@@ -1446,15 +1486,12 @@ class GAU(_GAUBase):
 
     # Per stream.
 
-    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
-        """Before the first position: an empty KV cache (sorted names k, v); {} for a
-        non-causal (encoder) mixer, which keeps no state."""
-        if not self.causal:
-            return {}
-        return {"k": torch.zeros(0, self.s, dtype=dtype), "v": torch.zeros(0, self.E, dtype=dtype)}
+    def _kv_widths(self):
+        return self.s, self.E
 
-    def _check(self, pos: int, n: int):
-        _check_pos(pos, n, self.T, "max_length", self.TYPE)
+    def _project(self, x):
+        u, v, (q, k) = self._proj(x)
+        return q, k, v, lambda y: self.out(u * y)
 
     def _attend(self, q: Tensor, K: Tensor, V: Tensor, t: Tensor, mask: bool) -> Tensor:
         """Σ_p A_{t,p} V_p ([B,] Nt, E) for queries q ([B,] Nt, s) at positions t over keys
@@ -1466,73 +1503,20 @@ class GAU(_GAUBase):
             a = a.masked_fill(off < 0, 0.0)
         return a @ V
 
-    def _cache(self, state: Dict[str, Tensor], pos: int):
-        K, V = state["k"], state["v"]
-        if len(K) != pos or len(V) != pos:
-            raise ValueError(f"gau state holds {len(K)} positions, the stream is at {pos}")
-        return K, V
-
-    def parallel(self, x: Tensor, state: Dict[str, Tensor], pos: int, chunk: int):
-        """Chunked parallel form: x (N, d_model) at positions pos..pos+N−1 after the state's
-        pos cached positions. A chunk of queries t0..t1 attends to the keys 0..t1, masked to
-        p ≤ t; chunk ≥ N is the plain masked form. Returns (out (N, d_model), the state with
-        x's K and V rows appended)."""
-        n = len(x)
-        self._check(pos, n)
-        u, v, (q, k) = self._proj(x)
-        K0, V0 = self._cache(state, pos)
-        K, V = torch.cat([K0, k]), torch.cat([V0, v])
-        outs = []
-        for c in range(0, n, chunk):
-            end = min(c + chunk, n)
-            outs.append(self._attend(q[c:end], K[:pos + end], V[:pos + end], torch.arange(pos + c, pos + end), True))
-        return self.out(u * torch.cat(outs)), {"k": K, "v": V}
-
-    def recurrent(self, x: Tensor, state: Dict[str, Tensor], pos: int):
-        """RNN form: per position t, append K_t, V_t to the cache, then attend over all of it
-        (p ≤ t: no mask needed). Same arguments and result as `parallel`."""
-        self._check(pos, len(x))
-        u, v, (q, k) = self._proj(x)
-        K, V = self._cache(state, pos)
-        outs = []
-        for i in range(len(x)):
-            K, V = torch.cat([K, k[i:i + 1]]), torch.cat([V, v[i:i + 1]])
-            outs.append(self._attend(q[i:i + 1], K, V, torch.tensor([pos + i]), False))
-        return self.out(u * torch.cat(outs)), {"k": K, "v": V}
-
-    def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
-        """Non-causal (encoder) form over x as a whole utterance (positions 0..N−1, N ≤ T; an
-        encoder keeps no state, so `state` comes back unchanged): every query over every p with
-        rel_bias[t − p + T − 1], computed per block of CHUNK queries."""
-        if pos != 0:
-            raise ValueError(f"a non-causal {self.TYPE} mixer runs on a whole utterance from position 0")
-        n = len(x)
-        self._check(0, n)
-        u, v, (q, k) = self._proj(x)
-        outs = [self._attend(q[c:c + CHUNK], k, v, torch.arange(c, min(c + CHUNK, n)), False)
-                for c in range(0, n, CHUNK)]
-        return self.out(u * torch.cat(outs)), state
-
     # Batched.
 
     def forward(self, x):
         self._check_x(x, 3)
         N = x.shape[1]
-        _check_pos(0, N, self.T, "max_length", self.TYPE)
+        self._check(0, N)
         u, v, (q, k) = self._proj(x)
         return self.out(u * self._attend(q, k, v, torch.arange(N), self.causal))
 
-    def _initial_state(self, batch, max_context):
-        dt, dev = _dtype(self)
-        return {"k": torch.zeros(batch, self.T, self.s, dtype=dt, device=dev),
-                "v": torch.zeros(batch, self.T, self.E, dtype=dt, device=dev), "pos": torch.tensor(0)}
-
     def _prefill(self, x, state):
         N, pos = x.shape[1], int(state["pos"])
-        _check_pos(pos, N, self.T, "max_length", self.TYPE)
+        self._check(pos, N)
         u, v, (q, k) = self._proj(x)
-        K, V = state["k"].clone(), state["v"].clone()
-        K[:, pos:pos + N], V[:, pos:pos + N] = k, v
+        K, V = self._append(state, k, v, pos)
         y = self._attend(q, K[:, :pos + N], V[:, :pos + N], torch.arange(pos, pos + N), True)
         return self.out(u * y), {"k": K, "v": V, "pos": torch.tensor(pos + N)}
 
@@ -1706,7 +1690,7 @@ class FLASH(_GAUBase):
 # 6. Linformer (§7), encoder only
 # --------------------------------------------------------------------------------------
 
-class Linformer(Mixer):
+class Linformer(_EncoderOnly, Mixer):
     """Per head h: K'_h = E_h K_h, V'_h = F_h V_h (E, F ∈ R^{k×n}), A = softmax(Q K'ᵀ/√dk) V'.
     Config: heads, dk, dv, seq_len n, proj_dim k, sharing, causal (must be false).
     sharing → tensors (besides query, key, value, out as softmax_attention):
@@ -1746,18 +1730,9 @@ class Linformer(Mixer):
     _qkv = SoftmaxAttention._qkv
     _output = SoftmaxAttention._output
 
+    NO_FORM_WHY = "the projections E, F mix all positions"
+
     # Per stream.
-
-    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
-        """No state (an encoder)."""
-        return {}
-
-    def _no_form(self, *args, **kwargs):
-        raise ValueError("mixer linformer: no recurrent form (encoder only: the projections E, F mix all "
-                         "positions); use the non-causal form over a whole utterance")
-
-    parallel = _no_form
-    recurrent = _no_form
 
     def noncausal(self, x: Tensor, state: Dict[str, Tensor], pos: int = 0):
         """Non-causal (encoder) form over x (N, d_model) as a whole utterance (positions
@@ -1803,7 +1778,7 @@ def lsh_buckets(k: Tensor, rotations: Tensor) -> Tensor:
     return torch.argmax(torch.cat([p, -p], -1), -1)
 
 
-class Reformer(Mixer):
+class Reformer(_EncoderOnly, Mixer):
     """Reformer LSH attention (shared-QK, chunked, several hash rounds), encoder only.
 
     Config: heads H, dk, dv, n_buckets nb (even, ≥ 2), chunk c (≥ 1), rounds r (≥ 1), causal
@@ -1834,18 +1809,9 @@ class Reformer(Mixer):
         self.out = nn.Linear(self.heads * self.dv, d_model)
         self.register_buffer("rotations", torch.randn(self.rounds, self.dk, self.n_buckets // 2))
 
+    NO_FORM_WHY = "the hash buckets sort the whole utterance"
+
     # Per stream.
-
-    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
-        """No state (an encoder)."""
-        return {}
-
-    def _no_form(self, *args, **kwargs):
-        raise ValueError("mixer reformer: no recurrent form (encoder only: the hash buckets sort the whole "
-                         "utterance); use the non-causal form over a whole utterance")
-
-    parallel = _no_form
-    recurrent = _no_form
 
     def hashes(self, x: Tensor) -> Tensor:
         """[P, −P] of every round, head and position: (r, H, N, nb) (the bucket is its argmax)."""

@@ -50,6 +50,14 @@ def _is_causal(mixer: dict) -> bool:
     return mixers.is_causal(mixer)
 
 
+def _positive_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _positive_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
+
 def _validate_mixer(mixer, d_model) -> None:
     """ValueError (message without the "recur config: " prefix, as a single "mixer"
     dict's messages read) unless `mixer` is a well-formed mixer dict."""
@@ -57,12 +65,6 @@ def _validate_mixer(mixer, d_model) -> None:
     def need(ok, what):
         if not ok:
             raise ValueError(what)
-
-    def positive_int(v):
-        return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-    def positive_number(v):
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
 
     need(isinstance(mixer, dict) and mixer.get("type") in MIXER_TYPES,
          f"mixer.type must be one of {list(MIXER_TYPES)}")
@@ -83,10 +85,10 @@ def _validate_mixer(mixer, d_model) -> None:
              "mixer must have the keys type, heads, dk, dv, feature_map, eps and optionally causal "
              f"(and, with feature_map 'favor', {sorted(_FAVOR_KEYS)})")
         need(isinstance(mixer.get("causal", True), bool), "mixer.causal must be true or false")
-        need(all(positive_int(mixer[k]) for k in ("heads", "dk", "dv")), "mixer.heads/dk/dv must be positive integers")
+        need(all(_positive_int(mixer[k]) for k in ("heads", "dk", "dv")), "mixer.heads/dk/dv must be positive integers")
         need(mixer["feature_map"] in mixers.FEATURE_MAPS,
              f"mixer.feature_map must be one of {list(mixers.FEATURE_MAPS)}")
-        need(positive_number(mixer["eps"]), "mixer.eps must be > 0")
+        need(_positive_number(mixer["eps"]), "mixer.eps must be > 0")
         # the feature-map rules (favor keys, n_features, favor_layout, softmax_temp): mixers.py
         mixers.validate_mixer(mixer, d_model)
 
@@ -98,12 +100,6 @@ def validate(config: dict) -> None:
         if not ok:
             raise ValueError(f"recur config: {what}")
 
-    def positive_int(v):
-        return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-    def positive_number(v):
-        return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
-
     def exact_keys(d, keys, where):
         need(isinstance(d, dict) and set(d) == keys, f"{where} must have exactly the keys {sorted(keys)}")
 
@@ -111,10 +107,10 @@ def validate(config: dict) -> None:
     need(keys >= _REQUIRED_KEYS, f"missing keys {sorted(_REQUIRED_KEYS - keys)}")
     need(keys <= _REQUIRED_KEYS | _OPTIONAL_KEYS, f"unknown keys {sorted(keys - _REQUIRED_KEYS - _OPTIONAL_KEYS)}")
     need(config["layout"] == "recur", "layout must be 'recur'")
-    need(positive_int(config["d_model"]), "d_model must be a positive integer")
-    need(positive_int(config["n_layers"]), "n_layers must be a positive integer")
+    need(_positive_int(config["d_model"]), "d_model must be a positive integer")
+    need(_positive_int(config["n_layers"]), "n_layers must be a positive integer")
     need(config["norm_placement"] in ("pre", "post"), "norm_placement must be 'pre' or 'post'")
-    need(positive_number(config["layer_norm_eps"]), "layer_norm_eps must be > 0")
+    need(_positive_number(config["layer_norm_eps"]), "layer_norm_eps must be > 0")
     mp = config["max_positions"]
     need(isinstance(mp, int) and not isinstance(mp, bool) and mp >= 0, "max_positions must be an integer >= 0")
     need(isinstance(config["final_norm"], bool), "final_norm must be true or false")
@@ -123,10 +119,10 @@ def validate(config: dict) -> None:
     need(isinstance(inp, dict) and inp.get("kind") in ("tokens", "features"), "input.kind must be 'tokens' or 'features'")
     if inp["kind"] == "tokens":
         exact_keys(inp, {"kind", "vocab_size"}, "input (tokens)")
-        need(positive_int(inp["vocab_size"]), "input.vocab_size must be a positive integer")
+        need(_positive_int(inp["vocab_size"]), "input.vocab_size must be a positive integer")
     else:
         exact_keys(inp, {"kind", "feature_width", "projection"}, "input (features)")
-        need(positive_int(inp["feature_width"]), "input.feature_width must be a positive integer")
+        need(_positive_int(inp["feature_width"]), "input.feature_width must be a positive integer")
         need(isinstance(inp["projection"], bool), "input.projection must be true or false")
         need(inp["projection"] or inp["feature_width"] == config["d_model"],
              "input.feature_width must equal d_model when projection is false")
@@ -163,13 +159,13 @@ def validate(config: dict) -> None:
 
     ffn = config["ffn"]
     exact_keys(ffn, {"d_ff", "activation"}, "ffn")
-    need(positive_int(ffn["d_ff"]), "ffn.d_ff must be a positive integer")
+    need(_positive_int(ffn["d_ff"]), "ffn.d_ff must be a positive integer")
     need(ffn["activation"] in ("relu", "gelu"), "ffn.activation must be 'relu' or 'gelu'")
 
     head = config["head"]
     if head is not None:
         exact_keys(head, {"out", "activation"}, "head")
-        need(positive_int(head["out"]), "head.out must be a positive integer")
+        need(_positive_int(head["out"]), "head.out must be a positive integer")
         need(head["activation"] in ("none", "softmax", "log_softmax"),
              "head.activation must be 'none', 'softmax' or 'log_softmax'")
 
