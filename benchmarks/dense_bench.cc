@@ -67,17 +67,6 @@ void NaiveDense(const float* x, size_t batch, const float* w, const float* bias,
 
 using recur::impl::kernels::WeightType;
 
-const char* TypeName(WeightType t) {
-  switch (t) {
-    case WeightType::kF32: return "f32";
-    case WeightType::kF16: return "f16";
-    case WeightType::kBF16: return "bf16";
-    case WeightType::kI8: return "int8";
-    case WeightType::kI4: return "int4";
-  }
-  return "?";
-}
-
 // v in [-1, 1] as f16 / bf16 bits (truncated; tiny values flush to zero:
 // good enough for timing).
 uint16_t ToHalfBits(float v, WeightType t) {
@@ -162,8 +151,9 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * s.batch * s.in * s.out;
     char name[64];
     std::snprintf(name, sizeof(name), "%zux%zu->%zu", s.batch, s.in, s.out);
-    std::printf("%-16s %5s %9.2f %9.2f %9.1f %6.0f%% %8.1f\n", name, TypeName(s.type), t * 1e6,
-                tm.best * 1e6, flops / t * 1e-9, peak > 0 ? 100.0 * flops / t / peak : 0.0,
+    std::printf("%-16s %5s %9.2f %9.2f %9.1f %6.0f%% %8.1f\n", name,
+                recur::impl::kernels::WeightTypeName(s.type), t * 1e6, tm.best * 1e6,
+                flops / t * 1e-9, peak > 0 ? 100.0 * flops / t / peak : 0.0,
                 double(wsize) * s.in * s.out / t * 1e-9);
     if (s.batch >= 4) {  // the packed-weight GEMM on the same data (packing not timed)
       auto packed =
@@ -175,8 +165,8 @@ int main(int argc, char** argv) {
                                           s.out, 0, panels, y.get(), s.out, false);
       });
       std::printf("%-16s %5s %9.2f %9.2f %9.1f %6.0f%%          (packed f32)\n", name,
-                  TypeName(s.type), tp.median * 1e6, tp.best * 1e6, flops / tp.median * 1e-9,
-                  peak > 0 ? 100.0 * flops / tp.median / peak : 0.0);
+                  recur::impl::kernels::WeightTypeName(s.type), tp.median * 1e6, tp.best * 1e6,
+                  flops / tp.median * 1e-9, peak > 0 ? 100.0 * flops / tp.median / peak : 0.0);
     }
     if (s.batch == 1 && s.in == 256 && s.out == 256) {
       const Timing tn = TimePerCall(

@@ -61,17 +61,6 @@ GuardedRegion& Region() {
   return region;
 }
 
-const char* TypeName(WeightType t) {
-  switch (t) {
-    case WeightType::kF32: return "f32";
-    case WeightType::kF16: return "f16";
-    case WeightType::kBF16: return "bf16";
-    case WeightType::kI8: return "int8";
-    case WeightType::kI4: return "int4";  // dense_i4_test.cc
-  }
-  return "?";
-}
-
 // Random weights of `type` at p[0, n): finite values of magnitude < 2,
 // with zeros and subnormals (f16, bf16) and the full int8 range.
 void FillWeights(std::mt19937& rng, WeightType type, void* p, size_t n) {
@@ -187,7 +176,7 @@ size_t CheckLowp(std::mt19937& rng, const LowpCase& c) {
 
 #define RECUR_CHECK_LOWP(rng, c)                                                         \
   do {                                                                                   \
-    INFO(TypeName((c).type) << " batch=" << (c).batch << " in=" << (c).in                \
+    INFO(kernels::WeightTypeName((c).type) << " batch=" << (c).batch << " in=" << (c).in                \
                             << " out=" << (c).out << " x_pad=" << (c).x_pad              \
                             << " y_pad=" << (c).y_pad << " offset=" << (c).offset        \
                             << " bias=" << (c).bias << " accumulate=" << (c).accumulate   \
@@ -317,7 +306,7 @@ TEST_CASE("Dense lowp: Rows() slices equal the whole layer") {
           Dense(x.data(), in, batch, w.Rows(cuts[s], cuts[s + 1]), y.data() + cuts[s], y_stride,
                 false);
         }
-        INFO(TypeName(type) << " batch=" << batch);
+        INFO(kernels::WeightTypeName(type) << " batch=" << batch);
         const LowpCase c{type, batch, in, out, 0, 3, 0, true, false};
         std::vector<float> y_prev(y.size(), std::numeric_limits<float>::quiet_NaN());
         CHECK(Compare(c, w, x, in, y_prev, y, y_stride) == 0);
@@ -404,7 +393,7 @@ TEST_CASE("Dense lowp: the harness detects a wrong output") {
   // its type) after the reference and expect a mismatch in that output only.
   for (WeightType type : kNarrowTypes) {
     for (size_t batch : {1, 9}) {
-      INFO(TypeName(type) << " batch=" << batch);
+      INFO(kernels::WeightTypeName(type) << " batch=" << batch);
       const size_t in = 64, out = 8;
       std::vector<float> x(batch * in, 1.0f), scales(out, 0.01f), y(batch * out),
           y_ref(batch * out);
@@ -457,7 +446,7 @@ TEST_CASE("Dense: bound scratch of DenseScratchNeed floats gives the same bits, 
     for (WeightType type : types) {
       std::mt19937 rng(5);
       for (const Shape& sh : shapes) {
-        INFO(TypeName(type) << " batch=" << sh.batch << " in=" << sh.in << " out=" << sh.out);
+        INFO(kernels::WeightTypeName(type) << " batch=" << sh.batch << " in=" << sh.in << " out=" << sh.out);
         std::vector<uint8_t> bytes(sh.in * sh.out * WeightTypeSize(type));
         FillWeights(rng, type, bytes.data(), sh.in * sh.out);
         std::vector<float> x(sh.batch * sh.in), scales(sh.out), bias(sh.out);

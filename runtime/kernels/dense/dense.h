@@ -18,6 +18,18 @@ enum class WeightType : uint8_t {
   kI4,
 };
 
+// "f32", "f16", "bf16", "int8", "int4": the names recur-convert --dtype takes.
+constexpr const char* WeightTypeName(WeightType type) {
+  switch (type) {
+    case WeightType::kF32: return "f32";
+    case WeightType::kF16: return "f16";
+    case WeightType::kBF16: return "bf16";
+    case WeightType::kI8: return "int8";
+    case WeightType::kI4: return "int4";
+  }
+  return "?";
+}
+
 // Bytes per element of `type`; 0 for kI4 (half a byte: see WeightRowBytes).
 size_t WeightTypeSize(WeightType type);
 // Bytes of one weight row of `in` elements of `type` (kI4: in / 2).
