@@ -3,12 +3,22 @@
 #include "converter/config.h"
 #include "converter/file_util.h"
 #include "converter/import.h"
+#include "converter/pt_reader.h"
 #include "converter/safetensors.h"
 #include "converter/sha256.h"
 #include "converter/writer.h"
 
 namespace recur::impl::converter {
 namespace {
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool IsCheckpointName(const std::string& path) {
+  return EndsWith(path, ".pt") || EndsWith(path, ".pth") || EndsWith(path, ".bin") ||
+         EndsWith(path, ".ckpt");
+}
 
 Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   if (!ValidInt4Group(o.group)) {
@@ -27,13 +37,32 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   auto bytes = ReadFileBytes(o.weights_path);
   if (!bytes.ok()) return bytes.status();
   const std::string hash = Sha256Hex(bytes->data(), bytes->size());
-  auto weights = ParseSafetensors(std::move(bytes).value(), o.weights_path);
-  if (!weights.ok()) return weights.status();
+  // A zip archive (or a file named as a checkpoint) is read as torch.save
+  // wrote it; anything else as safetensors.
+  TensorViewMap views;
+  SafetensorsFile safetensors;
+  PtFile checkpoint;
+  if (LooksLikeZip(*bytes) || IsCheckpointName(o.weights_path)) {
+    auto pt = ParsePt(std::move(bytes).value(), o.weights_path, o.state_dict_key);
+    if (!pt.ok()) return pt.status();
+    checkpoint = std::move(pt).value();
+    views = checkpoint.tensors();
+  } else {
+    if (!o.state_dict_key.empty()) {
+      return Status(StatusCode::kInvalidArgument,
+                    "--state-dict-key applies to PyTorch checkpoints only, and " + o.weights_path +
+                        " is not one");
+    }
+    auto st = ParseSafetensors(std::move(bytes).value(), o.weights_path);
+    if (!st.ok()) return st.status();
+    safetensors = std::move(st).value();
+    views = safetensors.tensors();
+  }
 
   ModelDescription desc = config->desc;
   ImportOptions io;
   io.allow_extra = o.allow_extra;
-  auto tensors = ImportTensors(desc, config->layout, weights->tensors(), io, &report->warnings);
+  auto tensors = ImportTensors(desc, config->layout, views, io, &report->warnings);
   if (!tensors.ok()) return tensors.status();
 
   desc.metadata.producer = DefaultProducer();

@@ -1,4 +1,4 @@
-// The whole `recur-convert convert` pipeline: config + safetensors → .recur.
+// The whole `recur-convert convert` pipeline: config + weights (safetensors or torch.save) → .recur.
 #ifndef RECUR_CONVERTER_CONVERT_H_
 #define RECUR_CONVERTER_CONVERT_H_
 
@@ -13,7 +13,8 @@
 namespace recur::impl::converter {
 
 struct ConvertOptions {
-  std::string weights_path;  // .safetensors
+  std::string weights_path;  // .safetensors, or a torch.save checkpoint (.pt, .bin: pt_reader.h)
+  std::string state_dict_key;  // checkpoints: the key path of a nested state dict ("model")
   std::string config_path;   // config.json
   std::string output_path;   // .recur
   Layout layout = Layout::kAuto;

@@ -1,7 +1,8 @@
-// recur-convert: safetensors + config.json → .recur, and inspect/verify.
+// recur-convert: safetensors or torch.save checkpoint + config.json → .recur,
+// and inspect/verify.
 //
-//   recur-convert WEIGHTS.safetensors --config CONFIG.json [--layout recur|fast-transformers]
-//                 -o MODEL.recur [--notes TEXT] [--allow-extra]
+//   recur-convert WEIGHTS.safetensors|MODEL.pt --config CONFIG.json [--layout recur|fast-transformers]
+//                 -o MODEL.recur [--notes TEXT] [--allow-extra] [--state-dict-key KEY[.KEY...]]
 //                 [--dtype f32|f16|bf16|int8|int4] [--group 32|64|128|256] [--quantize-head]
 //   recur-convert convert ...            (the same, with an explicit subcommand)
 //   recur-convert inspect MODEL.recur [--json]
@@ -53,8 +54,15 @@ int Run(int argc, char** argv) {
 
   ConvertOptions convert_options;
   std::string layout_name = "auto";
-  CLI::App* convert = app.add_subcommand("convert", "Convert WEIGHTS.safetensors + CONFIG.json into a .recur model");
-  convert->add_option("weights", convert_options.weights_path, "WEIGHTS.safetensors")->required();
+  CLI::App* convert = app.add_subcommand("convert", "Convert WEIGHTS.safetensors (or MODEL.pt) + CONFIG.json into a .recur model");
+  convert
+      ->add_option("weights", convert_options.weights_path,
+                   "WEIGHTS.safetensors, or a torch.save(state_dict) checkpoint (MODEL.pt, "
+                   "pytorch_model.bin)")
+      ->required();
+  convert->add_option("--state-dict-key", convert_options.state_dict_key,
+                      "Checkpoints only: the key path of the state dict inside the saved dict, "
+                      "keys of successive levels joined by dots (\"model\", \"model.encoder\")");
   convert->add_option("-c,--config", convert_options.config_path, "CONFIG.json")->required();
   convert->add_option("-o,--output", convert_options.output_path, "MODEL.recur to write")->required();
   convert

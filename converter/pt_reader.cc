@@ -1,0 +1,776 @@
+#include "converter/pt_reader.h"
+
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <unordered_map>
+#include <utility>
+
+namespace recur::impl::converter {
+namespace {
+
+// ---- zip (APPNOTE.TXT 4.3): stored entries only ----
+
+constexpr uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50, kEndSig = 0x06054b50,
+                   kEnd64Sig = 0x06064b50, kEnd64LocSig = 0x07064b50;
+
+uint64_t LE(const uint8_t* p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+uint32_t Crc32(const uint8_t* p, std::size_t n) {
+  static uint32_t table[256];
+  static bool ready = [] {
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+      table[i] = c;
+    }
+    return true;
+  }();
+  (void)ready;
+  uint32_t c = 0xffffffffu;
+  for (std::size_t i = 0; i < n; ++i) c = table[(c ^ p[i]) & 0xff] ^ (c >> 8);
+  return c ^ 0xffffffffu;
+}
+
+struct Entry {
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+};
+
+Status ZipError(const std::string& src, const std::string& what) {
+  return Status(StatusCode::kInvalidArgument, src + ": " + what);
+}
+
+// Reads the central directory: every entry stored, within the file, its CRC right.
+Status ReadZip(const std::vector<uint8_t>& b, const std::string& src,
+               std::map<std::string, Entry>* entries) {
+  const uint64_t n = b.size();
+  if (n < 22) return ZipError(src, "truncated zip archive (" + std::to_string(n) + " bytes)");
+  // The end record lies in the last 22 + 65535 bytes (its comment at most 64 KiB).
+  uint64_t end = n;
+  const uint64_t lowest = n > 22 + 65535 ? n - 22 - 65535 : 0;
+  for (uint64_t i = n - 22 + 1; i-- > lowest;) {
+    if (LE(&b[i], 4) == kEndSig) {
+      end = i;
+      break;
+    }
+  }
+  if (end == n) return ZipError(src, "no zip end-of-central-directory record (truncated archive?)");
+  const uint8_t* e = &b[end];
+  uint64_t count = LE(e + 10, 2), cd_size = LE(e + 12, 4), cd_offset = LE(e + 16, 4);
+  if (count == 0xffff || cd_size == 0xffffffffu || cd_offset == 0xffffffffu) {
+    if (end < 20 || LE(&b[end - 20], 4) != kEnd64LocSig)
+      return ZipError(src, "zip64 archive without a zip64 end locator");
+    const uint64_t off64 = LE(&b[end - 20 + 8], 8);
+    if (off64 > n || n - off64 < 56 || LE(&b[off64], 4) != kEnd64Sig)
+      return ZipError(src, "zip64 end record lies outside the file");
+    count = LE(&b[off64 + 32], 8);
+    cd_size = LE(&b[off64 + 40], 8);
+    cd_offset = LE(&b[off64 + 48], 8);
+  }
+  if (cd_offset > n || cd_size > n - cd_offset)
+    return ZipError(src, "zip central directory [" + std::to_string(cd_offset) + ", +" +
+                             std::to_string(cd_size) + ") lies outside the " + std::to_string(n) +
+                             "-byte file (truncated archive?)");
+  // Each central record is at least 46 bytes: a count beyond that is a lie.
+  if (count > cd_size / 46)
+    return ZipError(src, "zip declares " + std::to_string(count) + " entries in a " +
+                             std::to_string(cd_size) + "-byte central directory");
+  uint64_t pos = cd_offset;
+  const uint64_t cd_end = cd_offset + cd_size;
+  for (uint64_t k = 0; k < count; ++k) {
+    if (cd_end - pos < 46 || LE(&b[pos], 4) != kCentralSig)
+      return ZipError(src, "zip central directory entry " + std::to_string(k) + " is malformed");
+    const uint8_t* c = &b[pos];
+    const uint64_t flags = LE(c + 8, 2), method = LE(c + 10, 2), crc = LE(c + 16, 4);
+    uint64_t csize = LE(c + 20, 4), usize = LE(c + 24, 4);
+    const uint64_t name_len = LE(c + 28, 2), extra_len = LE(c + 30, 2), comment_len = LE(c + 32, 2);
+    uint64_t local = LE(c + 42, 4);
+    if (cd_end - pos - 46 < name_len + extra_len + comment_len)
+      return ZipError(src, "zip central directory entry " + std::to_string(k) + " is truncated");
+    const std::string name(reinterpret_cast<const char*>(c + 46), name_len);
+    // Zip64 extra field (id 1): the 64-bit values of the fields set to all ones, in order.
+    const uint8_t* x = c + 46 + name_len;
+    for (uint64_t xp = 0; xp + 4 <= extra_len;) {
+      const uint64_t id = LE(x + xp, 2), len = LE(x + xp + 2, 2);
+      if (xp + 4 + len > extra_len) break;
+      if (id == 1) {
+        uint64_t q = xp + 4;
+        for (uint64_t* f : {&usize, &csize, &local}) {
+          if (*f != 0xffffffffu) continue;
+          if (q + 8 > xp + 4 + len) return ZipError(src, "\"" + name + "\": short zip64 field");
+          *f = LE(x + q, 8);
+          q += 8;
+        }
+      }
+      xp += 4 + len;
+    }
+    pos += 46 + name_len + extra_len + comment_len;
+    if (flags & 1) return ZipError(src, "\"" + name + "\" is encrypted");
+    if (method != 0) {
+      return Status(StatusCode::kUnsupported,
+                    src + ": zip entry \"" + name + "\" is compressed (method " +
+                        std::to_string(method) +
+                        "); torch.save stores entries uncompressed, re-save the checkpoint with it");
+    }
+    if (csize != usize)
+      return ZipError(src, "stored zip entry \"" + name + "\" declares " + std::to_string(csize) +
+                               " stored and " + std::to_string(usize) + " uncompressed bytes");
+    if (local > n || n - local < 30 || LE(&b[local], 4) != kLocalSig)
+      return ZipError(src, "zip entry \"" + name + "\": local header at " + std::to_string(local) +
+                               " lies outside the file or is malformed");
+    const uint64_t data = local + 30 + LE(&b[local + 26], 2) + LE(&b[local + 28], 2);
+    if (data > n || usize > n - data)
+      return ZipError(src, "zip entry \"" + name + "\" declares " + std::to_string(usize) +
+                               " bytes at offset " + std::to_string(data) + ", beyond the " +
+                               std::to_string(n) + "-byte file (truncated archive?)");
+    if (Crc32(&b[data], usize) != crc)
+      return ZipError(src, "zip entry \"" + name + "\" fails its CRC-32 check (corrupt archive)");
+    if (!entries->emplace(name, Entry{&b[data], usize}).second)
+      return ZipError(src, "zip archive holds \"" + name + "\" twice");
+  }
+  return Status::Ok();
+}
+
+// ---- the restricted unpickler ----
+
+enum class Kind { kNone, kBool, kInt, kFloat, kString, kList, kTuple, kDict, kGlobal, kStorage,
+                  kTensor };
+
+enum class Allowed { kOrderedDict, kRebuildTensorV2, kRebuildParameter, kStorageType };
+
+struct Obj {
+  Kind kind = Kind::kNone;
+  int64_t i = 0;          // int, bool; Global for kGlobal
+  double f = 0;
+  std::string s;          // string; storage key
+  std::vector<uint32_t> items;  // list/tuple items; dict: key, value, key, value...
+  DType dtype = DType::kU8;     // storage-type global, storage, tensor
+  const uint8_t* data = nullptr;  // storage, tensor
+  uint64_t nbytes = 0;            // storage, tensor
+  std::vector<int64_t> shape;     // tensor
+};
+
+constexpr std::size_t kMaxMarks = 1000;  // MARK nesting; a state dict needs three
+
+struct StorageName {
+  const char* name;
+  DType dtype;
+};
+constexpr StorageName kStorages[] = {
+    {"FloatStorage", DType::kF32},  {"DoubleStorage", DType::kF64}, {"HalfStorage", DType::kF16},
+    {"BFloat16Storage", DType::kBF16}, {"LongStorage", DType::kI64}, {"IntStorage", DType::kI32},
+    {"ShortStorage", DType::kI16},  {"CharStorage", DType::kI8},   {"ByteStorage", DType::kU8},
+    {"BoolStorage", DType::kBool},  {"UntypedStorage", DType::kU8},
+};
+
+class Unpickler {
+ public:
+  Unpickler(const uint8_t* p, std::size_t n, const std::string& src, const std::string& prefix,
+            const std::map<std::string, Entry>& entries)
+      : p_(p), n_(n), src_(src), prefix_(prefix), entries_(entries) {}
+
+  // The index of the unpickled object.
+  Result<uint32_t> Run();
+  const Obj& obj(uint32_t i) const { return objs_[i]; }
+
+ private:
+  Status Fail(const std::string& what) const {
+    return Status(StatusCode::kInvalidArgument,
+                  src_ + ": data.pkl at byte " + std::to_string(op_pos_) + ": " + what);
+  }
+  bool Need(std::size_t k) const { return n_ - pos_ >= k; }
+  uint32_t New(Obj o) {
+    objs_.push_back(std::move(o));
+    return static_cast<uint32_t>(objs_.size() - 1);
+  }
+  uint32_t NewInt(Kind kind, int64_t v) {
+    Obj o;
+    o.kind = kind;
+    o.i = v;
+    return New(std::move(o));
+  }
+  Result<uint32_t> Pop() {
+    if (stack_.size() <= Floor()) return Fail("stack underflow");
+    const uint32_t v = stack_.back();
+    stack_.pop_back();
+    return v;
+  }
+  std::size_t Floor() const { return marks_.empty() ? 0 : marks_.back(); }
+  // Pops everything above the last MARK, and the MARK.
+  Result<std::vector<uint32_t>> PopMark() {
+    if (marks_.empty()) return Fail("no MARK to pop to");
+    std::vector<uint32_t> items(stack_.begin() + static_cast<std::ptrdiff_t>(marks_.back()),
+                                stack_.end());
+    stack_.resize(marks_.back());
+    marks_.pop_back();
+    return items;
+  }
+  Result<uint32_t> Global(const std::string& module, const std::string& name);
+  Result<uint32_t> Reduce(uint32_t callable, uint32_t args);
+  Result<uint32_t> PersistentLoad(uint32_t pid);
+  Status AddItems(uint32_t container, const std::vector<uint32_t>& items, bool dict);
+
+  const uint8_t* p_;
+  std::size_t n_;
+  std::size_t pos_ = 0, op_pos_ = 0;
+  const std::string& src_;
+  const std::string& prefix_;
+  const std::map<std::string, Entry>& entries_;
+  std::vector<Obj> objs_;
+  std::vector<uint32_t> stack_;
+  std::vector<std::size_t> marks_;
+  std::unordered_map<uint64_t, uint32_t> memo_;
+};
+
+Result<uint32_t> Unpickler::Global(const std::string& module, const std::string& name) {
+  Obj o;
+  o.kind = Kind::kGlobal;
+  if (module == "collections" && name == "OrderedDict") {
+    o.i = static_cast<int64_t>(Allowed::kOrderedDict);
+  } else if (module == "torch._utils" && name == "_rebuild_tensor_v2") {
+    o.i = static_cast<int64_t>(Allowed::kRebuildTensorV2);
+  } else if (module == "torch._utils" && name == "_rebuild_parameter") {
+    o.i = static_cast<int64_t>(Allowed::kRebuildParameter);
+  } else {
+    bool found = false;
+    if (module == "torch" || (module == "torch.storage" && name == "UntypedStorage")) {
+      for (const auto& s : kStorages) {
+        if (name == s.name) {
+          o.i = static_cast<int64_t>(Allowed::kStorageType);
+          o.dtype = s.dtype;
+          found = true;
+        }
+      }
+    }
+    if (!found) {
+      return Fail("global \"" + module + "." + name +
+                  "\" is not allowed in a state dict (only tensors, dicts, lists, tuples, strings "
+                  "and numbers are read)");
+    }
+  }
+  return New(std::move(o));
+}
+
+Result<uint32_t> Unpickler::PersistentLoad(uint32_t pid) {
+  const Obj& t = objs_[pid];
+  if (t.kind != Kind::kTuple || t.items.size() != 5 || objs_[t.items[0]].kind != Kind::kString ||
+      objs_[t.items[0]].s != "storage")
+    return Fail("persistent id is not a ('storage', type, key, location, size) tuple");
+  const Obj& type = objs_[t.items[1]];
+  const Obj& key = objs_[t.items[2]];
+  const Obj& numel = objs_[t.items[4]];
+  if (type.kind != Kind::kGlobal || type.i != static_cast<int64_t>(Allowed::kStorageType))
+    return Fail("persistent id names no storage type");
+  if (key.kind != Kind::kString || numel.kind != Kind::kInt || numel.i < 0)
+    return Fail("persistent id: storage key or size has the wrong type");
+  auto it = entries_.find(prefix_ + "data/" + key.s);
+  if (it == entries_.end()) return Fail("storage \"" + key.s + "\" is missing from the archive");
+  const uint64_t esize = DTypeSize(type.dtype);
+  const uint64_t numel_u = static_cast<uint64_t>(numel.i);
+  if (numel_u > it->second.size / esize) {
+    return Fail("storage \"" + key.s + "\" declares " + std::to_string(numel_u) + " elements of " +
+                DTypeName(type.dtype) + " but its entry holds " +
+                std::to_string(it->second.size) + " bytes");
+  }
+  Obj o;
+  o.kind = Kind::kStorage;
+  o.dtype = type.dtype;
+  o.s = key.s;
+  o.data = it->second.data;
+  o.nbytes = numel_u * esize;
+  return New(std::move(o));
+}
+
+Result<uint32_t> Unpickler::Reduce(uint32_t callable, uint32_t args_index) {
+  const Obj& g = objs_[callable];
+  const Obj& args = objs_[args_index];
+  if (g.kind != Kind::kGlobal || args.kind != Kind::kTuple)
+    return Fail("REDUCE of something other than an allowed global and a tuple");
+  switch (static_cast<Allowed>(g.i)) {
+    case Allowed::kOrderedDict: {
+      if (!args.items.empty()) return Fail("collections.OrderedDict called with arguments");
+      Obj o;
+      o.kind = Kind::kDict;
+      return New(std::move(o));
+    }
+    case Allowed::kRebuildParameter: {
+      if (args.items.size() != 3 || objs_[args.items[0]].kind != Kind::kTensor)
+        return Fail("torch._utils._rebuild_parameter needs (tensor, requires_grad, hooks)");
+      return args.items[0];
+    }
+    case Allowed::kRebuildTensorV2:
+      break;
+    case Allowed::kStorageType:
+      return Fail("a storage type is called; storages come only by persistent id");
+  }
+  // (storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
+  const auto& a = args.items;
+  if (a.size() != 6 && a.size() != 7)
+    return Fail("torch._utils._rebuild_tensor_v2 takes 6 or 7 arguments, got " +
+                std::to_string(a.size()));
+  const Obj& storage = objs_[a[0]];
+  const Obj& offset = objs_[a[1]];
+  const Obj& size = objs_[a[2]];
+  const Obj& stride = objs_[a[3]];
+  if (storage.kind != Kind::kStorage) return Fail("tensor rebuilt from something not a storage");
+  if (offset.kind != Kind::kInt || offset.i < 0)
+    return Fail("tensor storage offset is not a non-negative int");
+  if (size.kind != Kind::kTuple || stride.kind != Kind::kTuple ||
+      size.items.size() != stride.items.size())
+    return Fail("tensor sizes and strides are not tuples of one length");
+  Obj t;
+  t.kind = Kind::kTensor;
+  t.dtype = storage.dtype;
+  uint64_t numel = 1;
+  bool overflow = false;
+  for (uint32_t d : size.items) {
+    const Obj& v = objs_[d];
+    if (v.kind != Kind::kInt || v.i < 0) return Fail("tensor sizes must be non-negative ints");
+    t.shape.push_back(v.i);
+    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(v.i), &numel)) overflow = true;
+  }
+  if (overflow) return Fail("tensor of shape " + ShapeString(t.shape) + " has too many elements");
+  // Contiguous (row-major) strides; a dimension of size 1 may have any stride.
+  uint64_t expected = 1;
+  for (std::size_t k = t.shape.size(); k-- > 0;) {
+    const Obj& v = objs_[stride.items[k]];
+    if (v.kind != Kind::kInt) return Fail("tensor strides must be ints");
+    if (numel != 0 && t.shape[k] != 1 && static_cast<uint64_t>(v.i) != expected) {
+      std::string strides = "[";
+      for (std::size_t j = 0; j < stride.items.size(); ++j)
+        strides += (j ? "," : "") + std::to_string(objs_[stride.items[j]].i);
+      return Fail("tensor of shape " + ShapeString(t.shape) + " with strides " + strides +
+                  "] in storage \"" + storage.s +
+                  "\" is not contiguous (a view such as a transpose); save tensor.contiguous() "
+                  "instead");
+    }
+    expected *= static_cast<uint64_t>(t.shape[k]);  // <= numel: no overflow
+  }
+  const uint64_t esize = DTypeSize(storage.dtype);
+  const uint64_t storage_numel = storage.nbytes / esize;
+  const uint64_t off = static_cast<uint64_t>(offset.i);
+  if (off > storage_numel || numel > storage_numel - off) {
+    return Fail("tensor of shape " + ShapeString(t.shape) + " at offset " + std::to_string(off) +
+                " needs " + (numel == 0 ? std::to_string(off) : std::to_string(off) + " + " +
+                                                                    std::to_string(numel)) +
+                " elements, but storage \"" + storage.s + "\" holds " +
+                std::to_string(storage_numel));
+  }
+  t.data = storage.data + off * esize;
+  t.nbytes = numel * esize;
+  return New(std::move(t));
+}
+
+Status Unpickler::AddItems(uint32_t container, const std::vector<uint32_t>& items, bool dict) {
+  Obj& c = objs_[container];
+  if (dict) {
+    if (c.kind != Kind::kDict) return Fail("SETITEM(S) on something not a dict");
+    if (items.size() % 2 != 0) return Fail("SETITEMS with an odd number of items");
+    for (std::size_t k = 0; k < items.size(); k += 2) {
+      const Obj& key = objs_[items[k]];
+      if (key.kind == Kind::kString) {
+        // A repeated key replaces the value, as in Python.
+        bool replaced = false;
+        for (std::size_t j = 0; j < c.items.size(); j += 2) {
+          const Obj& old = objs_[c.items[j]];
+          if (old.kind == Kind::kString && old.s == key.s) {
+            c.items[j + 1] = items[k + 1];
+            replaced = true;
+            break;
+          }
+        }
+        if (replaced) continue;
+      }
+      c.items.push_back(items[k]);
+      c.items.push_back(items[k + 1]);
+    }
+    return Status::Ok();
+  }
+  if (c.kind != Kind::kList) return Fail("APPEND(S) on something not a list");
+  c.items.insert(c.items.end(), items.begin(), items.end());
+  return Status::Ok();
+}
+
+#define RECUR_PT_TRY(var, expr)            \
+  auto var##_r = (expr);                   \
+  if (!var##_r.ok()) return var##_r.status(); \
+  const auto var = *var##_r
+
+Result<uint32_t> Unpickler::Run() {
+  while (true) {
+    op_pos_ = pos_;
+    if (!Need(1)) return Fail("the pickle ends without STOP (truncated)");
+    const uint8_t op = p_[pos_++];
+    switch (op) {
+      case 0x80:  // PROTO
+        if (!Need(1)) return Fail("truncated PROTO");
+        if (p_[pos_] > 5) return Fail("pickle protocol " + std::to_string(p_[pos_]) + " is unknown");
+        ++pos_;
+        break;
+      case 0x95:  // FRAME (protocol 4): a length hint only
+        if (!Need(8)) return Fail("truncated FRAME");
+        pos_ += 8;
+        break;
+      case '.': {  // STOP
+        if (!marks_.empty() || stack_.size() != 1)
+          return Fail("STOP with " + std::to_string(stack_.size()) + " values on the stack");
+        return stack_.back();
+      }
+      case '(':
+        if (marks_.size() >= kMaxMarks)
+          return Fail("MARKs nest deeper than " + std::to_string(kMaxMarks));
+        marks_.push_back(stack_.size());
+        break;
+      case '}':
+      case ']':
+      case ')': {
+        Obj o;
+        o.kind = op == '}' ? Kind::kDict : op == ']' ? Kind::kList : Kind::kTuple;
+        stack_.push_back(New(std::move(o)));
+        break;
+      }
+      case 'N':
+        stack_.push_back(NewInt(Kind::kNone, 0));
+        break;
+      case 0x88:
+      case 0x89:
+        stack_.push_back(NewInt(Kind::kBool, op == 0x88));
+        break;
+      case 'K':
+      case 'M':
+      case 'J': {
+        const int len = op == 'K' ? 1 : op == 'M' ? 2 : 4;
+        if (!Need(len)) return Fail("truncated integer");
+        int64_t v = static_cast<int64_t>(LE(p_ + pos_, len));
+        if (op == 'J') v = static_cast<int32_t>(static_cast<uint32_t>(v));
+        pos_ += len;
+        stack_.push_back(NewInt(Kind::kInt, v));
+        break;
+      }
+      case 0x8a: {  // LONG1: n-byte two's complement
+        if (!Need(1)) return Fail("truncated LONG1");
+        const std::size_t len = p_[pos_++];
+        if (len > 8) return Fail("integer of " + std::to_string(len) + " bytes is too large");
+        if (!Need(len)) return Fail("truncated LONG1");
+        uint64_t u = LE(p_ + pos_, static_cast<int>(len));
+        if (len > 0 && len < 8 && (p_[pos_ + len - 1] & 0x80)) u |= ~uint64_t{0} << (8 * len);
+        pos_ += len;
+        stack_.push_back(NewInt(Kind::kInt, static_cast<int64_t>(u)));
+        break;
+      }
+      case 'G': {  // BINFLOAT, big-endian
+        if (!Need(8)) return Fail("truncated BINFLOAT");
+        uint64_t u = 0;
+        for (int k = 0; k < 8; ++k) u = (u << 8) | p_[pos_ + k];
+        pos_ += 8;
+        Obj o;
+        o.kind = Kind::kFloat;
+        std::memcpy(&o.f, &u, 8);
+        stack_.push_back(New(std::move(o)));
+        break;
+      }
+      case 'X':
+      case 0x8c:
+      case 0x8d: {  // BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
+        const int width = op == 'X' ? 4 : op == 0x8c ? 1 : 8;
+        if (!Need(width)) return Fail("truncated string length");
+        const uint64_t len = LE(p_ + pos_, width);
+        pos_ += width;
+        if (len > n_ - pos_)
+          return Fail("string of " + std::to_string(len) + " bytes runs past the pickle's end");
+        Obj o;
+        o.kind = Kind::kString;
+        o.s.assign(reinterpret_cast<const char*>(p_ + pos_), len);
+        pos_ += len;
+        stack_.push_back(New(std::move(o)));
+        break;
+      }
+      case 'c': {  // GLOBAL "module\nname\n"
+        std::string parts[2];
+        for (std::string& part : parts) {
+          const void* nl = std::memchr(p_ + pos_, '\n', n_ - pos_);
+          if (!nl) return Fail("truncated GLOBAL");
+          const std::size_t len = static_cast<const uint8_t*>(nl) - (p_ + pos_);
+          part.assign(reinterpret_cast<const char*>(p_ + pos_), len);
+          pos_ += len + 1;
+        }
+        RECUR_PT_TRY(g, Global(parts[0], parts[1]));
+        stack_.push_back(g);
+        break;
+      }
+      case 0x93: {  // STACK_GLOBAL
+        RECUR_PT_TRY(name, Pop());
+        RECUR_PT_TRY(module, Pop());
+        if (objs_[name].kind != Kind::kString || objs_[module].kind != Kind::kString)
+          return Fail("STACK_GLOBAL of non-strings");
+        RECUR_PT_TRY(g, Global(objs_[module].s, objs_[name].s));
+        stack_.push_back(g);
+        break;
+      }
+      case 'q':
+      case 'r':
+      case 0x94: {  // BINPUT, LONG_BINPUT, MEMOIZE
+        uint64_t index = memo_.size();
+        if (op != 0x94) {
+          const int len = op == 'q' ? 1 : 4;
+          if (!Need(len)) return Fail("truncated memo index");
+          index = LE(p_ + pos_, len);
+          pos_ += len;
+        }
+        if (stack_.size() <= Floor()) return Fail("memo store with an empty stack");
+        memo_[index] = stack_.back();
+        break;
+      }
+      case 'h':
+      case 'j': {  // BINGET, LONG_BINGET
+        const int len = op == 'h' ? 1 : 4;
+        if (!Need(len)) return Fail("truncated memo index");
+        const uint64_t index = LE(p_ + pos_, len);
+        pos_ += len;
+        auto it = memo_.find(index);
+        if (it == memo_.end()) return Fail("memo index " + std::to_string(index) + " was never stored");
+        stack_.push_back(it->second);
+        break;
+      }
+      case 't':
+      case 0x85:
+      case 0x86:
+      case 0x87: {  // TUPLE, TUPLE1..3
+        Obj o;
+        o.kind = Kind::kTuple;
+        if (op == 't') {
+          RECUR_PT_TRY(items, PopMark());
+          o.items = items;
+        } else {
+          const std::size_t k = op - 0x84;
+          if (stack_.size() < Floor() + k) return Fail("stack underflow");
+          o.items.assign(stack_.end() - static_cast<std::ptrdiff_t>(k), stack_.end());
+          stack_.resize(stack_.size() - k);
+        }
+        stack_.push_back(New(std::move(o)));
+        break;
+      }
+      case 'l':
+      case 'd': {  // LIST, DICT from MARK
+        RECUR_PT_TRY(items, PopMark());
+        Obj o;
+        o.kind = op == 'l' ? Kind::kList : Kind::kDict;
+        const uint32_t c = New(std::move(o));
+        RECUR_RETURN_IF_ERROR(AddItems(c, items, op == 'd'));
+        stack_.push_back(c);
+        break;
+      }
+      case 's': {  // SETITEM
+        RECUR_PT_TRY(value, Pop());
+        RECUR_PT_TRY(key, Pop());
+        if (stack_.size() <= Floor()) return Fail("SETITEM without a dict");
+        RECUR_RETURN_IF_ERROR(AddItems(stack_.back(), {key, value}, true));
+        break;
+      }
+      case 'u':
+      case 'e': {  // SETITEMS, APPENDS
+        RECUR_PT_TRY(items, PopMark());
+        if (stack_.size() <= Floor()) return Fail("SETITEMS/APPENDS without a container");
+        RECUR_RETURN_IF_ERROR(AddItems(stack_.back(), items, op == 'u'));
+        break;
+      }
+      case 'a': {  // APPEND
+        RECUR_PT_TRY(value, Pop());
+        if (stack_.size() <= Floor()) return Fail("APPEND without a list");
+        RECUR_RETURN_IF_ERROR(AddItems(stack_.back(), {value}, false));
+        break;
+      }
+      case 'R': {  // REDUCE
+        RECUR_PT_TRY(args, Pop());
+        RECUR_PT_TRY(callable, Pop());
+        RECUR_PT_TRY(result, Reduce(callable, args));
+        stack_.push_back(result);
+        break;
+      }
+      case 'Q': {  // BINPERSID
+        RECUR_PT_TRY(pid, Pop());
+        RECUR_PT_TRY(storage, PersistentLoad(pid));
+        stack_.push_back(storage);
+        break;
+      }
+      case 'b': {  // BUILD: a state dict's `_metadata` attribute; ignored
+        RECUR_PT_TRY(state, Pop());
+        (void)state;
+        if (stack_.size() <= Floor() || objs_[stack_.back()].kind != Kind::kDict)
+          return Fail("BUILD on something not a dict");
+        break;
+      }
+      case '2':  // DUP
+        if (stack_.size() <= Floor()) return Fail("DUP with an empty stack");
+        stack_.push_back(stack_.back());
+        break;
+      case '0': {  // POP
+        RECUR_PT_TRY(v, Pop());
+        (void)v;
+        break;
+      }
+      case '1': {  // POP_MARK
+        RECUR_PT_TRY(items, PopMark());
+        (void)items;
+        break;
+      }
+      default: {
+        char hex[8];
+        std::snprintf(hex, sizeof(hex), "0x%02x", op);
+        return Fail(std::string("pickle opcode ") + hex +
+                    " is not allowed in a state dict");
+      }
+    }
+  }
+}
+
+#undef RECUR_PT_TRY
+
+std::string Describe(Kind k) {
+  switch (k) {
+    case Kind::kNone: return "None";
+    case Kind::kBool: return "a bool";
+    case Kind::kInt: return "an int";
+    case Kind::kFloat: return "a float";
+    case Kind::kString: return "a string";
+    case Kind::kList: return "a list";
+    case Kind::kTuple: return "a tuple";
+    case Kind::kDict: return "a dict";
+    case Kind::kGlobal: return "a global";
+    case Kind::kStorage: return "a storage";
+    case Kind::kTensor: return "a tensor";
+  }
+  return "?";
+}
+
+}  // namespace
+
+bool LooksLikeZip(const std::vector<uint8_t>& bytes) {
+  return bytes.size() >= 4 && LE(bytes.data(), 4) == kLocalSig;
+}
+
+Result<PtFile> ParsePt(std::vector<uint8_t> bytes, const std::string& src,
+                       const std::string& key_path) {
+  try {
+    if (!LooksLikeZip(bytes)) {
+      if (bytes.size() >= 2 && bytes[0] == 0x80)
+        return Status(StatusCode::kUnsupported,
+                      src + ": a legacy (pre-zip) torch.save file is not supported; load it and "
+                            "save it again with PyTorch 1.6 or later");
+      return Status(StatusCode::kInvalidArgument,
+                    src + ": not a PyTorch checkpoint (no zip archive signature)");
+    }
+    std::map<std::string, Entry> entries;
+    RECUR_RETURN_IF_ERROR(ReadZip(bytes, src, &entries));
+    // The archive's folder: the first entry's, as torch reads it.
+    std::string prefix;
+    for (const auto& [name, e] : entries) {
+      (void)e;
+      const std::size_t slash = name.find('/');
+      if (slash != std::string::npos && name.compare(slash, std::string::npos, "/data.pkl") == 0) {
+        prefix = name.substr(0, slash + 1);
+        break;
+      }
+    }
+    auto pkl = entries.find(prefix + "data.pkl");
+    if (prefix.empty() || pkl == entries.end())
+      return Status(StatusCode::kInvalidArgument,
+                    src + ": the zip archive holds no <folder>/data.pkl (not a torch.save file)");
+    auto order = entries.find(prefix + "byteorder");
+    if (order != entries.end() &&
+        std::string(reinterpret_cast<const char*>(order->second.data), order->second.size) !=
+            "little")
+      return Status(StatusCode::kUnsupported,
+                    src + ": byteorder is not \"little\" (a big-endian checkpoint)");
+
+    Unpickler u(pkl->second.data, pkl->second.size, src, prefix, entries);
+    auto root = u.Run();
+    if (!root.ok()) return root.status();
+
+    uint32_t at = *root;
+    std::string where;  // the key path walked so far
+    std::string rest = key_path;
+    while (!rest.empty()) {
+      const Obj& d = u.obj(at);
+      if (d.kind != Kind::kDict)
+        return Status(StatusCode::kInvalidArgument,
+                      src + ": " + (where.empty() ? "the checkpoint" : "\"" + where + "\"") +
+                          " is " + Describe(d.kind) + ", not a dict, so --state-dict-key \"" +
+                          key_path + "\" cannot select in it");
+      // The longest key that is `rest` or a dot-ended prefix of it.
+      std::size_t best = 0;
+      uint32_t next = 0;
+      for (std::size_t k = 0; k < d.items.size(); k += 2) {
+        const Obj& key = u.obj(d.items[k]);
+        if (key.kind != Kind::kString || key.s.size() <= best) continue;
+        if (rest == key.s || (rest.size() > key.s.size() && rest.compare(0, key.s.size(), key.s) == 0 &&
+                              rest[key.s.size()] == '.')) {
+          best = key.s.size();
+          next = d.items[k + 1];
+        }
+      }
+      if (best == 0) {
+        std::string keys;
+        std::size_t shown = 0;
+        for (std::size_t k = 0; k < d.items.size() && shown < 8; k += 2, ++shown) {
+          const Obj& key = u.obj(d.items[k]);
+          keys += (shown ? ", " : "") +
+                  (key.kind == Kind::kString ? "\"" + key.s + "\"" : Describe(key.kind));
+        }
+        if (d.items.size() > 16) keys += ", ...";
+        return Status(StatusCode::kInvalidArgument,
+                      src + ": --state-dict-key \"" + key_path + "\": " +
+                          (where.empty() ? "the checkpoint" : "\"" + where + "\"") +
+                          " has no key \"" + rest.substr(0, rest.find('.')) + "\" (its keys: " +
+                          (keys.empty() ? "none" : keys) + ")");
+      }
+      where += (where.empty() ? "" : ".") + rest.substr(0, best);
+      rest = best == rest.size() ? "" : rest.substr(best + 1);
+      at = next;
+    }
+
+    const Obj& dict = u.obj(at);
+    if (dict.kind != Kind::kDict)
+      return Status(StatusCode::kInvalidArgument,
+                    src + ": " + (where.empty() ? "the checkpoint" : "\"" + where + "\"") + " is " +
+                        Describe(dict.kind) + ", not a state dict");
+    PtFile file;
+    for (std::size_t k = 0; k < dict.items.size(); k += 2) {
+      const Obj& key = u.obj(dict.items[k]);
+      const Obj& value = u.obj(dict.items[k + 1]);
+      if (key.kind != Kind::kString)
+        return Status(StatusCode::kInvalidArgument,
+                      src + ": a state dict key is " + Describe(key.kind) + ", not a string");
+      if (value.kind != Kind::kTensor) {
+        std::string hint;
+        if (value.kind == Kind::kDict) {
+          hint = " (choose a nested state dict with --state-dict-key " +
+                 (where.empty() ? "" : where + ".") + key.s + ")";
+        }
+        return Status(StatusCode::kInvalidArgument,
+                      src + ": \"" + key.s + "\" holds " + Describe(value.kind) +
+                          ", not a tensor" + hint);
+      }
+      TensorView view;
+      view.dtype = value.dtype;
+      view.shape = value.shape;
+      view.data = value.data;
+      view.nbytes = static_cast<std::size_t>(value.nbytes);
+      file.tensors_[key.s] = std::move(view);
+    }
+    file.bytes_ = std::move(bytes);  // the heap buffer moves with it: views stay valid
+    return file;
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kOutOfMemory, src + ": out of memory");
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, src + ": " + e.what());
+  }
+}
+
+}  // namespace recur::impl::converter
