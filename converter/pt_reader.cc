@@ -1,5 +1,6 @@
 #include "converter/pt_reader.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -40,6 +41,8 @@ uint32_t Crc32(const uint8_t* p, std::size_t n) {
 struct Entry {
   const uint8_t* data = nullptr;
   uint64_t size = 0;
+  uint32_t crc = 0;
+  uint64_t local = 0;  // offset of the local header
 };
 
 Status ZipError(const std::string& src, const std::string& what) {
@@ -129,10 +132,25 @@ Status ReadZip(const std::vector<uint8_t>& b, const std::string& src,
       return ZipError(src, "zip entry \"" + name + "\" declares " + std::to_string(usize) +
                                " bytes at offset " + std::to_string(data) + ", beyond the " +
                                std::to_string(n) + "-byte file (truncated archive?)");
-    if (Crc32(&b[data], usize) != crc)
-      return ZipError(src, "zip entry \"" + name + "\" fails its CRC-32 check (corrupt archive)");
-    if (!entries->emplace(name, Entry{&b[data], usize}).second)
+    if (!entries->emplace(name, Entry{&b[data], usize, static_cast<uint32_t>(crc), local}).second)
       return ZipError(src, "zip archive holds \"" + name + "\" twice");
+  }
+  // Entries may not overlap (the trick of non-recursive zip bombs): so the
+  // CRCs below read each byte of the file at most once.
+  std::vector<std::pair<uint64_t, const std::pair<const std::string, Entry>*>> spans;
+  for (const auto& e : *entries) spans.emplace_back(e.second.local, &e);
+  std::sort(spans.begin(), spans.end());
+  uint64_t covered = 0;
+  const std::string* previous = nullptr;
+  for (const auto& [begin, e] : spans) {
+    if (previous && begin < covered)
+      return ZipError(src, "zip entries \"" + *previous + "\" and \"" + e->first + "\" overlap");
+    covered = static_cast<uint64_t>(e->second.data - b.data()) + e->second.size;
+    previous = &e->first;
+  }
+  for (const auto& [name, e] : *entries) {
+    if (Crc32(e.data, e.size) != e.crc)
+      return ZipError(src, "zip entry \"" + name + "\" fails its CRC-32 check (corrupt archive)");
   }
   return Status::Ok();
 }
@@ -372,24 +390,8 @@ Status Unpickler::AddItems(uint32_t container, const std::vector<uint32_t>& item
   if (dict) {
     if (c.kind != Kind::kDict) return Fail("SETITEM(S) on something not a dict");
     if (items.size() % 2 != 0) return Fail("SETITEMS with an odd number of items");
-    for (std::size_t k = 0; k < items.size(); k += 2) {
-      const Obj& key = objs_[items[k]];
-      if (key.kind == Kind::kString) {
-        // A repeated key replaces the value, as in Python.
-        bool replaced = false;
-        for (std::size_t j = 0; j < c.items.size(); j += 2) {
-          const Obj& old = objs_[c.items[j]];
-          if (old.kind == Kind::kString && old.s == key.s) {
-            c.items[j + 1] = items[k + 1];
-            replaced = true;
-            break;
-          }
-        }
-        if (replaced) continue;
-      }
-      c.items.push_back(items[k]);
-      c.items.push_back(items[k + 1]);
-    }
+    // A repeated key is kept twice here; readers take the last, as Python does.
+    c.items.insert(c.items.end(), items.begin(), items.end());
     return Status::Ok();
   }
   if (c.kind != Kind::kList) return Fail("APPEND(S) on something not a list");
@@ -705,17 +707,19 @@ Result<PtFile> ParsePt(std::vector<uint8_t> bytes, const std::string& src,
                           key_path + "\" cannot select in it");
       // The longest key that is `rest` or a dot-ended prefix of it.
       std::size_t best = 0;
+      bool found = false;
       uint32_t next = 0;
       for (std::size_t k = 0; k < d.items.size(); k += 2) {
         const Obj& key = u.obj(d.items[k]);
-        if (key.kind != Kind::kString || key.s.size() <= best) continue;
+        if (key.kind != Kind::kString || key.s.size() < best) continue;  // the last of equals
         if (rest == key.s || (rest.size() > key.s.size() && rest.compare(0, key.s.size(), key.s) == 0 &&
                               rest[key.s.size()] == '.')) {
           best = key.s.size();
+          found = true;
           next = d.items[k + 1];
         }
       }
-      if (best == 0) {
+      if (!found) {
         std::string keys;
         std::size_t shown = 0;
         for (std::size_t k = 0; k < d.items.size() && shown < 8; k += 2, ++shown) {
@@ -740,29 +744,39 @@ Result<PtFile> ParsePt(std::vector<uint8_t> bytes, const std::string& src,
       return Status(StatusCode::kInvalidArgument,
                     src + ": " + (where.empty() ? "the checkpoint" : "\"" + where + "\"") + " is " +
                         Describe(dict.kind) + ", not a state dict");
-    PtFile file;
+    std::map<std::string, uint32_t> values;  // a repeated key: the last value, as in Python
     for (std::size_t k = 0; k < dict.items.size(); k += 2) {
       const Obj& key = u.obj(dict.items[k]);
-      const Obj& value = u.obj(dict.items[k + 1]);
       if (key.kind != Kind::kString)
         return Status(StatusCode::kInvalidArgument,
                       src + ": a state dict key is " + Describe(key.kind) + ", not a string");
-      if (value.kind != Kind::kTensor) {
+      values[key.s] = dict.items[k + 1];
+    }
+    // A value that is no tensor: a dict is named first, being most likely
+    // the state dict wanted ({"model": ..., "epoch": 3}).
+    for (const bool dicts : {true, false}) {
+      for (const auto& [name, index] : values) {
+        const Obj& value = u.obj(index);
+        if (value.kind == Kind::kTensor || (dicts && value.kind != Kind::kDict)) continue;
         std::string hint;
         if (value.kind == Kind::kDict) {
           hint = " (choose a nested state dict with --state-dict-key " +
-                 (where.empty() ? "" : where + ".") + key.s + ")";
+                 (where.empty() ? "" : where + ".") + name + ")";
         }
         return Status(StatusCode::kInvalidArgument,
-                      src + ": \"" + key.s + "\" holds " + Describe(value.kind) +
+                      src + ": \"" + name + "\" holds " + Describe(value.kind) +
                           ", not a tensor" + hint);
       }
+    }
+    PtFile file;
+    for (const auto& [name, index] : values) {
+      const Obj& value = u.obj(index);
       TensorView view;
       view.dtype = value.dtype;
       view.shape = value.shape;
       view.data = value.data;
       view.nbytes = static_cast<std::size_t>(value.nbytes);
-      file.tensors_[key.s] = std::move(view);
+      file.tensors_[name] = std::move(view);
     }
     file.bytes_ = std::move(bytes);  // the heap buffer moves with it: views stay valid
     return file;

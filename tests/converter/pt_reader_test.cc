@@ -142,6 +142,13 @@ TEST_CASE("pt: --state-dict-key selects a nested dict, a nested dict without it 
   ExpectError(bytes, {"\"model.epoch\" is an int, not a dict"}, "model.epoch.x");
   ExpectError(bytes, {"has no key \"decoder\"", "\"encoder\""}, "model.decoder");
   ExpectError(bytes, {"\"model.epoch\" is an int, not a state dict"}, "model.epoch");
+  // A repeated key: the last value counts, as in Python.
+  const Bytes repeated = Checkpoint("}(" + Str("w") + Int(1) + Str("w") +
+                                        Tensor("FloatStorage", "0", 6, 0, {6}, {1}) + "u",
+                                    {{"0", F32(kSix)}});
+  auto rep = ParsePt(repeated, "m.pt");
+  REQUIRE_MESSAGE(rep.ok(), rep.message());
+  CHECK(rep->tensors().at("w").shape == std::vector<int64_t>{6});
   // A key that holds a dot is matched whole.
   const Bytes dotted = Checkpoint("}(" + Str("a.b") + sd + "u", {{"0", F32(kSix)}});
   CHECK(ParsePt(dotted, "m.pt", "a.b").ok());
@@ -231,6 +238,10 @@ TEST_CASE("pt: broken archives are refused") {
   const std::size_t cd = std::string(bomb.begin(), bomb.end()).rfind("PK\x01\x02");
   for (int i = 0; i < 4; ++i) bomb[cd + 20 + i] = bomb[cd + 24 + i] = 0x7f;
   ExpectError(bomb, {"declares 2139062143 bytes", "beyond the"});
+  // Entries that share bytes (how non-recursive zip bombs multiply their size).
+  Bytes overlap = good;
+  for (int i = 0; i < 4; ++i) overlap[cd + 42 + i] = 0;
+  ExpectError(overlap, {"overlap"});
   // A compressed entry.
   Bytes deflated = good;
   deflated[cd + 10] = 8;
