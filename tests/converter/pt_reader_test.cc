@@ -102,6 +102,12 @@ void ExpectError(const Bytes& bytes, std::initializer_list<const char*> parts,
 
 const std::vector<float> kSix = {1, 2, 3, 4, 5, 6};
 
+uint64_t CdOffset(const Bytes& zip) {
+  uint64_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | zip[zip.size() - 22 + 16 + i];
+  return v;
+}
+
 TEST_CASE("pt: a state dict of tensors parses, views share and offset into storages") {
   Bytes half = {0x00, 0x3c, 0x00, 0xc0};  // f16 1, -2
   Bytes bf = {0x80, 0x3f};                // bf16 1
@@ -251,6 +257,26 @@ TEST_CASE("pt: broken archives are refused") {
   many[many.size() - 22 + 10] = 0xfe;
   many[many.size() - 22 + 11] = 0xff;
   ExpectError(many, {"declares 65534 entries"});
+  // The same archive with its directory found through zip64 records, as
+  // torch.save writes them for large files.
+  Bytes z64(good.begin(), good.end() - 22);
+  const uint64_t end64 = z64.size();
+  const uint64_t entries = good[good.size() - 22 + 10], cd_size = good.size() - 22 - CdOffset(good);
+  Put(&z64, 0x06064b50, 4), Put(&z64, 44, 8), Put(&z64, 45, 2), Put(&z64, 45, 2);
+  Put(&z64, 0, 4), Put(&z64, 0, 4), Put(&z64, entries, 8), Put(&z64, entries, 8);
+  Put(&z64, cd_size, 8), Put(&z64, CdOffset(good), 8);
+  Put(&z64, 0x07064b50, 4), Put(&z64, 0, 4), Put(&z64, end64, 8), Put(&z64, 1, 4);
+  Put(&z64, 0x06054b50, 4), Put(&z64, 0, 4), Put(&z64, 0xffff, 2), Put(&z64, 0xffff, 2);
+  Put(&z64, 0xffffffff, 4), Put(&z64, 0xffffffff, 4), Put(&z64, 0, 2);
+  auto r64 = ParsePt(z64, "m.pt");
+  REQUIRE_MESSAGE(r64.ok(), r64.message());
+  CHECK(r64->tensors().count("w") == 1);
+  Bytes lost = z64;
+  lost[end64 + 56] ^= 1;  // the locator's signature
+  ExpectError(lost, {"zip64 archive without a zip64 end locator"});
+  Bytes far = z64;
+  far[end64 + 56 + 8 + 6] = 0x10;  // the zip64 end record's offset, past the file
+  ExpectError(far, {"zip64 end record lies outside the file"});
   ExpectError(Zip({{"archive/other", B("x")}}), {"no <folder>/data.pkl"});
   ExpectError(Zip({{"archive/data.pkl", B("\x80\x02}.")}, {"archive/byteorder", B("big")}}),
               {"big-endian"});
