@@ -7,6 +7,8 @@
         OUT_DIR/offset.pt: the f32 state dict with one tensor a view at an
         offset into a larger storage; OUT_DIR/transposed.pt: with one weight a
         non-contiguous view (values unchanged).
+    pt_checkpoint.py resave SOURCE_DIR WEIGHTS.safetensors OUT.pt
+        torch.save of the safetensors file's tensors, names and dtypes kept.
     pt_checkpoint.py same A.recur A.source B.recur B.source
         exit 0 when the two models are identical but for the source hash each
         records (the SHA-256 of its source file).
@@ -51,6 +53,16 @@ def make(src, config_path, out):
     print(key)
 
 
+def resave(src, weights, out):
+    sys.path.insert(0, os.path.join(src, "models", "reference"))
+    import collections
+    import torch
+    from recur_ref import safetensors
+
+    tensors, _ = safetensors.read(weights)
+    torch.save(collections.OrderedDict(sorted(tensors.items())), out)
+
+
 def same(a, a_source, b, b_source):
     def masked(path, source):
         data = open(path, "rb").read()
@@ -65,7 +77,9 @@ def same(a, a_source, b, b_source):
 if __name__ == "__main__":
     if sys.argv[1] == "make":
         make(*sys.argv[2:])
+    elif sys.argv[1] == "resave":
+        resave(*sys.argv[2:])
     elif sys.argv[1] == "same":
         same(*sys.argv[2:])
     else:
-        sys.exit("usage: pt_checkpoint.py make|same ...")
+        sys.exit("usage: pt_checkpoint.py make|resave|same ...")

@@ -1,8 +1,8 @@
 #!/bin/sh
 # converter_pt_checkpoint: torch.save checkpoints convert to the same model as
 # the same weights in safetensors (f32, f16, bf16; a nested state dict chosen
-# with --state-dict-key; a tensor at a storage offset), and a non-contiguous
-# tensor is refused. Usage: pt_checkpoint_test.sh RECUR_CONVERT PYTHON SOURCE_DIR WORK_DIR
+# with --state-dict-key; a tensor at a storage offset; a fast-transformers
+# checkpoint), and a non-contiguous tensor is refused. Usage: pt_checkpoint_test.sh RECUR_CONVERT PYTHON SOURCE_DIR WORK_DIR
 set -eu
 convert=$1 python=$2 src=$3 work=$4
 helper=$src/tests/converter/pt_checkpoint.py
@@ -49,3 +49,16 @@ if "$convert" "$work/transposed.pt" --config "$config" -o "$work/x.recur" 2>"$wo
 fi
 grep -q 'is not contiguous' "$work/err.txt" || { cat "$work/err.txt"; exit 1; }
 echo "a non-contiguous $key: refused"
+
+# The fast-transformers layout: the reference exporter's safetensors, saved
+# again with torch.save.
+"$python" "$src/models/reference/export.py" --config "$src/models/configs/ft_small.json" --seed 3 \
+  --out "$work/ft" --layout fast-transformers >/dev/null
+"$python" "$helper" resave "$src" "$work/ft/weights.safetensors" "$work/ft/model.pt"
+"$convert" "$work/ft/weights.safetensors" --config "$work/ft/config.json" --layout fast-transformers \
+  -o "$work/ft/st.recur"
+"$convert" "$work/ft/model.pt" --config "$work/ft/config.json" --layout fast-transformers \
+  -o "$work/ft/pt.recur"
+"$python" "$helper" same "$work/ft/st.recur" "$work/ft/weights.safetensors" \
+  "$work/ft/pt.recur" "$work/ft/model.pt"
+echo "fast-transformers: safetensors and .pt give the same model"
