@@ -64,8 +64,8 @@ Status ReadZip(const std::vector<uint8_t>& b, const std::string& src,
     }
   }
   if (end == n) return ZipError(src, "no zip end-of-central-directory record (truncated archive?)");
-  const uint8_t* e = &b[end];
-  uint64_t count = LE(e + 10, 2), cd_size = LE(e + 12, 4), cd_offset = LE(e + 16, 4);
+  const uint8_t* eocd = &b[end];
+  uint64_t count = LE(eocd + 10, 2), cd_size = LE(eocd + 12, 4), cd_offset = LE(eocd + 16, 4);
   if (count == 0xffff || cd_size == 0xffffffffu || cd_offset == 0xffffffffu) {
     if (end < 20 || LE(&b[end - 20], 4) != kEnd64LocSig)
       return ZipError(src, "zip64 archive without a zip64 end locator");
