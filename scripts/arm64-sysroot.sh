@@ -7,18 +7,22 @@
 # arm64 builds would remove the amd64 ones (and python3-torch with them). A
 # private apt state (APT::Architecture=arm64) downloads the .debs instead.
 # libc, libstdc++ and libgcc come from the cross toolchain (g++-aarch64-linux-gnu,
-# /usr/aarch64-linux-gnu), not from here. Idempotent: a finished sysroot is kept.
+# /usr/aarch64-linux-gnu), not from here. Idempotent: a finished sysroot is
+# kept while its package list (recorded in .complete) is this script's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 sysroot="$(realpath -m "${1:-build/sysroot-aarch64}")"
-[ -f "$sysroot/.complete" ] && { echo "arm64-sysroot: $sysroot is ready"; exit 0; }
 
 packages=(
   libhwy-dev libflatbuffers-dev libxnnpack-dev libpthreadpool-dev libcpuinfo-dev libdnnl-dev
-  doctest-dev nlohmann-json3-dev libcli11-dev
+  doctest-dev nlohmann-json3-dev libcli11-dev libzip-dev
   libkissfft-dev libstb-dev libsndfile1-dev zlib1g-dev
 )
+if [ -f "$sysroot/.complete" ] && [ "$(cat "$sysroot/.complete")" = "${packages[*]}" ]; then
+  echo "arm64-sysroot: $sysroot is ready"
+  exit 0
+fi
 # Provided by the cross toolchain; a second copy would shadow it.
 toolchain_provides='^(libc6|libc6-dev|libgcc-s1|libstdc\+\+6|libstdc\+\+-12-dev|gcc-12-base|libcrypt1|libcrypt-dev|linux-libc-dev|libgcc-12-dev|libasan8|libtsan2|libubsan1|liblsan0|libatomic1|libitm1|libhwasan0|libgomp1|libgomp1-dev)$'
 
@@ -40,5 +44,5 @@ echo "arm64-sysroot: ${#closure[@]} packages into $sysroot"
 rm -rf "$sysroot"
 mkdir -p "$sysroot"
 for deb in "$work"/debs/*.deb; do dpkg-deb -x "$deb" "$sysroot"; done
-touch "$sysroot/.complete"
+echo "${packages[*]}" >"$sysroot/.complete"
 echo "arm64-sysroot: done"
