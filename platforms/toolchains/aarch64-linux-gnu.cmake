@@ -31,7 +31,11 @@ set(ENV{PKG_CONFIG_SYSROOT_DIR} "${RECUR_ARM64_SYSROOT}")
 set(ENV{PKG_CONFIG_LIBDIR}
     "${RECUR_ARM64_SYSROOT}/usr/lib/aarch64-linux-gnu/pkgconfig:${RECUR_ARM64_SYSROOT}/usr/share/pkgconfig")
 
-set(arm64_libdir "${RECUR_ARM64_SYSROOT}/usr/lib/aarch64-linux-gnu")
+# Debian 12's packages still put some libraries in /lib (libz.so.1 and
+# libbz2.so.1.0, which libzip.so needs), and the unpacked sysroot has no
+# merged-/usr link: both folders are searched.
+set(arm64_libdir
+    "${RECUR_ARM64_SYSROOT}/usr/lib/aarch64-linux-gnu:${RECUR_ARM64_SYSROOT}/lib/aarch64-linux-gnu")
 # The libraries' own dependencies (libXNNPACK.so needs libcpuinfo.so.0) are
 # found at link time through -rpath-link and at run time through LD_LIBRARY_PATH
 # inside the emulator (-E): the executables' RUNPATH does not cover them.
