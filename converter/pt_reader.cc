@@ -1,20 +1,16 @@
 #include "converter/pt_reader.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <limits>
 #include <map>
+#include <memory>
 #include <unordered_map>
 #include <utility>
 
+#include <zip.h>
+
 namespace recur::impl::converter {
 namespace {
-
-// ---- zip (APPNOTE.TXT 4.3): stored entries only ----
-
-constexpr uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50, kEndSig = 0x06054b50,
-                   kEnd64Sig = 0x06064b50, kEnd64LocSig = 0x07064b50;
 
 uint64_t LE(const uint8_t* p, int n) {
   uint64_t v = 0;
@@ -22,135 +18,113 @@ uint64_t LE(const uint8_t* p, int n) {
   return v;
 }
 
-uint32_t Crc32(const uint8_t* p, std::size_t n) {
-  static uint32_t table[256];
-  static bool ready = [] {
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-      table[i] = c;
-    }
-    return true;
-  }();
-  (void)ready;
-  uint32_t c = 0xffffffffu;
-  for (std::size_t i = 0; i < n; ++i) c = table[(c ^ p[i]) & 0xff] ^ (c >> 8);
-  return c ^ 0xffffffffu;
-}
+// ---- zip, read by libzip ----
 
-struct Entry {
-  const uint8_t* data = nullptr;
-  uint64_t size = 0;
-  uint32_t crc = 0;
-  uint64_t local = 0;  // offset of the local header
-};
+using Entries = std::map<std::string, std::vector<uint8_t>>;
 
 Status ZipError(const std::string& src, const std::string& what) {
   return Status(StatusCode::kInvalidArgument, src + ": " + what);
 }
 
-// Reads the central directory: every entry stored, within the file, its CRC right.
-Status ReadZip(const std::vector<uint8_t>& b, const std::string& src,
-               std::map<std::string, Entry>* entries) {
-  const uint64_t n = b.size();
-  if (n < 22) return ZipError(src, "truncated zip archive (" + std::to_string(n) + " bytes)");
-  // The end record lies in the last 22 + 65535 bytes (its comment at most 64 KiB).
-  uint64_t end = n;
-  const uint64_t lowest = n > 22 + 65535 ? n - 22 - 65535 : 0;
-  for (uint64_t i = n - 22 + 1; i-- > lowest;) {
-    if (LE(&b[i], 4) == kEndSig) {
-      end = i;
-      break;
-    }
+std::string ZipMessage(zip_error_t* error) { return zip_error_strerror(error); }
+
+struct Discard {
+  void operator()(zip_t* archive) const { zip_discard(archive); }
+};
+
+// The bound on the entries' declared uncompressed sizes, together: torch.save
+// stores its entries uncompressed (they sum to less than the file), and float
+// weights hardly deflate (the zoo models' weights to 93 %), so 64 times the
+// archive admits any checkpoint re-zipped with deflate, while deflate bombs
+// reach 1,000 times; the 64 KiB cover tiny archives, whose pickles deflate
+// well. As every entry is copied out, it also bounds archives whose directory
+// points many entries at the same bytes. A re-zipped checkpoint of mostly
+// constant tensors can exceed it.
+uint64_t MaxUncompressed(uint64_t archive_bytes) { return 64 * archive_bytes + 64 * 1024; }
+
+// Reads every entry out of the archive into `entries` (decompressed, its CRC-32
+// checked), after checking the declared sizes against the bound above.
+Status ReadZip(const std::vector<uint8_t>& b, const std::string& src, Entries* entries) {
+  zip_error_t error;
+  zip_error_init(&error);
+  zip_source_t* source = zip_source_buffer_create(b.data(), b.size(), 0, &error);
+  zip_t* opened =
+      source ? zip_open_from_source(source, ZIP_RDONLY | ZIP_CHECKCONS, &error) : nullptr;
+  if (!opened) {
+    if (source) zip_source_free(source);  // the archive owns it only once opened
+    const bool twice = zip_error_code_zip(&error) == ZIP_ER_EXISTS;
+    const std::string what = ZipMessage(&error);
+    zip_error_fini(&error);
+    if (twice) return ZipError(src, "the zip archive holds an entry name twice");
+    return ZipError(src, "unreadable zip archive: " + what + " (truncated or corrupt archive?)");
   }
-  if (end == n) return ZipError(src, "no zip end-of-central-directory record (truncated archive?)");
-  const uint8_t* eocd = &b[end];
-  uint64_t count = LE(eocd + 10, 2), cd_size = LE(eocd + 12, 4), cd_offset = LE(eocd + 16, 4);
-  if (count == 0xffff || cd_size == 0xffffffffu || cd_offset == 0xffffffffu) {
-    if (end < 20 || LE(&b[end - 20], 4) != kEnd64LocSig)
-      return ZipError(src, "zip64 archive without a zip64 end locator");
-    const uint64_t off64 = LE(&b[end - 20 + 8], 8);
-    if (off64 > n || n - off64 < 56 || LE(&b[off64], 4) != kEnd64Sig)
-      return ZipError(src, "zip64 end record lies outside the file");
-    count = LE(&b[off64 + 32], 8);
-    cd_size = LE(&b[off64 + 40], 8);
-    cd_offset = LE(&b[off64 + 48], 8);
-  }
-  if (cd_offset > n || cd_size > n - cd_offset)
-    return ZipError(src, "zip central directory [" + std::to_string(cd_offset) + ", +" +
-                             std::to_string(cd_size) + ") lies outside the " + std::to_string(n) +
-                             "-byte file (truncated archive?)");
-  // Each central record is at least 46 bytes: a count beyond that is a lie.
-  if (count > cd_size / 46)
-    return ZipError(src, "zip declares " + std::to_string(count) + " entries in a " +
-                             std::to_string(cd_size) + "-byte central directory");
-  uint64_t pos = cd_offset;
-  const uint64_t cd_end = cd_offset + cd_size;
-  for (uint64_t k = 0; k < count; ++k) {
-    if (cd_end - pos < 46 || LE(&b[pos], 4) != kCentralSig)
-      return ZipError(src, "zip central directory entry " + std::to_string(k) + " is malformed");
-    const uint8_t* c = &b[pos];
-    const uint64_t flags = LE(c + 8, 2), method = LE(c + 10, 2), crc = LE(c + 16, 4);
-    uint64_t csize = LE(c + 20, 4), usize = LE(c + 24, 4);
-    const uint64_t name_len = LE(c + 28, 2), extra_len = LE(c + 30, 2), comment_len = LE(c + 32, 2);
-    uint64_t local = LE(c + 42, 4);
-    if (cd_end - pos - 46 < name_len + extra_len + comment_len)
-      return ZipError(src, "zip central directory entry " + std::to_string(k) + " is truncated");
-    const std::string name(reinterpret_cast<const char*>(c + 46), name_len);
-    // Zip64 extra field (id 1): the 64-bit values of the fields set to all ones, in order.
-    const uint8_t* x = c + 46 + name_len;
-    for (uint64_t xp = 0; xp + 4 <= extra_len;) {
-      const uint64_t id = LE(x + xp, 2), len = LE(x + xp + 2, 2);
-      if (xp + 4 + len > extra_len) break;
-      if (id == 1) {
-        uint64_t q = xp + 4;
-        for (uint64_t* f : {&usize, &csize, &local}) {
-          if (*f != 0xffffffffu) continue;
-          if (q + 8 > xp + 4 + len) return ZipError(src, "\"" + name + "\": short zip64 field");
-          *f = LE(x + q, 8);
-          q += 8;
-        }
-      }
-      xp += 4 + len;
-    }
-    pos += 46 + name_len + extra_len + comment_len;
-    if (flags & 1) return ZipError(src, "\"" + name + "\" is encrypted");
-    if (method != 0) {
+  zip_error_fini(&error);
+  std::unique_ptr<zip_t, Discard> archive(opened);
+
+  const zip_int64_t count = zip_get_num_entries(opened, 0);
+  struct Declared {
+    zip_uint64_t index;
+    std::string name;
+    uint64_t size;
+  };
+  std::vector<Declared> declared;
+  uint64_t total = 0;
+  const uint64_t bound = MaxUncompressed(b.size());
+  constexpr zip_uint64_t kNeeded = ZIP_STAT_NAME | ZIP_STAT_SIZE | ZIP_STAT_COMP_METHOD |
+                                   ZIP_STAT_ENCRYPTION_METHOD;
+  for (zip_int64_t i = 0; i < count; ++i) {
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_stat_index(opened, static_cast<zip_uint64_t>(i), ZIP_FL_ENC_RAW, &st) != 0 ||
+        (st.valid & kNeeded) != kNeeded)
+      return ZipError(src, "zip entry " + std::to_string(i) + " is unreadable: " +
+                               ZipMessage(zip_get_error(opened)));
+    const std::string name = st.name;
+    if (st.encryption_method != ZIP_EM_NONE)
+      return Status(StatusCode::kUnsupported, src + ": zip entry \"" + name + "\" is encrypted");
+    if (!zip_compression_method_supported(st.comp_method, 0)) {
       return Status(StatusCode::kUnsupported,
-                    src + ": zip entry \"" + name + "\" is compressed (method " +
-                        std::to_string(method) +
-                        "); torch.save stores entries uncompressed, re-save the checkpoint with it");
+                    src + ": zip entry \"" + name + "\" is compressed with method " +
+                        std::to_string(st.comp_method) +
+                        ", which libzip cannot read; torch.save stores entries uncompressed, "
+                        "re-save the checkpoint with it");
     }
-    if (csize != usize)
-      return ZipError(src, "stored zip entry \"" + name + "\" declares " + std::to_string(csize) +
-                               " stored and " + std::to_string(usize) + " uncompressed bytes");
-    if (local > n || n - local < 30 || LE(&b[local], 4) != kLocalSig)
-      return ZipError(src, "zip entry \"" + name + "\": local header at " + std::to_string(local) +
-                               " lies outside the file or is malformed");
-    const uint64_t data = local + 30 + LE(&b[local + 26], 2) + LE(&b[local + 28], 2);
-    if (data > n || usize > n - data)
-      return ZipError(src, "zip entry \"" + name + "\" declares " + std::to_string(usize) +
-                               " bytes at offset " + std::to_string(data) + ", beyond the " +
-                               std::to_string(n) + "-byte file (truncated archive?)");
-    if (!entries->emplace(name, Entry{&b[data], usize, static_cast<uint32_t>(crc), local}).second)
-      return ZipError(src, "zip archive holds \"" + name + "\" twice");
+    if (st.size > bound || total > bound - st.size)
+      return ZipError(src, "zip entries declare more than " + std::to_string(bound) +
+                               " uncompressed bytes in all (64 times the " +
+                               std::to_string(b.size()) + "-byte archive, and 64 KiB), reached " +
+                               "at \"" + name + "\" (" + std::to_string(st.size) +
+                               " bytes): a zip bomb?");
+    total += st.size;
+    // libzip refuses repeated names on opening; this also covers names that
+    // differ only after a NUL byte.
+    if (!entries->emplace(name, std::vector<uint8_t>()).second)
+      return ZipError(src, "the zip archive holds \"" + name + "\" twice");
+    declared.push_back({static_cast<zip_uint64_t>(i), name, st.size});
   }
-  // Entries may not overlap (the trick of non-recursive zip bombs): so the
-  // CRCs below read each byte of the file at most once.
-  std::vector<std::pair<uint64_t, const std::pair<const std::string, Entry>*>> spans;
-  for (const auto& e : *entries) spans.emplace_back(e.second.local, &e);
-  std::sort(spans.begin(), spans.end());
-  uint64_t covered = 0;
-  const std::string* previous = nullptr;
-  for (const auto& [begin, e] : spans) {
-    if (previous && begin < covered)
-      return ZipError(src, "zip entries \"" + *previous + "\" and \"" + e->first + "\" overlap");
-    covered = static_cast<uint64_t>(e->second.data - b.data()) + e->second.size;
-    previous = &e->first;
-  }
-  for (const auto& [name, e] : *entries) {
-    if (Crc32(e.data, e.size) != e.crc)
-      return ZipError(src, "zip entry \"" + name + "\" fails its CRC-32 check (corrupt archive)");
+  for (const Declared& d : declared) {
+    const std::string where = src + ": zip entry \"" + d.name + "\"";
+    zip_file_t* file = zip_fopen_index(opened, d.index, 0);
+    if (!file)
+      return Status(StatusCode::kInvalidArgument,
+                    where + " cannot be opened: " + ZipMessage(zip_get_error(opened)));
+    std::vector<uint8_t>& data = (*entries)[d.name];
+    data.resize(d.size);
+    const zip_int64_t got = d.size ? zip_fread(file, data.data(), d.size) : 0;
+    // libzip checks the CRC-32 on the read that finds the entry's end.
+    uint8_t extra;
+    const zip_int64_t more =
+        got == static_cast<zip_int64_t>(d.size) ? zip_fread(file, &extra, 1) : 0;
+    std::string failed;
+    if (got < 0 || more < 0) failed = ZipMessage(zip_file_get_error(file));
+    zip_fclose(file);
+    if (!failed.empty())
+      return Status(StatusCode::kInvalidArgument,
+                    where + ": " + failed + " (corrupt or truncated archive?)");
+    if (got != static_cast<zip_int64_t>(d.size) || more != 0)
+      return Status(StatusCode::kInvalidArgument,
+                    where + " holds " + (more != 0 ? "more" : "fewer") + " bytes than the " +
+                        std::to_string(d.size) + " it declares");
   }
   return Status::Ok();
 }
@@ -190,7 +164,7 @@ constexpr StorageName kStorages[] = {
 class Unpickler {
  public:
   Unpickler(const uint8_t* p, std::size_t n, const std::string& src, const std::string& prefix,
-            const std::map<std::string, Entry>& entries)
+            const Entries& entries)
       : p_(p), n_(n), src_(src), prefix_(prefix), entries_(entries) {}
 
   // The index of the unpickled object.
@@ -239,7 +213,7 @@ class Unpickler {
   std::size_t pos_ = 0, op_pos_ = 0;
   const std::string& src_;
   const std::string& prefix_;
-  const std::map<std::string, Entry>& entries_;
+  const Entries& entries_;
   std::vector<Obj> objs_;
   std::vector<uint32_t> stack_;
   std::vector<std::size_t> marks_;
@@ -291,16 +265,16 @@ Result<uint32_t> Unpickler::PersistentLoad(uint32_t pid) {
   if (it == entries_.end()) return Fail("storage \"" + key.s + "\" is missing from the archive");
   const uint64_t esize = DTypeSize(type.dtype);
   const uint64_t numel_u = static_cast<uint64_t>(numel.i);
-  if (numel_u > it->second.size / esize) {
+  if (numel_u > it->second.size() / esize) {
     return Fail("storage \"" + key.s + "\" declares " + std::to_string(numel_u) + " elements of " +
                 DTypeName(type.dtype) + " but its entry holds " +
-                std::to_string(it->second.size) + " bytes");
+                std::to_string(it->second.size()) + " bytes");
   }
   Obj o;
   o.kind = Kind::kStorage;
   o.dtype = type.dtype;
   o.s = key.s;
-  o.data = it->second.data;
+  o.data = it->second.data();
   o.nbytes = numel_u * esize;
   return New(std::move(o));
 }
@@ -654,7 +628,7 @@ std::string Describe(Kind k) {
 }  // namespace
 
 bool LooksLikeZip(const std::vector<uint8_t>& bytes) {
-  return bytes.size() >= 4 && LE(bytes.data(), 4) == kLocalSig;
+  return bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\3\4", 4) == 0;
 }
 
 Result<PtFile> ParsePt(std::vector<uint8_t> bytes, const std::string& src,
@@ -668,8 +642,10 @@ Result<PtFile> ParsePt(std::vector<uint8_t> bytes, const std::string& src,
       return Status(StatusCode::kInvalidArgument,
                     src + ": not a PyTorch checkpoint (no zip archive signature)");
     }
-    std::map<std::string, Entry> entries;
+    PtFile file;
+    Entries& entries = file.entries_;
     RECUR_RETURN_IF_ERROR(ReadZip(bytes, src, &entries));
+    std::vector<uint8_t>().swap(bytes);  // everything lives in the entries now
     // The archive's folder: the first entry's, as torch reads it.
     std::string prefix;
     for (const auto& [name, e] : entries) {
@@ -686,12 +662,12 @@ Result<PtFile> ParsePt(std::vector<uint8_t> bytes, const std::string& src,
                     src + ": the zip archive holds no <folder>/data.pkl (not a torch.save file)");
     auto order = entries.find(prefix + "byteorder");
     if (order != entries.end() &&
-        std::string(reinterpret_cast<const char*>(order->second.data), order->second.size) !=
+        std::string(order->second.begin(), order->second.end()) !=
             "little")
       return Status(StatusCode::kUnsupported,
                     src + ": byteorder is not \"little\" (a big-endian checkpoint)");
 
-    Unpickler u(pkl->second.data, pkl->second.size, src, prefix, entries);
+    Unpickler u(pkl->second.data(), pkl->second.size(), src, prefix, entries);
     auto root = u.Run();
     if (!root.ok()) return root.status();
 
@@ -768,7 +744,6 @@ Result<PtFile> ParsePt(std::vector<uint8_t> bytes, const std::string& src,
                           ", not a tensor" + hint);
       }
     }
-    PtFile file;
     for (const auto& [name, index] : values) {
       const Obj& value = u.obj(index);
       TensorView view;
@@ -778,7 +753,6 @@ Result<PtFile> ParsePt(std::vector<uint8_t> bytes, const std::string& src,
       view.nbytes = static_cast<std::size_t>(value.nbytes);
       file.tensors_[name] = std::move(view);
     }
-    file.bytes_ = std::move(bytes);  // the heap buffer moves with it: views stay valid
     return file;
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kOutOfMemory, src + ": out of memory");

@@ -1,9 +1,15 @@
 // A reader of PyTorch checkpoints as `torch.save(model.state_dict(), path)`
 // writes them (PyTorch >= 1.6, the zip format): a zip archive whose entries
-// share one folder prefix P and are STORED (uncompressed):
+// share one folder prefix P:
 //   P/data.pkl     a pickle of the object (protocol 2)
 //   P/data/<key>   the bytes of each storage, named by its persistent id
 //   P/version      and, from some versions on, P/byteorder ("little")
+// libzip reads the archive: torch.save stores its entries uncompressed, and an
+// archive re-zipped with a method libzip reads (deflate) reads the same.
+// Every entry is copied out and its CRC-32 checked; the entries' declared
+// sizes together may not exceed 64 times the archive's size and 64 KiB (zip
+// bombs are refused before anything is read), so memory stays linear in the
+// file size.
 //
 // The pickle is run by a restricted machine that, like
 // `torch.load(weights_only=True)`, builds only dicts (also
@@ -12,13 +18,14 @@
 // _rebuild_parameter) from persistent-id storages (torch.FloatStorage,
 // DoubleStorage, HalfStorage, BFloat16Storage, the integer and bool storages,
 // torch.UntypedStorage as bytes). Any other global is refused by name.
-// Nothing is executed; no recursion depends on the input; memory is linear in
-// the file size. Tensors must be contiguous (a view with other strides is
-// refused) and lie within their storage.
+// Nothing is executed; no recursion depends on the input. Tensors must be
+// contiguous (a view with other strides is refused) and lie within their
+// storage.
 #ifndef RECUR_CONVERTER_PT_READER_H_
 #define RECUR_CONVERTER_PT_READER_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,7 +35,10 @@
 
 namespace recur::impl::converter {
 
-// A parsed checkpoint; owns its bytes, the views point into them.
+// A parsed checkpoint. It owns the archive's entries, copied out of the file;
+// the tensor views point into the entries' heap buffers, which moving a PtFile
+// leaves where they are (the map moves its nodes), so views stay valid until
+// the PtFile is destroyed. The file's bytes are not kept.
 class PtFile {
  public:
   PtFile() = default;
@@ -42,19 +52,20 @@ class PtFile {
  private:
   friend Result<PtFile> ParsePt(std::vector<uint8_t> bytes, const std::string& source_name,
                                 const std::string& key_path);
-  std::vector<uint8_t> bytes_;  // moving a vector keeps its heap buffer: views stay valid
+  std::map<std::string, std::vector<uint8_t>> entries_;  // by entry name
   TensorViewMap tensors_;
 };
 
 // True when `bytes` begin as a zip archive does ("PK\3\4").
 bool LooksLikeZip(const std::vector<uint8_t>& bytes);
 
-// Parses checkpoint bytes. The pickled object must be a dict of tensors (a
-// state dict); `key_path` ("model" or "model.encoder") first selects a dict
-// nested inside it, a dot separating the keys of successive levels (a key
-// that itself holds dots is matched whole). Every error is kInvalidArgument
-// (kUnsupported for the legacy non-zip format and for compressed entries),
-// its message prefixed with `source_name`:
+// Parses checkpoint bytes (taken, and freed once the entries are read). The
+// pickled object must be a dict of tensors (a state dict); `key_path` ("model"
+// or "model.encoder") first selects a dict nested inside it, a dot separating
+// the keys of successive levels (a key that itself holds dots is matched
+// whole). Every error is kInvalidArgument (kUnsupported for the legacy non-zip
+// format, encrypted entries and compression methods libzip cannot read), its
+// message prefixed with `source_name`:
 //   model.pt: global "os.system" is not allowed in a state dict
 //   model.pt: "optimizer" holds a dict, not a tensor (choose a nested state dict with --state-dict-key)
 Result<PtFile> ParsePt(std::vector<uint8_t> bytes, const std::string& source_name = "checkpoint",

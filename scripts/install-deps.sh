@@ -13,8 +13,8 @@ packages=(
   # runtime libraries
   libhwy-dev libflatbuffers-dev flatbuffers-compiler flatbuffers-compiler-dev
   libxnnpack-dev libpthreadpool-dev libcpuinfo-dev libdnnl-dev
-  # converter / tools / tests
-  nlohmann-json3-dev libcli11-dev doctest-dev
+  # converter / tools / tests (libzip: the converter's torch.save reader)
+  nlohmann-json3-dev libcli11-dev doctest-dev libzip-dev
   # demos
   libkissfft-dev libstb-dev libsndfile1-dev zlib1g-dev dataset-fashion-mnist espeak-ng sox
   # PyTorch reference (only /usr/bin/python3 sees it) and a fast BLAS for it

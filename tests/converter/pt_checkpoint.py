@@ -6,7 +6,8 @@
         OUT_DIR/pytorch_model.bin: {"model": f32 state dict, "optimizer": ..., "epoch": 3};
         OUT_DIR/offset.pt: the f32 state dict with one tensor a view at an
         offset into a larger storage; OUT_DIR/transposed.pt: with one weight a
-        non-contiguous view (values unchanged).
+        non-contiguous view (values unchanged); OUT_DIR/deflated.pt: f32.pt
+        re-zipped with every entry deflated (zipfile.ZIP_DEFLATED).
     pt_checkpoint.py resave SOURCE_DIR WEIGHTS.safetensors OUT.pt
         torch.save of the safetensors file's tensors, names and dtypes kept.
     pt_checkpoint.py same A.recur A.source B.recur B.source
@@ -19,6 +20,7 @@ import hashlib
 import json
 import os
 import sys
+import zipfile
 
 
 def make(src, config_path, out):
@@ -50,6 +52,12 @@ def make(src, config_path, out):
     transposed[key] = w.t().contiguous().t()
     assert not transposed[key].is_contiguous() and torch.equal(transposed[key], w)
     torch.save(transposed, os.path.join(out, "transposed.pt"))
+    with zipfile.ZipFile(os.path.join(out, "f32.pt")) as stored, \
+            zipfile.ZipFile(os.path.join(out, "deflated.pt"), "w", zipfile.ZIP_DEFLATED) as deflated:
+        for info in stored.infolist():
+            deflated.writestr(info.filename, stored.read(info))
+    with zipfile.ZipFile(os.path.join(out, "deflated.pt")) as deflated:
+        assert all(i.compress_type == zipfile.ZIP_DEFLATED for i in deflated.infolist())
     print(key)
 
 

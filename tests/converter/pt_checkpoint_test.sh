@@ -1,8 +1,9 @@
 #!/bin/sh
 # converter_pt_checkpoint: torch.save checkpoints convert to the same model as
 # the same weights in safetensors (f32, f16, bf16; a nested state dict chosen
-# with --state-dict-key; a tensor at a storage offset; a fast-transformers
-# checkpoint), and a non-contiguous tensor is refused. Usage: pt_checkpoint_test.sh RECUR_CONVERT PYTHON SOURCE_DIR WORK_DIR
+# with --state-dict-key; a tensor at a storage offset; a checkpoint re-zipped
+# with deflate; a fast-transformers checkpoint), and a non-contiguous tensor is
+# refused. Usage: pt_checkpoint_test.sh RECUR_CONVERT PYTHON SOURCE_DIR WORK_DIR
 set -eu
 convert=$1 python=$2 src=$3 work=$4
 helper=$src/tests/converter/pt_checkpoint.py
@@ -43,6 +44,11 @@ grep -q -- '"model" holds a dict, not a tensor (choose a nested state dict with 
 "$python" "$helper" same "$work/f32-st.recur" "$work/f32.safetensors" \
   "$work/offset.recur" "$work/offset.pt"
 echo "a tensor at a storage offset: the same model"
+
+"$convert" "$work/deflated.pt" --config "$config" -o "$work/deflated.recur"
+"$python" "$helper" same "$work/f32-st.recur" "$work/f32.safetensors" \
+  "$work/deflated.recur" "$work/deflated.pt"
+echo "re-zipped with deflate: the same model"
 
 if "$convert" "$work/transposed.pt" --config "$config" -o "$work/x.recur" 2>"$work/err.txt"; then
   echo "a non-contiguous tensor was accepted"; exit 1
