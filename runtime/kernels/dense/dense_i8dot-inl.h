@@ -296,6 +296,21 @@ inline constexpr size_t kMaxB = Ops::kMaxB;
 inline constexpr size_t kMaxB = 1;
 #endif
 
+// The lines of a block of weight rows, in order, from
+// (row, col), row_lines per row; `left` of them still to prefetch.
+struct LineCursor {
+  const int8_t* row;  // at the block's first input
+  size_t in, row_lines, col, left;
+  HWY_INLINE void PrefetchNext() {
+    hwy::Prefetch(row + col * 64);
+    --left;
+    if (++col == row_lines) {
+      col = 0;
+      row += in;
+    }
+  }
+};
+
 #ifdef RECUR_I8_VNNI
 // Σ_i x[i], n < 2^24.
 HWY_INLINE int32_t SumS8(const int8_t* x, size_t n) {
@@ -414,20 +429,6 @@ inline constexpr size_t kGemmDepth = 1024;  // 32 KiB packed
 inline constexpr size_t kGemmRows = 8;
 inline constexpr size_t kGemmBatch = 64;  // rows whose partial sums wait between depth blocks
 
-// The lines of a block of weight rows, in order, from
-// (row, col), row_lines per row; `left` of them still to prefetch.
-struct LineCursor {
-  const int8_t* row;  // at the block's first input
-  size_t in, row_lines, col, left;
-  HWY_INLINE void PrefetchNext() {
-    hwy::Prefetch(row + col * 64);
-    --left;
-    if (++col == row_lines) {
-      col = 0;
-      row += in;
-    }
-  }
-};
 
 // dst[16·j + i] = dword j of a[i], i, j < 16.
 HWY_INLINE void Transpose16(__m512i* r) {
@@ -667,7 +668,7 @@ HWY_INLINE void Avx2PackBlock(const int8_t* w, size_t in, size_t out, size_t o0,
 // input), r < kR.
 template <size_t kR>
 HWY_INLINE void Avx2GemmKernel(const int8_t* const* xr, const uint8_t* HWY_RESTRICT packed,
-                               size_t kc, __m256i (*acc)[2]) {
+                               size_t kc, __m256i (*acc)[2], LineCursor& pf, size_t npf) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i a0[kR], a1[kR];
   for (size_t r = 0; r < kR; ++r) {
@@ -690,10 +691,12 @@ HWY_INLINE void Avx2GemmKernel(const int8_t* const* xr, const uint8_t* HWY_RESTR
   };
   const size_t full = kc / 4;
   for (size_t j = 0; j < full; ++j) {
+    if (j < npf) pf.PrefetchNext();
     int32_t v[kR];
     for (size_t r = 0; r < kR; ++r) std::memcpy(&v[r], xr[r] + 4 * j, 4);
     step(j, v);
   }
+  for (size_t j = full; j < npf; ++j) pf.PrefetchNext();
   if (full * 4 < kc) {  // the last 1..3 inputs, read without passing the row
     int32_t v[kR] = {};
     for (size_t r = 0; r < kR; ++r) std::memcpy(&v[r], xr[r] + 4 * full, kc - full * 4);
@@ -727,6 +730,15 @@ HWY_NOINLINE void Avx2Gemm(const int8_t* q, size_t q_stride, const float* qs, si
         const size_t kc = std::min(kAvx2Depth, in - k0);
         const bool last = k0 + kc >= in;
         Avx2PackBlock(w, in, out, o0, k0, kc, packed);
+        // The next block's weights, a share of its lines per row tile (as
+        // Gemm does: packing 16 rows at a time defeats the hardware prefetchers).
+        const size_t nk0 = last ? 0 : k0 + kc, no0 = last ? o0 + kAvx2Cols : o0;
+        const size_t row_lines = (std::min(kAvx2Depth, in - nk0) + 63) / 64;
+        const size_t next_rows = no0 < out ? std::min(kAvx2Cols, out - no0) : 0;
+        const size_t tiles = (nb + R - 1) / R;
+        LineCursor pf{next_rows > 0 ? w + no0 * in + nk0 : w, in, row_lines, 0,
+                      row_lines * next_rows};
+        const size_t per_tile = (pf.left + tiles - 1) / tiles;
         for (size_t r0 = 0; r0 < nb; r0 += R) {
           const size_t nr = std::min(R, nb - r0);
           const int8_t* xr[R];
@@ -740,7 +752,7 @@ HWY_NOINLINE void Avx2Gemm(const int8_t* q, size_t q_stride, const float* qs, si
                                         reinterpret_cast<const __m256i*>(part[b] + 8 * p));
             }
           }
-          Avx2GemmKernel<R>(xr, packed, kc, acc);
+          Avx2GemmKernel<R>(xr, packed, kc, acc, pf, std::min(per_tile, pf.left));
           for (size_t r = 0; r < nr; ++r) {
             const size_t b = r0 + r;
             for (size_t p = 0; p < 2; ++p) {
