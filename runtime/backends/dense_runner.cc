@@ -187,22 +187,29 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
       }
     }
   }
+  for (const DenseView* v : r->order_) {
+    const std::vector<Choice>& choices = r->layers_.at(v).choices;
+    r->index_.push_back({v, choices.data(), choices.size()});
+  }
+  std::sort(r->index_.begin(), r->index_.end(),
+            [](const IndexEntry& a, const IndexEntry& b) { return a.view < b.view; });
   *out = std::move(r);
   return Status::Ok();
 }
 
 void DenseRunner::Run(const DenseView& d, const float* x, size_t rows, float* y,
                       bool accumulate) const {
-  auto it = layers_.find(&d);
-  if (it == layers_.end()) {
+  const auto it = std::lower_bound(
+      index_.begin(), index_.end(), &d,
+      [](const IndexEntry& e, const DenseView* v) { return e.view < v; });
+  if (it == index_.end() || it->view != &d || it->count == 0) {
     RunDense(d, x, rows, y, accumulate, pool_, int8_);
     return;
   }
-  const std::vector<Choice>& choices = it->second.choices;
-  const Choice* c = &choices.back();
-  for (const Choice& choice : choices) {
-    if (choice.rows >= rows) {
-      c = &choice;
+  const Choice* c = it->choices + it->count - 1;
+  for (const Choice* choice = it->choices; choice != c; ++choice) {
+    if (choice->rows >= rows) {
+      c = choice;
       break;
     }
   }

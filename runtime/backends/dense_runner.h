@@ -65,6 +65,15 @@ class DenseRunner {
   std::vector<size_t> rows_;
   std::vector<const DenseView*> order_;  // layers in model order, for Summary
   std::unordered_map<const DenseView*, Layer> layers_;
+  // Run's lookup: every layer's choices by view address, sorted (a binary
+  // search over one small array touches fewer lines than the hash map's
+  // buckets and nodes, which the weights a step streams evict).
+  struct IndexEntry {
+    const DenseView* view;
+    const Choice* choices;
+    size_t count;
+  };
+  std::vector<IndexEntry> index_;
 };
 
 }  // namespace recur::impl

@@ -309,14 +309,16 @@ TEST_CASE("DenseI4DotQuantized: in 0..512 by blocks, groups, batch 0..9, all tar
   });
 }
 
-// Batch 1, groups of 32 (on AVX512-VNNI: blocks of 16 rows, 128 inputs a
-// step, the last step partial), and the widest layer that path takes.
+// Batch 1, groups of 32 (on AVX512-VNNI: blocks of 16 rows run 8 side by
+// side, 128 inputs a step, scales decoded 512 inputs at a time; the last step
+// and the last 512 partial), and the widest layer that path takes.
 TEST_CASE("DenseI4DotQuantized: batch 1, groups of 32, 16-row blocks, all targets") {
   ForEachTarget([&](const std::string&) {
     std::mt19937 rng(45);
     size_t k = 0;
-    for (size_t in : {32, 64, 96, 128, 160, 224, 256, 288, 1024, 1056, 4064, 4096, 4128}) {
-      for (size_t out : {15, 16, 17, 33, 40}) {
+    for (size_t in : {32, 64, 96, 128, 160, 224, 256, 288, 480, 512, 544, 992, 1024, 1056, 4064,
+                      4096, 4128}) {
+      for (size_t out : {7, 8, 9, 15, 16, 17, 33, 40}) {
         ++k;
         const I4Case c{1, in, out, 32, k % 3 * 5, k % 4, k % 4, k % 2 == 0, k % 3 == 0,
                        k % 5 < 2};

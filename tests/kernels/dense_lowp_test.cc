@@ -645,7 +645,8 @@ TEST_CASE("DenseI8Dot: in 0..130 plus 255, 256, 1000 and 1024, with strides, bia
 }
 
 // Batches of 16 rows and more (the AVX512-VNNI GEMM: blocks of 32 outputs,
-// 512 inputs, 8 and 64 rows).
+// 1,024 inputs, 8 and 64 rows; the AVX2 GEMM: blocks of 16 outputs, 512
+// inputs, 4 and 64 rows).
 TEST_CASE("DenseI8Dot: batches from 16 rows, in 0..130 plus depth-block edges") {
   std::vector<size_t> ins;
   for (size_t in = 0; in <= 130; ++in) ins.push_back(in);

@@ -8,7 +8,9 @@
 //   AVX2, SSSE3/SSE4: u = |w| (as u8: |-128| = 128), v = x with w's sign
 //     (_mm*_sign_epi8; zero where w is), pairs of u·v summed to i16 by
 //     maddubs (|x| ≤ 127 and |w| ≤ 128: a pair is at most 2·128·127 = 32512,
-//     so it never saturates) and to i32 by madd with ones.
+//     so it never saturates) and to i32 by madd with ones. AVX2 from
+//     kAvx2GemmRows rows on: a GEMM on the same step (Avx2Gemm), w packed
+//     per call with |w| precomputed, an activation row's 4 bytes broadcast.
 //   AVX-512 with AVX512-VNNI (Avx512VnniEnabled): vpdpbusd of w + 128 (w
 //     xor 0x80, unsigned) and x, four products a lane; the sums start at
 //     −128·Σ x (VnniOps). From kVnniGemmRows rows on, a GEMM instead (Gemm):
@@ -294,6 +296,21 @@ inline constexpr size_t kMaxB = Ops::kMaxB;
 inline constexpr size_t kMaxB = 1;
 #endif
 
+// The lines of a block of weight rows, in order, from
+// (row, col), row_lines per row; `left` of them still to prefetch.
+struct LineCursor {
+  const int8_t* row;  // at the block's first input
+  size_t in, row_lines, col, left;
+  HWY_INLINE void PrefetchNext() {
+    hwy::Prefetch(row + col * 64);
+    --left;
+    if (++col == row_lines) {
+      col = 0;
+      row += in;
+    }
+  }
+};
+
 #ifdef RECUR_I8_VNNI
 // Σ_i x[i], n < 2^24.
 HWY_INLINE int32_t SumS8(const int8_t* x, size_t n) {
@@ -412,20 +429,6 @@ inline constexpr size_t kGemmDepth = 1024;  // 32 KiB packed
 inline constexpr size_t kGemmRows = 8;
 inline constexpr size_t kGemmBatch = 64;  // rows whose partial sums wait between depth blocks
 
-// The lines of a block of weight rows, in order, from
-// (row, col), row_lines per row; `left` of them still to prefetch.
-struct LineCursor {
-  const int8_t* row;  // at the block's first input
-  size_t in, row_lines, col, left;
-  HWY_INLINE void PrefetchNext() {
-    hwy::Prefetch(row + col * 64);
-    --left;
-    if (++col == row_lines) {
-      col = 0;
-      row += in;
-    }
-  }
-};
 
 // dst[16·j + i] = dword j of a[i], i, j < 16.
 HWY_INLINE void Transpose16(__m512i* r) {
@@ -595,6 +598,186 @@ HWY_NOINLINE void Gemm(const int8_t* q, size_t q_stride, const float* qs, size_t
 }
 #endif  // RECUR_I8_VNNI
 
+#if defined(RECUR_I8_TILES) && HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+#define RECUR_I8_AVX2_GEMM 1
+// The GEMM on AVX2 (no integer dot product: sign, maddubs, madd, add per 32
+// products). Per block of kAvx2Cols weight rows and kAvx2Depth inputs, w is
+// packed (Avx2PackBlock) into two panels of 8 rows: vector j of a panel holds
+// inputs 4j..4j+3 of its 8 rows, once as |w| (maddubs' unsigned operand) and
+// once as w (whose signs sign_epi8 puts on the activations), so the inner
+// loop broadcasts 4 bytes of an activation row against both panels and needs
+// no abs and no horizontal sums. kAvx2TileRows rows × 2 panels of i32 sums
+// stay in registers (8 of 16) while the block's inputs pass.
+inline constexpr size_t kAvx2GemmRows = 16;  // batch from which Avx2Gemm runs
+inline constexpr size_t kAvx2Cols = 16;
+inline constexpr size_t kAvx2Depth = 512;  // 16 KiB packed
+inline constexpr size_t kAvx2TileRows = 4;
+inline constexpr size_t kAvx2Batch = 64;  // rows whose partial sums wait between depth blocks
+
+// r[j] = dword j of the 8 input vectors r[0..7] (an 8 × 8 transpose of
+// 32-bit lanes).
+HWY_INLINE void Transpose8(__m256i* r) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
+    u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
+    u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int m = 0; m < 4; ++m) {
+    r[m] = _mm256_permute2x128_si256(u[m], u[4 + m], 0x20);
+    r[4 + m] = _mm256_permute2x128_si256(u[m], u[4 + m], 0x31);
+  }
+}
+
+// Packs rows [o0, o0 + kAvx2Cols) of w (rows past `out` repeat its last;
+// their sums are not used), inputs [k0, k0 + kc), into dst: per 4 inputs
+// |w| and w of panel 0, then of panel 1 (128 bytes); inputs past kc are 0.
+HWY_INLINE void Avx2PackBlock(const int8_t* w, size_t in, size_t out, size_t o0, size_t k0,
+                              size_t kc, uint8_t* HWY_RESTRICT dst) {
+  alignas(32) int8_t tail[8][32];
+  for (size_t c = 0; c < kc; c += 32) {
+    const size_t n = std::min<size_t>(32, kc - c);
+    for (size_t p = 0; p < 2; ++p) {
+      __m256i r[8];
+      for (size_t i = 0; i < 8; ++i) {
+        const int8_t* row = w + std::min(o0 + 8 * p + i, out - 1) * in + k0 + c;
+        if (n == 32) {
+          r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row));
+        } else {
+          std::memset(tail[i], 0, 32);
+          std::memcpy(tail[i], row, n);
+          r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(tail[i]));
+        }
+      }
+      Transpose8(r);
+      for (size_t j = 0; j < 8; ++j) {
+        uint8_t* d = dst + ((c / 4 + j) * 2 + p) * 64;
+        _mm256_store_si256(reinterpret_cast<__m256i*>(d), _mm256_abs_epi8(r[j]));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(d + 32), r[j]);
+      }
+    }
+  }
+}
+
+// acc[r][p] += Σ over the block's inputs, rows xr[r] (at the block's first
+// input), r < kR.
+template <size_t kR>
+HWY_INLINE void Avx2GemmKernel(const int8_t* const* xr, const uint8_t* HWY_RESTRICT packed,
+                               size_t kc, __m256i (*acc)[2], LineCursor& pf, size_t npf) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i a0[kR], a1[kR];
+  for (size_t r = 0; r < kR; ++r) {
+    a0[r] = acc[r][0];
+    a1[r] = acc[r][1];
+  }
+  auto step = [&](size_t j, const int32_t* v) {
+    const uint8_t* p = packed + j * 128;
+    const __m256i u0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i s0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32));
+    const __m256i u1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64));
+    const __m256i s1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 96));
+    for (size_t r = 0; r < kR; ++r) {
+      const __m256i xb = _mm256_set1_epi32(v[r]);
+      a0[r] = _mm256_add_epi32(
+          a0[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(xb, s0)), ones));
+      a1[r] = _mm256_add_epi32(
+          a1[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u1, _mm256_sign_epi8(xb, s1)), ones));
+    }
+  };
+  const size_t full = kc / 4;
+  for (size_t j = 0; j < full; ++j) {
+    if (j < npf) pf.PrefetchNext();
+    int32_t v[kR];
+    for (size_t r = 0; r < kR; ++r) std::memcpy(&v[r], xr[r] + 4 * j, 4);
+    step(j, v);
+  }
+  for (size_t j = full; j < npf; ++j) pf.PrefetchNext();
+  if (full * 4 < kc) {  // the last 1..3 inputs, read without passing the row
+    int32_t v[kR] = {};
+    for (size_t r = 0; r < kR; ++r) std::memcpy(&v[r], xr[r] + 4 * full, kc - full * 4);
+    step(full, v);
+  }
+  for (size_t r = 0; r < kR; ++r) {
+    acc[r][0] = a0[r];
+    acc[r][1] = a1[r];
+  }
+}
+
+HWY_NOINLINE void Avx2Gemm(const int8_t* q, size_t q_stride, const float* qs, size_t batch,
+                           const int8_t* w, const float* scales, const float* bias, size_t in,
+                           size_t out, float* y, size_t y_stride, bool accumulate) {
+  constexpr size_t R = kAvx2TileRows;
+  alignas(32) uint8_t packed[kAvx2Cols * kAvx2Depth * 2];
+  alignas(32) int32_t part[kAvx2Batch][kAvx2Cols];
+  for (size_t b0 = 0; b0 < batch; b0 += kAvx2Batch) {
+    const size_t nb = std::min(kAvx2Batch, batch - b0);
+    for (size_t o0 = 0; o0 < out; o0 += kAvx2Cols) {
+      const size_t cols = std::min(kAvx2Cols, out - o0);
+      __m256i mask[2];
+      __m256 sw[2], bv[2];
+      for (size_t p = 0; p < 2; ++p) {
+        const int n = static_cast<int>(cols > 8 * p ? std::min<size_t>(8, cols - 8 * p) : 0);
+        mask[p] = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        sw[p] = _mm256_maskload_ps(scales + o0 + 8 * p, mask[p]);
+        bv[p] = bias ? _mm256_maskload_ps(bias + o0 + 8 * p, mask[p]) : _mm256_setzero_ps();
+      }
+      for (size_t k0 = 0; k0 < in || k0 == 0; k0 += kAvx2Depth) {
+        const size_t kc = std::min(kAvx2Depth, in - k0);
+        const bool last = k0 + kc >= in;
+        Avx2PackBlock(w, in, out, o0, k0, kc, packed);
+        // The next block's weights, a share of its lines per row tile (as
+        // Gemm does: packing 16 rows at a time defeats the hardware prefetchers).
+        const size_t nk0 = last ? 0 : k0 + kc, no0 = last ? o0 + kAvx2Cols : o0;
+        const size_t row_lines = (std::min(kAvx2Depth, in - nk0) + 63) / 64;
+        const size_t next_rows = no0 < out ? std::min(kAvx2Cols, out - no0) : 0;
+        const size_t tiles = (nb + R - 1) / R;
+        LineCursor pf{next_rows > 0 ? w + no0 * in + nk0 : w, in, row_lines, 0,
+                      row_lines * next_rows};
+        const size_t per_tile = (pf.left + tiles - 1) / tiles;
+        for (size_t r0 = 0; r0 < nb; r0 += R) {
+          const size_t nr = std::min(R, nb - r0);
+          const int8_t* xr[R];
+          __m256i acc[R][2];
+          for (size_t r = 0; r < R; ++r) {
+            const size_t b = r0 + std::min(r, nr - 1);  // rows past nb repeat the last
+            xr[r] = q + (b0 + b) * q_stride + k0;
+            for (size_t p = 0; p < 2; ++p) {
+              acc[r][p] = k0 == 0 ? _mm256_setzero_si256()
+                                  : _mm256_load_si256(
+                                        reinterpret_cast<const __m256i*>(part[b] + 8 * p));
+            }
+          }
+          Avx2GemmKernel<R>(xr, packed, kc, acc, pf, std::min(per_tile, pf.left));
+          for (size_t r = 0; r < nr; ++r) {
+            const size_t b = r0 + r;
+            for (size_t p = 0; p < 2; ++p) {
+              if (!last) {
+                _mm256_store_si256(reinterpret_cast<__m256i*>(part[b] + 8 * p), acc[r][p]);
+                continue;
+              }
+              if (cols <= 8 * p) continue;
+              // Finish's operations, 8 outputs at a time.
+              float* yp = y + (b0 + b) * y_stride + o0 + 8 * p;
+              __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][p]),
+                                       _mm256_mul_ps(sw[p], _mm256_set1_ps(qs[b0 + b])));
+              if (bias) v = _mm256_add_ps(v, bv[p]);
+              if (accumulate) v = _mm256_add_ps(_mm256_maskload_ps(yp, mask[p]), v);
+              _mm256_maskstore_ps(yp, mask[p], v);
+            }
+          }
+        }
+        if (in == 0) break;
+      }
+    }
+  }
+}
+#endif  // RECUR_I8_AVX2_GEMM
+
 template <size_t kB, bool kVnni = false>
 HWY_INLINE void RowsN(size_t nb, const int8_t* q, size_t q_stride, const float* qs,
                       const int8_t* w, const float* scales, const float* bias, size_t in,
@@ -634,6 +817,12 @@ HWY_INLINE void DenseI8DotQuantized(const int8_t* q, size_t q_stride, const floa
     chunk -= chunk % id::kO;
   }
   const size_t blocks = (batch + id::kMaxB - 1) / id::kMaxB;
+#ifdef RECUR_I8_AVX2_GEMM
+  if (batch >= id::kAvx2GemmRows) {
+    return id::Avx2Gemm(q, q_stride, q_scales, batch, w, scales, bias, in, out, y, y_stride,
+                        accumulate);
+  }
+#endif
 #ifdef RECUR_I8_VNNI
   const bool vnni = Avx512VnniEnabled();
   if (vnni && batch >= id::kVnniGemmRows) {
@@ -694,6 +883,7 @@ HWY_INLINE bool DenseI8DotPreferred(size_t batch, size_t in, size_t out) {
 
 #undef RECUR_I8_TILES
 #undef RECUR_I8_VNNI
+#undef RECUR_I8_AVX2_GEMM
 
 }  // namespace HWY_NAMESPACE
 }  // namespace recur::impl::kernels
