@@ -342,6 +342,42 @@ def test_shared_session_is_serialised(tiny):
         assert shared.save_state(0) == expected
 
 
+def test_calls_release_the_gil(feats):
+    """While one call runs for D seconds, this thread keeps running Python code:
+    it sees the call in progress for most of D, and no gap between its clock
+    readings comes near D (with the GIL held through the call, it would see
+    the call end at once, or stop for all of it)."""
+    clock = __import__("time").perf_counter
+    n = 2000
+    with feats.session() as s:
+        while True:  # a prefill long enough to tell a gap from scheduling noise
+            xs = inputs(feats, 1, n)
+            t0 = clock()
+            s.prefill(xs, outputs=False)
+            d = clock() - t0
+            if d >= 0.25 or n >= 1 << 20:
+                break
+            n *= 2
+        s.reset()
+        started = threading.Event()
+
+        def work():
+            started.set()
+            s.prefill(xs, outputs=False)
+
+        t = threading.Thread(target=work)
+        t.start()
+        started.wait()
+        gap, first = 0.0, clock()
+        last = first
+        while t.is_alive():
+            now = clock()
+            gap, last = max(gap, now - last), now
+        t.join()
+    # This thread ran through most of the call, without a long stop.
+    assert last - first > d / 2 and gap < d / 2, (last - first, gap, d)
+
+
 # ------------------------------------------------------------------- leaks
 
 
