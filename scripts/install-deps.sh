@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package recur needs to build, test, benchmark and
 # run its demos. Idempotent: re-running it only re-checks what is installed.
-# Run as root (or through sudo). There is no other source of dependencies.
+# Run as root (or through sudo). There is no other source of dependencies
+# but PyPI, for the Python package's pinned build and test tools
+# (scripts/python-env.sh, run at the end, makes build/venv).
 set -euo pipefail
 
 packages=(
@@ -19,6 +21,8 @@ packages=(
   libkissfft-dev libstb-dev libsndfile1-dev zlib1g-dev dataset-fashion-mnist espeak-ng sox
   # PyTorch reference (only /usr/bin/python3 sees it) and a fast BLAS for it
   python3-torch python3-numpy python3-matplotlib libopenblas0-openmp
+  # the Python package's virtual environment (scripts/python-env.sh)
+  python3-venv python3-packaging python3-dev
 )
 
 missing=()
@@ -28,11 +32,13 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-echo "install-deps: installing ${missing[*]}"
-$SUDO apt-get update -q
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# build/venv: pinned tools from PyPI and the package recur built from this tree.
+"$(dirname "$0")/python-env.sh"
