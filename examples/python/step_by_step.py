@@ -2,24 +2,20 @@
 """A PyTorch model in recur, from Python: export, convert, run, compare, resume, time.
 
     build/venv/bin/python examples/python/step_by_step.py \\
-        --recur-convert build/release/converter/recur-convert \\
-        [--config models/configs/tiny_pre_tokens.json] [--steps 200] [--out DIR]
+        [--config models/configs/tiny_pre_tokens.json] [--steps 200] [--out model.recur]
 
 Trains nothing: the model is the PyTorch reference of models/reference (random
-weights, seed 1) built from a recur config. It is exported as the converter
-reads it (weights.safetensors + config.json), converted with recur-convert
-(the package binds the runtime; the converter is the command-line tool), then
-run by recur element by element and in one prefill, both compared with the
-PyTorch model in float64; the state saved halfway is resumed in a new session;
-last, one step is timed. Exits 1 if recur and PyTorch disagree.
+weights, seed 1) built from a recur config. Its state_dict is converted with
+recur.convert (the converter library, as recur-convert runs it), then run by
+recur element by element and in one prefill, both compared with the PyTorch
+model in float64; the state saved halfway is resumed in a new session; last,
+one step is timed. Exits 1 if recur and PyTorch disagree.
 """
 
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -44,64 +40,58 @@ def compare(what, got, want, tol_abs=1e-4, tol_rel=1e-5):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--recur-convert", required=True, help="path of the recur-convert binary")
     p.add_argument("--config", default=os.path.join(REPO, "models", "configs", "tiny_pre_tokens.json"))
     p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--out", help="folder for the exported and converted model (default: a temporary one)")
+    p.add_argument("--out", help="also write the converted model to this file")
     args = p.parse_args()
 
-    with tempfile.TemporaryDirectory() as tmp:
-        out = args.out or tmp
-        # 1. The PyTorch model, exported as the converter reads it.
-        config = json.load(open(args.config))
-        reference = checkpoint.export(config, 1, os.path.join(out, "weights")).double().eval()
-        # 2. Converted.
-        model_path = os.path.join(out, "model.recur")
-        subprocess.run([args.recur_convert, os.path.join(out, "weights", "weights.safetensors"),
-                        "--config", os.path.join(out, "weights", "config.json"), "-o", model_path],
-                       check=True, stdout=subprocess.DEVNULL)
-        model = recur.Model(model_path)
-        print(f"{os.path.basename(args.config)}: {model.num_layers} layers, {model.input_kind} in, "
-              f"{model.output_width} out, {model.state_bytes} state bytes a stream")
-        if not model.recurrent:
-            sys.exit("this example steps a causal model; the config is an encoder")
+    # 1. The PyTorch model, and its weights converted for recur.
+    config = json.load(open(args.config))
+    reference = checkpoint.build_model(config, 1).double().eval()
+    model = recur.Model(recur.convert(reference.state_dict(), config))
+    if args.out:
+        recur.convert(reference.state_dict(), config, args.out)
+    print(f"{os.path.basename(args.config)}: {model.num_layers} layers, {model.input_kind} in, "
+          f"{model.output_width} out, {model.state_bytes} state bytes a stream")
+    if not model.recurrent:
+        sys.exit("this example steps a causal model; the config is an encoder")
 
-        # 3. The same inputs through PyTorch (float64) and recur: step by step, then one prefill.
-        inputs = golden.random_inputs(reference.config, args.steps, 0)
-        with torch.no_grad():
-            want = reference(inputs.double() if inputs.is_floating_point() else inputs).numpy()
-        x = inputs.numpy().astype(np.int32 if model.input_kind == "tokens" else np.float32)
-        ok = True
-        with model.session() as s:
-            stepped = np.concatenate([s.step(x[t:t + 1]) for t in range(args.steps)])
-        ok &= compare("step by step vs PyTorch", stepped, want)
-        with model.session() as s:
-            prefilled = s.prefill(x[None])[0]
-        ok &= compare("one prefill vs PyTorch", prefilled, want)
+    # 2. The same inputs through PyTorch (float64) and recur: step by step, then one prefill.
+    inputs = golden.random_inputs(reference.config, args.steps, 0)
+    with torch.no_grad():
+        want = reference(inputs.double() if inputs.is_floating_point() else inputs).numpy()
+    x = inputs.numpy().astype(np.int32 if model.input_kind == "tokens" else np.float32)
+    ok = True
+    with model.session() as s:
+        stepped = np.concatenate([s.step(x[t:t + 1]) for t in range(args.steps)])
+    ok &= compare("step by step vs PyTorch", stepped, want)
+    with model.session() as s:
+        prefilled = s.prefill(x[None])[0]
+    ok &= compare("one prefill vs PyTorch", prefilled, want)
 
-        # 4. Save the state halfway, resume it in another session.
-        half = args.steps // 2
-        with model.session() as first, model.session() as second:
-            first.prefill(x[None, :half], outputs=False)
-            second.load_state(0, first.save_state(0))
-            resumed = second.prefill(x[None, half:])[0]
-        ok &= compare("resumed after a save vs PyTorch", resumed, want[half:])
+    # 3. Save the state halfway, resume it in another session.
+    half = args.steps // 2
+    with model.session() as first, model.session() as second:
+        first.prefill(x[None, :half], outputs=False)
+        second.load_state(0, first.save_state(0))
+        resumed = second.prefill(x[None, half:])[0]
+    ok &= compare("resumed after a save vs PyTorch", resumed, want[half:])
 
-        # 5. One step's time (the runtime's, through the binding), in runs that
-        # stay within the model's learned positions, reset between runs.
-        with model.session() as s:
-            one = x[:1]
-            run = min(500, model.max_positions or 500)
-            elapsed, n = 0.0, 0
-            for r in range(5):
-                s.reset()
-                start = time.perf_counter()
-                for _ in range(run):
-                    s.step(one)
-                if r > 0:  # the first run warms up
-                    elapsed, n = elapsed + time.perf_counter() - start, n + run
-            per_step = elapsed / n
-        print(f"step: {per_step * 1e6:.1f} us ({recur.simd_target()}, 1 thread)")
+    # 4. One step's time (the runtime's, through the binding), in runs that
+    # stay within the model's learned positions, reset between runs.
+    with model.session() as s:
+        one = x[:1]
+        run = min(500, model.max_positions or 500)
+        elapsed, n = 0.0, 0
+        for r in range(5):
+            s.reset()
+            start = time.perf_counter()
+            for _ in range(run):
+                s.step(one)
+            if r > 0:  # the first run warms up
+                elapsed, n = elapsed + time.perf_counter() - start, n + run
+        per_step = elapsed / n
+    print(f"step: {per_step * 1e6:.1f} us ({recur.simd_target()}, 1 thread)")
     sys.exit(0 if ok else 1)
 
 

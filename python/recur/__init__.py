@@ -14,6 +14,11 @@ status (.status, a recur.Status) and message.
 """
 
 import enum as _enum
+import json as _json
+import os as _os
+import tempfile as _tempfile
+
+import numpy as _np
 
 from . import _recur
 from ._recur import Model, Session, backends, max_threads, simd_target
@@ -21,7 +26,7 @@ from ._recur import Model, Session, backends, max_threads, simd_target
 __all__ = [
     "Model", "Session", "Status", "Error", "InvalidArgument", "InvalidModel", "Unsupported",
     "IoError", "OutOfMemory", "OutOfRange", "InvalidState", "Internal", "backends",
-    "max_threads", "simd_target", "version",
+    "max_threads", "simd_target", "version", "convert",
 ]
 
 __version__ = "0.1.0"
@@ -100,3 +105,56 @@ _recur._set_error_classes({
 
 Model.__module__ = "recur"
 Session.__module__ = "recur"
+
+
+def _float32(array):
+    if hasattr(array, "detach"):  # a torch tensor, without importing torch here
+        array = array.detach().cpu().numpy()
+    return _np.ascontiguousarray(array, dtype=_np.float32)
+
+
+def convert(weights, config, output=None, *, dtype="f32", layout="auto", group=32,
+            state_dict_key="", quantize_head=False, allow_extra=False):
+    """Converts trained weights into a recur model, as `recur-convert` does.
+
+    weights: a path (str or os.PathLike) to a .safetensors file or a torch.save
+    checkpoint (.pt, .pth, .bin, .ckpt; a nested state dict is chosen with
+    state_dict_key, "model" or "model.encoder"), or a mapping of tensor names to
+    arrays (numpy arrays, torch tensors, anything numpy converts), stored as
+    float32. config: a path to the config JSON or the config as a dict
+    (models/configs/README.md has the contract). dtype: the blocks' weight
+    matrices as "f32", "f16", "bf16", "int8" or "int4" (group: int4 inputs per
+    scale, 32, 64, 128 or 256; quantize_head: head.weight too). layout: "auto",
+    "recur" or "fast-transformers". allow_extra: unused tensors are warnings.
+
+    Returns the model's bytes (for recur.Model(bytes)) when output is None;
+    otherwise writes the file output atomically and returns a report (a dict:
+    layout, tensors, file_bytes, narrow_tensors, source_hash, warnings).
+    The model is loaded by the runtime before it is returned or written.
+
+    Raises InvalidArgument (a bad config, missing, extra or mis-shaped tensors,
+    non-finite values, a bad option; the message names it), IoError (a file
+    that cannot be read or written), Unsupported (a checkpoint format or option
+    the converter does not read), InvalidModel (the runtime refuses the result).
+    """
+    with _tempfile.TemporaryDirectory(prefix="recur-convert-") as tmp:
+        if isinstance(weights, (str, _os.PathLike)):
+            weights_path = _os.fspath(weights)
+        else:
+            weights_path = _os.path.join(tmp, "weights.safetensors")
+            _recur._write_safetensors(weights_path,
+                                      {str(k): _float32(v) for k, v in dict(weights).items()})
+        if isinstance(config, dict):
+            config_path = _os.path.join(tmp, "config.json")
+            with open(config_path, "w") as f:
+                _json.dump(config, f)
+        else:
+            config_path = _os.fspath(config)
+        output_path = _os.path.join(tmp, "model.recur") if output is None else _os.fspath(output)
+        report = _recur._convert_files(weights_path, config_path, output_path, dtype, layout,
+                                       int(group), state_dict_key, bool(quantize_head),
+                                       bool(allow_extra))
+        if output is None:
+            with open(output_path, "rb") as f:
+                return f.read()
+        return report

@@ -1,7 +1,7 @@
 # Type stubs of the package recur (python/src/recur_py.cc holds the full docstrings).
 import enum
 import os
-from typing import Literal, Optional, Union
+from typing import Literal, Mapping, Optional, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -12,6 +12,19 @@ def version() -> str: ...
 def simd_target() -> str: ...
 def backends() -> str: ...
 def max_threads() -> int: ...
+def convert(
+    weights: Union[str, os.PathLike, Mapping[str, object]],
+    config: Union[str, os.PathLike, dict],
+    output: Optional[Union[str, os.PathLike]] = None,
+    *,
+    dtype: Literal["f32", "f16", "bf16", "int8", "int4"] = "f32",
+    layout: Literal["auto", "recur", "fast-transformers"] = "auto",
+    group: int = 32,
+    state_dict_key: str = "",
+    quantize_head: bool = False,
+    allow_extra: bool = False,
+) -> Union[bytes, dict]:
+    """Trained weights -> a recur model: its bytes (output None) or a report after writing output."""
 
 class Status(enum.IntEnum):
     OK = 0

@@ -21,6 +21,11 @@
 #include <string>
 #include <utility>
 
+#include "converter/config.h"
+#include "converter/convert.h"
+#include "converter/file_util.h"
+#include "converter/quantize.h"
+#include "converter/safetensors.h"
 #include "recur/recur.h"
 
 namespace nb = nanobind;
@@ -470,6 +475,63 @@ const char* OutputKindName(recur_output_kind k) {
   }
 }
 
+// recur.convert's engine: the converter library's whole pipeline
+// (converter/convert.h), from files to a file, with the GIL released.
+nb::dict ConvertFiles(const std::string& weights, const std::string& config,
+                      const std::string& output, const std::string& dtype,
+                      const std::string& layout, int group, const std::string& state_dict_key,
+                      bool quantize_head, bool allow_extra) {
+  namespace cv = recur::impl::converter;
+  cv::ConvertOptions options;
+  options.weights_path = weights;
+  options.config_path = config;
+  options.output_path = output;
+  options.state_dict_key = state_dict_key;
+  options.group = group;
+  options.quantize_head = quantize_head;
+  options.allow_extra = allow_extra;
+  if (!cv::ParseWeightDType(dtype, &options.dtype)) {
+    RaiseInvalid("dtype must be f32, f16, bf16, int8 or int4, got \"" + dtype + "\"");
+  }
+  if (!cv::ParseLayout(layout, &options.layout)) {
+    RaiseInvalid("layout must be auto, recur or fast-transformers, got \"" + layout + "\"");
+  }
+  cv::ConvertReport report;
+  recur::impl::Status status;
+  {
+    nb::gil_scoped_release release;
+    status = cv::ConvertFiles(options, &report);
+  }
+  if (!status.ok()) Raise(static_cast<recur_status>(status.code()), status.message());
+  nb::dict out;
+  out["layout"] = std::string(cv::LayoutName(report.layout));
+  out["tensors"] = report.tensors;
+  out["file_bytes"] = report.file_bytes;
+  out["narrow_tensors"] = report.narrow_tensors;
+  out["source_hash"] = report.source_hash;
+  nb::list warnings;
+  for (const std::string& w : report.warnings) warnings.append(w);
+  out["warnings"] = warnings;
+  return out;
+}
+
+// recur.convert's writer for weights given as arrays: a safetensors file of
+// float32 tensors (the converter reads every weight as f32).
+void WriteSafetensors(const std::string& path, nb::dict tensors) {
+  namespace cv = recur::impl::converter;
+  cv::TensorMap map;
+  for (auto [key, value] : tensors) {
+    const std::string name = nb::cast<std::string>(key);
+    const auto array = nb::cast<nb::ndarray<const float, nb::c_contig, nb::device::cpu>>(value);
+    cv::Tensor& t = map[name];
+    for (size_t d = 0; d < array.ndim(); ++d) t.shape.push_back(int64_t(array.shape(d)));
+    t.data.assign(array.data(), array.data() + array.size());
+  }
+  const std::vector<uint8_t> bytes = cv::SerializeSafetensors(map);
+  const recur::impl::Status s = cv::WriteFileAtomic(path, bytes.data(), bytes.size());
+  if (!s.ok()) Raise(static_cast<recur_status>(s.code()), s.message());
+}
+
 }  // namespace
 
 NB_MODULE(_recur, m) {
@@ -500,6 +562,12 @@ NB_MODULE(_recur, m) {
   m.def("max_threads", [] { return recur_max_threads(); },
         "The most intra-op threads a session of this build may use (256 with a thread pool, 1 "
         "without one).");
+  m.def("_convert_files", &ConvertFiles, nb::arg("weights"), nb::arg("config"),
+        nb::arg("output"), nb::arg("dtype"), nb::arg("layout"), nb::arg("group"),
+        nb::arg("state_dict_key"), nb::arg("quantize_head"), nb::arg("allow_extra"),
+        "recur.convert's engine (converter/convert.h); use recur.convert.");
+  m.def("_write_safetensors", &WriteSafetensors, nb::arg("path"), nb::arg("tensors"),
+        "recur.convert's writer of array weights; use recur.convert.");
   m.def("status_string", [](int status) {
     return std::string(recur_status_string(static_cast<recur_status>(status)));
   }, nb::arg("status"), "The name of a status code (\"RECUR_INVALID_MODEL\").");

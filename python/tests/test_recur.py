@@ -418,3 +418,67 @@ def test_no_leaks_over_100k_steps(feats):
     print("tracemalloc %+d bytes, RSS %+d bytes over 10^5 steps" % (grown, rss_grown))
     assert grown < 64 * 1024
     assert rss_grown < 4 * 1024 * 1024
+
+
+# ---- recur.convert: the converter library from Python
+
+
+def export_dir(name):
+    return os.path.join(MODELS, name)  # make_models.sh: export.py's weights and config
+
+
+@pytest.mark.parametrize("name", ["tiny_pre_tokens", "small_post_features", "linformer_features"])
+def test_convert_from_files_equals_recur_convert(name):
+    d = export_dir(name)
+    got = recur.convert(os.path.join(d, "weights.safetensors"), os.path.join(d, "config.json"))
+    with open(model_path(name), "rb") as f:
+        assert got == f.read()  # the same bytes recur-convert wrote (make_models.sh)
+
+
+def reference_state(name):
+    """The exported model's tensors as torch tensors (recur names) and its config dict."""
+    import sys
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.join(repo, "models", "reference"))
+    from recur_ref import checkpoint
+    model, config = checkpoint.load(export_dir(name))
+    return dict(model.state_dict()), config
+
+
+def test_convert_from_arrays_and_a_config_dict(tiny):
+    state, config = reference_state("tiny_pre_tokens")
+    converted = recur.Model(recur.convert(state, config))
+    xs = inputs(tiny, 2, 40)
+    with converted.session(batch=2) as a, tiny.session(batch=2) as b:
+        np.testing.assert_array_equal(a.prefill(xs), b.prefill(xs))  # the same f32 weights
+    as_numpy = recur.Model(recur.convert({k: v.numpy() for k, v in state.items()}, config))
+    with as_numpy.session(batch=2) as a, tiny.session(batch=2) as b:
+        np.testing.assert_array_equal(a.prefill(xs), b.prefill(xs))
+
+
+def test_convert_writes_a_file_and_reports(tmp_path):
+    d = export_dir("tiny_pre_tokens")
+    out = tmp_path / "tiny_int8.recur"
+    report = recur.convert(os.path.join(d, "weights.safetensors"), os.path.join(d, "config.json"),
+                           out, dtype="int8")
+    assert report["layout"] == "recur" and report["narrow_tensors"] > 0
+    assert report["file_bytes"] == out.stat().st_size and report["warnings"] == []
+    assert recur.Model(out).output_width == 32
+
+
+def test_convert_errors_name_the_problem(tmp_path):
+    state, config = reference_state("tiny_pre_tokens")
+    with pytest.raises(recur.InvalidArgument, match='dtype must be .* got "int3"'):
+        recur.convert(state, config, dtype="int3")
+    with pytest.raises(recur.InvalidArgument, match='layout must be .* got "keras"'):
+        recur.convert(state, config, layout="keras")
+    missing = dict(state)
+    del missing["input.embedding"]
+    with pytest.raises(recur.InvalidArgument, match="input.embedding: missing tensor"):
+        recur.convert(missing, config)
+    with pytest.raises(recur.InvalidArgument, match="d_model"):
+        recur.convert(state, {**config, "d_model": 0})
+    with pytest.raises(recur.IoError, match="cannot open"):
+        recur.convert(str(tmp_path / "none.safetensors"), config)
+    with pytest.raises(recur.IoError, match="cannot create"):
+        recur.convert(state, config, tmp_path / "no" / "dir" / "m.recur")
