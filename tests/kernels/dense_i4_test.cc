@@ -366,6 +366,52 @@ TEST_CASE("DenseI4DotQuantized: extreme activations, the widest layer, wide batc
   });
 }
 
+// From 16 rows the x86 targets run a GEMM (AVX512-VNNI: 32 weight rows and
+// 6 activation rows a tile; AVX2: 16 and 3; packed blocks of whole groups up
+// to 1024 inputs, so 1024 + group and 2080 end on a partial block; 64 rows
+// per pass, fewer when a row has over 64 groups; groups over 1024: tiles).
+TEST_CASE("DenseI4DotQuantized: batch 16 and up, groups, odd outputs, all targets") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(47);
+    size_t k = 0;
+    for (size_t group : {32, 64, 96, 128, 256, 1024}) {
+      for (size_t in : {group, 3 * group, 1024 + group, size_t{2080}}) {
+        if (in % group != 0) continue;
+        for (size_t batch : {16, 17, 33, 64}) {
+          for (size_t out : {1, 7, 17, 33, 47}) {
+            if (++k % 2 == 0 && in > 1024) continue;
+            const I4Case c{batch, in, out, group, k % 3 * 5, k % 4, k % 4,
+                           k % 2 == 0, k % 3 == 0, k % 5 < 2};
+            RECUR_I4_INFO(c);
+            CHECK(CheckQuantized(rng, c) == 0);
+          }
+        }
+      }
+    }
+    // Over 64 rows (two passes), and rows of 512 groups (passes of 8 rows).
+    for (const I4Case& c : {I4Case{130, 256, 20, 32, 1, 3, 1, true, true, true},
+                            I4Case{17, kDenseI4DotMaxIn, 5, 32, 0, 1, 2, true, false, true},
+                            I4Case{16, 4096, 9, 2048, 3, 0, 3, false, true, false}}) {
+      RECUR_I4_INFO(c);
+      CHECK(CheckQuantized(rng, c) == 0);
+    }
+    // ±127 everywhere (the largest i16 sums of the AVX2 kernel), alternating.
+    for (int pattern = 0; pattern < 3; ++pattern) {
+      const I4Case c{17, 1024, 19, 32, 0, 1, 1, true, pattern == 1, pattern == 2};
+      RECUR_I4_INFO(c);
+      auto fill_q = [&](int8_t* q, size_t stride) {
+        for (size_t b = 0; b < c.batch; ++b) {
+          for (size_t i = 0; i < c.in; ++i) {
+            q[b * stride + i] = pattern == 0 ? 127 : pattern == 1 ? -127
+                                                    : static_cast<int8_t>(i % 2 ? -127 : 127);
+          }
+        }
+      };
+      CHECK(CheckQuantized(rng, c, fill_q) == 0);
+    }
+  });
+}
+
 // DenseI4Dot on f32 rows: within the activation rounding of the exact
 // product over the decoded weights. x_b = s_b·q_b + e with |e| ≤ s_b/2
 // (QuantizeS8), so |y − Σ x·w| ≤ (s_b/2)·Σ_i |w_i| plus the f32 roundings

@@ -22,6 +22,8 @@
 // Σ n·q_x over a group less 8·Σ q_x (lane 0's starting value) is the group's
 // exact Σ q_w·q_x; it is converted to f32 and multiplied by the group's scale
 // into f32 lane accumulators, summed across lanes at the end of the row.
+// From kGemmMinBatch rows AVX2 and AVX-512 run a packed GEMM instead
+// (VnniGemm, Avx2Gemm below).
 #if defined(RECUR_KERNELS_DENSE_DENSE_I4_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef RECUR_KERNELS_DENSE_DENSE_I4_INL_H_
 #undef RECUR_KERNELS_DENSE_DENSE_I4_INL_H_
@@ -40,6 +42,7 @@
 #include "kernels/common-inl.h"
 #include "kernels/dense/dense.h"
 #include "kernels/dense/dense_ref.h"
+#include "kernels/dense/transpose-inl.h"
 #include "kernels/dispatch/target_limit.h"
 #include "kernels/elementwise/elementwise-inl.h"
 
@@ -457,6 +460,345 @@ HWY_NOINLINE void VnniMatVec(const int8_t* q, float qs, const DenseWeights& w, f
 }
 #endif
 
+#if defined(RECUR_I4_TILES) && HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#define RECUR_I4_GEMM 1
+// GEMM from kGemmMinBatch rows: per block of weight rows and kGemmDepth
+// inputs (whole groups), the nibbles are unpacked once per call into panels
+// as the int8 GEMMs pack them (vector j of a panel: inputs 4j..4j+3 of its
+// rows, unsigned n = q + 8) and the block's group scales decoded to f32 per
+// panel lane, so the inner loop broadcasts 4 bytes of an activation row
+// against the panels and needs no horizontal sums. Per group each (row,
+// output) sum starts at −8·Σ q_x of the group and is exact in i32; it is
+// converted once and FMAed by its scale into f32 lanes. Two kernels:
+//   AVX512-VNNI (VnniGemm): 2 panels of 16 rows, vpdpbusd(n, q_x).
+//   AVX2 and AVX-512 without VNNI (Avx2Gemm): 2 panels of 8 rows,
+//     maddubs(n, q_x) pairs (≤ 2·15·128 = 3840) added in i16 over 32 inputs
+//     (8 steps: ≤ 30720 < 2^15), then one madd with ones to i32.
+inline constexpr size_t kGemmMinBatch = 16;
+inline constexpr size_t kGemmDepth = 1024;  // inputs per packed block
+inline constexpr size_t kGemmBatch = 64;    // rows whose f32 partial sums wait between blocks
+inline constexpr size_t kGemmXs = 4096;     // −8·Σ q_x per row and group, on the stack
+static_assert(kDenseI4DotMaxIn / kI4Block <= kGemmXs, "one row's group sums must fit");
+
+HWY_INLINE bool GemmFits(size_t batch, size_t in, size_t group) {
+  return batch >= kGemmMinBatch && in > 0 && group <= kGemmDepth;
+}
+
+// xs[b·groups + g] = −8·Σ q over group g of row b, b < nb.
+HWY_INLINE void GroupSums(const int8_t* q, size_t q_stride, size_t nb, size_t in, size_t group,
+                          int32_t* HWY_RESTRICT xs) {
+  const size_t groups = in / group;
+  for (size_t b = 0; b < nb; ++b) {
+    const int8_t* qb = q + b * q_stride;
+    for (size_t g = 0; g < groups; ++g) {
+      int32_t sum = 0;
+      for (size_t i = g * group; i < (g + 1) * group; ++i) sum += qb[i];
+      xs[b * groups + g] = -8 * sum;
+    }
+  }
+}
+
+// sc[gl·cols + k] = scale of group g0 + gl of row min(o0 + k, out − 1), gl < ng, k < cols.
+HWY_INLINE void GemmScales(const DenseWeights& w, size_t o0, size_t cols, size_t g0, size_t ng,
+                           float* HWY_RESTRICT sc) {
+  const size_t groups = w.in / w.group;
+  HWY_ALIGN float row[kGemmDepth / kI4Block];
+  for (size_t k = 0; k < cols; ++k) {
+    const size_t o = std::min<size_t>(o0 + k, w.out - 1);
+    DecodeScales(w.group_scales + o * groups + g0, ng, row);
+    for (size_t gl = 0; gl < ng; ++gl) sc[gl * cols + k] = row[gl];
+  }
+}
+
+// 16 packed bytes (32 inputs) of a row as 32 u8 nibbles in input order.
+HWY_INLINE __m256i Unpack32(const uint8_t* p) {
+  const __m128i nib = _mm_set1_epi8(0x0F);
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(b, nib)),
+                                 _mm_and_si128(_mm_srli_epi16(b, 4), nib), 1);
+}
+
+inline constexpr size_t kAvx2GemmCols = 16;
+inline constexpr size_t kAvx2GemmRows = 3;  // 6 f32 + 6 i16 sums, 2 panels, x, ones: 16 registers
+
+// Packs rows [o0, o0 + 16) (past `out`: its last row), inputs [k0, k0 + kc)
+// (kc a multiple of 32): per 4 inputs panel 0's 8 rows, then panel 1's.
+HWY_INLINE void Avx2GemmPack(const uint8_t* w, size_t row_bytes, size_t out, size_t o0,
+                             size_t k0, size_t kc, uint8_t* HWY_RESTRICT dst) {
+  for (size_t c = 0; c < kc; c += kI4Block) {
+    for (size_t p = 0; p < 2; ++p) {
+      __m256i r[8];
+      for (size_t i = 0; i < 8; ++i) {
+        r[i] = Unpack32(w + std::min(o0 + 8 * p + i, out - 1) * row_bytes + (k0 + c) / 2);
+      }
+      Transpose8(r);
+      for (size_t j = 0; j < 8; ++j) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + ((c / 4 + j) * 2 + p) * 32), r[j]);
+      }
+    }
+  }
+}
+
+// facc[r][p] += the block's groups, rows xr[r] (at the block's first input),
+// xsr[r] (at its first group), r < kR.
+template <size_t kR>
+HWY_INLINE void Avx2GemmKernel(const int8_t* const* xr, const int32_t* const* xsr,
+                               const uint8_t* HWY_RESTRICT packed, const float* HWY_RESTRICT sc,
+                               size_t kc, size_t group, __m256 (*facc)[2]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 f0[kR], f1[kR];
+  for (size_t r = 0; r < kR; ++r) {
+    f0[r] = facc[r][0];
+    f1[r] = facc[r][1];
+  }
+  for (size_t g = 0; g < kc / group; ++g) {
+    __m256i a0[kR], a1[kR];
+    for (size_t c = g * group; c < (g + 1) * group; c += kI4Block) {
+      __m256i s0[kR], s1[kR];
+      for (size_t r = 0; r < kR; ++r) s0[r] = s1[r] = _mm256_setzero_si256();
+      // Not unrolled: GCC then computes all 8 steps' products first and
+      // spills them.
+      HWY_UNROLL(1)
+      for (size_t j = 0; j < 8; ++j) {
+        const uint8_t* p = packed + (c / 4 + j) * 64;
+        const __m256i u0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+        const __m256i u1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32));
+        HWY_UNROLL(4)
+        for (size_t r = 0; r < kR; ++r) {
+          int32_t v;
+          std::memcpy(&v, xr[r] + c + 4 * j, 4);
+          const __m256i xb = _mm256_set1_epi32(v);
+          s0[r] = _mm256_add_epi16(s0[r], _mm256_maddubs_epi16(u0, xb));
+          s1[r] = _mm256_add_epi16(s1[r], _mm256_maddubs_epi16(u1, xb));
+        }
+      }
+      HWY_UNROLL(4)
+      for (size_t r = 0; r < kR; ++r) {
+        const __m256i m0 = _mm256_madd_epi16(s0[r], ones), m1 = _mm256_madd_epi16(s1[r], ones);
+        if (c == g * group) {
+          const __m256i start = _mm256_set1_epi32(xsr[r][g]);
+          a0[r] = _mm256_add_epi32(m0, start);
+          a1[r] = _mm256_add_epi32(m1, start);
+        } else {
+          a0[r] = _mm256_add_epi32(a0[r], m0);
+          a1[r] = _mm256_add_epi32(a1[r], m1);
+        }
+      }
+    }
+    const __m256 c0 = _mm256_load_ps(sc + g * 16), c1 = _mm256_load_ps(sc + g * 16 + 8);
+    HWY_UNROLL(4)
+    for (size_t r = 0; r < kR; ++r) {
+      f0[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0[r]), c0, f0[r]);
+      f1[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[r]), c1, f1[r]);
+    }
+  }
+  for (size_t r = 0; r < kR; ++r) {
+    facc[r][0] = f0[r];
+    facc[r][1] = f1[r];
+  }
+}
+
+HWY_NOINLINE void Avx2Gemm(const int8_t* q, size_t q_stride, const float* qs, size_t batch,
+                           const DenseWeights& w, float* y, size_t y_stride, bool accumulate) {
+  constexpr size_t R = kAvx2GemmRows, C = kAvx2GemmCols;
+  const size_t in = w.in, out = w.out, group = w.group, groups = in / group;
+  const size_t row_bytes = in / 2, depth = kGemmDepth / group * group;
+  const auto* wb = static_cast<const uint8_t*>(w.weight);
+  alignas(32) uint8_t packed[C * kGemmDepth];
+  alignas(32) float sc[C * kGemmDepth / kI4Block];
+  alignas(32) float part[kGemmBatch][C];
+  int32_t xs[kGemmXs];
+  const size_t chunk = std::min(kGemmBatch, kGemmXs / groups);
+  for (size_t b0 = 0; b0 < batch; b0 += chunk) {
+    const size_t nb = std::min(chunk, batch - b0);
+    GroupSums(q + b0 * q_stride, q_stride, nb, in, group, xs);
+    for (size_t o0 = 0; o0 < out; o0 += C) {
+      const size_t cols = std::min(C, out - o0);
+      __m256i mask[2];
+      __m256 bv[2];
+      for (size_t p = 0; p < 2; ++p) {
+        const int n = static_cast<int>(cols > 8 * p ? std::min<size_t>(8, cols - 8 * p) : 0);
+        mask[p] = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        bv[p] = w.bias ? _mm256_maskload_ps(w.bias + o0 + 8 * p, mask[p]) : _mm256_setzero_ps();
+      }
+      for (size_t k0 = 0; k0 < in; k0 += depth) {
+        const size_t kc = std::min(depth, in - k0);
+        const bool last = k0 + kc >= in;
+        Avx2GemmPack(wb, row_bytes, out, o0, k0, kc, packed);
+        GemmScales(w, o0, C, k0 / group, kc / group, sc);
+        for (size_t r0 = 0; r0 < nb; r0 += R) {
+          const size_t nr = std::min(R, nb - r0);
+          const int8_t* xr[R];
+          const int32_t* xsr[R];
+          __m256 facc[R][2];
+          for (size_t r = 0; r < R; ++r) {
+            const size_t b = r0 + std::min(r, nr - 1);  // rows past nb repeat the last
+            xr[r] = q + (b0 + b) * q_stride + k0;
+            xsr[r] = xs + b * groups + k0 / group;
+            for (size_t p = 0; p < 2; ++p) {
+              facc[r][p] = k0 == 0 ? _mm256_setzero_ps() : _mm256_load_ps(part[b] + 8 * p);
+            }
+          }
+          Avx2GemmKernel<R>(xr, xsr, packed, sc, kc, group, facc);
+          for (size_t r = 0; r < nr; ++r) {
+            const size_t b = r0 + r;
+            for (size_t p = 0; p < 2; ++p) {
+              if (!last) {
+                _mm256_store_ps(part[b] + 8 * p, facc[r][p]);
+                continue;
+              }
+              if (cols <= 8 * p) continue;
+              // Finish's operations, 8 outputs at a time.
+              float* yp = y + (b0 + b) * y_stride + o0 + 8 * p;
+              __m256 v = _mm256_mul_ps(facc[r][p], _mm256_set1_ps(qs[b0 + b]));
+              if (w.bias) v = _mm256_add_ps(v, bv[p]);
+              if (accumulate) v = _mm256_add_ps(_mm256_maskload_ps(yp, mask[p]), v);
+              _mm256_maskstore_ps(yp, mask[p], v);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+#endif  // RECUR_I4_GEMM
+
+#if defined(RECUR_I4_GEMM) && HWY_TARGET <= HWY_AVX3
+#define RECUR_I4_VNNI_GEMM 1
+inline constexpr size_t kVnniGemmCols = 32;
+inline constexpr size_t kVnniGemmRows = 6;  // 12 i32 + 12 f32 sums, 2 panels, x: 27 of 32 registers
+
+// Packs rows [o0, o0 + 32) (past `out`: its last row), inputs [k0, k0 + kc)
+// (kc a multiple of 32): per 4 inputs panel 0's 16 rows, then panel 1's.
+HWY_INLINE void VnniGemmPack(const uint8_t* w, size_t row_bytes, size_t out, size_t o0,
+                             size_t k0, size_t kc, uint8_t* HWY_RESTRICT dst) {
+  const __m256i nib = _mm256_set1_epi8(0x0F);
+  for (size_t c = 0; c < kc; c += 64) {
+    const bool half = kc - c == kI4Block;  // 32 inputs: the upper half zero
+    for (size_t p = 0; p < 2; ++p) {
+      __m512i r[16];
+      for (size_t i = 0; i < 16; ++i) {
+        const uint8_t* row = w + std::min(o0 + 16 * p + i, out - 1) * row_bytes + (k0 + c) / 2;
+        const __m256i v =
+            half ? _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row)))
+                 : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row));
+        const __m256i lo = _mm256_and_si256(v, nib);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+        // [lo0 lo1 hi0 hi1] (128-bit lanes) to input order [lo0 hi0 lo1 hi1].
+        const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        r[i] = _mm512_shuffle_i64x2(both, both, 0xD8);
+      }
+      Transpose16(r);
+      for (size_t j = 0; j < (half ? 8 : 16); ++j) {
+        _mm512_store_si512(dst + ((c / 4 + j) * 2 + p) * 64, r[j]);
+      }
+    }
+  }
+}
+
+template <size_t kR>
+HWY_INLINE void VnniGemmKernel(const int8_t* const* xr, const int32_t* const* xsr,
+                               const uint8_t* HWY_RESTRICT packed, const float* HWY_RESTRICT sc,
+                               size_t kc, size_t group, __m512 (*facc)[2]) {
+  __m512 f0[kR], f1[kR];
+  for (size_t r = 0; r < kR; ++r) {
+    f0[r] = facc[r][0];
+    f1[r] = facc[r][1];
+  }
+  for (size_t g = 0; g < kc / group; ++g) {
+    __m512i a0[kR], a1[kR];
+    HWY_UNROLL(8)
+    for (size_t r = 0; r < kR; ++r) a0[r] = a1[r] = _mm512_set1_epi32(xsr[r][g]);
+    for (size_t j = g * group / 4; j < (g + 1) * group / 4; ++j) {
+      const __m512i w0 = _mm512_load_si512(packed + j * 128);
+      const __m512i w1 = _mm512_load_si512(packed + j * 128 + 64);
+      HWY_UNROLL(8)
+      for (size_t r = 0; r < kR; ++r) {
+        int32_t v;
+        std::memcpy(&v, xr[r] + 4 * j, 4);
+        const __m512i xb = _mm512_set1_epi32(v);
+        a0[r] = DpBusd(a0[r], w0, xb);
+        a1[r] = DpBusd(a1[r], w1, xb);
+      }
+    }
+    const __m512 c0 = _mm512_load_ps(sc + g * 32), c1 = _mm512_load_ps(sc + g * 32 + 16);
+    HWY_UNROLL(8)
+    for (size_t r = 0; r < kR; ++r) {
+      f0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0[r]), c0, f0[r]);
+      f1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[r]), c1, f1[r]);
+    }
+  }
+  for (size_t r = 0; r < kR; ++r) {
+    facc[r][0] = f0[r];
+    facc[r][1] = f1[r];
+  }
+}
+
+HWY_NOINLINE void VnniGemm(const int8_t* q, size_t q_stride, const float* qs, size_t batch,
+                           const DenseWeights& w, float* y, size_t y_stride, bool accumulate) {
+  constexpr size_t R = kVnniGemmRows, C = kVnniGemmCols;
+  const size_t in = w.in, out = w.out, group = w.group, groups = in / group;
+  const size_t row_bytes = in / 2, depth = kGemmDepth / group * group;
+  const auto* wb = static_cast<const uint8_t*>(w.weight);
+  alignas(64) uint8_t packed[C * kGemmDepth];
+  alignas(64) float sc[C * kGemmDepth / kI4Block];
+  alignas(64) float part[kGemmBatch][C];
+  int32_t xs[kGemmXs];
+  const size_t chunk = std::min(kGemmBatch, kGemmXs / groups);
+  for (size_t b0 = 0; b0 < batch; b0 += chunk) {
+    const size_t nb = std::min(chunk, batch - b0);
+    GroupSums(q + b0 * q_stride, q_stride, nb, in, group, xs);
+    for (size_t o0 = 0; o0 < out; o0 += C) {
+      const size_t cols = std::min(C, out - o0);
+      __mmask16 mask[2];
+      __m512 bv[2];
+      for (size_t p = 0; p < 2; ++p) {
+        const size_t n = cols > 16 * p ? std::min<size_t>(16, cols - 16 * p) : 0;
+        mask[p] = static_cast<__mmask16>((1u << n) - 1);
+        bv[p] = w.bias ? _mm512_maskz_loadu_ps(mask[p], w.bias + o0 + 16 * p) : _mm512_setzero_ps();
+      }
+      for (size_t k0 = 0; k0 < in; k0 += depth) {
+        const size_t kc = std::min(depth, in - k0);
+        const bool last = k0 + kc >= in;
+        VnniGemmPack(wb, row_bytes, out, o0, k0, kc, packed);
+        GemmScales(w, o0, C, k0 / group, kc / group, sc);
+        for (size_t r0 = 0; r0 < nb; r0 += R) {
+          const size_t nr = std::min(R, nb - r0);
+          const int8_t* xr[R];
+          const int32_t* xsr[R];
+          __m512 facc[R][2];
+          for (size_t r = 0; r < R; ++r) {
+            const size_t b = r0 + std::min(r, nr - 1);  // rows past nb repeat the last
+            xr[r] = q + (b0 + b) * q_stride + k0;
+            xsr[r] = xs + b * groups + k0 / group;
+            for (size_t p = 0; p < 2; ++p) {
+              facc[r][p] = k0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(part[b] + 16 * p);
+            }
+          }
+          VnniGemmKernel<R>(xr, xsr, packed, sc, kc, group, facc);
+          for (size_t r = 0; r < nr; ++r) {
+            const size_t b = r0 + r;
+            for (size_t p = 0; p < 2; ++p) {
+              if (!last) {
+                _mm512_store_ps(part[b] + 16 * p, facc[r][p]);
+                continue;
+              }
+              if (mask[p] == 0) continue;
+              // Finish's operations, 16 outputs at a time.
+              float* yp = y + (b0 + b) * y_stride + o0 + 16 * p;
+              __m512 v = _mm512_mul_ps(facc[r][p], _mm512_set1_ps(qs[b0 + b]));
+              if (w.bias) v = _mm512_add_ps(v, bv[p]);
+              if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask[p], yp), v);
+              _mm512_mask_storeu_ps(yp, mask[p], v);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+#endif  // RECUR_I4_VNNI_GEMM
+
 #ifdef RECUR_I4_TILES
 // sums[b][o] = Σ_g sf[o'][g]·Σ_{i in g} q_w[o', i]·xr[b][i] for b < kB,
 // o < kO, o' = min(o, rows − 1); w0: the tile's first row; xs[b][g]: −8·Σ
@@ -616,6 +958,16 @@ HWY_INLINE void I4DotQuantized(const int8_t* q, size_t q_stride, const float* q_
     return id::VnniMatVec(q, q_scales[0], w, y, accumulate);
   }
 #endif
+#ifdef RECUR_I4_GEMM
+  if (id::GemmFits(batch, in, w.group)) {
+#ifdef RECUR_I4_VNNI_GEMM
+    if (Avx512VnniEnabled()) {
+      return id::VnniGemm(q, q_stride, q_scales, batch, w, y, y_stride, accumulate);
+    }
+#endif
+    return id::Avx2Gemm(q, q_stride, q_scales, batch, w, y, y_stride, accumulate);
+  }
+#endif
   // −8·Σ q_b over each group, for blocks of rows (on the stack).
   int32_t xs[id::kMaxGroups * id::kMaxB];
   for (size_t b0 = 0; b0 < batch; b0 += id::kMaxB) {
@@ -727,6 +1079,8 @@ HWY_INLINE void I4Float(const float* x, size_t x_stride, size_t batch, const Den
 #undef RECUR_I4_TILES
 #undef RECUR_I4_PAIRS
 #undef RECUR_I4_VNNI_MATVEC
+#undef RECUR_I4_GEMM
+#undef RECUR_I4_VNNI_GEMM
 
 }  // namespace HWY_NAMESPACE
 }  // namespace recur::impl::kernels

@@ -42,6 +42,7 @@
 #include "hwy/highway.h"
 #include "kernels/common-inl.h"
 #include "kernels/dense/dense.h"
+#include "kernels/dense/transpose-inl.h"
 #include "kernels/dispatch/target_limit.h"
 #include "kernels/elementwise/elementwise-inl.h"
 
@@ -429,32 +430,6 @@ inline constexpr size_t kGemmDepth = 1024;  // 32 KiB packed
 inline constexpr size_t kGemmRows = 8;
 inline constexpr size_t kGemmBatch = 64;  // rows whose partial sums wait between depth blocks
 
-
-// dst[16·j + i] = dword j of a[i], i, j < 16.
-HWY_INLINE void Transpose16(__m512i* r) {
-  __m512i t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
-    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
-    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int i = 0; i < 2; ++i) {
-    for (int m = 0; m < 4; ++m) {
-      t[8 * i + m] = _mm512_shuffle_i32x4(r[8 * i + m], r[8 * i + 4 + m], 0x88);
-      t[8 * i + 4 + m] = _mm512_shuffle_i32x4(r[8 * i + m], r[8 * i + 4 + m], 0xdd);
-    }
-  }
-  for (int m = 0; m < 8; ++m) {
-    r[m] = _mm512_shuffle_i32x4(t[m], t[8 + m], 0x88);
-    r[8 + m] = _mm512_shuffle_i32x4(t[m], t[8 + m], 0xdd);
-  }
-}
-
 // Packs rows [o0, o0 + kGemmCols) of w (rows past `out` repeat its last;
 // their sums are not used), inputs [k0, k0 + kc), into dst; inputs past kc
 // are 0, so they add nothing whatever the activations there.
@@ -613,26 +588,6 @@ inline constexpr size_t kAvx2Cols = 16;
 inline constexpr size_t kAvx2Depth = 512;  // 16 KiB packed
 inline constexpr size_t kAvx2TileRows = 4;
 inline constexpr size_t kAvx2Batch = 64;  // rows whose partial sums wait between depth blocks
-
-// r[j] = dword j of the 8 input vectors r[0..7] (an 8 × 8 transpose of
-// 32-bit lanes).
-HWY_INLINE void Transpose8(__m256i* r) {
-  __m256i t[8], u[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 2; ++i) {
-    u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i + 0], t[4 * i + 2]);
-    u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i + 0], t[4 * i + 2]);
-    u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  for (int m = 0; m < 4; ++m) {
-    r[m] = _mm256_permute2x128_si256(u[m], u[4 + m], 0x20);
-    r[4 + m] = _mm256_permute2x128_si256(u[m], u[4 + m], 0x31);
-  }
-}
 
 // Packs rows [o0, o0 + kAvx2Cols) of w (rows past `out` repeat its last;
 // their sums are not used), inputs [k0, k0 + kc), into dst: per 4 inputs
