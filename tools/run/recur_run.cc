@@ -120,9 +120,9 @@ int main(int argc, char** argv) {
 
   const size_t batch = size_t(input.batch), n = size_t(input.n);
   if (!state_in.empty()) {
-    auto sized = session->SaveState(0);  // a blob's size, from the session
-    if (!sized) return Fail(sized.error());
-    const size_t blob = sized->size();
+    size_t blob = 0;
+    const recur::Status sized(recur_session_state_size(session->get(), &blob));
+    if (!sized) return Fail(sized.message());
     auto bytes = recur::impl::converter::ReadFileBytes(state_in);
     if (!bytes.ok()) return Fail(bytes.status().message());
     if (bytes->size() != batch * blob) {
