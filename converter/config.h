@@ -1,16 +1,9 @@
-// config.json import for both layouts of models/configs/README.md.
+// config.json import: the layout is chosen here, and its file in
+// converter/layouts/ reads the rest (layouts.inc lists them).
 //
-//   recur              the reference exporter's config (d_model, n_layers,
-//                      input, mixer, ffn, final_norm, head, ...).
-//   fast-transformers  the builder keyword arguments of a fast-transformers
-//                      TransformerEncoder / RecurrentEncoder (n_layers,
-//                      n_heads, query_dimensions, value_dimensions,
-//                      feed_forward_dimensions, activation,
-//                      final_normalization). Mapped onto the same
-//                      ModelDescription by one function in config.cc.
-//
-// Layout::kAuto takes the config's "layout" key; without one, a config with
-// "query_dimensions" and no "d_model" is fast-transformers, else recur.
+// Layout::kAuto takes the config's "layout" key; without one, the first
+// layout whose Recognizes() accepts the config (fast-transformers: builder
+// keywords with "query_dimensions" and no "d_model"), else recur.
 // Messages are prefixed with `source_name`:
 //   config.json: "mixer.heads" must be a positive integer
 #ifndef RECUR_CONVERTER_CONFIG_H_
@@ -34,7 +27,7 @@ Result<ImportedConfig> ParseConfig(const std::string& json_text, Layout layout =
 
 Result<ImportedConfig> ReadConfigFile(const std::string& path, Layout layout = Layout::kAuto);
 
-// "recur" | "fast-transformers" | "auto".
+// A layout's name or alias (layouts.inc), or "auto"; false for any other.
 bool ParseLayout(const std::string& name, Layout* out);
 
 }  // namespace recur::impl::converter

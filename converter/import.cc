@@ -37,6 +37,50 @@ std::string PrefixHint(const std::string& name, const TensorViewMap& source) {
   return "";
 }
 
+// The recur tensor `e` from its source tensor's float32 values (of
+// e.SourceShape(), checked).
+Result<std::vector<float>> Transform(const ExpectedTensor& e, std::vector<float> source) {
+  const std::vector<int64_t>& from = e.SourceShape();
+  switch (e.transform) {
+    case SourceTransform::kCopy:
+      if (from == e.shape) return source;
+      break;
+    case SourceTransform::kRows: {
+      // rows of the source's first dimension; a row is the rest of its shape.
+      if (from.empty() || e.shape.empty() || e.repeat < 1 || e.shape[0] % e.repeat != 0) break;
+      const uint64_t row = Elements(from) / static_cast<uint64_t>(from[0] == 0 ? 1 : from[0]);
+      const int64_t rows = e.shape[0] / e.repeat;
+      if (e.row_offset < 0 || e.row_offset + rows > from[0] ||
+          Elements(e.shape) != row * static_cast<uint64_t>(e.shape[0])) {
+        break;
+      }
+      std::vector<float> out;
+      out.reserve(Elements(e.shape));
+      const auto first = source.begin() + static_cast<std::ptrdiff_t>(row * e.row_offset);
+      for (int64_t r = 0; r < e.repeat; ++r) {
+        out.insert(out.end(), first, first + static_cast<std::ptrdiff_t>(row * rows));
+      }
+      return out;
+    }
+    case SourceTransform::kTranspose: {
+      if (from.size() != 2 || e.shape.size() != 2 || from[0] != e.shape[1] ||
+          from[1] != e.shape[0]) {
+        break;
+      }
+      const auto rows = static_cast<std::size_t>(from[0]), cols = static_cast<std::size_t>(from[1]);
+      std::vector<float> out(source.size());
+      for (std::size_t r = 0; r < rows; ++r) {
+        for (std::size_t c = 0; c < cols; ++c) out[c * rows + r] = source[r * cols + c];
+      }
+      return out;
+    }
+    case SourceTransform::kZeros:
+      break;
+  }
+  return Status(StatusCode::kInternal, e.name + ": cannot be made from " + e.source_name + " " +
+                                           ShapeString(from) + " (a layout's tensor map is wrong)");
+}
+
 }  // namespace
 
 Status CheckFinite(const std::string& name, const float* data, std::size_t n,
@@ -60,29 +104,36 @@ Result<TensorMap> ImportTensors(const ModelDescription& desc, Layout layout,
     std::set<std::string> used;
     TensorMap out;
     for (const ExpectedTensor& e : expected) {
+      if (e.transform == SourceTransform::kZeros) {
+        out[e.name] = Tensor{e.shape, std::vector<float>(Elements(e.shape), 0.0f)};
+        continue;
+      }
+      const std::vector<int64_t>& source_shape = e.SourceShape();
       auto it = source.find(e.source_name);
       if (it == source.end()) {
         return Status(StatusCode::kInvalidArgument,
-                      e.source_name + ": missing tensor, expected shape " + ShapeString(e.shape) +
-                          PrefixHint(e.source_name, source));
+                      e.source_name + ": missing tensor, expected shape " +
+                          ShapeString(source_shape) + PrefixHint(e.source_name, source));
       }
       const TensorView& view = it->second;
-      if (view.shape != e.shape) {
-        return Status(StatusCode::kInvalidArgument,
-                      e.source_name + ": shape " + ShapeString(view.shape) + ", expected " +
-                          ShapeString(e.shape));
+      if (view.shape != source_shape) {
+        return Status(StatusCode::kInvalidArgument, e.source_name + ": shape " +
+                                                        ShapeString(view.shape) + ", expected " +
+                                                        ShapeString(source_shape));
       }
       auto data = ToFloat32(e.source_name, view);
       if (!data.ok()) return data.status();
-      if (data->size() != Elements(e.shape)) {
+      if (data->size() != Elements(source_shape)) {
         return Status(StatusCode::kInvalidArgument,
                       e.source_name + ": " + std::to_string(data->size()) + " elements, expected " +
-                          std::to_string(Elements(e.shape)));
+                          std::to_string(Elements(source_shape)));
       }
-      Status finite = CheckFinite(e.source_name, data->data(), data->size(), e.shape);
+      Status finite = CheckFinite(e.source_name, data->data(), data->size(), source_shape);
       if (!finite.ok()) return finite;
       used.insert(e.source_name);
-      out[e.name] = Tensor{e.shape, std::move(data).value()};
+      auto made = Transform(e, std::move(data).value());
+      if (!made.ok()) return made.status();
+      out[e.name] = Tensor{e.shape, std::move(made).value()};
     }
     for (const auto& [name, view] : source) {
       (void)view;

@@ -1,7 +1,7 @@
 // recur-convert: safetensors or torch.save checkpoint + config.json → .recur,
 // and inspect/verify.
 //
-//   recur-convert WEIGHTS.safetensors|MODEL.pt --config CONFIG.json [--layout recur|fast-transformers]
+//   recur-convert WEIGHTS.safetensors|MODEL.pt --config CONFIG.json [--layout NAME]
 //                 -o MODEL.recur [--notes TEXT] [--allow-extra] [--state-dict-key KEY[.KEY...]]
 //                 [--dtype f32|f16|bf16|int8|int4] [--group 32|64|128|256] [--quantize-head]
 //   recur-convert convert ...            (the same, with an explicit subcommand)
@@ -19,12 +19,20 @@
 #include "converter/config.h"
 #include "converter/convert.h"
 #include "converter/inspect.h"
+#include "converter/layouts/layout_converter.h"
 #include "converter/writer.h"
 
 namespace {
 
 using namespace recur::impl::converter;
 using recur::impl::Status;
+
+// "auto, recur, fast-transformers, ..." (aliases left out).
+std::string LayoutList() {
+  std::string list = "auto";
+  for (const LayoutType& type : LayoutTypes()) list += std::string(", ") + type.name;
+  return list;
+}
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "error: %s\n", message.c_str());
@@ -67,9 +75,9 @@ int Run(int argc, char** argv) {
   convert->add_option("-o,--output", convert_options.output_path, "MODEL.recur to write")->required();
   convert
       ->add_option("--layout", layout_name,
-                   "Naming and config layout of the source: recur, fast-transformers or auto "
-                   "(default: the config's \"layout\", else detected)")
-      ->check(CLI::IsMember({"auto", "recur", "fast-transformers"}));
+                   "Naming and config layout of the source (" + LayoutList() +
+                       "; default: the config's \"layout\", else detected)")
+      ->check(CLI::IsMember(LayoutChoices()));
   convert->add_option("--notes", convert_options.notes, "Text appended to the model's metadata notes");
   convert->add_flag("--allow-extra", convert_options.allow_extra,
                     "Ignore (with a warning) tensors the config does not use");

@@ -1,5 +1,5 @@
 // The converter's in-memory description of a model: what a config.json says
-// (in either layout) and what the writer turns into the FlatBuffer of
+// (in any layout) and what the writer turns into the FlatBuffer of
 // runtime/schema/recur.fbs. Tensors are keyed by their recur-layout names
 // (models/configs/README.md), whatever layout they were imported from.
 #ifndef RECUR_CONVERTER_MODEL_DESCRIPTION_H_
@@ -18,7 +18,14 @@
 
 namespace recur::impl::converter {
 
-enum class Layout { kAuto, kRecur, kFastTransformers };
+// The source layouts recur-convert reads: kAuto (detect), then one per line
+// of converter/layouts/layouts.inc.
+enum class Layout {
+  kAuto,
+#define RECUR_LAYOUT(Id, name, file) k##Id,
+#include "converter/layouts/layouts.inc"
+#undef RECUR_LAYOUT
+};
 
 enum class InputKind { kTokens, kFeatures };
 enum class NormPlacement { kPre, kPost };
@@ -126,16 +133,39 @@ struct Tensor {
 // Tensors by name. std::map: iteration order is deterministic.
 using TensorMap = std::map<std::string, Tensor>;
 
+// How a tensor of the model is made from its source tensor.
+enum class SourceTransform {
+  kCopy,       // as it is (source shape == shape)
+  kRows,       // rows [row_offset, row_offset + shape[0] / repeat) of the source's first
+               // dimension (a slice of a fused projection), the slice repeated `repeat`
+               // times (one key head that every head shares)
+  kTranspose,  // a 2-D source of shape [shape[1], shape[0]], transposed
+  kZeros,      // no source tensor: zeros (a bias the source model does not have)
+};
+
 // One tensor the model needs: its recur-layout name, its name in the source
-// layout (the same for the recur layout) and its expected shape.
+// layout (the same for the recur layout; empty for kZeros), its shape, and
+// how it is made from the source tensor.
 struct ExpectedTensor {
+  ExpectedTensor(std::string name_in, std::vector<int64_t> shape_in)
+      : name(std::move(name_in)), source_name(name), shape(std::move(shape_in)) {}
+
   std::string name;
   std::string source_name;
   std::vector<int64_t> shape;
+  SourceTransform transform = SourceTransform::kCopy;
+  std::vector<int64_t> source_shape;  // the source tensor's shape; empty: `shape`
+  int64_t row_offset = 0;             // kRows
+  int64_t repeat = 1;                 // kRows
+
+  const std::vector<int64_t>& SourceShape() const {
+    return source_shape.empty() ? shape : source_shape;
+  }
 };
 
-// Every tensor `desc` needs, in file order, named for `layout` (kAuto and
-// kRecur: recur names). Defined in config.cc.
+// Every tensor `desc` needs, in file order, with recur names and shapes,
+// each pointed at its source tensor in `layout` (kAuto and kRecur: the same
+// names; others: converter/layouts/). Defined in config.cc.
 std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& desc,
                                             Layout layout = Layout::kRecur);
 
@@ -166,7 +196,7 @@ struct AlignedAllocator {
 using AlignedBytes = std::vector<uint8_t, AlignedAllocator<uint8_t>>;
 
 // Names for messages and `inspect`.
-const char* LayoutName(Layout layout);           // "recur", "fast-transformers", "auto"
+const char* LayoutName(Layout layout);           // its layouts.inc name, or "auto"
 const char* InputKindName(InputKind kind);       // "tokens", "features"
 const char* NormPlacementName(NormPlacement p);  // "pre", "post"
 const char* ActivationName(Activation a);        // "relu", "gelu"

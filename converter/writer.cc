@@ -218,18 +218,14 @@ Result<AlignedBytes> BuildModelFromConfig(const std::string& config_json, const 
   TensorMap imported_storage;
   const TensorMap* recur_named = &tensors;
   if (options.validate || config->layout != Layout::kRecur) {
-    if (options.validate) {
-      ImportOptions io;
-      io.allow_extra = options.allow_extra;
-      auto imported = ImportTensors(config->desc, config->layout, ViewsOf(tensors), io, nullptr);
-      if (!imported.ok()) return imported.status();
-      imported_storage = std::move(imported).value();
-    } else {  // rename only
-      for (const ExpectedTensor& e : ExpectedTensors(config->desc, config->layout)) {
-        auto it = tensors.find(e.source_name);
-        if (it != tensors.end()) imported_storage[e.name] = it->second;
-      }
-    }
+    // A source layout's tensors are renamed and made (slices, transposes)
+    // by the import, which also checks them; unvalidated, it lets extra
+    // tensors pass.
+    ImportOptions io;
+    io.allow_extra = options.allow_extra || !options.validate;
+    auto imported = ImportTensors(config->desc, config->layout, ViewsOf(tensors), io, nullptr);
+    if (!imported.ok()) return imported.status();
+    imported_storage = std::move(imported).value();
     recur_named = &imported_storage;
   }
   BuildOptions inner = options;

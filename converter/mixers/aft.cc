@@ -152,9 +152,8 @@ class AftFullConverterImpl final : public MixerConverter {
     if (p.bias_rank == 0) {
       out->Add("pos_bias", {T, T});
     } else {
-      const std::string source = out->fast_transformers() ? "inner_attention." : "";
-      out->Add("u", {T, p.bias_rank}, source + "u");
-      out->Add("v", {T, p.bias_rank}, source + "v");
+      out->Add("u", {T, p.bias_rank});
+      out->Add("v", {T, p.bias_rank});
     }
   }
 

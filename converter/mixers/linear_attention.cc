@@ -86,8 +86,7 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     const auto& p = static_cast<const LinearAttentionParams&>(params);
     out->AddAttentionProjections(int64_t{p.heads} * p.dk, int64_t{p.heads} * p.dv);
     if (p.favor()) {  // ω [dk, m] (Performer) or [dk, m/2] (fast-transformers)
-      out->Add("feature_map.omega", {p.dk, p.OmegaColumns()},
-               out->fast_transformers() ? "inner_attention.feature_map.omega" : "");
+      out->Add("feature_map.omega", {p.dk, p.OmegaColumns()});
     }
   }
 

@@ -30,25 +30,20 @@ Status MixerConfig::Causal(bool* causal) const {
   return reader.Bool(object, "causal", where, causal, /*required=*/false);
 }
 
-void MixerTensors::Add(const std::string& name, std::vector<int64_t> shape,
-                       const std::string& source_name) {
-  out_->push_back({recur_prefix_ + name, source_prefix_ + (source_name.empty() ? name : source_name),
-                   std::move(shape)});
+void MixerTensors::Add(const std::string& name, std::vector<int64_t> shape) {
+  out_->emplace_back(prefix_ + name, std::move(shape));
 }
 
-void MixerTensors::AddDense(const std::string& name, int64_t rows, int64_t cols,
-                            const std::string& source_name) {
-  const std::string& source = source_name.empty() ? name : source_name;
-  Add(name + ".weight", {rows, cols}, source + ".weight");
-  Add(name + ".bias", {rows}, source + ".bias");
+void MixerTensors::AddDense(const std::string& name, int64_t rows, int64_t cols) {
+  Add(name + ".weight", {rows, cols});
+  Add(name + ".bias", {rows});
 }
 
 void MixerTensors::AddAttentionProjections(int64_t qk_width, int64_t v_width, bool with_key) {
-  const char* suffix = fast_transformers() ? "_projection" : "";
-  AddDense("query", qk_width, d_model_, std::string("query") + suffix);
-  if (with_key) AddDense("key", qk_width, d_model_, std::string("key") + suffix);
-  AddDense("value", v_width, d_model_, std::string("value") + suffix);
-  AddDense("out", d_model_, v_width, std::string("out") + suffix);
+  AddDense("query", qk_width, d_model_);
+  if (with_key) AddDense("key", qk_width, d_model_);
+  AddDense("value", v_width, d_model_);
+  AddDense("out", d_model_, v_width);
 }
 
 int32_t MixerTableWriter::Ref(const std::string& name) const {

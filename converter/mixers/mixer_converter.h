@@ -70,36 +70,25 @@ struct MixerConfig {
 };
 
 // Collects one block's mixer tensors for ExpectedTensors (config.cc), in
-// file order. A tensor `name` is blocks.<i>.mixer.<name> in the recur layout
-// and <source prefix><source name> in the source layout (recur: the same;
-// fast-transformers: layers.<i>.attention.<source name>).
+// file order, as blocks.<i>.mixer.<name> (a source layout renames them:
+// converter/layouts/).
 class MixerTensors {
  public:
-  MixerTensors(std::string recur_prefix, std::string source_prefix, Layout layout,
-               int64_t d_model, std::vector<ExpectedTensor>* out)
-      : recur_prefix_(std::move(recur_prefix)), source_prefix_(std::move(source_prefix)),
-        layout_(layout), d_model_(d_model), out_(out) {}
+  MixerTensors(std::string prefix, int64_t d_model, std::vector<ExpectedTensor>* out)
+      : prefix_(std::move(prefix)), d_model_(d_model), out_(out) {}
 
   int64_t d_model() const { return d_model_; }
-  // Whether the source names are fast-transformers' (only mixers that the
-  // fast-transformers layout maps onto need to ask).
-  bool fast_transformers() const { return layout_ == Layout::kFastTransformers; }
 
-  // One tensor; `source_name` empty: the same name in the source layout.
-  void Add(const std::string& name, std::vector<int64_t> shape,
-           const std::string& source_name = "");
+  // One tensor.
+  void Add(const std::string& name, std::vector<int64_t> shape);
   // <name>.weight [rows, cols] (nn.Linear's [out, in]) and <name>.bias [rows].
-  void AddDense(const std::string& name, int64_t rows, int64_t cols,
-                const std::string& source_name = "");
+  void AddDense(const std::string& name, int64_t rows, int64_t cols);
   // query [qk_width, d_model], key (unless `with_key` is false) likewise,
-  // value [v_width, d_model], out [d_model, v_width], as dense layers;
-  // fast-transformers names them query_projection, ...
+  // value [v_width, d_model], out [d_model, v_width], as dense layers.
   void AddAttentionProjections(int64_t qk_width, int64_t v_width, bool with_key = true);
 
  private:
-  std::string recur_prefix_;
-  std::string source_prefix_;
-  Layout layout_;
+  std::string prefix_;
   int64_t d_model_;
   std::vector<ExpectedTensor>* out_;
 };

@@ -57,10 +57,13 @@ converter::TensorMap RandomTensors(const converter::ModelDescription& desc, unsi
   std::normal_distribution<float> normal(0.0f, 0.3f);
   converter::TensorMap tensors;
   for (const auto& e : converter::ExpectedTensors(desc, layout)) {
+    // A source tensor feeds one or more model tensors (slices of a fused
+    // projection); a made-up bias has none.
+    if (e.transform == converter::SourceTransform::kZeros || tensors.count(e.source_name)) continue;
     converter::Tensor t;
-    t.shape = e.shape;
+    t.shape = e.SourceShape();
     size_t n = 1;
-    for (int64_t d : e.shape) n *= size_t(d);
+    for (int64_t d : t.shape) n *= size_t(d);
     t.data.resize(n);
     const bool norm_weight = e.name.find("norm") != std::string::npos &&
                              e.name.size() > 7 && e.name.rfind(".weight") == e.name.size() - 7;

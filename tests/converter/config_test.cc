@@ -283,7 +283,7 @@ TEST_CASE("config: recur layout, invalid values") {
   CHECK(with("/final_norm", 1) == "config.json: \"final_norm\" must be true or false");
   CHECK(with("/notes", 7) == "config.json: \"notes\" must be a string");
   CHECK(with("/layout", "pytorch") ==
-        "config.json: \"layout\" must be \"recur\" or \"fast-transformers\"");
+        "config.json: \"layout\" must be one of \"recur\", \"fast-transformers\"");
 
   json j = json::parse(testing::kFeaturesConfig);
   j["input"]["projection"] = false;

@@ -1,0 +1,81 @@
+// What the converter knows of each source layout, one file per layout.
+//
+// converter/layouts/layouts.inc lists the layouts, one line each:
+//   RECUR_LAYOUT(Id, "name", file)
+// and converter/layouts/<file>.cc defines `const LayoutConverter& IdLayout()`.
+// A layout does two jobs: read its config (a library's constructor
+// arguments, or recur's own keys) into a ModelDescription, and say where
+// each tensor of that description (ExpectedTensors: recur names and shapes)
+// comes from among the source's tensors, and how (TensorSource: a copy, a
+// slice of a fused projection, a transpose, zeros for a bias the library
+// does not have). Everything else (validation, quantisation, writing) is
+// shared.
+#ifndef RECUR_CONVERTER_LAYOUTS_LAYOUT_CONVERTER_H_
+#define RECUR_CONVERTER_LAYOUTS_LAYOUT_CONVERTER_H_
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "converter/key_reader.h"
+#include "converter/model_description.h"
+#include "core/status.h"
+
+namespace recur::impl::converter {
+
+class LayoutConverter {
+ public:
+  virtual ~LayoutConverter() = default;
+
+  // Other names --layout and "layout" accept for this layout.
+  virtual std::vector<std::string> Aliases() const { return {}; }
+
+  // Whether a config with no "layout" key is this layout's (detection).
+  virtual bool Recognizes(const nlohmann::json& root) const {
+    (void)root;
+    return false;
+  }
+
+  // Reads every key of the config, refusing any the layout does not have
+  // (naming it), into `desc`. The "layout" key itself may be present.
+  virtual Status Parse(const KeyReader& r, const nlohmann::json& root,
+                       ModelDescription* desc) const = 0;
+
+  // Points each tensor of `tensors` (recur names and shapes, in file order,
+  // source_name == name on entry) at its source tensor, in place.
+  virtual void MapTensors(const ModelDescription& desc,
+                          std::vector<ExpectedTensor>* tensors) const = 0;
+};
+
+// A layouts.inc line.
+struct LayoutType {
+  Layout id;
+  const char* name;
+  const LayoutConverter* converter;
+};
+
+// The type of `layout`; null for kAuto.
+const LayoutType* FindLayoutType(Layout layout);
+// Every layout, in list order.
+const std::vector<LayoutType>& LayoutTypes();
+// Every name --layout accepts: "auto", then each layout's name and aliases.
+const std::vector<std::string>& LayoutChoices();
+
+// Shared by the layouts' parsers.
+// The largest n_layers a config may ask for: far above any real model (96
+// blocks for GPT-3), low enough that a typo cannot make the converter
+// allocate gigabytes of block descriptions.
+inline constexpr uint32_t kMaxLayers = 4096;
+// "<key>": a positive integer up to kMaxLayers.
+Status ParseLayerCount(const KeyReader& r, const nlohmann::json& root, const char* key,
+                       uint32_t* n_layers);
+// The optional "notes", "input_description", "output_description".
+Status ParseMetadata(const KeyReader& r, const nlohmann::json& root, MetadataDescription* meta);
+
+// "blocks.<i>.<rest>": true with i and rest; false for any other name.
+bool SplitBlockName(const std::string& name, uint32_t* block, std::string* rest);
+
+}  // namespace recur::impl::converter
+
+#endif  // RECUR_CONVERTER_LAYOUTS_LAYOUT_CONVERTER_H_

@@ -1,0 +1,150 @@
+// The recur layout: the reference exporter's config (models/configs/README.md,
+// models/reference/export.py) and tensor names.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "converter/layouts/layout_converter.h"
+#include "converter/mixers/mixer_converter.h"
+
+namespace recur::impl::converter {
+namespace {
+
+using nlohmann::json;
+
+// One mixer config (`where` names it in messages: "mixer" or "mixer[2]"):
+// its "type" picks the mixer (converter/mixers/), which reads the rest.
+Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& where,
+                  MixerDescription* out) {
+  const std::vector<std::string>& names = MixerConfigNames();
+  std::size_t index = 0;
+  RECUR_RETURN_IF_ERROR(r.Choice(mixer, "type", where, names, &index));
+  const MixerType* type = FindMixerTypeByConfigName(names[index]);
+  std::unique_ptr<MixerParams> params;
+  RECUR_RETURN_IF_ERROR(
+      type->converter->Parse(MixerConfig{r, mixer, where, names[index]}, &params));
+  *out = MixerDescription(type, std::move(params));
+  return Status::Ok();
+}
+
+class RecurLayoutConverter final : public LayoutConverter {
+ public:
+  // models/configs/README.md: every key required.
+  Status Parse(const KeyReader& r, const json& root, ModelDescription* d) const override {
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "d_model", "", 1, &d->d_model));
+    uint32_t n_layers = 0;
+    RECUR_RETURN_IF_ERROR(ParseLayerCount(r, root, "n_layers", &n_layers));
+
+    static const char* const kPlacements[] = {"pre", "post"};
+    std::size_t placement = 0;
+    RECUR_RETURN_IF_ERROR(r.Choice(root, "norm_placement", "", kPlacements, &placement));
+    d->norm_placement = placement == 0 ? NormPlacement::kPre : NormPlacement::kPost;
+    RECUR_RETURN_IF_ERROR(r.PositiveFloat(root, "layer_norm_eps", "", &d->layer_norm_eps));
+
+    const json* input = nullptr;
+    RECUR_RETURN_IF_ERROR(r.Object(root, "input", "", &input));
+    static const char* const kKinds[] = {"tokens", "features"};
+    std::size_t kind = 0;
+    RECUR_RETURN_IF_ERROR(r.Choice(*input, "kind", "input", kKinds, &kind));
+    RECUR_RETURN_IF_ERROR(
+        kind == 0 ? r.OnlyKeys(*input, "input", {"kind", "vocab_size"})
+                  : r.OnlyKeys(*input, "input", {"kind", "feature_width", "projection"}));
+    if (kind == 0) {
+      d->input.kind = InputKind::kTokens;
+      RECUR_RETURN_IF_ERROR(r.UInt(*input, "vocab_size", "input", 1, &d->input.vocab_size));
+    } else {
+      d->input.kind = InputKind::kFeatures;
+      RECUR_RETURN_IF_ERROR(r.UInt(*input, "feature_width", "input", 1, &d->input.feature_width));
+      RECUR_RETURN_IF_ERROR(r.Bool(*input, "projection", "input", &d->input.projection));
+      if (!d->input.projection && d->input.feature_width != d->d_model) {
+        return r.Invalid("input.feature_width", "is " + std::to_string(d->input.feature_width) +
+                                                    ", but without a projection it must equal "
+                                                    "d_model (" +
+                                                    std::to_string(d->d_model) + ")");
+      }
+    }
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "max_positions", "", 0, &d->input.max_positions));
+
+    // "mixer": one config for every block, or a list with one per block (a
+    // mixed model, e.g. sliding windows early and linear attention later).
+    auto mixer_it = root.find("mixer");
+    if (mixer_it == root.end()) return r.Missing("mixer");
+    std::vector<BlockDescription> blocks(n_layers);
+    if (mixer_it->is_array()) {
+      if (mixer_it->size() != n_layers) {
+        return r.Invalid("mixer", "has " + std::to_string(mixer_it->size()) +
+                                      " entries, expected one per block (n_layers = " +
+                                      std::to_string(n_layers) + ")");
+      }
+      for (uint32_t i = 0; i < n_layers; ++i) {
+        const std::string where = "mixer[" + std::to_string(i) + "]";
+        if (!(*mixer_it)[i].is_object()) return r.Invalid(where, "must be a JSON object");
+        RECUR_RETURN_IF_ERROR(ParseMixer(r, (*mixer_it)[i], where, &blocks[i].mixer));
+        if (blocks[i].mixer.causal() != blocks[0].mixer.causal()) {
+          return r.Invalid(where + ".causal",
+                           "differs from mixer[0]: a model's blocks are all "
+                           "causal or all non-causal");
+        }
+      }
+    } else {
+      if (!mixer_it->is_object())
+        return r.Invalid("mixer", "must be a JSON object or a list of them");
+      RECUR_RETURN_IF_ERROR(ParseMixer(r, *mixer_it, "mixer", &blocks[0].mixer));
+      for (uint32_t i = 1; i < n_layers; ++i) blocks[i] = blocks[0];
+    }
+
+    const json* ffn = nullptr;
+    RECUR_RETURN_IF_ERROR(r.Object(root, "ffn", "", &ffn));
+    RECUR_RETURN_IF_ERROR(r.OnlyKeys(*ffn, "ffn", {"d_ff", "activation"}));
+    uint32_t d_ff = 0;
+    RECUR_RETURN_IF_ERROR(r.UInt(*ffn, "d_ff", "ffn", 1, &d_ff));
+    static const char* const kActivations[] = {"relu", "gelu"};
+    std::size_t act = 0;
+    RECUR_RETURN_IF_ERROR(r.Choice(*ffn, "activation", "ffn", kActivations, &act));
+    for (BlockDescription& block : blocks) {
+      block.d_ff = d_ff;
+      block.activation = act == 0 ? Activation::kRelu : Activation::kGelu;
+    }
+    d->blocks = std::move(blocks);
+
+    RECUR_RETURN_IF_ERROR(r.Bool(root, "final_norm", "", &d->final_norm));
+
+    auto head = root.find("head");
+    if (head == root.end()) return r.Missing("head");
+    if (head->is_null()) {
+      d->has_head = false;
+    } else if (head->is_object()) {
+      d->has_head = true;
+      RECUR_RETURN_IF_ERROR(r.OnlyKeys(*head, "head", {"out", "activation"}));
+      RECUR_RETURN_IF_ERROR(r.UInt(*head, "out", "head", 1, &d->head.out));
+      static const char* const kHeadActs[] = {"none", "softmax", "log_softmax"};
+      std::size_t ha = 0;
+      RECUR_RETURN_IF_ERROR(r.Choice(*head, "activation", "head", kHeadActs, &ha));
+      d->head.activation = ha == 0   ? HeadActivation::kNone
+                           : ha == 1 ? HeadActivation::kSoftmax
+                                     : HeadActivation::kLogSoftmax;
+    } else {
+      return r.Invalid("head", "must be a JSON object or null");
+    }
+    // Last, so that a config of the other layout is told by its missing keys.
+    RECUR_RETURN_IF_ERROR(
+        r.OnlyKeys(root, "",
+                   {"layout", "notes", "input_description", "output_description", "d_model",
+                    "n_layers", "norm_placement", "layer_norm_eps", "input", "max_positions",
+                    "mixer", "ffn", "final_norm", "head"}));
+    return ParseMetadata(r, root, &d->metadata);
+  }
+
+  // Recur names are the source names.
+  void MapTensors(const ModelDescription&, std::vector<ExpectedTensor>*) const override {}
+};
+
+}  // namespace
+
+const LayoutConverter& RecurLayout() {
+  static const RecurLayoutConverter layout;
+  return layout;
+}
+
+}  // namespace recur::impl::converter
