@@ -108,6 +108,28 @@ class KeyReader {
     return Status::Ok();
   }
 
+  // A number in [lo, hi] (an option that changes only training, such as a
+  // dropout rate: read so that a wrong type or value is still refused).
+  Status NumberIn(const nlohmann::json& obj, const char* key, const std::string& prefix, double lo,
+                  double hi, double* out, bool required = true) const {
+    const std::string path = Join(prefix, key);
+    auto it = obj.find(key);
+    if (it == obj.end()) return required ? Missing(path) : Status::Ok();
+    const std::string range = "must be a number in [" + nlohmann::json(lo).dump() + ", " +
+                              nlohmann::json(hi).dump() + "]";
+    if (!it->is_number()) return Invalid(path, range);
+    const double v = it->get<double>();
+    if (!(v >= lo && v <= hi)) return Invalid(path, range);
+    *out = v;
+    return Status::Ok();
+  }
+
+  // Whether `key` is present and not null (null: a library's None, its default).
+  static bool Given(const nlohmann::json& obj, const char* key) {
+    auto it = obj.find(key);
+    return it != obj.end() && !it->is_null();
+  }
+
   // true or false; `required` false: absent leaves *out.
   Status Bool(const nlohmann::json& obj, const char* key, const std::string& prefix, bool* out,
               bool required = true) const {

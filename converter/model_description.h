@@ -112,6 +112,13 @@ struct MetadataDescription {
   std::string output_description;
 };
 
+// What a source layout keeps from its config for its MapTensors (a struct of
+// its own, derived from this; converter/layouts/): options that decide where
+// tensors come from but not what the model computes.
+struct LayoutOptions {
+  virtual ~LayoutOptions() = default;
+};
+
 struct ModelDescription {
   uint32_t d_model = 0;
   NormPlacement norm_placement = NormPlacement::kPre;
@@ -122,6 +129,7 @@ struct ModelDescription {
   bool has_head = false;
   HeadDescription head;
   MetadataDescription metadata;
+  std::shared_ptr<const LayoutOptions> layout_options;  // null for layouts that need none
 };
 
 // A float32 tensor, row-major. nn.Linear weights are [out, in].

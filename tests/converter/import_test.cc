@@ -155,6 +155,50 @@ TEST_CASE("import: fast-transformers names, messages in the source's names") {
         "layers.0.norm1.weight: missing tensor, expected shape [16]");
 }
 
+TEST_CASE("import: a layout's transposes, shared heads and absent biases") {
+  // linformer: E = proj_kᵀ, one key/value head repeated for every head (and
+  // share_kv: values from to_k), q/k/v without biases.
+  const char* config = R"({"layout": "linformer", "class": "Linformer", "dim": 8,
+    "seq_len": 5, "depth": 1, "k": 3, "heads": 2, "one_kv_head": true, "share_kv": true})";
+  TensorMap t = testing::RandomTensors(config, 4);
+  const Tensor& proj_k = t.at("net.layers.0.0.fn.proj_k");
+  REQUIRE(proj_k.shape == std::vector<int64_t>{5, 3});
+  CHECK(t.count("net.layers.0.0.fn.to_v.weight") == 0);
+  auto parsed = ParseConfig(config);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.message());
+  auto r = ImportTensors(parsed->desc, parsed->layout, ViewsOf(t));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const Tensor& e = r->at("blocks.0.mixer.E");
+  REQUIRE(e.shape == std::vector<int64_t>{3, 5});
+  for (int i = 0; i < 3; ++i) {
+    for (int n = 0; n < 5; ++n) CHECK(e.data[i * 5 + n] == proj_k.data[n * 3 + i]);
+  }
+  const Tensor& to_k = t.at("net.layers.0.0.fn.to_k.weight");  // [dim_head 4, dim 8]
+  REQUIRE(to_k.shape == std::vector<int64_t>{4, 8});
+  for (const char* name : {"blocks.0.mixer.key.weight", "blocks.0.mixer.value.weight"}) {
+    const Tensor& w = r->at(name);
+    REQUIRE(w.shape == std::vector<int64_t>{8, 8});
+    CHECK(std::vector<float>(w.data.begin(), w.data.begin() + 32) == to_k.data);
+    CHECK(std::vector<float>(w.data.begin() + 32, w.data.end()) == to_k.data);
+  }
+  CHECK(r->at("blocks.0.mixer.query.bias").data == std::vector<float>(8, 0.0f));
+  CHECK(r->at("blocks.0.mixer.out.bias").data == t.at("net.layers.0.0.fn.to_out.bias").data);
+
+  // Messages name the library's tensor and its own shape.
+  TensorMap bad = t;
+  bad["net.layers.0.0.fn.proj_k"] = Tensor{{3, 5}, std::vector<float>(15, 0.0f)};
+  CHECK(ImportError(config, bad) == "net.layers.0.0.fn.proj_k: shape [3,5], expected [5,3]");
+  bad = t;
+  bad.erase("net.layers.0.0.fn.to_k.weight");
+  CHECK(ImportError(config, bad) ==
+        "net.layers.0.0.fn.to_k.weight: missing tensor, expected shape [4,8]");
+  bad = t;
+  bad["net.layers.0.0.fn.to_q.bias"] = Tensor{{8}, std::vector<float>(8, 0.0f)};
+  CHECK(ImportError(config, bad) ==
+        "net.layers.0.0.fn.to_q.bias: unexpected tensor, not used by this config (allow with "
+        "--allow-extra)");
+}
+
 TEST_CASE("import: BuildModel validates recur-named tensors the same way") {
   auto desc = testing::Describe(kTokensConfig);
   TensorMap t = testing::RandomTensors(desc, 3);
