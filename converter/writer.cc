@@ -2,6 +2,7 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -14,6 +15,19 @@
 
 namespace recur::impl::converter {
 namespace {
+
+// The oldest format_version that holds the model: 1 unless a part of it needs
+// a newer runtime (recur.fbs, "Compatibility rules").
+uint32_t FormatVersionFor(const ModelDescription& desc) {
+  uint32_t version = 1;
+  for (const BlockDescription& block : desc.blocks) {
+    if (block.mixer.type()) {
+      version =
+          std::max(version, block.mixer.type()->converter->FormatVersion(block.mixer.params()));
+    }
+  }
+  return version;
+}
 
 #define RECUR_STR2(x) #x
 #define RECUR_STR(x) RECUR_STR2(x)
@@ -160,7 +174,7 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
                                      str(m.source_hash), str(m.notes), str(m.input_description),
                                      str(m.output_description));
 
-  auto model = fb::CreateModel(fbb, RECUR_FORMAT_VERSION, metadata, desc.d_model,
+  auto model = fb::CreateModel(fbb, FormatVersionFor(desc), metadata, desc.d_model,
                                ToFb(desc.norm_placement), input_adapter, blocks_vec, final_norm,
                                head, tensors_vec, data_size);
   fb::FinishSizePrefixedModelBuffer(fbb, model);

@@ -166,6 +166,14 @@ class MixerConverter {
   // JSON Describe made (" heads=2 dk=8 ...").
   virtual std::string DescribeText(const nlohmann::ordered_json& mixer) const = 0;
 
+  // The oldest model format_version that holds these parameters (a field an
+  // older runtime would ignore needs a newer version, so that it refuses the
+  // file instead of misreading it).
+  virtual uint32_t FormatVersion(const MixerParams& params) const {
+    (void)params;
+    return 1;
+  }
+
   // The weights --dtype stores narrow, as names under blocks.<i>.mixer.
   // without ".weight": the dense layers every step streams. Anything else
   // (biases, position tables) stays f32.

@@ -16,8 +16,8 @@ class SlidingWindowConverterImpl final : public MixerConverter {
   Status Parse(const MixerConfig& c, std::unique_ptr<MixerParams>* out) const override {
     auto p = std::make_unique<SlidingWindowParams>();
     RECUR_RETURN_IF_ERROR(c.Heads(&p->heads, &p->dk, &p->dv));
-    RECUR_RETURN_IF_ERROR(
-        c.OnlyKeys({"type", "heads", "dk", "causal", "dv", "window", "dilation", "global_tokens"}));
+    RECUR_RETURN_IF_ERROR(c.OnlyKeys({"type", "heads", "dk", "causal", "dv", "window", "dilation",
+                                      "global_tokens", "global_projections"}));
     RECUR_RETURN_IF_ERROR(c.UInt("window", 1, &p->window));
     RECUR_RETURN_IF_ERROR(c.UInt("global_tokens", 0, &p->global_tokens, false));
     // "dilation": one per head, or one number for all heads.
@@ -42,6 +42,12 @@ class SlidingWindowConverterImpl final : public MixerConverter {
       }
     }
     RECUR_RETURN_IF_ERROR(c.Causal(&p->causal));
+    RECUR_RETURN_IF_ERROR(
+        c.reader.Bool(c.object, "global_projections", c.where, &p->global_projections, false));
+    if (p->global_projections && (p->causal || p->global_tokens == 0)) {
+      return c.Invalid("global_projections",
+                       "needs a non-causal mixer (\"causal\": false) with global_tokens > 0");
+    }
     *out = std::move(p);
     return Status::Ok();
   }
@@ -49,6 +55,19 @@ class SlidingWindowConverterImpl final : public MixerConverter {
   void AddTensors(const MixerParams& params, MixerTensors* out) const override {
     const auto& p = static_cast<const SlidingWindowParams&>(params);
     out->AddAttentionProjections(int64_t{p.heads} * p.dk, int64_t{p.heads} * p.dv);
+    if (p.global_projections) {
+      out->AddDense("query_global", int64_t{p.heads} * p.dk, out->d_model());
+      out->AddDense("key_global", int64_t{p.heads} * p.dk, out->d_model());
+      out->AddDense("value_global", int64_t{p.heads} * p.dv, out->d_model());
+    }
+  }
+
+  std::vector<std::string> QuantizableWeights() const override {
+    return {"query", "key", "value", "out", "query_global", "key_global", "value_global"};
+  }
+
+  uint32_t FormatVersion(const MixerParams& params) const override {
+    return static_cast<const SlidingWindowParams&>(params).global_projections ? 2 : 1;
   }
 
   flatbuffers::Offset<void> WriteTable(const MixerParams& params,
@@ -58,9 +77,15 @@ class SlidingWindowConverterImpl final : public MixerConverter {
     auto k = w->Dense("key");
     auto v = w->Dense("value");
     auto o = w->Dense("out");
+    flatbuffers::Offset<fb::Dense> qg, kg, vg;
+    if (p.global_projections) {
+      qg = w->Dense("query_global");
+      kg = w->Dense("key_global");
+      vg = w->Dense("value_global");
+    }
     return fb::CreateSlidingWindowDirect(w->fbb(), p.heads, p.dk, p.dv, p.window,
-                                                  p.dilation.empty() ? nullptr : &p.dilation,
-                                                  p.global_tokens, q, k, v, o, p.causal)
+                                         p.dilation.empty() ? nullptr : &p.dilation,
+                                         p.global_tokens, q, k, v, o, p.causal, qg, kg, vg)
         .Union();
   }
 
@@ -80,6 +105,11 @@ class SlidingWindowConverterImpl final : public MixerConverter {
     mixer["key"] = refs.Dense(sw->key());
     mixer["value"] = refs.Dense(sw->value());
     mixer["out"] = refs.Dense(sw->out());
+    if (sw->query_global() != nullptr) {
+      mixer["query_global"] = refs.Dense(sw->query_global());
+      mixer["key_global"] = refs.Dense(sw->key_global());
+      mixer["value_global"] = refs.Dense(sw->value_global());
+    }
     // A ring of the last (w − 1)·max dilation + 1 positions' K and V, and the
     // global positions' K and V.
     uint64_t max_d = 1;
@@ -92,9 +122,10 @@ class SlidingWindowConverterImpl final : public MixerConverter {
   }
 
   std::string DescribeText(const OrderedJson& m) const override {
-    return InspectFields(m, {"heads", "dk", "dv", "window"}) + " dilation=" +
-           (m["dilation"].empty() ? std::string("1") : m["dilation"].dump()) +
-           InspectFields(m, {"global_tokens"}) + InspectEncoderNote(m);
+    return InspectFields(m, {"heads", "dk", "dv", "window"}) +
+           " dilation=" + (m["dilation"].empty() ? std::string("1") : m["dilation"].dump()) +
+           InspectFields(m, {"global_tokens"}) +
+           (m.contains("query_global") ? " global_projections" : "") + InspectEncoderNote(m);
   }
 };
 

@@ -18,6 +18,9 @@ struct SlidingWindowParams : MixerParamsOf<SlidingWindowParams> {
   uint32_t window = 0;
   std::vector<uint32_t> dilation;
   uint32_t global_tokens = 0;
+  // Longformer's query_global, key_global, value_global for the global
+  // queries (non-causal only).
+  bool global_projections = false;
 };
 
 }  // namespace recur::impl::converter

@@ -362,6 +362,10 @@ def expected_tensors(cfg):
         elif m["type"] == "retnet":     # README: the gate beside query, key, value and out; no decay tensor
             mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)),
                    ("mixer.gate", (vv, d)), ("mixer.out", (d, vv))]
+        elif m.get("global_projections"):   # README: Longformer's global query, key and value
+            mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)), ("mixer.out", (d, vv)),
+                   ("mixer.query_global", (qk, d)), ("mixer.key_global", (qk, d)),
+                   ("mixer.value_global", (vv, d))]
         else:
             mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)), ("mixer.out", (d, vv))]
         for name, (o, n) in mix + [("ffn.linear1", (ffn, d)), ("ffn.linear2", (d, ffn))]:
@@ -457,7 +461,17 @@ def naive_forward(cfg, w, x):
         q = lin(h, b + "mixer.query").view(n, heads, dk)
         k = lin(h, b + "mixer.key").view(n, heads, dk)
         v = lin(h, b + "mixer.value").view(n, heads, dv)
-        return lin(naive_sliding(m, q, k, v).reshape(n, heads * dv), b + "mixer.out")
+        o = naive_sliding(m, q, k, v)
+        if m.get("global_projections"):   # README: global query t < g over every position, own projections
+            qg = lin(h, b + "mixer.query_global").view(n, heads, dk)
+            kg = lin(h, b + "mixer.key_global").view(n, heads, dk)
+            vg = lin(h, b + "mixer.value_global").view(n, heads, dv)
+            for t in range(min(m["global_tokens"], n)):
+                for hh in range(heads):
+                    s = kg[:, hh] @ qg[t, hh] / math.sqrt(dk)
+                    e = torch.exp(s - s.max())
+                    o[t, hh] = (e / e.sum()) @ vg[:, hh]
+        return lin(o.reshape(n, heads * dv), b + "mixer.out")
 
     def aft_mixer(h, b):
         q, k, v = (lin(h, b + f"mixer.{name}") for name in ("query", "key", "value"))

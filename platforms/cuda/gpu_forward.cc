@@ -207,6 +207,12 @@ Status GpuModel::LoadBlock(size_t layer, Block* b) {
     ReadHeads(t, b);
     b->causal = t->causal();
   } else if (const auto* t = table->mixer_as_SlidingWindow()) {
+    if (t->query_global() != nullptr) {
+      return Unsupported(
+          "%s: the GPU path has no sliding-window global projections "
+          "(query_global, key_global, value_global)",
+          name.c_str());
+    }
     b->kind = Kind::kSoftmax;
     ReadHeads(t, b);
     b->causal = t->causal();

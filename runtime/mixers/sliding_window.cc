@@ -29,11 +29,18 @@ class SlidingWindow final : public Mixer {
   size_t scratch_floats(size_t batch, size_t steps, size_t threads,
                         size_t /*context*/) const override {
     const size_t rows = batch * steps;
-    // q, k, v, o; per worker the scores of one query.
-    return rows * heads_ * (2 * dk_ + 2 * dv_) + threads * KeysPerQuery(steps);
+    // q, k, v, o (and the global queries, keys and values); per worker the
+    // scores of one query.
+    const size_t global = global_projections_ ? rows * heads_ * (2 * dk_ + dv_) : 0;
+    return rows * heads_ * (2 * dk_ + 2 * dv_) + global + threads * KeysPerQuery(steps);
   }
 
-  void CollectDense(std::vector<const DenseView*>* out) const override { proj_.Collect(out); }
+  void CollectDense(std::vector<const DenseView*>* out) const override {
+    proj_.Collect(out);
+    if (global_projections_) {
+      for (const DenseView* d : {&query_global_, &key_global_, &value_global_}) out->push_back(d);
+    }
+  }
 
   void Run(const float* x, size_t batch, size_t steps, float* const* states,
            const StepContext& ctx, float* y) const override {
@@ -41,6 +48,22 @@ class SlidingWindow final : public Mixer {
     const size_t qk = heads_ * dk_, vw = heads_ * dv_;
     const QkvoProjections::Rows p = proj_.ProjectRows(x, rows, ctx);
     float *q = p.q, *k = p.k, *v = p.v, *o = p.o, *scratch = p.rest;
+    // Global queries read their own projections of every position (rows of
+    // streams' first g positions only are used as queries).
+    float *qg = nullptr, *kg = nullptr, *vg = nullptr;
+    if (global_projections_) {
+      qg = scratch;
+      kg = qg + rows * qk;
+      vg = kg + rows * qk;
+      scratch = vg + rows * vw;
+      const size_t d_model = query_global_.in;
+      for (size_t b = 0; b < batch; ++b) {
+        RunDense(query_global_, x + b * steps * d_model, std::min(g_, steps), qg + b * steps * qk,
+                 false, ctx.pool, ctx.dense);
+      }
+      RunDense(key_global_, x, rows, kg, false, ctx.pool, ctx.dense);
+      RunDense(value_global_, x, rows, vg, false, ctx.pool, ctx.dense);
+    }
     const size_t keys = KeysPerQuery(steps);
     // Worker w takes pairs w, w + threads, ... with its own scores.
     ctx.pool->ForEachStrided(batch * heads_, [&](size_t w, size_t pair) {
@@ -51,8 +74,10 @@ class SlidingWindow final : public Mixer {
                steps, h, ctx.positions[b], states[b], o + row0 * vw + h * dv_,
                scratch + w * keys);
       } else {
-        Encode(q + row0 * qk + h * dk_, k + row0 * qk + h * dk_, v + row0 * vw + h * dv_,
-               steps, h, o + row0 * vw + h * dv_, scratch + w * keys);
+        const size_t qo = row0 * qk + h * dk_, vo = row0 * vw + h * dv_;
+        const Globals globals{qg ? qg + qo : nullptr, kg ? kg + qo : nullptr,
+                              vg ? vg + vo : nullptr};
+        Encode(q + qo, k + qo, v + vo, globals, steps, h, o + vo, scratch + w * keys);
       }
     });
     proj_.Output(o, rows, y, ctx);
@@ -94,6 +119,25 @@ class SlidingWindow final : public Mixer {
     m->ring_ = (m->window_ - 1) * max_d + 1;
     RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, t->heads() * t->dk(),
                                         t->heads() * t->dv(), tensors));
+    const int given = (t->query_global() != nullptr) + (t->key_global() != nullptr) +
+                      (t->value_global() != nullptr);
+    if (given != 0) {
+      if (given != 3 || m->causal_ || m->g_ == 0) {
+        return InvalidModel(
+            "%s: sliding window global projections need all of query_global, "
+            "key_global and value_global, a non-causal mixer and global_tokens > 0",
+            layer.c_str());
+      }
+      const std::string prefix = layer + ".mixer.";
+      const uint32_t qk = t->heads() * t->dk(), vw = t->heads() * t->dv();
+      RECUR_RETURN_IF_ERROR(tensors->GetDense(t->query_global(), prefix + "query_global", qk,
+                                              d_model, &m->query_global_));
+      RECUR_RETURN_IF_ERROR(
+          tensors->GetDense(t->key_global(), prefix + "key_global", qk, d_model, &m->key_global_));
+      RECUR_RETURN_IF_ERROR(tensors->GetDense(t->value_global(), prefix + "value_global", vw,
+                                              d_model, &m->value_global_));
+      m->global_projections_ = true;
+    }
     *out = std::move(m);
     return Status::Ok();
   }
@@ -149,13 +193,26 @@ class SlidingWindow final : public Mixer {
     }
   }
 
+  // One stream and head's global queries, keys and values (null: the global
+  // positions use q, k, v like the rest).
+  struct Globals {
+    const float *q, *k, *v;
+  };
+
   // The whole sequence of one stream and head.
-  void Encode(const float* q, const float* k, const float* v, size_t steps, size_t h, float* o,
-              float* scores) const {
+  void Encode(const float* q, const float* k, const float* v, const Globals& globals, size_t steps,
+              size_t h, float* o, float* scores) const {
     const size_t qk = heads_ * dk_, vw = heads_ * dv_;
     const size_t d = dilation_[h];
     const size_t half = window_ / 2;
     for (size_t t = 0; t < steps; ++t) {
+      if (t < g_ && globals.q != nullptr) {  // its own projections of every position
+        auto for_each = [&](auto&& fn) {
+          for (size_t p = 0; p < steps; ++p) fn(globals.k + p * qk, globals.v + p * vw);
+        };
+        Attend(globals.q + t * qk, for_each, o + t * vw, scores);
+        continue;
+      }
       auto for_each = [&](auto&& fn) {
         if (t < g_) {  // a global query sees every position
           for (size_t p = 0; p < steps; ++p) fn(k + p * qk, v + p * vw);
@@ -178,6 +235,8 @@ class SlidingWindow final : public Mixer {
   size_t heads_ = 0, dk_ = 0, dv_ = 0, window_ = 0, g_ = 0, ring_ = 0;
   std::vector<size_t> dilation_;
   bool causal_ = true;
+  bool global_projections_ = false;
+  DenseView query_global_, key_global_, value_global_;
   float scale_ = 1.0f;
   QkvoProjections proj_;
 };

@@ -282,8 +282,11 @@ TEST_CASE("config: recur layout, invalid values") {
   CHECK(with("/mixer", 3) == "config.json: \"mixer\" must be a JSON object or a list of them");
   CHECK(with("/final_norm", 1) == "config.json: \"final_norm\" must be true or false");
   CHECK(with("/notes", 7) == "config.json: \"notes\" must be a string");
-  CHECK(with("/layout", "pytorch") ==
-        "config.json: \"layout\" must be one of \"recur\", \"fast-transformers\"");
+  // Every layout of layouts.inc, in list order.
+  CHECK(with("/layout", "pytorch")
+            .rfind("config.json: \"layout\" must be one of \"recur\", \"fast-transformers\", "
+                   "\"linformer\"",
+                   0) == 0);
 
   json j = json::parse(testing::kFeaturesConfig);
   j["input"]["projection"] = false;
@@ -492,8 +495,26 @@ TEST_CASE("config: sliding window and AFT-simple (recur layout)") {
   CHECK(ErrorOf(j) == "config.json: \"mixer.global_tokens\" must be a non-negative integer");
   j["mixer"]["global_tokens"] = 0;
   j["mixer"]["feature_map"] = "relu";
-  CHECK(ErrorOf(j) == "config.json: \"mixer.feature_map\" does not apply to sliding_window (its "
-                      "keys: type, heads, dk, causal, dv, window, dilation, global_tokens)");
+  CHECK(ErrorOf(j) ==
+        "config.json: \"mixer.feature_map\" does not apply to sliding_window (its "
+        "keys: type, heads, dk, causal, dv, window, dilation, global_tokens, "
+        "global_projections)");
+  j["mixer"].erase("feature_map");
+  j["mixer"]["global_projections"] = true;
+  CHECK(ErrorOf(j) ==
+        "config.json: \"mixer.global_projections\" needs a non-causal mixer "
+        "(\"causal\": false) with global_tokens > 0");
+  j["mixer"]["causal"] = false;
+  CHECK(ErrorOf(j) ==
+        "config.json: \"mixer.global_projections\" needs a non-causal mixer "
+        "(\"causal\": false) with global_tokens > 0");
+  j["mixer"]["global_tokens"] = 1;
+  CHECK(ErrorOf(j) == "(parsed)");
+  j["mixer"]["global_projections"] = 1;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.global_projections\" must be true or false");
+  j["mixer"].erase("global_projections");
+  j["mixer"]["global_tokens"] = 0;
+  j["mixer"]["causal"] = true;
 
   j["mixer"] = {{"type", "aft_simple"}, {"heads", 2}, {"dk", 8}};
   r = ParseConfig(j.dump());

@@ -1,6 +1,8 @@
 // The writer: file layout (size prefix, identifier, 64-byte aligned data
 // segment, exact length), round trips through the runtime loader, the
 // fast-transformers mapping end to end, and the file pipeline.
+#include "converter/writer.h"
+
 #include <dirent.h>
 #include <doctest/doctest.h>
 
@@ -8,10 +10,11 @@
 #include <set>
 
 #include "converter/convert.h"
+#include "converter/mixers/sliding_window.h"
 #include "converter/file_util.h"
+#include "converter/mixers/sliding_window.h"
 #include "converter/safetensors.h"
 #include "converter/sha256.h"
-#include "converter/writer.h"
 #include "converter_test_util.h"
 #include "recur/recur.h"
 #include "schema/recur_generated.h"
@@ -43,7 +46,7 @@ const fb::Model* CheckLayout(const uint8_t* bytes, std::size_t size, const Tenso
   flatbuffers::Verifier verifier(bytes, fb_end);
   REQUIRE(fb::VerifySizePrefixedModelBuffer(verifier));
   const fb::Model* m = fb::GetSizePrefixedModel(bytes);
-  CHECK(m->format_version() == RECUR_FORMAT_VERSION);
+  CHECK(m->format_version() == 1);  // nothing in it needs a newer runtime
   const uint64_t p = RoundUp64(fb_end);
   // Exactly P + data_size long; zeros between the FlatBuffer and P.
   CHECK(size == p + m->data_size());
@@ -244,6 +247,36 @@ TEST_CASE("writer: the runtime's self-check catches what validation was told to 
   auto broken = BuildModel(desc, t, o);
   REQUIRE_MESSAGE(broken.ok(), broken.message());
   CHECK_FALSE(SelfCheck(*broken).ok());
+}
+
+TEST_CASE("writer: global projections need format 2; the runtime refuses them on a causal mixer") {
+  const char* config = R"({"layout": "recur", "d_model": 8, "n_layers": 1,
+    "norm_placement": "pre", "layer_norm_eps": 1e-5,
+    "input": {"kind": "features", "feature_width": 8, "projection": false}, "max_positions": 0,
+    "mixer": {"type": "sliding_window", "heads": 2, "dk": 4, "dv": 4, "window": 3,
+              "global_tokens": 1, "causal": false, "global_projections": true},
+    "ffn": {"d_ff": 8, "activation": "relu"}, "final_norm": false, "head": null})";
+  auto desc = testing::Describe(config);
+  TensorMap t = testing::RandomTensors(desc, 5);
+  auto bytes = BuildModel(desc, t);
+  REQUIRE_MESSAGE(bytes.ok(), bytes.message());
+  CHECK(fb::GetSizePrefixedModel(bytes->data())->format_version() == 2);
+
+  // A description the config would refuse: the runtime refuses the file too.
+  auto causal = desc;
+  causal.blocks[0].mixer.As<SlidingWindowParams>()->causal = true;
+  BuildOptions o;
+  o.validate = false;
+  auto r = BuildModel(causal, t, o);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.message().find("blocks.0: sliding window global projections need all of query_global, "
+                         "key_global and value_global, a non-causal mixer and global_tokens > 0") !=
+        std::string::npos);
+  auto no_globals = desc;
+  no_globals.blocks[0].mixer.As<SlidingWindowParams>()->global_tokens = 0;
+  r = BuildModel(no_globals, t, o);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.message().find("global projections need") != std::string::npos);
 }
 
 TEST_CASE("writer: BuildModelFromConfig reports config errors") {

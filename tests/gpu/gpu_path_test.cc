@@ -482,6 +482,14 @@ TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
   CHECK(s.code() == StatusCode::kUnsupported);
   CHECK(s.message().find("the GPU path has no RetNet mixer") != std::string::npos);
   CHECK(gpu == nullptr);
+
+  Loaded global;
+  Load(ReadConfig("sliding_window_global"), WeightDType::kF32, &global);
+  const Status g = GpuModel::Create(*global.model, TestDevice(), &gpu);
+  CHECK(g.code() == StatusCode::kUnsupported);
+  CHECK(g.message() ==
+        "blocks.0: the GPU path has no sliding-window global projections "
+        "(query_global, key_global, value_global)");
 }
 
 TEST_CASE("GPU path: bad input is an error, and nothing is written") {

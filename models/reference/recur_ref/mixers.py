@@ -75,7 +75,8 @@ _KEYS = {
     "softmax_attention": ({"heads", "dk", "dv"}, {"causal"}),
     "linear_attention": ({"heads", "dk", "dv", "feature_map", "eps"},
                          {"causal", "n_features", "favor_layout", "softmax_temp"}),
-    "sliding_window": ({"heads", "dk", "dv", "window"}, {"dilation", "global_tokens", "causal"}),
+    "sliding_window": ({"heads", "dk", "dv", "window"},
+                       {"dilation", "global_tokens", "causal", "global_projections"}),
     "aft_simple": ({"heads", "dk"}, {"causal"}),
     "aft_local": ({"heads", "dk", "window"}, {"causal"}),
     "aft_conv": ({"heads", "dk", "window"}, {"causal"}),
@@ -166,6 +167,10 @@ def validate_mixer(cfg: dict, d_model: int) -> None:
         else:
             need(_pos_int(dil), f"mixer.dilation must be a positive integer or a list of one per head, got {dil!r}")
         need(_nonneg_int(cfg.get("global_tokens", 0)), "mixer.global_tokens must be an integer >= 0")
+        gp = cfg.get("global_projections", False)
+        need(isinstance(gp, bool), "mixer.global_projections must be true or false")
+        need(not gp or (cfg.get("causal", True) is False and cfg.get("global_tokens", 0) > 0),
+             "mixer.global_projections needs a non-causal mixer (causal false) with global_tokens > 0")
     elif t in ("aft_local", "aft_conv"):
         need(_pos_int(cfg["window"]), f"mixer.window must be a positive integer, got {cfg['window']!r}")
     elif t == "aft_full":
@@ -833,9 +838,11 @@ class SlidingWindowAttention(Mixer):
       non-causal: {t + j·d_h : |j| ≤ ⌊w/2⌋, 0 ≤ t + j·d_h < N}  ∪  {0..g−1} ∩ [0, N);
                   and a global query (t < g) attends to every position 0..N−1.
     (Causal global queries t < g see {0..t}: the causal window already covers "attend to
-    everything".) The global positions use the same Q/K/V projections as the rest
-    (Longformer's separate global projections are not modelled).
-    Tensors: query, key, value, out (as softmax_attention).
+    everything".) The global positions use the same Q/K/V projections as the rest, unless
+    global_projections (non-causal, g > 0: Longformer's query_global, key_global,
+    value_global): then a global query t < g attends to every position with
+    query_global(x_t) against key_global(x_p), value_global(x_p); other queries unchanged.
+    Tensors: query, key, value, out (as softmax_attention), and the three global ones.
     State (causal, fixed size), R = (w−1)·max_h(d_h) + 1 (per stream without the B and pos):
       k_ring (B, H, R, dk), v_ring (B, H, R, dv): position p lives in slot p mod R (global
       positions too; their ring entries are never read, glob serves them);
@@ -855,9 +862,28 @@ class SlidingWindowAttention(Mixer):
         self.key = nn.Linear(d_model, self.heads * self.dk)
         self.value = nn.Linear(d_model, self.heads * self.dv)
         self.out = nn.Linear(self.heads * self.dv, d_model)
+        self.global_projections = cfg.get("global_projections", False)
+        if self.global_projections:
+            self.query_global = nn.Linear(d_model, self.heads * self.dk)
+            self.key_global = nn.Linear(d_model, self.heads * self.dk)
+            self.value_global = nn.Linear(d_model, self.heads * self.dv)
 
     _qkv = SoftmaxAttention._qkv
     _output = SoftmaxAttention._output
+
+    def _global_rows(self, x: Tensor, o: Tensor) -> Tensor:
+        """With global_projections: o ([B,] H, N, dv) with the global queries' rows (t < g)
+        replaced by their attention over every position through the global projections."""
+        if not self.global_projections:
+            return o
+        lead, H, g = x.shape[:-1], self.heads, min(self.g, x.shape[-2])
+        heads = lambda t, d: t.view(*lead[:-1], t.shape[-2], H, d).transpose(-3, -2)
+        qg = heads(self.query_global(x[..., :g, :]), self.dk)
+        kg, vg = heads(self.key_global(x), self.dk), heads(self.value_global(x), self.dv)
+        s = qg @ kg.transpose(-1, -2) / math.sqrt(self.dk)
+        o = o.clone()
+        o[..., :g, :] = torch.softmax(s, -1) @ vg
+        return o
 
     def allowed(self, t: Tensor, p: Tensor) -> Tensor:
         """Boolean (H, *broadcast(t, p)): may query position t attend to key position p
@@ -957,7 +983,8 @@ class SlidingWindowAttention(Mixer):
             raise ValueError("a non-causal sliding_window mixer runs on a whole utterance from position 0")
         q, k, v = self._qkv(x)
         ar = torch.arange(len(x))
-        return self._output(self._attend(q, k, v, self.allowed(ar[:, None], ar[None, :]))), state
+        o = self._attend(q, k, v, self.allowed(ar[:, None], ar[None, :]))
+        return self._output(self._global_rows(x, o)), state
 
     # Batched.
 
@@ -969,7 +996,7 @@ class SlidingWindowAttention(Mixer):
         ar = torch.arange(N)
         mask = self.allowed(ar[:, None], ar[None, :])                    # (H, N, N)
         s = s.masked_fill(~mask, float("-inf"))
-        o = torch.softmax(s, -1) @ v
+        o = self._global_rows(x, torch.softmax(s, -1) @ v)
         return self.out(o.transpose(1, 2).reshape(B, N, -1))
 
     def _initial_state(self, batch, max_context):
