@@ -100,6 +100,10 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
   }
   if (d.input.max_positions > 0)
     out.emplace_back("input.positions", std::vector<int64_t>{d.input.max_positions, dm});
+  if (d.input.norm) {
+    out.emplace_back("input.norm.weight", std::vector<int64_t>{dm});
+    out.emplace_back("input.norm.bias", std::vector<int64_t>{dm});
+  }
 
   for (std::size_t i = 0; i < d.blocks.size(); ++i) {
     const BlockDescription& b = d.blocks[i];

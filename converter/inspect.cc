@@ -110,6 +110,7 @@ class Collector {
       input["projection"] = Dense(in->projection());
     }
     input["positions"] = TensorRef(in->positions());
+    if (in->norm() != nullptr) input["norm"] = Norm(in->norm());
     j["input"] = input;
 
     OrderedJson blocks = OrderedJson::array();
@@ -245,6 +246,7 @@ std::string RenderText(const OrderedJson& j) {
              " projection=" + DenseText(in["projection"]);
   }
   input += " positions=" + (in["positions"].is_null() ? std::string("none") : RefText(in["positions"]));
+  if (in.contains("norm")) input += " norm=" + NormText(in["norm"]);
   line("input:           " + input);
   line("norm_placement:  " + j["norm_placement"].get<std::string>());
   line("blocks:          " + std::to_string(j["blocks"].size()));

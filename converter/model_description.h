@@ -37,6 +37,7 @@ struct InputDescription {
   uint32_t feature_width = 0;  // features
   bool projection = false;     // features: a Dense [d_model, feature_width] in front
   uint32_t max_positions = 0;  // > 0: learned absolute positions [max_positions, d_model]
+  bool norm = false;           // a LayerNorm (input.norm) after the positions
 };
 
 // The parameters of one block's mixer. Each mixer declares its own struct,

@@ -19,7 +19,7 @@ namespace {
 // The oldest format_version that holds the model: 1 unless a part of it needs
 // a newer runtime (recur.fbs, "Compatibility rules").
 uint32_t FormatVersionFor(const ModelDescription& desc) {
-  uint32_t version = 1;
+  uint32_t version = desc.input.norm ? 2 : 1;
   for (const BlockDescription& block : desc.blocks) {
     if (block.mixer.type()) {
       version =
@@ -155,11 +155,13 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
   flatbuffers::Offset<fb::Dense> projection = 0;
   if (desc.input.kind == InputKind::kFeatures && desc.input.projection)
     projection = dense("input.projection");
+  flatbuffers::Offset<fb::LayerNorm> input_norm;
+  if (desc.input.norm) input_norm = norm("input.norm");
   auto input_adapter = fb::CreateInputAdapter(
-      fbb, ToFb(desc.input.kind),
-      desc.input.kind == InputKind::kTokens ? desc.input.vocab_size : 0, ref("input.embedding"),
+      fbb, ToFb(desc.input.kind), desc.input.kind == InputKind::kTokens ? desc.input.vocab_size : 0,
+      ref("input.embedding"),
       desc.input.kind == InputKind::kFeatures ? desc.input.feature_width : 0, projection,
-      ref("input.positions"));
+      ref("input.positions"), input_norm);
 
   flatbuffers::Offset<fb::LayerNorm> final_norm = 0;
   if (desc.final_norm) final_norm = norm("final_norm");

@@ -48,8 +48,9 @@ class RecurLayoutConverter final : public LayoutConverter {
     std::size_t kind = 0;
     RECUR_RETURN_IF_ERROR(r.Choice(*input, "kind", "input", kKinds, &kind));
     RECUR_RETURN_IF_ERROR(
-        kind == 0 ? r.OnlyKeys(*input, "input", {"kind", "vocab_size"})
-                  : r.OnlyKeys(*input, "input", {"kind", "feature_width", "projection"}));
+        kind == 0 ? r.OnlyKeys(*input, "input", {"kind", "vocab_size", "norm"})
+                  : r.OnlyKeys(*input, "input", {"kind", "feature_width", "projection", "norm"}));
+    RECUR_RETURN_IF_ERROR(r.Bool(*input, "norm", "input", &d->input.norm, /*required=*/false));
     if (kind == 0) {
       d->input.kind = InputKind::kTokens;
       RECUR_RETURN_IF_ERROR(r.UInt(*input, "vocab_size", "input", 1, &d->input.vocab_size));

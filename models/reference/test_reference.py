@@ -343,6 +343,8 @@ def expected_tensors(cfg):
         t.update({"input.projection.weight": (d, inp["feature_width"]), "input.projection.bias": (d,)})
     if cfg["max_positions"] > 0:
         t["input.positions"] = (cfg["max_positions"], d)
+    if inp.get("norm"):
+        t.update({"input.norm.weight": (d,), "input.norm.bias": (d,)})
     for i, m in enumerate(mixer_configs(cfg)):   # block i's own mixer (a list: a mixed model)
         b = f"blocks.{i}."
         if m["type"] not in ("gau", "flash"):
@@ -546,6 +548,8 @@ def naive_forward(cfg, w, x):
         h = lin(x, "input.projection") if inp["projection"] else x
     if cfg["max_positions"] > 0:
         h = h + w["input.positions"][:n]
+    if inp.get("norm"):
+        h = norm(h, "input.norm")
     for i, m in enumerate(mixer_configs(cfg)):
         heads, dk, dv = m.get("heads"), m.get("dk"), m.get("dv")
         b = f"blocks.{i}."

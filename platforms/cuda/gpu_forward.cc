@@ -308,6 +308,7 @@ Status GpuModel::Create(const Model& model, Device* device, std::unique_ptr<GpuM
     g->max_ff_ = std::max(g->max_ff_, b.ffn1.out);
     if (b.kind == Kind::kGated) g->max_e_ = std::max(g->max_e_, b.dv);
   }
+  RECUR_RETURN_IF_ERROR(g->UploadNorm(model.input_norm, &g->input_norm_));
   RECUR_RETURN_IF_ERROR(g->UploadNorm(model.final_norm, &g->final_norm_));
   if (model.head.weight != nullptr) RECUR_RETURN_IF_ERROR(g->UploadDense(model.head, &g->head_));
   *out = std::move(g);
@@ -494,6 +495,10 @@ Status GpuModel::Forward(Buffers& b, size_t rows, size_t p0, size_t n, float* ou
   }
   if (positions_ != nullptr) {
     RECUR_RETURN_IF_ERROR(device_->Launch(AddInPlace{positions_ + p0 * d, b.x}, rows * d));
+  }
+  if (input_norm_.gamma != nullptr) {
+    RECUR_RETURN_IF_ERROR(device_->Launch(
+        LayerNormRows{b.x, input_norm_.gamma, input_norm_.beta, input_norm_.eps, d, b.x}, rows));
   }
   for (size_t l = 0; l < blocks_.size(); ++l) {
     RECUR_RETURN_IF_ERROR(RunBlock(b, l, rows, p0, n));

@@ -145,6 +145,7 @@ class GpuModel {
   float* embedding_ = nullptr;
   float* positions_ = nullptr;
   Dense input_projection_, head_;
+  Norm input_norm_;
   Norm final_norm_;
   // Widest per-row buffers: q/k (max_qk_), features (max_c_), v/o/num
   // (max_v_), the FFN, and the gated mixers' u (max_e_).

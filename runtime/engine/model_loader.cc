@@ -52,6 +52,9 @@ Status BuildInput(const fb::InputAdapter* in, TensorResolver* tensors, Model* m)
                                        false, &m->positions));
     m->max_positions = static_cast<uint32_t>(rows);
   }
+  if (in->norm() != nullptr) {
+    RECUR_RETURN_IF_ERROR(tensors->GetNorm(in->norm(), "input.norm", m->d_model, &m->input_norm));
+  }
   return Status::Ok();
 }
 

@@ -395,6 +395,7 @@ void Session::Embed(const Workspace& ws, const int32_t* tokens, const float* fea
       kernels::Add(x + r * d, m.positions + position * d, x + r * d, d);
     }
   }
+  if (m.input_norm.gamma != nullptr) Norm(m.input_norm, x, x, rows);
 }
 
 void Session::Norm(const NormView& norm, const float* x, float* y, size_t rows) {

@@ -71,6 +71,7 @@ struct Model {
   // shared_ptr: its deleter is bound where the mixer is made, so this layer
   // destroys mixers without seeing their type.
   std::vector<std::shared_ptr<const Mixer>> mixers;
+  NormView input_norm;                // gamma null: none; after the positions
   NormView final_norm;                // gamma null: no final norm
   DenseView head;                     // weight null: output is the d_model stream
   fb::HeadActivation head_activation = fb::HeadActivation::None;

@@ -1,14 +1,15 @@
 // config.json import: both layouts, the fast-transformers mapping, and the
 // messages for missing and invalid keys.
+#include "converter/config.h"
+
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <tuple>
 
-#include <nlohmann/json.hpp>
-
-#include "converter/config.h"
 #include "converter/mixers/aft.h"
 #include "converter/mixers/flash.h"
 #include "converter/mixers/gau.h"
@@ -835,8 +836,19 @@ TEST_CASE("config: unknown keys at every level are refused by name (a typo must 
   {
     json j = TokensJson();
     j["input"]["feature_width"] = 4;  // a token model
-    CHECK(ErrorOf(j) ==
-          "config.json: \"input.feature_width\" is not a known key (known: kind, vocab_size)");
+    CHECK(
+        ErrorOf(j) ==
+        "config.json: \"input.feature_width\" is not a known key (known: kind, vocab_size, norm)");
+    j["input"].erase("feature_width");
+    j["input"]["norm"] = 1;
+    CHECK(ErrorOf(j) == "config.json: \"input.norm\" must be true or false");
+    j["input"]["norm"] = true;
+    auto r = ParseConfig(j.dump());
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    std::vector<std::string> names;
+    for (const auto& t : ExpectedTensors(r->desc)) names.push_back(t.name);
+    CHECK(std::count(names.begin(), names.end(), "input.norm.weight") == 1);
+    CHECK(std::count(names.begin(), names.end(), "input.norm.bias") == 1);
   }
   {
     json j = TokensJson();

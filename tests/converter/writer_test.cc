@@ -249,7 +249,9 @@ TEST_CASE("writer: the runtime's self-check catches what validation was told to 
   CHECK_FALSE(SelfCheck(*broken).ok());
 }
 
-TEST_CASE("writer: global projections need format 2; the runtime refuses them on a causal mixer") {
+TEST_CASE(
+    "writer: global projections and an input norm need format 2; the runtime refuses global "
+    "projections on a causal mixer") {
   const char* config = R"({"layout": "recur", "d_model": 8, "n_layers": 1,
     "norm_placement": "pre", "layer_norm_eps": 1e-5,
     "input": {"kind": "features", "feature_width": 8, "projection": false}, "max_positions": 0,
@@ -261,6 +263,18 @@ TEST_CASE("writer: global projections need format 2; the runtime refuses them on
   auto bytes = BuildModel(desc, t);
   REQUIRE_MESSAGE(bytes.ok(), bytes.message());
   CHECK(fb::GetSizePrefixedModel(bytes->data())->format_version() == 2);
+
+  // An input norm needs version 2 too (a version-1 runtime would skip it).
+  auto plain = desc;
+  plain.blocks[0].mixer.As<SlidingWindowParams>()->global_projections = false;
+  auto v1 = BuildModel(plain, testing::RandomTensors(plain, 5));
+  REQUIRE_MESSAGE(v1.ok(), v1.message());
+  CHECK(fb::GetSizePrefixedModel(v1->data())->format_version() == 1);
+  plain.input.norm = true;
+  auto v2 = BuildModel(plain, testing::RandomTensors(plain, 5));
+  REQUIRE_MESSAGE(v2.ok(), v2.message());
+  CHECK(fb::GetSizePrefixedModel(v2->data())->format_version() == 2);
+  CHECK(fb::GetSizePrefixedModel(v2->data())->input()->norm() != nullptr);
 
   // A description the config would refuse: the runtime refuses the file too.
   auto causal = desc;

@@ -307,6 +307,9 @@ TEST_CASE("GPU path: sliding window (dilations, globals) equals the CPU") {
 TEST_CASE("GPU path: sliding-window encoder equals the CPU's encode") {
   CheckParity(ReadConfig("sliding_window_encoder"), 40);
 }
+TEST_CASE("GPU path: an input LayerNorm equals the CPU") {
+  CheckParity(ReadConfig("input_norm_tokens"), 40);
+}
 TEST_CASE("GPU path: the speech model's shape (sliding + linear blocks) equals the CPU") {
   CheckParity(ReadConfig("speech_digits"), 30);
 }

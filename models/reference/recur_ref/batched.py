@@ -108,6 +108,8 @@ def forward(model: RecurModel, x: Tensor) -> Tensor:
         if x.shape[1] > len(inp.positions):
             raise ValueError(f"{x.shape[1]} positions exceed max_positions {len(inp.positions)}")
         h = h + inp.positions[:x.shape[1]]
+    if inp.norm is not None:
+        h = inp.norm(h)
     for block in model.blocks:
         mix = _MIXERS[type(block.mixer)]
         if block.pre_norm:

@@ -117,11 +117,13 @@ def validate(config: dict) -> None:
 
     inp = config["input"]
     need(isinstance(inp, dict) and inp.get("kind") in ("tokens", "features"), "input.kind must be 'tokens' or 'features'")
+    need(isinstance(inp.get("norm", False), bool), "input.norm must be true or false")
     if inp["kind"] == "tokens":
-        exact_keys(inp, {"kind", "vocab_size"}, "input (tokens)")
+        exact_keys({k: v for k, v in inp.items() if k != "norm"}, {"kind", "vocab_size"}, "input (tokens)")
         need(_positive_int(inp["vocab_size"]), "input.vocab_size must be a positive integer")
     else:
-        exact_keys(inp, {"kind", "feature_width", "projection"}, "input (features)")
+        exact_keys({k: v for k, v in inp.items() if k != "norm"}, {"kind", "feature_width", "projection"},
+                   "input (features)")
         need(_positive_int(inp["feature_width"]), "input.feature_width must be a positive integer")
         need(isinstance(inp["projection"], bool), "input.projection must be true or false")
         need(inp["projection"] or inp["feature_width"] == config["d_model"],
@@ -283,7 +285,8 @@ class Block(nn.Module):
 
 
 class InputAdapter(nn.Module):
-    """Tokens → embedding rows, or frames → projection (or as is); + learned positions."""
+    """Tokens → embedding rows, or frames → projection (or as is); + learned positions;
+    then, with "norm": true, a LayerNorm (eps layer_norm_eps)."""
 
     def __init__(self, config: dict):
         super().__init__()
@@ -301,6 +304,7 @@ class InputAdapter(nn.Module):
                 self.projection = nn.Linear(inp["feature_width"], d)
         if config["max_positions"] > 0:
             self.positions = nn.Parameter(0.5 * torch.randn(config["max_positions"], d))
+        self.norm = nn.LayerNorm(d, eps=config["layer_norm_eps"]) if inp.get("norm", False) else None
 
     def forward(self, x: Tensor, pos: int) -> Tensor:
         """x: (N,) integer token ids or (N, F) frames already in the model's dtype;
@@ -319,7 +323,7 @@ class InputAdapter(nn.Module):
             if pos + len(x) > len(self.positions):
                 raise ValueError(f"positions {pos}..{pos + len(x) - 1} exceed max_positions {len(self.positions)}")
             h = h + self.positions[pos:pos + len(x)]
-        return h
+        return h if self.norm is None else self.norm(h)
 
 
 class RecurModel(nn.Module):
