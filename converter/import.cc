@@ -75,6 +75,8 @@ Result<std::vector<float>> Transform(const ExpectedTensor& e, std::vector<float>
       return out;
     }
     case SourceTransform::kZeros:
+    case SourceTransform::kComputed:
+    case SourceTransform::kIgnored:
       break;
   }
   return Status(StatusCode::kInternal, e.name + ": cannot be made from " + e.source_name + " " +
@@ -103,37 +105,65 @@ Result<TensorMap> ImportTensors(const ModelDescription& desc, Layout layout,
     const std::vector<ExpectedTensor> expected = ExpectedTensors(desc, layout);
     std::set<std::string> used;
     TensorMap out;
-    for (const ExpectedTensor& e : expected) {
-      if (e.transform == SourceTransform::kZeros) {
-        out[e.name] = Tensor{e.shape, std::vector<float>(Elements(e.shape), 0.0f)};
-        continue;
-      }
-      const std::vector<int64_t>& source_shape = e.SourceShape();
-      auto it = source.find(e.source_name);
+    // A source tensor's float32 values, checked: present, of `shape`, finite.
+    auto read = [&](const std::string& name,
+                    const std::vector<int64_t>& shape) -> Result<std::vector<float>> {
+      auto it = source.find(name);
       if (it == source.end()) {
-        return Status(StatusCode::kInvalidArgument,
-                      e.source_name + ": missing tensor, expected shape " +
-                          ShapeString(source_shape) + PrefixHint(e.source_name, source));
+        return Status(StatusCode::kInvalidArgument, name + ": missing tensor, expected shape " +
+                                                        ShapeString(shape) +
+                                                        PrefixHint(name, source));
       }
       const TensorView& view = it->second;
-      if (view.shape != source_shape) {
-        return Status(StatusCode::kInvalidArgument, e.source_name + ": shape " +
-                                                        ShapeString(view.shape) + ", expected " +
-                                                        ShapeString(source_shape));
+      if (view.shape != shape) {
+        return Status(StatusCode::kInvalidArgument, name + ": shape " + ShapeString(view.shape) +
+                                                        ", expected " + ShapeString(shape));
       }
-      auto data = ToFloat32(e.source_name, view);
+      auto data = ToFloat32(name, view);
       if (!data.ok()) return data.status();
-      if (data->size() != Elements(source_shape)) {
-        return Status(StatusCode::kInvalidArgument,
-                      e.source_name + ": " + std::to_string(data->size()) + " elements, expected " +
-                          std::to_string(Elements(source_shape)));
+      if (data->size() != Elements(shape)) {
+        return Status(StatusCode::kInvalidArgument, name + ": " + std::to_string(data->size()) +
+                                                        " elements, expected " +
+                                                        std::to_string(Elements(shape)));
       }
-      Status finite = CheckFinite(e.source_name, data->data(), data->size(), source_shape);
-      if (!finite.ok()) return finite;
-      used.insert(e.source_name);
-      auto made = Transform(e, std::move(data).value());
-      if (!made.ok()) return made.status();
-      out[e.name] = Tensor{e.shape, std::move(made).value()};
+      RECUR_RETURN_IF_ERROR(CheckFinite(name, data->data(), data->size(), shape));
+      used.insert(name);
+      return data;
+    };
+    for (const ExpectedTensor& e : expected) {
+      std::vector<float> made;
+      switch (e.transform) {
+        case SourceTransform::kIgnored:
+          used.insert(e.source_name);
+          continue;
+        case SourceTransform::kZeros:
+          made.assign(Elements(e.shape), 0.0f);
+          break;
+        case SourceTransform::kComputed: {
+          std::vector<std::vector<float>> inputs;
+          for (const ExpectedTensor::Input& input : e.inputs) {
+            auto data = read(input.name, input.shape);
+            if (!data.ok()) return data.status();
+            inputs.push_back(std::move(data).value());
+          }
+          made = e.compute(inputs);
+          if (made.size() != Elements(e.shape)) {
+            return Status(StatusCode::kInternal, e.name + ": computed " +
+                                                     std::to_string(made.size()) +
+                                                     " values for shape " + ShapeString(e.shape));
+          }
+          RECUR_RETURN_IF_ERROR(CheckFinite(e.name, made.data(), made.size(), e.shape));
+          break;
+        }
+        default: {
+          auto data = read(e.source_name, e.SourceShape());
+          if (!data.ok()) return data.status();
+          auto transformed = Transform(e, std::move(data).value());
+          if (!transformed.ok()) return transformed.status();
+          made = std::move(transformed).value();
+        }
+      }
+      out[e.name] = Tensor{e.shape, std::move(made)};
     }
     for (const auto& [name, view] : source) {
       (void)view;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <new>
@@ -150,6 +151,10 @@ enum class SourceTransform {
                // times (one key head that every head shares)
   kTranspose,  // a 2-D source of shape [shape[1], shape[0]], transposed
   kZeros,      // no source tensor: zeros (a bias the source model does not have)
+  kComputed,   // `compute` of the source tensors `inputs` (a table the library builds from
+               // its parameters at run time, parameters it folds together)
+  kIgnored,    // not a tensor of the model (name empty): a source tensor the converted
+               // model does not use (a pooler the outputs never reach), accepted if present
 };
 
 // One tensor the model needs: its recur-layout name, its name in the source
@@ -166,6 +171,14 @@ struct ExpectedTensor {
   std::vector<int64_t> source_shape;  // the source tensor's shape; empty: `shape`
   int64_t row_offset = 0;             // kRows
   int64_t repeat = 1;                 // kRows
+  // kComputed: the source tensors read (each checked like a copied one: present, of
+  // this shape, finite) and the function of their float32 values that makes this one.
+  struct Input {
+    std::string name;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Input> inputs;
+  std::function<std::vector<float>(const std::vector<std::vector<float>>&)> compute;
 
   const std::vector<int64_t>& SourceShape() const {
     return source_shape.empty() ? shape : source_shape;

@@ -59,16 +59,24 @@ converter::TensorMap RandomTensors(const converter::ModelDescription& desc, unsi
   for (const auto& e : converter::ExpectedTensors(desc, layout)) {
     // A source tensor feeds one or more model tensors (slices of a fused
     // projection); a made-up bias has none.
-    if (e.transform == converter::SourceTransform::kZeros || tensors.count(e.source_name)) continue;
-    converter::Tensor t;
-    t.shape = e.SourceShape();
-    size_t n = 1;
-    for (int64_t d : t.shape) n *= size_t(d);
-    t.data.resize(n);
-    const bool norm_weight = e.name.find("norm") != std::string::npos &&
-                             e.name.size() > 7 && e.name.rfind(".weight") == e.name.size() - 7;
-    for (float& v : t.data) v = normal(rng) + (norm_weight ? 1.0f : 0.0f);
-    tensors[e.source_name] = std::move(t);
+    std::vector<std::pair<std::string, std::vector<int64_t>>> sources;
+    if (e.transform == converter::SourceTransform::kComputed) {
+      for (const auto& input : e.inputs) sources.emplace_back(input.name, input.shape);
+    } else if (e.transform != converter::SourceTransform::kZeros) {
+      sources.emplace_back(e.source_name, e.SourceShape());
+    }
+    for (const auto& [name, shape] : sources) {
+      if (tensors.count(name)) continue;
+      converter::Tensor t;
+      t.shape = shape;
+      size_t n = 1;
+      for (int64_t d : t.shape) n *= size_t(d);
+      t.data.resize(n);
+      const bool norm_weight = e.name.find("norm") != std::string::npos && e.name.size() > 7 &&
+                               e.name.rfind(".weight") == e.name.size() - 7;
+      for (float& v : t.data) v = normal(rng) + (norm_weight ? 1.0f : 0.0f);
+      tensors[name] = std::move(t);
+    }
   }
   return tensors;
 }
