@@ -199,6 +199,47 @@ TEST_CASE("import: a layout's transposes, shared heads and absent biases") {
         "--allow-extra)");
 }
 
+TEST_CASE("import: computed tables and ignored library tensors (hf-longformer)") {
+  const char* config = R"({"model_type": "longformer", "vocab_size": 9, "hidden_size": 4,
+    "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 6,
+    "attention_window": [2], "max_position_embeddings": 12, "pad_token_id": 1,
+    "type_vocab_size": 2, "architectures": ["LongformerModel"], "hidden_dropout_prob": 0.1})";
+  TensorMap t = testing::RandomTensors(config, 6);
+  CHECK(t.count("pooler.dense.weight") == 1);
+  CHECK(t.count("encoder.layer.0.attention.self.query_global.weight") == 1);
+  auto parsed = ParseConfig(config);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.message());
+  auto r = ImportTensors(parsed->desc, parsed->layout, ViewsOf(t));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  // Row p: position_embeddings[pad + 1 + p] + token_type_embeddings[0].
+  const Tensor& positions = r->at("input.positions");
+  REQUIRE(positions.shape == std::vector<int64_t>{10, 4});
+  const Tensor& table = t.at("embeddings.position_embeddings.weight");
+  const Tensor& types = t.at("embeddings.token_type_embeddings.weight");
+  for (int p = 0; p < 10; ++p) {
+    for (int c = 0; c < 4; ++c) {
+      CHECK(positions.data[p * 4 + c] == table.data[(p + 2) * 4 + c] + types.data[c]);
+    }
+  }
+  CHECK(r->count("pooler.dense.weight") == 0);
+
+  TensorMap bad = t;
+  bad["embeddings.token_type_embeddings.weight"] = Tensor{{4}, std::vector<float>(4, 0.0f)};
+  CHECK(ImportError(config, bad) ==
+        "embeddings.token_type_embeddings.weight: shape [4], expected [2,4]");
+  bad = t;
+  bad.erase("embeddings.position_embeddings.weight");
+  CHECK(ImportError(config, bad) ==
+        "embeddings.position_embeddings.weight: missing tensor, expected shape [12,4]");
+  bad = t;
+  bad.erase("pooler.dense.weight");  // optional
+  CHECK(ImportError(config, bad) == "(imported)");
+  bad = t;
+  bad["embeddings.position_embeddings.weight"].data[3] = std::nanf("");
+  CHECK(ImportError(config, bad) ==
+        "embeddings.position_embeddings.weight: NaN at index 3 ([0,3])");
+}
+
 TEST_CASE("import: BuildModel validates recur-named tensors the same way") {
   auto desc = testing::Describe(kTokensConfig);
   TensorMap t = testing::RandomTensors(desc, 3);
