@@ -1,5 +1,6 @@
 #include "converter/import.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -38,8 +39,9 @@ std::string PrefixHint(const std::string& name, const TensorViewMap& source) {
 }
 
 // The recur tensor `e` from its source tensor's float32 values (of
-// e.SourceShape(), checked).
-Result<std::vector<float>> Transform(const ExpectedTensor& e, std::vector<float> source) {
+// e.SourceShape(), checked) and, for kProject, P's (of e.project_shape).
+Result<std::vector<float>> Transform(const ExpectedTensor& e, std::vector<float> source,
+                                     const std::vector<float>& project) {
   const std::vector<int64_t>& from = e.SourceShape();
   switch (e.transform) {
     case SourceTransform::kCopy:
@@ -74,11 +76,63 @@ Result<std::vector<float>> Transform(const ExpectedTensor& e, std::vector<float>
       }
       return out;
     }
+    case SourceTransform::kProject: {
+      const std::vector<int64_t>& p = e.project_shape;
+      if (from.empty() || e.shape.empty() || p.size() != 2 || e.repeat < 1 ||
+          from[0] != e.repeat * p[0] || e.shape[0] != e.repeat * p[1] ||
+          Elements(e.shape) * static_cast<uint64_t>(from[0]) !=
+              Elements(from) * static_cast<uint64_t>(e.shape[0])) {
+        break;
+      }
+      const auto in = static_cast<std::size_t>(p[0]), m = static_cast<std::size_t>(p[1]);
+      const std::size_t row = from[0] == 0 ? 0 : source.size() / static_cast<std::size_t>(from[0]);
+      std::vector<float> out(Elements(e.shape));
+      std::vector<double> acc(row);
+      for (std::size_t h = 0; h < static_cast<std::size_t>(e.repeat); ++h) {
+        for (std::size_t j = 0; j < m; ++j) {
+          std::fill(acc.begin(), acc.end(), 0.0);
+          for (std::size_t i = 0; i < in; ++i) {
+            const double w = project[i * m + j];
+            const float* src = source.data() + (h * in + i) * row;
+            for (std::size_t c = 0; c < row; ++c) acc[c] += w * src[c];
+          }
+          float* dst = out.data() + (h * m + j) * row;
+          for (std::size_t c = 0; c < row; ++c) dst[c] = static_cast<float>(acc[c]);
+        }
+      }
+      return out;
+    }
     case SourceTransform::kZeros:
       break;
   }
   return Status(StatusCode::kInternal, e.name + ": cannot be made from " + e.source_name + " " +
                                            ShapeString(from) + " (a layout's tensor map is wrong)");
+}
+
+// The float32 values of the source tensor `name`, which must exist with
+// `shape` and be finite.
+Result<std::vector<float>> SourceValues(const std::string& name, const std::vector<int64_t>& shape,
+                                        const TensorViewMap& source) {
+  auto it = source.find(name);
+  if (it == source.end()) {
+    return Status(StatusCode::kInvalidArgument, name + ": missing tensor, expected shape " +
+                                                    ShapeString(shape) + PrefixHint(name, source));
+  }
+  const TensorView& view = it->second;
+  if (view.shape != shape) {
+    return Status(StatusCode::kInvalidArgument,
+                  name + ": shape " + ShapeString(view.shape) + ", expected " + ShapeString(shape));
+  }
+  auto data = ToFloat32(name, view);
+  if (!data.ok()) return data.status();
+  if (data->size() != Elements(shape)) {
+    return Status(StatusCode::kInvalidArgument, name + ": " + std::to_string(data->size()) +
+                                                    " elements, expected " +
+                                                    std::to_string(Elements(shape)));
+  }
+  Status finite = CheckFinite(name, data->data(), data->size(), shape);
+  if (!finite.ok()) return finite;
+  return data;
 }
 
 }  // namespace
@@ -108,31 +162,21 @@ Result<TensorMap> ImportTensors(const ModelDescription& desc, Layout layout,
         out[e.name] = Tensor{e.shape, std::vector<float>(Elements(e.shape), 0.0f)};
         continue;
       }
-      const std::vector<int64_t>& source_shape = e.SourceShape();
-      auto it = source.find(e.source_name);
-      if (it == source.end()) {
-        return Status(StatusCode::kInvalidArgument,
-                      e.source_name + ": missing tensor, expected shape " +
-                          ShapeString(source_shape) + PrefixHint(e.source_name, source));
-      }
-      const TensorView& view = it->second;
-      if (view.shape != source_shape) {
-        return Status(StatusCode::kInvalidArgument, e.source_name + ": shape " +
-                                                        ShapeString(view.shape) + ", expected " +
-                                                        ShapeString(source_shape));
-      }
-      auto data = ToFloat32(e.source_name, view);
+      auto data = SourceValues(e.source_name, e.SourceShape(), source);
       if (!data.ok()) return data.status();
-      if (data->size() != Elements(source_shape)) {
-        return Status(StatusCode::kInvalidArgument,
-                      e.source_name + ": " + std::to_string(data->size()) + " elements, expected " +
-                          std::to_string(Elements(source_shape)));
-      }
-      Status finite = CheckFinite(e.source_name, data->data(), data->size(), source_shape);
-      if (!finite.ok()) return finite;
       used.insert(e.source_name);
-      auto made = Transform(e, std::move(data).value());
+      std::vector<float> project;
+      if (e.transform == SourceTransform::kProject) {
+        auto p = SourceValues(e.project_name, e.project_shape, source);
+        if (!p.ok()) return p.status();
+        project = std::move(p).value();
+        used.insert(e.project_name);
+      }
+      auto made = Transform(e, std::move(data).value(), project);
       if (!made.ok()) return made.status();
+      if (e.scale != 1.0f) {
+        for (float& v : *made) v = static_cast<float>(static_cast<double>(v) * e.scale);
+      }
       out[e.name] = Tensor{e.shape, std::move(made).value()};
     }
     for (const auto& [name, view] : source) {

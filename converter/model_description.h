@@ -149,6 +149,9 @@ enum class SourceTransform {
                // times (one key head that every head shares)
   kTranspose,  // a 2-D source of shape [shape[1], shape[0]], transposed
   kZeros,      // no source tensor: zeros (a bias the source model does not have)
+  kProject,    // the source's rows in `repeat` equal blocks B (one per head), each replaced by
+               // Pᵀ·B with P the tensor `project_name` [rows of B, shape[0] / repeat]: a
+               // linear map the source applies after this projection, folded into it
 };
 
 // One tensor the model needs: its recur-layout name, its name in the source
@@ -164,7 +167,10 @@ struct ExpectedTensor {
   SourceTransform transform = SourceTransform::kCopy;
   std::vector<int64_t> source_shape;  // the source tensor's shape; empty: `shape`
   int64_t row_offset = 0;             // kRows
-  int64_t repeat = 1;                 // kRows
+  int64_t repeat = 1;                 // kRows; kProject: the number of blocks
+  std::string project_name;           // kProject: P
+  std::vector<int64_t> project_shape;  // kProject: P's shape
+  float scale = 1.0f;                  // multiplies every value after the transform
 
   const std::vector<int64_t>& SourceShape() const {
     return source_shape.empty() ? shape : source_shape;

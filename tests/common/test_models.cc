@@ -69,6 +69,13 @@ converter::TensorMap RandomTensors(const converter::ModelDescription& desc, unsi
                              e.name.size() > 7 && e.name.rfind(".weight") == e.name.size() - 7;
     for (float& v : t.data) v = normal(rng) + (norm_weight ? 1.0f : 0.0f);
     tensors[e.source_name] = std::move(t);
+    if (e.transform == converter::SourceTransform::kProject && !tensors.count(e.project_name)) {
+      converter::Tensor p;
+      p.shape = e.project_shape;
+      p.data.resize(size_t(p.shape[0]) * size_t(p.shape[1]));
+      for (float& v : p.data) v = normal(rng);
+      tensors[e.project_name] = std::move(p);
+    }
   }
   return tensors;
 }
