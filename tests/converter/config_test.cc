@@ -326,10 +326,10 @@ TEST_CASE("config: fast-transformers layout, missing and invalid keys") {
   j["final_normalization"] = "yes";
   CHECK(ErrorOf(j) == "config.json: \"final_normalization\" must be true or false");
   j = json::parse(testing::kFastTransformersConfig);
-  j["attention_type"] = "full";
-  CHECK(ErrorOf(j) ==
-        "config.json: \"attention_type\" must be one of \"linear\", \"causal-linear\", \"aft-full\" "
-        "(got \"full\")");
+  j["attention_type"] = "reformer";
+  CHECK(ErrorOf(j).rfind("config.json: \"attention_type\" \"reformer\" is not supported: "
+                         "ReformerAttention draws its hash planes",
+                         0) == 0);
   j["attention_type"] = "causal-linear";
   CHECK(ErrorOf(j) == "(parsed)");
   j["n_heads"] = 65536;
@@ -375,7 +375,9 @@ TEST_CASE("config: fast-transformers aft-full maps onto the aft_full encoder") {
   CHECK(ErrorOf(bad) == "config.json: \"max_sequence_length\" must be at most 65536");
   bad = j;
   bad["feature_map"] = {{"type", "favor"}, {"n_dims", 8}};
-  CHECK(ErrorOf(bad) == "config.json: \"feature_map\" applies only to linear attention");
+  CHECK(ErrorOf(bad) ==
+        "config.json: \"feature_map\" applies only to attention_type \"linear\" "
+        "and \"causal-linear\"");
   bad = j;
   bad["attention_type"] = "linear";
   CHECK(ErrorOf(bad) ==
@@ -792,16 +794,140 @@ TEST_CASE("config: fast-transformers Favor feature map") {
         "config.json: \"feature_map.stabilize\" must be false: the stabilised Favor subtracts a "
         "maximum over the whole sequence, which has no recurrent form");
   j["feature_map"]["stabilize"] = false;
-  j["feature_map"]["redraw"] = 100;
-  CHECK(ErrorOf(j) ==
-        "config.json: \"feature_map.redraw\" is not a Favor option this converter knows");
-  j["feature_map"] = {{"type", "favor"}};
-  CHECK(ErrorOf(j) == "config.json: missing key \"feature_map.n_dims\"");
+  j["feature_map"]["redraw"] = 100;  // when ω is drawn: the converted model keeps the stored one
+  j["feature_map"]["deterministic_eval"] = true;
+  j["feature_map"]["orthogonal"] = false;
+  CHECK(ErrorOf(j) == "(parsed)");
+  j["feature_map"]["seed"] = 1;
+  CHECK(ErrorOf(j).rfind("config.json: \"feature_map.seed\" is not a known key", 0) == 0);
+  j["feature_map"] = {{"type", "favor"}};  // n_dims None: query_dimensions
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK(ParamsOf<LinearAttentionParams>(r->desc.blocks[0]).favor_features == 4);
   j["feature_map"] = {{"type", "generalized_random_features"}, {"n_dims", 6}};
-  CHECK(ErrorOf(j) == "config.json: \"feature_map.type\" must be one of \"favor\" (got "
-                      "\"generalized_random_features\")");
+  CHECK(ErrorOf(j) ==
+        "config.json: \"feature_map.type\" must be one of \"elu\", \"activation\", "
+        "\"favor\", \"generalized_random\", \"random_fourier\", "
+        "\"smoothed_random_fourier\" (got \"generalized_random_features\")");
   j["feature_map"] = "favor";
   CHECK(ErrorOf(j) == "config.json: \"feature_map\" must be a JSON object");
+}
+
+TEST_CASE("config: fast-transformers attention types, builders and masks") {
+  json j = json::parse(testing::kFastTransformersConfig);
+  j.erase("attention_type");  // the builder's default: "full"
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const auto& full = ParamsOf<SoftmaxAttentionParams>(r->desc.blocks[0]);
+  CHECK(full.heads == 2);
+  CHECK(full.dk == 4);
+  CHECK(full.dv == 8);
+  CHECK_FALSE(full.causal);  // TransformerEncoder's forward without a mask: FullMask
+  j["attn_mask"] = "triangular";
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK(ParamsOf<SoftmaxAttentionParams>(r->desc.blocks[1]).causal);
+  j.erase("attn_mask");
+  j["builder"] = "RecurrentEncoderBuilder";
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK(ParamsOf<SoftmaxAttentionParams>(r->desc.blocks[1]).causal);
+  // A RecurrentEncoder's "linear" is RecurrentLinearAttention: causal.
+  j["attention_type"] = "linear";
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK(ParamsOf<LinearAttentionParams>(r->desc.blocks[0]).causal);
+  j["builder"] = "TransformerEncoderBuilder";
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK_FALSE(ParamsOf<LinearAttentionParams>(r->desc.blocks[0]).causal);
+
+  // local: [i − ⌊c/2⌋, i + ⌈c/2⌉) in the library; causal: the ⌊c/2⌋ + 1 up to i.
+  j["attention_type"] = "local";
+  j["local_context"] = 9;
+  r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const auto& sw = ParamsOf<SlidingWindowParams>(r->desc.blocks[0]);
+  CHECK(sw.window == 9);
+  CHECK(sw.dilation.empty());
+  CHECK(sw.global_tokens == 0);
+  CHECK_FALSE(sw.causal);
+  j["local_context"] = 8;
+  CHECK(ErrorOf(j).rfind("config.json: \"local_context\" must be odd without a causal mask", 0) ==
+        0);
+  j["attn_mask"] = "triangular";
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK(ParamsOf<SlidingWindowParams>(r->desc.blocks[0]).window == 5);
+  CHECK(ParamsOf<SlidingWindowParams>(r->desc.blocks[0]).causal);
+  j["local_context"] = 65537;
+  CHECK(ErrorOf(j) == "config.json: \"local_context\" must be at most 65536");
+  j["builder"] = "RecurrentEncoderBuilder";
+  j.erase("attn_mask");
+  CHECK(ErrorOf(j) ==
+        "config.json: \"attention_type\" \"local\" is not a recurrent attention: "
+        "the library's RecurrentAttentionRegistry has only \"full\", \"linear\" and "
+        "\"causal-linear\"");
+}
+
+TEST_CASE("config: fast-transformers softmax_temp scales the query projection") {
+  json j = json::parse(testing::kFastTransformersConfig);
+  j["attention_type"] = "full";
+  auto scales = [](const json& config) {
+    std::map<std::string, float> out;
+    auto r = ParseConfig(config.dump());
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    for (const auto& t : ExpectedTensors(r->desc, Layout::kFastTransformers)) {
+      if (t.transform != SourceTransform::kComputed) continue;
+      // The factor: the computed tensor of a source of ones.
+      REQUIRE(t.inputs.size() == 1);
+      std::size_t count = 1;
+      for (int64_t d : t.inputs[0].shape) count *= static_cast<std::size_t>(d);
+      out[t.name] = t.compute({std::vector<float>(count, 1.0f)})[0];
+    }
+    return out;
+  };
+  CHECK(scales(j).empty());
+  j["softmax_temp"] = 0.0;  // `softmax_temp or 1/sqrt(E)`: the default
+  CHECK(scales(j).empty());
+  j["softmax_temp"] = 0.25;  // ·√dk (dk 4): the mixer divides by √dk
+  auto s = scales(j);
+  REQUIRE(s.size() == 4);
+  for (const char* name : {"blocks.0.mixer.query.weight", "blocks.1.mixer.query.bias"}) {
+    CHECK(s.at(name) == 0.5f);
+  }
+  j["softmax_temp"] = nullptr;
+  CHECK(scales(j).empty());
+}
+
+TEST_CASE("config: fast-transformers generalized random features fold ω into q and k") {
+  json j = json::parse(testing::kFastTransformersConfig);
+  j["attention_type"] = "linear";
+  j["feature_map"] = {{"type", "generalized_random"}, {"n_dims", 6}, {"softmax_temp", 0.25}};
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const auto& la = ParamsOf<LinearAttentionParams>(r->desc.blocks[1]);
+  CHECK(la.feature_map == FeatureMap::kRelu);
+  CHECK(la.dk == 6);
+  CHECK(la.dv == 8);
+  int folded = 0;
+  for (const auto& t : ExpectedTensors(r->desc, Layout::kFastTransformers)) {
+    if (t.transform != SourceTransform::kComputed) continue;
+    ++folded;
+    REQUIRE(t.inputs.size() == 2);
+    CHECK(t.inputs[1].name ==
+          t.inputs[0].name.substr(0, 9) + "attention.inner_attention.feature_map.omega");
+    CHECK(t.inputs[1].shape == std::vector<int64_t>{4, 6});
+    CHECK(t.shape[0] == 12);
+    CHECK(t.inputs[0].shape[0] == 8);
+    CHECK(
+        (t.name.find(".query.") != std::string::npos || t.name.find(".key.") != std::string::npos));
+  }
+  CHECK(folded == 8);                // query and key, weight and bias, two layers
+  j["feature_map"].erase("n_dims");  // n_dims None: query_dimensions
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK(ParamsOf<LinearAttentionParams>(r->desc.blocks[0]).dk == 4);
 }
 
 TEST_CASE("config: reading a file names it by its base name") {

@@ -36,7 +36,8 @@ inline const char* const kFeaturesConfig = recur::impl::testing::kTinyFeaturesCo
 // fast-transformers builder kwargs: d_model = 2·8 = 16.
 inline const char* kFastTransformersConfig = R"({
   "n_layers": 2, "n_heads": 2, "query_dimensions": 4, "value_dimensions": 8,
-  "feed_forward_dimensions": 24, "activation": "gelu", "final_normalization": true})";
+  "feed_forward_dimensions": 24, "activation": "gelu", "final_normalization": true,
+  "attention_type": "causal-linear"})";
 
 inline ModelDescription Describe(const char* config, Layout layout = Layout::kAuto) {
   auto parsed = ParseConfig(config, layout);

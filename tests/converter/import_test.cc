@@ -240,6 +240,66 @@ TEST_CASE("import: computed tables and ignored library tensors (hf-longformer)")
         "embeddings.position_embeddings.weight: NaN at index 3 ([0,3])");
 }
 
+TEST_CASE("import: a folded projection and a scaled query (fast-transformers)") {
+  const char* config = R"({"n_layers": 1, "n_heads": 2, "query_dimensions": 2,
+    "value_dimensions": 4, "feed_forward_dimensions": 8, "attention_type": "linear",
+    "feature_map": {"type": "generalized_random", "n_dims": 3, "softmax_temp": 4.0}})";
+  TensorMap t = testing::RandomTensors(config, 5);
+  const Tensor& omega = t.at("layers.0.attention.inner_attention.feature_map.omega");
+  REQUIRE(omega.shape == std::vector<int64_t>{2, 3});
+  auto parsed = ParseConfig(config);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.message());
+  auto r = ImportTensors(parsed->desc, parsed->layout, ViewsOf(t));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  // key.weight [heads·3, 8]: head h's rows are 2·ωᵀ W_h (√softmax_temp = 2).
+  const Tensor& w = t.at("layers.0.attention.key_projection.weight");  // [2·2, 8]
+  const Tensor& k = r->at("blocks.0.mixer.key.weight");
+  REQUIRE(k.shape == std::vector<int64_t>{6, 8});
+  for (int h = 0; h < 2; ++h) {
+    for (int j = 0; j < 3; ++j) {
+      for (int c = 0; c < 8; ++c) {
+        const double want = 2.0 * (double(omega.data[0 * 3 + j]) * w.data[(h * 2 + 0) * 8 + c] +
+                                   double(omega.data[1 * 3 + j]) * w.data[(h * 2 + 1) * 8 + c]);
+        CHECK(k.data[(h * 3 + j) * 8 + c] == doctest::Approx(want).epsilon(1e-6));
+      }
+    }
+  }
+  const Tensor& b = t.at("layers.0.attention.query_projection.bias");  // [4]
+  const Tensor& q = r->at("blocks.0.mixer.query.bias");
+  REQUIRE(q.shape == std::vector<int64_t>{6});
+  CHECK(q.data[4] == doctest::Approx(2.0 * (double(omega.data[1]) * b.data[2] +
+                                            double(omega.data[4]) * b.data[3]))
+                         .epsilon(1e-6));
+  CHECK(r->at("blocks.0.mixer.value.weight").data ==
+        t.at("layers.0.attention.value_projection.weight").data);
+
+  // ω is named as the library names it.
+  TensorMap bad = t;
+  bad.erase("layers.0.attention.inner_attention.feature_map.omega");
+  CHECK(ImportError(config, bad) ==
+        "layers.0.attention.inner_attention.feature_map.omega: missing tensor, expected shape "
+        "[2,3]");
+  bad = t;
+  bad["layers.0.attention.inner_attention.feature_map.omega"].data[5] = NAN;
+  CHECK(ImportError(config, bad) ==
+        "layers.0.attention.inner_attention.feature_map.omega: NaN at index 5 ([1,2])");
+
+  // softmax_temp of full attention: the query projection times softmax_temp·√dk.
+  const char* full = R"({"n_layers": 1, "n_heads": 2, "query_dimensions": 4,
+    "value_dimensions": 4, "feed_forward_dimensions": 8, "softmax_temp": 0.75})";
+  t = testing::RandomTensors(full, 6);
+  parsed = ParseConfig(full);
+  REQUIRE(parsed.ok());
+  r = ImportTensors(parsed->desc, parsed->layout, ViewsOf(t));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const Tensor& qw = t.at("layers.0.attention.query_projection.weight");
+  for (std::size_t i = 0; i < qw.data.size(); ++i) {
+    CHECK(r->at("blocks.0.mixer.query.weight").data[i] == float(double(qw.data[i]) * 1.5f));
+  }
+  CHECK(r->at("blocks.0.mixer.key.weight").data ==
+        t.at("layers.0.attention.key_projection.weight").data);
+}
+
 TEST_CASE("import: BuildModel validates recur-named tensors the same way") {
   auto desc = testing::Describe(kTokensConfig);
   TensorMap t = testing::RandomTensors(desc, 3);

@@ -13,7 +13,10 @@ from .model import _positive_int
 # from the weight shapes, so the builder's defaults for them are not assumed
 # (as in converter/config.cc). The rest default as in the builder.
 REQUIRED_KEYS = ("n_layers", "n_heads", "query_dimensions", "value_dimensions", "feed_forward_dimensions")
-DEFAULTS = {"activation": "relu", "final_normalization": True, "attention_type": "causal-linear"}
+DEFAULTS = {"activation": "relu", "final_normalization": True, "attention_type": "full"}
+# The attention types this transcription covers; recur-convert maps more ("full",
+# "local", more feature maps: docs/layouts.md), tested against the library itself.
+ATTENTION_TYPES = ("linear", "causal-linear", "aft-full")
 # Passed through to the recur config (model metadata).
 _METADATA_KEYS = ("notes", "input_description", "output_description")
 # No effect on inference.
@@ -104,8 +107,10 @@ def recur_config(ft_config: dict) -> dict:
     if missing or unknown:
         raise ValueError(f"fast-transformers config: missing keys {missing}, unsupported keys {sorted(unknown)}")
     c = {**DEFAULTS, **ft_config}
-    if c["attention_type"] not in ("linear", "causal-linear", AFT_FULL):
-        raise ValueError("fast-transformers config: attention_type must be 'linear', 'causal-linear' or 'aft-full'")
+    if c["attention_type"] not in ATTENTION_TYPES:
+        raise ValueError(f"fast-transformers config: attention_type {c['attention_type']!r} (the builder's "
+                         "default is 'full'): the reference transcribes only 'linear', 'causal-linear' and "
+                         "'aft-full'")
     aft_keys = sorted(set(AFT_FULL_DEFAULTS) & set(ft_config))
     if c["attention_type"] != AFT_FULL and aft_keys:
         raise ValueError(f"fast-transformers config: keys {aft_keys} are only valid with attention_type 'aft-full'")
