@@ -21,6 +21,9 @@ packages=(
   libkissfft-dev libstb-dev libsndfile1-dev zlib1g-dev dataset-fashion-mnist espeak-ng sox
   # PyTorch reference (only /usr/bin/python3 sees it) and a fast BLAS for it
   python3-torch python3-numpy python3-matplotlib libopenblas0-openmp
+  # pytorch-fast-transformers' C++ extensions, built against Debian's torch
+  # without build isolation (tests/layouts/requirements.txt, scripts/python-env.sh)
+  libtorch-dev pybind11-dev python3-wheel
   # the Python package's virtual environment (scripts/python-env.sh)
   python3-venv python3-packaging python3-dev
 )
