@@ -1,0 +1,126 @@
+"""What the library layout tests share: save a library's model as its users
+do (torch.save of the state_dict, and safetensors), convert each file with one
+recur-convert command, run the converted model with the recur package and
+compare it with the library's own forward.
+
+Environment: RECUR_CONVERT, the recur-convert binary (CTest sets it).
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "models", "reference"))
+from recur_ref import safetensors  # noqa: E402
+
+import recur  # noqa: E402
+
+# The bound every layout is held to: |recur − library| <= ATOL + RTOL·|library|.
+ATOL = 1e-4
+RTOL = 1e-5
+
+
+def recur_convert(*args):
+    """Runs recur-convert; returns (exit status, stderr)."""
+    done = subprocess.run([os.environ["RECUR_CONVERT"], *map(str, args)],
+                          capture_output=True, text=True)
+    return done.returncode, done.stderr
+
+
+def save_and_convert(model, config, tmp_path, name):
+    """Saves `model`'s state_dict as model.pt and model.safetensors and the
+    config as JSON, converts each with one recur-convert command, and returns
+    the two .recur paths."""
+    state = {k: v.detach().float().contiguous() for k, v in model.state_dict().items()}
+    pt, st = tmp_path / f"{name}.pt", tmp_path / f"{name}.safetensors"
+    torch.save(model.state_dict(), pt)
+    safetensors.write(str(st), state)
+    cfg = tmp_path / f"{name}.json"
+    cfg.write_text(json.dumps(config))
+    out = []
+    for weights in (pt, st):
+        path = tmp_path / f"{weights.name}.recur"
+        rc, err = recur_convert(weights, "--config", cfg, "-o", path)
+        assert rc == 0, f"recur-convert {weights.name}: {err}"
+        out.append(path)
+    return out
+
+
+def refusal(config, tmp_path, state=None):
+    """recur-convert's message for a config it must refuse."""
+    cfg = tmp_path / "refused.json"
+    cfg.write_text(json.dumps(config))
+    weights = tmp_path / "refused.safetensors"
+    safetensors.write(str(weights), state or {"unused": torch.zeros(1)})
+    rc, err = recur_convert(weights, "--config", cfg, "-o", tmp_path / "refused.recur")
+    assert rc == 1, f"recur-convert accepted {config}"
+    return err.strip()
+
+
+def assert_close(got, want, what):
+    """Holds got to the layout bound around want; returns max |Δ|."""
+    got = np.asarray(got, np.float64)
+    want = np.asarray(want, np.float64)
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, library {want.shape}"
+    err = np.abs(got - want)
+    over = err > ATOL + RTOL * np.abs(want)
+    if over.any():
+        i = np.unravel_index(np.argmax(err - (ATOL + RTOL * np.abs(want))), err.shape)
+        raise AssertionError(f"{what}: {int(over.sum())} of {err.size} values past "
+                             f"{ATOL} + {RTOL}·|x|; worst at {i}: recur {got[i]!r}, "
+                             f"library {want[i]!r}")
+    return float(err.max())
+
+
+def library_forward(model, xs):
+    """The library's eval() forward in float64 on xs (B, N) token ids or
+    (B, N, F) frames."""
+    model = model.double().eval()
+    with torch.no_grad():
+        x = torch.as_tensor(xs)
+        x = x.long() if x.dtype in (torch.int32, torch.int64) else x.double()
+        return model(x).numpy()
+
+
+def encode(path, xs):
+    with recur.Model(str(path)).session(batch=xs.shape[0]) as s:
+        return s.encode(xs)
+
+
+def step_by_step(path, xs):
+    with recur.Model(str(path)).session(batch=xs.shape[0]) as s:
+        return np.stack([s.step(xs[:, t]) for t in range(xs.shape[1])], axis=1)
+
+
+def prefill_in_chunks(path, xs, chunks):
+    """Prefill over consecutive chunks of the given lengths (their sum: N)."""
+    out, t = [], 0
+    with recur.Model(str(path)).session(batch=xs.shape[0]) as s:
+        for n in chunks:
+            out.append(s.prefill(xs[:, t:t + n]))
+            t += n
+    assert t == xs.shape[1]
+    return np.concatenate(out, axis=1)
+
+
+def perturb_norms(model, seed):
+    """Moves every LayerNorm off its identity initialisation, so that a norm
+    mapped to the wrong place shows."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.LayerNorm) and m.elementwise_affine:
+                m.weight.add_(0.2 * torch.randn(m.weight.shape, generator=g))
+                m.bias.add_(0.2 * torch.randn(m.bias.shape, generator=g))
+
+
+def tokens(seed, batch, n, vocab):
+    return np.random.default_rng(seed).integers(0, vocab, (batch, n)).astype(np.int32)
+
+
+def frames(seed, batch, n, width):
+    return np.random.default_rng(seed).standard_normal((batch, n, width)).astype(np.float32)
