@@ -19,6 +19,10 @@ fb::FeatureMap ToFb(FeatureMap f) {
     case FeatureMap::kPoly2: return fb::FeatureMap::Poly2;
     case FeatureMap::kFavor: return fb::FeatureMap::Favor;
     case FeatureMap::kFavorHyperbolic: return fb::FeatureMap::FavorHyperbolic;
+    case FeatureMap::kFavorStabilized:
+      return fb::FeatureMap::FavorStabilized;
+    case FeatureMap::kGeneralizedRelu:
+      return fb::FeatureMap::GeneralizedRelu;
   }
   return fb::FeatureMap::EluPlusOne;
 }
@@ -30,6 +34,10 @@ const char* InspectName(fb::FeatureMap f) {
     case fb::FeatureMap::Poly2: return "poly2";
     case fb::FeatureMap::Favor: return "favor";
     case fb::FeatureMap::FavorHyperbolic: return "favor_hyperbolic";
+    case fb::FeatureMap::FavorStabilized:
+      return "favor_stabilized";
+    case fb::FeatureMap::GeneralizedRelu:
+      return "generalized_relu";
   }
   return "unknown";
 }
@@ -38,7 +46,10 @@ const char* InspectName(fb::FeatureMap f) {
 uint64_t FeatureWidth(const fb::LinearAttention* la) {
   switch (la->feature_map()) {
     case fb::FeatureMap::Poly2: return uint64_t{la->dk()} * la->dk();
-    case fb::FeatureMap::Favor: return la->favor_features();
+    case fb::FeatureMap::Favor:
+    case fb::FeatureMap::FavorStabilized:
+    case fb::FeatureMap::GeneralizedRelu:
+      return la->favor_features();
     case fb::FeatureMap::FavorHyperbolic: return 2 * uint64_t{la->favor_features() / 2};
     default: return la->dk();
   }
@@ -49,15 +60,33 @@ class LinearAttentionConverterImpl final : public MixerConverter {
   Status Parse(const MixerConfig& c, std::unique_ptr<MixerParams>* out) const override {
     auto p = std::make_unique<LinearAttentionParams>();
     RECUR_RETURN_IF_ERROR(c.Heads(&p->heads, &p->dk, &p->dv));
-    RECUR_RETURN_IF_ERROR(c.OnlyKeys({"type", "heads", "dk", "causal", "dv", "feature_map",
-                                      "n_features", "favor_layout", "softmax_temp", "eps"}));
-    static const char* const kFeatureMaps[] = {"elu_plus_one", "relu", "poly2", "favor"};
+    RECUR_RETURN_IF_ERROR(
+        c.OnlyKeys({"type", "heads", "dk", "causal", "dv", "feature_map", "n_features",
+                    "favor_layout", "softmax_temp", "eps", "feature_eps", "eps_per_feature"}));
+    static const char* const kFeatureMaps[] = {
+        "elu_plus_one", "relu", "poly2", "favor", "favor_stabilized", "generalized_relu"};
+    static const FeatureMap kMaps[] = {FeatureMap::kEluPlusOne,      FeatureMap::kRelu,
+                                       FeatureMap::kPoly2,           FeatureMap::kFavor,
+                                       FeatureMap::kFavorStabilized, FeatureMap::kGeneralizedRelu};
     std::size_t fm = 0;
     RECUR_RETURN_IF_ERROR(c.Choice("feature_map", kFeatureMaps, &fm));
-    p->feature_map = fm == 0   ? FeatureMap::kEluPlusOne
-                     : fm == 1 ? FeatureMap::kRelu
-                     : fm == 2 ? FeatureMap::kPoly2
-                               : FeatureMap::kFavor;
+    p->feature_map = kMaps[fm];
+    // performer-pytorch's kernels: ω [dk, m], ε added to every feature (its
+    // constants: 1e-4 for the softmax kernel, 0.001 for the generalized one).
+    const bool performer = fm == 4 || fm == 5;
+    if (performer) {
+      RECUR_RETURN_IF_ERROR(c.UInt("n_features", 1, &p->favor_features));
+      p->softmax_temp = 1.0f / std::sqrt(static_cast<float>(p->dk));
+      RECUR_RETURN_IF_ERROR(c.PositiveFloat("softmax_temp", &p->softmax_temp, false));
+      p->feature_eps = fm == 4 ? 1e-4f : 1e-3f;
+      RECUR_RETURN_IF_ERROR(c.PositiveFloat("feature_eps", &p->feature_eps, false));
+      if (c.object.contains("favor_layout")) {
+        return c.Invalid("favor_layout", "applies only to feature_map \"favor\"");
+      }
+    } else if (c.object.contains("feature_eps")) {
+      return c.Invalid("feature_eps",
+                       "applies only to feature_map \"favor_stabilized\" or \"generalized_relu\"");
+    }
     if (fm == 3) {
       RECUR_RETURN_IF_ERROR(c.UInt("n_features", 1, &p->favor_features));
       static const char* const kFavorLayouts[] = {"performer", "fast_transformers"};
@@ -69,15 +98,27 @@ class LinearAttentionConverterImpl final : public MixerConverter {
       }
       p->softmax_temp = 1.0f / std::sqrt(static_cast<float>(p->dk));
       RECUR_RETURN_IF_ERROR(c.PositiveFloat("softmax_temp", &p->softmax_temp, false));
-    } else {
+    } else if (!performer) {
       for (const char* key : {"n_features", "favor_layout", "softmax_temp"}) {
         if (c.object.contains(key)) {
           return c.Invalid(key, "applies only to feature_map \"favor\"");
         }
       }
     }
-    RECUR_RETURN_IF_ERROR(c.PositiveFloat("eps", &p->eps));
+    if (performer && c.object.contains("eps") && c.object["eps"] == 0) {
+      p->eps = 0.0f;  // the features are > 0: no eps needed (performer-pytorch's encoder)
+    } else {
+      RECUR_RETURN_IF_ERROR(c.PositiveFloat("eps", &p->eps));
+    }
+    RECUR_RETURN_IF_ERROR(
+        c.reader.Bool(c.object, "eps_per_feature", c.where, &p->eps_per_feature, false));
     RECUR_RETURN_IF_ERROR(c.Causal(&p->causal));
+    if (p->feature_map == FeatureMap::kFavorStabilized && p->causal) {
+      return c.Invalid("feature_map",
+                       "\"favor_stabilized\" is encoder-only (\"causal\": false): "
+                       "its key stabiliser is a maximum over the whole sequence, "
+                       "which a recurrent step cannot know");
+    }
     *out = std::move(p);
     return Status::Ok();
   }
@@ -98,10 +139,17 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     auto v = w->Dense("value");
     auto o = w->Dense("out");
     const int32_t omega = p.favor() ? w->Ref("feature_map.omega") : -1;
-    return fb::CreateLinearAttention(w->fbb(), p.heads, p.dk, p.dv, ToFb(p.feature_map), p.eps,
-                                     q, k, v, o, p.causal, omega, p.favor_features,
-                                     p.softmax_temp)
+    return fb::CreateLinearAttention(w->fbb(), p.heads, p.dk, p.dv, ToFb(p.feature_map), p.eps, q,
+                                     k, v, o, p.causal, omega, p.favor_features, p.softmax_temp,
+                                     p.feature_eps, p.eps_per_feature)
         .Union();
+  }
+
+  uint32_t FormatVersion(const MixerParams& params) const override {
+    const auto& p = static_cast<const LinearAttentionParams&>(params);
+    const bool newer = p.feature_map == FeatureMap::kFavorStabilized ||
+                       p.feature_map == FeatureMap::kGeneralizedRelu || p.eps_per_feature;
+    return newer ? 2 : 1;
   }
 
   void Describe(const void* table, const TensorRefs& refs, OrderedJson* out) const override {
@@ -114,11 +162,18 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     mixer["eps"] = FloatForJson(la->eps());
     mixer["causal"] = la->causal();
     if (la->feature_map() == fb::FeatureMap::Favor ||
-        la->feature_map() == fb::FeatureMap::FavorHyperbolic) {
+        la->feature_map() == fb::FeatureMap::FavorHyperbolic ||
+        la->feature_map() == fb::FeatureMap::FavorStabilized ||
+        la->feature_map() == fb::FeatureMap::GeneralizedRelu) {
       mixer["favor_features"] = la->favor_features();
       mixer["softmax_temp"] = FloatForJson(la->softmax_temp());
       mixer["omega"] = la->omega();
     }
+    if (la->feature_map() == fb::FeatureMap::FavorStabilized ||
+        la->feature_map() == fb::FeatureMap::GeneralizedRelu) {
+      mixer["feature_eps"] = FloatForJson(la->feature_eps());
+    }
+    if (la->eps_per_feature()) mixer["eps_per_feature"] = true;
     // S (H, C, dv) and z (H, C) per stream, and their compensations unless a
     // session keeps plain sums; encoders keep none between calls.
     const uint64_t c = FeatureWidth(la);
@@ -137,7 +192,10 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     if (m.contains("favor_features")) {
       text += " m=" + std::to_string(m["favor_features"].get<uint32_t>()) + InspectFields(m, {"softmax_temp"});
     }
-    return text + InspectFields(m, {"eps"}) + InspectEncoderNote(m);
+    if (m.contains("feature_eps")) text += InspectFields(m, {"feature_eps"});
+    text += InspectFields(m, {"eps"});
+    if (m.contains("eps_per_feature")) text += " eps_per_feature";
+    return text + InspectEncoderNote(m);
   }
 };
 
@@ -150,6 +208,10 @@ const char* FeatureMapName(FeatureMap f) {
     case FeatureMap::kPoly2: return "poly2";
     case FeatureMap::kFavor: return "favor";
     case FeatureMap::kFavorHyperbolic: return "favor (fast-transformers)";
+    case FeatureMap::kFavorStabilized:
+      return "favor_stabilized";
+    case FeatureMap::kGeneralizedRelu:
+      return "generalized_relu";
   }
   return "?";
 }

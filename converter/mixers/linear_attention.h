@@ -9,9 +9,18 @@
 namespace recur::impl::converter {
 
 // See runtime/schema/recur.fbs (FeatureMap) for the maps and their widths.
-enum class FeatureMap { kEluPlusOne, kRelu, kPoly2, kFavor, kFavorHyperbolic };
+enum class FeatureMap {
+  kEluPlusOne,
+  kRelu,
+  kPoly2,
+  kFavor,
+  kFavorHyperbolic,
+  kFavorStabilized,  // performer-pytorch's softmax kernel (encoder only)
+  kGeneralizedRelu,  // performer-pytorch's generalized kernel, relu
+};
 
-// "elu_plus_one", "relu", "poly2", "favor", "favor (fast-transformers)"
+// "elu_plus_one", "relu", "poly2", "favor", "favor (fast-transformers)",
+// "favor_stabilized", "generalized_relu"
 const char* FeatureMapName(FeatureMap f);
 
 // Config type "linear_attention"; also what the fast-transformers layout's
@@ -27,12 +36,19 @@ struct LinearAttentionParams : MixerParamsOf<LinearAttentionParams> {
   // [dk, OmegaColumns()].
   uint32_t favor_features = 0;
   float softmax_temp = 0.0f;
+  // kFavorStabilized, kGeneralizedRelu: the ε added to every feature.
+  float feature_eps = 0.0f;
+  // The denominator φ(q)·(z + eps) instead of φ(q)·z + eps.
+  bool eps_per_feature = false;
 
+  // The maps with a random projection ω (mixer.feature_map.omega).
   bool favor() const {
-    return feature_map == FeatureMap::kFavor || feature_map == FeatureMap::kFavorHyperbolic;
+    return feature_map == FeatureMap::kFavor || feature_map == FeatureMap::kFavorHyperbolic ||
+           feature_map == FeatureMap::kFavorStabilized ||
+           feature_map == FeatureMap::kGeneralizedRelu;
   }
   uint32_t OmegaColumns() const {
-    return feature_map == FeatureMap::kFavor ? favor_features : favor_features / 2;
+    return feature_map == FeatureMap::kFavorHyperbolic ? favor_features / 2 : favor_features;
   }
 };
 

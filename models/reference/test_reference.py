@@ -385,7 +385,7 @@ def expected_tensors(cfg):
             t[b + "mixer.E"] = (m["heads"], *kn) if sharing == "none" else kn
             if sharing in ("none", "headwise"):
                 t[b + "mixer.F"] = t[b + "mixer.E"]
-        if m.get("feature_map") == "favor":
+        if m.get("feature_map") in ("favor", "favor_stabilized", "generalized_relu"):
             mm = m["n_features"]
             t[b + "mixer.feature_map.omega"] = (m["dk"], mm if m.get("favor_layout", "performer") == "performer"
                                                 else mm // 2)
@@ -426,7 +426,7 @@ def naive_forward(cfg, w, x):
     def norm(h, name):
         return F.layer_norm(h, (d,), w[name + ".weight"], w[name + ".bias"], cfg["layer_norm_eps"])
 
-    def phi(t, b):  # (n, H, dk) → (n, H, C), each feature map written out from the README
+    def phi(t, b, keys=False):  # (n, H, dk) → (n, H, C), each feature map written out from the README
         fm = m["feature_map"]
         if fm == "elu_plus_one":
             return torch.where(t > 0, t + 1, torch.exp(t))
@@ -438,6 +438,11 @@ def naive_forward(cfg, w, x):
         xt = t * math.sqrt(m.get("softmax_temp", 1 / math.sqrt(dk)))
         half = (xt * xt).sum(-1, keepdim=True) / 2
         u = torch.einsum("nhd,dj->nhj", xt, omega)
+        if fm == "generalized_relu":
+            return u.clamp(min=0) + m.get("feature_eps", 1e-3)
+        if fm == "favor_stabilized":   # README: a query's own max over j; the keys' max over all n and j, per head
+            top = u.amax(dim=(0, 2), keepdim=True) if keys else u.amax(dim=-1, keepdim=True)
+            return (torch.exp(u - half - top) + m.get("feature_eps", 1e-4)) / math.sqrt(mm)
         if m.get("favor_layout", "performer") == "performer":
             return torch.exp(u - half) / math.sqrt(mm)
         off = half + 0.5 * math.log(mm)
@@ -523,13 +528,14 @@ def naive_forward(cfg, w, x):
 
     def linear_mixer(h, b):
         q = phi(lin(h, b + "mixer.query").view(n, heads, dk), b)
-        k = phi(lin(h, b + "mixer.key").view(n, heads, dk), b)
+        k = phi(lin(h, b + "mixer.key").view(n, heads, dk), b, keys=True)
         v = lin(h, b + "mixer.value").view(n, heads, dv)
         o = torch.zeros(n, heads, dv, dtype=h.dtype)
         for i in range(n):
             seen = n if not m.get("causal", True) else i + 1                    # encoder: all
             sim = (q[i] * k[:seen]).sum(-1)                                     # (seen, H)
-            o[i] = (sim[:, :, None] * v[:seen]).sum(0) / (sim.sum(0) + m["eps"])[:, None]
+            eps = m["eps"] * q[i].sum(-1) if m.get("eps_per_feature") else m["eps"]   # README: φ(q)·(z + eps)
+            o[i] = (sim[:, :, None] * v[:seen]).sum(0) / (sim.sum(0) + eps)[:, None]
         return lin(o.reshape(n, heads * dv), b + "mixer.out")
 
     per_type = {"retnet": retnet_mixer, "linformer": linformer_mixer, "reformer": reformer_mixer, "gau": gau_mixer,

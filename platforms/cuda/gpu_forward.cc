@@ -111,6 +111,13 @@ void ReadHeads(const Table* t, Block* b) {
 
 Status GpuModel::LoadLinear(const fb::LinearAttention* t, const std::string& layer, Block* b) {
   const fb::FeatureMap fm = t->feature_map();
+  if (fm == fb::FeatureMap::FavorStabilized || fm == fb::FeatureMap::GeneralizedRelu) {
+    return Unsupported("%s: the GPU path has no %s feature map", layer.c_str(),
+                       fb::EnumNameFeatureMap(fm));
+  }
+  if (t->eps_per_feature()) {
+    return Unsupported("%s: the GPU path has no per-feature eps (eps_per_feature)", layer.c_str());
+  }
   b->kind = Kind::kLinear;
   ReadHeads(t, b);
   b->causal = t->causal();

@@ -1,15 +1,17 @@
 // Causal linear attention (docs/attention-math.md §3): the RNN step and the
 // chunked-parallel form.
+#include "kernels/linear_attention/linear_attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "backends/dense_op.h"
 #include "kernels/dense/dense.h"
 #include "kernels/elementwise/elementwise.h"
-#include "kernels/linear_attention/linear_attention.h"
 #include "mixers/mixer.h"
 #include "mixers/projections.h"
 
@@ -56,9 +58,12 @@ class LinearAttention final : public Mixer {
     float* o = v + rows * v_width;              // (rows, H·dv)
     float* raw = o + rows * v_width;            // (rows, H·dk)
     RunDense(proj_.query, x, rows, raw, false, ctx.pool, ctx.dense);
-    Features(raw, rows, phi_q, ctx.pool);
+    Features(raw, rows, phi_q, /*keys=*/false, ctx.pool);
     RunDense(proj_.key, x, rows, raw, false, ctx.pool, ctx.dense);
-    Features(raw, rows, phi_k, ctx.pool);
+    Features(raw, rows, phi_k, /*keys=*/true, ctx.pool);
+    if (feature_map_ == fb::FeatureMap::FavorStabilized) {
+      StabilizedKeys(raw, batch, steps, phi_k, ctx.pool);
+    }
     RunDense(proj_.value, x, rows, v, false, ctx.pool, ctx.dense);
     if (steps == 1 && causal_) {
       ctx.pool->ParallelRanges(batch, 8, [&](size_t first, size_t last) {
@@ -66,10 +71,10 @@ class LinearAttention final : public Mixer {
           const Sums sums = SumsOf(states[b], ctx.compensated_sums);
           for (size_t h = 0; h < heads_; ++h) {
             const Sums head = sums.Head(h, c_, dv_);
-            kernels::LinearAttentionStep(phi_q + b * qk_width + h * c_,
-                                         phi_k + b * qk_width + h * c_, v + b * v_width + h * dv_,
-                                         c_, dv_, eps_, head.s, head.s_comp, head.z, head.z_comp,
-                                         o + b * v_width + h * dv_);
+            const float* qh = phi_q + b * qk_width + h * c_;
+            kernels::LinearAttentionStep(
+                qh, phi_k + b * qk_width + h * c_, v + b * v_width + h * dv_, c_, dv_, Eps(qh),
+                head.s, head.s_comp, head.z, head.z_comp, o + b * v_width + h * dv_);
           }
         }
       });
@@ -105,11 +110,31 @@ class LinearAttention final : public Mixer {
     const fb::FeatureMap fm = t->feature_map();
     if (fm != fb::FeatureMap::EluPlusOne && fm != fb::FeatureMap::Relu &&
         fm != fb::FeatureMap::Poly2 && fm != fb::FeatureMap::Favor &&
-        fm != fb::FeatureMap::FavorHyperbolic) {
+        fm != fb::FeatureMap::FavorHyperbolic && fm != fb::FeatureMap::FavorStabilized &&
+        fm != fb::FeatureMap::GeneralizedRelu) {
       return Unsupported("%s: feature map %d is not supported by this runtime", layer.c_str(),
                          static_cast<int>(fm));
     }
-    const bool favor = fm == fb::FeatureMap::Favor || fm == fb::FeatureMap::FavorHyperbolic;
+    // The maps with a random projection ω.
+    const bool favor = fm == fb::FeatureMap::Favor || fm == fb::FeatureMap::FavorHyperbolic ||
+                       fm == fb::FeatureMap::FavorStabilized ||
+                       fm == fb::FeatureMap::GeneralizedRelu;
+    // Features ≥ feature_eps > 0: the denominator cannot vanish, eps may be 0.
+    const bool positive =
+        (fm == fb::FeatureMap::FavorStabilized || fm == fb::FeatureMap::GeneralizedRelu) &&
+        t->feature_eps() > 0.0f && std::isfinite(t->feature_eps());
+    if ((fm == fb::FeatureMap::FavorStabilized || fm == fb::FeatureMap::GeneralizedRelu) &&
+        !positive) {
+      return InvalidModel("%s: feature map %s needs feature_eps finite and > 0 (got %g)",
+                          layer.c_str(), fb::EnumNameFeatureMap(fm), double(t->feature_eps()));
+    }
+    if (fm == fb::FeatureMap::FavorStabilized && t->causal()) {
+      return InvalidModel(
+          "%s: feature map FavorStabilized is encoder-only: its key stabiliser is "
+          "a maximum over the whole utterance, which a recurrent step cannot "
+          "know",
+          layer.c_str());
+    }
     if (favor && (t->favor_features() == 0 || t->favor_features() > kMaxWidth ||
                   (fm == fb::FeatureMap::FavorHyperbolic && t->favor_features() < 2))) {
       return InvalidModel("%s: a Favor feature map needs favor_features in [%u, %u] (got %u)",
@@ -128,8 +153,9 @@ class LinearAttention final : public Mixer {
       return InvalidModel("%s: poly2 features heads x dk² must be <= %u", layer.c_str(), kMaxWidth);
     }
     // eps keeps φ(q)ᵀz + eps away from 0 (relu features of all-negative keys
-    // give z = 0): the reference and the converter require it > 0.
-    if (!(t->eps() > 0.0f && std::isfinite(t->eps()))) {
+    // give z = 0): the reference and the converter require it > 0, or ≥ 0
+    // for the maps whose features are > 0.
+    if (!(std::isfinite(t->eps()) && (t->eps() > 0.0f || (positive && t->eps() == 0.0f)))) {
       return InvalidModel("%s: linear attention eps must be finite and > 0 (got %g)",
                           layer.c_str(), double(t->eps()));
     }
@@ -138,11 +164,15 @@ class LinearAttention final : public Mixer {
     m->dk_ = t->dk();
     m->dv_ = t->dv();
     m->eps_ = t->eps();
+    m->eps_per_feature_ = t->eps_per_feature();
+    m->feature_eps_ = t->feature_eps();
     m->causal_ = t->causal();
     m->feature_map_ = fm;
     switch (fm) {
       case fb::FeatureMap::Poly2: m->c_ = m->dk_ * m->dk_; break;
       case fb::FeatureMap::Favor:
+      case fb::FeatureMap::FavorStabilized:
+      case fb::FeatureMap::GeneralizedRelu:
         m->favor_m_ = m->omega_cols_ = t->favor_features();
         m->c_ = m->omega_cols_;
         break;
@@ -171,7 +201,8 @@ class LinearAttention final : public Mixer {
  private:
   // φ of the (rows, H·dk) projections into (rows, H·C) features (the schema's
   // FeatureMap; docs/attention-math.md §3).
-  void Features(const float* raw, size_t rows, float* phi, ThreadPool* pool) const {
+  // `keys`: FavorStabilized leaves the keys' s = ω_jᵀx̃ for StabilizedKeys.
+  void Features(const float* raw, size_t rows, float* phi, bool keys, ThreadPool* pool) const {
     const size_t vectors = rows * heads_;  // dk-vectors, contiguous
     switch (feature_map_) {
       case fb::FeatureMap::EluPlusOne:
@@ -213,7 +244,71 @@ class LinearAttention final : public Mixer {
         });
         return;
       }
+      case fb::FeatureMap::GeneralizedRelu: {
+        const float root_t = std::sqrt(temp_);
+        pool->ParallelRanges(vectors, 16, [&](size_t first, size_t last) {
+          kernels::Dense(raw + first * dk_, dk_, last - first, omega_t_.data(), nullptr, dk_,
+                         omega_cols_, phi + first * c_, c_, false);
+          float* u = phi + first * c_;
+          for (size_t i = 0; i < (last - first) * c_; ++i) {
+            u[i] = std::max(root_t * u[i], 0.0f) + feature_eps_;
+          }
+        });
+        return;
+      }
+      case fb::FeatureMap::FavorStabilized: {
+        // s = √t·u; a query's φ against its own maximum over j.
+        const float root_t = std::sqrt(temp_);
+        const float ratio = 1.0f / std::sqrt(static_cast<float>(favor_m_));
+        pool->ParallelRanges(vectors, 16, [&](size_t first, size_t last) {
+          kernels::Dense(raw + first * dk_, dk_, last - first, omega_t_.data(), nullptr, dk_,
+                         omega_cols_, phi + first * c_, c_, false);
+          kernels::Scale(phi + first * c_, root_t, phi + first * c_, (last - first) * c_);
+          if (keys) return;
+          for (size_t i = first; i < last; ++i) {
+            float* s = phi + i * c_;
+            const float top = *std::max_element(s, s + c_);
+            StabilizedRow(raw + i * dk_, top, ratio, s);
+          }
+        });
+        return;
+      }
     }
+  }
+
+  // φ_j = (exp(s_j − t·‖x‖²/2 − top) + ε)/√m in place of s (one dk-vector x).
+  void StabilizedRow(const float* x, float top, float ratio, float* s) const {
+    const float off = 0.5f * temp_ * kernels::Dot(x, x, dk_) + top;
+    kernels::AffineExp(s, 1.0f, -off, s, c_);
+    for (size_t j = 0; j < c_; ++j) s[j] = ratio * (s[j] + feature_eps_);
+  }
+
+  // FavorStabilized keys: phi_k holds s per (row, head), raw_k the keys
+  // (rows, H·dk). M is the maximum of s over each (stream, head)'s keys.
+  void StabilizedKeys(const float* raw_k, size_t batch, size_t steps, float* phi_k,
+                      ThreadPool* pool) const {
+    const float ratio = 1.0f / std::sqrt(static_cast<float>(favor_m_));
+    pool->ForEachStrided(batch * heads_, [&](size_t, size_t pair) {
+      const size_t b = pair / heads_, h = pair % heads_;
+      float top = -std::numeric_limits<float>::infinity();
+      for (size_t t = 0; t < steps; ++t) {
+        const float* s = phi_k + ((b * steps + t) * heads_ + h) * c_;
+        top = std::max(top, *std::max_element(s, s + c_));
+      }
+      for (size_t t = 0; t < steps; ++t) {
+        const size_t i = (b * steps + t) * heads_ + h;
+        StabilizedRow(raw_k + i * dk_, top, ratio, phi_k + i * c_);
+      }
+    });
+  }
+
+  // The denominator's eps for the query features phi_q (C): eps, or
+  // eps·Σφ(q) when eps_per_feature (φ(q)·(z + eps)).
+  float Eps(const float* phi_q) const {
+    if (!eps_per_feature_) return eps_;
+    float sum = 0.0f;
+    for (size_t j = 0; j < c_; ++j) sum += phi_q[j];
+    return eps_ * sum;
   }
 
   // Positions per attention chunk. Run may get more (a long prefill chunk or
@@ -277,7 +372,7 @@ class LinearAttention final : public Mixer {
       std::fill(a + i * t_n + i + 1, a + (i + 1) * t_n, 0.0f);
       float row = 0.0f;
       for (size_t j = 0; j <= i; ++j) row += a[i * t_n + j];
-      den[i] = row + kernels::Dot(q + i * c_, z, c_) + eps_;
+      den[i] = row + kernels::Dot(q + i * c_, z, c_) + Eps(q + i * c_);
     }
     kernels::Dense(a, t_n, t_n, vt, nullptr, t_n, dv_, num, dv_, false);   // A V
     kernels::Dense(q, c_, t_n, st, nullptr, c_, dv_, num, dv_, true);    // + φQ S
@@ -321,7 +416,7 @@ class LinearAttention final : public Mixer {
       const float* q = phi_q + t * row_qk;
       float* o = out + t * row_v;
       kernels::Dense(q, c_, 1, st, nullptr, c_, dv_, o, dv_, false);  // φqᵀ S
-      const float inv = 1.0f / (kernels::Dot(q, z, c_) + eps_);
+      const float inv = 1.0f / (kernels::Dot(q, z, c_) + Eps(q));
       for (size_t m = 0; m < dv_; ++m) o[m] *= inv;
     }
   }
@@ -329,6 +424,8 @@ class LinearAttention final : public Mixer {
   size_t heads_ = 0, dk_ = 0, dv_ = 0;
   size_t c_ = 0;  // features per head: φ maps dk → C
   fb::FeatureMap feature_map_ = fb::FeatureMap::EluPlusOne;
+  bool eps_per_feature_ = false;
+  float feature_eps_ = 0.0f;  // FavorStabilized, GeneralizedRelu
   // Favor maps: ωᵀ (cols, dk), so that u = xᵀω is a Dense over the (rows·H, dk) q/k rows;
   // m (favor_features) and the temperature.
   std::vector<float> omega_t_;

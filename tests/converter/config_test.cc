@@ -273,7 +273,7 @@ TEST_CASE("config: recur layout, invalid values") {
         "config.json: \"mixer.type\" must be one of " + types + " (got \"softmax\")");
   CHECK(with("/mixer/feature_map", "sigmoid") ==
         "config.json: \"mixer.feature_map\" must be one of \"elu_plus_one\", \"relu\", "
-        "\"poly2\", \"favor\" (got \"sigmoid\")");
+        "\"poly2\", \"favor\", \"favor_stabilized\", \"generalized_relu\" (got \"sigmoid\")");
   CHECK(with("/input/kind", "audio") ==
         "config.json: \"input.kind\" must be one of \"tokens\", \"features\" (got \"audio\")");
   CHECK(with("/head/activation", "sigmoid") ==
@@ -443,6 +443,44 @@ TEST_CASE("config: linear-attention feature maps (recur layout)") {
         "config.json: \"mixer.n_features\" applies only to feature_map \"favor\"");
   CHECK(ErrorOf(mixer_with({{"feature_map", "poly2"}, {"softmax_temp", 0.1}})) ==
         "config.json: \"mixer.softmax_temp\" applies only to feature_map \"favor\"");
+
+  // performer-pytorch's kernels: ω [dk, m], their ε (defaults 1e-4 and 1e-3),
+  // eps 0 allowed (their features are > 0), the softmax kernel encoder-only.
+  r = ParseConfig(
+      mixer_with(
+          {{"feature_map", "generalized_relu"}, {"n_features", 6}, {"eps_per_feature", true}})
+          .dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const auto& g = ParamsOf<LinearAttentionParams>(r->desc.blocks[0]);
+  CHECK(g.feature_map == FeatureMap::kGeneralizedRelu);
+  CHECK(g.feature_eps == 1e-3f);
+  CHECK(g.eps_per_feature);
+  CHECK(g.OmegaColumns() == 6);
+  r = ParseConfig(mixer_with({{"feature_map", "favor_stabilized"},
+                              {"n_features", 6},
+                              {"eps", 0},
+                              {"causal", false},
+                              {"feature_eps", 0.25}})
+                      .dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(ParamsOf<LinearAttentionParams>(r->desc.blocks[0]).eps == 0.0f);
+  CHECK(ParamsOf<LinearAttentionParams>(r->desc.blocks[0]).feature_eps == 0.25f);
+  CHECK(ErrorOf(mixer_with({{"feature_map", "favor_stabilized"}, {"n_features", 6}})) ==
+        "config.json: \"mixer.feature_map\" \"favor_stabilized\" is encoder-only "
+        "(\"causal\": false): its key stabiliser is a maximum over the whole sequence, which a "
+        "recurrent step cannot know");
+  CHECK(ErrorOf(mixer_with({{"feature_map", "relu"}, {"feature_eps", 0.1}})) ==
+        "config.json: \"mixer.feature_eps\" applies only to feature_map \"favor_stabilized\" or "
+        "\"generalized_relu\"");
+  CHECK(ErrorOf(mixer_with({{"feature_map", "favor"}, {"n_features", 6}, {"eps", 0}})) ==
+        "config.json: \"mixer.eps\" must be a positive number");
+  CHECK(ErrorOf(mixer_with({{"feature_map", "generalized_relu"},
+                            {"n_features", 6},
+                            {"favor_layout", "performer"}})) ==
+        "config.json: \"mixer.favor_layout\" applies only to feature_map \"favor\"");
+  CHECK(ErrorOf(mixer_with(
+            {{"feature_map", "generalized_relu"}, {"n_features", 6}, {"eps_per_feature", 1}})) ==
+        "config.json: \"mixer.eps_per_feature\" must be true or false");
 }
 
 TEST_CASE("config: softmax attention (recur layout)") {

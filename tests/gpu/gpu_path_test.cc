@@ -486,6 +486,16 @@ TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
   CHECK(s.message().find("the GPU path has no RetNet mixer") != std::string::npos);
   CHECK(gpu == nullptr);
 
+  for (const auto& [config, message] :
+       {std::pair{"performer_encoder", "blocks.0: the GPU path has no FavorStabilized feature map"},
+        {"performer_generalized", "blocks.0: the GPU path has no GeneralizedRelu feature map"}}) {
+    Loaded performer;
+    Load(ReadConfig(config), WeightDType::kF32, &performer);
+    const Status p = GpuModel::Create(*performer.model, TestDevice(), &gpu);
+    CHECK(p.code() == StatusCode::kUnsupported);
+    CHECK(p.message() == message);
+  }
+
   Loaded global;
   Load(ReadConfig("sliding_window_global"), WeightDType::kF32, &global);
   const Status g = GpuModel::Create(*global.model, TestDevice(), &gpu);

@@ -65,7 +65,10 @@ def _pos_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and math.isfinite(v)
 
 
-FEATURE_MAPS = ("elu_plus_one", "relu", "favor", "poly2")
+FEATURE_MAPS = ("elu_plus_one", "relu", "favor", "poly2", "favor_stabilized", "generalized_relu")
+# performer-pytorch's kernels (favor_stabilized: its softmax kernel; generalized_relu: its
+# generalized kernel with relu): ω (dk, m) like 'favor', and ε added to every feature.
+PERFORMER_MAPS = {"favor_stabilized": 1e-4, "generalized_relu": 1e-3}
 FAVOR_LAYOUTS = ("performer", "fast_transformers")
 LINFORMER_SHARING = ("none", "headwise", "kv", "layerwise")
 AFT_BIAS_FORMS = ("add", "multiply")
@@ -74,7 +77,8 @@ AFT_BIAS_FORMS = ("add", "multiply")
 _KEYS = {
     "softmax_attention": ({"heads", "dk", "dv"}, {"causal"}),
     "linear_attention": ({"heads", "dk", "dv", "feature_map", "eps"},
-                         {"causal", "n_features", "favor_layout", "softmax_temp"}),
+                         {"causal", "n_features", "favor_layout", "softmax_temp", "feature_eps",
+                          "eps_per_feature"}),
     "sliding_window": ({"heads", "dk", "dv", "window"},
                        {"dilation", "global_tokens", "causal", "global_projections"}),
     "aft_simple": ({"heads", "dk"}, {"causal"}),
@@ -146,9 +150,22 @@ def validate_mixer(cfg: dict, d_model: int) -> None:
     if t == "linear_attention":
         fm = cfg["feature_map"]
         need(fm in FEATURE_MAPS, f"unknown mixer.feature_map {fm!r}; expected one of {list(FEATURE_MAPS)}")
-        need(_pos_number(cfg["eps"]), "mixer.eps must be > 0")
+        performer = fm in PERFORMER_MAPS
+        need(_pos_number(cfg["eps"]) or (performer and cfg["eps"] == 0 and not isinstance(cfg["eps"], bool)),
+             "mixer.eps must be > 0")
+        need(isinstance(cfg.get("eps_per_feature", False), bool), "mixer.eps_per_feature must be true or false")
+        need("feature_eps" not in cfg or (performer and _pos_number(cfg["feature_eps"])),
+             "mixer.feature_eps must be > 0 and applies only to feature_map 'favor_stabilized' or "
+             "'generalized_relu'")
         favor_keys = {"n_features", "favor_layout", "softmax_temp"} & set(cfg)
-        if fm == "favor":
+        if performer:
+            need(_pos_int(cfg.get("n_features")), f"mixer.n_features must be a positive integer with feature_map {fm!r}")
+            need("favor_layout" not in cfg, "mixer.favor_layout applies only to feature_map 'favor'")
+            need("softmax_temp" not in cfg or _pos_number(cfg["softmax_temp"]), "mixer.softmax_temp must be > 0")
+            need(fm != "favor_stabilized" or not causal,
+                 "mixer.feature_map 'favor_stabilized' is encoder-only (causal false): its key stabiliser "
+                 "is a maximum over the whole sequence")
+        elif fm == "favor":
             need("n_features" in cfg, "mixer.n_features is required with feature_map 'favor'")
             layout = cfg.get("favor_layout", "performer")
             need(layout in FAVOR_LAYOUTS, f"unknown mixer.favor_layout {layout!r}; expected one of {list(FAVOR_LAYOUTS)}")
@@ -233,6 +250,8 @@ def feature_dim(cfg: dict) -> int:
     if fm == "favor":
         m = cfg["n_features"]
         return m if cfg.get("favor_layout", "performer") == "performer" else 2 * (m // 2)
+    if fm in PERFORMER_MAPS:
+        return cfg["n_features"]
     return dk
 
 
@@ -690,10 +709,12 @@ class LinearAttention(Mixer):
         self.key = nn.Linear(d_model, self.heads * self.dk)
         self.value = nn.Linear(d_model, self.heads * self.dv)
         self.out = nn.Linear(self.heads * self.dv, d_model)
-        if self.fm == "favor":
+        self.eps_per_feature = cfg.get("eps_per_feature", False)
+        if self.fm == "favor" or self.fm in PERFORMER_MAPS:
             self.layout = cfg.get("favor_layout", "performer")
             self.n_features = cfg["n_features"]
             self.softmax_temp = cfg.get("softmax_temp", 1 / math.sqrt(self.dk))
+            self.feature_eps = cfg.get("feature_eps", PERFORMER_MAPS.get(self.fm, 0.0))
             cols = self.n_features if self.layout == "performer" else self.n_features // 2
             self.feature_map = _FeatureMapParams(self.dk, cols)
 
@@ -705,17 +726,38 @@ class LinearAttention(Mixer):
         if self.fm == "poly2":
             return poly2(x)
         omega = self.feature_map.omega
+        if self.fm == "generalized_relu":   # relu(ω_jᵀx̃) + ε
+            return F.relu((x * math.sqrt(self.softmax_temp)) @ omega) + self.feature_eps
         if self.layout == "performer":
             return performer_favor(x, omega, self.softmax_temp)
         return fast_transformers_favor(x, omega, self.n_features, self.softmax_temp)
 
+    def _stabilized(self, x: Tensor, keys: bool) -> Tensor:
+        """favor_stabilized (performer-pytorch's softmax_kernel) of x (..., N, H, dk): s = x̃ω,
+        φ = (exp(s − ‖x̃‖²/2 − max) + ε)/√m with the max over j (queries) or over the
+        sequence and j per head (keys: dims N and C of (..., N, H, C))."""
+        x = x * math.sqrt(self.softmax_temp)
+        s = x @ self.feature_map.omega
+        top = s.amax(dim=(-3, -1), keepdim=True) if keys else s.amax(dim=-1, keepdim=True)
+        diag = 0.5 * (x * x).sum(-1, keepdim=True)
+        return (torch.exp(s - diag - top) + self.feature_eps) / math.sqrt(self.n_features)
+
     def _features(self, x):
         """x ([B,] N, d_model) → φ(q), φ(k) ([B,] N, H, C), v ([B,] N, H, dv)."""
         lead = x.shape[:-1]
-        q = self.phi(self.query(x).view(*lead, self.heads, self.dk))
-        k = self.phi(self.key(x).view(*lead, self.heads, self.dk))
+        q = self.query(x).view(*lead, self.heads, self.dk)
+        k = self.key(x).view(*lead, self.heads, self.dk)
+        if self.fm == "favor_stabilized":
+            q, k = self._stabilized(q, False), self._stabilized(k, True)
+        else:
+            q, k = self.phi(q), self.phi(k)
         v = self.value(x).view(*lead, self.heads, self.dv)
         return q, k, v
+
+    def _eps(self, q: Tensor):
+        """The denominator's ε for query features q (..., C): eps, or eps·Σq
+        (φ(q)·(z + eps), eps_per_feature)."""
+        return self.eps * q.sum(-1) if self.eps_per_feature else self.eps
 
     # Per stream.
 
@@ -738,7 +780,7 @@ class LinearAttention(Mixer):
             sim = torch.einsum("ihc,jhc->hij", qc, kc).tril()            # (H, T, T): φ(q_i)·φ(k_j), j ≤ i
             num = torch.einsum("hij,jhm->ihm", sim, vc) + torch.einsum("ihc,hcm->ihm", qc, S)  # (T, H, dv)
             den = sim.sum(-1).T + torch.einsum("ihc,hc->ih", qc, z)      # (T, H)
-            outs.append(num / (den + self.eps).unsqueeze(-1))
+            outs.append(num / (den + self._eps(qc)).unsqueeze(-1))
             S = S + torch.einsum("jhc,jhm->hcm", kc, vc)                 # S += φ(K_c)ᵀ V_c
             z = z + kc.sum(0)                                            # z += Σ_rows φ(K_c)
         o = torch.cat(outs)                                              # (N, H, dv)
@@ -753,7 +795,7 @@ class LinearAttention(Mixer):
         S = S + torch.einsum("jhc,jhm->hcm", k, v)                      # (H, C, dv)
         z = z + k.sum(0)                                                # (H, C)
         num = torch.einsum("ihc,hcm->ihm", q, S)                        # (N, H, dv)
-        den = torch.einsum("ihc,hc->ih", q, z) + self.eps               # (N, H)
+        den = torch.einsum("ihc,hc->ih", q, z) + self._eps(q)           # (N, H)
         o = num / den.unsqueeze(-1)
         return self.out(o.reshape(len(x), -1)), S, z
 
@@ -768,7 +810,7 @@ class LinearAttention(Mixer):
             S = S + torch.einsum("hc,hm->hcm", ki, vi)       # S_i = S_{i−1} + φ(k_i) v_iᵀ
             z = z + ki                                       # z_i = z_{i−1} + φ(k_i)
             num = torch.einsum("hc,hcm->hm", qi, S)          # φ(q_i)ᵀ S_i       (H, dv)
-            den = torch.einsum("hc,hc->h", qi, z) + self.eps  # φ(q_i)ᵀ z_i + ε  (H,)
+            den = torch.einsum("hc,hc->h", qi, z) + self._eps(qi)  # φ(q_i)ᵀ z_i + ε  (H,)
             outs.append(num / den.unsqueeze(-1))
         o = torch.stack(outs)                                # (N, H, dv)
         return self.out(o.reshape(len(x), -1)), S, z
@@ -784,7 +826,7 @@ class LinearAttention(Mixer):
         S = torch.einsum("bjhc,bjhm->bhcm", k, v)
         z = k.sum(1)
         num = torch.einsum("bihc,bhcm->bihm", q, S)
-        den = torch.einsum("bihc,bhc->bih", q, z) + self.eps
+        den = torch.einsum("bihc,bhc->bih", q, z) + self._eps(q)
         return self.out((num / den.unsqueeze(-1)).reshape(B, N, -1))
 
     def _initial_state(self, batch, max_context):
@@ -803,7 +845,7 @@ class LinearAttention(Mixer):
             sim = torch.einsum("bihc,bjhc->bhij", qc, kc).tril()
             num = torch.einsum("bhij,bjhm->bihm", sim, vc) + torch.einsum("bihc,bhcm->bihm", qc, S)
             den = sim.sum(-1).transpose(1, 2) + torch.einsum("bihc,bhc->bih", qc, z)
-            outs.append(num / (den + self.eps).unsqueeze(-1))
+            outs.append(num / (den + self._eps(qc)).unsqueeze(-1))
             S = S + torch.einsum("bjhc,bjhm->bhcm", kc, vc)
             z = z + kc.sum(1)
         o = torch.cat(outs, 1)
@@ -818,7 +860,7 @@ class LinearAttention(Mixer):
         S = state["S"] + torch.einsum("bhc,bhm->bhcm", k, v)
         z = state["z"] + k
         num = torch.einsum("bhc,bhcm->bhm", q, S)
-        den = torch.einsum("bhc,bhc->bh", q, z) + self.eps
+        den = torch.einsum("bhc,bhc->bh", q, z) + self._eps(q)
         y = self.out((num / den.unsqueeze(-1)).reshape(len(x_t), -1))
         return y, {"S": S, "z": z}
 

@@ -31,7 +31,7 @@ _REQUIRED_KEYS = {"layout", "d_model", "n_layers", "norm_placement", "layer_norm
                   "max_positions", "mixer", "ffn", "final_norm", "head"}
 _OPTIONAL_KEYS = {"notes", "input_description", "output_description"}
 # Mixer keys valid only with feature_map "favor" (mixers.validate_mixer checks them).
-_FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp"}
+_FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp", "feature_eps", "eps_per_feature"}
 # The mixer types a recur config may name ("mixer": one mixer dict for every block, or a
 # list of n_layers mixer dicts, block i using entry i: a mixed model): every class of
 # mixers.MIXERS, so that a new mixer is one class there.
@@ -88,8 +88,8 @@ def _validate_mixer(mixer, d_model) -> None:
         need(all(_positive_int(mixer[k]) for k in ("heads", "dk", "dv")), "mixer.heads/dk/dv must be positive integers")
         need(mixer["feature_map"] in mixers.FEATURE_MAPS,
              f"mixer.feature_map must be one of {list(mixers.FEATURE_MAPS)}")
-        need(_positive_number(mixer["eps"]), "mixer.eps must be > 0")
-        # the feature-map rules (favor keys, n_features, favor_layout, softmax_temp): mixers.py
+        # eps (> 0, or 0 for the performer maps) and the feature-map rules (favor keys,
+        # n_features, favor_layout, softmax_temp, feature_eps, eps_per_feature): mixers.py
         mixers.validate_mixer(mixer, d_model)
 
 
