@@ -1,0 +1,356 @@
+// The performer layout: `Performer` and `PerformerLM` of performer-pytorch,
+// with the constructor's keyword arguments as the config and the model's
+// state_dict names (docs/layouts.md, "performer-pytorch").
+//
+//   {"layout": "performer", "class": "PerformerLM", "num_tokens": 256, "max_seq_len": 1024,
+//    "dim": 128, "depth": 4, "heads": 4, "dim_head": 32, "causal": true,
+//    "generalized_attention": true, "rotary_position_emb": false}
+//
+// Blocks are pre-norm: x + attn(norm(x)), x + ff(norm(x)); the attention is
+// FAVOR+ over ω = projection_matrixᵀ with performer-pytorch's kernels (the
+// recur feature maps favor_stabilized and generalized_relu) and its
+// denominators; PerformerLM adds the token embedding, absolute positions, a
+// final LayerNorm and the head.
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "converter/layouts/layout_converter.h"
+#include "converter/mixers/linear_attention.h"
+#include "converter/mixers/mixer_converter.h"
+
+namespace recur::impl::converter {
+namespace {
+
+using nlohmann::json;
+
+enum class PerformerPositions { kNone, kLearned, kAxial };
+
+struct PerformerOptions : LayoutOptions {
+  bool lm = false;  // PerformerLM: the network under "performer.", embeddings, head
+  uint32_t heads = 0, dim_head = 0, features = 0;
+  bool qkv_bias = false, out_bias = false, tie_embed = false;
+  PerformerPositions positions = PerformerPositions::kNone;
+  uint32_t axial_rows = 0, axial_cols = 0;  // axial_position_shape
+};
+
+// A boolean option recur cannot reproduce when set: refused with the reason.
+Status RefuseIfSet(const KeyReader& r, const json& root, const char* key, const char* reason) {
+  bool on = false;
+  RECUR_RETURN_IF_ERROR(r.Bool(root, key, "", &on, false));
+  return on ? r.Invalid(key, std::string("must be false: ") + reason) : Status::Ok();
+}
+
+Status ParsePerformer(const KeyReader& r, const json& root, ModelDescription* d) {
+  static const char* const kClasses[] = {"Performer", "PerformerLM"};
+  std::size_t cls = 0;
+  RECUR_RETURN_IF_ERROR(r.Choice(root, "class", "", kClasses, &cls));
+  auto o = std::make_shared<PerformerOptions>();
+  o->lm = cls == 1;
+  RECUR_RETURN_IF_ERROR(r.OnlyKeys(root, "",
+                                   {"layout",
+                                    "class",
+                                    "notes",
+                                    "input_description",
+                                    "output_description",
+                                    "num_tokens",
+                                    "max_seq_len",
+                                    "dim",
+                                    "depth",
+                                    "heads",
+                                    "dim_head",
+                                    "local_attn_heads",
+                                    "local_window_size",
+                                    "causal",
+                                    "ff_mult",
+                                    "nb_features",
+                                    "feature_redraw_interval",
+                                    "reversible",
+                                    "ff_chunks",
+                                    "ff_glu",
+                                    "emb_dropout",
+                                    "ff_dropout",
+                                    "attn_dropout",
+                                    "generalized_attention",
+                                    "kernel_fn",
+                                    "use_scalenorm",
+                                    "use_rezero",
+                                    "cross_attend",
+                                    "no_projection",
+                                    "tie_embed",
+                                    "rotary_position_emb",
+                                    "axial_position_emb",
+                                    "axial_position_shape",
+                                    "auto_check_redraw",
+                                    "qkv_bias",
+                                    "attn_out_bias",
+                                    "shift_tokens"}));
+  if (!o->lm) {
+    for (const char* key : {"num_tokens", "max_seq_len", "emb_dropout", "tie_embed",
+                            "rotary_position_emb", "axial_position_emb", "axial_position_shape"}) {
+      if (root.contains(key)) return r.Invalid(key, "applies only to class PerformerLM");
+    }
+  }
+  uint32_t dim = 0, depth = 0, heads = 0, dim_head = 64, ff_mult = 4;
+  RECUR_RETURN_IF_ERROR(r.UInt(root, "dim", "", 1, &dim));
+  RECUR_RETURN_IF_ERROR(ParseLayerCount(r, root, "depth", &depth));
+  RECUR_RETURN_IF_ERROR(r.UInt(root, "heads", "", 1, &heads));
+  if (KeyReader::Given(root, "dim_head")) {
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "dim_head", "", 1, &dim_head));
+  }
+  RECUR_RETURN_IF_ERROR(r.UInt(root, "ff_mult", "", 1, &ff_mult, false));
+  if (KeyReader::Given(root, "local_attn_heads") &&
+      !(root["local_attn_heads"].is_number_integer() && root["local_attn_heads"] == 0)) {
+    return r.Invalid("local_attn_heads",
+                     "must be 0: local heads (block-aligned windowed "
+                     "softmax beside the FAVOR+ heads of a layer) have no "
+                     "recur form yet");
+  }
+  bool causal = false, generalized = false;
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "causal", "", &causal, false));
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "generalized_attention", "", &generalized, false));
+  if (auto k = root.find("kernel_fn"); k != root.end() && *k != "relu") {
+    return r.Invalid("kernel_fn",
+                     "must be \"relu\" (nn.ReLU, the default): another kernel of "
+                     "the generalized attention has no recur feature map");
+  }
+  if (!generalized && causal) {
+    return r.Invalid("causal",
+                     "must be false with the softmax kernel (generalized_attention "
+                     "false): its keys' stabiliser is a maximum over the whole "
+                     "sequence, so a causal model's output at a position depends on "
+                     "later keys and has no recurrent form; train with "
+                     "generalized_attention true to stream");
+  }
+  RECUR_RETURN_IF_ERROR(RefuseIfSet(r, root, "no_projection",
+                                    "the softmax of the features "
+                                    "has no recur feature map yet"));
+  RECUR_RETURN_IF_ERROR(RefuseIfSet(r, root, "cross_attend",
+                                    "cross-attention needs an encoder "
+                                    "output recur does not take"));
+  RECUR_RETURN_IF_ERROR(RefuseIfSet(r, root, "reversible",
+                                    "recur has no reversible residual "
+                                    "blocks yet"));
+  RECUR_RETURN_IF_ERROR(RefuseIfSet(r, root, "use_scalenorm", "recur has no ScaleNorm yet"));
+  RECUR_RETURN_IF_ERROR(RefuseIfSet(r, root, "use_rezero",
+                                    "ReZero blocks have no norm, which "
+                                    "recur's blocks cannot express yet"));
+  RECUR_RETURN_IF_ERROR(RefuseIfSet(r, root, "ff_glu", "recur has no GLU feed-forward yet"));
+  RECUR_RETURN_IF_ERROR(RefuseIfSet(r, root, "shift_tokens", "recur has no token shift yet"));
+  // Training only: the converted model is the eval() forward with the stored
+  // projections.
+  for (const char* key : {"emb_dropout", "ff_dropout", "attn_dropout"}) {
+    double rate = 0;
+    RECUR_RETURN_IF_ERROR(r.NumberIn(root, key, "", 0.0, 1.0, &rate, false));
+  }
+  uint32_t unused = 0;
+  for (const char* key : {"ff_chunks", "local_window_size"}) {
+    RECUR_RETURN_IF_ERROR(r.UInt(root, key, "", 1, &unused, false));
+  }
+  if (KeyReader::Given(root, "feature_redraw_interval")) {
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "feature_redraw_interval", "", 1, &unused));
+  }
+  bool ignored = false;
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "auto_check_redraw", "", &ignored, false));
+
+  o->heads = heads;
+  o->dim_head = dim_head;
+  // nb_features None: int(dim_head · ln(dim_head)).
+  o->features = static_cast<uint32_t>(dim_head * std::log(static_cast<double>(dim_head)));
+  if (KeyReader::Given(root, "nb_features")) {
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "nb_features", "", 1, &o->features));
+  }
+  if (o->features == 0) {
+    return r.Invalid("dim_head",
+                     "gives no random features (int(dim_head·ln dim_head) = 0): set "
+                     "nb_features");
+  }
+  // Bare Performer: biases on by default; PerformerLM: off.
+  o->qkv_bias = !o->lm;
+  o->out_bias = !o->lm;
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "qkv_bias", "", &o->qkv_bias, false));
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "attn_out_bias", "", &o->out_bias, false));
+
+  d->d_model = dim;
+  d->norm_placement = NormPlacement::kPre;
+  d->layer_norm_eps = 1e-5f;
+  d->input = InputDescription{};
+  if (o->lm) {
+    d->input.kind = InputKind::kTokens;
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "num_tokens", "", 1, &d->input.vocab_size));
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "max_seq_len", "", 1, &d->input.max_positions));
+    bool rotary = true, axial = false;
+    RECUR_RETURN_IF_ERROR(r.Bool(root, "rotary_position_emb", "", &rotary, false));
+    RECUR_RETURN_IF_ERROR(r.Bool(root, "axial_position_emb", "", &axial, false));
+    if (rotary) {
+      return r.Invalid("rotary_position_emb",
+                       "must be false: recur has no rotary embeddings in linear attention yet");
+    }
+    o->positions = axial ? PerformerPositions::kAxial : PerformerPositions::kLearned;
+    if (axial) {
+      // axial_position_shape None: (ceil(max_seq_len / 64), 64).
+      o->axial_rows = (d->input.max_positions + 63) / 64;
+      o->axial_cols = 64;
+      if (KeyReader::Given(root, "axial_position_shape")) {
+        const json& shape = root["axial_position_shape"];
+        if (!shape.is_array() || shape.size() != 2 || !shape[0].is_number_unsigned() ||
+            !shape[1].is_number_unsigned() || shape[0] == 0 || shape[1] == 0) {
+          return r.Invalid("axial_position_shape", "must be two positive integers");
+        }
+        o->axial_rows = shape[0].get<uint32_t>();
+        o->axial_cols = shape[1].get<uint32_t>();
+      }
+      if (uint64_t{o->axial_rows} * o->axial_cols < d->input.max_positions) {
+        return r.Invalid("axial_position_shape", "must cover max_seq_len positions");
+      }
+    } else if (root.contains("axial_position_shape")) {
+      return r.Invalid("axial_position_shape", "applies only with axial_position_emb true");
+    }
+    RECUR_RETURN_IF_ERROR(r.Bool(root, "tie_embed", "", &o->tie_embed, false));
+    d->has_head = true;
+    d->head.out = d->input.vocab_size;
+    d->head.activation = HeadActivation::kNone;
+    d->final_norm = true;
+  } else {
+    d->input.kind = InputKind::kFeatures;
+    d->input.feature_width = dim;
+    d->has_head = false;
+    d->final_norm = false;
+  }
+  LinearAttentionParams la;
+  la.heads = heads;
+  la.dk = dim_head;
+  la.dv = dim_head;
+  la.feature_map = generalized ? FeatureMap::kGeneralizedRelu : FeatureMap::kFavorStabilized;
+  la.favor_features = o->features;
+  la.softmax_temp = 1.0f / std::sqrt(static_cast<float>(dim_head));  // dim_head^(-1/4), squared
+  la.feature_eps = generalized ? 1e-3f : 1e-4f;
+  // Causal: φ(q)·(z + 1e-6); non-causal: φ(q)·z alone.
+  la.eps = causal ? 1e-6f : 0.0f;
+  la.eps_per_feature = causal;
+  la.causal = causal;
+  BlockDescription block;
+  block.mixer = MixerDescription(FindMixerType(fb::Mixer::LinearAttention),
+                                 std::make_unique<LinearAttentionParams>(la));
+  block.d_ff = dim * ff_mult;
+  block.activation = Activation::kGelu;
+  d->blocks.assign(depth, block);
+  d->layout_options = o;
+  return ParseMetadata(r, root, &d->metadata);
+}
+
+// blocks.<i>.<rest> under `layer` ("[performer.]net.layers.<i>.").
+void MapBlockTensor(const PerformerOptions& o, const std::string& layer, const std::string& rest,
+                    ExpectedTensor* t) {
+  const std::string attn = layer + "0.", ff = layer + "1.";
+  auto zeros = [&] {
+    t->source_name.clear();
+    t->transform = SourceTransform::kZeros;
+  };
+  if (rest.compare(0, 6, "norm1.") == 0) {
+    t->source_name = attn + "norm." + rest.substr(6);
+  } else if (rest.compare(0, 6, "norm2.") == 0) {
+    t->source_name = ff + "norm." + rest.substr(6);
+  } else if (rest.compare(0, 12, "ffn.linear1.") == 0) {
+    t->source_name = ff + "fn.fn.w1." + rest.substr(12);  // fn: Chunk, fn.fn: FeedForward
+  } else if (rest.compare(0, 12, "ffn.linear2.") == 0) {
+    t->source_name = ff + "fn.fn.w2." + rest.substr(12);
+  } else if (rest == "mixer.feature_map.omega") {  // projection_matrix [m, dk]
+    t->source_name = attn + "fn.fast_attention.projection_matrix";
+    t->transform = SourceTransform::kTranspose;
+    t->source_shape = {t->shape[1], t->shape[0]};
+  } else {
+    for (const char* p : {"query", "key", "value", "out"}) {
+      const std::string recur = std::string("mixer.") + p + ".";
+      if (rest.compare(0, recur.size(), recur) != 0) continue;
+      const bool bias = rest.substr(recur.size()) == "bias";
+      const bool out = std::string(p) == "out";
+      if (bias && !(out ? o.out_bias : o.qkv_bias)) return zeros();
+      static const char* const kNames[] = {"to_q", "to_k", "to_v", "to_out"};
+      const int i = p[0] == 'q' ? 0 : p[0] == 'k' ? 1 : p[0] == 'v' ? 2 : 3;
+      t->source_name = attn + "fn." + kNames[i] + "." + rest.substr(recur.size());
+    }
+  }
+}
+
+class PerformerLayoutConverter final : public LayoutConverter {
+ public:
+  Status Parse(const KeyReader& r, const json& root, ModelDescription* d) const override {
+    return ParsePerformer(r, root, d);
+  }
+
+  void MapTensors(const ModelDescription& desc,
+                  std::vector<ExpectedTensor>* tensors) const override {
+    const auto& o = static_cast<const PerformerOptions&>(*desc.layout_options);
+    const std::string top = o.lm ? "performer." : "";  // the Performer module
+    const std::string net = top + "net.";
+    const int64_t d = desc.d_model;
+    for (ExpectedTensor& t : *tensors) {
+      uint32_t block = 0;
+      std::string rest;
+      if (SplitBlockName(t.name, &block, &rest)) {
+        MapBlockTensor(o, net + "layers." + std::to_string(block) + ".", rest, &t);
+      } else if (t.name == "input.embedding") {
+        t.source_name = "token_emb.weight";
+      } else if (t.name == "input.positions" && o.positions == PerformerPositions::kLearned) {
+        t.source_name = "pos_emb.emb.weight";
+      } else if (t.name == "input.positions") {
+        // axial: row t = weights_0[t / cols] + weights_1[t % cols] (summed, one per axis).
+        t.source_name.clear();
+        t.transform = SourceTransform::kComputed;
+        const int64_t rows = o.axial_rows, cols = o.axial_cols, n = t.shape[0];
+        t.inputs = {{"pos_emb.weights_0", {1, rows, 1, d}}, {"pos_emb.weights_1", {1, 1, cols, d}}};
+        t.compute = [cols, n, d](const std::vector<std::vector<float>>& in) {
+          std::vector<float> out(static_cast<std::size_t>(n * d));
+          for (int64_t p = 0; p < n; ++p) {
+            for (int64_t c = 0; c < d; ++c) {
+              out[p * d + c] = in[0][(p / cols) * d + c] + in[1][(p % cols) * d + c];
+            }
+          }
+          return out;
+        };
+      } else if (t.name.compare(0, 11, "final_norm.") == 0) {
+        t.source_name = "norm." + t.name.substr(11);
+      } else if (t.name == "head.weight") {
+        t.source_name = o.tie_embed ? "token_emb.weight" : "to_out.weight";
+      } else if (t.name == "head.bias") {
+        if (o.tie_embed) {  // x @ token_emb.weightᵀ, no bias
+          t.source_name.clear();
+          t.transform = SourceTransform::kZeros;
+        } else {
+          t.source_name = "to_out.bias";
+        }
+      }
+    }
+    // performer-pytorch's ProjectionUpdater holds the network a second time
+    // (performer.proj_updater.instance.*, the same tensors) and a call counter.
+    std::vector<ExpectedTensor> twins;
+    for (const ExpectedTensor& t : *tensors) {
+      if (t.transform == SourceTransform::kZeros || t.transform == SourceTransform::kComputed ||
+          t.source_name.compare(0, net.size(), net) != 0) {
+        continue;
+      }
+      ExpectedTensor twin("", t.SourceShape());
+      twin.source_name = top + "proj_updater.instance." + t.source_name.substr(net.size());
+      twin.transform = SourceTransform::kIgnored;
+      twins.push_back(std::move(twin));
+    }
+    ExpectedTensor counter("", {});
+    counter.source_name = top + "proj_updater.calls_since_last_redraw";
+    counter.transform = SourceTransform::kIgnored;
+    twins.push_back(std::move(counter));
+    for (ExpectedTensor& t : twins) tensors->push_back(std::move(t));
+  }
+};
+
+}  // namespace
+
+const LayoutConverter& PerformerLayout() {
+  static const PerformerLayoutConverter layout;
+  return layout;
+}
+
+}  // namespace recur::impl::converter

@@ -1,0 +1,87 @@
+"""The performer layout against performer-pytorch itself (Performer,
+PerformerLM): encoder outputs (the softmax kernel) and step-by-step and chunked
+prefill outputs (the generalized kernel, causal) within the layout bound, from
+torch.save and safetensors files, and the options recur refuses, by name."""
+import warnings
+
+import pytest
+import torch
+
+warnings.filterwarnings("ignore")
+from performer_pytorch import Performer, PerformerLM  # noqa: E402
+
+import layout_harness as h  # noqa: E402
+
+# (name, class, keyword arguments, batch, positions)
+CASES = [
+    # The softmax kernel (FAVOR+ with its stabilisers) in an encoder LM, 1,000
+    # positions, learned positions, a tied head.
+    ("lm_softmax_1000", PerformerLM, dict(num_tokens=50, max_seq_len=1024, dim=32, depth=2, heads=4,
+                                          dim_head=8, nb_features=24, rotary_position_emb=False,
+                                          tie_embed=True), 1, 1000),
+    # The generalized relu kernel, causal: streamed, prefilled, encoded; the default
+    # nb_features (int(16·ln 16) = 44); axial positions.
+    ("lm_generalized_causal", PerformerLM, dict(num_tokens=40, max_seq_len=256, dim=32, depth=2,
+                                                heads=2, dim_head=16, causal=True,
+                                                generalized_attention=True, rotary_position_emb=False,
+                                                axial_position_emb=True,
+                                                axial_position_shape=(16, 16)), 2, 200),
+    # A bare Performer (biases on by default), dim_head·heads ≠ dim, non-causal.
+    ("performer_softmax", Performer, dict(dim=24, depth=2, heads=3, dim_head=10, nb_features=16),
+     2, 150),
+    # A bare causal Performer with the generalized kernel and no biases.
+    ("performer_generalized_causal", Performer, dict(dim=16, depth=3, heads=2, dim_head=8,
+                                                     causal=True, generalized_attention=True,
+                                                     qkv_bias=False, attn_out_bias=False),
+     1, 120),
+]
+
+
+def build(cls, kwargs, seed):
+    torch.manual_seed(seed)
+    model = cls(**kwargs)
+    h.perturb_norms(model, seed)
+    config = {"layout": "performer", "class": cls.__name__,
+              **{k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()}}
+    return model, config
+
+
+@pytest.mark.parametrize("name,cls,kwargs,batch,n", CASES, ids=[c[0] for c in CASES])
+def test_matches_the_library(tmp_path, name, cls, kwargs, batch, n):
+    model, config = build(cls, kwargs, seed=len(name))
+    paths = h.save_and_convert(model, config, tmp_path, name)
+    if cls is PerformerLM:
+        xs = h.tokens(1, batch, n, kwargs["num_tokens"])
+    else:
+        xs = h.frames(1, batch, n, kwargs["dim"])
+    want = h.library_forward(model, xs)
+    for path in paths:
+        if kwargs.get("causal"):
+            h.assert_close(h.step_by_step(path, xs), want, f"{name} {path.name} step")
+            h.assert_close(h.prefill_in_chunks(path, xs, [7, 64, n - 71]), want,
+                           f"{name} {path.name} prefill")
+        else:
+            h.assert_close(h.encode(path, xs), want, f"{name} {path.name}")
+
+
+BASE = {"layout": "performer", "class": "PerformerLM", "num_tokens": 10, "max_seq_len": 32,
+        "dim": 16, "depth": 1, "heads": 2, "dim_head": 8, "rotary_position_emb": False}
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"causal": True}, '"causal" must be false with the softmax kernel'),
+    ({"local_attn_heads": 1}, '"local_attn_heads" must be 0'),
+    ({"kernel_fn": "gelu", "generalized_attention": True}, '"kernel_fn" must be "relu"'),
+    ({"no_projection": True}, '"no_projection" must be false'),
+    ({"cross_attend": True}, '"cross_attend" must be false'),
+    ({"reversible": True}, '"reversible" must be false'),
+    ({"use_scalenorm": True}, '"use_scalenorm" must be false'),
+    ({"use_rezero": True}, '"use_rezero" must be false'),
+    ({"ff_glu": True}, '"ff_glu" must be false'),
+    ({"shift_tokens": True}, '"shift_tokens" must be false'),
+    ({"rotary_position_emb": True}, '"rotary_position_emb" must be false'),
+    ({"heads_": 2}, '"heads_" is not a known key'),
+], ids=["causal_softmax", "local_heads", "kernel_fn", "no_projection", "cross_attend",
+        "reversible", "scalenorm", "rezero", "glu", "shift", "rotary", "typo"])
+def test_refusals_name_the_option(tmp_path, change, message):
+    assert message in h.refusal({**BASE, **change}, tmp_path)
