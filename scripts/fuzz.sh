@@ -22,7 +22,7 @@ seeds=$build/tests/fuzz/seeds
 rm -rf "$seeds"
 mkdir -p "$seeds"/{model,state,safetensors,config,npy,pt} "$build/fuzz-artifacts"
 "$build/tests/fuzz/recur_fuzz_seeds" "$seeds" >/dev/null
-cp models/configs/*.json "$seeds/config/"
+cp models/configs/*.json tests/fuzz/config_seeds/*.json "$seeds/config/"
 cp tests/fuzz/pt_seeds/* "$seeds/pt/"
 
 seed_dir() {
