@@ -39,6 +39,15 @@ struct InputDescription {
   uint32_t max_positions = 0;  // > 0: learned absolute positions [max_positions, d_model]
 };
 
+// Rotary position embeddings of a mixer's q and k (config "rotary";
+// docs/attention-math.md §12): in each head, pair i of the first `dims`
+// features turns by t·base^(−2i/dims) at position t.
+struct RotaryDescription {
+  uint32_t dims = 0;  // 0: no rotation
+  double base = 10000.0;
+  bool half = false;  // pairs (i, i + dims/2) ("half"); else (2i, 2i + 1) ("interleaved")
+};
+
 // The parameters of one block's mixer. Each mixer declares its own struct,
 // derived from MixerParamsOf<itself>, in converter/mixers/<file>.h (e.g.
 // LinearAttentionParams in converter/mixers/linear_attention.h).
@@ -48,6 +57,9 @@ struct MixerParams {
   virtual std::unique_ptr<MixerParams> Clone() const = 0;
 
   bool causal = true;  // false: the encoder form (whole sequences only)
+  // Set only by the mixers that take "rotary" (softmax_attention,
+  // linear_attention, sliding_window, flash).
+  RotaryDescription rotary;
 };
 
 // Gives a mixer's parameter struct its Clone().

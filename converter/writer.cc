@@ -2,6 +2,7 @@
 
 #include <flatbuffers/flatbuffers.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -160,7 +161,7 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
                                      str(m.source_hash), str(m.notes), str(m.input_description),
                                      str(m.output_description));
 
-  auto model = fb::CreateModel(fbb, RECUR_FORMAT_VERSION, metadata, desc.d_model,
+  auto model = fb::CreateModel(fbb, FormatVersionFor(desc), metadata, desc.d_model,
                                ToFb(desc.norm_placement), input_adapter, blocks_vec, final_norm,
                                head, tensors_vec, data_size);
   fb::FinishSizePrefixedModelBuffer(fbb, model);
@@ -189,6 +190,15 @@ const char* ConverterVersion() {
 }
 
 std::string DefaultProducer() { return std::string("recur-convert ") + ConverterVersion(); }
+
+uint32_t FormatVersionFor(const ModelDescription& desc) {
+  uint32_t version = 1;
+  for (const BlockDescription& b : desc.blocks) {
+    if (b.mixer.type() && b.mixer.params().rotary.dims != 0) version = std::max(version, 2u);
+  }
+  static_assert(RECUR_FORMAT_VERSION >= 2, "the runtime reads what the writer writes");
+  return version;
+}
 
 Status SelfCheck(const AlignedBytes& bytes) {
   recur_model* model = nullptr;

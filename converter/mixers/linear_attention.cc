@@ -49,8 +49,9 @@ class LinearAttentionConverterImpl final : public MixerConverter {
   Status Parse(const MixerConfig& c, std::unique_ptr<MixerParams>* out) const override {
     auto p = std::make_unique<LinearAttentionParams>();
     RECUR_RETURN_IF_ERROR(c.Heads(&p->heads, &p->dk, &p->dv));
-    RECUR_RETURN_IF_ERROR(c.OnlyKeys({"type", "heads", "dk", "causal", "dv", "feature_map",
-                                      "n_features", "favor_layout", "softmax_temp", "eps"}));
+    RECUR_RETURN_IF_ERROR(
+        c.OnlyKeys({"type", "heads", "dk", "causal", "dv", "feature_map", "n_features",
+                    "favor_layout", "softmax_temp", "eps", "rotary"}));
     static const char* const kFeatureMaps[] = {"elu_plus_one", "relu", "poly2", "favor"};
     std::size_t fm = 0;
     RECUR_RETURN_IF_ERROR(c.Choice("feature_map", kFeatureMaps, &fm));
@@ -78,6 +79,7 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     }
     RECUR_RETURN_IF_ERROR(c.PositiveFloat("eps", &p->eps));
     RECUR_RETURN_IF_ERROR(c.Causal(&p->causal));
+    RECUR_RETURN_IF_ERROR(c.Rotary(p->dk, "dk", &p->rotary));
     *out = std::move(p);
     return Status::Ok();
   }
@@ -98,9 +100,10 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     auto v = w->Dense("value");
     auto o = w->Dense("out");
     const int32_t omega = p.favor() ? w->Ref("feature_map.omega") : -1;
-    return fb::CreateLinearAttention(w->fbb(), p.heads, p.dk, p.dv, ToFb(p.feature_map), p.eps,
-                                     q, k, v, o, p.causal, omega, p.favor_features,
-                                     p.softmax_temp)
+    auto rotary = w->Rotary(p.rotary);
+    return fb::CreateLinearAttention(w->fbb(), p.heads, p.dk, p.dv, ToFb(p.feature_map), p.eps, q,
+                                     k, v, o, p.causal, omega, p.favor_features, p.softmax_temp,
+                                     rotary)
         .Union();
   }
 
@@ -113,6 +116,7 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     mixer["feature_map"] = InspectName(la->feature_map());
     mixer["eps"] = FloatForJson(la->eps());
     mixer["causal"] = la->causal();
+    DescribeRotary(la->rotary(), &mixer);
     if (la->feature_map() == fb::FeatureMap::Favor ||
         la->feature_map() == fb::FeatureMap::FavorHyperbolic) {
       mixer["favor_features"] = la->favor_features();
@@ -137,7 +141,7 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     if (m.contains("favor_features")) {
       text += " m=" + std::to_string(m["favor_features"].get<uint32_t>()) + InspectFields(m, {"softmax_temp"});
     }
-    return text + InspectFields(m, {"eps"}) + InspectEncoderNote(m);
+    return text + InspectFields(m, {"eps"}) + InspectRotary(m) + InspectEncoderNote(m);
   }
 };
 

@@ -16,8 +16,8 @@ class SlidingWindowConverterImpl final : public MixerConverter {
   Status Parse(const MixerConfig& c, std::unique_ptr<MixerParams>* out) const override {
     auto p = std::make_unique<SlidingWindowParams>();
     RECUR_RETURN_IF_ERROR(c.Heads(&p->heads, &p->dk, &p->dv));
-    RECUR_RETURN_IF_ERROR(
-        c.OnlyKeys({"type", "heads", "dk", "causal", "dv", "window", "dilation", "global_tokens"}));
+    RECUR_RETURN_IF_ERROR(c.OnlyKeys(
+        {"type", "heads", "dk", "causal", "dv", "window", "dilation", "global_tokens", "rotary"}));
     RECUR_RETURN_IF_ERROR(c.UInt("window", 1, &p->window));
     RECUR_RETURN_IF_ERROR(c.UInt("global_tokens", 0, &p->global_tokens, false));
     // "dilation": one per head, or one number for all heads.
@@ -42,6 +42,7 @@ class SlidingWindowConverterImpl final : public MixerConverter {
       }
     }
     RECUR_RETURN_IF_ERROR(c.Causal(&p->causal));
+    RECUR_RETURN_IF_ERROR(c.Rotary(p->dk, "dk", &p->rotary));
     *out = std::move(p);
     return Status::Ok();
   }
@@ -58,9 +59,10 @@ class SlidingWindowConverterImpl final : public MixerConverter {
     auto k = w->Dense("key");
     auto v = w->Dense("value");
     auto o = w->Dense("out");
+    auto rotary = w->Rotary(p.rotary);
     return fb::CreateSlidingWindowDirect(w->fbb(), p.heads, p.dk, p.dv, p.window,
-                                                  p.dilation.empty() ? nullptr : &p.dilation,
-                                                  p.global_tokens, q, k, v, o, p.causal)
+                                         p.dilation.empty() ? nullptr : &p.dilation,
+                                         p.global_tokens, q, k, v, o, p.causal, rotary)
         .Union();
   }
 
@@ -76,6 +78,7 @@ class SlidingWindowConverterImpl final : public MixerConverter {
     mixer["dilation"] = dilation;
     mixer["global_tokens"] = sw->global_tokens();
     mixer["causal"] = sw->causal();
+    DescribeRotary(sw->rotary(), &mixer);
     mixer["query"] = refs.Dense(sw->query());
     mixer["key"] = refs.Dense(sw->key());
     mixer["value"] = refs.Dense(sw->value());
@@ -92,9 +95,9 @@ class SlidingWindowConverterImpl final : public MixerConverter {
   }
 
   std::string DescribeText(const OrderedJson& m) const override {
-    return InspectFields(m, {"heads", "dk", "dv", "window"}) + " dilation=" +
-           (m["dilation"].empty() ? std::string("1") : m["dilation"].dump()) +
-           InspectFields(m, {"global_tokens"}) + InspectEncoderNote(m);
+    return InspectFields(m, {"heads", "dk", "dv", "window"}) +
+           " dilation=" + (m["dilation"].empty() ? std::string("1") : m["dilation"].dump()) +
+           InspectFields(m, {"global_tokens"}) + InspectRotary(m) + InspectEncoderNote(m);
   }
 };
 

@@ -437,14 +437,27 @@ def naive_forward(cfg, w, x):
         off = half + 0.5 * math.log(mm)
         return torch.cat([torch.exp(u - off), torch.exp(-u - off)], -1)
 
+    def rope(t):  # (n, [H,] width) rows at positions 0..n−1 → turned per the README's rotary, pair by pair
+        r = m.get("rotary")
+        if r is None:
+            return t
+        dims, base, out = r["dims"], r.get("base", 10000), t.clone()
+        for i in range(dims // 2):
+            a, b = (2 * i, 2 * i + 1) if r["pairs"] == "interleaved" else (i, i + dims // 2)
+            ang = torch.arange(n, dtype=torch.float64) * base ** (-2 * i / dims)
+            c, s = (f(ang).to(t.dtype).view(n, *([1] * (t.dim() - 2))) for f in (torch.cos, torch.sin))
+            out[..., a] = t[..., a] * c - t[..., b] * s
+            out[..., b] = t[..., b] * c + t[..., a] * s
+        return out
+
     def act(t):
         if cfg["ffn"]["activation"] == "relu":
             return t.clamp(min=0)
         return 0.5 * t * (1 + torch.erf(t / math.sqrt(2)))
 
     def softmax_mixer(h, b):  # the full (n, n) score matrix per head, masked, softmax over j
-        q = lin(h, b + "mixer.query").view(n, heads, dk)
-        k = lin(h, b + "mixer.key").view(n, heads, dk)
+        q = rope(lin(h, b + "mixer.query").view(n, heads, dk))
+        k = rope(lin(h, b + "mixer.key").view(n, heads, dk))
         v = lin(h, b + "mixer.value").view(n, heads, dv)
         s = torch.einsum("ihd,jhd->hij", q, k) / math.sqrt(dk)                  # (H, n, n)
         if m.get("causal", True):
@@ -454,8 +467,8 @@ def naive_forward(cfg, w, x):
         return lin(o.reshape(n, heads * dv), b + "mixer.out")
 
     def sliding_mixer(h, b):
-        q = lin(h, b + "mixer.query").view(n, heads, dk)
-        k = lin(h, b + "mixer.key").view(n, heads, dk)
+        q = rope(lin(h, b + "mixer.query").view(n, heads, dk))
+        k = rope(lin(h, b + "mixer.key").view(n, heads, dk))
         v = lin(h, b + "mixer.value").view(n, heads, dv)
         return lin(naive_sliding(m, q, k, v).reshape(n, heads * dv), b + "mixer.out")
 
@@ -482,7 +495,7 @@ def naive_forward(cfg, w, x):
     def flash_mixer(h, b):
         u, v, z = (F.silu(lin(h, b + f"mixer.{name}_proj")) for name in ("u", "v", "z"))
         g, be = w[b + "mixer.qk_gamma"], w[b + "mixer.qk_beta"]
-        qq, kq, ql, kl = (g[r] * z + be[r] for r in range(4))
+        qq, kq, ql, kl = (rope(g[r] * z + be[r]) for r in range(4))
         return lin(u * naive_flash(m, qq, kq, ql, kl, v, w[b + "mixer.rel_bias"]), b + "mixer.out")
 
     def linformer_mixer(h, b):   # explicit sums over the first n columns of E, F per head
@@ -506,8 +519,8 @@ def naive_forward(cfg, w, x):
         return lin(F.silu(lin(h, b + "mixer.gate")) * o.reshape(n, heads * dv), b + "mixer.out")
 
     def linear_mixer(h, b):
-        q = phi(lin(h, b + "mixer.query").view(n, heads, dk), b)
-        k = phi(lin(h, b + "mixer.key").view(n, heads, dk), b)
+        q = phi(rope(lin(h, b + "mixer.query").view(n, heads, dk)), b)
+        k = phi(rope(lin(h, b + "mixer.key").view(n, heads, dk)), b)
         v = lin(h, b + "mixer.value").view(n, heads, dv)
         o = torch.zeros(n, heads, dv, dtype=h.dtype)
         for i in range(n):

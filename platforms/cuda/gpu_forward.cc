@@ -200,6 +200,15 @@ Status GpuModel::LoadBlock(size_t layer, Block* b) {
   const BlockView& view = model_.blocks[layer];
   const fb::Block* table = model_.root->blocks()->Get(static_cast<flatbuffers::uoffset_t>(layer));
   const std::string name = "blocks." + std::to_string(layer);
+  const fb::Rotary* rotary = nullptr;
+  if (const auto* t = table->mixer_as_SoftmaxAttention()) rotary = t->rotary();
+  if (const auto* t = table->mixer_as_LinearAttention()) rotary = t->rotary();
+  if (const auto* t = table->mixer_as_SlidingWindow()) rotary = t->rotary();
+  if (const auto* t = table->mixer_as_Flash()) rotary = t->rotary();
+  if (rotary != nullptr) {
+    return Unsupported("%s: the GPU path has no rotary position embeddings (mixer.rotary)",
+                       name.c_str());
+  }
   if (const auto* t = table->mixer_as_LinearAttention()) {
     RECUR_RETURN_IF_ERROR(LoadLinear(t, name, b));
   } else if (const auto* t = table->mixer_as_SoftmaxAttention()) {

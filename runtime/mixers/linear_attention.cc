@@ -1,5 +1,7 @@
 // Causal linear attention (docs/attention-math.md §3): the RNN step and the
 // chunked-parallel form.
+#include "kernels/linear_attention/linear_attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,9 +11,9 @@
 #include "backends/dense_op.h"
 #include "kernels/dense/dense.h"
 #include "kernels/elementwise/elementwise.h"
-#include "kernels/linear_attention/linear_attention.h"
 #include "mixers/mixer.h"
 #include "mixers/projections.h"
+#include "mixers/rotary.h"
 
 namespace recur::impl {
 namespace {
@@ -56,8 +58,10 @@ class LinearAttention final : public Mixer {
     float* o = v + rows * v_width;              // (rows, H·dv)
     float* raw = o + rows * v_width;            // (rows, H·dk)
     RunDense(proj_.query, x, rows, raw, false, ctx.pool, ctx.dense);
+    rotation_.Apply(ctx, batch, steps, heads_, dk_, {{raw, heads_ * dk_}});
     Features(raw, rows, phi_q, ctx.pool);
     RunDense(proj_.key, x, rows, raw, false, ctx.pool, ctx.dense);
+    rotation_.Apply(ctx, batch, steps, heads_, dk_, {{raw, heads_ * dk_}});
     Features(raw, rows, phi_k, ctx.pool);
     RunDense(proj_.value, x, rows, v, false, ctx.pool, ctx.dense);
     if (steps == 1 && causal_) {
@@ -140,6 +144,8 @@ class LinearAttention final : public Mixer {
     m->eps_ = t->eps();
     m->causal_ = t->causal();
     m->feature_map_ = fm;
+    RECUR_RETURN_IF_ERROR(
+        Rotation::FromTable(t->rotary(), layer, "linear attention", t->dk(), "dk", &m->rotation_));
     switch (fm) {
       case fb::FeatureMap::Poly2: m->c_ = m->dk_ * m->dk_; break;
       case fb::FeatureMap::Favor:
@@ -336,6 +342,7 @@ class LinearAttention final : public Mixer {
   float temp_ = 1.0f;
   float eps_ = 0.0f;
   bool causal_ = true;
+  Rotation rotation_;  // none unless the table has rotary (§12)
   QkvoProjections proj_;
 };
 

@@ -1,5 +1,6 @@
 // Turning q and k by their absolute position: RetNet's rotation
-// (docs/attention-math.md §11). Pair i of the first 2·pairs features of each
+// (docs/attention-math.md §11) and the rotary position embeddings the
+// attention mixers take (§12). Pair i of the first 2·pairs features of each
 // head turns by the angle position·θ_i; the rest of the head passes.
 #ifndef RECUR_MIXERS_ROTARY_H_
 #define RECUR_MIXERS_ROTARY_H_
@@ -8,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -35,19 +37,53 @@ class Rotation {
     return Rotation(std::move(theta), Pairs::kInterleaved);
   }
 
+  // A mixer's `rotary` table (§12), null for none: θ_i = base^(−2i/dims) over
+  // the first dims of each head's `width` q/k features. Messages name the
+  // layer, the mixer (`what`) and the width's key (`width_name`: "dk").
+  static Status FromTable(const fb::Rotary* t, const std::string& layer, const char* what,
+                          uint32_t width, const char* width_name, Rotation* out) {
+    *out = Rotation();
+    if (t == nullptr) return Status::Ok();
+    if (t->dims() < 2 || t->dims() % 2 != 0 || t->dims() > width) {
+      return InvalidModel("%s: %s rotary.dims must be even and in [2, %s = %u] (got %u)",
+                          layer.c_str(), what, width_name, width, t->dims());
+    }
+    if (!(std::isfinite(t->base()) && t->base() > 0.0)) {
+      return InvalidModel("%s: %s rotary.base must be finite and > 0 (got %g)", layer.c_str(), what,
+                          t->base());
+    }
+    if (t->pairs() != fb::RotaryPairs::Interleaved && t->pairs() != fb::RotaryPairs::Half) {
+      return Unsupported("%s: %s rotary.pairs %d is not supported by this runtime", layer.c_str(),
+                         what, int(t->pairs()));
+    }
+    std::vector<double> theta(t->dims() / 2);
+    for (size_t i = 0; i < theta.size(); ++i) {
+      theta[i] = std::pow(t->base(), -2.0 * double(i) / double(t->dims()));
+    }
+    *out = Rotation(std::move(theta),
+                    t->pairs() == fb::RotaryPairs::Half ? Pairs::kHalf : Pairs::kInterleaved);
+    return Status::Ok();
+  }
+
   bool enabled() const { return !theta_.empty(); }
 
   // Matrices of (batch·steps) rows, stream-major: row r is stream r / steps at
   // position positions[r / steps] + r % steps; each row holds `heads` heads
-  // of head_stride floats, turned in place.
+  // of head_stride floats, turned in place. At most kMaxMatrices matrices
+  // (FLASH's four): copied to the stack, as a step allocates nothing.
   struct Rows {
     float* data;
     size_t stride;  // floats from one row to the next
   };
+  static constexpr size_t kMaxMatrices = 4;
   void Apply(const StepContext& ctx, size_t batch, size_t steps, size_t heads, size_t head_stride,
              std::initializer_list<Rows> matrices) const {
     if (!enabled()) return;
-    const std::vector<Rows> mats(matrices);
+    Rows mats[kMaxMatrices];
+    size_t count = 0;
+    for (const Rows& m : matrices) {
+      if (count < kMaxMatrices) mats[count++] = m;
+    }
     const size_t n = theta_.size();
     const size_t second = pairs_ == Pairs::kInterleaved ? 1 : n;  // offset of a pair's partner
     const size_t step = pairs_ == Pairs::kInterleaved ? 2 : 1;    // from pair i to i + 1
@@ -59,7 +95,8 @@ class Rotation {
           // would be off by its ulp.
           const double a = double(pos) * theta_[i];
           const float c = float(std::cos(a)), s = float(std::sin(a));
-          for (const Rows& m : mats) {
+          for (size_t k = 0; k < count; ++k) {
+            const Rows& m = mats[k];
             float* row = m.data + r * m.stride + i * step;
             for (size_t h = 0; h < heads; ++h) {
               float* x = row + h * head_stride;

@@ -12,6 +12,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
 #include "mixers/projections.h"
+#include "mixers/rotary.h"
 
 namespace recur::impl {
 namespace {
@@ -41,6 +42,7 @@ class SlidingWindow final : public Mixer {
     const size_t qk = heads_ * dk_, vw = heads_ * dv_;
     const QkvoProjections::Rows p = proj_.ProjectRows(x, rows, ctx);
     float *q = p.q, *k = p.k, *v = p.v, *o = p.o, *scratch = p.rest;
+    rotation_.Apply(ctx, batch, steps, heads_, dk_, {{q, qk}, {k, qk}});
     const size_t keys = KeysPerQuery(steps);
     // Worker w takes pairs w, w + threads, ... with its own scores.
     ctx.pool->ForEachStrided(batch * heads_, [&](size_t w, size_t pair) {
@@ -75,6 +77,8 @@ class SlidingWindow final : public Mixer {
     m->g_ = t->global_tokens();
     m->causal_ = t->causal();
     m->scale_ = 1.0f / std::sqrt(static_cast<float>(t->dk()));
+    RECUR_RETURN_IF_ERROR(Rotation::FromTable(t->rotary(), layer, "sliding-window attention",
+                                              t->dk(), "dk", &m->rotation_));
     m->dilation_.assign(m->heads_, 1);
     if (t->dilation() != nullptr && t->dilation()->size() != 0) {
       if (t->dilation()->size() != m->heads_) {
@@ -179,6 +183,7 @@ class SlidingWindow final : public Mixer {
   std::vector<size_t> dilation_;
   bool causal_ = true;
   float scale_ = 1.0f;
+  Rotation rotation_;  // none unless the table has rotary (§12)
   QkvoProjections proj_;
 };
 

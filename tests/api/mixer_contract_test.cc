@@ -194,6 +194,10 @@ TEST_CASE("a mixed model (a different mixer per block) keeps the same contract")
   CheckContract(recur::impl::testing::kTinyMixedConfig);
 }
 
+TEST_CASE("rotary position embeddings (softmax, linear, sliding window, FLASH) keep the contract") {
+  CheckContract(recur::impl::testing::kTinyRotaryConfig);
+}
+
 TEST_CASE("AFT-conv (the per-head kernel of the AftLocal table) keeps the same contract") {
   CheckContract(recur::impl::testing::kTinyAftConvConfig);
 }

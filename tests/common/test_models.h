@@ -160,6 +160,26 @@ inline const char* kTinyMixedConfig = R"({
   "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
   "head": {"out": 11, "activation": "softmax"}})";
 
+// Rotary position embeddings (docs/attention-math.md §12) in every mixer that
+// takes them, one per block: half and interleaved pairs, partial and full
+// dims, bases of their own (so that each field is stored in the file), no
+// learned positions.
+inline const char* kTinyRotaryConfig = R"({
+  "layout": "recur", "d_model": 16, "n_layers": 4, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
+  "max_positions": 0,
+  "mixer": [{"type": "softmax_attention", "heads": 2, "dk": 8, "dv": 4,
+             "rotary": {"dims": 6, "pairs": "half", "base": 500}},
+            {"type": "linear_attention", "heads": 2, "dk": 8, "dv": 8,
+             "feature_map": "elu_plus_one", "eps": 1e-6,
+             "rotary": {"dims": 8, "pairs": "interleaved", "base": 100}},
+            {"type": "sliding_window", "heads": 2, "dk": 8, "dv": 4, "window": 4,
+             "rotary": {"dims": 4, "pairs": "half", "base": 50}},
+            {"type": "flash", "expansion_dim": 24, "qk_dim": 8, "chunk": 6,
+             "rotary": {"dims": 4, "pairs": "interleaved", "base": 200}}],
+  "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
+  "head": {"out": 11, "activation": "softmax"}})";
+
 // One tiny model per Mixer union member, by tag, for the tests that must
 // cover every mixer (the mixer contract test fails for a member without one).
 const std::map<std::string, const char*>& TinyModelPerMixer();
@@ -168,7 +188,7 @@ const std::map<std::string, const char*>& TinyModelPerMixer();
 bool EncoderOnly(const std::string& tag);
 
 // Every tiny model that steps: TinyModelPerMixer's but the encoder-only ones,
-// plus projected features, AFT-conv and a mixed model.
+// plus projected features, AFT-conv, a mixed model and the rotary one.
 std::vector<const char*> TinyStepModels();
 
 // The backends this build compiled, as recur_backends() lists them.

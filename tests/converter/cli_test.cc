@@ -123,7 +123,7 @@ TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every ki
         recur::impl::testing::kTinyReformerConfig, recur::impl::testing::kTinyAftLocalConfig,
         recur::impl::testing::kTinyAftConvConfig, recur::impl::testing::kTinyAftFullConfig,
         recur::impl::testing::kTinyGauConfig, recur::impl::testing::kTinyRetNetConfig,
-        recur::impl::testing::kTinyMixedConfig}) {
+        recur::impl::testing::kTinyMixedConfig, recur::impl::testing::kTinyRotaryConfig}) {
     CAPTURE(config);
     testing::TempDir dir;
     const nlohmann::json j = ConvertAndInspect(dir, config);

@@ -457,8 +457,9 @@ TEST_CASE("config: softmax attention (recur layout)") {
   REQUIRE(r.ok());
   CHECK_FALSE(r->desc.blocks[0].mixer.causal());
   j["mixer"]["eps"] = 1e-6;
-  CHECK(ErrorOf(j) == "config.json: \"mixer.eps\" does not apply to softmax_attention (its keys: "
-                      "type, heads, dk, causal, dv)");
+  CHECK(ErrorOf(j) ==
+        "config.json: \"mixer.eps\" does not apply to softmax_attention (its keys: "
+        "type, heads, dk, causal, dv, rotary)");
   j["mixer"].erase("eps");
   j["mixer"].erase("dv");
   CHECK(ErrorOf(j) == "config.json: missing key \"mixer.dv\"");
@@ -492,8 +493,9 @@ TEST_CASE("config: sliding window and AFT-simple (recur layout)") {
   CHECK(ErrorOf(j) == "config.json: \"mixer.global_tokens\" must be a non-negative integer");
   j["mixer"]["global_tokens"] = 0;
   j["mixer"]["feature_map"] = "relu";
-  CHECK(ErrorOf(j) == "config.json: \"mixer.feature_map\" does not apply to sliding_window (its "
-                      "keys: type, heads, dk, causal, dv, window, dilation, global_tokens)");
+  CHECK(ErrorOf(j) ==
+        "config.json: \"mixer.feature_map\" does not apply to sliding_window (its "
+        "keys: type, heads, dk, causal, dv, window, dilation, global_tokens, rotary)");
 
   j["mixer"] = {{"type", "aft_simple"}, {"heads", 2}, {"dk", 8}};
   r = ParseConfig(j.dump());
@@ -506,6 +508,86 @@ TEST_CASE("config: sliding window and AFT-simple (recur layout)") {
   j["mixer"]["dv"] = 8;
   CHECK(ErrorOf(j) == "config.json: \"mixer.dv\" does not apply to aft_simple (its keys: type, "
                       "heads, dk, causal)");
+}
+
+TEST_CASE("config: rotary position embeddings (softmax, linear, sliding window, FLASH)") {
+  json j = TokensJson();
+  j["mixer"] = {{"type", "softmax_attention"}, {"heads", 2}, {"dk", 8}, {"dv", 4}};
+  auto r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK(r->desc.blocks[0].mixer.params().rotary.dims == 0);  // absent: no rotation
+  j["mixer"]["rotary"] = {{"dims", 6}, {"pairs", "half"}};
+  r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  for (const BlockDescription& b : r->desc.blocks) {
+    const RotaryDescription& rot = b.mixer.params().rotary;
+    CHECK(rot.dims == 6);
+    CHECK(rot.half);
+    CHECK(rot.base == 10000.0);
+  }
+  size_t tensors = 0;
+  for (const auto& t : ExpectedTensors(r->desc)) tensors += t.name.rfind("blocks.0.mixer.", 0) == 0;
+  CHECK(tensors == 8);  // no tensor of its own
+  j["mixer"]["rotary"] = {{"dims", 8}, {"pairs", "interleaved"}, {"base", 500000.5}};
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK(r->desc.blocks[1].mixer.params().rotary.base == 500000.5);
+  CHECK_FALSE(r->desc.blocks[1].mixer.params().rotary.half);
+
+  const std::pair<json, std::string> bad[] = {
+      {{{"dims", 7}, {"pairs", "half"}},
+       "\"mixer.rotary.dims\" must be even and at most dk (8), got 7"},
+      {{{"dims", 10}, {"pairs", "half"}},
+       "\"mixer.rotary.dims\" must be even and at most dk (8), got 10"},
+      {{{"dims", 0}, {"pairs", "half"}}, "\"mixer.rotary.dims\" must be a positive integer"},
+      {{{"dims", 2.5}, {"pairs", "half"}}, "\"mixer.rotary.dims\" must be a positive integer"},
+      {{{"pairs", "half"}}, "missing key \"mixer.rotary.dims\""},
+      {{{"dims", 4}}, "missing key \"mixer.rotary.pairs\""},
+      {{{"dims", 4}, {"pairs", "rotate_half"}},
+       "\"mixer.rotary.pairs\" must be one of \"interleaved\", \"half\" (got \"rotate_half\")"},
+      {{{"dims", 4}, {"pairs", "half"}, {"base", 0}},
+       "\"mixer.rotary.base\" must be a finite positive number"},
+      {{{"dims", 4}, {"pairs", "half"}, {"base", -10000}},
+       "\"mixer.rotary.base\" must be a finite positive number"},
+      {{{"dims", 4}, {"pairs", "half"}, {"base", "10000"}},
+       "\"mixer.rotary.base\" must be a finite positive number"},
+      {{{"dims", 4}, {"pairs", "half"}, {"offset", 1}},
+       "\"mixer.rotary.offset\" is not a known key (known: dims, pairs, base)"},
+      {json::array({4, "half"}), "\"mixer.rotary\" must be a JSON object"},
+  };
+  for (const auto& [rotary, message] : bad) {
+    CAPTURE(rotary.dump());
+    j["mixer"]["rotary"] = rotary;
+    CHECK(ErrorOf(j) == "config.json: " + message);
+  }
+  // Each mixer checks dims against its own q/k width.
+  const json rot = {{"dims", 10}, {"pairs", "half"}};
+  j["mixer"] = {
+      {"type", "flash"}, {"expansion_dim", 24}, {"qk_dim", 8}, {"chunk", 5}, {"rotary", rot}};
+  CHECK(ErrorOf(j) ==
+        "config.json: \"mixer.rotary.dims\" must be even and at most qk_dim (8), got 10");
+  j["mixer"] = {{"type", "linear_attention"}, {"heads", 2},  {"dk", 4},      {"dv", 4},
+                {"feature_map", "relu"},      {"eps", 1e-6}, {"rotary", rot}};
+  CHECK(ErrorOf(j) == "config.json: \"mixer.rotary.dims\" must be even and at most dk (4), got 10");
+  j["mixer"] = {{"type", "sliding_window"},
+                {"heads", 2},
+                {"dk", 4},
+                {"dv", 4},
+                {"window", 3},
+                {"rotary", rot}};
+  CHECK(ErrorOf(j) == "config.json: \"mixer.rotary.dims\" must be even and at most dk (4), got 10");
+  // The mixers without q and k rows to turn do not take it.
+  j["mixer"] = {{"type", "gau"},
+                {"expansion_dim", 24},
+                {"qk_dim", 8},
+                {"max_length", 5},
+                {"rotary", {{"dims", 2}, {"pairs", "half"}}}};
+  CHECK(ErrorOf(j).find("\"mixer.rotary\" does not apply to gau") != std::string::npos);
+  j["mixer"] = {{"type", "aft_simple"},
+                {"heads", 2},
+                {"dk", 8},
+                {"rotary", {{"dims", 2}, {"pairs", "half"}}}};
+  CHECK(ErrorOf(j).find("\"mixer.rotary\" does not apply to aft_simple") != std::string::npos);
 }
 
 TEST_CASE("config: FLASH (recur layout)") {
@@ -536,8 +618,9 @@ TEST_CASE("config: FLASH (recur layout)") {
   }
   j["mixer"].erase("scale");
   j["mixer"]["heads"] = 2;
-  CHECK(ErrorOf(j) == "config.json: \"mixer.heads\" does not apply to flash (its keys: type, "
-                      "causal, expansion_dim, qk_dim, chunk, scale)");
+  CHECK(ErrorOf(j) ==
+        "config.json: \"mixer.heads\" does not apply to flash (its keys: type, "
+        "causal, expansion_dim, qk_dim, chunk, scale, rotary)");
   j["mixer"].erase("heads");
   j["mixer"].erase("chunk");
   CHECK(ErrorOf(j) == "config.json: missing key \"mixer.chunk\"");

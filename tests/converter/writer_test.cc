@@ -1,6 +1,8 @@
 // The writer: file layout (size prefix, identifier, 64-byte aligned data
 // segment, exact length), round trips through the runtime loader, the
 // fast-transformers mapping end to end, and the file pipeline.
+#include "converter/writer.h"
+
 #include <dirent.h>
 #include <doctest/doctest.h>
 
@@ -9,9 +11,9 @@
 
 #include "converter/convert.h"
 #include "converter/file_util.h"
+#include "converter/mixers/linear_attention.h"
 #include "converter/safetensors.h"
 #include "converter/sha256.h"
-#include "converter/writer.h"
 #include "converter_test_util.h"
 #include "recur/recur.h"
 #include "schema/recur_generated.h"
@@ -43,7 +45,7 @@ const fb::Model* CheckLayout(const uint8_t* bytes, std::size_t size, const Tenso
   flatbuffers::Verifier verifier(bytes, fb_end);
   REQUIRE(fb::VerifySizePrefixedModelBuffer(verifier));
   const fb::Model* m = fb::GetSizePrefixedModel(bytes);
-  CHECK(m->format_version() == RECUR_FORMAT_VERSION);
+  CHECK(m->format_version() == 1);  // no block uses a version-2 feature
   const uint64_t p = RoundUp64(fb_end);
   // Exactly P + data_size long; zeros between the FlatBuffer and P.
   CHECK(size == p + m->data_size());
@@ -176,6 +178,23 @@ TEST_CASE("writer: output is deterministic") {
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   CHECK(*a == *b);
+}
+
+TEST_CASE("writer: a model that uses a version-2 feature is stamped 2, any other 1") {
+  // A version-1 runtime ignores the fields it does not know: it must refuse
+  // such a file rather than run a model without its rotary embeddings.
+  auto plain = testing::Describe(kTokensConfig);
+  CHECK(FormatVersionFor(plain) == 1);
+  auto rotary = testing::Describe(recur::impl::testing::kTinyRotaryConfig);
+  CHECK(FormatVersionFor(rotary) == 2);
+  auto one = plain;  // rotary in one block of two is enough
+  REQUIRE(one.blocks[1].mixer.As<LinearAttentionParams>() != nullptr);
+  one.blocks[1].mixer.As<LinearAttentionParams>()->rotary.dims = 2;
+  CHECK(FormatVersionFor(one) == 2);
+  CHECK(RECUR_FORMAT_VERSION >= 2);
+  auto bytes = BuildModel(rotary, testing::RandomTensors(rotary, 3));
+  REQUIRE_MESSAGE(bytes.ok(), bytes.message());
+  CHECK(fb::GetSizePrefixedModel(bytes->data())->format_version() == 2);
 }
 
 TEST_CASE("writer: fast-transformers layout end to end") {

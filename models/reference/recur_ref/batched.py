@@ -5,7 +5,8 @@ needs batches. `forward(model, x)` computes the same function over a batch of
 equal-length sequences from the initial state, with the model's own parameters
 (so its state_dict is what export writes). Only the mixers the shipped models
 use are here: linear_attention (any feature map), softmax_attention and
-sliding_window, causal or not. test_reference.py checks it against RecurModel.forward.
+sliding_window, causal or not, with their rotary position embeddings (§12). test_reference.py
+checks it against RecurModel.forward.
 """
 
 import math
@@ -13,7 +14,7 @@ import math
 import torch
 from torch import Tensor
 
-from .mixers import LinearAttention, SlidingWindowAttention, SoftmaxAttention
+from .mixers import LinearAttention, SlidingWindowAttention, SoftmaxAttention, _rotate
 from .model import RecurModel
 
 # Chunk length of the causal linear-attention form (docs/attention-math.md §3): memory
@@ -35,8 +36,8 @@ def _merge(o: Tensor) -> Tensor:
 
 def linear_attention(m: LinearAttention, x: Tensor) -> Tensor:
     """x (B, N, d_model) → (B, N, d_model): docs/attention-math.md §3, chunked when causal."""
-    q = m.phi(_split(m.query(x), m.heads, m.dk))       # (B, H, N, C)
-    k = m.phi(_split(m.key(x), m.heads, m.dk))         # (B, H, N, C)
+    q = m.phi(_rotate(m, _split(m.query(x), m.heads, m.dk), 0))   # (B, H, N, C)
+    k = m.phi(_rotate(m, _split(m.key(x), m.heads, m.dk), 0))     # (B, H, N, C)
     v = _split(m.value(x), m.heads, m.dv)              # (B, H, N, dv)
     if not m.causal:
         S = k.transpose(-1, -2) @ v                    # (B, H, C, dv)
@@ -60,8 +61,8 @@ def linear_attention(m: LinearAttention, x: Tensor) -> Tensor:
 
 def softmax_attention(m: SoftmaxAttention, x: Tensor) -> Tensor:
     """x (B, N, d_model) → (B, N, d_model): docs/attention-math.md §2, masked when causal."""
-    q = _split(m.query(x), m.heads, m.dk)
-    k = _split(m.key(x), m.heads, m.dk)
+    q = _rotate(m, _split(m.query(x), m.heads, m.dk), 0)
+    k = _rotate(m, _split(m.key(x), m.heads, m.dk), 0)
     v = _split(m.value(x), m.heads, m.dv)
     s = q @ k.transpose(-1, -2) / math.sqrt(m.dk)     # (B, H, N, N)
     if m.causal:
@@ -72,8 +73,8 @@ def softmax_attention(m: SoftmaxAttention, x: Tensor) -> Tensor:
 
 def sliding_window(m: SlidingWindowAttention, x: Tensor) -> Tensor:
     """x (B, N, d_model) → (B, N, d_model): softmax attention where m.allowed(t, p)."""
-    q = _split(m.query(x), m.heads, m.dk)
-    k = _split(m.key(x), m.heads, m.dk)
+    q = _rotate(m, _split(m.query(x), m.heads, m.dk), 0)
+    k = _rotate(m, _split(m.key(x), m.heads, m.dk), 0)
     v = _split(m.value(x), m.heads, m.dv)
     pos = torch.arange(x.shape[1], device=x.device)
     ok = m.allowed(pos[:, None], pos[None, :]).to(x.device)      # (H, N, N)

@@ -69,6 +69,7 @@ def _validate_mixer(mixer, d_model) -> None:
     need(isinstance(mixer, dict) and mixer.get("type") in MIXER_TYPES,
          f"mixer.type must be one of {list(MIXER_TYPES)}")
     if mixer["type"] != "linear_attention":
+        # softmax_attention, sliding_window, flash (and linear_attention): also optional rotary;
         # softmax_attention: type, heads, dk, dv, optional causal (no eps, no feature_map);
         # sliding_window: type, heads, dk, dv, window, optional dilation, global_tokens, causal;
         # aft_simple: type, heads, dk, optional causal; aft_local, aft_conv: type, heads, dk,
@@ -81,8 +82,8 @@ def _validate_mixer(mixer, d_model) -> None:
         mixers.validate_mixer(mixer, d_model)
     else:
         need({"type", "heads", "dk", "dv", "feature_map", "eps"} <= set(mixer)
-             <= {"type", "heads", "dk", "dv", "feature_map", "eps", "causal"} | _FAVOR_KEYS,
-             "mixer must have the keys type, heads, dk, dv, feature_map, eps and optionally causal "
+             <= {"type", "heads", "dk", "dv", "feature_map", "eps", "causal", "rotary"} | _FAVOR_KEYS,
+             "mixer must have the keys type, heads, dk, dv, feature_map, eps and optionally causal, rotary "
              f"(and, with feature_map 'favor', {sorted(_FAVOR_KEYS)})")
         need(isinstance(mixer.get("causal", True), bool), "mixer.causal must be true or false")
         need(all(_positive_int(mixer[k]) for k in ("heads", "dk", "dv")), "mixer.heads/dk/dv must be positive integers")
@@ -263,8 +264,8 @@ class Block(nn.Module):
             form = partial(m.parallel, chunk=chunk)
         if m.USES_POS:       # absolute positions (windows, biases, groups, E columns, sort ties)
             return form(h, state, pos=pos)
-        if isinstance(m, mixers.LinearAttention):
-            a, S, z = form(h, state["S"], state["z"])
+        if isinstance(m, mixers.LinearAttention):   # pos: for its rotary, if any
+            a, S, z = form(h, state["S"], state["z"], pos=pos)
             return a, {"S": S, "z": z}
         return form(h, state)
 
