@@ -105,10 +105,19 @@ class MixerDescription {
   std::unique_ptr<MixerParams> params_;
 };
 
+// Token shift of a block's normalised inputs (config "token_shift";
+// docs/attention-math.md §13): consecutive segments of (width, shift), shift
+// 0 (pass), 1 (the previous position's) or −1 (the next's, encoders only).
+struct TokenShiftDescription {
+  std::vector<std::pair<uint32_t, int32_t>> segments;  // empty: no token shift
+  bool ffn = false;                                    // the FFN's input shifts too
+};
+
 struct BlockDescription {
   MixerDescription mixer;
   uint32_t d_ff = 0;
   Activation activation = Activation::kRelu;
+  TokenShiftDescription token_shift;
 };
 
 struct HeadDescription {

@@ -135,7 +135,14 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
     auto l1 = dense(p + "ffn.linear1");
     auto l2 = dense(p + "ffn.linear2");
     auto ffn = fb::CreateFeedForward(fbb, b.d_ff, ToFb(b.activation), l1, l2);
-    blocks.push_back(fb::CreateBlock(fbb, norm1, b.mixer.type()->tag, mixer, norm2, ffn));
+    flatbuffers::Offset<fb::TokenShift> token_shift = 0;
+    if (!b.token_shift.segments.empty()) {
+      std::vector<fb::ShiftSegment> segments;
+      for (const auto& [width, shift] : b.token_shift.segments) segments.emplace_back(width, shift);
+      token_shift = fb::CreateTokenShiftDirect(fbb, &segments, b.token_shift.ffn);
+    }
+    blocks.push_back(
+        fb::CreateBlock(fbb, norm1, b.mixer.type()->tag, mixer, norm2, ffn, token_shift));
   }
   auto blocks_vec = fbb.CreateVector(blocks);
 
@@ -195,6 +202,7 @@ uint32_t FormatVersionFor(const ModelDescription& desc) {
   uint32_t version = 1;
   for (const BlockDescription& b : desc.blocks) {
     if (b.mixer.type() && b.mixer.params().rotary.dims != 0) version = std::max(version, 2u);
+    if (!b.token_shift.segments.empty()) version = std::max(version, 2u);
   }
   static_assert(RECUR_FORMAT_VERSION >= 2, "the runtime reads what the writer writes");
   return version;

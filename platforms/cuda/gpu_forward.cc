@@ -302,6 +302,9 @@ Status GpuModel::Create(const Model& model, Device* device, std::unique_ptr<GpuM
       g->UploadFloats(model.positions, size_t{model.max_positions} * d, &g->positions_));
   g->blocks_.resize(model.blocks.size());
   for (size_t l = 0; l < model.blocks.size(); ++l) {
+    if (model.blocks[l].token_shift.present) {
+      return Unsupported("blocks.%zu: the GPU path has no token shift (token_shift)", l);
+    }
     Block& b = g->blocks_[l];
     RECUR_RETURN_IF_ERROR(g->LoadBlock(l, &b));
     if (b.kind != Kind::kLinear) b.c = b.dk;

@@ -123,7 +123,9 @@ TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every ki
         recur::impl::testing::kTinyReformerConfig, recur::impl::testing::kTinyAftLocalConfig,
         recur::impl::testing::kTinyAftConvConfig, recur::impl::testing::kTinyAftFullConfig,
         recur::impl::testing::kTinyGauConfig, recur::impl::testing::kTinyRetNetConfig,
-        recur::impl::testing::kTinyMixedConfig, recur::impl::testing::kTinyRotaryConfig}) {
+        recur::impl::testing::kTinyMixedConfig, recur::impl::testing::kTinyRotaryConfig,
+        recur::impl::testing::kTinyTokenShiftConfig,
+        recur::impl::testing::kTinyTokenShiftEncoderConfig}) {
     CAPTURE(config);
     testing::TempDir dir;
     const nlohmann::json j = ConvertAndInspect(dir, config);
@@ -131,8 +133,10 @@ TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every ki
     uint64_t blocks = 0, blocks_plain = 0;
     for (const auto& b : j["blocks"]) {
       const auto& m = b["mixer"];
-      blocks += m["state_bytes"].get<uint64_t>();
-      blocks_plain += m.value("state_bytes_plain_sums", m["state_bytes"].get<uint64_t>());
+      const uint64_t shift =
+          b.contains("token_shift") ? b["token_shift"]["state_bytes"].get<uint64_t>() : 0;
+      blocks += m["state_bytes"].get<uint64_t>() + shift;
+      blocks_plain += m.value("state_bytes_plain_sums", m["state_bytes"].get<uint64_t>()) + shift;
     }
     CHECK(blocks == j["runtime"]["state_bytes"].get<uint64_t>());
     CHECK(blocks_plain == j["runtime"]["state_bytes_plain_sums"].get<uint64_t>());

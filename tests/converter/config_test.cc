@@ -590,6 +590,65 @@ TEST_CASE("config: rotary position embeddings (softmax, linear, sliding window, 
   CHECK(ErrorOf(j).find("\"mixer.rotary\" does not apply to aft_simple") != std::string::npos);
 }
 
+TEST_CASE("config: token shift (recur layout, every block)") {
+  json j = TokensJson();
+  auto r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK(r->desc.blocks[0].token_shift.segments.empty());  // absent: none
+  j["token_shift"] = {{"segments", {{8, 1}, {4, 0}}}, {"ffn", true}};
+  r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  for (const BlockDescription& b : r->desc.blocks) {
+    CHECK(b.token_shift.segments == std::vector<std::pair<uint32_t, int32_t>>{{8, 1}, {4, 0}});
+    CHECK(b.token_shift.ffn);
+  }
+  j["token_shift"] = {{"segments", {{16, 1}}}};  // ffn defaults to false
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->desc.blocks[1].token_shift.ffn);
+
+  const std::pair<json, std::string> bad[] = {
+      {json::array({8, 1}), "\"token_shift\" must be a JSON object"},
+      {{{"segments", {{8, 1}}}, {"shifts", 1}},
+       "\"token_shift.shifts\" is not a known key (known: segments, ffn)"},
+      {{{"ffn", true}}, "missing key \"token_shift.segments\""},
+      {{{"segments", json::array()}},
+       "\"token_shift.segments\" must be a non-empty list of [width, shift] pairs"},
+      {{{"segments", 8}},
+       "\"token_shift.segments\" must be a non-empty list of [width, shift] pairs"},
+      {{{"segments", {{8, 1, 0}}}},
+       "\"token_shift.segments[0]\" must be a pair [width, shift] of integers"},
+      {{{"segments", {{4, 0}, {8, 0.5}}}},
+       "\"token_shift.segments[1]\" must be a pair [width, shift] of integers"},
+      {{{"segments", {{0, 1}}}},
+       "\"token_shift.segments[0]\" has width 0: must be in [1, d_model]"},
+      {{{"segments", {{17, 1}}}},
+       "\"token_shift.segments[0]\" has width 17: must be in [1, d_model]"},
+      {{{"segments", {{8, 2}}}}, "\"token_shift.segments[0]\" shifts by 2: must be -1, 0 or 1"},
+      {{{"segments", {{8, 1}, {9, 0}}}},
+       "\"token_shift.segments\" cover 17 features, more than d_model (16)"},
+      {{{"segments", {{8, 0}, {8, -1}}}},
+       "\"token_shift.segments[1]\" takes the next position (shift -1), which a causal model has "
+       "not seen: only encoders (causal false) shift by -1"},
+      {{{"segments", {{8, 1}}}, {"ffn", 1}}, "\"token_shift.ffn\" must be true or false"},
+  };
+  for (const auto& [shift, message] : bad) {
+    CAPTURE(shift.dump());
+    j["token_shift"] = shift;
+    CHECK(ErrorOf(j) == "config.json: " + message);
+  }
+  // Shift -1 reads the next position: an encoder's.
+  j["token_shift"] = {{"segments", {{8, 0}, {8, -1}}}};
+  j["mixer"]["causal"] = false;
+  r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->desc.blocks[0].token_shift.segments[1].second == -1);
+  j["norm_placement"] = "post";
+  CHECK(ErrorOf(j) ==
+        "config.json: \"token_shift\" needs norm_placement \"pre\" (it shifts the "
+        "normalised inputs of the mixer and the FFN)");
+}
+
 TEST_CASE("config: FLASH (recur layout)") {
   json j = TokensJson();
   j["mixer"] = {{"type", "flash"}, {"expansion_dim", 24}, {"qk_dim", 8}, {"chunk", 5}};

@@ -182,7 +182,8 @@ TEST_CASE("writer: output is deterministic") {
 
 TEST_CASE("writer: a model that uses a version-2 feature is stamped 2, any other 1") {
   // A version-1 runtime ignores the fields it does not know: it must refuse
-  // such a file rather than run a model without its rotary embeddings.
+  // such a file rather than run a model without its rotary embeddings or
+  // token shift.
   auto plain = testing::Describe(kTokensConfig);
   CHECK(FormatVersionFor(plain) == 1);
   auto rotary = testing::Describe(recur::impl::testing::kTinyRotaryConfig);
@@ -191,6 +192,11 @@ TEST_CASE("writer: a model that uses a version-2 feature is stamped 2, any other
   REQUIRE(one.blocks[1].mixer.As<LinearAttentionParams>() != nullptr);
   one.blocks[1].mixer.As<LinearAttentionParams>()->rotary.dims = 2;
   CHECK(FormatVersionFor(one) == 2);
+  auto shifted = testing::Describe(recur::impl::testing::kTinyTokenShiftConfig);
+  CHECK(FormatVersionFor(shifted) == 2);
+  auto last = plain;  // a token shift in one block
+  last.blocks[1].token_shift.segments = {{8, 1}};
+  CHECK(FormatVersionFor(last) == 2);
   CHECK(RECUR_FORMAT_VERSION >= 2);
   auto bytes = BuildModel(rotary, testing::RandomTensors(rotary, 3));
   REQUIRE_MESSAGE(bytes.ok(), bytes.message());

@@ -1,12 +1,13 @@
 // The loader treats model bytes as untrusted: every malformed file is
 // refused with a message that names the problem, and nothing crashes.
+#include <doctest/doctest.h>
+
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
-
-#include <doctest/doctest.h>
 
 #include "converter/config.h"
 #include "converter/writer.h"
@@ -519,5 +520,62 @@ TEST_CASE("rotary: bad dims, base and pairs in the file are named, per mixer") {
     Poke<int8_t>(rotary_of(bytes, 0), fb::Rotary::VT_PAIRS, 7);
     CHECK(Load(bytes, bytes.size()) == RECUR_UNSUPPORTED);
     CHECK(Error() == "blocks.0: softmax attention rotary.pairs 7 is not supported by this runtime");
+  }
+}
+
+TEST_CASE("token shift: bad segments, a shift -1 in a causal block and post-norm are named") {
+  // Segments [5, 1], [3, 0], [4, 1] of d_model 16 on two causal blocks.
+  auto fresh = [] {
+    auto bytes = BuildTestModel(recur::impl::testing::kTinyTokenShiftConfig, 1);
+    REQUIRE(!bytes.empty());
+    return bytes;
+  };
+  auto segment = [](AlignedBytes& bytes, uint32_t block, uint32_t i) {
+    const fb::TokenShift* ts = Root(bytes)->blocks()->Get(block)->token_shift();
+    REQUIRE(ts != nullptr);
+    return const_cast<fb::ShiftSegment*>(ts->segments()->Get(i));
+  };
+  {
+    auto bytes = fresh();
+    CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+    CHECK(Root(bytes)->format_version() == 2);
+  }
+  const std::tuple<uint32_t, uint32_t, uint32_t, int32_t, std::string> bad[] = {
+      {0, 1, 0, 0, "blocks.0.token_shift: segment 1 has width 0"},
+      {1, 2, 4, 2, "blocks.1.token_shift: segment 2 shifts by 2 (must be -1, 0 or 1)"},
+      {0, 0, 5, -1,
+       "blocks.0.token_shift: segment 0 takes the next position (shift -1), which a causal block "
+       "has not seen: only encoder blocks (causal false) shift by -1"},
+      {1, 2, 9, 1, "blocks.1.token_shift: the segments cover 17 features, more than d_model (16)"},
+  };
+  for (const auto& [block, i, width, shift, message] : bad) {
+    CAPTURE(message);
+    auto bytes = fresh();
+    *segment(bytes, block, i) = fb::ShiftSegment(width, shift);
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == message);
+  }
+  {
+    auto bytes = fresh();  // a segments vector of length 0
+    const fb::TokenShift* ts = Root(bytes)->blocks()->Get(1)->token_shift();
+    const uint32_t zero = 0;
+    std::memcpy(const_cast<void*>(static_cast<const void*>(ts->segments())), &zero, sizeof(zero));
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.1.token_shift has no segments");
+  }
+  {
+    // A post-norm model with a token shift, written past the converter's check.
+    auto desc = recur::impl::converter::ParseConfig(recur::impl::testing::kTinyTokenShiftConfig);
+    REQUIRE(desc.ok());
+    desc->desc.norm_placement = recur::impl::converter::NormPlacement::kPost;
+    recur::impl::converter::BuildOptions options;
+    options.self_check = false;
+    auto bytes = recur::impl::converter::BuildModel(
+        desc->desc, recur::impl::testing::RandomTensors(desc->desc, 1), options);
+    REQUIRE(bytes.ok());
+    CHECK(Load(*bytes, bytes->size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() ==
+          "blocks.0.token_shift: token shift needs pre-norm blocks (it shifts the "
+          "normalised inputs of the mixer and the FFN)");
   }
 }

@@ -5,8 +5,8 @@ needs batches. `forward(model, x)` computes the same function over a batch of
 equal-length sequences from the initial state, with the model's own parameters
 (so its state_dict is what export writes). Only the mixers the shipped models
 use are here: linear_attention (any feature map), softmax_attention and
-sliding_window, causal or not, with their rotary position embeddings (§12). test_reference.py
-checks it against RecurModel.forward.
+sliding_window, causal or not, with their rotary position embeddings (§12), and token shift
+(§13). test_training.py checks it against RecurModel.forward.
 """
 
 import math
@@ -82,6 +82,19 @@ def sliding_window(m: SlidingWindowAttention, x: Tensor) -> Tensor:
     return m.out(_merge(torch.softmax(s, -1) @ v))
 
 
+def token_shift(ts, h: Tensor) -> Tensor:
+    """h (B, N, d_model) through the token shift `ts` (model.TokenShift, §13) over whole
+    sequences: zeros before the first position and after the last."""
+    out, o = h.clone(), 0
+    for w, by in ts.segments:
+        if by == 1:
+            out[:, :, o:o + w] = torch.cat([h.new_zeros(h.shape[0], 1, w), h[:, :-1, o:o + w]], 1)
+        elif by == -1:
+            out[:, :, o:o + w] = torch.cat([h[:, 1:, o:o + w], h.new_zeros(h.shape[0], 1, w)], 1)
+        o += w
+    return out
+
+
 _MIXERS = {LinearAttention: linear_attention, SoftmaxAttention: softmax_attention,
            SlidingWindowAttention: sliding_window}
 
@@ -112,8 +125,11 @@ def forward(model: RecurModel, x: Tensor) -> Tensor:
     for block in model.blocks:
         mix = _MIXERS[type(block.mixer)]
         if block.pre_norm:
-            h = h + mix(block.mixer, block.norm1(h))
-            h = h + block.ffn(block.norm2(h))
+            ts = block.token_shift
+            a = block.norm1(h)
+            h = h + mix(block.mixer, a if ts is None else token_shift(ts, a))
+            f = block.norm2(h)
+            h = h + block.ffn(f if ts is None or not ts.ffn else token_shift(ts, f))
         else:
             h = block.norm1(h + mix(block.mixer, h))
             h = block.norm2(h + block.ffn(h))
