@@ -143,6 +143,36 @@ TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every ki
   }
 }
 
+TEST_CASE("cli: inspect shows rotary position embeddings, token shift and format version 2") {
+  for (const auto& [config, lines] : std::vector<std::pair<const char*, std::vector<std::string>>>{
+           {recur::impl::testing::kTinyRotaryConfig,
+            {"format_version:  2",
+             "mixer:  softmax_attention heads=2 dk=8 dv=4 rotary_dims=6 rotary_pairs=half "
+             "rotary_base=500",
+             "rotary_dims=4 rotary_pairs=interleaved rotary_base=200"}},
+           {recur::impl::testing::kTinyTokenShiftConfig,
+            {"format_version:  2",
+             "shift:  segments=[[5,1],[3,0],[4,1]] of the mixer's input and the FFN's, 72 bytes of "
+             "state per stream"}},
+           {recur::impl::testing::kTinyTokenShiftEncoderConfig,
+            {"shift:  segments=[[4,-1],[4,0],[3,1]] of the mixer's input and the FFN's, 0 bytes of "
+             "state per stream"}},
+           {kTokensConfig, {"format_version:  1"}}}) {
+    testing::TempDir dir;
+    WriteInputs(dir, config, testing::RandomTensors(config, 2));
+    REQUIRE(Cli(dir, {"convert", dir.File("w.safetensors"), "-c", dir.File("config.json"), "-o",
+                      dir.File("m.recur")})
+                .code == 0);
+    Run i = Cli(dir, {"inspect", dir.File("m.recur")});
+    REQUIRE(i.code == 0);
+    for (const std::string& line : lines) {
+      CHECK_MESSAGE(i.out.find(line) != std::string::npos, "missing: " << line << "\n" << i.out);
+    }
+    CHECK((i.out.find("shift:") != std::string::npos) ==
+          (config != kTokensConfig && config != recur::impl::testing::kTinyRotaryConfig));
+  }
+}
+
 TEST_CASE("cli: inspect --json") {
   testing::TempDir dir;
   nlohmann::json j = ConvertAndInspect(dir, kTokensConfig);
