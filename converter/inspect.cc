@@ -126,6 +126,22 @@ class Collector {
         mixer["type"] = "unknown (union tag " + std::to_string(static_cast<int>(b->mixer_type())) + ")";
       }
       block["mixer"] = mixer;
+      if (const fb::TokenShift* ts = b->token_shift()) {
+        // The previous position's shift-1 features per shifted input, in a
+        // causal block's state (§13).
+        OrderedJson segments = OrderedJson::array();
+        uint64_t carried = 0;
+        if (ts->segments()) {
+          for (const fb::ShiftSegment* s : *ts->segments()) {
+            segments.push_back({s->width(), s->shift()});
+            if (s->shift() == 1) carried += s->width();
+          }
+        }
+        const bool causal = mixer.value("causal", true);
+        block["token_shift"] = {{"segments", segments},
+                                {"ffn", ts->ffn()},
+                                {"state_bytes", causal ? 4 * carried * (ts->ffn() ? 2 : 1) : 0}};
+      }
       block["norm2"] = Norm(b->norm2());
       const fb::FeedForward* f = b->ffn();
       block["ffn"] = {{"d_ff", f->d_ff()},
@@ -278,6 +294,12 @@ std::string RenderText(const OrderedJson& j) {
                   : std::string()) +
              ", fixed (does not grow with the length)");
       }
+    }
+    if (b.contains("token_shift")) {
+      const OrderedJson& ts = b["token_shift"];
+      line("    shift:  segments=" + ts["segments"].dump() + " of the mixer's input" +
+           (ts["ffn"].get<bool>() ? " and the FFN's" : "") + ", " +
+           std::to_string(ts["state_bytes"].get<uint64_t>()) + " bytes of state per stream");
     }
     line("    norm2:  " + NormText(b["norm2"]));
     const OrderedJson& f = b["ffn"];

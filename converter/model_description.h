@@ -41,6 +41,15 @@ struct InputDescription {
   bool norm = false;           // a LayerNorm (input.norm) after the positions
 };
 
+// Rotary position embeddings of a mixer's q and k (config "rotary";
+// docs/attention-math.md §12): in each head, pair i of the first `dims`
+// features turns by t·base^(−2i/dims) at position t.
+struct RotaryDescription {
+  uint32_t dims = 0;  // 0: no rotation
+  double base = 10000.0;
+  bool half = false;  // pairs (i, i + dims/2) ("half"); else (2i, 2i + 1) ("interleaved")
+};
+
 // The parameters of one block's mixer. Each mixer declares its own struct,
 // derived from MixerParamsOf<itself>, in converter/mixers/<file>.h (e.g.
 // LinearAttentionParams in converter/mixers/linear_attention.h).
@@ -50,6 +59,9 @@ struct MixerParams {
   virtual std::unique_ptr<MixerParams> Clone() const = 0;
 
   bool causal = true;  // false: the encoder form (whole sequences only)
+  // Set only by the mixers that take "rotary" (softmax_attention,
+  // linear_attention, sliding_window, flash).
+  RotaryDescription rotary;
 };
 
 // Gives a mixer's parameter struct its Clone().
@@ -95,10 +107,19 @@ class MixerDescription {
   std::unique_ptr<MixerParams> params_;
 };
 
+// Token shift of a block's normalised inputs (config "token_shift";
+// docs/attention-math.md §13): consecutive segments of (width, shift), shift
+// 0 (pass), 1 (the previous position's) or −1 (the next's, encoders only).
+struct TokenShiftDescription {
+  std::vector<std::pair<uint32_t, int32_t>> segments;  // empty: no token shift
+  bool ffn = false;                                    // the FFN's input shifts too
+};
+
 struct BlockDescription {
   MixerDescription mixer;
   uint32_t d_ff = 0;
   Activation activation = Activation::kRelu;
+  TokenShiftDescription token_shift;
 };
 
 struct HeadDescription {

@@ -16,19 +16,6 @@
 namespace recur::impl::converter {
 namespace {
 
-// The oldest format_version that holds the model: 1 unless a part of it needs
-// a newer runtime (recur.fbs, "Compatibility rules").
-uint32_t FormatVersionFor(const ModelDescription& desc) {
-  uint32_t version = desc.input.norm ? 2 : 1;
-  for (const BlockDescription& block : desc.blocks) {
-    if (block.mixer.type()) {
-      version =
-          std::max(version, block.mixer.type()->converter->FormatVersion(block.mixer.params()));
-    }
-  }
-  return version;
-}
-
 #define RECUR_STR2(x) #x
 #define RECUR_STR(x) RECUR_STR2(x)
 
@@ -148,7 +135,14 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
     auto l1 = dense(p + "ffn.linear1");
     auto l2 = dense(p + "ffn.linear2");
     auto ffn = fb::CreateFeedForward(fbb, b.d_ff, ToFb(b.activation), l1, l2);
-    blocks.push_back(fb::CreateBlock(fbb, norm1, b.mixer.type()->tag, mixer, norm2, ffn));
+    flatbuffers::Offset<fb::TokenShift> token_shift = 0;
+    if (!b.token_shift.segments.empty()) {
+      std::vector<fb::ShiftSegment> segments;
+      for (const auto& [width, shift] : b.token_shift.segments) segments.emplace_back(width, shift);
+      token_shift = fb::CreateTokenShiftDirect(fbb, &segments, b.token_shift.ffn);
+    }
+    blocks.push_back(
+        fb::CreateBlock(fbb, norm1, b.mixer.type()->tag, mixer, norm2, ffn, token_shift));
   }
   auto blocks_vec = fbb.CreateVector(blocks);
 
@@ -205,6 +199,19 @@ const char* ConverterVersion() {
 }
 
 std::string DefaultProducer() { return std::string("recur-convert ") + ConverterVersion(); }
+
+uint32_t FormatVersionFor(const ModelDescription& desc) {
+  uint32_t version = desc.input.norm ? 2 : 1;
+  for (const BlockDescription& b : desc.blocks) {
+    if (b.mixer.type()) {
+      version = std::max(version, b.mixer.type()->converter->FormatVersion(b.mixer.params()));
+      if (b.mixer.params().rotary.dims != 0) version = std::max(version, 2u);
+    }
+    if (!b.token_shift.segments.empty()) version = std::max(version, 2u);
+  }
+  static_assert(RECUR_FORMAT_VERSION >= 2, "the runtime reads what the writer writes");
+  return version;
+}
 
 Status SelfCheck(const AlignedBytes& bytes) {
   recur_model* model = nullptr;

@@ -62,6 +62,13 @@ Result<AlignedBytes> BuildModelFromConfig(const std::string& config_json, const 
                                           Layout layout = Layout::kAuto,
                                           const BuildOptions& options = {});
 
+// The format_version the writer stamps on `desc`'s file: the oldest that
+// reads it as written (runtime/schema/recur.fbs). A runtime ignores fields
+// newer than it, so a file that uses one must be refused by those runtimes:
+// 2 when a mixer has rotary set or a block a token shift, else 1 (what every
+// older file is).
+uint32_t FormatVersionFor(const ModelDescription& desc);
+
 // Loads `bytes` with the runtime; an error carries the runtime's message.
 Status SelfCheck(const AlignedBytes& bytes);
 

@@ -28,6 +28,58 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
   return Status::Ok();
 }
 
+// The optional "token_shift": {"segments": [[width, shift], ...], "ffn"}
+// (docs/attention-math.md §13), for every block.
+Status ParseTokenShift(const KeyReader& r, const json& root, const ModelDescription& d,
+                       TokenShiftDescription* out) {
+  auto it = root.find("token_shift");
+  if (it == root.end()) return Status::Ok();
+  if (!it->is_object()) return r.Invalid("token_shift", "must be a JSON object");
+  RECUR_RETURN_IF_ERROR(r.OnlyKeys(*it, "token_shift", {"segments", "ffn"}));
+  if (d.norm_placement != NormPlacement::kPre) {
+    return r.Invalid("token_shift",
+                     "needs norm_placement \"pre\" (it shifts the normalised "
+                     "inputs of the mixer and the FFN)");
+  }
+  auto segments = it->find("segments");
+  if (segments == it->end()) return r.Missing("token_shift.segments");
+  if (!segments->is_array() || segments->empty()) {
+    return r.Invalid("token_shift.segments", "must be a non-empty list of [width, shift] pairs");
+  }
+  TokenShiftDescription shift;
+  uint64_t covered = 0;
+  for (std::size_t i = 0; i < segments->size(); ++i) {
+    const json& s = (*segments)[i];
+    const std::string at = "token_shift.segments[" + std::to_string(i) + "]";
+    if (!s.is_array() || s.size() != 2 || !s[0].is_number_integer() || !s[1].is_number_integer()) {
+      return r.Invalid(at, "must be a pair [width, shift] of integers");
+    }
+    if (s[0].get<int64_t>() < 1 || s[0].get<int64_t>() > int64_t{d.d_model}) {
+      return r.Invalid(at, "has width " + s[0].dump() + ": must be in [1, d_model]");
+    }
+    const int64_t by = s[1].get<int64_t>();
+    if (by < -1 || by > 1)
+      return r.Invalid(at, "shifts by " + s[1].dump() + ": must be -1, 0 or 1");
+    covered += s[0].get<uint64_t>();
+    shift.segments.emplace_back(s[0].get<uint32_t>(), static_cast<int32_t>(by));
+  }
+  if (covered > d.d_model) {
+    return r.Invalid("token_shift.segments", "cover " + std::to_string(covered) +
+                                                 " features, more than d_model (" +
+                                                 std::to_string(d.d_model) + ")");
+  }
+  for (std::size_t i = 0; i < shift.segments.size(); ++i) {
+    if (shift.segments[i].second == -1 && !d.blocks.empty() && d.blocks[0].mixer.causal()) {
+      return r.Invalid("token_shift.segments[" + std::to_string(i) + "]",
+                       "takes the next position (shift -1), which a causal model has not seen: "
+                       "only encoders (causal false) shift by -1");
+    }
+  }
+  RECUR_RETURN_IF_ERROR(r.Bool(*it, "ffn", "token_shift", &shift.ffn, /*required=*/false));
+  *out = std::move(shift);
+  return Status::Ok();
+}
+
 class RecurLayoutConverter final : public LayoutConverter {
  public:
   // models/configs/README.md: every key required.
@@ -108,6 +160,9 @@ class RecurLayoutConverter final : public LayoutConverter {
       block.activation = act == 0 ? Activation::kRelu : Activation::kGelu;
     }
     d->blocks = std::move(blocks);
+    TokenShiftDescription token_shift;
+    RECUR_RETURN_IF_ERROR(ParseTokenShift(r, root, *d, &token_shift));
+    for (BlockDescription& block : d->blocks) block.token_shift = token_shift;
 
     RECUR_RETURN_IF_ERROR(r.Bool(root, "final_norm", "", &d->final_norm));
 
@@ -133,7 +188,7 @@ class RecurLayoutConverter final : public LayoutConverter {
         r.OnlyKeys(root, "",
                    {"layout", "notes", "input_description", "output_description", "d_model",
                     "n_layers", "norm_placement", "layer_norm_eps", "input", "max_positions",
-                    "mixer", "ffn", "final_norm", "head"}));
+                    "mixer", "ffn", "final_norm", "head", "token_shift"}));
     return ParseMetadata(r, root, &d->metadata);
   }
 

@@ -16,13 +16,14 @@ class FlashConverterImpl final : public MixerConverter {
  public:
   Status Parse(const MixerConfig& c, std::unique_ptr<MixerParams>* out) const override {
     GatedUnitShape shape;
-    RECUR_RETURN_IF_ERROR(ParseGatedUnit(c, "chunk", &shape));
+    RECUR_RETURN_IF_ERROR(ParseGatedUnit(c, "chunk", &shape, "rotary"));
     auto p = std::make_unique<FlashParams>();
     p->expansion_dim = shape.expansion_dim;
     p->qk_dim = shape.qk_dim;
     p->chunk = shape.length;
     p->scale = shape.scale;
     p->causal = shape.causal;
+    RECUR_RETURN_IF_ERROR(c.Rotary(p->qk_dim, "qk_dim", &p->rotary));
     *out = std::move(p);
     return Status::Ok();
   }
@@ -40,8 +41,10 @@ class FlashConverterImpl final : public MixerConverter {
     auto v = w->Dense("v_proj");
     auto z = w->Dense("z_proj");
     auto o = w->Dense("out");
+    auto rotary = w->Rotary(p.rotary);
     return fb::CreateFlash(w->fbb(), p.expansion_dim, p.qk_dim, p.chunk, p.scale, u, v, z, o,
-                           w->Ref("qk_gamma"), w->Ref("qk_beta"), w->Ref("rel_bias"), p.causal)
+                           w->Ref("qk_gamma"), w->Ref("qk_beta"), w->Ref("rel_bias"), p.causal,
+                           rotary)
         .Union();
   }
 
@@ -53,6 +56,7 @@ class FlashConverterImpl final : public MixerConverter {
     mixer["chunk"] = fl->chunk();
     mixer["scale"] = FloatForJson(fl->scale());
     mixer["causal"] = fl->causal();
+    DescribeRotary(fl->rotary(), &mixer);
     mixer["u_proj"] = refs.Dense(fl->u_proj());
     mixer["v_proj"] = refs.Dense(fl->v_proj());
     mixer["z_proj"] = refs.Dense(fl->z_proj());
@@ -65,7 +69,7 @@ class FlashConverterImpl final : public MixerConverter {
   }
 
   std::string DescribeText(const OrderedJson& m) const override {
-    return InspectFields(m, {"expansion_dim", "qk_dim", "chunk", "scale"}) +
+    return InspectFields(m, {"expansion_dim", "qk_dim", "chunk", "scale"}) + InspectRotary(m) +
            InspectEncoderNote(m);
   }
 

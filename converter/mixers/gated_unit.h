@@ -22,9 +22,17 @@ struct GatedUnitShape {
   bool causal = true;
 };
 
-// The keys type, causal, expansion_dim, qk_dim, `length_key` and scale.
-inline Status ParseGatedUnit(const MixerConfig& c, const char* length_key, GatedUnitShape* out) {
-  RECUR_RETURN_IF_ERROR(c.OnlyKeys({"type", "causal", "expansion_dim", "qk_dim", length_key, "scale"}));
+// The keys type, causal, expansion_dim, qk_dim, `length_key` and scale;
+// `extra_key` (if not null) is one more key the caller reads.
+inline Status ParseGatedUnit(const MixerConfig& c, const char* length_key, GatedUnitShape* out,
+                             const char* extra_key = nullptr) {
+  if (extra_key != nullptr) {
+    RECUR_RETURN_IF_ERROR(
+        c.OnlyKeys({"type", "causal", "expansion_dim", "qk_dim", length_key, "scale", extra_key}));
+  } else {
+    RECUR_RETURN_IF_ERROR(
+        c.OnlyKeys({"type", "causal", "expansion_dim", "qk_dim", length_key, "scale"}));
+  }
   RECUR_RETURN_IF_ERROR(c.UInt("expansion_dim", 1, &out->expansion_dim));
   RECUR_RETURN_IF_ERROR(c.UInt("qk_dim", 1, &out->qk_dim));
   RECUR_RETURN_IF_ERROR(c.UInt(length_key, 1, &out->length));

@@ -62,7 +62,8 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     RECUR_RETURN_IF_ERROR(c.Heads(&p->heads, &p->dk, &p->dv));
     RECUR_RETURN_IF_ERROR(
         c.OnlyKeys({"type", "heads", "dk", "causal", "dv", "feature_map", "n_features",
-                    "favor_layout", "softmax_temp", "eps", "feature_eps", "eps_per_feature"}));
+                    "favor_layout", "softmax_temp", "eps", "feature_eps", "eps_per_feature",
+                    "rotary"}));
     static const char* const kFeatureMaps[] = {
         "elu_plus_one", "relu", "poly2", "favor", "favor_stabilized", "generalized_relu"};
     static const FeatureMap kMaps[] = {FeatureMap::kEluPlusOne,      FeatureMap::kRelu,
@@ -119,6 +120,7 @@ class LinearAttentionConverterImpl final : public MixerConverter {
                        "its key stabiliser is a maximum over the whole sequence, "
                        "which a recurrent step cannot know");
     }
+    RECUR_RETURN_IF_ERROR(c.Rotary(p->dk, "dk", &p->rotary));
     *out = std::move(p);
     return Status::Ok();
   }
@@ -139,9 +141,10 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     auto v = w->Dense("value");
     auto o = w->Dense("out");
     const int32_t omega = p.favor() ? w->Ref("feature_map.omega") : -1;
+    auto rotary = w->Rotary(p.rotary);
     return fb::CreateLinearAttention(w->fbb(), p.heads, p.dk, p.dv, ToFb(p.feature_map), p.eps, q,
                                      k, v, o, p.causal, omega, p.favor_features, p.softmax_temp,
-                                     p.feature_eps, p.eps_per_feature)
+                                     p.feature_eps, p.eps_per_feature, rotary)
         .Union();
   }
 
@@ -161,6 +164,7 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     mixer["feature_map"] = InspectName(la->feature_map());
     mixer["eps"] = FloatForJson(la->eps());
     mixer["causal"] = la->causal();
+    DescribeRotary(la->rotary(), &mixer);
     if (la->feature_map() == fb::FeatureMap::Favor ||
         la->feature_map() == fb::FeatureMap::FavorHyperbolic ||
         la->feature_map() == fb::FeatureMap::FavorStabilized ||
@@ -195,7 +199,7 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     if (m.contains("feature_eps")) text += InspectFields(m, {"feature_eps"});
     text += InspectFields(m, {"eps"});
     if (m.contains("eps_per_feature")) text += " eps_per_feature";
-    return text + InspectEncoderNote(m);
+    return text + InspectRotary(m) + InspectEncoderNote(m);
   }
 };
 

@@ -1,5 +1,6 @@
 #include "converter/mixers/mixer_converter.h"
 
+#include <cmath>
 #include <string>
 
 #include "converter/json_util.h"
@@ -30,6 +31,33 @@ Status MixerConfig::Causal(bool* causal) const {
   return reader.Bool(object, "causal", where, causal, /*required=*/false);
 }
 
+Status MixerConfig::Rotary(uint32_t width, const char* width_key, RotaryDescription* out) const {
+  auto it = object.find("rotary");
+  if (it == object.end()) return Status::Ok();
+  const std::string at = where + ".rotary";
+  if (!it->is_object()) return reader.Invalid(at, "must be a JSON object");
+  RECUR_RETURN_IF_ERROR(reader.OnlyKeys(*it, at, {"dims", "pairs", "base"}));
+  RotaryDescription r;
+  RECUR_RETURN_IF_ERROR(reader.UInt(*it, "dims", at, 1, &r.dims));
+  if (r.dims % 2 != 0 || r.dims > width) {
+    return reader.Invalid(at + ".dims", "must be even and at most " + std::string(width_key) +
+                                            " (" + std::to_string(width) + "), got " +
+                                            std::to_string(r.dims));
+  }
+  static const char* const kPairs[] = {"interleaved", "half"};
+  std::size_t pairs = 0;
+  RECUR_RETURN_IF_ERROR(reader.Choice(*it, "pairs", at, kPairs, &pairs));
+  r.half = pairs == 1;
+  if (auto base = it->find("base"); base != it->end()) {
+    if (!base->is_number() || !std::isfinite(base->get<double>()) || !(base->get<double>() > 0)) {
+      return reader.Invalid(at + ".base", "must be a finite positive number");
+    }
+    r.base = base->get<double>();
+  }
+  *out = r;
+  return Status::Ok();
+}
+
 void MixerTensors::Add(const std::string& name, std::vector<int64_t> shape) {
   out_->emplace_back(prefix_ + name, std::move(shape));
 }
@@ -53,6 +81,12 @@ int32_t MixerTableWriter::Ref(const std::string& name) const {
 
 flatbuffers::Offset<fb::Dense> MixerTableWriter::Dense(const std::string& name) {
   return fb::CreateDense(*fbb_, Ref(name + ".weight"), Ref(name + ".bias"));
+}
+
+flatbuffers::Offset<fb::Rotary> MixerTableWriter::Rotary(const RotaryDescription& r) {
+  if (r.dims == 0) return 0;
+  return fb::CreateRotary(*fbb_, r.dims, r.base,
+                          r.half ? fb::RotaryPairs::Half : fb::RotaryPairs::Interleaved);
 }
 
 nlohmann::ordered_json TensorRefs::Ref(int32_t index) const {
@@ -86,6 +120,26 @@ std::string InspectFields(const nlohmann::ordered_json& mixer,
 
 std::string InspectEncoderNote(const nlohmann::ordered_json& mixer) {
   return mixer.value("causal", true) ? "" : " non-causal (encoder)";
+}
+
+void DescribeRotary(const fb::Rotary* rotary, nlohmann::ordered_json* mixer) {
+  if (rotary == nullptr) return;
+  (*mixer)["rotary"] = {{"dims", rotary->dims()},
+                        {"pairs", rotary->pairs() == fb::RotaryPairs::Half          ? "half"
+                                  : rotary->pairs() == fb::RotaryPairs::Interleaved ? "interleaved"
+                                                                                    : "unknown"},
+                        {"base", rotary->base()}};
+}
+
+std::string InspectRotary(const nlohmann::ordered_json& mixer) {
+  if (!mixer.contains("rotary")) return "";
+  const nlohmann::ordered_json& r = mixer["rotary"];
+  const double base = r["base"].get<double>();
+  const std::string base_text = base == std::floor(base) && std::fabs(base) < 1e15
+                                    ? std::to_string(static_cast<int64_t>(base))
+                                    : nlohmann::json(base).dump();
+  return " rotary_dims=" + std::to_string(r["dims"].get<uint32_t>()) +
+         " rotary_pairs=" + r["pairs"].get<std::string>() + " rotary_base=" + base_text;
 }
 
 }  // namespace recur::impl::converter

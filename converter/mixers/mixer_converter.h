@@ -50,6 +50,9 @@ struct MixerConfig {
   Status Heads(uint32_t* heads, uint32_t* dk, uint32_t* dv) const;
   // The optional "causal" (absent: *causal unchanged).
   Status Causal(bool* causal) const;
+  // The optional "rotary" object {"dims", "pairs", optional "base"}: dims even
+  // and at most the head's q/k width (`width`, the key `width_key` names).
+  Status Rotary(uint32_t width, const char* width_key, RotaryDescription* out) const;
   // "<where>.<key>" <what>
   Status Invalid(const std::string& key, const std::string& what) const {
     return reader.Invalid(where + "." + key, what);
@@ -107,6 +110,8 @@ class MixerTableWriter {
   int32_t Ref(const std::string& name) const;
   // A Dense table of <name>.weight and <name>.bias (each -1 when absent).
   flatbuffers::Offset<fb::Dense> Dense(const std::string& name);
+  // A Rotary table; null (0) for dims 0.
+  flatbuffers::Offset<fb::Rotary> Rotary(const RotaryDescription& rotary);
 
  private:
   flatbuffers::FlatBufferBuilder* fbb_;
@@ -133,6 +138,11 @@ std::string InspectFields(const nlohmann::ordered_json& mixer,
                           std::initializer_list<const char*> keys);
 // " non-causal (encoder)" for a mixer with "causal": false, else "".
 std::string InspectEncoderNote(const nlohmann::ordered_json& mixer);
+// inspect: "rotary": {"dims", "pairs", "base"} into `mixer` when `rotary` is
+// set (absent: no key); and its text, " rotary_dims=.. rotary_pairs=..
+// rotary_base=..", or "".
+void DescribeRotary(const fb::Rotary* rotary, nlohmann::ordered_json* mixer);
+std::string InspectRotary(const nlohmann::ordered_json& mixer);
 
 // The converter of one or more union tags of mixers.inc (one object per
 // tag). Every function gets the parameters its own Parse made.

@@ -17,7 +17,7 @@ class SlidingWindowConverterImpl final : public MixerConverter {
     auto p = std::make_unique<SlidingWindowParams>();
     RECUR_RETURN_IF_ERROR(c.Heads(&p->heads, &p->dk, &p->dv));
     RECUR_RETURN_IF_ERROR(c.OnlyKeys({"type", "heads", "dk", "causal", "dv", "window", "dilation",
-                                      "global_tokens", "global_projections"}));
+                                      "global_tokens", "global_projections", "rotary"}));
     RECUR_RETURN_IF_ERROR(c.UInt("window", 1, &p->window));
     RECUR_RETURN_IF_ERROR(c.UInt("global_tokens", 0, &p->global_tokens, false));
     // "dilation": one per head, or one number for all heads.
@@ -48,6 +48,7 @@ class SlidingWindowConverterImpl final : public MixerConverter {
       return c.Invalid("global_projections",
                        "needs a non-causal mixer (\"causal\": false) with global_tokens > 0");
     }
+    RECUR_RETURN_IF_ERROR(c.Rotary(p->dk, "dk", &p->rotary));
     *out = std::move(p);
     return Status::Ok();
   }
@@ -83,9 +84,10 @@ class SlidingWindowConverterImpl final : public MixerConverter {
       kg = w->Dense("key_global");
       vg = w->Dense("value_global");
     }
+    auto rotary = w->Rotary(p.rotary);
     return fb::CreateSlidingWindowDirect(w->fbb(), p.heads, p.dk, p.dv, p.window,
                                          p.dilation.empty() ? nullptr : &p.dilation,
-                                         p.global_tokens, q, k, v, o, p.causal, qg, kg, vg)
+                                         p.global_tokens, q, k, v, o, p.causal, qg, kg, vg, rotary)
         .Union();
   }
 
@@ -101,6 +103,7 @@ class SlidingWindowConverterImpl final : public MixerConverter {
     mixer["dilation"] = dilation;
     mixer["global_tokens"] = sw->global_tokens();
     mixer["causal"] = sw->causal();
+    DescribeRotary(sw->rotary(), &mixer);
     mixer["query"] = refs.Dense(sw->query());
     mixer["key"] = refs.Dense(sw->key());
     mixer["value"] = refs.Dense(sw->value());
@@ -125,7 +128,8 @@ class SlidingWindowConverterImpl final : public MixerConverter {
     return InspectFields(m, {"heads", "dk", "dv", "window"}) +
            " dilation=" + (m["dilation"].empty() ? std::string("1") : m["dilation"].dump()) +
            InspectFields(m, {"global_tokens"}) +
-           (m.contains("query_global") ? " global_projections" : "") + InspectEncoderNote(m);
+           (m.contains("query_global") ? " global_projections" : "") + InspectRotary(m) +
+           InspectEncoderNote(m);
   }
 };
 

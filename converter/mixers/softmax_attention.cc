@@ -15,8 +15,9 @@ class SoftmaxAttentionConverterImpl final : public MixerConverter {
   Status Parse(const MixerConfig& c, std::unique_ptr<MixerParams>* out) const override {
     auto p = std::make_unique<SoftmaxAttentionParams>();
     RECUR_RETURN_IF_ERROR(c.Heads(&p->heads, &p->dk, &p->dv));
-    RECUR_RETURN_IF_ERROR(c.OnlyKeys({"type", "heads", "dk", "causal", "dv"}));
+    RECUR_RETURN_IF_ERROR(c.OnlyKeys({"type", "heads", "dk", "causal", "dv", "rotary"}));
     RECUR_RETURN_IF_ERROR(c.Causal(&p->causal));
+    RECUR_RETURN_IF_ERROR(c.Rotary(p->dk, "dk", &p->rotary));
     *out = std::move(p);
     return Status::Ok();
   }
@@ -33,7 +34,8 @@ class SoftmaxAttentionConverterImpl final : public MixerConverter {
     auto k = w->Dense("key");
     auto v = w->Dense("value");
     auto o = w->Dense("out");
-    return fb::CreateSoftmaxAttention(w->fbb(), p.heads, p.dk, p.dv, q, k, v, o, p.causal)
+    auto rotary = w->Rotary(p.rotary);
+    return fb::CreateSoftmaxAttention(w->fbb(), p.heads, p.dk, p.dv, q, k, v, o, p.causal, rotary)
         .Union();
   }
 
@@ -44,6 +46,7 @@ class SoftmaxAttentionConverterImpl final : public MixerConverter {
     mixer["dk"] = sa->dk();
     mixer["dv"] = sa->dv();
     mixer["causal"] = sa->causal();
+    DescribeRotary(sa->rotary(), &mixer);
     mixer["query"] = refs.Dense(sa->query());
     mixer["key"] = refs.Dense(sa->key());
     mixer["value"] = refs.Dense(sa->value());
@@ -56,7 +59,7 @@ class SoftmaxAttentionConverterImpl final : public MixerConverter {
   }
 
   std::string DescribeText(const OrderedJson& m) const override {
-    return InspectFields(m, {"heads", "dk", "dv"}) + InspectEncoderNote(m);
+    return InspectFields(m, {"heads", "dk", "dv"}) + InspectRotary(m) + InspectEncoderNote(m);
   }
 };
 

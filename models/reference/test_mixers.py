@@ -16,9 +16,9 @@ import unittest
 import torch
 import torch.nn.functional as F
 
-from recur_ref.mixers import (MIXERS, build_mixer, fast_transformers_aft_full, fast_transformers_favor,
-                              feature_dim, performer_favor, poly2, retnet_angles, retnet_rotate, state_bytes,
-                              validate_mixer)
+from recur_ref.mixers import (MIXERS, ROTARY_PAIRS, Rotary, build_mixer, fast_transformers_aft_full,
+                              fast_transformers_favor, feature_dim, performer_favor, poly2, retnet_angles, retnet_rotate,
+                              state_bytes, validate_mixer)
 
 D_MODEL = 12
 TOL = 1e-10
@@ -47,6 +47,15 @@ CAUSAL = {
     "flash": {"type": "flash", "expansion_dim": 8, "qk_dim": 4, "chunk": 5},
     "retnet": {"type": "retnet", "heads": 3, "dk": 4, "dv": 5, "decay": [0.5, 0.9, 0.999]},
     "retnet_default": {"type": "retnet", "heads": 2, "dk": 2, "dv": 3, "eps": 1e-5},   # dk 2: one frequency
+    # rotary position embeddings (§12): every pair layout, full and partial dims, a base of their own
+    "softmax_rotary": {"type": "softmax_attention", "heads": 2, "dk": 4, "dv": 3,
+                       "rotary": {"dims": 4, "pairs": "interleaved"}},
+    "linear_rotary": {"type": "linear_attention", "heads": 2, "dk": 4, "dv": 3, "feature_map": "elu_plus_one",
+                      "eps": 1e-6, "rotary": {"dims": 2, "pairs": "half", "base": 100}},
+    "window_rotary": {"type": "sliding_window", "heads": 2, "dk": 4, "dv": 3, "window": 3, "global_tokens": 1,
+                      "rotary": {"dims": 4, "pairs": "half"}},
+    "flash_rotary": {"type": "flash", "expansion_dim": 8, "qk_dim": 4, "chunk": 5,
+                     "rotary": {"dims": 2, "pairs": "interleaved", "base": 10}},
 }
 NONCAUSAL = {
     "softmax": {"type": "softmax_attention", "heads": 2, "dk": 3, "dv": 4, "causal": False},
@@ -65,6 +74,10 @@ NONCAUSAL = {
     "reformer": {"type": "reformer", "heads": 2, "dk": 3, "dv": 4, "n_buckets": 4, "chunk": 16, "rounds": 2},
     "reformer_c3": {"type": "reformer", "heads": 2, "dk": 3, "dv": 4, "n_buckets": 6, "chunk": 3, "rounds": 3,
                     "causal": False},
+    "softmax_rotary": dict(CAUSAL["softmax_rotary"], causal=False),
+    "linear_rotary": dict(CAUSAL["linear_rotary"], causal=False),
+    "window_rotary": dict(CAUSAL["window_rotary"], causal=False),
+    "flash_rotary": dict(CAUSAL["flash_rotary"], causal=False),
 }
 
 
@@ -133,15 +146,17 @@ class StepEqualsParallel(unittest.TestCase):
                 self.assertEqual(state_diff(before, s), 0.0)   # exact: `before` is a copy of s
 
     def test_long_sequences(self):
-        """N = 1000 (1100 for favor): step loop vs parallel form."""
+        """N = 1000 (1100 for favor): step loop vs parallel form (rotary: angles of thousands of
+        radians)."""
         cases = {"linear_favor": (CAUSAL["linear_favor"], 1100), "window": (CAUSAL["window"], 1000),
                  "aft_simple": (CAUSAL["aft_simple"], 1000), "flash": (CAUSAL["flash"], 1000),
-                 "retnet": (CAUSAL["retnet"], 1000)}
+                 "retnet": (CAUSAL["retnet"], 1000), "softmax_rotary": (CAUSAL["softmax_rotary"], 1000),
+                 "linear_rotary": (CAUSAL["linear_rotary"], 1000), "flash_rotary": (CAUSAL["flash_rotary"], 1000)}
         for name, (cfg, n) in cases.items():
             with self.subTest(name):
                 m = make(cfg)
                 x = rand_x(1, n, seed=5)
-                ys, _ = run_steps(m, x, m.initial_state(1))
+                ys, _ = run_steps(m, x, m.initial_state(1, max_context=n))
                 ref = flash_brute(m, x) if name == "flash" else m(x)
                 self.assertLessEqual(maxdiff(ys, ref), TOL)
 
@@ -163,7 +178,7 @@ class NoRecurrentForm(unittest.TestCase):
     def test_noncausal_is_not_causal(self):
         """Changing the last position changes the first output (whole-sequence mixing)."""
         for name, cfg in NONCAUSAL.items():
-            if name in ("window", "aft_local", "aft_conv", "flash", "reformer_c3"):
+            if name in ("window", "window_rotary", "aft_local", "aft_conv", "flash", "flash_rotary", "reformer_c3"):
                 continue   # local: position 0 does not see position N−1 (reformer_c3: not in a chunk before it)
             with self.subTest(name):
                 m = make(cfg)
@@ -224,7 +239,7 @@ class StateSizes(unittest.TestCase):
                 s25 = m.prefill(rand_x(1, 20), s5)[1]
                 self.assertEqual(shapes(s0), shapes(s5))
                 self.assertEqual(shapes(s5), shapes(s25))
-                fixed = name not in ("softmax", "aft_full", "aft_full_ft", "gau")
+                fixed = name not in ("softmax", "softmax_rotary", "aft_full", "aft_full_ft", "gau")
                 self.assertEqual(size.grows, not fixed)
 
     def test_formulas(self):
@@ -253,6 +268,8 @@ class TensorNames(unittest.TestCase):
             ("aft_full", True): {"pos_bias": (40, 40)}, ("aft_full_ft", True): {"u": (40, 3), "v": (40, 3)},
             ("linformer", False): {"E": (2, 5, 30), "F": (2, 5, 30)}, ("linformer_kv", False): {"E": (5, 30)},
             ("retnet", True): {"gate.weight": (15, D_MODEL), "gate.bias": (15,)},   # decay: from the config
+            # rotary: from the config, no tensor
+            ("softmax_rotary", True): {}, ("linear_rotary", True): {}, ("window_rotary", False): {},
         }
         for (name, causal), extra in expect.items():
             with self.subTest(name):
@@ -262,6 +279,7 @@ class TensorNames(unittest.TestCase):
                     self.assertEqual(tuple(sd[k].shape), shape)
         sd = make(CAUSAL["flash"]).state_dict()
         self.assertEqual(set(sd), set(gau))
+        self.assertEqual(set(make(CAUSAL["flash_rotary"]).state_dict()), set(gau))
         self.assertEqual(tuple(sd["qk_gamma"].shape), (4, 4))
         self.assertEqual(tuple(sd["rel_bias"].shape), (5,))
         self.assertEqual(tuple(make(NONCAUSAL["flash"]).state_dict()["rel_bias"].shape), (9,))
@@ -330,6 +348,24 @@ class Validation(unittest.TestCase):
             (dict(base["retnet"], eps=0), "mixer.eps must be > 0"),
             (dict(base["retnet"], causal=True), "unknown keys \\['causal'\\]"),   # no encoder form
             (dict(base["retnet_default"], heads=21), "mixer.decay is required with more than 20 heads"),
+            (dict(base["softmax_rotary"], rotary={"dims": 3, "pairs": "half"}),
+             "mixer.rotary.dims must be even and at most dk \\(4\\), got 3"),
+            (dict(base["softmax_rotary"], rotary={"dims": 6, "pairs": "half"}), "at most dk \\(4\\), got 6"),
+            (dict(base["softmax_rotary"], rotary={"dims": 0, "pairs": "half"}), "mixer.rotary.dims must be even"),
+            (dict(base["softmax_rotary"], rotary={"dims": 2.0, "pairs": "half"}), "mixer.rotary.dims must be even"),
+            (dict(base["flash_rotary"], rotary={"dims": 6, "pairs": "half"}), "at most qk_dim \\(4\\), got 6"),
+            (dict(base["softmax_rotary"], rotary={"dims": 4}), "mixer.rotary: missing keys \\['pairs'\\]"),
+            (dict(base["softmax_rotary"], rotary={"dims": 4, "pairs": "rotate_half"}),
+             "unknown mixer.rotary.pairs 'rotate_half'"),
+            (dict(base["softmax_rotary"], rotary={"dims": 4, "pairs": "half", "base": 0}), "mixer.rotary.base must be"),
+            (dict(base["softmax_rotary"], rotary={"dims": 4, "pairs": "half", "base": float("inf")}),
+             "mixer.rotary.base must be"),
+            (dict(base["softmax_rotary"], rotary={"dims": 4, "pairs": "half", "offset": 1}),
+             "mixer.rotary: unknown keys \\['offset'\\]"),
+            (dict(base["softmax_rotary"], rotary=[4, "half"]), "mixer.rotary must be a dict"),
+            (dict(base["aft_simple"], rotary={"dims": 2, "pairs": "half"}), "unknown keys \\['rotary'\\]"),
+            (dict(base["gau"], rotary={"dims": 2, "pairs": "half"}), "unknown keys \\['rotary'\\]"),
+            (dict(base["retnet"], rotary={"dims": 2, "pairs": "half"}), "unknown keys \\['rotary'\\]"),
         ]
         for cfg, msg in bad:
             with self.subTest(msg):
@@ -349,13 +385,36 @@ class Validation(unittest.TestCase):
 # Independent transcriptions (loops over positions, straight from the docstrings)
 # ----------------------------------------------------------------------------------------
 
+def rope_brute(x, t, cfg):
+    """x (..., dk) at position t turned per the README's rotary (§12), pair by pair in Python
+    floats: pair i < r/2 is dims (2i, 2i+1) (interleaved) or (i, i + r/2) (half), angle
+    t·base^(−2i/r); the dims past r pass."""
+    r, base = cfg["dims"], cfg.get("base", 10000)
+    out = x.clone()
+    for i in range(r // 2):
+        a, b = (2 * i, 2 * i + 1) if cfg["pairs"] == "interleaved" else (i, i + r // 2)
+        c, s = math.cos(t * base ** (-2 * i / r)), math.sin(t * base ** (-2 * i / r))
+        out[..., a] = x[..., a] * c - x[..., b] * s
+        out[..., b] = x[..., b] * c + x[..., a] * s
+    return out
+
+
+def rope_rows(x, cfg, axis=-2):
+    """x with the rows along `axis` at positions 0, 1, .. turned by rope_brute (cfg None: x)."""
+    if cfg is None:
+        return x
+    x = x.movedim(axis, 0)
+    return torch.stack([rope_brute(x[t], t, cfg) for t in range(len(x))]).movedim(0, axis)
+
+
 def flash_brute(m, x):
-    """FLASH per the docstring, position by position (causal or not)."""
+    """FLASH per the docstring, position by position (causal or not), with the rotary of the
+    four query/key rows when the config has one."""
     B, N, _ = x.shape
     u = F.silu(m.u_proj(x))
     v = F.silu(m.v_proj(x))
     z = F.silu(m.z_proj(x))
-    qq, kq, ql, kl = (m.qk_gamma[r] * z + m.qk_beta[r] for r in range(4))
+    qq, kq, ql, kl = (rope_rows(m.qk_gamma[r] * z + m.qk_beta[r], m.cfg.get("rotary")) for r in range(4))
     C = m.C
     out = torch.zeros(B, N, m.E, dtype=x.dtype)
     for t in range(N):
@@ -468,24 +527,24 @@ class Independent(unittest.TestCase):
         self.assertGreater(maxdiff(o, lib), 1e-3)    # the scalings do change o itself
 
     def test_flash_bruteforce(self):
-        for causal in (True, False):
-            with self.subTest(causal=causal):
-                m = make(CAUSAL["flash"] if causal else NONCAUSAL["flash"])
+        for name, causal in (("flash", True), ("flash", False), ("flash_rotary", True), ("flash_rotary", False)):
+            with self.subTest(name, causal=causal):
+                m = make(CAUSAL[name] if causal else NONCAUSAL[name])
                 x = rand_x(2, 13)
                 self.assertLessEqual(maxdiff(m(x), flash_brute(m, x)), TOL)
 
     def test_window_bruteforce(self):
-        for causal in (True, False):
-            cfg = dict(CAUSAL["window"], causal=causal)
-            with self.subTest(causal=causal):
+        for name, causal in (("window", True), ("window", False), ("window_rotary", True), ("window_rotary", False)):
+            cfg = dict(CAUSAL[name], causal=causal)
+            with self.subTest(name, causal=causal):
                 m = make(cfg)
                 x = rand_x(1, 17)
-                N, H, dk, dv = 17, 3, 3, 4
-                q = m.query(x).view(N, H, dk)
-                k = m.key(x).view(N, H, dk)
+                N, H, dk, dv = 17, cfg["heads"], cfg["dk"], cfg["dv"]
+                q = rope_rows(m.query(x).view(N, H, dk), cfg.get("rotary"), 0)
+                k = rope_rows(m.key(x).view(N, H, dk), cfg.get("rotary"), 0)
                 v = m.value(x).view(N, H, dv)
                 o = torch.zeros(N, H, dv, dtype=f64)
-                for h, d in enumerate(cfg["dilation"]):
+                for h, d in enumerate(cfg.get("dilation", [1] * H)):
                     for t in range(N):
                         if causal:
                             ps = {t - j * d for j in range(cfg["window"]) if t - j * d >= 0}
@@ -561,6 +620,83 @@ class Independent(unittest.TestCase):
         o = torch.stack([u[t] * sum(F.relu(0.3 * q[t] @ k[p] + g.rel_bias[t - p]) ** 2 * v[p] for p in range(t + 1))
                          for t in range(9)])
         self.assertLessEqual(maxdiff(g(x)[0], g.out(o)), TOL)
+
+    def test_rotary_softmax_and_linear_bruteforce(self):
+        """softmax_attention and linear_attention with q, k turned by rope_brute, per position."""
+        for name, causal in (("softmax_rotary", True), ("softmax_rotary", False), ("linear_rotary", True),
+                             ("linear_rotary", False)):
+            cfg = dict(CAUSAL[name], causal=causal)
+            with self.subTest(name, causal=causal):
+                m = make(cfg)
+                N, H, dk, dv = 11, cfg["heads"], cfg["dk"], cfg["dv"]
+                x = rand_x(1, N)
+                q = rope_rows(m.query(x).view(N, H, dk), cfg["rotary"], 0)
+                k = rope_rows(m.key(x).view(N, H, dk), cfg["rotary"], 0)
+                v = m.value(x).view(N, H, dv)
+                o = torch.zeros(N, H, dv, dtype=f64)
+                for t in range(N):
+                    ps = range(t + 1) if causal else range(N)
+                    for h in range(H):
+                        if name.startswith("softmax"):
+                            w = torch.softmax(torch.stack([q[t, h] @ k[p, h] / math.sqrt(dk) for p in ps]), 0)
+                        else:
+                            sim = torch.stack([(F.elu(q[t, h]) + 1) @ (F.elu(k[p, h]) + 1) for p in ps])
+                            w = sim / (sim.sum() + cfg["eps"])
+                        o[t, h] = sum(w[i] * v[p, h] for i, p in enumerate(ps))
+                self.assertLessEqual(maxdiff(m(x)[0], m.out(o.reshape(N, -1))), TOL)
+
+    def test_rotary_is_relative(self):
+        """With every dim turned, q̃_t·k̃_p depends on t − p only; partial dims pass unturned."""
+        g = torch.Generator().manual_seed(8)
+        q, k = torch.randn(6, generator=g, dtype=f64), torch.randn(6, generator=g, dtype=f64)
+        for pairs in ROTARY_PAIRS:
+            with self.subTest(pairs):
+                rot = Rotary({"dims": 6, "pairs": pairs})
+                dot = lambda t, p: float(rot(q[None], t)[0] @ rot(k[None], p)[0])
+                for t, p, shift in ((5, 2, 1000), (7, 7, 123), (40, 0, 3)):
+                    self.assertAlmostEqual(dot(t, p), dot(t + shift, p + shift), delta=1e-12)
+                self.assertGreater(abs(dot(5, 2) - dot(5, 3)), 1e-3)
+                part = Rotary({"dims": 4, "pairs": pairs, "base": 50})(q[None].expand(3, 6), 7)
+                self.assertTrue(torch.equal(part[:, 4:], q[None, 4:].expand(3, 2)))
+                for t in range(3):
+                    self.assertLessEqual(maxdiff(part[t], rope_brute(q, 7 + t, {"dims": 4, "pairs": pairs, "base": 50})),
+                                         1e-15)
+
+    def test_rotary_matches_libraries(self):
+        """The public libraries' rotations, transcribed, equal the two pair layouts:
+        performer-pytorch (FixedPositionalEmbedding, apply_rotary_pos_emb, rotate_every_two) and
+        rotary-embedding-torch (RotaryEmbedding.rotate_queries_or_keys, which FLASH-pytorch uses;
+        its first `dim` features) interleaved; GPT-NeoX / Hugging Face (rotate_half over the first
+        rotary_ndims features, the rest passed) half."""
+        g = torch.Generator().manual_seed(9)
+        n, dk, r = 7, 8, 6
+        x = torch.randn(n, dk, generator=g, dtype=f64)
+        t = torch.arange(n, dtype=f64)
+
+        # performer-pytorch: sinusoid = [sin, cos] of t·inv_freq over the whole head (dim_head)
+        inv = 1.0 / (10000 ** (torch.arange(0, dk, 2, dtype=f64) / dk))
+        sinu = torch.einsum("i,j->ij", t, inv)
+        sin, cos = (a.repeat_interleave(2, -1) for a in (torch.sin(sinu), torch.cos(sinu)))
+        every_two = torch.stack((-x[..., 1::2], x[..., 0::2]), -1).flatten(-2)
+        performer = x * cos + every_two * sin
+        self.assertLessEqual(maxdiff(Rotary({"dims": dk, "pairs": "interleaved"})(x, 0), performer), 1e-12)
+
+        # rotary-embedding-torch: freqs = t ⊗ 1/theta^(arange(0, dim, 2)/dim), each repeated for its pair
+        theta = 500.0
+        freqs = torch.einsum("i,j->ij", t, 1.0 / (theta ** (torch.arange(0, r, 2, dtype=f64)[:r // 2] / r)))
+        freqs = freqs.repeat_interleave(2, -1)
+        mid = x[..., :r]
+        half_rot = torch.stack((-mid[..., 1::2], mid[..., 0::2]), -1).flatten(-2)
+        ret = torch.cat([mid * freqs.cos() + half_rot * freqs.sin(), x[..., r:]], -1)
+        self.assertLessEqual(maxdiff(Rotary({"dims": r, "pairs": "interleaved", "base": theta})(x, 0), ret), 1e-12)
+
+        # Hugging Face (GPT-NeoX partial rotary): emb = cat(freqs, freqs); rotate_half = cat(−x2, x1)
+        freqs = torch.einsum("i,j->ij", t + 3, 1.0 / (10000 ** (torch.arange(0, r, 2, dtype=f64) / r)))
+        emb = torch.cat([freqs, freqs], -1)
+        rot, rest = x[..., :r], x[..., r:]
+        rotate_half = torch.cat([-rot[..., r // 2:], rot[..., :r // 2]], -1)
+        hf = torch.cat([rot * emb.cos() + rotate_half * emb.sin(), rest], -1)
+        self.assertLessEqual(maxdiff(Rotary({"dims": r, "pairs": "half"})(x, 3), hf), 1e-12)
 
     def test_linformer(self):
         for name in ("linformer", "linformer_kv"):

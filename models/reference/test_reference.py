@@ -25,6 +25,7 @@ import io
 import json
 import math
 import os
+import re
 import runpy
 import shutil
 import subprocess
@@ -448,14 +449,27 @@ def naive_forward(cfg, w, x):
         off = half + 0.5 * math.log(mm)
         return torch.cat([torch.exp(u - off), torch.exp(-u - off)], -1)
 
+    def rope(t):  # (n, [H,] width) rows at positions 0..n−1 → turned per the README's rotary, pair by pair
+        r = m.get("rotary")
+        if r is None:
+            return t
+        dims, base, out = r["dims"], r.get("base", 10000), t.clone()
+        for i in range(dims // 2):
+            a, b = (2 * i, 2 * i + 1) if r["pairs"] == "interleaved" else (i, i + dims // 2)
+            ang = torch.arange(n, dtype=torch.float64) * base ** (-2 * i / dims)
+            c, s = (f(ang).to(t.dtype).view(n, *([1] * (t.dim() - 2))) for f in (torch.cos, torch.sin))
+            out[..., a] = t[..., a] * c - t[..., b] * s
+            out[..., b] = t[..., b] * c + t[..., a] * s
+        return out
+
     def act(t):
         if cfg["ffn"]["activation"] == "relu":
             return t.clamp(min=0)
         return 0.5 * t * (1 + torch.erf(t / math.sqrt(2)))
 
     def softmax_mixer(h, b):  # the full (n, n) score matrix per head, masked, softmax over j
-        q = lin(h, b + "mixer.query").view(n, heads, dk)
-        k = lin(h, b + "mixer.key").view(n, heads, dk)
+        q = rope(lin(h, b + "mixer.query").view(n, heads, dk))
+        k = rope(lin(h, b + "mixer.key").view(n, heads, dk))
         v = lin(h, b + "mixer.value").view(n, heads, dv)
         s = torch.einsum("ihd,jhd->hij", q, k) / math.sqrt(dk)                  # (H, n, n)
         if m.get("causal", True):
@@ -465,8 +479,8 @@ def naive_forward(cfg, w, x):
         return lin(o.reshape(n, heads * dv), b + "mixer.out")
 
     def sliding_mixer(h, b):
-        q = lin(h, b + "mixer.query").view(n, heads, dk)
-        k = lin(h, b + "mixer.key").view(n, heads, dk)
+        q = rope(lin(h, b + "mixer.query").view(n, heads, dk))
+        k = rope(lin(h, b + "mixer.key").view(n, heads, dk))
         v = lin(h, b + "mixer.value").view(n, heads, dv)
         o = naive_sliding(m, q, k, v)
         if m.get("global_projections"):   # README: global query t < g over every position, own projections
@@ -503,7 +517,7 @@ def naive_forward(cfg, w, x):
     def flash_mixer(h, b):
         u, v, z = (F.silu(lin(h, b + f"mixer.{name}_proj")) for name in ("u", "v", "z"))
         g, be = w[b + "mixer.qk_gamma"], w[b + "mixer.qk_beta"]
-        qq, kq, ql, kl = (g[r] * z + be[r] for r in range(4))
+        qq, kq, ql, kl = (rope(g[r] * z + be[r]) for r in range(4))
         return lin(u * naive_flash(m, qq, kq, ql, kl, v, w[b + "mixer.rel_bias"]), b + "mixer.out")
 
     def linformer_mixer(h, b):   # explicit sums over the first n columns of E, F per head
@@ -527,8 +541,8 @@ def naive_forward(cfg, w, x):
         return lin(F.silu(lin(h, b + "mixer.gate")) * o.reshape(n, heads * dv), b + "mixer.out")
 
     def linear_mixer(h, b):
-        q = phi(lin(h, b + "mixer.query").view(n, heads, dk), b)
-        k = phi(lin(h, b + "mixer.key").view(n, heads, dk), b, keys=True)
+        q = phi(rope(lin(h, b + "mixer.query").view(n, heads, dk)), b)
+        k = phi(rope(lin(h, b + "mixer.key").view(n, heads, dk)), b, keys=True)
         v = lin(h, b + "mixer.value").view(n, heads, dv)
         o = torch.zeros(n, heads, dv, dtype=h.dtype)
         for i in range(n):
@@ -546,6 +560,21 @@ def naive_forward(cfg, w, x):
     def mixer(h, b):
         return per_type[m["type"]](h, b)
 
+    def shift(h):  # the README's token shift over positions 0..n−1: zeros past either end
+        ts = cfg.get("token_shift")
+        if ts is None:
+            return h
+        out, o = h.clone(), 0
+        for width, by in ts["segments"]:
+            for t in range(n):
+                src = t - by
+                out[t, o:o + width] = h[src, o:o + width] if 0 <= src < n else 0.0
+            o += width
+        return out
+
+    def shift_ffn(h):
+        return shift(h) if cfg.get("token_shift", {}).get("ffn", False) else h
+
     inp = cfg["input"]
     if inp["kind"] == "tokens":
         h = w["input.embedding"][x.long()]
@@ -560,8 +589,8 @@ def naive_forward(cfg, w, x):
         heads, dk, dv = m.get("heads"), m.get("dk"), m.get("dv")
         b = f"blocks.{i}."
         if cfg["norm_placement"] == "pre":
-            h = h + mixer(norm(h, b + "norm1"), b)
-            h = h + lin(act(lin(norm(h, b + "norm2"), b + "ffn.linear1")), b + "ffn.linear2")
+            h = h + mixer(shift(norm(h, b + "norm1")), b)
+            h = h + lin(act(lin(shift_ffn(norm(h, b + "norm2")), b + "ffn.linear1")), b + "ffn.linear2")
         else:
             h = norm(h + mixer(h, b), b + "norm1")
             h = norm(h + lin(act(lin(h, b + "ffn.linear1")), b + "ffn.linear2"), b + "norm2")
@@ -849,7 +878,9 @@ def config_checks(path):
             records = golden.compute(model, x, {"config": name})
             golden.write(path, records)
             back = golden.read(path)
-        per_layer = [STATE_NAMES[m["type"]] for m in mixer_configs(cfg)]   # each layer its own mixer's
+        ts = cfg.get("token_shift")
+        shift_names = ([] if ts is None else ["shift.mixer", "shift.ffn"] if ts.get("ffn") else ["shift.mixer"])
+        per_layer = [STATE_NAMES[m["type"]] + shift_names for m in mixer_configs(cfg)]   # each layer its own mixer's
         states = [f"state.{i}.{s}" for i, names in enumerate(per_layer) for s in names] if model.causal else []
         assert list(back) == ["meta", "input", "output"] + [f"layer.{i}" for i in range(cfg["n_layers"])] + \
             states, f"records {list(back)}"
@@ -2091,6 +2122,75 @@ def retnet_config_validation():
     expect_rejected([(mixed, "mixer[1]: causal false differs from mixer[0] (causal true)")])
 
 
+def token_shift_forms():
+    """TokenShift (§13) equals the libraries' own shifts, transcribed: FLASH-pytorch's
+    shift_tokens (chunk(2), the first chunk padded one position down) and performer-pytorch's
+    PreShiftTokens (⌊d/len(shifts)⌋ features per shift, F.pad by each amount, the rest passed),
+    causal (0, 1) and non-causal (−1, 0, 1), for odd and even d; pieces with carries == whole."""
+    from recur_ref.model import TokenShift
+    g = torch.Generator().manual_seed(11)
+    for d in (31, 32, 33):
+        x = torch.randn(9, d, generator=g, dtype=torch.float64)
+        x_shift, x_pass = x.chunk(2, dim=-1)
+        flash = torch.cat((F.pad(x_shift, (0, 0, 1, -1), value=0.0), x_pass), -1)
+        assert torch.equal(TokenShift({"segments": [[(d + 1) // 2, 1]]})(x, None)[0], flash), d
+        for shifts in ((0, 1), (-1, 0, 1)):
+            per = d // len(shifts)
+            split = x.split(per, dim=-1)
+            moved = [t if a == 0 else F.pad(t, (0, 0, a, -a), value=0.0) for t, a in zip(split, shifts)]
+            performer = torch.cat((*moved, *split[len(shifts):]), -1)
+            ours = TokenShift({"segments": [[per, a] for a in shifts]})(x, None)[0]
+            assert torch.equal(ours, performer), (d, shifts)
+        # Causal pieces, each from the carry the one before left, give the whole.
+        ts = TokenShift({"segments": [[5, 1], [3, 0], [7, 1]], "ffn": True})
+        assert ts.carried == 12
+        whole, last = ts(x, torch.zeros(12, dtype=torch.float64))
+        assert torch.equal(whole, ts(x, None)[0])
+        carry, outs = torch.zeros(12, dtype=torch.float64), []
+        for a, b in ((0, 1), (1, 4), (4, 9)):
+            y, carry = ts(x[a:b], carry)
+            outs.append(y)
+        assert torch.equal(torch.cat(outs), whole) and torch.equal(carry, last)
+        assert torch.equal(last, torch.cat([x[-1, :5], x[-1, 8:15]]))
+
+
+def token_shift_config_validation():
+    """The top-level "token_shift" key: bad values are ValueErrors naming it; the carries are
+    state after the mixer's (causal only); a token-shifted model's parallel form == its steps."""
+    tok = load_config("flash_shift_tokens")
+    enc = load_config("softmax_shift_encoder")
+
+    def with_shift(base, **kv):
+        c = json.loads(json.dumps(base))
+        c["token_shift"] = {k: v for k, v in kv.items() if v is not None}
+        return c
+
+    post = with_shift(tok, segments=[[16, 1]])
+    post["norm_placement"] = "post"
+    bad = [(with_shift(tok, segments=[]), "token_shift.segments must be a non-empty list"),
+           (with_shift(tok), "token_shift must be a dict with the key segments"),
+           (with_shift(tok, segments=[[16, 1]], shifts=[1]), "token_shift must be a dict"),
+           (with_shift(tok, segments=[[16, 1, 0]]), "token_shift.segments\\[0\\] must be a pair"),
+           (with_shift(tok, segments=[[16, True]]), "token_shift.segments\\[0\\] must be a pair"),
+           (with_shift(tok, segments=[[0, 1]]), "token_shift.segments\\[0\\] has width 0"),
+           (with_shift(tok, segments=[[4, 0], [8, 2]]), "token_shift.segments\\[1\\] shifts by 2"),
+           (with_shift(tok, segments=[[16, 1], [16, 0]]), "token_shift.segments cover 32 features, more than d_model"),
+           (with_shift(tok, segments=[[16, -1]]), "token_shift.segments\\[0\\] takes the next position"),
+           (with_shift(tok, segments=[[16, 1]], ffn=1), "token_shift.ffn must be true or false"),
+           (post, "token_shift needs norm_placement 'pre'")]
+    for config, words in bad:
+        msg = model_error(config, f"accepted token_shift {config.get('token_shift')}")
+        assert re.search(words, msg), f"{msg!r} lacks {words!r}"
+    st = checkpoint.build_model(with_shift(tok, segments=[[5, 1], [4, 0], [6, 1]], ffn=True), 0).init_state()
+    assert list(st.layers[0]) == ["S", "kl_buf", "kq_buf", "v_buf", "shift.mixer", "shift.ffn"]
+    assert tuple(st.layers[0]["shift.ffn"].shape) == (11,)
+    # An encoder carries nothing: it sees whole utterances.
+    assert all(not set(layer) & {"shift.mixer", "shift.ffn"} for layer in checkpoint.build_model(enc, 0).init_state().layers)
+    model = checkpoint.build_model(with_shift(tok, segments=[[3, 0], [9, 1], [2, 0]], ffn=True), 1).double()
+    x = golden.random_inputs(checkpoint.recur_config(tok), 40, 2)
+    parallel_matches_steps(model, x, (1, 7, 40), "token shift")
+
+
 def retnet_golden_cli():
     """make_golden.py on retnet_tokens (1,200 positions, the parity length) and retnet_features
     (300): one state record S per layer, (H, dk, dv) f64, and layer 0's S recomputed from the
@@ -2987,7 +3087,8 @@ def main():
                                         aft_full_ft_mapping, aft_full_golden_cli, gau_forms,
                                         gau_config_validation, gau_golden_cli, reformer_forms,
                                         reformer_config_validation, reformer_golden_cli, retnet_forms,
-                                        retnet_config_validation, retnet_golden_cli)]
+                                        retnet_config_validation, retnet_golden_cli, token_shift_forms,
+                                        token_shift_config_validation)]
     checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:

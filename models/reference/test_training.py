@@ -30,7 +30,9 @@ def batched_equals_reference():
     float64: batched.forward == RecurModel.forward per sequence."""
     for name in ("tiny_pre_tokens", "small_post_features", "softmax_tokens", "softmax_encoder",
                  "linear_favor_encoder", "linear_relu_tokens", "image_linear", "image_softmax",
-                 "sliding_window_tokens", "sliding_window_encoder", "speech_digits"):
+                 "sliding_window_tokens", "sliding_window_encoder", "speech_digits",
+                 "softmax_rotary_tokens", "linear_rotary_features", "sliding_window_rotary_tokens",
+                 "linear_shift_tokens", "softmax_shift_encoder"):
         config = _config(name)
         model = checkpoint.build_model(config, 3).double()
         cfg = checkpoint.recur_config(config)

@@ -207,6 +207,15 @@ Status GpuModel::LoadBlock(size_t layer, Block* b) {
   const BlockView& view = model_.blocks[layer];
   const fb::Block* table = model_.root->blocks()->Get(static_cast<flatbuffers::uoffset_t>(layer));
   const std::string name = "blocks." + std::to_string(layer);
+  const fb::Rotary* rotary = nullptr;
+  if (const auto* t = table->mixer_as_SoftmaxAttention()) rotary = t->rotary();
+  if (const auto* t = table->mixer_as_LinearAttention()) rotary = t->rotary();
+  if (const auto* t = table->mixer_as_SlidingWindow()) rotary = t->rotary();
+  if (const auto* t = table->mixer_as_Flash()) rotary = t->rotary();
+  if (rotary != nullptr) {
+    return Unsupported("%s: the GPU path has no rotary position embeddings (mixer.rotary)",
+                       name.c_str());
+  }
   if (const auto* t = table->mixer_as_LinearAttention()) {
     RECUR_RETURN_IF_ERROR(LoadLinear(t, name, b));
   } else if (const auto* t = table->mixer_as_SoftmaxAttention()) {
@@ -306,6 +315,9 @@ Status GpuModel::Create(const Model& model, Device* device, std::unique_ptr<GpuM
       g->UploadFloats(model.positions, size_t{model.max_positions} * d, &g->positions_));
   g->blocks_.resize(model.blocks.size());
   for (size_t l = 0; l < model.blocks.size(); ++l) {
+    if (model.blocks[l].token_shift.present) {
+      return Unsupported("blocks.%zu: the GPU path has no token shift (token_shift)", l);
+    }
     Block& b = g->blocks_[l];
     RECUR_RETURN_IF_ERROR(g->LoadBlock(l, &b));
     if (b.kind != Kind::kLinear) b.c = b.dk;

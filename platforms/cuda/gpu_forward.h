@@ -10,7 +10,9 @@
 // softmax, sliding window, AFT simple/local/conv/full, FLASH, GAU, and the
 // encoder-only Linformer and Reformer), the FFN (relu, gelu), final norm,
 // head (none, softmax, log-softmax), and f32/f16/bf16/int8 weights (narrow
-// weights are decoded to f32 once, at upload).
+// weights are decoded to f32 once, at upload). Not covered (Create fails
+// with Unsupported, naming the block): rotary position embeddings
+// (mixer.rotary) and token shift.
 //
 // One stream, from an empty state. Layers whose CPU state is a ring or a
 // cache keep every position of the sequence here (keys and values of

@@ -58,6 +58,52 @@ Status BuildInput(const fb::InputAdapter* in, TensorResolver* tensors, Model* m)
   return Status::Ok();
 }
 
+// The token shift of block `layer` (docs/attention-math.md §13); `causal`:
+// whether its mixer has a recurrent form (shift −1 reads the next position).
+Status BuildTokenShift(const fb::TokenShift* t, const std::string& layer, bool causal,
+                       const Model& m, TokenShiftView* out) {
+  *out = TokenShiftView();
+  if (t == nullptr) return Status::Ok();
+  const char* name = layer.c_str();
+  if (m.norm_placement != fb::NormPlacement::Pre) {
+    return InvalidModel(
+        "%s.token_shift: token shift needs pre-norm blocks (it shifts the "
+        "normalised inputs of the mixer and the FFN)",
+        name);
+  }
+  if (t->segments() == nullptr || t->segments()->size() == 0) {
+    return InvalidModel("%s.token_shift has no segments", name);
+  }
+  uint64_t offset = 0;
+  for (uint32_t i = 0; i < t->segments()->size(); ++i) {
+    const fb::ShiftSegment* s = t->segments()->Get(i);
+    if (s->width() == 0) return InvalidModel("%s.token_shift: segment %u has width 0", name, i);
+    if (s->shift() < -1 || s->shift() > 1) {
+      return InvalidModel("%s.token_shift: segment %u shifts by %d (must be -1, 0 or 1)", name, i,
+                          s->shift());
+    }
+    if (s->shift() == -1 && causal) {
+      return InvalidModel(
+          "%s.token_shift: segment %u takes the next position (shift -1), which a "
+          "causal block has not seen: only encoder blocks (causal false) shift "
+          "by -1",
+          name, i);
+    }
+    if (offset + s->width() > m.d_model) {
+      return InvalidModel(
+          "%s.token_shift: the segments cover %llu features, more than d_model "
+          "(%u)",
+          name, static_cast<unsigned long long>(offset + s->width()), m.d_model);
+    }
+    if (s->shift() != 0) out->moved.push_back({size_t(offset), s->width(), s->shift()});
+    if (s->shift() == 1 && causal) out->carried += s->width();
+    offset += s->width();
+  }
+  out->present = true;
+  out->ffn = t->ffn();
+  return Status::Ok();
+}
+
 Status BuildBlock(const fb::Block* fbb, uint32_t index, TensorResolver* tensors, Model* m) {
   const std::string layer = "blocks." + std::to_string(index);
   BlockView block;
@@ -88,7 +134,10 @@ Status BuildBlock(const fb::Block* fbb, uint32_t index, TensorResolver* tensors,
   RECUR_RETURN_IF_ERROR(tensors->GetDense(ffn->linear2(), layer + ".ffn.linear2", m->d_model,
                                           ffn->d_ff(), &block.ffn.linear2));
 
-  m->state_floats += mixer->state_floats();
+  RECUR_RETURN_IF_ERROR(
+      BuildTokenShift(fbb->token_shift(), layer, mixer->causal(), *m, &block.token_shift));
+
+  m->state_floats += mixer->state_floats() + block.token_shift.state_floats();
   m->state_floats_per_position += mixer->state_floats_per_position();
   m->compensation_floats += mixer->compensation_floats();
   block.mixer = mixer.get();

@@ -66,6 +66,11 @@ size_t LayerStateFloats(const Mixer& mixer, size_t context, bool compensated_sum
          mixer.state_floats_per_position() * context;
 }
 
+// One stream's state for block `b`: its mixer's, then its token shift's.
+size_t BlockStateFloats(const BlockView& b, size_t context, bool compensated_sums) {
+  return LayerStateFloats(*b.mixer, context, compensated_sums) + b.token_shift.state_floats();
+}
+
 // The positions a stream may hold: the requested max_context (checked
 // against MaxContextBound by CheckOptions), or the default capped at what
 // the mixers' parameters cover.
@@ -246,7 +251,7 @@ void Session::Carve(Arena* arena) {
     max_scratch = std::max(max_scratch, b.mixer->scratch_floats(batch_, 1, threads_, max_context_));
     max_scratch =
         std::max(max_scratch, b.mixer->scratch_floats(batch_, chunk_, threads_, max_context_));
-    state_floats += LayerStateFloats(*b.mixer, max_context_, compensated_sums_);
+    state_floats += BlockStateFloats(b, max_context_, compensated_sums_);
   }
   state_stride_ = RoundUp16(state_floats);
   // Every float buffer has kTailFloats readable floats past its end.
@@ -284,7 +289,7 @@ void Session::InitBuffers() {
   layer_offsets_[0] = 0;
   for (size_t l = 0; l < m.blocks.size(); ++l) {
     layer_offsets_[l + 1] =
-        layer_offsets_[l] + LayerStateFloats(*m.blocks[l].mixer, max_context_, compensated_sums_);
+        layer_offsets_[l] + BlockStateFloats(m.blocks[l], max_context_, compensated_sums_);
   }
   std::memset(state_, 0, batch_ * state_stride_ * sizeof(float));
   std::fill(positions_, positions_ + batch_, 0);
@@ -429,6 +434,45 @@ void Session::AddResidual(const float* delta, float* x, size_t n) {
   });
 }
 
+void Session::ShiftTokens(const Workspace& ws, const BlockView& block, size_t layer, size_t steps,
+                          bool ffn, float* h) {
+  const TokenShiftView& shift = block.token_shift;
+  const size_t d = model_->d_model;
+  // The previous position's shift-1 features, after the mixer's state (§13).
+  const size_t carry_at = layer_offsets_[layer] +
+                          LayerStateFloats(*block.mixer, max_context_, compensated_sums_) +
+                          (ffn ? shift.carried : 0);
+  pool_->ParallelRanges(batch_, 1, [&](size_t first, size_t last) {
+    for (size_t b = first; b < last; ++b) {
+      float* rows = h + b * steps * d;
+      float* carry = shift.carried != 0 ? ws.state + b * state_stride_ + carry_at : nullptr;
+      for (const TokenShiftView::Segment& s : shift.moved) {
+        if (s.shift == 1 && carry != nullptr) {
+          // Each row takes the carried features and leaves its own: the last
+          // row's stay for the next call.
+          for (size_t t = 0; t < steps; ++t) {
+            std::swap_ranges(rows + t * d + s.offset, rows + t * d + s.offset + s.width, carry);
+          }
+          carry += s.width;
+        } else if (s.shift == 1) {  // an encoder block: the whole sequence is here
+          for (size_t t = steps; t-- > 1;) {
+            std::memcpy(rows + t * d + s.offset, rows + (t - 1) * d + s.offset,
+                        s.width * sizeof(float));
+          }
+          std::fill(rows + s.offset, rows + s.offset + s.width, 0.0f);
+        } else {
+          for (size_t t = 0; t + 1 < steps; ++t) {
+            std::memcpy(rows + t * d + s.offset, rows + (t + 1) * d + s.offset,
+                        s.width * sizeof(float));
+          }
+          float* last_row = rows + (steps - 1) * d + s.offset;
+          std::fill(last_row, last_row + s.width, 0.0f);
+        }
+      }
+    }
+  });
+}
+
 void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer, size_t steps) {
   const size_t rows = batch_ * steps;
   const size_t n = rows * model_->d_model;
@@ -440,11 +484,13 @@ void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer
   const StepContext ctx{pool_,        ws.scratch,  dense_.get(),
                         ws.positions, max_context_, compensated_sums_};
   if (model_->norm_placement == fb::NormPlacement::Pre) {
-    // x += mixer(norm1(x)); x += ffn(norm2(x))
+    // x += mixer(shift(norm1(x))); x += ffn(shift(norm2(x))), shift: §13 when present
     Norm(block.norm1, x, h, rows);
+    if (block.token_shift.present) ShiftTokens(ws, block, layer, steps, false, h);
     block.mixer->Run(h, batch_, steps, layer_states_, ctx, h);
     AddResidual(h, x, n);
     Norm(block.norm2, x, h, rows);
+    if (block.token_shift.ffn) ShiftTokens(ws, block, layer, steps, true, h);
     RunFeedForward(ws, block.ffn, h, x, rows);
   } else {
     // x = norm1(x + mixer(x)); x = norm2(x + ffn(x))

@@ -184,6 +184,11 @@ class Session {
                float* out);
   void Embed(const Workspace& ws, const int32_t* tokens, const float* features, size_t steps);
   void RunBlock(const Workspace& ws, const BlockView& block, size_t layer, size_t steps);
+  // Token shift (docs/attention-math.md §13) of block `layer`'s normalised
+  // input h, (batch, steps, d_model): the mixer's, or the FFN's (`ffn`).
+  // Shift-1 features come from the carried state in a causal block.
+  void ShiftTokens(const Workspace& ws, const BlockView& block, size_t layer, size_t steps,
+                   bool ffn, float* h);
   void RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, const float* x, float* y,
                       size_t rows);
   void Norm(const NormView& norm, const float* x, float* y, size_t rows);

@@ -12,6 +12,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
 #include "mixers/projections.h"
+#include "mixers/rotary.h"
 
 namespace recur::impl {
 namespace {
@@ -48,6 +49,7 @@ class Flash final : public Mixer {
     float* kl = ql + rows * s;    // (rows, s) K^lin
     float* const qk[4] = {qq, kq, ql, kl};
     proj_.Project(x, rows, u, v, qk, z, ctx);
+    rotation_.Apply(ctx, batch, steps, 1, s, {{qq, s}, {kq, s}, {ql, s}, {kl, s}});
     float* sums = kl + rows * s;  // encoder: (batch, s, E)
     ctx.pool->ParallelRanges(batch, 1, [&](size_t first, size_t last) {
       for (size_t b = first; b < last; ++b) {
@@ -70,6 +72,8 @@ class Flash final : public Mixer {
         GatedProjections<4>::Check(t, layer, "FLASH", "chunk", t->chunk()));
     auto m = std::make_unique<Flash>();
     m->c_ = t->chunk();
+    RECUR_RETURN_IF_ERROR(
+        Rotation::FromTable(t->rotary(), layer, "FLASH", t->qk_dim(), "qk_dim", &m->rotation_));
     RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, t->chunk(), tensors));
     *out = std::move(m);
     return Status::Ok();
@@ -151,6 +155,7 @@ class Flash final : public Mixer {
   }
 
   size_t c_ = 0;  // C
+  Rotation rotation_;  // none unless the table has rotary (§12)
   GatedProjections<4> proj_;
 };
 

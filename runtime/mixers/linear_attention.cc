@@ -14,6 +14,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
 #include "mixers/projections.h"
+#include "mixers/rotary.h"
 
 namespace recur::impl {
 namespace {
@@ -58,8 +59,10 @@ class LinearAttention final : public Mixer {
     float* o = v + rows * v_width;              // (rows, H·dv)
     float* raw = o + rows * v_width;            // (rows, H·dk)
     RunDense(proj_.query, x, rows, raw, false, ctx.pool, ctx.dense);
+    rotation_.Apply(ctx, batch, steps, heads_, dk_, {{raw, heads_ * dk_}});
     Features(raw, rows, phi_q, /*keys=*/false, ctx.pool);
     RunDense(proj_.key, x, rows, raw, false, ctx.pool, ctx.dense);
+    rotation_.Apply(ctx, batch, steps, heads_, dk_, {{raw, heads_ * dk_}});
     Features(raw, rows, phi_k, /*keys=*/true, ctx.pool);
     if (feature_map_ == fb::FeatureMap::FavorStabilized) {
       StabilizedKeys(raw, batch, steps, phi_k, ctx.pool);
@@ -168,6 +171,8 @@ class LinearAttention final : public Mixer {
     m->feature_eps_ = t->feature_eps();
     m->causal_ = t->causal();
     m->feature_map_ = fm;
+    RECUR_RETURN_IF_ERROR(
+        Rotation::FromTable(t->rotary(), layer, "linear attention", t->dk(), "dk", &m->rotation_));
     switch (fm) {
       case fb::FeatureMap::Poly2: m->c_ = m->dk_ * m->dk_; break;
       case fb::FeatureMap::Favor:
@@ -433,6 +438,7 @@ class LinearAttention final : public Mixer {
   float temp_ = 1.0f;
   float eps_ = 0.0f;
   bool causal_ = true;
+  Rotation rotation_;  // none unless the table has rotary (§12)
   QkvoProjections proj_;
 };
 

@@ -12,6 +12,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
 #include "mixers/projections.h"
+#include "mixers/rotary.h"
 
 namespace recur::impl {
 namespace {
@@ -31,8 +32,8 @@ class RetNet final : public Mixer {
 
   size_t scratch_floats(size_t batch, size_t steps, size_t threads,
                         size_t /*context*/) const override {
-    // q, k (H·dk), v, gate, o (H·dv) and the rotation's cos, sin (dk/2) per row.
-    const size_t projections = batch * steps * (heads_ * (2 * dk_ + 3 * dv_) + dk_);
+    // q, k (H·dk), v, gate, o (H·dv) per row.
+    const size_t projections = batch * steps * heads_ * (2 * dk_ + 3 * dv_);
     if (steps == 1) return projections;
     return projections + threads * ChunkScratchFloats(std::min(steps, kChunk));
   }
@@ -44,26 +45,18 @@ class RetNet final : public Mixer {
 
   void Run(const float* x, size_t batch, size_t steps, float* const* states,
            const StepContext& ctx, float* y) const override {
-    const size_t rows = batch * steps, qk = heads_ * dk_, vw = heads_ * dv_, half = dk_ / 2;
+    const size_t rows = batch * steps, qk = heads_ * dk_, vw = heads_ * dv_;
     float* q = ctx.scratch;      // (rows, H·dk)
     float* k = q + rows * qk;    // (rows, H·dk)
     float* v = k + rows * qk;    // (rows, H·dv)
     float* g = v + rows * vw;    // (rows, H·dv)
     float* o = g + rows * vw;    // (rows, H·dv)
-    float* cs = o + rows * vw;   // (rows, dk/2)
-    float* sn = cs + rows * half;  // (rows, dk/2)
     proj_.Project(x, rows, q, k, v, ctx);
     RunDense(gate_, x, rows, g, false, ctx.pool, ctx.dense);
-    ctx.pool->ParallelRanges(rows, 16, [&](size_t first, size_t last) {
-      for (size_t r = first; r < last; ++r) {
-        Angles(ctx.positions[r / steps] + r % steps, cs + r * half, sn + r * half);
-        kernels::Scale(k + r * qk, key_scale_, k + r * qk, qk);
-        for (size_t h = 0; h < heads_; ++h) {
-          Rotate(cs + r * half, sn + r * half, q + r * qk + h * dk_);
-          Rotate(cs + r * half, sn + r * half, k + r * qk + h * dk_);
-        }
-      }
+    ctx.pool->ParallelRanges(rows * qk, kElementsPerTask, [&](size_t first, size_t last) {
+      kernels::Scale(k + first, key_scale_, k + first, last - first);
     });
+    rotation_.Apply(ctx, batch, steps, heads_, dk_, {{q, qk}, {k, qk}});
     if (steps == 1) {
       ctx.pool->ParallelRanges(batch, 8, [&](size_t first, size_t last) {
         for (size_t b = first; b < last; ++b) {
@@ -75,7 +68,7 @@ class RetNet final : public Mixer {
       });
     } else {
       // (stream, head) pairs dealt to the workers; each has its own chunk scratch.
-      float* const chunk_scratch = sn + rows * half;
+      float* const chunk_scratch = o + rows * vw;
       const size_t per_worker = ChunkScratchFloats(std::min(steps, kChunk));
       ctx.pool->ForEachStrided(batch * heads_, [&](size_t worker, size_t pair) {
         const size_t b = pair / heads_, h = pair % heads_;
@@ -136,12 +129,7 @@ class RetNet final : public Mixer {
         m->powers_[h * (kChunk + 1) + e] = float(std::pow(double(gamma), double(e)));
       }
     }
-    // θ_i = 10000^(−i/(dk/2 − 1)); θ_0 = 1 for one pair (§11).
-    const size_t half = m->dk_ / 2;
-    m->theta_.resize(half);
-    for (size_t i = 0; i < half; ++i) {
-      m->theta_[i] = half > 1 ? std::pow(10000.0, -double(i) / double(half - 1)) : 1.0;
-    }
+    m->rotation_ = Rotation::RetNet(m->dk_);
     const std::string prefix = layer + ".mixer.";
     RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, t->heads() * t->dk(),
                                         t->heads() * t->dv(), tensors));
@@ -159,25 +147,6 @@ class RetNet final : public Mixer {
 
   // γ_h^e for e in [0, kChunk].
   const float* Powers(size_t h) const { return powers_.data() + h * (kChunk + 1); }
-
-  // cos, sin (dk/2) of pos·θ_i. In double: pos·θ reaches millions of radians,
-  // and an f32 angle would be off by its ulp.
-  void Angles(uint64_t pos, float* cs, float* sn) const {
-    for (size_t i = 0; i < theta_.size(); ++i) {
-      const double a = double(pos) * theta_[i];
-      cs[i] = float(std::cos(a));
-      sn[i] = float(std::sin(a));
-    }
-  }
-
-  // One head's dk-vector, pair i turned by the angle of cs[i], sn[i].
-  void Rotate(const float* cs, const float* sn, float* x) const {
-    for (size_t i = 0; i < theta_.size(); ++i) {
-      const float x0 = x[2 * i], x1 = x[2 * i + 1];
-      x[2 * i] = x0 * cs[i] - x1 * sn[i];
-      x[2 * i + 1] = x1 * cs[i] + x0 * sn[i];
-    }
-  }
 
   // The RNN step of head h (§11): S = γ S + k̃ᵀ v, o = q̃ S.
   //   q, k: (dk); v, o: (dv); s: (dk, dv)
@@ -245,7 +214,7 @@ class RetNet final : public Mixer {
   float eps_ = 0.0f;
   float key_scale_ = 1.0f;      // 1/√dk
   std::vector<float> powers_;   // (H, kChunk + 1): γ_h^e
-  std::vector<double> theta_;   // (dk/2)
+  Rotation rotation_;           // θ_i = 10000^(−i/(dk/2 − 1)), §11
   QkvoProjections proj_;
   DenseView gate_;
 };

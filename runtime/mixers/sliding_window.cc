@@ -12,6 +12,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
 #include "mixers/projections.h"
+#include "mixers/rotary.h"
 
 namespace recur::impl {
 namespace {
@@ -64,6 +65,7 @@ class SlidingWindow final : public Mixer {
       RunDense(key_global_, x, rows, kg, false, ctx.pool, ctx.dense);
       RunDense(value_global_, x, rows, vg, false, ctx.pool, ctx.dense);
     }
+    rotation_.Apply(ctx, batch, steps, heads_, dk_, {{q, qk}, {k, qk}});
     const size_t keys = KeysPerQuery(steps);
     // Worker w takes pairs w, w + threads, ... with its own scores.
     ctx.pool->ForEachStrided(batch * heads_, [&](size_t w, size_t pair) {
@@ -100,6 +102,8 @@ class SlidingWindow final : public Mixer {
     m->g_ = t->global_tokens();
     m->causal_ = t->causal();
     m->scale_ = 1.0f / std::sqrt(static_cast<float>(t->dk()));
+    RECUR_RETURN_IF_ERROR(Rotation::FromTable(t->rotary(), layer, "sliding-window attention",
+                                              t->dk(), "dk", &m->rotation_));
     m->dilation_.assign(m->heads_, 1);
     if (t->dilation() != nullptr && t->dilation()->size() != 0) {
       if (t->dilation()->size() != m->heads_) {
@@ -238,6 +242,7 @@ class SlidingWindow final : public Mixer {
   bool global_projections_ = false;
   DenseView query_global_, key_global_, value_global_;
   float scale_ = 1.0f;
+  Rotation rotation_;  // none unless the table has rotary (§12)
   QkvoProjections proj_;
 };
 

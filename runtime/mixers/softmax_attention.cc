@@ -11,6 +11,7 @@
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
 #include "mixers/projections.h"
+#include "mixers/rotary.h"
 
 namespace recur::impl {
 namespace {
@@ -39,6 +40,7 @@ class SoftmaxAttention final : public Mixer {
     const size_t rows = batch * steps;
     const QkvoProjections::Rows p = proj_.ProjectRows(x, rows, ctx);
     const size_t qk = heads_ * dk_, vw = heads_ * dv_, max_context = ctx.max_context;
+    rotation_.Apply(ctx, batch, steps, heads_, dk_, {{p.q, qk}, {p.k, qk}});
     const size_t per_worker = WorkerScratchFloats(steps, max_context);
     // (stream, head) pairs dealt to the workers; each has its own scratch.
     ctx.pool->ForEachStrided(batch * heads_, [&](size_t worker, size_t pair) {
@@ -81,6 +83,8 @@ class SoftmaxAttention final : public Mixer {
     m->dv_ = t->dv();
     m->causal_ = t->causal();
     m->scale_ = 1.0f / std::sqrt(static_cast<float>(t->dk()));
+    RECUR_RETURN_IF_ERROR(
+        Rotation::FromTable(t->rotary(), layer, "softmax attention", t->dk(), "dk", &m->rotation_));
     RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, t->heads() * t->dk(),
                                         t->heads() * t->dv(), tensors));
     *out = std::move(m);
@@ -128,6 +132,7 @@ class SoftmaxAttention final : public Mixer {
   size_t heads_ = 0, dk_ = 0, dv_ = 0;
   bool causal_ = true;
   float scale_ = 1.0f;
+  Rotation rotation_;  // none unless the table has rotary (§12)
   QkvoProjections proj_;
 };
 

@@ -38,11 +38,32 @@ struct FeedForwardView {
   fb::Activation activation = fb::Activation::Relu;
 };
 
+// A block's token shift (docs/attention-math.md §13): the segments of its
+// normalised inputs that move, each `shift` positions (1: from the previous
+// position, −1: from the next).
+struct TokenShiftView {
+  struct Segment {
+    size_t offset = 0, width = 0;
+    int shift = 0;
+  };
+  std::vector<Segment> moved;  // the segments with shift ±1, in feature order
+  bool present = false;        // the block has a token shift (all its segments may pass)
+  bool ffn = false;            // norm2's output shifts too
+  // Floats one shifted input carries from a position to the next (Σ width of
+  // the shift-1 segments) in a causal block's state; 0 in an encoder block,
+  // which sees whole sequences.
+  size_t carried = 0;
+  // The block's token-shift state per stream: `carried` for the mixer's
+  // input, and as many again for the FFN's.
+  size_t state_floats() const { return carried * (ffn ? 2 : 1); }
+};
+
 struct BlockView {
   NormView norm1;
   NormView norm2;
   const Mixer* mixer = nullptr;  // owned by Model::mixers
   FeedForwardView ffn;
+  TokenShiftView token_shift;
 };
 
 struct Model {

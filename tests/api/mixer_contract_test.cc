@@ -194,6 +194,44 @@ TEST_CASE("a mixed model (a different mixer per block) keeps the same contract")
   CheckContract(recur::impl::testing::kTinyMixedConfig);
 }
 
+TEST_CASE("rotary position embeddings (softmax, linear, sliding window, FLASH) keep the contract") {
+  CheckContract(recur::impl::testing::kTinyRotaryConfig);
+}
+
+TEST_CASE("token shift keeps the contract: its carried features are state, saved and restored") {
+  CheckContract(recur::impl::testing::kTinyTokenShiftConfig);
+  CheckContract(recur::impl::testing::kTinyTokenShiftEncoderConfig);  // shifts -1, 0 and 1
+  // The state per stream adds, per block, the previous position's shift-1
+  // features (5 + 4) of the mixer's and the FFN's inputs, after the mixer's.
+  Model shifted(recur::impl::testing::kTinyTokenShiftConfig);
+  std::string plain_config = recur::impl::testing::kTinyTokenShiftConfig;
+  const std::string key = R"("token_shift": {"segments": [[5, 1], [3, 0], [4, 1]], "ffn": true},)";
+  plain_config.erase(plain_config.find(key), key.size());
+  Model plain(plain_config.c_str());
+  CHECK(shifted.info.state_bytes == plain.info.state_bytes + 2 * 2 * 9 * sizeof(float));
+  CHECK(shifted.info.state_bytes_per_position == plain.info.state_bytes_per_position);
+  recur_session* a = shifted.Session(0);
+  recur_session* b = plain.Session(0);
+  size_t with = 0, without = 0;
+  REQUIRE(recur_session_state_size(a, &with) == RECUR_OK);
+  REQUIRE(recur_session_state_size(b, &without) == RECUR_OK);
+  CHECK(with == without + 2 * 2 * 9 * sizeof(float));
+  // The carried features are the last floats of each block's state: after one
+  // step they are what the next position will read, so a reset stream and a
+  // loaded one differ exactly there.
+  shifted.Steps(a, 0, 3);
+  const std::vector<float> after = Payload(shifted.Save(a));
+  CHECK(std::any_of(after.end() - 18, after.end(), [](float v) { return v != 0.0f; }));
+  REQUIRE(recur_session_reset(a, -1) == RECUR_OK);
+  const std::vector<float> reset = Payload(shifted.Save(a));
+  CHECK(std::all_of(reset.begin(), reset.end(), [](float v) { return v == 0.0f; }));
+  recur_session_free(a);
+  recur_session_free(b);
+  // An encoder block carries nothing: it sees whole sequences.
+  Model encoder(recur::impl::testing::kTinyTokenShiftEncoderConfig);
+  CHECK(encoder.info.state_bytes == 0);
+}
+
 TEST_CASE("AFT-conv (the per-head kernel of the AftLocal table) keeps the same contract") {
   CheckContract(recur::impl::testing::kTinyAftConvConfig);
 }

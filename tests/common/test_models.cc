@@ -47,7 +47,8 @@ std::vector<const char*> TinyStepModels() {
   for (const auto& [tag, config] : TinyModelPerMixer()) {
     if (!EncoderOnly(tag)) configs.push_back(config);
   }
-  configs.insert(configs.end(), {kTinyFeaturesConfig, kTinyAftConvConfig, kTinyMixedConfig});
+  configs.insert(configs.end(), {kTinyFeaturesConfig, kTinyAftConvConfig, kTinyMixedConfig,
+                                 kTinyRotaryConfig, kTinyTokenShiftConfig});
   return configs;
 }
 

@@ -160,6 +160,48 @@ inline const char* kTinyMixedConfig = R"({
   "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
   "head": {"out": 11, "activation": "softmax"}})";
 
+// Rotary position embeddings (docs/attention-math.md §12) in every mixer that
+// takes them, one per block: half and interleaved pairs, partial and full
+// dims, bases of their own (so that each field is stored in the file), no
+// learned positions.
+inline const char* kTinyRotaryConfig = R"({
+  "layout": "recur", "d_model": 16, "n_layers": 4, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
+  "max_positions": 0,
+  "mixer": [{"type": "softmax_attention", "heads": 2, "dk": 8, "dv": 4,
+             "rotary": {"dims": 6, "pairs": "half", "base": 500}},
+            {"type": "linear_attention", "heads": 2, "dk": 8, "dv": 8,
+             "feature_map": "elu_plus_one", "eps": 1e-6,
+             "rotary": {"dims": 8, "pairs": "interleaved", "base": 100}},
+            {"type": "sliding_window", "heads": 2, "dk": 8, "dv": 4, "window": 4,
+             "rotary": {"dims": 4, "pairs": "half", "base": 50}},
+            {"type": "flash", "expansion_dim": 24, "qk_dim": 8, "chunk": 6,
+             "rotary": {"dims": 4, "pairs": "interleaved", "base": 200}}],
+  "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
+  "head": {"out": 11, "activation": "softmax"}})";
+
+// Token shift (docs/attention-math.md §13) of both normalised inputs of every
+// block: two shifted segments around a passed one and 4 features past them,
+// over a FLASH block and a softmax one (whose state grows).
+inline const char* kTinyTokenShiftConfig = R"({
+  "layout": "recur", "d_model": 16, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
+  "max_positions": 64,
+  "mixer": [{"type": "flash", "expansion_dim": 24, "qk_dim": 8, "chunk": 5},
+            {"type": "softmax_attention", "heads": 2, "dk": 8, "dv": 4}],
+  "token_shift": {"segments": [[5, 1], [3, 0], [4, 1]], "ffn": true},
+  "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
+  "head": {"out": 11, "activation": "softmax"}})";
+
+// An encoder's token shift: from the next position, passed, from the previous.
+inline const char* kTinyTokenShiftEncoderConfig = R"({
+  "layout": "recur", "d_model": 12, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "features", "feature_width": 5, "projection": true},
+  "max_positions": 0,
+  "mixer": {"type": "softmax_attention", "heads": 3, "dk": 4, "dv": 4, "causal": false},
+  "token_shift": {"segments": [[4, -1], [4, 0], [3, 1]], "ffn": true},
+  "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
+
 // One tiny model per Mixer union member, by tag, for the tests that must
 // cover every mixer (the mixer contract test fails for a member without one).
 const std::map<std::string, const char*>& TinyModelPerMixer();
@@ -168,7 +210,8 @@ const std::map<std::string, const char*>& TinyModelPerMixer();
 bool EncoderOnly(const std::string& tag);
 
 // Every tiny model that steps: TinyModelPerMixer's but the encoder-only ones,
-// plus projected features, AFT-conv and a mixed model.
+// plus projected features, AFT-conv, a mixed model, the rotary one and the
+// token-shift one.
 std::vector<const char*> TinyStepModels();
 
 // The backends this build compiled, as recur_backends() lists them.

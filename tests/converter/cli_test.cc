@@ -123,7 +123,9 @@ TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every ki
         recur::impl::testing::kTinyReformerConfig, recur::impl::testing::kTinyAftLocalConfig,
         recur::impl::testing::kTinyAftConvConfig, recur::impl::testing::kTinyAftFullConfig,
         recur::impl::testing::kTinyGauConfig, recur::impl::testing::kTinyRetNetConfig,
-        recur::impl::testing::kTinyMixedConfig}) {
+        recur::impl::testing::kTinyMixedConfig, recur::impl::testing::kTinyRotaryConfig,
+        recur::impl::testing::kTinyTokenShiftConfig,
+        recur::impl::testing::kTinyTokenShiftEncoderConfig}) {
     CAPTURE(config);
     testing::TempDir dir;
     const nlohmann::json j = ConvertAndInspect(dir, config);
@@ -131,11 +133,43 @@ TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every ki
     uint64_t blocks = 0, blocks_plain = 0;
     for (const auto& b : j["blocks"]) {
       const auto& m = b["mixer"];
-      blocks += m["state_bytes"].get<uint64_t>();
-      blocks_plain += m.value("state_bytes_plain_sums", m["state_bytes"].get<uint64_t>());
+      const uint64_t shift =
+          b.contains("token_shift") ? b["token_shift"]["state_bytes"].get<uint64_t>() : 0;
+      blocks += m["state_bytes"].get<uint64_t>() + shift;
+      blocks_plain += m.value("state_bytes_plain_sums", m["state_bytes"].get<uint64_t>()) + shift;
     }
     CHECK(blocks == j["runtime"]["state_bytes"].get<uint64_t>());
     CHECK(blocks_plain == j["runtime"]["state_bytes_plain_sums"].get<uint64_t>());
+  }
+}
+
+TEST_CASE("cli: inspect shows rotary position embeddings, token shift and format version 2") {
+  for (const auto& [config, lines] : std::vector<std::pair<const char*, std::vector<std::string>>>{
+           {recur::impl::testing::kTinyRotaryConfig,
+            {"format_version:  2",
+             "mixer:  softmax_attention heads=2 dk=8 dv=4 rotary_dims=6 rotary_pairs=half "
+             "rotary_base=500",
+             "rotary_dims=4 rotary_pairs=interleaved rotary_base=200"}},
+           {recur::impl::testing::kTinyTokenShiftConfig,
+            {"format_version:  2",
+             "shift:  segments=[[5,1],[3,0],[4,1]] of the mixer's input and the FFN's, 72 bytes of "
+             "state per stream"}},
+           {recur::impl::testing::kTinyTokenShiftEncoderConfig,
+            {"shift:  segments=[[4,-1],[4,0],[3,1]] of the mixer's input and the FFN's, 0 bytes of "
+             "state per stream"}},
+           {kTokensConfig, {"format_version:  1"}}}) {
+    testing::TempDir dir;
+    WriteInputs(dir, config, testing::RandomTensors(config, 2));
+    REQUIRE(Cli(dir, {"convert", dir.File("w.safetensors"), "-c", dir.File("config.json"), "-o",
+                      dir.File("m.recur")})
+                .code == 0);
+    Run i = Cli(dir, {"inspect", dir.File("m.recur")});
+    REQUIRE(i.code == 0);
+    for (const std::string& line : lines) {
+      CHECK_MESSAGE(i.out.find(line) != std::string::npos, "missing: " << line << "\n" << i.out);
+    }
+    CHECK((i.out.find("shift:") != std::string::npos) ==
+          (config != kTokensConfig && config != recur::impl::testing::kTinyRotaryConfig));
   }
 }
 

@@ -501,8 +501,9 @@ TEST_CASE("config: softmax attention (recur layout)") {
   REQUIRE(r.ok());
   CHECK_FALSE(r->desc.blocks[0].mixer.causal());
   j["mixer"]["eps"] = 1e-6;
-  CHECK(ErrorOf(j) == "config.json: \"mixer.eps\" does not apply to softmax_attention (its keys: "
-                      "type, heads, dk, causal, dv)");
+  CHECK(ErrorOf(j) ==
+        "config.json: \"mixer.eps\" does not apply to softmax_attention (its keys: "
+        "type, heads, dk, causal, dv, rotary)");
   j["mixer"].erase("eps");
   j["mixer"].erase("dv");
   CHECK(ErrorOf(j) == "config.json: missing key \"mixer.dv\"");
@@ -539,7 +540,7 @@ TEST_CASE("config: sliding window and AFT-simple (recur layout)") {
   CHECK(ErrorOf(j) ==
         "config.json: \"mixer.feature_map\" does not apply to sliding_window (its "
         "keys: type, heads, dk, causal, dv, window, dilation, global_tokens, "
-        "global_projections)");
+        "global_projections, rotary)");
   j["mixer"].erase("feature_map");
   j["mixer"]["global_projections"] = true;
   CHECK(ErrorOf(j) ==
@@ -570,6 +571,145 @@ TEST_CASE("config: sliding window and AFT-simple (recur layout)") {
                       "heads, dk, causal)");
 }
 
+TEST_CASE("config: rotary position embeddings (softmax, linear, sliding window, FLASH)") {
+  json j = TokensJson();
+  j["mixer"] = {{"type", "softmax_attention"}, {"heads", 2}, {"dk", 8}, {"dv", 4}};
+  auto r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK(r->desc.blocks[0].mixer.params().rotary.dims == 0);  // absent: no rotation
+  j["mixer"]["rotary"] = {{"dims", 6}, {"pairs", "half"}};
+  r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  for (const BlockDescription& b : r->desc.blocks) {
+    const RotaryDescription& rot = b.mixer.params().rotary;
+    CHECK(rot.dims == 6);
+    CHECK(rot.half);
+    CHECK(rot.base == 10000.0);
+  }
+  size_t tensors = 0;
+  for (const auto& t : ExpectedTensors(r->desc)) tensors += t.name.rfind("blocks.0.mixer.", 0) == 0;
+  CHECK(tensors == 8);  // no tensor of its own
+  j["mixer"]["rotary"] = {{"dims", 8}, {"pairs", "interleaved"}, {"base", 500000.5}};
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK(r->desc.blocks[1].mixer.params().rotary.base == 500000.5);
+  CHECK_FALSE(r->desc.blocks[1].mixer.params().rotary.half);
+
+  const std::pair<json, std::string> bad[] = {
+      {{{"dims", 7}, {"pairs", "half"}},
+       "\"mixer.rotary.dims\" must be even and at most dk (8), got 7"},
+      {{{"dims", 10}, {"pairs", "half"}},
+       "\"mixer.rotary.dims\" must be even and at most dk (8), got 10"},
+      {{{"dims", 0}, {"pairs", "half"}}, "\"mixer.rotary.dims\" must be a positive integer"},
+      {{{"dims", 2.5}, {"pairs", "half"}}, "\"mixer.rotary.dims\" must be a positive integer"},
+      {{{"pairs", "half"}}, "missing key \"mixer.rotary.dims\""},
+      {{{"dims", 4}}, "missing key \"mixer.rotary.pairs\""},
+      {{{"dims", 4}, {"pairs", "rotate_half"}},
+       "\"mixer.rotary.pairs\" must be one of \"interleaved\", \"half\" (got \"rotate_half\")"},
+      {{{"dims", 4}, {"pairs", "half"}, {"base", 0}},
+       "\"mixer.rotary.base\" must be a finite positive number"},
+      {{{"dims", 4}, {"pairs", "half"}, {"base", -10000}},
+       "\"mixer.rotary.base\" must be a finite positive number"},
+      {{{"dims", 4}, {"pairs", "half"}, {"base", "10000"}},
+       "\"mixer.rotary.base\" must be a finite positive number"},
+      {{{"dims", 4}, {"pairs", "half"}, {"offset", 1}},
+       "\"mixer.rotary.offset\" is not a known key (known: dims, pairs, base)"},
+      {json::array({4, "half"}), "\"mixer.rotary\" must be a JSON object"},
+  };
+  for (const auto& [rotary, message] : bad) {
+    CAPTURE(rotary.dump());
+    j["mixer"]["rotary"] = rotary;
+    CHECK(ErrorOf(j) == "config.json: " + message);
+  }
+  // Each mixer checks dims against its own q/k width.
+  const json rot = {{"dims", 10}, {"pairs", "half"}};
+  j["mixer"] = {
+      {"type", "flash"}, {"expansion_dim", 24}, {"qk_dim", 8}, {"chunk", 5}, {"rotary", rot}};
+  CHECK(ErrorOf(j) ==
+        "config.json: \"mixer.rotary.dims\" must be even and at most qk_dim (8), got 10");
+  j["mixer"] = {{"type", "linear_attention"}, {"heads", 2},  {"dk", 4},      {"dv", 4},
+                {"feature_map", "relu"},      {"eps", 1e-6}, {"rotary", rot}};
+  CHECK(ErrorOf(j) == "config.json: \"mixer.rotary.dims\" must be even and at most dk (4), got 10");
+  j["mixer"] = {{"type", "sliding_window"},
+                {"heads", 2},
+                {"dk", 4},
+                {"dv", 4},
+                {"window", 3},
+                {"rotary", rot}};
+  CHECK(ErrorOf(j) == "config.json: \"mixer.rotary.dims\" must be even and at most dk (4), got 10");
+  // The mixers without q and k rows to turn do not take it.
+  j["mixer"] = {{"type", "gau"},
+                {"expansion_dim", 24},
+                {"qk_dim", 8},
+                {"max_length", 5},
+                {"rotary", {{"dims", 2}, {"pairs", "half"}}}};
+  CHECK(ErrorOf(j).find("\"mixer.rotary\" does not apply to gau") != std::string::npos);
+  j["mixer"] = {{"type", "aft_simple"},
+                {"heads", 2},
+                {"dk", 8},
+                {"rotary", {{"dims", 2}, {"pairs", "half"}}}};
+  CHECK(ErrorOf(j).find("\"mixer.rotary\" does not apply to aft_simple") != std::string::npos);
+}
+
+TEST_CASE("config: token shift (recur layout, every block)") {
+  json j = TokensJson();
+  auto r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK(r->desc.blocks[0].token_shift.segments.empty());  // absent: none
+  j["token_shift"] = {{"segments", {{8, 1}, {4, 0}}}, {"ffn", true}};
+  r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  for (const BlockDescription& b : r->desc.blocks) {
+    CHECK(b.token_shift.segments == std::vector<std::pair<uint32_t, int32_t>>{{8, 1}, {4, 0}});
+    CHECK(b.token_shift.ffn);
+  }
+  j["token_shift"] = {{"segments", {{16, 1}}}};  // ffn defaults to false
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->desc.blocks[1].token_shift.ffn);
+
+  const std::pair<json, std::string> bad[] = {
+      {json::array({8, 1}), "\"token_shift\" must be a JSON object"},
+      {{{"segments", {{8, 1}}}, {"shifts", 1}},
+       "\"token_shift.shifts\" is not a known key (known: segments, ffn)"},
+      {{{"ffn", true}}, "missing key \"token_shift.segments\""},
+      {{{"segments", json::array()}},
+       "\"token_shift.segments\" must be a non-empty list of [width, shift] pairs"},
+      {{{"segments", 8}},
+       "\"token_shift.segments\" must be a non-empty list of [width, shift] pairs"},
+      {{{"segments", {{8, 1, 0}}}},
+       "\"token_shift.segments[0]\" must be a pair [width, shift] of integers"},
+      {{{"segments", {{4, 0}, {8, 0.5}}}},
+       "\"token_shift.segments[1]\" must be a pair [width, shift] of integers"},
+      {{{"segments", {{0, 1}}}},
+       "\"token_shift.segments[0]\" has width 0: must be in [1, d_model]"},
+      {{{"segments", {{17, 1}}}},
+       "\"token_shift.segments[0]\" has width 17: must be in [1, d_model]"},
+      {{{"segments", {{8, 2}}}}, "\"token_shift.segments[0]\" shifts by 2: must be -1, 0 or 1"},
+      {{{"segments", {{8, 1}, {9, 0}}}},
+       "\"token_shift.segments\" cover 17 features, more than d_model (16)"},
+      {{{"segments", {{8, 0}, {8, -1}}}},
+       "\"token_shift.segments[1]\" takes the next position (shift -1), which a causal model has "
+       "not seen: only encoders (causal false) shift by -1"},
+      {{{"segments", {{8, 1}}}, {"ffn", 1}}, "\"token_shift.ffn\" must be true or false"},
+  };
+  for (const auto& [shift, message] : bad) {
+    CAPTURE(shift.dump());
+    j["token_shift"] = shift;
+    CHECK(ErrorOf(j) == "config.json: " + message);
+  }
+  // Shift -1 reads the next position: an encoder's.
+  j["token_shift"] = {{"segments", {{8, 0}, {8, -1}}}};
+  j["mixer"]["causal"] = false;
+  r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->desc.blocks[0].token_shift.segments[1].second == -1);
+  j["norm_placement"] = "post";
+  CHECK(ErrorOf(j) ==
+        "config.json: \"token_shift\" needs norm_placement \"pre\" (it shifts the "
+        "normalised inputs of the mixer and the FFN)");
+}
+
 TEST_CASE("config: FLASH (recur layout)") {
   json j = TokensJson();
   j["mixer"] = {{"type", "flash"}, {"expansion_dim", 24}, {"qk_dim", 8}, {"chunk", 5}};
@@ -598,8 +738,9 @@ TEST_CASE("config: FLASH (recur layout)") {
   }
   j["mixer"].erase("scale");
   j["mixer"]["heads"] = 2;
-  CHECK(ErrorOf(j) == "config.json: \"mixer.heads\" does not apply to flash (its keys: type, "
-                      "causal, expansion_dim, qk_dim, chunk, scale)");
+  CHECK(ErrorOf(j) ==
+        "config.json: \"mixer.heads\" does not apply to flash (its keys: type, "
+        "causal, expansion_dim, qk_dim, chunk, scale, rotary)");
   j["mixer"].erase("heads");
   j["mixer"].erase("chunk");
   CHECK(ErrorOf(j) == "config.json: missing key \"mixer.chunk\"");

@@ -12,6 +12,7 @@
 #include "converter/convert.h"
 #include "converter/mixers/sliding_window.h"
 #include "converter/file_util.h"
+#include "converter/mixers/linear_attention.h"
 #include "converter/mixers/sliding_window.h"
 #include "converter/safetensors.h"
 #include "converter/sha256.h"
@@ -46,7 +47,7 @@ const fb::Model* CheckLayout(const uint8_t* bytes, std::size_t size, const Tenso
   flatbuffers::Verifier verifier(bytes, fb_end);
   REQUIRE(fb::VerifySizePrefixedModelBuffer(verifier));
   const fb::Model* m = fb::GetSizePrefixedModel(bytes);
-  CHECK(m->format_version() == 1);  // nothing in it needs a newer runtime
+  CHECK(m->format_version() == 1);  // no block uses a version-2 feature
   const uint64_t p = RoundUp64(fb_end);
   // Exactly P + data_size long; zeros between the FlatBuffer and P.
   CHECK(size == p + m->data_size());
@@ -179,6 +180,29 @@ TEST_CASE("writer: output is deterministic") {
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   CHECK(*a == *b);
+}
+
+TEST_CASE("writer: a model that uses a version-2 feature is stamped 2, any other 1") {
+  // A version-1 runtime ignores the fields it does not know: it must refuse
+  // such a file rather than run a model without its rotary embeddings or
+  // token shift.
+  auto plain = testing::Describe(kTokensConfig);
+  CHECK(FormatVersionFor(plain) == 1);
+  auto rotary = testing::Describe(recur::impl::testing::kTinyRotaryConfig);
+  CHECK(FormatVersionFor(rotary) == 2);
+  auto one = plain;  // rotary in one block of two is enough
+  REQUIRE(one.blocks[1].mixer.As<LinearAttentionParams>() != nullptr);
+  one.blocks[1].mixer.As<LinearAttentionParams>()->rotary.dims = 2;
+  CHECK(FormatVersionFor(one) == 2);
+  auto shifted = testing::Describe(recur::impl::testing::kTinyTokenShiftConfig);
+  CHECK(FormatVersionFor(shifted) == 2);
+  auto last = plain;  // a token shift in one block
+  last.blocks[1].token_shift.segments = {{8, 1}};
+  CHECK(FormatVersionFor(last) == 2);
+  CHECK(RECUR_FORMAT_VERSION >= 2);
+  auto bytes = BuildModel(rotary, testing::RandomTensors(rotary, 3));
+  REQUIRE_MESSAGE(bytes.ok(), bytes.message());
+  CHECK(fb::GetSizePrefixedModel(bytes->data())->format_version() == 2);
 }
 
 TEST_CASE("writer: fast-transformers layout end to end") {

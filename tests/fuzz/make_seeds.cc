@@ -23,10 +23,11 @@ namespace {
 using namespace recur::impl::testing;  // NOLINT
 
 const std::vector<const char*> kConfigs = {
-    kTinyTokensConfig,   kTinyFeaturesConfig, kTinySoftmaxConfig,  kTinySoftmaxFeaturesConfig,
-    kTinySlidingWindowConfig, kTinyAftConfig, kTinyFlashConfig,    kTinyLinformerConfig,
-    kTinyReformerConfig, kTinyAftLocalConfig, kTinyAftConvConfig,  kTinyAftFullConfig,
-    kTinyGauConfig,      kTinyRetNetConfig,   kTinyMixedConfig};
+    kTinyTokensConfig,        kTinyFeaturesConfig, kTinySoftmaxConfig, kTinySoftmaxFeaturesConfig,
+    kTinySlidingWindowConfig, kTinyAftConfig,      kTinyFlashConfig,   kTinyLinformerConfig,
+    kTinyReformerConfig,      kTinyAftLocalConfig, kTinyAftConvConfig, kTinyAftFullConfig,
+    kTinyGauConfig,           kTinyRetNetConfig,   kTinyMixedConfig,   kTinyRotaryConfig,
+    kTinyTokenShiftConfig};
 
 // int4 needs input dimensions that are multiples of the group (32): the
 // mixed model's d_model 16 is not. Two mixers, so the int4 seed reaches the

@@ -505,6 +505,26 @@ TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
         "(query_global, key_global, value_global)");
 }
 
+TEST_CASE("GPU path: rotary position embeddings are refused by name") {
+  Loaded l;
+  Load(ReadConfig("softmax_rotary_tokens"), WeightDType::kF32, &l);
+  std::unique_ptr<GpuModel> gpu;
+  const Status s = GpuModel::Create(*l.model, TestDevice(), &gpu);
+  CHECK(s.code() == StatusCode::kUnsupported);
+  CHECK(s.message() == "blocks.0: the GPU path has no rotary position embeddings (mixer.rotary)");
+  CHECK(gpu == nullptr);
+}
+
+TEST_CASE("GPU path: token shift is refused by name") {
+  Loaded l;
+  Load(ReadConfig("softmax_shift_encoder"), WeightDType::kF32, &l);
+  std::unique_ptr<GpuModel> gpu;
+  const Status s = GpuModel::Create(*l.model, TestDevice(), &gpu);
+  CHECK(s.code() == StatusCode::kUnsupported);
+  CHECK(s.message() == "blocks.0: the GPU path has no token shift (token_shift)");
+  CHECK(gpu == nullptr);
+}
+
 TEST_CASE("GPU path: bad input is an error, and nothing is written") {
   Loaded l;
   Load(ReadConfig("tiny_pre_tokens"), WeightDType::kF32, &l);

@@ -1,12 +1,13 @@
 // The loader treats model bytes as untrusted: every malformed file is
 // refused with a message that names the problem, and nothing crashes.
+#include <doctest/doctest.h>
+
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
-
-#include <doctest/doctest.h>
 
 #include "converter/config.h"
 #include "converter/writer.h"
@@ -112,10 +113,12 @@ TEST_CASE("a newer format version is refused with a clear message") {
   auto bytes = BuildTestModel(kTinyTokensConfig, 1);
   Poke<uint32_t>(Root(bytes), fb::Model::VT_FORMAT_VERSION, RECUR_FORMAT_VERSION + 1);
   CHECK(Load(bytes, bytes.size()) == RECUR_UNSUPPORTED);
-  const std::string expected = "format version " + std::to_string(RECUR_FORMAT_VERSION + 1) +
-                               " is newer than this runtime reads (" +
-                               std::to_string(RECUR_FORMAT_VERSION) + ")";
-  CHECK(Error().find(expected) != std::string::npos);
+  CHECK(Error().find("format version " + std::to_string(RECUR_FORMAT_VERSION + 1) +
+                     " is newer than this runtime reads (" + std::to_string(RECUR_FORMAT_VERSION) +
+                     ")") != std::string::npos);
+  // A file stamped 1 (no version-2 feature) still loads, as every older file does.
+  Poke<uint32_t>(Root(bytes), fb::Model::VT_FORMAT_VERSION, 1);
+  CHECK(Load(bytes, bytes.size()) == RECUR_OK);
 }
 
 TEST_CASE("an unknown mixer union tag is refused") {
@@ -462,5 +465,117 @@ TEST_CASE("RetNet: an odd dk, decays that do not match the heads or leave (0, 1)
     Poke<uint32_t>(rn, fb::RetNet::VT_DV, 5);  // the projections are 3 x 6 wide
     CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
     CHECK(Error().find("blocks.1.mixer.value") != std::string::npos);
+  }
+}
+
+TEST_CASE("rotary: bad dims, base and pairs in the file are named, per mixer") {
+  // Blocks: 0 softmax (dims 6 of dk 8, half), 1 linear, 2 sliding window, 3 FLASH (qk_dim 8).
+  auto fresh = [] {
+    auto bytes = BuildTestModel(recur::impl::testing::kTinyRotaryConfig, 1);
+    REQUIRE(!bytes.empty());
+    return bytes;
+  };
+  auto rotary_of = [](AlignedBytes& bytes, uint32_t block) -> const fb::Rotary* {
+    const fb::Block* b = Root(bytes)->blocks()->Get(block);
+    const fb::Rotary* r = nullptr;
+    if (const auto* t = b->mixer_as_SoftmaxAttention()) r = t->rotary();
+    if (const auto* t = b->mixer_as_LinearAttention()) r = t->rotary();
+    if (const auto* t = b->mixer_as_SlidingWindow()) r = t->rotary();
+    if (const auto* t = b->mixer_as_Flash()) r = t->rotary();
+    REQUIRE(r != nullptr);
+    return r;
+  };
+  {
+    auto bytes = fresh();
+    CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+    CHECK(Root(bytes)->format_version() == 2);
+  }
+  const std::pair<uint32_t, std::string> mixers[] = {{0, "softmax attention"},
+                                                     {1, "linear attention"},
+                                                     {2, "sliding-window attention"},
+                                                     {3, "FLASH"}};
+  for (const auto& [block, what] : mixers) {
+    const std::string width = block == 3 ? "qk_dim" : "dk";
+    const std::string prefix = "blocks." + std::to_string(block) + ": " + what;
+    for (uint32_t dims : {5u, 10u, 0u}) {
+      CAPTURE(block);
+      CAPTURE(dims);
+      auto bytes = fresh();
+      Poke<uint32_t>(rotary_of(bytes, block), fb::Rotary::VT_DIMS, dims);
+      CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+      CHECK(Error() == prefix + " rotary.dims must be even and in [2, " + width + " = 8] (got " +
+                           std::to_string(dims) + ")");
+    }
+    for (double base : {0.0, -1.0, std::numeric_limits<double>::quiet_NaN(),
+                        std::numeric_limits<double>::infinity()}) {
+      CAPTURE(base);
+      auto bytes = fresh();
+      Poke<double>(rotary_of(bytes, block), fb::Rotary::VT_BASE, base);
+      CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+      CHECK(Error().rfind(prefix + " rotary.base must be finite and > 0 (got ", 0) == 0);
+    }
+  }
+  {
+    auto bytes = fresh();  // block 0's pairs are stored (half, not the default)
+    Poke<int8_t>(rotary_of(bytes, 0), fb::Rotary::VT_PAIRS, 7);
+    CHECK(Load(bytes, bytes.size()) == RECUR_UNSUPPORTED);
+    CHECK(Error() == "blocks.0: softmax attention rotary.pairs 7 is not supported by this runtime");
+  }
+}
+
+TEST_CASE("token shift: bad segments, a shift -1 in a causal block and post-norm are named") {
+  // Segments [5, 1], [3, 0], [4, 1] of d_model 16 on two causal blocks.
+  auto fresh = [] {
+    auto bytes = BuildTestModel(recur::impl::testing::kTinyTokenShiftConfig, 1);
+    REQUIRE(!bytes.empty());
+    return bytes;
+  };
+  auto segment = [](AlignedBytes& bytes, uint32_t block, uint32_t i) {
+    const fb::TokenShift* ts = Root(bytes)->blocks()->Get(block)->token_shift();
+    REQUIRE(ts != nullptr);
+    return const_cast<fb::ShiftSegment*>(ts->segments()->Get(i));
+  };
+  {
+    auto bytes = fresh();
+    CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+    CHECK(Root(bytes)->format_version() == 2);
+  }
+  const std::tuple<uint32_t, uint32_t, uint32_t, int32_t, std::string> bad[] = {
+      {0, 1, 0, 0, "blocks.0.token_shift: segment 1 has width 0"},
+      {1, 2, 4, 2, "blocks.1.token_shift: segment 2 shifts by 2 (must be -1, 0 or 1)"},
+      {0, 0, 5, -1,
+       "blocks.0.token_shift: segment 0 takes the next position (shift -1), which a causal block "
+       "has not seen: only encoder blocks (causal false) shift by -1"},
+      {1, 2, 9, 1, "blocks.1.token_shift: the segments cover 17 features, more than d_model (16)"},
+  };
+  for (const auto& [block, i, width, shift, message] : bad) {
+    CAPTURE(message);
+    auto bytes = fresh();
+    *segment(bytes, block, i) = fb::ShiftSegment(width, shift);
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == message);
+  }
+  {
+    auto bytes = fresh();  // a segments vector of length 0
+    const fb::TokenShift* ts = Root(bytes)->blocks()->Get(1)->token_shift();
+    const uint32_t zero = 0;
+    std::memcpy(const_cast<void*>(static_cast<const void*>(ts->segments())), &zero, sizeof(zero));
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.1.token_shift has no segments");
+  }
+  {
+    // A post-norm model with a token shift, written past the converter's check.
+    auto desc = recur::impl::converter::ParseConfig(recur::impl::testing::kTinyTokenShiftConfig);
+    REQUIRE(desc.ok());
+    desc->desc.norm_placement = recur::impl::converter::NormPlacement::kPost;
+    recur::impl::converter::BuildOptions options;
+    options.self_check = false;
+    auto bytes = recur::impl::converter::BuildModel(
+        desc->desc, recur::impl::testing::RandomTensors(desc->desc, 1), options);
+    REQUIRE(bytes.ok());
+    CHECK(Load(*bytes, bytes->size()) == RECUR_INVALID_MODEL);
+    CHECK(Error() ==
+          "blocks.0.token_shift: token shift needs pre-norm blocks (it shifts the "
+          "normalised inputs of the mixer and the FFN)");
   }
 }

@@ -254,14 +254,22 @@ int main(int argc, char** argv) {
   }
   compare("output", out.data(), steps * m.output_width, steps * m.output_width);
   // Final state: the runtime's per-layer state starts with the golden's
-  // records for that layer (for linear attention: S then z), flattened in
-  // order; what follows them (linear attention's compensation terms) has no
-  // counterpart in the reference.
+  // mixer records for that layer (for linear attention: S then z), flattened
+  // in order; what follows them (linear attention's compensation terms) has
+  // no counterpart in the reference. A token shift's records
+  // (state.<l>.shift.mixer, then .ffn) are the layer state's last floats.
   for (size_t l = 0; l < m.blocks.size() && !encode; ++l) {
     const std::string prefix = "state." + std::to_string(l) + ".";
-    std::vector<double> want;
+    const std::string shift_prefix = prefix + "shift.";
+    std::vector<double> want, shift;
+    for (const char* which : {"mixer", "ffn"}) {
+      if (g.count(shift_prefix + which)) {
+        auto v = g[shift_prefix + which].AsDouble();
+        shift.insert(shift.end(), v.begin(), v.end());
+      }
+    }
     for (const auto& [name, rec] : g) {
-      if (name.rfind(prefix, 0) == 0 && name != prefix + "z") {
+      if (name.rfind(prefix, 0) == 0 && name != prefix + "z" && name.rfind(shift_prefix, 0) != 0) {
         auto v = rec.AsDouble();
         want.insert(want.end(), v.begin(), v.end());
       }
@@ -270,10 +278,10 @@ int main(int argc, char** argv) {
       auto v = g[prefix + "z"].AsDouble();
       want.insert(want.end(), v.begin(), v.end());
     }
-    const size_t n = want.size();
-    if (session->layer_state_floats(l) < n) {
-      std::printf("  state.%zu: runtime has %zu floats, golden %zu FAIL\n", l,
-                  session->layer_state_floats(l), n);
+    const size_t n = want.size(), floats = session->layer_state_floats(l);
+    if (floats < n + shift.size()) {
+      std::printf("  state.%zu: runtime has %zu floats, golden %zu FAIL\n", l, floats,
+                  n + shift.size());
       ok = false;
       continue;
     }
@@ -283,6 +291,14 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < n; ++i) d.Add(st[i], want[i]);
     }
     report("state." + std::to_string(l), d, /*scale_abs=*/true);
+    if (!shift.empty()) {
+      Diff ds;
+      for (size_t b = 0; b < batch; ++b) {
+        const float* tail = session->layer_state(b, l) + floats - shift.size();
+        for (size_t i = 0; i < shift.size(); ++i) ds.Add(tail[i], shift[i]);
+      }
+      report("shift." + std::to_string(l), ds, /*scale_abs=*/true);
+    }
   }
   std::printf("%s (tolerances: max|d| <= %.1e, rel <= %.1e)\n", ok ? "PASS" : "FAIL", tol_abs,
               tol_rel);

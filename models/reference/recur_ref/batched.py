@@ -5,7 +5,8 @@ needs batches. `forward(model, x)` computes the same function over a batch of
 equal-length sequences from the initial state, with the model's own parameters
 (so its state_dict is what export writes). Only the mixers the shipped models
 use are here: linear_attention (any feature map), softmax_attention and
-sliding_window, causal or not. test_reference.py checks it against RecurModel.forward.
+sliding_window, causal or not, with their rotary position embeddings (§12), and token shift
+(§13). test_training.py checks it against RecurModel.forward.
 """
 
 import math
@@ -13,7 +14,7 @@ import math
 import torch
 from torch import Tensor
 
-from .mixers import LinearAttention, SlidingWindowAttention, SoftmaxAttention
+from .mixers import LinearAttention, SlidingWindowAttention, SoftmaxAttention, _rotate
 from .model import RecurModel
 
 # Chunk length of the causal linear-attention form (docs/attention-math.md §3): memory
@@ -35,8 +36,8 @@ def _merge(o: Tensor) -> Tensor:
 
 def linear_attention(m: LinearAttention, x: Tensor) -> Tensor:
     """x (B, N, d_model) → (B, N, d_model): docs/attention-math.md §3, chunked when causal."""
-    q = m.phi(_split(m.query(x), m.heads, m.dk))       # (B, H, N, C)
-    k = m.phi(_split(m.key(x), m.heads, m.dk))         # (B, H, N, C)
+    q = m.phi(_rotate(m, _split(m.query(x), m.heads, m.dk), 0))   # (B, H, N, C)
+    k = m.phi(_rotate(m, _split(m.key(x), m.heads, m.dk), 0))     # (B, H, N, C)
     v = _split(m.value(x), m.heads, m.dv)              # (B, H, N, dv)
     if not m.causal:
         S = k.transpose(-1, -2) @ v                    # (B, H, C, dv)
@@ -60,8 +61,8 @@ def linear_attention(m: LinearAttention, x: Tensor) -> Tensor:
 
 def softmax_attention(m: SoftmaxAttention, x: Tensor) -> Tensor:
     """x (B, N, d_model) → (B, N, d_model): docs/attention-math.md §2, masked when causal."""
-    q = _split(m.query(x), m.heads, m.dk)
-    k = _split(m.key(x), m.heads, m.dk)
+    q = _rotate(m, _split(m.query(x), m.heads, m.dk), 0)
+    k = _rotate(m, _split(m.key(x), m.heads, m.dk), 0)
     v = _split(m.value(x), m.heads, m.dv)
     s = q @ k.transpose(-1, -2) / math.sqrt(m.dk)     # (B, H, N, N)
     if m.causal:
@@ -72,13 +73,26 @@ def softmax_attention(m: SoftmaxAttention, x: Tensor) -> Tensor:
 
 def sliding_window(m: SlidingWindowAttention, x: Tensor) -> Tensor:
     """x (B, N, d_model) → (B, N, d_model): softmax attention where m.allowed(t, p)."""
-    q = _split(m.query(x), m.heads, m.dk)
-    k = _split(m.key(x), m.heads, m.dk)
+    q = _rotate(m, _split(m.query(x), m.heads, m.dk), 0)
+    k = _rotate(m, _split(m.key(x), m.heads, m.dk), 0)
     v = _split(m.value(x), m.heads, m.dv)
     pos = torch.arange(x.shape[1], device=x.device)
     ok = m.allowed(pos[:, None], pos[None, :]).to(x.device)      # (H, N, N)
     s = (q @ k.transpose(-1, -2) / math.sqrt(m.dk)).masked_fill(~ok, float("-inf"))
     return m.out(_merge(torch.softmax(s, -1) @ v))
+
+
+def token_shift(ts, h: Tensor) -> Tensor:
+    """h (B, N, d_model) through the token shift `ts` (model.TokenShift, §13) over whole
+    sequences: zeros before the first position and after the last."""
+    out, o = h.clone(), 0
+    for w, by in ts.segments:
+        if by == 1:
+            out[:, :, o:o + w] = torch.cat([h.new_zeros(h.shape[0], 1, w), h[:, :-1, o:o + w]], 1)
+        elif by == -1:
+            out[:, :, o:o + w] = torch.cat([h[:, 1:, o:o + w], h.new_zeros(h.shape[0], 1, w)], 1)
+        o += w
+    return out
 
 
 _MIXERS = {LinearAttention: linear_attention, SoftmaxAttention: softmax_attention,
@@ -113,8 +127,11 @@ def forward(model: RecurModel, x: Tensor) -> Tensor:
     for block in model.blocks:
         mix = _MIXERS[type(block.mixer)]
         if block.pre_norm:
-            h = h + mix(block.mixer, block.norm1(h))
-            h = h + block.ffn(block.norm2(h))
+            ts = block.token_shift
+            a = block.norm1(h)
+            h = h + mix(block.mixer, a if ts is None else token_shift(ts, a))
+            f = block.norm2(h)
+            h = h + block.ffn(f if ts is None or not ts.ffn else token_shift(ts, f))
         else:
             h = block.norm1(h + mix(block.mixer, h))
             h = block.norm2(h + block.ffn(h))

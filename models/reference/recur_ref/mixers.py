@@ -75,24 +75,29 @@ AFT_BIAS_FORMS = ("add", "multiply")
 
 # type → (required keys, optional keys); "type" itself is implied.
 _KEYS = {
-    "softmax_attention": ({"heads", "dk", "dv"}, {"causal"}),
+    "softmax_attention": ({"heads", "dk", "dv"}, {"causal", "rotary"}),
     "linear_attention": ({"heads", "dk", "dv", "feature_map", "eps"},
                          {"causal", "n_features", "favor_layout", "softmax_temp", "feature_eps",
-                          "eps_per_feature"}),
+                          "eps_per_feature", "rotary"}),
     "sliding_window": ({"heads", "dk", "dv", "window"},
-                       {"dilation", "global_tokens", "causal", "global_projections"}),
+                       {"dilation", "global_tokens", "causal", "global_projections", "rotary"}),
     "aft_simple": ({"heads", "dk"}, {"causal"}),
     "aft_local": ({"heads", "dk", "window"}, {"causal"}),
     "aft_conv": ({"heads", "dk", "window"}, {"causal"}),
     "aft_full": ({"heads", "dk", "max_length"}, {"bias_rank", "bias_form", "causal"}),
     "gau": ({"expansion_dim", "qk_dim", "max_length"}, {"scale", "causal"}),
-    "flash": ({"expansion_dim", "qk_dim", "chunk"}, {"scale", "causal"}),
+    "flash": ({"expansion_dim", "qk_dim", "chunk"}, {"scale", "causal", "rotary"}),
     "linformer": ({"heads", "dk", "dv", "seq_len", "proj_dim"}, {"sharing", "causal"}),
     "reformer": ({"heads", "dk", "dv", "n_buckets", "chunk", "rounds"}, {"causal"}),
     "retnet": ({"heads", "dk", "dv"}, {"decay", "eps"}),
 }
 # Mixer types with no causal form at all (encoder only): causal defaults to false, true is rejected.
 ENCODER_ONLY = ("linformer", "reformer")
+# "rotary" (rotary position embeddings of q and k, §12): its pair layouts and default base; the
+# key that names the width it turns within (each head's q/k features).
+ROTARY_PAIRS = ("interleaved", "half")
+ROTARY_BASE = 10000
+ROTARY_WIDTH = {"softmax_attention": "dk", "linear_attention": "dk", "sliding_window": "dk", "flash": "qk_dim"}
 
 
 # RetNet's default decays γ_h = 1 − 2^(−5−h) stay below 1 in float32 for h < 20.
@@ -227,6 +232,16 @@ def validate_mixer(cfg: dict, d_model: int) -> None:
             need(_pos_number(cfg["eps"]), "mixer.eps must be > 0")
     if "scale" in cfg:
         need(_pos_number(cfg["scale"]), "mixer.scale must be > 0")
+    if "rotary" in cfg:
+        r, width = cfg["rotary"], ROTARY_WIDTH[t]
+        need(isinstance(r, dict), f"mixer.rotary must be a dict, got {r!r}")
+        need({"dims", "pairs"} <= set(r), f"mixer.rotary: missing keys {sorted({'dims', 'pairs'} - set(r))}")
+        need(set(r) <= {"dims", "pairs", "base"},
+             f"mixer.rotary: unknown keys {sorted(set(r) - {'dims', 'pairs', 'base'})} (allowed: base, dims, pairs)")
+        need(_pos_int(r["dims"]) and r["dims"] % 2 == 0 and r["dims"] <= cfg[width],
+             f"mixer.rotary.dims must be even and at most {width} ({cfg[width]}), got {r['dims']!r}")
+        need(r["pairs"] in ROTARY_PAIRS, f"unknown mixer.rotary.pairs {r['pairs']!r}; expected one of {list(ROTARY_PAIRS)}")
+        need(_pos_number(r.get("base", ROTARY_BASE)), f"mixer.rotary.base must be a finite number > 0, got {r.get('base')!r}")
 
 
 class StateSize(NamedTuple):
@@ -293,6 +308,61 @@ def state_bytes(cfg: dict, d_model: int) -> StateSize:
 
 
 # --------------------------------------------------------------------------------------
+# Rotations by absolute position: RetNet's (§11) and rotary position embeddings (§12)
+# --------------------------------------------------------------------------------------
+
+def rotation_angles(theta: Tensor, pos: int, n: int, dtype: torch.dtype):
+    """cos, sin (n, len(theta)) of the angles p·θ_i at positions p = pos..pos+n−1, computed in
+    float64 whatever `dtype` (p·θ reaches thousands of radians), then rounded to it."""
+    p = torch.arange(pos, pos + n, dtype=torch.float64)
+    a = p[:, None] * theta.to(device=p.device, dtype=torch.float64)[None, :]
+    return torch.cos(a).to(dtype), torch.sin(a).to(dtype)
+
+
+def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, pairs: str = "interleaved") -> Tensor:
+    """x (..., dk) with its first 2m dims turned pairwise (m = cos.shape[-1]; cos, sin broadcast
+    against x[..., :m]), the rest passed: pair i, (a, b) → (a cos − b sin, b cos + a sin), is
+    dims (2i, 2i+1) for pairs "interleaved" (RetNet's theta_shift, performer-pytorch's
+    rotate_every_two, rotary-embedding-torch) or (i, i + m) for "half" (GPT-NeoX's and Hugging
+    Face's rotate_half). The one rotation of every mixer that turns q and k by position."""
+    m = cos.shape[-1]
+    a, rest = x[..., :2 * m], x[..., 2 * m:]
+    if pairs == "interleaved":
+        x0, x1 = a[..., 0::2], a[..., 1::2]
+        turned = torch.stack([x0 * cos - x1 * sin, x1 * cos + x0 * sin], -1).flatten(-2)
+    else:
+        x0, x1 = a[..., :m], a[..., m:]
+        turned = torch.cat([x0 * cos - x1 * sin, x1 * cos + x0 * sin], -1)
+    return torch.cat([turned, rest], -1)
+
+
+class Rotary:
+    """Rotary position embeddings (§12) of a mixer config's "rotary" {"dims": r, "pairs",
+    optional "base" (default ROTARY_BASE)}: at absolute position t, pair i < r/2 of the first r
+    features of every head's q and k turns by t·θ_i, θ_i = base^(−2i/r) (rotate_pairs); the other
+    features pass. Not a module: nothing of it is in state_dict (the file stores the config)."""
+
+    def __init__(self, cfg: dict):
+        self.dims, self.pairs = cfg["dims"], cfg["pairs"]
+        base = float(cfg.get("base", ROTARY_BASE))
+        self.theta = torch.tensor([base ** (-2 * i / self.dims) for i in range(self.dims // 2)], dtype=torch.float64)
+
+    def __call__(self, x: Tensor, pos: int, heads_last: bool = False) -> Tensor:
+        """x (..., n, dk) (heads_last: (..., n, H, dk)) whose rows are positions pos..pos+n−1,
+        turned."""
+        n = x.shape[-3] if heads_last else x.shape[-2]
+        cos, sin = rotation_angles(self.theta, pos, n, x.dtype)
+        if heads_last:
+            cos, sin = cos[:, None, :], sin[:, None, :]
+        return rotate_pairs(x, cos.to(x.device), sin.to(x.device), self.pairs)
+
+
+def _rotate(m, x: Tensor, pos: int, heads_last: bool = False) -> Tensor:
+    """x turned by m's rotary (§12), or x itself when m has none."""
+    return x if m.rotary is None else m.rotary(x, pos, heads_last)
+
+
+# --------------------------------------------------------------------------------------
 # Base class
 # --------------------------------------------------------------------------------------
 
@@ -308,6 +378,7 @@ class Mixer(nn.Module):
         self.cfg = dict(cfg)
         self.d_model = d_model
         self.causal = is_causal(cfg)
+        self.rotary = Rotary(cfg["rotary"]) if "rotary" in cfg else None   # q, k turned by position (§12)
 
     @property
     def has_step(self) -> bool:
@@ -478,6 +549,8 @@ class SoftmaxAttention(Mixer):
     Batched state (causal), allocated once for max_context positions (given to initial_state,
     required; stepping past it raises ValueError):
       k (B, H, max_context, dk), v (B, H, max_context, dv), pos.
+    With "rotary" (§12), q and k are turned by their position before the scores, so the cache
+    holds turned keys; a stream's position is its cache length P.
     """
     TYPE = "softmax_attention"
 
@@ -489,13 +562,14 @@ class SoftmaxAttention(Mixer):
         self.value = nn.Linear(d_model, self.heads * self.dv)
         self.out = nn.Linear(self.heads * self.dv, d_model)
 
-    def _qkv(self, x):
-        """x ([B,] N, d_model) → q, k ([B,] H, N, dk), v ([B,] H, N, dv)."""
+    def _qkv(self, x, pos: int = 0):
+        """x ([B,] N, d_model) at positions pos.. → q, k ([B,] H, N, dk) (turned by the rotary,
+        if any), v ([B,] H, N, dv)."""
         lead, H = x.shape[:-1], self.heads
         q = self.query(x).view(*lead, H, self.dk).transpose(-3, -2)
         k = self.key(x).view(*lead, H, self.dk).transpose(-3, -2)
         v = self.value(x).view(*lead, H, self.dv).transpose(-3, -2)
-        return q, k, v
+        return _rotate(self, q, pos), _rotate(self, k, pos), v
 
     def _output(self, o: Tensor) -> Tensor:
         """(H, N, dv) → out(concat heads) (N, d_model)."""
@@ -524,8 +598,8 @@ class SoftmaxAttention(Mixer):
         Chunk c (rows c..c+T−1) attends to the P + c + T keys up to its last
         position, causally masked; chunk ≥ N is the plain masked softmax(QKᵀ)V.
         Returns (out (N, d_model), state with x's keys and values appended)."""
-        q, k, v = self._qkv(x)
         P = state["K"].shape[1]
+        q, k, v = self._qkv(x, P)
         K, V = torch.cat([state["K"], k], 1), torch.cat([state["V"], v], 1)
         outs = []
         for c in range(0, len(x), chunk):
@@ -536,7 +610,7 @@ class SoftmaxAttention(Mixer):
     def recurrent(self, x: Tensor, state: Dict[str, Tensor]):
         """RNN form: per position, append k_i, v_i to the cache, then attend over
         all of it (no mask needed). Same arguments and result as `parallel`."""
-        q, k, v = self._qkv(x)
+        q, k, v = self._qkv(x, state["K"].shape[1])
         K, V = state["K"], state["V"]
         outs = []
         for i in range(len(x)):
@@ -547,7 +621,7 @@ class SoftmaxAttention(Mixer):
     def noncausal(self, x: Tensor, state: Dict[str, Tensor]):
         """Non-causal (encoder) form: every position attends to the state's keys
         (none for a whole utterance) and all of x's. Same result shape as `parallel`."""
-        q, k, v = self._qkv(x)
+        q, k, v = self._qkv(x, state["K"].shape[1])
         K, V = torch.cat([state["K"], k], 1), torch.cat([state["V"], v], 1)
         return self._output(self._attend(q, K, V, None)), {"K": K, "V": V}
 
@@ -576,7 +650,7 @@ class SoftmaxAttention(Mixer):
         B, N, _ = x.shape
         pos, T = int(state["pos"]), state["k"].shape[2]
         _check_pos(pos, N, T, "max_context", self.TYPE)
-        q, k, v = self._qkv(x)
+        q, k, v = self._qkv(x, pos)
         K, V = state["k"].clone(), state["v"].clone()
         K[:, :, pos:pos + N], V[:, :, pos:pos + N] = k, v
         s = q @ K[:, :, :pos + N].transpose(-1, -2) / math.sqrt(self.dk)       # (B, H, N, pos+N)
@@ -697,6 +771,8 @@ class LinearAttention(Mixer):
     layer, initialised by orthogonal_random_matrix_ from the global torch RNG.
     State: S = Σ φ(k)vᵀ, z = Σ φ(k); per stream S (H, C, dv), z (H, C) (the forms take and
     return them as two tensors); batched (causal) S (B, H, C, dv), z (B, H, C).
+    With "rotary" (§12), q and k are turned by their position before φ; the per-stream forms
+    then take the position of x's first row (pos), and the batched state has "pos" too.
     """
     TYPE = "linear_attention"
 
@@ -742,11 +818,12 @@ class LinearAttention(Mixer):
         diag = 0.5 * (x * x).sum(-1, keepdim=True)
         return (torch.exp(s - diag - top) + self.feature_eps) / math.sqrt(self.n_features)
 
-    def _features(self, x):
-        """x ([B,] N, d_model) → φ(q), φ(k) ([B,] N, H, C), v ([B,] N, H, dv)."""
+    def _features(self, x, pos: int = 0):
+        """x ([B,] N, d_model) at positions pos.. → φ(q), φ(k) ([B,] N, H, C) (of q, k turned by
+        the rotary, if any), v ([B,] N, H, dv)."""
         lead = x.shape[:-1]
-        q = self.query(x).view(*lead, self.heads, self.dk)
-        k = self.key(x).view(*lead, self.heads, self.dk)
+        q = _rotate(self, self.query(x).view(*lead, self.heads, self.dk), pos, heads_last=True)
+        k = _rotate(self, self.key(x).view(*lead, self.heads, self.dk), pos, heads_last=True)
         if self.fm == "favor_stabilized":
             q, k = self._stabilized(q, False), self._stabilized(k, True)
         else:
@@ -766,14 +843,15 @@ class LinearAttention(Mixer):
         return {"S": torch.zeros(self.heads, self.C, self.dv, dtype=dtype),
                 "z": torch.zeros(self.heads, self.C, dtype=dtype)}
 
-    def parallel(self, x: Tensor, S: Tensor, z: Tensor, chunk: int):
+    def parallel(self, x: Tensor, S: Tensor, z: Tensor, chunk: int, pos: int = 0):
         """Chunked parallel form (docs/attention-math.md §3, "Parallel (chunked) form").
 
         x (N, d_model); S (H, C, dv), z (H, C): the state before x.
         Returns (out (N, d_model), S, z after x). chunk ≥ N is the plain masked
         φ(Q)φ(K)ᵀ form; chunk = 1 is the RNN with a different summation order.
+        pos: the position of x's first row (read by the rotary only).
         """
-        q, k, v = self._features(x)
+        q, k, v = self._features(x, pos)
         outs = []
         for c in range(0, len(x), chunk):
             qc, kc, vc = q[c:c + chunk], k[c:c + chunk], v[c:c + chunk]  # (T, H, ·)
@@ -786,12 +864,12 @@ class LinearAttention(Mixer):
         o = torch.cat(outs)                                              # (N, H, dv)
         return self.out(o.reshape(len(x), -1)), S, z
 
-    def noncausal(self, x: Tensor, S: Tensor, z: Tensor):
+    def noncausal(self, x: Tensor, S: Tensor, z: Tensor, pos: int = 0):
         """Non-causal (encoder) form, docs/attention-math.md §3 without the mask:
         every position sees the whole sequence, V'_i = φ(q_i)ᵀ S_N / (φ(q_i)ᵀ z_N + ε),
         with S_N, z_N summed over all N positions (added to the given S, z,
         which are zero for a whole utterance). Same result shape as `parallel`."""
-        q, k, v = self._features(x)
+        q, k, v = self._features(x, pos)
         S = S + torch.einsum("jhc,jhm->hcm", k, v)                      # (H, C, dv)
         z = z + k.sum(0)                                                # (H, C)
         num = torch.einsum("ihc,hcm->ihm", q, S)                        # (N, H, dv)
@@ -799,12 +877,12 @@ class LinearAttention(Mixer):
         o = num / den.unsqueeze(-1)
         return self.out(o.reshape(len(x), -1)), S, z
 
-    def recurrent(self, x: Tensor, S: Tensor, z: Tensor):
+    def recurrent(self, x: Tensor, S: Tensor, z: Tensor, pos: int = 0):
         """RNN form, position by position (docs/attention-math.md §3, "Causal masking = an RNN").
 
         Same arguments and result as `parallel`.
         """
-        q, k, v = self._features(x)
+        q, k, v = self._features(x, pos)
         outs = []
         for qi, ki, vi in zip(q, k, v):                      # (H, C), (H, C), (H, dv)
             S = S + torch.einsum("hc,hm->hcm", ki, vi)       # S_i = S_{i−1} + φ(k_i) v_iᵀ
@@ -831,13 +909,18 @@ class LinearAttention(Mixer):
 
     def _initial_state(self, batch, max_context):
         dt, dev = _dtype(self)
-        return {"S": torch.zeros(batch, self.heads, self.C, self.dv, dtype=dt, device=dev),
-                "z": torch.zeros(batch, self.heads, self.C, dtype=dt, device=dev)}
+        state = {"S": torch.zeros(batch, self.heads, self.C, self.dv, dtype=dt, device=dev),
+                 "z": torch.zeros(batch, self.heads, self.C, dtype=dt, device=dev)}
+        return state if self.rotary is None else {**state, "pos": torch.tensor(0)}
+
+    def _advance(self, state: dict, new: dict, n: int) -> dict:
+        """`new` (S, z) with the position moved n on, when the state keeps one (rotary)."""
+        return new if "pos" not in state else {**new, "pos": torch.tensor(int(state["pos"]) + n)}
 
     def _prefill(self, x, state, chunk: int = CHUNK):
         """Chunked form (§3 "Parallel (chunked) form"), continuing from state."""
         B, N, _ = x.shape
-        q, k, v = self._features(x)
+        q, k, v = self._features(x, int(state.get("pos", 0)))
         S, z = state["S"], state["z"]
         outs = []
         for c in range(0, N, chunk):
@@ -849,20 +932,20 @@ class LinearAttention(Mixer):
             S = S + torch.einsum("bjhc,bjhm->bhcm", kc, vc)
             z = z + kc.sum(1)
         o = torch.cat(outs, 1)
-        return self.out(o.reshape(B, N, -1)), {"S": S, "z": z}
+        return self.out(o.reshape(B, N, -1)), self._advance(state, {"S": S, "z": z}, N)
 
     def step(self, x_t, state):
         """The RNN form of §3 literally: S += φ(k)vᵀ, z += φ(k), y = φ(q)ᵀS / (φ(q)ᵀz + ε)."""
         if not self.has_step:
             self._no_rnn()
         self._check_x(x_t, 2)
-        q, k, v = (t[:, 0] for t in self._features(x_t[:, None]))      # (B, H, ·)
+        q, k, v = (t[:, 0] for t in self._features(x_t[:, None], int(state.get("pos", 0))))   # (B, H, ·)
         S = state["S"] + torch.einsum("bhc,bhm->bhcm", k, v)
         z = state["z"] + k
         num = torch.einsum("bhc,bhcm->bhm", q, S)
         den = torch.einsum("bhc,bhc->bh", q, z) + self._eps(q)
         y = self.out((num / den.unsqueeze(-1)).reshape(len(x_t), -1))
-        return y, {"S": S, "z": z}
+        return y, self._advance(state, {"S": S, "z": z}, 1)
 
 
 # --------------------------------------------------------------------------------------
@@ -890,6 +973,7 @@ class SlidingWindowAttention(Mixer):
       positions too; their ring entries are never read, glob serves them);
       k_glob (B, H, g, dk), v_glob (B, H, g, dv): position p < g in slot p; pos.
       Slots never written are 0.
+    With "rotary" (§12), q and k are turned by their position first: the rings hold turned keys.
     """
     TYPE = "sliding_window"
     USES_POS = True
@@ -977,7 +1061,7 @@ class SlidingWindowAttention(Mixer):
         Chunk c attends (masked by `allowed`) to the g global keys and to the keys of
         positions ≥ g from R − 1 before its first query up to its last query: the ring's
         positions before pos followed by x's. Returns (out (N, d_model), the state after x)."""
-        q, k, v = self._qkv(x)
+        q, k, v = self._qkv(x, pos)
         n = len(x)
         new = self._write(state, k, v, pos)
         # The recent keys in position order: the ring's valid positions before pos, then x's.
@@ -1004,7 +1088,7 @@ class SlidingWindowAttention(Mixer):
         """RNN form: per position t, write k_t, v_t into ring slot t mod R (and glob slot t
         when t < g), then attend over the ring's allowed positions ≥ g and the glob's
         positions ≤ t. Same result as `parallel`."""
-        q, k, v = self._qkv(x)
+        q, k, v = self._qkv(x, pos)
         outs = []
         for i in range(len(x)):
             t = pos + i
@@ -1054,7 +1138,7 @@ class SlidingWindowAttention(Mixer):
     def _step_one(self, x_t, state):
         B = len(x_t)
         t = int(state["pos"])
-        q, k, v = (a[:, :, 0] for a in self._qkv(x_t[:, None]))          # (B, H, ·)
+        q, k, v = (a[:, :, 0] for a in self._qkv(x_t[:, None], t))          # (B, H, ·)
         kr, vr = state["k_ring"].clone(), state["v_ring"].clone()
         kg, vg = state["k_glob"].clone(), state["v_glob"].clone()
         slot = t % self.R
@@ -1606,6 +1690,8 @@ class FLASH(_GAUBase):
     g·C + i; slots ≥ pos mod C are stale); pos. When a chunk completes, S += kl_bufᵀ v_buf.
     Per stream the same without B and pos: {"S" (s, E), "kl_buf" (C, s), "kq_buf" (C, s),
     "v_buf" (C, E)}.
+    With "rotary" (§12, within qk_dim), Q^quad, K^quad, Q^lin and K^lin are all turned by their
+    position (as FLASH-pytorch's rotary_pos_emb), so the buffers hold turned keys.
     """
     TYPE = "flash"
     USES_POS = True
@@ -1616,6 +1702,11 @@ class FLASH(_GAUBase):
         self.C = cfg["chunk"]
         self.scale = cfg.get("scale", 1.0 / self.C)
         self.rel_bias = nn.Parameter(0.3 * torch.randn(self.C if self.causal else 2 * self.C - 1))
+
+    def _proj_at(self, x: Tensor, pos: int):
+        """_proj of x at positions pos..: u, v and the four query/key rows, turned by the rotary."""
+        u, v, qk = self._proj(x)
+        return u, v, tuple(_rotate(self, t, pos) for t in qk)
 
     # Per stream.
 
@@ -1642,7 +1733,7 @@ class FLASH(_GAUBase):
         part, masked to same group and p ≤ t) to the context keys from its first query's
         group start to its last query, and reads S_{group(t)} (linear part). Returns
         (out (N, d_model), the state after x)."""
-        u, v, (qq, kq, ql, kl) = self._proj(x)
+        u, v, (qq, kq, ql, kl) = self._proj_at(x, pos)
         n, C = len(x), self.C
         j0 = pos % C
         start = pos - j0                                                   # first position of the context
@@ -1675,7 +1766,7 @@ class FLASH(_GAUBase):
         """RNN form, as the batched step: per position t (slot j = t mod C) write K^quad_t,
         K^lin_t, V_t into slot j, attend over slots 0..j, read S; when j = C − 1 the group is
         complete: S += kl_bufᵀ v_buf. Same arguments and result as `parallel`."""
-        u, v, (qq, kq, ql, kl) = self._proj(x)
+        u, v, (qq, kq, ql, kl) = self._proj_at(x, pos)
         S, kqb, klb, vb = state["S"], state["kq_buf"].clone(), state["kl_buf"].clone(), state["v_buf"].clone()
         outs = []
         for i in range(len(x)):
@@ -1693,7 +1784,7 @@ class FLASH(_GAUBase):
         rel_bias[t − p + C − 1], lin_t = (1/N) · Q^lin_t · Σ_all K^lin_pᵀ V_p."""
         if pos != 0:
             raise ValueError("a non-causal flash mixer runs on a whole utterance from position 0")
-        u, v, (qq, kq, ql, kl) = self._proj(x)
+        u, v, (qq, kq, ql, kl) = self._proj_at(x, 0)
         n = len(x)
         lin = ql @ (kl.T @ v) / n
         quad = []
@@ -1711,7 +1802,7 @@ class FLASH(_GAUBase):
         if self.causal:
             return self._prefill(x, self._initial_state(x.shape[0], None))[0]
         B, N, _ = x.shape
-        u, v, (qq, kq, ql, kl) = self._proj(x)
+        u, v, (qq, kq, ql, kl) = self._proj_at(x, 0)
         lin = torch.einsum("bis,bse->bie", ql, torch.einsum("bjs,bje->bse", kl, v)) / N
         quad = []
         for c in range(0, N, self.C):
@@ -1731,7 +1822,7 @@ class FLASH(_GAUBase):
     def _prefill(self, x, state):
         """Chunked form continuing from state (also used by step, with N = 1)."""
         N, pos0 = x.shape[1], int(state["pos"])
-        u, v, (qq, kq, ql, kl) = self._proj(x)
+        u, v, (qq, kq, ql, kl) = self._proj_at(x, pos0)
         S = state["S"]
         kqb, klb, vb = state["kq_buf"].clone(), state["kl_buf"].clone(), state["v_buf"].clone()
         outs, i = [], 0
@@ -1959,20 +2050,16 @@ class Reformer(_EncoderOnly, Mixer):
 def retnet_angles(dk: int, pos: int, n: int, dtype: torch.dtype):
     """cos, sin (n, dk/2) of the rotation at positions pos..pos+n−1: pair i of a head's
     dims turns by p·θ_i, θ_i = 10000^(−i/(dk/2 − 1)) (θ_0 = 1 when dk = 2): torchscale's
-    RetNetRelPos angle, 1/10000^linspace(0, 1, dk/2). Computed in float64 whatever `dtype`
-    (p·θ reaches thousands of radians), then rounded to it."""
+    RetNetRelPos angle, 1/10000^linspace(0, 1, dk/2) (rotation_angles)."""
     m = dk // 2
     theta = torch.tensor([10000.0 ** (-i / (m - 1)) if m > 1 else 1.0 for i in range(m)], dtype=torch.float64)
-    a = torch.arange(pos, pos + n, dtype=torch.float64)[:, None] * theta[None, :]
-    return torch.cos(a).to(dtype), torch.sin(a).to(dtype)
+    return rotation_angles(theta, pos, n, dtype)
 
 
 def retnet_rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """x (..., n, H, dk): pair (x_2i, x_2i+1) → (x_2i cos − x_2i+1 sin, x_2i+1 cos + x_2i sin)
-    with the angles of x's row (cos, sin (n, dk/2)); torchscale's theta_shift."""
-    c, s = cos[:, None, :], sin[:, None, :]
-    x0, x1 = x[..., 0::2], x[..., 1::2]
-    return torch.stack([x0 * c - x1 * s, x1 * c + x0 * s], -1).flatten(-2)
+    with the angles of x's row (cos, sin (n, dk/2)); torchscale's theta_shift (rotate_pairs)."""
+    return rotate_pairs(x, cos[:, None, :], sin[:, None, :], "interleaved")
 
 
 class RetNet(Mixer):

@@ -29,7 +29,7 @@ CHUNK = mixers.CHUNK
 
 _REQUIRED_KEYS = {"layout", "d_model", "n_layers", "norm_placement", "layer_norm_eps", "input",
                   "max_positions", "mixer", "ffn", "final_norm", "head"}
-_OPTIONAL_KEYS = {"notes", "input_description", "output_description"}
+_OPTIONAL_KEYS = {"notes", "input_description", "output_description", "token_shift"}
 # Mixer keys valid only with feature_map "favor" (mixers.validate_mixer checks them).
 _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp", "feature_eps", "eps_per_feature"}
 # The mixer types a recur config may name ("mixer": one mixer dict for every block, or a
@@ -69,6 +69,7 @@ def _validate_mixer(mixer, d_model) -> None:
     need(isinstance(mixer, dict) and mixer.get("type") in MIXER_TYPES,
          f"mixer.type must be one of {list(MIXER_TYPES)}")
     if mixer["type"] != "linear_attention":
+        # softmax_attention, sliding_window, flash (and linear_attention): also optional rotary;
         # softmax_attention: type, heads, dk, dv, optional causal (no eps, no feature_map);
         # sliding_window: type, heads, dk, dv, window, optional dilation, global_tokens, causal;
         # aft_simple: type, heads, dk, optional causal; aft_local, aft_conv: type, heads, dk,
@@ -81,8 +82,8 @@ def _validate_mixer(mixer, d_model) -> None:
         mixers.validate_mixer(mixer, d_model)
     else:
         need({"type", "heads", "dk", "dv", "feature_map", "eps"} <= set(mixer)
-             <= {"type", "heads", "dk", "dv", "feature_map", "eps", "causal"} | _FAVOR_KEYS,
-             "mixer must have the keys type, heads, dk, dv, feature_map, eps and optionally causal "
+             <= {"type", "heads", "dk", "dv", "feature_map", "eps", "causal", "rotary"} | _FAVOR_KEYS,
+             "mixer must have the keys type, heads, dk, dv, feature_map, eps and optionally causal, rotary "
              f"(and, with feature_map 'favor', {sorted(_FAVOR_KEYS)})")
         need(isinstance(mixer.get("causal", True), bool), "mixer.causal must be true or false")
         need(all(_positive_int(mixer[k]) for k in ("heads", "dk", "dv")), "mixer.heads/dk/dv must be positive integers")
@@ -159,6 +160,9 @@ def validate(config: dict) -> None:
                  f"mixer[{i}] (linformer): sharing 'layerwise' ties E across blocks, but its seq_len/proj_dim "
                  f"({m['seq_len']}, {m['proj_dim']}) differ from mixer[{j}]'s ({first['seq_len']}, {first['proj_dim']})")
 
+    if "token_shift" in config:
+        _validate_token_shift(config, need)
+
     ffn = config["ffn"]
     exact_keys(ffn, {"d_ff", "activation"}, "ffn")
     need(_positive_int(ffn["d_ff"]), "ffn.d_ff must be a positive integer")
@@ -170,6 +174,67 @@ def validate(config: dict) -> None:
         need(_positive_int(head["out"]), "head.out must be a positive integer")
         need(head["activation"] in ("none", "softmax", "log_softmax"),
              "head.activation must be 'none', 'softmax' or 'log_softmax'")
+
+
+def _validate_token_shift(config: dict, need) -> None:
+    """config["token_shift"] (docs/attention-math.md §13): {"segments": [[width, shift], ...],
+    optional "ffn"}, widths ≥ 1 summing to at most d_model, shifts −1 (encoders only), 0 or 1;
+    pre-norm blocks only."""
+    ts, d = config["token_shift"], config["d_model"]
+    need(isinstance(ts, dict) and "segments" in ts and set(ts) <= {"segments", "ffn"},
+         "token_shift must be a dict with the key segments and optionally ffn")
+    need(config["norm_placement"] == "pre",
+         "token_shift needs norm_placement 'pre' (it shifts the normalised inputs of the mixer and the FFN)")
+    segments = ts["segments"]
+    need(isinstance(segments, list) and segments, "token_shift.segments must be a non-empty list of [width, shift] pairs")
+    for i, seg in enumerate(segments):
+        need(isinstance(seg, list) and len(seg) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in seg),
+             f"token_shift.segments[{i}] must be a pair [width, shift] of integers, got {seg!r}")
+        need(1 <= seg[0] <= d, f"token_shift.segments[{i}] has width {seg[0]}: must be in [1, d_model]")
+        need(seg[1] in (-1, 0, 1), f"token_shift.segments[{i}] shifts by {seg[1]}: must be -1, 0 or 1")
+    covered = sum(w for w, _ in segments)
+    need(covered <= d, f"token_shift.segments cover {covered} features, more than d_model ({d})")
+    need(isinstance(ts.get("ffn", False), bool), "token_shift.ffn must be true or false")
+    for i, (_, by) in enumerate(segments):
+        need(by != -1 or not _is_causal(mixer_configs(config)[0]),
+             f"token_shift.segments[{i}] takes the next position (shift -1), which a causal model has not "
+             "seen: only encoders (causal false) shift by -1")
+
+
+class TokenShift:
+    """Token shift (docs/attention-math.md §13) of a pre-norm block's normalised inputs, config
+    "token_shift" {"segments": [[width, shift], ...], "ffn"}: the segments cover the first
+    features in order, each passed (shift 0), taken from the previous position (1: zeros before
+    stream position 0) or from the next (−1: zeros after the last; encoders only); features
+    past them pass. norm1's output (the mixer's input) shifts, and with ffn norm2's too.
+    FLASH-pytorch's shift_tokens: [[⌈d/2⌉, 1]]; performer-pytorch's causal shifts (0, 1):
+    [[⌊d/2⌋, 0], [⌊d/2⌋, 1]] with ffn, non-causal (−1, 0, 1) in thirds."""
+
+    def __init__(self, cfg: dict):
+        self.segments = [(w, by) for w, by in cfg["segments"]]
+        self.ffn = cfg.get("ffn", False)
+        self.carried = sum(w for w, by in self.segments if by == 1)   # state per shifted input
+
+    def __call__(self, h: Tensor, prev: Optional[Tensor]):
+        """h (N, d_model) at consecutive stream positions → (h shifted, the carry after h: the
+        shift-1 features of h's last row, (carried,)). prev: the carry before h's first row
+        (zeros before position 0); None for an encoder's whole utterance (zeros before it)."""
+        out, carry, o, c = h.clone(), [], 0, 0
+        for w, by in self.segments:
+            seg = h[:, o:o + w]
+            if by == 1:
+                before = h.new_zeros(1, w) if prev is None else prev[None, c:c + w]
+                out[:, o:o + w] = torch.cat([before, seg[:-1]])
+                carry.append(seg[-1])
+                c += w
+            elif by == -1:
+                out[:, o:o + w] = torch.cat([seg[1:], h.new_zeros(1, w)])
+            o += w
+        return out, (torch.cat(carry) if carry else h.new_zeros(0))
+
+
+# A causal block's token-shift state records, after its mixer's (§13).
+SHIFT_STATE = ("shift.mixer", "shift.ffn")
 
 
 def _is_layerwise(mixer: dict) -> bool:
@@ -208,11 +273,16 @@ class State(NamedTuple):
       "kq_buf" (C, s), "v_buf" (C, E): slot p mod C holds position p's K^lin, K^quad, V
       (the last written; slots ≥ pos mod C are stale, left from the previous chunk)
     linformer, reformer (encoder only): {} (no state).
+    With token_shift (§13), a causal layer's dict also holds, after its mixer's entries,
+      "shift.mixer" (carried,): the shift-1 features of the previous position's norm1 output
+      "shift.ffn" (carried,): the same of norm2's output (token_shift.ffn only)
+    (carried = the widths of the shift-1 segments; zeros before position 0).
     Every mixer class documents its own layout (its docstring and `empty_state` in
     mixers.py); the list above repeats those of the mixers named. In a mixed model each
     layer's dict is its own mixer's.
     Golden records "state.{i}.{name}" follow each dict's order (S, z / K, V / sorted names
-    for sliding_window, aft_simple, aft_local, aft_conv, aft_full, gau and flash).
+    for sliding_window, aft_simple, aft_local, aft_conv, aft_full, gau and flash; then the
+    token shift's).
     """
     pos: int                        # positions consumed so far = index of the next position
     layers: List[Dict[str, Tensor]]
@@ -252,6 +322,24 @@ class Block(nn.Module):
         self.mixer = mixers.build_mixer(m, d, **({} if shared_E is None else {"E": shared_E}))
         self.norm2 = nn.LayerNorm(d, eps=eps)
         self.ffn = FeedForward(d, config["ffn"]["d_ff"], config["ffn"]["activation"])
+        self.token_shift = TokenShift(config["token_shift"]) if "token_shift" in config else None
+
+    def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
+        """The layer's state before position 0: its mixer's, then (causal, with token_shift)
+        zero carries of the shifted inputs."""
+        state = dict(self.mixer.empty_state(dtype))
+        ts = self.token_shift
+        if ts is not None and self.mixer.causal:
+            for key in SHIFT_STATE[:2 if ts.ffn else 1]:
+                state[key] = torch.zeros(ts.carried, dtype=dtype)
+        return state
+
+    def _shift(self, h: Tensor, carries: Dict[str, Tensor], key: str) -> Tensor:
+        """h through the token shift, with the carry `key` of `carries` (none: an encoder)."""
+        h, carry = self.token_shift(h, carries.get(key))
+        if key in carries:
+            carries[key] = carry
+        return h
 
     def _mix(self, h: Tensor, state: Dict[str, Tensor], chunk: Optional[int], pos: int):
         """The mixer's form for `chunk` (None: the RNN form) on h, whose first row is
@@ -265,23 +353,31 @@ class Block(nn.Module):
             form = partial(m.parallel, chunk=chunk)
         if m.USES_POS:       # absolute positions (windows, biases, groups, E columns, sort ties)
             return form(h, state, pos=pos)
-        if isinstance(m, mixers.LinearAttention):
-            a, S, z = form(h, state["S"], state["z"])
+        if isinstance(m, mixers.LinearAttention):   # pos: for its rotary, if any
+            a, S, z = form(h, state["S"], state["z"], pos=pos)
             return a, {"S": S, "z": z}
         return form(h, state)
 
     def forward(self, x: Tensor, state: Dict[str, Tensor], chunk: Optional[int], pos: int = 0):
         """x (N, d_model) at stream positions pos.. → (N, d_model), the layer's state after x.
         chunk None: the RNN form."""
-        if self.pre_norm:    # x = x + Mixer(norm1(x)); x = x + FFN(norm2(x))
-            a, state = self._mix(self.norm1(x), state, chunk, pos)
+        state = dict(state)
+        carries = {key: state.pop(key) for key in SHIFT_STATE if key in state}
+        if self.pre_norm:    # x = x + Mixer(shift(norm1(x))); x = x + FFN(shift(norm2(x)))
+            h = self.norm1(x)
+            if self.token_shift is not None:
+                h = self._shift(h, carries, "shift.mixer")
+            a, state = self._mix(h, state, chunk, pos)
             x = x + a
-            x = x + self.ffn(self.norm2(x))
+            h = self.norm2(x)
+            if self.token_shift is not None and self.token_shift.ffn:
+                h = self._shift(h, carries, "shift.ffn")
+            x = x + self.ffn(h)
         else:                # x = norm1(x + Mixer(x)); x = norm2(x + FFN(x))
             a, state = self._mix(x, state, chunk, pos)
             x = self.norm1(x + a)
             x = self.norm2(x + self.ffn(x))
-        return x, state
+        return x, {**state, **carries}
 
 
 class InputAdapter(nn.Module):
@@ -390,9 +486,9 @@ class RecurModel(nn.Module):
         rings per sliding-window layer, num = den = 0 and max = −inf per aft_simple layer (and
         zero rings too per aft_local / aft_conv layer), an empty KV cache per causal aft_full or gau layer,
         zero S and buffers per flash layer, nothing per linformer or reformer layer; each layer as its own mixer (a mixed model
-        mixes these)."""
+        mixes these); with token_shift, zero carries after a causal layer's mixer state (§13)."""
         with self._on_device():
-            return State(pos=0, layers=[block.mixer.empty_state(self.dtype) for block in self.blocks])
+            return State(pos=0, layers=[block.empty_state(self.dtype) for block in self.blocks])
 
     def _run(self, x: Tensor, state: State, chunk: Optional[int]):
         """Positions x starting from `state`. Returns (output (N, out_width),
