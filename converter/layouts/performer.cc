@@ -4,12 +4,13 @@
 //
 //   {"layout": "performer", "class": "PerformerLM", "num_tokens": 256, "max_seq_len": 1024,
 //    "dim": 128, "depth": 4, "heads": 4, "dim_head": 32, "causal": true,
-//    "generalized_attention": true, "rotary_position_emb": false}
+//    "generalized_attention": true}
 //
 // Blocks are pre-norm: x + attn(norm(x)), x + ff(norm(x)); the attention is
 // FAVOR+ over ω = projection_matrixᵀ with performer-pytorch's kernels (the
 // recur feature maps favor_stabilized and generalized_relu) and its
-// denominators; PerformerLM adds the token embedding, absolute positions, a
+// denominators, rotary embeddings (PerformerLM's default) and token shift
+// where asked; PerformerLM adds the token embedding, absolute positions, a
 // final LayerNorm and the head.
 #include <cmath>
 #include <cstdint>
@@ -33,6 +34,8 @@ struct PerformerOptions : LayoutOptions {
   bool lm = false;  // PerformerLM: the network under "performer.", embeddings, head
   uint32_t heads = 0, dim_head = 0, features = 0;
   bool qkv_bias = false, out_bias = false, tie_embed = false;
+  bool rotary = false;        // PerformerLM's rotary_position_emb: fixed [sin | cos] positions
+  bool shift_tokens = false;  // a PreShiftTokens level inside each sublayer's wrapper
   PerformerPositions positions = PerformerPositions::kNone;
   uint32_t axial_rows = 0, axial_cols = 0;  // axial_position_shape
 };
@@ -98,6 +101,10 @@ Status ParsePerformer(const KeyReader& r, const json& root, ModelDescription* d)
   RECUR_RETURN_IF_ERROR(r.UInt(root, "dim", "", 1, &dim));
   RECUR_RETURN_IF_ERROR(ParseLayerCount(r, root, "depth", &depth));
   RECUR_RETURN_IF_ERROR(r.UInt(root, "heads", "", 1, &heads));
+  if (dim % heads != 0) {
+    return r.Invalid("heads",
+                     "must divide dim (" + std::to_string(dim) + "), as the library asserts");
+  }
   if (KeyReader::Given(root, "dim_head")) {
     RECUR_RETURN_IF_ERROR(r.UInt(root, "dim_head", "", 1, &dim_head));
   }
@@ -139,7 +146,7 @@ Status ParsePerformer(const KeyReader& r, const json& root, ModelDescription* d)
                                     "ReZero blocks have no norm, which "
                                     "recur's blocks cannot express yet"));
   RECUR_RETURN_IF_ERROR(RefuseIfSet(r, root, "ff_glu", "recur has no GLU feed-forward yet"));
-  RECUR_RETURN_IF_ERROR(RefuseIfSet(r, root, "shift_tokens", "recur has no token shift yet"));
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "shift_tokens", "", &o->shift_tokens, false));
   // Training only: the converted model is the eval() forward with the stored
   // projections.
   for (const char* key : {"emb_dropout", "ff_dropout", "attn_dropout"}) {
@@ -182,13 +189,19 @@ Status ParsePerformer(const KeyReader& r, const json& root, ModelDescription* d)
     d->input.kind = InputKind::kTokens;
     RECUR_RETURN_IF_ERROR(r.UInt(root, "num_tokens", "", 1, &d->input.vocab_size));
     RECUR_RETURN_IF_ERROR(r.UInt(root, "max_seq_len", "", 1, &d->input.max_positions));
-    bool rotary = true, axial = false;
-    RECUR_RETURN_IF_ERROR(r.Bool(root, "rotary_position_emb", "", &rotary, false));
-    RECUR_RETURN_IF_ERROR(r.Bool(root, "axial_position_emb", "", &axial, false));
-    if (rotary) {
-      return r.Invalid("rotary_position_emb",
-                       "must be false: recur has no rotary embeddings in linear attention yet");
+    bool axial = false;
+    o->rotary = true;
+    RECUR_RETURN_IF_ERROR(r.Bool(root, "rotary_position_emb", "", &o->rotary, false));
+    if (o->rotary && dim % 2 != 0) {  // its [sin | cos] table is 2·⌈dim/2⌉ wide
+      return r.Invalid("dim",
+                       "must be even with rotary_position_emb (the library's fixed "
+                       "positions would not fit the embedding)");
     }
+    RECUR_RETURN_IF_ERROR(r.Bool(root, "axial_position_emb", "", &axial, false));
+    // rotary_position_emb: the library's pos_emb is its fixed [sin | cos] table,
+    // stored, so recur's learned positions take it as it is; it wins over
+    // axial_position_emb, as in the library.
+    axial = axial && !o->rotary;
     o->positions = axial ? PerformerPositions::kAxial : PerformerPositions::kLearned;
     if (axial) {
       // axial_position_shape None: (ceil(max_seq_len / 64), 64).
@@ -206,7 +219,7 @@ Status ParsePerformer(const KeyReader& r, const json& root, ModelDescription* d)
       if (uint64_t{o->axial_rows} * o->axial_cols < d->input.max_positions) {
         return r.Invalid("axial_position_shape", "must cover max_seq_len positions");
       }
-    } else if (root.contains("axial_position_shape")) {
+    } else if (root.contains("axial_position_shape") && !o->rotary) {
       return r.Invalid("axial_position_shape", "applies only with axial_position_emb true");
     }
     RECUR_RETURN_IF_ERROR(r.Bool(root, "tie_embed", "", &o->tie_embed, false));
@@ -232,11 +245,30 @@ Status ParsePerformer(const KeyReader& r, const json& root, ModelDescription* d)
   la.eps = causal ? 1e-6f : 0.0f;
   la.eps_per_feature = causal;
   la.causal = causal;
+  if (o->rotary) {  // every head's q and k, pairs (2i, 2i + 1), θ_i = 10000^(−2i/dim_head)
+    if (dim_head % 2 != 0) {
+      return r.Invalid("dim_head", "must be even with rotary_position_emb (rotary pairs)");
+    }
+    la.rotary.dims = dim_head;
+    la.rotary.base = 10000.0;
+    la.rotary.half = false;
+  }
   BlockDescription block;
   block.mixer = MixerDescription(FindMixerType(fb::Mixer::LinearAttention),
                                  std::make_unique<LinearAttentionParams>(la));
   block.d_ff = dim * ff_mult;
   block.activation = Activation::kGelu;
+  if (o->shift_tokens) {
+    // PreShiftTokens after each norm: ⌊dim/k⌋ features per shift of (0, 1)
+    // (causal) or (−1, 0, 1), the remainder passed; the attention's and the
+    // FFN's inputs alike.
+    const std::vector<int32_t> shifts =
+        causal ? std::vector<int32_t>{0, 1} : std::vector<int32_t>{-1, 0, 1};
+    const uint32_t width = dim / static_cast<uint32_t>(shifts.size());
+    if (width == 0) return r.Invalid("shift_tokens", "needs dim >= the number of shifts");
+    for (int32_t s : shifts) block.token_shift.segments.emplace_back(width, s);
+    block.token_shift.ffn = true;
+  }
   d->blocks.assign(depth, block);
   d->layout_options = o;
   return ParseMetadata(r, root, &d->metadata);
@@ -245,7 +277,9 @@ Status ParsePerformer(const KeyReader& r, const json& root, ModelDescription* d)
 // blocks.<i>.<rest> under `layer` ("[performer.]net.layers.<i>.").
 void MapBlockTensor(const PerformerOptions& o, const std::string& layer, const std::string& rest,
                     ExpectedTensor* t) {
+  // With shift_tokens, PreShiftTokens wraps each sublayer: one more ".fn".
   const std::string attn = layer + "0.", ff = layer + "1.";
+  const std::string fn = o.shift_tokens ? "fn.fn." : "fn.";
   auto zeros = [&] {
     t->source_name.clear();
     t->transform = SourceTransform::kZeros;
@@ -255,11 +289,11 @@ void MapBlockTensor(const PerformerOptions& o, const std::string& layer, const s
   } else if (rest.compare(0, 6, "norm2.") == 0) {
     t->source_name = ff + "norm." + rest.substr(6);
   } else if (rest.compare(0, 12, "ffn.linear1.") == 0) {
-    t->source_name = ff + "fn.fn.w1." + rest.substr(12);  // fn: Chunk, fn.fn: FeedForward
+    t->source_name = ff + fn + "fn.w1." + rest.substr(12);  // ...fn: Chunk, fn.fn: FeedForward
   } else if (rest.compare(0, 12, "ffn.linear2.") == 0) {
-    t->source_name = ff + "fn.fn.w2." + rest.substr(12);
+    t->source_name = ff + fn + "fn.w2." + rest.substr(12);
   } else if (rest == "mixer.feature_map.omega") {  // projection_matrix [m, dk]
-    t->source_name = attn + "fn.fast_attention.projection_matrix";
+    t->source_name = attn + fn + "fast_attention.projection_matrix";
     t->transform = SourceTransform::kTranspose;
     t->source_shape = {t->shape[1], t->shape[0]};
   } else {
@@ -271,7 +305,7 @@ void MapBlockTensor(const PerformerOptions& o, const std::string& layer, const s
       if (bias && !(out ? o.out_bias : o.qkv_bias)) return zeros();
       static const char* const kNames[] = {"to_q", "to_k", "to_v", "to_out"};
       const int i = p[0] == 'q' ? 0 : p[0] == 'k' ? 1 : p[0] == 'v' ? 2 : 3;
-      t->source_name = attn + "fn." + kNames[i] + "." + rest.substr(recur.size());
+      t->source_name = attn + fn + kNames[i] + "." + rest.substr(recur.size());
     }
   }
 }
@@ -296,7 +330,7 @@ class PerformerLayoutConverter final : public LayoutConverter {
       } else if (t.name == "input.embedding") {
         t.source_name = "token_emb.weight";
       } else if (t.name == "input.positions" && o.positions == PerformerPositions::kLearned) {
-        t.source_name = "pos_emb.emb.weight";
+        t.source_name = o.rotary ? "pos_emb.emb" : "pos_emb.emb.weight";
       } else if (t.name == "input.positions") {
         // axial: row t = weights_0[t / cols] + weights_1[t % cols] (summed, one per axis).
         t.source_name.clear();
@@ -337,6 +371,13 @@ class PerformerLayoutConverter final : public LayoutConverter {
       twin.source_name = top + "proj_updater.instance." + t.source_name.substr(net.size());
       twin.transform = SourceTransform::kIgnored;
       twins.push_back(std::move(twin));
+    }
+    if (o.rotary) {  // the rotary's own table: recur computes the angles
+      ExpectedTensor table("",
+                           {static_cast<int64_t>(desc.input.max_positions), int64_t{o.dim_head}});
+      table.source_name = "layer_pos_emb.emb";
+      table.transform = SourceTransform::kIgnored;
+      twins.push_back(std::move(table));
     }
     ExpectedTensor counter("", {});
     counter.source_name = top + "proj_updater.calls_since_last_redraw";

@@ -34,6 +34,20 @@ CASES = [
                                                      causal=True, generalized_attention=True,
                                                      qkv_bias=False, attn_out_bias=False),
      1, 120),
+    # PerformerLM's defaults: rotary embeddings (its fixed sinusoid positions too),
+    # the softmax kernel, an encoder.
+    ("lm_defaults_rotary", PerformerLM, dict(num_tokens=30, max_seq_len=128, dim=24, depth=2,
+                                             heads=2, dim_head=12), 2, 100),
+    # Causal with rotary and token shift (segments (0, 1) of the normed input of the
+    # attention and of the FFN), streamed.
+    ("lm_rotary_shift_causal", PerformerLM, dict(num_tokens=40, max_seq_len=1100, dim=24, depth=2,
+                                                 heads=4, dim_head=6, causal=True,
+                                                 generalized_attention=True, shift_tokens=True),
+     1, 1000),
+    # Non-causal token shift (−1, 0, 1): the next position's features too, an encoder;
+    # 20 = 3·6 + 2 features, the last 2 unshifted.
+    ("performer_shift_encoder", Performer, dict(dim=20, depth=2, heads=2, dim_head=6,
+                                                shift_tokens=True), 2, 90),
 ]
 
 
@@ -78,10 +92,12 @@ BASE = {"layout": "performer", "class": "PerformerLM", "num_tokens": 10, "max_se
     ({"use_scalenorm": True}, '"use_scalenorm" must be false'),
     ({"use_rezero": True}, '"use_rezero" must be false'),
     ({"ff_glu": True}, '"ff_glu" must be false'),
-    ({"shift_tokens": True}, '"shift_tokens" must be false'),
-    ({"rotary_position_emb": True}, '"rotary_position_emb" must be false'),
+    ({"rotary_position_emb": True, "dim_head": 7}, '"dim_head" must be even with rotary'),
+    ({"heads": 3}, '"heads" must divide dim (16), as the library asserts'),
+    ({"rotary_position_emb": True, "dim": 15, "heads": 1, "dim_head": 8},
+     '"dim" must be even with rotary_position_emb'),
     ({"heads_": 2}, '"heads_" is not a known key'),
 ], ids=["causal_softmax", "local_heads", "kernel_fn", "no_projection", "cross_attend",
-        "reversible", "scalenorm", "rezero", "glu", "shift", "rotary", "typo"])
+        "reversible", "scalenorm", "rezero", "glu", "odd_rotary", "heads", "odd_dim", "typo"])
 def test_refusals_name_the_option(tmp_path, change, message):
     assert message in h.refusal({**BASE, **change}, tmp_path)
