@@ -34,6 +34,19 @@ const char* Name(fb::NormPlacement p) {
   }
   return "unknown";
 }
+// The config's "norm.type" names (both scale norms are "scale_norm").
+const char* Name(fb::NormKind k) {
+  switch (k) {
+    case fb::NormKind::LayerNorm:
+      return "layer_norm";
+    case fb::NormKind::RmsNorm:
+      return "rms_norm";
+    case fb::NormKind::ScaleNorm:
+    case fb::NormKind::ScaleNormRms:
+      return "scale_norm";
+  }
+  return "unknown";
+}
 const char* Name(fb::InputKind k) {
   switch (k) {
     case fb::InputKind::Tokens: return "tokens";
@@ -77,8 +90,14 @@ class Collector {
   OrderedJson Dense(const fb::Dense* d) const { return refs_.Dense(d); }
   OrderedJson Norm(const fb::LayerNorm* n) const {
     if (!n) return nullptr;
-    return {{"weight", TensorRef(n->weight())}, {"bias", TensorRef(n->bias())},
-            {"eps", FloatForJson(n->eps())}};
+    OrderedJson j = {{"type", Name(n->kind())}};
+    if (n->kind() == fb::NormKind::ScaleNorm || n->kind() == fb::NormKind::ScaleNormRms) {
+      j["scale"] = n->kind() == fb::NormKind::ScaleNorm ? "l2" : "rms";
+    }
+    j["weight"] = TensorRef(n->weight());
+    j["bias"] = TensorRef(n->bias());
+    j["eps"] = FloatForJson(n->eps());
+    return j;
   }
 
   OrderedJson Collect() const {
@@ -204,7 +223,9 @@ std::string DenseText(const OrderedJson& d) {
 
 std::string NormText(const OrderedJson& n) {
   if (n.is_null()) return "none";
-  return "layer_norm eps=" + FormatFloat(n["eps"].get<float>());
+  return n["type"].get<std::string>() +
+         (n.contains("scale") ? " scale=" + n["scale"].get<std::string>() : std::string()) +
+         " eps=" + FormatFloat(n["eps"].get<float>());
 }
 
 std::string ShapeText(const OrderedJson& shape) {

@@ -29,6 +29,13 @@ enum class Layout {
 
 enum class InputKind { kTokens, kFeatures };
 enum class NormPlacement { kPre, kPost };
+// What every norm of a model computes (recur.fbs NormKind; config "norm").
+enum class NormKind {
+  kLayerNorm,     // weight, bias [d_model]
+  kRmsNorm,       // x/√(mean(x²) + eps) ⊙ weight [d_model]
+  kScaleNorm,     // g·x / max(‖x‖₂, eps), g = weight [1]
+  kScaleNormRms,  // g·x / max(‖x‖₂/√d_model, eps), g = weight [1]
+};
 enum class Activation { kRelu, kGelu };
 enum class HeadActivation { kNone, kSoftmax, kLogSoftmax };
 struct InputDescription {
@@ -123,7 +130,8 @@ struct LayoutOptions {
 struct ModelDescription {
   uint32_t d_model = 0;
   NormPlacement norm_placement = NormPlacement::kPre;
-  float layer_norm_eps = 1e-5f;
+  NormKind norm = NormKind::kLayerNorm;
+  float layer_norm_eps = 1e-5f;  // the eps of every norm, whatever its kind
   InputDescription input;
   std::vector<BlockDescription> blocks;
   bool final_norm = true;

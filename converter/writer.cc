@@ -16,19 +16,6 @@
 namespace recur::impl::converter {
 namespace {
 
-// The oldest format_version that holds the model: 1 unless a part of it needs
-// a newer runtime (recur.fbs, "Compatibility rules").
-uint32_t FormatVersionFor(const ModelDescription& desc) {
-  uint32_t version = desc.input.norm ? 2 : 1;
-  for (const BlockDescription& block : desc.blocks) {
-    if (block.mixer.type()) {
-      version =
-          std::max(version, block.mixer.type()->converter->FormatVersion(block.mixer.params()));
-    }
-  }
-  return version;
-}
-
 #define RECUR_STR2(x) #x
 #define RECUR_STR(x) RECUR_STR2(x)
 
@@ -49,6 +36,20 @@ fb::HeadActivation ToFb(HeadActivation a) {
 }
 fb::InputKind ToFb(InputKind k) {
   return k == InputKind::kTokens ? fb::InputKind::Tokens : fb::InputKind::Features;
+}
+
+fb::NormKind ToFb(NormKind k) {
+  switch (k) {
+    case NormKind::kLayerNorm:
+      return fb::NormKind::LayerNorm;
+    case NormKind::kRmsNorm:
+      return fb::NormKind::RmsNorm;
+    case NormKind::kScaleNorm:
+      return fb::NormKind::ScaleNorm;
+    case NormKind::kScaleNormRms:
+      return fb::NormKind::ScaleNormRms;
+  }
+  return fb::NormKind::LayerNorm;
 }
 
 struct Placed {
@@ -129,9 +130,11 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
   auto dense = [&](const std::string& prefix) {
     return fb::CreateDense(fbb, ref(prefix + ".weight"), ref(prefix + ".bias"));
   };
-  auto norm = [&](const std::string& prefix) {
+  // The blocks' and the final norm are of the model's kind; the input norm is
+  // always a layer norm.
+  auto norm = [&](const std::string& prefix, NormKind kind) {
     return fb::CreateLayerNorm(fbb, ref(prefix + ".weight"), ref(prefix + ".bias"),
-                               desc.layer_norm_eps);
+                               desc.layer_norm_eps, ToFb(kind));
   };
 
   std::vector<flatbuffers::Offset<fb::Block>> blocks;
@@ -141,10 +144,10 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
     if (!b.mixer.type()) {
       return Status(StatusCode::kInvalidArgument, "blocks." + std::to_string(i) + ": no mixer");
     }
-    auto norm1 = norm(p + "norm1");
+    auto norm1 = norm(p + "norm1", desc.norm);
     MixerTableWriter mixer_writer(&fbb, &index, p + "mixer.");
     auto mixer = b.mixer.type()->converter->WriteTable(b.mixer.params(), &mixer_writer);
-    auto norm2 = norm(p + "norm2");
+    auto norm2 = norm(p + "norm2", desc.norm);
     auto l1 = dense(p + "ffn.linear1");
     auto l2 = dense(p + "ffn.linear2");
     auto ffn = fb::CreateFeedForward(fbb, b.d_ff, ToFb(b.activation), l1, l2);
@@ -156,7 +159,7 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
   if (desc.input.kind == InputKind::kFeatures && desc.input.projection)
     projection = dense("input.projection");
   flatbuffers::Offset<fb::LayerNorm> input_norm;
-  if (desc.input.norm) input_norm = norm("input.norm");
+  if (desc.input.norm) input_norm = norm("input.norm", NormKind::kLayerNorm);
   auto input_adapter = fb::CreateInputAdapter(
       fbb, ToFb(desc.input.kind), desc.input.kind == InputKind::kTokens ? desc.input.vocab_size : 0,
       ref("input.embedding"),
@@ -164,7 +167,7 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
       ref("input.positions"), input_norm);
 
   flatbuffers::Offset<fb::LayerNorm> final_norm = 0;
-  if (desc.final_norm) final_norm = norm("final_norm");
+  if (desc.final_norm) final_norm = norm("final_norm", desc.norm);
   flatbuffers::Offset<fb::OutputHead> head = 0;
   if (desc.has_head) head = fb::CreateOutputHead(fbb, dense("head"), ToFb(desc.head.activation));
 
@@ -198,6 +201,18 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
 }
 
 }  // namespace
+
+uint32_t FormatVersionFor(const ModelDescription& desc) {
+  // Version 2: parts that a version-1 runtime would ignore, and so misread.
+  uint32_t version = desc.input.norm || desc.norm != NormKind::kLayerNorm ? 2 : 1;
+  for (const BlockDescription& block : desc.blocks) {
+    if (block.mixer.type()) {
+      version =
+          std::max(version, block.mixer.type()->converter->FormatVersion(block.mixer.params()));
+    }
+  }
+  return version;
+}
 
 const char* ConverterVersion() {
   return RECUR_STR(RECUR_VERSION_MAJOR) "." RECUR_STR(RECUR_VERSION_MINOR) "." RECUR_STR(

@@ -49,6 +49,11 @@ struct BuildOptions {
   std::map<std::string, WeightDType> dtype_overrides;
 };
 
+// The oldest format_version that holds the model: 1 unless a part of it needs
+// a newer runtime (recur.fbs, "Compatibility rules"; its fields marked
+// "format_version 2", each mixer's MixerConverter::FormatVersion).
+uint32_t FormatVersionFor(const ModelDescription& desc);
+
 // The model as .recur bytes in 64-byte aligned memory, ready for
 // recur_model_load_buffer or a file. An empty metadata.producer becomes
 // DefaultProducer(). `tensors` is keyed by recur-layout names.

@@ -28,9 +28,31 @@ Status ParseMixer(const KeyReader& r, const json& mixer, const std::string& wher
   return Status::Ok();
 }
 
+// "norm" (optional, default layer_norm): {"type": "layer_norm" | "rms_norm"}
+// or {"type": "scale_norm", "scale": "l2" | "rms"}, the kind of every norm.
+Status ParseNorm(const KeyReader& r, const json& root, NormKind* out) {
+  auto it = root.find("norm");
+  if (it == root.end()) return Status::Ok();
+  if (!it->is_object()) return r.Invalid("norm", "must be a JSON object");
+  static const char* const kTypes[] = {"layer_norm", "rms_norm", "scale_norm"};
+  std::size_t type = 0;
+  RECUR_RETURN_IF_ERROR(r.Choice(*it, "type", "norm", kTypes, &type));
+  if (type != 2) {
+    RECUR_RETURN_IF_ERROR(r.OnlyKeys(*it, "norm", {"type"}));
+    *out = type == 0 ? NormKind::kLayerNorm : NormKind::kRmsNorm;
+    return Status::Ok();
+  }
+  RECUR_RETURN_IF_ERROR(r.OnlyKeys(*it, "norm", {"type", "scale"}));
+  static const char* const kScales[] = {"l2", "rms"};
+  std::size_t scale = 0;
+  RECUR_RETURN_IF_ERROR(r.Choice(*it, "scale", "norm", kScales, &scale));
+  *out = scale == 0 ? NormKind::kScaleNorm : NormKind::kScaleNormRms;
+  return Status::Ok();
+}
+
 class RecurLayoutConverter final : public LayoutConverter {
  public:
-  // models/configs/README.md: every key required.
+  // models/configs/README.md: every key required but "norm" and the metadata.
   Status Parse(const KeyReader& r, const json& root, ModelDescription* d) const override {
     RECUR_RETURN_IF_ERROR(r.UInt(root, "d_model", "", 1, &d->d_model));
     uint32_t n_layers = 0;
@@ -41,6 +63,7 @@ class RecurLayoutConverter final : public LayoutConverter {
     RECUR_RETURN_IF_ERROR(r.Choice(root, "norm_placement", "", kPlacements, &placement));
     d->norm_placement = placement == 0 ? NormPlacement::kPre : NormPlacement::kPost;
     RECUR_RETURN_IF_ERROR(r.PositiveFloat(root, "layer_norm_eps", "", &d->layer_norm_eps));
+    RECUR_RETURN_IF_ERROR(ParseNorm(r, root, &d->norm));
 
     const json* input = nullptr;
     RECUR_RETURN_IF_ERROR(r.Object(root, "input", "", &input));
@@ -132,8 +155,8 @@ class RecurLayoutConverter final : public LayoutConverter {
     RECUR_RETURN_IF_ERROR(
         r.OnlyKeys(root, "",
                    {"layout", "notes", "input_description", "output_description", "d_model",
-                    "n_layers", "norm_placement", "layer_norm_eps", "input", "max_positions",
-                    "mixer", "ffn", "final_norm", "head"}));
+                    "n_layers", "norm_placement", "layer_norm_eps", "norm", "input",
+                    "max_positions", "mixer", "ffn", "final_norm", "head"}));
     return ParseMetadata(r, root, &d->metadata);
   }
 

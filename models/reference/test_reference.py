@@ -333,6 +333,14 @@ def encoder_writes_no_state(name):
     return enc
 
 
+def norm_tensors(cfg, name):
+    """{name: shape} of one norm, as README's "Norms" lists them for the config's kind."""
+    d, kind = cfg["d_model"], cfg.get("norm", {"type": "layer_norm"})["type"]
+    if kind == "layer_norm":
+        return {name + ".weight": (d,), name + ".bias": (d,)}
+    return {name + ".weight": (d,) if kind == "rms_norm" else (1,)}
+
+
 def expected_tensors(cfg):
     """{name: shape} from the table in models/configs/README.md."""
     d, ffn, inp = cfg["d_model"], cfg["ffn"]["d_ff"], cfg["input"]
@@ -350,8 +358,8 @@ def expected_tensors(cfg):
         if m["type"] not in ("gau", "flash"):
             qk = m["heads"] * m["dk"]
             vv = qk if m["type"].startswith("aft_") else m["heads"] * m["dv"]   # AFT: D = heads·dk throughout
-        for name, shape in [("norm1", (d,)), ("norm2", (d,))]:
-            t.update({b + name + ".weight": shape, b + name + ".bias": shape})
+        for name in ("norm1", "norm2"):
+            t.update(norm_tensors(cfg, b + name))
         if m["type"] in ("gau", "flash"):   # README: GAU's rows Q, K and T = max_length; FLASH's 4 rows and C
             E, s = m["expansion_dim"], m["qk_dim"]
             rows, C = (2, m["max_length"]) if m["type"] == "gau" else (4, m["chunk"])
@@ -390,7 +398,7 @@ def expected_tensors(cfg):
             t[b + "mixer.feature_map.omega"] = (m["dk"], mm if m.get("favor_layout", "performer") == "performer"
                                                 else mm // 2)
     if cfg["final_norm"]:
-        t.update({"final_norm.weight": (d,), "final_norm.bias": (d,)})
+        t.update(norm_tensors(cfg, "final_norm"))
     if cfg["head"]:
         t.update({"head.weight": (cfg["head"]["out"], d), "head.bias": (cfg["head"]["out"],)})
     return t
@@ -423,8 +431,15 @@ def naive_forward(cfg, w, x):
     def lin(h, name):
         return F.linear(h, w[name + ".weight"], w[name + ".bias"])
 
-    def norm(h, name):
-        return F.layer_norm(h, (d,), w[name + ".weight"], w[name + ".bias"], cfg["layer_norm_eps"])
+    def norm(h, name):   # README "Norms": the config's kind, eps = layer_norm_eps
+        kind, eps = cfg.get("norm", {"type": "layer_norm"}), cfg["layer_norm_eps"]
+        if kind["type"] == "rms_norm":
+            return h / torch.sqrt((h * h).mean(-1, keepdim=True) + eps) * w[name + ".weight"]
+        if kind["type"] == "scale_norm":
+            c = 1.0 if kind["scale"] == "l2" else 1 / math.sqrt(d)
+            length = torch.sqrt((h * h).sum(-1, keepdim=True)) * c
+            return w[name + ".weight"] * h / torch.where(length > eps, length, torch.full_like(length, eps))
+        return F.layer_norm(h, (d,), w[name + ".weight"], w[name + ".bias"], eps)
 
     def phi(t, b):  # (n, H, dk) → (n, H, C), each feature map written out from the README
         fm = m["feature_map"]
@@ -2966,6 +2981,52 @@ def reformer_golden_cli():
         assert min(gaps) >= RF_MIN_GAP, f"{name}: a hash margin {min(gaps):.3g} < {RF_MIN_GAP} (per layer {gaps})"
 
 
+# ---------------------------------------------------------------- model-level features
+
+def norm_forms():
+    """RMSNorm and ScaleNorm (l2 and rms) against their README formulas and the libraries'
+    own forms (performer-pytorch PreScaleNorm: x / clamp(‖x‖, eps) · g; FLASH-pytorch
+    ScaleNorm: x / clamp(‖x‖·d^(−1/2), eps) · g); a zero row stays zero (the eps clamp)."""
+    from recur_ref.model import RMSNorm, ScaleNorm
+    torch.manual_seed(3)
+    d, eps = 12, 1e-5
+    x = torch.randn(7, d, dtype=torch.float64)
+    x[3] = 0
+    rms = RMSNorm(d, eps).double()
+    with torch.no_grad():
+        rms.weight.copy_(1 + 0.1 * torch.randn(d))
+        want = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * rms.weight
+        assert_close(rms(x), want, 1e-15, "rms_norm")
+        for scale, c in (("l2", 1.0), ("rms", d ** -0.5)):
+            sn = ScaleNorm(d, eps, scale).double()
+            sn.weight.fill_(1.3)
+            library = x / (torch.norm(x, dim=-1, keepdim=True) * c).clamp(min=eps) * sn.weight
+            assert_close(sn(x), library, 1e-15, f"scale_norm {scale}")
+            assert sn.weight.shape == (1,) and torch.equal(sn(x)[3], torch.zeros(d))
+            y = sn(x)
+            assert_close(torch.norm(y[0]) * c, torch.tensor(1.3, dtype=torch.float64), 1e-12, f"{scale} length")
+
+
+def norm_config_validation():
+    """"norm": a bad type, a missing or bad scale, an extra key or a non-object is a ValueError
+    naming the key; absent is layer_norm (every config before it: the same model)."""
+    base = load_config("rms_norm_tokens")
+    bad = [({**base, "norm": {"type": "batch_norm"}}, "norm.type"),
+           ({**base, "norm": "rms_norm"}, "norm.type"),
+           ({**base, "norm": None}, "norm.type"),
+           ({**base, "norm": {"type": "scale_norm"}}, "norm (scale_norm) must have exactly the keys"),
+           ({**base, "norm": {"type": "scale_norm", "scale": "l1"}}, "norm.scale"),
+           ({**base, "norm": {"type": "rms_norm", "scale": "l2"}}, "norm (rms_norm) must have exactly the keys"),
+           ({**base, "norm": {"type": "layer_norm", "eps": 1e-5}}, "norm (layer_norm)")]
+    for config, word in bad:
+        expect_value_error(lambda: RecurModel(config), word, f"accepted norm {config['norm']}")
+    plain = {k: v for k, v in base.items() if k != "norm"}
+    explicit = {**plain, "norm": {"type": "layer_norm"}}
+    names = {k: tuple(v.shape) for k, v in checkpoint.build_model(plain, 1).state_dict().items()}
+    assert names == {k: tuple(v.shape) for k, v in checkpoint.build_model(explicit, 1).state_dict().items()}
+    assert names["final_norm.bias"] == (32,)
+
+
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
                                         model_rejects_bad_input, reference_follows_its_device, cli_end_to_end, golden_cache_cli, compare_run_cli,
@@ -2981,7 +3042,8 @@ def main():
                                         aft_full_ft_mapping, aft_full_golden_cli, gau_forms,
                                         gau_config_validation, gau_golden_cli, reformer_forms,
                                         reformer_config_validation, reformer_golden_cli, retnet_forms,
-                                        retnet_config_validation, retnet_golden_cli)]
+                                        retnet_config_validation, retnet_golden_cli, norm_forms,
+                                        norm_config_validation)]
     checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:

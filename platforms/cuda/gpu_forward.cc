@@ -85,8 +85,27 @@ Status GpuModel::UploadDense(const DenseView& view, Dense* out) {
 
 Status GpuModel::UploadNorm(const NormView& view, Norm* out) {
   out->eps = view.eps;
-  RECUR_RETURN_IF_ERROR(UploadFloats(view.gamma, model_.d_model, &out->gamma));
-  return UploadFloats(view.beta, model_.d_model, &out->beta);
+  size_t gamma_floats = model_.d_model;
+  switch (view.kind) {
+    case fb::NormKind::LayerNorm:
+      out->kind = NormKind::kLayerNorm;
+      break;
+    case fb::NormKind::RmsNorm:
+      out->kind = NormKind::kRmsNorm;
+      break;
+    case fb::NormKind::ScaleNorm:
+    case fb::NormKind::ScaleNormRms:
+      out->kind = NormKind::kScaleNorm;
+      out->scale = view.kind == fb::NormKind::ScaleNorm
+                       ? 1.0f
+                       : static_cast<float>(1.0 / std::sqrt(double(model_.d_model)));
+      gamma_floats = 1;
+      break;
+    default:
+      return Unsupported("the GPU path has no %s norm", fb::EnumNameNormKind(view.kind));
+  }
+  RECUR_RETURN_IF_ERROR(UploadFloats(view.gamma, gamma_floats, &out->gamma));
+  return UploadFloats(view.beta, view.beta ? model_.d_model : 0, &out->beta);
 }
 
 Status GpuModel::UploadTensor(int32_t index, const std::string& what,
@@ -457,7 +476,8 @@ Status GpuModel::RunBlock(Buffers& b, size_t layer, size_t rows, size_t p0, size
   const Block& m = blocks_[layer];
   const size_t d = model_.d_model, count = rows * d;
   auto norm = [&](const Norm& nv, const float* x, float* y) {
-    return device_->Launch(LayerNormRows{x, nv.gamma, nv.beta, nv.eps, d, y}, rows);
+    return device_->Launch(LayerNormRows{x, nv.gamma, nv.beta, nv.eps, d, y, nv.kind, nv.scale},
+                           rows);
   };
   auto ffn = [&](const float* x, float* y) {  // y += linear2(act(linear1(x)))
     RECUR_RETURN_IF_ERROR(Linear(m.ffn1, x, rows, b.hidden, false, m.activation));
@@ -509,8 +529,10 @@ Status GpuModel::Forward(Buffers& b, size_t rows, size_t p0, size_t n, float* ou
     }
   }
   if (final_norm_.gamma != nullptr) {
-    RECUR_RETURN_IF_ERROR(device_->Launch(
-        LayerNormRows{b.x, final_norm_.gamma, final_norm_.beta, final_norm_.eps, d, b.x}, rows));
+    RECUR_RETURN_IF_ERROR(
+        device_->Launch(LayerNormRows{b.x, final_norm_.gamma, final_norm_.beta, final_norm_.eps, d,
+                                      b.x, final_norm_.kind, final_norm_.scale},
+                        rows));
   }
   const float* result = b.x;
   if (head_.weight != nullptr) {

@@ -70,6 +70,8 @@ class GpuModel {
     float* gamma = nullptr;
     float* beta = nullptr;
     float eps = 0.0f;
+    NormKind kind = NormKind::kLayerNorm;
+    float scale = 1.0f;  // kScaleNorm: c
   };
   enum class Kind { kLinear, kSoftmax, kAft, kLinformer, kGated, kReformer };
   struct Block {

@@ -400,9 +400,27 @@ void Session::Embed(const Workspace& ws, const int32_t* tokens, const float* fea
 
 void Session::Norm(const NormView& norm, const float* x, float* y, size_t rows) {
   const size_t d = model_->d_model;
+  // The scale norms' ‖x‖₂·c: c = 1, or 1/√d_model (ScaleNormRms).
+  const float c = norm.kind == fb::NormKind::ScaleNormRms
+                      ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))
+                      : 1.0f;
   pool_->ParallelRanges(rows, 16, [&](size_t first, size_t last) {
     for (size_t r = first; r < last; ++r) {
-      kernels::LayerNorm(x + r * d, norm.gamma, norm.beta, norm.eps, y + r * d, d);
+      const float* xr = x + r * d;
+      float* yr = y + r * d;
+      switch (norm.kind) {
+        case fb::NormKind::RmsNorm:
+          kernels::RmsNorm(xr, norm.gamma, norm.eps, yr, d);
+          break;
+        case fb::NormKind::ScaleNorm:
+        case fb::NormKind::ScaleNormRms:  // g·x / max(c·‖x‖₂, eps)
+          kernels::Scale(xr,
+                         norm.gamma[0] / std::max(c * std::sqrt(kernels::Dot(xr, xr, d)), norm.eps),
+                         yr, d);
+          break;
+        default:
+          kernels::LayerNorm(xr, norm.gamma, norm.beta, norm.eps, yr, d);
+      }
     }
   });
 }

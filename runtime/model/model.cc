@@ -291,8 +291,28 @@ Status TensorResolver::GetNorm(const fb::LayerNorm* norm, const std::string& wha
   if (!(norm->eps() > 0.0f) || !std::isfinite(norm->eps())) {
     return InvalidModel("%s: eps must be positive and finite", what.c_str());
   }
-  RECUR_RETURN_IF_ERROR(Get(norm->weight(), (what + ".weight").c_str(), {width}, false, &out->gamma));
-  RECUR_RETURN_IF_ERROR(Get(norm->bias(), (what + ".bias").c_str(), {width}, false, &out->beta));
+  const std::string weight = what + ".weight", bias = what + ".bias";
+  switch (norm->kind()) {
+    case fb::NormKind::LayerNorm:
+      RECUR_RETURN_IF_ERROR(Get(norm->weight(), weight.c_str(), {width}, false, &out->gamma));
+      RECUR_RETURN_IF_ERROR(Get(norm->bias(), bias.c_str(), {width}, false, &out->beta));
+      break;
+    case fb::NormKind::RmsNorm:
+    case fb::NormKind::ScaleNorm:
+    case fb::NormKind::ScaleNormRms: {
+      if (norm->bias() >= 0) {
+        return InvalidModel("%s: norm kind %s has no bias, but the file gives one", what.c_str(),
+                            fb::EnumNameNormKind(norm->kind()));
+      }
+      const int64_t n = norm->kind() == fb::NormKind::RmsNorm ? width : 1;
+      RECUR_RETURN_IF_ERROR(Get(norm->weight(), weight.c_str(), {n}, false, &out->gamma));
+      break;
+    }
+    default:
+      return Unsupported("%s: norm kind %d is not supported by this runtime (newer model?)",
+                         what.c_str(), int(norm->kind()));
+  }
+  out->kind = norm->kind();
   out->eps = norm->eps();
   return Status::Ok();
 }

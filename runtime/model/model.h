@@ -27,8 +27,9 @@ inline constexpr uint32_t kMaxWidth = 1u << 20;
 Status CheckWidth(uint32_t value, const char* what);
 
 struct NormView {
-  const float* gamma = nullptr;  // (d_model)
-  const float* beta = nullptr;   // (d_model)
+  fb::NormKind kind = fb::NormKind::LayerNorm;
+  const float* gamma = nullptr;  // (d_model); the scale norms: their g, (1)
+  const float* beta = nullptr;   // (d_model), layer norm only
   float eps = 1e-5f;
 };
 

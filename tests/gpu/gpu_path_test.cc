@@ -477,6 +477,12 @@ TEST_CASE("GPU path: a device that runs out of memory is an error at every alloc
   CHECK(failures > 40);  // weights of 4 blocks, then the run's buffers
 }
 
+TEST_CASE("GPU path: RMS and scale norms (l2 and rms) equal the CPU") {
+  CheckParity(ReadConfig("rms_norm_tokens"), 40);
+  CheckParity(ReadConfig("scale_norm_features"), 40);
+  CheckParity(ReadConfig("scale_norm_encoder"), 40);
+}
+
 TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
   Loaded l;
   Load(ReadConfig("retnet_tokens"), WeightDType::kF32, &l);

@@ -29,7 +29,10 @@ CHUNK = mixers.CHUNK
 
 _REQUIRED_KEYS = {"layout", "d_model", "n_layers", "norm_placement", "layer_norm_eps", "input",
                   "max_positions", "mixer", "ffn", "final_norm", "head"}
-_OPTIONAL_KEYS = {"notes", "input_description", "output_description"}
+_OPTIONAL_KEYS = {"notes", "input_description", "output_description", "norm"}
+# "norm": {"type": one of these} (default layer_norm); scale_norm adds "scale", SCALE_NORM_SCALES.
+NORM_TYPES = ("layer_norm", "rms_norm", "scale_norm")
+SCALE_NORM_SCALES = ("l2", "rms")
 # Mixer keys valid only with feature_map "favor" (mixers.validate_mixer checks them).
 _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp"}
 # The mixer types a recur config may name ("mixer": one mixer dict for every block, or a
@@ -111,6 +114,14 @@ def validate(config: dict) -> None:
     need(_positive_int(config["n_layers"]), "n_layers must be a positive integer")
     need(config["norm_placement"] in ("pre", "post"), "norm_placement must be 'pre' or 'post'")
     need(_positive_number(config["layer_norm_eps"]), "layer_norm_eps must be > 0")
+    if "norm" in config:
+        norm = config["norm"]
+        need(isinstance(norm, dict) and norm.get("type") in NORM_TYPES, f"norm.type must be one of {list(NORM_TYPES)}")
+        if norm["type"] == "scale_norm":
+            exact_keys(norm, {"type", "scale"}, "norm (scale_norm)")
+            need(norm["scale"] in SCALE_NORM_SCALES, f"norm.scale must be one of {list(SCALE_NORM_SCALES)}")
+        else:
+            exact_keys(norm, {"type"}, f"norm ({norm['type']})")
     mp = config["max_positions"]
     need(isinstance(mp, int) and not isinstance(mp, bool) and mp >= 0, "max_positions must be an integer >= 0")
     need(isinstance(config["final_norm"], bool), "final_norm must be true or false")
@@ -226,6 +237,44 @@ class State(NamedTuple):
         return [layer["z"] for layer in self.layers]
 
 
+class RMSNorm(nn.Module):
+    """y = x / sqrt(mean(x²) + eps) ⊙ weight (the T5/LLaMA form), weight [d], no bias."""
+
+    def __init__(self, d: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class ScaleNorm(nn.Module):
+    """y = g·x / max(c·‖x‖₂, eps), g = weight [1]: c = 1 ("l2", performer-pytorch's
+    PreScaleNorm) or c = d^(−1/2) ("rms", FLASH-pytorch's ScaleNorm)."""
+
+    def __init__(self, d: int, eps: float, scale: str):
+        super().__init__()
+        self.eps = eps
+        self.c = 1.0 if scale == "l2" else d ** -0.5
+        self.weight = nn.Parameter(torch.ones(1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        n = torch.linalg.vector_norm(x, dim=-1, keepdim=True) * self.c
+        return x / n.clamp(min=self.eps) * self.weight
+
+
+def make_norm(config: dict) -> nn.Module:
+    """A norm of the config's "norm" kind (default layer_norm) over d_model, eps layer_norm_eps."""
+    d, eps = config["d_model"], config["layer_norm_eps"]
+    norm = config.get("norm", {"type": "layer_norm"})
+    if norm["type"] == "rms_norm":
+        return RMSNorm(d, eps)
+    if norm["type"] == "scale_norm":
+        return ScaleNorm(d, eps, norm["scale"])
+    return nn.LayerNorm(d, eps=eps)
+
+
 class FeedForward(nn.Module):
     """FFN(x) = linear2(act(linear1(x))); gelu is the exact erf form."""
 
@@ -246,11 +295,11 @@ class Block(nn.Module):
 
     def __init__(self, config: dict, mixer: dict, shared_E: Optional[nn.Parameter] = None):
         super().__init__()
-        d, eps, m = config["d_model"], config["layer_norm_eps"], mixer
+        d, m = config["d_model"], mixer
         self.pre_norm = config["norm_placement"] == "pre"
-        self.norm1 = nn.LayerNorm(d, eps=eps)
+        self.norm1 = make_norm(config)
         self.mixer = mixers.build_mixer(m, d, **({} if shared_E is None else {"E": shared_E}))
-        self.norm2 = nn.LayerNorm(d, eps=eps)
+        self.norm2 = make_norm(config)
         self.ffn = FeedForward(d, config["ffn"]["d_ff"], config["ffn"]["activation"])
 
     def _mix(self, h: Tensor, state: Dict[str, Tensor], chunk: Optional[int], pos: int):
@@ -344,7 +393,7 @@ class RecurModel(nn.Module):
                 shared_E = block.mixer.E
             self.blocks.append(block)
         d = config["d_model"]
-        self.final_norm = nn.LayerNorm(d, eps=config["layer_norm_eps"]) if config["final_norm"] else None
+        self.final_norm = make_norm(config) if config["final_norm"] else None
         head = config["head"]
         self.head = nn.Linear(d, head["out"]) if head else None
         self.head_activation = head["activation"] if head else "none"

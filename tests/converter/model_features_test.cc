@@ -1,0 +1,166 @@
+// Model-level features of the recur layout (models/configs/README.md): norm
+// kinds. Config keys and their messages, the tensors each asks for, the
+// format_version the writer gives the file, and what inspect reports.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "converter/config.h"
+#include "converter/inspect.h"
+#include "converter/writer.h"
+#include "converter_test_util.h"
+#include "schema/recur_generated.h"
+
+namespace recur::impl::converter {
+namespace {
+
+using nlohmann::json;
+
+json TokensJson() { return json::parse(testing::kTokensConfig); }
+
+std::string ErrorOf(const json& config) {
+  auto r = ParseConfig(config.dump());
+  return r.ok() ? "(parsed)" : r.message();
+}
+
+ModelDescription Parsed(const json& config) {
+  auto r = ParseConfig(config.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  return r->desc;
+}
+
+// name → shape of every tensor `desc` asks for.
+std::map<std::string, std::vector<int64_t>> Shapes(const ModelDescription& desc) {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const ExpectedTensor& e : ExpectedTensors(desc)) out[e.name] = e.shape;
+  return out;
+}
+
+// The model of `config` with random weights, built and loaded by the
+// writer's self-check.
+AlignedBytes Build(const json& config) {
+  const ModelDescription desc = Parsed(config);
+  auto bytes = BuildModel(desc, testing::RandomTensors(desc, 3));
+  REQUIRE_MESSAGE(bytes.ok(), bytes.message());
+  return std::move(bytes).value();
+}
+
+const fb::Model* Root(const AlignedBytes& bytes) { return fb::GetSizePrefixedModel(bytes.data()); }
+
+// `inspect` (text, or JSON parsed) of the model of `config`.
+std::string InspectText(const testing::TempDir& dir, const json& config) {
+  const AlignedBytes bytes = Build(config);
+  const std::string path = dir.File("m.recur");
+  testing::WriteFile(path, bytes.data(), bytes.size());
+  std::string out;
+  const Status s = InspectModelFile(path, false, &out);
+  CHECK_MESSAGE(s.ok(), s.message());
+  return out;
+}
+json InspectJson(const testing::TempDir& dir, const json& config) {
+  const AlignedBytes bytes = Build(config);
+  const std::string path = dir.File("m.recur");
+  testing::WriteFile(path, bytes.data(), bytes.size());
+  std::string out;
+  const Status s = InspectModelFile(path, true, &out);
+  CHECK_MESSAGE(s.ok(), s.message());
+  return json::parse(out);
+}
+
+TEST_CASE(
+    "norm: absent is layer_norm; each type parses; the writer writes version 1 only "
+    "for layer norms") {
+  CHECK(Parsed(TokensJson()).norm == NormKind::kLayerNorm);
+  CHECK(FormatVersionFor(Parsed(TokensJson())) == 1);
+  CHECK(Root(Build(TokensJson()))->format_version() == 1);
+  const struct {
+    json norm;
+    NormKind kind;
+  } cases[] = {{{{"type", "layer_norm"}}, NormKind::kLayerNorm},
+               {{{"type", "rms_norm"}}, NormKind::kRmsNorm},
+               {{{"type", "scale_norm"}, {"scale", "l2"}}, NormKind::kScaleNorm},
+               {{{"type", "scale_norm"}, {"scale", "rms"}}, NormKind::kScaleNormRms}};
+  for (const auto& c : cases) {
+    CAPTURE(c.norm.dump());
+    json config = TokensJson();
+    config["norm"] = c.norm;
+    const ModelDescription desc = Parsed(config);
+    CHECK(desc.norm == c.kind);
+    const uint32_t version = c.kind == NormKind::kLayerNorm ? 1 : 2;
+    CHECK(FormatVersionFor(desc) == version);
+    const AlignedBytes bytes = Build(config);
+    CHECK(Root(bytes)->format_version() == version);
+    CHECK(Root(bytes)->blocks()->Get(1)->norm2()->kind() ==
+          (c.kind == NormKind::kLayerNorm   ? fb::NormKind::LayerNorm
+           : c.kind == NormKind::kRmsNorm   ? fb::NormKind::RmsNorm
+           : c.kind == NormKind::kScaleNorm ? fb::NormKind::ScaleNorm
+                                            : fb::NormKind::ScaleNormRms));
+  }
+}
+
+TEST_CASE("norm: the tensors of each kind") {
+  json config = TokensJson();
+  auto shapes = Shapes(Parsed(config));
+  CHECK(shapes["blocks.0.norm1.weight"] == std::vector<int64_t>{16});
+  CHECK(shapes["final_norm.bias"] == std::vector<int64_t>{16});
+  config["norm"] = {{"type", "rms_norm"}};
+  shapes = Shapes(Parsed(config));
+  CHECK(shapes["blocks.1.norm2.weight"] == std::vector<int64_t>{16});
+  CHECK(shapes["final_norm.weight"] == std::vector<int64_t>{16});
+  CHECK(shapes.count("blocks.0.norm1.bias") == 0);
+  CHECK(shapes.count("final_norm.bias") == 0);
+  config["norm"] = {{"type", "scale_norm"}, {"scale", "rms"}};
+  shapes = Shapes(Parsed(config));
+  for (const char* name : {"blocks.0.norm1.weight", "blocks.1.norm2.weight", "final_norm.weight"}) {
+    CHECK(shapes[name] == std::vector<int64_t>{1});
+  }
+  CHECK(shapes.count("blocks.1.norm2.bias") == 0);
+}
+
+TEST_CASE("norm: bad values are errors that name the key") {
+  auto with = [](const json& norm) {
+    json config = TokensJson();
+    config["norm"] = norm;
+    return ErrorOf(config);
+  };
+  CHECK(with("rms_norm") == "config.json: \"norm\" must be a JSON object");
+  CHECK(with(json::object()) == "config.json: missing key \"norm.type\"");
+  CHECK(with({{"type", "batch_norm"}}) ==
+        "config.json: \"norm.type\" must be one of \"layer_norm\", \"rms_norm\", \"scale_norm\" "
+        "(got \"batch_norm\")");
+  CHECK(with({{"type", "scale_norm"}}) == "config.json: missing key \"norm.scale\"");
+  CHECK(with({{"type", "scale_norm"}, {"scale", "l1"}}) ==
+        "config.json: \"norm.scale\" must be one of \"l2\", \"rms\" (got \"l1\")");
+  CHECK(with({{"type", "rms_norm"}, {"scale", "l2"}}) ==
+        "config.json: \"norm.scale\" is not a known key (known: type)");
+  CHECK(with({{"type", "layer_norm"}, {"eps", 1e-5}}) ==
+        "config.json: \"norm.eps\" is not a known key (known: type)");
+}
+
+TEST_CASE("norm: inspect names each kind, in text and JSON") {
+  testing::TempDir dir;
+  json config = TokensJson();
+  CHECK(InspectJson(dir, config)["final_norm"]["type"] == "layer_norm");
+  config["norm"] = {{"type", "rms_norm"}};
+  json j = InspectJson(dir, config);
+  CHECK(j["format_version"] == 2);
+  CHECK(j["blocks"][0]["norm1"]["type"] == "rms_norm");
+  CHECK(j["blocks"][0]["norm1"]["bias"].is_null());
+  CHECK(j["blocks"][0]["norm1"].count("scale") == 0);
+  config["norm"] = {{"type", "scale_norm"}, {"scale", "rms"}};
+  j = InspectJson(dir, config);
+  CHECK(j["final_norm"]["type"] == "scale_norm");
+  CHECK(j["final_norm"]["scale"] == "rms");
+  CHECK(j["final_norm"]["weight"] == "final_norm.weight");
+  config["norm"] = {{"type", "scale_norm"}, {"scale", "l2"}};
+  const std::string text = InspectText(dir, config);
+  CHECK_MESSAGE(text.find("format_version:  2") != std::string::npos, text);
+  CHECK_MESSAGE(text.find("norm1:  scale_norm scale=l2 eps=1e-05") != std::string::npos, text);
+  CHECK_MESSAGE(text.find("final_norm:      scale_norm scale=l2 eps=1e-05") != std::string::npos,
+                text);
+}
+
+}  // namespace
+}  // namespace recur::impl::converter
