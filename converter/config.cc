@@ -132,6 +132,7 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
       MixerTensors mixer(p + "mixer.", dm, &out);
       b.mixer.type()->converter->AddTensors(b.mixer.params(), &mixer);
     }
+    if (b.d_ff == 0) continue;  // no feed-forward, no norm2
     AddNorm(&out, p + "norm2", d.norm, dm);
     AddLinear(&out, p + "ffn.linear1", b.d_ff, dm);
     AddLinear(&out, p + "ffn.linear2", dm, b.d_ff);

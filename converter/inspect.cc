@@ -147,10 +147,14 @@ class Collector {
       block["mixer"] = mixer;
       block["norm2"] = Norm(b->norm2());
       const fb::FeedForward* f = b->ffn();
-      block["ffn"] = {{"d_ff", f->d_ff()},
-                      {"activation", Name(f->activation())},
-                      {"linear1", Dense(f->linear1())},
-                      {"linear2", Dense(f->linear2())}};
+      if (f->d_ff() == 0) {
+        block["ffn"] = nullptr;  // a block without a feed-forward
+      } else {
+        block["ffn"] = {{"d_ff", f->d_ff()},
+                        {"activation", Name(f->activation())},
+                        {"linear1", Dense(f->linear1())},
+                        {"linear2", Dense(f->linear2())}};
+      }
       blocks.push_back(block);
     }
     j["blocks"] = blocks;
@@ -302,8 +306,12 @@ std::string RenderText(const OrderedJson& j) {
     }
     line("    norm2:  " + NormText(b["norm2"]));
     const OrderedJson& f = b["ffn"];
-    line("    ffn:    d_ff=" + std::to_string(f["d_ff"].get<uint32_t>()) +
-         " activation=" + f["activation"].get<std::string>());
+    if (f.is_null()) {
+      line("    ffn:    none");
+    } else {
+      line("    ffn:    d_ff=" + std::to_string(f["d_ff"].get<uint32_t>()) +
+           " activation=" + f["activation"].get<std::string>());
+    }
   }
   line("final_norm:      " + NormText(j["final_norm"]));
   const OrderedJson& head = j["head"];

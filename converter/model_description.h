@@ -103,7 +103,7 @@ class MixerDescription {
 
 struct BlockDescription {
   MixerDescription mixer;
-  uint32_t d_ff = 0;
+  uint32_t d_ff = 0;  // 0: the block has no feed-forward and no norm2
   Activation activation = Activation::kRelu;
 };
 

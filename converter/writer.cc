@@ -147,9 +147,14 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
     auto norm1 = norm(p + "norm1", desc.norm);
     MixerTableWriter mixer_writer(&fbb, &index, p + "mixer.");
     auto mixer = b.mixer.type()->converter->WriteTable(b.mixer.params(), &mixer_writer);
-    auto norm2 = norm(p + "norm2", desc.norm);
-    auto l1 = dense(p + "ffn.linear1");
-    auto l2 = dense(p + "ffn.linear2");
+    // Without a feed-forward: an empty FeedForward (d_ff 0) and no norm2.
+    flatbuffers::Offset<fb::LayerNorm> norm2;
+    flatbuffers::Offset<fb::Dense> l1, l2;
+    if (b.d_ff != 0) {
+      norm2 = norm(p + "norm2", desc.norm);
+      l1 = dense(p + "ffn.linear1");
+      l2 = dense(p + "ffn.linear2");
+    }
     auto ffn = fb::CreateFeedForward(fbb, b.d_ff, ToFb(b.activation), l1, l2);
     blocks.push_back(fb::CreateBlock(fbb, norm1, b.mixer.type()->tag, mixer, norm2, ffn));
   }
@@ -206,6 +211,7 @@ uint32_t FormatVersionFor(const ModelDescription& desc) {
   // Version 2: parts that a version-1 runtime would ignore, and so misread.
   uint32_t version = desc.input.norm || desc.norm != NormKind::kLayerNorm ? 2 : 1;
   for (const BlockDescription& block : desc.blocks) {
+    if (block.d_ff == 0) version = std::max(version, 2u);
     if (block.mixer.type()) {
       version =
           std::max(version, block.mixer.type()->converter->FormatVersion(block.mixer.params()));

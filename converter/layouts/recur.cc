@@ -118,17 +118,22 @@ class RecurLayoutConverter final : public LayoutConverter {
       for (uint32_t i = 1; i < n_layers; ++i) blocks[i] = blocks[0];
     }
 
-    const json* ffn = nullptr;
-    RECUR_RETURN_IF_ERROR(r.Object(root, "ffn", "", &ffn));
-    RECUR_RETURN_IF_ERROR(r.OnlyKeys(*ffn, "ffn", {"d_ff", "activation"}));
-    uint32_t d_ff = 0;
-    RECUR_RETURN_IF_ERROR(r.UInt(*ffn, "d_ff", "ffn", 1, &d_ff));
-    static const char* const kActivations[] = {"relu", "gelu"};
-    std::size_t act = 0;
-    RECUR_RETURN_IF_ERROR(r.Choice(*ffn, "activation", "ffn", kActivations, &act));
-    for (BlockDescription& block : blocks) {
-      block.d_ff = d_ff;
-      block.activation = act == 0 ? Activation::kRelu : Activation::kGelu;
+    // "ffn": null: blocks without a feed-forward (d_ff 0, and no norm2).
+    auto ffn_it = root.find("ffn");
+    if (ffn_it == root.end()) return r.Missing("ffn");
+    if (!ffn_it->is_null()) {
+      const json* ffn = nullptr;
+      RECUR_RETURN_IF_ERROR(r.Object(root, "ffn", "", &ffn));
+      RECUR_RETURN_IF_ERROR(r.OnlyKeys(*ffn, "ffn", {"d_ff", "activation"}));
+      uint32_t d_ff = 0;
+      RECUR_RETURN_IF_ERROR(r.UInt(*ffn, "d_ff", "ffn", 1, &d_ff));
+      static const char* const kActivations[] = {"relu", "gelu"};
+      std::size_t act = 0;
+      RECUR_RETURN_IF_ERROR(r.Choice(*ffn, "activation", "ffn", kActivations, &act));
+      for (BlockDescription& block : blocks) {
+        block.d_ff = d_ff;
+        block.activation = act == 0 ? Activation::kRelu : Activation::kGelu;
+      }
     }
     d->blocks = std::move(blocks);
 

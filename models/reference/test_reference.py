@@ -343,7 +343,7 @@ def norm_tensors(cfg, name):
 
 def expected_tensors(cfg):
     """{name: shape} from the table in models/configs/README.md."""
-    d, ffn, inp = cfg["d_model"], cfg["ffn"]["d_ff"], cfg["input"]
+    d, ffn, inp = cfg["d_model"], cfg["ffn"] and cfg["ffn"]["d_ff"], cfg["input"]
     t = {}
     if inp["kind"] == "tokens":
         t["input.embedding"] = (inp["vocab_size"], d)
@@ -358,7 +358,7 @@ def expected_tensors(cfg):
         if m["type"] not in ("gau", "flash"):
             qk = m["heads"] * m["dk"]
             vv = qk if m["type"].startswith("aft_") else m["heads"] * m["dv"]   # AFT: D = heads·dk throughout
-        for name in ("norm1", "norm2"):
+        for name in ("norm1", "norm2") if ffn else ("norm1",):   # "ffn": null: no norm2 either
             t.update(norm_tensors(cfg, b + name))
         if m["type"] in ("gau", "flash"):   # README: GAU's rows Q, K and T = max_length; FLASH's 4 rows and C
             E, s = m["expansion_dim"], m["qk_dim"]
@@ -378,7 +378,7 @@ def expected_tensors(cfg):
                    ("mixer.value_global", (vv, d))]
         else:
             mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)), ("mixer.out", (d, vv))]
-        for name, (o, n) in mix + [("ffn.linear1", (ffn, d)), ("ffn.linear2", (d, ffn))]:
+        for name, (o, n) in mix + ([("ffn.linear1", (ffn, d)), ("ffn.linear2", (d, ffn))] if ffn else []):
             t.update({b + name + ".weight": (o, n), b + name + ".bias": (o,)})
         if m["type"] in ("aft_local", "aft_conv"):   # README: the window bias
             nb = m["window"] if m.get("causal", True) else 2 * m["window"] - 1
@@ -570,10 +570,12 @@ def naive_forward(cfg, w, x):
         b = f"blocks.{i}."
         if cfg["norm_placement"] == "pre":
             h = h + mixer(norm(h, b + "norm1"), b)
-            h = h + lin(act(lin(norm(h, b + "norm2"), b + "ffn.linear1")), b + "ffn.linear2")
+            if cfg["ffn"]:   # null: the block ends here
+                h = h + lin(act(lin(norm(h, b + "norm2"), b + "ffn.linear1")), b + "ffn.linear2")
         else:
             h = norm(h + mixer(h, b), b + "norm1")
-            h = norm(h + lin(act(lin(h, b + "ffn.linear1")), b + "ffn.linear2"), b + "norm2")
+            if cfg["ffn"]:
+                h = norm(h + lin(act(lin(h, b + "ffn.linear1")), b + "ffn.linear2"), b + "norm2")
     if cfg["final_norm"]:
         h = norm(h, "final_norm")
     if cfg["head"]:
@@ -3027,6 +3029,33 @@ def norm_config_validation():
     assert names["final_norm.bias"] == (32,)
 
 
+def no_ffn_blocks():
+    """"ffn": null: blocks with neither norm2 nor FFN (state_dict and modules), pre-norm
+    x + Mixer(norm1(x)) and post-norm norm1(x + Mixer(x)) per block; a bad "ffn" is still a
+    ValueError naming it."""
+    for name in ("no_ffn_tokens", "no_ffn_post_features"):
+        cfg = load_config(name)
+        model = checkpoint.build_model(cfg, 2).double()
+        assert all(b.ffn is None and b.norm2 is None for b in model.blocks)
+        assert not any(".ffn." in k or ".norm2." in k for k in model.state_dict()), name
+        x = golden.random_inputs(cfg, 20, 3)
+        with torch.no_grad():
+            _, layers, _ = model(x, return_layers=True)
+            h = model.input(x.double() if x.is_floating_point() else x, 0)
+            for i, block in enumerate(model.blocks):
+                if block.pre_norm:
+                    h = h + block.mixer.parallel(block.norm1(h), block.mixer.empty_state(torch.float64), 0, 7)[0]
+                else:
+                    a, _ = block._mix(h, block.mixer.empty_state(torch.float64), 7, 0)
+                    h = block.norm1(h + a)
+                assert_close(layers[i], h, 1e-12, f"{name} block {i}")
+    base = load_config("no_ffn_tokens")
+    for bad, word in (({**base, "ffn": {}}, "ffn must have exactly the keys"),
+                      ({**base, "ffn": {"d_ff": 0, "activation": "relu"}}, "ffn.d_ff"),
+                      ({**base, "ffn": 64}, "ffn must have exactly the keys")):
+        expect_value_error(lambda: RecurModel(bad), word, f"accepted ffn {bad['ffn']}")
+
+
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
                                         model_rejects_bad_input, reference_follows_its_device, cli_end_to_end, golden_cache_cli, compare_run_cli,
@@ -3043,7 +3072,7 @@ def main():
                                         gau_config_validation, gau_golden_cli, reformer_forms,
                                         reformer_config_validation, reformer_golden_cli, retnet_forms,
                                         retnet_config_validation, retnet_golden_cli, norm_forms,
-                                        norm_config_validation)]
+                                        norm_config_validation, no_ffn_blocks)]
     checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:

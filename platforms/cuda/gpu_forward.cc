@@ -471,7 +471,8 @@ Status GpuModel::Mixer(Buffers& b, size_t layer, const float* in, size_t rows, s
 }
 
 // As Session::RunBlock: pre-norm x += mixer(norm1(x)); x += ffn(norm2(x)), or
-// post-norm x = norm1(x + mixer(x)); x = norm2(x + ffn(x)).
+// post-norm x = norm1(x + mixer(x)); x = norm2(x + ffn(x)); without a
+// feed-forward, only the first half.
 Status GpuModel::RunBlock(Buffers& b, size_t layer, size_t rows, size_t p0, size_t n) {
   const Block& m = blocks_[layer];
   const size_t d = model_.d_model, count = rows * d;
@@ -483,16 +484,19 @@ Status GpuModel::RunBlock(Buffers& b, size_t layer, size_t rows, size_t p0, size
     RECUR_RETURN_IF_ERROR(Linear(m.ffn1, x, rows, b.hidden, false, m.activation));
     return Linear(m.ffn2, b.hidden, rows, y, true);
   };
+  const bool has_ffn = m.ffn1.weight != nullptr;  // else the block ends after the mixer
   if (model_.norm_placement == fb::NormPlacement::Pre) {
     RECUR_RETURN_IF_ERROR(norm(m.norm1, b.x, b.h));
     RECUR_RETURN_IF_ERROR(Mixer(b, layer, b.h, rows, p0, n, b.h));
     RECUR_RETURN_IF_ERROR(device_->Launch(AddInPlace{b.h, b.x}, count));
+    if (!has_ffn) return Status::Ok();
     RECUR_RETURN_IF_ERROR(norm(m.norm2, b.x, b.h));
     return ffn(b.h, b.x);
   }
   RECUR_RETURN_IF_ERROR(Mixer(b, layer, b.x, rows, p0, n, b.h));
   RECUR_RETURN_IF_ERROR(device_->Launch(AddInPlace{b.h, b.x}, count));
   RECUR_RETURN_IF_ERROR(norm(m.norm1, b.x, b.x));
+  if (!has_ffn) return Status::Ok();
   RECUR_RETURN_IF_ERROR(device_->CopyOnDevice(b.h, b.x, count * sizeof(float)));
   RECUR_RETURN_IF_ERROR(ffn(b.x, b.h));
   return norm(m.norm2, b.h, b.x);

@@ -462,6 +462,7 @@ void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer
     Norm(block.norm1, x, h, rows);
     block.mixer->Run(h, batch_, steps, layer_states_, ctx, h);
     AddResidual(h, x, n);
+    if (!block.ffn.present()) return;
     Norm(block.norm2, x, h, rows);
     RunFeedForward(ws, block.ffn, h, x, rows);
   } else {
@@ -469,6 +470,7 @@ void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer
     block.mixer->Run(x, batch_, steps, layer_states_, ctx, h);
     AddResidual(h, x, n);
     Norm(block.norm1, x, x, rows);
+    if (!block.ffn.present()) return;
     pool_->ParallelRanges(n, kElementsPerTask, [&](size_t first, size_t last) {
       std::memcpy(h + first, x + first, (last - first) * sizeof(float));
     });

@@ -33,15 +33,18 @@ struct NormView {
   float eps = 1e-5f;
 };
 
+// A block without a feed-forward (FeedForward.d_ff 0) has linear1.weight
+// null, and no norm2.
 struct FeedForwardView {
   DenseView linear1;  // d_model → d_ff
   DenseView linear2;  // d_ff → d_model
   fb::Activation activation = fb::Activation::Relu;
+  bool present() const { return linear1.weight != nullptr; }
 };
 
 struct BlockView {
   NormView norm1;
-  NormView norm2;
+  NormView norm2;                // gamma null when the block has no feed-forward
   const Mixer* mixer = nullptr;  // owned by Model::mixers
   FeedForwardView ffn;
 };

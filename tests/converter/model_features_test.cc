@@ -1,6 +1,6 @@
 // Model-level features of the recur layout (models/configs/README.md): norm
-// kinds. Config keys and their messages, the tensors each asks for, the
-// format_version the writer gives the file, and what inspect reports.
+// kinds, blocks without a feed-forward. Config keys and their messages, the tensors each asks for,
+// the format_version the writer gives the file, and what inspect reports.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -160,6 +160,49 @@ TEST_CASE("norm: inspect names each kind, in text and JSON") {
   CHECK_MESSAGE(text.find("norm1:  scale_norm scale=l2 eps=1e-05") != std::string::npos, text);
   CHECK_MESSAGE(text.find("final_norm:      scale_norm scale=l2 eps=1e-05") != std::string::npos,
                 text);
+}
+
+TEST_CASE("ffn null: no norm2 and no FFN tensors, an empty FeedForward, format_version 2") {
+  json config = TokensJson();
+  config["ffn"] = nullptr;
+  const ModelDescription desc = Parsed(config);
+  for (const BlockDescription& b : desc.blocks) CHECK(b.d_ff == 0);
+  CHECK(FormatVersionFor(desc) == 2);
+  const auto shapes = Shapes(desc);
+  for (const auto& [name, shape] : shapes) {
+    CHECK_MESSAGE(name.find(".norm2.") == std::string::npos, name);
+    CHECK_MESSAGE(name.find(".ffn.") == std::string::npos, name);
+  }
+  CHECK(shapes.count("blocks.1.norm1.weight") == 1);
+  CHECK(shapes.count("final_norm.weight") == 1);
+  const AlignedBytes bytes = Build(config);
+  const fb::Model* m = Root(bytes);
+  CHECK(m->format_version() == 2);
+  const fb::Block* block = m->blocks()->Get(0);
+  CHECK(block->norm2() == nullptr);
+  REQUIRE(block->ffn() != nullptr);
+  CHECK(block->ffn()->d_ff() == 0);
+  CHECK(block->ffn()->linear1() == nullptr);
+  CHECK(block->ffn()->linear2() == nullptr);
+
+  testing::TempDir dir;
+  const json j = InspectJson(dir, config);
+  CHECK(j["blocks"][1]["ffn"].is_null());
+  CHECK(j["blocks"][1]["norm2"].is_null());
+  const std::string text = InspectText(dir, config);
+  CHECK_MESSAGE(text.find("    norm2:  none\n    ffn:    none\n") != std::string::npos, text);
+}
+
+TEST_CASE("ffn: a missing key, a non-object and bad members are errors that name the key") {
+  json config = TokensJson();
+  config.erase("ffn");
+  CHECK(ErrorOf(config) == "config.json: missing key \"ffn\"");
+  config["ffn"] = 64;
+  CHECK(ErrorOf(config) == "config.json: \"ffn\" must be a JSON object");
+  config["ffn"] = json::object();
+  CHECK(ErrorOf(config) == "config.json: missing key \"ffn.d_ff\"");
+  config["ffn"] = {{"d_ff", 0}, {"activation", "relu"}};
+  CHECK(ErrorOf(config) == "config.json: \"ffn.d_ff\" must be a positive integer");
 }
 
 }  // namespace

@@ -483,6 +483,11 @@ TEST_CASE("GPU path: RMS and scale norms (l2 and rms) equal the CPU") {
   CheckParity(ReadConfig("scale_norm_encoder"), 40);
 }
 
+TEST_CASE("GPU path: blocks without a feed-forward (pre- and post-norm) equal the CPU") {
+  CheckParity(ReadConfig("no_ffn_tokens"), 40);
+  CheckParity(ReadConfig("no_ffn_post_features"), 40);
+}
+
 TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
   Loaded l;
   Load(ReadConfig("retnet_tokens"), WeightDType::kF32, &l);

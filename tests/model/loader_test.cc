@@ -464,7 +464,8 @@ TEST_CASE("RetNet: an odd dk, decays that do not match the heads or leave (0, 1)
   }
 }
 
-// ---- model-level features (models/configs/README.md): norm kinds
+// ---- model-level features (models/configs/README.md): norm kinds, blocks without a
+// feed-forward
 
 namespace {
 
@@ -491,6 +492,20 @@ void AliasField(const void* generated_table, uint16_t to, uint16_t from) {
   std::memcpy(&offset, vtable + from, sizeof(offset));
   REQUIRE(offset != 0);
   std::memcpy(vtable + to, &offset, sizeof(offset));
+}
+
+// Marks the field of vtable slot `field` of `generated_table` absent (the
+// vtable may be shared by every table of the same layout in the file).
+void ClearField(const void* generated_table, uint16_t field) {
+  const auto* p = reinterpret_cast<const uint8_t*>(generated_table);
+  flatbuffers::soffset_t back = 0;
+  std::memcpy(&back, p, sizeof(back));
+  auto* vtable = const_cast<uint8_t*>(p - back);
+  flatbuffers::voffset_t vsize = 0;
+  std::memcpy(&vsize, vtable, sizeof(vsize));
+  REQUIRE(field < vsize);
+  const flatbuffers::voffset_t absent = 0;
+  std::memcpy(vtable + field, &absent, sizeof(absent));
 }
 
 }  // namespace
@@ -529,4 +544,39 @@ TEST_CASE(
   REQUIRE(built.ok());
   CHECK(Load(*built, built->size()) == RECUR_INVALID_MODEL);
   CHECK(Error() == "final_norm.weight: tensor 'final_norm.weight' has shape [16], expected [1]");
+}
+
+TEST_CASE(
+    "blocks without a feed-forward: load and step; linear layers or a norm2 beside d_ff 0 "
+    "are named") {
+  // kTinyTokensConfig's "ffn" replaced by null.
+  std::string config = kTinyTokensConfig;
+  const size_t at = config.find("\"ffn\"");
+  config.replace(at, config.find('}', at) + 1 - at, "\"ffn\": null");
+  auto bytes = BuildTestModel(config.c_str(), 1);
+  REQUIRE(!bytes.empty());
+  CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+  // norm1 stands in for a norm2, and the layers for linear1/linear2: vtable
+  // slots pointed at fields of the same type (Block's norm1, FeedForward's
+  // own d_ff would not do: the FeedForward table of d_ff 0 is empty).
+  const fb::Block* block = Root(bytes)->blocks()->Get(0);
+  AliasField(block, fb::Block::VT_NORM2, fb::Block::VT_NORM1);
+  CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "blocks.0.norm2: the block has no feed-forward (ffn.d_ff 0), so no norm2, but "
+        "the file gives one");
+
+  // A block of kTinyTokensConfig with d_ff 0 and its norm2 taken away (the
+  // Block vtable, shared by both blocks, loses the slot) keeps its layers.
+  auto with_layers = BuildTestModel(kTinyTokensConfig, 1);
+  REQUIRE(!with_layers.empty());
+  const fb::Block* first = Root(with_layers)->blocks()->Get(0);
+  ClearField(first, fb::Block::VT_NORM2);
+  CHECK(Load(with_layers, with_layers.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0.norm2 is missing");
+  Poke<uint32_t>(first->ffn(), fb::FeedForward::VT_D_FF, 0);
+  CHECK(Load(with_layers, with_layers.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "blocks.0.ffn: d_ff is 0 (no feed-forward), but the file gives linear1 or "
+        "linear2");
 }

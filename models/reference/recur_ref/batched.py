@@ -114,10 +114,12 @@ def forward(model: RecurModel, x: Tensor) -> Tensor:
         mix = _MIXERS[type(block.mixer)]
         if block.pre_norm:
             h = h + mix(block.mixer, block.norm1(h))
-            h = h + block.ffn(block.norm2(h))
+            if block.ffn is not None:
+                h = h + block.ffn(block.norm2(h))
         else:
             h = block.norm1(h + mix(block.mixer, h))
-            h = block.norm2(h + block.ffn(h))
+            if block.ffn is not None:
+                h = block.norm2(h + block.ffn(h))
     if model.final_norm is not None:
         h = model.final_norm(h)
     if model.head is not None:

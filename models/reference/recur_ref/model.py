@@ -171,9 +171,10 @@ def validate(config: dict) -> None:
                  f"({m['seq_len']}, {m['proj_dim']}) differ from mixer[{j}]'s ({first['seq_len']}, {first['proj_dim']})")
 
     ffn = config["ffn"]
-    exact_keys(ffn, {"d_ff", "activation"}, "ffn")
-    need(_positive_int(ffn["d_ff"]), "ffn.d_ff must be a positive integer")
-    need(ffn["activation"] in ("relu", "gelu"), "ffn.activation must be 'relu' or 'gelu'")
+    if ffn is not None:   # null: blocks without a feed-forward (and without norm2)
+        exact_keys(ffn, {"d_ff", "activation"}, "ffn")
+        need(_positive_int(ffn["d_ff"]), "ffn.d_ff must be a positive integer")
+        need(ffn["activation"] in ("relu", "gelu"), "ffn.activation must be 'relu' or 'gelu'")
 
     head = config["head"]
     if head is not None:
@@ -299,8 +300,9 @@ class Block(nn.Module):
         self.pre_norm = config["norm_placement"] == "pre"
         self.norm1 = make_norm(config)
         self.mixer = mixers.build_mixer(m, d, **({} if shared_E is None else {"E": shared_E}))
-        self.norm2 = make_norm(config)
-        self.ffn = FeedForward(d, config["ffn"]["d_ff"], config["ffn"]["activation"])
+        ffn = config["ffn"]   # None: no feed-forward, no norm2
+        self.norm2 = make_norm(config) if ffn is not None else None
+        self.ffn = FeedForward(d, ffn["d_ff"], ffn["activation"]) if ffn is not None else None
 
     def _mix(self, h: Tensor, state: Dict[str, Tensor], chunk: Optional[int], pos: int):
         """The mixer's form for `chunk` (None: the RNN form) on h, whose first row is
@@ -325,11 +327,13 @@ class Block(nn.Module):
         if self.pre_norm:    # x = x + Mixer(norm1(x)); x = x + FFN(norm2(x))
             a, state = self._mix(self.norm1(x), state, chunk, pos)
             x = x + a
-            x = x + self.ffn(self.norm2(x))
+            if self.ffn is not None:
+                x = x + self.ffn(self.norm2(x))
         else:                # x = norm1(x + Mixer(x)); x = norm2(x + FFN(x))
             a, state = self._mix(x, state, chunk, pos)
             x = self.norm1(x + a)
-            x = self.norm2(x + self.ffn(x))
+            if self.ffn is not None:
+                x = self.norm2(x + self.ffn(x))
         return x, state
 
 
