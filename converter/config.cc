@@ -119,6 +119,8 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
   }
   if (d.input.max_positions > 0)
     out.emplace_back("input.positions", std::vector<int64_t>{d.input.max_positions, dm});
+  if (d.input.sinusoid && d.input.sinusoid_scale)
+    out.emplace_back("input.position_scale", std::vector<int64_t>{1});
   if (d.input.norm) {
     out.emplace_back("input.norm.weight", std::vector<int64_t>{dm});
     out.emplace_back("input.norm.bias", std::vector<int64_t>{dm});

@@ -129,6 +129,9 @@ class Collector {
       input["projection"] = Dense(in->projection());
     }
     input["positions"] = TensorRef(in->positions());
+    if (const fb::SinusoidPositions* s = in->sinusoid()) {
+      input["sinusoid"] = {{"base", s->base()}, {"scale", TensorRef(s->scale())}};
+    }
     if (in->norm() != nullptr) input["norm"] = Norm(in->norm());
     j["input"] = input;
 
@@ -271,6 +274,11 @@ std::string RenderText(const OrderedJson& j) {
              " projection=" + DenseText(in["projection"]);
   }
   input += " positions=" + (in["positions"].is_null() ? std::string("none") : RefText(in["positions"]));
+  if (in.contains("sinusoid")) {
+    const OrderedJson& s = in["sinusoid"];
+    input += " sinusoid=base " + FormatFloat(static_cast<float>(s["base"].get<double>())) +
+             " scale " + (s["scale"].is_null() ? std::string("none") : RefText(s["scale"]));
+  }
   if (in.contains("norm")) input += " norm=" + NormText(in["norm"]);
   line("input:           " + input);
   line("norm_placement:  " + j["norm_placement"].get<std::string>());

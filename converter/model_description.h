@@ -45,6 +45,11 @@ struct InputDescription {
   bool projection = false;     // features: a Dense [d_model, feature_width] in front
   uint32_t max_positions = 0;  // > 0: learned absolute positions [max_positions, d_model]
   bool norm = false;           // a LayerNorm (input.norm) after the positions
+  // Fixed sinusoidal positions (config "positions"), with a learned scalar
+  // scale (input.position_scale [1]) or none.
+  bool sinusoid = false;
+  double sinusoid_base = 10000.0;
+  bool sinusoid_scale = false;
 };
 
 // The parameters of one block's mixer. Each mixer declares its own struct,

@@ -169,7 +169,10 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
       fbb, ToFb(desc.input.kind), desc.input.kind == InputKind::kTokens ? desc.input.vocab_size : 0,
       ref("input.embedding"),
       desc.input.kind == InputKind::kFeatures ? desc.input.feature_width : 0, projection,
-      ref("input.positions"), input_norm);
+      ref("input.positions"), input_norm,
+      desc.input.sinusoid
+          ? fb::CreateSinusoidPositions(fbb, desc.input.sinusoid_base, ref("input.position_scale"))
+          : 0);
 
   flatbuffers::Offset<fb::LayerNorm> final_norm = 0;
   if (desc.final_norm) final_norm = norm("final_norm", desc.norm);
@@ -209,7 +212,8 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
 
 uint32_t FormatVersionFor(const ModelDescription& desc) {
   // Version 2: parts that a version-1 runtime would ignore, and so misread.
-  uint32_t version = desc.input.norm || desc.norm != NormKind::kLayerNorm ? 2 : 1;
+  uint32_t version =
+      desc.input.norm || desc.input.sinusoid || desc.norm != NormKind::kLayerNorm ? 2 : 1;
   for (const BlockDescription& block : desc.blocks) {
     if (block.d_ff == 0) version = std::max(version, 2u);
     if (block.mixer.type()) {

@@ -1,5 +1,6 @@
 // The recur layout: the reference exporter's config (models/configs/README.md,
 // models/reference/export.py) and tensor names.
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -50,9 +51,40 @@ Status ParseNorm(const KeyReader& r, const json& root, NormKind* out) {
   return Status::Ok();
 }
 
+// "positions" (optional): {"type": "sinusoid", "base": 10000 (optional, > 0),
+// "scale": "none" (optional) | "learned"}, fixed sinusoidal positions over an
+// even d_model.
+Status ParsePositions(const KeyReader& r, const json& root, InputDescription* in,
+                      uint32_t d_model) {
+  auto it = root.find("positions");
+  if (it == root.end()) return Status::Ok();
+  if (!it->is_object()) return r.Invalid("positions", "must be a JSON object");
+  static const char* const kTypes[] = {"sinusoid"};
+  std::size_t type = 0;
+  RECUR_RETURN_IF_ERROR(r.Choice(*it, "type", "positions", kTypes, &type));
+  RECUR_RETURN_IF_ERROR(r.OnlyKeys(*it, "positions", {"type", "base", "scale"}));
+  auto base = it->find("base");
+  if (base != it->end()) {
+    if (!base->is_number() || !std::isfinite(base->get<double>()) || base->get<double>() <= 0) {
+      return r.Invalid("positions.base", "must be a positive number");
+    }
+    in->sinusoid_base = base->get<double>();
+  }
+  static const char* const kScales[] = {"none", "learned"};
+  std::size_t scale = 0;
+  RECUR_RETURN_IF_ERROR(r.Choice(*it, "scale", "positions", kScales, &scale, /*required=*/false));
+  if (d_model % 2 != 0) {
+    return r.Invalid("positions",
+                     "(sinusoid) needs an even d_model, got " + std::to_string(d_model));
+  }
+  in->sinusoid = true;
+  in->sinusoid_scale = scale == 1;
+  return Status::Ok();
+}
+
 class RecurLayoutConverter final : public LayoutConverter {
  public:
-  // models/configs/README.md: every key required but "norm" and the metadata.
+  // models/configs/README.md: every key required but "norm", "positions" and the metadata.
   Status Parse(const KeyReader& r, const json& root, ModelDescription* d) const override {
     RECUR_RETURN_IF_ERROR(r.UInt(root, "d_model", "", 1, &d->d_model));
     uint32_t n_layers = 0;
@@ -89,6 +121,7 @@ class RecurLayoutConverter final : public LayoutConverter {
       }
     }
     RECUR_RETURN_IF_ERROR(r.UInt(root, "max_positions", "", 0, &d->input.max_positions));
+    RECUR_RETURN_IF_ERROR(ParsePositions(r, root, &d->input, d->d_model));
 
     // "mixer": one config for every block, or a list with one per block (a
     // mixed model, e.g. sliding windows early and linear attention later).
@@ -161,7 +194,7 @@ class RecurLayoutConverter final : public LayoutConverter {
         r.OnlyKeys(root, "",
                    {"layout", "notes", "input_description", "output_description", "d_model",
                     "n_layers", "norm_placement", "layer_norm_eps", "norm", "input",
-                    "max_positions", "mixer", "ffn", "final_norm", "head"}));
+                    "max_positions", "positions", "mixer", "ffn", "final_norm", "head"}));
     return ParseMetadata(r, root, &d->metadata);
   }
 

@@ -351,6 +351,8 @@ def expected_tensors(cfg):
         t.update({"input.projection.weight": (d, inp["feature_width"]), "input.projection.bias": (d,)})
     if cfg["max_positions"] > 0:
         t["input.positions"] = (cfg["max_positions"], d)
+    if cfg.get("positions", {}).get("scale", "none") == "learned":
+        t["input.position_scale"] = (1,)
     if inp.get("norm"):
         t.update({"input.norm.weight": (d,), "input.norm.bias": (d,)})
     for i, m in enumerate(mixer_configs(cfg)):   # block i's own mixer (a list: a mixed model)
@@ -563,8 +565,14 @@ def naive_forward(cfg, w, x):
         h = lin(x, "input.projection") if inp["projection"] else x
     if cfg["max_positions"] > 0:
         h = h + w["input.positions"][:n]
-    if inp.get("norm"):
-        h = norm(h, "input.norm")
+    if "positions" in cfg:   # README "Sinusoidal positions", element by element with math.sin/cos
+        base, half = cfg["positions"].get("base", 10000), d // 2
+        pe = torch.tensor([[math.sin(t * base ** (-2 * i / d)) for i in range(half)] +
+                           [math.cos(t * base ** (-2 * i / d)) for i in range(half)] for t in range(n)],
+                          dtype=torch.float64)
+        h = h + pe * w.get("input.position_scale", 1.0)
+    if inp.get("norm"):   # always a layer norm, whatever the blocks' kind
+        h = F.layer_norm(h, (d,), w["input.norm.weight"], w["input.norm.bias"], cfg["layer_norm_eps"])
     for i, m in enumerate(mixer_configs(cfg)):
         heads, dk, dv = m.get("heads"), m.get("dk"), m.get("dv")
         b = f"blocks.{i}."
@@ -3056,6 +3064,49 @@ def no_ffn_blocks():
         expect_value_error(lambda: RecurModel(bad), word, f"accepted ffn {bad['ffn']}")
 
 
+def sinusoid_positions():
+    """model.sinusoid against math.sin/cos element by element, also at positions 10⁶ and
+    2³⁰ + 7 (float64 angles; a float32 angle there is off by whole radians); the libraries'
+    [sin | cos] layout (inv_freq = 1/base^(arange(0, d, 2)/d), emb = cat(sin, cos)); the
+    input adapter adds it at the stream position pos (times the learned scale), in float32
+    models too; a bad "positions" is a ValueError naming the key."""
+    from recur_ref.model import sinusoid
+    d = 6
+    for pos in (0, 999, 10 ** 6, 2 ** 30 + 7):
+        pe = sinusoid(pos, 3, d, 10000)
+        for r in range(3):
+            for i in range(d // 2):
+                a = (pos + r) * 10000 ** (-2 * i / d)
+                assert abs(pe[r, i] - math.sin(a)) <= 1e-15 and abs(pe[r, d // 2 + i] - math.cos(a)) <= 1e-15
+    inv_freq = 1.0 / (500 ** (torch.arange(0, 8, 2, dtype=torch.float64) / 8))     # the libraries' own form
+    t = torch.arange(40, 45, dtype=torch.float64)
+    library = torch.cat([torch.outer(t, inv_freq).sin(), torch.outer(t, inv_freq).cos()], -1)
+    assert_close(sinusoid(40, 5, 8, 500), library, 1e-12, "library layout")
+    assert torch.equal(sinusoid(0, 1, 2, 10000), torch.tensor([[0.0, 1.0]], dtype=torch.float64))
+
+    cfg = load_config("sinusoid_tokens")
+    model = checkpoint.build_model(cfg, 4).double()
+    x = golden.random_inputs(cfg, 5, 1)
+    with torch.no_grad():
+        g = float(model.input.position_scale)
+        assert g != 1.0
+        for pos in (0, 10 ** 6):
+            want = model.input.embedding[x.long()] + g * sinusoid(pos, 5, cfg["d_model"], 10000)
+            assert_close(model.input(x, pos), want, 1e-15, f"input at {pos}")
+        f32 = checkpoint.build_model(cfg, 4)
+        assert_close(f32.input(x, 10 ** 6).double(), model.input(x, 10 ** 6), 1e-6, "float32 input at 10^6")
+    bad = [({**cfg, "positions": {"type": "rotary"}}, "positions.type"),
+           ({**cfg, "positions": "sinusoid"}, "positions.type"),
+           ({**cfg, "positions": {"type": "sinusoid", "base": 0}}, "positions.base"),
+           ({**cfg, "positions": {"type": "sinusoid", "base": "10000"}}, "positions.base"),
+           ({**cfg, "positions": {"type": "sinusoid", "base": math.inf}}, "positions.base"),
+           ({**cfg, "positions": {"type": "sinusoid", "scale": "fixed"}}, "positions.scale"),
+           ({**cfg, "positions": {"type": "sinusoid", "max_len": 4}}, "positions has unknown keys ['max_len']"),
+           ({**cfg, "d_model": 33, "mixer": {**cfg["mixer"], "dk": 16}}, "even d_model, got 33")]
+    for config, word in bad:
+        expect_value_error(lambda: RecurModel(config), word, f"accepted positions {config['positions']}")
+
+
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
                                         model_rejects_bad_input, reference_follows_its_device, cli_end_to_end, golden_cache_cli, compare_run_cli,
@@ -3072,7 +3123,7 @@ def main():
                                         gau_config_validation, gau_golden_cli, reformer_forms,
                                         reformer_config_validation, reformer_golden_cli, retnet_forms,
                                         retnet_config_validation, retnet_golden_cli, norm_forms,
-                                        norm_config_validation, no_ffn_blocks)]
+                                        norm_config_validation, no_ffn_blocks, sinusoid_positions)]
     checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:

@@ -316,6 +316,13 @@ Status GpuModel::Create(const Model& model, Device* device, std::unique_ptr<GpuM
   }
   RECUR_RETURN_IF_ERROR(
       g->UploadFloats(model.positions, size_t{model.max_positions} * d, &g->positions_));
+  if (!model.sinusoid_freq.empty()) {
+    void* freq = nullptr;
+    RECUR_RETURN_IF_ERROR(
+        g->Upload(model.sinusoid_freq.data(), model.sinusoid_freq.size() * sizeof(double), &freq));
+    g->sinusoid_freq_ = static_cast<double*>(freq);
+    RECUR_RETURN_IF_ERROR(g->UploadFloats(model.position_scale, 1, &g->position_scale_));
+  }
   g->blocks_.resize(model.blocks.size());
   for (size_t l = 0; l < model.blocks.size(); ++l) {
     Block& b = g->blocks_[l];
@@ -520,9 +527,15 @@ Status GpuModel::Forward(Buffers& b, size_t rows, size_t p0, size_t n, float* ou
   if (positions_ != nullptr) {
     RECUR_RETURN_IF_ERROR(device_->Launch(AddInPlace{positions_ + p0 * d, b.x}, rows * d));
   }
-  if (input_norm_.gamma != nullptr) {
+  if (sinusoid_freq_ != nullptr) {
     RECUR_RETURN_IF_ERROR(device_->Launch(
-        LayerNormRows{b.x, input_norm_.gamma, input_norm_.beta, input_norm_.eps, d, b.x}, rows));
+        AddSinusoid{sinusoid_freq_, position_scale_, d / 2, p0, b.x}, rows * (d / 2)));
+  }
+  if (input_norm_.gamma != nullptr) {
+    RECUR_RETURN_IF_ERROR(
+        device_->Launch(LayerNormRows{b.x, input_norm_.gamma, input_norm_.beta, input_norm_.eps, d,
+                                      b.x, input_norm_.kind, input_norm_.scale},
+                        rows));
   }
   for (size_t l = 0; l < blocks_.size(); ++l) {
     RECUR_RETURN_IF_ERROR(RunBlock(b, l, rows, p0, n));

@@ -146,6 +146,8 @@ class GpuModel {
   std::vector<Block> blocks_;
   float* embedding_ = nullptr;
   float* positions_ = nullptr;
+  double* sinusoid_freq_ = nullptr;  // (d_model / 2) or null: no sinusoidal positions
+  float* position_scale_ = nullptr;
   Dense input_projection_, head_;
   Norm input_norm_;
   Norm final_norm_;

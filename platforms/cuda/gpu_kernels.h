@@ -135,6 +135,24 @@ struct LayerNormRows {
   }
 };
 
+// x[r, c] += scale·sin((p0 + r)·freq[c]) and x[r, half + c] += scale·cos(...)
+// (recur.fbs SinusoidPositions, in double as AddSinusoidPositions on the
+// CPU); i over rows × half.
+struct AddSinusoid {
+  const double* freq;  // (half)
+  const float* scale;  // (1) or null: 1
+  size_t half;
+  size_t p0;
+  float* x;
+  RECUR_HD void operator()(size_t i) const {
+    const size_t r = i / half, c = i % half;
+    const double a = static_cast<double>(p0 + r) * freq[c];
+    const double s = scale != nullptr ? static_cast<double>(scale[0]) : 1.0;
+    x[r * 2 * half + c] += static_cast<float>(sin(a) * s);
+    x[r * 2 * half + half + c] += static_cast<float>(cos(a) * s);
+  }
+};
+
 enum class FeatureMap : int { kEluPlusOne = 0, kRelu = 1 };
 
 // x[i] = φ(x[i]) for the elementwise feature maps (docs/attention-math.md §3).
@@ -574,12 +592,13 @@ struct RowSoftmax {
 
 // Every kernel, once: the device interface gets a Launch overload per entry
 // and both runners implement them from this list.
-#define RECUR_GPU_KERNELS(X)                                                        \
-  X(GatherRows) X(AddInPlace) X(MultiplyInPlace) X(ScaleOffset) X(BiasActivation)  \
-  X(LayerNormRows) X(ElementwiseFeatures) X(Poly2Features) X(FavorFeatures)        \
-  X(LinearAttentionScan) X(LinearAttentionRead) X(SoftmaxAttention)               \
-  X(AftAttention) X(SequenceProjection) X(GatedAttention) X(NormalizeRows)         \
-  X(LshBuckets) X(LshSort) X(LshAttend) X(RowSoftmax)
+#define RECUR_GPU_KERNELS(X)                                                               \
+  X(GatherRows)                                                                            \
+  X(AddInPlace) X(MultiplyInPlace) X(ScaleOffset) X(BiasActivation) X(LayerNormRows)       \
+      X(ElementwiseFeatures) X(Poly2Features) X(FavorFeatures) X(LinearAttentionScan)      \
+          X(LinearAttentionRead) X(SoftmaxAttention) X(AftAttention) X(SequenceProjection) \
+              X(GatedAttention) X(NormalizeRows) X(LshBuckets) X(LshSort) X(LshAttend)     \
+                  X(RowSoftmax) X(AddSinusoid)
 
 // A cuBLAS sgemm call (column-major): C = op(A)·op(B) + beta·C, with
 // op(A) m × k, op(B) k × n, C m × n.

@@ -3,6 +3,7 @@
 // check with a message that names what failed.
 #include "engine/model_loader.h"
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -16,6 +17,10 @@ namespace recur::impl {
 namespace {
 
 Status BuildInput(const fb::InputAdapter* in, TensorResolver* tensors, Model* m) {
+  if (in->sinusoid() != nullptr && m->d_model % 2 != 0) {
+    return InvalidModel("input.sinusoid: sinusoidal positions need an even d_model, got %u",
+                        m->d_model);
+  }
   m->input_kind = in->kind();
   switch (in->kind()) {
     case fb::InputKind::Tokens:
@@ -51,6 +56,18 @@ Status BuildInput(const fb::InputAdapter* in, TensorResolver* tensors, Model* m)
     RECUR_RETURN_IF_ERROR(tensors->Get(in->positions(), "input.positions", {rows, m->d_model},
                                        false, &m->positions));
     m->max_positions = static_cast<uint32_t>(rows);
+  }
+  if (const fb::SinusoidPositions* s = in->sinusoid()) {
+    if (!(s->base() > 0.0) || !std::isfinite(s->base())) {
+      return InvalidModel("input.sinusoid: base is %g; it must be positive and finite", s->base());
+    }
+    RECUR_RETURN_IF_ERROR(
+        tensors->Get(s->scale(), "input.position_scale", {1}, true, &m->position_scale));
+    const uint32_t half = m->d_model / 2;
+    m->sinusoid_freq.resize(half);
+    for (uint32_t i = 0; i < half; ++i) {
+      m->sinusoid_freq[i] = std::pow(s->base(), -2.0 * i / m->d_model);
+    }
   }
   if (in->norm() != nullptr) {
     RECUR_RETURN_IF_ERROR(tensors->GetNorm(in->norm(), "input.norm", m->d_model, &m->input_norm));

@@ -395,6 +395,13 @@ void Session::Embed(const Workspace& ws, const int32_t* tokens, const float* fea
       kernels::Add(x + r * d, m.positions + position * d, x + r * d, d);
     }
   }
+  if (!m.sinusoid_freq.empty()) {
+    pool_->ParallelRanges(rows, 16, [&](size_t first, size_t last) {
+      for (size_t r = first; r < last; ++r) {
+        AddSinusoidPositions(m, ws.positions[r / steps] + r % steps, x + r * d);
+      }
+    });
+  }
   if (m.input_norm.gamma != nullptr) Norm(m.input_norm, x, x, rows);
 }
 

@@ -225,6 +225,17 @@ Status CheckInt4Scales(const fb::Tensor* t, const char* what, uint32_t out_featu
 
 }  // namespace
 
+void AddSinusoidPositions(const Model& model, uint64_t position, float* x) {
+  const size_t half = model.sinusoid_freq.size();
+  const double scale = model.position_scale != nullptr ? model.position_scale[0] : 1.0;
+  const double t = static_cast<double>(position);
+  for (size_t i = 0; i < half; ++i) {
+    const double a = t * model.sinusoid_freq[i];
+    x[i] += static_cast<float>(std::sin(a) * scale);
+    x[half + i] += static_cast<float>(std::cos(a) * scale);
+  }
+}
+
 Status TensorResolver::Get(int32_t index, const char* what, std::initializer_list<int64_t> shape,
                            bool optional, const float** out) {
   *out = nullptr;

@@ -70,6 +70,10 @@ struct Model {
   DenseView input_projection;         // weight null: frames go in as they are
   const float* positions = nullptr;   // (max_positions, d_model) or null
   uint32_t max_positions = 0;
+  // Fixed sinusoidal positions: the frequencies f_i (d_model/2; empty: none)
+  // and the learned scale (1) or null.
+  std::vector<double> sinusoid_freq;
+  const float* position_scale = nullptr;
 
   std::vector<BlockView> blocks;
   // shared_ptr: its deleter is bound where the mixer is made, so this layer
@@ -103,6 +107,12 @@ struct Model {
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 };
+
+// x (d_model) += the model's sinusoidal positions at stream position
+// `position` (recur.fbs SinusoidPositions): angles and sin/cos in double, one
+// rounding to float per element, so that any position (no length limit) is
+// as exact as the first.
+void AddSinusoidPositions(const Model& model, uint64_t position, float* x);
 
 // What one RNN step of one stream costs in its dense layers: the weight bytes
 // it streams and the FLOPs (2 per multiply-add), of which integer_flops on

@@ -1,6 +1,6 @@
 // Model-level features of the recur layout (models/configs/README.md): norm
-// kinds, blocks without a feed-forward. Config keys and their messages, the tensors each asks for,
-// the format_version the writer gives the file, and what inspect reports.
+// kinds, blocks without a feed-forward, sinusoidal positions. Config keys and their messages, the
+// tensors each asks for, the format_version the writer gives the file, and what inspect reports.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -203,6 +203,64 @@ TEST_CASE("ffn: a missing key, a non-object and bad members are errors that name
   CHECK(ErrorOf(config) == "config.json: missing key \"ffn.d_ff\"");
   config["ffn"] = {{"d_ff", 0}, {"activation", "relu"}};
   CHECK(ErrorOf(config) == "config.json: \"ffn.d_ff\" must be a positive integer");
+}
+
+TEST_CASE("positions: sinusoid with a base and a learned scale, or none; format_version 2") {
+  json config = TokensJson();
+  CHECK_FALSE(Parsed(config).input.sinusoid);
+  config["positions"] = {{"type", "sinusoid"}};
+  ModelDescription desc = Parsed(config);
+  CHECK(desc.input.sinusoid);
+  CHECK(desc.input.sinusoid_base == 10000.0);
+  CHECK_FALSE(desc.input.sinusoid_scale);
+  CHECK(FormatVersionFor(desc) == 2);
+  CHECK(Shapes(desc).count("input.position_scale") == 0);
+  config["positions"] = {{"type", "sinusoid"}, {"base", 512.5}, {"scale", "learned"}};
+  desc = Parsed(config);
+  CHECK(desc.input.sinusoid_base == 512.5);
+  CHECK(desc.input.sinusoid_scale);
+  CHECK(Shapes(desc)["input.position_scale"] == std::vector<int64_t>{1});
+  CHECK(Shapes(desc)["input.positions"] == std::vector<int64_t>{8, 16});  // learned ones too
+  const AlignedBytes bytes = Build(config);
+  const fb::SinusoidPositions* s = Root(bytes)->input()->sinusoid();
+  REQUIRE(s != nullptr);
+  CHECK(s->base() == 512.5);
+  CHECK(s->scale() >= 0);
+  CHECK(Root(bytes)->format_version() == 2);
+  config["positions"]["scale"] = "none";
+  CHECK(Root(Build(config))->input()->sinusoid()->scale() == -1);
+
+  testing::TempDir dir;
+  config["positions"]["scale"] = "learned";
+  CHECK(InspectJson(dir, config)["input"]["sinusoid"] ==
+        json({{"base", 512.5}, {"scale", "input.position_scale"}}));
+  const std::string text = InspectText(dir, config);
+  CHECK_MESSAGE(text.find("positions=input.positions sinusoid=base 512.5 scale "
+                          "input.position_scale") != std::string::npos,
+                text);
+}
+
+TEST_CASE("positions: bad values are errors that name the key") {
+  auto with = [](const json& positions, uint32_t d_model = 16) {
+    json config = TokensJson();
+    config["positions"] = positions;
+    config["d_model"] = d_model;
+    return ErrorOf(config);
+  };
+  CHECK(with("sinusoid") == "config.json: \"positions\" must be a JSON object");
+  CHECK(with({{"type", "rotary"}}) ==
+        "config.json: \"positions.type\" must be one of \"sinusoid\" (got \"rotary\")");
+  CHECK(with({{"base", 100}}) == "config.json: missing key \"positions.type\"");
+  CHECK(with({{"type", "sinusoid"}, {"max_len", 4}}) ==
+        "config.json: \"positions.max_len\" is not a known key (known: type, base, scale)");
+  for (const json& base : {json(0), json(-1.5), json("10000"), json(nullptr)}) {
+    CHECK(with({{"type", "sinusoid"}, {"base", base}}) ==
+          "config.json: \"positions.base\" must be a positive number");
+  }
+  CHECK(with({{"type", "sinusoid"}, {"scale", "fixed"}}) ==
+        "config.json: \"positions.scale\" must be one of \"none\", \"learned\" (got \"fixed\")");
+  CHECK(with({{"type", "sinusoid"}}, 15) ==
+        "config.json: \"positions\" (sinusoid) needs an even d_model, got 15");
 }
 
 }  // namespace

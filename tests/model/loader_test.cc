@@ -1,15 +1,17 @@
 // The loader treats model bytes as untrusted: every malformed file is
 // refused with a message that names the problem, and nothing crashes.
+#include <doctest/doctest.h>
+
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <doctest/doctest.h>
-
 #include "converter/config.h"
 #include "converter/writer.h"
+#include "engine/model_loader.h"
+#include "model/model.h"
 #include "recur/recur.h"
 #include "schema/recur_generated.h"
 #include "test_models.h"
@@ -465,7 +467,7 @@ TEST_CASE("RetNet: an odd dk, decays that do not match the heads or leave (0, 1)
 }
 
 // ---- model-level features (models/configs/README.md): norm kinds, blocks without a
-// feed-forward
+// feed-forward, sinusoidal positions
 
 namespace {
 
@@ -579,4 +581,67 @@ TEST_CASE(
   CHECK(Error() ==
         "blocks.0.ffn: d_ff is 0 (no feed-forward), but the file gives linear1 or "
         "linear2");
+}
+
+TEST_CASE(
+    "sinusoidal positions: load and step; a bad base, an odd d_model and a mis-shaped "
+    "scale are named") {
+  const std::string config =
+      TinyTokensWith(R"(, "positions": {"type": "sinusoid", "base": 500, "scale": "learned"})");
+  auto bytes = BuildTestModel(config.c_str(), 1);
+  REQUIRE(!bytes.empty());
+  CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+  const fb::SinusoidPositions* s = Root(bytes)->input()->sinusoid();
+  REQUIRE(s != nullptr);
+  CHECK(s->base() == 500.0);
+  for (double base : {0.0, -2.0, std::numeric_limits<double>::infinity(),
+                      std::numeric_limits<double>::quiet_NaN()}) {
+    Poke<double>(s, fb::SinusoidPositions::VT_BASE, base);
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error().find("input.sinusoid: base is ") == 0);
+    CHECK(Error().find("; it must be positive and finite") != std::string::npos);
+  }
+  Poke<double>(s, fb::SinusoidPositions::VT_BASE, 500.0);
+  Poke<uint32_t>(Root(bytes), fb::Model::VT_D_MODEL, 17);
+  CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "input.sinusoid: sinusoidal positions need an even d_model, got 17");
+
+  auto parsed = recur::impl::converter::ParseConfig(config);
+  REQUIRE(parsed.ok());
+  auto tensors = recur::impl::testing::RandomTensors(parsed->desc, 1);
+  tensors["input.position_scale"] = {{2}, {1.0f, 1.0f}};
+  recur::impl::converter::BuildOptions options;
+  options.validate = false;
+  options.self_check = false;
+  auto built = recur::impl::converter::BuildModel(parsed->desc, tensors, options);
+  REQUIRE(built.ok());
+  CHECK(Load(*built, built->size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "input.position_scale: tensor 'input.position_scale' has shape [2], expected [1]");
+}
+
+TEST_CASE("sinusoidal positions: as exact far into a stream as at its start") {
+  const std::string config = TinyTokensWith(R"(, "positions": {"type": "sinusoid"})");
+  auto bytes = BuildTestModel(config.c_str(), 1);
+  REQUIRE(!bytes.empty());
+  std::unique_ptr<recur::impl::Model> model;
+  REQUIRE(recur::impl::LoadModel(bytes.data(), bytes.size(), {}, &model).ok());
+  const size_t d = model->d_model, half = d / 2;
+  REQUIRE(model->sinusoid_freq.size() == half);
+  for (uint64_t t :
+       {uint64_t{0}, uint64_t{1}, uint64_t{999}, uint64_t{1000003}, (uint64_t{1} << 32) + 11}) {
+    CAPTURE(t);
+    std::vector<float> x(d, 0.25f);
+    recur::impl::AddSinusoidPositions(*model, t, x.data());
+    for (size_t i = 0; i < half; ++i) {
+      // The angle in long double. The runtime's is off by the rounding of
+      // f_i and of t·f_i to double, ≤ 2.3e-16·t rad (5e-7 at t = 2^32);
+      // then sin (≤ 1) and x + sin are rounded to float: ≤ 2 · 2^-24 · 1.25.
+      const long double a =
+          static_cast<long double>(t) * std::pow(10000.0L, -2.0L * static_cast<long double>(i) / d);
+      const long double tol = 1.5e-7L + static_cast<long double>(t) * 2.3e-16L;
+      CHECK(std::fabs(x[i] - (0.25L + std::sin(a))) <= tol);
+      CHECK(std::fabs(x[half + i] - (0.25L + std::cos(a))) <= tol);
+    }
+  }
 }

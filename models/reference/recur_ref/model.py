@@ -12,6 +12,7 @@ here and in mixers.py are chosen so that `state_dict()` yields exactly those ten
 
 import contextlib
 import json
+import math
 from functools import partial
 from typing import Dict, List, NamedTuple, Optional
 
@@ -29,10 +30,12 @@ CHUNK = mixers.CHUNK
 
 _REQUIRED_KEYS = {"layout", "d_model", "n_layers", "norm_placement", "layer_norm_eps", "input",
                   "max_positions", "mixer", "ffn", "final_norm", "head"}
-_OPTIONAL_KEYS = {"notes", "input_description", "output_description", "norm"}
+_OPTIONAL_KEYS = {"notes", "input_description", "output_description", "norm", "positions"}
 # "norm": {"type": one of these} (default layer_norm); scale_norm adds "scale", SCALE_NORM_SCALES.
 NORM_TYPES = ("layer_norm", "rms_norm", "scale_norm")
 SCALE_NORM_SCALES = ("l2", "rms")
+# "positions": {"type": "sinusoid", "base": > 0 (default 10000), "scale": one of these (default "none")}.
+POSITION_SCALES = ("none", "learned")
 # Mixer keys valid only with feature_map "favor" (mixers.validate_mixer checks them).
 _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp"}
 # The mixer types a recur config may name ("mixer": one mixer dict for every block, or a
@@ -122,6 +125,15 @@ def validate(config: dict) -> None:
             need(norm["scale"] in SCALE_NORM_SCALES, f"norm.scale must be one of {list(SCALE_NORM_SCALES)}")
         else:
             exact_keys(norm, {"type"}, f"norm ({norm['type']})")
+    if "positions" in config:
+        positions = config["positions"]
+        need(isinstance(positions, dict) and positions.get("type") == "sinusoid", "positions.type must be 'sinusoid'")
+        need(set(positions) <= {"type", "base", "scale"},
+             f"positions has unknown keys {sorted(set(positions) - {'type', 'base', 'scale'})}")
+        need(_positive_number(positions.get("base", 10000)) and math.isfinite(positions.get("base", 10000)),
+             "positions.base must be a positive number")
+        need(positions.get("scale", "none") in POSITION_SCALES, f"positions.scale must be one of {list(POSITION_SCALES)}")
+        need(config["d_model"] % 2 == 0, f"positions (sinusoid) needs an even d_model, got {config['d_model']}")
     mp = config["max_positions"]
     need(isinstance(mp, int) and not isinstance(mp, bool) and mp >= 0, "max_positions must be an integer >= 0")
     need(isinstance(config["final_norm"], bool), "final_norm must be true or false")
@@ -337,9 +349,22 @@ class Block(nn.Module):
         return x, state
 
 
+def sinusoid(pos: int, n: int, d: int, base: float) -> Tensor:
+    """(n, d) float64 fixed sinusoidal positions of stream positions pos..pos+n−1:
+    pe[t, i] = sin(t·f_i), pe[t, d/2 + i] = cos(t·f_i), f_i = base^(−2i/d), i < d/2 (the
+    [sin | cos] halves of performer-pytorch's FixedPositionalEmbedding and FLASH-pytorch's
+    ScaledSinuEmbedding). In float64 whatever the model's dtype: at t ≥ 10³ a float32
+    angle t·f_0 is already off by ~10⁻⁴ rad."""
+    t = torch.arange(pos, pos + n, dtype=torch.float64)
+    f = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+    a = t[:, None] * f[None, :]
+    return torch.cat([torch.sin(a), torch.cos(a)], -1)
+
+
 class InputAdapter(nn.Module):
     """Tokens → embedding rows, or frames → projection (or as is); + learned positions;
-    then, with "norm": true, a LayerNorm (eps layer_norm_eps)."""
+    + fixed sinusoidal positions (times position_scale when learned); then, with
+    "norm": true, a LayerNorm (eps layer_norm_eps)."""
 
     def __init__(self, config: dict):
         super().__init__()
@@ -358,6 +383,11 @@ class InputAdapter(nn.Module):
         if config["max_positions"] > 0:
             self.positions = nn.Parameter(0.5 * torch.randn(config["max_positions"], d))
         self.norm = nn.LayerNorm(d, eps=config["layer_norm_eps"]) if inp.get("norm", False) else None
+        positions = config.get("positions")
+        self.sinusoid_base = positions.get("base", 10000) if positions else None
+        self.position_scale = None
+        if positions and positions.get("scale", "none") == "learned":
+            self.position_scale = nn.Parameter(torch.ones(1))
 
     def forward(self, x: Tensor, pos: int) -> Tensor:
         """x: (N,) integer token ids or (N, F) frames already in the model's dtype;
@@ -376,6 +406,9 @@ class InputAdapter(nn.Module):
             if pos + len(x) > len(self.positions):
                 raise ValueError(f"positions {pos}..{pos + len(x) - 1} exceed max_positions {len(self.positions)}")
             h = h + self.positions[pos:pos + len(x)]
+        if self.sinusoid_base is not None:
+            pe = sinusoid(pos, len(x), h.shape[-1], self.sinusoid_base).to(h.dtype)
+            h = h + (pe if self.position_scale is None else pe * self.position_scale)
         return h if self.norm is None else self.norm(h)
 
 
