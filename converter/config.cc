@@ -73,6 +73,25 @@ void AddLinear(std::vector<ExpectedTensor>* out, const std::string& name, int64_
   out->emplace_back(name + ".bias", std::vector<int64_t>{rows});
 }
 
+// A norm's tensors: weight and bias [d_model] (layer norm), weight [d_model]
+// (RMS norm) or the scalar g as weight [1] (scale norms).
+void AddNorm(std::vector<ExpectedTensor>* out, const std::string& name, NormKind kind,
+             int64_t d_model) {
+  switch (kind) {
+    case NormKind::kLayerNorm:
+      out->emplace_back(name + ".weight", std::vector<int64_t>{d_model});
+      out->emplace_back(name + ".bias", std::vector<int64_t>{d_model});
+      break;
+    case NormKind::kRmsNorm:
+      out->emplace_back(name + ".weight", std::vector<int64_t>{d_model});
+      break;
+    case NormKind::kScaleNorm:
+    case NormKind::kScaleNormRms:
+      out->emplace_back(name + ".weight", std::vector<int64_t>{1});
+      break;
+  }
+}
+
 }  // namespace
 
 Result<ImportedConfig> ParseConfig(const std::string& json_text, Layout layout,
@@ -100,6 +119,8 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
   }
   if (d.input.max_positions > 0)
     out.emplace_back("input.positions", std::vector<int64_t>{d.input.max_positions, dm});
+  if (d.input.sinusoid && d.input.sinusoid_scale)
+    out.emplace_back("input.position_scale", std::vector<int64_t>{1});
   if (d.input.norm) {
     out.emplace_back("input.norm.weight", std::vector<int64_t>{dm});
     out.emplace_back("input.norm.bias", std::vector<int64_t>{dm});
@@ -108,21 +129,17 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
   for (std::size_t i = 0; i < d.blocks.size(); ++i) {
     const BlockDescription& b = d.blocks[i];
     const std::string p = "blocks." + std::to_string(i) + ".";
-    out.emplace_back(p + "norm1.weight", std::vector<int64_t>{dm});
-    out.emplace_back(p + "norm1.bias", std::vector<int64_t>{dm});
+    AddNorm(&out, p + "norm1", d.norm, dm);
     if (b.mixer.type()) {  // none only in a hand-made description, which the writer refuses
       MixerTensors mixer(p + "mixer.", dm, &out);
       b.mixer.type()->converter->AddTensors(b.mixer.params(), &mixer);
     }
-    out.emplace_back(p + "norm2.weight", std::vector<int64_t>{dm});
-    out.emplace_back(p + "norm2.bias", std::vector<int64_t>{dm});
+    if (b.d_ff == 0) continue;  // no feed-forward, no norm2
+    AddNorm(&out, p + "norm2", d.norm, dm);
     AddLinear(&out, p + "ffn.linear1", b.d_ff, dm);
     AddLinear(&out, p + "ffn.linear2", dm, b.d_ff);
   }
-  if (d.final_norm) {
-    out.emplace_back("final_norm.weight", std::vector<int64_t>{dm});
-    out.emplace_back("final_norm.bias", std::vector<int64_t>{dm});
-  }
+  if (d.final_norm) AddNorm(&out, "final_norm", d.norm, dm);
   if (d.has_head) AddLinear(&out, "head", d.head.out, dm);
   if (const LayoutType* type = FindLayoutType(layout)) type->converter->MapTensors(d, &out);
   return out;

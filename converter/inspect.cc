@@ -34,6 +34,19 @@ const char* Name(fb::NormPlacement p) {
   }
   return "unknown";
 }
+// The config's "norm.type" names (both scale norms are "scale_norm").
+const char* Name(fb::NormKind k) {
+  switch (k) {
+    case fb::NormKind::LayerNorm:
+      return "layer_norm";
+    case fb::NormKind::RmsNorm:
+      return "rms_norm";
+    case fb::NormKind::ScaleNorm:
+    case fb::NormKind::ScaleNormRms:
+      return "scale_norm";
+  }
+  return "unknown";
+}
 const char* Name(fb::InputKind k) {
   switch (k) {
     case fb::InputKind::Tokens: return "tokens";
@@ -77,8 +90,14 @@ class Collector {
   OrderedJson Dense(const fb::Dense* d) const { return refs_.Dense(d); }
   OrderedJson Norm(const fb::LayerNorm* n) const {
     if (!n) return nullptr;
-    return {{"weight", TensorRef(n->weight())}, {"bias", TensorRef(n->bias())},
-            {"eps", FloatForJson(n->eps())}};
+    OrderedJson j = {{"type", Name(n->kind())}};
+    if (n->kind() == fb::NormKind::ScaleNorm || n->kind() == fb::NormKind::ScaleNormRms) {
+      j["scale"] = n->kind() == fb::NormKind::ScaleNorm ? "l2" : "rms";
+    }
+    j["weight"] = TensorRef(n->weight());
+    j["bias"] = TensorRef(n->bias());
+    j["eps"] = FloatForJson(n->eps());
+    return j;
   }
 
   OrderedJson Collect() const {
@@ -110,6 +129,9 @@ class Collector {
       input["projection"] = Dense(in->projection());
     }
     input["positions"] = TensorRef(in->positions());
+    if (const fb::SinusoidPositions* s = in->sinusoid()) {
+      input["sinusoid"] = {{"base", s->base()}, {"scale", TensorRef(s->scale())}};
+    }
     if (in->norm() != nullptr) input["norm"] = Norm(in->norm());
     j["input"] = input;
 
@@ -144,10 +166,14 @@ class Collector {
       }
       block["norm2"] = Norm(b->norm2());
       const fb::FeedForward* f = b->ffn();
-      block["ffn"] = {{"d_ff", f->d_ff()},
-                      {"activation", Name(f->activation())},
-                      {"linear1", Dense(f->linear1())},
-                      {"linear2", Dense(f->linear2())}};
+      if (f->d_ff() == 0) {
+        block["ffn"] = nullptr;  // a block without a feed-forward
+      } else {
+        block["ffn"] = {{"d_ff", f->d_ff()},
+                        {"activation", Name(f->activation())},
+                        {"linear1", Dense(f->linear1())},
+                        {"linear2", Dense(f->linear2())}};
+      }
       blocks.push_back(block);
     }
     j["blocks"] = blocks;
@@ -220,7 +246,9 @@ std::string DenseText(const OrderedJson& d) {
 
 std::string NormText(const OrderedJson& n) {
   if (n.is_null()) return "none";
-  return "layer_norm eps=" + FormatFloat(n["eps"].get<float>());
+  return n["type"].get<std::string>() +
+         (n.contains("scale") ? " scale=" + n["scale"].get<std::string>() : std::string()) +
+         " eps=" + FormatFloat(n["eps"].get<float>());
 }
 
 std::string ShapeText(const OrderedJson& shape) {
@@ -262,6 +290,11 @@ std::string RenderText(const OrderedJson& j) {
              " projection=" + DenseText(in["projection"]);
   }
   input += " positions=" + (in["positions"].is_null() ? std::string("none") : RefText(in["positions"]));
+  if (in.contains("sinusoid")) {
+    const OrderedJson& s = in["sinusoid"];
+    input += " sinusoid=base " + FormatFloat(static_cast<float>(s["base"].get<double>())) +
+             " scale " + (s["scale"].is_null() ? std::string("none") : RefText(s["scale"]));
+  }
   if (in.contains("norm")) input += " norm=" + NormText(in["norm"]);
   line("input:           " + input);
   line("norm_placement:  " + j["norm_placement"].get<std::string>());
@@ -303,8 +336,12 @@ std::string RenderText(const OrderedJson& j) {
     }
     line("    norm2:  " + NormText(b["norm2"]));
     const OrderedJson& f = b["ffn"];
-    line("    ffn:    d_ff=" + std::to_string(f["d_ff"].get<uint32_t>()) +
-         " activation=" + f["activation"].get<std::string>());
+    if (f.is_null()) {
+      line("    ffn:    none");
+    } else {
+      line("    ffn:    d_ff=" + std::to_string(f["d_ff"].get<uint32_t>()) +
+           " activation=" + f["activation"].get<std::string>());
+    }
   }
   line("final_norm:      " + NormText(j["final_norm"]));
   const OrderedJson& head = j["head"];

@@ -30,6 +30,13 @@ enum class Layout {
 
 enum class InputKind { kTokens, kFeatures };
 enum class NormPlacement { kPre, kPost };
+// What every norm of a model computes (recur.fbs NormKind; config "norm").
+enum class NormKind {
+  kLayerNorm,     // weight, bias [d_model]
+  kRmsNorm,       // x/√(mean(x²) + eps) ⊙ weight [d_model]
+  kScaleNorm,     // g·x / max(‖x‖₂, eps), g = weight [1]
+  kScaleNormRms,  // g·x / max(‖x‖₂/√d_model, eps), g = weight [1]
+};
 enum class Activation { kRelu, kGelu };
 enum class HeadActivation { kNone, kSoftmax, kLogSoftmax };
 struct InputDescription {
@@ -39,6 +46,11 @@ struct InputDescription {
   bool projection = false;     // features: a Dense [d_model, feature_width] in front
   uint32_t max_positions = 0;  // > 0: learned absolute positions [max_positions, d_model]
   bool norm = false;           // a LayerNorm (input.norm) after the positions
+  // Fixed sinusoidal positions (config "positions"), with a learned scalar
+  // scale (input.position_scale [1]) or none.
+  bool sinusoid = false;
+  double sinusoid_base = 10000.0;
+  bool sinusoid_scale = false;
 };
 
 // Rotary position embeddings of a mixer's q and k (config "rotary";
@@ -117,7 +129,7 @@ struct TokenShiftDescription {
 
 struct BlockDescription {
   MixerDescription mixer;
-  uint32_t d_ff = 0;
+  uint32_t d_ff = 0;  // 0: the block has no feed-forward and no norm2
   Activation activation = Activation::kRelu;
   TokenShiftDescription token_shift;
 };
@@ -145,7 +157,8 @@ struct LayoutOptions {
 struct ModelDescription {
   uint32_t d_model = 0;
   NormPlacement norm_placement = NormPlacement::kPre;
-  float layer_norm_eps = 1e-5f;
+  NormKind norm = NormKind::kLayerNorm;
+  float layer_norm_eps = 1e-5f;  // the eps of every norm, whatever its kind
   InputDescription input;
   std::vector<BlockDescription> blocks;
   bool final_norm = true;

@@ -38,6 +38,20 @@ fb::InputKind ToFb(InputKind k) {
   return k == InputKind::kTokens ? fb::InputKind::Tokens : fb::InputKind::Features;
 }
 
+fb::NormKind ToFb(NormKind k) {
+  switch (k) {
+    case NormKind::kLayerNorm:
+      return fb::NormKind::LayerNorm;
+    case NormKind::kRmsNorm:
+      return fb::NormKind::RmsNorm;
+    case NormKind::kScaleNorm:
+      return fb::NormKind::ScaleNorm;
+    case NormKind::kScaleNormRms:
+      return fb::NormKind::ScaleNormRms;
+  }
+  return fb::NormKind::LayerNorm;
+}
+
 struct Placed {
   const std::string* name;
   const Tensor* tensor;
@@ -116,9 +130,11 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
   auto dense = [&](const std::string& prefix) {
     return fb::CreateDense(fbb, ref(prefix + ".weight"), ref(prefix + ".bias"));
   };
-  auto norm = [&](const std::string& prefix) {
+  // The blocks' and the final norm are of the model's kind; the input norm is
+  // always a layer norm.
+  auto norm = [&](const std::string& prefix, NormKind kind) {
     return fb::CreateLayerNorm(fbb, ref(prefix + ".weight"), ref(prefix + ".bias"),
-                               desc.layer_norm_eps);
+                               desc.layer_norm_eps, ToFb(kind));
   };
 
   std::vector<flatbuffers::Offset<fb::Block>> blocks;
@@ -128,12 +144,17 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
     if (!b.mixer.type()) {
       return Status(StatusCode::kInvalidArgument, "blocks." + std::to_string(i) + ": no mixer");
     }
-    auto norm1 = norm(p + "norm1");
+    auto norm1 = norm(p + "norm1", desc.norm);
     MixerTableWriter mixer_writer(&fbb, &index, p + "mixer.");
     auto mixer = b.mixer.type()->converter->WriteTable(b.mixer.params(), &mixer_writer);
-    auto norm2 = norm(p + "norm2");
-    auto l1 = dense(p + "ffn.linear1");
-    auto l2 = dense(p + "ffn.linear2");
+    // Without a feed-forward: an empty FeedForward (d_ff 0) and no norm2.
+    flatbuffers::Offset<fb::LayerNorm> norm2;
+    flatbuffers::Offset<fb::Dense> l1, l2;
+    if (b.d_ff != 0) {
+      norm2 = norm(p + "norm2", desc.norm);
+      l1 = dense(p + "ffn.linear1");
+      l2 = dense(p + "ffn.linear2");
+    }
     auto ffn = fb::CreateFeedForward(fbb, b.d_ff, ToFb(b.activation), l1, l2);
     flatbuffers::Offset<fb::TokenShift> token_shift = 0;
     if (!b.token_shift.segments.empty()) {
@@ -150,15 +171,18 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
   if (desc.input.kind == InputKind::kFeatures && desc.input.projection)
     projection = dense("input.projection");
   flatbuffers::Offset<fb::LayerNorm> input_norm;
-  if (desc.input.norm) input_norm = norm("input.norm");
+  if (desc.input.norm) input_norm = norm("input.norm", NormKind::kLayerNorm);
   auto input_adapter = fb::CreateInputAdapter(
       fbb, ToFb(desc.input.kind), desc.input.kind == InputKind::kTokens ? desc.input.vocab_size : 0,
       ref("input.embedding"),
       desc.input.kind == InputKind::kFeatures ? desc.input.feature_width : 0, projection,
-      ref("input.positions"), input_norm);
+      ref("input.positions"), input_norm,
+      desc.input.sinusoid
+          ? fb::CreateSinusoidPositions(fbb, desc.input.sinusoid_base, ref("input.position_scale"))
+          : 0);
 
   flatbuffers::Offset<fb::LayerNorm> final_norm = 0;
-  if (desc.final_norm) final_norm = norm("final_norm");
+  if (desc.final_norm) final_norm = norm("final_norm", desc.norm);
   flatbuffers::Offset<fb::OutputHead> head = 0;
   if (desc.has_head) head = fb::CreateOutputHead(fbb, dense("head"), ToFb(desc.head.activation));
 
@@ -201,13 +225,15 @@ const char* ConverterVersion() {
 std::string DefaultProducer() { return std::string("recur-convert ") + ConverterVersion(); }
 
 uint32_t FormatVersionFor(const ModelDescription& desc) {
-  uint32_t version = desc.input.norm ? 2 : 1;
+  // Version 2: parts that a version-1 runtime would ignore, and so misread.
+  uint32_t version =
+      desc.input.norm || desc.input.sinusoid || desc.norm != NormKind::kLayerNorm ? 2 : 1;
   for (const BlockDescription& b : desc.blocks) {
+    if (b.d_ff == 0 || !b.token_shift.segments.empty()) version = std::max(version, 2u);
     if (b.mixer.type()) {
       version = std::max(version, b.mixer.type()->converter->FormatVersion(b.mixer.params()));
       if (b.mixer.params().rotary.dims != 0) version = std::max(version, 2u);
     }
-    if (!b.token_shift.segments.empty()) version = std::max(version, 2u);
   }
   static_assert(RECUR_FORMAT_VERSION >= 2, "the runtime reads what the writer writes");
   return version;

@@ -49,6 +49,7 @@ struct BuildOptions {
   std::map<std::string, WeightDType> dtype_overrides;
 };
 
+
 // The model as .recur bytes in 64-byte aligned memory, ready for
 // recur_model_load_buffer or a file. An empty metadata.producer becomes
 // DefaultProducer(). `tensors` is keyed by recur-layout names.
@@ -65,8 +66,9 @@ Result<AlignedBytes> BuildModelFromConfig(const std::string& config_json, const 
 // The format_version the writer stamps on `desc`'s file: the oldest that
 // reads it as written (runtime/schema/recur.fbs). A runtime ignores fields
 // newer than it, so a file that uses one must be refused by those runtimes:
-// 2 when a mixer has rotary set or a block a token shift, else 1 (what every
-// older file is).
+// 2 when the model uses a field marked "format_version 2" there (each mixer
+// says so through MixerConverter::FormatVersion), else 1 (what every older
+// file is).
 uint32_t FormatVersionFor(const ModelDescription& desc);
 
 // Loads `bytes` with the runtime; an error carries the runtime's message.

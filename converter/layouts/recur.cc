@@ -1,5 +1,6 @@
 // The recur layout: the reference exporter's config (models/configs/README.md,
 // models/reference/export.py) and tensor names.
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -80,9 +81,62 @@ Status ParseTokenShift(const KeyReader& r, const json& root, const ModelDescript
   return Status::Ok();
 }
 
+// "norm" (optional, default layer_norm): {"type": "layer_norm" | "rms_norm"}
+// or {"type": "scale_norm", "scale": "l2" | "rms"}, the kind of every norm.
+Status ParseNorm(const KeyReader& r, const json& root, NormKind* out) {
+  auto it = root.find("norm");
+  if (it == root.end()) return Status::Ok();
+  if (!it->is_object()) return r.Invalid("norm", "must be a JSON object");
+  static const char* const kTypes[] = {"layer_norm", "rms_norm", "scale_norm"};
+  std::size_t type = 0;
+  RECUR_RETURN_IF_ERROR(r.Choice(*it, "type", "norm", kTypes, &type));
+  if (type != 2) {
+    RECUR_RETURN_IF_ERROR(r.OnlyKeys(*it, "norm", {"type"}));
+    *out = type == 0 ? NormKind::kLayerNorm : NormKind::kRmsNorm;
+    return Status::Ok();
+  }
+  RECUR_RETURN_IF_ERROR(r.OnlyKeys(*it, "norm", {"type", "scale"}));
+  static const char* const kScales[] = {"l2", "rms"};
+  std::size_t scale = 0;
+  RECUR_RETURN_IF_ERROR(r.Choice(*it, "scale", "norm", kScales, &scale));
+  *out = scale == 0 ? NormKind::kScaleNorm : NormKind::kScaleNormRms;
+  return Status::Ok();
+}
+
+// "positions" (optional): {"type": "sinusoid", "base": 10000 (optional, > 0),
+// "scale": "none" (optional) | "learned"}, fixed sinusoidal positions over an
+// even d_model.
+Status ParsePositions(const KeyReader& r, const json& root, InputDescription* in,
+                      uint32_t d_model) {
+  auto it = root.find("positions");
+  if (it == root.end()) return Status::Ok();
+  if (!it->is_object()) return r.Invalid("positions", "must be a JSON object");
+  static const char* const kTypes[] = {"sinusoid"};
+  std::size_t type = 0;
+  RECUR_RETURN_IF_ERROR(r.Choice(*it, "type", "positions", kTypes, &type));
+  RECUR_RETURN_IF_ERROR(r.OnlyKeys(*it, "positions", {"type", "base", "scale"}));
+  auto base = it->find("base");
+  if (base != it->end()) {
+    if (!base->is_number() || !std::isfinite(base->get<double>()) || base->get<double>() <= 0) {
+      return r.Invalid("positions.base", "must be a positive number");
+    }
+    in->sinusoid_base = base->get<double>();
+  }
+  static const char* const kScales[] = {"none", "learned"};
+  std::size_t scale = 0;
+  RECUR_RETURN_IF_ERROR(r.Choice(*it, "scale", "positions", kScales, &scale, /*required=*/false));
+  if (d_model % 2 != 0) {
+    return r.Invalid("positions",
+                     "(sinusoid) needs an even d_model, got " + std::to_string(d_model));
+  }
+  in->sinusoid = true;
+  in->sinusoid_scale = scale == 1;
+  return Status::Ok();
+}
+
 class RecurLayoutConverter final : public LayoutConverter {
  public:
-  // models/configs/README.md: every key required.
+  // models/configs/README.md: every key required but "norm", "positions" and the metadata.
   Status Parse(const KeyReader& r, const json& root, ModelDescription* d) const override {
     RECUR_RETURN_IF_ERROR(r.UInt(root, "d_model", "", 1, &d->d_model));
     uint32_t n_layers = 0;
@@ -93,6 +147,7 @@ class RecurLayoutConverter final : public LayoutConverter {
     RECUR_RETURN_IF_ERROR(r.Choice(root, "norm_placement", "", kPlacements, &placement));
     d->norm_placement = placement == 0 ? NormPlacement::kPre : NormPlacement::kPost;
     RECUR_RETURN_IF_ERROR(r.PositiveFloat(root, "layer_norm_eps", "", &d->layer_norm_eps));
+    RECUR_RETURN_IF_ERROR(ParseNorm(r, root, &d->norm));
 
     const json* input = nullptr;
     RECUR_RETURN_IF_ERROR(r.Object(root, "input", "", &input));
@@ -118,6 +173,7 @@ class RecurLayoutConverter final : public LayoutConverter {
       }
     }
     RECUR_RETURN_IF_ERROR(r.UInt(root, "max_positions", "", 0, &d->input.max_positions));
+    RECUR_RETURN_IF_ERROR(ParsePositions(r, root, &d->input, d->d_model));
 
     // "mixer": one config for every block, or a list with one per block (a
     // mixed model, e.g. sliding windows early and linear attention later).
@@ -147,17 +203,22 @@ class RecurLayoutConverter final : public LayoutConverter {
       for (uint32_t i = 1; i < n_layers; ++i) blocks[i] = blocks[0];
     }
 
-    const json* ffn = nullptr;
-    RECUR_RETURN_IF_ERROR(r.Object(root, "ffn", "", &ffn));
-    RECUR_RETURN_IF_ERROR(r.OnlyKeys(*ffn, "ffn", {"d_ff", "activation"}));
-    uint32_t d_ff = 0;
-    RECUR_RETURN_IF_ERROR(r.UInt(*ffn, "d_ff", "ffn", 1, &d_ff));
-    static const char* const kActivations[] = {"relu", "gelu"};
-    std::size_t act = 0;
-    RECUR_RETURN_IF_ERROR(r.Choice(*ffn, "activation", "ffn", kActivations, &act));
-    for (BlockDescription& block : blocks) {
-      block.d_ff = d_ff;
-      block.activation = act == 0 ? Activation::kRelu : Activation::kGelu;
+    // "ffn": null: blocks without a feed-forward (d_ff 0, and no norm2).
+    auto ffn_it = root.find("ffn");
+    if (ffn_it == root.end()) return r.Missing("ffn");
+    if (!ffn_it->is_null()) {
+      const json* ffn = nullptr;
+      RECUR_RETURN_IF_ERROR(r.Object(root, "ffn", "", &ffn));
+      RECUR_RETURN_IF_ERROR(r.OnlyKeys(*ffn, "ffn", {"d_ff", "activation"}));
+      uint32_t d_ff = 0;
+      RECUR_RETURN_IF_ERROR(r.UInt(*ffn, "d_ff", "ffn", 1, &d_ff));
+      static const char* const kActivations[] = {"relu", "gelu"};
+      std::size_t act = 0;
+      RECUR_RETURN_IF_ERROR(r.Choice(*ffn, "activation", "ffn", kActivations, &act));
+      for (BlockDescription& block : blocks) {
+        block.d_ff = d_ff;
+        block.activation = act == 0 ? Activation::kRelu : Activation::kGelu;
+      }
     }
     d->blocks = std::move(blocks);
     TokenShiftDescription token_shift;
@@ -187,8 +248,9 @@ class RecurLayoutConverter final : public LayoutConverter {
     RECUR_RETURN_IF_ERROR(
         r.OnlyKeys(root, "",
                    {"layout", "notes", "input_description", "output_description", "d_model",
-                    "n_layers", "norm_placement", "layer_norm_eps", "input", "max_positions",
-                    "mixer", "ffn", "final_norm", "head", "token_shift"}));
+                    "n_layers", "norm_placement", "layer_norm_eps", "norm", "input",
+                    "max_positions", "positions", "mixer", "ffn", "final_norm", "head",
+                    "token_shift"}));
     return ParseMetadata(r, root, &d->metadata);
   }
 

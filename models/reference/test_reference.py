@@ -334,9 +334,17 @@ def encoder_writes_no_state(name):
     return enc
 
 
+def norm_tensors(cfg, name):
+    """{name: shape} of one norm, as README's "Norms" lists them for the config's kind."""
+    d, kind = cfg["d_model"], cfg.get("norm", {"type": "layer_norm"})["type"]
+    if kind == "layer_norm":
+        return {name + ".weight": (d,), name + ".bias": (d,)}
+    return {name + ".weight": (d,) if kind == "rms_norm" else (1,)}
+
+
 def expected_tensors(cfg):
     """{name: shape} from the table in models/configs/README.md."""
-    d, ffn, inp = cfg["d_model"], cfg["ffn"]["d_ff"], cfg["input"]
+    d, ffn, inp = cfg["d_model"], cfg["ffn"] and cfg["ffn"]["d_ff"], cfg["input"]
     t = {}
     if inp["kind"] == "tokens":
         t["input.embedding"] = (inp["vocab_size"], d)
@@ -344,6 +352,8 @@ def expected_tensors(cfg):
         t.update({"input.projection.weight": (d, inp["feature_width"]), "input.projection.bias": (d,)})
     if cfg["max_positions"] > 0:
         t["input.positions"] = (cfg["max_positions"], d)
+    if cfg.get("positions", {}).get("scale", "none") == "learned":
+        t["input.position_scale"] = (1,)
     if inp.get("norm"):
         t.update({"input.norm.weight": (d,), "input.norm.bias": (d,)})
     for i, m in enumerate(mixer_configs(cfg)):   # block i's own mixer (a list: a mixed model)
@@ -351,8 +361,8 @@ def expected_tensors(cfg):
         if m["type"] not in ("gau", "flash"):
             qk = m["heads"] * m["dk"]
             vv = qk if m["type"].startswith("aft_") else m["heads"] * m["dv"]   # AFT: D = heads·dk throughout
-        for name, shape in [("norm1", (d,)), ("norm2", (d,))]:
-            t.update({b + name + ".weight": shape, b + name + ".bias": shape})
+        for name in ("norm1", "norm2") if ffn else ("norm1",):   # "ffn": null: no norm2 either
+            t.update(norm_tensors(cfg, b + name))
         if m["type"] in ("gau", "flash"):   # README: GAU's rows Q, K and T = max_length; FLASH's 4 rows and C
             E, s = m["expansion_dim"], m["qk_dim"]
             rows, C = (2, m["max_length"]) if m["type"] == "gau" else (4, m["chunk"])
@@ -371,7 +381,7 @@ def expected_tensors(cfg):
                    ("mixer.value_global", (vv, d))]
         else:
             mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)), ("mixer.out", (d, vv))]
-        for name, (o, n) in mix + [("ffn.linear1", (ffn, d)), ("ffn.linear2", (d, ffn))]:
+        for name, (o, n) in mix + ([("ffn.linear1", (ffn, d)), ("ffn.linear2", (d, ffn))] if ffn else []):
             t.update({b + name + ".weight": (o, n), b + name + ".bias": (o,)})
         if m["type"] in ("aft_local", "aft_conv"):   # README: the window bias
             nb = m["window"] if m.get("causal", True) else 2 * m["window"] - 1
@@ -391,7 +401,7 @@ def expected_tensors(cfg):
             t[b + "mixer.feature_map.omega"] = (m["dk"], mm if m.get("favor_layout", "performer") == "performer"
                                                 else mm // 2)
     if cfg["final_norm"]:
-        t.update({"final_norm.weight": (d,), "final_norm.bias": (d,)})
+        t.update(norm_tensors(cfg, "final_norm"))
     if cfg["head"]:
         t.update({"head.weight": (cfg["head"]["out"], d), "head.bias": (cfg["head"]["out"],)})
     return t
@@ -424,8 +434,15 @@ def naive_forward(cfg, w, x):
     def lin(h, name):
         return F.linear(h, w[name + ".weight"], w[name + ".bias"])
 
-    def norm(h, name):
-        return F.layer_norm(h, (d,), w[name + ".weight"], w[name + ".bias"], cfg["layer_norm_eps"])
+    def norm(h, name):   # README "Norms": the config's kind, eps = layer_norm_eps
+        kind, eps = cfg.get("norm", {"type": "layer_norm"}), cfg["layer_norm_eps"]
+        if kind["type"] == "rms_norm":
+            return h / torch.sqrt((h * h).mean(-1, keepdim=True) + eps) * w[name + ".weight"]
+        if kind["type"] == "scale_norm":
+            c = 1.0 if kind["scale"] == "l2" else 1 / math.sqrt(d)
+            length = torch.sqrt((h * h).sum(-1, keepdim=True)) * c
+            return w[name + ".weight"] * h / torch.where(length > eps, length, torch.full_like(length, eps))
+        return F.layer_norm(h, (d,), w[name + ".weight"], w[name + ".bias"], eps)
 
     def phi(t, b, keys=False):  # (n, H, dk) → (n, H, C), each feature map written out from the README
         fm = m["feature_map"]
@@ -583,17 +600,25 @@ def naive_forward(cfg, w, x):
         h = lin(x, "input.projection") if inp["projection"] else x
     if cfg["max_positions"] > 0:
         h = h + w["input.positions"][:n]
-    if inp.get("norm"):
-        h = norm(h, "input.norm")
+    if "positions" in cfg:   # README "Sinusoidal positions", element by element with math.sin/cos
+        base, half = cfg["positions"].get("base", 10000), d // 2
+        pe = torch.tensor([[math.sin(t * base ** (-2 * i / d)) for i in range(half)] +
+                           [math.cos(t * base ** (-2 * i / d)) for i in range(half)] for t in range(n)],
+                          dtype=torch.float64)
+        h = h + pe * w.get("input.position_scale", 1.0)
+    if inp.get("norm"):   # always a layer norm, whatever the blocks' kind
+        h = F.layer_norm(h, (d,), w["input.norm.weight"], w["input.norm.bias"], cfg["layer_norm_eps"])
     for i, m in enumerate(mixer_configs(cfg)):
         heads, dk, dv = m.get("heads"), m.get("dk"), m.get("dv")
         b = f"blocks.{i}."
         if cfg["norm_placement"] == "pre":
             h = h + mixer(shift(norm(h, b + "norm1")), b)
-            h = h + lin(act(lin(shift_ffn(norm(h, b + "norm2")), b + "ffn.linear1")), b + "ffn.linear2")
+            if cfg["ffn"]:   # null: the block ends here
+                h = h + lin(act(lin(shift_ffn(norm(h, b + "norm2")), b + "ffn.linear1")), b + "ffn.linear2")
         else:
             h = norm(h + mixer(h, b), b + "norm1")
-            h = norm(h + lin(act(lin(h, b + "ffn.linear1")), b + "ffn.linear2"), b + "norm2")
+            if cfg["ffn"]:
+                h = norm(h + lin(act(lin(h, b + "ffn.linear1")), b + "ffn.linear2"), b + "norm2")
     if cfg["final_norm"]:
         h = norm(h, "final_norm")
     if cfg["head"]:
@@ -3072,6 +3097,122 @@ def reformer_golden_cli():
         assert min(gaps) >= RF_MIN_GAP, f"{name}: a hash margin {min(gaps):.3g} < {RF_MIN_GAP} (per layer {gaps})"
 
 
+# ---------------------------------------------------------------- model-level features
+
+def norm_forms():
+    """RMSNorm and ScaleNorm (l2 and rms) against their README formulas and the libraries'
+    own forms (performer-pytorch PreScaleNorm: x / clamp(‖x‖, eps) · g; FLASH-pytorch
+    ScaleNorm: x / clamp(‖x‖·d^(−1/2), eps) · g); a zero row stays zero (the eps clamp)."""
+    from recur_ref.model import RMSNorm, ScaleNorm
+    torch.manual_seed(3)
+    d, eps = 12, 1e-5
+    x = torch.randn(7, d, dtype=torch.float64)
+    x[3] = 0
+    rms = RMSNorm(d, eps).double()
+    with torch.no_grad():
+        rms.weight.copy_(1 + 0.1 * torch.randn(d))
+        want = x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * rms.weight
+        assert_close(rms(x), want, 1e-15, "rms_norm")
+        for scale, c in (("l2", 1.0), ("rms", d ** -0.5)):
+            sn = ScaleNorm(d, eps, scale).double()
+            sn.weight.fill_(1.3)
+            library = x / (torch.norm(x, dim=-1, keepdim=True) * c).clamp(min=eps) * sn.weight
+            assert_close(sn(x), library, 1e-15, f"scale_norm {scale}")
+            assert sn.weight.shape == (1,) and torch.equal(sn(x)[3], torch.zeros(d))
+            y = sn(x)
+            assert_close(torch.norm(y[0]) * c, torch.tensor(1.3, dtype=torch.float64), 1e-12, f"{scale} length")
+
+
+def norm_config_validation():
+    """"norm": a bad type, a missing or bad scale, an extra key or a non-object is a ValueError
+    naming the key; absent is layer_norm (every config before it: the same model)."""
+    base = load_config("rms_norm_tokens")
+    bad = [({**base, "norm": {"type": "batch_norm"}}, "norm.type"),
+           ({**base, "norm": "rms_norm"}, "norm.type"),
+           ({**base, "norm": None}, "norm.type"),
+           ({**base, "norm": {"type": "scale_norm"}}, "norm (scale_norm) must have exactly the keys"),
+           ({**base, "norm": {"type": "scale_norm", "scale": "l1"}}, "norm.scale"),
+           ({**base, "norm": {"type": "rms_norm", "scale": "l2"}}, "norm (rms_norm) must have exactly the keys"),
+           ({**base, "norm": {"type": "layer_norm", "eps": 1e-5}}, "norm (layer_norm)")]
+    for config, word in bad:
+        expect_value_error(lambda: RecurModel(config), word, f"accepted norm {config['norm']}")
+    plain = {k: v for k, v in base.items() if k != "norm"}
+    explicit = {**plain, "norm": {"type": "layer_norm"}}
+    names = {k: tuple(v.shape) for k, v in checkpoint.build_model(plain, 1).state_dict().items()}
+    assert names == {k: tuple(v.shape) for k, v in checkpoint.build_model(explicit, 1).state_dict().items()}
+    assert names["final_norm.bias"] == (32,)
+
+
+def no_ffn_blocks():
+    """"ffn": null: blocks with neither norm2 nor FFN (state_dict and modules), pre-norm
+    x + Mixer(norm1(x)) and post-norm norm1(x + Mixer(x)) per block; a bad "ffn" is still a
+    ValueError naming it."""
+    for name in ("no_ffn_tokens", "no_ffn_post_features"):
+        cfg = load_config(name)
+        model = checkpoint.build_model(cfg, 2).double()
+        assert all(b.ffn is None and b.norm2 is None for b in model.blocks)
+        assert not any(".ffn." in k or ".norm2." in k for k in model.state_dict()), name
+        x = golden.random_inputs(cfg, 20, 3)
+        with torch.no_grad():
+            _, layers, _ = model(x, return_layers=True)
+            h = model.input(x.double() if x.is_floating_point() else x, 0)
+            for i, block in enumerate(model.blocks):
+                if block.pre_norm:
+                    h = h + block.mixer.parallel(block.norm1(h), block.mixer.empty_state(torch.float64), 0, 7)[0]
+                else:
+                    a, _ = block._mix(h, block.mixer.empty_state(torch.float64), 7, 0)
+                    h = block.norm1(h + a)
+                assert_close(layers[i], h, 1e-12, f"{name} block {i}")
+    base = load_config("no_ffn_tokens")
+    for bad, word in (({**base, "ffn": {}}, "ffn must have exactly the keys"),
+                      ({**base, "ffn": {"d_ff": 0, "activation": "relu"}}, "ffn.d_ff"),
+                      ({**base, "ffn": 64}, "ffn must have exactly the keys")):
+        expect_value_error(lambda: RecurModel(bad), word, f"accepted ffn {bad['ffn']}")
+
+
+def sinusoid_positions():
+    """model.sinusoid against math.sin/cos element by element, also at positions 10⁶ and
+    2³⁰ + 7 (float64 angles; a float32 angle there is off by whole radians); the libraries'
+    [sin | cos] layout (inv_freq = 1/base^(arange(0, d, 2)/d), emb = cat(sin, cos)); the
+    input adapter adds it at the stream position pos (times the learned scale), in float32
+    models too; a bad "positions" is a ValueError naming the key."""
+    from recur_ref.model import sinusoid
+    d = 6
+    for pos in (0, 999, 10 ** 6, 2 ** 30 + 7):
+        pe = sinusoid(pos, 3, d, 10000)
+        for r in range(3):
+            for i in range(d // 2):
+                a = (pos + r) * 10000 ** (-2 * i / d)
+                assert abs(pe[r, i] - math.sin(a)) <= 1e-15 and abs(pe[r, d // 2 + i] - math.cos(a)) <= 1e-15
+    inv_freq = 1.0 / (500 ** (torch.arange(0, 8, 2, dtype=torch.float64) / 8))     # the libraries' own form
+    t = torch.arange(40, 45, dtype=torch.float64)
+    library = torch.cat([torch.outer(t, inv_freq).sin(), torch.outer(t, inv_freq).cos()], -1)
+    assert_close(sinusoid(40, 5, 8, 500), library, 1e-12, "library layout")
+    assert torch.equal(sinusoid(0, 1, 2, 10000), torch.tensor([[0.0, 1.0]], dtype=torch.float64))
+
+    cfg = load_config("sinusoid_tokens")
+    model = checkpoint.build_model(cfg, 4).double()
+    x = golden.random_inputs(cfg, 5, 1)
+    with torch.no_grad():
+        g = float(model.input.position_scale)
+        assert g != 1.0
+        for pos in (0, 10 ** 6):
+            want = model.input.embedding[x.long()] + g * sinusoid(pos, 5, cfg["d_model"], 10000)
+            assert_close(model.input(x, pos), want, 1e-15, f"input at {pos}")
+        f32 = checkpoint.build_model(cfg, 4)
+        assert_close(f32.input(x, 10 ** 6).double(), model.input(x, 10 ** 6), 1e-6, "float32 input at 10^6")
+    bad = [({**cfg, "positions": {"type": "rotary"}}, "positions.type"),
+           ({**cfg, "positions": "sinusoid"}, "positions.type"),
+           ({**cfg, "positions": {"type": "sinusoid", "base": 0}}, "positions.base"),
+           ({**cfg, "positions": {"type": "sinusoid", "base": "10000"}}, "positions.base"),
+           ({**cfg, "positions": {"type": "sinusoid", "base": math.inf}}, "positions.base"),
+           ({**cfg, "positions": {"type": "sinusoid", "scale": "fixed"}}, "positions.scale"),
+           ({**cfg, "positions": {"type": "sinusoid", "max_len": 4}}, "positions has unknown keys ['max_len']"),
+           ({**cfg, "d_model": 33, "mixer": {**cfg["mixer"], "dk": 16}}, "even d_model, got 33")]
+    for config, word in bad:
+        expect_value_error(lambda: RecurModel(config), word, f"accepted positions {config['positions']}")
+
+
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
                                         model_rejects_bad_input, reference_follows_its_device, cli_end_to_end, golden_cache_cli, compare_run_cli,
@@ -3088,7 +3229,8 @@ def main():
                                         gau_config_validation, gau_golden_cli, reformer_forms,
                                         reformer_config_validation, reformer_golden_cli, retnet_forms,
                                         retnet_config_validation, retnet_golden_cli, token_shift_forms,
-                                        token_shift_config_validation)]
+                                        token_shift_config_validation, norm_forms,
+                                        norm_config_validation, no_ffn_blocks, sinusoid_positions)]
     checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:

@@ -85,8 +85,27 @@ Status GpuModel::UploadDense(const DenseView& view, Dense* out) {
 
 Status GpuModel::UploadNorm(const NormView& view, Norm* out) {
   out->eps = view.eps;
-  RECUR_RETURN_IF_ERROR(UploadFloats(view.gamma, model_.d_model, &out->gamma));
-  return UploadFloats(view.beta, model_.d_model, &out->beta);
+  size_t gamma_floats = model_.d_model;
+  switch (view.kind) {
+    case fb::NormKind::LayerNorm:
+      out->kind = NormKind::kLayerNorm;
+      break;
+    case fb::NormKind::RmsNorm:
+      out->kind = NormKind::kRmsNorm;
+      break;
+    case fb::NormKind::ScaleNorm:
+    case fb::NormKind::ScaleNormRms:
+      out->kind = NormKind::kScaleNorm;
+      out->scale = view.kind == fb::NormKind::ScaleNorm
+                       ? 1.0f
+                       : static_cast<float>(1.0 / std::sqrt(double(model_.d_model)));
+      gamma_floats = 1;
+      break;
+    default:
+      return Unsupported("the GPU path has no %s norm", fb::EnumNameNormKind(view.kind));
+  }
+  RECUR_RETURN_IF_ERROR(UploadFloats(view.gamma, gamma_floats, &out->gamma));
+  return UploadFloats(view.beta, view.beta ? model_.d_model : 0, &out->beta);
 }
 
 Status GpuModel::UploadTensor(int32_t index, const std::string& what,
@@ -313,6 +332,13 @@ Status GpuModel::Create(const Model& model, Device* device, std::unique_ptr<GpuM
   }
   RECUR_RETURN_IF_ERROR(
       g->UploadFloats(model.positions, size_t{model.max_positions} * d, &g->positions_));
+  if (!model.sinusoid_freq.empty()) {
+    void* freq = nullptr;
+    RECUR_RETURN_IF_ERROR(
+        g->Upload(model.sinusoid_freq.data(), model.sinusoid_freq.size() * sizeof(double), &freq));
+    g->sinusoid_freq_ = static_cast<double*>(freq);
+    RECUR_RETURN_IF_ERROR(g->UploadFloats(model.position_scale, 1, &g->position_scale_));
+  }
   g->blocks_.resize(model.blocks.size());
   for (size_t l = 0; l < model.blocks.size(); ++l) {
     if (model.blocks[l].token_shift.present) {
@@ -471,27 +497,32 @@ Status GpuModel::Mixer(Buffers& b, size_t layer, const float* in, size_t rows, s
 }
 
 // As Session::RunBlock: pre-norm x += mixer(norm1(x)); x += ffn(norm2(x)), or
-// post-norm x = norm1(x + mixer(x)); x = norm2(x + ffn(x)).
+// post-norm x = norm1(x + mixer(x)); x = norm2(x + ffn(x)); without a
+// feed-forward, only the first half.
 Status GpuModel::RunBlock(Buffers& b, size_t layer, size_t rows, size_t p0, size_t n) {
   const Block& m = blocks_[layer];
   const size_t d = model_.d_model, count = rows * d;
   auto norm = [&](const Norm& nv, const float* x, float* y) {
-    return device_->Launch(LayerNormRows{x, nv.gamma, nv.beta, nv.eps, d, y}, rows);
+    return device_->Launch(LayerNormRows{x, nv.gamma, nv.beta, nv.eps, d, y, nv.kind, nv.scale},
+                           rows);
   };
   auto ffn = [&](const float* x, float* y) {  // y += linear2(act(linear1(x)))
     RECUR_RETURN_IF_ERROR(Linear(m.ffn1, x, rows, b.hidden, false, m.activation));
     return Linear(m.ffn2, b.hidden, rows, y, true);
   };
+  const bool has_ffn = m.ffn1.weight != nullptr;  // else the block ends after the mixer
   if (model_.norm_placement == fb::NormPlacement::Pre) {
     RECUR_RETURN_IF_ERROR(norm(m.norm1, b.x, b.h));
     RECUR_RETURN_IF_ERROR(Mixer(b, layer, b.h, rows, p0, n, b.h));
     RECUR_RETURN_IF_ERROR(device_->Launch(AddInPlace{b.h, b.x}, count));
+    if (!has_ffn) return Status::Ok();
     RECUR_RETURN_IF_ERROR(norm(m.norm2, b.x, b.h));
     return ffn(b.h, b.x);
   }
   RECUR_RETURN_IF_ERROR(Mixer(b, layer, b.x, rows, p0, n, b.h));
   RECUR_RETURN_IF_ERROR(device_->Launch(AddInPlace{b.h, b.x}, count));
   RECUR_RETURN_IF_ERROR(norm(m.norm1, b.x, b.x));
+  if (!has_ffn) return Status::Ok();
   RECUR_RETURN_IF_ERROR(device_->CopyOnDevice(b.h, b.x, count * sizeof(float)));
   RECUR_RETURN_IF_ERROR(ffn(b.x, b.h));
   return norm(m.norm2, b.h, b.x);
@@ -515,9 +546,15 @@ Status GpuModel::Forward(Buffers& b, size_t rows, size_t p0, size_t n, float* ou
   if (positions_ != nullptr) {
     RECUR_RETURN_IF_ERROR(device_->Launch(AddInPlace{positions_ + p0 * d, b.x}, rows * d));
   }
-  if (input_norm_.gamma != nullptr) {
+  if (sinusoid_freq_ != nullptr) {
     RECUR_RETURN_IF_ERROR(device_->Launch(
-        LayerNormRows{b.x, input_norm_.gamma, input_norm_.beta, input_norm_.eps, d, b.x}, rows));
+        AddSinusoid{sinusoid_freq_, position_scale_, d / 2, p0, b.x}, rows * (d / 2)));
+  }
+  if (input_norm_.gamma != nullptr) {
+    RECUR_RETURN_IF_ERROR(
+        device_->Launch(LayerNormRows{b.x, input_norm_.gamma, input_norm_.beta, input_norm_.eps, d,
+                                      b.x, input_norm_.kind, input_norm_.scale},
+                        rows));
   }
   for (size_t l = 0; l < blocks_.size(); ++l) {
     RECUR_RETURN_IF_ERROR(RunBlock(b, l, rows, p0, n));
@@ -528,8 +565,10 @@ Status GpuModel::Forward(Buffers& b, size_t rows, size_t p0, size_t n, float* ou
     }
   }
   if (final_norm_.gamma != nullptr) {
-    RECUR_RETURN_IF_ERROR(device_->Launch(
-        LayerNormRows{b.x, final_norm_.gamma, final_norm_.beta, final_norm_.eps, d, b.x}, rows));
+    RECUR_RETURN_IF_ERROR(
+        device_->Launch(LayerNormRows{b.x, final_norm_.gamma, final_norm_.beta, final_norm_.eps, d,
+                                      b.x, final_norm_.kind, final_norm_.scale},
+                        rows));
   }
   const float* result = b.x;
   if (head_.weight != nullptr) {

@@ -72,6 +72,8 @@ class GpuModel {
     float* gamma = nullptr;
     float* beta = nullptr;
     float eps = 0.0f;
+    NormKind kind = NormKind::kLayerNorm;
+    float scale = 1.0f;  // kScaleNorm: c
   };
   enum class Kind { kLinear, kSoftmax, kAft, kLinformer, kGated, kReformer };
   struct Block {
@@ -146,6 +148,8 @@ class GpuModel {
   std::vector<Block> blocks_;
   float* embedding_ = nullptr;
   float* positions_ = nullptr;
+  double* sinusoid_freq_ = nullptr;  // (d_model / 2) or null: no sinusoidal positions
+  float* position_scale_ = nullptr;
   Dense input_projection_, head_;
   Norm input_norm_;
   Norm final_norm_;

@@ -88,7 +88,12 @@ struct BiasActivation {
   }
 };
 
-// y[r] = LayerNorm(x[r]) · gamma + beta (y may be x); i over rows.
+// The norms of recur.fbs NormKind (this header includes no runtime header).
+enum class NormKind : int { kLayerNorm = 0, kRmsNorm = 1, kScaleNorm = 2 };
+
+// y[r] = the norm of x[r] (y may be x); i over rows. kLayerNorm: (x − mean)
+// / √(var + eps) · gamma + beta; kRmsNorm: x / √(mean(x²) + eps) · gamma;
+// kScaleNorm: gamma[0]·x / max(scale·‖x‖₂, eps).
 struct LayerNormRows {
   const float* x;
   const float* gamma;
@@ -96,9 +101,24 @@ struct LayerNormRows {
   float eps;
   size_t width;
   float* y;
+  NormKind kind = NormKind::kLayerNorm;
+  float scale = 1.0f;  // kScaleNorm's c: 1, or 1/√width
   RECUR_HD void operator()(size_t i) const {
     const float* xr = x + i * width;
     float* yr = y + i * width;
+    if (kind != NormKind::kLayerNorm) {
+      double sq = 0.0;
+      for (size_t c = 0; c < width; ++c) sq += static_cast<double>(xr[c]) * xr[c];
+      if (kind == NormKind::kRmsNorm) {
+        const double rstd = 1.0 / sqrt(sq / static_cast<double>(width) + eps);
+        for (size_t c = 0; c < width; ++c) yr[c] = static_cast<float>(xr[c] * rstd * gamma[c]);
+      } else {
+        const double norm = static_cast<double>(scale) * sqrt(sq);
+        const double g = gamma[0] / (norm > eps ? norm : static_cast<double>(eps));
+        for (size_t c = 0; c < width; ++c) yr[c] = static_cast<float>(xr[c] * g);
+      }
+      return;
+    }
     double mean = 0.0;
     for (size_t c = 0; c < width; ++c) mean += xr[c];
     mean /= static_cast<double>(width);
@@ -112,6 +132,24 @@ struct LayerNormRows {
       if (beta != nullptr) v += beta[c];
       yr[c] = static_cast<float>(v);
     }
+  }
+};
+
+// x[r, c] += scale·sin((p0 + r)·freq[c]) and x[r, half + c] += scale·cos(...)
+// (recur.fbs SinusoidPositions, in double as AddSinusoidPositions on the
+// CPU); i over rows × half.
+struct AddSinusoid {
+  const double* freq;  // (half)
+  const float* scale;  // (1) or null: 1
+  size_t half;
+  size_t p0;
+  float* x;
+  RECUR_HD void operator()(size_t i) const {
+    const size_t r = i / half, c = i % half;
+    const double a = static_cast<double>(p0 + r) * freq[c];
+    const double s = scale != nullptr ? static_cast<double>(scale[0]) : 1.0;
+    x[r * 2 * half + c] += static_cast<float>(sin(a) * s);
+    x[r * 2 * half + half + c] += static_cast<float>(cos(a) * s);
   }
 };
 
@@ -554,12 +592,13 @@ struct RowSoftmax {
 
 // Every kernel, once: the device interface gets a Launch overload per entry
 // and both runners implement them from this list.
-#define RECUR_GPU_KERNELS(X)                                                        \
-  X(GatherRows) X(AddInPlace) X(MultiplyInPlace) X(ScaleOffset) X(BiasActivation)  \
-  X(LayerNormRows) X(ElementwiseFeatures) X(Poly2Features) X(FavorFeatures)        \
-  X(LinearAttentionScan) X(LinearAttentionRead) X(SoftmaxAttention)               \
-  X(AftAttention) X(SequenceProjection) X(GatedAttention) X(NormalizeRows)         \
-  X(LshBuckets) X(LshSort) X(LshAttend) X(RowSoftmax)
+#define RECUR_GPU_KERNELS(X)                                                               \
+  X(GatherRows)                                                                            \
+  X(AddInPlace) X(MultiplyInPlace) X(ScaleOffset) X(BiasActivation) X(LayerNormRows)       \
+      X(ElementwiseFeatures) X(Poly2Features) X(FavorFeatures) X(LinearAttentionScan)      \
+          X(LinearAttentionRead) X(SoftmaxAttention) X(AftAttention) X(SequenceProjection) \
+              X(GatedAttention) X(NormalizeRows) X(LshBuckets) X(LshSort) X(LshAttend)     \
+                  X(RowSoftmax) X(AddSinusoid)
 
 // A cuBLAS sgemm call (column-major): C = op(A)·op(B) + beta·C, with
 // op(A) m × k, op(B) k × n, C m × n.

@@ -3,6 +3,7 @@
 // check with a message that names what failed.
 #include "engine/model_loader.h"
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -16,6 +17,10 @@ namespace recur::impl {
 namespace {
 
 Status BuildInput(const fb::InputAdapter* in, TensorResolver* tensors, Model* m) {
+  if (in->sinusoid() != nullptr && m->d_model % 2 != 0) {
+    return InvalidModel("input.sinusoid: sinusoidal positions need an even d_model, got %u",
+                        m->d_model);
+  }
   m->input_kind = in->kind();
   switch (in->kind()) {
     case fb::InputKind::Tokens:
@@ -51,6 +56,18 @@ Status BuildInput(const fb::InputAdapter* in, TensorResolver* tensors, Model* m)
     RECUR_RETURN_IF_ERROR(tensors->Get(in->positions(), "input.positions", {rows, m->d_model},
                                        false, &m->positions));
     m->max_positions = static_cast<uint32_t>(rows);
+  }
+  if (const fb::SinusoidPositions* s = in->sinusoid()) {
+    if (!(s->base() > 0.0) || !std::isfinite(s->base())) {
+      return InvalidModel("input.sinusoid: base is %g; it must be positive and finite", s->base());
+    }
+    RECUR_RETURN_IF_ERROR(
+        tensors->Get(s->scale(), "input.position_scale", {1}, true, &m->position_scale));
+    const uint32_t half = m->d_model / 2;
+    m->sinusoid_freq.resize(half);
+    for (uint32_t i = 0; i < half; ++i) {
+      m->sinusoid_freq[i] = std::pow(s->base(), -2.0 * i / m->d_model);
+    }
   }
   if (in->norm() != nullptr) {
     RECUR_RETURN_IF_ERROR(tensors->GetNorm(in->norm(), "input.norm", m->d_model, &m->input_norm));
@@ -108,7 +125,16 @@ Status BuildBlock(const fb::Block* fbb, uint32_t index, TensorResolver* tensors,
   const std::string layer = "blocks." + std::to_string(index);
   BlockView block;
   RECUR_RETURN_IF_ERROR(tensors->GetNorm(fbb->norm1(), layer + ".norm1", m->d_model, &block.norm1));
-  RECUR_RETURN_IF_ERROR(tensors->GetNorm(fbb->norm2(), layer + ".norm2", m->d_model, &block.norm2));
+  const fb::FeedForward* ffn = fbb->ffn();
+  if (ffn->d_ff() != 0) {
+    RECUR_RETURN_IF_ERROR(
+        tensors->GetNorm(fbb->norm2(), layer + ".norm2", m->d_model, &block.norm2));
+  } else if (fbb->norm2() != nullptr) {
+    return InvalidModel(
+        "%s.norm2: the block has no feed-forward (ffn.d_ff 0), so no norm2, but "
+        "the file gives one",
+        layer.c_str());
+  }
 
   const MixerEntry* entry = FindMixer(fbb->mixer_type());
   if (entry == nullptr) {
@@ -122,17 +148,25 @@ Status BuildBlock(const fb::Block* fbb, uint32_t index, TensorResolver* tensors,
   std::unique_ptr<Mixer> mixer;
   RECUR_RETURN_IF_ERROR(entry->create(fbb->mixer(), layer, m->d_model, tensors, &mixer));
 
-  const fb::FeedForward* ffn = fbb->ffn();
-  RECUR_RETURN_IF_ERROR(CheckWidth(ffn->d_ff(), (layer + ".ffn.d_ff").c_str()));
-  if (ffn->activation() != fb::Activation::Relu && ffn->activation() != fb::Activation::Gelu) {
-    return Unsupported("%s.ffn: activation %d is not supported", layer.c_str(),
-                       int(ffn->activation()));
+  if (ffn->d_ff() == 0) {
+    if (ffn->linear1() != nullptr || ffn->linear2() != nullptr) {
+      return InvalidModel(
+          "%s.ffn: d_ff is 0 (no feed-forward), but the file gives linear1 or "
+          "linear2",
+          layer.c_str());
+    }
+  } else {
+    RECUR_RETURN_IF_ERROR(CheckWidth(ffn->d_ff(), (layer + ".ffn.d_ff").c_str()));
+    if (ffn->activation() != fb::Activation::Relu && ffn->activation() != fb::Activation::Gelu) {
+      return Unsupported("%s.ffn: activation %d is not supported", layer.c_str(),
+                         int(ffn->activation()));
+    }
+    block.ffn.activation = ffn->activation();
+    RECUR_RETURN_IF_ERROR(tensors->GetDense(ffn->linear1(), layer + ".ffn.linear1", ffn->d_ff(),
+                                            m->d_model, &block.ffn.linear1));
+    RECUR_RETURN_IF_ERROR(tensors->GetDense(ffn->linear2(), layer + ".ffn.linear2", m->d_model,
+                                            ffn->d_ff(), &block.ffn.linear2));
   }
-  block.ffn.activation = ffn->activation();
-  RECUR_RETURN_IF_ERROR(tensors->GetDense(ffn->linear1(), layer + ".ffn.linear1", ffn->d_ff(),
-                                          m->d_model, &block.ffn.linear1));
-  RECUR_RETURN_IF_ERROR(tensors->GetDense(ffn->linear2(), layer + ".ffn.linear2", m->d_model,
-                                          ffn->d_ff(), &block.ffn.linear2));
 
   RECUR_RETURN_IF_ERROR(
       BuildTokenShift(fbb->token_shift(), layer, mixer->causal(), *m, &block.token_shift));
@@ -236,6 +270,7 @@ Status LoadModel(const void* data, size_t size, const LoadOptions& options,
     mixer_layers.clear();
     b.mixer->CollectDense(&mixer_layers);
     for (const DenseView* d : mixer_layers) m->dense_layers.push_back({d, false});
+    if (!b.ffn.present()) continue;
     m->dense_layers.push_back({&b.ffn.linear1, false});
     m->dense_layers.push_back({&b.ffn.linear2, true});
   }

@@ -400,14 +400,39 @@ void Session::Embed(const Workspace& ws, const int32_t* tokens, const float* fea
       kernels::Add(x + r * d, m.positions + position * d, x + r * d, d);
     }
   }
+  if (!m.sinusoid_freq.empty()) {
+    pool_->ParallelRanges(rows, 16, [&](size_t first, size_t last) {
+      for (size_t r = first; r < last; ++r) {
+        AddSinusoidPositions(m, ws.positions[r / steps] + r % steps, x + r * d);
+      }
+    });
+  }
   if (m.input_norm.gamma != nullptr) Norm(m.input_norm, x, x, rows);
 }
 
 void Session::Norm(const NormView& norm, const float* x, float* y, size_t rows) {
   const size_t d = model_->d_model;
+  // The scale norms' ‖x‖₂·c: c = 1, or 1/√d_model (ScaleNormRms).
+  const float c = norm.kind == fb::NormKind::ScaleNormRms
+                      ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))
+                      : 1.0f;
   pool_->ParallelRanges(rows, 16, [&](size_t first, size_t last) {
     for (size_t r = first; r < last; ++r) {
-      kernels::LayerNorm(x + r * d, norm.gamma, norm.beta, norm.eps, y + r * d, d);
+      const float* xr = x + r * d;
+      float* yr = y + r * d;
+      switch (norm.kind) {
+        case fb::NormKind::RmsNorm:
+          kernels::RmsNorm(xr, norm.gamma, norm.eps, yr, d);
+          break;
+        case fb::NormKind::ScaleNorm:
+        case fb::NormKind::ScaleNormRms:  // g·x / max(c·‖x‖₂, eps)
+          kernels::Scale(xr,
+                         norm.gamma[0] / std::max(c * std::sqrt(kernels::Dot(xr, xr, d)), norm.eps),
+                         yr, d);
+          break;
+        default:
+          kernels::LayerNorm(xr, norm.gamma, norm.beta, norm.eps, yr, d);
+      }
     }
   });
 }
@@ -489,6 +514,7 @@ void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer
     if (block.token_shift.present) ShiftTokens(ws, block, layer, steps, false, h);
     block.mixer->Run(h, batch_, steps, layer_states_, ctx, h);
     AddResidual(h, x, n);
+    if (!block.ffn.present()) return;
     Norm(block.norm2, x, h, rows);
     if (block.token_shift.ffn) ShiftTokens(ws, block, layer, steps, true, h);
     RunFeedForward(ws, block.ffn, h, x, rows);
@@ -497,6 +523,7 @@ void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer
     block.mixer->Run(x, batch_, steps, layer_states_, ctx, h);
     AddResidual(h, x, n);
     Norm(block.norm1, x, x, rows);
+    if (!block.ffn.present()) return;
     pool_->ParallelRanges(n, kElementsPerTask, [&](size_t first, size_t last) {
       std::memcpy(h + first, x + first, (last - first) * sizeof(float));
     });

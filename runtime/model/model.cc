@@ -225,6 +225,17 @@ Status CheckInt4Scales(const fb::Tensor* t, const char* what, uint32_t out_featu
 
 }  // namespace
 
+void AddSinusoidPositions(const Model& model, uint64_t position, float* x) {
+  const size_t half = model.sinusoid_freq.size();
+  const double scale = model.position_scale != nullptr ? model.position_scale[0] : 1.0;
+  const double t = static_cast<double>(position);
+  for (size_t i = 0; i < half; ++i) {
+    const double a = t * model.sinusoid_freq[i];
+    x[i] += static_cast<float>(std::sin(a) * scale);
+    x[half + i] += static_cast<float>(std::cos(a) * scale);
+  }
+}
+
 Status TensorResolver::Get(int32_t index, const char* what, std::initializer_list<int64_t> shape,
                            bool optional, const float** out) {
   *out = nullptr;
@@ -291,8 +302,28 @@ Status TensorResolver::GetNorm(const fb::LayerNorm* norm, const std::string& wha
   if (!(norm->eps() > 0.0f) || !std::isfinite(norm->eps())) {
     return InvalidModel("%s: eps must be positive and finite", what.c_str());
   }
-  RECUR_RETURN_IF_ERROR(Get(norm->weight(), (what + ".weight").c_str(), {width}, false, &out->gamma));
-  RECUR_RETURN_IF_ERROR(Get(norm->bias(), (what + ".bias").c_str(), {width}, false, &out->beta));
+  const std::string weight = what + ".weight", bias = what + ".bias";
+  switch (norm->kind()) {
+    case fb::NormKind::LayerNorm:
+      RECUR_RETURN_IF_ERROR(Get(norm->weight(), weight.c_str(), {width}, false, &out->gamma));
+      RECUR_RETURN_IF_ERROR(Get(norm->bias(), bias.c_str(), {width}, false, &out->beta));
+      break;
+    case fb::NormKind::RmsNorm:
+    case fb::NormKind::ScaleNorm:
+    case fb::NormKind::ScaleNormRms: {
+      if (norm->bias() >= 0) {
+        return InvalidModel("%s: norm kind %s has no bias, but the file gives one", what.c_str(),
+                            fb::EnumNameNormKind(norm->kind()));
+      }
+      const int64_t n = norm->kind() == fb::NormKind::RmsNorm ? width : 1;
+      RECUR_RETURN_IF_ERROR(Get(norm->weight(), weight.c_str(), {n}, false, &out->gamma));
+      break;
+    }
+    default:
+      return Unsupported("%s: norm kind %d is not supported by this runtime (newer model?)",
+                         what.c_str(), int(norm->kind()));
+  }
+  out->kind = norm->kind();
   out->eps = norm->eps();
   return Status::Ok();
 }

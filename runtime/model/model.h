@@ -27,15 +27,19 @@ inline constexpr uint32_t kMaxWidth = 1u << 20;
 Status CheckWidth(uint32_t value, const char* what);
 
 struct NormView {
-  const float* gamma = nullptr;  // (d_model)
-  const float* beta = nullptr;   // (d_model)
+  fb::NormKind kind = fb::NormKind::LayerNorm;
+  const float* gamma = nullptr;  // (d_model); the scale norms: their g, (1)
+  const float* beta = nullptr;   // (d_model), layer norm only
   float eps = 1e-5f;
 };
 
+// A block without a feed-forward (FeedForward.d_ff 0) has linear1.weight
+// null, and no norm2.
 struct FeedForwardView {
   DenseView linear1;  // d_model → d_ff
   DenseView linear2;  // d_ff → d_model
   fb::Activation activation = fb::Activation::Relu;
+  bool present() const { return linear1.weight != nullptr; }
 };
 
 // A block's token shift (docs/attention-math.md §13): the segments of its
@@ -60,7 +64,7 @@ struct TokenShiftView {
 
 struct BlockView {
   NormView norm1;
-  NormView norm2;
+  NormView norm2;                // gamma null when the block has no feed-forward
   const Mixer* mixer = nullptr;  // owned by Model::mixers
   FeedForwardView ffn;
   TokenShiftView token_shift;
@@ -87,6 +91,10 @@ struct Model {
   DenseView input_projection;         // weight null: frames go in as they are
   const float* positions = nullptr;   // (max_positions, d_model) or null
   uint32_t max_positions = 0;
+  // Fixed sinusoidal positions: the frequencies f_i (d_model/2; empty: none)
+  // and the learned scale (1) or null.
+  std::vector<double> sinusoid_freq;
+  const float* position_scale = nullptr;
 
   std::vector<BlockView> blocks;
   // shared_ptr: its deleter is bound where the mixer is made, so this layer
@@ -120,6 +128,12 @@ struct Model {
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 };
+
+// x (d_model) += the model's sinusoidal positions at stream position
+// `position` (recur.fbs SinusoidPositions): angles and sin/cos in double, one
+// rounding to float per element, so that any position (no length limit) is
+// as exact as the first.
+void AddSinusoidPositions(const Model& model, uint64_t position, float* x);
 
 // What one RNN step of one stream costs in its dense layers: the weight bytes
 // it streams and the FLOPs (2 per multiply-add), of which integer_flops on

@@ -477,6 +477,55 @@ TEST_CASE("GPU path: a device that runs out of memory is an error at every alloc
   CHECK(failures > 40);  // weights of 4 blocks, then the run's buffers
 }
 
+TEST_CASE("GPU path: RMS and scale norms (l2 and rms) equal the CPU") {
+  CheckParity(ReadConfig("rms_norm_tokens"), 40);
+  CheckParity(ReadConfig("scale_norm_features"), 40);
+  CheckParity(ReadConfig("scale_norm_encoder"), 40);
+}
+
+TEST_CASE("GPU path: blocks without a feed-forward (pre- and post-norm) equal the CPU") {
+  CheckParity(ReadConfig("no_ffn_tokens"), 40);
+  CheckParity(ReadConfig("no_ffn_post_features"), 40);
+}
+
+TEST_CASE("GPU path: sinusoidal positions (learned scale, beside learned ones) equal the CPU") {
+  CheckParity(ReadConfig("sinusoid_tokens"), 40);
+  CheckParity(ReadConfig("sinusoid_encoder"), 40);
+}
+
+TEST_CASE("GPU path: sinusoidal positions far into a stream equal the CPU's") {
+  Loaded l;
+  Load(ReadConfig("sinusoid_tokens"), WeightDType::kF32, &l);
+  const Model& m = *l.model;
+  Device* device = TestDevice();
+  const size_t d = m.d_model, half = d / 2, rows = 3;
+  void *freq = nullptr, *scale = nullptr, *x = nullptr;
+  REQUIRE(device->Allocate(half * sizeof(double), &freq).ok());
+  REQUIRE(device->Allocate(sizeof(float), &scale).ok());
+  REQUIRE(device->Allocate(rows * d * sizeof(float), &x).ok());
+  REQUIRE(device->CopyToDevice(freq, m.sinusoid_freq.data(), half * sizeof(double)).ok());
+  REQUIRE(device->CopyToDevice(scale, m.position_scale, sizeof(float)).ok());
+  for (size_t p0 : {size_t{0}, size_t{1000003}, (size_t{1} << 40) + 5}) {
+    CAPTURE(p0);
+    std::vector<float> zero(rows * d, 0.0f), got(rows * d), want(rows * d, 0.0f);
+    REQUIRE(device->CopyToDevice(x, zero.data(), zero.size() * sizeof(float)).ok());
+    REQUIRE(device
+                ->Launch(recur::impl::gpu::AddSinusoid{static_cast<double*>(freq),
+                                                       static_cast<float*>(scale), half, p0,
+                                                       static_cast<float*>(x)},
+                         rows * half)
+                .ok());
+    REQUIRE(device->CopyToHost(got.data(), x, got.size() * sizeof(float)).ok());
+    for (size_t r = 0; r < rows; ++r) {
+      recur::impl::AddSinusoidPositions(m, p0 + r, want.data() + r * d);
+    }
+    // Both round sin·scale of the same double angle once; CUDA's and glibc's
+    // sin and cos differ in the last bits of a double, not of a float.
+    for (size_t i = 0; i < got.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 6e-8f);
+  }
+  for (void* p : {freq, scale, x}) device->Free(p);
+}
+
 TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
   Loaded l;
   Load(ReadConfig("retnet_tokens"), WeightDType::kF32, &l);

@@ -7,7 +7,7 @@
 //   Relu, Add, Scale, CompensatedAdd   exact: the same single f32 operations
 //   Gelu, EluPlusOne, AffineExp        the function's stated error plus the
 //                                      argument's roundings
-//   LayerNorm, Softmax, LogSoftmax, Dot   Float32SumBound for the sums
+//   LayerNorm, RmsNorm, Softmax, LogSoftmax, Dot   Float32SumBound for the sums
 //   AffineMax, AffineExpAccumulate   see their test
 #include <doctest/doctest.h>
 
@@ -413,6 +413,50 @@ TEST_CASE("LayerNorm, with and without gamma/beta, large mean") {
           const double tol = gi * rstd * (d_mean + kU * std::fabs(x0[i] - mean)) +
                              std::fabs(want[i] - bi) * (d_var / 2 + 5 * kU) +
                              2 * kU * std::fabs(want[i]);
+          const double err = std::fabs(double{out[i]} - want[i]);
+          if (!(err <= tol) && failures++ < 3) {
+            FAIL_CHECK("n=" << n << " variant=" << variant << " i=" << i << " got " << out[i]
+                            << " want " << want[i]);
+          }
+        }
+        if (!x.GuardsIntact() || !y.GuardsIntact()) {
+          ++failures;
+          FAIL_CHECK("wrote outside, n=" << n);
+        }
+      }
+    }
+    CHECK(failures == 0);
+  });
+}
+
+TEST_CASE("RmsNorm, with and without gamma, large and tiny magnitudes") {
+  ForEachTarget([](const std::string&) {
+    std::mt19937 rng(12);
+    size_t failures = 0;
+    for (size_t n : Sizes()) {
+      for (int variant = 0; variant < 6; ++variant) {
+        const bool use_gamma = variant & 1;
+        // x around 0, around 1000 (all one sign) and tiny (eps dominates).
+        const float scale = variant / 2 == 1 ? 1000.0f : variant / 2 == 2 ? 1e-3f : 1.0f;
+        const float lo = variant / 2 == 1 ? scale : -scale;
+        const size_t offset = (n + variant) % 4;
+        const bool in_place = (n + variant / 2) % 2 == 0;
+        Buffer x(n, offset), y(n, (offset + 1) % 4), g(n, (offset + 2) % 4);
+        FillUniform(rng, x.data(), n, lo, lo + 2.0f * scale);
+        FillUniform(rng, g.data(), n, 0.5f, 1.5f);
+        const float* gamma = use_gamma ? g.data() : nullptr;
+        const float eps = 1e-5f;
+        std::vector<float> x0(x.data(), x.data() + n), want(n);
+        ref::RmsNorm(x0.data(), gamma, eps, want.data(), n);
+        float* out = in_place ? x.data() : y.data();
+        RmsNorm(x.data(), gamma, eps, out, n);
+        // The kernel: m = Σx²/n (positive terms, each squared: a relative
+        // error δm ≤ Float32SumBound(n + 2)), r = 1/√(m + eps) off by
+        // δm/2 + 3u (add, sqrt, divide), y = x·r·g two more roundings; the
+        // reference rounds once: |Δy| ≤ |y|·(δm/2 + 6u).
+        const double d_sum = recur::impl::testing::Float32SumBound(n + 2.0);
+        for (size_t i = 0; i < n; ++i) {
+          const double tol = std::fabs(want[i]) * (d_sum / 2 + 6 * kU);
           const double err = std::fabs(double{out[i]} - want[i]);
           if (!(err <= tol) && failures++ < 3) {
             FAIL_CHECK("n=" << n << " variant=" << variant << " i=" << i << " got " << out[i]

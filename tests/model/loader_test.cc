@@ -11,6 +11,8 @@
 
 #include "converter/config.h"
 #include "converter/writer.h"
+#include "engine/model_loader.h"
+#include "model/model.h"
 #include "recur/recur.h"
 #include "schema/recur_generated.h"
 #include "test_models.h"
@@ -577,5 +579,185 @@ TEST_CASE("token shift: bad segments, a shift -1 in a causal block and post-norm
     CHECK(Error() ==
           "blocks.0.token_shift: token shift needs pre-norm blocks (it shifts the "
           "normalised inputs of the mixer and the FFN)");
+  }
+}
+
+// ---- model-level features (models/configs/README.md): norm kinds, blocks without a
+// feed-forward, sinusoidal positions
+
+namespace {
+
+// kTinyTokensConfig with `extra` keys added at the top level (`extra` is
+// ", \"key\": value, ...").
+std::string TinyTokensWith(const std::string& extra) {
+  std::string config = kTinyTokensConfig;
+  config.insert(config.rfind('}'), extra);
+  return config;
+}
+
+// Points the vtable slot `to` of `generated_table` at the field of slot
+// `from` (both of the same type): a field the writer never stores gets
+// another one's value. The vtable may be shared by every table of the same
+// layout in the file.
+void AliasField(const void* generated_table, uint16_t to, uint16_t from) {
+  const auto* p = reinterpret_cast<const uint8_t*>(generated_table);
+  flatbuffers::soffset_t back = 0;
+  std::memcpy(&back, p, sizeof(back));
+  auto* vtable = const_cast<uint8_t*>(p - back);
+  flatbuffers::voffset_t vsize = 0, offset = 0;
+  std::memcpy(&vsize, vtable, sizeof(vsize));
+  REQUIRE(to < vsize);
+  std::memcpy(&offset, vtable + from, sizeof(offset));
+  REQUIRE(offset != 0);
+  std::memcpy(vtable + to, &offset, sizeof(offset));
+}
+
+// Marks the field of vtable slot `field` of `generated_table` absent (the
+// vtable may be shared by every table of the same layout in the file).
+void ClearField(const void* generated_table, uint16_t field) {
+  const auto* p = reinterpret_cast<const uint8_t*>(generated_table);
+  flatbuffers::soffset_t back = 0;
+  std::memcpy(&back, p, sizeof(back));
+  auto* vtable = const_cast<uint8_t*>(p - back);
+  flatbuffers::voffset_t vsize = 0;
+  std::memcpy(&vsize, vtable, sizeof(vsize));
+  REQUIRE(field < vsize);
+  const flatbuffers::voffset_t absent = 0;
+  std::memcpy(vtable + field, &absent, sizeof(absent));
+}
+
+}  // namespace
+
+TEST_CASE(
+    "norms: each kind loads and steps; a bad kind, a bias where none belongs and a "
+    "mis-shaped weight are named") {
+  for (const char* norm : {R"({"type": "rms_norm"})", R"({"type": "scale_norm", "scale": "l2"})",
+                           R"({"type": "scale_norm", "scale": "rms"})"}) {
+    CAPTURE(norm);
+    const std::string config = TinyTokensWith(std::string(", \"norm\": ") + norm);
+    auto bytes = BuildTestModel(config.c_str(), 1);
+    REQUIRE(!bytes.empty());
+    CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+    const fb::LayerNorm* final_norm = Root(bytes)->final_norm();
+    Poke<int8_t>(final_norm, fb::LayerNorm::VT_KIND, 9);
+    CHECK(Load(bytes, bytes.size()) == RECUR_UNSUPPORTED);
+    CHECK(Error() == "final_norm: norm kind 9 is not supported by this runtime (newer model?)");
+  }
+  const std::string rms = TinyTokensWith(R"(, "norm": {"type": "rms_norm"})");
+  auto bytes = BuildTestModel(rms.c_str(), 1);
+  REQUIRE(!bytes.empty());
+  AliasField(Root(bytes)->final_norm(), fb::LayerNorm::VT_BIAS, fb::LayerNorm::VT_WEIGHT);
+  CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0.norm1: norm kind RmsNorm has no bias, but the file gives one");
+
+  const std::string scale = TinyTokensWith(R"(, "norm": {"type": "scale_norm", "scale": "l2"})");
+  auto parsed = recur::impl::converter::ParseConfig(scale);
+  REQUIRE(parsed.ok());
+  auto tensors = recur::impl::testing::RandomTensors(parsed->desc, 1);
+  tensors["final_norm.weight"] = {{16}, std::vector<float>(16, 1.0f)};
+  recur::impl::converter::BuildOptions options;
+  options.validate = false;
+  options.self_check = false;
+  auto built = recur::impl::converter::BuildModel(parsed->desc, tensors, options);
+  REQUIRE(built.ok());
+  CHECK(Load(*built, built->size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "final_norm.weight: tensor 'final_norm.weight' has shape [16], expected [1]");
+}
+
+TEST_CASE(
+    "blocks without a feed-forward: load and step; linear layers or a norm2 beside d_ff 0 "
+    "are named") {
+  // kTinyTokensConfig's "ffn" replaced by null.
+  std::string config = kTinyTokensConfig;
+  const size_t at = config.find("\"ffn\"");
+  config.replace(at, config.find('}', at) + 1 - at, "\"ffn\": null");
+  auto bytes = BuildTestModel(config.c_str(), 1);
+  REQUIRE(!bytes.empty());
+  CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+  // norm1 stands in for a norm2, and the layers for linear1/linear2: vtable
+  // slots pointed at fields of the same type (Block's norm1, FeedForward's
+  // own d_ff would not do: the FeedForward table of d_ff 0 is empty).
+  const fb::Block* block = Root(bytes)->blocks()->Get(0);
+  AliasField(block, fb::Block::VT_NORM2, fb::Block::VT_NORM1);
+  CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "blocks.0.norm2: the block has no feed-forward (ffn.d_ff 0), so no norm2, but "
+        "the file gives one");
+
+  // A block of kTinyTokensConfig with d_ff 0 and its norm2 taken away (the
+  // Block vtable, shared by both blocks, loses the slot) keeps its layers.
+  auto with_layers = BuildTestModel(kTinyTokensConfig, 1);
+  REQUIRE(!with_layers.empty());
+  const fb::Block* first = Root(with_layers)->blocks()->Get(0);
+  ClearField(first, fb::Block::VT_NORM2);
+  CHECK(Load(with_layers, with_layers.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0.norm2 is missing");
+  Poke<uint32_t>(first->ffn(), fb::FeedForward::VT_D_FF, 0);
+  CHECK(Load(with_layers, with_layers.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "blocks.0.ffn: d_ff is 0 (no feed-forward), but the file gives linear1 or "
+        "linear2");
+}
+
+TEST_CASE(
+    "sinusoidal positions: load and step; a bad base, an odd d_model and a mis-shaped "
+    "scale are named") {
+  const std::string config =
+      TinyTokensWith(R"(, "positions": {"type": "sinusoid", "base": 500, "scale": "learned"})");
+  auto bytes = BuildTestModel(config.c_str(), 1);
+  REQUIRE(!bytes.empty());
+  CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+  const fb::SinusoidPositions* s = Root(bytes)->input()->sinusoid();
+  REQUIRE(s != nullptr);
+  CHECK(s->base() == 500.0);
+  for (double base : {0.0, -2.0, std::numeric_limits<double>::infinity(),
+                      std::numeric_limits<double>::quiet_NaN()}) {
+    Poke<double>(s, fb::SinusoidPositions::VT_BASE, base);
+    CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+    CHECK(Error().find("input.sinusoid: base is ") == 0);
+    CHECK(Error().find("; it must be positive and finite") != std::string::npos);
+  }
+  Poke<double>(s, fb::SinusoidPositions::VT_BASE, 500.0);
+  Poke<uint32_t>(Root(bytes), fb::Model::VT_D_MODEL, 17);
+  CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "input.sinusoid: sinusoidal positions need an even d_model, got 17");
+
+  auto parsed = recur::impl::converter::ParseConfig(config);
+  REQUIRE(parsed.ok());
+  auto tensors = recur::impl::testing::RandomTensors(parsed->desc, 1);
+  tensors["input.position_scale"] = {{2}, {1.0f, 1.0f}};
+  recur::impl::converter::BuildOptions options;
+  options.validate = false;
+  options.self_check = false;
+  auto built = recur::impl::converter::BuildModel(parsed->desc, tensors, options);
+  REQUIRE(built.ok());
+  CHECK(Load(*built, built->size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "input.position_scale: tensor 'input.position_scale' has shape [2], expected [1]");
+}
+
+TEST_CASE("sinusoidal positions: as exact far into a stream as at its start") {
+  const std::string config = TinyTokensWith(R"(, "positions": {"type": "sinusoid"})");
+  auto bytes = BuildTestModel(config.c_str(), 1);
+  REQUIRE(!bytes.empty());
+  std::unique_ptr<recur::impl::Model> model;
+  REQUIRE(recur::impl::LoadModel(bytes.data(), bytes.size(), {}, &model).ok());
+  const size_t d = model->d_model, half = d / 2;
+  REQUIRE(model->sinusoid_freq.size() == half);
+  for (uint64_t t :
+       {uint64_t{0}, uint64_t{1}, uint64_t{999}, uint64_t{1000003}, (uint64_t{1} << 32) + 11}) {
+    CAPTURE(t);
+    std::vector<float> x(d, 0.25f);
+    recur::impl::AddSinusoidPositions(*model, t, x.data());
+    for (size_t i = 0; i < half; ++i) {
+      // The angle in long double. The runtime's is off by the rounding of
+      // f_i and of t·f_i to double, ≤ 2.3e-16·t rad (5e-7 at t = 2^32);
+      // then sin (≤ 1) and x + sin are rounded to float: ≤ 2 · 2^-24 · 1.25.
+      const long double a =
+          static_cast<long double>(t) * std::pow(10000.0L, -2.0L * static_cast<long double>(i) / d);
+      const long double tol = 1.5e-7L + static_cast<long double>(t) * 2.3e-16L;
+      CHECK(std::fabs(x[i] - (0.25L + std::sin(a))) <= tol);
+      CHECK(std::fabs(x[half + i] - (0.25L + std::cos(a))) <= tol);
+    }
   }
 }

@@ -130,11 +130,13 @@ def forward(model: RecurModel, x: Tensor) -> Tensor:
             ts = block.token_shift
             a = block.norm1(h)
             h = h + mix(block.mixer, a if ts is None else token_shift(ts, a))
-            f = block.norm2(h)
-            h = h + block.ffn(f if ts is None or not ts.ffn else token_shift(ts, f))
+            if block.ffn is not None:
+                f = block.norm2(h)
+                h = h + block.ffn(f if ts is None or not ts.ffn else token_shift(ts, f))
         else:
             h = block.norm1(h + mix(block.mixer, h))
-            h = block.norm2(h + block.ffn(h))
+            if block.ffn is not None:
+                h = block.norm2(h + block.ffn(h))
     if model.final_norm is not None:
         h = model.final_norm(h)
     if model.head is not None:

@@ -10,7 +10,7 @@ from torch import nn
 
 from . import fast_transformers_layout as ftl
 from . import safetensors
-from .model import REFERENCE_VERSION, RecurModel
+from .model import REFERENCE_VERSION, RecurModel, RMSNorm, ScaleNorm
 
 LAYOUTS = ("recur", "fast-transformers")
 WEIGHTS_FILE = "weights.safetensors"
@@ -47,8 +47,9 @@ def build_model(config: dict, seed: int) -> RecurModel:
 
     After torch.manual_seed(seed): nn.Linear keeps PyTorch's default init,
     embedding and positions are N(0, 0.5²) (RecurModel's constructor), and every
-    LayerNorm gets weight 1 + 0.1·N(0, 1) and bias 0.1·N(0, 1) so that the norm
-    parameters are really exercised.
+    LayerNorm gets weight 1 + 0.1·N(0, 1) and bias 0.1·N(0, 1), RMSNorm and
+    ScaleNorm weight 1 + 0.1·N(0, 1), so that the norm parameters are really exercised;
+    a learned position scale is 1 + 0.1·N(0, 1) too.
     """
     torch.manual_seed(seed)
     model = RecurModel(recur_config(config))
@@ -57,6 +58,10 @@ def build_model(config: dict, seed: int) -> RecurModel:
             if isinstance(m, nn.LayerNorm):
                 m.weight.copy_(1 + 0.1 * torch.randn_like(m.weight))
                 m.bias.copy_(0.1 * torch.randn_like(m.bias))
+            elif isinstance(m, (RMSNorm, ScaleNorm)):
+                m.weight.copy_(1 + 0.1 * torch.randn_like(m.weight))
+        if model.input.position_scale is not None:
+            model.input.position_scale.copy_(1 + 0.1 * torch.randn(1))
     return model.eval()
 
 

@@ -12,6 +12,7 @@ here and in mixers.py are chosen so that `state_dict()` yields exactly those ten
 
 import contextlib
 import json
+import math
 from functools import partial
 from typing import Dict, List, NamedTuple, Optional
 
@@ -29,7 +30,13 @@ CHUNK = mixers.CHUNK
 
 _REQUIRED_KEYS = {"layout", "d_model", "n_layers", "norm_placement", "layer_norm_eps", "input",
                   "max_positions", "mixer", "ffn", "final_norm", "head"}
-_OPTIONAL_KEYS = {"notes", "input_description", "output_description", "token_shift"}
+_OPTIONAL_KEYS = {"notes", "input_description", "output_description", "token_shift", "norm",
+                  "positions"}
+# "norm": {"type": one of these} (default layer_norm); scale_norm adds "scale", SCALE_NORM_SCALES.
+NORM_TYPES = ("layer_norm", "rms_norm", "scale_norm")
+SCALE_NORM_SCALES = ("l2", "rms")
+# "positions": {"type": "sinusoid", "base": > 0 (default 10000), "scale": one of these (default "none")}.
+POSITION_SCALES = ("none", "learned")
 # Mixer keys valid only with feature_map "favor" (mixers.validate_mixer checks them).
 _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp", "feature_eps", "eps_per_feature"}
 # The mixer types a recur config may name ("mixer": one mixer dict for every block, or a
@@ -112,6 +119,23 @@ def validate(config: dict) -> None:
     need(_positive_int(config["n_layers"]), "n_layers must be a positive integer")
     need(config["norm_placement"] in ("pre", "post"), "norm_placement must be 'pre' or 'post'")
     need(_positive_number(config["layer_norm_eps"]), "layer_norm_eps must be > 0")
+    if "norm" in config:
+        norm = config["norm"]
+        need(isinstance(norm, dict) and norm.get("type") in NORM_TYPES, f"norm.type must be one of {list(NORM_TYPES)}")
+        if norm["type"] == "scale_norm":
+            exact_keys(norm, {"type", "scale"}, "norm (scale_norm)")
+            need(norm["scale"] in SCALE_NORM_SCALES, f"norm.scale must be one of {list(SCALE_NORM_SCALES)}")
+        else:
+            exact_keys(norm, {"type"}, f"norm ({norm['type']})")
+    if "positions" in config:
+        positions = config["positions"]
+        need(isinstance(positions, dict) and positions.get("type") == "sinusoid", "positions.type must be 'sinusoid'")
+        need(set(positions) <= {"type", "base", "scale"},
+             f"positions has unknown keys {sorted(set(positions) - {'type', 'base', 'scale'})}")
+        need(_positive_number(positions.get("base", 10000)) and math.isfinite(positions.get("base", 10000)),
+             "positions.base must be a positive number")
+        need(positions.get("scale", "none") in POSITION_SCALES, f"positions.scale must be one of {list(POSITION_SCALES)}")
+        need(config["d_model"] % 2 == 0, f"positions (sinusoid) needs an even d_model, got {config['d_model']}")
     mp = config["max_positions"]
     need(isinstance(mp, int) and not isinstance(mp, bool) and mp >= 0, "max_positions must be an integer >= 0")
     need(isinstance(config["final_norm"], bool), "final_norm must be true or false")
@@ -164,9 +188,10 @@ def validate(config: dict) -> None:
         _validate_token_shift(config, need)
 
     ffn = config["ffn"]
-    exact_keys(ffn, {"d_ff", "activation"}, "ffn")
-    need(_positive_int(ffn["d_ff"]), "ffn.d_ff must be a positive integer")
-    need(ffn["activation"] in ("relu", "gelu"), "ffn.activation must be 'relu' or 'gelu'")
+    if ffn is not None:   # null: blocks without a feed-forward (and without norm2)
+        exact_keys(ffn, {"d_ff", "activation"}, "ffn")
+        need(_positive_int(ffn["d_ff"]), "ffn.d_ff must be a positive integer")
+        need(ffn["activation"] in ("relu", "gelu"), "ffn.activation must be 'relu' or 'gelu'")
 
     head = config["head"]
     if head is not None:
@@ -296,6 +321,44 @@ class State(NamedTuple):
         return [layer["z"] for layer in self.layers]
 
 
+class RMSNorm(nn.Module):
+    """y = x / sqrt(mean(x²) + eps) ⊙ weight (the T5/LLaMA form), weight [d], no bias."""
+
+    def __init__(self, d: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class ScaleNorm(nn.Module):
+    """y = g·x / max(c·‖x‖₂, eps), g = weight [1]: c = 1 ("l2", performer-pytorch's
+    PreScaleNorm) or c = d^(−1/2) ("rms", FLASH-pytorch's ScaleNorm)."""
+
+    def __init__(self, d: int, eps: float, scale: str):
+        super().__init__()
+        self.eps = eps
+        self.c = 1.0 if scale == "l2" else d ** -0.5
+        self.weight = nn.Parameter(torch.ones(1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        n = torch.linalg.vector_norm(x, dim=-1, keepdim=True) * self.c
+        return x / n.clamp(min=self.eps) * self.weight
+
+
+def make_norm(config: dict) -> nn.Module:
+    """A norm of the config's "norm" kind (default layer_norm) over d_model, eps layer_norm_eps."""
+    d, eps = config["d_model"], config["layer_norm_eps"]
+    norm = config.get("norm", {"type": "layer_norm"})
+    if norm["type"] == "rms_norm":
+        return RMSNorm(d, eps)
+    if norm["type"] == "scale_norm":
+        return ScaleNorm(d, eps, norm["scale"])
+    return nn.LayerNorm(d, eps=eps)
+
+
 class FeedForward(nn.Module):
     """FFN(x) = linear2(act(linear1(x))); gelu is the exact erf form."""
 
@@ -316,12 +379,13 @@ class Block(nn.Module):
 
     def __init__(self, config: dict, mixer: dict, shared_E: Optional[nn.Parameter] = None):
         super().__init__()
-        d, eps, m = config["d_model"], config["layer_norm_eps"], mixer
+        d, m = config["d_model"], mixer
         self.pre_norm = config["norm_placement"] == "pre"
-        self.norm1 = nn.LayerNorm(d, eps=eps)
+        self.norm1 = make_norm(config)
         self.mixer = mixers.build_mixer(m, d, **({} if shared_E is None else {"E": shared_E}))
-        self.norm2 = nn.LayerNorm(d, eps=eps)
-        self.ffn = FeedForward(d, config["ffn"]["d_ff"], config["ffn"]["activation"])
+        ffn = config["ffn"]   # None: no feed-forward, no norm2
+        self.norm2 = make_norm(config) if ffn is not None else None
+        self.ffn = FeedForward(d, ffn["d_ff"], ffn["activation"]) if ffn is not None else None
         self.token_shift = TokenShift(config["token_shift"]) if "token_shift" in config else None
 
     def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
@@ -330,7 +394,7 @@ class Block(nn.Module):
         state = dict(self.mixer.empty_state(dtype))
         ts = self.token_shift
         if ts is not None and self.mixer.causal:
-            for key in SHIFT_STATE[:2 if ts.ffn else 1]:
+            for key in SHIFT_STATE[:2 if ts.ffn and self.ffn is not None else 1]:
                 state[key] = torch.zeros(ts.carried, dtype=dtype)
         return state
 
@@ -369,20 +433,35 @@ class Block(nn.Module):
                 h = self._shift(h, carries, "shift.mixer")
             a, state = self._mix(h, state, chunk, pos)
             x = x + a
-            h = self.norm2(x)
-            if self.token_shift is not None and self.token_shift.ffn:
-                h = self._shift(h, carries, "shift.ffn")
-            x = x + self.ffn(h)
+            if self.ffn is not None:
+                h = self.norm2(x)
+                if self.token_shift is not None and self.token_shift.ffn:
+                    h = self._shift(h, carries, "shift.ffn")
+                x = x + self.ffn(h)
         else:                # x = norm1(x + Mixer(x)); x = norm2(x + FFN(x))
             a, state = self._mix(x, state, chunk, pos)
             x = self.norm1(x + a)
-            x = self.norm2(x + self.ffn(x))
+            if self.ffn is not None:
+                x = self.norm2(x + self.ffn(x))
         return x, {**state, **carries}
+
+
+def sinusoid(pos: int, n: int, d: int, base: float) -> Tensor:
+    """(n, d) float64 fixed sinusoidal positions of stream positions pos..pos+n−1:
+    pe[t, i] = sin(t·f_i), pe[t, d/2 + i] = cos(t·f_i), f_i = base^(−2i/d), i < d/2 (the
+    [sin | cos] halves of performer-pytorch's FixedPositionalEmbedding and FLASH-pytorch's
+    ScaledSinuEmbedding). In float64 whatever the model's dtype: at t ≥ 10³ a float32
+    angle t·f_0 is already off by ~10⁻⁴ rad."""
+    t = torch.arange(pos, pos + n, dtype=torch.float64)
+    f = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+    a = t[:, None] * f[None, :]
+    return torch.cat([torch.sin(a), torch.cos(a)], -1)
 
 
 class InputAdapter(nn.Module):
     """Tokens → embedding rows, or frames → projection (or as is); + learned positions;
-    then, with "norm": true, a LayerNorm (eps layer_norm_eps)."""
+    + fixed sinusoidal positions (times position_scale when learned); then, with
+    "norm": true, a LayerNorm (eps layer_norm_eps)."""
 
     def __init__(self, config: dict):
         super().__init__()
@@ -401,6 +480,11 @@ class InputAdapter(nn.Module):
         if config["max_positions"] > 0:
             self.positions = nn.Parameter(0.5 * torch.randn(config["max_positions"], d))
         self.norm = nn.LayerNorm(d, eps=config["layer_norm_eps"]) if inp.get("norm", False) else None
+        positions = config.get("positions")
+        self.sinusoid_base = positions.get("base", 10000) if positions else None
+        self.position_scale = None
+        if positions and positions.get("scale", "none") == "learned":
+            self.position_scale = nn.Parameter(torch.ones(1))
 
     def forward(self, x: Tensor, pos: int) -> Tensor:
         """x: (N,) integer token ids or (N, F) frames already in the model's dtype;
@@ -419,6 +503,9 @@ class InputAdapter(nn.Module):
             if pos + len(x) > len(self.positions):
                 raise ValueError(f"positions {pos}..{pos + len(x) - 1} exceed max_positions {len(self.positions)}")
             h = h + self.positions[pos:pos + len(x)]
+        if self.sinusoid_base is not None:
+            pe = sinusoid(pos, len(x), h.shape[-1], self.sinusoid_base).to(h.dtype)
+            h = h + (pe if self.position_scale is None else pe * self.position_scale)
         return h if self.norm is None else self.norm(h)
 
 
@@ -440,7 +527,7 @@ class RecurModel(nn.Module):
                 shared_E = block.mixer.E
             self.blocks.append(block)
         d = config["d_model"]
-        self.final_norm = nn.LayerNorm(d, eps=config["layer_norm_eps"]) if config["final_norm"] else None
+        self.final_norm = make_norm(config) if config["final_norm"] else None
         head = config["head"]
         self.head = nn.Linear(d, head["out"]) if head else None
         self.head_activation = head["activation"] if head else "none"

@@ -286,6 +286,30 @@ HWY_INLINE void LayerNorm(const float* x, const float* gamma, const float* beta,
   }
 }
 
+// y = x / sqrt(mean(x²) + eps) · gamma (gamma may be null: 1).
+HWY_INLINE void RmsNorm(const float* x, const float* gamma, float eps, float* y, size_t n) {
+  if (n == 0) return;
+  const hn::ScalableTag<float> d;
+  const float mean_sq =
+      ew_detail::SumMapped(d, x, n, [](auto v) HWY_ATTR { return hn::Mul(v, v); }) /
+      static_cast<float>(n);
+  const auto rstd = hn::Set(d, 1.0f / std::sqrt(mean_sq + eps));
+  const size_t N = hn::Lanes(d);
+  auto norm = [&](auto v, const float* g, size_t r) HWY_ATTR {
+    auto c = hn::Mul(v, rstd);
+    if (g) c = hn::Mul(c, r == N ? hn::LoadU(d, g) : LoadTail(d, g, r));
+    return c;
+  };
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(norm(hn::LoadU(d, x + i), gamma ? gamma + i : nullptr, N), d, y + i);
+  }
+  if (i < n) {
+    const size_t r = n - i;
+    StoreTail(norm(LoadTail(d, x + i, r), gamma ? gamma + i : nullptr, r), d, y + i, r);
+  }
+}
+
 HWY_INLINE void Softmax(const float* x, float* y, size_t n) {
   if (n == 0) return;
   const hn::ScalableTag<float> d;

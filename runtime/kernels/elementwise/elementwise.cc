@@ -36,6 +36,9 @@ void LayerNormImpl(const float* x, const float* gamma, const float* beta, float 
                    size_t n) {
   LayerNorm(x, gamma, beta, eps, y, n);
 }
+void RmsNormImpl(const float* x, const float* gamma, float eps, float* y, size_t n) {
+  RmsNorm(x, gamma, eps, y, n);
+}
 void SoftmaxImpl(const float* x, float* y, size_t n) { Softmax(x, y, n); }
 void LogSoftmaxImpl(const float* x, float* y, size_t n) { LogSoftmax(x, y, n); }
 float DotImpl(const float* x, const float* y, size_t n) { return Dot(x, y, n); }
@@ -64,6 +67,7 @@ HWY_EXPORT(AddImpl);
 HWY_EXPORT(QuantizeS8Impl);
 HWY_EXPORT(CompensatedAddImpl);
 HWY_EXPORT(LayerNormImpl);
+HWY_EXPORT(RmsNormImpl);
 HWY_EXPORT(SoftmaxImpl);
 HWY_EXPORT(LogSoftmaxImpl);
 HWY_EXPORT(DotImpl);
@@ -99,6 +103,9 @@ void CompensatedAdd(const float* x, float* sum, float* comp, size_t n) {
 void LayerNorm(const float* x, const float* gamma, const float* beta, float eps, float* y,
                size_t n) {
   HWY_DYNAMIC_DISPATCH(LayerNormImpl)(x, gamma, beta, eps, y, n);
+}
+void RmsNorm(const float* x, const float* gamma, float eps, float* y, size_t n) {
+  HWY_DYNAMIC_DISPATCH(RmsNormImpl)(x, gamma, eps, y, n);
 }
 void Softmax(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(SoftmaxImpl)(x, y, n); }
 void LogSoftmax(const float* x, float* y, size_t n) {

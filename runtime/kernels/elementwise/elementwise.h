@@ -1,4 +1,4 @@
-// Element-wise and row kernels: activations, feature maps, LayerNorm,
+// Element-wise and row kernels: activations, feature maps, LayerNorm, RmsNorm,
 // softmax. Highway dispatch. Every function accepts y == x (in place);
 // other overlaps are not allowed. No alignment is required.
 #ifndef RECUR_KERNELS_ELEMENTWISE_ELEMENTWISE_H_
@@ -38,6 +38,9 @@ void CompensatedAdd(const float* x, float* sum, float* comp, size_t n);
 // gamma, beta: (n); either may be nullptr (1 and 0).
 void LayerNorm(const float* x, const float* gamma, const float* beta, float eps, float* y,
                size_t n);
+// y = x / sqrt(mean(x²) + eps) · gamma (RMS norm, T5/LLaMA form); gamma
+// (n) may be nullptr (1).
+void RmsNorm(const float* x, const float* gamma, float eps, float* y, size_t n);
 // y = softmax(x) and y = log_softmax(x), max-subtracted.
 void Softmax(const float* x, float* y, size_t n);
 void LogSoftmax(const float* x, float* y, size_t n);

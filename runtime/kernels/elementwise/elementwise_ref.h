@@ -96,6 +96,14 @@ inline void LayerNorm(const float* x, const float* gamma, const float* beta, flo
   }
 }
 
+inline void RmsNorm(const float* x, const float* gamma, float eps, float* y, size_t n) {
+  if (n == 0) return;
+  double sq = 0.0;
+  for (size_t i = 0; i < n; ++i) sq += double{x[i]} * x[i];
+  const double rstd = 1.0 / std::sqrt(sq / static_cast<double>(n) + eps);
+  for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i] * rstd * (gamma ? gamma[i] : 1.0));
+}
+
 inline void Softmax(const float* x, float* y, size_t n) {
   if (n == 0) return;
   double mx = -std::numeric_limits<double>::infinity();
