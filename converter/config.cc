@@ -139,7 +139,7 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
     AddLinear(&out, p + "ffn.linear1", b.d_ff, dm);
     AddLinear(&out, p + "ffn.linear2", dm, b.d_ff);
   }
-  if (d.final_norm) AddNorm(&out, "final_norm", d.norm, dm);
+  if (d.final_norm) AddNorm(&out, "final_norm", d.final_norm_kind.value_or(d.norm), dm);
   if (d.has_head) AddLinear(&out, "head", d.head.out, dm);
   if (const LayoutType* type = FindLayoutType(layout)) type->converter->MapTensors(d, &out);
   return out;

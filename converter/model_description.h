@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -158,6 +159,9 @@ struct ModelDescription {
   uint32_t d_model = 0;
   NormPlacement norm_placement = NormPlacement::kPre;
   NormKind norm = NormKind::kLayerNorm;
+  // The final norm's kind when it differs from the blocks' (FLASH-pytorch: a
+  // LayerNorm after ScaleNorm blocks); unset: `norm`.
+  std::optional<NormKind> final_norm_kind;
   float layer_norm_eps = 1e-5f;  // the eps of every norm, whatever its kind
   InputDescription input;
   std::vector<BlockDescription> blocks;

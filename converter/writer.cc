@@ -182,7 +182,7 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
           : 0);
 
   flatbuffers::Offset<fb::LayerNorm> final_norm = 0;
-  if (desc.final_norm) final_norm = norm("final_norm", desc.norm);
+  if (desc.final_norm) final_norm = norm("final_norm", desc.final_norm_kind.value_or(desc.norm));
   flatbuffers::Offset<fb::OutputHead> head = 0;
   if (desc.has_head) head = fb::CreateOutputHead(fbb, dense("head"), ToFb(desc.head.activation));
 
@@ -226,8 +226,9 @@ std::string DefaultProducer() { return std::string("recur-convert ") + Converter
 
 uint32_t FormatVersionFor(const ModelDescription& desc) {
   // Version 2: parts that a version-1 runtime would ignore, and so misread.
-  uint32_t version =
-      desc.input.norm || desc.input.sinusoid || desc.norm != NormKind::kLayerNorm ? 2 : 1;
+  const bool norms = desc.norm != NormKind::kLayerNorm ||
+                     desc.final_norm_kind.value_or(NormKind::kLayerNorm) != NormKind::kLayerNorm;
+  uint32_t version = desc.input.norm || desc.input.sinusoid || norms ? 2 : 1;
   for (const BlockDescription& b : desc.blocks) {
     if (b.d_ff == 0 || !b.token_shift.segments.empty()) version = std::max(version, 2u);
     if (b.mixer.type()) {

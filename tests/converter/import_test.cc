@@ -300,6 +300,59 @@ TEST_CASE("import: a folded projection and a scaled query (fast-transformers)") 
         t.at("layers.0.attention.key_projection.weight").data);
 }
 
+TEST_CASE("import: FLASH-pytorch's T5 buckets, split projections and reordered rows") {
+  // Causal groups of 120: offsets 0..119 of the T5 table (exact below 16, then
+  // logarithmic: 16-18 → 16, 19-20 → 17, ..., 99-112 → 30, 113 and up → 31).
+  const char* config = R"({"layout": "flash-pytorch", "class": "FLASHTransformer", "dim": 8,
+    "num_tokens": 5, "depth": 1, "group_size": 120, "query_key_dim": 4, "causal": true})";
+  TensorMap t = testing::RandomTensors(config, 7);
+  auto parsed = ParseConfig(config);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.message());
+  auto r = ImportTensors(parsed->desc, parsed->layout, ViewsOf(t));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const std::vector<float>& table =
+      t.at("layers.0.rel_pos_bias.relative_attention_bias.weight").data;
+  const std::vector<float>& bias = r->at("blocks.0.mixer.rel_bias").data;
+  REQUIRE(bias.size() == 120);
+  const std::pair<int, int> offsets[] = {{0, 0},    {15, 15},  {16, 16}, {18, 16},
+                                         {19, 17},  {20, 17},  {98, 29}, {99, 30},
+                                         {112, 30}, {113, 31}, {119, 31}};
+  for (const auto& [offset, bucket] : offsets) {
+    CHECK(bias[offset] == doctest::Approx(2.0 * table[bucket]));  // √query_key_dim = 2
+  }
+  // to_hidden's rows: values first, then the gate.
+  const Tensor& hidden = t.at("layers.0.to_hidden.0.weight");  // [2·16, 8]
+  CHECK(std::vector<float>(hidden.data.begin(), hidden.data.begin() + 128) ==
+        r->at("blocks.0.mixer.v_proj.weight").data);
+  CHECK(std::vector<float>(hidden.data.begin() + 128, hidden.data.end()) ==
+        r->at("blocks.0.mixer.u_proj.weight").data);
+  // OffsetScale rows quad_q, lin_q, quad_k, lin_k → Q^quad, K^quad, Q^lin, K^lin.
+  const std::vector<float>& gamma = t.at("layers.0.qk_offset_scale.gamma").data;
+  const std::vector<float>& rows = r->at("blocks.0.mixer.qk_gamma").data;
+  const int from[4] = {0, 2, 1, 3};
+  for (int row = 0; row < 4; ++row) {
+    for (int c = 0; c < 4; ++c) CHECK(rows[row * 4 + c] == gamma[from[row] * 4 + c]);
+  }
+
+  // Bidirectional: offset j − 119 for j in [0, 239); later keys (t − p < 0) from bucket 16 on.
+  const char* encoder = R"({"layout": "flash-pytorch", "class": "FLASHTransformer", "dim": 8,
+    "num_tokens": 5, "depth": 1, "group_size": 120, "query_key_dim": 4})";
+  t = testing::RandomTensors(encoder, 8);
+  parsed = ParseConfig(encoder);
+  REQUIRE(parsed.ok());
+  r = ImportTensors(parsed->desc, parsed->layout, ViewsOf(t));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const std::vector<float>& both =
+      t.at("layers.0.rel_pos_bias.relative_attention_bias.weight").data;
+  const std::vector<float>& b2 = r->at("blocks.0.mixer.rel_bias").data;
+  REQUIRE(b2.size() == 239);
+  const std::pair<int, int> bidirectional[] = {{0, 0},  {7, 7},   {8, 8},   {11, 8},
+                                               {12, 9}, {91, 15}, {-1, 17}, {-8, 24}};
+  for (const auto& [offset, bucket] : bidirectional) {
+    CHECK(b2[offset + 119] == doctest::Approx(2.0 * both[bucket]));
+  }
+}
+
 TEST_CASE("import: BuildModel validates recur-named tensors the same way") {
   auto desc = testing::Describe(kTokensConfig);
   TensorMap t = testing::RandomTensors(desc, 3);
