@@ -175,15 +175,9 @@ class FlashLayoutConverter final : public LayoutConverter {
       }
     }
     // Buffers the runtime computes itself: the positions' and the rotary's frequencies.
-    auto ignore = [&](const std::string& name, std::vector<int64_t> shape) {
-      ExpectedTensor t("", std::move(shape));
-      t.source_name = name;
-      t.transform = SourceTransform::kIgnored;
-      tensors->push_back(std::move(t));
-    };
-    ignore("abs_pos_emb.inv_freq", {});
+    tensors->push_back(IgnoredSource("abs_pos_emb.inv_freq"));
     for (std::size_t i = 0; i < desc.blocks.size(); ++i) {
-      ignore("layers." + std::to_string(i) + ".rotary_pos_emb.freqs", {});
+      tensors->push_back(IgnoredSource("layers." + std::to_string(i) + ".rotary_pos_emb.freqs"));
     }
   }
 

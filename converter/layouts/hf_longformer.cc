@@ -296,10 +296,7 @@ class HfLongformerLayoutConverter final : public LayoutConverter {
     }
     // What LongformerModel holds and last_hidden_state never reaches.
     auto ignore = [&](const std::string& name, std::vector<int64_t> shape) {
-      ExpectedTensor t("", std::move(shape));
-      t.source_name = name;
-      t.transform = SourceTransform::kIgnored;
-      tensors->push_back(std::move(t));
+      tensors->push_back(IgnoredSource(name, std::move(shape)));
     };
     ignore("pooler.dense.weight", {d, d});
     ignore("pooler.dense.bias", {d});

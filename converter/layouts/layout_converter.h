@@ -73,6 +73,15 @@ Status ParseLayerCount(const KeyReader& r, const nlohmann::json& root, const cha
 // The optional "notes", "input_description", "output_description".
 Status ParseMetadata(const KeyReader& r, const nlohmann::json& root, MetadataDescription* meta);
 
+// A source tensor the converted model does not use (kIgnored): accepted if
+// present. `shape` is what a made-up checkpoint holds (tests), not checked.
+inline ExpectedTensor IgnoredSource(std::string name, std::vector<int64_t> shape = {}) {
+  ExpectedTensor t("", std::move(shape));
+  t.source_name = std::move(name);
+  t.transform = SourceTransform::kIgnored;
+  return t;
+}
+
 // "blocks.<i>.<rest>": true with i and rest; false for any other name.
 bool SplitBlockName(const std::string& name, uint32_t* block, std::string* rest);
 

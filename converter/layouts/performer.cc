@@ -367,22 +367,14 @@ class PerformerLayoutConverter final : public LayoutConverter {
           t.source_name.compare(0, net.size(), net) != 0) {
         continue;
       }
-      ExpectedTensor twin("", t.SourceShape());
-      twin.source_name = top + "proj_updater.instance." + t.source_name.substr(net.size());
-      twin.transform = SourceTransform::kIgnored;
-      twins.push_back(std::move(twin));
+      twins.push_back(IgnoredSource(
+          top + "proj_updater.instance." + t.source_name.substr(net.size()), t.SourceShape()));
     }
     if (o.rotary) {  // the rotary's own table: recur computes the angles
-      ExpectedTensor table("",
-                           {static_cast<int64_t>(desc.input.max_positions), int64_t{o.dim_head}});
-      table.source_name = "layer_pos_emb.emb";
-      table.transform = SourceTransform::kIgnored;
-      twins.push_back(std::move(table));
+      twins.push_back(IgnoredSource("layer_pos_emb.emb",
+                                    {int64_t{desc.input.max_positions}, int64_t{o.dim_head}}));
     }
-    ExpectedTensor counter("", {});
-    counter.source_name = top + "proj_updater.calls_since_last_redraw";
-    counter.transform = SourceTransform::kIgnored;
-    twins.push_back(std::move(counter));
+    twins.push_back(IgnoredSource(top + "proj_updater.calls_since_last_redraw"));
     for (ExpectedTensor& t : twins) tensors->push_back(std::move(t));
   }
 };
