@@ -171,6 +171,7 @@ class Collector {
       } else {
         block["ffn"] = {{"d_ff", f->d_ff()},
                         {"activation", Name(f->activation())},
+                        {"glu", f->glu()},
                         {"linear1", Dense(f->linear1())},
                         {"linear2", Dense(f->linear2())}};
       }
@@ -339,8 +340,8 @@ std::string RenderText(const OrderedJson& j) {
     if (f.is_null()) {
       line("    ffn:    none");
     } else {
-      line("    ffn:    d_ff=" + std::to_string(f["d_ff"].get<uint32_t>()) +
-           " activation=" + f["activation"].get<std::string>());
+      line("    ffn:    d_ff=" + std::to_string(f["d_ff"].get<uint32_t>()) + " activation=" +
+           f["activation"].get<std::string>() + (f["glu"].get<bool>() ? " glu" : ""));
     }
   }
   line("final_norm:      " + NormText(j["final_norm"]));

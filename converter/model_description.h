@@ -133,6 +133,7 @@ struct BlockDescription {
   uint32_t d_ff = 0;  // 0: the block has no feed-forward and no norm2
   Activation activation = Activation::kRelu;
   TokenShiftDescription token_shift;
+  bool glu = false;  // linear1 [2·d_ff, d_model], h = act(first d_ff) ⊙ (second d_ff)
 };
 
 struct HeadDescription {

@@ -155,7 +155,7 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
       l1 = dense(p + "ffn.linear1");
       l2 = dense(p + "ffn.linear2");
     }
-    auto ffn = fb::CreateFeedForward(fbb, b.d_ff, ToFb(b.activation), l1, l2);
+    auto ffn = fb::CreateFeedForward(fbb, b.d_ff, ToFb(b.activation), l1, l2, b.glu);
     flatbuffers::Offset<fb::TokenShift> token_shift = 0;
     if (!b.token_shift.segments.empty()) {
       std::vector<fb::ShiftSegment> segments;
@@ -230,7 +230,7 @@ uint32_t FormatVersionFor(const ModelDescription& desc) {
                      desc.final_norm_kind.value_or(NormKind::kLayerNorm) != NormKind::kLayerNorm;
   uint32_t version = desc.input.norm || desc.input.sinusoid || norms ? 2 : 1;
   for (const BlockDescription& b : desc.blocks) {
-    if (b.d_ff == 0 || !b.token_shift.segments.empty()) version = std::max(version, 2u);
+    if (b.d_ff == 0 || b.glu || !b.token_shift.segments.empty()) version = std::max(version, 2u);
     if (b.mixer.type()) {
       version = std::max(version, b.mixer.type()->converter->FormatVersion(b.mixer.params()));
       if (b.mixer.params().rotary.dims != 0) version = std::max(version, 2u);

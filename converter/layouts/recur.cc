@@ -209,15 +209,18 @@ class RecurLayoutConverter final : public LayoutConverter {
     if (!ffn_it->is_null()) {
       const json* ffn = nullptr;
       RECUR_RETURN_IF_ERROR(r.Object(root, "ffn", "", &ffn));
-      RECUR_RETURN_IF_ERROR(r.OnlyKeys(*ffn, "ffn", {"d_ff", "activation"}));
+      RECUR_RETURN_IF_ERROR(r.OnlyKeys(*ffn, "ffn", {"d_ff", "activation", "glu"}));
       uint32_t d_ff = 0;
       RECUR_RETURN_IF_ERROR(r.UInt(*ffn, "d_ff", "ffn", 1, &d_ff));
       static const char* const kActivations[] = {"relu", "gelu"};
       std::size_t act = 0;
       RECUR_RETURN_IF_ERROR(r.Choice(*ffn, "activation", "ffn", kActivations, &act));
+      bool glu = false;
+      RECUR_RETURN_IF_ERROR(r.Bool(*ffn, "glu", "ffn", &glu, /*required=*/false));
       for (BlockDescription& block : blocks) {
         block.d_ff = d_ff;
         block.activation = act == 0 ? Activation::kRelu : Activation::kGelu;
+        block.glu = glu;
       }
     }
     d->blocks = std::move(blocks);

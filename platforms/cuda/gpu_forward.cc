@@ -318,6 +318,7 @@ Status GpuModel::LoadBlock(size_t layer, Block* b) {
   RECUR_RETURN_IF_ERROR(UploadDense(view.ffn.linear2, &b->ffn2));
   b->activation =
       view.ffn.activation == fb::Activation::Gelu ? Activation::kGelu : Activation::kRelu;
+  b->glu = view.ffn.glu;
   return Status::Ok();
 }
 
@@ -350,7 +351,7 @@ Status GpuModel::Create(const Model& model, Device* device, std::unique_ptr<GpuM
     g->max_qk_ = std::max(g->max_qk_, b.heads * b.dk);
     g->max_c_ = std::max(g->max_c_, b.heads * b.c);
     g->max_v_ = std::max(g->max_v_, b.heads * (b.dv + 1));
-    g->max_ff_ = std::max(g->max_ff_, b.ffn1.out);
+    g->max_ff_ = std::max(g->max_ff_, b.ffn1.out + (b.glu ? b.ffn2.in : 0));
     if (b.kind == Kind::kGated) g->max_e_ = std::max(g->max_e_, b.dv);
   }
   RECUR_RETURN_IF_ERROR(g->UploadNorm(model.input_norm, &g->input_norm_));
@@ -507,6 +508,13 @@ Status GpuModel::RunBlock(Buffers& b, size_t layer, size_t rows, size_t p0, size
                            rows);
   };
   auto ffn = [&](const float* x, float* y) {  // y += linear2(act(linear1(x)))
+    if (m.glu) {  // y += linear2(act(a) ⊙ b), the gate after linear1's rows in b.hidden
+      float* gated = b.hidden + rows * m.ffn1.out;
+      RECUR_RETURN_IF_ERROR(Linear(m.ffn1, x, rows, b.hidden, false));
+      RECUR_RETURN_IF_ERROR(
+          device_->Launch(GluRows{b.hidden, m.ffn2.in, m.activation, gated}, rows * m.ffn2.in));
+      return Linear(m.ffn2, gated, rows, y, true);
+    }
     RECUR_RETURN_IF_ERROR(Linear(m.ffn1, x, rows, b.hidden, false, m.activation));
     return Linear(m.ffn2, b.hidden, rows, y, true);
   };

@@ -162,7 +162,11 @@ Status BuildBlock(const fb::Block* fbb, uint32_t index, TensorResolver* tensors,
                          int(ffn->activation()));
     }
     block.ffn.activation = ffn->activation();
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(ffn->linear1(), layer + ".ffn.linear1", ffn->d_ff(),
+    block.ffn.glu = ffn->glu();
+    const uint32_t hidden = ffn->glu() ? 2 * ffn->d_ff() : ffn->d_ff();
+    if (ffn->glu())
+      RECUR_RETURN_IF_ERROR(CheckWidth(hidden, (layer + ".ffn: 2·d_ff (glu)").c_str()));
+    RECUR_RETURN_IF_ERROR(tensors->GetDense(ffn->linear1(), layer + ".ffn.linear1", hidden,
                                             m->d_model, &block.ffn.linear1));
     RECUR_RETURN_IF_ERROR(tensors->GetDense(ffn->linear2(), layer + ".ffn.linear2", m->d_model,
                                             ffn->d_ff(), &block.ffn.linear2));

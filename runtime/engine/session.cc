@@ -29,10 +29,13 @@ Status AllocateFloats(size_t n, hwy::AlignedFreeUniquePtr<float[]>* out) {
   return Status::Ok();
 }
 
-// Floats of the widest FFN or head row (ffn_ and Encode's buffer hold rows this wide).
+// Floats of the widest FFN or head row (ffn_ and Encode's buffer hold rows this
+// wide): linear1's outputs, and for a GLU the gated d_ff after them.
 size_t WidestFfnRow(const Model& m) {
   size_t widest = m.output_width;
-  for (const BlockView& b : m.blocks) widest = std::max<size_t>(widest, b.ffn.linear1.out);
+  for (const BlockView& b : m.blocks) {
+    widest = std::max<size_t>(widest, b.ffn.linear1.out + (b.ffn.glu ? b.ffn.linear2.in : 0));
+  }
   return widest;
 }
 
@@ -437,12 +440,31 @@ void Session::Norm(const NormView& norm, const float* x, float* y, size_t rows) 
   });
 }
 
-// y += linear2(act(linear1(x)))
+// y += linear2(act(linear1(x))); GLU: y += linear2(act(a) ⊙ b), [a | b] = linear1(x).
 void Session::RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, const float* x,
                              float* y, size_t rows) {
   float* hidden = ws.ffn;
   RunDense(ffn.linear1, x, rows, hidden, false, pool_, dense_.get());
   const bool gelu = ffn.activation == fb::Activation::Gelu;
+  if (ffn.glu) {
+    // (rows, 2·d_ff) → the gated (rows, d_ff) after them in ws.ffn (WidestFfnRow).
+    const size_t d_ff = ffn.linear2.in;
+    float* gated = hidden + rows * 2 * d_ff;
+    pool_->ParallelRanges(rows, 16, [&](size_t first, size_t last) {
+      for (size_t r = first; r < last; ++r) {
+        const float* a = hidden + r * 2 * d_ff;
+        float* g = gated + r * d_ff;
+        if (gelu) {
+          kernels::Gelu(a, g, d_ff);
+        } else {
+          kernels::Relu(a, g, d_ff);
+        }
+        for (size_t i = 0; i < d_ff; ++i) g[i] *= a[d_ff + i];
+      }
+    });
+    RunDense(ffn.linear2, gated, rows, y, true, pool_, dense_.get());
+    return;
+  }
   pool_->ParallelRanges(rows * ffn.linear1.out, kElementsPerTask, [&](size_t first, size_t last) {
     if (gelu) {
       kernels::Gelu(hidden + first, hidden + first, last - first);

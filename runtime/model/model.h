@@ -36,9 +36,10 @@ struct NormView {
 // A block without a feed-forward (FeedForward.d_ff 0) has linear1.weight
 // null, and no norm2.
 struct FeedForwardView {
-  DenseView linear1;  // d_model → d_ff
+  DenseView linear1;  // d_model → d_ff (glu: → 2·d_ff)
   DenseView linear2;  // d_ff → d_model
   fb::Activation activation = fb::Activation::Relu;
+  bool glu = false;  // act(first d_ff of linear1) ⊙ (second d_ff)
   bool present() const { return linear1.weight != nullptr; }
 };
 

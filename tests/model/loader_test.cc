@@ -583,7 +583,7 @@ TEST_CASE("token shift: bad segments, a shift -1 in a causal block and post-norm
 }
 
 // ---- model-level features (models/configs/README.md): norm kinds, blocks without a
-// feed-forward, sinusoidal positions
+// feed-forward, sinusoidal positions, GLU feed-forwards
 
 namespace {
 
@@ -760,4 +760,30 @@ TEST_CASE("sinusoidal positions: as exact far into a stream as at its start") {
       CHECK(std::fabs(x[half + i] - (0.25L + std::cos(a))) <= tol);
     }
   }
+}
+
+TEST_CASE("GLU feed-forwards: load and step; linear1 of d_ff rows is named") {
+  std::string config = kTinyTokensConfig;
+  const std::string act = "\"activation\": \"gelu\"";
+  config.replace(config.find(act), act.size(), act + ", \"glu\": true");
+  auto bytes = BuildTestModel(config.c_str(), 1);
+  REQUIRE(!bytes.empty());
+  CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+  Poke<uint32_t>(Root(bytes)->blocks()->Get(0)->ffn(), fb::FeedForward::VT_D_FF, (1u << 19) + 1);
+  CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0.ffn: 2·d_ff (glu) must be in [1, 1048576], got 1048578");
+  // A GLU block whose linear1 has d_ff rows, not 2·d_ff.
+  auto parsed = recur::impl::converter::ParseConfig(config);
+  REQUIRE(parsed.ok());
+  auto tensors = recur::impl::testing::RandomTensors(parsed->desc, 1);
+  tensors["blocks.0.ffn.linear1.weight"] = {{32, 16}, std::vector<float>(32 * 16, 0.1f)};
+  recur::impl::converter::BuildOptions options;
+  options.validate = false;
+  options.self_check = false;
+  auto built = recur::impl::converter::BuildModel(parsed->desc, tensors, options);
+  REQUIRE(built.ok());
+  CHECK(Load(*built, built->size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "blocks.0.ffn.linear1.weight: tensor 'blocks.0.ffn.linear1.weight' has shape "
+        "[32,16], expected [64,16]");
 }

@@ -189,7 +189,9 @@ def validate(config: dict) -> None:
 
     ffn = config["ffn"]
     if ffn is not None:   # null: blocks without a feed-forward (and without norm2)
-        exact_keys(ffn, {"d_ff", "activation"}, "ffn")
+        need(isinstance(ffn, dict) and {"d_ff", "activation"} <= set(ffn) <= {"d_ff", "activation", "glu"},
+             "ffn must have the keys ['activation', 'd_ff'] and optionally 'glu'")
+        need(isinstance(ffn.get("glu", False), bool), "ffn.glu must be true or false")
         need(_positive_int(ffn["d_ff"]), "ffn.d_ff must be a positive integer")
         need(ffn["activation"] in ("relu", "gelu"), "ffn.activation must be 'relu' or 'gelu'")
 
@@ -360,16 +362,23 @@ def make_norm(config: dict) -> nn.Module:
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = linear2(act(linear1(x))); gelu is the exact erf form."""
+    """FFN(x) = linear2(act(linear1(x))); gelu is the exact erf form. glu: linear1 has 2·d_ff
+    outputs [a | b] and FFN(x) = linear2(act(a) ⊙ b) (performer-pytorch's and linformer's
+    `x, v = w1(x).chunk(2, -1); act(x) * v`)."""
 
-    def __init__(self, d_model: int, d_ff: int, activation: str):
+    def __init__(self, d_model: int, d_ff: int, activation: str, glu: bool = False):
         super().__init__()
-        self.linear1 = nn.Linear(d_model, d_ff)
+        self.glu = glu
+        self.linear1 = nn.Linear(d_model, 2 * d_ff if glu else d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.activation = {"relu": F.relu, "gelu": F.gelu}[activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.linear2(self.activation(self.linear1(x)))
+        h = self.linear1(x)
+        if self.glu:
+            a, b = h.chunk(2, -1)
+            return self.linear2(self.activation(a) * b)
+        return self.linear2(self.activation(h))
 
 
 class Block(nn.Module):
@@ -385,7 +394,7 @@ class Block(nn.Module):
         self.mixer = mixers.build_mixer(m, d, **({} if shared_E is None else {"E": shared_E}))
         ffn = config["ffn"]   # None: no feed-forward, no norm2
         self.norm2 = make_norm(config) if ffn is not None else None
-        self.ffn = FeedForward(d, ffn["d_ff"], ffn["activation"]) if ffn is not None else None
+        self.ffn = FeedForward(d, ffn["d_ff"], ffn["activation"], ffn.get("glu", False)) if ffn is not None else None
         self.token_shift = TokenShift(config["token_shift"]) if "token_shift" in config else None
 
     def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
