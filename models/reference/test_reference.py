@@ -616,10 +616,14 @@ def naive_forward(cfg, w, x):
         h = h + pe * w.get("input.position_scale", 1.0)
     if inp.get("norm"):   # always a layer norm, whatever the blocks' kind
         h = F.layer_norm(h, (d,), w["input.norm.weight"], w["input.norm.bias"], cfg["layer_norm_eps"])
+    x2 = h   # README "Reversible residual": the second stream
     for i, m in enumerate(mixer_configs(cfg)):
         heads, dk, dv = m.get("heads"), m.get("dk"), m.get("dv")
         b = f"blocks.{i}."
-        if cfg["norm_placement"] == "pre":
+        if cfg.get("residual") == "reversible":   # y1 = x1 + Mixer(norm1(x2)); y2 = x2 + FFN(norm2(y1))
+            h = h + mixer(shift(norm(x2, b + "norm1")), b)
+            x2 = x2 + ffn_of(shift_ffn(norm(h, b + "norm2")), b)
+        elif cfg["norm_placement"] == "pre":
             h = h + mixer(shift(norm(h, b + "norm1")), b)
             if cfg["ffn"]:   # null: the block ends here
                 h = h + ffn_of(shift_ffn(norm(h, b + "norm2")), b)
@@ -627,6 +631,8 @@ def naive_forward(cfg, w, x):
             h = norm(h + mixer(h, b), b + "norm1")
             if cfg["ffn"]:
                 h = norm(h + ffn_of(h, b), b + "norm2")
+    if cfg.get("residual") == "reversible":
+        h = h + x2
     if cfg["final_norm"]:
         h = norm(h, "final_norm")
     if cfg["head"]:
@@ -3243,6 +3249,35 @@ def glu_feed_forward():
     assert checkpoint.build_model(plain, 1).blocks[0].ffn.linear1.weight.shape == (48, 32)
 
 
+def reversible_blocks():
+    """residual "reversible": each golden layer is x1 + x2 of performer-pytorch's ReversibleSequence
+    written out (x = cat([x, x]); per block y1 = x1 + f(x2), y2 = x2 + g(y1); out = the chunks'
+    sum), parallel, step and prefill forms agree (config_checks), and post-norm, no FFN or an
+    unknown residual are ValueErrors that say why."""
+    cfg = load_config("reversible_encoder")
+    model = checkpoint.build_model(cfg, 6).double()
+    x = golden.random_inputs(cfg, 30, 2)
+    with torch.no_grad():
+        out, layers, _ = model(x, return_layers=True)
+        h = model.input(x.double(), 0)
+        both = torch.cat([h, h], -1)
+        for i, block in enumerate(model.blocks):
+            x1, x2 = both.chunk(2, -1)
+            y1 = x1 + block.mixer.noncausal(block.norm1(x2), block.mixer.empty_state(torch.float64))[0]
+            y2 = x2 + block.ffn(block.norm2(y1))
+            both = torch.cat([y1, y2], -1)
+            assert_close(layers[i], torch.stack(both.chunk(2, -1)).sum(0), 1e-12, f"block {i}")
+        assert_close(out, torch.softmax(model.head(torch.stack(both.chunk(2, -1)).sum(0)), -1), 1e-12, "output")
+    bad = [({**cfg, "residual": "reversible", "norm_placement": "post"}, "needs norm_placement 'pre'"),
+           ({**cfg, "ffn": None}, "needs a feed-forward"),
+           ({**cfg, "residual": "revnet"}, "residual must be one of ['standard', 'reversible']"),
+           ({**cfg, "residual": None}, "residual must be one of")]
+    for config, word in bad:
+        expect_value_error(lambda: RecurModel(config), word, f"accepted {config['residual']} {config['norm_placement']}")
+    standard = checkpoint.build_model({**cfg, "residual": "standard"}, 6)
+    assert not standard.reversible and set(standard.state_dict()) == set(model.state_dict())
+
+
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
                                         model_rejects_bad_input, reference_follows_its_device, cli_end_to_end, golden_cache_cli, compare_run_cli,
@@ -3261,7 +3296,7 @@ def main():
                                         retnet_config_validation, retnet_golden_cli, token_shift_forms,
                                         token_shift_config_validation, norm_forms,
                                         norm_config_validation, no_ffn_blocks, sinusoid_positions,
-                                        glu_feed_forward)]
+                                        glu_feed_forward, reversible_blocks)]
     checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:

@@ -84,6 +84,7 @@ struct Model {
 
   uint32_t d_model = 0;
   fb::NormPlacement norm_placement = fb::NormPlacement::Pre;
+  bool reversible = false;  // fb::Residual::Reversible: two residual streams
 
   fb::InputKind input_kind = fb::InputKind::Tokens;
   uint32_t vocab_size = 0;

@@ -1,5 +1,6 @@
 // Model-level features of the recur layout (models/configs/README.md): norm
-// kinds, blocks without a feed-forward, sinusoidal positions, GLU feed-forwards. Config keys and
+// kinds, blocks without a feed-forward, sinusoidal positions, GLU feed-forwards, reversible
+// residual blocks. Config keys and
 // their messages, the tensors each asks for, the format_version the writer gives the file, and what
 // inspect reports.
 #include <doctest/doctest.h>
@@ -291,6 +292,46 @@ TEST_CASE("ffn glu: linear1 [2·d_ff, d_model], the flag in the file, format_ver
   config["ffn"]["gated"] = true;
   CHECK(ErrorOf(config) ==
         "config.json: \"ffn.gated\" is not a known key (known: d_ff, activation, glu)");
+}
+
+TEST_CASE("residual: standard (the default) or reversible, pre-norm with a feed-forward only") {
+  json config = TokensJson();
+  CHECK_FALSE(Parsed(config).reversible);
+  config["residual"] = "standard";
+  CHECK_FALSE(Parsed(config).reversible);
+  CHECK(Root(Build(config))->residual() == fb::Residual::Standard);
+  CHECK(Root(Build(config))->format_version() == 1);
+  config["residual"] = "reversible";
+  const ModelDescription desc = Parsed(config);
+  CHECK(desc.reversible);
+  CHECK(FormatVersionFor(desc) == 2);
+  CHECK(Shapes(desc) == Shapes(Parsed(TokensJson())));  // the same tensors
+  const AlignedBytes bytes = Build(config);
+  CHECK(Root(bytes)->residual() == fb::Residual::Reversible);
+  CHECK(Root(bytes)->format_version() == 2);
+  testing::TempDir dir;
+  CHECK(InspectJson(dir, config)["residual"] == "reversible");
+  CHECK(InspectJson(dir, TokensJson())["residual"] == "standard");
+  const std::string text = InspectText(dir, config);
+  CHECK_MESSAGE(text.find("residual:        reversible (two streams, x1 + x2 after the last "
+                          "block)") != std::string::npos,
+                text);
+
+  config["residual"] = "revnet";
+  CHECK(ErrorOf(config) ==
+        "config.json: \"residual\" must be one of \"standard\", "
+        "\"reversible\" (got \"revnet\")");
+  config["residual"] = "reversible";
+  config["norm_placement"] = "post";
+  CHECK(ErrorOf(config) ==
+        "config.json: \"residual\" \"reversible\" needs norm_placement \"pre\": its blocks add "
+        "mixer(norm1(x2)) to x1 and ffn(norm2(y1)) to x2, a pre-norm pairing with no post-norm "
+        "form");
+  config["norm_placement"] = "pre";
+  config["ffn"] = nullptr;
+  CHECK(ErrorOf(config) ==
+        "config.json: \"residual\" \"reversible\" needs a feed-forward "
+        "(\"ffn\" is null): y2 = x2 + ffn(norm2(y1))");
 }
 
 }  // namespace
