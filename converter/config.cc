@@ -136,7 +136,7 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
     }
     if (b.d_ff == 0) continue;  // no feed-forward, no norm2
     AddNorm(&out, p + "norm2", d.norm, dm);
-    AddLinear(&out, p + "ffn.linear1", b.d_ff, dm);
+    AddLinear(&out, p + "ffn.linear1", (b.glu ? 2 : 1) * int64_t{b.d_ff}, dm);
     AddLinear(&out, p + "ffn.linear2", dm, b.d_ff);
   }
   if (d.final_norm) AddNorm(&out, "final_norm", d.final_norm_kind.value_or(d.norm), dm);

@@ -47,6 +47,15 @@ const char* Name(fb::NormKind k) {
   }
   return "unknown";
 }
+const char* Name(fb::Residual r) {
+  switch (r) {
+    case fb::Residual::Standard:
+      return "standard";
+    case fb::Residual::Reversible:
+      return "reversible";
+  }
+  return "unknown";
+}
 const char* Name(fb::InputKind k) {
   switch (k) {
     case fb::InputKind::Tokens: return "tokens";
@@ -117,6 +126,7 @@ class Collector {
     j["metadata"] = meta;
     j["d_model"] = m_->d_model();
     j["norm_placement"] = Name(m_->norm_placement());
+    j["residual"] = Name(m_->residual());
 
     const fb::InputAdapter* in = m_->input();
     OrderedJson input;
@@ -171,6 +181,7 @@ class Collector {
       } else {
         block["ffn"] = {{"d_ff", f->d_ff()},
                         {"activation", Name(f->activation())},
+                        {"glu", f->glu()},
                         {"linear1", Dense(f->linear1())},
                         {"linear2", Dense(f->linear2())}};
       }
@@ -298,6 +309,8 @@ std::string RenderText(const OrderedJson& j) {
   if (in.contains("norm")) input += " norm=" + NormText(in["norm"]);
   line("input:           " + input);
   line("norm_placement:  " + j["norm_placement"].get<std::string>());
+  line("residual:        " + j["residual"].get<std::string>() +
+       (j["residual"] == "reversible" ? " (two streams, x1 + x2 after the last block)" : ""));
   line("blocks:          " + std::to_string(j["blocks"].size()));
   std::size_t i = 0;
   for (const OrderedJson& b : j["blocks"]) {
@@ -339,8 +352,8 @@ std::string RenderText(const OrderedJson& j) {
     if (f.is_null()) {
       line("    ffn:    none");
     } else {
-      line("    ffn:    d_ff=" + std::to_string(f["d_ff"].get<uint32_t>()) +
-           " activation=" + f["activation"].get<std::string>());
+      line("    ffn:    d_ff=" + std::to_string(f["d_ff"].get<uint32_t>()) + " activation=" +
+           f["activation"].get<std::string>() + (f["glu"].get<bool>() ? " glu" : ""));
     }
   }
   line("final_norm:      " + NormText(j["final_norm"]));

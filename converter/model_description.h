@@ -133,6 +133,7 @@ struct BlockDescription {
   uint32_t d_ff = 0;  // 0: the block has no feed-forward and no norm2
   Activation activation = Activation::kRelu;
   TokenShiftDescription token_shift;
+  bool glu = false;  // linear1 [2·d_ff, d_model], h = act(first d_ff) ⊙ (second d_ff)
 };
 
 struct HeadDescription {
@@ -163,6 +164,9 @@ struct ModelDescription {
   // LayerNorm after ScaleNorm blocks); unset: `norm`.
   std::optional<NormKind> final_norm_kind;
   float layer_norm_eps = 1e-5f;  // the eps of every norm, whatever its kind
+  // Two residual streams (config "residual": "reversible"; recur.fbs Residual):
+  // pre-norm only, every block with a feed-forward.
+  bool reversible = false;
   InputDescription input;
   std::vector<BlockDescription> blocks;
   bool final_norm = true;

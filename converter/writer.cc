@@ -38,6 +38,10 @@ fb::InputKind ToFb(InputKind k) {
   return k == InputKind::kTokens ? fb::InputKind::Tokens : fb::InputKind::Features;
 }
 
+fb::Residual ResidualOf(const ModelDescription& desc) {
+  return desc.reversible ? fb::Residual::Reversible : fb::Residual::Standard;
+}
+
 fb::NormKind ToFb(NormKind k) {
   switch (k) {
     case NormKind::kLayerNorm:
@@ -155,7 +159,7 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
       l1 = dense(p + "ffn.linear1");
       l2 = dense(p + "ffn.linear2");
     }
-    auto ffn = fb::CreateFeedForward(fbb, b.d_ff, ToFb(b.activation), l1, l2);
+    auto ffn = fb::CreateFeedForward(fbb, b.d_ff, ToFb(b.activation), l1, l2, b.glu);
     flatbuffers::Offset<fb::TokenShift> token_shift = 0;
     if (!b.token_shift.segments.empty()) {
       std::vector<fb::ShiftSegment> segments;
@@ -196,7 +200,7 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
 
   auto model = fb::CreateModel(fbb, FormatVersionFor(desc), metadata, desc.d_model,
                                ToFb(desc.norm_placement), input_adapter, blocks_vec, final_norm,
-                               head, tensors_vec, data_size);
+                               head, tensors_vec, data_size, ResidualOf(desc));
   fb::FinishSizePrefixedModelBuffer(fbb, model);
 
   const uint64_t fb_size = fbb.GetSize();  // 4 + S
@@ -228,9 +232,9 @@ uint32_t FormatVersionFor(const ModelDescription& desc) {
   // Version 2: parts that a version-1 runtime would ignore, and so misread.
   const bool norms = desc.norm != NormKind::kLayerNorm ||
                      desc.final_norm_kind.value_or(NormKind::kLayerNorm) != NormKind::kLayerNorm;
-  uint32_t version = desc.input.norm || desc.input.sinusoid || norms ? 2 : 1;
+  uint32_t version = desc.input.norm || desc.input.sinusoid || desc.reversible || norms ? 2 : 1;
   for (const BlockDescription& b : desc.blocks) {
-    if (b.d_ff == 0 || !b.token_shift.segments.empty()) version = std::max(version, 2u);
+    if (b.d_ff == 0 || b.glu || !b.token_shift.segments.empty()) version = std::max(version, 2u);
     if (b.mixer.type()) {
       version = std::max(version, b.mixer.type()->converter->FormatVersion(b.mixer.params()));
       if (b.mixer.params().rotary.dims != 0) version = std::max(version, 2u);

@@ -136,7 +136,8 @@ Status ParsePositions(const KeyReader& r, const json& root, InputDescription* in
 
 class RecurLayoutConverter final : public LayoutConverter {
  public:
-  // models/configs/README.md: every key required but "norm", "positions" and the metadata.
+  // models/configs/README.md: every key required but "norm", "positions", "residual"
+  // and the metadata.
   Status Parse(const KeyReader& r, const json& root, ModelDescription* d) const override {
     RECUR_RETURN_IF_ERROR(r.UInt(root, "d_model", "", 1, &d->d_model));
     uint32_t n_layers = 0;
@@ -209,21 +210,42 @@ class RecurLayoutConverter final : public LayoutConverter {
     if (!ffn_it->is_null()) {
       const json* ffn = nullptr;
       RECUR_RETURN_IF_ERROR(r.Object(root, "ffn", "", &ffn));
-      RECUR_RETURN_IF_ERROR(r.OnlyKeys(*ffn, "ffn", {"d_ff", "activation"}));
+      RECUR_RETURN_IF_ERROR(r.OnlyKeys(*ffn, "ffn", {"d_ff", "activation", "glu"}));
       uint32_t d_ff = 0;
       RECUR_RETURN_IF_ERROR(r.UInt(*ffn, "d_ff", "ffn", 1, &d_ff));
       static const char* const kActivations[] = {"relu", "gelu"};
       std::size_t act = 0;
       RECUR_RETURN_IF_ERROR(r.Choice(*ffn, "activation", "ffn", kActivations, &act));
+      bool glu = false;
+      RECUR_RETURN_IF_ERROR(r.Bool(*ffn, "glu", "ffn", &glu, /*required=*/false));
       for (BlockDescription& block : blocks) {
         block.d_ff = d_ff;
         block.activation = act == 0 ? Activation::kRelu : Activation::kGelu;
+        block.glu = glu;
       }
     }
     d->blocks = std::move(blocks);
     TokenShiftDescription token_shift;
     RECUR_RETURN_IF_ERROR(ParseTokenShift(r, root, *d, &token_shift));
     for (BlockDescription& block : d->blocks) block.token_shift = token_shift;
+
+    // "residual" (optional): "standard" or "reversible" (two streams).
+    static const char* const kResiduals[] = {"standard", "reversible"};
+    std::size_t residual = 0;
+    RECUR_RETURN_IF_ERROR(
+        r.Choice(root, "residual", "", kResiduals, &residual, /*required=*/false));
+    d->reversible = residual == 1;
+    if (d->reversible && d->norm_placement != NormPlacement::kPre) {
+      return r.Invalid("residual",
+                       "\"reversible\" needs norm_placement \"pre\": its blocks add "
+                       "mixer(norm1(x2)) to x1 and ffn(norm2(y1)) to x2, a pre-norm pairing "
+                       "with no post-norm form");
+    }
+    if (d->reversible && d->blocks[0].d_ff == 0) {
+      return r.Invalid("residual",
+                       "\"reversible\" needs a feed-forward (\"ffn\" is null): "
+                       "y2 = x2 + ffn(norm2(y1))");
+    }
 
     RECUR_RETURN_IF_ERROR(r.Bool(root, "final_norm", "", &d->final_norm));
 
@@ -249,7 +271,7 @@ class RecurLayoutConverter final : public LayoutConverter {
         r.OnlyKeys(root, "",
                    {"layout", "notes", "input_description", "output_description", "d_model",
                     "n_layers", "norm_placement", "layer_norm_eps", "norm", "input",
-                    "max_positions", "positions", "mixer", "ffn", "final_norm", "head",
+                    "max_positions", "positions", "mixer", "ffn", "residual", "final_norm", "head",
                     "token_shift"}));
     return ParseMetadata(r, root, &d->metadata);
   }

@@ -381,7 +381,8 @@ def expected_tensors(cfg):
                    ("mixer.value_global", (vv, d))]
         else:
             mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)), ("mixer.out", (d, vv))]
-        for name, (o, n) in mix + ([("ffn.linear1", (ffn, d)), ("ffn.linear2", (d, ffn))] if ffn else []):
+        glu = 2 if cfg["ffn"] and cfg["ffn"].get("glu") else 1   # README "GLU feed-forward": linear1 [2·d_ff, d]
+        for name, (o, n) in mix + ([("ffn.linear1", (glu * ffn, d)), ("ffn.linear2", (d, ffn))] if ffn else []):
             t.update({b + name + ".weight": (o, n), b + name + ".bias": (o,)})
         if m["type"] in ("aft_local", "aft_conv"):   # README: the window bias
             nb = m["window"] if m.get("causal", True) else 2 * m["window"] - 1
@@ -483,6 +484,13 @@ def naive_forward(cfg, w, x):
         if cfg["ffn"]["activation"] == "relu":
             return t.clamp(min=0)
         return 0.5 * t * (1 + torch.erf(t / math.sqrt(2)))
+
+    def ffn_of(h, b):   # linear2(act(linear1(h))); GLU: the first d_ff columns gated by the second
+        u = lin(h, b + "ffn.linear1")
+        if cfg["ffn"].get("glu"):
+            d_ff = cfg["ffn"]["d_ff"]
+            return lin(act(u[:, :d_ff]) * u[:, d_ff:], b + "ffn.linear2")
+        return lin(act(u), b + "ffn.linear2")
 
     def softmax_mixer(h, b):  # the full (n, n) score matrix per head, masked, softmax over j
         q = rope(lin(h, b + "mixer.query").view(n, heads, dk))
@@ -608,17 +616,23 @@ def naive_forward(cfg, w, x):
         h = h + pe * w.get("input.position_scale", 1.0)
     if inp.get("norm"):   # always a layer norm, whatever the blocks' kind
         h = F.layer_norm(h, (d,), w["input.norm.weight"], w["input.norm.bias"], cfg["layer_norm_eps"])
+    x2 = h   # README "Reversible residual": the second stream
     for i, m in enumerate(mixer_configs(cfg)):
         heads, dk, dv = m.get("heads"), m.get("dk"), m.get("dv")
         b = f"blocks.{i}."
-        if cfg["norm_placement"] == "pre":
+        if cfg.get("residual") == "reversible":   # y1 = x1 + Mixer(norm1(x2)); y2 = x2 + FFN(norm2(y1))
+            h = h + mixer(shift(norm(x2, b + "norm1")), b)
+            x2 = x2 + ffn_of(shift_ffn(norm(h, b + "norm2")), b)
+        elif cfg["norm_placement"] == "pre":
             h = h + mixer(shift(norm(h, b + "norm1")), b)
             if cfg["ffn"]:   # null: the block ends here
-                h = h + lin(act(lin(shift_ffn(norm(h, b + "norm2")), b + "ffn.linear1")), b + "ffn.linear2")
+                h = h + ffn_of(shift_ffn(norm(h, b + "norm2")), b)
         else:
             h = norm(h + mixer(h, b), b + "norm1")
             if cfg["ffn"]:
-                h = norm(h + lin(act(lin(h, b + "ffn.linear1")), b + "ffn.linear2"), b + "norm2")
+                h = norm(h + ffn_of(h, b), b + "norm2")
+    if cfg.get("residual") == "reversible":
+        h = h + x2
     if cfg["final_norm"]:
         h = norm(h, "final_norm")
     if cfg["head"]:
@@ -3164,9 +3178,9 @@ def no_ffn_blocks():
                     h = block.norm1(h + a)
                 assert_close(layers[i], h, 1e-12, f"{name} block {i}")
     base = load_config("no_ffn_tokens")
-    for bad, word in (({**base, "ffn": {}}, "ffn must have exactly the keys"),
+    for bad, word in (({**base, "ffn": {}}, "ffn must have the keys"),
                       ({**base, "ffn": {"d_ff": 0, "activation": "relu"}}, "ffn.d_ff"),
-                      ({**base, "ffn": 64}, "ffn must have exactly the keys")):
+                      ({**base, "ffn": 64}, "ffn must have the keys")):
         expect_value_error(lambda: RecurModel(bad), word, f"accepted ffn {bad['ffn']}")
 
 
@@ -3213,6 +3227,57 @@ def sinusoid_positions():
         expect_value_error(lambda: RecurModel(config), word, f"accepted positions {config['positions']}")
 
 
+def glu_feed_forward():
+    """A GLU FeedForward is performer-pytorch's FeedForward(glu=True) (`x, v = w1(x).chunk(2, -1);
+    act(x) * v`, then w2) on the same weights, with relu and gelu; "glu" must be a bool."""
+    from recur_ref.model import FeedForward
+    torch.manual_seed(5)
+    x = torch.randn(9, 12, dtype=torch.float64)
+    for act, fn in (("relu", F.relu), ("gelu", F.gelu)):
+        ffn = FeedForward(12, 7, act, glu=True).double()
+        assert ffn.linear1.weight.shape == (14, 12) and ffn.linear2.weight.shape == (12, 7)
+        with torch.no_grad():
+            h, v = ffn.linear1(x).chunk(2, dim=-1)
+            assert_close(ffn(x), ffn.linear2(fn(h) * v), 1e-15, f"glu {act}")
+    base = load_config("glu_tokens")
+    for glu in ("yes", 1, None):
+        bad = {**base, "ffn": {**base["ffn"], "glu": glu}}
+        expect_value_error(lambda: RecurModel(bad), "ffn.glu", f"accepted glu {glu!r}")
+    expect_value_error(lambda: RecurModel({**base, "ffn": {**base["ffn"], "gated": True}}), "ffn must have the keys",
+                       "accepted an unknown ffn key")
+    plain = {**base, "ffn": {"d_ff": 48, "activation": "gelu", "glu": False}}
+    assert checkpoint.build_model(plain, 1).blocks[0].ffn.linear1.weight.shape == (48, 32)
+
+
+def reversible_blocks():
+    """residual "reversible": each golden layer is x1 + x2 of performer-pytorch's ReversibleSequence
+    written out (x = cat([x, x]); per block y1 = x1 + f(x2), y2 = x2 + g(y1); out = the chunks'
+    sum), parallel, step and prefill forms agree (config_checks), and post-norm, no FFN or an
+    unknown residual are ValueErrors that say why."""
+    cfg = load_config("reversible_encoder")
+    model = checkpoint.build_model(cfg, 6).double()
+    x = golden.random_inputs(cfg, 30, 2)
+    with torch.no_grad():
+        out, layers, _ = model(x, return_layers=True)
+        h = model.input(x.double(), 0)
+        both = torch.cat([h, h], -1)
+        for i, block in enumerate(model.blocks):
+            x1, x2 = both.chunk(2, -1)
+            y1 = x1 + block.mixer.noncausal(block.norm1(x2), block.mixer.empty_state(torch.float64))[0]
+            y2 = x2 + block.ffn(block.norm2(y1))
+            both = torch.cat([y1, y2], -1)
+            assert_close(layers[i], torch.stack(both.chunk(2, -1)).sum(0), 1e-12, f"block {i}")
+        assert_close(out, torch.softmax(model.head(torch.stack(both.chunk(2, -1)).sum(0)), -1), 1e-12, "output")
+    bad = [({**cfg, "residual": "reversible", "norm_placement": "post"}, "needs norm_placement 'pre'"),
+           ({**cfg, "ffn": None}, "needs a feed-forward"),
+           ({**cfg, "residual": "revnet"}, "residual must be one of ['standard', 'reversible']"),
+           ({**cfg, "residual": None}, "residual must be one of")]
+    for config, word in bad:
+        expect_value_error(lambda: RecurModel(config), word, f"accepted {config['residual']} {config['norm_placement']}")
+    standard = checkpoint.build_model({**cfg, "residual": "standard"}, 6)
+    assert not standard.reversible and set(standard.state_dict()) == set(model.state_dict())
+
+
 def main():
     checks = [(f.__name__, f) for f in (safetensors_roundtrip, safetensors_rejects_bad_files, golden_roundtrip,
                                         model_rejects_bad_input, reference_follows_its_device, cli_end_to_end, golden_cache_cli, compare_run_cli,
@@ -3230,7 +3295,8 @@ def main():
                                         reformer_config_validation, reformer_golden_cli, retnet_forms,
                                         retnet_config_validation, retnet_golden_cli, token_shift_forms,
                                         token_shift_config_validation, norm_forms,
-                                        norm_config_validation, no_ffn_blocks, sinusoid_positions)]
+                                        norm_config_validation, no_ffn_blocks, sinusoid_positions,
+                                        glu_feed_forward, reversible_blocks)]
     checks += feature_map_checks()
     assert CONFIGS, "no configs found"
     for path in CONFIGS:

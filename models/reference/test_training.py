@@ -32,7 +32,10 @@ def batched_equals_reference():
                  "linear_favor_encoder", "linear_relu_tokens", "image_linear", "image_softmax",
                  "sliding_window_tokens", "sliding_window_encoder", "speech_digits",
                  "softmax_rotary_tokens", "linear_rotary_features", "sliding_window_rotary_tokens",
-                 "linear_shift_tokens", "softmax_shift_encoder"):
+                 "linear_shift_tokens", "softmax_shift_encoder",
+                 # model-level options: norm kinds, no FFN, sinusoidal positions, GLU, reversible
+                 "rms_norm_tokens", "scale_norm_features", "no_ffn_post_features", "sinusoid_tokens",
+                 "sinusoid_encoder", "glu_tokens", "glu_encoder", "reversible_tokens", "reversible_encoder"):
         config = _config(name)
         model = checkpoint.build_model(config, 3).double()
         cfg = checkpoint.recur_config(config)

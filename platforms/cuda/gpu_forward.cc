@@ -14,6 +14,7 @@ namespace recur::impl::gpu {
 struct GpuModel::Buffers {
   Device* device;
   std::vector<void*> owned;
+  float* x2 = nullptr;  // a reversible model's second stream (rows, d_model)
   float *x = nullptr, *h = nullptr, *hidden = nullptr, *raw = nullptr, *q = nullptr,
         *k = nullptr, *v = nullptr, *o = nullptr, *num = nullptr, *out = nullptr;
   int32_t* tokens = nullptr;  // (n)
@@ -318,6 +319,7 @@ Status GpuModel::LoadBlock(size_t layer, Block* b) {
   RECUR_RETURN_IF_ERROR(UploadDense(view.ffn.linear2, &b->ffn2));
   b->activation =
       view.ffn.activation == fb::Activation::Gelu ? Activation::kGelu : Activation::kRelu;
+  b->glu = view.ffn.glu;
   return Status::Ok();
 }
 
@@ -350,7 +352,7 @@ Status GpuModel::Create(const Model& model, Device* device, std::unique_ptr<GpuM
     g->max_qk_ = std::max(g->max_qk_, b.heads * b.dk);
     g->max_c_ = std::max(g->max_c_, b.heads * b.c);
     g->max_v_ = std::max(g->max_v_, b.heads * (b.dv + 1));
-    g->max_ff_ = std::max(g->max_ff_, b.ffn1.out);
+    g->max_ff_ = std::max(g->max_ff_, b.ffn1.out + (b.glu ? b.ffn2.in : 0));
     if (b.kind == Kind::kGated) g->max_e_ = std::max(g->max_e_, b.dv);
   }
   RECUR_RETURN_IF_ERROR(g->UploadNorm(model.input_norm, &g->input_norm_));
@@ -498,7 +500,8 @@ Status GpuModel::Mixer(Buffers& b, size_t layer, const float* in, size_t rows, s
 
 // As Session::RunBlock: pre-norm x += mixer(norm1(x)); x += ffn(norm2(x)), or
 // post-norm x = norm1(x + mixer(x)); x = norm2(x + ffn(x)); without a
-// feed-forward, only the first half.
+// feed-forward, only the first half; reversible: x1 += mixer(norm1(x2)),
+// x2 += ffn(norm2(x1)).
 Status GpuModel::RunBlock(Buffers& b, size_t layer, size_t rows, size_t p0, size_t n) {
   const Block& m = blocks_[layer];
   const size_t d = model_.d_model, count = rows * d;
@@ -507,10 +510,24 @@ Status GpuModel::RunBlock(Buffers& b, size_t layer, size_t rows, size_t p0, size
                            rows);
   };
   auto ffn = [&](const float* x, float* y) {  // y += linear2(act(linear1(x)))
+    if (m.glu) {  // y += linear2(act(a) ⊙ b), the gate after linear1's rows in b.hidden
+      float* gated = b.hidden + rows * m.ffn1.out;
+      RECUR_RETURN_IF_ERROR(Linear(m.ffn1, x, rows, b.hidden, false));
+      RECUR_RETURN_IF_ERROR(
+          device_->Launch(GluRows{b.hidden, m.ffn2.in, m.activation, gated}, rows * m.ffn2.in));
+      return Linear(m.ffn2, gated, rows, y, true);
+    }
     RECUR_RETURN_IF_ERROR(Linear(m.ffn1, x, rows, b.hidden, false, m.activation));
     return Linear(m.ffn2, b.hidden, rows, y, true);
   };
   const bool has_ffn = m.ffn1.weight != nullptr;  // else the block ends after the mixer
+  if (model_.reversible) {                        // x1 += mixer(norm1(x2)); x2 += ffn(norm2(x1))
+    RECUR_RETURN_IF_ERROR(norm(m.norm1, b.x2, b.h));
+    RECUR_RETURN_IF_ERROR(Mixer(b, layer, b.h, rows, p0, n, b.h));
+    RECUR_RETURN_IF_ERROR(device_->Launch(AddInPlace{b.h, b.x}, count));
+    RECUR_RETURN_IF_ERROR(norm(m.norm2, b.x, b.h));
+    return ffn(b.h, b.x2);
+  }
   if (model_.norm_placement == fb::NormPlacement::Pre) {
     RECUR_RETURN_IF_ERROR(norm(m.norm1, b.x, b.h));
     RECUR_RETURN_IF_ERROR(Mixer(b, layer, b.h, rows, p0, n, b.h));
@@ -556,14 +573,24 @@ Status GpuModel::Forward(Buffers& b, size_t rows, size_t p0, size_t n, float* ou
                                       b.x, input_norm_.kind, input_norm_.scale},
                         rows));
   }
+  if (m.reversible) {  // x1 = x2 = the input
+    RECUR_RETURN_IF_ERROR(device_->CopyOnDevice(b.x2, b.x, rows * d * sizeof(float)));
+  }
   for (size_t l = 0; l < blocks_.size(); ++l) {
     RECUR_RETURN_IF_ERROR(RunBlock(b, l, rows, p0, n));
     if (observer != nullptr) {
+      const float* stream = b.x;
+      if (m.reversible) {  // x1 + x2, as the CPU session passes it
+        RECUR_RETURN_IF_ERROR(device_->CopyOnDevice(b.h, b.x, rows * d * sizeof(float)));
+        RECUR_RETURN_IF_ERROR(device_->Launch(AddInPlace{b.x2, b.h}, rows * d));
+        stream = b.h;
+      }
       b.host_x.resize(rows * d);
-      RECUR_RETURN_IF_ERROR(device_->CopyToHost(b.host_x.data(), b.x, rows * d * sizeof(float)));
+      RECUR_RETURN_IF_ERROR(device_->CopyToHost(b.host_x.data(), stream, rows * d * sizeof(float)));
       observer(user, l, b.host_x.data(), rows);
     }
   }
+  if (m.reversible) RECUR_RETURN_IF_ERROR(device_->Launch(AddInPlace{b.x2, b.x}, rows * d));
   if (final_norm_.gamma != nullptr) {
     RECUR_RETURN_IF_ERROR(
         device_->Launch(LayerNormRows{b.x, final_norm_.gamma, final_norm_.beta, final_norm_.eps, d,
@@ -622,6 +649,7 @@ Status GpuModel::Run(Mode mode, size_t n, const int32_t* tokens, const float* fe
   const size_t d = m.d_model;
   RECUR_RETURN_IF_ERROR(b.Get(rows * d, &b.x));
   RECUR_RETURN_IF_ERROR(b.Get(rows * d, &b.h));
+  if (m.reversible) RECUR_RETURN_IF_ERROR(b.Get(rows * d, &b.x2));
   RECUR_RETURN_IF_ERROR(b.Get(rows * max_ff_, &b.hidden));
   RECUR_RETURN_IF_ERROR(b.Get(rows * max_qk_, &b.raw));
   RECUR_RETURN_IF_ERROR(b.Get(rows * std::max(max_qk_, max_c_), &b.q));

@@ -115,6 +115,7 @@ class GpuModel {
     Dense query, key, value, out;
     Dense ffn1, ffn2;
     Activation activation = Activation::kRelu;
+    bool glu = false;  // ffn1 is [2·d_ff, d_model]: act(a) ⊙ b
   };
   struct Buffers;
 

@@ -88,6 +88,26 @@ struct BiasActivation {
   }
 };
 
+// out[r, c] = act(h[r, c])·h[r, d_ff + c] (a GLU feed-forward's gate, h the
+// (rows, 2·d_ff) output of linear1); i over rows × d_ff.
+struct GluRows {
+  const float* h;
+  size_t d_ff;
+  Activation activation;  // kRelu or kGelu
+  float* out;
+  RECUR_HD void operator()(size_t i) const {
+    const size_t r = i / d_ff, c = i % d_ff;
+    float a = h[r * 2 * d_ff + c];
+    if (activation == Activation::kRelu) {
+      a = a > 0.0f ? a : 0.0f;
+    } else {  // exact gelu, as BiasActivation
+      const double d = a;
+      a = static_cast<float>(0.5 * d * (1.0 + erf(d * 0.70710678118654752440)));
+    }
+    out[i] = a * h[r * 2 * d_ff + d_ff + c];
+  }
+};
+
 // The norms of recur.fbs NormKind (this header includes no runtime header).
 enum class NormKind : int { kLayerNorm = 0, kRmsNorm = 1, kScaleNorm = 2 };
 
@@ -592,13 +612,14 @@ struct RowSoftmax {
 
 // Every kernel, once: the device interface gets a Launch overload per entry
 // and both runners implement them from this list.
-#define RECUR_GPU_KERNELS(X)                                                               \
-  X(GatherRows)                                                                            \
-  X(AddInPlace) X(MultiplyInPlace) X(ScaleOffset) X(BiasActivation) X(LayerNormRows)       \
-      X(ElementwiseFeatures) X(Poly2Features) X(FavorFeatures) X(LinearAttentionScan)      \
-          X(LinearAttentionRead) X(SoftmaxAttention) X(AftAttention) X(SequenceProjection) \
-              X(GatedAttention) X(NormalizeRows) X(LshBuckets) X(LshSort) X(LshAttend)     \
-                  X(RowSoftmax) X(AddSinusoid)
+// clang-format off
+#define RECUR_GPU_KERNELS(X)                                                        \
+  X(GatherRows) X(AddInPlace) X(MultiplyInPlace) X(ScaleOffset) X(BiasActivation)  \
+  X(LayerNormRows) X(ElementwiseFeatures) X(Poly2Features) X(FavorFeatures)        \
+  X(LinearAttentionScan) X(LinearAttentionRead) X(SoftmaxAttention)               \
+  X(AftAttention) X(SequenceProjection) X(GatedAttention) X(NormalizeRows)         \
+  X(LshBuckets) X(LshSort) X(LshAttend) X(RowSoftmax) X(AddSinusoid) X(GluRows)
+// clang-format on
 
 // A cuBLAS sgemm call (column-major): C = op(A)·op(B) + beta·C, with
 // op(A) m × k, op(B) k × n, C m × n.

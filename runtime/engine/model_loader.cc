@@ -162,7 +162,11 @@ Status BuildBlock(const fb::Block* fbb, uint32_t index, TensorResolver* tensors,
                          int(ffn->activation()));
     }
     block.ffn.activation = ffn->activation();
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(ffn->linear1(), layer + ".ffn.linear1", ffn->d_ff(),
+    block.ffn.glu = ffn->glu();
+    const uint32_t hidden = ffn->glu() ? 2 * ffn->d_ff() : ffn->d_ff();
+    if (ffn->glu())
+      RECUR_RETURN_IF_ERROR(CheckWidth(hidden, (layer + ".ffn: 2·d_ff (glu)").c_str()));
+    RECUR_RETURN_IF_ERROR(tensors->GetDense(ffn->linear1(), layer + ".ffn.linear1", hidden,
                                             m->d_model, &block.ffn.linear1));
     RECUR_RETURN_IF_ERROR(tensors->GetDense(ffn->linear2(), layer + ".ffn.linear2", m->d_model,
                                             ffn->d_ff(), &block.ffn.linear2));
@@ -234,10 +238,26 @@ Status LoadModel(const void* data, size_t size, const LoadOptions& options,
     return Unsupported("norm placement %d is not supported", int(root->norm_placement()));
   }
   m->norm_placement = root->norm_placement();
+  if (root->residual() != fb::Residual::Standard && root->residual() != fb::Residual::Reversible) {
+    return Unsupported("residual kind %d is not supported by this runtime (newer model?)",
+                       int(root->residual()));
+  }
+  m->reversible = root->residual() == fb::Residual::Reversible;
+  if (m->reversible && m->norm_placement != fb::NormPlacement::Pre) {
+    return InvalidModel(
+        "a reversible model must be pre-norm: its blocks add mixer(norm1(x2)) "
+        "to x1 and ffn(norm2(y1)) to x2");
+  }
   RECUR_RETURN_IF_ERROR(BuildInput(root->input(), &tensors, m.get()));
   if (root->blocks()->size() == 0) return InvalidModel("model has no blocks");
   for (uint32_t i = 0; i < root->blocks()->size(); ++i) {
     RECUR_RETURN_IF_ERROR(BuildBlock(root->blocks()->Get(i), i, &tensors, m.get()));
+    if (m->reversible && !m->blocks.back().ffn.present()) {
+      return InvalidModel(
+          "blocks.%u: a reversible model's blocks need a feed-forward "
+          "(y2 = x2 + ffn(norm2(y1))), but ffn.d_ff is 0",
+          i);
+    }
   }
   if (root->final_norm() != nullptr) {
     RECUR_RETURN_IF_ERROR(tensors.GetNorm(root->final_norm(), "final_norm", m->d_model,

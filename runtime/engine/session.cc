@@ -29,10 +29,13 @@ Status AllocateFloats(size_t n, hwy::AlignedFreeUniquePtr<float[]>* out) {
   return Status::Ok();
 }
 
-// Floats of the widest FFN or head row (ffn_ and Encode's buffer hold rows this wide).
+// Floats of the widest FFN or head row (ffn_ and Encode's buffer hold rows this
+// wide): linear1's outputs, and for a GLU the gated d_ff after them.
 size_t WidestFfnRow(const Model& m) {
   size_t widest = m.output_width;
-  for (const BlockView& b : m.blocks) widest = std::max<size_t>(widest, b.ffn.linear1.out);
+  for (const BlockView& b : m.blocks) {
+    widest = std::max<size_t>(widest, b.ffn.linear1.out + (b.ffn.glu ? b.ffn.linear2.in : 0));
+  }
   return widest;
 }
 
@@ -263,6 +266,7 @@ void Session::Carve(Arena* arena) {
   h_ = floats(rows * m.d_model);
   ffn_ = floats(rows * max_ff);
   scratch_ = floats(max_scratch);
+  if (m.reversible) x2_ = floats(rows * m.d_model);
   layer_states_ = arena->Allocate<float*>(batch_);
   tokens_stage_ = arena->Allocate<int32_t>(m.input_kind == fb::InputKind::Tokens ? rows : 0);
   features_stage_ = floats(rows * m.feature_width);
@@ -437,12 +441,31 @@ void Session::Norm(const NormView& norm, const float* x, float* y, size_t rows) 
   });
 }
 
-// y += linear2(act(linear1(x)))
+// y += linear2(act(linear1(x))); GLU: y += linear2(act(a) ⊙ b), [a | b] = linear1(x).
 void Session::RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, const float* x,
                              float* y, size_t rows) {
   float* hidden = ws.ffn;
   RunDense(ffn.linear1, x, rows, hidden, false, pool_, dense_.get());
   const bool gelu = ffn.activation == fb::Activation::Gelu;
+  if (ffn.glu) {
+    // (rows, 2·d_ff) → the gated (rows, d_ff) after them in ws.ffn (WidestFfnRow).
+    const size_t d_ff = ffn.linear2.in;
+    float* gated = hidden + rows * 2 * d_ff;
+    pool_->ParallelRanges(rows, 16, [&](size_t first, size_t last) {
+      for (size_t r = first; r < last; ++r) {
+        const float* a = hidden + r * 2 * d_ff;
+        float* g = gated + r * d_ff;
+        if (gelu) {
+          kernels::Gelu(a, g, d_ff);
+        } else {
+          kernels::Relu(a, g, d_ff);
+        }
+        for (size_t i = 0; i < d_ff; ++i) g[i] *= a[d_ff + i];
+      }
+    });
+    RunDense(ffn.linear2, gated, rows, y, true, pool_, dense_.get());
+    return;
+  }
   pool_->ParallelRanges(rows * ffn.linear1.out, kElementsPerTask, [&](size_t first, size_t last) {
     if (gelu) {
       kernels::Gelu(hidden + first, hidden + first, last - first);
@@ -496,6 +519,25 @@ void Session::ShiftTokens(const Workspace& ws, const BlockView& block, size_t la
       }
     }
   });
+}
+
+void Session::RunReversibleBlock(const Workspace& ws, const BlockView& block, size_t layer,
+                                 size_t steps) {
+  const size_t rows = batch_ * steps;
+  float* h = ws.h;
+  for (size_t b = 0; b < batch_; ++b) {
+    layer_states_[b] = ws.state + b * state_stride_ + layer_offsets_[layer];
+  }
+  const StepContext ctx{pool_,        ws.scratch,   dense_.get(),
+                        ws.positions, max_context_, compensated_sums_};
+  // y1 = x1 + mixer(shift(norm1(x2))); y2 = x2 + ffn(shift(norm2(y1))), shift: §13 when present
+  Norm(block.norm1, ws.x2, h, rows);
+  if (block.token_shift.present) ShiftTokens(ws, block, layer, steps, false, h);
+  block.mixer->Run(h, batch_, steps, layer_states_, ctx, h);
+  AddResidual(h, ws.x, rows * model_->d_model);
+  Norm(block.norm2, ws.x, h, rows);
+  if (block.token_shift.ffn) ShiftTokens(ws, block, layer, steps, true, h);
+  RunFeedForward(ws, block.ffn, h, ws.x2, rows);
 }
 
 void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer, size_t steps) {
@@ -556,10 +598,27 @@ void Session::Forward(const Workspace& ws, const int32_t* tokens, const float* f
                       size_t steps, float* out) {
   const kernels::ScopedDenseScratch bind(in_arena_ ? &dense_scratch_ : nullptr);
   Embed(ws, tokens, features, steps);
-  for (size_t l = 0; l < model_->blocks.size(); ++l) {
-    RunBlock(ws, model_->blocks[l], l, steps);
-    if (observer_ != nullptr) observer_(observer_context_, l, ws.x, batch_, steps);
+  const size_t n = batch_ * steps * model_->d_model;
+  if (model_->reversible) {  // x1 = x2 = the input
+    pool_->ParallelRanges(n, kElementsPerTask, [&](size_t first, size_t last) {
+      std::memcpy(ws.x2 + first, ws.x + first, (last - first) * sizeof(float));
+    });
   }
+  for (size_t l = 0; l < model_->blocks.size(); ++l) {
+    if (!model_->reversible) {
+      RunBlock(ws, model_->blocks[l], l, steps);
+      if (observer_ != nullptr) observer_(observer_context_, l, ws.x, batch_, steps);
+      continue;
+    }
+    RunReversibleBlock(ws, model_->blocks[l], l, steps);
+    if (observer_ != nullptr) {  // x1 + x2, in h (free between blocks)
+      pool_->ParallelRanges(n, kElementsPerTask, [&](size_t first, size_t last) {
+        kernels::Add(ws.x + first, ws.x2 + first, ws.h + first, last - first);
+      });
+      observer_(observer_context_, l, ws.h, batch_, steps);
+    }
+  }
+  if (model_->reversible) AddResidual(ws.x2, ws.x, n);  // the output stream x1 + x2
   if (out != nullptr) Head(ws, out, batch_ * steps);
 }
 
@@ -637,8 +696,10 @@ Status Session::Encode(size_t steps, const int32_t* tokens, const float* feature
   RECUR_RETURN_IF_ERROR(AllocateFloats(batch_ * state_stride_, &state));
   std::memset(state.get(), 0, batch_ * state_stride_ * sizeof(float));
   const std::vector<uint64_t> zero_positions(batch_, 0);
-  const Workspace ws{x.get(), h.get(), ffn.get(), scratch.get(), state.get(),
-                     zero_positions.data()};
+  hwy::AlignedFreeUniquePtr<float[]> x2;
+  if (m.reversible) RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.d_model, &x2));
+  const Workspace ws{x.get(), h.get(), ffn.get(), scratch.get(), state.get(), zero_positions.data(),
+                     x2.get()};
   Forward(ws, tokens, features, steps, out);
   return Status::Ok();
 }

@@ -78,7 +78,9 @@ size_t DefaultPrefillChunk(size_t batch, uint64_t step_weight_bytes);
 size_t DefaultPrefillMin(uint64_t step_weight_bytes);
 
 // Called after each block with the residual stream, (batch, steps, d_model);
-// for parity tests and debugging.
+// for parity tests and debugging. A reversible model (two streams x1, x2)
+// passes x1 + x2: what goes on to the final norm and head after the last
+// block, and the reference's "layer.{i}".
 using LayerObserver = void (*)(void* context, size_t layer, const float* x, size_t batch,
                                size_t steps);
 
@@ -176,6 +178,7 @@ class Session {
     float* scratch;              // mixer scratch
     float* state;                // (batch, state_stride_)
     const uint64_t* positions;   // (batch) elements consumed before this pass
+    float* x2;                   // (rows, d_model) a reversible model's second stream, or null
   };
   Status CheckCausal(const char* call) const;
   // The model over `steps` positions of every stream; inputs are
@@ -189,13 +192,15 @@ class Session {
   // Shift-1 features come from the carried state in a causal block.
   void ShiftTokens(const Workspace& ws, const BlockView& block, size_t layer, size_t steps,
                    bool ffn, float* h);
+  // A reversible block: x1 += mixer(norm1(x2)); x2 += ffn(norm2(x1)).
+  void RunReversibleBlock(const Workspace& ws, const BlockView& block, size_t layer, size_t steps);
   void RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, const float* x, float* y,
                       size_t rows);
   void Norm(const NormView& norm, const float* x, float* y, size_t rows);
   // x += delta over n floats, split over the pool.
   void AddResidual(const float* delta, float* x, size_t n);
   void Head(const Workspace& ws, float* out, size_t rows);
-  Workspace StreamWorkspace() { return {x_, h_, ffn_, scratch_, state_, positions_}; }
+  Workspace StreamWorkspace() { return {x_, h_, ffn_, scratch_, state_, positions_, x2_}; }
 
   const Model* model_;
   size_t batch_;
@@ -225,6 +230,7 @@ class Session {
   uint64_t* positions_ = nullptr;                 // (batch) elements consumed per stream
   float* x_ = nullptr;                            // (batch·chunk, d_model) residual stream
   float* h_ = nullptr;                            // (batch·chunk, d_model)
+  float* x2_ = nullptr;                           // reversible models: the second stream
   float* ffn_ = nullptr;                          // (batch·chunk, max(d_ff, output_width))
   float* scratch_ = nullptr;                      // mixer scratch, max over layers
   float** layer_states_ = nullptr;                // (batch) pointers, rebound per layer

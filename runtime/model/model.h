@@ -36,9 +36,10 @@ struct NormView {
 // A block without a feed-forward (FeedForward.d_ff 0) has linear1.weight
 // null, and no norm2.
 struct FeedForwardView {
-  DenseView linear1;  // d_model → d_ff
+  DenseView linear1;  // d_model → d_ff (glu: → 2·d_ff)
   DenseView linear2;  // d_ff → d_model
   fb::Activation activation = fb::Activation::Relu;
+  bool glu = false;  // act(first d_ff of linear1) ⊙ (second d_ff)
   bool present() const { return linear1.weight != nullptr; }
 };
 
@@ -83,6 +84,7 @@ struct Model {
 
   uint32_t d_model = 0;
   fb::NormPlacement norm_placement = fb::NormPlacement::Pre;
+  bool reversible = false;  // fb::Residual::Reversible: two residual streams
 
   fb::InputKind input_kind = fb::InputKind::Tokens;
   uint32_t vocab_size = 0;

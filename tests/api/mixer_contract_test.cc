@@ -232,6 +232,13 @@ TEST_CASE("token shift keeps the contract: its carried features are state, saved
   CHECK(encoder.info.state_bytes == 0);
 }
 
+TEST_CASE(
+    "model-level options (reversible blocks, scale and RMS norms, GLU, sinusoidal "
+    "positions, no feed-forward) keep the same contract") {
+  CheckContract(recur::impl::testing::kTinyReversibleConfig);
+  CheckContract(recur::impl::testing::kTinyNoFfnConfig);
+}
+
 TEST_CASE("AFT-conv (the per-head kernel of the AftLocal table) keeps the same contract") {
   CheckContract(recur::impl::testing::kTinyAftConvConfig);
 }

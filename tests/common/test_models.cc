@@ -48,7 +48,8 @@ std::vector<const char*> TinyStepModels() {
     if (!EncoderOnly(tag)) configs.push_back(config);
   }
   configs.insert(configs.end(), {kTinyFeaturesConfig, kTinyAftConvConfig, kTinyMixedConfig,
-                                 kTinyRotaryConfig, kTinyTokenShiftConfig});
+                                 kTinyRotaryConfig, kTinyTokenShiftConfig, kTinyReversibleConfig,
+                                 kTinyNoFfnConfig});
   return configs;
 }
 

@@ -202,6 +202,28 @@ inline const char* kTinyTokenShiftEncoderConfig = R"({
   "token_shift": {"segments": [[4, -1], [4, 0], [3, 1]], "ffn": true},
   "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
 
+// The model-level options of models/configs/README.md: reversible residual
+// blocks with scale norms, a GLU feed-forward and sinusoidal positions with
+// a learned scale (performer-pytorch's pieces); tokens.
+inline const char* kTinyReversibleConfig = R"({
+  "layout": "recur", "d_model": 16, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "norm": {"type": "scale_norm", "scale": "l2"},
+  "residual": "reversible", "input": {"kind": "tokens", "vocab_size": 11},
+  "max_positions": 0, "positions": {"type": "sinusoid", "scale": "learned"},
+  "mixer": {"type": "linear_attention", "heads": 2, "dk": 8, "dv": 8,
+            "feature_map": "elu_plus_one", "eps": 1e-6},
+  "ffn": {"d_ff": 24, "activation": "gelu", "glu": true}, "final_norm": true,
+  "head": {"out": 11, "activation": "softmax"}})";
+
+// Post-norm blocks without a feed-forward, RMS norms, FLASH (chunk 5),
+// projected features.
+inline const char* kTinyNoFfnConfig = R"({
+  "layout": "recur", "d_model": 12, "n_layers": 2, "norm_placement": "post",
+  "layer_norm_eps": 1e-5, "norm": {"type": "rms_norm"},
+  "input": {"kind": "features", "feature_width": 5, "projection": true}, "max_positions": 0,
+  "mixer": {"type": "flash", "expansion_dim": 16, "qk_dim": 8, "chunk": 5},
+  "ffn": null, "final_norm": true, "head": null})";
+
 // One tiny model per Mixer union member, by tag, for the tests that must
 // cover every mixer (the mixer contract test fails for a member without one).
 const std::map<std::string, const char*>& TinyModelPerMixer();
@@ -210,8 +232,9 @@ const std::map<std::string, const char*>& TinyModelPerMixer();
 bool EncoderOnly(const std::string& tag);
 
 // Every tiny model that steps: TinyModelPerMixer's but the encoder-only ones,
-// plus projected features, AFT-conv, a mixed model, the rotary one and the
-// token-shift one.
+// plus projected features, AFT-conv, a mixed model, the rotary one, the
+// token-shift one and the model-level options (kTinyReversibleConfig,
+// kTinyNoFfnConfig).
 std::vector<const char*> TinyStepModels();
 
 // The backends this build compiled, as recur_backends() lists them.

@@ -1136,7 +1136,8 @@ TEST_CASE("config: unknown keys at every level are refused by name (a typo must 
   {
     json j = TokensJson();
     j["ffn"]["activaton"] = "gelu";
-    CHECK(ErrorOf(j) == "config.json: \"ffn.activaton\" is not a known key (known: d_ff, activation)");
+    CHECK(ErrorOf(j) ==
+          "config.json: \"ffn.activaton\" is not a known key (known: d_ff, activation, glu)");
   }
   {
     json j = TokensJson();

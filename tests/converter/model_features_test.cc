@@ -1,6 +1,8 @@
 // Model-level features of the recur layout (models/configs/README.md): norm
-// kinds, blocks without a feed-forward, sinusoidal positions. Config keys and their messages, the
-// tensors each asks for, the format_version the writer gives the file, and what inspect reports.
+// kinds, blocks without a feed-forward, sinusoidal positions, GLU feed-forwards, reversible
+// residual blocks. Config keys and
+// their messages, the tensors each asks for, the format_version the writer gives the file, and what
+// inspect reports.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -261,6 +263,75 @@ TEST_CASE("positions: bad values are errors that name the key") {
         "config.json: \"positions.scale\" must be one of \"none\", \"learned\" (got \"fixed\")");
   CHECK(with({{"type", "sinusoid"}}, 15) ==
         "config.json: \"positions\" (sinusoid) needs an even d_model, got 15");
+}
+
+TEST_CASE("ffn glu: linear1 [2·d_ff, d_model], the flag in the file, format_version 2") {
+  json config = TokensJson();
+  CHECK_FALSE(Parsed(config).blocks[0].glu);
+  config["ffn"]["glu"] = false;
+  CHECK(FormatVersionFor(Parsed(config)) == 1);
+  CHECK(Root(Build(config))->format_version() == 1);
+  config["ffn"]["glu"] = true;
+  const ModelDescription desc = Parsed(config);
+  for (const BlockDescription& b : desc.blocks) CHECK(b.glu);
+  CHECK(FormatVersionFor(desc) == 2);
+  auto shapes = Shapes(desc);
+  CHECK(shapes["blocks.1.ffn.linear1.weight"] == std::vector<int64_t>{64, 16});
+  CHECK(shapes["blocks.1.ffn.linear1.bias"] == std::vector<int64_t>{64});
+  CHECK(shapes["blocks.1.ffn.linear2.weight"] == std::vector<int64_t>{16, 32});
+  const AlignedBytes bytes = Build(config);
+  CHECK(Root(bytes)->blocks()->Get(0)->ffn()->glu());
+  CHECK(Root(bytes)->blocks()->Get(0)->ffn()->d_ff() == 32);
+  testing::TempDir dir;
+  CHECK(InspectJson(dir, config)["blocks"][0]["ffn"]["glu"] == true);
+  const std::string text = InspectText(dir, config);
+  CHECK_MESSAGE(text.find("ffn:    d_ff=32 activation=gelu glu\n") != std::string::npos, text);
+  config["ffn"]["glu"] = "yes";
+  CHECK(ErrorOf(config) == "config.json: \"ffn.glu\" must be true or false");
+  config["ffn"].erase("glu");
+  config["ffn"]["gated"] = true;
+  CHECK(ErrorOf(config) ==
+        "config.json: \"ffn.gated\" is not a known key (known: d_ff, activation, glu)");
+}
+
+TEST_CASE("residual: standard (the default) or reversible, pre-norm with a feed-forward only") {
+  json config = TokensJson();
+  CHECK_FALSE(Parsed(config).reversible);
+  config["residual"] = "standard";
+  CHECK_FALSE(Parsed(config).reversible);
+  CHECK(Root(Build(config))->residual() == fb::Residual::Standard);
+  CHECK(Root(Build(config))->format_version() == 1);
+  config["residual"] = "reversible";
+  const ModelDescription desc = Parsed(config);
+  CHECK(desc.reversible);
+  CHECK(FormatVersionFor(desc) == 2);
+  CHECK(Shapes(desc) == Shapes(Parsed(TokensJson())));  // the same tensors
+  const AlignedBytes bytes = Build(config);
+  CHECK(Root(bytes)->residual() == fb::Residual::Reversible);
+  CHECK(Root(bytes)->format_version() == 2);
+  testing::TempDir dir;
+  CHECK(InspectJson(dir, config)["residual"] == "reversible");
+  CHECK(InspectJson(dir, TokensJson())["residual"] == "standard");
+  const std::string text = InspectText(dir, config);
+  CHECK_MESSAGE(text.find("residual:        reversible (two streams, x1 + x2 after the last "
+                          "block)") != std::string::npos,
+                text);
+
+  config["residual"] = "revnet";
+  CHECK(ErrorOf(config) ==
+        "config.json: \"residual\" must be one of \"standard\", "
+        "\"reversible\" (got \"revnet\")");
+  config["residual"] = "reversible";
+  config["norm_placement"] = "post";
+  CHECK(ErrorOf(config) ==
+        "config.json: \"residual\" \"reversible\" needs norm_placement \"pre\": its blocks add "
+        "mixer(norm1(x2)) to x1 and ffn(norm2(y1)) to x2, a pre-norm pairing with no post-norm "
+        "form");
+  config["norm_placement"] = "pre";
+  config["ffn"] = nullptr;
+  CHECK(ErrorOf(config) ==
+        "config.json: \"residual\" \"reversible\" needs a feed-forward "
+        "(\"ffn\" is null): y2 = x2 + ffn(norm2(y1))");
 }
 
 }  // namespace

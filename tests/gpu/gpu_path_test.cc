@@ -526,6 +526,16 @@ TEST_CASE("GPU path: sinusoidal positions far into a stream equal the CPU's") {
   for (void* p : {freq, scale, x}) device->Free(p);
 }
 
+TEST_CASE("GPU path: GLU feed-forwards (gelu, relu) equal the CPU") {
+  CheckParity(ReadConfig("glu_tokens"), 40);
+  CheckParity(ReadConfig("glu_encoder"), 40);
+}
+
+TEST_CASE("GPU path: reversible residual blocks (the observer's x1 + x2) equal the CPU") {
+  CheckParity(ReadConfig("reversible_tokens"), 40);
+  CheckParity(ReadConfig("reversible_encoder"), 40);
+}
+
 TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
   Loaded l;
   Load(ReadConfig("retnet_tokens"), WeightDType::kF32, &l);

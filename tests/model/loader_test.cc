@@ -583,7 +583,7 @@ TEST_CASE("token shift: bad segments, a shift -1 in a causal block and post-norm
 }
 
 // ---- model-level features (models/configs/README.md): norm kinds, blocks without a
-// feed-forward, sinusoidal positions
+// feed-forward, sinusoidal positions, GLU feed-forwards, reversible residual blocks
 
 namespace {
 
@@ -760,4 +760,64 @@ TEST_CASE("sinusoidal positions: as exact far into a stream as at its start") {
       CHECK(std::fabs(x[half + i] - (0.25L + std::cos(a))) <= tol);
     }
   }
+}
+
+TEST_CASE("GLU feed-forwards: load and step; linear1 of d_ff rows is named") {
+  std::string config = kTinyTokensConfig;
+  const std::string act = "\"activation\": \"gelu\"";
+  config.replace(config.find(act), act.size(), act + ", \"glu\": true");
+  auto bytes = BuildTestModel(config.c_str(), 1);
+  REQUIRE(!bytes.empty());
+  CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+  Poke<uint32_t>(Root(bytes)->blocks()->Get(0)->ffn(), fb::FeedForward::VT_D_FF, (1u << 19) + 1);
+  CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0.ffn: 2·d_ff (glu) must be in [1, 1048576], got 1048578");
+  // A GLU block whose linear1 has d_ff rows, not 2·d_ff.
+  auto parsed = recur::impl::converter::ParseConfig(config);
+  REQUIRE(parsed.ok());
+  auto tensors = recur::impl::testing::RandomTensors(parsed->desc, 1);
+  tensors["blocks.0.ffn.linear1.weight"] = {{32, 16}, std::vector<float>(32 * 16, 0.1f)};
+  recur::impl::converter::BuildOptions options;
+  options.validate = false;
+  options.self_check = false;
+  auto built = recur::impl::converter::BuildModel(parsed->desc, tensors, options);
+  REQUIRE(built.ok());
+  CHECK(Load(*built, built->size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "blocks.0.ffn.linear1.weight: tensor 'blocks.0.ffn.linear1.weight' has shape "
+        "[32,16], expected [64,16]");
+}
+
+TEST_CASE(
+    "reversible models: load and step; an unknown residual kind, post-norm and a block "
+    "without a feed-forward are named") {
+  const std::string config = TinyTokensWith(R"(, "residual": "reversible")");
+  auto bytes = BuildTestModel(config.c_str(), 1);
+  REQUIRE(!bytes.empty());
+  CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+  Poke<int8_t>(Root(bytes), fb::Model::VT_RESIDUAL, 7);
+  CHECK(Load(bytes, bytes.size()) == RECUR_UNSUPPORTED);
+  CHECK(Error() == "residual kind 7 is not supported by this runtime (newer model?)");
+  Poke<int8_t>(Root(bytes), fb::Model::VT_RESIDUAL, 1);
+
+  // Block 0 without a feed-forward: no norm2 (both blocks lose the slot of
+  // their shared vtable), d_ff 0, no linear layers.
+  auto no_ffn = bytes;
+  const fb::Block* block = Root(no_ffn)->blocks()->Get(0);
+  ClearField(block, fb::Block::VT_NORM2);
+  Poke<uint32_t>(block->ffn(), fb::FeedForward::VT_D_FF, 0);
+  ClearField(block->ffn(), fb::FeedForward::VT_LINEAR1);
+  ClearField(block->ffn(), fb::FeedForward::VT_LINEAR2);
+  CHECK(Load(no_ffn, no_ffn.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "blocks.0: a reversible model's blocks need a feed-forward (y2 = x2 + "
+        "ffn(norm2(y1))), but ffn.d_ff is 0");
+
+  // Post-norm: the norm placement read from the residual field (Reversible, 1 = Post).
+  AliasField(Root(bytes), fb::Model::VT_NORM_PLACEMENT, fb::Model::VT_RESIDUAL);
+  CHECK(Root(bytes)->norm_placement() == fb::NormPlacement::Post);
+  CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "a reversible model must be pre-norm: its blocks add mixer(norm1(x2)) to x1 "
+        "and ffn(norm2(y1)) to x2");
 }

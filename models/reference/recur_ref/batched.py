@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from .mixers import LinearAttention, SlidingWindowAttention, SoftmaxAttention, _rotate
-from .model import RecurModel
+from .model import RecurModel, sinusoid
 
 # Chunk length of the causal linear-attention form (docs/attention-math.md §3): memory
 # (B, H, T, T) per chunk instead of (B, H, N, N).
@@ -122,12 +122,21 @@ def forward(model: RecurModel, x: Tensor) -> Tensor:
         if x.shape[1] > len(inp.positions):
             raise ValueError(f"{x.shape[1]} positions exceed max_positions {len(inp.positions)}")
         h = h + inp.positions[:x.shape[1]]
+    if inp.sinusoid_base is not None:
+        pe = sinusoid(0, x.shape[1], h.shape[-1], inp.sinusoid_base).to(h.device, h.dtype)
+        h = h + (pe if inp.position_scale is None else pe * inp.position_scale)
     if inp.norm is not None:
         h = inp.norm(h)
+    x2 = h   # residual "reversible": the second stream
     for block in model.blocks:
         mix = _MIXERS[type(block.mixer)]
-        if block.pre_norm:
-            ts = block.token_shift
+        ts = block.token_shift
+        if model.reversible:   # y1 = x1 + Mixer(norm1(x2)); y2 = x2 + FFN(norm2(y1))
+            a = block.norm1(x2)
+            h = h + mix(block.mixer, a if ts is None else token_shift(ts, a))
+            f = block.norm2(h)
+            x2 = x2 + block.ffn(f if ts is None or not ts.ffn else token_shift(ts, f))
+        elif block.pre_norm:
             a = block.norm1(h)
             h = h + mix(block.mixer, a if ts is None else token_shift(ts, a))
             if block.ffn is not None:
@@ -137,6 +146,8 @@ def forward(model: RecurModel, x: Tensor) -> Tensor:
             h = block.norm1(h + mix(block.mixer, h))
             if block.ffn is not None:
                 h = block.norm2(h + block.ffn(h))
+    if model.reversible:
+        h = h + x2
     if model.final_norm is not None:
         h = model.final_norm(h)
     if model.head is not None:

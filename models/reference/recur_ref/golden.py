@@ -10,7 +10,8 @@ Records, in this order:
                                the repository root to regenerate the file)
   input         i32 (N,) token ids, or f32 (N, F) frames
   output        f64 (N, out_width)
-  layer.{i}     f64 (N, d_model)   residual stream after block i (before final norm/head)
+  layer.{i}     f64 (N, d_model)   residual stream after block i (before final norm/head;
+                                   a reversible model's x1 + x2)
   state.{i}.S   f64 (H, C, dv)     linear_attention: after all N positions (causal
   state.{i}.z   f64 (H, C)         models only: an encoder keeps no state between
                                    utterances); C = the feature width (dk for

@@ -31,12 +31,14 @@ CHUNK = mixers.CHUNK
 _REQUIRED_KEYS = {"layout", "d_model", "n_layers", "norm_placement", "layer_norm_eps", "input",
                   "max_positions", "mixer", "ffn", "final_norm", "head"}
 _OPTIONAL_KEYS = {"notes", "input_description", "output_description", "token_shift", "norm",
-                  "positions"}
+                  "positions", "residual"}
 # "norm": {"type": one of these} (default layer_norm); scale_norm adds "scale", SCALE_NORM_SCALES.
 NORM_TYPES = ("layer_norm", "rms_norm", "scale_norm")
 SCALE_NORM_SCALES = ("l2", "rms")
 # "positions": {"type": "sinusoid", "base": > 0 (default 10000), "scale": one of these (default "none")}.
 POSITION_SCALES = ("none", "learned")
+# "residual": how blocks add to the stream (default "standard"; "reversible": two streams, RevNet-style).
+RESIDUALS = ("standard", "reversible")
 # Mixer keys valid only with feature_map "favor" (mixers.validate_mixer checks them).
 _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp", "feature_eps", "eps_per_feature"}
 # The mixer types a recur config may name ("mixer": one mixer dict for every block, or a
@@ -189,9 +191,20 @@ def validate(config: dict) -> None:
 
     ffn = config["ffn"]
     if ffn is not None:   # null: blocks without a feed-forward (and without norm2)
-        exact_keys(ffn, {"d_ff", "activation"}, "ffn")
+        need(isinstance(ffn, dict) and {"d_ff", "activation"} <= set(ffn) <= {"d_ff", "activation", "glu"},
+             "ffn must have the keys ['activation', 'd_ff'] and optionally 'glu'")
+        need(isinstance(ffn.get("glu", False), bool), "ffn.glu must be true or false")
         need(_positive_int(ffn["d_ff"]), "ffn.d_ff must be a positive integer")
         need(ffn["activation"] in ("relu", "gelu"), "ffn.activation must be 'relu' or 'gelu'")
+
+    residual = config.get("residual", "standard")
+    need(residual in RESIDUALS, f"residual must be one of {list(RESIDUALS)}")
+    if residual == "reversible":
+        need(config["norm_placement"] == "pre",
+             "residual 'reversible' needs norm_placement 'pre': its blocks add Mixer(norm1(x2)) to x1 and "
+             "FFN(norm2(y1)) to x2, a pre-norm pairing with no post-norm form")
+        need(config["ffn"] is not None,
+             "residual 'reversible' needs a feed-forward (\"ffn\" is null): y2 = x2 + FFN(norm2(y1))")
 
     head = config["head"]
     if head is not None:
@@ -360,16 +373,23 @@ def make_norm(config: dict) -> nn.Module:
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = linear2(act(linear1(x))); gelu is the exact erf form."""
+    """FFN(x) = linear2(act(linear1(x))); gelu is the exact erf form. glu: linear1 has 2·d_ff
+    outputs [a | b] and FFN(x) = linear2(act(a) ⊙ b) (performer-pytorch's and linformer's
+    `x, v = w1(x).chunk(2, -1); act(x) * v`)."""
 
-    def __init__(self, d_model: int, d_ff: int, activation: str):
+    def __init__(self, d_model: int, d_ff: int, activation: str, glu: bool = False):
         super().__init__()
-        self.linear1 = nn.Linear(d_model, d_ff)
+        self.glu = glu
+        self.linear1 = nn.Linear(d_model, 2 * d_ff if glu else d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.activation = {"relu": F.relu, "gelu": F.gelu}[activation]
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.linear2(self.activation(self.linear1(x)))
+        h = self.linear1(x)
+        if self.glu:
+            a, b = h.chunk(2, -1)
+            return self.linear2(self.activation(a) * b)
+        return self.linear2(self.activation(h))
 
 
 class Block(nn.Module):
@@ -385,7 +405,7 @@ class Block(nn.Module):
         self.mixer = mixers.build_mixer(m, d, **({} if shared_E is None else {"E": shared_E}))
         ffn = config["ffn"]   # None: no feed-forward, no norm2
         self.norm2 = make_norm(config) if ffn is not None else None
-        self.ffn = FeedForward(d, ffn["d_ff"], ffn["activation"]) if ffn is not None else None
+        self.ffn = FeedForward(d, ffn["d_ff"], ffn["activation"], ffn.get("glu", False)) if ffn is not None else None
         self.token_shift = TokenShift(config["token_shift"]) if "token_shift" in config else None
 
     def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
@@ -421,6 +441,22 @@ class Block(nn.Module):
             a, S, z = form(h, state["S"], state["z"], pos=pos)
             return a, {"S": S, "z": z}
         return form(h, state)
+
+    def reversible(self, x1: Tensor, x2: Tensor, state: Dict[str, Tensor], chunk: Optional[int], pos: int = 0):
+        """A reversible block on the two streams (residual "reversible", pre-norm):
+        y1 = x1 + Mixer(shift(norm1(x2))); y2 = x2 + FFN(shift(norm2(y1))), shift the token
+        shift where the block has one → (y1, y2, the layer's state)."""
+        state = dict(state)
+        carries = {key: state.pop(key) for key in SHIFT_STATE if key in state}
+        h = self.norm1(x2)
+        if self.token_shift is not None:
+            h = self._shift(h, carries, "shift.mixer")
+        a, state = self._mix(h, state, chunk, pos)
+        y1 = x1 + a
+        h = self.norm2(y1)
+        if self.token_shift is not None and self.token_shift.ffn:
+            h = self._shift(h, carries, "shift.ffn")
+        return y1, x2 + self.ffn(h), {**state, **carries}
 
     def forward(self, x: Tensor, state: Dict[str, Tensor], chunk: Optional[int], pos: int = 0):
         """x (N, d_model) at stream positions pos.. → (N, d_model), the layer's state after x.
@@ -531,6 +567,7 @@ class RecurModel(nn.Module):
         head = config["head"]
         self.head = nn.Linear(d, head["out"]) if head else None
         self.head_activation = head["activation"] if head else "none"
+        self.reversible = config.get("residual", "standard") == "reversible"
 
     @property
     def causal(self) -> bool:
@@ -590,10 +627,16 @@ class RecurModel(nn.Module):
             x = x.to(self.dtype)
         h = self.input(x, state.pos)
         layers, states = [], []
+        x2 = h   # reversible: x1 = x2 = the input; the stream after block i (and the output) is x1 + x2
         for block, layer_state in zip(self.blocks, state.layers):
-            h, layer_state = block(h, layer_state, chunk, state.pos)
-            layers.append(h)
+            if self.reversible:
+                h, x2, layer_state = block.reversible(h, x2, layer_state, chunk, state.pos)
+                layers.append(h + x2)
+            else:
+                h, layer_state = block(h, layer_state, chunk, state.pos)
+                layers.append(h)
             states.append(layer_state)
+        h = layers[-1]
         if self.final_norm is not None:
             h = self.final_norm(h)
         if self.head is not None:
@@ -610,7 +653,7 @@ class RecurModel(nn.Module):
 
         Returns the output (N, out_width); with return_layers, also the per-block
         outputs [(N, d_model)] (the residual stream after each block, before the
-        final norm and head) and the State after the last position. `state`
+        final norm and head; reversible: x1 + x2) and the State after the last position. `state`
         (default: init_state()) continues a stream, e.g. after a prefill.
         """
         if chunk < 1:

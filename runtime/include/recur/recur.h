@@ -374,13 +374,14 @@ recur_status recur_session_state_load(recur_session* session, int stream, const 
  * another arena and load a saved state into it. */
 recur_status recur_session_fork(const recur_session* session, recur_session** out);
 
-/* Called after every block with that block's output: the residual stream,
- * [batch, steps, width] floats (width = d_model), stream-major, valid during the
- * call only. `steps` is the positions of the call that ran the block: 1 for
- * recur_session_step, a chunk of recur_session_prefill, the whole sequence of
- * recur_session_encode. For parity checks and debugging (recur-parity); it runs
- * on the calling thread, in the middle of the call, and must not call the
- * session. */
+/* Called after every block with that block's output: the residual stream
+ * (a reversible model's two streams summed, x1 + x2: what would go on to the
+ * final norm and head), [batch, steps, width] floats (width = d_model),
+ * stream-major, valid during the call only. `steps` is the positions of the
+ * call that ran the block: 1 for recur_session_step, a chunk of
+ * recur_session_prefill, the whole sequence of recur_session_encode. For
+ * parity checks and debugging (recur-parity); it runs on the calling thread,
+ * in the middle of the call, and must not call the session. */
 typedef void (*recur_layer_callback)(void* user, uint32_t layer, const float* x, size_t batch,
                                      size_t steps, size_t width);
 
