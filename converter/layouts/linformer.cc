@@ -30,6 +30,7 @@ struct LinformerOptions : LayoutOptions {
   bool lm = false;  // LinformerLM: everything under "linformer."
   bool one_kv_head = false;
   bool share_kv = false;
+  bool reversible = false;  // ReversibleSequence: net.blocks.<i>.f.net / .g.net
   uint32_t heads = 0;
   uint32_t dim_head = 0;
 };
@@ -64,11 +65,7 @@ Status ParseLinformer(const KeyReader& r, const json& root, ModelDescription* d)
   }
   RECUR_RETURN_IF_ERROR(r.Bool(root, "one_kv_head", "", &options->one_kv_head, false));
   RECUR_RETURN_IF_ERROR(r.Bool(root, "share_kv", "", &options->share_kv, false));
-  bool reversible = false;
-  RECUR_RETURN_IF_ERROR(r.Bool(root, "reversible", "", &reversible, false));
-  if (reversible) {
-    return r.Invalid("reversible", "must be false: recur has no reversible residual blocks yet");
-  }
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "reversible", "", &options->reversible, false));
   double dropout = 0;  // training only: the converted model is the eval() forward
   RECUR_RETURN_IF_ERROR(r.NumberIn(root, "dropout", "", 0.0, 1.0, &dropout, false));
   options->heads = heads;
@@ -103,6 +100,7 @@ Status ParseLinformer(const KeyReader& r, const json& root, ModelDescription* d)
   block.activation = Activation::kGelu;
   d->blocks.assign(depth, block);
   d->final_norm = false;
+  d->reversible = options->reversible;  // two streams of x, summed at the end
   d->layout_options = options;
   return ParseMetadata(r, root, &d->metadata);
 }
@@ -110,7 +108,9 @@ Status ParseLinformer(const KeyReader& r, const json& root, ModelDescription* d)
 // blocks.<i>.<rest> in the library's names (`layer`: "net.layers.<i>.").
 void MapBlockTensor(const LinformerOptions& o, const std::string& layer, const std::string& rest,
                     ExpectedTensor* t) {
-  const std::string attn = layer + "0.", ff = layer + "1.";
+  // Sequential: layers.<i>.0 / .1; reversible: blocks.<i>.f.net / .g.net.
+  const std::string attn = layer + (o.reversible ? "f.net." : "0.");
+  const std::string ff = layer + (o.reversible ? "g.net." : "1.");
   if (rest.compare(0, 6, "norm1.") == 0) {
     t->source_name = attn + "norm." + rest.substr(6);
   } else if (rest.compare(0, 6, "norm2.") == 0) {
@@ -155,7 +155,9 @@ class LinformerLayoutConverter final : public LayoutConverter {
       uint32_t block = 0;
       std::string rest;
       if (SplitBlockName(t.name, &block, &rest)) {
-        MapBlockTensor(o, net + "layers." + std::to_string(block) + ".", rest, &t);
+        MapBlockTensor(o,
+                       net + (o.reversible ? "blocks." : "layers.") + std::to_string(block) + ".",
+                       rest, &t);
       } else if (t.name == "input.embedding") {
         t.source_name = "token_emb.weight";
       } else if (t.name == "input.positions") {

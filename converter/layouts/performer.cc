@@ -36,6 +36,8 @@ struct PerformerOptions : LayoutOptions {
   bool qkv_bias = false, out_bias = false, tie_embed = false;
   bool rotary = false;        // PerformerLM's rotary_position_emb: fixed [sin | cos] positions
   bool shift_tokens = false;  // a PreShiftTokens level inside each sublayer's wrapper
+  bool scale_norm = false;    // PreScaleNorm: the wrappers hold a scalar g, not a LayerNorm
+  bool reversible = false;    // ReversibleSequence: net.blocks.<i>.f / .g
   PerformerPositions positions = PerformerPositions::kNone;
   uint32_t axial_rows = 0, axial_cols = 0;  // axial_position_shape
 };
@@ -138,14 +140,19 @@ Status ParsePerformer(const KeyReader& r, const json& root, ModelDescription* d)
   RECUR_RETURN_IF_ERROR(RefuseIfSet(r, root, "cross_attend",
                                     "cross-attention needs an encoder "
                                     "output recur does not take"));
-  RECUR_RETURN_IF_ERROR(RefuseIfSet(r, root, "reversible",
-                                    "recur has no reversible residual "
-                                    "blocks yet"));
-  RECUR_RETURN_IF_ERROR(RefuseIfSet(r, root, "use_scalenorm", "recur has no ScaleNorm yet"));
-  RECUR_RETURN_IF_ERROR(RefuseIfSet(r, root, "use_rezero",
-                                    "ReZero blocks have no norm, which "
-                                    "recur's blocks cannot express yet"));
-  RECUR_RETURN_IF_ERROR(RefuseIfSet(r, root, "ff_glu", "recur has no GLU feed-forward yet"));
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "reversible", "", &o->reversible, false));
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "use_scalenorm", "", &o->scale_norm, false));
+  bool glu = false, rezero = false;
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "ff_glu", "", &glu, false));
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "use_rezero", "", &rezero, false));
+  // ReZero (x + g·f(x), no norm) gives way to ScaleNorm in the library; alone
+  // it leaves blocks without a norm, which recur's blocks cannot express.
+  if (rezero && !o->scale_norm) {
+    return r.Invalid("use_rezero",
+                     "must be false (unless use_scalenorm is true, which wins): "
+                     "ReZero blocks have no norm, which recur's blocks cannot "
+                     "express yet");
+  }
   RECUR_RETURN_IF_ERROR(r.Bool(root, "shift_tokens", "", &o->shift_tokens, false));
   // Training only: the converted model is the eval() forward with the stored
   // projections.
@@ -183,7 +190,11 @@ Status ParsePerformer(const KeyReader& r, const json& root, ModelDescription* d)
 
   d->d_model = dim;
   d->norm_placement = NormPlacement::kPre;
+  // PreScaleNorm: g·x / max(‖x‖₂, 1e-5); the final norm stays nn.LayerNorm.
+  d->norm = o->scale_norm ? NormKind::kScaleNorm : NormKind::kLayerNorm;
+  d->final_norm_kind = NormKind::kLayerNorm;
   d->layer_norm_eps = 1e-5f;
+  d->reversible = o->reversible;
   d->input = InputDescription{};
   if (o->lm) {
     d->input.kind = InputKind::kTokens;
@@ -258,6 +269,7 @@ Status ParsePerformer(const KeyReader& r, const json& root, ModelDescription* d)
                                  std::make_unique<LinearAttentionParams>(la));
   block.d_ff = dim * ff_mult;
   block.activation = Activation::kGelu;
+  block.glu = glu;  // w1 [2·d_ff, dim]: gelu(first half) ⊙ second half
   if (o->shift_tokens) {
     // PreShiftTokens after each norm: ⌊dim/k⌋ features per shift of (0, 1)
     // (causal) or (−1, 0, 1), the remainder passed; the attention's and the
@@ -277,17 +289,20 @@ Status ParsePerformer(const KeyReader& r, const json& root, ModelDescription* d)
 // blocks.<i>.<rest> under `layer` ("[performer.]net.layers.<i>.").
 void MapBlockTensor(const PerformerOptions& o, const std::string& layer, const std::string& rest,
                     ExpectedTensor* t) {
-  // With shift_tokens, PreShiftTokens wraps each sublayer: one more ".fn".
-  const std::string attn = layer + "0.", ff = layer + "1.";
+  // Sequential: layers.<i>.0 / .1 are the wrappers; reversible:
+  // blocks.<i>.f.net / .g.net. With shift_tokens, PreShiftTokens wraps each
+  // sublayer: one more ".fn".
+  const std::string attn = layer + (o.reversible ? "f.net." : "0.");
+  const std::string ff = layer + (o.reversible ? "g.net." : "1.");
   const std::string fn = o.shift_tokens ? "fn.fn." : "fn.";
   auto zeros = [&] {
     t->source_name.clear();
     t->transform = SourceTransform::kZeros;
   };
-  if (rest.compare(0, 6, "norm1.") == 0) {
-    t->source_name = attn + "norm." + rest.substr(6);
+  if (rest.compare(0, 6, "norm1.") == 0) {  // PreScaleNorm keeps its g on the wrapper
+    t->source_name = attn + (o.scale_norm ? std::string("g") : "norm." + rest.substr(6));
   } else if (rest.compare(0, 6, "norm2.") == 0) {
-    t->source_name = ff + "norm." + rest.substr(6);
+    t->source_name = ff + (o.scale_norm ? std::string("g") : "norm." + rest.substr(6));
   } else if (rest.compare(0, 12, "ffn.linear1.") == 0) {
     t->source_name = ff + fn + "fn.w1." + rest.substr(12);  // ...fn: Chunk, fn.fn: FeedForward
   } else if (rest.compare(0, 12, "ffn.linear2.") == 0) {
@@ -326,7 +341,9 @@ class PerformerLayoutConverter final : public LayoutConverter {
       uint32_t block = 0;
       std::string rest;
       if (SplitBlockName(t.name, &block, &rest)) {
-        MapBlockTensor(o, net + "layers." + std::to_string(block) + ".", rest, &t);
+        MapBlockTensor(o,
+                       net + (o.reversible ? "blocks." : "layers.") + std::to_string(block) + ".",
+                       rest, &t);
       } else if (t.name == "input.embedding") {
         t.source_name = "token_emb.weight";
       } else if (t.name == "input.positions" && o.positions == PerformerPositions::kLearned) {

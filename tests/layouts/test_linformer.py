@@ -20,6 +20,9 @@ CASES = [
                             one_kv_head=True), 2, 150),
     ("features_one_kv_shared", dict(dim=16, seq_len=64, depth=1, k=8, heads=2,
                                     one_kv_head=True, share_kv=True), 3, 40),
+    # Reversible blocks: two streams of the input, summed at the end.
+    ("lm_reversible", dict(num_tokens=30, dim=24, seq_len=96, depth=3, k=12, heads=2,
+                           reversible=True), 2, 90),
 ]
 
 
@@ -56,12 +59,11 @@ BASE = {"layout": "linformer", "class": "Linformer", "dim": 16, "seq_len": 32, "
 
 
 @pytest.mark.parametrize("change,message", [
-    ({"reversible": True}, '"reversible" must be false: recur has no reversible residual blocks'),
     ({"heads": 3}, '"heads" must divide dim (16), as the library asserts'),
     ({"num_tokens": 10}, '"num_tokens" applies only to class LinformerLM'),
     ({"causal": True}, '"causal" is not a known key'),
     ({"class": "LinformerSelfAttention"}, '"class" must be one of'),
     ({"dropout": 2}, '"dropout" must be a number in [0.0, 1.0]'),
-], ids=["reversible", "heads", "num_tokens", "unknown_key", "class", "dropout"])
+], ids=["heads", "num_tokens", "unknown_key", "class", "dropout"])
 def test_refusals_name_the_option(tmp_path, change, message):
     assert message in h.refusal({**BASE, **change}, tmp_path)

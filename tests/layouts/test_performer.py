@@ -44,6 +44,15 @@ CASES = [
                                                  heads=4, dim_head=6, causal=True,
                                                  generalized_attention=True, shift_tokens=True),
      1, 1000),
+    # Reversible blocks with ScaleNorm (g·x/max(‖x‖, 1e-5)) and a GLU feed-forward,
+    # causal, streamed.
+    ("lm_reversible_scalenorm_glu", PerformerLM, dict(num_tokens=30, max_seq_len=300, dim=16,
+                                                      depth=2, heads=2, dim_head=8, causal=True,
+                                                      generalized_attention=True, reversible=True,
+                                                      use_scalenorm=True, ff_glu=True), 2, 200),
+    # ScaleNorm wins over ReZero in the library; the softmax kernel, an encoder.
+    ("performer_scalenorm_rezero", Performer, dict(dim=16, depth=2, heads=2, dim_head=8,
+                                                   use_scalenorm=True, use_rezero=True), 1, 60),
     # Non-causal token shift (−1, 0, 1): the next position's features too, an encoder;
     # 20 = 3·6 + 2 features, the last 2 unshifted.
     ("performer_shift_encoder", Performer, dict(dim=20, depth=2, heads=2, dim_head=6,
@@ -55,6 +64,10 @@ def build(cls, kwargs, seed):
     torch.manual_seed(seed)
     model = cls(**kwargs)
     h.perturb_norms(model, seed)
+    with torch.no_grad():  # ScaleNorm's and ReZero's gains off their initial values
+        for name, p in model.named_parameters():
+            if name.endswith(".g"):
+                p.add_(0.3 * torch.randn(p.shape))
     config = {"layout": "performer", "class": cls.__name__,
               **{k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()}}
     return model, config
@@ -88,16 +101,13 @@ BASE = {"layout": "performer", "class": "PerformerLM", "num_tokens": 10, "max_se
     ({"kernel_fn": "gelu", "generalized_attention": True}, '"kernel_fn" must be "relu"'),
     ({"no_projection": True}, '"no_projection" must be false'),
     ({"cross_attend": True}, '"cross_attend" must be false'),
-    ({"reversible": True}, '"reversible" must be false'),
-    ({"use_scalenorm": True}, '"use_scalenorm" must be false'),
-    ({"use_rezero": True}, '"use_rezero" must be false'),
-    ({"ff_glu": True}, '"ff_glu" must be false'),
+    ({"use_rezero": True}, '"use_rezero" must be false (unless use_scalenorm is true'),
     ({"rotary_position_emb": True, "dim_head": 7}, '"dim_head" must be even with rotary'),
     ({"heads": 3}, '"heads" must divide dim (16), as the library asserts'),
     ({"rotary_position_emb": True, "dim": 15, "heads": 1, "dim_head": 8},
      '"dim" must be even with rotary_position_emb'),
     ({"heads_": 2}, '"heads_" is not a known key'),
 ], ids=["causal_softmax", "local_heads", "kernel_fn", "no_projection", "cross_attend",
-        "reversible", "scalenorm", "rezero", "glu", "odd_rotary", "heads", "odd_dim", "typo"])
+        "rezero", "odd_rotary", "heads", "odd_dim", "typo"])
 def test_refusals_name_the_option(tmp_path, change, message):
     assert message in h.refusal({**BASE, **change}, tmp_path)
