@@ -762,7 +762,7 @@ TEST_CASE("sinusoidal positions: as exact far into a stream as at its start") {
   }
 }
 
-TEST_CASE("GLU feed-forwards: load and step; linear1 of d_ff rows is named") {
+TEST_CASE("GLU feed-forwards: load and step, linear1 of d_ff rows is named") {
   std::string config = kTinyTokensConfig;
   const std::string act = "\"activation\": \"gelu\"";
   config.replace(config.find(act), act.size(), act + ", \"glu\": true");
