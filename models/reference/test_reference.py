@@ -3276,6 +3276,13 @@ def reversible_blocks():
         expect_value_error(lambda: RecurModel(config), word, f"accepted {config['residual']} {config['norm_placement']}")
     standard = checkpoint.build_model({**cfg, "residual": "standard"}, 6)
     assert not standard.reversible and set(standard.state_dict()) == set(model.state_dict())
+    # With a token shift of norm1(x2) and norm2(y1), carried between calls.
+    shifted = {**load_config("reversible_tokens"), "token_shift": {"segments": [[6, 1], [4, 0], [6, 1]], "ffn": True}}
+    model = checkpoint.build_model(shifted, 6).double()
+    x = golden.random_inputs(shifted, 24, 2)
+    parallel_matches_steps(model, x, (1, 7, 24), "reversible with token shift")
+    with torch.no_grad():
+        assert_close(model(x), naive_forward(shifted, dict(model.state_dict()), x), 1e-9, "shifted vs naive")
 
 
 def main():

@@ -233,8 +233,8 @@ TEST_CASE("token shift keeps the contract: its carried features are state, saved
 }
 
 TEST_CASE(
-    "model-level options (reversible blocks, scale and RMS norms, GLU, sinusoidal "
-    "positions, no feed-forward) keep the same contract") {
+    "model-level options (reversible blocks with a token shift, scale and RMS norms, GLU, "
+    "sinusoidal positions, no feed-forward) keep the same contract") {
   CheckContract(recur::impl::testing::kTinyReversibleConfig);
   CheckContract(recur::impl::testing::kTinyNoFfnConfig);
 }

@@ -203,12 +203,13 @@ inline const char* kTinyTokenShiftEncoderConfig = R"({
   "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
 
 // The model-level options of models/configs/README.md: reversible residual
-// blocks with scale norms, a GLU feed-forward and sinusoidal positions with
-// a learned scale (performer-pytorch's pieces); tokens.
+// blocks with scale norms, a GLU feed-forward, sinusoidal positions with a
+// learned scale and a token shift (performer-pytorch's pieces); tokens.
 inline const char* kTinyReversibleConfig = R"({
   "layout": "recur", "d_model": 16, "n_layers": 2, "norm_placement": "pre",
   "layer_norm_eps": 1e-5, "norm": {"type": "scale_norm", "scale": "l2"},
-  "residual": "reversible", "input": {"kind": "tokens", "vocab_size": 11},
+  "residual": "reversible", "token_shift": {"segments": [[4, 1], [4, 0], [4, 1]], "ffn": true},
+  "input": {"kind": "tokens", "vocab_size": 11},
   "max_positions": 0, "positions": {"type": "sinusoid", "scale": "learned"},
   "mixer": {"type": "linear_attention", "heads": 2, "dk": 8, "dv": 8,
             "feature_map": "elu_plus_one", "eps": 1e-6},
