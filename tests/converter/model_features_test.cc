@@ -72,7 +72,7 @@ json InspectJson(const testing::TempDir& dir, const json& config) {
 }
 
 TEST_CASE(
-    "norm: absent is layer_norm; each type parses; the writer writes version 1 only "
+    "norm: absent is layer_norm, each type parses, the writer writes version 1 only "
     "for layer norms") {
   CHECK(Parsed(TokensJson()).norm == NormKind::kLayerNorm);
   CHECK(FormatVersionFor(Parsed(TokensJson())) == 1);

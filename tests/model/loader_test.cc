@@ -629,7 +629,7 @@ void ClearField(const void* generated_table, uint16_t field) {
 }  // namespace
 
 TEST_CASE(
-    "norms: each kind loads and steps; a bad kind, a bias where none belongs and a "
+    "norms: each kind loads and steps, and a bad kind, a bias where none belongs and a "
     "mis-shaped weight are named") {
   for (const char* norm : {R"({"type": "rms_norm"})", R"({"type": "scale_norm", "scale": "l2"})",
                            R"({"type": "scale_norm", "scale": "rms"})"}) {
@@ -665,7 +665,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "blocks without a feed-forward: load and step; linear layers or a norm2 beside d_ff 0 "
+    "blocks without a feed-forward: load and step, and linear layers or a norm2 beside d_ff 0 "
     "are named") {
   // kTinyTokensConfig's "ffn" replaced by null.
   std::string config = kTinyTokensConfig;
@@ -700,7 +700,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "sinusoidal positions: load and step; a bad base, an odd d_model and a mis-shaped "
+    "sinusoidal positions: load and step, and a bad base, an odd d_model and a mis-shaped "
     "scale are named") {
   const std::string config =
       TinyTokensWith(R"(, "positions": {"type": "sinusoid", "base": 500, "scale": "learned"})");
@@ -789,7 +789,7 @@ TEST_CASE("GLU feed-forwards: load and step, linear1 of d_ff rows is named") {
 }
 
 TEST_CASE(
-    "reversible models: load and step; an unknown residual kind, post-norm and a block "
+    "reversible models: load and step, and an unknown residual kind, post-norm and a block "
     "without a feed-forward are named") {
   const std::string config = TinyTokensWith(R"(, "residual": "reversible")");
   auto bytes = BuildTestModel(config.c_str(), 1);
