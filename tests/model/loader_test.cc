@@ -500,7 +500,8 @@ TEST_CASE("rotary: bad dims, base and pairs in the file are named, per mixer") {
     const std::string width = block == 3 ? "qk_dim" : "dk";
     const std::string prefix = "blocks." + std::to_string(block) + ": " + what;
     for (uint32_t dims : {5u, 10u, 0u}) {
-      CAPTURE(block);
+      const uint32_t block_index = block;  // CAPTURE's lambda cannot take a structured binding
+      CAPTURE(block_index);
       CAPTURE(dims);
       auto bytes = fresh();
       Poke<uint32_t>(rotary_of(bytes, block), fb::Rotary::VT_DIMS, dims);
@@ -551,7 +552,8 @@ TEST_CASE("token shift: bad segments, a shift -1 in a causal block and post-norm
       {1, 2, 9, 1, "blocks.1.token_shift: the segments cover 17 features, more than d_model (16)"},
   };
   for (const auto& [block, i, width, shift, message] : bad) {
-    CAPTURE(message);
+    const std::string expected = message;  // CAPTURE's lambda cannot take a structured binding
+    CAPTURE(expected);
     auto bytes = fresh();
     *segment(bytes, block, i) = fb::ShiftSegment(width, shift);
     CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
