@@ -617,7 +617,8 @@ TEST_CASE("config: rotary position embeddings (softmax, linear, sliding window, 
       {json::array({4, "half"}), "\"mixer.rotary\" must be a JSON object"},
   };
   for (const auto& [rotary, message] : bad) {
-    CAPTURE(rotary.dump());
+    const std::string given = rotary.dump();  // CAPTURE's lambda cannot take a structured binding
+    CAPTURE(given);
     j["mixer"]["rotary"] = rotary;
     CHECK(ErrorOf(j) == "config.json: " + message);
   }
@@ -694,7 +695,8 @@ TEST_CASE("config: token shift (recur layout, every block)") {
       {{{"segments", {{8, 1}}}, {"ffn", 1}}, "\"token_shift.ffn\" must be true or false"},
   };
   for (const auto& [shift, message] : bad) {
-    CAPTURE(shift.dump());
+    const std::string given = shift.dump();  // CAPTURE's lambda cannot take a structured binding
+    CAPTURE(given);
     j["token_shift"] = shift;
     CHECK(ErrorOf(j) == "config.json: " + message);
   }

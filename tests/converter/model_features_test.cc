@@ -171,7 +171,8 @@ TEST_CASE("ffn null: no norm2 and no FFN tensors, an empty FeedForward, format_v
   for (const BlockDescription& b : desc.blocks) CHECK(b.d_ff == 0);
   CHECK(FormatVersionFor(desc) == 2);
   const auto shapes = Shapes(desc);
-  for (const auto& [name, shape] : shapes) {
+  for (const auto& entry : shapes) {  // CHECK_MESSAGE's lambda cannot take a structured binding
+    const std::string& name = entry.first;
     CHECK_MESSAGE(name.find(".norm2.") == std::string::npos, name);
     CHECK_MESSAGE(name.find(".ffn.") == std::string::npos, name);
   }
