@@ -82,6 +82,24 @@ inline ExpectedTensor IgnoredSource(std::string name, std::vector<int64_t> shape
   return t;
 }
 
+// `t` made of zeros, with no source tensor (a bias the library does not have).
+inline void MakeZeros(ExpectedTensor* t) {
+  t->source_name.clear();
+  t->transform = SourceTransform::kZeros;
+}
+
+// Block i's attention and feed-forward wrappers under `net` in lucidrains'
+// SequentialSequence ("<net>layers.<i>.0." and ".1.") or ReversibleSequence
+// ("<net>blocks.<i>.f.net." and ".g.net."): linformer, performer-pytorch.
+struct Sublayers {
+  std::string attn, ff;
+};
+inline Sublayers LucidrainsSublayers(const std::string& net, uint32_t block, bool reversible) {
+  const std::string layer =
+      net + (reversible ? "blocks." : "layers.") + std::to_string(block) + ".";
+  return {layer + (reversible ? "f.net." : "0."), layer + (reversible ? "g.net." : "1.")};
+}
+
 // "blocks.<i>.<rest>": true with i and rest; false for any other name.
 bool SplitBlockName(const std::string& name, uint32_t* block, std::string* rest);
 

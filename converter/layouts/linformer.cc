@@ -105,12 +105,11 @@ Status ParseLinformer(const KeyReader& r, const json& root, ModelDescription* d)
   return ParseMetadata(r, root, &d->metadata);
 }
 
-// blocks.<i>.<rest> in the library's names (`layer`: "net.layers.<i>.").
-void MapBlockTensor(const LinformerOptions& o, const std::string& layer, const std::string& rest,
+// blocks.<i>.<rest> in the library's names, under block i's wrappers `s`.
+void MapBlockTensor(const LinformerOptions& o, const Sublayers& s, const std::string& rest,
                     ExpectedTensor* t) {
-  // Sequential: layers.<i>.0 / .1; reversible: blocks.<i>.f.net / .g.net.
-  const std::string attn = layer + (o.reversible ? "f.net." : "0.");
-  const std::string ff = layer + (o.reversible ? "g.net." : "1.");
+  const std::string& attn = s.attn;
+  const std::string& ff = s.ff;
   if (rest.compare(0, 6, "norm1.") == 0) {
     t->source_name = attn + "norm." + rest.substr(6);
   } else if (rest.compare(0, 6, "norm2.") == 0) {
@@ -130,8 +129,7 @@ void MapBlockTensor(const LinformerOptions& o, const std::string& layer, const s
       t->repeat = o.heads;
     }
   } else if (rest == "mixer.query.bias" || rest == "mixer.key.bias" || rest == "mixer.value.bias") {
-    t->source_name.clear();  // nn.Linear(bias=False)
-    t->transform = SourceTransform::kZeros;
+    MakeZeros(t);  // nn.Linear(bias=False)
   } else if (rest.compare(0, 10, "mixer.out.") == 0) {
     t->source_name = attn + "fn.to_out." + rest.substr(10);
   } else if (rest == "mixer.E" || rest == "mixer.F") {  // proj_k, proj_v: [seq_len, k]
@@ -155,9 +153,7 @@ class LinformerLayoutConverter final : public LayoutConverter {
       uint32_t block = 0;
       std::string rest;
       if (SplitBlockName(t.name, &block, &rest)) {
-        MapBlockTensor(o,
-                       net + (o.reversible ? "blocks." : "layers.") + std::to_string(block) + ".",
-                       rest, &t);
+        MapBlockTensor(o, LucidrainsSublayers(net, block, o.reversible), rest, &t);
       } else if (t.name == "input.embedding") {
         t.source_name = "token_emb.weight";
       } else if (t.name == "input.positions") {

@@ -286,19 +286,13 @@ Status ParsePerformer(const KeyReader& r, const json& root, ModelDescription* d)
   return ParseMetadata(r, root, &d->metadata);
 }
 
-// blocks.<i>.<rest> under `layer` ("[performer.]net.layers.<i>.").
-void MapBlockTensor(const PerformerOptions& o, const std::string& layer, const std::string& rest,
+// blocks.<i>.<rest> under block i's wrappers `s`. With shift_tokens,
+// PreShiftTokens wraps each sublayer: one more ".fn".
+void MapBlockTensor(const PerformerOptions& o, const Sublayers& s, const std::string& rest,
                     ExpectedTensor* t) {
-  // Sequential: layers.<i>.0 / .1 are the wrappers; reversible:
-  // blocks.<i>.f.net / .g.net. With shift_tokens, PreShiftTokens wraps each
-  // sublayer: one more ".fn".
-  const std::string attn = layer + (o.reversible ? "f.net." : "0.");
-  const std::string ff = layer + (o.reversible ? "g.net." : "1.");
+  const std::string& attn = s.attn;
+  const std::string& ff = s.ff;
   const std::string fn = o.shift_tokens ? "fn.fn." : "fn.";
-  auto zeros = [&] {
-    t->source_name.clear();
-    t->transform = SourceTransform::kZeros;
-  };
   if (rest.compare(0, 6, "norm1.") == 0) {  // PreScaleNorm keeps its g on the wrapper
     t->source_name = attn + (o.scale_norm ? std::string("g") : "norm." + rest.substr(6));
   } else if (rest.compare(0, 6, "norm2.") == 0) {
@@ -317,7 +311,7 @@ void MapBlockTensor(const PerformerOptions& o, const std::string& layer, const s
       if (rest.compare(0, recur.size(), recur) != 0) continue;
       const bool bias = rest.substr(recur.size()) == "bias";
       const bool out = std::string(p) == "out";
-      if (bias && !(out ? o.out_bias : o.qkv_bias)) return zeros();
+      if (bias && !(out ? o.out_bias : o.qkv_bias)) return MakeZeros(t);
       static const char* const kNames[] = {"to_q", "to_k", "to_v", "to_out"};
       const int i = p[0] == 'q' ? 0 : p[0] == 'k' ? 1 : p[0] == 'v' ? 2 : 3;
       t->source_name = attn + fn + kNames[i] + "." + rest.substr(recur.size());
@@ -341,9 +335,7 @@ class PerformerLayoutConverter final : public LayoutConverter {
       uint32_t block = 0;
       std::string rest;
       if (SplitBlockName(t.name, &block, &rest)) {
-        MapBlockTensor(o,
-                       net + (o.reversible ? "blocks." : "layers.") + std::to_string(block) + ".",
-                       rest, &t);
+        MapBlockTensor(o, LucidrainsSublayers(net, block, o.reversible), rest, &t);
       } else if (t.name == "input.embedding") {
         t.source_name = "token_emb.weight";
       } else if (t.name == "input.positions" && o.positions == PerformerPositions::kLearned) {
@@ -369,8 +361,7 @@ class PerformerLayoutConverter final : public LayoutConverter {
         t.source_name = o.tie_embed ? "token_emb.weight" : "to_out.weight";
       } else if (t.name == "head.bias") {
         if (o.tie_embed) {  // x @ token_emb.weightᵀ, no bias
-          t.source_name.clear();
-          t.transform = SourceTransform::kZeros;
+          MakeZeros(&t);
         } else {
           t.source_name = "to_out.bias";
         }
