@@ -139,8 +139,9 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
     AddLinear(&out, p + "ffn.linear1", (b.glu ? 2 : 1) * int64_t{b.d_ff}, dm);
     AddLinear(&out, p + "ffn.linear2", dm, b.d_ff);
   }
-  if (d.final_norm) AddNorm(&out, "final_norm", d.final_norm_kind.value_or(d.norm), dm);
-  if (d.has_head) AddLinear(&out, "head", d.head.out, dm);
+  const int64_t stream = d.concat_streams ? 2 * dm : dm;  // what reaches the final norm and head
+  if (d.final_norm) AddNorm(&out, "final_norm", d.final_norm_kind.value_or(d.norm), stream);
+  if (d.has_head) AddLinear(&out, "head", d.head.out, stream);
   if (const LayoutType* type = FindLayoutType(layout)) type->converter->MapTensors(d, &out);
   return out;
 }

@@ -53,6 +53,8 @@ const char* Name(fb::Residual r) {
       return "standard";
     case fb::Residual::Reversible:
       return "reversible";
+    case fb::Residual::ReversibleConcat:
+      return "reversible_concat";
   }
   return "unknown";
 }
@@ -310,7 +312,9 @@ std::string RenderText(const OrderedJson& j) {
   line("input:           " + input);
   line("norm_placement:  " + j["norm_placement"].get<std::string>());
   line("residual:        " + j["residual"].get<std::string>() +
-       (j["residual"] == "reversible" ? " (two streams, x1 + x2 after the last block)" : ""));
+       (j["residual"] == "reversible"          ? " (two streams, x1 + x2 after the last block)"
+        : j["residual"] == "reversible_concat" ? " (two streams, [x1 | x2] after the last block)"
+                                               : ""));
   line("blocks:          " + std::to_string(j["blocks"].size()));
   std::size_t i = 0;
   for (const OrderedJson& b : j["blocks"]) {

@@ -167,6 +167,9 @@ struct ModelDescription {
   // Two residual streams (config "residual": "reversible"; recur.fbs Residual):
   // pre-norm only, every block with a feed-forward.
   bool reversible = false;
+  // With `reversible`: [x1 | x2] (2·d_model) reach the final norm and head
+  // ("reversible_concat"; Hugging Face's Reformer), else x1 + x2.
+  bool concat_streams = false;
   InputDescription input;
   std::vector<BlockDescription> blocks;
   bool final_norm = true;

@@ -39,7 +39,8 @@ fb::InputKind ToFb(InputKind k) {
 }
 
 fb::Residual ResidualOf(const ModelDescription& desc) {
-  return desc.reversible ? fb::Residual::Reversible : fb::Residual::Standard;
+  if (!desc.reversible) return fb::Residual::Standard;
+  return desc.concat_streams ? fb::Residual::ReversibleConcat : fb::Residual::Reversible;
 }
 
 fb::NormKind ToFb(NormKind k) {

@@ -229,12 +229,14 @@ class RecurLayoutConverter final : public LayoutConverter {
     RECUR_RETURN_IF_ERROR(ParseTokenShift(r, root, *d, &token_shift));
     for (BlockDescription& block : d->blocks) block.token_shift = token_shift;
 
-    // "residual" (optional): "standard" or "reversible" (two streams).
-    static const char* const kResiduals[] = {"standard", "reversible"};
+    // "residual" (optional): "standard", "reversible" (two streams, summed at
+    // the end) or "reversible_concat" (concatenated at the end).
+    static const char* const kResiduals[] = {"standard", "reversible", "reversible_concat"};
     std::size_t residual = 0;
     RECUR_RETURN_IF_ERROR(
         r.Choice(root, "residual", "", kResiduals, &residual, /*required=*/false));
-    d->reversible = residual == 1;
+    d->reversible = residual != 0;
+    d->concat_streams = residual == 2;
     if (d->reversible && d->norm_placement != NormPlacement::kPre) {
       return r.Invalid("residual",
                        "\"reversible\" needs norm_placement \"pre\": its blocks add "

@@ -38,7 +38,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from recur_ref import CHUNK, checkpoint, golden, mixers, safetensors
+from recur_ref import CHUNK, batched, checkpoint, golden, mixers, safetensors
 from recur_ref import fast_transformers_layout as ftl
 from recur_ref.mixers import (FLASH, GAU, AFTConv, AFTFull, AFTLocal, AFTSimple, LinearAttention, Linformer, Reformer,
                               RetNet, SlidingWindowAttention, SoftmaxAttention, feature_dim)
@@ -334,9 +334,10 @@ def encoder_writes_no_state(name):
     return enc
 
 
-def norm_tensors(cfg, name):
-    """{name: shape} of one norm, as README's "Norms" lists them for the config's kind."""
-    d, kind = cfg["d_model"], cfg.get("norm", {"type": "layer_norm"})["type"]
+def norm_tensors(cfg, name, d=None):
+    """{name: shape} of one norm over d (default d_model), as README's "Norms" lists them for the
+    config's kind."""
+    d, kind = d or cfg["d_model"], cfg.get("norm", {"type": "layer_norm"})["type"]
     if kind == "layer_norm":
         return {name + ".weight": (d,), name + ".bias": (d,)}
     return {name + ".weight": (d,) if kind == "rms_norm" else (1,)}
@@ -401,10 +402,11 @@ def expected_tensors(cfg):
             mm = m["n_features"]
             t[b + "mixer.feature_map.omega"] = (m["dk"], mm if m.get("favor_layout", "performer") == "performer"
                                                 else mm // 2)
+    stream = 2 * d if cfg.get("residual") == "reversible_concat" else d   # what the final norm and head take
     if cfg["final_norm"]:
-        t.update(norm_tensors(cfg, "final_norm"))
+        t.update(norm_tensors(cfg, "final_norm", stream))
     if cfg["head"]:
-        t.update({"head.weight": (cfg["head"]["out"], d), "head.bias": (cfg["head"]["out"],)})
+        t.update({"head.weight": (cfg["head"]["out"], stream), "head.bias": (cfg["head"]["out"],)})
     return t
 
 
@@ -435,8 +437,8 @@ def naive_forward(cfg, w, x):
     def lin(h, name):
         return F.linear(h, w[name + ".weight"], w[name + ".bias"])
 
-    def norm(h, name):   # README "Norms": the config's kind, eps = layer_norm_eps
-        kind, eps = cfg.get("norm", {"type": "layer_norm"}), cfg["layer_norm_eps"]
+    def norm(h, name):   # README "Norms": the config's kind, eps = layer_norm_eps, over h's width
+        kind, eps, d = cfg.get("norm", {"type": "layer_norm"}), cfg["layer_norm_eps"], h.shape[-1]
         if kind["type"] == "rms_norm":
             return h / torch.sqrt((h * h).mean(-1, keepdim=True) + eps) * w[name + ".weight"]
         if kind["type"] == "scale_norm":
@@ -620,7 +622,7 @@ def naive_forward(cfg, w, x):
     for i, m in enumerate(mixer_configs(cfg)):
         heads, dk, dv = m.get("heads"), m.get("dk"), m.get("dv")
         b = f"blocks.{i}."
-        if cfg.get("residual") == "reversible":   # y1 = x1 + Mixer(norm1(x2)); y2 = x2 + FFN(norm2(y1))
+        if cfg.get("residual", "").startswith("reversible"):   # y1 = x1 + Mixer(norm1(x2)); y2 = x2 + FFN(norm2(y1))
             h = h + mixer(shift(norm(x2, b + "norm1")), b)
             x2 = x2 + ffn_of(shift_ffn(norm(h, b + "norm2")), b)
         elif cfg["norm_placement"] == "pre":
@@ -633,6 +635,8 @@ def naive_forward(cfg, w, x):
                 h = norm(h + ffn_of(h, b), b + "norm2")
     if cfg.get("residual") == "reversible":
         h = h + x2
+    elif cfg.get("residual") == "reversible_concat":
+        h = torch.cat([h, x2], -1)
     if cfg["final_norm"]:
         h = norm(h, "final_norm")
     if cfg["head"]:
@@ -3270,10 +3274,27 @@ def reversible_blocks():
         assert_close(out, torch.softmax(model.head(torch.stack(both.chunk(2, -1)).sum(0)), -1), 1e-12, "output")
     bad = [({**cfg, "residual": "reversible", "norm_placement": "post"}, "needs norm_placement 'pre'"),
            ({**cfg, "ffn": None}, "needs a feed-forward"),
-           ({**cfg, "residual": "revnet"}, "residual must be one of ['standard', 'reversible']"),
+           ({**cfg, "residual": "revnet"}, "residual must be one of ['standard', 'reversible', 'reversible_concat']"),
+           ({**cfg, "residual": "reversible_concat", "norm_placement": "post"},
+            "residual 'reversible_concat' needs norm_placement 'pre'"),
            ({**cfg, "residual": None}, "residual must be one of")]
     for config, word in bad:
         expect_value_error(lambda: RecurModel(config), word, f"accepted {config['residual']} {config['norm_placement']}")
+    # reversible_concat: the same blocks; [x1 | x2] (2·d_model) through the final norm and head.
+    concat_cfg = {**cfg, "residual": "reversible_concat", "final_norm": True}
+    concat = checkpoint.build_model(concat_cfg, 6).double()
+    d = cfg["d_model"]
+    assert concat.head.weight.shape == (cfg["head"]["out"], 2 * d) and concat.final_norm.weight.shape == (2 * d,)
+    with torch.no_grad():
+        out, layers, _ = concat(x, return_layers=True)
+        both = torch.cat([concat.input(x.double(), 0)] * 2, -1)
+        for i, block in enumerate(concat.blocks):
+            x1, x2 = both.chunk(2, -1)
+            y1 = x1 + block.mixer.noncausal(block.norm1(x2), block.mixer.empty_state(torch.float64))[0]
+            both = torch.cat([y1, x2 + block.ffn(block.norm2(y1))], -1)
+            assert_close(layers[i], torch.stack(both.chunk(2, -1)).sum(0), 1e-12, f"concat block {i}")
+        assert_close(out, torch.softmax(concat.head(concat.final_norm(both)), -1), 1e-12, "concat output")
+        assert_close(batched.forward(concat, x[None])[0], out, 1e-12, "concat batched")
     standard = checkpoint.build_model({**cfg, "residual": "standard"}, 6)
     assert not standard.reversible and set(standard.state_dict()) == set(model.state_dict())
     # With a token shift of norm1(x2) and norm2(y1), carried between calls.

@@ -341,6 +341,10 @@ Status GpuModel::Create(const Model& model, Device* device, std::unique_ptr<GpuM
     g->sinusoid_freq_ = static_cast<double*>(freq);
     RECUR_RETURN_IF_ERROR(g->UploadFloats(model.position_scale, 1, &g->position_scale_));
   }
+  if (model.concat_streams) {
+    return Unsupported("the GPU path has no concatenated reversible streams "
+                       "(residual reversible_concat)");
+  }
   g->blocks_.resize(model.blocks.size());
   for (size_t l = 0; l < model.blocks.size(); ++l) {
     if (model.blocks[l].token_shift.present) {

@@ -238,11 +238,13 @@ Status LoadModel(const void* data, size_t size, const LoadOptions& options,
     return Unsupported("norm placement %d is not supported", int(root->norm_placement()));
   }
   m->norm_placement = root->norm_placement();
-  if (root->residual() != fb::Residual::Standard && root->residual() != fb::Residual::Reversible) {
+  if (root->residual() != fb::Residual::Standard && root->residual() != fb::Residual::Reversible &&
+      root->residual() != fb::Residual::ReversibleConcat) {
     return Unsupported("residual kind %d is not supported by this runtime (newer model?)",
                        int(root->residual()));
   }
-  m->reversible = root->residual() == fb::Residual::Reversible;
+  m->reversible = root->residual() != fb::Residual::Standard;
+  m->concat_streams = root->residual() == fb::Residual::ReversibleConcat;
   if (m->reversible && m->norm_placement != fb::NormPlacement::Pre) {
     return InvalidModel(
         "a reversible model must be pre-norm: its blocks add mixer(norm1(x2)) "
@@ -260,10 +262,10 @@ Status LoadModel(const void* data, size_t size, const LoadOptions& options,
     }
   }
   if (root->final_norm() != nullptr) {
-    RECUR_RETURN_IF_ERROR(tensors.GetNorm(root->final_norm(), "final_norm", m->d_model,
+    RECUR_RETURN_IF_ERROR(tensors.GetNorm(root->final_norm(), "final_norm", m->stream_width(),
                                           &m->final_norm));
   }
-  m->output_width = m->d_model;
+  m->output_width = m->stream_width();
   if (root->head() != nullptr) {
     const fb::Dense* dense = root->head()->dense();
     const fb::Tensor* w = dense && dense->weight() >= 0 &&
@@ -271,10 +273,10 @@ Status LoadModel(const void* data, size_t size, const LoadOptions& options,
                               ? root->tensors()->Get(uint32_t(dense->weight())) : nullptr;
     if (w == nullptr || w->shape()->size() != 2 || w->shape()->Get(0) <= 0 ||
         w->shape()->Get(0) > kMaxWidth) {
-      return InvalidModel("head.weight must be an [output_width, d_model] tensor");
+      return InvalidModel("head.weight must be an [output_width, %u] tensor", m->stream_width());
     }
     const uint32_t width = static_cast<uint32_t>(w->shape()->Get(0));
-    RECUR_RETURN_IF_ERROR(tensors.GetDense(dense, "head", width, m->d_model, &m->head));
+    RECUR_RETURN_IF_ERROR(tensors.GetDense(dense, "head", width, m->stream_width(), &m->head));
     const auto act = root->head()->activation();
     if (act != fb::HeadActivation::None && act != fb::HeadActivation::Softmax &&
         act != fb::HeadActivation::LogSoftmax) {

@@ -266,7 +266,7 @@ void Session::Carve(Arena* arena) {
   h_ = floats(rows * m.d_model);
   ffn_ = floats(rows * max_ff);
   scratch_ = floats(max_scratch);
-  if (m.reversible) x2_ = floats(rows * m.d_model);
+  if (m.reversible) x2_ = floats(rows * m.stream_width());
   layer_states_ = arena->Allocate<float*>(batch_);
   tokens_stage_ = arena->Allocate<int32_t>(m.input_kind == fb::InputKind::Tokens ? rows : 0);
   features_stage_ = floats(rows * m.feature_width);
@@ -415,7 +415,10 @@ void Session::Embed(const Workspace& ws, const int32_t* tokens, const float* fea
 }
 
 void Session::Norm(const NormView& norm, const float* x, float* y, size_t rows) {
-  const size_t d = model_->d_model;
+  NormRows(norm, x, y, rows, model_->d_model);
+}
+
+void Session::NormRows(const NormView& norm, const float* x, float* y, size_t rows, size_t d) {
   // The scale norms' ‖x‖₂·c: c = 1, or 1/√d_model (ScaleNormRms).
   const float c = norm.kind == fb::NormKind::ScaleNormRms
                       ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)))
@@ -574,11 +577,10 @@ void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer
   }
 }
 
-void Session::Head(const Workspace& ws, float* out, size_t rows) {
+void Session::Head(float* x, float* out, size_t rows) {
   const Model& m = *model_;
-  const size_t d = m.d_model;
-  float* x = ws.x;
-  if (m.final_norm.gamma != nullptr) Norm(m.final_norm, x, x, rows);
+  const size_t d = m.stream_width();
+  if (m.final_norm.gamma != nullptr) NormRows(m.final_norm, x, x, rows, d);
   if (m.head.weight == nullptr) {
     std::memcpy(out, x, rows * d * sizeof(float));
     return;
@@ -591,6 +593,16 @@ void Session::Head(const Workspace& ws, float* out, size_t rows) {
     } else if (m.head_activation == fb::HeadActivation::LogSoftmax) {
       kernels::LogSoftmax(out + r * w, out + r * w, w);
     }
+  }
+}
+
+// x2 (rows, 2·d_model wide) ← [x1 | x2] row by row, in place: from the last
+// row down, each row's destination lies past every row still to be read.
+void Session::ConcatStreams(const float* x1, float* x2, size_t rows) {
+  const size_t d = model_->d_model;
+  for (size_t r = rows; r-- > 0;) {
+    std::memmove(x2 + 2 * r * d + d, x2 + r * d, d * sizeof(float));
+    std::memcpy(x2 + 2 * r * d, x1 + r * d, d * sizeof(float));
   }
 }
 
@@ -618,8 +630,14 @@ void Session::Forward(const Workspace& ws, const int32_t* tokens, const float* f
       observer_(observer_context_, l, ws.h, batch_, steps);
     }
   }
-  if (model_->reversible) AddResidual(ws.x2, ws.x, n);  // the output stream x1 + x2
-  if (out != nullptr) Head(ws, out, batch_ * steps);
+  float* stream = ws.x;
+  if (model_->concat_streams) {
+    ConcatStreams(ws.x, ws.x2, batch_ * steps);
+    stream = ws.x2;
+  } else if (model_->reversible) {
+    AddResidual(ws.x2, ws.x, n);  // the output stream x1 + x2
+  }
+  if (out != nullptr) Head(stream, out, batch_ * steps);
 }
 
 Status Session::CheckCausal(const char* call) const {
@@ -697,7 +715,7 @@ Status Session::Encode(size_t steps, const int32_t* tokens, const float* feature
   std::memset(state.get(), 0, batch_ * state_stride_ * sizeof(float));
   const std::vector<uint64_t> zero_positions(batch_, 0);
   hwy::AlignedFreeUniquePtr<float[]> x2;
-  if (m.reversible) RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.d_model, &x2));
+  if (m.reversible) RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.stream_width(), &x2));
   const Workspace ws{x.get(), h.get(), ffn.get(), scratch.get(), state.get(), zero_positions.data(),
                      x2.get()};
   Forward(ws, tokens, features, steps, out);

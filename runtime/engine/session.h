@@ -197,9 +197,13 @@ class Session {
   void RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, const float* x, float* y,
                       size_t rows);
   void Norm(const NormView& norm, const float* x, float* y, size_t rows);
+  void NormRows(const NormView& norm, const float* x, float* y, size_t rows, size_t width);
   // x += delta over n floats, split over the pool.
   void AddResidual(const float* delta, float* x, size_t n);
-  void Head(const Workspace& ws, float* out, size_t rows);
+  // The final norm (in place) and head of x (rows, stream_width) into out.
+  void Head(float* x, float* out, size_t rows);
+  // A concatenating reversible model's output: x2 ← [x1 | x2] per row.
+  void ConcatStreams(const float* x1, float* x2, size_t rows);
   Workspace StreamWorkspace() { return {x_, h_, ffn_, scratch_, state_, positions_, x2_}; }
 
   const Model* model_;

@@ -84,7 +84,11 @@ struct Model {
 
   uint32_t d_model = 0;
   fb::NormPlacement norm_placement = fb::NormPlacement::Pre;
-  bool reversible = false;  // fb::Residual::Reversible: two residual streams
+  bool reversible = false;  // fb::Residual::Reversible(Concat): two residual streams
+  bool concat_streams = false;  // fb::Residual::ReversibleConcat: [x1 | x2] at the end
+  // The width of what reaches the final norm and head: d_model, or 2·d_model
+  // when a reversible model's streams are concatenated.
+  uint32_t stream_width() const { return concat_streams ? 2 * d_model : d_model; }
 
   fb::InputKind input_kind = fb::InputKind::Tokens;
   uint32_t vocab_size = 0;

@@ -321,7 +321,7 @@ TEST_CASE("residual: standard (the default) or reversible, pre-norm with a feed-
   config["residual"] = "revnet";
   CHECK(ErrorOf(config) ==
         "config.json: \"residual\" must be one of \"standard\", "
-        "\"reversible\" (got \"revnet\")");
+        "\"reversible\", \"reversible_concat\" (got \"revnet\")");
   config["residual"] = "reversible";
   config["norm_placement"] = "post";
   CHECK(ErrorOf(config) ==
@@ -333,6 +333,38 @@ TEST_CASE("residual: standard (the default) or reversible, pre-norm with a feed-
   CHECK(ErrorOf(config) ==
         "config.json: \"residual\" \"reversible\" needs a feed-forward "
         "(\"ffn\" is null): y2 = x2 + ffn(norm2(y1))");
+}
+
+TEST_CASE("residual reversible_concat: the final norm and head take [x1 | x2], 2·d_model wide") {
+  json config = TokensJson();
+  config["residual"] = "reversible_concat";
+  const ModelDescription desc = Parsed(config);
+  CHECK(desc.reversible);
+  CHECK(desc.concat_streams);
+  CHECK(FormatVersionFor(desc) == 2);
+  auto shapes = Shapes(desc), plain = Shapes(Parsed(TokensJson()));
+  const int64_t d = desc.d_model;
+  REQUIRE(shapes.count("final_norm.weight") == 1);
+  CHECK(shapes["final_norm.weight"] == std::vector<int64_t>{2 * d});
+  CHECK(shapes["head.weight"] == std::vector<int64_t>{plain["head.weight"][0], 2 * d});
+  for (const char* name : {"final_norm.weight", "final_norm.bias", "head.weight"}) {
+    shapes.erase(name);
+    plain.erase(name);
+  }
+  CHECK(shapes == plain);  // every block tensor as a standard model's
+  const AlignedBytes bytes = Build(config);
+  CHECK(Root(bytes)->residual() == fb::Residual::ReversibleConcat);
+  testing::TempDir dir;
+  CHECK(InspectJson(dir, config)["residual"] == "reversible_concat");
+  const std::string text = InspectText(dir, config);
+  CHECK_MESSAGE(text.find("residual:        reversible_concat (two streams, [x1 | x2] after the "
+                          "last block)") != std::string::npos,
+                text);
+  config["norm_placement"] = "post";
+  CHECK(ErrorOf(config) ==
+        "config.json: \"residual\" \"reversible\" needs norm_placement \"pre\": its blocks add "
+        "mixer(norm1(x2)) to x1 and ffn(norm2(y1)) to x2, a pre-norm pairing with no post-norm "
+        "form");
 }
 
 }  // namespace

@@ -564,6 +564,17 @@ TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
         "(query_global, key_global, value_global)");
 }
 
+TEST_CASE("GPU path: concatenated reversible streams are refused by name") {
+  Loaded l;
+  Load(ReadConfig("reversible_concat_tokens"), WeightDType::kF32, &l);
+  std::unique_ptr<GpuModel> gpu;
+  const Status s = GpuModel::Create(*l.model, TestDevice(), &gpu);
+  CHECK(s.code() == StatusCode::kUnsupported);
+  CHECK(s.message() ==
+        "the GPU path has no concatenated reversible streams (residual reversible_concat)");
+  CHECK(gpu == nullptr);
+}
+
 TEST_CASE("GPU path: rotary position embeddings are refused by name") {
   Loaded l;
   Load(ReadConfig("softmax_rotary_tokens"), WeightDType::kF32, &l);

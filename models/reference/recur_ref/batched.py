@@ -147,7 +147,7 @@ def forward(model: RecurModel, x: Tensor) -> Tensor:
             if block.ffn is not None:
                 h = block.norm2(h + block.ffn(h))
     if model.reversible:
-        h = h + x2
+        h = torch.cat([h, x2], dim=-1) if model.concat_streams else h + x2
     if model.final_norm is not None:
         h = model.final_norm(h)
     if model.head is not None:

@@ -37,8 +37,10 @@ NORM_TYPES = ("layer_norm", "rms_norm", "scale_norm")
 SCALE_NORM_SCALES = ("l2", "rms")
 # "positions": {"type": "sinusoid", "base": > 0 (default 10000), "scale": one of these (default "none")}.
 POSITION_SCALES = ("none", "learned")
-# "residual": how blocks add to the stream (default "standard"; "reversible": two streams, RevNet-style).
-RESIDUALS = ("standard", "reversible")
+# "residual": how blocks add to the stream (default "standard"; "reversible": two streams, RevNet-style,
+# summed after the last block; "reversible_concat": the same two streams concatenated, [x1 | x2], for the
+# final norm and head, which are then 2·d_model wide: Hugging Face's Reformer).
+RESIDUALS = ("standard", "reversible", "reversible_concat")
 # Mixer keys valid only with feature_map "favor" (mixers.validate_mixer checks them).
 _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp", "feature_eps", "eps_per_feature"}
 # The mixer types a recur config may name ("mixer": one mixer dict for every block, or a
@@ -199,12 +201,12 @@ def validate(config: dict) -> None:
 
     residual = config.get("residual", "standard")
     need(residual in RESIDUALS, f"residual must be one of {list(RESIDUALS)}")
-    if residual == "reversible":
+    if residual in ("reversible", "reversible_concat"):
         need(config["norm_placement"] == "pre",
-             "residual 'reversible' needs norm_placement 'pre': its blocks add Mixer(norm1(x2)) to x1 and "
+             f"residual '{residual}' needs norm_placement 'pre': its blocks add Mixer(norm1(x2)) to x1 and "
              "FFN(norm2(y1)) to x2, a pre-norm pairing with no post-norm form")
         need(config["ffn"] is not None,
-             "residual 'reversible' needs a feed-forward (\"ffn\" is null): y2 = x2 + FFN(norm2(y1))")
+             f"residual '{residual}' needs a feed-forward (\"ffn\" is null): y2 = x2 + FFN(norm2(y1))")
 
     head = config["head"]
     if head is not None:
@@ -361,9 +363,10 @@ class ScaleNorm(nn.Module):
         return x / n.clamp(min=self.eps) * self.weight
 
 
-def make_norm(config: dict) -> nn.Module:
-    """A norm of the config's "norm" kind (default layer_norm) over d_model, eps layer_norm_eps."""
-    d, eps = config["d_model"], config["layer_norm_eps"]
+def make_norm(config: dict, width: Optional[int] = None) -> nn.Module:
+    """A norm of the config's "norm" kind (default layer_norm) over `width` (default d_model), eps
+    layer_norm_eps."""
+    d, eps = width or config["d_model"], config["layer_norm_eps"]
     norm = config.get("norm", {"type": "layer_norm"})
     if norm["type"] == "rms_norm":
         return RMSNorm(d, eps)
@@ -562,12 +565,14 @@ class RecurModel(nn.Module):
             if _is_layerwise(m) and shared_E is None:
                 shared_E = block.mixer.E
             self.blocks.append(block)
-        d = config["d_model"]
-        self.final_norm = make_norm(config) if config["final_norm"] else None
+        residual = config.get("residual", "standard")
+        self.reversible = residual in ("reversible", "reversible_concat")
+        self.concat_streams = residual == "reversible_concat"
+        d = config["d_model"] * (2 if self.concat_streams else 1)   # what reaches the final norm and head
+        self.final_norm = make_norm(config, d) if config["final_norm"] else None
         head = config["head"]
         self.head = nn.Linear(d, head["out"]) if head else None
         self.head_activation = head["activation"] if head else "none"
-        self.reversible = config.get("residual", "standard") == "reversible"
 
     @property
     def causal(self) -> bool:
@@ -636,7 +641,7 @@ class RecurModel(nn.Module):
                 h, layer_state = block(h, layer_state, chunk, state.pos)
                 layers.append(h)
             states.append(layer_state)
-        h = layers[-1]
+        h = torch.cat([h, x2], dim=-1) if self.concat_streams else layers[-1]
         if self.final_norm is not None:
             h = self.final_norm(h)
         if self.head is not None:

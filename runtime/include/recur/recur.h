@@ -122,7 +122,8 @@ typedef enum recur_input_kind {
 } recur_input_kind;
 
 typedef enum recur_output_kind {
-  RECUR_OUTPUT_VALUES = 0,            /* logits, or the d_model stream without a head */
+  RECUR_OUTPUT_VALUES = 0,            /* logits, or the stream without a head (d_model, or
+                                         2·d_model for concatenated reversible streams) */
   RECUR_OUTPUT_PROBABILITIES = 1,     /* softmax head */
   RECUR_OUTPUT_LOG_PROBABILITIES = 2  /* log-softmax head */
 } recur_output_kind;
@@ -375,8 +376,9 @@ recur_status recur_session_state_load(recur_session* session, int stream, const 
 recur_status recur_session_fork(const recur_session* session, recur_session** out);
 
 /* Called after every block with that block's output: the residual stream
- * (a reversible model's two streams summed, x1 + x2: what would go on to the
- * final norm and head), [batch, steps, width] floats (width = d_model),
+ * (a reversible model's two streams summed, x1 + x2, also when the model
+ * concatenates them for its final norm and head), [batch, steps, width]
+ * floats (width = d_model),
  * stream-major, valid during the call only. `steps` is the positions of the
  * call that ran the block: 1 for recur_session_step, a chunk of
  * recur_session_prefill, the whole sequence of recur_session_encode. For
