@@ -186,6 +186,24 @@ TEST_CASE("cli: inspect shows rotary position embeddings, token shift and format
   }
 }
 
+TEST_CASE("cli: inspect shows a block-local encoder with the causal mask (chunks after)") {
+  std::string config = recur::impl::testing::kTinyBlockLocalConfig;
+  const std::string key = "\"chunk\": 5";
+  config.replace(config.find(key), key.size(), key + ", \"chunks_after\": 1");
+  testing::TempDir dir;
+  WriteInputs(dir, config.c_str(), testing::RandomTensors(config.c_str(), 2));
+  REQUIRE(Cli(dir, {"convert", dir.File("w.safetensors"), "-c", dir.File("config.json"), "-o",
+                    dir.File("m.recur")})
+              .code == 0);
+  Run i = Cli(dir, {"inspect", dir.File("m.recur")});
+  REQUIRE(i.code == 0);
+  CHECK_MESSAGE(i.out.find("mixer:  block_local heads=2 dk=4 dv=3 chunk=5 chunks_before=1 "
+                           "chunks_after=1 pad_multiple=5 pad_above=5 causal_mask (encoder: no "
+                           "step form with chunks after or > 1 before)\n") != std::string::npos,
+                i.out);
+  CHECK(i.out.find("state:  0 bytes per stream") != std::string::npos);
+}
+
 TEST_CASE("cli: inspect --json") {
   testing::TempDir dir;
   nlohmann::json j = ConvertAndInspect(dir, kTokensConfig);
