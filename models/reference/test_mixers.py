@@ -16,7 +16,7 @@ import unittest
 import torch
 import torch.nn.functional as F
 
-from recur_ref.mixers import (MIXERS, ROTARY_PAIRS, Rotary, build_mixer, fast_transformers_aft_full,
+from recur_ref.mixers import (MIXERS, BlockLocalAttention, ROTARY_PAIRS, Rotary, build_mixer, fast_transformers_aft_full,
                               fast_transformers_favor, feature_dim, performer_favor, poly2, retnet_angles, retnet_rotate,
                               state_bytes, validate_mixer)
 
@@ -56,6 +56,10 @@ CAUSAL = {
                       "rotary": {"dims": 4, "pairs": "half"}},
     "flash_rotary": {"type": "flash", "expansion_dim": 8, "qk_dim": 4, "chunk": 5,
                      "rotary": {"dims": 2, "pairs": "interleaved", "base": 10}},
+    # block_local's step forms: one chunk before (the defaults), and none with padding of its own
+    "block_local": {"type": "block_local", "heads": 2, "dk": 3, "dv": 4, "chunk": 4},
+    "block_local_b0": {"type": "block_local", "heads": 2, "dk": 3, "dv": 4, "chunk": 5, "chunks_before": 0,
+                       "pad_multiple": 10, "pad_above": 3},
 }
 NONCAUSAL = {
     "softmax": {"type": "softmax_attention", "heads": 2, "dk": 3, "dv": 4, "causal": False},
@@ -78,6 +82,12 @@ NONCAUSAL = {
     "linear_rotary": dict(CAUSAL["linear_rotary"], causal=False),
     "window_rotary": dict(CAUSAL["window_rotary"], causal=False),
     "flash_rotary": dict(CAUSAL["flash_rotary"], causal=False),
+    # block_local encoders: non-causal (chunk 0 wraps onto the last chunk), and the causal mask with
+    # chunks after (no step form)
+    "block_local": {"type": "block_local", "heads": 2, "dk": 3, "dv": 4, "chunk": 4, "chunks_after": 1,
+                    "causal": False},
+    "block_local_wide": {"type": "block_local", "heads": 2, "dk": 3, "dv": 4, "chunk": 3, "chunks_before": 2,
+                         "chunks_after": 1, "pad_multiple": 6, "pad_above": 2},
 }
 
 
@@ -151,7 +161,8 @@ class StepEqualsParallel(unittest.TestCase):
         cases = {"linear_favor": (CAUSAL["linear_favor"], 1100), "window": (CAUSAL["window"], 1000),
                  "aft_simple": (CAUSAL["aft_simple"], 1000), "flash": (CAUSAL["flash"], 1000),
                  "retnet": (CAUSAL["retnet"], 1000), "softmax_rotary": (CAUSAL["softmax_rotary"], 1000),
-                 "linear_rotary": (CAUSAL["linear_rotary"], 1000), "flash_rotary": (CAUSAL["flash_rotary"], 1000)}
+                 "linear_rotary": (CAUSAL["linear_rotary"], 1000), "flash_rotary": (CAUSAL["flash_rotary"], 1000),
+                 "block_local": (CAUSAL["block_local"], 1000)}
         for name, (cfg, n) in cases.items():
             with self.subTest(name):
                 m = make(cfg)
@@ -178,8 +189,10 @@ class NoRecurrentForm(unittest.TestCase):
     def test_noncausal_is_not_causal(self):
         """Changing the last position changes the first output (whole-sequence mixing)."""
         for name, cfg in NONCAUSAL.items():
-            if name in ("window", "window_rotary", "aft_local", "aft_conv", "flash", "flash_rotary", "reformer_c3"):
-                continue   # local: position 0 does not see position N−1 (reformer_c3: not in a chunk before it)
+            if name in ("window", "window_rotary", "aft_local", "aft_conv", "flash", "flash_rotary", "reformer_c3",
+                        "block_local_wide"):
+                continue   # local: position 0 does not see position N−1 (reformer_c3: not in a chunk before it;
+                # block_local_wide: masked; block_local: it does, through the wrap)
             with self.subTest(name):
                 m = make(cfg)
                 if name == "gau":   # relu² may zero a far pair: make the bias positive
@@ -251,6 +264,8 @@ class StateSizes(unittest.TestCase):
         self.assertEqual(state_bytes(c["flash"], D_MODEL).fixed_bytes, 4 * (4 * 8 + 5 * (8 + 8)))
         self.assertEqual(state_bytes(c["softmax"], D_MODEL).per_position_bytes, 4 * 2 * 7)
         self.assertEqual(state_bytes(c["retnet"], D_MODEL).fixed_bytes, 4 * 3 * 4 * 5)
+        self.assertEqual(state_bytes(c["block_local"], D_MODEL).fixed_bytes, 4 * 2 * (2 * 4) * 7)
+        self.assertEqual(state_bytes(c["block_local_b0"], D_MODEL).fixed_bytes, 4 * 2 * 5 * 7)
 
 
 class TensorNames(unittest.TestCase):
@@ -270,6 +285,7 @@ class TensorNames(unittest.TestCase):
             ("retnet", True): {"gate.weight": (15, D_MODEL), "gate.bias": (15,)},   # decay: from the config
             # rotary: from the config, no tensor
             ("softmax_rotary", True): {}, ("linear_rotary", True): {}, ("window_rotary", False): {},
+            ("block_local", True): {}, ("block_local_wide", False): {},
         }
         for (name, causal), extra in expect.items():
             with self.subTest(name):
@@ -294,7 +310,7 @@ class TensorNames(unittest.TestCase):
         self.assertEqual(tuple(sd["value.weight"].shape), (8, D_MODEL))
         self.assertEqual(set(MIXERS), {"softmax_attention", "linear_attention", "sliding_window", "aft_simple",
                                        "aft_local", "aft_conv", "aft_full", "gau", "flash", "linformer",
-                                       "reformer", "retnet"})
+                                       "reformer", "retnet", "block_local"})
 
 
 class Validation(unittest.TestCase):
@@ -366,6 +382,14 @@ class Validation(unittest.TestCase):
             (dict(base["aft_simple"], rotary={"dims": 2, "pairs": "half"}), "unknown keys \\['rotary'\\]"),
             (dict(base["gau"], rotary={"dims": 2, "pairs": "half"}), "unknown keys \\['rotary'\\]"),
             (dict(base["retnet"], rotary={"dims": 2, "pairs": "half"}), "unknown keys \\['rotary'\\]"),
+            (dict(base["block_local"], chunk=0), "mixer.chunk must be a positive integer"),
+            (dict(base["block_local"], chunks_before=-1), "mixer.chunks_before must be an integer >= 0"),
+            (dict(base["block_local"], chunks_after=1.0), "mixer.chunks_after must be an integer >= 0"),
+            (dict(base["block_local"], pad_multiple=6), "mixer.pad_multiple must be a positive multiple of chunk"),
+            (dict(base["block_local"], pad_multiple=0), "mixer.pad_multiple must be a positive multiple of chunk"),
+            (dict(base["block_local"], pad_above=5), "mixer.pad_above must be an integer in \\[0, chunk \\(4\\)\\]"),
+            (dict(base["block_local"], rotary={"dims": 2, "pairs": "half"}), "unknown keys \\['rotary'\\]"),
+            ({"type": "block_local", "heads": 2, "dk": 3, "dv": 4}, "missing keys \\['chunk'\\]"),
         ]
         for cfg, msg in bad:
             with self.subTest(msg):
@@ -482,7 +506,79 @@ def torchscale_retention(qr, kr, v, decay, eps):
     return o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + eps)
 
 
+def block_local_brute(m, x):
+    """BlockLocalAttention's docstring math with loops over streams, heads and queries: x (B, N, d)."""
+    cfg = m.cfg
+    H, dk, dv, c = cfg["heads"], cfg["dk"], cfg["dv"], cfg["chunk"]
+    b, a = cfg.get("chunks_before", 1), cfg.get("chunks_after", 0)
+    pm, pa, mask = cfg.get("pad_multiple", c), cfg.get("pad_above", c), cfg.get("causal", True)
+    B, T, _ = x.shape
+    lin = lambda layer, h: h @ layer.weight.t() + layer.bias
+    q, k, v = (lin(layer, x) for layer in (m.query, m.key, m.value))
+    n = T if T <= pa or T % pm == 0 else (T // pm + 1) * pm
+    o = torch.zeros(B, T, H * dv, dtype=x.dtype)
+    for s in range(B):
+        for h in range(H):
+            for i in range(T):
+                if n <= c:
+                    slots = list(range(n))
+                else:
+                    g, M = i // c, n // c
+                    slots = [((g + off) % M) * c + r for off in range(-b, a + 1) for r in range(c)]
+                scores = [float(q[s, i, h * dk:(h + 1) * dk] @ k[s, j, h * dk:(h + 1) * dk]) / math.sqrt(dk)
+                          if j < T and not (mask and j > i) else -1e9 for j in slots]
+                top = max(scores)
+                e = [math.exp(z - top) for z in scores]
+                for j, w in zip(slots, e):
+                    if j < T:
+                        o[s, i, h * dv:(h + 1) * dv] += w / sum(e) * v[s, j, h * dv:(h + 1) * dv]
+    return lin(m.out, o)
+
+
 class Independent(unittest.TestCase):
+    def test_block_local_bruteforce(self):
+        """Every block_local case against the loops, at lengths below, at and above the chunk,
+        padded and not: the step forms, the cyclic encoders, the causal mask with chunks after."""
+        for name, cfg in [(f"causal {k}", v) for k, v in CAUSAL.items() if k.startswith("block_local")] + \
+                         [(f"encoder {k}", v) for k, v in NONCAUSAL.items() if k.startswith("block_local")]:
+            m = make(cfg)
+            for n in (1, 3, 4, 5, 9, 12, 14, 23):
+                with self.subTest(name, n=n):
+                    x = rand_x(2, n, seed=n)
+                    self.assertLessEqual(maxdiff(m(x), block_local_brute(m, x)), TOL)
+
+    def test_block_local_wrap_and_repeats_by_hand(self):
+        """With q = 0 every unmasked score is 0, so y_0 is the plain mean of the values at
+        query 0's key slots (one value per head and position: v = 1, 10, 100, ...)."""
+        def y0(T, **kv):
+            cfg = {"type": "block_local", "heads": 1, "dk": 1, "dv": 1, **kv}
+            m = BlockLocalAttention(cfg, D_MODEL).double()
+            q = torch.zeros(1, T, 1, dtype=f64)
+            v = torch.tensor([10.0 ** t for t in range(T)], dtype=f64).view(1, T, 1)
+            return float(m.full(q, torch.randn(1, T, 1, dtype=f64), v)[0, 0, 0])
+        # 4 positions, chunks of 2, one before and one after: chunk 0 looks at chunks 1, 0, 1,
+        # so positions 2 and 3 count twice: (2·100 + 2·1000 + 1 + 10) / 6.
+        self.assertAlmostEqual(y0(4, chunk=2, chunks_after=1, causal=False), 2211 / 6, places=9)
+        # 6 positions, chunks of 2, one before: chunk 0 wraps onto chunk 2 (positions 4, 5).
+        self.assertAlmostEqual(y0(6, chunk=2, causal=False), (1 + 10 + 1e4 + 1e5) / 4, places=6)
+        # 5 positions padded to 6: slot 5 is a pad (−1e9), so the wrapped chunk adds position 4 only.
+        self.assertAlmostEqual(y0(5, chunk=2, causal=False), (1 + 10 + 1e4) / 3, places=6)
+        # Causal: query 0 sees only itself, the wrap being later positions (masked).
+        self.assertAlmostEqual(y0(6, chunk=2, chunks_after=1), 1.0, places=12)
+        # n ≤ chunk: standard attention over every slot (no chunks): 3 positions, chunk 4, no pad (3 ≤ 4).
+        self.assertAlmostEqual(y0(3, chunk=4, causal=False), 111 / 3, places=9)
+
+    def test_block_local_step_form_ignores_the_length(self):
+        """Causal with chunks_before ≤ 1 and no chunk after: query t's output is the same whatever
+        the sequence length (padding and the wrap change nothing), so the full form's prefix is the
+        shorter sequence's full form."""
+        for name in ("block_local", "block_local_b0"):
+            m = make(CAUSAL[name])
+            x = rand_x(1, 23)
+            full = m(x)
+            for n in (1, 4, 5, 9, 11, 17):
+                with self.subTest(name, n=n):
+                    self.assertLessEqual(maxdiff(m(x[:, :n]), full[:, :n]), TOL)
     def test_retnet_bruteforce(self):
         for name in ("retnet", "retnet_default"):
             with self.subTest(name):

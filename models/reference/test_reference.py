@@ -49,7 +49,8 @@ REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 CONFIGS = sorted(glob.glob(os.path.join(REPO_ROOT, "models", "configs", "*.json")))
 SEQ_LEN = {"paper_mnist": 32, "long_pre_tokens": 300, "sliding_window_tokens": 100,  # per config; default below
            "mixed_tokens": 100, "mixed_features": 90, "linformer_features": 200, "linformer_shared": 128,
-           "gau_tokens": 100, "reformer_features": 200, "reformer_tokens_encoder": 300}
+           "gau_tokens": 100, "reformer_features": 200, "reformer_tokens_encoder": 300,
+           "block_local_causal": 150, "block_local_encoder": 61, "block_local_causal_wide": 48}
 DEFAULT_SEQ_LEN = 64
 SEED = 7
 
@@ -61,7 +62,7 @@ STATE_NAMES = {"softmax_attention": ["K", "V"], "linear_attention": ["S", "z"],
                "aft_simple": ["den", "max", "num"], "aft_local": AFT_LOCAL_STATE, "aft_conv": AFT_LOCAL_STATE,
                "aft_full": ["k", "v"], "gau": ["k", "v"], "flash": ["S", "kl_buf", "kq_buf", "v_buf"],
                "linformer": [], "reformer": [],   # encoder only: no state
-               "retnet": ["S"]}
+               "retnet": ["S"], "block_local": ["k_ring", "v_ring"]}
 
 
 
@@ -559,6 +560,12 @@ def naive_forward(cfg, w, x):
         v = lin(h, b + "mixer.value").view(n, heads, dv)
         return lin(naive_reformer(m, w[b + "mixer.rotations"], q, v).reshape(n, heads * dv), b + "mixer.out")
 
+    def block_local_mixer(h, b):   # README: per query, its key slots (padding, cyclic chunks), −1e9 masks
+        q = lin(h, b + "mixer.query").view(n, heads, dk)
+        k = lin(h, b + "mixer.key").view(n, heads, dk)
+        v = lin(h, b + "mixer.value").view(n, heads, dv)
+        return lin(naive_block_local(m, q, k, v).reshape(n, heads * dv), b + "mixer.out")
+
     def retnet_mixer(h, b):   # explicit decayed sums over the rotated q·k, then the RMS norm and the gate
         q = lin(h, b + "mixer.query").view(n, heads, dk)
         k = lin(h, b + "mixer.key").view(n, heads, dk) / math.sqrt(dk)
@@ -579,7 +586,7 @@ def naive_forward(cfg, w, x):
             o[i] = (sim[:, :, None] * v[:seen]).sum(0) / (sim.sum(0) + eps)[:, None]
         return lin(o.reshape(n, heads * dv), b + "mixer.out")
 
-    per_type = {"retnet": retnet_mixer, "linformer": linformer_mixer, "reformer": reformer_mixer, "gau": gau_mixer,
+    per_type = {"block_local": block_local_mixer, "retnet": retnet_mixer, "linformer": linformer_mixer, "reformer": reformer_mixer, "gau": gau_mixer,
                 "flash": flash_mixer, "softmax_attention": softmax_mixer, "sliding_window": sliding_mixer,
                 "aft_simple": aft_mixer, "aft_local": aft_local_mixer, "aft_conv": aft_local_mixer,
                 "aft_full": aft_full_mixer, "linear_attention": linear_mixer}
@@ -647,6 +654,31 @@ def naive_forward(cfg, w, x):
         elif cfg["head"]["activation"] == "log_softmax":
             h = h - h.max(-1, keepdim=True).values - torch.log(e.sum(-1, keepdim=True))
     return h
+
+
+def naive_block_local(m, q, k, v):
+    """Block-local attention as the README writes it: q, k (T, H, dk), v (T, H, dv) → (T, H, dv).
+    n = T padded to a multiple of pad_multiple when T > pad_above; n ≤ chunk: every slot, else the
+    slots of chunks (i//c + o) mod (n/c), o = −chunks_before..chunks_after, repeats kept; pads and
+    (causal) later keys score −1e9."""
+    T, H, dk = q.shape
+    c, bef, aft = m["chunk"], m.get("chunks_before", 1), m.get("chunks_after", 0)
+    pm, pa = m.get("pad_multiple", c), m.get("pad_above", c)
+    n = (T + pm - 1) // pm * pm if T > pa else T
+    o = torch.zeros(T, H, v.shape[-1], dtype=q.dtype)
+    for i in range(T):
+        slots = list(range(n)) if n <= c else \
+            [((i // c + off) % (n // c)) * c + r for off in range(-bef, aft + 1) for r in range(c)]
+        j = torch.tensor(slots)
+        real = j < T
+        jj = torch.where(real, j, torch.zeros_like(j))
+        s = (k[jj] * q[i]).sum(-1) / math.sqrt(dk)                             # (slots, H)
+        masked = ~real | ((j > i) if m.get("causal", True) else torch.zeros_like(real))
+        s = torch.where(masked[:, None], torch.full_like(s, -1e9), s)
+        e = torch.exp(s - s.max(0).values)
+        p = e / e.sum(0)
+        o[i] = (p[real][:, :, None] * v[j[real]]).sum(0)
+    return o
 
 
 def sliding_sets(m, n):
@@ -864,10 +896,16 @@ def config_checks(path):
         with torch.no_grad():
             expect_value_error(lambda: model64.step(x[0], model64.init_state()), "no recurrent form",
                                "a non-causal model stepped")
-            # Every position sees the future: changing the last input moves the first output.
+            # Every position sees the future: changing the last input moves the first output (a block_local
+            # encoder with the causal mask: only the last).
             y = x.clone()
             y[-1] = (y[-1] + 1) % cfg["input"]["vocab_size"] if cfg["input"]["kind"] == "tokens" else y[-1] + 1
-            assert max_abs(model64(x)[0], model64(y)[0]) > 1e-6, "encoder output ignores later positions"
+            masked = any(m["type"] == "block_local" and m.get("causal", True) for m in mixer_configs(cfg))
+            if masked:
+                assert max_abs(model64(x)[:-1], model64(y)[:-1]) == 0, "a causally masked encoder saw the future"
+                assert max_abs(model64(x)[-1], model64(y)[-1]) > 1e-6, "the last output ignores its input"
+            else:
+                assert max_abs(model64(x)[0], model64(y)[0]) > 1e-6, "encoder output ignores later positions"
 
     def parallel_equals_steps():
         parallel_matches_steps(model64, x, (1, 7, CHUNK, n), name)

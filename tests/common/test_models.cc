@@ -23,6 +23,7 @@ const std::map<std::string, const char*>& TinyModelPerMixer() {
       {"Gau", kTinyGauConfig},
       {"Reformer", kTinyReformerConfig},
       {"RetNet", kTinyRetNetConfig},
+      {"BlockLocal", kTinyBlockLocalConfig},
   };
   return models;
 }

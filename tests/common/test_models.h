@@ -146,6 +146,26 @@ inline const char* kTinyRetNetConfig = R"({
   "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
   "head": {"out": 11, "activation": "softmax"}})";
 
+// Block-local attention (Hugging Face Reformer's LocalSelfAttention): causal,
+// chunks of 5 with one before, the step form (a ring of 10 positions).
+inline const char* kTinyBlockLocalConfig = R"({
+  "layout": "recur", "d_model": 12, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
+  "max_positions": 64,
+  "mixer": {"type": "block_local", "heads": 2, "dk": 4, "dv": 3, "chunk": 5},
+  "ffn": {"d_ff": 24, "activation": "gelu"}, "final_norm": true,
+  "head": {"out": 11, "activation": "softmax"}})";
+
+// Block-local attention as an encoder: chunks of 4, one on each side
+// (cyclic), padding to a multiple of 8 above 2 positions.
+inline const char* kTinyBlockLocalEncoderConfig = R"({
+  "layout": "recur", "d_model": 12, "n_layers": 2, "norm_placement": "post",
+  "layer_norm_eps": 1e-5, "input": {"kind": "features", "feature_width": 5, "projection": true},
+  "max_positions": 0,
+  "mixer": {"type": "block_local", "heads": 3, "dk": 2, "dv": 4, "chunk": 4, "chunks_after": 1,
+            "causal": false, "pad_multiple": 8, "pad_above": 2},
+  "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
+
 // A mixed model: a different mixer in each of 4 blocks (the state of the
 // softmax block grows; the others are fixed).
 inline const char* kTinyMixedConfig = R"({

@@ -123,6 +123,8 @@ TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every ki
         recur::impl::testing::kTinyReformerConfig, recur::impl::testing::kTinyAftLocalConfig,
         recur::impl::testing::kTinyAftConvConfig, recur::impl::testing::kTinyAftFullConfig,
         recur::impl::testing::kTinyGauConfig, recur::impl::testing::kTinyRetNetConfig,
+        recur::impl::testing::kTinyBlockLocalConfig,
+        recur::impl::testing::kTinyBlockLocalEncoderConfig,
         recur::impl::testing::kTinyMixedConfig, recur::impl::testing::kTinyRotaryConfig,
         recur::impl::testing::kTinyTokenShiftConfig,
         recur::impl::testing::kTinyTokenShiftEncoderConfig}) {
@@ -157,6 +159,16 @@ TEST_CASE("cli: inspect shows rotary position embeddings, token shift and format
            {recur::impl::testing::kTinyTokenShiftEncoderConfig,
             {"shift:  segments=[[4,-1],[4,0],[3,1]] of the mixer's input and the FFN's, 0 bytes of "
              "state per stream"}},
+           {recur::impl::testing::kTinyBlockLocalConfig,
+            {"format_version:  2",
+             "mixer:  block_local heads=2 dk=4 dv=3 chunk=5 chunks_before=1 chunks_after=0 "
+             "pad_multiple=5 pad_above=5\n",
+             "state:  560 bytes per stream, fixed"}},
+           {recur::impl::testing::kTinyBlockLocalEncoderConfig,
+            {"format_version:  2",
+             "mixer:  block_local heads=3 dk=2 dv=4 chunk=4 chunks_before=1 chunks_after=1 "
+             "pad_multiple=8 pad_above=2 non-causal (encoder)",
+             "state:  0 bytes per stream"}},
            {kTokensConfig, {"format_version:  1"}}}) {
     testing::TempDir dir;
     WriteInputs(dir, config, testing::RandomTensors(config, 2));
@@ -169,8 +181,27 @@ TEST_CASE("cli: inspect shows rotary position embeddings, token shift and format
       CHECK_MESSAGE(i.out.find(line) != std::string::npos, "missing: " << line << "\n" << i.out);
     }
     CHECK((i.out.find("shift:") != std::string::npos) ==
-          (config != kTokensConfig && config != recur::impl::testing::kTinyRotaryConfig));
+          (config == recur::impl::testing::kTinyTokenShiftConfig ||
+           config == recur::impl::testing::kTinyTokenShiftEncoderConfig));
   }
+}
+
+TEST_CASE("cli: inspect shows a block-local encoder with the causal mask (chunks after)") {
+  std::string config = recur::impl::testing::kTinyBlockLocalConfig;
+  const std::string key = "\"chunk\": 5";
+  config.replace(config.find(key), key.size(), key + ", \"chunks_after\": 1");
+  testing::TempDir dir;
+  WriteInputs(dir, config.c_str(), testing::RandomTensors(config.c_str(), 2));
+  REQUIRE(Cli(dir, {"convert", dir.File("w.safetensors"), "-c", dir.File("config.json"), "-o",
+                    dir.File("m.recur")})
+              .code == 0);
+  Run i = Cli(dir, {"inspect", dir.File("m.recur")});
+  REQUIRE(i.code == 0);
+  CHECK_MESSAGE(i.out.find("mixer:  block_local heads=2 dk=4 dv=3 chunk=5 chunks_before=1 "
+                           "chunks_after=1 pad_multiple=5 pad_above=5 causal_mask (encoder: no "
+                           "step form with chunks after or > 1 before)\n") != std::string::npos,
+                i.out);
+  CHECK(i.out.find("state:  0 bytes per stream") != std::string::npos);
 }
 
 TEST_CASE("cli: inspect --json") {

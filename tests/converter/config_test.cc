@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "converter/mixers/aft.h"
+#include "converter/mixers/block_local.h"
 #include "converter/mixers/flash.h"
 #include "converter/mixers/gau.h"
 #include "converter/mixers/linear_attention.h"
@@ -854,6 +855,70 @@ TEST_CASE("config: RetNet (recur layout, causal only)") {
                       "default 1 - 2^(-5-h) rounds to 1 in float32)");
   j["mixer"]["heads"] = 20;
   CHECK(ParseConfig(j.dump()).ok());
+}
+
+TEST_CASE("config: block-local attention (recur layout): defaults, the step form and bad keys") {
+  json j = TokensJson();
+  j["mixer"] = {{"type", "block_local"}, {"heads", 2}, {"dk", 4}, {"dv", 6}, {"chunk", 8}};
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const auto* p = r->desc.blocks[0].mixer.As<BlockLocalParams>();
+  REQUIRE(p != nullptr);
+  CHECK(p->chunks_before == 1);
+  CHECK(p->chunks_after == 0);
+  CHECK(p->pad_multiple == 8);
+  CHECK(p->pad_above == 8);
+  CHECK(p->mask);
+  CHECK(r->desc.blocks[0].mixer.causal());  // causal, one chunk before: the step form
+  std::map<std::string, std::vector<int64_t>> shapes;
+  std::vector<std::string> names;
+  for (const auto& t : ExpectedTensors(r->desc)) {
+    shapes[t.name] = t.shape;
+    if (t.name.rfind("blocks.0.mixer.", 0) == 0) names.push_back(t.name.substr(15));
+  }
+  CHECK(names == std::vector<std::string>{"query.weight", "query.bias", "key.weight", "key.bias",
+                                          "value.weight", "value.bias", "out.weight", "out.bias"});
+  CHECK(shapes["blocks.0.mixer.key.weight"] == std::vector<int64_t>{8, 16});
+  CHECK(shapes["blocks.0.mixer.out.weight"] == std::vector<int64_t>{16, 12});
+  // Without the step form: an encoder, whatever the mask.
+  for (const json& extra : {json{{"chunks_after", 1}}, json{{"chunks_before", 2}},
+                            json{{"causal", false}}}) {
+    CAPTURE(extra.dump());
+    json k = j;
+    k["mixer"].update(extra);
+    auto e = ParseConfig(k.dump());
+    REQUIRE_MESSAGE(e.ok(), e.message());
+    CHECK(!e->desc.blocks[0].mixer.causal());
+  }
+  j["mixer"]["chunks_before"] = 0;
+  j["mixer"]["pad_multiple"] = 24;
+  j["mixer"]["pad_above"] = 0;
+  r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->desc.blocks[0].mixer.causal());
+  CHECK(r->desc.blocks[0].mixer.As<BlockLocalParams>()->pad_multiple == 24);
+  CHECK(r->desc.blocks[0].mixer.As<BlockLocalParams>()->pad_above == 0);
+  const std::vector<std::pair<json, std::string>> bad = {
+      {{{"chunk", 0}}, "\"mixer.chunk\" must be a positive integer"},
+      {{{"chunk", 65537}}, "\"mixer.chunk\" must be at most 65536"},
+      {{{"chunks_before", -1}}, "\"mixer.chunks_before\" must be a non-negative integer"},
+      {{{"chunks_after", 257}}, "\"mixer.chunks_after\" must be at most 256"},
+      {{{"pad_multiple", 12}}, "\"mixer.pad_multiple\" must be a multiple of chunk (8) up to 16777216"},
+      {{{"pad_multiple", 0}}, "\"mixer.pad_multiple\" must be a positive integer"},
+      {{{"pad_above", 9}}, "\"mixer.pad_above\" must be at most chunk (8)"},
+      {{{"causal", 1}}, "\"mixer.causal\" must be true or false"},
+      {{{"window", 3}}, "\"mixer.window\" does not apply to block_local (its keys: type, heads, dk, "
+                        "causal, dv, chunk, chunks_before, chunks_after, pad_multiple, pad_above)"},
+  };
+  for (const auto& entry : bad) {
+    const std::string what = entry.second;
+    CAPTURE(what);
+    json k = j;
+    k["mixer"].update(entry.first);
+    CHECK(ErrorOf(k) == "config.json: " + what);
+  }
+  j["mixer"].erase("chunk");
+  CHECK(ErrorOf(j) == "config.json: missing key \"mixer.chunk\"");
 }
 
 TEST_CASE("config: a mixer per block (mixed models)") {

@@ -199,6 +199,9 @@ TEST_CASE("writer: a model that uses a version-2 feature is stamped 2, any other
   auto last = plain;  // a token shift in one block
   last.blocks[1].token_shift.segments = {{8, 1}};
   CHECK(FormatVersionFor(last) == 2);
+  // A mixer that is new in version 2: block-local attention, whatever its options.
+  CHECK(FormatVersionFor(testing::Describe(recur::impl::testing::kTinyBlockLocalConfig)) == 2);
+  CHECK(FormatVersionFor(testing::Describe(recur::impl::testing::kTinyBlockLocalEncoderConfig)) == 2);
   CHECK(RECUR_FORMAT_VERSION >= 2);
   auto bytes = BuildModel(rotary, testing::RandomTensors(rotary, 3));
   REQUIRE_MESSAGE(bytes.ok(), bytes.message());

@@ -545,6 +545,17 @@ TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
   CHECK(s.message().find("the GPU path has no RetNet mixer") != std::string::npos);
   CHECK(gpu == nullptr);
 
+  // Block-local attention, its step form and its encoder form alike.
+  for (const char* config : {"block_local_causal", "block_local_encoder"}) {
+    CAPTURE(config);
+    Loaded local;
+    Load(ReadConfig(config), WeightDType::kF32, &local);
+    const Status b = GpuModel::Create(*local.model, TestDevice(), &gpu);
+    CHECK(b.code() == StatusCode::kUnsupported);
+    CHECK(b.message() == "blocks.0: the GPU path has no BlockLocal mixer");
+    CHECK(gpu == nullptr);
+  }
+
   for (const auto& [config, message] :
        {std::pair{"performer_encoder", "blocks.0: the GPU path has no FavorStabilized feature map"},
         {"performer_generalized", "blocks.0: the GPU path has no GeneralizedRelu feature map"}}) {

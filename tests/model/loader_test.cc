@@ -413,6 +413,33 @@ TEST_CASE("Reformer: bad sizes and a mis-shaped rotation table are named") {
   }
 }
 
+TEST_CASE("BlockLocal: bad chunk, chunks around, padding and mis-shaped projections are named") {
+  const char* config = recur::impl::testing::kTinyBlockLocalEncoderConfig;  // chunk 4, pad 8 above 2
+  using T = fb::BlockLocal;
+  CHECK(LoadWithMixerField<T>(config, 0, T::VT_HEADS, uint32_t{0}) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0: block-local attention needs heads, dk, dv > 0 (got 0, 2, 4)");
+  CHECK(LoadWithMixerField<T>(config, 0, T::VT_CHUNK, uint32_t{0}) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0: block-local attention needs chunk in [1, 65536] (got 0)");
+  CHECK(LoadWithMixerField<T>(config, 1, T::VT_CHUNK, uint32_t{65537}) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.1: block-local attention needs chunk in [1, 65536] (got 65537)");
+  CHECK(LoadWithMixerField<T>(config, 0, T::VT_CHUNKS_AFTER, uint32_t{257}) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0: block-local attention needs chunks_before and chunks_after <= 256 "
+                   "(got 1, 257)");
+  CHECK(LoadWithMixerField<T>(config, 1, T::VT_PAD_MULTIPLE, uint32_t{6}) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.1: block-local attention needs pad_multiple a multiple of chunk 4 in "
+                   "[1, 16777216] (got 6)");
+  CHECK(LoadWithMixerField<T>(config, 0, T::VT_PAD_MULTIPLE, uint32_t{0}) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0: block-local attention needs pad_multiple a multiple of chunk 4 in "
+                   "[1, 16777216] (got 0)");
+  CHECK(LoadWithMixerField<T>(config, 0, T::VT_PAD_ABOVE, uint32_t{5}) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0: block-local attention needs pad_above <= chunk 4 (got 5)");
+  CHECK(LoadWithMixerField<T>(config, 1, T::VT_DV, uint32_t{5}) == RECUR_INVALID_MODEL);
+  CHECK(Error().find("blocks.1.mixer.value") != std::string::npos);
+  // The same fields at the edges load.
+  CHECK(LoadWithMixerField<T>(config, 0, T::VT_PAD_ABOVE, uint32_t{4}) == RECUR_OK);
+  CHECK(LoadWithMixerField<T>(config, 0, T::VT_CHUNKS_AFTER, uint32_t{256}) == RECUR_OK);
+}
+
 TEST_CASE("RetNet: an odd dk, decays that do not match the heads or leave (0, 1), a bad eps "
           "and mis-shaped projections are named") {
   auto fresh = [] {
