@@ -3240,8 +3240,8 @@ def reformer_transformers_forms():
     # padded_length: pads only past pad_above, up to a multiple of pad_multiple.
     att = Reformer({**_rf_cfg(4, 4, 1), "form": "transformers", "pad_multiple": 8, "pad_above": 3}, d)
     assert [att.padded_length(n) for n in (1, 3, 4, 8, 9, 16, 17)] == [1, 3, 8, 8, 16, 16, 24]
-    # The loops and the form are both ours: transformers' own LSHSelfAttention equals them to 2e-16
-    # in float64 on these shapes (checked once against transformers 4.47.1; not run here).
+    # The loops and the form are both ours: tests/layouts/test_hf_reformer_attention.py holds the
+    # form to transformers' own LSHSelfAttention (1e-10 in float64).
 
 
 # ---------------------------------------------------------------- model-level features
