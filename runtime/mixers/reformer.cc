@@ -76,31 +76,28 @@ class Reformer final : public Mixer {
     const bool transformers = t->form() == fb::ReformerForm::Transformers;
     if (t->form() != fb::ReformerForm::Paper && !transformers) {
       return InvalidModel(
-          "%s: reformer form %u is not one this runtime knows (0 paper, "
-          "1 transformers)",
+          "%s: reformer form %u is not one this runtime knows (0 paper, 1 transformers)",
           layer.c_str(), unsigned(t->form()));
     }
     if (!transformers && (t->chunks_before() != 1 || t->chunks_after() != 0 || t->causal_mask() ||
                           t->pad_multiple() != 0 || t->pad_above() != 0)) {
       return InvalidModel(
-          "%s: the paper-form reformer needs chunks_before 1, chunks_after 0, "
-          "causal_mask false, pad_multiple 0 and pad_above 0 (got %u, %u, %s, %u, "
-          "%u)",
+          "%s: the paper-form reformer needs chunks_before 1, chunks_after 0, causal_mask "
+          "false, pad_multiple 0 and pad_above 0 (got %u, %u, %s, %u, %u)",
           layer.c_str(), t->chunks_before(), t->chunks_after(), t->causal_mask() ? "true" : "false",
           t->pad_multiple(), t->pad_above());
     }
     if (transformers) {
       if (uint64_t{t->chunks_before()} + t->chunks_after() + 1 > kMaxWindowChunks) {
         return InvalidModel(
-            "%s: reformer chunks_before + chunks_after + 1 must be at most %u "
-            "(got %u + %u + 1)",
+            "%s: reformer chunks_before + chunks_after + 1 must be at most %u (got %u + %u + 1)",
             layer.c_str(), kMaxWindowChunks, t->chunks_before(), t->chunks_after());
       }
       if (t->pad_multiple() == 0 || t->pad_multiple() % t->chunk() != 0 ||
           t->pad_multiple() > kMaxChunk) {
         return InvalidModel(
-            "%s: reformer pad_multiple must be a positive multiple of chunk %u, "
-            "at most %u (got %u)",
+            "%s: reformer pad_multiple must be a positive multiple of chunk %u, at most %u "
+            "(got %u)",
             layer.c_str(), t->chunk(), kMaxChunk, t->pad_multiple());
       }
       if (t->pad_above() > t->chunk()) {
@@ -236,8 +233,8 @@ class Reformer final : public Mixer {
   }
 
   // Query position i against the key positions keys[0..m) (§8, second form:
-  // the masks go by position, duplicates count twice): o = softmax · V over
-  // the unit-scaled scores; returns their logsumexp. scores: (m) scratch.
+  // the masks go by position, a duplicate counts again): o = softmax · V of
+  // the scores Q_i·K_p (no 1/√dk); returns their logsumexp. scores: (m).
   float HfAttend(const float* qi, size_t i, const uint32_t* keys, size_t m, const float* normed,
                  const float* v, size_t t, float* scores, float* o) const {
     const size_t dk = dk_, dv = dv_, vs = heads_ * dv_;
