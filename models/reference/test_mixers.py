@@ -78,6 +78,13 @@ NONCAUSAL = {
     "reformer": {"type": "reformer", "heads": 2, "dk": 3, "dv": 4, "n_buckets": 4, "chunk": 16, "rounds": 2},
     "reformer_c3": {"type": "reformer", "heads": 2, "dk": 3, "dv": 4, "n_buckets": 6, "chunk": 3, "rounds": 3,
                     "causal": False},
+    # form "transformers": chunk 16 ≥ N: the standard path (no hashing); _c3: 3 rounds of chunks
+    # of 3 seeing one chunk back and one ahead, causal_mask, pads to a multiple of 6
+    "reformer_hf": {"type": "reformer", "form": "transformers", "heads": 2, "dk": 3, "dv": 4, "n_buckets": 4,
+                    "chunk": 16, "rounds": 2},
+    "reformer_hf_c3": {"type": "reformer", "form": "transformers", "heads": 2, "dk": 3, "dv": 4, "n_buckets": 6,
+                       "chunk": 3, "rounds": 3, "chunks_before": 1, "chunks_after": 1, "causal_mask": True,
+                       "pad_multiple": 6, "pad_above": 3},
     "softmax_rotary": dict(CAUSAL["softmax_rotary"], causal=False),
     "linear_rotary": dict(CAUSAL["linear_rotary"], causal=False),
     "window_rotary": dict(CAUSAL["window_rotary"], causal=False),
@@ -190,9 +197,9 @@ class NoRecurrentForm(unittest.TestCase):
         """Changing the last position changes the first output (whole-sequence mixing)."""
         for name, cfg in NONCAUSAL.items():
             if name in ("window", "window_rotary", "aft_local", "aft_conv", "flash", "flash_rotary", "reformer_c3",
-                        "block_local_wide"):
+                        "block_local_wide", "reformer_hf_c3"):
                 continue   # local: position 0 does not see position N−1 (reformer_c3: not in a chunk before it;
-                # block_local_wide: masked; block_local: it does, through the wrap)
+                # block_local_wide, reformer_hf_c3: masked; block_local: it does, through the wrap)
             with self.subTest(name):
                 m = make(cfg)
                 if name == "gau":   # relu² may zero a far pair: make the bias positive
@@ -307,6 +314,11 @@ class TensorNames(unittest.TestCase):
         self.assertEqual(set(sd), {"query.weight", "query.bias", "value.weight", "value.bias", "out.weight",
                                    "out.bias", "rotations"})   # no key: shared QK
         self.assertEqual(tuple(sd["rotations"].shape), (3, 3, 3))
+        sd = make(NONCAUSAL["reformer_hf_c3"]).state_dict()   # transformers' per-head rotations
+        self.assertEqual({k: tuple(v.shape) for k, v in sd.items()},
+                         {"query.weight": (6, D_MODEL), "query.bias": (6,), "value.weight": (8, D_MODEL),
+                          "value.bias": (8,), "out.weight": (D_MODEL, 8), "out.bias": (D_MODEL,),
+                          "rotations": (2, 3, 3, 3)})
         self.assertEqual(tuple(sd["value.weight"].shape), (8, D_MODEL))
         self.assertEqual(set(MIXERS), {"softmax_attention", "linear_attention", "sliding_window", "aft_simple",
                                        "aft_local", "aft_conv", "aft_full", "gau", "flash", "linformer",
@@ -351,6 +363,17 @@ class Validation(unittest.TestCase):
             (dict(NONCAUSAL["reformer"], rounds=1.0), "mixer.rounds must be a positive integer"),
             ({k: v for k, v in NONCAUSAL["reformer"].items() if k != "rounds"}, "missing keys \\['rounds'\\]"),
             (dict(NONCAUSAL["reformer"], seq_len=30), "unknown keys \\['seq_len'\\]"),
+            (dict(NONCAUSAL["reformer"], form="hf"), "unknown mixer.form 'hf'"),
+            (dict(NONCAUSAL["reformer"], chunks_before=1), "keys \\['chunks_before'\\] apply only to mixer.form"),
+            (dict(NONCAUSAL["reformer"], pad_above=0), "keys \\['pad_above'\\] apply only to mixer.form"),
+            (dict(NONCAUSAL["reformer_hf"], pad_multiple=24), "mixer.pad_multiple must be a positive multiple"),
+            (dict(NONCAUSAL["reformer_hf"], pad_multiple=0), "mixer.pad_multiple must be a positive multiple"),
+            (dict(NONCAUSAL["reformer_hf"], pad_above=17), "mixer.pad_above must be an integer in \\[0, mixer.chunk"),
+            (dict(NONCAUSAL["reformer_hf"], chunks_before=-1), "mixer.chunks_before must be an integer >= 0"),
+            (dict(NONCAUSAL["reformer_hf"], chunks_after=1.0), "mixer.chunks_after must be an integer >= 0"),
+            (dict(NONCAUSAL["reformer_hf"], chunks_before=40, chunks_after=24), "must be at most 64, got 65"),
+            (dict(NONCAUSAL["reformer_hf"], causal_mask=1), "mixer.causal_mask must be true or false"),
+            (dict(NONCAUSAL["reformer_hf"], causal=True), "reformer has no causal/recurrent form"),
             (dict(base["retnet"], dk=5), "mixer.dk must be even"),
             (dict(base["retnet"], decay=[0.5, 0.9]), "mixer.decay must be a list of one number per head"),
             (dict(base["retnet"], decay=0.9), "mixer.decay must be a list"),
@@ -809,6 +832,54 @@ class Independent(unittest.TestCase):
                     Fm = (Fm[h] if Fm.dim() == 3 else Fm)[:, :7]
                     o[:, h] = torch.softmax(q[:, h] @ (E @ k[:, h]).T / math.sqrt(3), -1) @ (Fm @ v[:, h])
                 self.assertLessEqual(maxdiff(m(x)[0], m.out(o.reshape(7, -1))), TOL)
+
+    def test_reformer_transformers_by_hand(self):
+        """Form "transformers" on 4 positions, chunk 2, 2 rounds, 2 buckets, worked out by hand.
+        Round 0 hashes by the sign of q_x (rotation (1, 0)), round 1 by q_y ((0, 1)); bucket 0 =
+        positive. Round 0 sorts [0, 2, 1, 3], round 1 [0, 1, 2, 3]: the slots [0 2 | 1 3 | 0 1 | 2 3].
+        Chunk 0 looks back cyclically at chunk 3 (round 1's last): position 0's keys there are
+        [2, 3, 0, 2] (itself −1e5, 2 twice), in chunk 2 [1, 3, 0, 1]; the logsumexp weights of
+        the rounds add the two softmaxes' numerators: y_0 = Σ_{p=1..3} e^{s_0p} v_p / Σ e^{s_0p}
+        (each numerator counted twice, as is each denominator). Position 2: keys [2, 3, 0, 2] in
+        round 0 and [0, 1, 2, 3] in round 1: y_2 = (2e^{s20} v0 + e^{s21} v1 + 2e^{s23} v3) / (…)."""
+        cfg = {"type": "reformer", "form": "transformers", "heads": 1, "dk": 2, "dv": 3, "n_buckets": 2,
+               "chunk": 2, "rounds": 2, "pad_multiple": 2, "pad_above": 2}
+        m = make(cfg)
+        with torch.no_grad():
+            m.rotations.copy_(torch.tensor([[[[1.0], [0.0]], [[0.0], [1.0]]]]))   # (H, dk, r, nb/2)
+        q = torch.tensor([[1.0, 0.5], [-0.5, 1.5], [2.0, -1.0], [-1.0, -0.3]], dtype=f64)
+        v = torch.tensor([[1.0, 0, 0], [0, 1.0, 0], [0, 0, 1.0], [1.0, 1.0, 1.0]], dtype=f64)
+        y = m._transformers(q[None, None], v[None, None])[0, 0]
+        k = q / torch.sqrt((q * q).mean(-1, keepdim=True) + 1e-6) / math.sqrt(2)
+
+        def mix(i, counts):
+            w = torch.tensor([c * math.exp(float(q[i] @ k[p])) for p, c in counts.items()], dtype=f64)
+            return (w[:, None] * v[list(counts)]).sum(0) / w.sum()
+
+        self.assertLessEqual(maxdiff(y[0], mix(0, {1: 1, 2: 1, 3: 1})), 1e-12)
+        self.assertLessEqual(maxdiff(y[2], mix(2, {0: 2, 1: 1, 3: 2})), 1e-12)
+        # One round (round 0 alone: slots [0 2 | 1 3], chunk 0 looks back at chunk 1): position 0's
+        # keys [1, 3, 0, 2]: a plain softmax over 1, 2, 3.
+        m1 = make(dict(cfg, rounds=1))
+        with torch.no_grad():
+            m1.rotations.copy_(torch.tensor([[[[1.0]], [[0.0]]]]))
+        y1 = m1._transformers(q[None, None], v[None, None])[0, 0]
+        self.assertLessEqual(maxdiff(y1[0], mix(0, {1: 1, 2: 1, 3: 1})), 1e-12)
+        self.assertLessEqual(maxdiff(y1[3], mix(3, {0: 1, 1: 1, 2: 1})), 1e-12)   # chunk 1: keys [0, 2, 1, 3]
+        # The standard path (n ≤ chunk): 3 positions, chunk 4; causal_mask: position 0 sees only
+        # itself (−1e5 beats −1e9), position 2 positions 0 and 1.
+        ms = make(dict(cfg, chunk=4, pad_multiple=4, pad_above=4, causal_mask=True))
+        ys = ms._transformers(q[None, None, :3], v[None, None, :3])[0, 0]
+        self.assertLessEqual(maxdiff(ys[0], v[0]), 1e-12)
+        self.assertLessEqual(maxdiff(ys[2], mix(2, {0: 1, 1: 1})), 1e-12)
+        # Padding: 3 positions > pad_above 2 → 4 slots; the pad (bucket nb, last) is never attended.
+        mp = make(dict(cfg, rounds=1))
+        with torch.no_grad():
+            mp.rotations.copy_(torch.tensor([[[[1.0]], [[0.0]]]]))
+        yp = mp._transformers(q[None, None, :3], v[None, None, :3])[0, 0]   # slots [0 2 | 1 pad]
+        self.assertEqual(mp.padded_length(3), 4)
+        self.assertLessEqual(maxdiff(yp[1], mix(1, {0: 1, 2: 1})), 1e-12)   # keys [0, 2, 1, pad]
+        self.assertLessEqual(maxdiff(yp[0], mix(0, {1: 1, 2: 1})), 1e-12)   # keys [1, pad, 0, 2]
 
     def test_reformer(self):
         """LSH attention per the docstring, position by position: hash, sort by (bucket,

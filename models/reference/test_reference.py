@@ -50,7 +50,8 @@ CONFIGS = sorted(glob.glob(os.path.join(REPO_ROOT, "models", "configs", "*.json"
 SEQ_LEN = {"paper_mnist": 32, "long_pre_tokens": 300, "sliding_window_tokens": 100,  # per config; default below
            "mixed_tokens": 100, "mixed_features": 90, "linformer_features": 200, "linformer_shared": 128,
            "gau_tokens": 100, "reformer_features": 200, "reformer_tokens_encoder": 300,
-           "block_local_causal": 150, "block_local_encoder": 61, "block_local_causal_wide": 48}
+           "block_local_causal": 150, "block_local_encoder": 61, "block_local_causal_wide": 48,
+           "reformer_transformers_encoder": 300, "reformer_transformers_causal": 256, "reformer_transformers_short": 50}
 DEFAULT_SEQ_LEN = 64
 SEED = 7
 
@@ -373,7 +374,8 @@ def expected_tensors(cfg):
                       b + "mixer.rel_bias": (C if m.get("causal", True) else 2 * C - 1,)})
         elif m["type"] == "reformer":   # README: shared QK (no key), the hash rotations
             mix = [("mixer.query", (qk, d)), ("mixer.value", (vv, d)), ("mixer.out", (d, vv))]
-            t[b + "mixer.rotations"] = (m["rounds"], m["dk"], m["n_buckets"] // 2)
+            t[b + "mixer.rotations"] = (m["rounds"], m["dk"], m["n_buckets"] // 2) \
+                if m.get("form", "paper") == "paper" else (m["heads"], m["dk"], m["rounds"], m["n_buckets"] // 2)
         elif m["type"] == "retnet":     # README: the gate beside query, key, value and out; no decay tensor
             mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)),
                    ("mixer.gate", (vv, d)), ("mixer.out", (d, vv))]
@@ -558,7 +560,8 @@ def naive_forward(cfg, w, x):
     def reformer_mixer(h, b):   # explicit loops over rounds, heads, sorted chunks and candidates
         q = lin(h, b + "mixer.query").view(n, heads, dk)
         v = lin(h, b + "mixer.value").view(n, heads, dv)
-        return lin(naive_reformer(m, w[b + "mixer.rotations"], q, v).reshape(n, heads * dv), b + "mixer.out")
+        attend = naive_reformer if m.get("form", "paper") == "paper" else naive_reformer_transformers
+        return lin(attend(m, w[b + "mixer.rotations"], q, v).reshape(n, heads * dv), b + "mixer.out")
 
     def block_local_mixer(h, b):   # README: per query, its key slots (padding, cyclic chunks), −1e9 masks
         q = lin(h, b + "mixer.query").view(n, heads, dk)
@@ -794,6 +797,69 @@ def naive_reformer(m, rotations, q, v):
     return o
 
 
+def naive_reformer_transformers(m, rotations, q, v):
+    """Reformer's transformers form as explicit loops (the README's formula): q (T, H, dk), v (T, H,
+    dv) at positions 0..T−1, rotations (H, dk, r, nb/2) → o (T, H, dv). n = T rounded up to a
+    multiple of pad_multiple when T > pad_above (slots ≥ T are pads); K_j = Q_j / sqrt(mean Q_j² +
+    1e−6) / √dk; score(i, p) = Q_i·K_p, −1e9 for a pad p or (causal_mask) p > i, then −1e5 for p == i.
+    n ≤ c: one softmax over the n slots. Else per round ρ: bucket of the raw Q (pads: nb), positions
+    sorted by (bucket, position); the rounds' lists joined; chunk g of c slots sees chunks g + d,
+    d = −b..a, modulo the chunk count (d = 0 when |d| ≥ it); per slot o, lse; y = Σ_ρ o·softmax_ρ(lse)."""
+    T, heads, dk = q.shape
+    c, r, nb = m["chunk"], m["rounds"], m["n_buckets"]
+    cb, ca, causal = m.get("chunks_before", 1), m.get("chunks_after", 0), m.get("causal_mask", False)
+    pm, pa = m.get("pad_multiple", c), m.get("pad_above", c)
+    n = T + (pm - T % pm) if T > pa and T % pm else T
+    o = torch.zeros(T, heads, v.shape[-1], dtype=q.dtype)
+    for h in range(heads):
+        k = [q[j, h] / math.sqrt(float(q[j, h] @ q[j, h]) / dk + 1e-6) / math.sqrt(dk) for j in range(T)]
+
+        def attend(i, keys):   # → (o, lse) of query i over the key positions `keys`
+            sc = []
+            for p in keys:
+                s = -1e9 if p >= T or (causal and p > i) else float(q[i, h] @ k[p])
+                sc.append(-1e5 if p == i else s)
+            top = max(sc)
+            e = [math.exp(s - top) for s in sc]
+            out = sum(e[a] / sum(e) * v[p, h] for a, p in enumerate(keys) if p < T)
+            if not isinstance(out, torch.Tensor):   # every key a pad: impossible (the query itself is one)
+                raise AssertionError("no real key")
+            return out, top + math.log(sum(e))
+
+        if n <= c:
+            for i in range(T):
+                o[i, h] = attend(i, list(range(n)))[0]
+            continue
+        slots = []
+        for rho in range(r):
+            bucket = []
+            for j in range(n):
+                if j >= T:
+                    bucket.append(nb)
+                    continue
+                p = [float(q[j, h] @ rotations[h, :, rho, a]) for a in range(nb // 2)]
+                vals = p + [-x for x in p]
+                bucket.append(max(range(nb), key=lambda a: (vals[a], -a)))   # ties: lowest index
+            slots += sorted(range(n), key=lambda j: (bucket[j], j))
+        G = len(slots) // c
+        outs = {}
+        for s, i in enumerate(slots):
+            if i >= T:
+                continue
+            g = s // c
+            keys = []
+            for d in range(-cb, ca + 1):
+                gg = (g + (d if abs(d) < G else 0)) % G
+                keys += slots[gg * c:(gg + 1) * c]
+            outs.setdefault(i, []).append(attend(i, keys))
+        for i, per_round in outs.items():
+            assert len(per_round) == r
+            top = max(l for _, l in per_round)
+            z = sum(math.exp(l - top) for _, l in per_round)
+            o[i, h] = sum(oo * math.exp(l - top) / z for oo, l in per_round)
+    return o
+
+
 def naive_retnet_decays(m):
     """The README's decays of a retnet mixer config: its "decay" list or 1 − 2^(−5−h), in float32."""
     return [float(torch.tensor(g, dtype=torch.float32))
@@ -904,8 +970,12 @@ def config_checks(path):
             if masked:
                 assert max_abs(model64(x)[:-1], model64(y)[:-1]) == 0, "a causally masked encoder saw the future"
                 assert max_abs(model64(x)[-1], model64(y)[-1]) > 1e-6, "the last output ignores its input"
-            else:
-                assert max_abs(model64(x)[0], model64(y)[0]) > 1e-6, "encoder output ignores later positions"
+                return
+            if all(m.get("causal_mask") for m in mixer_configs(cfg)):   # a masked encoder: position 0 sees itself
+                assert max_abs(model64(x)[0], model64(y)[0]) < 1e-12, "causal_mask: position 0 saw a later one"
+                assert max_abs(model64(x)[-1], model64(y)[-1]) > 1e-6, "the last output ignores its input"
+                return
+            assert max_abs(model64(x)[0], model64(y)[0]) > 1e-6, "encoder output ignores later positions"
 
     def parallel_equals_steps():
         parallel_matches_steps(model64, x, (1, 7, CHUNK, n), name)
@@ -2964,7 +3034,8 @@ def gau_golden_cli():
 
 RF_D_MODEL = 12
 RF_MIN_GAP = 2e-5   # the smallest float64 margin of a golden's hash decisions: the runtime hashes in f32,
-                    # which moves [P, −P] by ≤ 8e-7 on these configs (measured), 25× less
+                    # which moves [P, −P] by ≤ 8e-7 on the paper-form configs (measured), 25× less, and by
+                    # ≤ 1.3e-6 on the transformers-form ones (raw Q, not unit keys: 16× less)
 
 
 def _rf_cfg(nb=4, c=5, r=2, **kv):
@@ -3087,6 +3158,15 @@ def reformer_config_validation():
     expect_rejected(bad)
     e = model_error(with_mixer(causal=True))
     assert e == "recur config: mixer (reformer): reformer has no causal/recurrent form: mixer.causal must be false", e
+    hf = dict(form="transformers")
+    expect_rejected([(with_mixer(form="hf"), "unknown mixer.form 'hf'"),
+                     (with_mixer(chunks_after=1), "apply only to mixer.form 'transformers'"),
+                     (with_mixer(causal_mask=True), "apply only to mixer.form 'transformers'"),
+                     (with_mixer(**hf, pad_multiple=12), "mixer.pad_multiple must be a positive multiple"),
+                     (with_mixer(**hf, pad_above=9), "mixer.pad_above"),
+                     (with_mixer(**hf, chunks_before=63, chunks_after=1), "at most 64"),
+                     (with_mixer(**hf, causal_mask="yes"), "mixer.causal_mask"),
+                     (with_mixer(**hf, causal=True), "reformer has no causal/recurrent form")])
     for ok in (with_mixer(drop=("causal",)), with_mixer(n_buckets=2), with_mixer(chunk=1), with_mixer(rounds=1),
                with_mixer(tok, causal=False), with_mixer(n_buckets=64, chunk=1000, rounds=5)):
         model = checkpoint.build_model(ok, 0)
@@ -3133,7 +3213,9 @@ def reformer_golden_cli():
     distinct: equal tokens next to each other may share a row), and every
     hash decision of the golden's input has a float64 margin ≥ RF_MIN_GAP (so an f32 runtime
     hashes every position into the same bucket)."""
-    for name, steps in (("reformer_features", 1000), ("reformer_tokens_encoder", 300)):
+    for name, steps in (("reformer_features", 1000), ("reformer_tokens_encoder", 300),
+                        ("reformer_transformers_encoder", 300), ("reformer_transformers_causal", 256),
+                        ("reformer_transformers_short", 50)):
         records, tensors, model, config = make_golden(name, steps)
         assert {k: tuple(v.shape) for k, v in tensors.items()} == expected_tensors(config)
         assert list(records) == ["meta", "input", "output"] + [f"layer.{i}" for i in range(config["n_layers"])]
@@ -3149,8 +3231,59 @@ def reformer_golden_cli():
         assert torch.isfinite(o).all(), name
         assert float(o.std(0).mean()) > 0.1 and len(torch.unique(o.round(decimals=6), dim=0)) > steps // 2, \
             f"{name}: degenerate output"
+        if name == "reformer_transformers_short":   # one chunk: no hashing
+            assert all(b.mixer.padded_length(steps) <= b.mixer.chunk for b in model.blocks)
+            continue
         gaps = reformer_hash_gaps(model, records, config)
         assert min(gaps) >= RF_MIN_GAP, f"{name}: a hash margin {min(gaps):.3g} < {RF_MIN_GAP} (per layer {gaps})"
+
+
+def reformer_transformers_forms():
+    """Reformer's transformers form (float64): the per-stream form == explicit loops
+    (naive_reformer_transformers) == the batched form, for lengths that pad and that do not,
+    the standard path (n ≤ chunk, with and without pads), chunks_before / chunks_after beyond the
+    chunk count, causal_mask, one round and several, dk ≠ dv; the rotations are per head
+    (H, dk, r, nb/2), a buffer; positions share buckets (several in use); the batched rows are
+    independent streams; no state, no recurrent form."""
+    g = torch.Generator().manual_seed(37)
+    d = RF_D_MODEL
+    full = torch.randn(45, d, generator=g, dtype=torch.float64)
+    cases = ((4, 5, 2, {}), (2, 8, 1, {"chunks_before": 0, "chunks_after": 1}),
+             (8, 3, 3, {"chunks_before": 2, "chunks_after": 1, "causal_mask": True}),
+             (6, 4, 2, {"pad_multiple": 8, "pad_above": 2}),
+             (4, 2, 2, {"chunks_before": 5, "chunks_after": 3}),   # offsets beyond a short sequence's chunks
+             (4, 16, 2, {"causal_mask": True, "pad_above": 8}))     # n ≤ 16: the standard path
+    for nb, c, r, extra in cases:
+        cfg = {**_rf_cfg(nb, c, r), "form": "transformers", **extra}
+        what = f"reformer transformers nb {nb} c {c} r {r} {extra}"
+        torch.manual_seed(0)
+        att = Reformer(cfg, d).double()
+        got = {name: tuple(t.shape) for name, t in att.state_dict().items()}
+        assert got["rotations"] == (2, 4, r, nb // 2), f"{what}: {got}"
+        assert "rotations" not in dict(att.named_parameters()) and att.empty_state(torch.float64) == {}
+        with torch.no_grad():
+            for n in (45, 4 * c, 2 * c + 1, c, c - 1, 2, 1):
+                if n < 1 or n > len(full):
+                    continue
+                x = full[:n]
+                y, _ = att.noncausal(x, {})
+                q, v = _rf_parts(att, x)
+                want = F.linear(naive_reformer_transformers(cfg, att.rotations, q, v).reshape(n, -1),
+                                att.out.weight, att.out.bias)
+                assert_close(y, want, 1e-12, f"{what}: noncausal vs explicit loops (N={n})")
+                assert_close(y, att(x[None])[0], 1e-12, f"{what}: noncausal vs batched (N={n})")
+            x2 = torch.stack([full[:23], full[5:28]])
+            yb = att(x2)
+            for b in range(2):
+                assert_close(yb[b], att.noncausal(x2[b], {})[0], 1e-12, f"{what}: batch row {b}")
+            buckets = att.hashes(full).argmax(-1)              # (r, H, N)
+            assert all(len(set(bk.tolist())) > 1 for bk in buckets.flatten(0, 1)), f"{what}: one bucket only"
+            expect_value_error(lambda: att.recurrent(full[:4], {}), "no recurrent form", f"{what}: stepped")
+    # padded_length: pads only past pad_above, up to a multiple of pad_multiple.
+    att = Reformer({**_rf_cfg(4, 4, 1), "form": "transformers", "pad_multiple": 8, "pad_above": 3}, d)
+    assert [att.padded_length(n) for n in (1, 3, 4, 8, 9, 16, 17)] == [1, 3, 8, 8, 16, 16, 24]
+    # The loops and the form are both ours: tests/layouts/test_hf_reformer_attention.py holds the
+    # form to transformers' own LSHSelfAttention (1e-10 in float64).
 
 
 # ---------------------------------------------------------------- model-level features
@@ -3357,7 +3490,7 @@ def main():
                                         linformer_forms, linformer_config_validation, linformer_layerwise_shared,
                                         linformer_golden_cli, aft_full_forms, aft_full_config_validation,
                                         aft_full_ft_mapping, aft_full_golden_cli, gau_forms,
-                                        gau_config_validation, gau_golden_cli, reformer_forms,
+                                        gau_config_validation, gau_golden_cli, reformer_forms, reformer_transformers_forms,
                                         reformer_config_validation, reformer_golden_cli, retnet_forms,
                                         retnet_config_validation, retnet_golden_cli, token_shift_forms,
                                         token_shift_config_validation, norm_forms,

@@ -286,6 +286,10 @@ Status GpuModel::LoadBlock(size_t layer, Block* b) {
   } else if (table->mixer_as_Gau() || table->mixer_as_Flash()) {
     RECUR_RETURN_IF_ERROR(LoadGated(table, name, b));
   } else if (const auto* t = table->mixer_as_Reformer()) {
+    if (t->form() != fb::ReformerForm::Paper) {
+      return Unsupported("%s: the GPU path has no transformers-form Reformer (mixer.form)",
+                         name.c_str());
+    }
     b->kind = Kind::kReformer;
     ReadHeads(t, b);
     b->causal = false;

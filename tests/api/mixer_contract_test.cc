@@ -355,3 +355,33 @@ TEST_CASE("RetNet: the chunked form on two threads (one task per stream and head
   CHECK(WorstRelative(outs[1], outs[0]) <= TinyModelOutputBound(m.info.num_layers));
   CHECK(WorstRelative(states[1], states[0]) <= TinyModelStateBound(m.info.num_layers));
 }
+
+TEST_CASE(
+    "Reformer's transformers form keeps the encoder contract; padded, hashed and one-chunk "
+    "lengths on two threads equal one") {
+  CheckContract(recur::impl::testing::kTinyReformerTransformersConfig);  // 20 positions: no pads
+  Model m(recur::impl::testing::kTinyReformerTransformersConfig);
+  const size_t batch = 2, w = m.info.output_width;
+  // 3 ≤ pad_above: one chunk, no hashing; 7: padded to 10 slots; 23: padded to 30.
+  for (size_t n : {size_t{3}, size_t{7}, size_t{23}}) {
+    CAPTURE(n);
+    std::vector<std::vector<float>> outs;
+    for (uint32_t threads : {1u, std::min(2u, recur_max_threads())}) {
+      recur_session_options options{};
+      options.struct_size = sizeof(options);
+      options.batch = batch;
+      options.threads = threads;
+      recur_session* s = nullptr;
+      REQUIRE(recur_session_create(m.model, &options, &s) == RECUR_OK);
+      std::vector<float> frames(batch * n * m.info.feature_width);
+      for (size_t i = 0; i < frames.size(); ++i) frames[i] = std::sin(0.37f * float(i));
+      recur_input in{nullptr, frames.data(), frames.size()};
+      std::vector<float> out(batch * n * w);
+      REQUIRE(recur_session_encode(s, n, &in, out.data()) == RECUR_OK);
+      for (float v : out) REQUIRE(std::isfinite(v));
+      outs.push_back(out);
+      recur_session_free(s);
+    }
+    CHECK(WorstRelative(outs[1], outs[0]) <= TinyModelOutputBound(m.info.num_layers));
+  }
+}

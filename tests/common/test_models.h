@@ -103,6 +103,18 @@ inline const char* kTinyReformerConfig = R"({
             "rounds": 2},
   "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
 
+// Reformer in the transformers form (Hugging Face's LSHSelfAttention): chunks
+// of 5 seeing 2 back and 1 ahead, causal_mask, pads to a multiple of 10
+// past 4 positions; rotations [heads 2, dk 4, rounds 2, 2]. Format version 2.
+inline const char* kTinyReformerTransformersConfig = R"({
+  "layout": "recur", "d_model": 12, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "features", "feature_width": 5, "projection": true},
+  "max_positions": 0,
+  "mixer": {"type": "reformer", "form": "transformers", "heads": 2, "dk": 4, "dv": 3,
+            "n_buckets": 4, "chunk": 5, "rounds": 2, "chunks_before": 2, "chunks_after": 1,
+            "causal_mask": true, "pad_multiple": 10, "pad_above": 4},
+  "ffn": {"d_ff": 24, "activation": "relu"}, "final_norm": false, "head": null})";
+
 // AFT-local (window 4) over tokens, and AFT-conv (per-head kernel) over features.
 inline const char* kTinyAftLocalConfig = R"({
   "layout": "recur", "d_model": 16, "n_layers": 2, "norm_placement": "pre",

@@ -120,10 +120,11 @@ TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every ki
        {recur::impl::testing::kTinyTokensConfig, recur::impl::testing::kTinySoftmaxConfig,
         recur::impl::testing::kTinySlidingWindowConfig, recur::impl::testing::kTinyAftConfig,
         recur::impl::testing::kTinyFlashConfig, recur::impl::testing::kTinyLinformerConfig,
-        recur::impl::testing::kTinyReformerConfig, recur::impl::testing::kTinyAftLocalConfig,
-        recur::impl::testing::kTinyAftConvConfig, recur::impl::testing::kTinyAftFullConfig,
-        recur::impl::testing::kTinyGauConfig, recur::impl::testing::kTinyRetNetConfig,
-        recur::impl::testing::kTinyBlockLocalConfig,
+        recur::impl::testing::kTinyReformerConfig,
+        recur::impl::testing::kTinyReformerTransformersConfig,
+        recur::impl::testing::kTinyAftLocalConfig, recur::impl::testing::kTinyAftConvConfig,
+        recur::impl::testing::kTinyAftFullConfig, recur::impl::testing::kTinyGauConfig,
+        recur::impl::testing::kTinyRetNetConfig, recur::impl::testing::kTinyBlockLocalConfig,
         recur::impl::testing::kTinyBlockLocalEncoderConfig,
         recur::impl::testing::kTinyMixedConfig, recur::impl::testing::kTinyRotaryConfig,
         recur::impl::testing::kTinyTokenShiftConfig,
@@ -145,7 +146,9 @@ TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every ki
   }
 }
 
-TEST_CASE("cli: inspect shows rotary position embeddings, token shift and format version 2") {
+TEST_CASE(
+    "cli: inspect shows rotary position embeddings, token shift, Reformer's form and format "
+    "version 2") {
   for (const auto& [config, lines] : std::vector<std::pair<const char*, std::vector<std::string>>>{
            {recur::impl::testing::kTinyRotaryConfig,
             {"format_version:  2",
@@ -169,6 +172,15 @@ TEST_CASE("cli: inspect shows rotary position embeddings, token shift and format
              "mixer:  block_local heads=3 dk=2 dv=4 chunk=4 chunks_before=1 chunks_after=1 "
              "pad_multiple=8 pad_above=2 non-causal (encoder)",
              "state:  0 bytes per stream"}},
+           {recur::impl::testing::kTinyReformerTransformersConfig,
+            {"format_version:  2",
+             "mixer:  reformer heads=2 dk=4 dv=3 n_buckets=4 chunk=5 rounds=2 form=transformers "
+             "chunks_before=2 chunks_after=1 causal_mask=true pad_multiple=10 pad_above=4 "
+             "non-causal (encoder)"}},
+           {recur::impl::testing::kTinyReformerConfig,
+            {"format_version:  1",
+             "mixer:  reformer heads=2 dk=4 dv=3 n_buckets=4 chunk=5 "
+             "rounds=2 non-causal (encoder)"}},
            {kTokensConfig, {"format_version:  1"}}}) {
     testing::TempDir dir;
     WriteInputs(dir, config, testing::RandomTensors(config, 2));

@@ -18,6 +18,7 @@
 #include "converter/mixers/reformer.h"
 #include "converter/mixers/sliding_window.h"
 #include "converter/mixers/softmax_attention.h"
+#include "converter/writer.h"
 #include "converter_test_util.h"
 #include "tolerance.h"
 
@@ -807,6 +808,93 @@ TEST_CASE("config: Reformer (recur layout, encoder only)") {
   j["mixer"]["n_buckets"] = 4;
   j["mixer"]["rounds"] = 0;
   CHECK(ErrorOf(j) == "config.json: \"mixer.rounds\" must be a positive integer");
+}
+
+TEST_CASE("config: Reformer's transformers form (keys, defaults, per-head rotations, messages)") {
+  json j = TokensJson();
+  j["mixer"] = {{"type", "reformer"},
+                {"form", "transformers"},
+                {"heads", 2},
+                {"dk", 8},
+                {"dv", 8},
+                {"n_buckets", 6},
+                {"chunk", 4},
+                {"rounds", 3}};
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  {
+    const auto& rf = ParamsOf<ReformerParams>(r->desc.blocks[0]);
+    CHECK(rf.transformers);
+    CHECK(rf.chunks_before == 1);
+    CHECK(rf.chunks_after == 0);
+    CHECK_FALSE(rf.causal_mask);
+    CHECK_FALSE(rf.causal);
+    CHECK(rf.pad_multiple == 4);  // transformers pads to the chunk length
+    CHECK(rf.pad_above == 4);
+  }
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& t : ExpectedTensors(r->desc)) shapes[t.name] = t.shape;
+  CHECK(shapes["blocks.0.mixer.rotations"] == std::vector<int64_t>{2, 8, 3, 3});
+  CHECK(shapes.count("blocks.0.mixer.key.weight") == 0);
+  CHECK(FormatVersionFor(r->desc) == 2);
+
+  j["mixer"]["chunks_before"] = 2;
+  j["mixer"]["chunks_after"] = 1;
+  j["mixer"]["causal_mask"] = true;
+  j["mixer"]["pad_multiple"] = 12;
+  j["mixer"]["pad_above"] = 0;
+  r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  {
+    const auto& rf = ParamsOf<ReformerParams>(r->desc.blocks[0]);
+    CHECK(rf.chunks_before == 2);
+    CHECK(rf.chunks_after == 1);
+    CHECK(rf.causal_mask);
+    CHECK_FALSE(rf.causal);  // still an encoder
+    CHECK(rf.pad_multiple == 12);
+    CHECK(rf.pad_above == 0);
+  }
+
+  for (const auto& [key, value, message] : std::vector<std::tuple<std::string, json, std::string>>{
+           {"form", "hf", "\"mixer.form\" must be one of \"paper\", \"transformers\" (got \"hf\")"},
+           {"form", 1, "\"mixer.form\" must be one of \"paper\", \"transformers\""},
+           {"pad_multiple", 6,
+            "\"mixer.pad_multiple\" must be a multiple of chunk (4) and at "
+            "most 65536"},
+           {"pad_multiple", 0, "\"mixer.pad_multiple\" must be a positive integer"},
+           {"pad_multiple", 65540,
+            "\"mixer.pad_multiple\" must be a multiple of chunk (4) and at "
+            "most 65536"},
+           {"pad_above", 5, "\"mixer.pad_above\" must be at most chunk (4)"},
+           {"pad_above", -1, "\"mixer.pad_above\" must be a non-negative integer"},
+           {"chunks_after", 62,
+            "\"mixer.chunks_after\" with chunks_before makes a window of "
+            "more than 64 chunks (chunks_before + chunks_after + 1)"},
+           {"chunks_before", "1", "\"mixer.chunks_before\" must be a non-negative integer"},
+           {"causal_mask", 1, "\"mixer.causal_mask\" must be true or false"},
+           {"causal", true,
+            "\"mixer.causal\" must be false: reformer sorts the whole sequence "
+            "by hash and has no recurrent form"}}) {
+    json bad = j;
+    bad["mixer"][key] = value;
+    const std::string want = "config.json: " + message;
+    const std::string got = ErrorOf(bad);
+    CHECK_MESSAGE(got == want, key);
+  }
+  // The paper form takes none of the transformers-only keys.
+  for (const char* key :
+       {"chunks_before", "chunks_after", "causal_mask", "pad_multiple", "pad_above"}) {
+    json bad = TokensJson();
+    bad["mixer"] = {{"type", "reformer"}, {"heads", 2}, {"dk", 8},    {"dv", 8},
+                    {"n_buckets", 6},     {"chunk", 4}, {"rounds", 3}};
+    bad["mixer"][key] = j["mixer"][key];
+    const std::string got = ErrorOf(bad);
+    CHECK_MESSAGE(got == std::string("config.json: \"mixer.") + key +
+                             "\" applies only to \"form\": \"transformers\"",
+                  key);
+    bad["mixer"]["form"] = "paper";
+    CHECK(ErrorOf(bad) == got);
+  }
 }
 
 TEST_CASE("config: RetNet (recur layout, causal only)") {

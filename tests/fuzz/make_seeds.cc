@@ -27,7 +27,8 @@ const std::vector<const char*> kConfigs = {
     kTinySlidingWindowConfig, kTinyAftConfig,      kTinyFlashConfig,   kTinyLinformerConfig,
     kTinyReformerConfig,      kTinyAftLocalConfig, kTinyAftConvConfig, kTinyAftFullConfig,
     kTinyGauConfig,           kTinyRetNetConfig,   kTinyMixedConfig,   kTinyRotaryConfig,
-    kTinyTokenShiftConfig,    kTinyBlockLocalConfig, kTinyBlockLocalEncoderConfig};
+    kTinyTokenShiftConfig,    kTinyBlockLocalConfig, kTinyBlockLocalEncoderConfig,
+    kTinyReformerTransformersConfig};
 
 // int4 needs input dimensions that are multiples of the group (32): the
 // mixed model's d_model 16 is not. Two mixers, so the int4 seed reaches the

@@ -566,6 +566,13 @@ TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
     CHECK(p.message() == message);
   }
 
+  Loaded hf;
+  Load(ReadConfig("reformer_transformers_encoder"), WeightDType::kF32, &hf);
+  const Status r = GpuModel::Create(*hf.model, TestDevice(), &gpu);
+  CHECK(r.code() == StatusCode::kUnsupported);
+  CHECK(r.message() == "blocks.0: the GPU path has no transformers-form Reformer (mixer.form)");
+  CHECK(gpu == nullptr);
+
   Loaded global;
   Load(ReadConfig("sliding_window_global"), WeightDType::kF32, &global);
   const Status g = GpuModel::Create(*global.model, TestDevice(), &gpu);

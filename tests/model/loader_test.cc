@@ -440,6 +440,52 @@ TEST_CASE("BlockLocal: bad chunk, chunks around, padding and mis-shaped projecti
   CHECK(LoadWithMixerField<T>(config, 0, T::VT_CHUNKS_AFTER, uint32_t{256}) == RECUR_OK);
 }
 
+TEST_CASE(
+    "Reformer's transformers form: a bad form, paper-form fields, pad and window fields and "
+    "per-head rotations are named") {
+  const char* config = recur::impl::testing::kTinyReformerTransformersConfig;
+  {
+    auto bytes = BuildTestModel(config, 1);
+    REQUIRE(!bytes.empty());
+    CHECK(Load(bytes, bytes.size()) == RECUR_OK);
+    CHECK(Root(bytes)->format_version() == 2);
+  }
+  CHECK(LoadWithMixerField<fb::Reformer>(config, 0, fb::Reformer::VT_FORM, uint8_t{2}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "blocks.0: reformer form 2 is not one this runtime knows (0 paper, 1 "
+        "transformers)");
+  CHECK(LoadWithMixerField<fb::Reformer>(config, 0, fb::Reformer::VT_FORM, uint8_t{0}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "blocks.0: the paper-form reformer needs chunks_before 1, chunks_after 0, "
+        "causal_mask false, pad_multiple 0 and pad_above 0 (got 2, 1, true, 10, 4)");
+  CHECK(LoadWithMixerField<fb::Reformer>(config, 1, fb::Reformer::VT_PAD_MULTIPLE, uint32_t{7}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "blocks.1: reformer pad_multiple must be a positive multiple of chunk 5, at "
+        "most 65536 (got 7)");
+  CHECK(LoadWithMixerField<fb::Reformer>(config, 0, fb::Reformer::VT_PAD_MULTIPLE, uint32_t{0}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error().find("pad_multiple must be a positive multiple of chunk 5") != std::string::npos);
+  CHECK(LoadWithMixerField<fb::Reformer>(config, 0, fb::Reformer::VT_PAD_ABOVE, uint32_t{6}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0: reformer pad_above must be at most chunk 5 (got 6)");
+  CHECK(LoadWithMixerField<fb::Reformer>(config, 0, fb::Reformer::VT_CHUNKS_BEFORE, uint32_t{63}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "blocks.0: reformer chunks_before + chunks_after + 1 must be at most 64 (got "
+        "63 + 1 + 1)");
+  CHECK(LoadWithMixerField<fb::Reformer>(config, 0, fb::Reformer::VT_CHUNKS_BEFORE,
+                                         uint32_t{0xffffffffu}) == RECUR_INVALID_MODEL);
+  CHECK(Error().find("must be at most 64") != std::string::npos);
+  // The rotations are per head: [heads, dk, rounds, n_buckets/2].
+  CHECK(LoadWithMixerField<fb::Reformer>(config, 1, fb::Reformer::VT_ROUNDS, uint32_t{3}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error().find("blocks.1.mixer.rotations") != std::string::npos);
+  CHECK(Error().find("expected [2,4,3,2]") != std::string::npos);
+}
+
 TEST_CASE("RetNet: an odd dk, decays that do not match the heads or leave (0, 1), a bad eps "
           "and mis-shaped projections are named") {
   auto fresh = [] {

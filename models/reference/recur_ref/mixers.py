@@ -88,11 +88,17 @@ _KEYS = {
     "gau": ({"expansion_dim", "qk_dim", "max_length"}, {"scale", "causal"}),
     "flash": ({"expansion_dim", "qk_dim", "chunk"}, {"scale", "causal", "rotary"}),
     "linformer": ({"heads", "dk", "dv", "seq_len", "proj_dim"}, {"sharing", "causal"}),
-    "reformer": ({"heads", "dk", "dv", "n_buckets", "chunk", "rounds"}, {"causal"}),
+    "reformer": ({"heads", "dk", "dv", "n_buckets", "chunk", "rounds"},
+                 {"causal", "form", "chunks_before", "chunks_after", "causal_mask", "pad_multiple", "pad_above"}),
     "retnet": ({"heads", "dk", "dv"}, {"decay", "eps"}),
     "block_local": ({"heads", "dk", "dv", "chunk"},
                     {"chunks_before", "chunks_after", "causal", "pad_multiple", "pad_above"}),
 }
+# Reformer's forms (§8): the paper's LSH attention, and Hugging Face transformers' LSHSelfAttention
+# with the keys only it takes; at most REFORMER_MAX_CHUNKS chunks in a query's window.
+REFORMER_FORMS = ("paper", "transformers")
+REFORMER_HF_KEYS = ("chunks_before", "chunks_after", "causal_mask", "pad_multiple", "pad_above")
+REFORMER_MAX_CHUNKS = 64
 # Mixer types with no causal form at all (encoder only): causal defaults to false, true is rejected.
 ENCODER_ONLY = ("linformer", "reformer")
 # "rotary" (rotary position embeddings of q and k, §12): its pair layouts and default base; the
@@ -229,6 +235,24 @@ def validate_mixer(cfg: dict, d_model: int) -> None:
         need(_pos_int(nb) and nb >= 2 and nb % 2 == 0, f"mixer.n_buckets must be an even integer >= 2, got {nb!r}")
         need(_pos_int(cfg["chunk"]), f"mixer.chunk must be a positive integer, got {cfg['chunk']!r}")
         need(_pos_int(cfg["rounds"]), f"mixer.rounds must be a positive integer, got {cfg['rounds']!r}")
+        form = cfg.get("form", "paper")
+        need(form in REFORMER_FORMS, f"unknown mixer.form {form!r}; expected one of {list(REFORMER_FORMS)}")
+        if form == "paper":
+            extra = sorted(set(cfg) & set(REFORMER_HF_KEYS))
+            need(not extra, f"keys {extra} apply only to mixer.form 'transformers'")
+        else:
+            for k in ("chunks_before", "chunks_after"):
+                need(_nonneg_int(cfg.get(k, 0)), f"mixer.{k} must be an integer >= 0, got {cfg.get(k)!r}")
+            window = cfg.get("chunks_before", 1) + cfg.get("chunks_after", 0) + 1
+            need(window <= REFORMER_MAX_CHUNKS,
+                 f"mixer.chunks_before + mixer.chunks_after + 1 must be at most {REFORMER_MAX_CHUNKS}, got {window}")
+            need(isinstance(cfg.get("causal_mask", False), bool), "mixer.causal_mask must be true or false")
+            pm = cfg.get("pad_multiple", cfg["chunk"])
+            need(_pos_int(pm) and pm % cfg["chunk"] == 0,
+                 f"mixer.pad_multiple must be a positive multiple of mixer.chunk ({cfg['chunk']}), got {pm!r}")
+            pa = cfg.get("pad_above", cfg["chunk"])
+            need(_nonneg_int(pa) and pa <= cfg["chunk"],
+                 f"mixer.pad_above must be an integer in [0, mixer.chunk ({cfg['chunk']})], got {pa!r}")
     elif t == "block_local":
         c = cfg["chunk"]
         need(_pos_int(c), f"mixer.chunk must be a positive integer, got {c!r}")
@@ -1980,6 +2004,23 @@ class Reformer(_EncoderOnly, Mixer):
       y_j = (1/r) Σ_i o^i_j (the plain average of the rounds); Mixer(x) = out(concat_h y).
     No recurrent form, no state. The per-stream form computes it chunk by chunk (each chunk of
     sorted queries against its 2c look-back keys), the batched one as masked N × N scores.
+
+    form "transformers" (Hugging Face transformers' LSHSelfAttention, eval mode): optional keys
+    chunks_before b (default 1), chunks_after a (0), causal_mask (false), pad_multiple M
+    (default c, a multiple of c), pad_above A (default c, ≤ c); rotations is (H, dk, r, nb/2)
+    (transformers' random_rotations, one per head). Per stream and head, positions 0..T−1:
+      n = T rounded up to a multiple of M when T > A and T % M ≠ 0, else T (slots T..n−1 are
+        pads: masked as keys, their outputs dropped).
+      Q as above, K_j = Q_j / sqrt(mean_e Q_je² + 1e−6) / √dk; the score is Q_i·K_p, unscaled.
+      masked keys (p ≥ T; p > i with causal_mask) score −1e9, then p == i scores −1e5.
+      n ≤ c: y_i = softmax over all n slots of those scores · V (no hashing).
+      n > c: bucket = argmax [Q R_h[:, i], −Q R_h[:, i]] of the raw Q (pads: bucket nb);
+        per round the positions sorted by (bucket, position), the rounds concatenated (r·n
+        slots) and cut into chunks of c; the query in chunk g attends to the slots of chunks
+        g + d, d = −b..a, taken cyclically over all r·n/c chunks (an offset |d| ≥ r·n/c is 0,
+        as Python's slices give); o_i^ρ, lse_i^ρ = its softmax output and logsumexp in round ρ;
+        y_i = o_i^0 (r = 1) or Σ_ρ o_i^ρ exp(lse_i^ρ − logsumexp_ρ lse_i^ρ).
+    See docs/attention-math.md §8.
     """
     TYPE = "reformer"
     USES_POS = True
@@ -1988,20 +2029,83 @@ class Reformer(_EncoderOnly, Mixer):
         super().__init__(cfg, d_model)
         self.heads, self.dk, self.dv = cfg["heads"], cfg["dk"], cfg["dv"]
         self.n_buckets, self.chunk, self.rounds = cfg["n_buckets"], cfg["chunk"], cfg["rounds"]
+        self.form = cfg.get("form", "paper")
+        self.chunks_before, self.chunks_after = cfg.get("chunks_before", 1), cfg.get("chunks_after", 0)
+        self.causal_mask = cfg.get("causal_mask", False)
+        self.pad_multiple = cfg.get("pad_multiple", self.chunk)
+        self.pad_above = cfg.get("pad_above", self.chunk)
         self.query = nn.Linear(d_model, self.heads * self.dk)
         self.value = nn.Linear(d_model, self.heads * self.dv)
         self.out = nn.Linear(self.heads * self.dv, d_model)
-        self.register_buffer("rotations", torch.randn(self.rounds, self.dk, self.n_buckets // 2))
+        shape = (self.rounds, self.dk, self.n_buckets // 2) if self.form == "paper" else \
+            (self.heads, self.dk, self.rounds, self.n_buckets // 2)
+        self.register_buffer("rotations", torch.randn(*shape))
 
     NO_FORM_WHY = "the hash buckets sort the whole utterance"
 
     # Per stream.
 
     def hashes(self, x: Tensor) -> Tensor:
-        """[P, −P] of every round, head and position: (r, H, N, nb) (the bucket is its argmax)."""
+        """[P, −P] of every round, head and position: (r, H, N, nb) (the bucket is its argmax;
+        form "transformers": P from the raw Q and each head's rotations)."""
         q = self.query(x).view(len(x), self.heads, self.dk).transpose(0, 1)
-        p = torch.einsum("hnd,rdb->rhnb", q / q.norm(dim=-1, keepdim=True), self.rotations)
+        if self.form == "transformers":
+            p = torch.einsum("hnd,hdrb->rhnb", q, self.rotations)
+        else:
+            p = torch.einsum("hnd,rdb->rhnb", q / q.norm(dim=-1, keepdim=True), self.rotations)
         return torch.cat([p, -p], -1)
+
+    def padded_length(self, n: int) -> int:
+        """Form "transformers": the slots the sequence takes, pads included."""
+        m = self.pad_multiple
+        return n + (-n) % m if n > self.pad_above and n % m else n
+
+    def _transformers(self, q: Tensor, v: Tensor) -> Tensor:
+        """Form "transformers" per head: q (B, H, T, dk), v (B, H, T, dv) → (B, H, T, dv)."""
+        B, H, T, dk = q.shape
+        n, c, r = self.padded_length(T), self.chunk, self.rounds
+        k = q / torch.sqrt((q * q).mean(-1, keepdim=True) + 1e-6) / math.sqrt(dk)
+        qp, kp, vp = (torch.cat([t, t.new_zeros(B, H, n - T, t.shape[-1])], 2) for t in (q, k, v))
+        pos = torch.arange(n, device=q.device)
+
+        def scores(s, qpos, kpos):   # the masks, by position: pads and (causal) later ones, then self
+            masked = (kpos >= T)[..., None, :]
+            if self.causal_mask:
+                masked = masked | (kpos[..., None, :] > qpos[..., :, None])
+            s = s.masked_fill(masked, -1e9)
+            return s.masked_fill(kpos[..., None, :] == qpos[..., :, None], -1e5)
+
+        if n <= c:   # transformers' "standard" path: no hashing
+            s = scores(q @ kp.transpose(-1, -2), pos[:T], pos)
+            return torch.softmax(s, -1) @ vp
+        p = torch.einsum("bhtd,hdrk->bhrtk", q, self.rotations)
+        bucket = torch.cat([p, -p], -1).argmax(-1)                          # (B, H, r, T)
+        bucket = torch.cat([bucket, bucket.new_full((B, H, r, n - T), self.n_buckets)], -1)
+        order = torch.argsort(bucket * n + pos, -1)                          # (B, H, r, n) positions
+        G = r * n // c
+        qpos = order.reshape(B, H, G, c)                                     # the rounds' slots in a row
+
+        def adjacent(t):   # transformers' _look_adjacent: chunk g's keys from chunks g−b .. g+a
+            return torch.cat([t if d == 0 else torch.cat([t[:, :, d:], t[:, :, :d]], 2)
+                              for d in range(-self.chunks_before, self.chunks_after + 1)], 3)
+
+        kpos = adjacent(qpos)                                                # (B, H, G, W)
+
+        def take(t, idx):
+            flat = idx.reshape(B, H, -1, 1).expand(-1, -1, -1, t.shape[-1])
+            return torch.gather(t, 2, flat).view(*idx.shape, t.shape[-1])
+
+        s = scores(take(qp, qpos) @ take(kp, kpos).transpose(-1, -2), qpos, kpos)   # (B, H, G, c, W)
+        # softmax, not exp(s − lse): in float32 an lse near −1e5 (a query whose only unmasked
+        # key is itself) loses its last bits, and transformers' weights then miss 1 by ~2e−3
+        lse = torch.logsumexp(s, -1)
+        o = torch.softmax(s, -1) @ take(vp, kpos)                            # (B, H, G, c, dv)
+        o, lse = o.reshape(B, H, r, n, -1), lse.reshape(B, H, r, n)
+        o = torch.empty_like(o).scatter_(3, order[..., None].expand_as(o), o)[:, :, :, :T]
+        lse = torch.empty_like(lse).scatter_(3, order, lse)[:, :, :, :T]
+        if r == 1:
+            return o[:, :, 0]
+        return (o * torch.softmax(lse, 2)[..., None]).sum(2)
 
     def _round(self, q: Tensor, k: Tensor, v: Tensor, bucket: Tensor) -> Tensor:
         """One hash round: q, k (H, N, dk), v (H, N, dv), bucket (H, N) → o (H, N, dv)."""
@@ -2036,6 +2140,9 @@ class Reformer(_EncoderOnly, Mixer):
         n = len(x)
         q = self.query(x).view(n, self.heads, self.dk).transpose(0, 1)    # (H, N, dk)
         v = self.value(x).view(n, self.heads, self.dv).transpose(0, 1)    # (H, N, dv)
+        if self.form == "transformers":
+            y = self._transformers(q[None], v[None])[0]
+            return self.out(y.transpose(0, 1).reshape(n, -1)), state
         k = q / q.norm(dim=-1, keepdim=True)
         buckets = self.hashes(x).argmax(-1)                                 # (r, H, N)
         y = sum(self._round(q, k, v, b) for b in buckets) / self.rounds
@@ -2049,6 +2156,8 @@ class Reformer(_EncoderOnly, Mixer):
         H = self.heads
         q = self.query(x).view(B, N, H, self.dk).transpose(1, 2)          # (B, H, N, dk)
         v = self.value(x).view(B, N, H, self.dv).transpose(1, 2)          # (B, H, N, dv)
+        if self.form == "transformers":
+            return self.out(self._transformers(q, v).transpose(1, 2).reshape(B, N, -1))
         k = q / q.norm(dim=-1, keepdim=True)
         pos = torch.arange(N, device=x.device)
         g = pos // self.chunk                                              # chunk of each sorted slot
