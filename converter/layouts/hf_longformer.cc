@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "converter/layouts/hf_config.h"
 #include "converter/layouts/layout_converter.h"
 #include "converter/mixers/mixer_converter.h"
 #include "converter/mixers/sliding_window.h"
@@ -24,89 +25,6 @@ namespace {
 
 using nlohmann::json;
 
-// transformers' PretrainedConfig and LongformerConfig keys that do not change
-// the encoder's outputs (generation settings, labels, bookkeeping, dropout):
-// accepted and ignored. Any key in neither list is refused by name.
-const char* const kIgnoredKeys[] = {"_attn_implementation_autoset",
-                                    "_name_or_path",
-                                    "architectures",
-                                    "attention_probs_dropout_prob",
-                                    "bad_words_ids",
-                                    "begin_suppress_tokens",
-                                    "bos_token_id",
-                                    "chunk_size_feed_forward",
-                                    "cross_attention_hidden_size",
-                                    "decoder_start_token_id",
-                                    "diversity_penalty",
-                                    "do_sample",
-                                    "early_stopping",
-                                    "encoder_no_repeat_ngram_size",
-                                    "eos_token_id",
-                                    "exponential_decay_length_penalty",
-                                    "finetuning_task",
-                                    "forced_bos_token_id",
-                                    "forced_eos_token_id",
-                                    "hidden_dropout_prob",
-                                    "id2label",
-                                    "initializer_range",
-                                    "is_encoder_decoder",
-                                    "label2id",
-                                    "length_penalty",
-                                    "max_length",
-                                    "min_length",
-                                    "model_type",
-                                    "no_repeat_ngram_size",
-                                    "num_beam_groups",
-                                    "num_beams",
-                                    "num_return_sequences",
-                                    "onnx_export",
-                                    "output_attentions",
-                                    "output_hidden_states",
-                                    "output_scores",
-                                    "prefix",
-                                    "problem_type",
-                                    "remove_invalid_values",
-                                    "repetition_penalty",
-                                    "return_dict",
-                                    "return_dict_in_generate",
-                                    "sep_token_id",
-                                    "suppress_tokens",
-                                    "task_specific_params",
-                                    "temperature",
-                                    "tf_legacy_loss",
-                                    "tie_encoder_decoder",
-                                    "tie_word_embeddings",
-                                    "tokenizer_class",
-                                    "top_k",
-                                    "top_p",
-                                    "torch_dtype",
-                                    "torchscript",
-                                    "transformers_version",
-                                    "typical_p",
-                                    "use_bfloat16"};
-
-// The keys that decide the model, with LongformerConfig's defaults (a
-// config.json omits a key whose value is the default); then recur's own.
-const char* const kModelKeys[] = {"layout",
-                                  "notes",
-                                  "input_description",
-                                  "output_description",
-                                  "vocab_size",
-                                  "hidden_size",
-                                  "num_hidden_layers",
-                                  "num_attention_heads",
-                                  "intermediate_size",
-                                  "hidden_act",
-                                  "max_position_embeddings",
-                                  "type_vocab_size",
-                                  "layer_norm_eps",
-                                  "attention_window",
-                                  "pad_token_id",
-                                  "is_decoder",
-                                  "add_cross_attention",
-                                  "pruned_heads",
-                                  "global_tokens"};
-
 struct LongformerOptions : LayoutOptions {
   uint32_t pad_token_id = 1;
   uint32_t max_position_embeddings = 512;
@@ -114,22 +32,16 @@ struct LongformerOptions : LayoutOptions {
   bool global_projections = false;
 };
 
-Status CheckKeys(const KeyReader& r, const json& root) {
-  for (const auto& item : root.items()) {
-    bool known = false;
-    for (const char* k : kModelKeys) known = known || item.key() == k;
-    for (const char* k : kIgnoredKeys) known = known || item.key() == k;
-    if (!known) {
-      return r.Invalid(item.key(),
-                       "is not a LongformerConfig key this converter knows (a newer "
-                       "transformers option, or a typo)");
-    }
-  }
-  return Status::Ok();
-}
-
 Status ParseLongformer(const KeyReader& r, const json& root, ModelDescription* d) {
-  RECUR_RETURN_IF_ERROR(CheckKeys(r, root));
+  // The keys that decide the model (the class's defaults apply to absent ones), then
+  // recur's own; and the class's keys that change no output.
+  RECUR_RETURN_IF_ERROR(CheckTransformersKeys(
+      r, root,
+      {"layout", "notes", "input_description", "output_description", "vocab_size", "hidden_size",
+       "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+       "max_position_embeddings", "type_vocab_size", "layer_norm_eps", "attention_window",
+       "pad_token_id", "is_decoder", "add_cross_attention", "pruned_heads", "global_tokens"},
+      {"architectures", "attention_probs_dropout_prob", "onnx_export"}, "LongformerConfig"));
   if (auto type = root.find("model_type"); type != root.end() && *type != "longformer") {
     return r.Invalid("model_type", "must be \"longformer\"");
   }

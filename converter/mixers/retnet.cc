@@ -10,7 +10,6 @@
 namespace recur::impl::converter {
 namespace {
 
-using json = nlohmann::ordered_json;
 
 // The default decays γ_h = 1 − 2^(−5−h) stay below 1 in float32 for h < 20.
 constexpr uint32_t kDefaultDecayHeads = 20;
@@ -83,13 +82,13 @@ class RetNetConverterImpl final : public MixerConverter {
         .Union();
   }
 
-  void Describe(const void* table, const TensorRefs& refs, json* out) const override {
+  void Describe(const void* table, const TensorRefs& refs, OrderedJson* out) const override {
     const auto* rn = static_cast<const fb::RetNet*>(table);
-    json& mixer = *out;
+    OrderedJson& mixer = *out;
     mixer["heads"] = rn->heads();
     mixer["dk"] = rn->dk();
     mixer["dv"] = rn->dv();
-    json decay = json::array();
+    OrderedJson decay = OrderedJson::array();
     if (rn->decay()) {
       for (float gamma : *rn->decay()) decay.push_back(FloatForJson(gamma));
     }
@@ -106,7 +105,7 @@ class RetNetConverterImpl final : public MixerConverter {
     mixer["state_grows_with_length"] = false;
   }
 
-  std::string DescribeText(const json& m) const override {
+  std::string DescribeText(const OrderedJson& m) const override {
     return InspectFields(m, {"heads", "dk", "dv"}) + " decay=" + m["decay"].dump() +
            InspectFields(m, {"eps"});
   }
