@@ -152,7 +152,10 @@ class BlockLocal final : public Mixer {
       const size_t width = standard ? n : chunk_;
       auto slot = [&](size_t g, size_t s) {
         if (standard) return s;
-        const size_t cc = (c + m * (before_ + 1) + g - before_) % m;  // (c + g − before) mod m
+        // Offset o = g − before: chunk (c + o) mod m, but transformers' slices
+        // t[o:] ++ t[:o] leave the order as it is when |o| ≥ m (offset 0).
+        const size_t back = before_ - std::min(g, before_), ahead = g > before_ ? g - before_ : 0;
+        const size_t cc = back >= m || ahead >= m ? c : (c + m + ahead - back) % m;
         return cc * chunk_ + s;
       };
       const float* qi = q + i * qk;

@@ -82,6 +82,17 @@ CASES = [
     ("encoder_short", ReformerModel,
      dict(COMMON, vocab_size=30, attn_layers=["lsh", "local"], num_buckets=4, num_hashes=3,
           lsh_attn_chunk_length=16, local_attn_chunk_length=16, hidden_act="gelu"), 2, 12),
+    # Windows wider than the sequence's chunks: transformers' look-adjacent slices
+    # leave the order as it is for an offset past the chunk count (6 positions
+    # padded to 8: 2 chunks, offsets −3 .. 2; LSH one round); 22 positions: 6 chunks.
+    ("encoder_wide_6", ReformerModel,
+     dict(COMMON, vocab_size=30, attn_layers=["local", "lsh"], num_buckets=4, num_hashes=1,
+          lsh_attn_chunk_length=4, local_attn_chunk_length=4, local_num_chunks_before=3,
+          local_num_chunks_after=2, lsh_num_chunks_before=3, lsh_num_chunks_after=1), 2, 6),
+    ("encoder_wide_22", ReformerModel,
+     dict(COMMON, vocab_size=30, attn_layers=["local", "lsh"], num_buckets=4, num_hashes=2,
+          lsh_attn_chunk_length=4, local_attn_chunk_length=4, local_num_chunks_before=3,
+          local_num_chunks_after=2, lsh_num_chunks_before=3, lsh_num_chunks_after=1), 2, 22),
     # The causal LM with LSH layers (encode: no recurrent form), three rounds.
     ("lm_lsh_causal", ReformerModelWithLMHead,
      dict(COMMON, vocab_size=40, attn_layers=["lsh", "local", "lsh"], num_buckets=4, num_hashes=3,
