@@ -24,6 +24,21 @@ constexpr uint32_t kMaxWindowChunks = 64;  // chunks_before + chunks_after + 1
 constexpr float kMaskScore = -1e9f;
 constexpr float kSelfScore = -1e5f;
 
+// The bucket of projections p (n_buckets/2): argmax over [p, −p], the first
+// maximum (torch.argmax's choice).
+uint32_t SignedArgmax(const float* p, size_t half) {
+  uint32_t best = 0;
+  float best_value = p[0];
+  for (size_t b = 1; b < 2 * half; ++b) {
+    const float value = b < half ? p[b] : -p[b - half];
+    if (value > best_value) {
+      best_value = value;
+      best = uint32_t(b);
+    }
+  }
+  return best;
+}
+
 class Reformer final : public Mixer {
  public:
   bool causal() const override { return false; }
@@ -169,17 +184,7 @@ class Reformer final : public Mixer {
           const float kji = keys[j * dk + i];
           for (size_t c = 0; c < half; ++c) proj[c] += kji * rot[i * half + c];
         }
-        // argmax over [proj, −proj], the first maximum.
-        uint32_t best = 0;
-        float best_value = proj[0];
-        for (size_t c = 1; c < 2 * half; ++c) {
-          const float value = c < half ? proj[c] : -proj[c - half];
-          if (value > best_value) {
-            best_value = value;
-            best = uint32_t(c);
-          }
-        }
-        bucket[j] = best;
+        bucket[j] = SignedArgmax(proj, half);
       }
       // Counting sort by bucket, positions ascending inside a bucket.
       std::fill(start, start + buckets_ + 1, 0u);
@@ -301,16 +306,7 @@ class Reformer final : public Mixer {
           const float* row = rot + e * rounds * half;
           for (size_t b = 0; b < half; ++b) proj[b] += qj[e] * row[b];
         }
-        uint32_t best = 0;
-        float best_value = proj[0];
-        for (size_t b = 1; b < 2 * half; ++b) {
-          const float value = b < half ? proj[b] : -proj[b - half];
-          if (value > best_value) {
-            best_value = value;
-            best = uint32_t(b);
-          }
-        }
-        bucket[j] = best;
+        bucket[j] = SignedArgmax(proj, half);
       }
       // Counting sort by (bucket, position); the pads last.
       uint32_t* ord = order + r * n;

@@ -2420,15 +2420,9 @@ class BlockLocalAttention(Mixer):
         kr[:, p % self.R], vr[:, p % self.R] = k[:, p - pos], v[:, p - pos]
         return {"k_ring": kr, "v_ring": vr}
 
-    def _attend(self, q: Tensor, K: Tensor, V: Tensor, ok: Tensor) -> Tensor:
-        """q (H, T, dk) over K (H, P, dk), V (H, P, dv) where ok (T, P) → (H, T, dv)."""
-        s = q @ K.transpose(-1, -2) / math.sqrt(self.dk)
-        return torch.softmax(s.masked_fill(~ok, float("-inf")), -1) @ V
-
-    def _ring_positions(self, pos: int) -> Tensor:
-        """The position each ring slot holds after `pos` positions (negative: never written)."""
-        slots = torch.arange(self.R)
-        return (pos - 1) - (pos - 1 - slots) % self.R
+    # The sliding window's ring and masked attention, on this mixer's dk and R.
+    _attend = SlidingWindowAttention._attend
+    _ring_positions = SlidingWindowAttention._ring_positions
 
     def parallel(self, x: Tensor, state: Dict[str, Tensor], pos: int, chunk: int):
         """Chunked form of the step form: x (N, d_model) at positions pos..pos+N−1 after
