@@ -163,18 +163,27 @@ constexpr StorageName kStorages[] = {
 
 class Unpickler {
  public:
+  // `what` names the pickle in messages ("data.pkl"). With `defer_storages`
+  // the storages' bytes are not looked up: their keys and declared sizes are
+  // collected (storages()) and tensors get no data; the legacy format's
+  // storages follow the pickle that names them.
   Unpickler(const uint8_t* p, std::size_t n, const std::string& src, const std::string& prefix,
-            const Entries& entries)
-      : p_(p), n_(n), src_(src), prefix_(prefix), entries_(entries) {}
+            const Entries& entries, const char* what = "data.pkl", bool defer_storages = false)
+      : p_(p), n_(n), src_(src), prefix_(prefix), entries_(entries), what_(what),
+        defer_(defer_storages) {}
 
   // The index of the unpickled object.
   Result<uint32_t> Run();
   const Obj& obj(uint32_t i) const { return objs_[i]; }
+  // Bytes read, the STOP included (after Run).
+  std::size_t end() const { return pos_; }
+  // key → (dtype, declared elements) of every storage named (defer mode).
+  const std::map<std::string, std::pair<DType, uint64_t>>& storages() const { return storages_; }
 
  private:
   Status Fail(const std::string& what) const {
     return Status(StatusCode::kInvalidArgument,
-                  src_ + ": data.pkl at byte " + std::to_string(op_pos_) + ": " + what);
+                  src_ + ": " + what_ + " at byte " + std::to_string(op_pos_) + ": " + what);
   }
   bool Need(std::size_t k) const { return n_ - pos_ >= k; }
   uint32_t New(Obj o) {
@@ -214,6 +223,9 @@ class Unpickler {
   const std::string& src_;
   const std::string& prefix_;
   const Entries& entries_;
+  const char* what_;
+  bool defer_;
+  std::map<std::string, std::pair<DType, uint64_t>> storages_;
   std::vector<Obj> objs_;
   std::vector<uint32_t> stack_;
   std::vector<std::size_t> marks_;
@@ -251,9 +263,13 @@ Result<uint32_t> Unpickler::Global(const std::string& module, const std::string&
 
 Result<uint32_t> Unpickler::PersistentLoad(uint32_t pid) {
   const Obj& t = objs_[pid];
-  if (t.kind != Kind::kTuple || t.items.size() != 5 || objs_[t.items[0]].kind != Kind::kString ||
-      objs_[t.items[0]].s != "storage")
+  // The legacy format appends a view's metadata, None for a whole storage.
+  const bool legacy = t.kind == Kind::kTuple && t.items.size() == 6;
+  if (t.kind != Kind::kTuple || (t.items.size() != 5 && !legacy) ||
+      objs_[t.items[0]].kind != Kind::kString || objs_[t.items[0]].s != "storage")
     return Fail("persistent id is not a ('storage', type, key, location, size) tuple");
+  if (legacy && objs_[t.items[5]].kind != Kind::kNone)
+    return Fail("persistent id names a storage view (legacy view metadata is not read)");
   const Obj& type = objs_[t.items[1]];
   const Obj& key = objs_[t.items[2]];
   const Obj& numel = objs_[t.items[4]];
@@ -261,10 +277,22 @@ Result<uint32_t> Unpickler::PersistentLoad(uint32_t pid) {
     return Fail("persistent id names no storage type");
   if (key.kind != Kind::kString || numel.kind != Kind::kInt || numel.i < 0)
     return Fail("persistent id: storage key or size has the wrong type");
-  auto it = entries_.find(prefix_ + "data/" + key.s);
-  if (it == entries_.end()) return Fail("storage \"" + key.s + "\" is missing from the archive");
   const uint64_t esize = DTypeSize(type.dtype);
   const uint64_t numel_u = static_cast<uint64_t>(numel.i);
+  if (defer_) {
+    if (numel_u > (uint64_t{1} << 62) / esize) return Fail("storage size is out of range");
+    auto [known, fresh] = storages_.emplace(key.s, std::make_pair(type.dtype, numel_u));
+    if (!fresh && known->second != std::make_pair(type.dtype, numel_u))
+      return Fail("storage \"" + key.s + "\" is named twice with different types or sizes");
+    Obj o;
+    o.kind = Kind::kStorage;
+    o.dtype = type.dtype;
+    o.s = key.s;
+    o.nbytes = numel_u * esize;
+    return New(std::move(o));
+  }
+  auto it = entries_.find(prefix_ + "data/" + key.s);
+  if (it == entries_.end()) return Fail("storage \"" + key.s + "\" is missing from the archive");
   if (numel_u > it->second.size() / esize) {
     return Fail("storage \"" + key.s + "\" declares " + std::to_string(numel_u) + " elements of " +
                 DTypeName(type.dtype) + " but its entry holds " +
@@ -354,7 +382,7 @@ Result<uint32_t> Unpickler::Reduce(uint32_t callable, uint32_t args_index) {
                 " elements, but storage \"" + storage.s + "\" holds " +
                 std::to_string(storage_numel));
   }
-  t.data = storage.data + off * esize;
+  t.data = storage.data == nullptr ? nullptr : storage.data + off * esize;  // null: deferred
   t.nbytes = numel * esize;
   return New(std::move(t));
 }
@@ -608,6 +636,107 @@ Result<uint32_t> Unpickler::Run() {
 
 #undef RECUR_PT_TRY
 
+// ---- the legacy format (torch.save before 1.6, or _use_new_zipfile_serialization=False) ----
+// Pickles one after another: the magic number, the protocol version 1001, a
+// dict of system information, the object (storages as persistent ids
+// ('storage', type, key, location, size, None)), the sorted list of storage
+// keys; then each storage in that order: its element count (int64,
+// little-endian) and its bytes.
+
+// The magic number 0x1950a86a20f9469cfc6c as a LONG1, then STOP.
+constexpr uint8_t kLegacyMagic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9,
+                                    0x20, 0x6a, 0xa8, 0x50, 0x19, '.'};
+
+// Where the magic pickle ends, or 0 when `b` does not start with one: PROTO,
+// a FRAME from protocol 4 on, the LONG1.
+std::size_t LegacyMagicEnd(const std::vector<uint8_t>& b) {
+  if (b.size() < 2 || b[0] != 0x80) return 0;
+  std::size_t at = 2;
+  if (b.size() > at && b[at] == 0x95) at += 9;
+  if (b.size() < at + sizeof(kLegacyMagic)) return 0;
+  return std::memcmp(b.data() + at, kLegacyMagic, sizeof(kLegacyMagic)) == 0
+             ? at + sizeof(kLegacyMagic)
+             : 0;
+}
+
+Status LegacyError(const std::string& src, const std::string& what) {
+  return Status(StatusCode::kInvalidArgument, src + ": legacy torch.save file: " + what);
+}
+
+// Reads a legacy file into the zip format's entries: the object pickle as
+// "data.pkl", each storage as "data/<key>".
+Status ReadLegacy(const std::vector<uint8_t>& b, const std::string& src, Entries* entries) {
+  std::size_t pos = LegacyMagicEnd(b);
+  const Entries none;
+  // Runs the pickle at `pos` and moves past it; `root` is its object.
+  auto run = [&](const char* what, bool defer, std::unique_ptr<Unpickler>* u,
+                 uint32_t* root) -> Status {
+    *u = std::make_unique<Unpickler>(b.data() + pos, b.size() - pos, src, "", none, what, defer);
+    auto r = (*u)->Run();
+    if (!r.ok()) return r.status();
+    *root = *r;
+    pos += (*u)->end();
+    return Status::Ok();
+  };
+  std::unique_ptr<Unpickler> u;
+  uint32_t root = 0;
+  RECUR_RETURN_IF_ERROR(run("the protocol version", false, &u, &root));
+  if (u->obj(root).kind != Kind::kInt || u->obj(root).i != 1001)
+    return LegacyError(src, "protocol version is not 1001");
+  RECUR_RETURN_IF_ERROR(run("the system information", false, &u, &root));
+  const Obj& info = u->obj(root);
+  if (info.kind != Kind::kDict) return LegacyError(src, "the system information is not a dict");
+  for (std::size_t k = 0; k + 1 < info.items.size(); k += 2) {
+    const Obj& key = u->obj(info.items[k]);
+    const Obj& value = u->obj(info.items[k + 1]);
+    if (key.kind == Kind::kString && key.s == "little_endian" &&
+        !(value.kind == Kind::kBool && value.i == 1))
+      return Status(StatusCode::kUnsupported,
+                    src + ": legacy torch.save file written on a big-endian machine");
+  }
+  const std::size_t object_start = pos;
+  RECUR_RETURN_IF_ERROR(run("the object pickle", true, &u, &root));
+  (*entries)["data.pkl"].assign(b.begin() + static_cast<std::ptrdiff_t>(object_start),
+                                b.begin() + static_cast<std::ptrdiff_t>(pos));
+  const auto declared = u->storages();  // key → (dtype, elements)
+  std::unique_ptr<Unpickler> list;
+  RECUR_RETURN_IF_ERROR(run("the storage key list", false, &list, &root));
+  const Obj& keys = list->obj(root);
+  if (keys.kind != Kind::kList) return LegacyError(src, "the storage keys are not a list");
+  for (uint32_t index : keys.items) {
+    const Obj& key = list->obj(index);
+    if (key.kind != Kind::kString) return LegacyError(src, "a storage key is not a string");
+    auto it = declared.find(key.s);
+    if (it == declared.end())
+      return LegacyError(src, "storage \"" + key.s + "\" is listed but no tensor names it");
+    if (entries->count("data/" + key.s))
+      return LegacyError(src, "storage \"" + key.s + "\" is listed twice");
+    const auto [dtype, numel] = it->second;
+    if (b.size() - pos < 8)
+      return LegacyError(src, "truncated: storage \"" + key.s + "\" has no element count");
+    const uint64_t count = LE(b.data() + pos, 8);
+    pos += 8;
+    if (count != numel)
+      return LegacyError(src, "storage \"" + key.s + "\" holds " + std::to_string(count) +
+                                  " elements but its persistent id declares " +
+                                  std::to_string(numel));
+    const uint64_t nbytes = numel * DTypeSize(dtype);  // numel < 2^62 / size (defer mode)
+    if (b.size() - pos < nbytes)
+      return LegacyError(src, "truncated: storage \"" + key.s + "\" needs " +
+                                  std::to_string(nbytes) + " bytes, " +
+                                  std::to_string(b.size() - pos) + " remain");
+    (*entries)["data/" + key.s].assign(b.begin() + static_cast<std::ptrdiff_t>(pos),
+                                       b.begin() + static_cast<std::ptrdiff_t>(pos + nbytes));
+    pos += nbytes;
+  }
+  for (const auto& [key, value] : declared) {
+    (void)value;
+    if (!entries->count("data/" + key))
+      return LegacyError(src, "storage \"" + key + "\" is named by a tensor but not listed");
+  }
+  return Status::Ok();
+}
+
 std::string Describe(Kind k) {
   switch (k) {
     case Kind::kNone: return "None";
@@ -634,21 +763,20 @@ bool LooksLikeZip(const std::vector<uint8_t>& bytes) {
 Result<PtFile> ParsePt(std::vector<uint8_t> bytes, const std::string& src,
                        const std::string& key_path) {
   try {
-    if (!LooksLikeZip(bytes)) {
-      if (bytes.size() >= 2 && bytes[0] == 0x80)
-        return Status(StatusCode::kUnsupported,
-                      src + ": a legacy (pre-zip) torch.save file is not supported; load it and "
-                            "save it again with PyTorch 1.6 or later");
+    const bool legacy = LegacyMagicEnd(bytes) != 0;
+    if (!LooksLikeZip(bytes) && !legacy) {
       return Status(StatusCode::kInvalidArgument,
-                    src + ": not a PyTorch checkpoint (no zip archive signature)");
+                    src + ": not a PyTorch checkpoint (neither a zip archive nor a legacy "
+                          "torch.save file)");
     }
     PtFile file;
     Entries& entries = file.entries_;
-    RECUR_RETURN_IF_ERROR(ReadZip(bytes, src, &entries));
+    RECUR_RETURN_IF_ERROR(legacy ? ReadLegacy(bytes, src, &entries) : ReadZip(bytes, src, &entries));
     std::vector<uint8_t>().swap(bytes);  // everything lives in the entries now
-    // The archive's folder: the first entry's, as torch reads it.
+    // The archive's folder: the first entry's, as torch reads it (legacy: none).
     std::string prefix;
     for (const auto& [name, e] : entries) {
+      if (legacy) break;
       (void)e;
       const std::size_t slash = name.find('/');
       if (slash != std::string::npos && name.compare(slash, std::string::npos, "/data.pkl") == 0) {
@@ -657,7 +785,7 @@ Result<PtFile> ParsePt(std::vector<uint8_t> bytes, const std::string& src,
       }
     }
     auto pkl = entries.find(prefix + "data.pkl");
-    if (prefix.empty() || pkl == entries.end())
+    if ((prefix.empty() && !legacy) || pkl == entries.end())
       return Status(StatusCode::kInvalidArgument,
                     src + ": the zip archive holds no <folder>/data.pkl (not a torch.save file)");
     auto order = entries.find(prefix + "byteorder");

@@ -1,5 +1,5 @@
 // A reader of PyTorch checkpoints as `torch.save(model.state_dict(), path)`
-// writes them (PyTorch >= 1.6, the zip format): a zip archive whose entries
+// writes them. PyTorch >= 1.6, the zip format: a zip archive whose entries
 // share one folder prefix P:
 //   P/data.pkl     a pickle of the object (protocol 2)
 //   P/data/<key>   the bytes of each storage, named by its persistent id
@@ -9,7 +9,11 @@
 // Every entry is copied out and its CRC-32 checked; the entries' declared
 // sizes together may not exceed 64 times the archive's size and 64 KiB (zip
 // bombs are refused before anything is read), so memory stays linear in the
-// file size.
+// file size. The legacy format (before 1.6, or _use_new_zipfile_serialization
+// =False): pickles of the magic number, the protocol version, system
+// information, the object and the storage keys, then each storage's int64
+// element count and bytes; read into the same entries ("data.pkl",
+// "data/<key>").
 //
 // The pickle is run by a restricted machine that, like
 // `torch.load(weights_only=True)`, builds only dicts (also
@@ -63,8 +67,8 @@ bool LooksLikeZip(const std::vector<uint8_t>& bytes);
 // pickled object must be a dict of tensors (a state dict); `key_path` ("model"
 // or "model.encoder") first selects a dict nested inside it, a dot separating
 // the keys of successive levels (a key that itself holds dots is matched
-// whole). Every error is kInvalidArgument (kUnsupported for the legacy non-zip
-// format, encrypted entries and compression methods libzip cannot read), its
+// whole). Every error is kInvalidArgument (kUnsupported for a big-endian legacy
+// file, encrypted entries and compression methods libzip cannot read), its
 // message prefixed with `source_name`:
 //   model.pt: global "os.system" is not allowed in a state dict
 //   model.pt: "optimizer" holds a dict, not a tensor (choose a nested state dict with --state-dict-key)

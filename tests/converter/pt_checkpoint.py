@@ -5,7 +5,8 @@
         dtype, as safetensors and as torch.save(model.state_dict());
         OUT_DIR/pytorch_model.bin: {"model": f32 state dict, "optimizer": ..., "epoch": 3};
         OUT_DIR/offset.pt: the f32 state dict with one tensor a view at an
-        offset into a larger storage; OUT_DIR/transposed.pt: with one weight a
+        offset into a larger storage; OUT_DIR/legacy.pt, legacy_offset.pt: the
+        f32 and offset state dicts in the legacy (non-zip) format; OUT_DIR/transposed.pt: with one weight a
         non-contiguous view (values unchanged); OUT_DIR/deflated.pt: f32.pt
         re-zipped with every entry deflated (zipfile.ZIP_DEFLATED).
     pt_checkpoint.py resave SOURCE_DIR WEIGHTS.safetensors OUT.pt
@@ -48,6 +49,9 @@ def make(src, config_path, out):
     offset[key] = torch.cat([torch.zeros(7), w.flatten()])[7:].view(w.shape)
     assert offset[key].storage_offset() == 7
     torch.save(offset, os.path.join(out, "offset.pt"))
+    # The legacy (pre-1.6) format: a pickle stream, then the storages.
+    torch.save(sd, os.path.join(out, "legacy.pt"), _use_new_zipfile_serialization=False)
+    torch.save(offset, os.path.join(out, "legacy_offset.pt"), _use_new_zipfile_serialization=False)
     transposed = copy.copy(sd)
     transposed[key] = w.t().contiguous().t()
     assert not transposed[key].is_contiguous() and torch.equal(transposed[key], w)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # converter_pt_checkpoint: torch.save checkpoints convert to the same model as
 # the same weights in safetensors (f32, f16, bf16; a nested state dict chosen
-# with --state-dict-key; a tensor at a storage offset; a checkpoint re-zipped
+# with --state-dict-key; a tensor at a storage offset; the legacy non-zip
+# format; a checkpoint re-zipped
 # with deflate; a fast-transformers checkpoint), and a non-contiguous tensor is
 # refused. Usage: pt_checkpoint_test.sh RECUR_CONVERT PYTHON SOURCE_DIR WORK_DIR
 set -eu
@@ -44,6 +45,13 @@ grep -q -- '"model" holds a dict, not a tensor (choose a nested state dict with 
 "$python" "$helper" same "$work/f32-st.recur" "$work/f32.safetensors" \
   "$work/offset.recur" "$work/offset.pt"
 echo "a tensor at a storage offset: the same model"
+
+for legacy in legacy legacy_offset; do
+  "$convert" "$work/$legacy.pt" --config "$config" -o "$work/$legacy.recur"
+  "$python" "$helper" same "$work/f32-st.recur" "$work/f32.safetensors" \
+    "$work/$legacy.recur" "$work/$legacy.pt"
+done
+echo "the legacy (non-zip) format, also at a storage offset: the same model"
 
 "$convert" "$work/deflated.pt" --config "$config" -o "$work/deflated.recur"
 "$python" "$helper" same "$work/f32-st.recur" "$work/f32.safetensors" \

@@ -416,8 +416,73 @@ TEST_CASE("pt: broken archives are refused") {
   ExpectError(Zip({{"archive/other", B("x")}}), {"no <folder>/data.pkl"});
   ExpectError(Zip({{"archive/data.pkl", B("\x80\x02}.")}, {"archive/byteorder", B("big")}}),
               {"big-endian"});
-  ExpectError(B("\x80\x02\x8a\x0a"), {"legacy (pre-zip) torch.save file"});
+  ExpectError(B("\x80\x02\x8a\x0a"), {"not a PyTorch checkpoint"});  // a cut magic number
   ExpectError(B("hello"), {"not a PyTorch checkpoint"});
+}
+
+// The legacy format: magic, protocol version, system information, the object
+// (persistent ids with a sixth field, None), the storage keys, the storages.
+std::string LegacyTensor(const std::string& type, const std::string& key, int numel,
+                         const std::vector<int>& size, const std::vector<int>& stride,
+                         const std::string& view = "N") {
+  return "ctorch._utils\n_rebuild_tensor_v2\n((" + Str("storage") + "ctorch\n" + type + "\n" +
+         Str(key) + Str("cpu") + Int(numel) + view + "tQ" + Int(0) + Tuple(size) + Tuple(stride) +
+         "\x89" + "ccollections\nOrderedDict\n)RtR";
+}
+Bytes Legacy(const std::string& body, const std::vector<std::string>& keys,
+             const std::vector<std::pair<uint64_t, Bytes>>& storages, bool little = true) {
+  std::string b = std::string("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", 15);
+  b += std::string("\x80\x02M\xe9\x03.", 6);
+  b += "\x80\x02}(" + Str("protocol_version") + std::string("M\xe9\x03", 3) +
+       Str("little_endian") + (little ? "\x88" : "\x89") + "u.";
+  b += "\x80\x02" + body + ".";
+  b += "\x80\x02](";
+  for (const std::string& k : keys) b += Str(k);
+  b += "e.";
+  Bytes out = B(b);
+  for (const auto& [count, bytes] : storages) {
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(count >> (8 * i)));
+    out.insert(out.end(), bytes.begin(), bytes.end());
+  }
+  return out;
+}
+
+TEST_CASE("pt: the legacy format reads as the zip format does") {
+  const std::string body = Dict({{"a", LegacyTensor("FloatStorage", "140", 6, {2, 3}, {3, 1})},
+                                 {"b", LegacyTensor("FloatStorage", "7", 2, {2}, {1})}});
+  const Bytes good = Legacy(body, {"140", "7"}, {{6, F32(kSix)}, {2, F32({8, 9})}});
+  auto r = ParsePt(good, "m.pt");
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  REQUIRE(r->tensors().size() == 2);
+  CHECK(r->tensors().at("a").shape == std::vector<int64_t>{2, 3});
+  auto a = ToFloat32("a", r->tensors().at("a"));
+  REQUIRE(a.ok());
+  CHECK(*a == kSix);
+  auto b = ToFloat32("b", r->tensors().at("b"));
+  REQUIRE(b.ok());
+  CHECK(*b == std::vector<float>{8, 9});
+
+  // Every prefix of the file is refused with a message, none crashes.
+  for (std::size_t n = 0; n < good.size(); ++n) {
+    CAPTURE(n);
+    CHECK_FALSE(ParsePt(Bytes(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n)), "m.pt").ok());
+  }
+  ExpectError(Bytes(good.begin(), good.end() - 1), {"legacy torch.save file: truncated: storage \"7\" needs 8 bytes, 7 remain"});
+  ExpectError(Legacy(body, {"140", "7"}, {{6, F32(kSix)}, {3, F32({8, 9, 10})}}),
+              {"storage \"7\" holds 3 elements but its persistent id declares 2"});
+  ExpectError(Legacy(body, {"140"}, {{6, F32(kSix)}}),
+              {"storage \"7\" is named by a tensor but not listed"});
+  ExpectError(Legacy(body, {"140", "7", "9"}, {{6, F32(kSix)}, {2, F32({8, 9})}}),
+              {"storage \"9\" is listed but no tensor names it"});
+  ExpectError(Legacy(body, {"140", "140"}, {{6, F32(kSix)}, {6, F32(kSix)}}),
+              {"storage \"140\" is listed twice"});
+  ExpectError(Legacy(body, {"140", "7"}, {{6, F32(kSix)}, {2, F32({8, 9})}}, false),
+              {"legacy torch.save file written on a big-endian machine"});
+  ExpectError(Legacy(Dict({{"a", LegacyTensor("FloatStorage", "1", 6, {6}, {1}, Tuple({0}))}}), {"1"},
+                     {{6, F32(kSix)}}),
+              {"persistent id names a storage view"});
+  ExpectError(Legacy("cos\nsystem\n" + Str("ls") + "\x85R", {}, {}),
+              {"the object pickle at byte", "global \"os.system\" is not allowed"});
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // Fuzz target: the converter's torch.save checkpoint reader (the archive
 // through libzip, restricted unpickler, tensor checks) and the conversion of
 // every tensor it accepts to float32. Byte 0 picks what the rest is: even, a
-// whole archive (its CRCs rarely survive a mutation, so the pickle is seldom
-// reached); odd, the data.pkl of an archive built here around it, with
+// whole file: a zip archive (its CRCs rarely survive a mutation, so the pickle
+// is seldom reached) or a legacy torch.save stream (pickles and storages,
+// without checksums); odd, the data.pkl of an archive built here around it, with
 // storages "0".."7" of 256 bytes each (small, for speed: each is copied out
 // and its CRC read), and a --state-dict-key of "model" when bit 1 is set.
 #include <cstdint>
