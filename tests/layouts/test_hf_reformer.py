@@ -144,8 +144,12 @@ BASE = dict(vocab_size=20, hidden_size=8, num_attention_heads=2, attention_head_
     ({"architectures": ["ReformerModelWithLMHead"]}, '"is_decoder" must be true for ReformerModelWithLMHead'),
     ({"attn_layers": ["lsh", "full"]}, '"attn_layers" entries must be "lsh" or "local"'),
     ({"num_hashs": 2}, '"num_hashs" is not a ReformerConfig key'),
+    ({"pruned_heads": {"0": [1]}}, '"pruned_heads" must be empty'),
+    ({"num_hidden_layers": 2}, '"num_hidden_layers" must equal the length of attn_layers (1)'),
+    ({"axial_pos_embds_dim": [4, 8]}, '"axial_pos_embds_dim" must sum to hidden_size (8)'),
+    ({"num_buckets": 5}, '"num_buckets" must be even'),
 ], ids=["no_seed", "no_buckets", "factorised", "axial_3d", "gelu_new", "masked_lm", "lm_encoder",
-        "full_layer", "typo"])
+        "full_layer", "typo", "pruned", "layer_count", "axial_dims", "odd_buckets"])
 def test_refusals_name_the_option(tmp_path, change, message):
     config = json.loads(ReformerConfig(**BASE).to_json_string())
     config.update(change)
