@@ -667,11 +667,13 @@ Status LegacyError(const std::string& src, const std::string& what) {
 // "data.pkl", each storage as "data/<key>".
 Status ReadLegacy(const std::vector<uint8_t>& b, const std::string& src, Entries* entries) {
   std::size_t pos = LegacyMagicEnd(b);
-  const Entries none;
+  const Entries none;       // the Unpicklers keep references to these two
+  const std::string no_prefix;
   // Runs the pickle at `pos` and moves past it; `root` is its object.
   auto run = [&](const char* what, bool defer, std::unique_ptr<Unpickler>* u,
                  uint32_t* root) -> Status {
-    *u = std::make_unique<Unpickler>(b.data() + pos, b.size() - pos, src, "", none, what, defer);
+    *u = std::make_unique<Unpickler>(b.data() + pos, b.size() - pos, src, no_prefix, none, what,
+                                     defer);
     auto r = (*u)->Run();
     if (!r.ok()) return r.status();
     *root = *r;
