@@ -275,7 +275,8 @@ TEST_CASE("config: recur layout, invalid values") {
         "config.json: \"mixer.type\" must be one of " + types + " (got \"softmax\")");
   CHECK(with("/mixer/feature_map", "sigmoid") ==
         "config.json: \"mixer.feature_map\" must be one of \"elu_plus_one\", \"relu\", "
-        "\"poly2\", \"favor\", \"favor_stabilized\", \"generalized_relu\" (got \"sigmoid\")");
+        "\"poly2\", \"favor\", \"favor_stabilized\", \"generalized_relu\", \"random_fourier\", "
+        "\"smoothed_random_fourier\" (got \"sigmoid\")");
   CHECK(with("/input/kind", "audio") ==
         "config.json: \"input.kind\" must be one of \"tokens\", \"features\" (got \"audio\")");
   CHECK(with("/head/activation", "sigmoid") ==
