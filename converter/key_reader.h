@@ -108,6 +108,21 @@ class KeyReader {
     return Status::Ok();
   }
 
+  // A number finite as a float.
+  Status FiniteFloat(const nlohmann::json& obj, const char* key, const std::string& prefix,
+                     float* out, bool required = true) const {
+    const std::string path = Join(prefix, key);
+    auto it = obj.find(key);
+    if (it == obj.end()) return required ? Missing(path) : Status::Ok();
+    if (!it->is_number()) return Invalid(path, "must be a finite number");
+    const double v = it->get<double>();
+    if (!std::isfinite(v) || !std::isfinite(static_cast<float>(v))) {
+      return Invalid(path, "must be a finite number");
+    }
+    *out = static_cast<float>(v);
+    return Status::Ok();
+  }
+
   // A number in [lo, hi] (an option that changes only training, such as a
   // dropout rate: read so that a wrong type or value is still refused).
   Status NumberIn(const nlohmann::json& obj, const char* key, const std::string& prefix, double lo,

@@ -201,11 +201,45 @@ Status ParseFeatureMap(const KeyReader& r, const json& root, LinearAttentionPara
       la->dk = o->random_features;
       return ParseRandomDrawKeys(r, *fm);
     }
-    default:  // RandomFourierFeatures, SmoothedRandomFourierFeatures
-      return r.Invalid("feature_map.type",
-                       "\"" + fm->at("type").get<std::string>() +
-                           "\" is not supported: its features are cos and sin of ωᵀx, a map "
-                           "recur's linear attention does not have");
+    default: {  // RandomFourierFeatures, SmoothedRandomFourierFeatures
+      const bool smoothed = type == 5;
+      RECUR_RETURN_IF_ERROR(
+          smoothed ? r.OnlyKeys(*fm, "feature_map",
+                                {"type", "n_dims", "softmax_temp", "orthogonal", "smoothing",
+                                 "redraw", "deterministic_eval"})
+                   : r.OnlyKeys(*fm, "feature_map",
+                                {"type", "n_dims", "softmax_temp", "orthogonal", "redraw",
+                                 "deterministic_eval"}));
+      la->feature_map = smoothed ? FeatureMap::kSmoothedRandomFourier : FeatureMap::kRandomFourier;
+      // RandomFourierFeatures' own n_dims (ω has n_dims // 2 columns, the
+      // scale is √(2/n_dims)): the smoothed map passes it n_dims − 1 (None:
+      // query_dimensions − 1), and `n_dims or query_dimensions` turns a 0
+      // into query_dimensions.
+      uint32_t n_dims = dq;
+      const bool given = KeyReader::Given(*fm, "n_dims");
+      if (given) RECUR_RETURN_IF_ERROR(r.UInt(*fm, "n_dims", "feature_map", 1, &n_dims));
+      uint32_t m = smoothed ? n_dims - 1 : n_dims;
+      if (m == 0) m = dq;
+      if (m < 2) {
+        return r.Invalid(given ? "feature_map.n_dims" : "query_dimensions",
+                         smoothed ? "leaves SmoothedRandomFourierFeatures no random features "
+                                    "(its ω has (n_dims − 1) // 2 columns)"
+                                  : "leaves RandomFourierFeatures no random features (its ω "
+                                    "has n_dims // 2 columns)");
+      }
+      la->favor_features = m;
+      la->softmax_temp = 1.0f / std::sqrt(static_cast<float>(dq));
+      if (KeyReader::Given(*fm, "softmax_temp")) {
+        RECUR_RETURN_IF_ERROR(
+            r.PositiveFloat(*fm, "softmax_temp", "feature_map", &la->softmax_temp));
+      }
+      if (smoothed) {
+        la->smoothing = 1.0f;
+        RECUR_RETURN_IF_ERROR(
+            r.FiniteFloat(*fm, "smoothing", "feature_map", &la->smoothing, false));
+      }
+      return ParseRandomDrawKeys(r, *fm);
+    }
   }
 }
 

@@ -23,6 +23,8 @@ fb::FeatureMap ToFb(FeatureMap f) {
       return fb::FeatureMap::FavorStabilized;
     case FeatureMap::kGeneralizedRelu:
       return fb::FeatureMap::GeneralizedRelu;
+    case FeatureMap::kRandomFourier: return fb::FeatureMap::RandomFourier;
+    case FeatureMap::kSmoothedRandomFourier: return fb::FeatureMap::SmoothedRandomFourier;
   }
   return fb::FeatureMap::EluPlusOne;
 }
@@ -38,6 +40,8 @@ const char* InspectName(fb::FeatureMap f) {
       return "favor_stabilized";
     case fb::FeatureMap::GeneralizedRelu:
       return "generalized_relu";
+    case fb::FeatureMap::RandomFourier: return "random_fourier";
+    case fb::FeatureMap::SmoothedRandomFourier: return "smoothed_random_fourier";
   }
   return "unknown";
 }
@@ -50,7 +54,9 @@ uint64_t FeatureWidth(const fb::LinearAttention* la) {
     case fb::FeatureMap::FavorStabilized:
     case fb::FeatureMap::GeneralizedRelu:
       return la->favor_features();
-    case fb::FeatureMap::FavorHyperbolic: return 2 * uint64_t{la->favor_features() / 2};
+    case fb::FeatureMap::FavorHyperbolic:
+    case fb::FeatureMap::RandomFourier: return 2 * uint64_t{la->favor_features() / 2};
+    case fb::FeatureMap::SmoothedRandomFourier: return 2 * uint64_t{la->favor_features() / 2} + 1;
     default: return la->dk();
   }
 }
@@ -63,12 +69,16 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     RECUR_RETURN_IF_ERROR(
         c.OnlyKeys({"type", "heads", "dk", "causal", "dv", "feature_map", "n_features",
                     "favor_layout", "softmax_temp", "eps", "feature_eps", "eps_per_feature",
-                    "rotary"}));
+                    "smoothing", "rotary"}));
     static const char* const kFeatureMaps[] = {
-        "elu_plus_one", "relu", "poly2", "favor", "favor_stabilized", "generalized_relu"};
-    static const FeatureMap kMaps[] = {FeatureMap::kEluPlusOne,      FeatureMap::kRelu,
-                                       FeatureMap::kPoly2,           FeatureMap::kFavor,
-                                       FeatureMap::kFavorStabilized, FeatureMap::kGeneralizedRelu};
+        "elu_plus_one",     "relu",           "poly2",
+        "favor",            "favor_stabilized", "generalized_relu",
+        "random_fourier",   "smoothed_random_fourier"};
+    static const FeatureMap kMaps[] = {
+        FeatureMap::kEluPlusOne,      FeatureMap::kRelu,
+        FeatureMap::kPoly2,           FeatureMap::kFavor,
+        FeatureMap::kFavorStabilized, FeatureMap::kGeneralizedRelu,
+        FeatureMap::kRandomFourier,   FeatureMap::kSmoothedRandomFourier};
     std::size_t fm = 0;
     RECUR_RETURN_IF_ERROR(c.Choice("feature_map", kFeatureMaps, &fm));
     p->feature_map = kMaps[fm];
@@ -88,6 +98,26 @@ class LinearAttentionConverterImpl final : public MixerConverter {
       return c.Invalid("feature_eps",
                        "applies only to feature_map \"favor_stabilized\" or \"generalized_relu\"");
     }
+    // fast-transformers' random Fourier features: ω [dk, m/2], cos and sin.
+    const bool fourier = fm == 6 || fm == 7;
+    if (fourier) {
+      RECUR_RETURN_IF_ERROR(c.UInt("n_features", 1, &p->favor_features));
+      if (p->favor_features < 2) {
+        return c.Invalid("n_features", std::string("must be >= 2 for feature_map \"") +
+                                           kFeatureMaps[fm] + "\" (ω has n_features / 2 columns)");
+      }
+      p->softmax_temp = 1.0f / std::sqrt(static_cast<float>(p->dk));
+      RECUR_RETURN_IF_ERROR(c.PositiveFloat("softmax_temp", &p->softmax_temp, false));
+      if (c.object.contains("favor_layout")) {
+        return c.Invalid("favor_layout", "applies only to feature_map \"favor\"");
+      }
+    }
+    if (fm == 7) {
+      RECUR_RETURN_IF_ERROR(
+          c.reader.FiniteFloat(c.object, "smoothing", c.where, &p->smoothing, false));
+    } else if (c.object.contains("smoothing")) {
+      return c.Invalid("smoothing", "applies only to feature_map \"smoothed_random_fourier\"");
+    }
     if (fm == 3) {
       RECUR_RETURN_IF_ERROR(c.UInt("n_features", 1, &p->favor_features));
       static const char* const kFavorLayouts[] = {"performer", "fast_transformers"};
@@ -99,7 +129,7 @@ class LinearAttentionConverterImpl final : public MixerConverter {
       }
       p->softmax_temp = 1.0f / std::sqrt(static_cast<float>(p->dk));
       RECUR_RETURN_IF_ERROR(c.PositiveFloat("softmax_temp", &p->softmax_temp, false));
-    } else if (!performer) {
+    } else if (!performer && !fourier) {
       for (const char* key : {"n_features", "favor_layout", "softmax_temp"}) {
         if (c.object.contains(key)) {
           return c.Invalid(key, "applies only to feature_map \"favor\"");
@@ -144,14 +174,15 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     auto rotary = w->Rotary(p.rotary);
     return fb::CreateLinearAttention(w->fbb(), p.heads, p.dk, p.dv, ToFb(p.feature_map), p.eps, q,
                                      k, v, o, p.causal, omega, p.favor_features, p.softmax_temp,
-                                     p.feature_eps, p.eps_per_feature, rotary)
+                                     p.feature_eps, p.eps_per_feature, rotary, p.smoothing)
         .Union();
   }
 
   uint32_t FormatVersion(const MixerParams& params) const override {
     const auto& p = static_cast<const LinearAttentionParams&>(params);
     const bool newer = p.feature_map == FeatureMap::kFavorStabilized ||
-                       p.feature_map == FeatureMap::kGeneralizedRelu || p.eps_per_feature;
+                       p.feature_map == FeatureMap::kGeneralizedRelu || p.fourier() ||
+                       p.eps_per_feature;
     return newer ? 2 : 1;
   }
 
@@ -168,7 +199,9 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     if (la->feature_map() == fb::FeatureMap::Favor ||
         la->feature_map() == fb::FeatureMap::FavorHyperbolic ||
         la->feature_map() == fb::FeatureMap::FavorStabilized ||
-        la->feature_map() == fb::FeatureMap::GeneralizedRelu) {
+        la->feature_map() == fb::FeatureMap::GeneralizedRelu ||
+        la->feature_map() == fb::FeatureMap::RandomFourier ||
+        la->feature_map() == fb::FeatureMap::SmoothedRandomFourier) {
       mixer["favor_features"] = la->favor_features();
       mixer["softmax_temp"] = FloatForJson(la->softmax_temp());
       mixer["omega"] = la->omega();
@@ -176,6 +209,9 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     if (la->feature_map() == fb::FeatureMap::FavorStabilized ||
         la->feature_map() == fb::FeatureMap::GeneralizedRelu) {
       mixer["feature_eps"] = FloatForJson(la->feature_eps());
+    }
+    if (la->feature_map() == fb::FeatureMap::SmoothedRandomFourier) {
+      mixer["smoothing"] = FloatForJson(la->smoothing());
     }
     if (la->eps_per_feature()) mixer["eps_per_feature"] = true;
     // S (H, C, dv) and z (H, C) per stream, and their compensations unless a
@@ -197,6 +233,7 @@ class LinearAttentionConverterImpl final : public MixerConverter {
       text += " m=" + std::to_string(m["favor_features"].get<uint32_t>()) + InspectFields(m, {"softmax_temp"});
     }
     if (m.contains("feature_eps")) text += InspectFields(m, {"feature_eps"});
+    if (m.contains("smoothing")) text += InspectFields(m, {"smoothing"});
     text += InspectFields(m, {"eps"});
     if (m.contains("eps_per_feature")) text += " eps_per_feature";
     return text + InspectRotary(m) + InspectEncoderNote(m);
@@ -216,6 +253,8 @@ const char* FeatureMapName(FeatureMap f) {
       return "favor_stabilized";
     case FeatureMap::kGeneralizedRelu:
       return "generalized_relu";
+    case FeatureMap::kRandomFourier: return "random_fourier";
+    case FeatureMap::kSmoothedRandomFourier: return "smoothed_random_fourier";
   }
   return "?";
 }

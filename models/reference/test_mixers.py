@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from recur_ref.mixers import (MIXERS, BlockLocalAttention, ROTARY_PAIRS, Rotary, build_mixer, fast_transformers_aft_full,
-                              fast_transformers_favor, feature_dim, performer_favor, poly2, retnet_angles, retnet_rotate,
-                              state_bytes, validate_mixer)
+                              fast_transformers_favor, feature_dim, performer_favor, poly2, random_fourier, retnet_angles,
+                              retnet_rotate, state_bytes, validate_mixer)
 
 D_MODEL = 12
 TOL = 1e-10
@@ -33,6 +33,12 @@ CAUSAL = {
                      "n_features": 8, "eps": 1e-6},
     "linear_favor_ft": {"type": "linear_attention", "heads": 2, "dk": 3, "dv": 4, "feature_map": "favor",
                         "n_features": 7, "favor_layout": "fast_transformers", "eps": 1e-6},
+    # fast-transformers' random Fourier features: signed features (odd m: ω has m//2 columns)
+    "linear_rff": {"type": "linear_attention", "heads": 2, "dk": 3, "dv": 4, "feature_map": "random_fourier",
+                   "n_features": 7, "softmax_temp": 0.3, "eps": 1e-6},
+    "linear_rff_smooth": {"type": "linear_attention", "heads": 2, "dk": 3, "dv": 4,
+                          "feature_map": "smoothed_random_fourier", "n_features": 6, "smoothing": 0.5,
+                          "eps": 1e-6},
     "window": {"type": "sliding_window", "heads": 3, "dk": 3, "dv": 4, "window": 3, "dilation": [1, 2, 3],
                "global_tokens": 2},
     "window_plain": {"type": "sliding_window", "heads": 2, "dk": 3, "dv": 4, "window": 4},
@@ -64,6 +70,7 @@ CAUSAL = {
 NONCAUSAL = {
     "softmax": {"type": "softmax_attention", "heads": 2, "dk": 3, "dv": 4, "causal": False},
     "linear_favor": dict(CAUSAL["linear_favor"], causal=False),
+    "linear_rff_smooth": dict(CAUSAL["linear_rff_smooth"], causal=False),
     "window": dict(CAUSAL["window"], causal=False),
     "aft_simple": {"type": "aft_simple", "heads": 2, "dk": 3, "causal": False},
     "aft_local": {"type": "aft_local", "heads": 2, "dk": 3, "window": 3, "causal": False},
@@ -266,6 +273,8 @@ class StateSizes(unittest.TestCase):
         c = CAUSAL
         self.assertEqual(state_bytes(c["linear_poly2"], D_MODEL).fixed_bytes, 4 * 2 * (9 * 4 + 9))
         self.assertEqual(state_bytes(c["linear_favor_ft"], D_MODEL).fixed_bytes, 4 * 2 * (6 * 4 + 6))
+        self.assertEqual(state_bytes(c["linear_rff"], D_MODEL).fixed_bytes, 4 * 2 * (6 * 4 + 6))
+        self.assertEqual(state_bytes(c["linear_rff_smooth"], D_MODEL).fixed_bytes, 4 * 2 * (7 * 4 + 7))
         self.assertEqual(state_bytes(c["window"], D_MODEL).fixed_bytes, 4 * 3 * ((2 * 3 + 1) + 2) * 7)
         self.assertEqual(state_bytes(c["aft_local"], D_MODEL).fixed_bytes, 4 * 6 * (3 + 8))
         self.assertEqual(state_bytes(c["flash"], D_MODEL).fixed_bytes, 4 * (4 * 8 + 5 * (8 + 8)))
@@ -285,6 +294,8 @@ class TensorNames(unittest.TestCase):
             ("softmax", True): {}, ("linear_elu", True): {},
             ("linear_favor", True): {"feature_map.omega": (3, 8)},
             ("linear_favor_ft", True): {"feature_map.omega": (3, 3)},
+            ("linear_rff", True): {"feature_map.omega": (3, 3)},
+            ("linear_rff_smooth", False): {"feature_map.omega": (3, 3)},
             ("aft_local", True): {"pos_bias": (4,)}, ("aft_local", False): {"pos_bias": (5,)},
             ("aft_conv", True): {"conv_kernel": (2, 3)}, ("aft_conv", False): {"conv_kernel": (2, 5)},
             ("aft_full", True): {"pos_bias": (40, 40)}, ("aft_full_ft", True): {"u": (40, 3), "v": (40, 3)},
@@ -336,6 +347,12 @@ class Validation(unittest.TestCase):
             (dict(base["linear_favor"], favor_layout="x"), "unknown mixer.favor_layout"),
             (dict(base["linear_elu"], n_features=4), "only valid with feature_map 'favor'"),
             (dict(base["linear_favor"], softmax_temp=-1.0), "softmax_temp must be > 0"),
+            (dict(base["linear_rff"], n_features=1), "n_features must be an integer >= 2"),
+            (dict(base["linear_rff"], softmax_temp=0), "softmax_temp must be > 0"),
+            (dict(base["linear_rff"], favor_layout="fast_transformers"), "favor_layout applies only"),
+            (dict(base["linear_rff"], smoothing=0.5), "smoothing must be a finite number and applies only"),
+            (dict(base["linear_rff_smooth"], smoothing=float("inf")), "smoothing must be a finite number"),
+            (dict(base["linear_elu"], smoothing=1.0), "smoothing must be a finite number and applies only"),
             (dict(base["linear_elu"], heads=0), "mixer.heads must be a positive integer"),
             (dict(base["linear_elu"], dk=2.5), "mixer.dk must be a positive integer"),
             (dict(base["linear_elu"], causal="yes"), "mixer.causal must be true or false"),
@@ -952,6 +969,47 @@ class FeatureMaps(unittest.TestCase):
         om2 = om[:, : m // 2]
         est2 = float(fast_transformers_favor(q, om2, m) @ fast_transformers_favor(k, om2, m))
         self.assertLess(abs(est2 / exact - 1), 0.05)
+
+    def test_random_fourier_formula(self):
+        """random_fourier vs a scalar transcription of RandomFourierFeatures.forward and
+        SmoothedRandomFourierFeatures.forward."""
+        g = torch.Generator().manual_seed(5)
+        x = torch.randn(2, 5, 3, 4, generator=g, dtype=f64)
+        omega = torch.randn(4, 3, generator=g, dtype=f64)
+        for n_dims, temp, smoothing in ((6, 0.5, None), (7, 0.3, None), (7, 0.25, 1.0), (6, 2.0, -0.4)):
+            phi = random_fourier(x, omega, n_dims, temp, smoothing)
+            self.assertEqual(tuple(phi.shape), (2, 5, 3, 6 if smoothing is None else 7))
+            for idx in [(0, 0, 0), (1, 4, 2), (0, 2, 1)]:
+                xs = [float(c) * math.sqrt(temp) for c in x[idx]]
+                for j in range(3):
+                    uj = sum(xs[a] * float(omega[a, j]) for a in range(4))
+                    scale = math.sqrt(2 / n_dims)
+                    self.assertAlmostEqual(float(phi[idx][j]), math.cos(uj) * scale, delta=1e-14)
+                    self.assertAlmostEqual(float(phi[idx][3 + j]), math.sin(uj) * scale, delta=1e-14)
+                if smoothing is not None:
+                    self.assertEqual(float(phi[idx][6]), smoothing)
+
+    def test_random_fourier_estimates_rbf_kernel(self):
+        """φ(q)·φ(k) ≈ exp(−t‖q − k‖²/2) (+ smoothing²) with many Gaussian features."""
+        torch.manual_seed(0)
+        d, m, t = 4, 40000, 0.5
+        q = torch.randn(d, dtype=f64) * 0.7
+        k = torch.randn(d, dtype=f64) * 0.7
+        exact = math.exp(-t * float(((q - k) ** 2).sum()) / 2)
+        om = torch.randn(d, m // 2, dtype=f64)
+        est = float(random_fourier(q, om, m, t) @ random_fourier(k, om, m, t))
+        self.assertLess(abs(est - exact), 0.02)
+        est_s = float(random_fourier(q, om, m, t, 0.5) @ random_fourier(k, om, m, t, 0.5))
+        self.assertAlmostEqual(est_s, est + 0.25, delta=1e-12)
+
+    def test_mixer_uses_random_fourier(self):
+        for name, n_dims, temp, smoothing in (("linear_rff", 7, 0.3, None),
+                                              ("linear_rff_smooth", 6, 1 / math.sqrt(3), 0.5)):
+            m = make(CAUSAL[name])
+            qh = m.query(rand_x(1, 4)).view(1, 4, 2, 3)
+            self.assertEqual(feature_dim(CAUSAL[name]), 6 if smoothing is None else 7)
+            want = random_fourier(qh, m.feature_map.omega, n_dims, temp, smoothing)
+            self.assertLessEqual(maxdiff(m.phi(qh), want), 0)
 
     def test_poly2(self):
         g = torch.Generator().manual_seed(4)

@@ -405,6 +405,8 @@ def expected_tensors(cfg):
             mm = m["n_features"]
             t[b + "mixer.feature_map.omega"] = (m["dk"], mm if m.get("favor_layout", "performer") == "performer"
                                                 else mm // 2)
+        if m.get("feature_map") in ("random_fourier", "smoothed_random_fourier"):   # README: ω [dk, m//2]
+            t[b + "mixer.feature_map.omega"] = (m["dk"], m["n_features"] // 2)
     stream = 2 * d if cfg.get("residual") == "reversible_concat" else d   # what the final norm and head take
     if cfg["final_norm"]:
         t.update(norm_tensors(cfg, "final_norm", stream))
@@ -464,6 +466,11 @@ def naive_forward(cfg, w, x):
         u = torch.einsum("nhd,dj->nhj", xt, omega)
         if fm == "generalized_relu":
             return u.clamp(min=0) + m.get("feature_eps", 1e-3)
+        if fm in ("random_fourier", "smoothed_random_fourier"):   # README: [cos u, sin u]·√(2/m) (, s)
+            feats = [torch.cos(u) * math.sqrt(2 / mm), torch.sin(u) * math.sqrt(2 / mm)]
+            if fm == "smoothed_random_fourier":
+                feats.append(torch.full_like(u[..., :1], m.get("smoothing", 1.0)))
+            return torch.cat(feats, -1)
         if fm == "favor_stabilized":   # README: a query's own max over j; the keys' max over all n and j, per head
             top = u.amax(dim=(0, 2), keepdim=True) if keys else u.amax(dim=-1, keepdim=True)
             return (torch.exp(u - half - top) + m.get("feature_eps", 1e-4)) / math.sqrt(mm)
@@ -1263,6 +1270,8 @@ FEATURE_MAP_CASES = [
     ("favor_fast_transformers", {"feature_map": "favor", "n_features": 12, "favor_layout": "fast_transformers"}),
     ("favor_fast_transformers_odd", {"feature_map": "favor", "n_features": 9, "favor_layout": "fast_transformers",
                                      "softmax_temp": 0.5}),
+    ("random_fourier", {"feature_map": "random_fourier", "n_features": 9, "softmax_temp": 0.2}),
+    ("smoothed_random_fourier", {"feature_map": "smoothed_random_fourier", "n_features": 8, "smoothing": 0.7}),
 ]
 FM_D_MODEL, FM_HEADS, FM_DK, FM_DV, FM_N = 12, 2, 4, 3, 23
 
@@ -1287,15 +1296,18 @@ def feature_map_checks():
         def check(extra=extra):
             cfg = _fm_mixer_cfg(extra)
             C = {"elu_plus_one": FM_DK, "relu": FM_DK, "poly2": FM_DK * FM_DK}.get(extra["feature_map"])
+            fourier = extra["feature_map"] in ("random_fourier", "smoothed_random_fourier")
             if C is None:
                 mm = extra["n_features"]
                 C = mm if extra.get("favor_layout", "performer") == "performer" else 2 * (mm // 2)
+                if fourier:   # [cos u, sin u] (, the smoothing)
+                    C = 2 * (mm // 2) + (extra["feature_map"] == "smoothed_random_fourier")
             att = _fm_attention(extra)
             assert att.C == C == feature_dim(cfg), (att.C, C)
             names = {k: tuple(v.shape) for k, v in att.state_dict().items()}
-            if extra["feature_map"] == "favor":
+            if extra["feature_map"] == "favor" or fourier:
                 cols = extra["n_features"] if extra.get("favor_layout", "performer") == "performer" \
-                    else extra["n_features"] // 2
+                    and not fourier else extra["n_features"] // 2
                 assert names["feature_map.omega"] == (FM_DK, cols), names
                 assert att.state_dict()["feature_map.omega"].abs().sum() > 0, "omega not initialised"
             else:

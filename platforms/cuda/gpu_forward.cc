@@ -131,7 +131,8 @@ void ReadHeads(const Table* t, Block* b) {
 
 Status GpuModel::LoadLinear(const fb::LinearAttention* t, const std::string& layer, Block* b) {
   const fb::FeatureMap fm = t->feature_map();
-  if (fm == fb::FeatureMap::FavorStabilized || fm == fb::FeatureMap::GeneralizedRelu) {
+  if (fm == fb::FeatureMap::FavorStabilized || fm == fb::FeatureMap::GeneralizedRelu ||
+      fm == fb::FeatureMap::RandomFourier || fm == fb::FeatureMap::SmoothedRandomFourier) {
     return Unsupported("%s: the GPU path has no %s feature map", layer.c_str(),
                        fb::EnumNameFeatureMap(fm));
   }

@@ -114,14 +114,17 @@ class LinearAttention final : public Mixer {
     if (fm != fb::FeatureMap::EluPlusOne && fm != fb::FeatureMap::Relu &&
         fm != fb::FeatureMap::Poly2 && fm != fb::FeatureMap::Favor &&
         fm != fb::FeatureMap::FavorHyperbolic && fm != fb::FeatureMap::FavorStabilized &&
-        fm != fb::FeatureMap::GeneralizedRelu) {
+        fm != fb::FeatureMap::GeneralizedRelu && fm != fb::FeatureMap::RandomFourier &&
+        fm != fb::FeatureMap::SmoothedRandomFourier) {
       return Unsupported("%s: feature map %d is not supported by this runtime", layer.c_str(),
                          static_cast<int>(fm));
     }
     // The maps with a random projection ω.
+    const bool fourier =
+        fm == fb::FeatureMap::RandomFourier || fm == fb::FeatureMap::SmoothedRandomFourier;
     const bool favor = fm == fb::FeatureMap::Favor || fm == fb::FeatureMap::FavorHyperbolic ||
                        fm == fb::FeatureMap::FavorStabilized ||
-                       fm == fb::FeatureMap::GeneralizedRelu;
+                       fm == fb::FeatureMap::GeneralizedRelu || fourier;
     // Features ≥ feature_eps > 0: the denominator cannot vanish, eps may be 0.
     const bool positive =
         (fm == fb::FeatureMap::FavorStabilized || fm == fb::FeatureMap::GeneralizedRelu) &&
@@ -139,14 +142,20 @@ class LinearAttention final : public Mixer {
           layer.c_str());
     }
     if (favor && (t->favor_features() == 0 || t->favor_features() > kMaxWidth ||
-                  (fm == fb::FeatureMap::FavorHyperbolic && t->favor_features() < 2))) {
-      return InvalidModel("%s: a Favor feature map needs favor_features in [%u, %u] (got %u)",
-                          layer.c_str(), fm == fb::FeatureMap::Favor ? 1u : 2u, kMaxWidth,
+                  ((fm == fb::FeatureMap::FavorHyperbolic || fourier) &&
+                   t->favor_features() < 2))) {
+      return InvalidModel("%s: feature map %s needs favor_features in [%u, %u] (got %u)",
+                          layer.c_str(), fb::EnumNameFeatureMap(fm),
+                          fm == fb::FeatureMap::FavorHyperbolic || fourier ? 2u : 1u, kMaxWidth,
                           t->favor_features());
     }
+    if (fm == fb::FeatureMap::SmoothedRandomFourier && !std::isfinite(t->smoothing())) {
+      return InvalidModel("%s: feature map SmoothedRandomFourier needs a finite smoothing (got %g)",
+                          layer.c_str(), double(t->smoothing()));
+    }
     if (favor && !(t->softmax_temp() > 0.0f && std::isfinite(t->softmax_temp()))) {
-      return InvalidModel("%s: a Favor feature map needs softmax_temp > 0 (got %g)", layer.c_str(),
-                          double(t->softmax_temp()));
+      return InvalidModel("%s: feature map %s needs softmax_temp > 0 (got %g)", layer.c_str(),
+                          fb::EnumNameFeatureMap(fm), double(t->softmax_temp()));
     }
     if (!favor && t->omega() >= 0) {
       return InvalidModel("%s: omega is set, but feature map %s takes no projection",
@@ -169,6 +178,7 @@ class LinearAttention final : public Mixer {
     m->eps_ = t->eps();
     m->eps_per_feature_ = t->eps_per_feature();
     m->feature_eps_ = t->feature_eps();
+    m->smoothing_ = t->smoothing();
     m->causal_ = t->causal();
     m->feature_map_ = fm;
     RECUR_RETURN_IF_ERROR(
@@ -185,6 +195,12 @@ class LinearAttention final : public Mixer {
         m->favor_m_ = t->favor_features();
         m->omega_cols_ = m->favor_m_ / 2;
         m->c_ = 2 * m->omega_cols_;
+        break;
+      case fb::FeatureMap::RandomFourier:
+      case fb::FeatureMap::SmoothedRandomFourier:
+        m->favor_m_ = t->favor_features();
+        m->omega_cols_ = m->favor_m_ / 2;
+        m->c_ = 2 * m->omega_cols_ + (fm == fb::FeatureMap::SmoothedRandomFourier ? 1 : 0);
         break;
       default: m->c_ = m->dk_; break;
     }
@@ -257,6 +273,28 @@ class LinearAttention final : public Mixer {
           float* u = phi + first * c_;
           for (size_t i = 0; i < (last - first) * c_; ++i) {
             u[i] = std::max(root_t * u[i], 0.0f) + feature_eps_;
+          }
+        });
+        return;
+      }
+      case fb::FeatureMap::RandomFourier:
+      case fb::FeatureMap::SmoothedRandomFourier: {
+        // [cos(√t·u), sin(√t·u)]·√(2/m) (+ the smoothing feature); scalar
+        // libm cos/sin on every target.
+        const float root_t = std::sqrt(temp_);
+        const float scale = std::sqrt(2.0f / static_cast<float>(favor_m_));
+        const bool smoothed = feature_map_ == fb::FeatureMap::SmoothedRandomFourier;
+        pool->ParallelRanges(vectors, 16, [&](size_t first, size_t last) {
+          kernels::Dense(raw + first * dk_, dk_, last - first, omega_t_.data(), nullptr, dk_,
+                         omega_cols_, phi + first * c_, c_, false);
+          for (size_t i = first; i < last; ++i) {
+            float* u = phi + i * c_;
+            for (size_t j = 0; j < omega_cols_; ++j) {
+              const float a = root_t * u[j];
+              u[j] = scale * std::cos(a);
+              u[omega_cols_ + j] = scale * std::sin(a);
+            }
+            if (smoothed) u[2 * omega_cols_] = smoothing_;
           }
         });
         return;
@@ -431,6 +469,7 @@ class LinearAttention final : public Mixer {
   fb::FeatureMap feature_map_ = fb::FeatureMap::EluPlusOne;
   bool eps_per_feature_ = false;
   float feature_eps_ = 0.0f;  // FavorStabilized, GeneralizedRelu
+  float smoothing_ = 1.0f;    // SmoothedRandomFourier
   // Favor maps: ωᵀ (cols, dk), so that u = xᵀω is a Dense over the (rows·H, dk) q/k rows;
   // m (favor_features) and the temperature.
   std::vector<float> omega_t_;

@@ -275,7 +275,8 @@ TEST_CASE("config: recur layout, invalid values") {
         "config.json: \"mixer.type\" must be one of " + types + " (got \"softmax\")");
   CHECK(with("/mixer/feature_map", "sigmoid") ==
         "config.json: \"mixer.feature_map\" must be one of \"elu_plus_one\", \"relu\", "
-        "\"poly2\", \"favor\", \"favor_stabilized\", \"generalized_relu\" (got \"sigmoid\")");
+        "\"poly2\", \"favor\", \"favor_stabilized\", \"generalized_relu\", \"random_fourier\", "
+        "\"smoothed_random_fourier\" (got \"sigmoid\")");
   CHECK(with("/input/kind", "audio") ==
         "config.json: \"input.kind\" must be one of \"tokens\", \"features\" (got \"audio\")");
   CHECK(with("/head/activation", "sigmoid") ==
@@ -483,6 +484,64 @@ TEST_CASE("config: linear-attention feature maps (recur layout)") {
   CHECK(ErrorOf(mixer_with(
             {{"feature_map", "generalized_relu"}, {"n_features", 6}, {"eps_per_feature", 1}})) ==
         "config.json: \"mixer.eps_per_feature\" must be true or false");
+}
+
+TEST_CASE("config: random Fourier feature maps (recur layout)") {
+  auto mixer_with = [](json extra) {
+    json j = TokensJson();
+    for (auto& [k, v] : extra.items()) j["mixer"][k] = v;
+    return j;
+  };
+  auto r = ParseConfig(mixer_with({{"feature_map", "random_fourier"}, {"n_features", 7}}).dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const LinearAttentionParams rff = ParamsOf<LinearAttentionParams>(r->desc.blocks[0]);
+  CHECK(rff.feature_map == FeatureMap::kRandomFourier);
+  CHECK(rff.favor());
+  CHECK(rff.OmegaColumns() == 3);
+  CHECK(rff.softmax_temp == 1.0f / std::sqrt(static_cast<float>(rff.dk)));
+  r = ParseConfig(mixer_with({{"feature_map", "smoothed_random_fourier"},
+                              {"n_features", 6},
+                              {"softmax_temp", 0.5},
+                              {"smoothing", -0.25},
+                              {"causal", false}})
+                      .dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const LinearAttentionParams srff = ParamsOf<LinearAttentionParams>(r->desc.blocks[0]);
+  CHECK(srff.feature_map == FeatureMap::kSmoothedRandomFourier);
+  CHECK(srff.smoothing == -0.25f);
+  CHECK(srff.softmax_temp == 0.5f);
+  CHECK(srff.OmegaColumns() == 3);
+  r = ParseConfig(mixer_with({{"feature_map", "smoothed_random_fourier"}, {"n_features", 6}}).dump());
+  REQUIRE(r.ok());
+  CHECK(ParamsOf<LinearAttentionParams>(r->desc.blocks[0]).smoothing == 1.0f);
+
+  CHECK(ErrorOf(mixer_with({{"feature_map", "random_fourier"}})) ==
+        "config.json: missing key \"mixer.n_features\"");
+  CHECK(ErrorOf(mixer_with({{"feature_map", "random_fourier"}, {"n_features", 1}})) ==
+        "config.json: \"mixer.n_features\" must be >= 2 for feature_map \"random_fourier\" (ω "
+        "has n_features / 2 columns)");
+  CHECK(ErrorOf(mixer_with(
+            {{"feature_map", "random_fourier"}, {"n_features", 4}, {"softmax_temp", 0}})) ==
+        "config.json: \"mixer.softmax_temp\" must be a positive number");
+  CHECK(ErrorOf(mixer_with({{"feature_map", "random_fourier"},
+                            {"n_features", 4},
+                            {"favor_layout", "fast_transformers"}})) ==
+        "config.json: \"mixer.favor_layout\" applies only to feature_map \"favor\"");
+  CHECK(ErrorOf(mixer_with(
+            {{"feature_map", "random_fourier"}, {"n_features", 4}, {"smoothing", 1.0}})) ==
+        "config.json: \"mixer.smoothing\" applies only to feature_map "
+        "\"smoothed_random_fourier\"");
+  CHECK(ErrorOf(mixer_with({{"feature_map", "smoothed_random_fourier"},
+                            {"n_features", 4},
+                            {"smoothing", "1"}})) ==
+        "config.json: \"mixer.smoothing\" must be a finite number");
+  CHECK(ErrorOf(mixer_with({{"feature_map", "smoothed_random_fourier"},
+                            {"n_features", 4},
+                            {"smoothing", 1e300}})) ==
+        "config.json: \"mixer.smoothing\" must be a finite number");
+  CHECK(ErrorOf(mixer_with({{"feature_map", "relu"}, {"smoothing", 1.0}})) ==
+        "config.json: \"mixer.smoothing\" applies only to feature_map "
+        "\"smoothed_random_fourier\"");
 }
 
 TEST_CASE("config: softmax attention (recur layout)") {
@@ -1146,6 +1205,69 @@ TEST_CASE("config: fast-transformers Favor feature map") {
         "\"smoothed_random_fourier\" (got \"generalized_random_features\")");
   j["feature_map"] = "favor";
   CHECK(ErrorOf(j) == "config.json: \"feature_map\" must be a JSON object");
+}
+
+TEST_CASE("config: fast-transformers random Fourier feature maps") {
+  json j = json::parse(testing::kFastTransformersConfig);  // query_dimensions 4
+  j["feature_map"] = {{"type", "random_fourier"}, {"n_dims", 7}, {"deterministic_eval", true}};
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const LinearAttentionParams la = ParamsOf<LinearAttentionParams>(r->desc.blocks[1]);
+  CHECK(la.feature_map == FeatureMap::kRandomFourier);
+  CHECK(la.favor_features == 7);
+  CHECK(la.softmax_temp == 0.5f);  // 1/√4
+  std::string source;
+  for (const auto& t : ExpectedTensors(r->desc, Layout::kFastTransformers)) {
+    if (t.name == "blocks.1.mixer.feature_map.omega") {
+      source = t.source_name;
+      CHECK(t.shape == std::vector<int64_t>{4, 3});
+    }
+  }
+  CHECK(source == "layers.1.attention.inner_attention.feature_map.omega");
+  j["feature_map"] = {{"type", "random_fourier"}, {"n_dims", nullptr}, {"softmax_temp", 0.25}};
+  r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(ParamsOf<LinearAttentionParams>(r->desc.blocks[0]).favor_features == 4);
+  CHECK(ParamsOf<LinearAttentionParams>(r->desc.blocks[0]).softmax_temp == 0.25f);
+
+  // The smoothed map's RandomFourierFeatures gets n_dims − 1 (None: query_dimensions − 1).
+  j["feature_map"] = {{"type", "smoothed_random_fourier"}, {"n_dims", 9}, {"smoothing", 0.5}};
+  r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const LinearAttentionParams s = ParamsOf<LinearAttentionParams>(r->desc.blocks[0]);
+  CHECK(s.feature_map == FeatureMap::kSmoothedRandomFourier);
+  CHECK(s.favor_features == 8);
+  CHECK(s.OmegaColumns() == 4);
+  CHECK(s.smoothing == 0.5f);
+  j["feature_map"] = {{"type", "smoothed_random_fourier"}};
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK(ParamsOf<LinearAttentionParams>(r->desc.blocks[0]).favor_features == 3);
+  CHECK(ParamsOf<LinearAttentionParams>(r->desc.blocks[0]).smoothing == 1.0f);
+  j["feature_map"] = {{"type", "smoothed_random_fourier"}, {"n_dims", 1}};  // `0 or 4`
+  r = ParseConfig(j.dump());
+  REQUIRE(r.ok());
+  CHECK(ParamsOf<LinearAttentionParams>(r->desc.blocks[0]).favor_features == 4);
+
+  j["feature_map"] = {{"type", "smoothed_random_fourier"}, {"n_dims", 2}};
+  CHECK(ErrorOf(j) ==
+        "config.json: \"feature_map.n_dims\" leaves SmoothedRandomFourierFeatures no random "
+        "features (its ω has (n_dims − 1) // 2 columns)");
+  j["feature_map"] = {{"type", "random_fourier"}, {"n_dims", 1}};
+  CHECK(ErrorOf(j) ==
+        "config.json: \"feature_map.n_dims\" leaves RandomFourierFeatures no random features "
+        "(its ω has n_dims // 2 columns)");
+  j["feature_map"] = {{"type", "smoothed_random_fourier"}, {"smoothing", nullptr}};
+  CHECK(ErrorOf(j) == "config.json: \"feature_map.smoothing\" must be a finite number");
+  j["feature_map"] = {{"type", "random_fourier"}, {"smoothing", 1.0}};
+  CHECK(ErrorOf(j).rfind("config.json: \"feature_map.smoothing\" is not a known key", 0) == 0);
+  j["feature_map"] = {{"type", "random_fourier"}, {"redraw", 0}};
+  CHECK(ErrorOf(j) == "config.json: \"feature_map.redraw\" must be a positive integer");
+  j["query_dimensions"] = 2;
+  j["feature_map"] = {{"type", "smoothed_random_fourier"}};
+  CHECK(ErrorOf(j) ==
+        "config.json: \"query_dimensions\" leaves SmoothedRandomFourierFeatures no random "
+        "features (its ω has (n_dims − 1) // 2 columns)");
 }
 
 TEST_CASE("config: fast-transformers attention types, builders and masks") {

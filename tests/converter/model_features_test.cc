@@ -367,5 +367,40 @@ TEST_CASE("residual reversible_concat: the final norm and head take [x1 | x2], 2
         "form");
 }
 
+TEST_CASE("random Fourier feature maps: ω [dk, m/2], the smoothing in the file, format_version 2") {
+  json config = TokensJson();  // heads 2, dk 8
+  config["mixer"]["feature_map"] = "smoothed_random_fourier";
+  config["mixer"]["n_features"] = 7;
+  config["mixer"]["smoothing"] = 0.5;
+  const ModelDescription desc = Parsed(config);
+  CHECK(FormatVersionFor(desc) == 2);
+  CHECK(Shapes(desc)["blocks.0.mixer.feature_map.omega"] == std::vector<int64_t>{8, 3});
+  const AlignedBytes bytes = Build(config);
+  CHECK(Root(bytes)->format_version() == 2);
+  const fb::LinearAttention* la = Root(bytes)->blocks()->Get(1)->mixer_as_LinearAttention();
+  REQUIRE(la != nullptr);
+  CHECK(la->feature_map() == fb::FeatureMap::SmoothedRandomFourier);
+  CHECK(la->smoothing() == 0.5f);
+  CHECK(la->favor_features() == 7);
+  testing::TempDir dir;
+  const json mixer = InspectJson(dir, config)["blocks"][0]["mixer"];
+  CHECK(mixer["feature_map"] == "smoothed_random_fourier");
+  CHECK(mixer["smoothing"] == 0.5);
+  CHECK(mixer["favor_features"] == 7);
+  // S (H, C, dv) and z (H, C), C = 2·3 + 1, and their compensations.
+  CHECK(mixer["state_bytes"] == 2 * 4 * 2 * (7 * 4 + 7));
+  const std::string text = InspectText(dir, config);
+  CHECK_MESSAGE(text.find("feature_map=smoothed_random_fourier m=7") != std::string::npos, text);
+  CHECK_MESSAGE(text.find("smoothing=0.5") != std::string::npos, text);
+
+  config["mixer"]["feature_map"] = "random_fourier";
+  config["mixer"].erase("smoothing");
+  const json plain = InspectJson(dir, config)["blocks"][0]["mixer"];
+  CHECK(plain["feature_map"] == "random_fourier");
+  CHECK_FALSE(plain.contains("smoothing"));
+  CHECK(plain["state_bytes"] == 2 * 4 * 2 * (6 * 4 + 6));
+  CHECK(Root(Build(config))->format_version() == 2);
+}
+
 }  // namespace
 }  // namespace recur::impl::converter

@@ -558,7 +558,10 @@ TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
 
   for (const auto& [config, message] :
        {std::pair{"performer_encoder", "blocks.0: the GPU path has no FavorStabilized feature map"},
-        {"performer_generalized", "blocks.0: the GPU path has no GeneralizedRelu feature map"}}) {
+        {"performer_generalized", "blocks.0: the GPU path has no GeneralizedRelu feature map"},
+        {"random_fourier_tokens", "blocks.0: the GPU path has no RandomFourier feature map"},
+        {"smoothed_random_fourier_encoder",
+         "blocks.0: the GPU path has no SmoothedRandomFourier feature map"}}) {
     Loaded performer;
     Load(ReadConfig(config), WeightDType::kF32, &performer);
     const Status p = GpuModel::Create(*performer.model, TestDevice(), &gpu);

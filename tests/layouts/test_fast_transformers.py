@@ -15,7 +15,8 @@ import pytest
 import torch
 from fast_transformers.builders import RecurrentEncoderBuilder, TransformerEncoderBuilder
 from fast_transformers.feature_maps import (ActivationFunctionFeatureMap, Favor,
-                                            GeneralizedRandomFeatures)
+                                            GeneralizedRandomFeatures, RandomFourierFeatures,
+                                            SmoothedRandomFourierFeatures)
 from fast_transformers.masking import TriangularCausalMask
 
 import layout_harness as h
@@ -38,6 +39,20 @@ FEATURE_MAPS = {
     "grf_default": ({"type": "generalized_random", "kernel_fn": "relu", "redraw": 3,
                      "deterministic_eval": True},
                     GeneralizedRandomFeatures.factory(redraw=3, deterministic_eval=True)),
+    # Random Fourier features: cos and sin, signed, so the denominators are too.
+    "rff": ({"type": "random_fourier", "n_dims": 33, "softmax_temp": 0.1, "orthogonal": True,
+             "deterministic_eval": True},
+            RandomFourierFeatures.factory(n_dims=33, softmax_temp=0.1, orthogonal=True,
+                                          deterministic_eval=True)),
+    "rff_default": ({"type": "random_fourier", "n_dims": None, "deterministic_eval": True},
+                    RandomFourierFeatures.factory(deterministic_eval=True)),
+    "srff": ({"type": "smoothed_random_fourier", "n_dims": 16, "smoothing": 0.5,
+              "deterministic_eval": True},
+             SmoothedRandomFourierFeatures.factory(n_dims=16, smoothing=0.5,
+                                                   deterministic_eval=True)),
+    "srff_default": ({"type": "smoothed_random_fourier", "softmax_temp": None, "redraw": 2,
+                      "deterministic_eval": True},
+                     SmoothedRandomFourierFeatures.factory(redraw=2, deterministic_eval=True)),
 }
 
 
@@ -124,6 +139,10 @@ ENCODERS = [
                          final_normalization=False), "relu", 2, 150),
     ("linear_favor", dims(2, 2, 8, 8, 32, attention_type="linear"), "favor_odd", 2, 100),
     ("linear_grf", dims(1, 2, 6, 8, 32, attention_type="linear"), "grf", 2, 90),
+    ("linear_rff", dims(2, 2, 8, 8, 32, attention_type="linear"), "rff", 2, 100),
+    ("linear_rff_default", dims(1, 2, 8, 4, 16, attention_type="linear"), "rff_default", 2, 60),
+    ("linear_srff", dims(2, 3, 6, 4, 24, attention_type="linear", activation="gelu"), "srff",
+     2, 120),
     ("local_7", dims(2, 2, 8, 8, 32, attention_type="local", local_context=7), None, 2, 150),
     ("local_1", dims(1, 2, 4, 8, 16, attention_type="local", local_context=1), None, 1, 20),
     ("local_temp_1000", dims(1, 2, 8, 4, 16, attention_type="local", local_context=31,
@@ -139,6 +158,9 @@ CAUSAL = [
     ("causal_linear_grf", dims(2, 3, 4, 8, 32, attention_type="causal-linear",
                                final_normalization=False), "grf_default", 2, 100),
     ("causal_linear_relu", dims(1, 2, 8, 8, 16, attention_type="causal-linear"), "relu", 3, 60),
+    ("causal_linear_rff", dims(2, 2, 8, 6, 24, attention_type="causal-linear"), "rff", 2, 120),
+    ("causal_linear_srff", dims(2, 2, 8, 8, 32, attention_type="causal-linear",
+                                final_normalization=False), "srff_default", 2, 100),
     ("full_causal_1000", dims(2, 2, 8, 8, 32, attention_type="full"), None, 1, 1000),
     ("full_causal_temp", dims(2, 3, 6, 4, 24, attention_type="full", softmax_temp=0.25,
                               activation="gelu"), None, 2, 100),
@@ -160,6 +182,10 @@ RECURRENT = [
     ("recurrent_causal_linear_favor", dims(2, 2, 8, 8, 32, attention_type="causal-linear"),
      "favor_odd", "causal-linear", 2, 80),
     ("recurrent_linear_grf", dims(1, 2, 6, 4, 16, attention_type="linear"), "grf",
+     "causal-linear", 1, 60),
+    ("recurrent_causal_linear_srff", dims(2, 2, 8, 8, 32, attention_type="causal-linear"),
+     "srff", "causal-linear", 2, 80),
+    ("recurrent_linear_rff", dims(1, 2, 6, 4, 16, attention_type="linear"), "rff",
      "causal-linear", 1, 60),
     ("recurrent_full_1000", dims(2, 2, 8, 8, 32, attention_type="full", softmax_temp=0.3),
      None, "full", 1, 1000),
@@ -276,10 +302,20 @@ BASE = {"layout": "fast-transformers", **dims(1, 2, 4, 4, 8)}
     ({"feature_map": {"type": "elu"}},
      '"feature_map" applies only to attention_type "linear" and "causal-linear"'),
     ({"max_sequence_length": 64}, '"max_sequence_length" applies only to attention_type'),
-    ({"attention_type": "linear", "feature_map": {"type": "random_fourier", "n_dims": 8}},
-     '"feature_map.type" "random_fourier" is not supported: its features are cos and sin'),
-    ({"attention_type": "linear", "feature_map": {"type": "smoothed_random_fourier"}},
-     '"feature_map.type" "smoothed_random_fourier" is not supported'),
+    ({"attention_type": "linear", "feature_map": {"type": "random_fourier", "n_dims": 1}},
+     '"feature_map.n_dims" leaves RandomFourierFeatures no random features'),
+    ({"attention_type": "linear", "feature_map": {"type": "smoothed_random_fourier", "n_dims": 2}},
+     '"feature_map.n_dims" leaves SmoothedRandomFourierFeatures no random features'),
+    ({"attention_type": "linear", "query_dimensions": 2,
+      "feature_map": {"type": "smoothed_random_fourier"}},
+     '"query_dimensions" leaves SmoothedRandomFourierFeatures no random features'),
+    ({"attention_type": "linear",
+      "feature_map": {"type": "smoothed_random_fourier", "smoothing": "1"}},
+     '"feature_map.smoothing" must be a finite number'),
+    ({"attention_type": "linear", "feature_map": {"type": "random_fourier", "smoothing": 1.0}},
+     '"feature_map.smoothing" is not a known key'),
+    ({"attention_type": "linear", "feature_map": {"type": "random_fourier", "softmax_temp": -1}},
+     '"feature_map.softmax_temp" must be a positive number'),
     ({"attention_type": "linear",
       "feature_map": {"type": "activation", "activation_function": "tanh"}},
      '"feature_map.activation_function" must be one of "elu_plus_one", "relu" (got "tanh")'),

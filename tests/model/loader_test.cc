@@ -197,19 +197,23 @@ TEST_CASE("random corruption of the metadata never crashes the loader") {
 }
 
 namespace {
-// kTinyTokensConfig with another feature map ("favor" adds n_features 6).
+// kTinyTokensConfig with another feature map ("favor" and the random Fourier
+// maps add n_features 6, the smoothed one smoothing 0.5).
 std::string TinyWithFeatureMap(const std::string& map) {
   std::string config = kTinyTokensConfig;
   const std::string from = "\"feature_map\": \"elu_plus_one\"";
-  const std::string to = map == "favor" ? "\"feature_map\": \"favor\", \"n_features\": 6"
-                                        : "\"feature_map\": \"" + map + "\"";
+  std::string to = "\"feature_map\": \"" + map + "\"";
+  if (map == "favor" || map == "random_fourier" || map == "smoothed_random_fourier") {
+    to += ", \"n_features\": 6";
+  }
+  if (map == "smoothed_random_fourier") to += ", \"smoothing\": 0.5";
   config.replace(config.find(from), from.size(), to);
   return config;
 }
 }  // namespace
 
 TEST_CASE("feature maps: every map loads and steps, bad Favor fields are named") {
-  for (const char* map : {"relu", "poly2", "favor"}) {
+  for (const char* map : {"relu", "poly2", "favor", "random_fourier", "smoothed_random_fourier"}) {
     CAPTURE(map);
     auto bytes = BuildTestModel(TinyWithFeatureMap(map).c_str(), 1);
     REQUIRE(!bytes.empty());
@@ -220,13 +224,13 @@ TEST_CASE("feature maps: every map loads and steps, bad Favor fields are named")
     CHECK(LoadWithMixerField<fb::LinearAttention>(favor.c_str(), 0,
                                                   fb::LinearAttention::VT_SOFTMAX_TEMP,
                                                   float{-1.0f}) == RECUR_INVALID_MODEL);
-    CHECK(Error() == "blocks.0: a Favor feature map needs softmax_temp > 0 (got -1)");
+    CHECK(Error() == "blocks.0: feature map Favor needs softmax_temp > 0 (got -1)");
   }
   {
     CHECK(LoadWithMixerField<fb::LinearAttention>(favor.c_str(), 1,
                                                   fb::LinearAttention::VT_FAVOR_FEATURES,
                                                   uint32_t{0}) == RECUR_INVALID_MODEL);
-    CHECK(Error() == "blocks.1: a Favor feature map needs favor_features in [1, 1048576] (got 0)");
+    CHECK(Error() == "blocks.1: feature map Favor needs favor_features in [1, 1048576] (got 0)");
   }
   {
     // elu+1, with an omega.
@@ -252,6 +256,29 @@ TEST_CASE("feature maps: every map loads and steps, bad Favor fields are named")
     REQUIRE(bytes.ok());
     CHECK(Load(*bytes, bytes->size()) == RECUR_INVALID_MODEL);
     CHECK(Error() == "blocks.1.mixer.feature_map.omega is missing (expected shape [8,6])");
+  }
+}
+
+TEST_CASE("random Fourier feature maps: bad fields in the file are named") {
+  const std::string rff = TinyWithFeatureMap("random_fourier");
+  CHECK(LoadWithMixerField<fb::LinearAttention>(rff.c_str(), 1,
+                                                fb::LinearAttention::VT_FAVOR_FEATURES,
+                                                uint32_t{1}) == RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "blocks.1: feature map RandomFourier needs favor_features in [2, 1048576] (got 1)");
+  CHECK(LoadWithMixerField<fb::LinearAttention>(rff.c_str(), 0,
+                                                fb::LinearAttention::VT_SOFTMAX_TEMP,
+                                                float{0.0f}) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0: feature map RandomFourier needs softmax_temp > 0 (got 0)");
+  const std::string smoothed = TinyWithFeatureMap("smoothed_random_fourier");
+  for (float bad : {std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    CAPTURE(bad);
+    CHECK(LoadWithMixerField<fb::LinearAttention>(smoothed.c_str(), 0,
+                                                  fb::LinearAttention::VT_SMOOTHING,
+                                                  float{bad}) == RECUR_INVALID_MODEL);
+    CHECK(Error().rfind("blocks.0: feature map SmoothedRandomFourier needs a finite smoothing", 0) ==
+          0);
   }
 }
 

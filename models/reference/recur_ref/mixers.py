@@ -65,7 +65,11 @@ def _pos_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and math.isfinite(v)
 
 
-FEATURE_MAPS = ("elu_plus_one", "relu", "favor", "poly2", "favor_stabilized", "generalized_relu")
+FEATURE_MAPS = ("elu_plus_one", "relu", "favor", "poly2", "favor_stabilized", "generalized_relu",
+                "random_fourier", "smoothed_random_fourier")
+# fast-transformers' RandomFourierFeatures / SmoothedRandomFourierFeatures: ω (dk, m//2),
+# features cos and sin of ωᵀx̃ (and the constant `smoothing`).
+FOURIER_MAPS = ("random_fourier", "smoothed_random_fourier")
 # performer-pytorch's kernels (favor_stabilized: its softmax kernel; generalized_relu: its
 # generalized kernel with relu): ω (dk, m) like 'favor', and ε added to every feature.
 PERFORMER_MAPS = {"favor_stabilized": 1e-4, "generalized_relu": 1e-3}
@@ -78,7 +82,7 @@ _KEYS = {
     "softmax_attention": ({"heads", "dk", "dv"}, {"causal", "rotary"}),
     "linear_attention": ({"heads", "dk", "dv", "feature_map", "eps"},
                          {"causal", "n_features", "favor_layout", "softmax_temp", "feature_eps",
-                          "eps_per_feature", "rotary"}),
+                          "eps_per_feature", "smoothing", "rotary"}),
     "sliding_window": ({"heads", "dk", "dv", "window"},
                        {"dilation", "global_tokens", "causal", "global_projections", "rotary"}),
     "aft_simple": ({"heads", "dk"}, {"causal"}),
@@ -188,6 +192,11 @@ def validate_mixer(cfg: dict, d_model: int) -> None:
             need(fm != "favor_stabilized" or not causal,
                  "mixer.feature_map 'favor_stabilized' is encoder-only (causal false): its key stabiliser "
                  "is a maximum over the whole sequence")
+        elif fm in FOURIER_MAPS:
+            need(_pos_int(cfg.get("n_features")) and cfg["n_features"] >= 2,
+                 f"mixer.n_features must be an integer >= 2 with feature_map {fm!r}")
+            need("favor_layout" not in cfg, "mixer.favor_layout applies only to feature_map 'favor'")
+            need("softmax_temp" not in cfg or _pos_number(cfg["softmax_temp"]), "mixer.softmax_temp must be > 0")
         elif fm == "favor":
             need("n_features" in cfg, "mixer.n_features is required with feature_map 'favor'")
             layout = cfg.get("favor_layout", "performer")
@@ -198,6 +207,11 @@ def validate_mixer(cfg: dict, d_model: int) -> None:
                 need(_pos_number(cfg["softmax_temp"]), "mixer.softmax_temp must be > 0")
         else:
             need(not favor_keys, f"keys {sorted(favor_keys)} are only valid with feature_map 'favor'")
+        sm = cfg.get("smoothing", 1.0)
+        need("smoothing" not in cfg or (fm == "smoothed_random_fourier" and isinstance(sm, (int, float))
+                                        and not isinstance(sm, bool) and math.isfinite(sm)),
+             "mixer.smoothing must be a finite number and applies only to feature_map "
+             "'smoothed_random_fourier'")
     elif t == "sliding_window":
         need(_pos_int(cfg["window"]), f"mixer.window must be a positive integer, got {cfg['window']!r}")
         dil = cfg.get("dilation", 1)
@@ -312,6 +326,8 @@ def feature_dim(cfg: dict) -> int:
         return m if cfg.get("favor_layout", "performer") == "performer" else 2 * (m // 2)
     if fm in PERFORMER_MAPS:
         return cfg["n_features"]
+    if fm in FOURIER_MAPS:
+        return 2 * (cfg["n_features"] // 2) + (fm == "smoothed_random_fourier")
     return dk
 
 
@@ -787,6 +803,26 @@ def fast_transformers_favor(x: Tensor, omega: Tensor, n_dims: Optional[int] = No
     return torch.cat([exp_u1, exp_u2], dim=-1)
 
 
+def random_fourier(x: Tensor, omega: Tensor, n_dims: int, softmax_temp: float,
+                   smoothing: Optional[float] = None) -> Tensor:
+    """fast-transformers' `RandomFourierFeatures.forward` (and, with `smoothing`,
+    `SmoothedRandomFourierFeatures.forward`), fast_transformers/feature_maps/fourier_features.py:
+
+        x = x * sqrt(self.softmax_temp)
+        u = x.unsqueeze(-2).matmul(self.omega).squeeze(-2)
+        phi = torch.cat([torch.cos(u), torch.sin(u)], dim=-1)
+        return phi * sqrt(2/self.n_dims)
+
+    then [phi, smoothing] for the smoothed map. omega (dk, n_dims//2); n_dims is the
+    RandomFourierFeatures' own (the smoothed map's constructor passes it its n_dims − 1).
+    The features can be negative: φ(q)·φ(k) estimates exp(−t·‖q − k‖²/2) (+ smoothing²)."""
+    u = (x * math.sqrt(softmax_temp)) @ omega
+    phi = torch.cat([torch.cos(u), torch.sin(u)], dim=-1) * math.sqrt(2 / n_dims)
+    if smoothing is None:
+        return phi
+    return torch.cat([phi, torch.full(phi.shape[:-1] + (1,), float(smoothing), dtype=phi.dtype)], dim=-1)
+
+
 def poly2(x: Tensor) -> Tensor:
     """Degree-2 polynomial feature map: φ(x) = vec(x xᵀ) (C = dk², row-major:
     φ_{a·dk+b} = x_a x_b), so φ(q)·φ(k) = (qᵀk)² exactly."""
@@ -813,6 +849,9 @@ class LinearAttention(Mixer):
       favor/performer         φ = performer_favor(x, ω)        C = m,          ω (dk, m)
       favor/fast_transformers φ = fast_transformers_favor(x, ω, n_dims=m)
                                                                C = 2·(m//2),   ω (dk, m//2)
+      random_fourier          φ = random_fourier(x, ω, m, t)   C = 2·(m//2),   ω (dk, m//2)
+      smoothed_random_fourier φ = random_fourier(x, ω, m, t, smoothing)
+                                                               C = 2·(m//2)+1, ω (dk, m//2)
     ω is shared by all heads (as in fast-transformers: one feature map per attention layer).
     Tensors: query, key, value, out (.weight/.bias as softmax_attention) and, for favor,
     feature_map.omega (the fast-transformers name inner_attention.feature_map.omega), one per
@@ -834,6 +873,11 @@ class LinearAttention(Mixer):
         self.value = nn.Linear(d_model, self.heads * self.dv)
         self.out = nn.Linear(self.heads * self.dv, d_model)
         self.eps_per_feature = cfg.get("eps_per_feature", False)
+        if self.fm in FOURIER_MAPS:
+            self.n_features = cfg["n_features"]
+            self.softmax_temp = cfg.get("softmax_temp", 1 / math.sqrt(self.dk))
+            self.smoothing = cfg.get("smoothing", 1.0) if self.fm == "smoothed_random_fourier" else None
+            self.feature_map = _FeatureMapParams(self.dk, self.n_features // 2)
         if self.fm == "favor" or self.fm in PERFORMER_MAPS:
             self.layout = cfg.get("favor_layout", "performer")
             self.n_features = cfg["n_features"]
@@ -850,6 +894,8 @@ class LinearAttention(Mixer):
         if self.fm == "poly2":
             return poly2(x)
         omega = self.feature_map.omega
+        if self.fm in FOURIER_MAPS:
+            return random_fourier(x, omega, self.n_features, self.softmax_temp, self.smoothing)
         if self.fm == "generalized_relu":   # relu(ω_jᵀx̃) + ε
             return F.relu((x * math.sqrt(self.softmax_temp)) @ omega) + self.feature_eps
         if self.layout == "performer":

@@ -42,7 +42,8 @@ POSITION_SCALES = ("none", "learned")
 # final norm and head, which are then 2·d_model wide: Hugging Face's Reformer).
 RESIDUALS = ("standard", "reversible", "reversible_concat")
 # Mixer keys valid only with feature_map "favor" (mixers.validate_mixer checks them).
-_FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp", "feature_eps", "eps_per_feature"}
+_FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp", "feature_eps", "eps_per_feature",
+               "smoothing"}
 # The mixer types a recur config may name ("mixer": one mixer dict for every block, or a
 # list of n_layers mixer dicts, block i using entry i: a mixed model): every class of
 # mixers.MIXERS, so that a new mixer is one class there.
