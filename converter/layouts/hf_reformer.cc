@@ -297,7 +297,6 @@ class HfReformerLayoutConverter final : public LayoutConverter {
                   std::vector<ExpectedTensor>* tensors) const override {
     const auto& o = static_cast<const ReformerOptions&>(*desc.layout_options);
     const std::string net = o.lm_head ? "reformer." : "";
-    const int64_t d = desc.d_model;
     for (ExpectedTensor& t : *tensors) {
       uint32_t block = 0;
       std::string rest;
