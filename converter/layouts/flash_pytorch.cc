@@ -46,9 +46,9 @@ constexpr double kT5MaxDistance = 128.0;
 struct FlashOptions : LayoutOptions {
   uint32_t group = 0, qk_dim = 0;
   bool causal = false, scale_norm = true;
-  bool gau = false;          // class GAU: the module's own names, no "layers.<i>."
-  double bias_scale = 0.0;   // T5RelativePositionBias(scale): √query_key_dim, GAU's √dim
-  int64_t bias_length = 0;   // the offsets rel_bias covers: FLASH's group, GAU's max_length
+  bool gau = false;         // class GAU: the module's own names, no "layers.<i>."
+  double bias_scale = 0.0;  // T5RelativePositionBias(scale): √query_key_dim, GAU's √dim
+  int64_t bias_length = 0;  // the offsets rel_bias covers: FLASH's group, GAU's max_length
 };
 
 static const char* const kNorms[] = {"scalenorm", "layernorm"};
@@ -118,7 +118,7 @@ Status ParseGau(const KeyReader& r, const json& root, ModelDescription* d) {
   std::size_t norm = 1;  // nn.LayerNorm, the library's default norm_klass
   RECUR_RETURN_IF_ERROR(r.Choice(root, "norm_type", "", kNorms, &norm, false));
   o->scale_norm = norm == 0;
-  o->bias_scale = std::sqrt(static_cast<double>(dim));  // T5RelativePositionBias(scale = dim ** 0.5)
+  o->bias_scale = std::sqrt(static_cast<double>(dim));  // T5RelativePositionBias(dim ** 0.5)
   o->bias_length = max_length;
 
   d->d_model = dim;
