@@ -1,6 +1,7 @@
 // The flash-pytorch layout: `FLASHTransformer` of FLASH-pytorch, with the
 // constructor's keyword arguments as the config and the model's state_dict
-// names (docs/layouts.md, "FLASH-pytorch").
+// names (docs/layouts.md, "FLASH-pytorch"); or a lone `GAU` module as an
+// encoder (below).
 //
 //   {"layout": "flash-pytorch", "class": "FLASHTransformer", "dim": 512, "num_tokens": 256,
 //    "depth": 8, "group_size": 256, "query_key_dim": 128, "causal": true}
@@ -12,6 +13,14 @@
 // features of all four query/key rows, its T5 relative position bias
 // (bucketed, times √query_key_dim) laid out per offset inside a group, and
 // the scaled [sin | cos] absolute positions; then a LayerNorm and the head.
+//
+//   {"layout": "flash-pytorch", "class": "GAU", "dim": 64, "max_length": 1024}
+//
+// GAU: features of width dim in, one block x + GAU(norm(x)) (recur's gau
+// mixer with length_scale, scale 1: relu²((Q·K + bias)/N), the causal mask
+// when causal), no FFN, no final norm, no head; an encoder only. The library
+// always adds its T5 bias (times √dim; its rel_pos_bias argument is unused),
+// laid out for the offsets below max_length.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -22,6 +31,7 @@
 
 #include "converter/layouts/layout_converter.h"
 #include "converter/mixers/flash.h"
+#include "converter/mixers/gau.h"
 #include "converter/mixers/mixer_converter.h"
 
 namespace recur::impl::converter {
@@ -36,7 +46,23 @@ constexpr double kT5MaxDistance = 128.0;
 struct FlashOptions : LayoutOptions {
   uint32_t group = 0, qk_dim = 0;
   bool causal = false, scale_norm = true;
+  bool gau = false;         // class GAU: the module's own names, no "layers.<i>."
+  double bias_scale = 0.0;  // T5RelativePositionBias(scale): √query_key_dim, GAU's √dim
+  int64_t bias_length = 0;  // the offsets rel_bias covers: FLASH's group, GAU's max_length
 };
+
+static const char* const kNorms[] = {"scalenorm", "layernorm"};
+
+// laplace_attn_fn: refused, `what` names recur's mixer.
+Status RefuseLaplace(const KeyReader& r, const json& root, const char* what) {
+  bool laplace = false;
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "laplace_attn_fn", "", &laplace, false));
+  if (laplace) {
+    return r.Invalid("laplace_attn_fn", std::string("must be false: recur's ") + what +
+                                            " has the relu² attention function only");
+  }
+  return Status::Ok();
+}
 
 // T5RelativePositionBias._relative_position_bucket of n = t − p (query minus
 // key), in float32 as the library computes the large offsets' bucket.
@@ -57,17 +83,74 @@ int64_t T5Bucket(int64_t n, bool causal) {
   return ret + std::min<int64_t>(exact + static_cast<int64_t>(scaled), buckets - 1);
 }
 
+// class GAU: GAU(dim, query_key_dim, expansion_factor, add_residual, causal,
+// dropout, laplace_attn_fn, rel_pos_bias, norm_klass) as an encoder; norm_klass
+// is the key norm_type, and max_length (recur's) bounds the sequences.
+Status ParseGau(const KeyReader& r, const json& root, ModelDescription* d) {
+  RECUR_RETURN_IF_ERROR(r.OnlyKeys(
+      root, "",
+      {"layout", "class", "notes", "input_description", "output_description", "dim",
+       "query_key_dim", "expansion_factor", "add_residual", "causal", "dropout",
+       "laplace_attn_fn", "rel_pos_bias", "norm_type", "max_length"}));
+  auto o = std::make_shared<FlashOptions>();
+  o->gau = true;
+  o->qk_dim = 128;
+  uint32_t dim = 0, max_length = 0;
+  RECUR_RETURN_IF_ERROR(r.UInt(root, "dim", "", 1, &dim));
+  RECUR_RETURN_IF_ERROR(r.UInt(root, "query_key_dim", "", 1, &o->qk_dim, false));
+  RECUR_RETURN_IF_ERROR(r.UInt(root, "max_length", "", 1, &max_length));
+  if (max_length > 65536) return r.Invalid("max_length", "must be at most 65536");
+  double expansion = 2.0;
+  RECUR_RETURN_IF_ERROR(r.NumberIn(root, "expansion_factor", "", 0.0, 1e6, &expansion, false));
+  const auto hidden = static_cast<uint32_t>(dim * expansion);  // int(expansion_factor · dim)
+  if (hidden == 0) return r.Invalid("expansion_factor", "gives no hidden features");
+  bool residual = true, ignored = false;
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "add_residual", "", &residual, false));
+  if (!residual) {
+    return r.Invalid("add_residual", "must be true: recur's blocks add the residual");
+  }
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "causal", "", &o->causal, false));
+  RECUR_RETURN_IF_ERROR(RefuseLaplace(r, root, "GAU"));
+  // The library builds its T5 bias whatever rel_pos_bias says (0.1.9).
+  RECUR_RETURN_IF_ERROR(r.Bool(root, "rel_pos_bias", "", &ignored, false));
+  double dropout = 0;  // training only
+  RECUR_RETURN_IF_ERROR(r.NumberIn(root, "dropout", "", 0.0, 1.0, &dropout, false));
+  std::size_t norm = 1;  // nn.LayerNorm, the library's default norm_klass
+  RECUR_RETURN_IF_ERROR(r.Choice(root, "norm_type", "", kNorms, &norm, false));
+  o->scale_norm = norm == 0;
+  o->bias_scale = std::sqrt(static_cast<double>(dim));  // T5RelativePositionBias(dim ** 0.5)
+  o->bias_length = max_length;
+
+  d->d_model = dim;
+  d->norm_placement = NormPlacement::kPre;
+  d->norm = o->scale_norm ? NormKind::kScaleNormRms : NormKind::kLayerNorm;
+  d->layer_norm_eps = 1e-5f;  // ScaleNorm's and nn.LayerNorm's
+  d->input = InputDescription{};
+  d->input.kind = InputKind::kFeatures;
+  d->input.feature_width = dim;
+  auto mixer = std::make_unique<GauParams>();
+  mixer->expansion_dim = hidden;
+  mixer->qk_dim = o->qk_dim;
+  mixer->max_length = max_length;
+  mixer->scale = 1.0f;  // sim = q·k, then / seq_len
+  mixer->mask = o->causal;
+  mixer->length_scale = true;
+  mixer->causal = false;  // an encoder, masked or not
+  BlockDescription block;
+  block.mixer = MixerDescription(FindMixerType(fb::Mixer::Gau), std::move(mixer));
+  block.d_ff = 0;  // the GAU is the whole block
+  d->blocks.assign(1, block);
+  d->final_norm = false;
+  d->has_head = false;
+  d->layout_options = o;
+  return ParseMetadata(r, root, &d->metadata);
+}
+
 Status ParseFlash(const KeyReader& r, const json& root, ModelDescription* d) {
   static const char* const kClasses[] = {"FLASHTransformer", "GAU"};
   std::size_t cls = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(root, "class", "", kClasses, &cls));
-  if (cls == 1) {
-    return r.Invalid("class",
-                     "GAU is refused: the library's GAU divides its attention (and the "
-                     "relative bias) by the length of the sequence it is given, so a "
-                     "position's output depends on how many follow; no fixed model "
-                     "reproduces it");
-  }
+  if (cls == 1) return ParseGau(r, root, d);
   RECUR_RETURN_IF_ERROR(r.OnlyKeys(
       root, "",
       {"layout", "class", "notes", "input_description", "output_description", "dim", "num_tokens",
@@ -97,18 +180,12 @@ Status ParseFlash(const KeyReader& r, const json& root, ModelDescription* d) {
                      "2·⌈dim/2⌉ wide and would not fit the embedding");
   }
   RECUR_RETURN_IF_ERROR(r.Bool(root, "causal", "", &o->causal, false));
-  static const char* const kNorms[] = {"scalenorm", "layernorm"};
   std::size_t norm = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(root, "norm_type", "", kNorms, &norm, false));
   o->scale_norm = norm == 0;
-  bool shift = true, laplace = false, reduce = true;
+  bool shift = true, reduce = true;
   RECUR_RETURN_IF_ERROR(r.Bool(root, "shift_tokens", "", &shift, false));
-  RECUR_RETURN_IF_ERROR(r.Bool(root, "laplace_attn_fn", "", &laplace, false));
-  if (laplace) {
-    return r.Invalid("laplace_attn_fn",
-                     "must be false: recur's FLASH has the relu² attention "
-                     "function only");
-  }
+  RECUR_RETURN_IF_ERROR(RefuseLaplace(r, root, "FLASH"));
   RECUR_RETURN_IF_ERROR(r.Bool(root, "reduce_group_non_causal_attn", "", &reduce, false));
   if (!reduce && !o->causal) {
     return r.Invalid("reduce_group_non_causal_attn",
@@ -116,6 +193,8 @@ Status ParseFlash(const KeyReader& r, const json& root, ModelDescription* d) {
   }
   double dropout = 0;  // training only
   RECUR_RETURN_IF_ERROR(r.NumberIn(root, "attn_dropout", "", 0.0, 1.0, &dropout, false));
+  o->bias_scale = std::sqrt(static_cast<double>(o->qk_dim));  // T5RelativePositionBias(s ** 0.5)
+  o->bias_length = o->group;
 
   d->d_model = dim;
   d->norm_placement = NormPlacement::kPre;
@@ -163,7 +242,7 @@ class FlashLayoutConverter final : public LayoutConverter {
       uint32_t block = 0;
       std::string rest;
       if (SplitBlockName(t.name, &block, &rest)) {
-        MapBlock(o, "layers." + std::to_string(block) + ".", rest, &t);
+        MapBlock(o, o.gau ? std::string() : "layers." + std::to_string(block) + ".", rest, &t);
       } else if (t.name == "input.embedding") {
         t.source_name = "token_emb.weight";
       } else if (t.name == "input.position_scale") {
@@ -174,6 +253,7 @@ class FlashLayoutConverter final : public LayoutConverter {
         t.source_name = "to_logits.1." + t.name.substr(5);
       }
     }
+    if (o.gau) return;
     // Buffers the runtime computes itself: the positions' and the rotary's frequencies.
     tensors->push_back(IgnoredSource("abs_pos_emb.inv_freq"));
     for (std::size_t i = 0; i < desc.blocks.size(); ++i) {
@@ -201,7 +281,11 @@ class FlashLayoutConverter final : public LayoutConverter {
     } else if (rest.compare(0, 13, "mixer.z_proj.") == 0) {
       t->source_name = layer + "to_qk.0." + rest.substr(13);
     } else if (rest.compare(0, 10, "mixer.out.") == 0) {
-      t->source_name = layer + "to_out." + rest.substr(10);
+      // FLASH's to_out is the Linear, GAU's a Sequential(Linear, Dropout).
+      t->source_name = layer + (o.gau ? "to_out.0." : "to_out.") + rest.substr(10);
+    } else if (o.gau && (rest == "mixer.qk_gamma" || rest == "mixer.qk_beta")) {
+      // OffsetScale(heads = 2): rows q, k, as recur's.
+      t->source_name = layer + "offsetscale." + (rest == "mixer.qk_gamma" ? "gamma" : "beta");
     } else if (rest == "mixer.qk_gamma" || rest == "mixer.qk_beta") {
       // OffsetScale rows quad_q, lin_q, quad_k, lin_k; recur's Q^quad, K^quad, Q^lin, K^lin.
       const std::string name =
@@ -219,10 +303,11 @@ class FlashLayoutConverter final : public LayoutConverter {
         return out;
       };
     } else if (rest == "mixer.rel_bias") {
-      // rel_bias[j] for offsets t − p = j (causal) or j − (C − 1): √s·B[bucket].
+      // rel_bias[j] for offsets t − p = j (causal) or j − (C − 1): scale·B[bucket], C
+      // FLASH's group or GAU's max_length.
       const bool causal = o.causal;
-      const int64_t c = o.group, n = t->shape[0];
-      const double scale = std::sqrt(static_cast<double>(o.qk_dim));
+      const int64_t c = o.bias_length, n = t->shape[0];
+      const double scale = o.bias_scale;
       t->source_name.clear();
       t->transform = SourceTransform::kComputed;
       t->inputs = {{layer + "rel_pos_bias.relative_attention_bias.weight", {kT5Buckets, 1}}};

@@ -15,6 +15,8 @@ struct GauParams : MixerParamsOf<GauParams> {
   uint32_t qk_dim = 0;         // s
   uint32_t max_length = 0;     // T
   float scale = 0.0f;          // default 1/T
+  bool mask = true;            // the config's "causal": p ≤ t
+  bool length_scale = false;   // scores / N, encoder only (causal = mask && !length_scale)
 };
 
 }  // namespace recur::impl::converter

@@ -77,6 +77,9 @@ NONCAUSAL = {
     "aft_conv": {"type": "aft_conv", "heads": 2, "dk": 3, "window": 3, "causal": False},
     "aft_full_ft": dict(CAUSAL["aft_full_ft"], causal=False),
     "gau": dict(CAUSAL["gau"], causal=False),
+    # FLASH-pytorch's GAU: scores / N, an encoder, without and with the causal mask
+    "gau_length": dict(CAUSAL["gau"], causal=False, length_scale=True),
+    "gau_length_masked": dict(CAUSAL["gau"], length_scale=True),
     "flash": dict(CAUSAL["flash"], causal=False),
     "linformer": {"type": "linformer", "heads": 2, "dk": 3, "dv": 4, "seq_len": 30, "proj_dim": 5},
     "linformer_kv": {"type": "linformer", "heads": 2, "dk": 3, "dv": 4, "seq_len": 30, "proj_dim": 5,
@@ -204,12 +207,12 @@ class NoRecurrentForm(unittest.TestCase):
         """Changing the last position changes the first output (whole-sequence mixing)."""
         for name, cfg in NONCAUSAL.items():
             if name in ("window", "window_rotary", "aft_local", "aft_conv", "flash", "flash_rotary", "reformer_c3",
-                        "block_local_wide", "reformer_hf_c3"):
+                        "block_local_wide", "reformer_hf_c3", "gau_length_masked"):
                 continue   # local: position 0 does not see position N−1 (reformer_c3: not in a chunk before it;
-                # block_local_wide, reformer_hf_c3: masked; block_local: it does, through the wrap)
+                # block_local_wide, reformer_hf_c3, gau_length_masked: masked; block_local: it does, through the wrap)
             with self.subTest(name):
                 m = make(cfg)
-                if name == "gau":   # relu² may zero a far pair: make the bias positive
+                if name in ("gau", "gau_length"):   # relu² may zero a far pair: make the bias positive
                     with torch.no_grad():
                         m.rel_bias.fill_(1.0)
                 x = rand_x(1, 9)
@@ -370,6 +373,7 @@ class Validation(unittest.TestCase):
             (dict(base["aft_full"], bias_form="mul"), "unknown mixer.bias_form"),
             (dict(base["flash"], chunk=0), "mixer.chunk must be a positive integer"),
             (dict(base["gau"], scale=0.0), "mixer.scale must be > 0"),
+            (dict(base["gau"], length_scale=1), "mixer.length_scale must be true or false"),
             (dict(NONCAUSAL["linformer"], causal=True), "linformer is encoder-only"),
             (dict(NONCAUSAL["linformer"], sharing="all"), "unknown mixer.sharing"),
             (dict(NONCAUSAL["linformer"], proj_dim=0), "proj_dim must be a positive integer"),

@@ -745,14 +745,16 @@ def naive_flash(m, qq, kq, ql, kl, v, rel_bias):
 def naive_gau(m, q, k, v, rel_bias):
     """GAU's Σ_p A_{t,p} V_p (n, E) at positions 0..n−1 as explicit sums (the README's
     formula): A_{t,p} = relu(scale·Q_t·K_p + rel_bias[t − p])² over p ≤ t (causal) or
-    relu(scale·Q_t·K_p + rel_bias[t − p + T − 1])² over all p; scale defaults to 1/T."""
+    relu(scale·Q_t·K_p + rel_bias[t − p + T − 1])² over all p; scale defaults to 1/T.
+    length_scale: the relu's argument divided by n (the sequence's length)."""
     T = m["max_length"]
     scale, causal = m.get("scale", 1.0 / T), m.get("causal", True)
+    div = len(v) if m.get("length_scale", False) else 1
     o = torch.zeros_like(v)
     for t in range(len(v)):
         for p in range(t + 1 if causal else len(v)):
             bias = rel_bias[t - p] if causal else rel_bias[t - p + T - 1]
-            o[t] += torch.relu(scale * (q[t] @ k[p]) + bias) ** 2 * v[p]
+            o[t] += torch.relu((scale * (q[t] @ k[p]) + bias) / div) ** 2 * v[p]
     return o
 
 
@@ -970,10 +972,10 @@ def config_checks(path):
             expect_value_error(lambda: model64.step(x[0], model64.init_state()), "no recurrent form",
                                "a non-causal model stepped")
             # Every position sees the future: changing the last input moves the first output (a block_local
-            # encoder with the causal mask: only the last).
+            # encoder or a length-scaled GAU with the causal mask: only the last).
             y = x.clone()
             y[-1] = (y[-1] + 1) % cfg["input"]["vocab_size"] if cfg["input"]["kind"] == "tokens" else y[-1] + 1
-            masked = any(m["type"] == "block_local" and m.get("causal", True) for m in mixer_configs(cfg))
+            masked = any(m["type"] in ("block_local", "gau") and m.get("causal", True) for m in mixer_configs(cfg))
             if masked:
                 assert max_abs(model64(x)[:-1], model64(y)[:-1]) == 0, "a causally masked encoder saw the future"
                 assert max_abs(model64(x)[-1], model64(y)[-1]) > 1e-6, "the last output ignores its input"
@@ -2956,6 +2958,43 @@ def gau_forms():
                              (lambda: eref(torch.cat([full, full[:2]])[None]), "max_length"),
                              (lambda: enc.noncausal(full[:3], {}, pos=2), "position 0")):
                 expect_value_error(fn, word, f"{what}: encoder accepted a bad call ({word})")
+        gau_length_scale_forms(T, full, extra, what)
+
+
+def gau_length_scale_forms(T, full, extra, what):
+    """length_scale (FLASH-pytorch's GAU), with and without the causal mask: an encoder
+    (no state, no step form: parallel, recurrent and prefill raise naming the step form) equal
+    to the explicit sums / n and to the batched forward for several n; with the mask,
+    position t reads no later key yet depends on n (the division)."""
+    d = full.shape[1]
+    for mask in (False, True):
+        cfg = _gau_cfg(T, causal=mask, length_scale=True, **extra)
+        name = f"{what} length_scale causal={mask}"
+        assert not mixers.is_causal(cfg) and not mixers.state_bytes(cfg, d).recurrent, name
+        torch.manual_seed(2)
+        enc = GAU(cfg, d).double()
+        assert not enc.has_step and enc.empty_state(torch.float64) == {}, name
+        assert enc.rel_bias.shape == ((T,) if mask else (2 * T - 1,)), name
+        with torch.no_grad():
+            enc.rel_bias.add_(0.2)
+            for n in (len(full), 40, 1):
+                x = full[:n]
+                y, st = enc.noncausal(x, {})
+                assert st == {}
+                u, v, q, k = _gau_parts(enc, x)
+                naive = F.linear(u * naive_gau(cfg, q, k, v, enc.rel_bias), enc.out.weight, enc.out.bias)
+                assert_close(y, naive, 1e-12, f"{name}: encoder vs naive (N={n})")
+                assert_close(enc(x[None])[0], naive, 1e-12, f"{name}: forward vs naive (N={n})")
+            short = enc.noncausal(full[:40], {})[0]
+            long = enc.noncausal(full, {})[0]
+            assert max_abs(short[:10], long[:10]) > 1e-6, f"{name}: the output ignores n"
+            if mask:   # a later key changes nothing but n: same n, earlier rows equal
+                x2 = full.clone()
+                x2[-1] += 1
+                assert_close(enc.noncausal(x2, {})[0][:-1], long[:-1], 1e-12, f"{name}: mask")
+            for fn in (lambda: enc.parallel(full[:3], {}, 0, CHUNK), lambda: enc.recurrent(full[:3], {}, 0),
+                       lambda: enc.prefill(full[None, :3], {"k": None, "v": None, "pos": torch.tensor(0)})):
+                expect_value_error(fn, ("no recurrent (step) form", "length_scale"), f"{name}: a step form ran")
 
 
 def gau_config_validation():

@@ -216,6 +216,10 @@ Status GpuModel::LoadGated(const fb::Block* table, const std::string& layer, Blo
     return UploadTensor(t->rel_bias(), prefix + "rel_bias", {offsets}, &b->rel_bias);
   };
   if (const auto* t = table->mixer_as_Gau()) {
+    if (t->length_scale()) {
+      return Unsupported("%s: the GPU path has no length-scaled GAU (mixer.length_scale)",
+                         layer.c_str());
+    }
     b->t_max = t->max_length();
     return load(t, 2, b->t_max);
   }

@@ -690,8 +690,9 @@ Status Session::Encode(size_t steps, const int32_t* tokens, const float* feature
   for (size_t l = 0; l < m.blocks.size(); ++l) {
     const size_t most = m.blocks[l].mixer->max_sequence();
     if (most != 0 && steps > most) {
-      return OutOfRange("blocks.%zu takes sequences of at most %zu positions (its seq_len); got "
-                        "%zu", l, most, steps);
+      return OutOfRange("blocks.%zu takes sequences of at most %zu positions (its mixer's "
+                        "seq_len or max_length); got %zu",
+                        l, most, steps);
     }
   }
   const size_t rows = batch_ * steps;

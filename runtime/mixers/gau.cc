@@ -3,7 +3,8 @@
 // learned relative bias over absolute positions below max_length, gated by
 // U. No normaliser, so no fixed-size summary: the causal state is the K and
 // V of every position so far, bounded by max_length (the session clamps its
-// max_context to it).
+// max_context to it). length_scale (FLASH-pytorch's GAU): an encoder dividing
+// the scores by the sequence's length N, with the mask p ≤ t when causal.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,11 +19,11 @@ namespace {
 
 class Gau final : public Mixer {
  public:
-  bool causal() const override { return proj_.causal; }
+  bool causal() const override { return proj_.causal && !length_scale_; }
   size_t max_sequence() const override { return t_max_; }
   // K (max_context, s) then V (max_context, E).
   size_t state_floats() const override { return 0; }
-  size_t state_floats_per_position() const override { return proj_.causal ? proj_.s + proj_.e : 0; }
+  size_t state_floats_per_position() const override { return causal() ? proj_.s + proj_.e : 0; }
 
   size_t scratch_floats(size_t batch, size_t steps, size_t /*threads*/,
                         size_t /*context*/) const override {
@@ -46,7 +47,7 @@ class Gau final : public Mixer {
     ctx.pool->ParallelRanges(batch, 1, [&](size_t first, size_t last) {
       for (size_t b = first; b < last; ++b) {
         const size_t r0 = b * steps;
-        if (proj_.causal) {
+        if (causal()) {
           // Append this call's K, V to the cache, then attend over it.
           float* ks = states[b];                     // (max_context, s)
           float* vs = ks + ctx.max_context * s;      // (max_context, E)
@@ -55,13 +56,21 @@ class Gau final : public Mixer {
           std::memcpy(vs + p0 * E, v + r0 * E, steps * E * sizeof(float));
           for (size_t t = 0; t < steps; ++t) {
             const size_t pos = p0 + t;
-            Attend(q + (r0 + t) * s, ks, vs, pos + 1, proj_.rel_bias + pos, o + (r0 + t) * E);
+            Attend(q + (r0 + t) * s, ks, vs, pos + 1, proj_.rel_bias + pos, 1.0f,
+                   o + (r0 + t) * E);
+          }
+        } else if (proj_.causal) {
+          // length_scale with the mask: p ≤ t, rel_bias[t − p], scores / N.
+          for (size_t t = 0; t < steps; ++t) {
+            Attend(q + (r0 + t) * s, k + r0 * s, v + r0 * E, t + 1, proj_.rel_bias + t,
+                   float(steps), o + (r0 + t) * E);
           }
         } else {
           for (size_t t = 0; t < steps; ++t) {
             // rel_bias[t − p + T − 1] for p = 0 .. steps − 1.
             Attend(q + (r0 + t) * s, k + r0 * s, v + r0 * E, steps,
-                   proj_.rel_bias + t + t_max_ - 1, o + (r0 + t) * E);
+                   proj_.rel_bias + t + t_max_ - 1, length_scale_ ? float(steps) : 1.0f,
+                   o + (r0 + t) * E);
           }
         }
       }
@@ -75,20 +84,23 @@ class Gau final : public Mixer {
         GatedProjections<2>::Check(t, layer, "GAU", "max_length", t->max_length()));
     auto m = std::make_unique<Gau>();
     m->t_max_ = t->max_length();
+    m->length_scale_ = t->length_scale();
     RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, t->max_length(), tensors));
     *out = std::move(m);
     return Status::Ok();
   }
 
  private:
-  // o = Σ_{p<n} relu(scale·q·K_p + bias[−p])² V_p: `bias` points at the
-  // bias of p = 0 and the offset falls by one per key (rel_bias[t − p …]).
+  // o = Σ_{p<n} relu((scale·q·K_p + bias[−p])/div)² V_p: `bias` points at the
+  // bias of p = 0 and the offset falls by one per key (rel_bias[t − p …]);
+  // div is 1, or N with length_scale.
   void Attend(const float* q, const float* keys, const float* values, size_t n,
-              const float* bias, float* o) const {
+              const float* bias, float div, float* o) const {
     const size_t E = proj_.e, s = proj_.s;
     std::fill(o, o + E, 0.0f);
     for (size_t p = 0; p < n; ++p) {
-      const float a = std::max(0.0f, proj_.scale * kernels::Dot(q, keys + p * s, s) + *(bias - p));
+      const float a =
+          std::max(0.0f, (proj_.scale * kernels::Dot(q, keys + p * s, s) + *(bias - p)) / div);
       if (a == 0.0f) continue;
       const float w = a * a;
       const float* vp = values + p * E;
@@ -97,6 +109,7 @@ class Gau final : public Mixer {
   }
 
   size_t t_max_ = 0;  // T
+  bool length_scale_ = false;
   GatedProjections<2> proj_;
 };
 

@@ -252,7 +252,8 @@ TEST_CASE("linformer: sequences past seq_len are refused, up to it accepted") {
   recur_input over = m.Input(0, 33);
   CHECK(recur_session_encode(s, 33, &over, out.data()) == RECUR_OUT_OF_RANGE);
   CHECK(std::string(recur_last_error()) ==
-        "blocks.0 takes sequences of at most 32 positions (its seq_len); got 33");
+        "blocks.0 takes sequences of at most 32 positions (its mixer's seq_len or max_length); "
+        "got 33");
   recur_session_free(s);
 }
 

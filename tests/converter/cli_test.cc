@@ -181,6 +181,14 @@ TEST_CASE(
             {"format_version:  1",
              "mixer:  reformer heads=2 dk=4 dv=3 n_buckets=4 chunk=5 "
              "rounds=2 non-causal (encoder)"}},
+           {R"({"layout": "recur", "d_model": 8, "n_layers": 1, "norm_placement": "pre",
+               "layer_norm_eps": 1e-5,
+               "input": {"kind": "features", "feature_width": 8, "projection": false},
+               "max_positions": 0, "mixer": {"type": "gau", "expansion_dim": 6, "qk_dim": 4,
+               "max_length": 30, "length_scale": true}, "ffn": null, "final_norm": false,
+               "head": null})",
+            {"format_version:  2", "length_scale (scores / N) causal_mask non-causal (encoder)",
+             "state:  0 bytes per stream"}},
            {kTokensConfig, {"format_version:  1"}}}) {
     testing::TempDir dir;
     WriteInputs(dir, config, testing::RandomTensors(config, 2));

@@ -831,9 +831,32 @@ TEST_CASE("config: GAU (recur layout)") {
   for (const auto& t : ExpectedTensors(r->desc)) {
     if (t.name == "blocks.0.mixer.rel_bias") CHECK(t.shape == std::vector<int64_t>{79});
   }
+  CHECK(FormatVersionFor(r->desc) == 1);
+  // length_scale: an encoder whatever causal says; causal is then its mask (rel_bias [T]).
+  for (const bool mask : {true, false}) {
+    CAPTURE(mask);
+    j["mixer"]["causal"] = mask;
+    j["mixer"]["length_scale"] = true;
+    r = ParseConfig(j.dump());
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    const auto& l = ParamsOf<GauParams>(r->desc.blocks[0]);
+    CHECK(l.length_scale);
+    CHECK(l.mask == mask);
+    CHECK_FALSE(l.causal);
+    CHECK(FormatVersionFor(r->desc) == 2);
+    for (const auto& t : ExpectedTensors(r->desc)) {
+      if (t.name == "blocks.0.mixer.rel_bias") {
+        CHECK(t.shape == std::vector<int64_t>{mask ? 40 : 79});
+      }
+    }
+  }
+  j["mixer"]["length_scale"] = 1;
+  CHECK(ErrorOf(j) == "config.json: \"mixer.length_scale\" must be true or false");
+  j["mixer"].erase("length_scale");
+  j["mixer"]["causal"] = false;
   j["mixer"]["chunk"] = 4;
   CHECK(ErrorOf(j) == "config.json: \"mixer.chunk\" does not apply to gau (its keys: type, "
-                      "causal, expansion_dim, qk_dim, max_length, scale)");
+                      "causal, expansion_dim, qk_dim, max_length, scale, length_scale)");
   j["mixer"].erase("chunk");
   j["mixer"]["max_length"] = 70000;
   CHECK(ErrorOf(j) == "config.json: \"mixer.max_length\" must be at most 65536");

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "converter/import.h"
+#include "converter/mixers/gau.h"
 #include "converter/safetensors.h"
 #include "converter/writer.h"
 #include "converter_test_util.h"
@@ -351,6 +352,49 @@ TEST_CASE("import: FLASH-pytorch's T5 buckets, split projections and reordered r
   for (const auto& [offset, bucket] : bidirectional) {
     CHECK(b2[offset + 119] == doctest::Approx(2.0 * both[bucket]));
   }
+}
+
+TEST_CASE("import: FLASH-pytorch's GAU, its own names and the T5 bias times the square root of dim") {
+  // Causal, max_length 60: offsets 0..59; √dim = 3.
+  const char* config = R"({"layout": "flash-pytorch", "class": "GAU", "dim": 9,
+    "query_key_dim": 4, "expansion_factor": 1.5, "causal": true, "max_length": 60,
+    "norm_type": "scalenorm"})";
+  auto parsed = ParseConfig(config);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.message());
+  CHECK(parsed->desc.blocks.size() == 1);
+  CHECK(parsed->desc.blocks[0].d_ff == 0);
+  CHECK_FALSE(parsed->desc.has_head);
+  CHECK_FALSE(parsed->desc.final_norm);
+  const GauParams* gau = parsed->desc.blocks[0].mixer.As<GauParams>();
+  REQUIRE(gau != nullptr);
+  const GauParams& g = *gau;
+  CHECK(g.length_scale);
+  CHECK(g.mask);
+  CHECK_FALSE(g.causal);
+  CHECK(g.expansion_dim == 13);  // int(1.5 · 9)
+  CHECK(g.scale == 1.0f);
+  TensorMap t = testing::RandomTensors(config, 8);
+  CHECK(t.count("norm.g") == 1);
+  CHECK(t.count("to_out.0.weight") == 1);
+  CHECK(t.count("offsetscale.gamma") == 1);
+  auto r = ImportTensors(parsed->desc, parsed->layout, ViewsOf(t));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const std::vector<float>& table = t.at("rel_pos_bias.relative_attention_bias.weight").data;
+  const std::vector<float>& bias = r->at("blocks.0.mixer.rel_bias").data;
+  REQUIRE(bias.size() == 60);
+  const std::pair<int, int> causal[] = {{0, 0}, {15, 15}, {16, 16}, {59, 26}};
+  for (const auto& [offset, bucket] : causal) {
+    const int o = offset, k = bucket;
+    CAPTURE(o);
+    CHECK(bias[o] == doctest::Approx(3.0 * table[k]));
+  }
+  // OffsetScale's rows are recur's Q, K as they are; to_hidden split v | gate.
+  CHECK(r->at("blocks.0.mixer.qk_gamma").data == t.at("offsetscale.gamma").data);
+  const std::vector<float>& hidden = t.at("to_hidden.0.bias").data;
+  CHECK(r->at("blocks.0.mixer.v_proj.bias").data ==
+        std::vector<float>(hidden.begin(), hidden.begin() + 13));
+  CHECK(r->at("blocks.0.mixer.u_proj.bias").data ==
+        std::vector<float>(hidden.begin() + 13, hidden.end()));
 }
 
 TEST_CASE("import: BuildModel validates recur-named tensors the same way") {

@@ -576,6 +576,17 @@ TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
   CHECK(r.message() == "blocks.0: the GPU path has no transformers-form Reformer (mixer.form)");
   CHECK(gpu == nullptr);
 
+  // FLASH-pytorch's GAU, its encoder and its causal-masked encoder alike.
+  for (const char* config : {"gau_length_encoder", "gau_length_causal_encoder"}) {
+    CAPTURE(config);
+    Loaded length;
+    Load(ReadConfig(config), WeightDType::kF32, &length);
+    const Status n = GpuModel::Create(*length.model, TestDevice(), &gpu);
+    CHECK(n.code() == StatusCode::kUnsupported);
+    CHECK(n.message() == "blocks.0: the GPU path has no length-scaled GAU (mixer.length_scale)");
+    CHECK(gpu == nullptr);
+  }
+
   Loaded global;
   Load(ReadConfig("sliding_window_global"), WeightDType::kF32, &global);
   const Status g = GpuModel::Create(*global.model, TestDevice(), &gpu);

@@ -89,7 +89,7 @@ _KEYS = {
     "aft_local": ({"heads", "dk", "window"}, {"causal"}),
     "aft_conv": ({"heads", "dk", "window"}, {"causal"}),
     "aft_full": ({"heads", "dk", "max_length"}, {"bias_rank", "bias_form", "causal"}),
-    "gau": ({"expansion_dim", "qk_dim", "max_length"}, {"scale", "causal"}),
+    "gau": ({"expansion_dim", "qk_dim", "max_length"}, {"scale", "causal", "length_scale"}),
     "flash": ({"expansion_dim", "qk_dim", "chunk"}, {"scale", "causal", "rotary"}),
     "linformer": ({"heads", "dk", "dv", "seq_len", "proj_dim"}, {"sharing", "causal"}),
     "reformer": ({"heads", "dk", "dv", "n_buckets", "chunk", "rounds"},
@@ -143,6 +143,8 @@ def is_causal(cfg: dict) -> bool:
     form only when causal with chunks_after 0 and chunks_before ≤ 1 (an encoder otherwise)."""
     if cfg.get("type") == "block_local":
         return block_local_streamable(cfg)
+    if cfg.get("type") == "gau" and cfg.get("length_scale", False):
+        return False   # gau's length_scale divides by the whole length: an encoder, "causal" its mask
     return cfg.get("causal", cfg.get("type") not in ENCODER_ONLY)
 
 
@@ -235,6 +237,7 @@ def validate_mixer(cfg: dict, d_model: int) -> None:
              f"unknown mixer.bias_form {cfg.get('bias_form')!r}; expected one of {list(AFT_BIAS_FORMS)}")
     elif t == "gau":
         need(_pos_int(cfg["max_length"]), "mixer.max_length must be a positive integer")
+        need(isinstance(cfg.get("length_scale", False), bool), "mixer.length_scale must be true or false")
     elif t == "flash":
         need(_pos_int(cfg["chunk"]), "mixer.chunk must be a positive integer")
     elif t == "linformer":
@@ -1717,6 +1720,9 @@ class GAU(_BoundedKVCache, _GAUBase):
       y = out(U ⊙ A V)
     Config: expansion_dim E, qk_dim s, max_length T (sequences/contexts longer raise
     ValueError), scale (default 1/T: the paper divides by the sequence length), causal.
+    length_scale (FLASH-pytorch's GAU): A_{t,p} = relu((scale · Q_t·K_p + rel_bias[·]) / N)²,
+    N the length of the encoded sequence: an encoder only (noncausal), where "causal" is the
+    mask p ≤ t (rel_bias (T,), index t − p); no step form.
     rel_bias: causal (T,), index t − p; non-causal (2T−1,), index t − p + T − 1
     (a learned bias per relative offset; the paper uses T5-style buckets or RoPE).
     State (causal, a KV cache bounded by T): per stream {"k" (P, s), "v" (P, E)} of the P
@@ -1729,7 +1735,9 @@ class GAU(_BoundedKVCache, _GAUBase):
         super().__init__(cfg, d_model)
         self.T = cfg["max_length"]
         self.scale = cfg.get("scale", 1.0 / self.T)
-        self.rel_bias = nn.Parameter(0.3 * torch.randn(self.T if self.causal else 2 * self.T - 1))
+        self.length_scale = cfg.get("length_scale", False)
+        self.mask = cfg.get("causal", True)    # p ≤ t (the step form's, or length_scale's mask)
+        self.rel_bias = nn.Parameter(0.3 * torch.randn(self.T if self.mask else 2 * self.T - 1))
 
     # Per stream.
 
@@ -1742,13 +1750,33 @@ class GAU(_BoundedKVCache, _GAUBase):
 
     def _attend(self, q: Tensor, K: Tensor, V: Tensor, t: Tensor, mask: bool) -> Tensor:
         """Σ_p A_{t,p} V_p ([B,] Nt, E) for queries q ([B,] Nt, s) at positions t over keys
-        K ([B,] Np, s), values V ([B,] Np, E) at positions 0..Np−1; mask: drop p > t (causal)."""
+        K ([B,] Np, s), values V ([B,] Np, E) at positions 0..Np−1; mask: drop p > t (causal).
+        With length_scale the keys are the whole sequence, N = Np."""
         off = t[:, None] - torch.arange(K.shape[-2])[None, :]             # t − p
-        b = self.rel_bias[off.clamp(min=0)] if self.causal else self.rel_bias[off + self.T - 1]
-        a = F.relu(self.scale * q @ K.transpose(-1, -2) + b) ** 2
-        if mask:
+        b = self.rel_bias[off.clamp(min=0)] if self.mask else self.rel_bias[off + self.T - 1]
+        sim = self.scale * q @ K.transpose(-1, -2) + b
+        if self.length_scale:
+            sim = sim / K.shape[-2]
+        a = F.relu(sim) ** 2
+        if mask or (self.length_scale and self.mask):   # noncausal passes mask False
             a = a.masked_fill(off < 0, 0.0)
         return a @ V
+
+    def _no_rnn(self):
+        if not self.length_scale:
+            super()._no_rnn()
+        raise ValueError("mixer gau: no recurrent (step) form because length_scale divides by the whole "
+                         "sequence's length (an encoder, causal its mask); use forward(x) over the whole sequence")
+
+    def parallel(self, x: Tensor, state: Dict[str, Tensor], pos: int, chunk: int):
+        if self.length_scale:
+            self._no_rnn()
+        return super().parallel(x, state, pos, chunk)
+
+    def recurrent(self, x: Tensor, state: Dict[str, Tensor], pos: int):
+        if self.length_scale:
+            self._no_rnn()
+        return super().recurrent(x, state, pos)
 
     # Batched.
 
@@ -1757,7 +1785,7 @@ class GAU(_BoundedKVCache, _GAUBase):
         N = x.shape[1]
         self._check(0, N)
         u, v, (q, k) = self._proj(x)
-        return self.out(u * self._attend(q, k, v, torch.arange(N), self.causal))
+        return self.out(u * self._attend(q, k, v, torch.arange(N), self.mask))
 
     def _prefill(self, x, state):
         N, pos = x.shape[1], int(state["pos"])
