@@ -87,4 +87,13 @@ Status CheckTransformersKeys(const KeyReader& r, const nlohmann::json& root,
   return Status::Ok();
 }
 
+std::string RenamedSource(const std::string& layer, const std::string& rest,
+                          std::initializer_list<std::pair<const char*, const char*>> names) {
+  for (const auto& [recur, hf] : names) {
+    const std::string prefix = recur;
+    if (rest.compare(0, prefix.size(), prefix) == 0) return layer + hf + rest.substr(prefix.size());
+  }
+  return layer + rest;
+}
+
 }  // namespace recur::impl::converter

@@ -5,6 +5,8 @@
 
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
 
 #include "converter/key_reader.h"
 #include "core/status.h"
@@ -21,6 +23,11 @@ Status CheckTransformersKeys(const KeyReader& r, const nlohmann::json& root,
                              std::initializer_list<const char*> model_keys,
                              std::initializer_list<const char*> ignored_keys,
                              const char* config_class);
+
+// `layer` + `rest` with rest's first matching recur prefix (names[k].first)
+// replaced by transformers' (names[k].second); unmatched: layer + rest.
+std::string RenamedSource(const std::string& layer, const std::string& rest,
+                          std::initializer_list<std::pair<const char*, const char*>> names);
 
 }  // namespace recur::impl::converter
 

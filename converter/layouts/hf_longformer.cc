@@ -153,15 +153,13 @@ Status ParseLongformer(const KeyReader& r, const json& root, ModelDescription* d
 
 // blocks.<i>.<rest> in transformers' names (`layer`: "encoder.layer.<i>.").
 std::string BlockSourceName(const std::string& layer, const std::string& rest) {
-  static const std::pair<const char*, const char*> kNames[] = {
-      {"norm1.", "attention.output.LayerNorm."}, {"norm2.", "output.LayerNorm."},
-      {"ffn.linear1.", "intermediate.dense."},   {"ffn.linear2.", "output.dense."},
-      {"mixer.out.", "attention.output.dense."}, {"mixer.", "attention.self."}};
-  for (const auto& [recur, hf] : kNames) {
-    const std::string prefix = recur;
-    if (rest.compare(0, prefix.size(), prefix) == 0) return layer + hf + rest.substr(prefix.size());
-  }
-  return layer + rest;
+  return RenamedSource(layer, rest,
+                       {{"norm1.", "attention.output.LayerNorm."},
+                        {"norm2.", "output.LayerNorm."},
+                        {"ffn.linear1.", "intermediate.dense."},
+                        {"ffn.linear2.", "output.dense."},
+                        {"mixer.out.", "attention.output.dense."},
+                        {"mixer.", "attention.self."}});
 }
 
 class HfLongformerLayoutConverter final : public LayoutConverter {

@@ -271,15 +271,13 @@ Status ParseReformer(const KeyReader& r, const json& root, ModelDescription* d) 
 
 // blocks.<i>.<rest> in transformers' names (`layer`: "<net>encoder.layers.<i>.").
 std::string ReformerSourceName(const std::string& layer, const std::string& rest) {
-  static const std::pair<const char*, const char*> kNames[] = {
-      {"norm1.", "attention.layer_norm."},           {"norm2.", "feed_forward.layer_norm."},
-      {"ffn.linear1.", "feed_forward.dense.dense."}, {"ffn.linear2.", "feed_forward.output.dense."},
-      {"mixer.out.", "attention.output.dense."},     {"mixer.", "attention.self_attention."}};
-  for (const auto& [recur, hf] : kNames) {
-    const std::string prefix = recur;
-    if (rest.compare(0, prefix.size(), prefix) == 0) return layer + hf + rest.substr(prefix.size());
-  }
-  return layer + rest;
+  return RenamedSource(layer, rest,
+                       {{"norm1.", "attention.layer_norm."},
+                        {"norm2.", "feed_forward.layer_norm."},
+                        {"ffn.linear1.", "feed_forward.dense.dense."},
+                        {"ffn.linear2.", "feed_forward.output.dense."},
+                        {"mixer.out.", "attention.output.dense."},
+                        {"mixer.", "attention.self_attention."}});
 }
 
 class HfReformerLayoutConverter final : public LayoutConverter {
