@@ -10,7 +10,7 @@
 # python3-venv. Everything comes from PyPI by the ordinary pip client.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+repo=$(cd "$here/.." && pwd)
 venv=${1:-"$repo/build/peers-venv"}
 
 if ! /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null; then
