@@ -41,6 +41,10 @@ struct DensePlan {
   // when this is set; backends that always copy are skipped by the
   // automatic choice when it is not).
   bool pack_weights = false;
+  // The op may keep int4 layers as row panels (kernels::PackDenseI4Panels:
+  // 0.5625 bytes per weight) for calls of one row, where the CPU runs those
+  // faster (kernels::DenseI4PanelsPreferred).
+  bool pack_int4 = false;
   // How highway runs int8 weights (other backends ignore it).
   kernels::Int8Activations int8 = kernels::Int8Activations::kFloat;
 };

@@ -4,13 +4,17 @@
 // panels (kernels::PackDense) and runs calls of kPackedMinRows rows or more
 // on the packed GEMM, panels split over the pool. int8 and int4 layers that
 // run on integer dot products (DensePlan::int8, kernels::DenseI8Dot and
-// DenseI4Dot) read the model's bytes at every row count and are never packed.
+// DenseI4Dot) read the model's bytes and are never packed in f32; with
+// DensePlan::pack_int4, int4 layers with groups of 32 also keep row panels
+// (kernels::PackDenseI4Panels) for one-row calls where the CPU runs them
+// faster: the row is quantised once, the panels split over the pool.
 #include <algorithm>
 
 #include "backends/dense_op.h"
 #include "backends/gemm_backend.h"
 #include "hwy/aligned_allocator.h"
 #include "kernels/dense/dense.h"
+#include "kernels/elementwise/elementwise.h"
 
 namespace recur::impl::backends {
 namespace {
@@ -44,7 +48,27 @@ class HighwayDense final : public PreparedDense {
     return Status::Ok();
   }
 
+  Status PackInt4Panels() {
+    const size_t bytes = kernels::DenseI4PanelBytes(d_);
+    panels_ = hwy::AllocateAligned<uint8_t>(bytes);
+    panel_q_ = hwy::AllocateAligned<int8_t>(d_.in);
+    if (!panels_ || !panel_q_) {
+      return OutOfMemory("cannot allocate %zu bytes of int4 panels", bytes + d_.in);
+    }
+    kernels::PackDenseI4Panels(d_, panels_.get());
+    return Status::Ok();
+  }
+
   void Run(const float* x, size_t rows, float* y, bool accumulate) override {
+    if (rows == 1 && panels_) {
+      const float qs = kernels::QuantizeS8(x, panel_q_.get(), d_.in);
+      // 4 panels (64 rows) a task at least: fewer cost more in synchronisation.
+      pool_->ParallelRanges(kernels::DenseI4Panels(d_.out), 4, [&](size_t first, size_t last) {
+        kernels::DenseI4PanelsQuantized(panel_q_.get(), qs, panels_.get(), d_, first, last, y,
+                                        accumulate);
+      });
+      return;
+    }
     if (Quantized(rows)) {
       RunDense(d_, x, rows, y, accumulate, pool_, kernels::Int8Activations::kQuantized);
       return;
@@ -61,7 +85,8 @@ class HighwayDense final : public PreparedDense {
   }
 
   size_t memory_bytes() const override {
-    return packed_ ? kernels::DensePackedFloats(d_.in, d_.out) * sizeof(float) : 0;
+    return (packed_ ? kernels::DensePackedFloats(d_.in, d_.out) * sizeof(float) : 0) +
+           (panels_ ? kernels::DenseI4PanelBytes(d_) + d_.in : 0);
   }
 
  private:
@@ -69,6 +94,8 @@ class HighwayDense final : public PreparedDense {
   ThreadPool* pool_;
   kernels::Int8Activations int8_;
   hwy::AlignedFreeUniquePtr<float[]> packed_;
+  hwy::AlignedFreeUniquePtr<uint8_t[]> panels_;  // int4 row panels, or null
+  hwy::AlignedFreeUniquePtr<int8_t[]> panel_q_;  // the quantised row they run on
 };
 
 class Highway final : public DenseBackend {
@@ -82,6 +109,11 @@ class Highway final : public DenseBackend {
     bool pack = false;
     for (size_t rows : plan.rows) pack |= rows >= kPackedMinRows && !op->Quantized(rows);
     if (plan.pack_weights && pack) RECUR_RETURN_IF_ERROR(op->Pack());
+    const bool one_row = std::find(plan.rows.begin(), plan.rows.end(), 1) != plan.rows.end();
+    if (plan.pack_int4 && one_row && op->Quantized(1) && kernels::DenseI4PanelBytes(d) > 0 &&
+        kernels::DenseI4PanelsPreferred()) {
+      RECUR_RETURN_IF_ERROR(op->PackInt4Panels());
+    }
     *out = std::move(op);
     return Status::Ok();
   }

@@ -1,6 +1,7 @@
 // GEMM backends through the C API: the session option, the error for a
 // backend this build lacks, and every compiled-in backend computing what
-// highway computes (step, prefill).
+// highway computes (step, prefill), and the weight copies each packing
+// option makes.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,6 +10,10 @@
 
 #include <doctest/doctest.h>
 
+#include "converter/config.h"
+#include "converter/quantize.h"
+#include "converter/writer.h"
+#include "kernels/dense/dense.h"
 #include "recur/recur.h"
 #include "test_models.h"
 
@@ -156,4 +161,60 @@ TEST_CASE("packed weights compute what unpacked weights compute, and say what th
     }
     recur_model_free(model);
   }
+}
+
+TEST_CASE("int4 layers keep row panels for one-row steps where the CPU runs them faster") {
+  // d_model 32, d_ff 64: every block weight takes groups of 32.
+  const char* config = R"({
+    "layout": "recur", "d_model": 32, "n_layers": 2, "norm_placement": "pre",
+    "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
+    "max_positions": 64,
+    "mixer": {"type": "linear_attention", "heads": 2, "dk": 16, "dv": 16,
+              "feature_map": "elu_plus_one", "eps": 1e-6},
+    "ffn": {"d_ff": 64, "activation": "gelu"}, "final_norm": true,
+    "head": {"out": 11, "activation": "log_softmax"}})";
+  namespace cv = recur::impl::converter;
+  auto parsed = cv::ParseConfig(config);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.message());
+  cv::BuildOptions build;
+  build.weight_dtype = cv::WeightDType::kInt4;
+  auto built = cv::BuildModel(parsed.value().desc,
+                              recur::impl::testing::RandomTensors(parsed.value().desc, 3), build);
+  REQUIRE_MESSAGE(built.ok(), built.message());
+  const cv::AlignedBytes& bytes = built.value();
+  recur_model* model = nullptr;
+  REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
+  const bool preferred = recur::impl::kernels::DenseI4PanelsPreferred();
+  CAPTURE(preferred);
+  auto summary = [&](uint32_t batch, recur_weight_packing packing, uint32_t int8) {
+    recur_session_options options{};
+    options.struct_size = sizeof(options);
+    options.batch = batch;
+    options.weight_packing = packing;
+    options.int8_activations = int8;
+    recur_session* session = nullptr;
+    REQUIRE(recur_session_create(model, &options, &session) == RECUR_OK);
+    const std::string s = recur_session_backends(session);
+    recur_session_free(session);
+    return s;
+  };
+  const std::string automatic = summary(1, RECUR_PACKING_AUTO, RECUR_INT8_ACTIVATIONS_AUTO);
+  CAPTURE(automatic);
+  CHECK((automatic.find("weight copies") != std::string::npos) == preferred);
+  // Off keeps the model's bytes; float activations and batches of 2 have no use for panels.
+  CHECK(summary(1, RECUR_PACKING_OFF, 0).find("weight copies") == std::string::npos);
+  CHECK(summary(1, RECUR_PACKING_AUTO, RECUR_INT8_ACTIVATIONS_FLOAT).find("weight copies") ==
+        std::string::npos);
+  CHECK(summary(2, RECUR_PACKING_AUTO, 0).find("weight copies") == std::string::npos);
+  // The panels compute what the row tiles compute (both exact per group in
+  // i32; f32 sums in another order).
+  const std::vector<float> tiles = Run(model, "highway", 1, RECUR_PACKING_OFF);
+  const std::vector<float> panels = Run(model, "highway", 1, RECUR_PACKING_AUTO);
+  REQUIRE(panels.size() == tiles.size());
+  double max_diff = 0;
+  for (size_t i = 0; i < panels.size(); ++i) {
+    max_diff = std::max(max_diff, std::fabs(double(panels[i]) - double(tiles[i])));
+  }
+  CHECK(max_diff < 1e-4);
+  recur_model_free(model);
 }

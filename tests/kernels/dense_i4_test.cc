@@ -1,6 +1,7 @@
 // Dense with int4 weights (kI4) on every Highway target against the scalar
 // references (dense_ref.h): the f32-activation path (Dense, DenseI4Float),
-// the integer path (DenseI4Dot, DenseI4DotQuantized) and the packed GEMM.
+// the integer path (DenseI4Dot, DenseI4DotQuantized), the packed GEMM and
+// the batch-1 row panels (PackDenseI4Panels, DenseI4PanelsQuantized).
 //
 // Sizes: the packed rows are whole 32-input blocks, every target steps one
 // block at a time and tiles kO = 4 weight rows by up to 4 activation rows,
@@ -200,9 +201,10 @@ size_t CompareQuantized(const I4Case& c, const int8_t* q, size_t q_stride, const
   return failures;
 }
 
-// DenseI4DotQuantized on random q in [-127, 127] (or `fill_q`).
-template <class FillQ>
-size_t CheckQuantized(std::mt19937& rng, const I4Case& c, const FillQ& fill_q) {
+// run(q, q_stride, qs, w, y, y_stride) on random q in [-127, 127] (or
+// `fill_q`) against the exact reference.
+template <class FillQ, class Run>
+size_t CheckQuantizedRun(std::mt19937& rng, const I4Case& c, const FillQ& fill_q, const Run& run) {
   const size_t q_stride = c.in + c.x_pad, y_stride = c.out + c.y_pad;
   Buffer qs(c.batch, c.offset % 4), bias(c.out, (c.offset + 2) % 4),
       y(c.batch * y_stride, (c.offset + 3) % 4);
@@ -216,9 +218,19 @@ size_t CheckQuantized(std::mt19937& rng, const I4Case& c, const FillQ& fill_q) {
   fill_q(q, q_stride);
   I4Layer layer(rng, c.in, c.out, c.group, c.misaligned, c.bias ? bias.data() : nullptr);
   std::vector<float> y_prev(y.data(), y.data() + y.size());
-  DenseI4DotQuantized(q, q_stride, qs.data(), c.batch, layer.w, y.data(), y_stride,
-                      c.accumulate);
+  run(q, q_stride, qs.data(), layer.w, y.data(), y_stride);
   return CompareQuantized(c, q, q_stride, qs.data(), layer.w, y_prev, y, y_stride);
+}
+
+// DenseI4DotQuantized on random q in [-127, 127] (or `fill_q`).
+template <class FillQ>
+size_t CheckQuantized(std::mt19937& rng, const I4Case& c, const FillQ& fill_q) {
+  return CheckQuantizedRun(rng, c, fill_q,
+                           [&](const int8_t* q, size_t q_stride, const float* qs,
+                               const DenseWeights& w, float* y, size_t y_stride) {
+                             DenseI4DotQuantized(q, q_stride, qs, c.batch, w, y, y_stride,
+                                                 c.accumulate);
+                           });
 }
 
 size_t CheckQuantized(std::mt19937& rng, const I4Case& c) {
@@ -416,6 +428,88 @@ TEST_CASE("DenseI4DotQuantized: batch 16 and up, groups, odd outputs, all target
 // product over the decoded weights. x_b = s_b·q_b + e with |e| ≤ s_b/2
 // (QuantizeS8), so |y − Σ x·w| ≤ (s_b/2)·Σ_i |w_i| plus the f32 roundings
 // bounded above (and ref::Dense's own: 4·ε·√(in+2)·Σ|x·w|).
+// Row panels (batch 1, groups of 32): PackDenseI4Panels into a buffer at an
+// odd address, then DenseI4PanelsQuantized over two disjoint panel ranges,
+// against the exact reference; in 32..2·512 by blocks, out 0..2·16+1.
+size_t CheckPanels(std::mt19937& rng, const I4Case& c) {
+  return CheckQuantizedRun(
+      rng, c, [](int8_t*, size_t) {},
+      [&](const int8_t* q, size_t, const float* qs, const DenseWeights& w, float* y, size_t) {
+        const size_t bytes = DenseI4PanelBytes(w);
+        REQUIRE(bytes == DenseI4Panels(c.out) * (c.in / 32) * 16 * 18);
+        std::vector<uint8_t> storage(bytes + 1, 0xAB);
+        uint8_t* panels = storage.data() + (c.misaligned ? 1 : 0);
+        PackDenseI4Panels(w, panels);
+        const size_t n = DenseI4Panels(c.out), split = n / 2;
+        DenseI4PanelsQuantized(q, qs[0], panels, w, 0, split, y, c.accumulate);
+        DenseI4PanelsQuantized(q, qs[0], panels, w, split, n + 3, y, c.accumulate);
+      });
+}
+
+TEST_CASE("DenseI4PanelsQuantized: in 32..1024 by blocks, out 0..33, all targets") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(47);
+    size_t k = 0;
+    for (size_t in = 32; in <= 2 * 512; in += in < 256 ? 32 : 224) {
+      for (size_t out = 0; out <= 2 * 16 + 1; out += out < 18 ? 1 : 5) {
+        ++k;
+        const I4Case c{1, in, out, 32, 0, k % 4, k % 4, k % 2 == 0, k % 3 == 0, k % 5 < 2};
+        RECUR_I4_INFO(c);
+        CHECK(CheckPanels(rng, c) == 0);
+      }
+    }
+    for (size_t in : {4096, 16384}) {  // the widest layer
+      const I4Case c{1, in, 40, 32, 0, 1, 1, true, true, true};
+      RECUR_I4_INFO(c);
+      CHECK(CheckPanels(rng, c) == 0);
+    }
+  });
+}
+
+TEST_CASE("DenseI4PanelBytes: layers without panels, and a wrong nibble shows") {
+  std::mt19937 rng(48);
+  I4Layer layer(rng, 64, 20, 32, false, nullptr);
+  DenseWeights w = layer.w;
+  CHECK(DenseI4PanelBytes(w) == 2 * 2 * 16 * 18);
+  DenseWeights other = w;
+  other.group = 64;
+  CHECK(DenseI4PanelBytes(other) == 0);
+  other = w;
+  other.in = kDenseI4DotMaxIn + 32;
+  CHECK(DenseI4PanelBytes(other) == 0);
+  other = w;
+  other.out = 0;
+  CHECK(DenseI4PanelBytes(other) == 0);
+  other = w;
+  other.type = WeightType::kI8;
+  CHECK(DenseI4PanelBytes(other) == 0);
+  std::vector<uint8_t> untouched(64, 0x5A);
+  PackDenseI4Panels(other, untouched.data());
+  CHECK(std::all_of(untouched.begin(), untouched.end(), [](uint8_t b) { return b == 0x5A; }));
+  // The kernel reads what the panels hold: one nibble changed after packing
+  // (row 17, input 9) moves output 17 only.
+  std::vector<uint8_t> panels(DenseI4PanelBytes(w));
+  PackDenseI4Panels(w, panels.data());
+  std::vector<int8_t> q(64, 1);
+  ForEachTarget([&](const std::string&) {
+    std::vector<float> y(20), y2(20);
+    DenseI4PanelsQuantized(q.data(), 1.0f, panels.data(), w, 0, 2, y.data(), false);
+    std::vector<uint8_t> changed = panels;
+    // Panel 1, block 0, vector m = 1 (inputs 8..15), row 1, t = 1: input 9 low.
+    uint8_t& byte = changed[2 * 16 * 18 + 1 * 64 + 4 * 1 + 1];
+    byte = static_cast<uint8_t>((byte & 0xF0) | ((byte & 0x0F) == 15 ? 14 : (byte & 0x0F) + 1));
+    DenseI4PanelsQuantized(q.data(), 1.0f, changed.data(), w, 0, 2, y2.data(), false);
+    for (size_t o = 0; o < 20; ++o) {
+      INFO("o=" << o);
+      if (o == 17) {
+        CHECK(y2[o] != y[o]);
+      } else {
+        CHECK(y2[o] == y[o]);
+      }
+    }
+  });
+}
+
 TEST_CASE("DenseI4Dot: f32 activations within the activation rounding, zero rows, all targets") {
   ForEachTarget([&](const std::string&) {
     std::mt19937 rng(45);

@@ -169,17 +169,24 @@ recur_status recur_model_get_info(const recur_model* model, recur_model_info* in
 
 typedef struct recur_session recur_session;
 
-/* Whether dense layers may keep a private, re-laid-out f32 copy of their
- * weights (packed panels: the layout batched GEMMs run fastest on). */
+/* Whether dense layers may keep a private, re-laid-out copy of their
+ * weights: f32 panels (the layout batched GEMMs run fastest on, 4 bytes per
+ * weight), and for int4 layers with groups of 32 row panels (0.5625 bytes
+ * per weight) that one-stream steps run on where the CPU is faster with them
+ * (x86-64 with AVX2 or later; docs/performance.md "int4 weights"). */
 typedef enum recur_weight_packing {
-  /* Pack when batch >= 4, where every step is a GEMM; sessions of 1-3
+  /* f32 panels when batch >= 4, where every step is a GEMM; sessions of 1-3
    * streams keep reading the model's bytes in place (zero-copy), and their
-   * prefills use the unpacked kernels (~10-20% slower GEMMs). */
+   * prefills use the unpacked kernels (~10-20% slower GEMMs). int4 row
+   * panels for sessions of one stream whose int4 layers run on integer dot
+   * products (int8_activations AUTO or QUANTIZED), on CPUs where they are
+   * faster. */
   RECUR_PACKING_AUTO = 0,
   /* Never copy weights: sessions use only the model's bytes; the automatic
    * backend choice skips backends that copy weights (xnnpack, onednn). */
   RECUR_PACKING_OFF = 1,
-  /* Always pack: fastest prefill and encode for any batch. */
+  /* Always pack f32 panels: fastest prefill and encode for any batch; int4
+   * row panels as AUTO. */
   RECUR_PACKING_ON = 2
 } recur_weight_packing;
 
@@ -233,8 +240,9 @@ typedef struct recur_session_options {
                             its results deviate more (docs/correctness.md
                             "Reduced-precision weights"). A backend this build lacks is RECUR_UNSUPPORTED. */
   uint32_t weight_packing; /* a recur_weight_packing; 0 = RECUR_PACKING_AUTO. A packed copy
-                              costs 4 bytes per weight; recur_session_backends reports the
-                              bytes held. A backend named above copies as it must. */
+                              costs 4 bytes per weight (int4 row panels 0.5625);
+                              recur_session_backends reports the bytes held. A backend named
+                              above copies as it must. */
   uint32_t prefill_min;    /* recur_session_prefill of fewer positions than this runs them as
                               steps (cheaper than a chunk of a few rows); 0 = default (see
                               docs/performance.md "Prefill threshold"); 1 = always the

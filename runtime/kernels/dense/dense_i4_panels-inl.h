@@ -1,0 +1,259 @@
+// Per-target batch-1 kernel for int4 layers in row panels (dense.h,
+// PackDenseI4Panels). Panel p holds rows 16p..16p+15; per block b of 32
+// inputs it stores 4 vectors of 64 bytes, byte 4r + t of vector m holding,
+// as nibbles n = q + 8, input 32b + 8m + t of row r (low) and input
+// 32b + 8m + 4 + t (high); after the panel's blocks, its f16 scales, 16 per
+// block in row order. A 32-bit lane of a vector is one row's 4 inputs, so
+// the dot products of 16 rows run side by side against broadcast activations
+// and need no horizontal sums.
+//   AVX512-VNNI (Avx512VnniEnabled): per vector lo = v & 0x0F and
+//     hi16 = v & 0xF0 (16·n) each take one vpdpbusd against 4 broadcast
+//     activation bytes, into a sum started at the block's −8·Σ q_x and one
+//     of 16·n (shifted right by 4 per block: exact), so 64 stored bytes cost
+//     four integer operations where the row layout's tiles (dense_i4-inl.h)
+//     spend about eight; each block's i32 sum is converted and FMAed by its
+//     scale into f32 lanes. Two panels run side by side.
+//   AVX2 and AVX-512 without VNNI: per 32 bytes (8 rows) lo and hi nibbles
+//     each take one maddubs against 4 broadcast activation bytes; the i16
+//     pairs of a block's 4 vectors are added in i16 (≤ 8·3810 < 2^15) and
+//     one madd with ones gives each row's i32 sum: 7 operations per 32
+//     stored bytes and no horizontal sums, where the row tiles take about
+//     twice as many.
+//   Other targets: a scalar loop over the same layout (DenseI4PanelsPreferred
+//     is false there: the row tiles are faster).
+#if defined(RECUR_KERNELS_DENSE_DENSE_I4_PANELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef RECUR_KERNELS_DENSE_DENSE_I4_PANELS_INL_H_
+#undef RECUR_KERNELS_DENSE_DENSE_I4_PANELS_INL_H_
+#else
+#define RECUR_KERNELS_DENSE_DENSE_I4_PANELS_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "hwy/highway.h"
+#include "kernels/common-inl.h"
+#include "kernels/dense/dense.h"
+#include "kernels/dense/dense_ref.h"
+#include "kernels/dispatch/target_limit.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace recur::impl::kernels {
+namespace HWY_NAMESPACE {
+
+namespace i4p_detail {
+
+inline constexpr size_t kR = kI4PanelRows;
+inline constexpr size_t kBlockBytes = kR * kI4Block / 2;  // nibbles of one block, 256
+inline constexpr size_t kMaxBlocks = kDenseI4DotMaxIn / kI4Block;
+
+// One output: y (+)= bias + scale_x·sum (DenseI4Dot's finish).
+HWY_INLINE void Finish(float sum, float scale_x, const float* bias, float* y, bool accumulate) {
+  float s = sum * scale_x;
+  if (bias != nullptr) s += *bias;
+  *y = accumulate ? *y + s : s;
+}
+
+// Rows of panels [p0, p1) one at a time: the reference the SIMD form follows.
+HWY_INLINE void PanelsScalar(const int8_t* q, float qs, const int32_t* xs, const uint8_t* panels,
+                             const DenseWeights& w, size_t p0, size_t p1, float* y,
+                             bool accumulate) {
+  const size_t blocks = w.in / kI4Block, panel_bytes = DenseI4PanelBytes(w) / DenseI4Panels(w.out);
+  for (size_t p = p0; p < p1; ++p) {
+    const uint8_t* base = panels + p * panel_bytes;
+    const uint8_t* scales = base + blocks * kBlockBytes;
+    for (size_t r = 0; r < kR && p * kR + r < w.out; ++r) {
+      float sum = 0.0f;
+      for (size_t b = 0; b < blocks; ++b) {
+        int32_t s = xs[b];
+        for (size_t m = 0; m < 4; ++m) {
+          for (size_t t = 0; t < 4; ++t) {
+            const uint8_t byte = base[b * kBlockBytes + m * 64 + 4 * r + t];
+            s += (byte & 0xF) * q[b * kI4Block + 8 * m + t];
+            s += (byte >> 4) * q[b * kI4Block + 8 * m + 4 + t];
+          }
+        }
+        uint16_t bits;
+        std::memcpy(&bits, scales + (b * kR + r) * 2, 2);
+        sum += static_cast<float>(s) * ref::F16ToF32(bits);
+      }
+      const size_t o = p * kR + r;
+      Finish(sum, qs, w.bias ? w.bias + o : nullptr, y + o, accumulate);
+    }
+  }
+}
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// acc[j] += Σ_{k<4} u[4j+k]·s[k]: vpdpbusd with the 4 signed bytes at s
+// broadcast to every lane (EVEX embedded broadcast).
+HWY_INLINE __m512i DpBusdBroadcast(__m512i acc, __m512i u, const int8_t* s) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0"
+          : "+v"(acc)
+          : "v"(u), "m"(*reinterpret_cast<const int32_t*>(s)));
+  return acc;
+}
+
+// kP panels side by side (base[k]: panel k's first byte), all blocks; f[k]:
+// the f32 lanes, one row each.
+template <size_t kP>
+HWY_INLINE void VnniPanels(const int8_t* q, const int32_t* xs, const uint8_t* const* base,
+                           size_t blocks, __m512* f) {
+  const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8(static_cast<char>(0xF0));
+  for (size_t k = 0; k < kP; ++k) f[k] = _mm512_setzero_ps();
+  for (size_t b = 0; b < blocks; ++b) {
+    const int8_t* x = q + b * kI4Block;
+    __m512i lo[kP], hi[kP];
+    for (size_t k = 0; k < kP; ++k) {
+      lo[k] = _mm512_set1_epi32(xs[b]);
+      hi[k] = _mm512_setzero_si512();
+    }
+    HWY_UNROLL(4)
+    for (size_t m = 0; m < 4; ++m) {
+      for (size_t k = 0; k < kP; ++k) {
+        const __m512i v = _mm512_loadu_si512(base[k] + b * kBlockBytes + m * 64);
+        lo[k] = DpBusdBroadcast(lo[k], _mm512_and_si512(v, lo4), x + 8 * m);
+        hi[k] = DpBusdBroadcast(hi[k], _mm512_and_si512(v, hi4), x + 8 * m + 4);
+      }
+    }
+    for (size_t k = 0; k < kP; ++k) {
+      const __m512i s = _mm512_add_epi32(lo[k], _mm512_srai_epi32(hi[k], 4));
+      const __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(base[k] + blocks * kBlockBytes + b * kR * 2)));
+      f[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, f[k]);
+    }
+  }
+}
+
+HWY_INLINE void VnniFinish(__m512 f, float qs, const float* bias, float* y, size_t rows,
+                           bool accumulate) {
+  const __mmask16 mask = static_cast<__mmask16>((1u << rows) - 1);
+  __m512 v = _mm512_mul_ps(f, _mm512_set1_ps(qs));
+  if (bias != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, bias));
+  if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), v);
+  _mm512_mask_storeu_ps(y, mask, v);
+}
+
+HWY_NOINLINE void PanelsVnni(const int8_t* q, float qs, const int32_t* xs, const uint8_t* panels,
+                             const DenseWeights& w, size_t p0, size_t p1, float* y,
+                             bool accumulate) {
+  const size_t blocks = w.in / kI4Block, panel_bytes = DenseI4PanelBytes(w) / DenseI4Panels(w.out);
+  auto finish = [&](size_t p, __m512 f) HWY_ATTR {
+    const size_t o = p * kR;
+    VnniFinish(f, qs, w.bias ? w.bias + o : nullptr, y + o, std::min(kR, w.out - o), accumulate);
+  };
+  size_t p = p0;
+  for (; p + 2 <= p1; p += 2) {
+    const uint8_t* base[2] = {panels + p * panel_bytes, panels + (p + 1) * panel_bytes};
+    __m512 f[2];
+    VnniPanels<2>(q, xs, base, blocks, f);
+    finish(p, f[0]);
+    finish(p + 1, f[1]);
+  }
+  if (p < p1) {
+    const uint8_t* base[1] = {panels + p * panel_bytes};
+    __m512 f[1];
+    VnniPanels<1>(q, xs, base, blocks, f);
+    finish(p, f[0]);
+  }
+}
+#endif  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+// One panel, all blocks, as two halves of 8 rows (32 bytes of a vector
+// each); f[h]: half h's f32 lanes, one row each. Per half and vector m the
+// nibbles' maddubs pairs (≤ 2·15·127) of lo and hi are added in i16, then
+// over the block's 4 vectors (≤ 8·3810 < 2^15), and one madd with ones
+// gives each row's i32 sum.
+HWY_INLINE void Avx2Panel(const int8_t* q, const int32_t* xs, const uint8_t* base, size_t blocks,
+                          __m256* f) {
+  const __m256i lo4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  f[0] = _mm256_setzero_ps();
+  f[1] = _mm256_setzero_ps();
+  for (size_t b = 0; b < blocks; ++b) {
+    const int8_t* x = q + b * kI4Block;
+    __m256i xb[8];
+    for (size_t j = 0; j < 8; ++j) {
+      int32_t four;
+      std::memcpy(&four, x + 4 * j, 4);
+      xb[j] = _mm256_set1_epi32(four);
+    }
+    const __m256i start = _mm256_set1_epi32(xs[b]);
+    for (size_t h = 0; h < 2; ++h) {
+      __m256i acc16 = _mm256_setzero_si256();
+      HWY_UNROLL(4)
+      for (size_t m = 0; m < 4; ++m) {
+        const __m256i v = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(base + b * kBlockBytes + m * 64 + h * 32));
+        const __m256i lo = _mm256_and_si256(v, lo4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+        acc16 = _mm256_add_epi16(acc16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, xb[2 * m]),
+                                                         _mm256_maddubs_epi16(hi, xb[2 * m + 1])));
+      }
+      const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(acc16, ones), start);
+      const __m256 scale = _mm256_cvtph_ps(_mm_loadu_si128(
+          reinterpret_cast<const __m128i*>(base + blocks * kBlockBytes + (b * kR + 8 * h) * 2)));
+      f[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, f[h]);
+    }
+  }
+}
+
+HWY_NOINLINE void PanelsAvx2(const int8_t* q, float qs, const int32_t* xs, const uint8_t* panels,
+                             const DenseWeights& w, size_t p0, size_t p1, float* y,
+                             bool accumulate) {
+  const size_t blocks = w.in / kI4Block, panel_bytes = DenseI4PanelBytes(w) / DenseI4Panels(w.out);
+  for (size_t p = p0; p < p1; ++p) {
+    __m256 f[2];
+    Avx2Panel(q, xs, panels + p * panel_bytes, blocks, f);
+    HWY_ALIGN float sums[kR];
+    _mm256_store_ps(sums, f[0]);
+    _mm256_store_ps(sums + 8, f[1]);
+    for (size_t r = 0; r < kR && p * kR + r < w.out; ++r) {
+      const size_t o = p * kR + r;
+      Finish(sums[r], qs, w.bias ? w.bias + o : nullptr, y + o, accumulate);
+    }
+  }
+}
+#endif  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+
+}  // namespace i4p_detail
+
+HWY_INLINE bool I4PanelsPreferred() {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  return true;  // VNNI or not (docs/performance.md "int4 weights")
+#else
+  return false;
+#endif
+}
+
+// DenseI4PanelsQuantized (dense.h) for a layer DenseI4PanelBytes accepts.
+HWY_INLINE void I4PanelsQuantized(const int8_t* q, float qs, const uint8_t* panels,
+                                  const DenseWeights& w, size_t p0, size_t p1, float* y,
+                                  bool accumulate) {
+  namespace d = i4p_detail;
+  const size_t blocks = w.in / kI4Block;
+  int32_t xs[d::kMaxBlocks];  // −8·Σ q over each block
+  for (size_t b = 0; b < blocks; ++b) {
+    int32_t s = 0;
+    for (size_t i = 0; i < kI4Block; ++i) s += q[b * kI4Block + i];
+    xs[b] = -8 * s;
+  }
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  if (Avx512VnniEnabled()) {
+    d::PanelsVnni(q, qs, xs, panels, w, p0, p1, y, accumulate);
+    return;
+  }
+#endif
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  d::PanelsAvx2(q, qs, xs, panels, w, p0, p1, y, accumulate);
+  return;
+#endif
+  d::PanelsScalar(q, qs, xs, panels, w, p0, p1, y, accumulate);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace recur::impl::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // RECUR_KERNELS_DENSE_DENSE_I4_PANELS_INL_H_ toggle
