@@ -18,8 +18,8 @@ hwy_src=""
 need_hwy() { [ -n "$hwy_src" ] || hwy_src="$(scripts/hwy-source.sh)"; }
 minimal_flags() {
   need_hwy
-  echo "-DRECUR_HWY_SOURCE_DIR=$hwy_src -DRECUR_WITH_PTHREADPOOL=OFF -DRECUR_WITH_XNNPACK=OFF" \
-       "-DRECUR_WITH_ONEDNN=OFF -DRECUR_LINK_STATIC=ON -DCMAKE_BUILD_TYPE=MinSizeRel"
+  echo "-DRECUR_HWY_SOURCE_DIR=$hwy_src -DRECUR_WITH_THREADS=OFF -DRECUR_WITH_PTHREADPOOL=OFF" \
+       "-DRECUR_WITH_XNNPACK=OFF -DRECUR_WITH_ONEDNN=OFF -DRECUR_LINK_STATIC=ON -DCMAKE_BUILD_TYPE=MinSizeRel"
 }
 aarch64_flags() {
   scripts/arm64-sysroot.sh >/dev/null

@@ -1,6 +1,8 @@
 // Intra-op threads: one pool per session, sized by the session options.
-// Backed by pthreadpool (the pool XNNPACK uses) when the build has it;
-// without it the pool has one thread, the caller's.
+// Worker threads of its own that spin between calls before they sleep, so
+// the µs-apart layers of a one-stream step pay no system call to wake them
+// (docs/design.md, "Threads"); a build without threads (RECUR_WITH_THREADS
+// off) has one thread, the caller's.
 #ifndef RECUR_CORE_THREADPOOL_H_
 #define RECUR_CORE_THREADPOOL_H_
 
@@ -30,7 +32,8 @@ class ThreadPool {
   size_t threads() const { return threads_; }
 
   // Calls task(context, i) for every i in [0, n), spread over the pool's
-  // threads; returns when all calls are done. Not reentrant.
+  // threads (the calling thread among them); returns when all calls are
+  // done. Not reentrant, and one caller at a time.
   using Task = void (*)(void* context, size_t i);
   void ParallelFor(size_t n, Task task, void* context);
 
@@ -74,9 +77,10 @@ class ThreadPool {
   static bool Available();
 
  private:
+  struct Workers;
   explicit ThreadPool(size_t threads) : threads_(threads) {}
   size_t threads_;
-  [[maybe_unused]] void* impl_ = nullptr;  // pthreadpool_t (unused without one)
+  Workers* workers_ = nullptr;  // null for one thread
 };
 
 }  // namespace recur::impl

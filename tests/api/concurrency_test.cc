@@ -35,8 +35,8 @@ std::vector<float> Workload(const recur_model* model, int seed, std::string* fai
     *failure = std::string(what) + ": " + recur_last_error();
     return std::vector<float>{};
   };
-  // Two intra-op threads per session where the build has a pool (not in the
-  // tsan preset's build).
+  // Two intra-op threads per session where the build has worker threads (the
+  // tsan preset's has, instrumented; the minimal preset's has not).
   recur_session_options options = recur_session_options_default();
   options.batch = kBatch;
   options.threads = 2;

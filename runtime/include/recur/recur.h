@@ -470,9 +470,9 @@ recur_status recur_set_platform(const recur_platform* platform);
 const char* recur_backends(void);
 
 /* The most intra-op threads a session of this build may use
- * (recur_session_options.threads): 256 when built with a thread pool
- * (pthreadpool), 1 without one (the minimal configuration), where asking for
- * more is RECUR_UNSUPPORTED. */
+ * (recur_session_options.threads): 256 when built with worker threads, 1
+ * without (the minimal configuration), where asking for more is
+ * RECUR_UNSUPPORTED. */
 uint32_t recur_max_threads(void);
 
 #ifdef __cplusplus
