@@ -342,7 +342,7 @@ TEST_CASE("session options: batch and thread bounds") {
   s = nullptr;
   options.struct_size = sizeof(options);
   CHECK(s == nullptr);
-  // Two threads: a session in a build with a thread pool; a precise refusal
+  // Two threads: a session in a build with worker threads; a precise refusal
   // in one without (the minimal configuration).
   options = recur_session_options_default();
   options.threads = 2;
@@ -352,7 +352,7 @@ TEST_CASE("session options: batch and thread bounds") {
   } else {
     CHECK(recur_max_threads() == 1);
     CHECK(recur_session_create(m.model, &options, &s) == RECUR_UNSUPPORTED);
-    CHECK(ErrorContains("threads = 2, but this build has no thread pool"));
+    CHECK(ErrorContains("threads = 2, but this build has no worker threads"));
     CHECK(s == nullptr);
   }
 }
