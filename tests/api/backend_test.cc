@@ -10,9 +10,7 @@
 
 #include <doctest/doctest.h>
 
-#include "converter/config.h"
 #include "converter/quantize.h"
-#include "converter/writer.h"
 #include "kernels/dense/dense.h"
 #include "recur/recur.h"
 #include "test_models.h"
@@ -164,24 +162,9 @@ TEST_CASE("packed weights compute what unpacked weights compute, and say what th
 }
 
 TEST_CASE("int4 layers keep row panels for one-row steps where the CPU runs them faster") {
-  // d_model 32, d_ff 64: every block weight takes groups of 32.
-  const char* config = R"({
-    "layout": "recur", "d_model": 32, "n_layers": 2, "norm_placement": "pre",
-    "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
-    "max_positions": 64,
-    "mixer": {"type": "linear_attention", "heads": 2, "dk": 16, "dv": 16,
-              "feature_map": "elu_plus_one", "eps": 1e-6},
-    "ffn": {"d_ff": 64, "activation": "gelu"}, "final_norm": true,
-    "head": {"out": 11, "activation": "log_softmax"}})";
-  namespace cv = recur::impl::converter;
-  auto parsed = cv::ParseConfig(config);
-  REQUIRE_MESSAGE(parsed.ok(), parsed.message());
-  cv::BuildOptions build;
-  build.weight_dtype = cv::WeightDType::kInt4;
-  auto built = cv::BuildModel(parsed.value().desc,
-                              recur::impl::testing::RandomTensors(parsed.value().desc, 3), build);
-  REQUIRE_MESSAGE(built.ok(), built.message());
-  const cv::AlignedBytes& bytes = built.value();
+  const recur::impl::converter::AlignedBytes bytes = recur::impl::testing::BuildTestModel(
+      recur::impl::testing::kTinyInt4Config, 3, recur::impl::converter::WeightDType::kInt4);
+  REQUIRE(!bytes.empty());
   recur_model* model = nullptr;
   REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
   const bool preferred = recur::impl::kernels::DenseI4PanelsPreferred();

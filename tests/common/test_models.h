@@ -32,6 +32,17 @@ inline const char* kTinyTokensConfig = R"({
   "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
   "head": {"out": 11, "activation": "softmax"}})";
 
+// As kTinyTokensConfig with d_model 32 and d_ff 64: every block weight's input
+// dimension is a multiple of 32, so int4 (groups of 32) takes them all.
+inline const char* kTinyInt4Config = R"({
+  "layout": "recur", "d_model": 32, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
+  "max_positions": 64,
+  "mixer": {"type": "linear_attention", "heads": 2, "dk": 16, "dv": 16,
+            "feature_map": "elu_plus_one", "eps": 1e-6},
+  "ffn": {"d_ff": 64, "activation": "gelu"}, "final_norm": true,
+  "head": {"out": 11, "activation": "log_softmax"}})";
+
 // Post-norm, features (width 5, projected), 1 block, no head.
 inline const char* kTinyFeaturesConfig = R"({
   "layout": "recur", "d_model": 12, "n_layers": 1, "norm_placement": "post",

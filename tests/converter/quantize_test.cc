@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "recur/recur.h"
 #include "schema/recur_generated.h"
+#include "test_models.h"
 #include "tolerance.h"
 
 namespace recur::impl::converter {
@@ -565,16 +566,7 @@ TEST_CASE("loader: int8 scales must be per output row, finite and positive") {
 // ---------------------------------------------------------------------------
 // int4
 
-// d_model 32 and d_ff 64: every block weight's input dimension is a
-// multiple of 32.
-const char* kInt4Config = R"({
-  "layout": "recur", "d_model": 32, "n_layers": 2, "norm_placement": "pre",
-  "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
-  "max_positions": 8,
-  "mixer": {"type": "linear_attention", "heads": 2, "dk": 16, "dv": 16,
-            "feature_map": "elu_plus_one", "eps": 1e-6},
-  "ffn": {"d_ff": 64, "activation": "gelu"}, "final_norm": true,
-  "head": {"out": 11, "activation": "log_softmax"}})";
+const char* const kInt4Config = impl::testing::kTinyInt4Config;
 
 TEST_CASE("quantize: int4 groups: smallest f16 scale >= max/7, half a step, packed layout") {
   std::mt19937 rng(5);
