@@ -171,13 +171,16 @@ HWY_INLINE void Tile(D d, const float* const* HWY_RESTRICT xr, const TW* HWY_RES
   const TW* wr[kO];
   for (size_t o = 0; o < kO; ++o) wr[o] = w0 + o * in;
 
-  // Batch 1: prefetch the next tile's rows (contiguous after this tile's) at
-  // the pace this tile consumes its own; past the last row the addresses are
-  // only prefetched, never loaded. Measured on the paper-MNIST step (batch 1,
-  // weights streamed from L3): Intel Xeon AVX-512, int8 292 vs 415 µs, f16
+  // Prefetch the next tile's rows (contiguous after this tile's) at the pace
+  // this tile consumes its own; past the last row the addresses are only
+  // prefetched, never loaded. Measured on the paper-MNIST step (weights
+  // streamed from L3): batch 1, Intel Xeon AVX-512, int8 292 vs 415 µs, f16
   // 513 vs 548, bf16 502 vs 508, f32 no difference; AMD EPYC (Zen 4), f32
-  // 527-564 vs 689-728 µs (four alternating runs of recur-bench --batch 1).
-  constexpr bool kPrefetch = kB == 1;
+  // 527-564 vs 689-728 µs (four alternating runs of recur-bench --batch 1);
+  // batches 2-6 on the Zen 4 (docs/performance.md "Small batches"): f32 batch
+  // 2 0.95-1.31 vs 1.41-1.96 ms, batch 6 (packing off) 1.32-1.70 vs 3.14-3.84
+  // ms, bf16 batch 2 296-319 vs 617-753 µs.
+  constexpr bool kPrefetch = true;
   [[maybe_unused]] const uintptr_t next = reinterpret_cast<uintptr_t>(w0 + kO * in);
   size_t i = 0;
   if constexpr (kPairs) {
