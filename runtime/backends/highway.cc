@@ -6,8 +6,9 @@
 // run on integer dot products (DensePlan::int8, kernels::DenseI8Dot and
 // DenseI4Dot) read the model's bytes and are never packed in f32; with
 // DensePlan::pack_int4, int4 layers with groups of 32 also keep row panels
-// (kernels::PackDenseI4Panels) for one-row calls where the CPU runs them
-// faster: the row is quantised once, the panels split over the pool.
+// (kernels::PackDenseI4Panels) for calls of up to kI4PanelMaxBatch rows where
+// the CPU runs them faster: the rows are quantised once, the panels split
+// over the pool.
 #include <algorithm>
 
 #include "backends/dense_op.h"
@@ -51,21 +52,25 @@ class HighwayDense final : public PreparedDense {
   Status PackInt4Panels() {
     const size_t bytes = kernels::DenseI4PanelBytes(d_);
     panels_ = hwy::AllocateAligned<uint8_t>(bytes);
-    panel_q_ = hwy::AllocateAligned<int8_t>(d_.in);
+    panel_q_ = hwy::AllocateAligned<int8_t>(kernels::kI4PanelMaxBatch * d_.in);
     if (!panels_ || !panel_q_) {
-      return OutOfMemory("cannot allocate %zu bytes of int4 panels", bytes + d_.in);
+      return OutOfMemory("cannot allocate %zu bytes of int4 panels",
+                         bytes + kernels::kI4PanelMaxBatch * d_.in);
     }
     kernels::PackDenseI4Panels(d_, panels_.get());
     return Status::Ok();
   }
 
   void Run(const float* x, size_t rows, float* y, bool accumulate) override {
-    if (rows == 1 && panels_) {
-      const float qs = kernels::QuantizeS8(x, panel_q_.get(), d_.in);
+    if (panels_ && rows >= 1 && rows <= kernels::kI4PanelMaxBatch && Quantized(rows)) {
+      float qs[kernels::kI4PanelMaxBatch];
+      for (size_t b = 0; b < rows; ++b) {
+        qs[b] = kernels::QuantizeS8(x + b * d_.in, panel_q_.get() + b * d_.in, d_.in);
+      }
       // 4 panels (64 rows) a task at least: fewer cost more in synchronisation.
       pool_->ParallelRanges(kernels::DenseI4Panels(d_.out), 4, [&](size_t first, size_t last) {
-        kernels::DenseI4PanelsQuantized(panel_q_.get(), qs, panels_.get(), d_, first, last, y,
-                                        accumulate);
+        kernels::DenseI4PanelsQuantized(panel_q_.get(), d_.in, qs, rows, panels_.get(), d_, first,
+                                        last, y, d_.out, accumulate);
       });
       return;
     }
@@ -86,7 +91,7 @@ class HighwayDense final : public PreparedDense {
 
   size_t memory_bytes() const override {
     return (packed_ ? kernels::DensePackedFloats(d_.in, d_.out) * sizeof(float) : 0) +
-           (panels_ ? kernels::DenseI4PanelBytes(d_) + d_.in : 0);
+           (panels_ ? kernels::DenseI4PanelBytes(d_) + kernels::kI4PanelMaxBatch * d_.in : 0);
   }
 
  private:
@@ -95,7 +100,7 @@ class HighwayDense final : public PreparedDense {
   kernels::Int8Activations int8_;
   hwy::AlignedFreeUniquePtr<float[]> packed_;
   hwy::AlignedFreeUniquePtr<uint8_t[]> panels_;  // int4 row panels, or null
-  hwy::AlignedFreeUniquePtr<int8_t[]> panel_q_;  // the quantised row they run on
+  hwy::AlignedFreeUniquePtr<int8_t[]> panel_q_;  // the quantised rows they run on
 };
 
 class Highway final : public DenseBackend {
@@ -109,9 +114,10 @@ class Highway final : public DenseBackend {
     bool pack = false;
     for (size_t rows : plan.rows) pack |= rows >= kPackedMinRows && !op->Quantized(rows);
     if (plan.pack_weights && pack) RECUR_RETURN_IF_ERROR(op->Pack());
-    const bool one_row = std::find(plan.rows.begin(), plan.rows.end(), 1) != plan.rows.end();
-    if (plan.pack_int4 && one_row && op->Quantized(1) && kernels::DenseI4PanelBytes(d) > 0 &&
-        kernels::DenseI4PanelsPreferred()) {
+    // Panels when the smallest planned count (a step's) is a small batch.
+    const size_t few = plan.rows.front();
+    if (plan.pack_int4 && few <= kernels::kI4PanelMaxBatch && op->Quantized(few) &&
+        kernels::DenseI4PanelBytes(d) > 0 && kernels::DenseI4PanelsPreferred()) {
       RECUR_RETURN_IF_ERROR(op->PackInt4Panels());
     }
     *out = std::move(op);

@@ -428,34 +428,50 @@ TEST_CASE("DenseI4DotQuantized: batch 16 and up, groups, odd outputs, all target
 // product over the decoded weights. x_b = s_b·q_b + e with |e| ≤ s_b/2
 // (QuantizeS8), so |y − Σ x·w| ≤ (s_b/2)·Σ_i |w_i| plus the f32 roundings
 // bounded above (and ref::Dense's own: 4·ε·√(in+2)·Σ|x·w|).
-// Row panels (batch 1, groups of 32): PackDenseI4Panels into a buffer at an
-// odd address, then DenseI4PanelsQuantized over two disjoint panel ranges,
-// against the exact reference; in 32..2·512 by blocks, out 0..2·16+1.
+// Row panels (groups of 32): PackDenseI4Panels into a buffer at an odd
+// address, then DenseI4PanelsQuantized over two disjoint panel ranges,
+// against the exact reference; in 32..2·512 by blocks, out 0..2·16+1, batch
+// 0..2·4+1 (runs of kI4PanelMaxBatch rows).
 size_t CheckPanels(std::mt19937& rng, const I4Case& c) {
   return CheckQuantizedRun(
       rng, c, [](int8_t*, size_t) {},
-      [&](const int8_t* q, size_t, const float* qs, const DenseWeights& w, float* y, size_t) {
+      [&](const int8_t* q, size_t q_stride, const float* qs, const DenseWeights& w, float* y,
+          size_t y_stride) {
         const size_t bytes = DenseI4PanelBytes(w);
         REQUIRE(bytes == DenseI4Panels(c.out) * (c.in / 32) * 16 * 18);
         std::vector<uint8_t> storage(bytes + 1, 0xAB);
         uint8_t* panels = storage.data() + (c.misaligned ? 1 : 0);
         PackDenseI4Panels(w, panels);
         const size_t n = DenseI4Panels(c.out), split = n / 2;
-        DenseI4PanelsQuantized(q, qs[0], panels, w, 0, split, y, c.accumulate);
-        DenseI4PanelsQuantized(q, qs[0], panels, w, split, n + 3, y, c.accumulate);
+        DenseI4PanelsQuantized(q, q_stride, qs, c.batch, panels, w, 0, split, y, y_stride,
+                               c.accumulate);
+        DenseI4PanelsQuantized(q, q_stride, qs, c.batch, panels, w, split, n + 3, y, y_stride,
+                               c.accumulate);
       });
 }
 
-TEST_CASE("DenseI4PanelsQuantized: in 32..1024 by blocks, out 0..33, all targets") {
+TEST_CASE("DenseI4PanelsQuantized: in 32..1024 by blocks, out 0..33, batch 0..9, all targets") {
   ForEachTarget([&](const std::string&) {
     std::mt19937 rng(47);
     size_t k = 0;
     for (size_t in = 32; in <= 2 * 512; in += in < 256 ? 32 : 224) {
       for (size_t out = 0; out <= 2 * 16 + 1; out += out < 18 ? 1 : 5) {
         ++k;
-        const I4Case c{1, in, out, 32, 0, k % 4, k % 4, k % 2 == 0, k % 3 == 0, k % 5 < 2};
+        const I4Case c{1, in, out, 32, k % 3 * 5, k % 4, k % 4, k % 2 == 0, k % 3 == 0,
+                       k % 5 < 2};
         RECUR_I4_INFO(c);
         CHECK(CheckPanels(rng, c) == 0);
+      }
+    }
+    for (size_t batch = 0; batch <= 2 * kI4PanelMaxBatch + 1; ++batch) {
+      for (size_t in : {32, 96, 256}) {
+        for (size_t out : {5, 16, 33}) {
+          ++k;
+          const I4Case c{batch, in, out, 32, k % 3 * 5, k % 4, k % 4, k % 2 == 0, k % 3 == 0,
+                         k % 5 < 2};
+          RECUR_I4_INFO(c);
+          CHECK(CheckPanels(rng, c) == 0);
+        }
       }
     }
     for (size_t in : {4096, 16384}) {  // the widest layer
@@ -493,12 +509,13 @@ TEST_CASE("DenseI4PanelBytes: layers without panels, and a wrong nibble shows") 
   std::vector<int8_t> q(64, 1);
   ForEachTarget([&](const std::string&) {
     std::vector<float> y(20), y2(20);
-    DenseI4PanelsQuantized(q.data(), 1.0f, panels.data(), w, 0, 2, y.data(), false);
+    const float one = 1.0f;
+    DenseI4PanelsQuantized(q.data(), 64, &one, 1, panels.data(), w, 0, 2, y.data(), 20, false);
     std::vector<uint8_t> changed = panels;
     // Panel 1, block 0, vector m = 1 (inputs 8..15), row 1, t = 1: input 9 low.
     uint8_t& byte = changed[2 * 16 * 18 + 1 * 64 + 4 * 1 + 1];
     byte = static_cast<uint8_t>((byte & 0xF0) | ((byte & 0x0F) == 15 ? 14 : (byte & 0x0F) + 1));
-    DenseI4PanelsQuantized(q.data(), 1.0f, changed.data(), w, 0, 2, y2.data(), false);
+    DenseI4PanelsQuantized(q.data(), 64, &one, 1, changed.data(), w, 0, 2, y2.data(), 20, false);
     for (size_t o = 0; o < 20; ++o) {
       INFO("o=" << o);
       if (o == 17) {

@@ -172,13 +172,13 @@ typedef struct recur_session recur_session;
 /* Whether dense layers may keep a private, re-laid-out copy of their
  * weights: f32 panels (the layout batched GEMMs run fastest on, 4 bytes per
  * weight), and for int4 layers with groups of 32 row panels (0.5625 bytes
- * per weight) that one-stream steps run on where the CPU is faster with them
- * (x86-64 with AVX2 or later; docs/performance.md "int4 weights"). */
+ * per weight) that steps of 1-4 streams run on where the CPU is faster with
+ * them (x86-64 with AVX2 or later; docs/performance.md "int4 weights"). */
 typedef enum recur_weight_packing {
   /* f32 panels when batch >= 4, where every step is a GEMM; sessions of 1-3
    * streams keep reading the model's bytes in place (zero-copy), and their
    * prefills use the unpacked kernels (~10-20% slower GEMMs). int4 row
-   * panels for sessions of one stream whose int4 layers run on integer dot
+   * panels for sessions of 1-4 streams whose int4 layers run on integer dot
    * products (int8_activations AUTO or QUANTIZED), on CPUs where they are
    * faster. */
   RECUR_PACKING_AUTO = 0,

@@ -178,13 +178,16 @@ void DenseI4DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales
                          const DenseWeights& w, float* y, size_t y_stride, bool accumulate);
 
 // ---------------------------------------------------------------------------
-// int4 row panels, for batch 1 (dense_i4_panels-inl.h): a re-laid-out copy of
+// int4 row panels, for small batches (dense_i4_panels-inl.h): a re-laid-out copy of
 // a kI4 layer with groups of 32 in which the bytes of 16 output rows sit side
 // by side, 4 inputs each, so one integer dot product sums 16 rows with no
 // horizontal sums. The copy takes 0.5625 bytes per weight (nibbles and f16
 // scales), its output rows rounded up to a multiple of kI4PanelRows. The
 // result is DenseI4DotQuantized's formula, within the same bound.
 inline constexpr size_t kI4PanelRows = 16;
+// Activation rows a panel kernel runs side by side (larger batches run in
+// chunks of this many).
+inline constexpr size_t kI4PanelMaxBatch = 4;
 // Panels of a layer with `out` output features.
 inline size_t DenseI4Panels(size_t out) { return (out + kI4PanelRows - 1) / kI4PanelRows; }
 // Bytes of w's panel copy; 0 for a layer that has none (not kI4, a group
@@ -193,19 +196,22 @@ size_t DenseI4PanelBytes(const DenseWeights& w);
 // Writes w's panels to dst (DenseI4PanelBytes(w) bytes; any alignment, 64
 // bytes is fastest). Writes nothing when DenseI4PanelBytes(w) is 0.
 void PackDenseI4Panels(const DenseWeights& w, uint8_t* dst);
-// Whether DenseI4PanelsQuantized runs a batch-1 step faster than DenseI4Dot
-// on the SIMD target dispatched to now: true on x86-64 from AVX2 (vpdpbusd
-// with AVX512-VNNI, maddubs otherwise); elsewhere it runs a scalar loop.
-// Thread-safe.
+// Whether DenseI4PanelsQuantized runs batches of up to kI4PanelMaxBatch
+// rows faster than DenseI4Dot on the SIMD target dispatched to now: true on
+// x86-64 from AVX2 (vpdpbusd with AVX512-VNNI, maddubs otherwise); elsewhere
+// it runs a scalar loop. Thread-safe.
 bool DenseI4PanelsPreferred();
-// y[o] = (accumulate ? y[o] : 0) + bias[o] + q_scale·Σ_g scale[o, g]·Σ_{i in g}
-// q_w[o, i]·q[i] for the rows o < w.out of panels [panel_begin, panel_end),
-// reading the weights from `panels` (PackDenseI4Panels(w)); w gives the
-// shape, scales' group and bias. q: (w.in) int8 in [-127, 127]; y: (w.out),
-// must not overlap q or panels. Does nothing when DenseI4PanelBytes(w) is 0.
-// Calls on disjoint panel ranges may run concurrently; does not allocate.
-void DenseI4PanelsQuantized(const int8_t* q, float q_scale, const uint8_t* panels,
-                            const DenseWeights& w, size_t panel_begin, size_t panel_end, float* y,
+// y[b, o] = (accumulate ? y[b, o] : 0) + bias[o] + q_scales[b]·Σ_g scale[o, g]
+// ·Σ_{i in g} q_w[o, i]·q[b, i] for b < batch and the rows o < w.out of panels
+// [panel_begin, panel_end), reading the weights from `panels`
+// (PackDenseI4Panels(w)); w gives the shape, scales' group and bias.
+// q: (batch, w.in) int8 in [-127, 127] with row stride q_stride; y: (batch,
+// w.out) with row stride y_stride, must not overlap q or panels. Does nothing
+// when DenseI4PanelBytes(w) is 0. Calls on disjoint panel ranges may run
+// concurrently; does not allocate.
+void DenseI4PanelsQuantized(const int8_t* q, size_t q_stride, const float* q_scales,
+                            size_t batch, const uint8_t* panels, const DenseWeights& w,
+                            size_t panel_begin, size_t panel_end, float* y, size_t y_stride,
                             bool accumulate);
 // ---------------------------------------------------------------------------
 // Scratch. For larger batches Dense packs x into panels or widens narrow

@@ -56,31 +56,36 @@ HWY_INLINE void Finish(float sum, float scale_x, const float* bias, float* y, bo
   *y = accumulate ? *y + s : s;
 }
 
-// Rows of panels [p0, p1) one at a time: the reference the SIMD form follows.
-HWY_INLINE void PanelsScalar(const int8_t* q, float qs, const int32_t* xs, const uint8_t* panels,
-                             const DenseWeights& w, size_t p0, size_t p1, float* y,
-                             bool accumulate) {
+// Rows of panels [p0, p1) one at a time, activation row by row: the
+// reference the SIMD forms follow. q: (batch, in) with row stride q_stride;
+// xs: (batch, blocks) −8·Σ q over each block; y: (batch, out), stride y_stride.
+HWY_INLINE void PanelsScalar(size_t batch, const int8_t* q, size_t q_stride, const float* qs,
+                             const int32_t* xs, const uint8_t* panels, const DenseWeights& w,
+                             size_t p0, size_t p1, float* y, size_t y_stride, bool accumulate) {
   const size_t blocks = w.in / kI4Block, panel_bytes = DenseI4PanelBytes(w) / DenseI4Panels(w.out);
-  for (size_t p = p0; p < p1; ++p) {
-    const uint8_t* base = panels + p * panel_bytes;
-    const uint8_t* scales = base + blocks * kBlockBytes;
-    for (size_t r = 0; r < kR && p * kR + r < w.out; ++r) {
-      float sum = 0.0f;
-      for (size_t b = 0; b < blocks; ++b) {
-        int32_t s = xs[b];
-        for (size_t m = 0; m < 4; ++m) {
-          for (size_t t = 0; t < 4; ++t) {
-            const uint8_t byte = base[b * kBlockBytes + m * 64 + 4 * r + t];
-            s += (byte & 0xF) * q[b * kI4Block + 8 * m + t];
-            s += (byte >> 4) * q[b * kI4Block + 8 * m + 4 + t];
+  for (size_t bi = 0; bi < batch; ++bi) {
+    const int8_t* qb = q + bi * q_stride;
+    for (size_t p = p0; p < p1; ++p) {
+      const uint8_t* base = panels + p * panel_bytes;
+      const uint8_t* scales = base + blocks * kBlockBytes;
+      for (size_t r = 0; r < kR && p * kR + r < w.out; ++r) {
+        float sum = 0.0f;
+        for (size_t b = 0; b < blocks; ++b) {
+          int32_t s = xs[bi * blocks + b];
+          for (size_t m = 0; m < 4; ++m) {
+            for (size_t t = 0; t < 4; ++t) {
+              const uint8_t byte = base[b * kBlockBytes + m * 64 + 4 * r + t];
+              s += (byte & 0xF) * qb[b * kI4Block + 8 * m + t];
+              s += (byte >> 4) * qb[b * kI4Block + 8 * m + 4 + t];
+            }
           }
+          uint16_t bits;
+          std::memcpy(&bits, scales + (b * kR + r) * 2, 2);
+          sum += static_cast<float>(s) * ref::F16ToF32(bits);
         }
-        uint16_t bits;
-        std::memcpy(&bits, scales + (b * kR + r) * 2, 2);
-        sum += static_cast<float>(s) * ref::F16ToF32(bits);
+        const size_t o = p * kR + r;
+        Finish(sum, qs[bi], w.bias ? w.bias + o : nullptr, y + bi * y_stride + o, accumulate);
       }
-      const size_t o = p * kR + r;
-      Finish(sum, qs, w.bias ? w.bias + o : nullptr, y + o, accumulate);
     }
   }
 }
@@ -95,33 +100,44 @@ HWY_INLINE __m512i DpBusdBroadcast(__m512i acc, __m512i u, const int8_t* s) {
   return acc;
 }
 
-// kP panels side by side (base[k]: panel k's first byte), all blocks; f[k]:
-// the f32 lanes, one row each.
-template <size_t kP>
-HWY_INLINE void VnniPanels(const int8_t* q, const int32_t* xs, const uint8_t* const* base,
-                           size_t blocks, __m512* f) {
+// kB activation rows (row b at q + b·q_stride, block sums xs + b·blocks)
+// against kP panels side by side (base[k]: panel k's first byte), all
+// blocks; f[b][k]: the f32 lanes, one weight row each. Each loaded vector is
+// unpacked once for the kB rows.
+template <size_t kB, size_t kP>
+HWY_INLINE void VnniPanels(const int8_t* q, size_t q_stride, const int32_t* xs,
+                           const uint8_t* const* base, size_t blocks, __m512 (*f)[kP]) {
   const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8(static_cast<char>(0xF0));
-  for (size_t k = 0; k < kP; ++k) f[k] = _mm512_setzero_ps();
+  for (size_t bi = 0; bi < kB; ++bi) {
+    for (size_t k = 0; k < kP; ++k) f[bi][k] = _mm512_setzero_ps();
+  }
   for (size_t b = 0; b < blocks; ++b) {
-    const int8_t* x = q + b * kI4Block;
-    __m512i lo[kP], hi[kP];
-    for (size_t k = 0; k < kP; ++k) {
-      lo[k] = _mm512_set1_epi32(xs[b]);
-      hi[k] = _mm512_setzero_si512();
+    __m512i lo[kB][kP], hi[kB][kP];
+    for (size_t bi = 0; bi < kB; ++bi) {
+      for (size_t k = 0; k < kP; ++k) {
+        lo[bi][k] = _mm512_set1_epi32(xs[bi * blocks + b]);
+        hi[bi][k] = _mm512_setzero_si512();
+      }
     }
     HWY_UNROLL(4)
     for (size_t m = 0; m < 4; ++m) {
       for (size_t k = 0; k < kP; ++k) {
         const __m512i v = _mm512_loadu_si512(base[k] + b * kBlockBytes + m * 64);
-        lo[k] = DpBusdBroadcast(lo[k], _mm512_and_si512(v, lo4), x + 8 * m);
-        hi[k] = DpBusdBroadcast(hi[k], _mm512_and_si512(v, hi4), x + 8 * m + 4);
+        const __m512i vl = _mm512_and_si512(v, lo4), vh = _mm512_and_si512(v, hi4);
+        for (size_t bi = 0; bi < kB; ++bi) {
+          const int8_t* x = q + bi * q_stride + b * kI4Block + 8 * m;
+          lo[bi][k] = DpBusdBroadcast(lo[bi][k], vl, x);
+          hi[bi][k] = DpBusdBroadcast(hi[bi][k], vh, x + 4);
+        }
       }
     }
     for (size_t k = 0; k < kP; ++k) {
-      const __m512i s = _mm512_add_epi32(lo[k], _mm512_srai_epi32(hi[k], 4));
       const __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(
           reinterpret_cast<const __m256i*>(base[k] + blocks * kBlockBytes + b * kR * 2)));
-      f[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, f[k]);
+      for (size_t bi = 0; bi < kB; ++bi) {
+        const __m512i s = _mm512_add_epi32(lo[bi][k], _mm512_srai_epi32(hi[bi][k], 4));
+        f[bi][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, f[bi][k]);
+      }
     }
   }
 }
@@ -135,83 +151,91 @@ HWY_INLINE void VnniFinish(__m512 f, float qs, const float* bias, float* y, size
   _mm512_mask_storeu_ps(y, mask, v);
 }
 
-HWY_NOINLINE void PanelsVnni(const int8_t* q, float qs, const int32_t* xs, const uint8_t* panels,
-                             const DenseWeights& w, size_t p0, size_t p1, float* y,
-                             bool accumulate) {
+// Panels [p0, p1) for kB activation rows: kP = 2 panels side by side for up
+// to 2 rows, one for more (the i32 and f32 sums of kB·kP (row, panel) pairs
+// stay in registers).
+template <size_t kB>
+HWY_NOINLINE void PanelsVnni(const int8_t* q, size_t q_stride, const float* qs,
+                             const int32_t* xs, const uint8_t* panels, const DenseWeights& w,
+                             size_t p0, size_t p1, float* y, size_t y_stride, bool accumulate) {
+  constexpr size_t kP = kB <= 2 ? 2 : 1;
   const size_t blocks = w.in / kI4Block, panel_bytes = DenseI4PanelBytes(w) / DenseI4Panels(w.out);
-  auto finish = [&](size_t p, __m512 f) HWY_ATTR {
-    const size_t o = p * kR;
-    VnniFinish(f, qs, w.bias ? w.bias + o : nullptr, y + o, std::min(kR, w.out - o), accumulate);
-  };
-  size_t p = p0;
-  for (; p + 2 <= p1; p += 2) {
-    const uint8_t* base[2] = {panels + p * panel_bytes, panels + (p + 1) * panel_bytes};
-    __m512 f[2];
-    VnniPanels<2>(q, xs, base, blocks, f);
-    finish(p, f[0]);
-    finish(p + 1, f[1]);
-  }
-  if (p < p1) {
-    const uint8_t* base[1] = {panels + p * panel_bytes};
-    __m512 f[1];
-    VnniPanels<1>(q, xs, base, blocks, f);
-    finish(p, f[0]);
+  for (size_t p = p0; p < p1; p += kP) {
+    const size_t np = std::min(kP, p1 - p);
+    const uint8_t* base[kP];
+    for (size_t k = 0; k < kP; ++k) base[k] = panels + (p + std::min(k, np - 1)) * panel_bytes;
+    __m512 f[kB][kP];
+    VnniPanels<kB, kP>(q, q_stride, xs, base, blocks, f);
+    for (size_t k = 0; k < np; ++k) {
+      const size_t o = (p + k) * kR;
+      for (size_t bi = 0; bi < kB; ++bi) {
+        VnniFinish(f[bi][k], qs[bi], w.bias ? w.bias + o : nullptr, y + bi * y_stride + o,
+                   std::min(kR, w.out - o), accumulate);
+      }
+    }
   }
 }
 #endif  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-// One panel, all blocks, as two halves of 8 rows (32 bytes of a vector
-// each); f[h]: half h's f32 lanes, one row each. Per half and vector m the
-// nibbles' maddubs pairs (≤ 2·15·127) of lo and hi are added in i16, then
-// over the block's 4 vectors (≤ 8·3810 < 2^15), and one madd with ones
-// gives each row's i32 sum.
-HWY_INLINE void Avx2Panel(const int8_t* q, const int32_t* xs, const uint8_t* base, size_t blocks,
-                          __m256* f) {
+// kB activation rows against one panel, all blocks, as two halves of 8 rows
+// (32 bytes of a vector each); f[b][h]: row b's f32 lanes of half h, one
+// weight row each. Per half and vector m the nibbles' maddubs pairs (≤
+// 2·15·127) of lo and hi are added in i16, then over the block's 4 vectors
+// (≤ 8·3810 < 2^15), and one madd with ones gives each row's i32 sum.
+template <size_t kB>
+HWY_INLINE void Avx2Panel(const int8_t* q, size_t q_stride, const int32_t* xs,
+                          const uint8_t* base, size_t blocks, __m256 (*f)[2]) {
   const __m256i lo4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  f[0] = _mm256_setzero_ps();
-  f[1] = _mm256_setzero_ps();
+  for (size_t bi = 0; bi < kB; ++bi) f[bi][0] = f[bi][1] = _mm256_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
-    const int8_t* x = q + b * kI4Block;
-    __m256i xb[8];
-    for (size_t j = 0; j < 8; ++j) {
-      int32_t four;
-      std::memcpy(&four, x + 4 * j, 4);
-      xb[j] = _mm256_set1_epi32(four);
-    }
-    const __m256i start = _mm256_set1_epi32(xs[b]);
     for (size_t h = 0; h < 2; ++h) {
-      __m256i acc16 = _mm256_setzero_si256();
+      __m256i acc16[kB];
+      for (size_t bi = 0; bi < kB; ++bi) acc16[bi] = _mm256_setzero_si256();
       HWY_UNROLL(4)
       for (size_t m = 0; m < 4; ++m) {
         const __m256i v = _mm256_loadu_si256(
             reinterpret_cast<const __m256i*>(base + b * kBlockBytes + m * 64 + h * 32));
         const __m256i lo = _mm256_and_si256(v, lo4);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
-        acc16 = _mm256_add_epi16(acc16, _mm256_add_epi16(_mm256_maddubs_epi16(lo, xb[2 * m]),
-                                                         _mm256_maddubs_epi16(hi, xb[2 * m + 1])));
+        for (size_t bi = 0; bi < kB; ++bi) {
+          const int8_t* x = q + bi * q_stride + b * kI4Block + 8 * m;
+          int32_t x_lo, x_hi;
+          std::memcpy(&x_lo, x, 4);
+          std::memcpy(&x_hi, x + 4, 4);
+          acc16[bi] = _mm256_add_epi16(
+              acc16[bi], _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(x_lo)),
+                                          _mm256_maddubs_epi16(hi, _mm256_set1_epi32(x_hi))));
+        }
       }
-      const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(acc16, ones), start);
       const __m256 scale = _mm256_cvtph_ps(_mm_loadu_si128(
           reinterpret_cast<const __m128i*>(base + blocks * kBlockBytes + (b * kR + 8 * h) * 2)));
-      f[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, f[h]);
+      for (size_t bi = 0; bi < kB; ++bi) {
+        const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(acc16[bi], ones),
+                                           _mm256_set1_epi32(xs[bi * blocks + b]));
+        f[bi][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, f[bi][h]);
+      }
     }
   }
 }
 
-HWY_NOINLINE void PanelsAvx2(const int8_t* q, float qs, const int32_t* xs, const uint8_t* panels,
-                             const DenseWeights& w, size_t p0, size_t p1, float* y,
-                             bool accumulate) {
+template <size_t kB>
+HWY_NOINLINE void PanelsAvx2(const int8_t* q, size_t q_stride, const float* qs,
+                             const int32_t* xs, const uint8_t* panels, const DenseWeights& w,
+                             size_t p0, size_t p1, float* y, size_t y_stride, bool accumulate) {
   const size_t blocks = w.in / kI4Block, panel_bytes = DenseI4PanelBytes(w) / DenseI4Panels(w.out);
   for (size_t p = p0; p < p1; ++p) {
-    __m256 f[2];
-    Avx2Panel(q, xs, panels + p * panel_bytes, blocks, f);
-    HWY_ALIGN float sums[kR];
-    _mm256_store_ps(sums, f[0]);
-    _mm256_store_ps(sums + 8, f[1]);
-    for (size_t r = 0; r < kR && p * kR + r < w.out; ++r) {
-      const size_t o = p * kR + r;
-      Finish(sums[r], qs, w.bias ? w.bias + o : nullptr, y + o, accumulate);
+    __m256 f[kB][2];
+    Avx2Panel<kB>(q, q_stride, xs, panels + p * panel_bytes, blocks, f);
+    for (size_t bi = 0; bi < kB; ++bi) {
+      HWY_ALIGN float sums[kR];
+      _mm256_store_ps(sums, f[bi][0]);
+      _mm256_store_ps(sums + 8, f[bi][1]);
+      for (size_t r = 0; r < kR && p * kR + r < w.out; ++r) {
+        const size_t o = p * kR + r;
+        Finish(sums[r], qs[bi], w.bias ? w.bias + o : nullptr, y + bi * y_stride + o,
+               accumulate);
+      }
     }
   }
 }
@@ -227,29 +251,47 @@ HWY_INLINE bool I4PanelsPreferred() {
 #endif
 }
 
-// DenseI4PanelsQuantized (dense.h) for a layer DenseI4PanelBytes accepts.
-HWY_INLINE void I4PanelsQuantized(const int8_t* q, float qs, const uint8_t* panels,
-                                  const DenseWeights& w, size_t p0, size_t p1, float* y,
-                                  bool accumulate) {
+// The SIMD form for kB activation rows, or the scalar loop.
+template <size_t kB>
+HWY_INLINE void I4PanelsRows(const int8_t* q, size_t q_stride, const float* qs,
+                             const int32_t* xs, const uint8_t* panels, const DenseWeights& w,
+                             size_t p0, size_t p1, float* y, size_t y_stride, bool accumulate) {
   namespace d = i4p_detail;
-  const size_t blocks = w.in / kI4Block;
-  int32_t xs[d::kMaxBlocks];  // −8·Σ q over each block
-  for (size_t b = 0; b < blocks; ++b) {
-    int32_t s = 0;
-    for (size_t i = 0; i < kI4Block; ++i) s += q[b * kI4Block + i];
-    xs[b] = -8 * s;
-  }
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   if (Avx512VnniEnabled()) {
-    d::PanelsVnni(q, qs, xs, panels, w, p0, p1, y, accumulate);
+    d::PanelsVnni<kB>(q, q_stride, qs, xs, panels, w, p0, p1, y, y_stride, accumulate);
     return;
   }
 #endif
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-  d::PanelsAvx2(q, qs, xs, panels, w, p0, p1, y, accumulate);
+  d::PanelsAvx2<kB>(q, q_stride, qs, xs, panels, w, p0, p1, y, y_stride, accumulate);
   return;
 #endif
-  d::PanelsScalar(q, qs, xs, panels, w, p0, p1, y, accumulate);
+  d::PanelsScalar(kB, q, q_stride, qs, xs, panels, w, p0, p1, y, y_stride, accumulate);
+}
+
+// DenseI4PanelsQuantized (dense.h) for a layer DenseI4PanelBytes accepts and
+// 1 <= batch <= kI4PanelMaxBatch.
+HWY_INLINE void I4PanelsQuantized(const int8_t* q, size_t q_stride, const float* qs,
+                                  size_t batch, const uint8_t* panels, const DenseWeights& w,
+                                  size_t p0, size_t p1, float* y, size_t y_stride,
+                                  bool accumulate) {
+  namespace d = i4p_detail;
+  const size_t blocks = w.in / kI4Block;
+  int32_t xs[kI4PanelMaxBatch * d::kMaxBlocks];  // −8·Σ q over each row's blocks
+  for (size_t bi = 0; bi < batch; ++bi) {
+    for (size_t b = 0; b < blocks; ++b) {
+      int32_t s = 0;
+      for (size_t i = 0; i < kI4Block; ++i) s += q[bi * q_stride + b * kI4Block + i];
+      xs[bi * blocks + b] = -8 * s;
+    }
+  }
+  switch (batch) {
+    case 1: return I4PanelsRows<1>(q, q_stride, qs, xs, panels, w, p0, p1, y, y_stride, accumulate);
+    case 2: return I4PanelsRows<2>(q, q_stride, qs, xs, panels, w, p0, p1, y, y_stride, accumulate);
+    case 3: return I4PanelsRows<3>(q, q_stride, qs, xs, panels, w, p0, p1, y, y_stride, accumulate);
+    default: return I4PanelsRows<4>(q, q_stride, qs, xs, panels, w, p0, p1, y, y_stride, accumulate);
+  }
 }
 
 }  // namespace HWY_NAMESPACE

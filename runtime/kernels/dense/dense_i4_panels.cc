@@ -16,10 +16,12 @@ HWY_BEFORE_NAMESPACE();
 namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 
-void DenseI4PanelsQuantizedImpl(const int8_t* q, float q_scale, const uint8_t* panels,
-                                const DenseWeights& w, size_t panel_begin, size_t panel_end,
-                                float* y, bool accumulate) {
-  I4PanelsQuantized(q, q_scale, panels, w, panel_begin, panel_end, y, accumulate);
+void DenseI4PanelsQuantizedImpl(const int8_t* q, size_t q_stride, const float* q_scales,
+                                size_t batch, const uint8_t* panels, const DenseWeights& w,
+                                size_t panel_begin, size_t panel_end, float* y, size_t y_stride,
+                                bool accumulate) {
+  I4PanelsQuantized(q, q_stride, q_scales, batch, panels, w, panel_begin, panel_end, y, y_stride,
+                    accumulate);
 }
 
 bool DenseI4PanelsPreferredImpl() { return I4PanelsPreferred(); }
@@ -73,14 +75,18 @@ void PackDenseI4Panels(const DenseWeights& w, uint8_t* dst) {
 
 bool DenseI4PanelsPreferred() { return HWY_DYNAMIC_DISPATCH(DenseI4PanelsPreferredImpl)(); }
 
-void DenseI4PanelsQuantized(const int8_t* q, float q_scale, const uint8_t* panels,
-                            const DenseWeights& w, size_t panel_begin, size_t panel_end, float* y,
+void DenseI4PanelsQuantized(const int8_t* q, size_t q_stride, const float* q_scales,
+                            size_t batch, const uint8_t* panels, const DenseWeights& w,
+                            size_t panel_begin, size_t panel_end, float* y, size_t y_stride,
                             bool accumulate) {
   if (DenseI4PanelBytes(w) == 0) return;
   panel_end = std::min(panel_end, DenseI4Panels(w.out));
   if (panel_begin >= panel_end) return;
-  HWY_DYNAMIC_DISPATCH(DenseI4PanelsQuantizedImpl)
-  (q, q_scale, panels, w, panel_begin, panel_end, y, accumulate);
+  for (size_t b = 0; b < batch; b += kI4PanelMaxBatch) {
+    HWY_DYNAMIC_DISPATCH(DenseI4PanelsQuantizedImpl)(
+        q + b * q_stride, q_stride, q_scales + b, std::min(kI4PanelMaxBatch, batch - b), panels,
+        w, panel_begin, panel_end, y + b * y_stride, y_stride, accumulate);
+  }
 }
 
 }  // namespace recur::impl::kernels
