@@ -30,6 +30,13 @@ recur_model* LoadTestModel(const char* config, recur::impl::converter::AlignedBy
   return model;
 }
 
+// max |a[i] − b[i]| (a and b of equal size).
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(double(a[i]) - double(b[i])));
+  return d;
+}
+
 // Steps then prefills `batch` streams; returns every output.
 std::vector<float> Run(recur_model* model, const char* backend, uint32_t batch,
                        recur_weight_packing packing = RECUR_PACKING_AUTO) {
@@ -120,11 +127,7 @@ TEST_CASE("every backend computes what highway computes") {
         CAPTURE(batch);
         const std::vector<float> got = Run(model, name.c_str(), batch);
         REQUIRE(got.size() == expected.size());
-        double max_diff = 0;
-        for (size_t i = 0; i < got.size(); ++i) {
-          max_diff = std::max(max_diff, std::fabs(double(got[i]) - double(expected[i])));
-        }
-        CHECK(max_diff < 1e-4);
+        CHECK(MaxAbsDiff(got, expected) < 1e-4);
       }
       const std::vector<float> automatic = Run(model, nullptr, batch);
       REQUIRE(automatic.size() == expected.size());
@@ -149,11 +152,7 @@ TEST_CASE("packed weights compute what unpacked weights compute, and say what th
         CAPTURE(packing);
         const std::vector<float> packed = Run(model, "highway", batch, packing);
         REQUIRE(packed.size() == unpacked.size());
-        double max_diff = 0;
-        for (size_t i = 0; i < packed.size(); ++i) {
-          max_diff = std::max(max_diff, std::fabs(double(packed[i]) - double(unpacked[i])));
-        }
-        CHECK(max_diff < 1e-4);
+        CHECK(MaxAbsDiff(packed, unpacked) < 1e-4);
       }
       // Off also keeps the automatic choice away from backends that copy.
       Run(model, nullptr, batch, RECUR_PACKING_OFF);
@@ -196,11 +195,7 @@ TEST_CASE("int4 layers keep row panels for steps of 1-4 streams where the CPU ru
     const std::vector<float> tiles = Run(model, "highway", batch, RECUR_PACKING_OFF);
     const std::vector<float> panels = Run(model, "highway", batch, RECUR_PACKING_AUTO);
     REQUIRE(panels.size() == tiles.size());
-    double max_diff = 0;
-    for (size_t i = 0; i < panels.size(); ++i) {
-      max_diff = std::max(max_diff, std::fabs(double(panels[i]) - double(tiles[i])));
-    }
-    CHECK(max_diff < 1e-4);
+    CHECK(MaxAbsDiff(panels, tiles) < 1e-4);
   }
   // Off keeps the model's bytes; float activations have no use for panels.
   // (Batches past kI4PanelMaxBatch pack f32 panels of the head: the summary

@@ -190,6 +190,11 @@ inline constexpr size_t kI4PanelRows = 16;
 inline constexpr size_t kI4PanelMaxBatch = 4;
 // Panels of a layer with `out` output features.
 inline size_t DenseI4Panels(size_t out) { return (out + kI4PanelRows - 1) / kI4PanelRows; }
+// Bytes of one panel of a layer with `in` inputs: per block of 32 inputs, 16
+// rows' nibbles (256 bytes) and, after all blocks, 16 f16 scales a block.
+inline size_t DenseI4PanelStride(size_t in) {
+  return in / kI4Block * kI4PanelRows * (kI4Block / 2 + 2);
+}
 // Bytes of w's panel copy; 0 for a layer that has none (not kI4, a group
 // other than 32, in = 0, out = 0 or in > kDenseI4DotMaxIn).
 size_t DenseI4PanelBytes(const DenseWeights& w);

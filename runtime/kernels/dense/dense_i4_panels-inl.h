@@ -62,7 +62,7 @@ HWY_INLINE void Finish(float sum, float scale_x, const float* bias, float* y, bo
 HWY_INLINE void PanelsScalar(size_t batch, const int8_t* q, size_t q_stride, const float* qs,
                              const int32_t* xs, const uint8_t* panels, const DenseWeights& w,
                              size_t p0, size_t p1, float* y, size_t y_stride, bool accumulate) {
-  const size_t blocks = w.in / kI4Block, panel_bytes = DenseI4PanelBytes(w) / DenseI4Panels(w.out);
+  const size_t blocks = w.in / kI4Block, panel_bytes = DenseI4PanelStride(w.in);
   for (size_t bi = 0; bi < batch; ++bi) {
     const int8_t* qb = q + bi * q_stride;
     for (size_t p = p0; p < p1; ++p) {
@@ -159,7 +159,7 @@ HWY_NOINLINE void PanelsVnni(const int8_t* q, size_t q_stride, const float* qs,
                              const int32_t* xs, const uint8_t* panels, const DenseWeights& w,
                              size_t p0, size_t p1, float* y, size_t y_stride, bool accumulate) {
   constexpr size_t kP = kB <= 2 ? 2 : 1;
-  const size_t blocks = w.in / kI4Block, panel_bytes = DenseI4PanelBytes(w) / DenseI4Panels(w.out);
+  const size_t blocks = w.in / kI4Block, panel_bytes = DenseI4PanelStride(w.in);
   for (size_t p = p0; p < p1; p += kP) {
     const size_t np = std::min(kP, p1 - p);
     const uint8_t* base[kP];
@@ -223,7 +223,7 @@ template <size_t kB>
 HWY_NOINLINE void PanelsAvx2(const int8_t* q, size_t q_stride, const float* qs,
                              const int32_t* xs, const uint8_t* panels, const DenseWeights& w,
                              size_t p0, size_t p1, float* y, size_t y_stride, bool accumulate) {
-  const size_t blocks = w.in / kI4Block, panel_bytes = DenseI4PanelBytes(w) / DenseI4Panels(w.out);
+  const size_t blocks = w.in / kI4Block, panel_bytes = DenseI4PanelStride(w.in);
   for (size_t p = p0; p < p1; ++p) {
     __m256 f[kB][2];
     Avx2Panel<kB>(q, q_stride, xs, panels + p * panel_bytes, blocks, f);

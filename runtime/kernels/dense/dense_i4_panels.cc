@@ -41,15 +41,14 @@ size_t DenseI4PanelBytes(const DenseWeights& w) {
       w.in % kI4Block != 0 || w.in > kDenseI4DotMaxIn) {
     return 0;
   }
-  // Per panel and block: 16 rows × 32 nibbles, then 16 f16 scales.
-  return DenseI4Panels(w.out) * (w.in / kI4Block) * kI4PanelRows * (kI4Block / 2 + 2);
+  return DenseI4Panels(w.out) * DenseI4PanelStride(w.in);
 }
 
 void PackDenseI4Panels(const DenseWeights& w, uint8_t* dst) {
   const size_t bytes = DenseI4PanelBytes(w);
   if (bytes == 0) return;
   const size_t blocks = w.in / kI4Block, panels = DenseI4Panels(w.out);
-  const size_t block_bytes = kI4PanelRows * kI4Block / 2, panel_bytes = bytes / panels;
+  const size_t block_bytes = kI4PanelRows * kI4Block / 2, panel_bytes = DenseI4PanelStride(w.in);
   const auto* rows = static_cast<const uint8_t*>(w.weight);
   for (size_t p = 0; p < panels; ++p) {
     uint8_t* base = dst + p * panel_bytes;
