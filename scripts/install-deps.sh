@@ -9,6 +9,8 @@ set -euo pipefail
 packages=(
   # toolchain; clang 14 with its sanitizer and libFuzzer runtimes (presets asan, tsan)
   build-essential cmake ninja-build pkg-config git clang-14 libclang-rt-14-dev
+  # a compiler cache kept between builds and clones on the machine (CMakeLists.txt)
+  ccache
   # arm64 cross build and emulation (presets aarch64, aarch64-neon; the arm64
   # libraries come from scripts/arm64-sysroot.sh, not from dpkg)
   g++-aarch64-linux-gnu qemu-user

@@ -27,8 +27,11 @@
 #   aarch64-neon    the whole suite under -cpu cortex-a72 (NEON only);
 #   aarch64-sve512  the whole suite under -cpu max with 512-bit SVE (slow).
 # Every preset runs even when one before it fails; a summary with each
-# preset's result and time ends the output, and the exit status is non-zero
-# if any failed.
+# preset's result, wall time and CPU time (user + sys of everything it ran:
+# docs/testing.md keeps each preset's budget) ends the output, and the exit
+# status is non-zero if any failed. Compiles go through ccache
+# (CMakeLists.txt); the parity goldens are kept in a cache of the machine's,
+# shared by clones ($RECUR_GOLDEN_CACHE, default ~/.cache/recur/golden).
 # Usage (as root on Debian 12): scripts/test.sh [PRESET ...]
 # (default, as CI runs it: release release-avx2 asan tsan minimal aarch64)
 set -euo pipefail
@@ -37,9 +40,23 @@ cd "$(dirname "$0")/.."
 presets=("$@")
 [ ${#presets[@]} -gt 0 ] || presets=(release release-avx2 asan tsan minimal aarch64)
 
+# cpu_now: CPU seconds (user + sys) of the processes this shell has waited
+# for, into $cpu (`times` runs in this shell: in a $(...) it would count the
+# subshell's children only).
+cpu_file=$(mktemp)
+trap 'rm -f "$cpu_file"' EXIT
+cpu_now() {
+  times >"$cpu_file"
+  cpu=$(awk 'END { s = 0; for (i = 1; i <= 2; i++) { split($i, t, "m"); sub("s", "", t[2]); s += t[1] * 60 + t[2] } printf "%.0f", s }' "$cpu_file")
+}
+
+golden_cache=${RECUR_GOLDEN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/recur/golden}
+
 start=$SECONDS
 scripts/install-deps.sh
-summary=("install-deps: $((SECONDS - start)) s")
+cpu_now
+summary=("install-deps: $((SECONDS - start)) s, CPU $cpu s")
+command -v ccache >/dev/null && ccache --zero-stats >/dev/null
 failed=0
 
 # Configures and builds the preset's build and runs its tests. Steps are
@@ -54,19 +71,29 @@ run_preset() {
   esac
   { [ "$configure" != aarch64 ] || scripts/arm64-sysroot.sh; } &&
     { [ "$configure" != minimal ] || scripts/hwy-source.sh >/dev/null; } &&
-    cmake --preset "$configure" &&
+    cmake --preset "$configure" -DRECUR_GOLDEN_CACHE="$golden_cache" &&
     cmake --build --preset "$build" &&
+    cpu_now && build_cpu=$cpu &&
     ctest --preset "$preset"
 }
 
 for preset in "${presets[@]}"; do
   echo "== test.sh: preset $preset"
-  t0=$SECONDS
+  t0=$SECONDS build_cpu=
+  cpu_now
+  c0=$cpu
   if run_preset "$preset"; then result=passed; else result=FAILED; failed=1; fi
-  summary+=("$preset: $result in $((SECONDS - t0)) s")
-  echo "== test.sh: preset $preset $result in $((SECONDS - t0)) s"
+  cpu_now
+  line="$preset: $result in $((SECONDS - t0)) s, CPU $((cpu - c0)) s"
+  [ -z "$build_cpu" ] || line+=" (build $((build_cpu - c0)), tests $((cpu - build_cpu)))"
+  summary+=("$line")
+  echo "== test.sh: preset $line"
 done
 
-echo "== test.sh: summary ($((SECONDS - start)) s in all)"
+cpu_now
+echo "== test.sh: summary ($((SECONDS - start)) s in all, CPU $cpu s)"
 printf '  %s\n' "${summary[@]}"
+if command -v ccache >/dev/null; then
+  echo "  ccache: $(ccache --print-stats | awk -F'\t' '$1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { hits += $2 } $1 == "cache_miss" { misses = $2 } END { printf "%d hits, %d misses", hits, misses }')"
+fi
 exit $failed

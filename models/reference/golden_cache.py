@@ -26,6 +26,15 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def portable(arg: str) -> str:
+    """A path inside the source tree as relative to it, so that a clone in
+    another folder finds the same keys in a cache shared on the machine."""
+    if os.path.isabs(arg) and os.path.commonpath([ROOT, os.path.abspath(arg)]) == ROOT:
+        return os.path.relpath(arg, ROOT)
+    return arg
 
 
 def file_digest(h, path: str, name: str) -> None:
@@ -36,7 +45,7 @@ def file_digest(h, path: str, name: str) -> None:
 
 def key_of(args: list) -> str:
     h = hashlib.sha256()
-    h.update("\0".join(args).encode() + b"\0\0")
+    h.update("\0".join(portable(a) for a in args).encode() + b"\0\0")
     for name in ("torch", "numpy"):
         h.update(f"{name} {importlib.metadata.version(name)}\0".encode())
     for path in [os.path.join(HERE, "make_golden.py")] + sorted(glob.glob(os.path.join(HERE, "recur_ref", "*.py"))):
@@ -47,7 +56,7 @@ def key_of(args: list) -> str:
             files = [source] if flag == "--config" else sorted(glob.glob(os.path.join(source, "*")))
             for path in files:
                 if os.path.isfile(path):
-                    file_digest(h, path, path)
+                    file_digest(h, path, portable(path))
     return h.hexdigest()[:32]
 
 
