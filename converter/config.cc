@@ -32,16 +32,16 @@ Result<ImportedConfig> ParseConfigImpl(const std::string& text, Layout layout,
   }
   if (!root.is_object()) return r.Error("the top level must be a JSON object");
 
+  std::string layout_names;
+  for (const LayoutType& type : LayoutTypes()) {
+    layout_names += std::string(layout_names.empty() ? "" : ", ") + "\"" + type.name + "\"";
+  }
   Layout declared = Layout::kAuto;
   auto layout_it = root.find("layout");
   if (layout_it != root.end()) {
     if (!layout_it->is_string() || !ParseLayout(layout_it->get<std::string>(), &declared) ||
         declared == Layout::kAuto) {
-      std::string names;
-      for (const LayoutType& type : LayoutTypes()) {
-        names += std::string(names.empty() ? "" : ", ") + "\"" + type.name + "\"";
-      }
-      return r.Invalid("layout", "must be one of " + names);
+      return r.Invalid("layout", "must be one of " + layout_names);
     }
   }
   if (layout != Layout::kAuto && declared != Layout::kAuto && declared != layout) {
@@ -49,21 +49,32 @@ Result<ImportedConfig> ParseConfigImpl(const std::string& text, Layout layout,
                    LayoutName(layout) + " was requested");
   }
   if (layout == Layout::kAuto) layout = declared;
-  if (layout == Layout::kAuto) {  // detected; a config no layout recognises is recur's
+  // Detected: the first library layout that recognises the config, else
+  // recur's own. `unrecognised`: not even recur's (none of its keys).
+  bool unrecognised = false;
+  if (layout == Layout::kAuto) {
     layout = Layout::kRecur;
     for (const LayoutType& type : LayoutTypes()) {
-      if (type.converter->Recognizes(root)) {
+      if (type.id != Layout::kRecur && type.converter->Recognizes(root)) {
         layout = type.id;
         break;
       }
     }
+    const LayoutType* recur = FindLayoutType(Layout::kRecur);
+    unrecognised = layout == Layout::kRecur && recur && !recur->converter->Recognizes(root);
   }
 
   ImportedConfig out;
   out.layout = layout;
   const LayoutType* type = FindLayoutType(layout);
   if (!type) return r.Error("no layout was chosen");
-  RECUR_RETURN_IF_ERROR(type->converter->Parse(r, root, &out.desc));
+  const Status parsed = type->converter->Parse(r, root, &out.desc);
+  if (!parsed.ok() && unrecognised) {
+    return r.Error("no \"layout\" key, and no layout recognises this config (it has none of "
+                   "recur's own keys, and no library's model class or keys); add \"layout\": "
+                   "one of " + layout_names);
+  }
+  RECUR_RETURN_IF_ERROR(parsed);
   return out;
 }
 

@@ -146,10 +146,11 @@ Status ParseGau(const KeyReader& r, const json& root, ModelDescription* d) {
   return ParseMetadata(r, root, &d->metadata);
 }
 
+const char* const kFlashClasses[] = {"FLASHTransformer", "GAU"};
+
 Status ParseFlash(const KeyReader& r, const json& root, ModelDescription* d) {
-  static const char* const kClasses[] = {"FLASHTransformer", "GAU"};
   std::size_t cls = 0;
-  RECUR_RETURN_IF_ERROR(r.Choice(root, "class", "", kClasses, &cls));
+  RECUR_RETURN_IF_ERROR(r.Choice(root, "class", "", kFlashClasses, &cls));
   if (cls == 1) return ParseGau(r, root, d);
   RECUR_RETURN_IF_ERROR(r.OnlyKeys(
       root, "",
@@ -231,6 +232,8 @@ Status ParseFlash(const KeyReader& r, const json& root, ModelDescription* d) {
 
 class FlashLayoutConverter final : public LayoutConverter {
  public:
+  bool Recognizes(const json& root) const override { return ClassIsOneOf(root, kFlashClasses); }
+
   Status Parse(const KeyReader& r, const json& root, ModelDescription* d) const override {
     return ParseFlash(r, root, d);
   }

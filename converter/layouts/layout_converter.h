@@ -61,6 +61,9 @@ const LayoutType* FindLayoutType(Layout layout);
 const std::vector<LayoutType>& LayoutTypes();
 // Every name --layout accepts: "auto", then each layout's name and aliases.
 const std::vector<std::string>& LayoutChoices();
+// "auto", then each layout's name (no aliases): what --help and the Python
+// package's recur.layouts() list.
+const std::vector<std::string>& LayoutNames();
 
 // Shared by the layouts' parsers.
 // The largest n_layers a config may ask for: far above any real model (96
@@ -72,6 +75,17 @@ Status ParseLayerCount(const KeyReader& r, const nlohmann::json& root, const cha
                        uint32_t* n_layers);
 // The optional "notes", "input_description", "output_description".
 Status ParseMetadata(const KeyReader& r, const nlohmann::json& root, MetadataDescription* meta);
+// Whether "class" names one of `classes`: the layouts whose configs carry the
+// library's model class recognise them by it (no two libraries share a name).
+template <size_t N>
+bool ClassIsOneOf(const nlohmann::json& root, const char* const (&classes)[N]) {
+  const auto it = root.find("class");
+  if (it == root.end() || !it->is_string()) return false;
+  for (const char* name : classes) {
+    if (it->get<std::string>() == name) return true;
+  }
+  return false;
+}
 
 // A source tensor the converted model does not use (kIgnored): accepted if
 // present. `shape` is what a made-up checkpoint holds (tests), not checked.

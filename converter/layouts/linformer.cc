@@ -35,10 +35,11 @@ struct LinformerOptions : LayoutOptions {
   uint32_t dim_head = 0;
 };
 
+const char* const kLinformerClasses[] = {"Linformer", "LinformerLM"};
+
 Status ParseLinformer(const KeyReader& r, const json& root, ModelDescription* d) {
-  static const char* const kClasses[] = {"Linformer", "LinformerLM"};
   std::size_t cls = 0;
-  RECUR_RETURN_IF_ERROR(r.Choice(root, "class", "", kClasses, &cls));
+  RECUR_RETURN_IF_ERROR(r.Choice(root, "class", "", kLinformerClasses, &cls));
   auto options = std::make_shared<LinformerOptions>();
   options->lm = cls == 1;
   RECUR_RETURN_IF_ERROR(
@@ -141,6 +142,10 @@ void MapBlockTensor(const LinformerOptions& o, const Sublayers& s, const std::st
 
 class LinformerLayoutConverter final : public LayoutConverter {
  public:
+  bool Recognizes(const json& root) const override {
+    return ClassIsOneOf(root, kLinformerClasses);
+  }
+
   Status Parse(const KeyReader& r, const json& root, ModelDescription* d) const override {
     return ParseLinformer(r, root, d);
   }

@@ -49,10 +49,11 @@ Status RefuseIfSet(const KeyReader& r, const json& root, const char* key, const 
   return on ? r.Invalid(key, std::string("must be false: ") + reason) : Status::Ok();
 }
 
+const char* const kPerformerClasses[] = {"Performer", "PerformerLM"};
+
 Status ParsePerformer(const KeyReader& r, const json& root, ModelDescription* d) {
-  static const char* const kClasses[] = {"Performer", "PerformerLM"};
   std::size_t cls = 0;
-  RECUR_RETURN_IF_ERROR(r.Choice(root, "class", "", kClasses, &cls));
+  RECUR_RETURN_IF_ERROR(r.Choice(root, "class", "", kPerformerClasses, &cls));
   auto o = std::make_shared<PerformerOptions>();
   o->lm = cls == 1;
   RECUR_RETURN_IF_ERROR(r.OnlyKeys(root, "",
@@ -321,6 +322,10 @@ void MapBlockTensor(const PerformerOptions& o, const Sublayers& s, const std::st
 
 class PerformerLayoutConverter final : public LayoutConverter {
  public:
+  bool Recognizes(const json& root) const override {
+    return ClassIsOneOf(root, kPerformerClasses);
+  }
+
   Status Parse(const KeyReader& r, const json& root, ModelDescription* d) const override {
     return ParsePerformer(r, root, d);
   }

@@ -136,6 +136,16 @@ Status ParsePositions(const KeyReader& r, const json& root, InputDescription* in
 
 class RecurLayoutConverter final : public LayoutConverter {
  public:
+  // Any of its required top-level keys (detection asks the other layouts
+  // first; a config none recognises is read as this one).
+  bool Recognizes(const json& root) const override {
+    for (const char* key : {"d_model", "n_layers", "norm_placement", "layer_norm_eps", "input",
+                            "max_positions", "mixer", "ffn", "final_norm", "head"}) {
+      if (root.contains(key)) return true;
+    }
+    return false;
+  }
+
   // models/configs/README.md: every key required but "norm", "positions", "residual"
   // and the metadata.
   Status Parse(const KeyReader& r, const json& root, ModelDescription* d) const override {

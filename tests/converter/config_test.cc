@@ -1475,4 +1475,39 @@ TEST_CASE("config: unknown keys at every level are refused by name (a typo must 
   }
 }
 
+TEST_CASE("config: a library's model class names its layout; a config no layout recognises is refused by name") {
+  // Configs with the constructor's keyword arguments and "class" but no "layout".
+  const std::pair<const char*, Layout> by_class[] = {
+      {R"({"class": "PerformerLM", "num_tokens": 7, "max_seq_len": 32, "dim": 8, "depth": 1,
+          "heads": 2})",
+       Layout::kPerformer},
+      {R"({"class": "Linformer", "dim": 8, "seq_len": 16, "depth": 1, "k": 4, "heads": 2})",
+       Layout::kLinformer},
+      {R"({"class": "FLASHTransformer", "dim": 8, "num_tokens": 5, "depth": 1,
+          "group_size": 16, "query_key_dim": 4, "causal": true})",
+       Layout::kFlashPytorch},
+      {R"({"class": "GAU", "dim": 8, "max_length": 32})", Layout::kFlashPytorch}};
+  for (const auto& config_layout : by_class) {  // no structured binding: INFO captures it
+    const std::string config = config_layout.first;
+    auto r = ParseConfig(config);
+    INFO(config);
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    CHECK(r->layout == config_layout.second);
+  }
+
+  // No "layout", no class a layout knows and none of recur's keys.
+  const std::string expected =
+      "config.json: no \"layout\" key, and no layout recognises this config (it has none of "
+      "recur's own keys, and no library's model class or keys); add \"layout\": one of "
+      "\"recur\", \"fast-transformers\", \"linformer\", ";
+  for (const char* config : {R"({"class": "Reformer", "dim": 8, "depth": 1})",
+                             R"({"dim": 8, "depth": 1, "heads": 2})", "{}"}) {
+    CHECK(ParseConfig(config).message().rfind(expected, 0) == 0);
+  }
+  // A config with recur's keys keeps the message of the key it lacks.
+  json j = json::parse(testing::kTokensConfig);
+  j.erase("d_model");
+  CHECK(ErrorOf(j) == "config.json: missing key \"d_model\"");
+}
+
 }  // namespace recur::impl::converter
