@@ -29,8 +29,8 @@ using recur::impl::Status;
 
 // "auto, recur, fast-transformers, ..." (aliases left out).
 std::string LayoutList() {
-  std::string list = "auto";
-  for (const LayoutType& type : LayoutTypes()) list += std::string(", ") + type.name;
+  std::string list;
+  for (const std::string& name : LayoutNames()) list += (list.empty() ? "" : ", ") + name;
   return list;
 }
 

@@ -40,6 +40,15 @@ const std::vector<std::string>& LayoutChoices() {
   return names;
 }
 
+const std::vector<std::string>& LayoutNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out = {"auto"};
+    for (const LayoutType& type : LayoutTypes()) out.push_back(type.name);
+    return out;
+  }();
+  return names;
+}
+
 bool ParseLayout(const std::string& name, Layout* out) {
   if (name == "auto") {
     *out = Layout::kAuto;

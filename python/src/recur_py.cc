@@ -24,6 +24,7 @@
 #include "converter/config.h"
 #include "converter/convert.h"
 #include "converter/file_util.h"
+#include "converter/layouts/layout_converter.h"
 #include "converter/quantize.h"
 #include "converter/safetensors.h"
 #include "recur/recur.h"
@@ -494,7 +495,9 @@ nb::dict ConvertFiles(const std::string& weights, const std::string& config,
     RaiseInvalid("dtype must be f32, f16, bf16, int8 or int4, got \"" + dtype + "\"");
   }
   if (!cv::ParseLayout(layout, &options.layout)) {
-    RaiseInvalid("layout must be auto, recur or fast-transformers, got \"" + layout + "\"");
+    std::string names;
+    for (const std::string& name : cv::LayoutNames()) names += (names.empty() ? "" : ", ") + name;
+    RaiseInvalid("layout must be one of " + names + ", got \"" + layout + "\"");
   }
   cv::ConvertReport report;
   recur::impl::Status status;
@@ -562,6 +565,12 @@ NB_MODULE(_recur, m) {
   m.def("max_threads", [] { return recur_max_threads(); },
         "The most intra-op threads a session of this build may use (256 with a thread pool, 1 "
         "without one).");
+  m.def("layouts", [] {
+    nb::list names;
+    for (const std::string& name : recur::impl::converter::LayoutNames()) names.append(name);
+    return nb::tuple(names);
+  }, "The source layouts recur.convert and recur-convert read: \"auto\" (the config's \"layout\", "
+     "else detected), then each library's, as recur-convert --help lists them.");
   m.def("_convert_files", &ConvertFiles, nb::arg("weights"), nb::arg("config"),
         nb::arg("output"), nb::arg("dtype"), nb::arg("layout"), nb::arg("group"),
         nb::arg("state_dict_key"), nb::arg("quantize_head"), nb::arg("allow_extra"),

@@ -7,6 +7,7 @@ python.pytest sets both.
 
 import gc
 import os
+import re
 import subprocess
 import threading
 import tracemalloc
@@ -18,6 +19,7 @@ import recur
 
 MODELS = os.environ.get("RECUR_TEST_MODELS", "")
 RECUR_RUN = os.environ.get("RECUR_RUN", "")
+RECUR_CONVERT = os.environ.get("RECUR_CONVERT", "")
 TOL = dict(rtol=1e-5, atol=1e-5)
 # Chunked prefill and whole-sequence encode sum in another order than steps.
 PREFILL_TOL = dict(rtol=1e-4, atol=1e-4)
@@ -464,6 +466,17 @@ def test_convert_writes_a_file_and_reports(tmp_path):
     assert report["layout"] == "recur" and report["narrow_tensors"] > 0
     assert report["file_bytes"] == out.stat().st_size and report["warnings"] == []
     assert recur.Model(out).output_width == 32
+
+
+def test_layouts_are_the_converters():
+    if not RECUR_CONVERT:
+        pytest.fail("RECUR_CONVERT is not set (CTest's python.pytest sets it)")
+    help_text = subprocess.run([RECUR_CONVERT, "convert", "--help"], check=True,
+                               capture_output=True, text=True).stdout
+    listed = re.search(r"Naming and config layout of the source \(([^;]*);", " ".join(help_text.split()))
+    assert listed, help_text
+    assert recur.layouts() == tuple(listed.group(1).split(", "))
+    assert recur.layouts()[0] == "auto" and len(recur.layouts()) >= 8
 
 
 def test_convert_errors_name_the_problem(tmp_path):
