@@ -12,8 +12,9 @@ and (c) recur-bench, all single-threaded, alternating so machine noise hits
 all of them alike. Prints medians and the ratios PyTorch / recur.
 
 PyTorch gets its best settings here: one intra-op thread (like recur),
-torch.inference_mode(), Debian's OpenBLAS (libopenblas0-openmp) with
-OPENBLAS_CORETYPE=SkylakeX on AVX-512 machines (set before torch loads).
+torch.inference_mode(), Debian's OpenBLAS (libopenblas0-openmp) with the
+core type of the CPU it runs on (openblas_coretype.py: SkylakeX with AVX-512,
+Haswell with AVX2; set before torch loads).
 """
 import argparse
 import json
@@ -25,7 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("OPENBLAS_CORETYPE", "SkylakeX")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import openblas_coretype  # noqa: E402
+
+openblas_coretype.set_environment()
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402

@@ -468,10 +468,11 @@ def main():
     if args.worker:
         return worker(args.worker)
 
-    os.environ.setdefault("OPENBLAS_CORETYPE", "SkylakeX")
+    sys.path.insert(0, str(HERE))
+    import openblas_coretype
+    openblas_coretype.set_environment()  # the CPU's own: SkylakeX's kernels die on AVX2-only CPUs
     import numpy as np
     import torch
-    sys.path.insert(0, str(HERE))
     from step_module import BatchedStep, FlatStep, check_against_step, export, load, state_shapes, zero_state
 
     work = Path(args.work)
