@@ -1475,7 +1475,7 @@ TEST_CASE("config: unknown keys at every level are refused by name (a typo must 
   }
 }
 
-TEST_CASE("config: a library's model class names its layout; a config no layout recognises is refused by name") {
+TEST_CASE("config: a library's model class names its layout, and a config no layout recognises is refused by name") {
   // Configs with the constructor's keyword arguments and "class" but no "layout".
   const std::pair<const char*, Layout> by_class[] = {
       {R"({"class": "PerformerLM", "num_tokens": 7, "max_seq_len": 32, "dim": 8, "depth": 1,
