@@ -56,16 +56,15 @@ size_t CheckSteps(std::mt19937& rng, Rule rule, size_t dk, size_t dv, size_t off
     FillUniform(rng, k.data(), dk, -1.0f, 1.0f);
     FillUniform(rng, v.data(), dv, -2.0f, 2.0f);
     FillUniform(rng, r.data(), dk, -1.0f, 1.0f);
-    RecurrenceStepArgs p;
-    p.dk = dk;
-    p.dv = dv;
-    p.w = vector_decay ? w.data() : nullptr;
-    p.w_scalar = rule == Rule::kNoDecay ? 1.0f : 0.875f;
-    p.a = low_rank ? a.data() : nullptr;
-    p.b = low_rank ? b.data() : nullptr;
-    p.k = k.data();
-    p.v = v.data();
-    p.r = r.data();
+    const RecurrenceStepArgs p{dk,
+                               dv,
+                               vector_decay ? w.data() : nullptr,
+                               rule == Rule::kNoDecay ? 1.0f : 0.875f,
+                               low_rank ? a.data() : nullptr,
+                               low_rank ? b.data() : nullptr,
+                               k.data(),
+                               v.data(),
+                               r.data()};
     std::copy(s_ref.begin(), s_ref.end(), s.data());
     const std::vector<float> s_prev = s_ref;
     ref::RecurrenceStep(p, s_ref.data(), y_ref.data());
@@ -155,14 +154,8 @@ TEST_CASE("RecurrenceStep: RWKV-7's rule over 1,000 steps stays with the referen
       FillUniform(rng, k.data(), n, -1.0f, 1.0f);
       FillUniform(rng, v.data(), n, -1.0f, 1.0f);
       FillUniform(rng, r.data(), n, -1.0f, 1.0f);
-      RecurrenceStepArgs p;
-      p.dk = p.dv = n;
-      p.w = w.data();
-      p.a = a.data();
-      p.b = b.data();
-      p.k = k.data();
-      p.v = v.data();
-      p.r = r.data();
+      const RecurrenceStepArgs p{n, n, w.data(), 1.0f, a.data(), b.data(),
+                                 k.data(), v.data(), r.data()};
       ref::RecurrenceStep(p, s_ref.data(), y_ref.data());
       RecurrenceStep(p, s.data(), y.data());
       for (size_t i = 0; i < n; ++i) {
@@ -207,15 +200,8 @@ TEST_CASE("RecurrenceStep reference: RWKV-7's and Gated DeltaNet's own formulas"
       a[j] = -kk[j];
       b[j] = static_cast<float>(double{kk[j]} * alpha[j]);
     }
-    RecurrenceStepArgs p;
-    p.dk = dk;
-    p.dv = dv;
-    p.w = w.data();
-    p.a = a.data();
-    p.b = b.data();
-    p.k = k.data();
-    p.v = v.data();
-    p.r = r.data();
+    const RecurrenceStepArgs p{dk, dv, w.data(), 1.0f, a.data(), b.data(),
+                               k.data(), v.data(), r.data()};
     ref::RecurrenceStep(p, got.data(), y.data());
     for (size_t e = 0; e < dv * dk; ++e) CHECK(got[e] == doctest::Approx(want[e]).epsilon(1e-6));
     for (size_t i = 0; i < dv; ++i) CHECK(y[i] == doctest::Approx(y_want[i]).epsilon(1e-6));
@@ -237,15 +223,9 @@ TEST_CASE("RecurrenceStep reference: RWKV-7's and Gated DeltaNet's own formulas"
       b[j] = static_cast<float>(-beta * decay * k[j]);
       bk[j] = static_cast<float>(beta * k[j]);
     }
-    RecurrenceStepArgs p;
-    p.dk = dk;
-    p.dv = dv;
-    p.w_scalar = static_cast<float>(decay);
-    p.a = a.data();
-    p.b = b.data();
-    p.k = bk.data();  // the write β v kᵀ
-    p.v = v.data();
-    p.r = r.data();
+    // No decay vector; the write β v kᵀ through k = β k.
+    const RecurrenceStepArgs p{dk, dv, nullptr, static_cast<float>(decay), a.data(), b.data(),
+                               bk.data(), v.data(), r.data()};
     ref::RecurrenceStep(p, got.data(), y.data());
     for (size_t i = 0; i < dv; ++i) {
       double o = 0;  // (Sᵀ q)_i with q = r
