@@ -169,6 +169,15 @@ def safetensors_check():
     assert all(torch.equal(t[k], back[k]) for k in t)
 
 
+def rwkv_check():
+    # BlinkDL's package: its RWKV-7 (RWKV_x070) is chosen when the module loads.
+    os.environ["RWKV_V7_ON"] = "1"
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints a banner
+        from rwkv import model
+
+    assert hasattr(model, "RWKV_x070") and model.RWKV is model.RWKV_x070
+
+
 CHECKS = [
     ("pytorch-fast-transformers", fast_transformers_check),
     ("performer-pytorch", performer_check),
@@ -176,6 +185,7 @@ CHECKS = [
     ("FLASH-pytorch", flash_check),
     ("transformers", transformers_check),
     ("safetensors", safetensors_check),
+    ("rwkv", rwkv_check),
 ]
 
 

@@ -1,0 +1,105 @@
+"""RWKV-7 ("Goose"), the reference: BlinkDL's model from its state dict, in
+float64, token by token (docs/attention-math.md §15, the gated recurrence family).
+
+The math is the `rwkv` package's RWKV_x070 (its CPU path, plain PyTorch): per
+layer a time mix and a channel mix, each after a LayerNorm and with a token shift.
+Time mix of x (C) with the previous position's x_p, per head h of N channels:
+
+    xx = x_p − x;  x_• = x + xx ⊙ μ_•        for r, w, k, v, a, g (att.x_r, ...)
+    r = x_r R,  k = x_k K,  v = x_v V        (receptance, key, value: C → C)
+    w = exp(−e^{−0.5} σ(w0 + tanh(x_w W1) W2))       (decay, per channel)
+    a = σ(a0 + (x_a A1) A2)                            (in-context rate)
+    g = σ(x_g G1) G2                                   (gate)
+    κ̂ = normalize(k ⊙ k_k) per head;  k ← k ⊙ (1 + (a − 1) ⊙ k_a)
+    v ← v + (v_first − v) ⊙ σ(v0 + (x_v V1) V2)       (layers after the first;
+                                                        v_first: layer 0's v)
+    S_h ← S_h diag(w_h) + (S_h (−κ̂_h)) (κ̂_h ⊙ a_h)ᵀ + v_h k_hᵀ,   y_h = S_h r_h
+    y = GroupNorm_H(y; ln_x, eps 64e-5) + ((Σ_N r ⊙ k ⊙ r_k) per head) v
+    out = (y ⊙ g) O
+
+Channel mix: k = relu((x + (x_p − x) ⊙ μ_k) K)², out = k V. The model:
+x = LN(emb[t]; blocks.0.ln0), then x += tmix(LN1 x), x += cmix(LN2 x) per layer,
+logits = LN(x; ln_out) head. The state per layer is the two shifts (C each) and
+S (H, N, N), S_h[i][j] with i over values and j over keys.
+"""
+import torch
+import torch.nn.functional as F
+
+DECAY_SCALE = 0.606531  # e^{-0.5}, as the rwkv package writes it
+GROUP_NORM_EPS = 64e-5
+
+
+class Rwkv7:
+    """A BlinkDL RWKV-7 state dict (the .pth names: emb.weight, blocks.N.att.*,
+    blocks.N.ffn.*, ln_out.*, head.weight) as a float64 model."""
+
+    def __init__(self, state_dict):
+        z = {k: v.detach().to(torch.float64) for k, v in state_dict.items()}
+        self.n_head, self.head_size = z["blocks.0.att.r_k"].shape
+        self.vocab_size, self.n_embd = z["emb.weight"].shape
+        self.n_layer = 1 + max(int(k.split(".")[1]) for k in z if k.startswith("blocks."))
+        self.z = {k: (v.reshape(-1) if v.dim() == 3 else v) for k, v in z.items()}  # (1,1,C) → (C)
+
+    def zero_state(self):
+        c, h, n = self.n_embd, self.n_head, self.head_size
+        return [(torch.zeros(c, dtype=torch.float64), torch.zeros(h, n, n, dtype=torch.float64),
+                 torch.zeros(c, dtype=torch.float64)) for _ in range(self.n_layer)]
+
+    def _time_mix(self, i, x, x_prev, v_first, s):
+        z, h, n = self.z, self.n_head, self.head_size
+        p = f"blocks.{i}.att."
+        xx = x_prev - x
+        xr, xw, xk, xv, xa, xg = (x + xx * z[p + m] for m in ("x_r", "x_w", "x_k", "x_v", "x_a", "x_g"))
+        r = z[p + "receptance.weight"] @ xr
+        k = z[p + "key.weight"] @ xk
+        v = z[p + "value.weight"] @ xv
+        w = torch.exp(-DECAY_SCALE * torch.sigmoid(z[p + "w0"] + torch.tanh(xw @ z[p + "w1"]) @ z[p + "w2"]))
+        a = torch.sigmoid(z[p + "a0"] + (xa @ z[p + "a1"]) @ z[p + "a2"])
+        g = torch.sigmoid(xg @ z[p + "g1"]) @ z[p + "g2"]
+        kk = F.normalize((k * z[p + "k_k"]).view(h, n), dim=-1, p=2.0).view(-1)
+        k = k * (1 + (a - 1) * z[p + "k_a"])
+        if i == 0:
+            v_first = v
+        else:
+            v = v + (v_first - v) * torch.sigmoid(z[p + "v0"] + (xv @ z[p + "v1"]) @ z[p + "v2"])
+        # S ← S diag(w) + (S a') b'ᵀ + v kᵀ with a' = −κ̂, b' = κ̂ ⊙ a, per head.
+        sa = torch.einsum("hij,hj->hi", s, (-kk).view(h, n))
+        s = (s * w.view(h, 1, n) + sa.view(h, n, 1) * (kk * a).view(h, 1, n)
+             + v.view(h, n, 1) * k.view(h, 1, n))
+        y = torch.einsum("hij,hj->hi", s, r.view(h, n)).reshape(-1)
+        y = F.group_norm(y.view(1, -1), h, z[p + "ln_x.weight"], z[p + "ln_x.bias"],
+                         eps=GROUP_NORM_EPS).view(-1)
+        y = y + ((r * k * z[p + "r_k"].reshape(-1)).view(h, n).sum(-1, keepdim=True)
+                 * v.view(h, n)).view(-1)
+        return z[p + "output.weight"] @ (y * g), s, v_first
+
+    def _channel_mix(self, i, x, x_prev):
+        z = self.z
+        p = f"blocks.{i}.ffn."
+        k = torch.relu(z[p + "key.weight"] @ (x + (x_prev - x) * z[p + "x_k"])) ** 2
+        return z[p + "value.weight"] @ k
+
+    def step(self, token, state):
+        """Logits (V) for one token id and the state after it (a new list)."""
+        z, c = self.z, self.n_embd
+        x = F.layer_norm(z["emb.weight"][token], (c,), z["blocks.0.ln0.weight"], z["blocks.0.ln0.bias"])
+        v_first, new_state = None, []
+        for i, (shift_att, s, shift_ffn) in enumerate(state):
+            b = f"blocks.{i}."
+            xa = F.layer_norm(x, (c,), z[b + "ln1.weight"], z[b + "ln1.bias"])
+            out, s, v_first = self._time_mix(i, xa, shift_att, v_first, s)
+            x = x + out
+            xf = F.layer_norm(x, (c,), z[b + "ln2.weight"], z[b + "ln2.bias"])
+            x = x + self._channel_mix(i, xf, shift_ffn)
+            new_state.append((xa, s, xf))
+        x = F.layer_norm(x, (c,), z["ln_out.weight"], z["ln_out.bias"])
+        return z["head.weight"] @ x, new_state
+
+    def forward(self, tokens, state=None):
+        """Logits (T, V) of a sequence of token ids, and the final state."""
+        state = self.zero_state() if state is None else state
+        out = []
+        for t in tokens:
+            logits, state = self.step(int(t), state)
+            out.append(logits)
+        return torch.stack(out), state
