@@ -12,7 +12,9 @@
 // head (none, softmax, log-softmax), and f32/f16/bf16/int8 weights (narrow
 // weights are decoded to f32 once, at upload). Not covered (Create fails
 // with Unsupported, naming the block): rotary position embeddings
-// (mixer.rotary) and token shift.
+// (mixer.rotary, whether from a base, a stored θ or a stored table) and token
+// shift. Sinusoidal positions run from the loaded model's frequencies, the
+// stored ones (input.position_freq) included.
 //
 // One stream, from an empty state. Layers whose CPU state is a ring or a
 // cache keep every position of the sequence here (keys and values of

@@ -605,7 +605,7 @@ NB_MODULE(_recur, m) {
       .def_prop_ro("output_width", [](Model& m) { return m.info().output_width; },
                    "Floats per stream per step.")
       .def_prop_ro("max_positions", [](Model& m) { return m.info().max_positions; },
-                   "Learned positions: steps per stream; 0 = unbounded.")
+                   "Steps per stream (learned positions, rotary tables); 0 = unbounded.")
       .def_prop_ro("parameter_count", [](Model& m) { return m.info().parameter_count; })
       .def_prop_ro("state_bytes", [](Model& m) { return m.info().state_bytes; },
                    "Recurrent state per stream in bytes, with compensated sums, besides the part "

@@ -44,18 +44,11 @@ Status BuildInput(const fb::InputAdapter* in, TensorResolver* tensors, Model* m)
       return Unsupported("input kind %d is not supported by this runtime", int(in->kind()));
   }
   if (in->positions() >= 0) {
-    const fb::Tensor* t = in->positions() < int32_t(m->root->tensors()->size())
-                              ? m->root->tensors()->Get(uint32_t(in->positions())) : nullptr;
-    if (t == nullptr || t->shape()->size() != 2) {
-      return InvalidModel("input.positions must be a [max_positions, d_model] tensor");
-    }
-    const int64_t rows = t->shape()->Get(0);
-    if (rows <= 0 || rows > (int64_t{1} << 31)) {
-      return InvalidModel("input.positions has %lld rows", static_cast<long long>(rows));
-    }
-    RECUR_RETURN_IF_ERROR(tensors->Get(in->positions(), "input.positions", {rows, m->d_model},
-                                       false, &m->positions));
+    int64_t rows = 0;
+    RECUR_RETURN_IF_ERROR(tensors->GetRows(in->positions(), "input.positions", m->d_model, false,
+                                           &m->positions, &rows));
     m->max_positions = static_cast<uint32_t>(rows);
+    m->max_positions_source = "model's learned positions";
   }
   if (const fb::SinusoidPositions* s = in->sinusoid()) {
     if (!(s->base() > 0.0) || !std::isfinite(s->base())) {
@@ -64,9 +57,15 @@ Status BuildInput(const fb::InputAdapter* in, TensorResolver* tensors, Model* m)
     RECUR_RETURN_IF_ERROR(
         tensors->Get(s->scale(), "input.position_scale", {1}, true, &m->position_scale));
     const uint32_t half = m->d_model / 2;
+    const float* freq = nullptr;
+    RECUR_RETURN_IF_ERROR(tensors->Get(s->freq(), "input.position_freq", {half}, true, &freq));
     m->sinusoid_freq.resize(half);
     for (uint32_t i = 0; i < half; ++i) {
-      m->sinusoid_freq[i] = std::pow(s->base(), -2.0 * i / m->d_model);
+      if (freq != nullptr && !std::isfinite(freq[i])) {
+        return InvalidModel("input.position_freq[%u] is %g; the frequencies must be finite", i,
+                            static_cast<double>(freq[i]));
+      }
+      m->sinusoid_freq[i] = freq != nullptr ? freq[i] : std::pow(s->base(), -2.0 * i / m->d_model);
     }
   }
   if (in->norm() != nullptr) {
@@ -175,6 +174,11 @@ Status BuildBlock(const fb::Block* fbb, uint32_t index, TensorResolver* tensors,
   RECUR_RETURN_IF_ERROR(
       BuildTokenShift(fbb->token_shift(), layer, mixer->causal(), *m, &block.token_shift));
 
+  if (mixer->max_positions() != 0 &&
+      (m->max_positions == 0 || mixer->max_positions() < m->max_positions)) {
+    m->max_positions = static_cast<uint32_t>(mixer->max_positions());
+    m->max_positions_source = "rotary table rows of " + layer;
+  }
   m->state_floats += mixer->state_floats() + block.token_shift.state_floats();
   m->state_floats_per_position += mixer->state_floats_per_position();
   m->compensation_floats += mixer->compensation_floats();

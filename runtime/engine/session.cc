@@ -375,9 +375,10 @@ Status Session::CheckInput(const int32_t* tokens, const float* features, size_t 
   if (m.max_positions != 0) {
     for (size_t b = 0; b < batch_; ++b) {
       if (steps > m.max_positions - std::min<uint64_t>(positions_[b], m.max_positions)) {
-        return OutOfRange("stream %zu is at position %llu; %zu more steps pass the model's "
-                          "learned positions, which end at %u; reset the stream", b,
-                          static_cast<unsigned long long>(positions_[b]), steps, m.max_positions);
+        return OutOfRange("stream %zu is at position %llu; %zu more steps pass the %s, which "
+                          "end at %u; reset the stream", b,
+                          static_cast<unsigned long long>(positions_[b]), steps,
+                          m.max_positions_source.c_str(), m.max_positions);
       }
     }
   }

@@ -20,6 +20,7 @@ namespace {
 class Flash final : public Mixer {
  public:
   bool causal() const override { return proj_.causal; }
+  size_t max_positions() const override { return rotation_.max_positions(); }
   // S (s, E), kl_buf (C, s), kq_buf (C, s), v_buf (C, E).
   size_t state_floats() const override {
     const size_t s = proj_.s, E = proj_.e;
@@ -73,7 +74,8 @@ class Flash final : public Mixer {
     auto m = std::make_unique<Flash>();
     m->c_ = t->chunk();
     RECUR_RETURN_IF_ERROR(
-        Rotation::FromTable(t->rotary(), layer, "FLASH", t->qk_dim(), "qk_dim", &m->rotation_));
+        Rotation::FromTable(t->rotary(), layer, "FLASH", t->qk_dim(), "qk_dim", tensors,
+                            &m->rotation_));
     RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, t->chunk(), tensors));
     *out = std::move(m);
     return Status::Ok();

@@ -29,6 +29,7 @@ void Transpose(const float* in, size_t rows, size_t cols, size_t in_stride, floa
 class LinearAttention final : public Mixer {
  public:
   bool causal() const override { return causal_; }
+  size_t max_positions() const override { return rotation_.max_positions(); }
   // S (H, C, dv) and z (H, C), then their Kahan compensations in the same
   // layout: the sums run over unbounded streams, and plain float sums drift
   // (docs/reliability.md "Long runs"); a session with plain sums leaves them out
@@ -182,7 +183,8 @@ class LinearAttention final : public Mixer {
     m->causal_ = t->causal();
     m->feature_map_ = fm;
     RECUR_RETURN_IF_ERROR(
-        Rotation::FromTable(t->rotary(), layer, "linear attention", t->dk(), "dk", &m->rotation_));
+        Rotation::FromTable(t->rotary(), layer, "linear attention", t->dk(), "dk", tensors,
+                            &m->rotation_));
     switch (fm) {
       case fb::FeatureMap::Poly2: m->c_ = m->dk_ * m->dk_; break;
       case fb::FeatureMap::Favor:

@@ -44,6 +44,10 @@ class Mixer {
   // The most positions Run may see at once (an encoder with position-bound
   // parameters, e.g. Linformer's seq_len); 0 = unbounded.
   virtual size_t max_sequence() const { return 0; }
+  // The stream positions the mixer has parameters for (a rotary table's
+  // rows, §12); 0 = unbounded. The model's max_positions is the least of
+  // these and its learned positions' rows.
+  virtual size_t max_positions() const { return 0; }
 
   // Floats of recurrent state per stream (zero-initialised = empty history):
   // state_floats() + state_floats_per_position() × the session's max_context

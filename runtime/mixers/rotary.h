@@ -1,7 +1,8 @@
 // Turning q and k by their absolute position: RetNet's rotation
 // (docs/attention-math.md §11) and the rotary position embeddings the
 // attention mixers take (§12). Pair i of the first 2·pairs features of each
-// head turns by the angle position·θ_i; the rest of the head passes.
+// head turns by the angle position·θ_i, or by a stored table's sine and
+// cosine of the position; the rest of the head passes.
 #ifndef RECUR_MIXERS_ROTARY_H_
 #define RECUR_MIXERS_ROTARY_H_
 
@@ -37,11 +38,14 @@ class Rotation {
     return Rotation(std::move(theta), Pairs::kInterleaved);
   }
 
-  // A mixer's `rotary` table (§12), null for none: θ_i = base^(−2i/dims) over
-  // the first dims of each head's `width` q/k features. Messages name the
-  // layer, the mixer (`what`) and the width's key (`width_name`: "dk").
+  // A mixer's `rotary` table (§12), null for none: over the first dims of
+  // each head's `width` q/k features, θ_i = base^(−2i/dims), or θ as stored
+  // (`theta`), or the stored per-position sines and cosines (`table`, which
+  // bounds the positions: max_positions()). Messages name the layer, the
+  // mixer (`what`) and the width's key (`width_name`: "dk").
   static Status FromTable(const fb::Rotary* t, const std::string& layer, const char* what,
-                          uint32_t width, const char* width_name, Rotation* out) {
+                          uint32_t width, const char* width_name, TensorResolver* tensors,
+                          Rotation* out) {
     *out = Rotation();
     if (t == nullptr) return Status::Ok();
     if (t->dims() < 2 || t->dims() % 2 != 0 || t->dims() > width) {
@@ -56,16 +60,44 @@ class Rotation {
       return Unsupported("%s: %s rotary.pairs %d is not supported by this runtime", layer.c_str(),
                          what, int(t->pairs()));
     }
-    std::vector<double> theta(t->dims() / 2);
+    if (t->theta() >= 0 && t->table() >= 0) {
+      return InvalidModel("%s: %s rotary has both theta and table; it takes at most one",
+                          layer.c_str(), what);
+    }
+    const uint32_t n = t->dims() / 2;
+    const std::string name = layer + ".mixer.rotary.";
+    const float* stored = nullptr;
+    int64_t rows = 1;
+    if (t->table() >= 0) {
+      RECUR_RETURN_IF_ERROR(tensors->GetRows(t->table(), (name + "table").c_str(), t->dims(),
+                                             false, &stored, &rows));
+    } else {
+      RECUR_RETURN_IF_ERROR(tensors->Get(t->theta(), (name + "theta").c_str(), {n}, true, &stored));
+    }
+    for (int64_t k = 0; stored != nullptr && k < rows * (t->table() >= 0 ? 2 * n : n); ++k) {
+      if (!std::isfinite(stored[k])) {
+        return InvalidModel("%s%s[%lld] is %g; it must be finite", name.c_str(),
+                            t->table() >= 0 ? "table" : "theta", static_cast<long long>(k),
+                            static_cast<double>(stored[k]));
+      }
+    }
+    std::vector<double> theta(n);
     for (size_t i = 0; i < theta.size(); ++i) {
-      theta[i] = std::pow(t->base(), -2.0 * double(i) / double(t->dims()));
+      theta[i] = t->theta() >= 0 ? double(stored[i])
+                                 : std::pow(t->base(), -2.0 * double(i) / double(t->dims()));
     }
     *out = Rotation(std::move(theta),
                     t->pairs() == fb::RotaryPairs::Half ? Pairs::kHalf : Pairs::kInterleaved);
+    if (t->table() >= 0) {
+      out->table_ = stored;
+      out->table_rows_ = static_cast<size_t>(rows);
+    }
     return Status::Ok();
   }
 
   bool enabled() const { return !theta_.empty(); }
+  // The positions a stored table covers; 0 = unbounded.
+  size_t max_positions() const { return table_rows_; }
 
   // Matrices of (batch·steps) rows, stream-major: row r is stream r / steps at
   // position positions[r / steps] + r % steps; each row holds `heads` heads
@@ -92,9 +124,16 @@ class Rotation {
         const uint64_t pos = ctx.positions[r / steps] + r % steps;
         for (size_t i = 0; i < n; ++i) {
           // In double: pos·θ reaches millions of radians, and an f32 angle
-          // would be off by its ulp.
-          const double a = double(pos) * theta_[i];
-          const float c = float(std::cos(a)), s = float(std::sin(a));
+          // would be off by its ulp. A table holds row pos = [sin | cos].
+          float c, s;
+          if (table_ != nullptr) {
+            s = table_[pos * 2 * n + i];
+            c = table_[pos * 2 * n + n + i];
+          } else {
+            const double a = double(pos) * theta_[i];
+            c = float(std::cos(a));
+            s = float(std::sin(a));
+          }
           for (size_t k = 0; k < count; ++k) {
             const Rows& m = mats[k];
             float* row = m.data + r * m.stride + i * step;
@@ -113,6 +152,8 @@ class Rotation {
  private:
   std::vector<double> theta_;  // one angle per position step, per pair
   Pairs pairs_ = Pairs::kInterleaved;
+  const float* table_ = nullptr;  // (table_rows_, 2·pairs) [sin | cos] rows, or null
+  size_t table_rows_ = 0;
 };
 
 }  // namespace recur::impl

@@ -22,6 +22,7 @@ constexpr uint32_t kMaxWindow = 1u << 16;
 class SlidingWindow final : public Mixer {
  public:
   bool causal() const override { return causal_; }
+  size_t max_positions() const override { return rotation_.max_positions(); }
   // k_glob (H, g, dk), k_ring (H, R, dk), v_glob (H, g, dv), v_ring (H, R, dv).
   size_t state_floats() const override {
     return causal_ ? heads_ * (g_ + ring_) * (dk_ + dv_) : 0;
@@ -103,7 +104,7 @@ class SlidingWindow final : public Mixer {
     m->causal_ = t->causal();
     m->scale_ = 1.0f / std::sqrt(static_cast<float>(t->dk()));
     RECUR_RETURN_IF_ERROR(Rotation::FromTable(t->rotary(), layer, "sliding-window attention",
-                                              t->dk(), "dk", &m->rotation_));
+                                              t->dk(), "dk", tensors, &m->rotation_));
     m->dilation_.assign(m->heads_, 1);
     if (t->dilation() != nullptr && t->dilation()->size() != 0) {
       if (t->dilation()->size() != m->heads_) {

@@ -19,6 +19,7 @@ namespace {
 class SoftmaxAttention final : public Mixer {
  public:
   bool causal() const override { return causal_; }
+  size_t max_positions() const override { return rotation_.max_positions(); }
   // Per stream: K (H, max_context, dk) then V (H, max_context, dv); the
   // session's position count says how much of it is filled.
   size_t state_floats() const override { return 0; }
@@ -84,7 +85,8 @@ class SoftmaxAttention final : public Mixer {
     m->causal_ = t->causal();
     m->scale_ = 1.0f / std::sqrt(static_cast<float>(t->dk()));
     RECUR_RETURN_IF_ERROR(
-        Rotation::FromTable(t->rotary(), layer, "softmax attention", t->dk(), "dk", &m->rotation_));
+        Rotation::FromTable(t->rotary(), layer, "softmax attention", t->dk(), "dk", tensors,
+                            &m->rotation_));
     RECUR_RETURN_IF_ERROR(m->proj_.Load(t, layer, d_model, t->heads() * t->dk(),
                                         t->heads() * t->dv(), tensors));
     *out = std::move(m);

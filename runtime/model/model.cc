@@ -253,6 +253,24 @@ Status TensorResolver::Get(int32_t index, const char* what, std::initializer_lis
   return Status::Ok();
 }
 
+Status TensorResolver::GetRows(int32_t index, const char* what, int64_t cols, bool optional,
+                               const float** out, int64_t* rows) {
+  *out = nullptr;
+  *rows = 0;
+  const fb::Tensor* t = nullptr;
+  RECUR_RETURN_IF_ERROR(FindTensor(root_, index, what, {-1, cols}, optional, &t));
+  if (t == nullptr) return Status::Ok();
+  const int64_t n = t->shape()->size() == 2 ? t->shape()->Get(0) : 0;
+  if (n <= 0 || n > (int64_t{1} << 31)) {
+    return InvalidModel("%s: tensor '%s' has shape %s, expected [rows, %lld] with rows in "
+                        "[1, 2^31]", what, t->name()->c_str(), ShapeString(t->shape()).c_str(),
+                        static_cast<long long>(cols));
+  }
+  RECUR_RETURN_IF_ERROR(Get(index, what, {n, cols}, false, out));
+  *rows = n;
+  return Status::Ok();
+}
+
 Status TensorResolver::GetDense(const fb::Dense* dense, const std::string& what,
                                 uint32_t out_features, uint32_t in_features, DenseView* out) {
   *out = DenseView();

@@ -96,9 +96,14 @@ struct Model {
   const float* embedding = nullptr;   // (vocab_size, d_model)
   DenseView input_projection;         // weight null: frames go in as they are
   const float* positions = nullptr;   // (max_positions, d_model) or null
+  // Positions per stream: the fewest rows of the learned positions and the
+  // mixers' rotary tables (Mixer::max_positions); 0 = unbounded. What ends
+  // there, for messages after "the": "model's learned positions", "rotary
+  // table rows of blocks.1".
   uint32_t max_positions = 0;
-  // Fixed sinusoidal positions: the frequencies f_i (d_model/2; empty: none)
-  // and the learned scale (1) or null.
+  std::string max_positions_source = "model's learned positions";
+  // Fixed sinusoidal positions: the frequencies f_i (d_model/2; empty: none;
+  // from base or as stored) and the learned scale (1) or null.
   std::vector<double> sinusoid_freq;
   const float* position_scale = nullptr;
 
@@ -166,6 +171,11 @@ class TensorResolver {
   // ("blocks.3.mixer.key.weight"). index -1 is an error unless `optional`.
   Status Get(int32_t index, const char* what, std::initializer_list<int64_t> shape,
              bool optional, const float** out);
+  // A float tensor [rows, cols] of any rows in [1, 2³¹] (a table with a row
+  // per position), with *rows set; index -1 is an error unless `optional`
+  // (then *rows = 0).
+  Status GetRows(int32_t index, const char* what, int64_t cols, bool optional, const float** out,
+                 int64_t* rows);
   // nn.Linear weight [out, in] and, if present, bias [out].
   Status GetDense(const fb::Dense* dense, const std::string& what, uint32_t out_features,
                   uint32_t in_features, DenseView* out);

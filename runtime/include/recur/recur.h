@@ -32,7 +32,7 @@ extern "C" {
 #define RECUR_VERSION_PATCH 0
 
 /* The newest model format_version this runtime reads. */
-#define RECUR_FORMAT_VERSION 2
+#define RECUR_FORMAT_VERSION 3
 
 /* Header-only helpers are inline, so that the struct_size they set is the
  * caller's sizeof (C89 compilers spell it __inline). */
@@ -136,7 +136,8 @@ typedef struct recur_model_info {
   uint32_t d_model;
   uint32_t num_layers;
   uint32_t output_width;       /* floats per stream per step */
-  uint32_t max_positions;      /* learned positions: steps per stream; 0 = unbounded */
+  uint32_t max_positions;      /* steps per stream, the fewest rows of the learned positions
+                                  and the rotary tables; 0 = unbounded */
   uint64_t parameter_count;
   size_t state_bytes;          /* recurrent state per stream, in bytes, besides the part that
                                   grows with the sequence (state_bytes_per_position), with
@@ -250,8 +251,8 @@ typedef struct recur_session_options {
   uint32_t max_context;    /* models whose state grows with the sequence (softmax attention's
                               KV cache, state_bytes_per_position > 0): positions a stream may
                               hold; stepping past it is RECUR_OUT_OF_RANGE until the stream is
-                              reset. 0 = the model's max_positions if it has learned
-                              positions, else 4096, capped at recur_model_info's
+                              reset. 0 = the model's max_positions if it has one (learned
+                              positions, rotary tables), else 4096, capped at recur_model_info's
                               max_context_bound; more than that bound is
                               RECUR_INVALID_ARGUMENT. Memory: batch × max_context ×
                               state_bytes_per_position. Ignored by fixed-state models. */
