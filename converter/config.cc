@@ -132,6 +132,8 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
     out.emplace_back("input.positions", std::vector<int64_t>{d.input.max_positions, dm});
   if (d.input.sinusoid && d.input.sinusoid_scale)
     out.emplace_back("input.position_scale", std::vector<int64_t>{1});
+  if (d.input.sinusoid && d.input.sinusoid_freq)
+    out.emplace_back("input.position_freq", std::vector<int64_t>{dm / 2});
   if (d.input.norm) {
     out.emplace_back("input.norm.weight", std::vector<int64_t>{dm});
     out.emplace_back("input.norm.bias", std::vector<int64_t>{dm});
@@ -144,6 +146,7 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
     if (b.mixer.type()) {  // none only in a hand-made description, which the writer refuses
       MixerTensors mixer(p + "mixer.", dm, &out);
       b.mixer.type()->converter->AddTensors(b.mixer.params(), &mixer);
+      mixer.AddRotary(b.mixer.params().rotary);
     }
     if (b.d_ff == 0) continue;  // no feed-forward, no norm2
     AddNorm(&out, p + "norm2", d.norm, dm);

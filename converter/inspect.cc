@@ -143,6 +143,7 @@ class Collector {
     input["positions"] = TensorRef(in->positions());
     if (const fb::SinusoidPositions* s = in->sinusoid()) {
       input["sinusoid"] = {{"base", s->base()}, {"scale", TensorRef(s->scale())}};
+      if (s->freq() >= 0) input["sinusoid"]["freq"] = TensorRef(s->freq());
     }
     if (in->norm() != nullptr) input["norm"] = Norm(in->norm());
     j["input"] = input;
@@ -305,8 +306,11 @@ std::string RenderText(const OrderedJson& j) {
   input += " positions=" + (in["positions"].is_null() ? std::string("none") : RefText(in["positions"]));
   if (in.contains("sinusoid")) {
     const OrderedJson& s = in["sinusoid"];
-    input += " sinusoid=base " + FormatFloat(static_cast<float>(s["base"].get<double>())) +
-             " scale " + (s["scale"].is_null() ? std::string("none") : RefText(s["scale"]));
+    const std::string freq =
+        s.contains("freq") ? "freq " + RefText(s["freq"])
+                           : "base " + FormatFloat(static_cast<float>(s["base"].get<double>()));
+    input += " sinusoid=" + freq + " scale " +
+             (s["scale"].is_null() ? std::string("none") : RefText(s["scale"]));
   }
   if (in.contains("norm")) input += " norm=" + NormText(in["norm"]);
   line("input:           " + input);

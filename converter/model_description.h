@@ -52,15 +52,21 @@ struct InputDescription {
   bool sinusoid = false;
   double sinusoid_base = 10000.0;
   bool sinusoid_scale = false;
+  // The frequencies as stored (input.position_freq [d_model/2]), not from
+  // the base (config "positions" "freq": "stored").
+  bool sinusoid_freq = false;
 };
 
 // Rotary position embeddings of a mixer's q and k (config "rotary";
 // docs/attention-math.md §12): in each head, pair i of the first `dims`
-// features turns by t·base^(−2i/dims) at position t.
+// features turns by t·base^(−2i/dims) at position t, or by t·θ_i with θ as
+// stored, or by a stored table's sine and cosine of t.
 struct RotaryDescription {
   uint32_t dims = 0;  // 0: no rotation
   double base = 10000.0;
   bool half = false;  // pairs (i, i + dims/2) ("half"); else (2i, 2i + 1) ("interleaved")
+  bool theta = false;       // θ from blocks.<i>.mixer.rotary.theta [dims/2] ("theta": "stored")
+  uint32_t table_rows = 0;  // > 0: [sin | cos] rows blocks.<i>.mixer.rotary.table [rows, dims]
 };
 
 // The parameters of one block's mixer. Each mixer declares its own struct,

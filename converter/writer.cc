@@ -183,7 +183,8 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
       desc.input.kind == InputKind::kFeatures ? desc.input.feature_width : 0, projection,
       ref("input.positions"), input_norm,
       desc.input.sinusoid
-          ? fb::CreateSinusoidPositions(fbb, desc.input.sinusoid_base, ref("input.position_scale"))
+          ? fb::CreateSinusoidPositions(fbb, desc.input.sinusoid_base, ref("input.position_scale"),
+                                        ref("input.position_freq"))
           : 0);
 
   flatbuffers::Offset<fb::LayerNorm> final_norm = 0;
@@ -238,10 +239,15 @@ uint32_t FormatVersionFor(const ModelDescription& desc) {
     if (b.d_ff == 0 || b.glu || !b.token_shift.segments.empty()) version = std::max(version, 2u);
     if (b.mixer.type()) {
       version = std::max(version, b.mixer.type()->converter->FormatVersion(b.mixer.params()));
-      if (b.mixer.params().rotary.dims != 0) version = std::max(version, 2u);
+      const RotaryDescription& rotary = b.mixer.params().rotary;
+      if (rotary.dims != 0) version = std::max(version, 2u);
+      if (rotary.theta || rotary.table_rows != 0) version = std::max(version, 3u);
     }
   }
-  static_assert(RECUR_FORMAT_VERSION >= 2, "the runtime reads what the writer writes");
+  // Version 3: stored frequencies and rotary tables, which a version-2
+  // runtime would ignore (and compute from the base instead).
+  if (desc.input.sinusoid && desc.input.sinusoid_freq) version = std::max(version, 3u);
+  static_assert(RECUR_FORMAT_VERSION >= 3, "the runtime reads what the writer writes");
   return version;
 }
 

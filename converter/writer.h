@@ -66,9 +66,9 @@ Result<AlignedBytes> BuildModelFromConfig(const std::string& config_json, const 
 // The format_version the writer stamps on `desc`'s file: the oldest that
 // reads it as written (runtime/schema/recur.fbs). A runtime ignores fields
 // newer than it, so a file that uses one must be refused by those runtimes:
-// 2 when the model uses a field marked "format_version 2" there (each mixer
-// says so through MixerConverter::FormatVersion), else 1 (what every older
-// file is).
+// 3 or 2 when the model uses a field marked "format_version 3" or
+// "format_version 2" there (each mixer says so through
+// MixerConverter::FormatVersion), else 1 (what every older file is).
 uint32_t FormatVersionFor(const ModelDescription& desc);
 
 // Loads `bytes` with the runtime; an error carries the runtime's message.

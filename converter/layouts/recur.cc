@@ -104,8 +104,8 @@ Status ParseNorm(const KeyReader& r, const json& root, NormKind* out) {
 }
 
 // "positions" (optional): {"type": "sinusoid", "base": 10000 (optional, > 0),
-// "scale": "none" (optional) | "learned"}, fixed sinusoidal positions over an
-// even d_model.
+// "scale": "none" (optional) | "learned", "freq": "base" (optional) |
+// "stored"}, fixed sinusoidal positions over an even d_model.
 Status ParsePositions(const KeyReader& r, const json& root, InputDescription* in,
                       uint32_t d_model) {
   auto it = root.find("positions");
@@ -114,7 +114,7 @@ Status ParsePositions(const KeyReader& r, const json& root, InputDescription* in
   static const char* const kTypes[] = {"sinusoid"};
   std::size_t type = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(*it, "type", "positions", kTypes, &type));
-  RECUR_RETURN_IF_ERROR(r.OnlyKeys(*it, "positions", {"type", "base", "scale"}));
+  RECUR_RETURN_IF_ERROR(r.OnlyKeys(*it, "positions", {"type", "base", "scale", "freq"}));
   auto base = it->find("base");
   if (base != it->end()) {
     if (!base->is_number() || !std::isfinite(base->get<double>()) || base->get<double>() <= 0) {
@@ -125,12 +125,16 @@ Status ParsePositions(const KeyReader& r, const json& root, InputDescription* in
   static const char* const kScales[] = {"none", "learned"};
   std::size_t scale = 0;
   RECUR_RETURN_IF_ERROR(r.Choice(*it, "scale", "positions", kScales, &scale, /*required=*/false));
+  static const char* const kFreqs[] = {"base", "stored"};
+  std::size_t freq = 0;
+  RECUR_RETURN_IF_ERROR(r.Choice(*it, "freq", "positions", kFreqs, &freq, /*required=*/false));
   if (d_model % 2 != 0) {
     return r.Invalid("positions",
                      "(sinusoid) needs an even d_model, got " + std::to_string(d_model));
   }
   in->sinusoid = true;
   in->sinusoid_scale = scale == 1;
+  in->sinusoid_freq = freq == 1;
   return Status::Ok();
 }
 

@@ -56,7 +56,7 @@ class FlashConverterImpl final : public MixerConverter {
     mixer["chunk"] = fl->chunk();
     mixer["scale"] = FloatForJson(fl->scale());
     mixer["causal"] = fl->causal();
-    DescribeRotary(fl->rotary(), &mixer);
+    DescribeRotary(fl->rotary(), refs, &mixer);
     mixer["u_proj"] = refs.Dense(fl->u_proj());
     mixer["v_proj"] = refs.Dense(fl->v_proj());
     mixer["z_proj"] = refs.Dense(fl->z_proj());

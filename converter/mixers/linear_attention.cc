@@ -195,7 +195,7 @@ class LinearAttentionConverterImpl final : public MixerConverter {
     mixer["feature_map"] = InspectName(la->feature_map());
     mixer["eps"] = FloatForJson(la->eps());
     mixer["causal"] = la->causal();
-    DescribeRotary(la->rotary(), &mixer);
+    DescribeRotary(la->rotary(), refs, &mixer);
     if (la->feature_map() == fb::FeatureMap::Favor ||
         la->feature_map() == fb::FeatureMap::FavorHyperbolic ||
         la->feature_map() == fb::FeatureMap::FavorStabilized ||

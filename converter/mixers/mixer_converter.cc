@@ -36,7 +36,7 @@ Status MixerConfig::Rotary(uint32_t width, const char* width_key, RotaryDescript
   if (it == object.end()) return Status::Ok();
   const std::string at = where + ".rotary";
   if (!it->is_object()) return reader.Invalid(at, "must be a JSON object");
-  RECUR_RETURN_IF_ERROR(reader.OnlyKeys(*it, at, {"dims", "pairs", "base"}));
+  RECUR_RETURN_IF_ERROR(reader.OnlyKeys(*it, at, {"dims", "pairs", "base", "theta", "table"}));
   RotaryDescription r;
   RECUR_RETURN_IF_ERROR(reader.UInt(*it, "dims", at, 1, &r.dims));
   if (r.dims % 2 != 0 || r.dims > width) {
@@ -54,12 +54,27 @@ Status MixerConfig::Rotary(uint32_t width, const char* width_key, RotaryDescript
     }
     r.base = base->get<double>();
   }
+  static const char* const kTheta[] = {"base", "stored"};
+  std::size_t theta = 0;
+  RECUR_RETURN_IF_ERROR(reader.Choice(*it, "theta", at, kTheta, &theta, /*required=*/false));
+  r.theta = theta == 1;
+  RECUR_RETURN_IF_ERROR(reader.UInt(*it, "table", at, 1, &r.table_rows, /*required=*/false));
+  if (r.table_rows > (1u << 31)) return reader.Invalid(at + ".table", "must be at most 2^31");
+  if (r.theta && r.table_rows != 0) {
+    return reader.Invalid(at + ".table",
+                          "excludes \"theta\": \"stored\" (the table holds the angles)");
+  }
   *out = r;
   return Status::Ok();
 }
 
 void MixerTensors::Add(const std::string& name, std::vector<int64_t> shape) {
   out_->emplace_back(prefix_ + name, std::move(shape));
+}
+
+void MixerTensors::AddRotary(const RotaryDescription& rotary) {
+  if (rotary.theta) Add("rotary.theta", {rotary.dims / 2});
+  if (rotary.table_rows != 0) Add("rotary.table", {rotary.table_rows, rotary.dims});
 }
 
 void MixerTensors::AddDense(const std::string& name, int64_t rows, int64_t cols) {
@@ -86,7 +101,8 @@ flatbuffers::Offset<fb::Dense> MixerTableWriter::Dense(const std::string& name) 
 flatbuffers::Offset<fb::Rotary> MixerTableWriter::Rotary(const RotaryDescription& r) {
   if (r.dims == 0) return 0;
   return fb::CreateRotary(*fbb_, r.dims, r.base,
-                          r.half ? fb::RotaryPairs::Half : fb::RotaryPairs::Interleaved);
+                          r.half ? fb::RotaryPairs::Half : fb::RotaryPairs::Interleaved,
+                          Ref("rotary.theta"), Ref("rotary.table"));
 }
 
 nlohmann::ordered_json TensorRefs::Ref(int32_t index) const {
@@ -122,13 +138,18 @@ std::string InspectEncoderNote(const nlohmann::ordered_json& mixer) {
   return mixer.value("causal", true) ? "" : " non-causal (encoder)";
 }
 
-void DescribeRotary(const fb::Rotary* rotary, nlohmann::ordered_json* mixer) {
+void DescribeRotary(const fb::Rotary* rotary, const TensorRefs& refs,
+                    nlohmann::ordered_json* mixer) {
   if (rotary == nullptr) return;
-  (*mixer)["rotary"] = {{"dims", rotary->dims()},
-                        {"pairs", rotary->pairs() == fb::RotaryPairs::Half          ? "half"
-                                  : rotary->pairs() == fb::RotaryPairs::Interleaved ? "interleaved"
-                                                                                    : "unknown"},
-                        {"base", rotary->base()}};
+  nlohmann::ordered_json r = {
+      {"dims", rotary->dims()},
+      {"pairs", rotary->pairs() == fb::RotaryPairs::Half          ? "half"
+                : rotary->pairs() == fb::RotaryPairs::Interleaved ? "interleaved"
+                                                                  : "unknown"},
+      {"base", rotary->base()}};
+  if (rotary->theta() >= 0) r["theta"] = refs.Ref(rotary->theta());
+  if (rotary->table() >= 0) r["table"] = refs.Ref(rotary->table());
+  (*mixer)["rotary"] = r;
 }
 
 std::string InspectRotary(const nlohmann::ordered_json& mixer) {
@@ -138,8 +159,15 @@ std::string InspectRotary(const nlohmann::ordered_json& mixer) {
   const std::string base_text = base == std::floor(base) && std::fabs(base) < 1e15
                                     ? std::to_string(static_cast<int64_t>(base))
                                     : nlohmann::json(base).dump();
+  // Stored angles make the base unused: the tensor is named instead.
+  auto name = [](const nlohmann::ordered_json& ref) {
+    return ref.is_string() ? ref.get<std::string>() : ref.dump();
+  };
+  const std::string angles = r.contains("table")   ? " rotary_table=" + name(r["table"])
+                             : r.contains("theta") ? " rotary_theta=" + name(r["theta"])
+                                                   : " rotary_base=" + base_text;
   return " rotary_dims=" + std::to_string(r["dims"].get<uint32_t>()) +
-         " rotary_pairs=" + r["pairs"].get<std::string>() + " rotary_base=" + base_text;
+         " rotary_pairs=" + r["pairs"].get<std::string>() + angles;
 }
 
 }  // namespace recur::impl::converter

@@ -50,8 +50,10 @@ struct MixerConfig {
   Status Heads(uint32_t* heads, uint32_t* dk, uint32_t* dv) const;
   // The optional "causal" (absent: *causal unchanged).
   Status Causal(bool* causal) const;
-  // The optional "rotary" object {"dims", "pairs", optional "base"}: dims even
-  // and at most the head's q/k width (`width`, the key `width_key` names).
+  // The optional "rotary" object {"dims", "pairs", optional "base", "theta"
+  // ("base" | "stored"), "table" (rows)}: dims even and at most the head's
+  // q/k width (`width`, the key `width_key` names); not both stored theta
+  // and a table.
   Status Rotary(uint32_t width, const char* width_key, RotaryDescription* out) const;
   // "<where>.<key>" <what>
   Status Invalid(const std::string& key, const std::string& what) const {
@@ -84,6 +86,9 @@ class MixerTensors {
 
   // One tensor.
   void Add(const std::string& name, std::vector<int64_t> shape);
+  // The rotary's stored tensors, if any: rotary.theta [dims/2], rotary.table
+  // [table_rows, dims] (ExpectedTensors adds them for every mixer).
+  void AddRotary(const RotaryDescription& rotary);
   // <name>.weight [rows, cols] (nn.Linear's [out, in]) and <name>.bias [rows].
   void AddDense(const std::string& name, int64_t rows, int64_t cols);
   // query [qk_width, d_model], key (unless `with_key` is false) likewise,
@@ -110,7 +115,8 @@ class MixerTableWriter {
   int32_t Ref(const std::string& name) const;
   // A Dense table of <name>.weight and <name>.bias (each -1 when absent).
   flatbuffers::Offset<fb::Dense> Dense(const std::string& name);
-  // A Rotary table; null (0) for dims 0.
+  // A Rotary table, referring to rotary.theta and rotary.table when the
+  // model has them; null (0) for dims 0.
   flatbuffers::Offset<fb::Rotary> Rotary(const RotaryDescription& rotary);
 
  private:
@@ -138,10 +144,12 @@ std::string InspectFields(const nlohmann::ordered_json& mixer,
                           std::initializer_list<const char*> keys);
 // " non-causal (encoder)" for a mixer with "causal": false, else "".
 std::string InspectEncoderNote(const nlohmann::ordered_json& mixer);
-// inspect: "rotary": {"dims", "pairs", "base"} into `mixer` when `rotary` is
-// set (absent: no key); and its text, " rotary_dims=.. rotary_pairs=..
-// rotary_base=..", or "".
-void DescribeRotary(const fb::Rotary* rotary, nlohmann::ordered_json* mixer);
+// inspect: "rotary": {"dims", "pairs", "base", and "theta" or "table" (the
+// tensor's name) when stored} into `mixer` when `rotary` is set (absent: no
+// key); and its text, " rotary_dims=.. rotary_pairs=.. rotary_base=.." (or
+// rotary_theta=<tensor>, rotary_table=<tensor> in place of the base), or "".
+void DescribeRotary(const fb::Rotary* rotary, const TensorRefs& refs,
+                    nlohmann::ordered_json* mixer);
 std::string InspectRotary(const nlohmann::ordered_json& mixer);
 
 // The converter of one or more union tags of mixers.inc (one object per

@@ -103,7 +103,7 @@ class SlidingWindowConverterImpl final : public MixerConverter {
     mixer["dilation"] = dilation;
     mixer["global_tokens"] = sw->global_tokens();
     mixer["causal"] = sw->causal();
-    DescribeRotary(sw->rotary(), &mixer);
+    DescribeRotary(sw->rotary(), refs, &mixer);
     mixer["query"] = refs.Dense(sw->query());
     mixer["key"] = refs.Dense(sw->key());
     mixer["value"] = refs.Dense(sw->value());

@@ -46,7 +46,7 @@ class SoftmaxAttentionConverterImpl final : public MixerConverter {
     mixer["dk"] = sa->dk();
     mixer["dv"] = sa->dv();
     mixer["causal"] = sa->causal();
-    DescribeRotary(sa->rotary(), &mixer);
+    DescribeRotary(sa->rotary(), refs, &mixer);
     mixer["query"] = refs.Dense(sa->query());
     mixer["key"] = refs.Dense(sa->key());
     mixer["value"] = refs.Dense(sa->value());

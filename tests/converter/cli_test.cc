@@ -147,8 +147,8 @@ TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every ki
 }
 
 TEST_CASE(
-    "cli: inspect shows rotary position embeddings, token shift, Reformer's form and format "
-    "version 2") {
+    "cli: inspect shows rotary position embeddings and stored angles, token shift, Reformer's "
+    "form and format versions 2 and 3") {
   for (const auto& [config, lines] : std::vector<std::pair<const char*, std::vector<std::string>>>{
            {recur::impl::testing::kTinyRotaryConfig,
             {"format_version:  2",
@@ -189,6 +189,20 @@ TEST_CASE(
                "head": null})",
             {"format_version:  2", "length_scale (scores / N) causal_mask non-causal (encoder)",
              "state:  0 bytes per stream"}},
+           {R"({"layout": "recur", "d_model": 16, "n_layers": 2, "norm_placement": "pre",
+               "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
+               "max_positions": 0, "positions": {"type": "sinusoid", "freq": "stored"},
+               "mixer": [{"type": "softmax_attention", "heads": 2, "dk": 8, "dv": 4,
+                          "rotary": {"dims": 6, "pairs": "half", "theta": "stored"}},
+                         {"type": "linear_attention", "heads": 2, "dk": 8, "dv": 8,
+                          "feature_map": "elu_plus_one", "eps": 1e-6,
+                          "rotary": {"dims": 8, "pairs": "interleaved", "table": 20}}],
+               "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
+               "head": {"out": 11, "activation": "softmax"}})",
+            {"format_version:  3", "sinusoid=freq input.position_freq scale none",
+             "mixer:  softmax_attention heads=2 dk=8 dv=4 rotary_dims=6 rotary_pairs=half "
+             "rotary_theta=blocks.0.mixer.rotary.theta",
+             "rotary_dims=8 rotary_pairs=interleaved rotary_table=blocks.1.mixer.rotary.table"}},
            {kTokensConfig, {"format_version:  1"}}}) {
     testing::TempDir dir;
     WriteInputs(dir, config, testing::RandomTensors(config, 2));

@@ -655,6 +655,25 @@ TEST_CASE("config: rotary position embeddings (softmax, linear, sliding window, 
   REQUIRE(r.ok());
   CHECK(r->desc.blocks[1].mixer.params().rotary.base == 500000.5);
   CHECK_FALSE(r->desc.blocks[1].mixer.params().rotary.half);
+  // Stored angles: θ [dims/2] or a [sin | cos] table [rows, dims] of each block.
+  j["mixer"]["rotary"] = {{"dims", 6}, {"pairs", "half"}, {"theta", "stored"}};
+  r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->desc.blocks[1].mixer.params().rotary.theta);
+  CHECK(FormatVersionFor(r->desc) == 3);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& t : ExpectedTensors(r->desc)) shapes[t.name] = t.shape;
+  CHECK(shapes["blocks.1.mixer.rotary.theta"] == std::vector<int64_t>{3});
+  CHECK(shapes.count("blocks.1.mixer.rotary.table") == 0);
+  j["mixer"]["rotary"] = {{"dims", 6}, {"pairs", "interleaved"}, {"table", 40}};
+  r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->desc.blocks[0].mixer.params().rotary.table_rows == 40);
+  CHECK(FormatVersionFor(r->desc) == 3);
+  shapes.clear();
+  for (const auto& t : ExpectedTensors(r->desc)) shapes[t.name] = t.shape;
+  CHECK(shapes["blocks.0.mixer.rotary.table"] == std::vector<int64_t>{40, 6});
+  CHECK(shapes.count("blocks.0.mixer.rotary.theta") == 0);
 
   const std::pair<json, std::string> bad[] = {
       {{{"dims", 7}, {"pairs", "half"}},
@@ -674,7 +693,13 @@ TEST_CASE("config: rotary position embeddings (softmax, linear, sliding window, 
       {{{"dims", 4}, {"pairs", "half"}, {"base", "10000"}},
        "\"mixer.rotary.base\" must be a finite positive number"},
       {{{"dims", 4}, {"pairs", "half"}, {"offset", 1}},
-       "\"mixer.rotary.offset\" is not a known key (known: dims, pairs, base)"},
+       "\"mixer.rotary.offset\" is not a known key (known: dims, pairs, base, theta, table)"},
+      {{{"dims", 4}, {"pairs", "half"}, {"theta", "learned"}},
+       "\"mixer.rotary.theta\" must be one of \"base\", \"stored\" (got \"learned\")"},
+      {{{"dims", 4}, {"pairs", "half"}, {"table", 0}},
+       "\"mixer.rotary.table\" must be a positive integer"},
+      {{{"dims", 4}, {"pairs", "half"}, {"table", 16}, {"theta", "stored"}},
+       "\"mixer.rotary.table\" excludes \"theta\": \"stored\" (the table holds the angles)"},
       {json::array({4, "half"}), "\"mixer.rotary\" must be a JSON object"},
   };
   for (const auto& [rotary, message] : bad) {

@@ -243,6 +243,29 @@ TEST_CASE("positions: sinusoid with a base and a learned scale, or none, format_
                 text);
 }
 
+TEST_CASE("positions: stored frequencies, input.position_freq [d/2], format_version 3") {
+  json config = TokensJson();
+  config["positions"] = {{"type", "sinusoid"}, {"freq", "base"}};
+  CHECK_FALSE(Parsed(config).input.sinusoid_freq);
+  CHECK(Shapes(Parsed(config)).count("input.position_freq") == 0);
+  config["positions"] = {{"type", "sinusoid"}, {"scale", "learned"}, {"freq", "stored"}};
+  const ModelDescription desc = Parsed(config);
+  CHECK(desc.input.sinusoid_freq);
+  CHECK(Shapes(desc)["input.position_freq"] == std::vector<int64_t>{8});
+  CHECK(FormatVersionFor(desc) == 3);
+  const AlignedBytes bytes = Build(config);
+  CHECK(Root(bytes)->format_version() == 3);
+  CHECK(Root(bytes)->input()->sinusoid()->freq() >= 0);
+
+  testing::TempDir dir;
+  CHECK(InspectJson(dir, config)["input"]["sinusoid"] ==
+        json({{"base", 10000.0}, {"scale", "input.position_scale"}, {"freq", "input.position_freq"}}));
+  const std::string text = InspectText(dir, config);
+  CHECK_MESSAGE(text.find("sinusoid=freq input.position_freq scale input.position_scale") !=
+                    std::string::npos,
+                text);
+}
+
 TEST_CASE("positions: bad values are errors that name the key") {
   auto with = [](const json& positions, uint32_t d_model = 16) {
     json config = TokensJson();
@@ -255,7 +278,9 @@ TEST_CASE("positions: bad values are errors that name the key") {
         "config.json: \"positions.type\" must be one of \"sinusoid\" (got \"rotary\")");
   CHECK(with({{"base", 100}}) == "config.json: missing key \"positions.type\"");
   CHECK(with({{"type", "sinusoid"}, {"max_len", 4}}) ==
-        "config.json: \"positions.max_len\" is not a known key (known: type, base, scale)");
+        "config.json: \"positions.max_len\" is not a known key (known: type, base, scale, freq)");
+  CHECK(with({{"type", "sinusoid"}, {"freq", "learned"}}) ==
+        "config.json: \"positions.freq\" must be one of \"base\", \"stored\" (got \"learned\")");
   for (const json& base : {json(0), json(-1.5), json("10000"), json(nullptr)}) {
     CHECK(with({{"type", "sinusoid"}, {"base", base}}) ==
           "config.json: \"positions.base\" must be a positive number");

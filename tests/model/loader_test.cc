@@ -2,8 +2,11 @@
 // refused with a message that names the problem, and nothing crashes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <tuple>
@@ -862,6 +865,221 @@ TEST_CASE("sinusoidal positions: as exact far into a stream as at its start") {
       CHECK(std::fabs(x[half + i] - (0.25L + std::cos(a))) <= tol);
     }
   }
+}
+
+namespace {
+
+// kTinyRotaryConfig with block 0's θ stored, block 1 turned by a stored table
+// of 40 rows and, with `sinusoid`, sinusoidal positions of stored frequencies.
+std::string StoredAnglesConfig(bool sinusoid = true) {
+  std::string config = recur::impl::testing::kTinyRotaryConfig;
+  auto put = [&](const std::string& from, const std::string& to) {
+    const size_t at = config.find(from);
+    REQUIRE(at != std::string::npos);
+    config.replace(at, from.size(), to);
+  };
+  put(R"("base": 500})", R"("base": 500, "theta": "stored"})");
+  put(R"("pairs": "interleaved", "base": 100})", R"("pairs": "interleaved", "table": 40})");
+  if (sinusoid) {
+    put(R"("max_positions": 0,)",
+        R"("max_positions": 0, "positions": {"type": "sinusoid", "freq": "stored"},)");
+  }
+  return config;
+}
+
+// `config` built from `tensors` without validation (so that bad values reach
+// the file) and loaded: the loader's status.
+recur_status LoadBuilt(const std::string& config, const recur::impl::converter::TensorMap& tensors) {
+  auto parsed = recur::impl::converter::ParseConfig(config);
+  REQUIRE(parsed.ok());
+  recur::impl::converter::BuildOptions options;
+  options.validate = false;
+  options.self_check = false;
+  auto bytes = recur::impl::converter::BuildModel(parsed->desc, tensors, options);
+  REQUIRE(bytes.ok());
+  return Load(*bytes, bytes->size());
+}
+
+// The outputs of `steps` steps of one stream of the model `bytes` (a session
+// of max_context 64), token t % 11 at step t; the status of the first step
+// that fails in *failed (RECUR_OK if none).
+std::vector<float> Steps(const AlignedBytes& bytes, size_t steps, recur_status* failed) {
+  recur_model* model = nullptr;
+  REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
+  recur_session_options options = recur_session_options_default();
+  options.max_context = 64;
+  recur_session* session = nullptr;
+  REQUIRE(recur_session_create(model, &options, &session) == RECUR_OK);
+  std::vector<float> out, y(11);
+  *failed = RECUR_OK;
+  for (size_t t = 0; t < steps && *failed == RECUR_OK; ++t) {
+    const int32_t token = int32_t(t % 11);
+    const recur_input in{&token, nullptr, 1};
+    *failed = recur_session_step(session, &in, y.data());
+    if (*failed == RECUR_OK) out.insert(out.end(), y.begin(), y.end());
+  }
+  recur_session_free(session);
+  recur_model_free(model);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("stored angles: a rotary's theta and table and the sinusoid's freq are read as stored") {
+  // The base's θ stored as floats, and a table of the base's sines and cosines
+  // ([sin | cos] rows), run as the base does (to float rounding of θ and of
+  // the table); other values change the outputs.
+  const std::string stored = StoredAnglesConfig(false);
+  auto parsed = recur::impl::converter::ParseConfig(stored);
+  REQUIRE(parsed.ok());
+  auto tensors = recur::impl::testing::RandomTensors(parsed->desc, 3);
+  auto& theta = tensors.at("blocks.0.mixer.rotary.theta");
+  REQUIRE(theta.shape == std::vector<int64_t>{3});
+  for (size_t i = 0; i < 3; ++i) theta.data[i] = float(std::pow(500.0, -2.0 * double(i) / 6));
+  auto& table = tensors.at("blocks.1.mixer.rotary.table");
+  REQUIRE(table.shape == std::vector<int64_t>{40, 8});
+  for (size_t t = 0; t < 40; ++t) {
+    for (size_t i = 0; i < 4; ++i) {
+      const double a = double(t) * std::pow(100.0, -2.0 * double(i) / 8);
+      table.data[t * 8 + i] = float(std::sin(a));
+      table.data[t * 8 + 4 + i] = float(std::cos(a));
+    }
+  }
+  auto base_tensors = tensors;
+  base_tensors.erase("blocks.0.mixer.rotary.theta");
+  base_tensors.erase("blocks.1.mixer.rotary.table");
+  auto with_tables = recur::impl::converter::BuildModel(parsed->desc, tensors, {});
+  REQUIRE(with_tables.ok());
+  auto base = recur::impl::converter::BuildModel(
+      recur::impl::converter::ParseConfig(recur::impl::testing::kTinyRotaryConfig)->desc,
+      base_tensors, {});
+  REQUIRE(base.ok());
+  CHECK(Root(*with_tables)->format_version() == 3);
+  CHECK(Root(*base)->format_version() == 2);
+  recur_status failed = RECUR_OK;
+  const std::vector<float> want = Steps(*base, 40, &failed);
+  REQUIRE(failed == RECUR_OK);
+  const std::vector<float> got = Steps(*with_tables, 40, &failed);
+  REQUIRE(failed == RECUR_OK);
+  REQUIRE(got.size() == want.size());
+  float worst = 0.0f;
+  for (size_t k = 0; k < got.size(); ++k) worst = std::max(worst, std::fabs(got[k] - want[k]));
+  CHECK(worst <= 1e-5f);
+
+  for (const char* name : {"blocks.0.mixer.rotary.theta", "blocks.1.mixer.rotary.table"}) {
+    CAPTURE(name);
+    auto changed = tensors;
+    for (float& v : changed.at(name).data) v *= 0.9f;
+    auto bytes = recur::impl::converter::BuildModel(parsed->desc, changed, {});
+    REQUIRE(bytes.ok());
+    const std::vector<float> moved = Steps(*bytes, 40, &failed);
+    REQUIRE(failed == RECUR_OK);
+    float diff = 0.0f;
+    for (size_t k = 0; k < moved.size(); ++k) diff = std::max(diff, std::fabs(moved[k] - want[k]));
+    CHECK(diff > 1e-4f);
+  }
+
+  // The sinusoid's stored frequencies, element by element.
+  const std::string config =
+      TinyTokensWith(R"(, "positions": {"type": "sinusoid", "base": 500, "freq": "stored"})");
+  auto sin_parsed = recur::impl::converter::ParseConfig(config);
+  REQUIRE(sin_parsed.ok());
+  auto sin_tensors = recur::impl::testing::RandomTensors(sin_parsed->desc, 1);
+  auto& freq = sin_tensors.at("input.position_freq");
+  REQUIRE(freq.shape == std::vector<int64_t>{8});
+  for (size_t i = 0; i < 8; ++i) freq.data[i] = 0.1f * float(i) - 0.3f;
+  auto bytes = recur::impl::converter::BuildModel(sin_parsed->desc, sin_tensors, {});
+  REQUIRE(bytes.ok());
+  CHECK(Root(*bytes)->format_version() == 3);
+  std::unique_ptr<recur::impl::Model> model;
+  REQUIRE(recur::impl::LoadModel(bytes->data(), bytes->size(), {}, &model).ok());
+  REQUIRE(model->sinusoid_freq.size() == 8);
+  for (size_t i = 0; i < 8; ++i) CHECK(model->sinusoid_freq[i] == double(freq.data[i]));
+}
+
+TEST_CASE("stored angles: the rotary table bounds the streams, named in the message") {
+  auto bytes = BuildTestModel(StoredAnglesConfig().c_str(), 1);
+  REQUIRE(!bytes.empty());
+  recur_model* model = nullptr;
+  REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
+  recur_model_info info{};
+  info.struct_size = sizeof(info);
+  REQUIRE(recur_model_get_info(model, &info) == RECUR_OK);
+  CHECK(info.max_positions == 40);
+  recur_model_free(model);
+  recur_status failed = RECUR_OK;
+  CHECK(Steps(bytes, 41, &failed).size() == 40 * 11);
+  CHECK(failed == RECUR_OUT_OF_RANGE);
+  CHECK(Error() == "stream 0 is at position 40; 1 more steps pass the rotary table rows of "
+                   "blocks.1, which end at 40; reset the stream");
+}
+
+TEST_CASE("stored angles: wrong sizes, non-finite values and both theta and table are named") {
+  const std::string config = StoredAnglesConfig();
+  auto parsed = recur::impl::converter::ParseConfig(config);
+  REQUIRE(parsed.ok());
+  const auto tensors = recur::impl::testing::RandomTensors(parsed->desc, 1);
+  CHECK(LoadBuilt(config, tensors) == RECUR_OK);
+  const struct {
+    const char* name;
+    std::vector<int64_t> shape;
+    std::string message;
+  } sizes[] = {
+      {"blocks.0.mixer.rotary.theta", {4},
+       "blocks.0.mixer.rotary.theta: tensor 'blocks.0.mixer.rotary.theta' has shape [4], "
+       "expected [3]"},
+      {"blocks.1.mixer.rotary.table", {40, 6},
+       "blocks.1.mixer.rotary.table: tensor 'blocks.1.mixer.rotary.table' has shape [40,6], "
+       "expected [40,8]"},
+      {"blocks.1.mixer.rotary.table", {320},
+       "blocks.1.mixer.rotary.table: tensor 'blocks.1.mixer.rotary.table' has shape [320], "
+       "expected [rows, 8] with rows in [1, 2^31]"},
+      {"input.position_freq", {7},
+       "input.position_freq: tensor 'input.position_freq' has shape [7], expected [8]"},
+  };
+  for (const auto& c : sizes) {
+    CAPTURE(c.name);
+    auto bad = tensors;
+    auto& t = bad.at(c.name);
+    t.shape = c.shape;
+    size_t n = 1;
+    for (int64_t d : c.shape) n *= size_t(d);
+    t.data.resize(n, 0.5f);
+    CHECK(LoadBuilt(config, bad) == RECUR_INVALID_MODEL);
+    CHECK(Error() == c.message);
+  }
+  const struct {
+    const char* name;
+    size_t index;
+    float value;
+    std::string message;
+  } values[] = {
+      {"blocks.0.mixer.rotary.theta", 2, std::numeric_limits<float>::quiet_NaN(),
+       "blocks.0.mixer.rotary.theta[2] is nan; it must be finite"},
+      {"blocks.1.mixer.rotary.table", 317, std::numeric_limits<float>::infinity(),
+       "blocks.1.mixer.rotary.table[317] is inf; it must be finite"},
+      {"input.position_freq", 1, -std::numeric_limits<float>::infinity(),
+       "input.position_freq[1] is -inf; the frequencies must be finite"},
+  };
+  for (const auto& c : values) {
+    CAPTURE(c.name);
+    auto bad = tensors;
+    bad.at(c.name).data[c.index] = c.value;
+    CHECK(LoadBuilt(config, bad) == RECUR_INVALID_MODEL);
+    CHECK(Error() == c.message);
+  }
+  // Both on block 1 (which the config cannot say): a description made so.
+  auto both = parsed->desc;
+  both.blocks[1].mixer.As<recur::impl::converter::MixerParams>()->rotary.theta = true;
+  recur::impl::converter::BuildOptions options;
+  options.validate = false;
+  options.self_check = false;
+  auto bytes = recur::impl::converter::BuildModel(
+      both, recur::impl::testing::RandomTensors(both, 1), options);
+  REQUIRE(bytes.ok());
+  CHECK(Load(*bytes, bytes->size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.1: linear attention rotary has both theta and table; it takes at "
+                   "most one");
 }
 
 TEST_CASE("GLU feed-forwards: load and step, linear1 of d_ff rows is named") {
