@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from recur_ref.mixers import (MIXERS, BlockLocalAttention, ROTARY_PAIRS, Rotary, build_mixer, fast_transformers_aft_full,
                               fast_transformers_favor, feature_dim, performer_favor, poly2, random_fourier, retnet_angles,
-                              retnet_rotate, state_bytes, validate_mixer)
+                              retnet_rotate, rotate_pairs, state_bytes, validate_mixer)
 
 D_MODEL = 12
 TOL = 1e-10
@@ -423,6 +423,12 @@ class Validation(unittest.TestCase):
             (dict(base["softmax_rotary"], rotary={"dims": 4, "pairs": "half", "offset": 1}),
              "mixer.rotary: unknown keys \\['offset'\\]"),
             (dict(base["softmax_rotary"], rotary=[4, "half"]), "mixer.rotary must be a dict"),
+            (dict(base["softmax_rotary"], rotary={"dims": 4, "pairs": "half", "theta": "learned"}),
+             "unknown mixer.rotary.theta 'learned'"),
+            (dict(base["softmax_rotary"], rotary={"dims": 4, "pairs": "half", "table": 0}),
+             "mixer.rotary.table must be a positive integer"),
+            (dict(base["softmax_rotary"], rotary={"dims": 4, "pairs": "half", "table": 8, "theta": "stored"}),
+             "mixer.rotary.table excludes"),
             (dict(base["aft_simple"], rotary={"dims": 2, "pairs": "half"}), "unknown keys \\['rotary'\\]"),
             (dict(base["gau"], rotary={"dims": 2, "pairs": "half"}), "unknown keys \\['rotary'\\]"),
             (dict(base["retnet"], rotary={"dims": 2, "pairs": "half"}), "unknown keys \\['rotary'\\]"),
@@ -801,6 +807,35 @@ class Independent(unittest.TestCase):
                 for t in range(3):
                     self.assertLessEqual(maxdiff(part[t], rope_brute(q, 7 + t, {"dims": 4, "pairs": pairs, "base": 50})),
                                          1e-15)
+
+    def test_rotary_stored_angles(self):
+        """A stored θ (rotary.theta) turns pair i by t·θ_i, and a stored table (rotary.table)
+        by its row t's (cos, sin) = (row[r/2 + i], row[i]), whatever values they hold (rounded
+        sines and cosines no θ reproduces); both start at the base's angles, are in state_dict
+        and refuse nothing but positions past the table."""
+        g = torch.Generator().manual_seed(10)
+        x = torch.randn(5, 6, generator=g, dtype=f64)
+        for pairs in ROTARY_PAIRS:
+            with self.subTest(pairs):
+                plain = Rotary({"dims": 4, "pairs": pairs})
+                theta = Rotary({"dims": 4, "pairs": pairs, "theta": "stored"})
+                table = Rotary({"dims": 4, "pairs": pairs, "table": 9})
+                self.assertEqual(sorted(theta.state_dict()), ["theta"])
+                self.assertEqual(sorted(table.state_dict()), ["table"])
+                self.assertEqual(list(plain.state_dict()), [])
+                self.assertLessEqual(maxdiff(theta(x, 3), plain(x, 3)), 1e-5)   # float32 θ
+                self.assertLessEqual(maxdiff(table(x, 3), plain(x, 3)), 1e-5)   # float32 table
+                with torch.no_grad():
+                    theta.theta.copy_(torch.tensor([0.3, 0.07]))
+                    table.table.copy_(torch.randn(9, 4, generator=g))
+                want = Rotary({"dims": 4, "pairs": pairs, "base": 1})
+                want.theta = theta.theta.double()
+                self.assertLessEqual(maxdiff(theta(x, 3), want(x, 3)), 1e-15)
+                rows = table.table.double()[3:8]
+                got = rotate_pairs(x, rows[:, 2:], rows[:, :2], pairs)
+                self.assertLessEqual(maxdiff(table(x, 3), got), 1e-15)
+                with self.assertRaisesRegex(ValueError, "exceed the rotary table's 9 rows"):
+                    table(x, 5)
 
     def test_rotary_matches_libraries(self):
         """The public libraries' rotations, transcribed, equal the two pair layouts:

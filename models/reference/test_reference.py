@@ -357,6 +357,8 @@ def expected_tensors(cfg):
         t["input.positions"] = (cfg["max_positions"], d)
     if cfg.get("positions", {}).get("scale", "none") == "learned":
         t["input.position_scale"] = (1,)
+    if cfg.get("positions", {}).get("freq", "base") == "stored":
+        t["input.position_freq"] = (d // 2,)
     if inp.get("norm"):
         t.update({"input.norm.weight": (d,), "input.norm.bias": (d,)})
     for i, m in enumerate(mixer_configs(cfg)):   # block i's own mixer (a list: a mixed model)
@@ -407,6 +409,11 @@ def expected_tensors(cfg):
                                                 else mm // 2)
         if m.get("feature_map") in ("random_fourier", "smoothed_random_fourier"):   # README: ω [dk, m//2]
             t[b + "mixer.feature_map.omega"] = (m["dk"], m["n_features"] // 2)
+        r = m.get("rotary", {})   # README "Rotary position embeddings": stored angles
+        if r.get("theta") == "stored":
+            t[b + "mixer.rotary.theta"] = (r["dims"] // 2,)
+        if "table" in r:
+            t[b + "mixer.rotary.table"] = (r["table"], r["dims"])
     stream = 2 * d if cfg.get("residual") == "reversible_concat" else d   # what the final norm and head take
     if cfg["final_norm"]:
         t.update(norm_tensors(cfg, "final_norm", stream))
@@ -479,15 +486,19 @@ def naive_forward(cfg, w, x):
         off = half + 0.5 * math.log(mm)
         return torch.cat([torch.exp(u - off), torch.exp(-u - off)], -1)
 
-    def rope(t):  # (n, [H,] width) rows at positions 0..n−1 → turned per the README's rotary, pair by pair
-        r = m.get("rotary")
+    def rope(t, blk):  # (n, [H,] width) rows at positions 0..n−1 of block prefix blk → turned per the
+        r = m.get("rotary")   # README's rotary, pair by pair: θ from the base or stored, or a stored table
         if r is None:
             return t
         dims, base, out = r["dims"], r.get("base", 10000), t.clone()
         for i in range(dims // 2):
             a, b = (2 * i, 2 * i + 1) if r["pairs"] == "interleaved" else (i, i + dims // 2)
-            ang = torch.arange(n, dtype=torch.float64) * base ** (-2 * i / dims)
-            c, s = (f(ang).to(t.dtype).view(n, *([1] * (t.dim() - 2))) for f in (torch.cos, torch.sin))
+            theta = float(w[blk + "mixer.rotary.theta"][i]) if r.get("theta") == "stored" else base ** (-2 * i / dims)
+            ang = torch.arange(n, dtype=torch.float64) * theta
+            c, s = (f(ang) for f in (torch.cos, torch.sin))
+            if "table" in r:   # row t = [sin | cos]
+                s, c = w[blk + "mixer.rotary.table"][:n, i], w[blk + "mixer.rotary.table"][:n, dims // 2 + i]
+            c, s = (v.to(t.dtype).view(n, *([1] * (t.dim() - 2))) for v in (c, s))
             out[..., a] = t[..., a] * c - t[..., b] * s
             out[..., b] = t[..., b] * c + t[..., a] * s
         return out
@@ -505,8 +516,8 @@ def naive_forward(cfg, w, x):
         return lin(act(u), b + "ffn.linear2")
 
     def softmax_mixer(h, b):  # the full (n, n) score matrix per head, masked, softmax over j
-        q = rope(lin(h, b + "mixer.query").view(n, heads, dk))
-        k = rope(lin(h, b + "mixer.key").view(n, heads, dk))
+        q = rope(lin(h, b + "mixer.query").view(n, heads, dk), b)
+        k = rope(lin(h, b + "mixer.key").view(n, heads, dk), b)
         v = lin(h, b + "mixer.value").view(n, heads, dv)
         s = torch.einsum("ihd,jhd->hij", q, k) / math.sqrt(dk)                  # (H, n, n)
         if m.get("causal", True):
@@ -516,8 +527,8 @@ def naive_forward(cfg, w, x):
         return lin(o.reshape(n, heads * dv), b + "mixer.out")
 
     def sliding_mixer(h, b):
-        q = rope(lin(h, b + "mixer.query").view(n, heads, dk))
-        k = rope(lin(h, b + "mixer.key").view(n, heads, dk))
+        q = rope(lin(h, b + "mixer.query").view(n, heads, dk), b)
+        k = rope(lin(h, b + "mixer.key").view(n, heads, dk), b)
         v = lin(h, b + "mixer.value").view(n, heads, dv)
         o = naive_sliding(m, q, k, v)
         if m.get("global_projections"):   # README: global query t < g over every position, own projections
@@ -554,7 +565,7 @@ def naive_forward(cfg, w, x):
     def flash_mixer(h, b):
         u, v, z = (F.silu(lin(h, b + f"mixer.{name}_proj")) for name in ("u", "v", "z"))
         g, be = w[b + "mixer.qk_gamma"], w[b + "mixer.qk_beta"]
-        qq, kq, ql, kl = (rope(g[r] * z + be[r]) for r in range(4))
+        qq, kq, ql, kl = (rope(g[r] * z + be[r], b) for r in range(4))
         return lin(u * naive_flash(m, qq, kq, ql, kl, v, w[b + "mixer.rel_bias"]), b + "mixer.out")
 
     def linformer_mixer(h, b):   # explicit sums over the first n columns of E, F per head
@@ -585,8 +596,8 @@ def naive_forward(cfg, w, x):
         return lin(F.silu(lin(h, b + "mixer.gate")) * o.reshape(n, heads * dv), b + "mixer.out")
 
     def linear_mixer(h, b):
-        q = phi(rope(lin(h, b + "mixer.query").view(n, heads, dk)), b)
-        k = phi(rope(lin(h, b + "mixer.key").view(n, heads, dk)), b, keys=True)
+        q = phi(rope(lin(h, b + "mixer.query").view(n, heads, dk), b), b)
+        k = phi(rope(lin(h, b + "mixer.key").view(n, heads, dk), b), b, keys=True)
         v = lin(h, b + "mixer.value").view(n, heads, dv)
         o = torch.zeros(n, heads, dv, dtype=h.dtype)
         for i in range(n):
@@ -629,8 +640,10 @@ def naive_forward(cfg, w, x):
         h = h + w["input.positions"][:n]
     if "positions" in cfg:   # README "Sinusoidal positions", element by element with math.sin/cos
         base, half = cfg["positions"].get("base", 10000), d // 2
-        pe = torch.tensor([[math.sin(t * base ** (-2 * i / d)) for i in range(half)] +
-                           [math.cos(t * base ** (-2 * i / d)) for i in range(half)] for t in range(n)],
+        f = [float(w["input.position_freq"][i]) if cfg["positions"].get("freq") == "stored"
+             else base ** (-2 * i / d) for i in range(half)]
+        pe = torch.tensor([[math.sin(t * f[i]) for i in range(half)] +
+                           [math.cos(t * f[i]) for i in range(half)] for t in range(n)],
                           dtype=torch.float64)
         h = h + pe * w.get("input.position_scale", 1.0)
     if inp.get("norm"):   # always a layer norm, whatever the blocks' kind
@@ -3441,6 +3454,16 @@ def sinusoid_positions():
             assert_close(model.input(x, pos), want, 1e-15, f"input at {pos}")
         f32 = checkpoint.build_model(cfg, 4)
         assert_close(f32.input(x, 10 ** 6).double(), model.input(x, 10 ** 6), 1e-6, "float32 input at 10^6")
+        # "freq": "stored": the frequencies are the tensor input.position_freq, whatever it holds.
+        stored = RecurModel({**cfg, "positions": {**cfg["positions"], "freq": "stored"}}).double()
+        assert stored.input.position_freq.shape == (cfg["d_model"] // 2,)
+        assert "input.position_freq" in stored.state_dict()
+        stored.input.position_freq.copy_(torch.linspace(0.5, 0.01, cfg["d_model"] // 2))
+        for pos in (0, 10 ** 6):
+            t = torch.arange(pos, pos + 5, dtype=torch.float64)
+            a = torch.outer(t, stored.input.position_freq)
+            want = stored.input.embedding[x.long()] + stored.input.position_scale * torch.cat([a.sin(), a.cos()], -1)
+            assert_close(stored.input(x, pos), want, 1e-15, f"stored freq input at {pos}")
     bad = [({**cfg, "positions": {"type": "rotary"}}, "positions.type"),
            ({**cfg, "positions": "sinusoid"}, "positions.type"),
            ({**cfg, "positions": {"type": "sinusoid", "base": 0}}, "positions.base"),
@@ -3448,6 +3471,7 @@ def sinusoid_positions():
            ({**cfg, "positions": {"type": "sinusoid", "base": math.inf}}, "positions.base"),
            ({**cfg, "positions": {"type": "sinusoid", "scale": "fixed"}}, "positions.scale"),
            ({**cfg, "positions": {"type": "sinusoid", "max_len": 4}}, "positions has unknown keys ['max_len']"),
+           ({**cfg, "positions": {"type": "sinusoid", "freq": "learned"}}, "positions.freq"),
            ({**cfg, "d_model": 33, "mixer": {**cfg["mixer"], "dk": 16}}, "even d_model, got 33")]
     for config, word in bad:
         expect_value_error(lambda: RecurModel(config), word, f"accepted positions {config['positions']}")

@@ -493,6 +493,15 @@ TEST_CASE("GPU path: sinusoidal positions (learned scale, beside learned ones) e
   CheckParity(ReadConfig("sinusoid_encoder"), 40);
 }
 
+TEST_CASE("GPU path: sinusoidal positions of stored frequencies equal the CPU") {
+  std::string config = ReadConfig("sinusoid_tokens");
+  const std::string scale = R"("scale": "learned")";
+  const size_t at = config.find(scale);
+  REQUIRE(at != std::string::npos);
+  config.insert(at + scale.size(), R"(, "freq": "stored")");
+  CheckParity(config, 40);
+}
+
 TEST_CASE("GPU path: sinusoidal positions far into a stream equal the CPU's") {
   Loaded l;
   Load(ReadConfig("sinusoid_tokens"), WeightDType::kF32, &l);
@@ -615,6 +624,11 @@ TEST_CASE("GPU path: rotary position embeddings are refused by name") {
   CHECK(s.code() == StatusCode::kUnsupported);
   CHECK(s.message() == "blocks.0: the GPU path has no rotary position embeddings (mixer.rotary)");
   CHECK(gpu == nullptr);
+  // Stored angles (a θ, a table) are part of the rotary, refused with it.
+  Loaded stored;
+  Load(ReadConfig("stored_angles_tokens"), WeightDType::kF32, &stored);
+  CHECK(GpuModel::Create(*stored.model, TestDevice(), &gpu).message() ==
+        "blocks.0: the GPU path has no rotary position embeddings (mixer.rotary)");
 }
 
 TEST_CASE("GPU path: token shift is refused by name") {

@@ -123,7 +123,7 @@ def forward(model: RecurModel, x: Tensor) -> Tensor:
             raise ValueError(f"{x.shape[1]} positions exceed max_positions {len(inp.positions)}")
         h = h + inp.positions[:x.shape[1]]
     if inp.sinusoid_base is not None:
-        pe = sinusoid(0, x.shape[1], h.shape[-1], inp.sinusoid_base).to(h.device, h.dtype)
+        pe = sinusoid(0, x.shape[1], h.shape[-1], inp.sinusoid_base, inp.position_freq).to(h.device, h.dtype)
         h = h + (pe if inp.position_scale is None else pe * inp.position_scale)
     if inp.norm is not None:
         h = inp.norm(h)

@@ -10,6 +10,7 @@ from torch import nn
 
 from . import fast_transformers_layout as ftl
 from . import safetensors
+from .mixers import Rotary
 from .model import REFERENCE_VERSION, RecurModel, RMSNorm, ScaleNorm
 
 LAYOUTS = ("recur", "fast-transformers")
@@ -49,7 +50,9 @@ def build_model(config: dict, seed: int) -> RecurModel:
     embedding and positions are N(0, 0.5²) (RecurModel's constructor), and every
     LayerNorm gets weight 1 + 0.1·N(0, 1) and bias 0.1·N(0, 1), RMSNorm and
     ScaleNorm weight 1 + 0.1·N(0, 1), so that the norm parameters are really exercised;
-    a learned position scale is 1 + 0.1·N(0, 1) too.
+    a learned position scale is 1 + 0.1·N(0, 1) too. Stored frequencies and rotary tables
+    (positions "freq": "stored", rotary "theta": "stored" or "table") are rounded to bfloat16,
+    as a library's half-precision state_dict holds them, so that the base's values differ.
     """
     torch.manual_seed(seed)
     model = RecurModel(recur_config(config))
@@ -62,6 +65,11 @@ def build_model(config: dict, seed: int) -> RecurModel:
                 m.weight.copy_(1 + 0.1 * torch.randn_like(m.weight))
         if model.input.position_scale is not None:
             model.input.position_scale.copy_(1 + 0.1 * torch.randn(1))
+        stored = [model.input.position_freq] + [
+            t for m in model.modules() if isinstance(m, Rotary) for t in (m.table, m.theta if m.theta_stored else None)]
+        for t in stored:
+            if t is not None:
+                t.copy_(t.bfloat16().float())
     return model.eval()
 
 

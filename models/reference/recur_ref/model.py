@@ -35,8 +35,10 @@ _OPTIONAL_KEYS = {"notes", "input_description", "output_description", "token_shi
 # "norm": {"type": one of these} (default layer_norm); scale_norm adds "scale", SCALE_NORM_SCALES.
 NORM_TYPES = ("layer_norm", "rms_norm", "scale_norm")
 SCALE_NORM_SCALES = ("l2", "rms")
-# "positions": {"type": "sinusoid", "base": > 0 (default 10000), "scale": one of these (default "none")}.
+# "positions": {"type": "sinusoid", "base": > 0 (default 10000), "scale": one of these (default "none"),
+# "freq": one of POSITION_FREQS (default "base")}.
 POSITION_SCALES = ("none", "learned")
+POSITION_FREQS = ("base", "stored")
 # "residual": how blocks add to the stream (default "standard"; "reversible": two streams, RevNet-style,
 # summed after the last block; "reversible_concat": the same two streams concatenated, [x1 | x2], for the
 # final norm and head, which are then 2·d_model wide: Hugging Face's Reformer).
@@ -135,8 +137,9 @@ def validate(config: dict) -> None:
     if "positions" in config:
         positions = config["positions"]
         need(isinstance(positions, dict) and positions.get("type") == "sinusoid", "positions.type must be 'sinusoid'")
-        need(set(positions) <= {"type", "base", "scale"},
-             f"positions has unknown keys {sorted(set(positions) - {'type', 'base', 'scale'})}")
+        need(set(positions) <= {"type", "base", "scale", "freq"},
+             f"positions has unknown keys {sorted(set(positions) - {'type', 'base', 'scale', 'freq'})}")
+        need(positions.get("freq", "base") in POSITION_FREQS, f"positions.freq must be one of {list(POSITION_FREQS)}")
         need(_positive_number(positions.get("base", 10000)) and math.isfinite(positions.get("base", 10000)),
              "positions.base must be a positive number")
         need(positions.get("scale", "none") in POSITION_SCALES, f"positions.scale must be one of {list(POSITION_SCALES)}")
@@ -486,14 +489,17 @@ class Block(nn.Module):
         return x, {**state, **carries}
 
 
-def sinusoid(pos: int, n: int, d: int, base: float) -> Tensor:
+def sinusoid(pos: int, n: int, d: int, base: float, freq: Optional[Tensor] = None) -> Tensor:
     """(n, d) float64 fixed sinusoidal positions of stream positions pos..pos+n−1:
-    pe[t, i] = sin(t·f_i), pe[t, d/2 + i] = cos(t·f_i), f_i = base^(−2i/d), i < d/2 (the
+    pe[t, i] = sin(t·f_i), pe[t, d/2 + i] = cos(t·f_i), f_i = base^(−2i/d) or freq[i], i < d/2 (the
     [sin | cos] halves of performer-pytorch's FixedPositionalEmbedding and FLASH-pytorch's
-    ScaledSinuEmbedding). In float64 whatever the model's dtype: at t ≥ 10³ a float32
-    angle t·f_0 is already off by ~10⁻⁴ rad."""
+    ScaledSinuEmbedding, whose inv_freq buffer is `freq`). In float64 whatever the model's dtype:
+    at t ≥ 10³ a float32 angle t·f_0 is already off by ~10⁻⁴ rad."""
     t = torch.arange(pos, pos + n, dtype=torch.float64)
-    f = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+    if freq is None:
+        f = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+    else:
+        f = freq.detach().to("cpu", torch.float64)
     a = t[:, None] * f[None, :]
     return torch.cat([torch.sin(a), torch.cos(a)], -1)
 
@@ -525,6 +531,12 @@ class InputAdapter(nn.Module):
         self.position_scale = None
         if positions and positions.get("scale", "none") == "learned":
             self.position_scale = nn.Parameter(torch.ones(1))
+        # "freq": "stored": the frequencies are the tensor input.position_freq (initially the
+        # base's), not trained.
+        self.position_freq = None
+        if positions and positions.get("freq", "base") == "stored":
+            f = self.sinusoid_base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+            self.position_freq = nn.Parameter(f.float(), requires_grad=False)
 
     def forward(self, x: Tensor, pos: int) -> Tensor:
         """x: (N,) integer token ids or (N, F) frames already in the model's dtype;
@@ -544,7 +556,7 @@ class InputAdapter(nn.Module):
                 raise ValueError(f"positions {pos}..{pos + len(x) - 1} exceed max_positions {len(self.positions)}")
             h = h + self.positions[pos:pos + len(x)]
         if self.sinusoid_base is not None:
-            pe = sinusoid(pos, len(x), h.shape[-1], self.sinusoid_base).to(h.dtype)
+            pe = sinusoid(pos, len(x), h.shape[-1], self.sinusoid_base, self.position_freq).to(h.dtype)
             h = h + (pe if self.position_scale is None else pe * self.position_scale)
         return h if self.norm is None else self.norm(h)
 
