@@ -13,6 +13,9 @@
 // features of all four query/key rows, its T5 relative position bias
 // (bucketed, times √query_key_dim) laid out per offset inside a group, and
 // the scaled [sin | cos] absolute positions; then a LayerNorm and the head.
+// The positions' and the rotary's frequencies are the stored ones
+// (abs_pos_emb.inv_freq, layers.<i>.rotary_pos_emb.freqs), as the library
+// computes with what load_state_dict gave it.
 //
 //   {"layout": "flash-pytorch", "class": "GAU", "dim": 64, "max_length": 1024}
 //
@@ -204,18 +207,21 @@ Status ParseFlash(const KeyReader& r, const json& root, ModelDescription* d) {
   d->input = InputDescription{};
   d->input.kind = InputKind::kTokens;
   RECUR_RETURN_IF_ERROR(r.UInt(root, "num_tokens", "", 1, &d->input.vocab_size));
-  d->input.sinusoid = true;  // ScaledSinuEmbedding: [sin | cos] · scale, base 10000
-  d->input.sinusoid_base = 10000.0;
+  // ScaledSinuEmbedding: [sin | cos] · scale of t·inv_freq, its stored buffer.
+  d->input.sinusoid = true;
   d->input.sinusoid_scale = true;
+  d->input.sinusoid_freq = true;
   auto mixer = std::make_unique<FlashParams>();
   mixer->expansion_dim = hidden;
   mixer->qk_dim = o->qk_dim;
   mixer->chunk = o->group;
   mixer->scale = 1.0f / static_cast<float>(o->group);  // the library's 1/g
   mixer->causal = o->causal;
-  mixer->rotary.dims = std::min<uint32_t>(32, o->qk_dim);  // RotaryEmbedding(min(32, s))
-  mixer->rotary.base = 10000.0;
+  // RotaryEmbedding(min(32, s)): interleaved pairs turned by t·freqs, its
+  // stored parameter (requires_grad False, in the state_dict).
+  mixer->rotary.dims = std::min<uint32_t>(32, o->qk_dim);
   mixer->rotary.half = false;
+  mixer->rotary.theta = true;
   BlockDescription block;
   block.mixer = MixerDescription(FindMixerType(fb::Mixer::Flash), std::move(mixer));
   block.d_ff = 0;  // the FLASH layer is the whole block
@@ -250,17 +256,13 @@ class FlashLayoutConverter final : public LayoutConverter {
         t.source_name = "token_emb.weight";
       } else if (t.name == "input.position_scale") {
         t.source_name = "abs_pos_emb.scale";
+      } else if (t.name == "input.position_freq") {
+        t.source_name = "abs_pos_emb.inv_freq";
       } else if (t.name.compare(0, 11, "final_norm.") == 0) {
         t.source_name = "to_logits.0." + t.name.substr(11);
       } else if (t.name.compare(0, 5, "head.") == 0) {
         t.source_name = "to_logits.1." + t.name.substr(5);
       }
-    }
-    if (o.gau) return;
-    // Buffers the runtime computes itself: the positions' and the rotary's frequencies.
-    tensors->push_back(IgnoredSource("abs_pos_emb.inv_freq"));
-    for (std::size_t i = 0; i < desc.blocks.size(); ++i) {
-      tensors->push_back(IgnoredSource("layers." + std::to_string(i) + ".rotary_pos_emb.freqs"));
     }
   }
 
@@ -281,6 +283,9 @@ class FlashLayoutConverter final : public LayoutConverter {
       t->source_shape = t->shape;
       t->source_shape[0] = 2 * e;
       t->row_offset = gate ? e : 0;
+    } else if (rest == "mixer.rotary.theta") {
+      // One RotaryEmbedding shared by the layers, saved under each.
+      t->source_name = layer + "rotary_pos_emb.freqs";
     } else if (rest.compare(0, 13, "mixer.z_proj.") == 0) {
       t->source_name = layer + "to_qk.0." + rest.substr(13);
     } else if (rest.compare(0, 10, "mixer.out.") == 0) {

@@ -257,13 +257,16 @@ Status ParsePerformer(const KeyReader& r, const json& root, ModelDescription* d)
   la.eps = causal ? 1e-6f : 0.0f;
   la.eps_per_feature = causal;
   la.causal = causal;
-  if (o->rotary) {  // every head's q and k, pairs (2i, 2i + 1), θ_i = 10000^(−2i/dim_head)
+  if (o->rotary) {
+    // Every head's q and k, pairs (2i, 2i + 1), turned by the sines and
+    // cosines of layer_pos_emb.emb, the stored [sin | cos] table of
+    // max_seq_len rows (rounded separately: no θ reproduces them).
     if (dim_head % 2 != 0) {
       return r.Invalid("dim_head", "must be even with rotary_position_emb (rotary pairs)");
     }
     la.rotary.dims = dim_head;
-    la.rotary.base = 10000.0;
     la.rotary.half = false;
+    la.rotary.table_rows = d->input.max_positions;
   }
   BlockDescription block;
   block.mixer = MixerDescription(FindMixerType(fb::Mixer::LinearAttention),
@@ -302,6 +305,8 @@ void MapBlockTensor(const PerformerOptions& o, const Sublayers& s, const std::st
     t->source_name = ff + fn + "fn.w1." + rest.substr(12);  // ...fn: Chunk, fn.fn: FeedForward
   } else if (rest.compare(0, 12, "ffn.linear2.") == 0) {
     t->source_name = ff + fn + "fn.w2." + rest.substr(12);
+  } else if (rest == "mixer.rotary.table") {  // FixedPositionalEmbedding(dim_head), shared
+    t->source_name = "layer_pos_emb.emb";
   } else if (rest == "mixer.feature_map.omega") {  // projection_matrix [m, dk]
     t->source_name = attn + fn + "fast_attention.projection_matrix";
     t->transform = SourceTransform::kTranspose;
@@ -382,10 +387,6 @@ class PerformerLayoutConverter final : public LayoutConverter {
       }
       twins.push_back(IgnoredSource(
           top + "proj_updater.instance." + t.source_name.substr(net.size()), t.SourceShape()));
-    }
-    if (o.rotary) {  // the rotary's own table: recur computes the angles
-      twins.push_back(IgnoredSource("layer_pos_emb.emb",
-                                    {int64_t{desc.input.max_positions}, int64_t{o.dim_head}}));
     }
     twins.push_back(IgnoredSource(top + "proj_updater.calls_since_last_redraw"));
     for (ExpectedTensor& t : twins) tensors->push_back(std::move(t));

@@ -354,6 +354,45 @@ TEST_CASE("import: FLASH-pytorch's T5 buckets, split projections and reordered r
   }
 }
 
+TEST_CASE("import: the libraries' stored angles are read as stored, not recomputed") {
+  // FLASH-pytorch: the positions' inv_freq and each layer's rotary freqs (one
+  // RotaryEmbedding, saved under every layer).
+  const char* flash = R"({"layout": "flash-pytorch", "class": "FLASHTransformer", "dim": 8,
+    "num_tokens": 5, "depth": 2, "group_size": 4, "query_key_dim": 6, "causal": true})";
+  TensorMap t = testing::RandomTensors(flash, 9);
+  CHECK(t.at("abs_pos_emb.inv_freq").shape == std::vector<int64_t>{4});
+  CHECK(t.at("layers.1.rotary_pos_emb.freqs").shape == std::vector<int64_t>{3});
+  auto parsed = ParseConfig(flash);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.message());
+  auto r = ImportTensors(parsed->desc, parsed->layout, ViewsOf(t));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->at("input.position_freq").data == t.at("abs_pos_emb.inv_freq").data);
+  for (const char* i : {"0", "1"}) {
+    CHECK(r->at(std::string("blocks.") + i + ".mixer.rotary.theta").data ==
+          t.at(std::string("layers.") + i + ".rotary_pos_emb.freqs").data);
+  }
+  t.erase("abs_pos_emb.inv_freq");
+  auto missing = ImportTensors(parsed->desc, parsed->layout, ViewsOf(t));
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.message().find("abs_pos_emb.inv_freq") != std::string::npos);
+
+  // performer-pytorch: PerformerLM's layer_pos_emb, a [sin | cos] table of
+  // max_seq_len rows over dim_head that turns every layer's q and k.
+  const char* performer = R"({"layout": "performer", "class": "PerformerLM", "num_tokens": 7,
+    "max_seq_len": 12, "dim": 8, "depth": 2, "heads": 2, "dim_head": 4})";
+  t = testing::RandomTensors(performer, 10);
+  CHECK(t.at("layer_pos_emb.emb").shape == std::vector<int64_t>{12, 4});
+  parsed = ParseConfig(performer);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.message());
+  CHECK(parsed->desc.blocks[1].mixer.params().rotary.table_rows == 12);
+  r = ImportTensors(parsed->desc, parsed->layout, ViewsOf(t));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  for (const char* name : {"blocks.0.mixer.rotary.table", "blocks.1.mixer.rotary.table"}) {
+    CHECK(r->at(name).shape == std::vector<int64_t>{12, 4});
+    CHECK(r->at(name).data == t.at("layer_pos_emb.emb").data);
+  }
+}
+
 TEST_CASE("import: FLASH-pytorch's GAU, its own names and the T5 bias times the square root of dim") {
   // Causal, max_length 60: offsets 0..59; √dim = 3.
   const char* config = R"({"layout": "flash-pytorch", "class": "GAU", "dim": 9,

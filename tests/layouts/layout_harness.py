@@ -31,14 +31,22 @@ def recur_convert(*args):
     return done.returncode, done.stderr
 
 
-def save_and_convert(model, config, tmp_path, name):
-    """Saves `model`'s state_dict as model.pt and model.safetensors and the
-    config as JSON, converts each with one recur-convert command, and returns
-    the two .recur paths."""
-    state = {k: v.detach().float().contiguous() for k, v in model.state_dict().items()}
+# The half-precision dtypes users save state_dicts in (model.half(), model.bfloat16()).
+HALF_DTYPES = [torch.float16, torch.bfloat16]
+
+
+def save_and_convert(model, config, tmp_path, name, state=None):
+    """Saves `model`'s state_dict (or `state`, one from saved_in) as model.pt
+    and model.safetensors and the config as JSON, converts each with one
+    recur-convert command, and returns the two .recur paths. Half-precision
+    tensors keep their dtype in both files; the rest go to safetensors as
+    float32."""
+    state = model.state_dict() if state is None else state
+    half = lambda v: v.dtype in HALF_DTYPES  # noqa: E731
     pt, st = tmp_path / f"{name}.pt", tmp_path / f"{name}.safetensors"
-    torch.save(model.state_dict(), pt)
-    safetensors.write(str(st), state)
+    torch.save(state, pt)
+    safetensors.write(str(st), {k: (v.detach() if half(v) else v.detach().float()).contiguous()
+                                for k, v in state.items()})
     cfg = tmp_path / f"{name}.json"
     cfg.write_text(json.dumps(config))
     out = []
@@ -48,6 +56,22 @@ def save_and_convert(model, config, tmp_path, name):
         assert rc == 0, f"recur-convert {weights.name}: {err}"
         out.append(path)
     return out
+
+
+def saved_in(dtype, model, make):
+    """`model`'s state_dict with every floating tensor in `dtype` (float16 or
+    bfloat16), as torch.save(model.half().state_dict()) writes it, and a
+    freshly made float32 model (make()) loaded with it, in eval mode:
+    load_state_dict copies into the float32 tensors, so the library computes
+    with the rounded values, its buffers' included. A fresh model, because
+    rotary-embedding-torch caches its angle tables per length in a dict that
+    load_state_dict leaves alone."""
+    state = {k: v.detach().to(dtype) if v.is_floating_point() else v
+             for k, v in model.state_dict().items()}
+    fresh = make()
+    fresh.load_state_dict(state)
+    assert all(v.dtype != dtype for v in fresh.state_dict().values())
+    return state, fresh.eval()
 
 
 def refusal(config, tmp_path, state=None):

@@ -240,6 +240,42 @@ def test_recurrent_matches_the_library(tmp_path, name, kwargs, fm, batch_type, b
     report(name, worst)
 
 
+# Half-precision state_dicts loaded into a fresh float32 model (h.saved_in): the
+# library computes with the rounded values, the feature maps' ω buffers included
+# (deterministic_eval: not redrawn in eval), and so must recur. (name, builder,
+# kwargs, feature map, attn_mask, batch, positions); encoders encode, the causal
+# models step and prefill.
+HALF_CASES = [
+    ("linear_favor", TransformerEncoderBuilder, dims(2, 2, 8, 8, 32, attention_type="linear"),
+     "favor_odd", None, 2, 100),
+    ("full_causal", TransformerEncoderBuilder, dims(2, 2, 8, 8, 32, attention_type="full"),
+     None, "triangular", 2, 120),
+    ("recurrent_causal_linear_srff", RecurrentEncoderBuilder,
+     dims(2, 2, 8, 8, 32, attention_type="causal-linear"), "srff", None, 1, 80),
+]
+
+
+@pytest.mark.parametrize("dtype", h.HALF_DTYPES, ids=str)
+@pytest.mark.parametrize("name,builder,kwargs,fm,mask,batch,n", HALF_CASES,
+                         ids=[c[0] for c in HALF_CASES])
+def test_half_precision_state_dict(tmp_path, name, builder, kwargs, fm, mask, batch, n, dtype):
+    model, config = build(builder, kwargs, fm, mask=mask, seed=len(name))
+    state, fresh = h.saved_in(dtype, model,
+                              lambda: build(builder, kwargs, fm, mask=mask, seed=0)[0])
+    paths = h.save_and_convert(fresh, config, tmp_path, name, state)
+    d_model = kwargs["n_heads"] * kwargs["value_dimensions"]
+    xs = h.frames(4, batch, n, d_model)
+    if builder is RecurrentEncoderBuilder:
+        report(name, check_causal(paths, xs, library_steps(fresh, xs), f"{name} {dtype}"))
+    elif mask:
+        want = library_forward(fresh, xs, causal=True)
+        report(name, check_causal(paths, xs, want, f"{name} {dtype}"))
+    else:
+        want = library_forward(fresh, xs, causal=False)
+        report(name, max(h.assert_close(h.encode(p, xs), want, f"{name} {dtype} {p.name}")
+                         for p in paths))
+
+
 def test_reformer_is_not_reproducible():
     """Why "reformer" is refused: the library's own eval() forward differs from
     call to call, and its hash planes are nowhere in the state_dict."""

@@ -1,7 +1,8 @@
 """The flash-pytorch layout against FLASH-pytorch itself (FLASHTransformer):
 step-by-step and chunked-prefill outputs of causal models and encoder outputs
 of non-causal ones within the layout bound, from torch.save and safetensors
-files, and the options recur refuses, by name. Its GAU module as an encoder:
+files (float32, and float16 and bfloat16 state_dicts loaded into a float32
+model), and the options recur refuses, by name. Its GAU module as an encoder:
 the same, with the whole output and the attention's part of it (output − x)
 held to the bound."""
 import pytest
@@ -43,19 +44,54 @@ def build(kwargs, seed):
     return model, {"layout": "flash-pytorch", "class": "FLASHTransformer", **kwargs}
 
 
+def check_modes(paths, xs, want, name, causal):
+    """Step by step and prefill in chunks (causal), or encode; max |Δ|."""
+    worst, n = 0.0, xs.shape[1]
+    for path in paths:
+        if causal:
+            worst = max(worst, h.assert_close(h.step_by_step(path, xs), want,
+                                              f"{name} {path.name} step"))
+            worst = max(worst, h.assert_close(h.prefill_in_chunks(path, xs, [5, 33, n - 38]),
+                                              want, f"{name} {path.name} prefill"))
+        else:
+            worst = max(worst, h.assert_close(h.encode(path, xs), want, f"{name} {path.name}"))
+    return worst
+
+
 @pytest.mark.parametrize("name,kwargs,batch,n", CASES, ids=[c[0] for c in CASES])
 def test_matches_the_library(tmp_path, name, kwargs, batch, n):
     model, config = build(kwargs, seed=len(name))
     paths = h.save_and_convert(model, config, tmp_path, name)
     xs = h.tokens(1, batch, n, kwargs["num_tokens"])
-    want = h.library_forward(model, xs)
-    for path in paths:
-        if kwargs.get("causal"):
-            h.assert_close(h.step_by_step(path, xs), want, f"{name} {path.name} step")
-            h.assert_close(h.prefill_in_chunks(path, xs, [5, 33, n - 38]), want,
-                           f"{name} {path.name} prefill")
-        else:
-            h.assert_close(h.encode(path, xs), want, f"{name} {path.name}")
+    check_modes(paths, xs, h.library_forward(model, xs), name, kwargs.get("causal"))
+
+
+# Half-precision state_dicts loaded into a fresh float32 model (h.saved_in): the
+# library computes with the rounded values of every stored tensor, the positions'
+# abs_pos_emb.inv_freq and the rotary's freqs included, and so must recur.
+# OffsetScale's γ (initially N(0, 0.02), which leaves q·k too small for the rotary
+# to matter) is moved near 1: with the base's frequencies for the rotary alone,
+# the causal cases fail; for the positions, all of them.
+HALF_CASES = [
+    ("causal", dict(num_tokens=40, dim=32, depth=2, group_size=16, query_key_dim=16,
+                    causal=True), 1, 300),
+    ("encoder_partial_rotary", dict(num_tokens=30, dim=24, depth=2, group_size=16,
+                                    query_key_dim=40), 2, 120),
+]
+
+
+@pytest.mark.parametrize("dtype", h.HALF_DTYPES, ids=str)
+@pytest.mark.parametrize("name,kwargs,batch,n", HALF_CASES, ids=[c[0] for c in HALF_CASES])
+def test_half_precision_state_dict(tmp_path, name, kwargs, batch, n, dtype):
+    model, config = build(kwargs, seed=len(name))
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.qk_offset_scale.gamma.add_(1.0)
+    state, fresh = h.saved_in(dtype, model, lambda: FLASHTransformer(**kwargs))
+    paths = h.save_and_convert(fresh, config, tmp_path, name, state)
+    xs = h.tokens(2, batch, n, kwargs["num_tokens"])
+    worst = check_modes(paths, xs, h.library_forward(fresh, xs), name, kwargs.get("causal"))
+    print(f"{name} {dtype}: max |Δ| {worst:.3g}")
 
 
 BASE = {"layout": "flash-pytorch", "class": "FLASHTransformer", "num_tokens": 10, "dim": 16,

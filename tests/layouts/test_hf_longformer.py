@@ -70,6 +70,23 @@ def test_encoder_matches_the_library(tmp_path, name, kwargs, g, batch, n):
         h.assert_close(h.encode(path, ids), want, f"{name} {path.name}")
 
 
+@pytest.mark.parametrize("dtype", h.HALF_DTYPES, ids=str)
+def test_half_precision_state_dict(tmp_path, dtype):
+    """A float16 or bfloat16 state_dict loaded into a fresh float32 model (h.saved_in):
+    transformers computes with the rounded values (LongformerModel has no buffers; its
+    position ids come from the input ids), and so must recur."""
+    name, kwargs, g, batch, n = CASES[2]
+    model = build(kwargs, seed=len(name))
+    config = saved_config(model, tmp_path, g)
+    state, fresh = h.saved_in(dtype, model, lambda: build(kwargs, seed=0))
+    paths = h.save_and_convert(fresh, config, tmp_path, name, state)
+    ids = h.tokens(3, batch, n, kwargs["vocab_size"])
+    ids[ids == kwargs["pad_token_id"]] += 1  # no padding inside a stream
+    want = library_forward(fresh, ids, g)
+    for path in paths:
+        h.assert_close(h.encode(path, ids), want, f"{name} {dtype} {path.name}")
+
+
 BASE = dict(vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
             intermediate_size=12, attention_window=4, max_position_embeddings=40)
 

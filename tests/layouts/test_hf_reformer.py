@@ -129,6 +129,34 @@ def test_local_lm_streams_like_the_library(tmp_path):
         h.assert_close(h.encode(path, ids), want, f"encode {path.name}")
 
 
+@pytest.mark.parametrize("dtype", h.HALF_DTYPES, ids=str)
+def test_half_precision_state_dict(tmp_path, dtype):
+    """Float16 and bfloat16 state_dicts loaded into fresh float32 models (h.saved_in):
+    transformers computes with the rounded values (the state_dict holds parameters only;
+    its mask values are non-persistent buffers and its rotations float32 draws), and so
+    must recur: an encoder of LSH and local layers (encode) and the local-layer LM
+    (step, prefill, encode)."""
+    name, cls, kwargs, batch, n = CASES[4]
+    model = build(cls, kwargs, seed=len(name))
+    state, fresh = h.saved_in(dtype, model, lambda: build(cls, kwargs, seed=0))
+    paths = h.save_and_convert(fresh, saved_config(fresh, tmp_path), tmp_path, name, state)
+    ids = h.tokens(5, batch, n, kwargs["vocab_size"])
+    want = library_forward(fresh, ids)
+    for path in paths:
+        h.assert_close(h.encode(path, ids), want, f"{name} {dtype} {path.name}")
+
+    model = build(ReformerModelWithLMHead, LOCAL_LM, seed=6)
+    state, fresh = h.saved_in(dtype, model, lambda: build(ReformerModelWithLMHead, LOCAL_LM, seed=0))
+    paths = h.save_and_convert(fresh, saved_config(fresh, tmp_path), tmp_path, "local_lm", state)
+    ids = h.tokens(6, 2, 120, LOCAL_LM["vocab_size"])
+    want = library_forward(fresh, ids)
+    for path in paths:
+        h.assert_close(h.step_by_step(path, ids), want, f"local_lm {dtype} step {path.name}")
+        h.assert_close(h.prefill_in_chunks(path, ids, [1, 40, 79]), want,
+                       f"local_lm {dtype} prefill {path.name}")
+        h.assert_close(h.encode(path, ids), want, f"local_lm {dtype} encode {path.name}")
+
+
 BASE = dict(vocab_size=20, hidden_size=8, num_attention_heads=2, attention_head_size=4,
             feed_forward_size=12, attn_layers=["lsh"], num_buckets=4, hash_seed=1,
             axial_pos_shape=[4, 8], axial_pos_embds_dim=[4, 4], max_position_embeddings=32)

@@ -48,6 +48,24 @@ def test_encoder_matches_the_library(tmp_path, name, kwargs, batch, n):
         h.assert_close(h.encode(path, xs), want, f"{name} {path.name}")
 
 
+@pytest.mark.parametrize("dtype", h.HALF_DTYPES, ids=str)
+@pytest.mark.parametrize("name,kwargs,batch,n", [CASES[1], CASES[3]], ids=[CASES[1][0], CASES[3][0]])
+def test_half_precision_state_dict(tmp_path, name, kwargs, batch, n, dtype):
+    """A float16 or bfloat16 state_dict loaded into a fresh float32 model (h.saved_in):
+    the library computes with the rounded values (linformer has no buffers: its
+    projections E and F are parameters), and so must recur."""
+    model, config = build(kwargs, seed=len(name))
+    state, fresh = h.saved_in(dtype, model, lambda: build(kwargs, seed=0)[0])
+    paths = h.save_and_convert(fresh, config, tmp_path, name, state)
+    if "num_tokens" in kwargs:
+        xs = h.tokens(2, batch, n, kwargs["num_tokens"])
+    else:
+        xs = h.frames(2, batch, n, kwargs["dim"])
+    want = h.library_forward(fresh, xs)
+    for path in paths:
+        h.assert_close(h.encode(path, xs), want, f"{name} {dtype} {path.name}")
+
+
 def test_longer_than_seq_len_is_refused_at_run_time(tmp_path):
     model, config = build(dict(dim=16, seq_len=32, depth=1, k=8, heads=2), seed=3)
     path, _ = h.save_and_convert(model, config, tmp_path, "short")
