@@ -69,10 +69,11 @@ bool IsNearestEven(float v, uint16_t h, Decode decode) {
 }
 
 TEST_CASE("quantize: dtype names") {
+  CHECK(kernels::WeightTypeNames() == "f32, f16, bf16, int8 or int4");
   WeightType d = WeightType::kF32;
-  for (const char* name : {"f32", "f16", "bf16", "int8"}) {
-    REQUIRE(ParseWeightType(name, &d));
-    CHECK(std::string(WeightTypeName(d)) == name);
+  for (WeightType type : kernels::kWeightTypes) {
+    REQUIRE(ParseWeightType(WeightTypeName(type), &d));
+    CHECK(d == type);
   }
   CHECK_FALSE(ParseWeightType("i8", &d));
   CHECK_FALSE(ParseWeightType("F16", &d));
