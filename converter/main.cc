@@ -90,7 +90,8 @@ int Run(int argc, char** argv) {
     dtype_help += std::string(dtype_names.size() > 1 ? ", " : "") + WeightTypeName(type) + " (" +
                   WeightTypeEncoding(type) + ")";
   }
-  dtype_help += ". Embeddings, positions, norms, biases, the input projection and the head stay f32";
+  dtype_help +=
+      ". Embeddings, positions, norms, biases, the input projection and the head stay f32";
   convert->add_option("--dtype", dtype_name, dtype_help)->check(CLI::IsMember(dtype_names));
   convert
       ->add_option("--group", convert_options.group,

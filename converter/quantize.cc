@@ -53,10 +53,14 @@ std::string Shortest(float v) {
 
 const char* WeightTypeEncoding(WeightType dtype) {
   switch (dtype) {
-    case WeightType::kF32: return "as trained, the default";
-    case WeightType::kF16: return "IEEE half, round to nearest even";
-    case WeightType::kBF16: return "bfloat16, round to nearest even";
-    case WeightType::kI8: return "symmetric, one scale per output row: max|row|/127";
+    case WeightType::kF32:
+      return "as trained, the default";
+    case WeightType::kF16:
+      return "IEEE half, round to nearest even";
+    case WeightType::kBF16:
+      return "bfloat16, round to nearest even";
+    case WeightType::kI8:
+      return "symmetric, one scale per output row: max|row|/127";
     case WeightType::kI4:
       return "symmetric, two per byte, one f16 scale per --group inputs of a row: the smallest "
              "half >= max|group|/7; the input dimension must be a multiple of the group";

@@ -118,8 +118,7 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
         fbb.ForceDefaults(false);
         break;
       case kernels::WeightScales::kPerGroup:
-        quant = fb::CreateQuantizationDirect(fbb, 1, nullptr,
-                                             static_cast<uint32_t>(p.stored.group),
+        quant = fb::CreateQuantizationDirect(fbb, 1, nullptr, static_cast<uint32_t>(p.stored.group),
                                              &p.stored.scales_f16);
         break;
     }

@@ -83,28 +83,30 @@ Status TensorResolver::CheckTensorTable() const {
     if (traits.block > 1) {
       // Rows of whole blocks (recur.fbs: I4 layout).
       if (t->shape()->size() != 2 || t->shape()->Get(1) % int64_t(traits.block) != 0) {
-        return InvalidModel("tensor '%s': %s needs a 2-D [out, in] shape with in a multiple "
-                            "of %zu, got %s", name, traits.name, traits.block,
-                            ShapeString(t->shape()).c_str());
+        return InvalidModel(
+            "tensor '%s': %s needs a 2-D [out, in] shape with in a multiple "
+            "of %zu, got %s",
+            name, traits.name, traits.block, ShapeString(t->shape()).c_str());
       }
     }
     const uint64_t bytes = count / traits.block * traits.block_bytes;
     if (t->size() != bytes) {
       if (traits.block > 1) {
-        const std::string packing =
-            traits.block == 2 * traits.block_bytes
-                ? std::string("two per byte")
-                : std::to_string(traits.block) + " per " + std::to_string(traits.block_bytes) +
-                      " bytes";
-        return InvalidModel("tensor '%s': size %llu bytes does not match shape %s of %s "
-                            "elements (%s: %llu)", name,
-                            static_cast<unsigned long long>(t->size()),
-                            ShapeString(t->shape()).c_str(), traits.name, packing.c_str(),
-                            static_cast<unsigned long long>(bytes));
+        const std::string packing = traits.block == 2 * traits.block_bytes
+                                        ? std::string("two per byte")
+                                        : std::to_string(traits.block) + " per " +
+                                              std::to_string(traits.block_bytes) + " bytes";
+        return InvalidModel(
+            "tensor '%s': size %llu bytes does not match shape %s of %s "
+            "elements (%s: %llu)",
+            name, static_cast<unsigned long long>(t->size()), ShapeString(t->shape()).c_str(),
+            traits.name, packing.c_str(), static_cast<unsigned long long>(bytes));
       }
-      return InvalidModel("tensor '%s': size %llu bytes does not match shape %s of %zu-byte "
-                          "elements", name, static_cast<unsigned long long>(t->size()),
-                          ShapeString(t->shape()).c_str(), traits.block_bytes);
+      return InvalidModel(
+          "tensor '%s': size %llu bytes does not match shape %s of %zu-byte "
+          "elements",
+          name, static_cast<unsigned long long>(t->size()), ShapeString(t->shape()).c_str(),
+          traits.block_bytes);
     }
     if (t->offset() % kSegmentAlignment != 0) {
       return InvalidModel("tensor '%s': offset %llu is not 64-byte aligned", name,
@@ -240,9 +242,9 @@ Status TensorResolver::Get(int32_t index, const char* what, std::initializer_lis
   RECUR_RETURN_IF_ERROR(FindTensor(root_, index, what, shape, optional, &t));
   if (t == nullptr) return Status::Ok();
   if (t->dtype() != fb::DType::F32) {
-    return Unsupported("%s: tensor '%s' has dtype %s; only dense-layer weights may be f16, "
-                       "bf16, int8 or int4, this tensor must be f32", what, t->name()->c_str(),
-                       fb::EnumNameDType(t->dtype()));
+    return Unsupported("%s: tensor '%s' has dtype %s; only dense-layer weights may be %s, "
+                       "this tensor must be f32", what, t->name()->c_str(),
+                       fb::EnumNameDType(t->dtype()), kernels::WeightTypeNames(true).c_str());
   }
   RECUR_RETURN_IF_ERROR(CheckShape(t, what, shape));
   *out = reinterpret_cast<const float*>(segment_ + t->offset());

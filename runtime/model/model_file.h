@@ -35,9 +35,8 @@ Status ParseModelFile(const uint8_t* bytes, size_t size, bool verify, ModelFile*
 
 // The schema's DType values are the weight_types.inc line indices; the
 // enum is part of the file format, so the list follows it, not the reverse.
-#define RECUR_WEIGHT_TYPE(Tag, name, block, block_bytes, scales)                  \
-  static_assert(static_cast<int>(fb::DType::Tag) ==                              \
-                    static_cast<int>(kernels::WeightType::k##Tag),               \
+#define RECUR_WEIGHT_TYPE(Tag, name, block, block_bytes, scales)                                   \
+  static_assert(static_cast<int>(fb::DType::Tag) == static_cast<int>(kernels::WeightType::k##Tag), \
                 "weight_types.inc: " #Tag " is not on the line of its DType value");
 #include "kernels/dense/weight_types.inc"
 #undef RECUR_WEIGHT_TYPE

@@ -339,8 +339,8 @@ TEST_CASE("quantize: models in every dtype: layout, values, scales, runtime outp
   auto f32 = BuildModel(desc, t);
   REQUIRE_MESSAGE(f32.ok(), f32.message());
   const std::vector<float> want = RunTokens(*f32, 8);
-  for (WeightType dtype : {WeightType::kF32, WeightType::kF16, WeightType::kBF16,
-                            WeightType::kI8}) {
+  for (WeightType dtype :
+       {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kI8}) {
     for (bool quantize_head : {false, true}) {
       INFO(std::string(WeightTypeName(dtype)) << " quantize_head=" << quantize_head);
       BuildOptions o;
@@ -442,8 +442,8 @@ TEST_CASE("loader: narrow dense weights load, parameter count in elements") {
   auto desc = testing::Describe(kTokensConfig);
   const TensorMap t = testing::RandomTensors(desc, 22);
   uint64_t f32_params = 0;
-  for (WeightType dtype : {WeightType::kF32, WeightType::kF16, WeightType::kBF16,
-                            WeightType::kI8}) {
+  for (WeightType dtype :
+       {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kI8}) {
     BuildOptions o;
     o.weight_dtype = dtype;
     o.quantize_head = true;
@@ -451,12 +451,8 @@ TEST_CASE("loader: narrow dense weights load, parameter count in elements") {
     REQUIRE_MESSAGE(bytes.ok(), bytes.message());
     std::unique_ptr<Model> model;
     REQUIRE(LoadModel(bytes->data(), bytes->size(), {}, &model).ok());
-    const auto expected = dtype == WeightType::kF32   ? kernels::WeightType::kF32
-                          : dtype == WeightType::kF16 ? kernels::WeightType::kF16
-                          : dtype == WeightType::kBF16 ? kernels::WeightType::kBF16
-                                                       : kernels::WeightType::kI8;
-    CHECK(model->blocks[1].ffn.linear2.type == expected);
-    CHECK(model->head.type == expected);
+    CHECK(model->blocks[1].ffn.linear2.type == dtype);
+    CHECK(model->head.type == dtype);
     CHECK((model->head.scales != nullptr) == (dtype == WeightType::kI8));
     if (dtype == WeightType::kF32) f32_params = model->parameter_count;
     CHECK(model->parameter_count == f32_params);
@@ -477,12 +473,14 @@ TEST_CASE("loader: embeddings, positions, norms and biases must be f32") {
       {"input.embedding", WeightType::kBF16,
        "input.embedding: tensor 'input.embedding' has dtype BF16; only dense-layer weights may "
        "be f16, bf16, int8 or int4, this tensor must be f32"},
-      {"input.positions", WeightType::kF16, "input.positions: tensor 'input.positions' has dtype F16"},
+      {"input.positions", WeightType::kF16,
+       "input.positions: tensor 'input.positions' has dtype F16"},
       {"blocks.1.norm2.weight", WeightType::kF16,
        "blocks.1.norm2.weight: tensor 'blocks.1.norm2.weight' has dtype F16"},
       {"blocks.0.mixer.key.bias", WeightType::kBF16,
        "blocks.0.mixer.key.bias: tensor 'blocks.0.mixer.key.bias' has dtype BF16"},
-      {"final_norm.bias", WeightType::kBF16, "final_norm.bias: tensor 'final_norm.bias' has dtype BF16"},
+      {"final_norm.bias", WeightType::kBF16,
+       "final_norm.bias: tensor 'final_norm.bias' has dtype BF16"},
   };
   for (const auto& c : cases) {
     INFO(c.tensor);

@@ -25,8 +25,8 @@
 
 #include "hwy/highway.h"
 #include "kernels/common-inl.h"
-#include "kernels/dense/dense.h"
 #include "kernels/dense/dense-inl.h"  // LoadWeightRow
+#include "kernels/dense/dense.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace recur::impl::kernels {

@@ -29,9 +29,9 @@ enum class WeightType : uint8_t {
 
 // One line of weight_types.inc.
 struct WeightTypeTraits {
-  const char* name;      // "f32", "f16", "bf16", "int8", "int4"
-  size_t block;          // elements per packed block (1: stored one by one)
-  size_t block_bytes;    // bytes per block
+  const char* name;    // "f32", "f16", "bf16", "int8", "int4"
+  size_t block;        // elements per packed block (1: stored one by one)
+  size_t block_bytes;  // bytes per block
   WeightScales scales;
 };
 
@@ -50,6 +50,7 @@ inline constexpr WeightType kWeightTypes[] = {
 #undef RECUR_WEIGHT_TYPE
 };
 inline constexpr size_t kWeightTypeCount = std::size(kWeightTypes);
+static_assert(kWeightTypes[0] == WeightType::kF32, "f32 is the first line, DType 0");
 
 constexpr const WeightTypeTraits& Traits(WeightType type) {
   return kWeightTypeTraits[static_cast<size_t>(type)];
@@ -69,13 +70,12 @@ constexpr bool ParseWeightType(std::string_view name, WeightType* out) {
   return false;
 }
 
-// Every name, for messages: "f32, f16, bf16, int8 or int4" (last_separator
-// " or "), or joined by `separator` alone when last_separator is null.
-inline std::string WeightTypeNames(const char* separator = ", ",
-                                   const char* last_separator = " or ") {
+// The names for messages: "f32, f16, bf16, int8 or int4"; without_f32:
+// "f16, bf16, int8 or int4".
+inline std::string WeightTypeNames(bool without_f32 = false) {
   std::string names;
-  for (size_t i = 0; i < kWeightTypeCount; ++i) {
-    if (i > 0) names += (i + 1 == kWeightTypeCount && last_separator) ? last_separator : separator;
+  for (size_t i = without_f32 ? 1 : 0; i < kWeightTypeCount; ++i) {
+    if (!names.empty()) names += i + 1 == kWeightTypeCount ? " or " : ", ";
     names += kWeightTypeTraits[i].name;
   }
   return names;
