@@ -119,10 +119,10 @@ int main(int argc, char** argv) {
   std::printf("%-16s %5s %9s %9s %9s %7s %8s\n", "batch x in->out", "w", "us/call", "(best)",
               "GFLOP/s", "%peak", "w GB/s");
   for (const Shape& s : shapes) {
-    const size_t wsize = recur::impl::kernels::WeightTypeSize(s.type);
+    const size_t wbytes = recur::impl::kernels::WeightBytes(s.type, s.out * s.in);
     auto x = hwy::AllocateAligned<float>(s.batch * s.in);
     auto w = hwy::AllocateAligned<float>(s.out * s.in);
-    auto wn = hwy::AllocateAligned<uint8_t>(s.out * s.in * wsize);
+    auto wn = hwy::AllocateAligned<uint8_t>(wbytes);
     auto scales = hwy::AllocateAligned<float>(s.out);
     auto bias = hwy::AllocateAligned<float>(s.out);
     auto y = hwy::AllocateAligned<float>(s.batch * s.out);
@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
     std::printf("%-16s %5s %9.2f %9.2f %9.1f %6.0f%% %8.1f\n", name,
                 recur::impl::kernels::WeightTypeName(s.type), t * 1e6, tm.best * 1e6,
                 flops / t * 1e-9, peak > 0 ? 100.0 * flops / t / peak : 0.0,
-                double(wsize) * s.in * s.out / t * 1e-9);
+                double(wbytes) / t * 1e-9);
     if (s.batch >= 4) {  // the packed-weight GEMM on the same data (packing not timed)
       auto packed =
           hwy::AllocateAligned<float>(recur::impl::kernels::DensePackedFloats(s.in, s.out));

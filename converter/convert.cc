@@ -25,10 +25,10 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
     return Status(StatusCode::kInvalidArgument,
                   "--group " + std::to_string(o.group) + " is not supported: use 32, 64, 128 or 256");
   }
-  if (o.group != kInt4Groups[0] && o.dtype != WeightDType::kInt4) {
+  if (o.group != kInt4Groups[0] && o.dtype != WeightType::kI4) {
     return Status(StatusCode::kInvalidArgument,
                   std::string("--group applies to --dtype int4 only (got --dtype ") +
-                      WeightDTypeName(o.dtype) + ")");
+                      WeightTypeName(o.dtype) + ")");
   }
   RECUR_RETURN_IF_ERROR(CheckOutputIsNotAnInput(o.output_path, {o.weights_path, o.config_path}));
   auto config = ReadConfigFile(o.config_path, o.layout);
@@ -86,7 +86,7 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   report->narrow_tensors = 0;
   for (const auto& [name, tensor] : *tensors) {
     (void)tensor;
-    if (StorageDType(name, o.dtype, o.quantize_head) != WeightDType::kF32) ++report->narrow_tensors;
+    if (StorageDType(name, o.dtype, o.quantize_head) != WeightType::kF32) ++report->narrow_tensors;
   }
   report->file_bytes = model->size();
   report->source_hash = hash;

@@ -22,7 +22,7 @@ struct ConvertOptions {
   bool allow_extra = false;  // unused tensors: warnings instead of an error
   // --dtype: storage of the blocks' weight matrices; --quantize-head: and of
   // head.weight (quantize.h). Everything else stays f32.
-  WeightDType dtype = WeightDType::kF32;
+  WeightType dtype = WeightType::kF32;
   bool quantize_head = false;
   int group = kInt4Groups[0];  // --group: int4 inputs per scale (kInt4Groups)
 };

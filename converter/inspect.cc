@@ -81,13 +81,8 @@ const char* Name(fb::HeadActivation a) {
   return "unknown";
 }
 std::string DTypeString(fb::DType d) {
-  switch (d) {
-    case fb::DType::F32: return "f32";
-    case fb::DType::F16: return "f16";
-    case fb::DType::BF16: return "bf16";
-    case fb::DType::I8: return "int8";
-    case fb::DType::I4: return "int4";
-  }
+  kernels::WeightType type;
+  if (WeightTypeOf(d, &type)) return kernels::WeightTypeName(type);
   return "unknown(" + std::to_string(static_cast<int>(d)) + ")";
 }
 
@@ -519,12 +514,15 @@ Status VerifyImpl(const std::string& path, std::string* summary) {
     view.shape = shape;
     view.data = pm.segment + t->offset();
     view.nbytes = static_cast<std::size_t>(t->size());
-    switch (t->dtype()) {
-      case fb::DType::F32: view.dtype = DType::kF32; break;
-      case fb::DType::F16: view.dtype = DType::kF16; break;
-      case fb::DType::BF16: view.dtype = DType::kBF16; break;
-      case fb::DType::I8: {
-        // The int8 values are finite by construction; their scales are not.
+    kernels::WeightType type;
+    if (!WeightTypeOf(t->dtype(), &type)) continue;  // the runtime accepted it; nothing to scan
+    switch (kernels::Traits(type).scales) {
+      case kernels::WeightScales::kNone:
+        // The schema spells its float types as safetensors does (F32, F16, BF16).
+        if (!ParseDType(fb::EnumNameDType(t->dtype()), &view.dtype)) continue;
+        break;
+      case kernels::WeightScales::kPerRow:
+        // The integers are finite by construction; their scales are not.
         if (const fb::Quantization* q = t->quant()) {
           if (q->scales()) {
             std::vector<float> scales(q->scales()->begin(), q->scales()->end());
@@ -534,13 +532,10 @@ Status VerifyImpl(const std::string& path, std::string* summary) {
         }
         ++scanned;
         continue;
-      }
-      case fb::DType::I4:
-        // Every nibble is a finite value; the loader checked the group scales.
+      case kernels::WeightScales::kPerGroup:
+        // Every integer is a finite value; the loader checked the group scales.
         ++scanned;
         continue;
-      default:
-        continue;  // the runtime accepted it; nothing to scan
     }
     auto values = ToFloat32(name, view);
     if (!values.ok()) return Status(StatusCode::kInvalidModel, path + ": " + values.message());

@@ -3,7 +3,7 @@
 //
 //   recur-convert WEIGHTS.safetensors|MODEL.pt --config CONFIG.json [--layout NAME]
 //                 -o MODEL.recur [--notes TEXT] [--allow-extra] [--state-dict-key KEY[.KEY...]]
-//                 [--dtype f32|f16|bf16|int8|int4] [--group 32|64|128|256] [--quantize-head]
+//                 [--dtype f32|f16|bf16|int8|int4|...] [--group 32|64|128|256] [--quantize-head]
 //   recur-convert convert ...            (the same, with an explicit subcommand)
 //   recur-convert inspect MODEL.recur [--json]
 //   recur-convert verify MODEL.recur
@@ -82,16 +82,17 @@ int Run(int argc, char** argv) {
   convert->add_flag("--allow-extra", convert_options.allow_extra,
                     "Ignore (with a warning) tensors the config does not use");
   std::string dtype_name = "f32";
-  convert
-      ->add_option("--dtype", dtype_name,
-                   "Storage of the blocks' weight matrices (mixer query/key/value/out, ffn "
-                   "linear1/linear2): f32 (default), f16 or bf16 (round to nearest even), int8 "
-                   "(symmetric, one scale per output row: max|row|/127), "
-                   "int4 (symmetric, two per byte, one f16 scale per --group inputs of a row: the "
-                   "smallest half >= max|group|/7; the input dimension must be a multiple of the "
-                   "group). Embeddings, positions, norms, biases, the input projection and the "
-                   "head stay f32")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "int8", "int4"}));
+  std::vector<std::string> dtype_names;
+  std::string dtype_help =
+      "Storage of the blocks' weight matrices (mixer query/key/value/out, ffn linear1/linear2): ";
+  for (WeightType type : recur::impl::kernels::kWeightTypes) {
+    dtype_names.push_back(WeightTypeName(type));
+    dtype_help += std::string(dtype_names.size() > 1 ? ", " : "") + WeightTypeName(type) + " (" +
+                  WeightTypeEncoding(type) + ")";
+  }
+  dtype_help +=
+      ". Embeddings, positions, norms, biases, the input projection and the head stay f32";
+  convert->add_option("--dtype", dtype_name, dtype_help)->check(CLI::IsMember(dtype_names));
   convert
       ->add_option("--group", convert_options.group,
                    "int4 only: inputs per scale, 32 (default), 64, 128 or 256")
@@ -130,7 +131,7 @@ int Run(int argc, char** argv) {
 
   if (*convert) {
     ParseLayout(layout_name, &convert_options.layout);
-    ParseWeightDType(dtype_name, &convert_options.dtype);
+    ParseWeightType(dtype_name, &convert_options.dtype);
     ConvertReport report;
     Status s = ConvertFiles(convert_options, &report);
     for (const std::string& w : report.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
@@ -138,7 +139,7 @@ int Run(int argc, char** argv) {
     std::string dtype;
     if (report.narrow_tensors > 0) {
       dtype = ", " + std::to_string(report.narrow_tensors) + " weight matrices " +
-              WeightDTypeName(convert_options.dtype);
+              WeightTypeName(convert_options.dtype);
     }
     std::printf("wrote %s (%zu bytes, %zu tensors%s, %s layout, source sha256 %s)\n",
                 convert_options.output_path.c_str(), report.file_bytes, report.tensors,

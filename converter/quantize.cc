@@ -51,31 +51,26 @@ std::string Shortest(float v) {
 
 }  // namespace
 
-const char* WeightDTypeName(WeightDType dtype) {
+const char* WeightTypeEncoding(WeightType dtype) {
   switch (dtype) {
-    case WeightDType::kF32: return "f32";
-    case WeightDType::kF16: return "f16";
-    case WeightDType::kBF16: return "bf16";
-    case WeightDType::kInt8: return "int8";
-    case WeightDType::kInt4: return "int4";
+    case WeightType::kF32:
+      return "as trained, the default";
+    case WeightType::kF16:
+      return "IEEE half, round to nearest even";
+    case WeightType::kBF16:
+      return "bfloat16, round to nearest even";
+    case WeightType::kI8:
+      return "symmetric, one scale per output row: max|row|/127";
+    case WeightType::kI4:
+      return "symmetric, two per byte, one f16 scale per --group inputs of a row: the smallest "
+             "half >= max|group|/7; the input dimension must be a multiple of the group";
   }
-  return "unknown";
+  return "";
 }
 
 bool ValidInt4Group(int group) {
   for (int g : kInt4Groups) {
     if (g == group) return true;
-  }
-  return false;
-}
-
-bool ParseWeightDType(const std::string& name, WeightDType* out) {
-  for (WeightDType d : {WeightDType::kF32, WeightDType::kF16, WeightDType::kBF16,
-                        WeightDType::kInt8, WeightDType::kInt4}) {
-    if (name == WeightDTypeName(d)) {
-      *out = d;
-      return true;
-    }
   }
   return false;
 }
@@ -178,7 +173,7 @@ Result<StoredTensor> EncodeInt4(const std::string& name, const Tensor& t, int gr
   }
   const std::size_t g = static_cast<std::size_t>(group), groups = cols / g;
   StoredTensor out;
-  out.dtype = WeightDType::kInt4;
+  out.dtype = WeightType::kI4;
   out.group = group;
   out.bytes.assign(rows * cols / 2, 0);
   out.scales_f16.resize(rows * groups);
@@ -213,26 +208,26 @@ Result<StoredTensor> EncodeInt4(const std::string& name, const Tensor& t, int gr
 
 }  // namespace
 
-Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, WeightDType dtype,
+Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, WeightType dtype,
                                   int group) {
   StoredTensor out;
   out.dtype = dtype;
   const std::vector<float>& w = t.data;
   switch (dtype) {
-    case WeightDType::kF32:
+    case WeightType::kF32:
       out.bytes.resize(w.size() * sizeof(float));
       if (!w.empty()) std::memcpy(out.bytes.data(), w.data(), out.bytes.size());
       return out;
-    case WeightDType::kF16:
-    case WeightDType::kBF16: {
+    case WeightType::kF16:
+    case WeightType::kBF16: {
       out.bytes.resize(w.size() * 2);
-      const bool half = dtype == WeightDType::kF16;
+      const bool half = dtype == WeightType::kF16;
       for (std::size_t i = 0; i < w.size(); ++i) {
         uint16_t h = 0;
         if (!(half ? F32ToF16(w[i], &h) : F32ToBf16(w[i], &h))) {
           return Status(StatusCode::kInvalidArgument,
                         name + ": value " + Shortest(w[i]) + " at " + Where(i, t.shape) +
-                            " is beyond the " + WeightDTypeName(dtype) + " range (max " +
+                            " is beyond the " + WeightTypeName(dtype) + " range (max " +
                             (half ? "65504" : "3.3895314e+38") + "); convert with --dtype " +
                             (half ? "bf16 or f32" : "f32"));
         }
@@ -240,9 +235,9 @@ Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, Weig
       }
       return out;
     }
-    case WeightDType::kInt4:
+    case WeightType::kI4:
       return EncodeInt4(name, t, group);
-    case WeightDType::kInt8: {
+    case WeightType::kI8: {
       if (t.shape.size() != 2) {
         return Status(StatusCode::kInvalidArgument,
                       name + ": int8 needs a 2-D [out, in] weight, got shape " +
@@ -280,24 +275,24 @@ Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, Weig
   return Status(StatusCode::kInternal, name + ": unknown dtype");
 }
 
-WeightDType StorageDType(const std::string& name, WeightDType dtype, bool quantize_head) {
-  if (name == "head.weight") return quantize_head ? dtype : WeightDType::kF32;
+WeightType StorageDType(const std::string& name, WeightType dtype, bool quantize_head) {
+  if (name == "head.weight") return quantize_head ? dtype : WeightType::kF32;
   // blocks.<i>.ffn.linear{1,2}.weight and the mixers' dense weights
   // (MixerConverter::QuantizableWeights, e.g. blocks.<i>.mixer.query.weight):
   // the matrices every step streams. Position tables (biases, E/F, u/v)
   // stay f32: they are read a row at a time.
   static const char kPrefix[] = "blocks.";
-  if (name.compare(0, sizeof(kPrefix) - 1, kPrefix) != 0) return WeightDType::kF32;
+  if (name.compare(0, sizeof(kPrefix) - 1, kPrefix) != 0) return WeightType::kF32;
   std::size_t i = sizeof(kPrefix) - 1;
   const std::size_t digits = i;
   while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
-  if (i == digits) return WeightDType::kF32;
+  if (i == digits) return WeightType::kF32;
   const std::string rest = name.substr(i);
   if (rest == ".ffn.linear1.weight" || rest == ".ffn.linear2.weight") return dtype;
   for (const std::string& weight : AllQuantizableMixerWeights()) {
     if (rest == ".mixer." + weight + ".weight") return dtype;
   }
-  return WeightDType::kF32;
+  return WeightType::kF32;
 }
 
 }  // namespace recur::impl::converter

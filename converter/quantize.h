@@ -29,13 +29,15 @@
 #include "converter/model_description.h"
 #include "core/result.h"
 #include "core/status.h"
+#include "kernels/dense/weight_types.h"
 
 namespace recur::impl::converter {
 
-enum class WeightDType { kF32, kF16, kBF16, kInt8, kInt4 };
-
-const char* WeightDTypeName(WeightDType dtype);  // "f32", "f16", "bf16", "int8", "int4"
-bool ParseWeightDType(const std::string& name, WeightDType* out);
+// The storage types, their names (--dtype) and parsing: the runtime's list
+// (runtime/kernels/dense/weight_types.inc).
+using kernels::ParseWeightType;
+using kernels::WeightType;
+using kernels::WeightTypeName;
 
 // f32 → bf16 / f16 bits, rounding to nearest even. NaN stays NaN (quiet,
 // sign kept), ±Inf stays ±Inf. Finite values beyond the target's range give
@@ -47,6 +49,10 @@ bool F32ToF16(float v, uint16_t* out);
 float Bf16ToF32(uint16_t bits);
 float F16ToF32(uint16_t bits);
 
+// How `dtype` stores a weight matrix, for recur-convert --help: "round to
+// nearest even", ...
+const char* WeightTypeEncoding(WeightType dtype);
+
 // int4 group sizes recur-convert writes (--group); the default is the first.
 inline constexpr int kInt4Groups[] = {32, 64, 128, 256};
 // Whether `group` is one of kInt4Groups.
@@ -56,7 +62,7 @@ bool ValidInt4Group(int group);
 // `dtype`; int4: packed as recur.fbs says) and, for int8, one scale per row
 // (dimension 0); for int4, f16 scales (rows, in / group).
 struct StoredTensor {
-  WeightDType dtype = WeightDType::kF32;
+  WeightType dtype = WeightType::kF32;
   std::vector<uint8_t> bytes;
   std::vector<float> scales;         // int8 only
   std::vector<uint16_t> scales_f16;  // int4 only
@@ -70,13 +76,13 @@ struct StoredTensor {
 // group scale beyond the f16 range. (NaN/Inf are otherwise stored as they
 // are: the importer rejects them before this, unless validation was turned
 // off for tests.)
-Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, WeightDType dtype,
+Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, WeightType dtype,
                                   int group = kInt4Groups[0]);
 
 // The dtype the converter stores recur-layout tensor `name` in for
 // `--dtype dtype [--quantize-head]`: `dtype` for the blocks' weight
 // matrices (and head.weight with quantize_head), f32 for everything else.
-WeightDType StorageDType(const std::string& name, WeightDType dtype, bool quantize_head);
+WeightType StorageDType(const std::string& name, WeightType dtype, bool quantize_head);
 
 }  // namespace recur::impl::converter
 

@@ -10,6 +10,7 @@
 #include "converter/import.h"
 #include "converter/mixers/mixer_converter.h"
 #include "converter/safetensors.h"
+#include "model/model_file.h"
 #include "recur/recur.h"
 #include "schema/recur_generated.h"
 
@@ -65,17 +66,6 @@ struct Placed {
   uint64_t size;
 };
 
-fb::DType ToFb(WeightDType d) {
-  switch (d) {
-    case WeightDType::kF32: return fb::DType::F32;
-    case WeightDType::kF16: return fb::DType::F16;
-    case WeightDType::kBF16: return fb::DType::BF16;
-    case WeightDType::kInt8: return fb::DType::I8;
-    case WeightDType::kInt4: return fb::DType::I4;
-  }
-  return fb::DType::F32;
-}
-
 Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMap& input,
                                     const BuildOptions& options) {
   const TensorMap* tensors = &input;
@@ -96,7 +86,7 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
   for (const ExpectedTensor& e : ExpectedTensors(desc, Layout::kRecur)) {
     auto it = tensors->find(e.name);
     if (it == tensors->end()) continue;  // only without validation
-    WeightDType dtype = StorageDType(e.name, options.weight_dtype, options.quantize_head);
+    WeightType dtype = StorageDType(e.name, options.weight_dtype, options.quantize_head);
     auto override_it = options.dtype_overrides.find(e.name);
     if (override_it != options.dtype_overrides.end()) dtype = override_it->second;
     auto stored = EncodeTensor(e.name, it->second, dtype, options.group);
@@ -118,17 +108,23 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
   fb_tensors.reserve(placed.size());
   for (const Placed& p : placed) {
     flatbuffers::Offset<fb::Quantization> quant = 0;
-    if (p.stored.dtype == WeightDType::kInt8) {
-      // axis is written even though 0 is its default: explicit in the file.
-      fbb.ForceDefaults(true);
-      quant = fb::CreateQuantizationDirect(fbb, 0, &p.stored.scales);
-      fbb.ForceDefaults(false);
-    } else if (p.stored.dtype == WeightDType::kInt4) {
-      quant = fb::CreateQuantizationDirect(fbb, 1, nullptr, static_cast<uint32_t>(p.stored.group),
-                                           &p.stored.scales_f16);
+    switch (kernels::Traits(p.stored.dtype).scales) {
+      case kernels::WeightScales::kNone:
+        break;
+      case kernels::WeightScales::kPerRow:
+        // axis is written even though 0 is its default: explicit in the file.
+        fbb.ForceDefaults(true);
+        quant = fb::CreateQuantizationDirect(fbb, 0, &p.stored.scales);
+        fbb.ForceDefaults(false);
+        break;
+      case kernels::WeightScales::kPerGroup:
+        quant = fb::CreateQuantizationDirect(fbb, 1, nullptr, static_cast<uint32_t>(p.stored.group),
+                                             &p.stored.scales_f16);
+        break;
     }
     fb_tensors.push_back(fb::CreateTensorDirect(fbb, p.name->c_str(), &p.tensor->shape,
-                                                ToFb(p.stored.dtype), p.offset, p.size, quant));
+                                                SchemaDType(p.stored.dtype), p.offset, p.size,
+                                                quant));
   }
   auto tensors_vec = fbb.CreateVector(fb_tensors);
 

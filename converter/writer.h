@@ -40,13 +40,13 @@ struct BuildOptions {
   // Storage of the blocks' weight matrices (mixer query/key/value/out, ffn
   // linear1/linear2) and, with quantize_head, of head.weight; every other
   // tensor is f32 (see quantize.h).
-  WeightDType weight_dtype = WeightDType::kF32;
+  WeightType weight_dtype = WeightType::kF32;
   bool quantize_head = false;
   // int4: inputs per scale (kInt4Groups; anything else is an error).
   int group = kInt4Groups[0];
   // Per-tensor dtypes (recur-layout names) that override the rule above:
   // for building models the runtime refuses, in tests (with self_check off).
-  std::map<std::string, WeightDType> dtype_overrides;
+  std::map<std::string, WeightType> dtype_overrides;
 };
 
 

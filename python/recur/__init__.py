@@ -21,12 +21,12 @@ import tempfile as _tempfile
 import numpy as _np
 
 from . import _recur
-from ._recur import Model, Session, backends, layouts, max_threads, simd_target
+from ._recur import Model, Session, backends, dtypes, layouts, max_threads, simd_target
 
 __all__ = [
     "Model", "Session", "Status", "Error", "InvalidArgument", "InvalidModel", "Unsupported",
     "IoError", "OutOfMemory", "OutOfRange", "InvalidState", "Internal", "backends",
-    "layouts", "max_threads", "simd_target", "version", "convert",
+    "dtypes", "layouts", "max_threads", "simd_target", "version", "convert",
 ]
 
 __version__ = "0.1.0"
@@ -123,7 +123,7 @@ def convert(weights, config, output=None, *, dtype="f32", layout="auto", group=3
     arrays (numpy arrays, torch tensors, anything numpy converts), stored as
     float32. config: a path to the config JSON or the config as a dict
     (models/configs/README.md has the contract). dtype: the blocks' weight
-    matrices as "f32", "f16", "bf16", "int8" or "int4" (group: int4 inputs per
+    matrices as one of recur.dtypes(), e.g. "bf16" or "int8" (group: int4 inputs per
     scale, 32, 64, 128 or 256; quantize_head: head.weight too). layout: one of
     recur.layouts() ("auto": the config's "layout" key, else detected from the
     config). allow_extra: unused tensors are warnings.

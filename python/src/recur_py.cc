@@ -491,8 +491,9 @@ nb::dict ConvertFiles(const std::string& weights, const std::string& config,
   options.group = group;
   options.quantize_head = quantize_head;
   options.allow_extra = allow_extra;
-  if (!cv::ParseWeightDType(dtype, &options.dtype)) {
-    RaiseInvalid("dtype must be f32, f16, bf16, int8 or int4, got \"" + dtype + "\"");
+  if (!cv::ParseWeightType(dtype, &options.dtype)) {
+    RaiseInvalid("dtype must be " + recur::impl::kernels::WeightTypeNames() + ", got \"" + dtype +
+                 "\"");
   }
   if (!cv::ParseLayout(layout, &options.layout)) {
     std::string names;
@@ -571,6 +572,17 @@ NB_MODULE(_recur, m) {
     return nb::tuple(names);
   }, "The source layouts recur.convert and recur-convert read: \"auto\" (the config's \"layout\", "
      "else detected), then each library's, as recur-convert --help lists them.");
+  m.def(
+      "dtypes",
+      [] {
+        nb::list names;
+        for (recur::impl::kernels::WeightType type : recur::impl::kernels::kWeightTypes) {
+          names.append(recur::impl::kernels::WeightTypeName(type));
+        }
+        return nb::tuple(names);
+      },
+      "The weight types recur.convert's dtype takes (\"f32\", \"bf16\", \"int8\", ...), as "
+      "recur-convert --help lists them.");
   m.def("_convert_files", &ConvertFiles, nb::arg("weights"), nb::arg("config"),
         nb::arg("output"), nb::arg("dtype"), nb::arg("layout"), nb::arg("group"),
         nb::arg("state_dict_key"), nb::arg("quantize_head"), nb::arg("allow_extra"),

@@ -479,6 +479,10 @@ def test_layouts_are_the_converters():
     assert recur.layouts()[0] == "auto" and len(recur.layouts()) >= 8
 
 
+def test_dtypes_are_the_converters():
+    assert recur.dtypes() == ("f32", "f16", "bf16", "int8", "int4")
+
+
 def test_convert_errors_name_the_problem(tmp_path):
     state, config = reference_state("tiny_pre_tokens")
     with pytest.raises(recur.InvalidArgument, match='dtype must be .* got "int3"'):

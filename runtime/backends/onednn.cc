@@ -265,9 +265,8 @@ class OnednnDense final : public PreparedDense {
     p->rows = m;
     RECUR_DNNL(dnnl_primitive_create(&p->prim, pd));
     // Weights: oneDNN's layout, reordered once, shared by primitives that agree.
-    const size_t wsize = kernels::WeightTypeSize(d_.type);
     void* wei_data = const_cast<uint8_t*>(static_cast<const uint8_t*>(d_.weight) +
-                                          s->begin * d_.in * wsize);
+                                          s->begin * kernels::WeightRowBytes(d_.type, d_.in));
     if (!dnnl_memory_desc_equal(wei_md, &wei_user)) {
       Packed* found = nullptr;
       for (Packed& pk : s->packed) {

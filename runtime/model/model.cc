@@ -31,17 +31,6 @@ std::string ShapeString(std::initializer_list<int64_t> shape) {
   return s + "]";
 }
 
-size_t DTypeSize(fb::DType t) {
-  switch (t) {
-    case fb::DType::F32: return 4;
-    case fb::DType::F16:
-    case fb::DType::BF16: return 2;
-    case fb::DType::I8: return 1;
-    case fb::DType::I4: return 1;  // two per byte: CheckTensorTable halves the count
-  }
-  return 0;
-}
-
 // The input group sizes an I4 tensor may have: multiples of the packed block
 // up to the widest row the integer kernels take.
 constexpr uint32_t kMaxI4Group = 16384;
@@ -68,8 +57,11 @@ Status TensorResolver::CheckTensorTable() const {
   for (uint32_t i = 0; i < tensors->size(); ++i) {
     const fb::Tensor* t = tensors->Get(i);
     const char* name = t->name()->c_str();
-    const size_t elem = DTypeSize(t->dtype());
-    if (elem == 0) return InvalidModel("tensor %u '%s': unknown dtype %d", i, name, int(t->dtype()));
+    kernels::WeightType type;
+    if (!WeightTypeOf(t->dtype(), &type)) {
+      return InvalidModel("tensor %u '%s': unknown dtype %d", i, name, int(t->dtype()));
+    }
+    const kernels::WeightTypeTraits& traits = kernels::Traits(type);
     // The Verifier checks a vector's 4-byte length prefix, not that 8-byte
     // elements are 8-byte aligned (FlatBuffers 2.0.8); a shifted offset would
     // make every read of the shape a misaligned (undefined) load.
@@ -88,26 +80,33 @@ Status TensorResolver::CheckTensorTable() const {
                             ShapeString(t->shape()).c_str());
       }
     }
-    if (t->dtype() == fb::DType::I4) {
-      // Two per byte, rows of whole 32-input blocks (recur.fbs: I4 layout).
-      if (t->shape()->size() != 2 || t->shape()->Get(1) % int64_t(kernels::kI4Block) != 0) {
-        return InvalidModel("tensor '%s': int4 needs a 2-D [out, in] shape with in a multiple "
-                            "of %zu, got %s", name, kernels::kI4Block,
-                            ShapeString(t->shape()).c_str());
+    if (traits.block > 1) {
+      // Rows of whole blocks (recur.fbs: I4 layout).
+      if (t->shape()->size() != 2 || t->shape()->Get(1) % int64_t(traits.block) != 0) {
+        return InvalidModel(
+            "tensor '%s': %s needs a 2-D [out, in] shape with in a multiple "
+            "of %zu, got %s",
+            name, traits.name, traits.block, ShapeString(t->shape()).c_str());
       }
-      count /= 2;
     }
-    if (t->size() != count * elem) {
-      if (t->dtype() == fb::DType::I4) {
-        return InvalidModel("tensor '%s': size %llu bytes does not match shape %s of int4 "
-                            "elements (two per byte: %llu)", name,
-                            static_cast<unsigned long long>(t->size()),
-                            ShapeString(t->shape()).c_str(),
-                            static_cast<unsigned long long>(count));
+    const uint64_t bytes = count / traits.block * traits.block_bytes;
+    if (t->size() != bytes) {
+      if (traits.block > 1) {
+        const std::string packing = traits.block == 2 * traits.block_bytes
+                                        ? std::string("two per byte")
+                                        : std::to_string(traits.block) + " per " +
+                                              std::to_string(traits.block_bytes) + " bytes";
+        return InvalidModel(
+            "tensor '%s': size %llu bytes does not match shape %s of %s "
+            "elements (%s: %llu)",
+            name, static_cast<unsigned long long>(t->size()), ShapeString(t->shape()).c_str(),
+            traits.name, packing.c_str(), static_cast<unsigned long long>(bytes));
       }
-      return InvalidModel("tensor '%s': size %llu bytes does not match shape %s of %zu-byte "
-                          "elements", name, static_cast<unsigned long long>(t->size()),
-                          ShapeString(t->shape()).c_str(), elem);
+      return InvalidModel(
+          "tensor '%s': size %llu bytes does not match shape %s of %zu-byte "
+          "elements",
+          name, static_cast<unsigned long long>(t->size()), ShapeString(t->shape()).c_str(),
+          traits.block_bytes);
     }
     if (t->offset() % kSegmentAlignment != 0) {
       return InvalidModel("tensor '%s': offset %llu is not 64-byte aligned", name,
@@ -243,9 +242,9 @@ Status TensorResolver::Get(int32_t index, const char* what, std::initializer_lis
   RECUR_RETURN_IF_ERROR(FindTensor(root_, index, what, shape, optional, &t));
   if (t == nullptr) return Status::Ok();
   if (t->dtype() != fb::DType::F32) {
-    return Unsupported("%s: tensor '%s' has dtype %s; only dense-layer weights may be f16, "
-                       "bf16, int8 or int4, this tensor must be f32", what, t->name()->c_str(),
-                       fb::EnumNameDType(t->dtype()));
+    return Unsupported("%s: tensor '%s' has dtype %s; only dense-layer weights may be %s, "
+                       "this tensor must be f32", what, t->name()->c_str(),
+                       fb::EnumNameDType(t->dtype()), kernels::WeightTypeNames(true).c_str());
   }
   RECUR_RETURN_IF_ERROR(CheckShape(t, what, shape));
   *out = reinterpret_cast<const float*>(segment_ + t->offset());
@@ -284,24 +283,22 @@ Status TensorResolver::GetDense(const fb::Dense* dense, const std::string& what,
   const fb::Tensor* t = nullptr;
   RECUR_RETURN_IF_ERROR(FindTensor(root_, dense->weight(), weight_what.c_str(),
                                    {out_features, in_features}, false, &t));
-  kernels::WeightType type = kernels::WeightType::kF32;
-  switch (t->dtype()) {
-    case fb::DType::F32: type = kernels::WeightType::kF32; break;
-    case fb::DType::F16: type = kernels::WeightType::kF16; break;
-    case fb::DType::BF16: type = kernels::WeightType::kBF16; break;
-    case fb::DType::I8: type = kernels::WeightType::kI8; break;
-    case fb::DType::I4: type = kernels::WeightType::kI4; break;
-    default:
-      return Unsupported("%s: tensor '%s' has dtype %d, not supported by this runtime",
-                         weight_what.c_str(), t->name()->c_str(), int(t->dtype()));
+  kernels::WeightType type;
+  if (!WeightTypeOf(t->dtype(), &type)) {
+    return Unsupported("%s: tensor '%s' has dtype %d, not supported by this runtime",
+                       weight_what.c_str(), t->name()->c_str(), int(t->dtype()));
   }
   RECUR_RETURN_IF_ERROR(CheckShape(t, weight_what.c_str(), {out_features, in_features}));
-  if (type == kernels::WeightType::kI8) {
-    RECUR_RETURN_IF_ERROR(CheckInt8Scales(t, weight_what.c_str(), out_features, &out->scales));
-  }
-  if (type == kernels::WeightType::kI4) {
-    RECUR_RETURN_IF_ERROR(CheckInt4Scales(t, weight_what.c_str(), out_features, in_features,
-                                          &out->group_scales, &out->group));
+  switch (kernels::Traits(type).scales) {
+    case kernels::WeightScales::kNone:
+      break;
+    case kernels::WeightScales::kPerRow:
+      RECUR_RETURN_IF_ERROR(CheckInt8Scales(t, weight_what.c_str(), out_features, &out->scales));
+      break;
+    case kernels::WeightScales::kPerGroup:
+      RECUR_RETURN_IF_ERROR(CheckInt4Scales(t, weight_what.c_str(), out_features, in_features,
+                                            &out->group_scales, &out->group));
+      break;
   }
   out->weight = segment_ + t->offset();
   out->type = type;

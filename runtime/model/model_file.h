@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/status.h"
+#include "kernels/dense/weight_types.h"
 #include "schema/recur_generated.h"
 
 namespace recur::impl {
@@ -31,6 +32,27 @@ struct ModelFile {
 // Errors are kInvalidModel; the message names the failing check. `bytes` must
 // outlive `out`'s pointers.
 Status ParseModelFile(const uint8_t* bytes, size_t size, bool verify, ModelFile* out);
+
+// The schema's DType values are the weight_types.inc line indices; the
+// enum is part of the file format, so the list follows it, not the reverse.
+#define RECUR_WEIGHT_TYPE(Tag, name, block, block_bytes, scales)                                   \
+  static_assert(static_cast<int>(fb::DType::Tag) == static_cast<int>(kernels::WeightType::k##Tag), \
+                "weight_types.inc: " #Tag " is not on the line of its DType value");
+#include "kernels/dense/weight_types.inc"
+#undef RECUR_WEIGHT_TYPE
+static_assert(static_cast<size_t>(fb::DType::MAX) + 1 == kernels::kWeightTypeCount,
+              "weight_types.inc needs a line for every DType of recur.fbs");
+
+// The weight type a tensor of schema dtype `d` holds; false for a value
+// this runtime does not know (a newer file).
+inline bool WeightTypeOf(fb::DType d, kernels::WeightType* out) {
+  if (static_cast<size_t>(d) >= kernels::kWeightTypeCount) return false;
+  *out = static_cast<kernels::WeightType>(d);
+  return true;
+}
+
+// The schema dtype of weight type `type`.
+constexpr fb::DType SchemaDType(kernels::WeightType type) { return static_cast<fb::DType>(type); }
 
 }  // namespace recur::impl
 

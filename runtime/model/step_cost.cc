@@ -20,7 +20,8 @@ StepCost EstimateStepCost(const Model& m) {
     }
     const uint64_t flops = 2 * uint64_t(t->shape()->Get(0)) * uint64_t(t->shape()->Get(1));
     cost.flops += flops;
-    if (t->dtype() == fb::DType::I8 || t->dtype() == fb::DType::I4) cost.integer_flops += flops;
+    kernels::WeightType type;
+    if (WeightTypeOf(t->dtype(), &type) && kernels::IsQuantized(type)) cost.integer_flops += flops;
   }
   return cost;
 }

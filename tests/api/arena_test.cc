@@ -19,13 +19,13 @@
 
 namespace {
 
-using recur::impl::converter::WeightDType;
+using recur::impl::converter::WeightType;
 
 bool ErrorContains(const std::string& needle) {
   return std::string(recur_last_error()).find(needle) != std::string::npos;
 }
 
-recur::impl::converter::AlignedBytes Build(const char* config, WeightDType dtype) {
+recur::impl::converter::AlignedBytes Build(const char* config, WeightType dtype) {
   auto parsed = recur::impl::converter::ParseConfig(config);
   REQUIRE_MESSAGE(parsed.ok(), parsed.message());
   recur::impl::converter::BuildOptions options;
@@ -97,9 +97,9 @@ recur_status Exercise(recur_session* s, const recur_model_info& info, uint32_t b
 TEST_CASE("a session on an arena allocates nothing from create to free and equals a heap one") {
   const std::vector<const char*> configs = recur::impl::testing::TinyStepModels();
   for (const char* config : configs) {
-    for (WeightDType dtype : {WeightDType::kF32, WeightDType::kBF16, WeightDType::kInt8}) {
+    for (WeightType dtype : {WeightType::kF32, WeightType::kBF16, WeightType::kI8}) {
       INFO(std::string(config).substr(0, 200));
-      INFO(recur::impl::converter::WeightDTypeName(dtype));
+      INFO(recur::impl::converter::WeightTypeName(dtype));
       const auto bytes = Build(config, dtype);
       recur_model* model = nullptr;
       REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
@@ -158,7 +158,7 @@ TEST_CASE("a session on an arena allocates nothing from create to free and equal
 }
 
 TEST_CASE("arena sessions: too small, unsupported options, encode and fork are refused") {
-  const auto bytes = Build(recur::impl::testing::kTinyTokensConfig, WeightDType::kF32);
+  const auto bytes = Build(recur::impl::testing::kTinyTokensConfig, WeightType::kF32);
   recur_model* model = nullptr;
   REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
   recur_session_options options = Options(2);

@@ -163,7 +163,7 @@ TEST_CASE("packed weights compute what unpacked weights compute, and say what th
 
 TEST_CASE("int4 layers keep row panels for steps of 1-4 streams where the CPU runs them faster") {
   const recur::impl::converter::AlignedBytes bytes = recur::impl::testing::BuildTestModel(
-      recur::impl::testing::kTinyInt4Config, 3, recur::impl::converter::WeightDType::kInt4);
+      recur::impl::testing::kTinyInt4Config, 3, recur::impl::converter::WeightType::kI4);
   REQUIRE(!bytes.empty());
   recur_model* model = nullptr;
   REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);

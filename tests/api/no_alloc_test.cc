@@ -21,7 +21,7 @@
 
 namespace {
 
-using recur::impl::converter::WeightDType;
+using recur::impl::converter::WeightType;
 
 // d_model 64, d_ff 128: wide enough for every highway dense path (row
 // tiles, packed tiles, panels with their packed-x scratch, widened narrow
@@ -36,7 +36,7 @@ const char* kWideConfig = R"({
 
 struct Case {
   const char* config;
-  WeightDType dtype = WeightDType::kF32;
+  WeightType dtype = WeightType::kF32;
   uint32_t batch = 4;
   recur_weight_packing packing = RECUR_PACKING_AUTO;
   const char* backend = nullptr;  // automatic
@@ -106,22 +106,22 @@ TEST_CASE("warm step, prefill, reset, save and load do not allocate") {
   // 64-position chunks (1,024-row chunks at batch 64: 20 positions of 16
   // keep the emulated arm64 run short), and narrow weights (widened into
   // scratch).
-  auto wide = [&](WeightDType dtype, uint32_t batch, recur_weight_packing packing) {
+  auto wide = [&](WeightType dtype, uint32_t batch, recur_weight_packing packing) {
     const bool many = batch >= 64;
     cases.push_back({kWideConfig, dtype, batch, packing, "highway", many ? 20u : 70u,
                      many ? 16u : 64u});
   };
   for (uint32_t batch : {1u, 64u}) {
     for (recur_weight_packing packing : {RECUR_PACKING_OFF, RECUR_PACKING_ON}) {
-      wide(WeightDType::kF32, batch, packing);
+      wide(WeightType::kF32, batch, packing);
     }
   }
-  for (WeightDType dtype : {WeightDType::kF16, WeightDType::kBF16, WeightDType::kInt8}) {
+  for (WeightType dtype : {WeightType::kF16, WeightType::kBF16, WeightType::kI8}) {
     for (uint32_t batch : {1u, 4u, 64u}) wide(dtype, batch, RECUR_PACKING_AUTO);
   }
   for (const Case& c : cases) {
     CAPTURE(std::string(c.config).substr(0, 240));
-    CAPTURE(std::string(recur::impl::converter::WeightDTypeName(c.dtype)));
+    CAPTURE(std::string(recur::impl::converter::WeightTypeName(c.dtype)));
     CAPTURE(c.batch);
     CAPTURE(int(c.packing));
     CAPTURE(c.steps);

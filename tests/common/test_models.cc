@@ -93,7 +93,7 @@ converter::TensorMap RandomTensors(const char* config, unsigned seed,
 
 namespace {
 
-converter::AlignedBytes Build(const char* config, unsigned seed, converter::WeightDType dtype,
+converter::AlignedBytes Build(const char* config, unsigned seed, converter::WeightType dtype,
                               std::string* error) {
   auto parsed = converter::ParseConfig(config);
   if (!parsed.ok()) {
@@ -114,11 +114,11 @@ converter::AlignedBytes Build(const char* config, unsigned seed, converter::Weig
 }  // namespace
 
 converter::AlignedBytes BuildTestModel(const char* config, unsigned seed, std::string* error) {
-  return Build(config, seed, converter::WeightDType::kF32, error);
+  return Build(config, seed, converter::WeightType::kF32, error);
 }
 
 converter::AlignedBytes BuildTestModel(const char* config, unsigned seed,
-                                       converter::WeightDType dtype) {
+                                       converter::WeightType dtype) {
   return Build(config, seed, dtype, nullptr);
 }
 

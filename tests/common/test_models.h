@@ -15,10 +15,7 @@
 #include <vector>
 
 #include "converter/model_description.h"
-
-namespace recur::impl::converter {
-enum class WeightDType;  // converter/quantize.h
-}  // namespace recur::impl::converter
+#include "kernels/dense/weight_types.h"
 
 namespace recur::impl::testing {
 
@@ -296,10 +293,9 @@ converter::TensorMap RandomTensors(const char* config, unsigned seed,
 // Model bytes (64-byte aligned) for `config`; empty on failure with *error set.
 converter::AlignedBytes BuildTestModel(const char* config, unsigned seed,
                                        std::string* error = nullptr);
-// The same with the blocks' weight matrices stored as `dtype` (declared
-// opaquely: converter/quantize.h and recur.hpp cannot share a unit).
+// The same with the blocks' weight matrices stored as `dtype`.
 converter::AlignedBytes BuildTestModel(const char* config, unsigned seed,
-                                       converter::WeightDType dtype);
+                                       kernels::WeightType dtype);
 
 }  // namespace recur::impl::testing
 

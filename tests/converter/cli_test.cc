@@ -432,7 +432,7 @@ TEST_CASE("cli: --dtype and --quantize-head, inspect shows dtypes and bytes by d
   // Totals: 12 bf16 matrices of 2 bytes per element, the rest f32.
   uint64_t bf16_bytes = 0, f32_bytes = 0;
   for (const auto& [name, tensor] : t) {
-    const bool narrow = StorageDType(name, WeightDType::kBF16, false) == WeightDType::kBF16;
+    const bool narrow = StorageDType(name, WeightType::kBF16, false) == WeightType::kBF16;
     (narrow ? bf16_bytes : f32_bytes) += tensor.data.size() * (narrow ? 2 : 4);
   }
   CHECK(i.out.find("weight bytes:    f32 " + std::to_string(f32_bytes) + " (26 tensors), bf16 " +
@@ -447,7 +447,7 @@ TEST_CASE("cli: --dtype and --quantize-head, inspect shows dtypes and bytes by d
   CHECK(j["bytes_by_dtype"]["f32"]["tensors"] == 25);
   for (const auto& tensor : j["tensors"]) {
     const std::string name = tensor["name"];
-    const bool narrow = StorageDType(name, WeightDType::kInt8, true) == WeightDType::kInt8;
+    const bool narrow = StorageDType(name, WeightType::kI8, true) == WeightType::kI8;
     CHECK(tensor["dtype"] == (narrow ? "int8" : "f32"));
     CHECK(tensor["aligned"] == true);
     CHECK(tensor.contains("quant") == narrow);

@@ -69,13 +69,14 @@ bool IsNearestEven(float v, uint16_t h, Decode decode) {
 }
 
 TEST_CASE("quantize: dtype names") {
-  WeightDType d = WeightDType::kF32;
-  for (const char* name : {"f32", "f16", "bf16", "int8"}) {
-    REQUIRE(ParseWeightDType(name, &d));
-    CHECK(std::string(WeightDTypeName(d)) == name);
+  CHECK(kernels::WeightTypeNames() == "f32, f16, bf16, int8 or int4");
+  WeightType d = WeightType::kF32;
+  for (WeightType type : kernels::kWeightTypes) {
+    REQUIRE(ParseWeightType(WeightTypeName(type), &d));
+    CHECK(d == type);
   }
-  CHECK_FALSE(ParseWeightDType("i8", &d));
-  CHECK_FALSE(ParseWeightDType("F16", &d));
+  CHECK_FALSE(ParseWeightType("i8", &d));
+  CHECK_FALSE(ParseWeightType("F16", &d));
 }
 
 TEST_CASE("quantize: bf16 rounds to nearest even") {
@@ -176,7 +177,7 @@ TEST_CASE("quantize: int8 per-row scales, half-even rounding, clamping, zero row
             0, 0, 0, 0, 0, 0,                      // zero row: scale 1, q = 0
             -3, 1, 2, 0.25f, -1, 3,                // max 3: scale 3/127
             1e-40f, -1e-40f, 0, 0, 0, 5e-41f};     // scale would be subnormal
-  auto r = EncodeTensor("w", t, WeightDType::kInt8);
+  auto r = EncodeTensor("w", t, WeightType::kI8);
   REQUIRE_MESSAGE(r.ok(), r.message());
   REQUIRE(r->scales.size() == 4);
   REQUIRE(r->bytes.size() == 24);
@@ -203,7 +204,7 @@ TEST_CASE("quantize: int8 of random rows decodes within half a step") {
   Tensor t;
   t.shape = {37, 53};
   for (int i = 0; i < 37 * 53; ++i) t.data.push_back(dist(rng) * (i % 37 + 1));
-  auto r = EncodeTensor("w", t, WeightDType::kInt8);
+  auto r = EncodeTensor("w", t, WeightType::kI8);
   REQUIRE(r.ok());
   for (size_t row = 0; row < 37; ++row) {
     float max_abs = 0;
@@ -224,24 +225,24 @@ TEST_CASE("quantize: int8 of random rows decodes within half a step") {
 
 TEST_CASE("quantize: errors name the tensor") {
   Tensor big{{2, 2}, {1, 2, 7e4f, 4}};
-  auto r = EncodeTensor("blocks.0.ffn.linear1.weight", big, WeightDType::kF16);
+  auto r = EncodeTensor("blocks.0.ffn.linear1.weight", big, WeightType::kF16);
   REQUIRE_FALSE(r.ok());
   CHECK(r.message() ==
         "blocks.0.ffn.linear1.weight: value 70000 at index 2 ([1,0]) is beyond the f16 range "
         "(max 65504); convert with --dtype bf16 or f32");
-  CHECK(EncodeTensor("w", big, WeightDType::kBF16).ok());
+  CHECK(EncodeTensor("w", big, WeightType::kBF16).ok());
   Tensor vec{{3}, {1, 2, 3}};
-  r = EncodeTensor("b", vec, WeightDType::kInt8);
+  r = EncodeTensor("b", vec, WeightType::kI8);
   REQUIRE_FALSE(r.ok());
   CHECK(r.message() == "b: int8 needs a 2-D [out, in] weight, got shape [3]");
   Tensor nan{{1, 2}, {1, std::numeric_limits<float>::quiet_NaN()}};
-  r = EncodeTensor("w", nan, WeightDType::kInt8);
+  r = EncodeTensor("w", nan, WeightType::kI8);
   REQUIRE_FALSE(r.ok());
   CHECK(r.message() == "w: cannot quantize NaN at index 1 ([0,1])");
 }
 
 TEST_CASE("quantize: which tensors take --dtype") {
-  const WeightDType b = WeightDType::kBF16, f = WeightDType::kF32;
+  const WeightType b = WeightType::kBF16, f = WeightType::kF32;
   for (const char* name : {"blocks.0.mixer.query.weight", "blocks.0.mixer.key.weight",
                            "blocks.3.mixer.value.weight", "blocks.12.mixer.out.weight",
                            "blocks.1.ffn.linear1.weight", "blocks.1.ffn.linear2.weight",
@@ -276,17 +277,6 @@ size_t DTypeBytes(fb::DType d) {
     case fb::DType::I4: return 0;  // half a byte: the int4 tests check sizes themselves
   }
   return 0;
-}
-
-fb::DType FbOf(WeightDType d) {
-  switch (d) {
-    case WeightDType::kF32: return fb::DType::F32;
-    case WeightDType::kF16: return fb::DType::F16;
-    case WeightDType::kBF16: return fb::DType::BF16;
-    case WeightDType::kInt8: return fb::DType::I8;
-    case WeightDType::kInt4: return fb::DType::I4;
-  }
-  return fb::DType::F32;
 }
 
 // Decodes tensor `t` of a model image to f32 (int8: scale·q).
@@ -349,10 +339,10 @@ TEST_CASE("quantize: models in every dtype: layout, values, scales, runtime outp
   auto f32 = BuildModel(desc, t);
   REQUIRE_MESSAGE(f32.ok(), f32.message());
   const std::vector<float> want = RunTokens(*f32, 8);
-  for (WeightDType dtype : {WeightDType::kF32, WeightDType::kF16, WeightDType::kBF16,
-                            WeightDType::kInt8}) {
+  for (WeightType dtype :
+       {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kI8}) {
     for (bool quantize_head : {false, true}) {
-      INFO(std::string(WeightDTypeName(dtype)) << " quantize_head=" << quantize_head);
+      INFO(std::string(WeightTypeName(dtype)) << " quantize_head=" << quantize_head);
       BuildOptions o;
       o.weight_dtype = dtype;
       o.quantize_head = quantize_head;
@@ -370,9 +360,9 @@ TEST_CASE("quantize: models in every dtype: layout, values, scales, runtime outp
       for (const fb::Tensor* tensor : *m->tensors()) {
         const std::string name = tensor->name()->str();
         INFO(name);
-        const WeightDType expected = StorageDType(name, dtype, quantize_head);
-        CHECK(tensor->dtype() == FbOf(expected));
-        narrow += expected != WeightDType::kF32;
+        const WeightType expected = StorageDType(name, dtype, quantize_head);
+        CHECK(tensor->dtype() == SchemaDType(expected));
+        narrow += expected != WeightType::kF32;
         CHECK(tensor->offset() % 64 == 0);
         CHECK(reinterpret_cast<uintptr_t>(segment + tensor->offset()) % 64 == 0);
         CHECK(tensor->offset() >= end);
@@ -415,8 +405,8 @@ TEST_CASE("quantize: models in every dtype: layout, values, scales, runtime outp
       }
       CHECK(end == m->data_size());
       const size_t blocks = desc.blocks.size();
-      CHECK(narrow == (dtype == WeightDType::kF32 ? 0 : 6 * blocks + (quantize_head ? 1 : 0)));
-      if (dtype != WeightDType::kF32) CHECK(bytes->size() < f32->size());
+      CHECK(narrow == (dtype == WeightType::kF32 ? 0 : 6 * blocks + (quantize_head ? 1 : 0)));
+      if (dtype != WeightType::kF32) CHECK(bytes->size() < f32->size());
 
       // The runtime runs it as the f32 model of its decoded weights: the
       // narrow kernels decode exactly (int8: one more rounding, s·q or s·Σ)
@@ -430,7 +420,7 @@ TEST_CASE("quantize: models in every dtype: layout, values, scales, runtime outp
       const std::vector<float> want_decoded = RunTokens(*as_decoded, 8);
       const double bound = recur::impl::testing::TinyModelOutputBound(unsigned(desc.blocks.size()));
       CHECK(recur::impl::testing::WorstRelative(got, want_decoded) <= bound);
-      if (dtype == WeightDType::kF32) {
+      if (dtype == WeightType::kF32) {
         // The same bytes as the f32 model: the same kernels, order and shapes.
         CHECK(got == want);
       } else {
@@ -452,8 +442,8 @@ TEST_CASE("loader: narrow dense weights load, parameter count in elements") {
   auto desc = testing::Describe(kTokensConfig);
   const TensorMap t = testing::RandomTensors(desc, 22);
   uint64_t f32_params = 0;
-  for (WeightDType dtype : {WeightDType::kF32, WeightDType::kF16, WeightDType::kBF16,
-                            WeightDType::kInt8}) {
+  for (WeightType dtype :
+       {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kI8}) {
     BuildOptions o;
     o.weight_dtype = dtype;
     o.quantize_head = true;
@@ -461,18 +451,14 @@ TEST_CASE("loader: narrow dense weights load, parameter count in elements") {
     REQUIRE_MESSAGE(bytes.ok(), bytes.message());
     std::unique_ptr<Model> model;
     REQUIRE(LoadModel(bytes->data(), bytes->size(), {}, &model).ok());
-    const auto expected = dtype == WeightDType::kF32   ? kernels::WeightType::kF32
-                          : dtype == WeightDType::kF16 ? kernels::WeightType::kF16
-                          : dtype == WeightDType::kBF16 ? kernels::WeightType::kBF16
-                                                       : kernels::WeightType::kI8;
-    CHECK(model->blocks[1].ffn.linear2.type == expected);
-    CHECK(model->head.type == expected);
-    CHECK((model->head.scales != nullptr) == (dtype == WeightDType::kInt8));
-    if (dtype == WeightDType::kF32) f32_params = model->parameter_count;
+    CHECK(model->blocks[1].ffn.linear2.type == dtype);
+    CHECK(model->head.type == dtype);
+    CHECK((model->head.scales != nullptr) == (dtype == WeightType::kI8));
+    if (dtype == WeightType::kF32) f32_params = model->parameter_count;
     CHECK(model->parameter_count == f32_params);
     // Every dense matrix (the head too) is int8 or none is.
     const StepCost cost = EstimateStepCost(*model);
-    CHECK(cost.integer_flops == (dtype == WeightDType::kInt8 ? cost.flops : 0));
+    CHECK(cost.integer_flops == (dtype == WeightType::kI8 ? cost.flops : 0));
   }
 }
 
@@ -481,18 +467,20 @@ TEST_CASE("loader: embeddings, positions, norms and biases must be f32") {
   const TensorMap t = testing::RandomTensors(desc, 23);
   const struct {
     const char* tensor;
-    WeightDType dtype;
+    WeightType dtype;
     const char* message;
   } cases[] = {
-      {"input.embedding", WeightDType::kBF16,
+      {"input.embedding", WeightType::kBF16,
        "input.embedding: tensor 'input.embedding' has dtype BF16; only dense-layer weights may "
        "be f16, bf16, int8 or int4, this tensor must be f32"},
-      {"input.positions", WeightDType::kF16, "input.positions: tensor 'input.positions' has dtype F16"},
-      {"blocks.1.norm2.weight", WeightDType::kF16,
+      {"input.positions", WeightType::kF16,
+       "input.positions: tensor 'input.positions' has dtype F16"},
+      {"blocks.1.norm2.weight", WeightType::kF16,
        "blocks.1.norm2.weight: tensor 'blocks.1.norm2.weight' has dtype F16"},
-      {"blocks.0.mixer.key.bias", WeightDType::kBF16,
+      {"blocks.0.mixer.key.bias", WeightType::kBF16,
        "blocks.0.mixer.key.bias: tensor 'blocks.0.mixer.key.bias' has dtype BF16"},
-      {"final_norm.bias", WeightDType::kBF16, "final_norm.bias: tensor 'final_norm.bias' has dtype BF16"},
+      {"final_norm.bias", WeightType::kBF16,
+       "final_norm.bias: tensor 'final_norm.bias' has dtype BF16"},
   };
   for (const auto& c : cases) {
     INFO(c.tensor);
@@ -520,7 +508,7 @@ TEST_CASE("loader: int8 scales must be per output row, finite and positive") {
   auto desc = testing::Describe(kTokensConfig);
   const TensorMap t = testing::RandomTensors(desc, 24);
   BuildOptions o;
-  o.weight_dtype = WeightDType::kInt8;
+  o.weight_dtype = WeightType::kI8;
   auto good = BuildModel(desc, t, o);
   REQUIRE(good.ok());
   const std::string name = "blocks.1.mixer.value.weight";
@@ -578,9 +566,9 @@ TEST_CASE("quantize: int4 groups: smallest f16 scale >= max/7, half a step, pack
     t.data.resize(3 * 512);
     for (float& v : t.data) v = normal(rng);
     std::fill(t.data.begin() + 512, t.data.begin() + 512 + group, 0.0f);  // row 1, group 0
-    auto st = EncodeTensor("w", t, WeightDType::kInt4, group);
+    auto st = EncodeTensor("w", t, WeightType::kI4, group);
     REQUIRE_MESSAGE(st.ok(), st.message());
-    CHECK(st->dtype == WeightDType::kInt4);
+    CHECK(st->dtype == WeightType::kI4);
     CHECK(st->group == group);
     REQUIRE(st->bytes.size() == 3 * 256);
     const size_t groups = 512 / size_t(group);
@@ -615,7 +603,7 @@ TEST_CASE("quantize: int4 groups: smallest f16 scale >= max/7, half a step, pack
   t.data[0] = 7.0f;    // scale 1: q = 7, nibble 15
   t.data[16] = -3.0f;  // q = -3, nibble 5
   t.data[17] = 1.0f;   // byte 1, high nibble 9
-  auto st = EncodeTensor("w", t, WeightDType::kInt4, 32);
+  auto st = EncodeTensor("w", t, WeightType::kI4, 32);
   REQUIRE(st.ok());
   CHECK(st->scales_f16[0] == 0x3C00);
   CHECK(st->bytes[0] == 0x5F);
@@ -627,36 +615,36 @@ TEST_CASE("quantize: int4 errors name the tensor and the problem") {
   Tensor t;
   t.shape = {2, 48};
   t.data.assign(96, 0.5f);
-  auto s = EncodeTensor("blocks.0.ffn.linear2.weight", t, WeightDType::kInt4, 32);
+  auto s = EncodeTensor("blocks.0.ffn.linear2.weight", t, WeightType::kI4, 32);
   CHECK(s.status().code() == StatusCode::kInvalidArgument);
   CHECK(s.message() == "blocks.0.ffn.linear2.weight: int4 groups of 32 need the input dimension "
                        "to be a multiple of 32, got shape [2,48]; use a --group that divides it "
                        "or another --dtype");
   t.shape = {2, 64};
   t.data.assign(128, 0.5f);
-  s = EncodeTensor("w", t, WeightDType::kInt4, 48);
+  s = EncodeTensor("w", t, WeightType::kI4, 48);
   CHECK(s.message() == "w: int4 group size 48 is not supported; use 32, 64, 128 or 256");
   t.data[70] = std::numeric_limits<float>::quiet_NaN();
-  s = EncodeTensor("w", t, WeightDType::kInt4, 32);
+  s = EncodeTensor("w", t, WeightType::kI4, 32);
   CHECK(s.message() == "w: cannot quantize NaN at index 70 ([1,6])");
   t.data[70] = 1e6f;  // scale 1e6/7 > 65504
-  s = EncodeTensor("w", t, WeightDType::kInt4, 32);
+  s = EncodeTensor("w", t, WeightType::kI4, 32);
   CHECK(s.message().rfind("w: row 1 group 0 has max |w| 1e+06, whose int4 scale (max/7) is "
                           "beyond the f16 range", 0) == 0);
   Tensor v;
   v.shape = {64};
   v.data.assign(64, 1.0f);
-  s = EncodeTensor("v", v, WeightDType::kInt4, 32);
+  s = EncodeTensor("v", v, WeightType::kI4, 32);
   CHECK(s.message() == "v: int4 needs a 2-D [out, in] weight, got shape [64]");
-  WeightDType d;
-  REQUIRE(ParseWeightDType("int4", &d));
-  CHECK(d == WeightDType::kInt4);
+  WeightType d;
+  REQUIRE(ParseWeightType("int4", &d));
+  CHECK(d == WeightType::kI4);
 
   // A model whose d_model (16) is no multiple of the group: the first block
   // weight named, nothing written.
   auto desc = testing::Describe(kTokensConfig);
   BuildOptions o;
-  o.weight_dtype = WeightDType::kInt4;
+  o.weight_dtype = WeightType::kI4;
   auto bytes = BuildModel(desc, testing::RandomTensors(desc, 3), o);
   CHECK(bytes.message().rfind("blocks.0.mixer.query.weight: int4 groups of 32 need", 0) == 0);
 
@@ -665,11 +653,11 @@ TEST_CASE("quantize: int4 errors name the tensor and the problem") {
   co.weights_path = "missing.safetensors";
   co.config_path = "missing.json";
   co.output_path = "out.recur";
-  co.dtype = WeightDType::kInt4;
+  co.dtype = WeightType::kI4;
   co.group = 100;
   CHECK(ConvertFiles(co, nullptr).message() ==
         "--group 100 is not supported: use 32, 64, 128 or 256");
-  co.dtype = WeightDType::kInt8;
+  co.dtype = WeightType::kI8;
   co.group = 64;
   CHECK(ConvertFiles(co, nullptr).message() ==
         "--group applies to --dtype int4 only (got --dtype int8)");
@@ -682,7 +670,7 @@ TEST_CASE("quantize: int4 models build, load and compute their decoded weights")
     for (bool quantize_head : {false, true}) {
       INFO("group " << group << " quantize_head " << quantize_head);
       BuildOptions o;
-      o.weight_dtype = WeightDType::kInt4;
+      o.weight_dtype = WeightType::kI4;
       o.group = group;
       o.quantize_head = quantize_head;
       auto bytes = BuildModel(desc, t, o);
@@ -702,8 +690,8 @@ TEST_CASE("quantize: int4 models build, load and compute their decoded weights")
       // the converter's encoding, checked for one layer).
       TensorMap decoded = t;
       for (auto& [name, tensor] : decoded) {
-        if (StorageDType(name, WeightDType::kInt4, quantize_head) != WeightDType::kInt4) continue;
-        auto enc = EncodeTensor(name, tensor, WeightDType::kInt4, group);
+        if (StorageDType(name, WeightType::kI4, quantize_head) != WeightType::kI4) continue;
+        auto enc = EncodeTensor(name, tensor, WeightType::kI4, group);
         REQUIRE(enc.ok());
         const size_t cols = size_t(tensor.shape[1]), groups = cols / size_t(group);
         for (size_t k = 0; k < tensor.data.size(); ++k) {
@@ -749,7 +737,7 @@ TEST_CASE("loader: int4 group scales: count, axis, group size, values, size") {
   auto desc = testing::Describe(kInt4Config);
   const TensorMap t = testing::RandomTensors(desc, 32);
   BuildOptions o;
-  o.weight_dtype = WeightDType::kInt4;
+  o.weight_dtype = WeightType::kI4;
   auto good = BuildModel(desc, t, o);
   REQUIRE_MESSAGE(good.ok(), good.message());
   const std::string name = "blocks.1.ffn.linear2.weight";  // [32, 64]: 2 groups a row

@@ -93,8 +93,8 @@ int main(int argc, char** argv) {
     auto st = recur::impl::converter::SerializeSafetensors(tensors, {{"producer", "make_seeds"}});
     write("safetensors/tiny" + std::to_string(i) + ".safetensors", st.data(), st.size());
   }
-  using recur::impl::converter::WeightDType;
-  for (auto dtype : {WeightDType::kF16, WeightDType::kBF16, WeightDType::kInt8}) {
+  using recur::impl::converter::WeightType;
+  for (auto dtype : {WeightType::kF16, WeightType::kBF16, WeightType::kI8}) {
     recur::impl::converter::BuildOptions options;
     options.weight_dtype = dtype;
     options.quantize_head = true;
@@ -105,12 +105,12 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "make_seeds: quantised model: %s\n", bytes.message().c_str());
       return 1;
     }
-    write(std::string("model/mixed_") + recur::impl::converter::WeightDTypeName(dtype) + ".recur",
+    write(std::string("model/mixed_") + recur::impl::converter::WeightTypeName(dtype) + ".recur",
           bytes->data(), bytes->size());
   }
   {
     recur::impl::converter::BuildOptions options;
-    options.weight_dtype = WeightDType::kInt4;  // options.group: the default, 32
+    options.weight_dtype = WeightType::kI4;  // options.group: the default, 32
     options.quantize_head = true;
     auto bytes = recur::impl::converter::BuildModelFromConfig(
         kInt4SeedConfig, RandomTensors(kInt4SeedConfig, 3), recur::impl::converter::Layout::kAuto,

@@ -39,7 +39,7 @@ namespace {
 using recur::impl::Model;
 using recur::impl::Status;
 using recur::impl::StatusCode;
-using recur::impl::converter::WeightDType;
+using recur::impl::converter::WeightType;
 using recur::impl::gpu::Device;
 using recur::impl::gpu::GpuModel;
 using recur::impl::gpu::Mode;
@@ -69,7 +69,7 @@ struct Loaded {
   std::unique_ptr<Model> model;
 };
 
-void Load(const std::string& config, WeightDType dtype, Loaded* out) {
+void Load(const std::string& config, WeightType dtype, Loaded* out) {
   auto parsed = recur::impl::converter::ParseConfig(config);
   REQUIRE_MESSAGE(parsed.ok(), parsed.message());
   recur::impl::converter::BuildOptions options;
@@ -197,7 +197,7 @@ void CheckArray(const std::string& what, const std::vector<float>& got,
   MESSAGE(what << ": max|d| " << d.max_abs << ", max|ref| " << d.max_ref << ", rel " << d.rel());
 }
 
-void CheckParity(const std::string& config, size_t n, WeightDType dtype = WeightDType::kF32,
+void CheckParity(const std::string& config, size_t n, WeightType dtype = WeightType::kF32,
                  Tolerance tol = {}) {
   Loaded l;
   Load(config, dtype, &l);
@@ -274,7 +274,7 @@ TEST_CASE("GPU path: linear attention (poly2, post-norm features) equals the CPU
   // f32 rounding in that read shows: the CPU reads in f32 in its SIMD
   // target's order, the GPU path in f64. Measured: rel 6.8e-6 on x86-64
   // (AVX-512), 1.7e-5 on arm64 (SVE2_128, qemu); hence rel ≤ 3e-5 here.
-  CheckParity(ReadConfig("linear_poly2_features"), 40, WeightDType::kF32, {1e-4, 3e-5});
+  CheckParity(ReadConfig("linear_poly2_features"), 40, WeightType::kF32, {1e-4, 3e-5});
 }
 TEST_CASE("GPU path: linear-attention encoder equals the CPU's encode") {
   CheckParity(ReadConfig("small_encoder_features"), 40);
@@ -314,8 +314,8 @@ TEST_CASE("GPU path: the speech model's shape (sliding + linear blocks) equals t
   CheckParity(ReadConfig("speech_digits"), 30);
 }
 TEST_CASE("GPU path: f16, bf16 and int8 weights, decoded at upload, equal the CPU") {
-  for (WeightDType dtype : {WeightDType::kF16, WeightDType::kBF16, WeightDType::kInt8}) {
-    INFO(std::string(recur::impl::converter::WeightDTypeName(dtype)));
+  for (WeightType dtype : {WeightType::kF16, WeightType::kBF16, WeightType::kI8}) {
+    INFO(std::string(recur::impl::converter::WeightTypeName(dtype)));
     CheckParity(ReadConfig("tiny_pre_tokens"), 24, dtype);
   }
 }
@@ -398,7 +398,7 @@ TEST_CASE("GPU path: mixed models equal the CPU") {
 
 TEST_CASE("GPU path: sequences past a mixer's bound are an error that names the block") {
   Loaded l;
-  Load(ReadConfig("linformer_features"), WeightDType::kF32, &l);
+  Load(ReadConfig("linformer_features"), WeightType::kF32, &l);
   std::unique_ptr<GpuModel> gpu;
   REQUIRE(GpuModel::Create(*l.model, TestDevice(), &gpu).ok());
   const Input in = RandomInput(*l.model, 257);  // seq_len 256
@@ -413,7 +413,7 @@ TEST_CASE("GPU path: sequences past a mixer's bound are an error that names the 
                                 "bias_rank": 4, "bias_form": "add"})"}) {
     INFO(std::string(mixer));
     Loaded bounded;
-    Load(SmallConfig(mixer, true), WeightDType::kF32, &bounded);
+    Load(SmallConfig(mixer, true), WeightType::kF32, &bounded);
     REQUIRE(GpuModel::Create(*bounded.model, TestDevice(), &gpu).ok());
     const std::vector<int32_t> tokens(33, 1);
     std::vector<float> y(33 * bounded.model->output_width);
@@ -457,7 +457,7 @@ class FailingDevice final : public Device {
 
 TEST_CASE("GPU path: a device that runs out of memory is an error at every allocation") {
   Loaded l;
-  Load(ReadConfig("speech_digits"), WeightDType::kF32, &l);
+  Load(ReadConfig("speech_digits"), WeightType::kF32, &l);
   const Input in = RandomInput(*l.model, 5);
   std::vector<float> out(5 * l.model->output_width);
   size_t failures = 0;
@@ -504,7 +504,7 @@ TEST_CASE("GPU path: sinusoidal positions of stored frequencies equal the CPU") 
 
 TEST_CASE("GPU path: sinusoidal positions far into a stream equal the CPU's") {
   Loaded l;
-  Load(ReadConfig("sinusoid_tokens"), WeightDType::kF32, &l);
+  Load(ReadConfig("sinusoid_tokens"), WeightType::kF32, &l);
   const Model& m = *l.model;
   Device* device = TestDevice();
   const size_t d = m.d_model, half = d / 2, rows = 3;
@@ -547,7 +547,7 @@ TEST_CASE("GPU path: reversible residual blocks (the observer's x1 + x2) equal t
 
 TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
   Loaded l;
-  Load(ReadConfig("retnet_tokens"), WeightDType::kF32, &l);
+  Load(ReadConfig("retnet_tokens"), WeightType::kF32, &l);
   std::unique_ptr<GpuModel> gpu;
   const Status s = GpuModel::Create(*l.model, TestDevice(), &gpu);
   CHECK(s.code() == StatusCode::kUnsupported);
@@ -558,7 +558,7 @@ TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
   for (const char* config : {"block_local_causal", "block_local_encoder"}) {
     CAPTURE(config);
     Loaded local;
-    Load(ReadConfig(config), WeightDType::kF32, &local);
+    Load(ReadConfig(config), WeightType::kF32, &local);
     const Status b = GpuModel::Create(*local.model, TestDevice(), &gpu);
     CHECK(b.code() == StatusCode::kUnsupported);
     CHECK(b.message() == "blocks.0: the GPU path has no BlockLocal mixer");
@@ -572,14 +572,14 @@ TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
         {"smoothed_random_fourier_encoder",
          "blocks.0: the GPU path has no SmoothedRandomFourier feature map"}}) {
     Loaded performer;
-    Load(ReadConfig(config), WeightDType::kF32, &performer);
+    Load(ReadConfig(config), WeightType::kF32, &performer);
     const Status p = GpuModel::Create(*performer.model, TestDevice(), &gpu);
     CHECK(p.code() == StatusCode::kUnsupported);
     CHECK(p.message() == message);
   }
 
   Loaded hf;
-  Load(ReadConfig("reformer_transformers_encoder"), WeightDType::kF32, &hf);
+  Load(ReadConfig("reformer_transformers_encoder"), WeightType::kF32, &hf);
   const Status r = GpuModel::Create(*hf.model, TestDevice(), &gpu);
   CHECK(r.code() == StatusCode::kUnsupported);
   CHECK(r.message() == "blocks.0: the GPU path has no transformers-form Reformer (mixer.form)");
@@ -589,7 +589,7 @@ TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
   for (const char* config : {"gau_length_encoder", "gau_length_causal_encoder"}) {
     CAPTURE(config);
     Loaded length;
-    Load(ReadConfig(config), WeightDType::kF32, &length);
+    Load(ReadConfig(config), WeightType::kF32, &length);
     const Status n = GpuModel::Create(*length.model, TestDevice(), &gpu);
     CHECK(n.code() == StatusCode::kUnsupported);
     CHECK(n.message() == "blocks.0: the GPU path has no length-scaled GAU (mixer.length_scale)");
@@ -597,7 +597,7 @@ TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
   }
 
   Loaded global;
-  Load(ReadConfig("sliding_window_global"), WeightDType::kF32, &global);
+  Load(ReadConfig("sliding_window_global"), WeightType::kF32, &global);
   const Status g = GpuModel::Create(*global.model, TestDevice(), &gpu);
   CHECK(g.code() == StatusCode::kUnsupported);
   CHECK(g.message() ==
@@ -607,7 +607,7 @@ TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
 
 TEST_CASE("GPU path: concatenated reversible streams are refused by name") {
   Loaded l;
-  Load(ReadConfig("reversible_concat_tokens"), WeightDType::kF32, &l);
+  Load(ReadConfig("reversible_concat_tokens"), WeightType::kF32, &l);
   std::unique_ptr<GpuModel> gpu;
   const Status s = GpuModel::Create(*l.model, TestDevice(), &gpu);
   CHECK(s.code() == StatusCode::kUnsupported);
@@ -618,7 +618,7 @@ TEST_CASE("GPU path: concatenated reversible streams are refused by name") {
 
 TEST_CASE("GPU path: rotary position embeddings are refused by name") {
   Loaded l;
-  Load(ReadConfig("softmax_rotary_tokens"), WeightDType::kF32, &l);
+  Load(ReadConfig("softmax_rotary_tokens"), WeightType::kF32, &l);
   std::unique_ptr<GpuModel> gpu;
   const Status s = GpuModel::Create(*l.model, TestDevice(), &gpu);
   CHECK(s.code() == StatusCode::kUnsupported);
@@ -633,7 +633,7 @@ TEST_CASE("GPU path: rotary position embeddings are refused by name") {
 
 TEST_CASE("GPU path: token shift is refused by name") {
   Loaded l;
-  Load(ReadConfig("softmax_shift_encoder"), WeightDType::kF32, &l);
+  Load(ReadConfig("softmax_shift_encoder"), WeightType::kF32, &l);
   std::unique_ptr<GpuModel> gpu;
   const Status s = GpuModel::Create(*l.model, TestDevice(), &gpu);
   CHECK(s.code() == StatusCode::kUnsupported);
@@ -643,7 +643,7 @@ TEST_CASE("GPU path: token shift is refused by name") {
 
 TEST_CASE("GPU path: bad input is an error, and nothing is written") {
   Loaded l;
-  Load(ReadConfig("tiny_pre_tokens"), WeightDType::kF32, &l);
+  Load(ReadConfig("tiny_pre_tokens"), WeightType::kF32, &l);
   const Model& m = *l.model;
   std::unique_ptr<GpuModel> gpu;
   REQUIRE(GpuModel::Create(m, TestDevice(), &gpu).ok());
@@ -667,7 +667,7 @@ TEST_CASE("GPU path: bad input is an error, and nothing is written") {
         std::string::npos);
 
   Loaded encoder;
-  Load(ReadConfig("small_encoder_features"), WeightDType::kF32, &encoder);
+  Load(ReadConfig("small_encoder_features"), WeightType::kF32, &encoder);
   REQUIRE(GpuModel::Create(*encoder.model, TestDevice(), &gpu).ok());
   const Input in = RandomInput(*encoder.model, 3);
   std::vector<float> enc_out(3 * encoder.model->output_width);

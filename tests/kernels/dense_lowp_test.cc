@@ -148,7 +148,7 @@ size_t CheckLowp(std::mt19937& rng, const LowpCase& c) {
   FillUniform(rng, scales.data(), scales.size(), 1e-3f, 2e-2f);
   FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
   FillY(rng, y, c.batch, c.out, y_stride, c.accumulate);
-  void* weights = Region().Place(c.in * c.out * WeightTypeSize(c.type));
+  void* weights = Region().Place(WeightBytes(c.type, c.in * c.out));
   FillWeights(rng, c.type, weights, c.in * c.out);
 
   DenseWeights w;
@@ -292,7 +292,7 @@ TEST_CASE("Dense lowp: Rows() slices equal the whole layer") {
         FillUniform(rng, scales.data(), scales.size(), 1e-3f, 2e-2f);
         FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
         FillY(rng, y, batch, out, y_stride, false);
-        void* weights = Region().Place(in * out * WeightTypeSize(type));
+        void* weights = Region().Place(WeightBytes(type, in * out));
         FillWeights(rng, type, weights, in * out);
         DenseWeights w;
         w.weight = weights;
@@ -397,7 +397,7 @@ TEST_CASE("Dense lowp: the harness detects a wrong output") {
       const size_t in = 64, out = 8;
       std::vector<float> x(batch * in, 1.0f), scales(out, 0.01f), y(batch * out),
           y_ref(batch * out);
-      std::vector<uint8_t> bytes(in * out * WeightTypeSize(type));
+      std::vector<uint8_t> bytes(WeightBytes(type, in * out));
       for (size_t i = 0; i < in * out; ++i) {
         if (type == WeightType::kI8) {
           bytes[i] = 50;
@@ -447,7 +447,7 @@ TEST_CASE("Dense: bound scratch of DenseScratchNeed floats gives the same bits, 
       std::mt19937 rng(5);
       for (const Shape& sh : shapes) {
         INFO(kernels::WeightTypeName(type) << " batch=" << sh.batch << " in=" << sh.in << " out=" << sh.out);
-        std::vector<uint8_t> bytes(sh.in * sh.out * WeightTypeSize(type));
+        std::vector<uint8_t> bytes(WeightBytes(type, sh.in * sh.out));
         FillWeights(rng, type, bytes.data(), sh.in * sh.out);
         std::vector<float> x(sh.batch * sh.in), scales(sh.out), bias(sh.out);
         std::uniform_real_distribution<float> u(-1.0f, 1.0f);

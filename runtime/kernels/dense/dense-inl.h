@@ -40,6 +40,7 @@
 #include "hwy/highway.h"
 #include "kernels/common-inl.h"
 #include "kernels/dense/dense.h"
+#include "kernels/dense/dense_ref.h"  // DecodeWeight
 
 HWY_BEFORE_NAMESPACE();
 namespace recur::impl::kernels {
@@ -119,6 +120,39 @@ HWY_INLINE hn::Vec<D> LoadWeightsTail(D d, const TW* HWY_RESTRICT w, size_t n) {
   std::memset(buf, 0, sizeof(buf));
   std::memcpy(buf, w, n * sizeof(TW));
   return LoadWeights(d, buf);
+}
+
+// Weights [k0, k0 + n) of row o of `w` as f32 lanes (n ≤ Lanes(d), zeros
+// past n), before the per-row scale of kI8; kI4 with its group scales, by
+// the reference decode (for packing, once per session). row: Lanes(d)
+// aligned floats of scratch.
+template <class D>
+HWY_INLINE hn::Vec<D> LoadWeightRow(D d, const DenseWeights& w, size_t o, size_t k0, size_t n,
+                                    float* HWY_RESTRICT row) {
+  const bool full = n == hn::Lanes(d);
+  const size_t at = o * w.in + k0;
+  switch (w.type) {
+    case WeightType::kF32: {
+      const float* src = static_cast<const float*>(w.weight) + at;
+      return full ? hn::LoadU(d, src) : LoadTail(d, src, n);
+    }
+    case WeightType::kF16: {
+      const auto* src = static_cast<const hwy::float16_t*>(w.weight) + at;
+      return full ? LoadWeights(d, src) : LoadWeightsTail(d, src, n);
+    }
+    case WeightType::kBF16: {
+      const auto* src = static_cast<const hwy::bfloat16_t*>(w.weight) + at;
+      return full ? LoadWeights(d, src) : LoadWeightsTail(d, src, n);
+    }
+    case WeightType::kI8: {
+      const auto* src = static_cast<const int8_t*>(w.weight) + at;
+      return full ? LoadWeights(d, src) : LoadWeightsTail(d, src, n);
+    }
+    case WeightType::kI4:
+      break;
+  }
+  for (size_t k = 0; k < n; ++k) row[k] = static_cast<float>(ref::DecodeWeight(w, o, k0 + k));
+  return hn::Load(d, row);
 }
 
 // ---------------------------------------------------------------------------

@@ -52,21 +52,6 @@ void Dense(const float* x, size_t x_stride, size_t batch, const float* w, const 
   HWY_DYNAMIC_DISPATCH(DenseImpl)(x, x_stride, batch, w, bias, in, out, y, y_stride, accumulate);
 }
 
-size_t WeightTypeSize(WeightType type) {
-  switch (type) {
-    case WeightType::kF32: return 4;
-    case WeightType::kF16:
-    case WeightType::kBF16: return 2;
-    case WeightType::kI8: return 1;
-    case WeightType::kI4: return 0;
-  }
-  return 0;
-}
-
-size_t WeightRowBytes(WeightType type, size_t in) {
-  return type == WeightType::kI4 ? in / 2 : in * WeightTypeSize(type);
-}
-
 DenseWeights DenseWeights::Rows(size_t begin, size_t end) const {
   DenseWeights r = *this;
   r.weight = static_cast<const uint8_t*>(weight) + begin * WeightRowBytes(type, in);

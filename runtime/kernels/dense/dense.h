@@ -5,40 +5,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/dense/weight_types.h"
+
 namespace recur::impl::kernels {
-
-// Storage type of dense weights. Sums are f32 whatever the type.
-enum class WeightType : uint8_t {
-  kF32,
-  kF16,   // IEEE half
-  kBF16,  // bfloat16 (the top 16 bits of an f32)
-  kI8,    // symmetric int8, real = scales[o] · q, one scale per output row
-  // Symmetric 4-bit, two per byte, real = scale[o, i / group] · q with an f16
-  // scale per group of `group` inputs (recur.fbs: I4 layout).
-  kI4,
-};
-
-// "f32", "f16", "bf16", "int8", "int4": the names recur-convert --dtype takes.
-constexpr const char* WeightTypeName(WeightType type) {
-  switch (type) {
-    case WeightType::kF32: return "f32";
-    case WeightType::kF16: return "f16";
-    case WeightType::kBF16: return "bf16";
-    case WeightType::kI8: return "int8";
-    case WeightType::kI4: return "int4";
-  }
-  return "?";
-}
-
-// Bytes per element of `type`; 0 for kI4 (half a byte: see WeightRowBytes).
-size_t WeightTypeSize(WeightType type);
-// Bytes of one weight row of `in` elements of `type` (kI4: in / 2).
-size_t WeightRowBytes(WeightType type, size_t in);
 
 // kI4 layout: inputs per packed block, and the quantised value of input i of
 // a row (row: its in/2 bytes): block i/32, byte i%16, nibble (i%32)/16, q =
 // nibble − 8.
-inline constexpr size_t kI4Block = 32;
+inline constexpr size_t kI4Block = Traits(WeightType::kI4).block;
 inline int I4Value(const uint8_t* row, size_t i) {
   const uint8_t byte = row[(i / kI4Block) * (kI4Block / 2) + i % (kI4Block / 2)];
   return static_cast<int>((i % kI4Block) < kI4Block / 2 ? byte & 0xF : byte >> 4) - 8;

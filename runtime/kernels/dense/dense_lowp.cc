@@ -72,16 +72,20 @@ DenseScratch DenseScratchNeed(size_t batch, size_t in, size_t out, WeightType ty
 
 void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
            size_t y_stride, bool accumulate) {
-  if (w.type == WeightType::kF32) {
-    Dense(x, x_stride, batch, static_cast<const float*>(w.weight), w.bias, w.in, w.out, y,
-          y_stride, accumulate);
-    return;
+  switch (w.type) {  // no default: a type without a case is a -Wswitch warning
+    case WeightType::kF32:
+      Dense(x, x_stride, batch, static_cast<const float*>(w.weight), w.bias, w.in, w.out, y,
+            y_stride, accumulate);
+      return;
+    case WeightType::kF16:
+    case WeightType::kBF16:
+    case WeightType::kI8:
+      HWY_DYNAMIC_DISPATCH(DenseNarrowImpl)(x, x_stride, batch, w, y, y_stride, accumulate);
+      return;
+    case WeightType::kI4:
+      DenseI4Float(x, x_stride, batch, w, y, y_stride, accumulate);
+      return;
   }
-  if (w.type == WeightType::kI4) {
-    DenseI4Float(x, x_stride, batch, w, y, y_stride, accumulate);
-    return;
-  }
-  HWY_DYNAMIC_DISPATCH(DenseNarrowImpl)(x, x_stride, batch, w, y, y_stride, accumulate);
 }
 
 }  // namespace recur::impl::kernels

@@ -25,9 +25,8 @@
 
 #include "hwy/highway.h"
 #include "kernels/common-inl.h"
+#include "kernels/dense/dense-inl.h"  // LoadWeightRow
 #include "kernels/dense/dense.h"
-#include "kernels/dense/dense-inl.h"  // LoadWeights
-#include "kernels/dense/dense_ref.h"  // DecodeWeight
 
 HWY_BEFORE_NAMESPACE();
 namespace recur::impl::kernels {
@@ -178,40 +177,10 @@ HWY_INLINE void PackDense(const DenseWeights& w, float* HWY_RESTRICT packed) {
   for (size_t o = 0; o < out; ++o) {
     float* HWY_RESTRICT dst =
         packed + (o / kDensePanelWidth) * in * kDensePanelWidth + o % kDensePanelWidth;
-    const float scale = w.type == WeightType::kI8 ? w.scales[o] : 1.0f;
+    const float scale = Traits(w.type).scales == WeightScales::kPerRow ? w.scales[o] : 1.0f;
     for (size_t k0 = 0; k0 < in; k0 += N) {
       const size_t n = std::min(N, in - k0);
-      hn::Vec<decltype(d)> v;
-      switch (w.type) {
-        case WeightType::kF32: {
-          const float* src = static_cast<const float*>(w.weight) + o * in + k0;
-          v = n == N ? hn::LoadU(d, src) : LoadTail(d, src, n);
-          break;
-        }
-        case WeightType::kF16: {
-          const auto* src = static_cast<const hwy::float16_t*>(w.weight) + o * in + k0;
-          v = n == N ? dense_detail::LoadWeights(d, src)
-                     : dense_detail::LoadWeightsTail(d, src, n);
-          break;
-        }
-        case WeightType::kBF16: {
-          const auto* src = static_cast<const hwy::bfloat16_t*>(w.weight) + o * in + k0;
-          v = n == N ? dense_detail::LoadWeights(d, src)
-                     : dense_detail::LoadWeightsTail(d, src, n);
-          break;
-        }
-        case WeightType::kI8: {
-          const auto* src = static_cast<const int8_t*>(w.weight) + o * in + k0;
-          v = n == N ? dense_detail::LoadWeights(d, src)
-                     : dense_detail::LoadWeightsTail(d, src, n);
-          break;
-        }
-        case WeightType::kI4: {  // packing is once per session: the reference decode
-          for (size_t k = 0; k < n; ++k) row[k] = static_cast<float>(ref::DecodeWeight(w, o, k0 + k));
-          v = hn::Load(d, row);
-          break;
-        }
-      }
+      const auto v = dense_detail::LoadWeightRow(d, w, o, k0, n, row);
       hn::Store(hn::Mul(v, hn::Set(d, scale)), d, row);
       for (size_t k = 0; k < n; ++k) dst[(k0 + k) * kDensePanelWidth] = row[k];
     }
