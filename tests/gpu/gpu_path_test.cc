@@ -626,7 +626,7 @@ TEST_CASE("GPU path: rotary position embeddings are refused by name") {
   CHECK(gpu == nullptr);
   // Stored angles (a θ, a table) are part of the rotary, refused with it.
   Loaded stored;
-  Load(ReadConfig("stored_angles_tokens"), WeightDType::kF32, &stored);
+  Load(ReadConfig("stored_angles_tokens"), WeightType::kF32, &stored);
   CHECK(GpuModel::Create(*stored.model, TestDevice(), &gpu).message() ==
         "blocks.0: the GPU path has no rotary position embeddings (mixer.rotary)");
 }
