@@ -131,6 +131,22 @@ def prefill_in_chunks(path, xs, chunks):
     return np.concatenate(out, axis=1)
 
 
+def check_modes(paths, xs, want, name, causal, first_chunks):
+    """Each converted file stepped one position at a time and prefilled in
+    chunks (first_chunks, then the rest), when causal; else encoded. Returns
+    the largest |Δ| against want."""
+    worst, n = 0.0, xs.shape[1]
+    chunks = [*first_chunks, n - sum(first_chunks)]
+    for path in paths:
+        if causal:
+            worst = max(worst, assert_close(step_by_step(path, xs), want, f"{name} {path.name} step"))
+            worst = max(worst, assert_close(prefill_in_chunks(path, xs, chunks), want,
+                                            f"{name} {path.name} prefill"))
+        else:
+            worst = max(worst, assert_close(encode(path, xs), want, f"{name} {path.name}"))
+    return worst
+
+
 def perturb_norms(model, seed):
     """Moves every LayerNorm off its identity initialisation, so that a norm
     mapped to the wrong place shows."""

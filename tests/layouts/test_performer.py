@@ -76,17 +76,8 @@ def build(cls, kwargs, seed):
 
 
 def check_modes(paths, xs, want, name, causal):
-    """Step by step and prefill in chunks (causal), or encode; max |Δ|."""
-    worst, n = 0.0, xs.shape[1]
-    for path in paths:
-        if causal:
-            worst = max(worst, h.assert_close(h.step_by_step(path, xs), want,
-                                              f"{name} {path.name} step"))
-            worst = max(worst, h.assert_close(h.prefill_in_chunks(path, xs, [7, 64, n - 71]),
-                                              want, f"{name} {path.name} prefill"))
-        else:
-            worst = max(worst, h.assert_close(h.encode(path, xs), want, f"{name} {path.name}"))
-    return worst
+    """Step by step and prefill in chunks of 7, 64 and the rest (causal), or encode; max |Δ|."""
+    return h.check_modes(paths, xs, want, name, causal, first_chunks=(7, 64))
 
 
 def inputs(cls, kwargs, seed, batch, n):
