@@ -50,6 +50,9 @@ cpu_now() {
   cpu=$(awk 'END { s = 0; for (i = 1; i <= 2; i++) { split($i, t, "m"); sub("s", "", t[2]); s += t[1] * 60 + t[2] } printf "%.0f", s }' "$cpu_file")
 }
 
+# The machine's caches (ccache's and the goldens') live under the home folder:
+# take it from the user database where the environment has none.
+[ -n "${HOME:-}" ] || export HOME="$(getent passwd "$(id -u)" | cut -d: -f6)"
 golden_cache=${RECUR_GOLDEN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/recur/golden}
 
 start=$SECONDS
