@@ -35,14 +35,18 @@ def build(kwargs, seed):
     return model, config
 
 
+def inputs(kwargs, seed, batch, n):
+    """Token ids for LinformerLM, frames for Linformer."""
+    if "num_tokens" in kwargs:
+        return h.tokens(seed, batch, n, kwargs["num_tokens"])
+    return h.frames(seed, batch, n, kwargs["dim"])
+
+
 @pytest.mark.parametrize("name,kwargs,batch,n", CASES, ids=[c[0] for c in CASES])
 def test_encoder_matches_the_library(tmp_path, name, kwargs, batch, n):
     model, config = build(kwargs, seed=len(name))
     paths = h.save_and_convert(model, config, tmp_path, name)
-    if "num_tokens" in kwargs:
-        xs = h.tokens(1, batch, n, kwargs["num_tokens"])
-    else:
-        xs = h.frames(1, batch, n, kwargs["dim"])
+    xs = inputs(kwargs, 1, batch, n)
     want = h.library_forward(model, xs)
     for path in paths:
         h.assert_close(h.encode(path, xs), want, f"{name} {path.name}")
@@ -57,10 +61,7 @@ def test_half_precision_state_dict(tmp_path, name, kwargs, batch, n, dtype):
     model, config = build(kwargs, seed=len(name))
     state, fresh = h.saved_in(dtype, model, lambda: build(kwargs, seed=0)[0])
     paths = h.save_and_convert(fresh, config, tmp_path, name, state)
-    if "num_tokens" in kwargs:
-        xs = h.tokens(2, batch, n, kwargs["num_tokens"])
-    else:
-        xs = h.frames(2, batch, n, kwargs["dim"])
+    xs = inputs(kwargs, 2, batch, n)
     want = h.library_forward(fresh, xs)
     for path in paths:
         h.assert_close(h.encode(path, xs), want, f"{name} {dtype} {path.name}")
