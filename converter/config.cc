@@ -114,6 +114,24 @@ Result<ImportedConfig> ParseConfig(const std::string& json_text, Layout layout,
   }
 }
 
+Result<ImportedConfig> ConfigFromTensors(const TensorViewMap& tensors, Layout layout,
+                                         const std::string& source_name) {
+  std::string readers;
+  for (const LayoutType& type : LayoutTypes()) {
+    if (layout != Layout::kAuto && type.id != layout) continue;
+    bool recognized = false;
+    nlohmann::json config;
+    Status s = type.converter->ConfigFromTensors(tensors, &recognized, &config);
+    if (!s.ok()) return Status(s.code(), source_name + ": " + s.message());
+    if (recognized) return ParseConfig(config.dump(), type.id, source_name + " (its tensors)");
+  }
+  return Status(StatusCode::kInvalidArgument,
+                source_name + ": no config given (--config), and no layout recognises the "
+                              "checkpoint's tensors (only BlinkDL RWKV-7 checkpoints, layout "
+                              "\"rwkv\", carry their configuration in their shapes); pass "
+                              "--config CONFIG.json");
+}
+
 Result<ImportedConfig> ReadConfigFile(const std::string& path, Layout layout) {
   auto text = ReadFileText(path);
   if (!text.ok()) return text.status();
@@ -152,6 +170,7 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelDescription& d, Layout la
     AddNorm(&out, p + "norm2", d.norm, dm);
     AddLinear(&out, p + "ffn.linear1", (b.glu ? 2 : 1) * int64_t{b.d_ff}, dm);
     AddLinear(&out, p + "ffn.linear2", dm, b.d_ff);
+    if (b.token_mix) out.emplace_back(p + "ffn.token_mix", std::vector<int64_t>{dm});
   }
   const int64_t stream = d.concat_streams ? 2 * dm : dm;  // what reaches the final norm and head
   if (d.final_norm) AddNorm(&out, "final_norm", d.final_norm_kind.value_or(d.norm), stream);
@@ -166,7 +185,14 @@ const char* InputKindName(InputKind kind) {
 
 const char* NormPlacementName(NormPlacement p) { return p == NormPlacement::kPre ? "pre" : "post"; }
 
-const char* ActivationName(Activation a) { return a == Activation::kRelu ? "relu" : "gelu"; }
+const char* ActivationName(Activation a) {
+  switch (a) {
+    case Activation::kRelu: return "relu";
+    case Activation::kGelu: return "gelu";
+    case Activation::kReluSquared: return "relu_squared";
+  }
+  return "?";
+}
 
 const char* HeadActivationName(HeadActivation a) {
   switch (a) {

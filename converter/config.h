@@ -12,6 +12,7 @@
 #include <string>
 
 #include "converter/model_description.h"
+#include "converter/safetensors.h"
 #include "core/result.h"
 #include "core/status.h"
 
@@ -26,6 +27,15 @@ Result<ImportedConfig> ParseConfig(const std::string& json_text, Layout layout =
                                    const std::string& source_name = "config.json");
 
 Result<ImportedConfig> ReadConfigFile(const std::string& path, Layout layout = Layout::kAuto);
+
+// The config of a checkpoint shared without one (BlinkDL's RWKV-7 .pth),
+// from its tensors' names and shapes (LayoutConverter::ConfigFromTensors):
+// the first layout (or `layout`, unless kAuto) that recognises them. An error
+// names the tensor whose shape does not fit, or says that no layout
+// recognises the tensors and a config is needed. `source_name` prefixes
+// messages ("model.pth").
+Result<ImportedConfig> ConfigFromTensors(const TensorViewMap& tensors, Layout layout,
+                                         const std::string& source_name);
 
 // A layout's name or alias (layouts.inc), or "auto"; false for any other.
 bool ParseLayout(const std::string& name, Layout* out);

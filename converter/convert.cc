@@ -31,8 +31,11 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
                       WeightTypeName(o.dtype) + ")");
   }
   RECUR_RETURN_IF_ERROR(CheckOutputIsNotAnInput(o.output_path, {o.weights_path, o.config_path}));
-  auto config = ReadConfigFile(o.config_path, o.layout);
-  if (!config.ok()) return config.status();
+  Result<ImportedConfig> config = Status(StatusCode::kInternal, "no config read");
+  if (!o.config_path.empty()) {
+    config = ReadConfigFile(o.config_path, o.layout);
+    if (!config.ok()) return config.status();
+  }
 
   auto bytes = ReadFileBytes(o.weights_path);
   if (!bytes.ok()) return bytes.status();
@@ -59,6 +62,10 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
     views = safetensors.tensors();
   }
 
+  if (o.config_path.empty()) {
+    config = ConfigFromTensors(views, o.layout, BaseName(o.weights_path));
+    if (!config.ok()) return config.status();
+  }
   ModelDescription desc = config->desc;
   ImportOptions io;
   io.allow_extra = o.allow_extra;

@@ -69,6 +69,7 @@ const char* Name(fb::Activation a) {
   switch (a) {
     case fb::Activation::Relu: return "relu";
     case fb::Activation::Gelu: return "gelu";
+    case fb::Activation::ReluSquared: return "relu_squared";
   }
   return "unknown";
 }
@@ -182,6 +183,10 @@ class Collector {
                         {"glu", f->glu()},
                         {"linear1", Dense(f->linear1())},
                         {"linear2", Dense(f->linear2())}};
+        if (f->token_mix() >= 0) {
+          block["ffn"]["token_mix"] = refs_.Ref(f->token_mix());
+          block["ffn"]["state_bytes"] = 4 * uint64_t{m_->d_model()};
+        }
       }
       blocks.push_back(block);
     }
@@ -356,7 +361,11 @@ std::string RenderText(const OrderedJson& j) {
       line("    ffn:    none");
     } else {
       line("    ffn:    d_ff=" + std::to_string(f["d_ff"].get<uint32_t>()) + " activation=" +
-           f["activation"].get<std::string>() + (f["glu"].get<bool>() ? " glu" : ""));
+           f["activation"].get<std::string>() + (f["glu"].get<bool>() ? " glu" : "") +
+           (f.contains("token_mix") ? " token_mix (" +
+                                          std::to_string(f["state_bytes"].get<uint64_t>()) +
+                                          " bytes of state per stream)"
+                                    : ""));
     }
   }
   line("final_norm:      " + NormText(j["final_norm"]));

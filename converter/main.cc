@@ -58,7 +58,8 @@ int Run(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "Without a subcommand the arguments are those of `convert`:\n"
-      "  recur-convert WEIGHTS.safetensors --config CONFIG.json -o MODEL.recur\n");
+      "  recur-convert WEIGHTS.safetensors --config CONFIG.json -o MODEL.recur\n"
+      "  recur-convert RWKV7.pth -o MODEL.recur   (a BlinkDL RWKV-7 checkpoint)\n");
 
   ConvertOptions convert_options;
   std::string layout_name = "auto";
@@ -71,7 +72,9 @@ int Run(int argc, char** argv) {
   convert->add_option("--state-dict-key", convert_options.state_dict_key,
                       "Checkpoints only: the key path of the state dict inside the saved dict, "
                       "keys of successive levels joined by dots (\"model\", \"model.encoder\")");
-  convert->add_option("-c,--config", convert_options.config_path, "CONFIG.json")->required();
+  convert->add_option("-c,--config", convert_options.config_path,
+                      "CONFIG.json (not needed for a BlinkDL RWKV-7 .pth: its tensors' shapes "
+                      "give the configuration)");
   convert->add_option("-o,--output", convert_options.output_path, "MODEL.recur to write")->required();
   convert
       ->add_option("--layout", layout_name,

@@ -38,7 +38,7 @@ enum class NormKind {
   kScaleNorm,     // g·x / max(‖x‖₂, eps), g = weight [1]
   kScaleNormRms,  // g·x / max(‖x‖₂/√d_model, eps), g = weight [1]
 };
-enum class Activation { kRelu, kGelu };
+enum class Activation { kRelu, kGelu, kReluSquared };
 enum class HeadActivation { kNone, kSoftmax, kLogSoftmax };
 struct InputDescription {
   InputKind kind = InputKind::kTokens;
@@ -113,6 +113,7 @@ class MixerDescription {
   // Null only for a default-constructed description (no mixer yet).
   const MixerType* type() const { return type_; }
   const MixerParams& params() const { return *params_; }
+  MixerParams* mutable_params() { return params_.get(); }
   bool causal() const { return params_ && params_->causal; }
 
   // The parameters as mixer P's struct; null when they are another mixer's.
@@ -140,6 +141,9 @@ struct BlockDescription {
   Activation activation = Activation::kRelu;
   TokenShiftDescription token_shift;
   bool glu = false;  // linear1 [2·d_ff, d_model], h = act(first d_ff) ⊙ (second d_ff)
+  // The FFN's input is h + (h₋₁ − h) ⊙ ffn.token_mix [d_model] (RWKV's channel
+  // mix; recur.fbs FeedForward.token_mix); pre-norm only.
+  bool token_mix = false;
 };
 
 struct HeadDescription {
@@ -272,7 +276,7 @@ using AlignedBytes = std::vector<uint8_t, AlignedAllocator<uint8_t>>;
 const char* LayoutName(Layout layout);           // its layouts.inc name, or "auto"
 const char* InputKindName(InputKind kind);       // "tokens", "features"
 const char* NormPlacementName(NormPlacement p);  // "pre", "post"
-const char* ActivationName(Activation a);        // "relu", "gelu"
+const char* ActivationName(Activation a);        // "relu", "gelu", "relu_squared"
 const char* HeadActivationName(HeadActivation a);// "none", "softmax", "log_softmax"
 
 // "[64,32]"

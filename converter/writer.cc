@@ -25,7 +25,12 @@ fb::NormPlacement ToFb(NormPlacement p) {
   return p == NormPlacement::kPre ? fb::NormPlacement::Pre : fb::NormPlacement::Post;
 }
 fb::Activation ToFb(Activation a) {
-  return a == Activation::kRelu ? fb::Activation::Relu : fb::Activation::Gelu;
+  switch (a) {
+    case Activation::kRelu: return fb::Activation::Relu;
+    case Activation::kGelu: return fb::Activation::Gelu;
+    case Activation::kReluSquared: return fb::Activation::ReluSquared;
+  }
+  return fb::Activation::Relu;
 }
 fb::HeadActivation ToFb(HeadActivation a) {
   switch (a) {
@@ -156,7 +161,8 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
       l1 = dense(p + "ffn.linear1");
       l2 = dense(p + "ffn.linear2");
     }
-    auto ffn = fb::CreateFeedForward(fbb, b.d_ff, ToFb(b.activation), l1, l2, b.glu);
+    const int32_t token_mix = b.d_ff != 0 && b.token_mix ? ref(p + "ffn.token_mix") : -1;
+    auto ffn = fb::CreateFeedForward(fbb, b.d_ff, ToFb(b.activation), l1, l2, b.glu, token_mix);
     flatbuffers::Offset<fb::TokenShift> token_shift = 0;
     if (!b.token_shift.segments.empty()) {
       std::vector<fb::ShiftSegment> segments;
@@ -233,6 +239,11 @@ uint32_t FormatVersionFor(const ModelDescription& desc) {
   uint32_t version = desc.input.norm || desc.input.sinusoid || desc.reversible || norms ? 2 : 1;
   for (const BlockDescription& b : desc.blocks) {
     if (b.d_ff == 0 || b.glu || !b.token_shift.segments.empty()) version = std::max(version, 2u);
+    // Version 4: the FFN's token mix and relu², which a version-3 runtime
+    // would ignore or refuse by a number.
+    if (b.d_ff != 0 && (b.token_mix || b.activation == Activation::kReluSquared)) {
+      version = std::max(version, 4u);
+    }
     if (b.mixer.type()) {
       version = std::max(version, b.mixer.type()->converter->FormatVersion(b.mixer.params()));
       const RotaryDescription& rotary = b.mixer.params().rotary;
@@ -243,7 +254,7 @@ uint32_t FormatVersionFor(const ModelDescription& desc) {
   // Version 3: stored frequencies and rotary tables, which a version-2
   // runtime would ignore (and compute from the base instead).
   if (desc.input.sinusoid && desc.input.sinusoid_freq) version = std::max(version, 3u);
-  static_assert(RECUR_FORMAT_VERSION >= 3, "the runtime reads what the writer writes");
+  static_assert(RECUR_FORMAT_VERSION >= 4, "the runtime reads what the writer writes");
   return version;
 }
 

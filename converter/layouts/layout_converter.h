@@ -20,6 +20,7 @@
 
 #include "converter/key_reader.h"
 #include "converter/model_description.h"
+#include "converter/safetensors.h"
 #include "core/status.h"
 
 namespace recur::impl::converter {
@@ -37,6 +38,17 @@ class LayoutConverter {
     return false;
   }
 
+  // For checkpoints shared without a config (BlinkDL's RWKV-7 .pth): sets
+  // *recognized when the tensors' names are this layout's and then writes
+  // the config their shapes imply (this layout's keys) into *config; an
+  // error names a tensor whose shape does not fit. Default: not recognised.
+  virtual Status ConfigFromTensors(const TensorViewMap& tensors, bool* recognized,
+                                   nlohmann::json* config) const {
+    (void)tensors;
+    (void)config;
+    *recognized = false;
+    return Status::Ok();
+  }
   // Reads every key of the config, refusing any the layout does not have
   // (naming it), into `desc`. The "layout" key itself may be present.
   virtual Status Parse(const KeyReader& r, const nlohmann::json& root,

@@ -218,24 +218,38 @@ class RecurLayoutConverter final : public LayoutConverter {
       for (uint32_t i = 1; i < n_layers; ++i) blocks[i] = blocks[0];
     }
 
+    for (uint32_t i = 0; i < n_layers; ++i) {
+      bool first = true;
+      for (uint32_t j = 0; j < i && first; ++j) first = blocks[j].mixer.type() != blocks[i].mixer.type();
+      blocks[i].mixer.type()->converter->Place(blocks[i].mixer.mutable_params(), first);
+    }
+
     // "ffn": null: blocks without a feed-forward (d_ff 0, and no norm2).
     auto ffn_it = root.find("ffn");
     if (ffn_it == root.end()) return r.Missing("ffn");
     if (!ffn_it->is_null()) {
       const json* ffn = nullptr;
       RECUR_RETURN_IF_ERROR(r.Object(root, "ffn", "", &ffn));
-      RECUR_RETURN_IF_ERROR(r.OnlyKeys(*ffn, "ffn", {"d_ff", "activation", "glu"}));
+      RECUR_RETURN_IF_ERROR(r.OnlyKeys(*ffn, "ffn", {"d_ff", "activation", "glu", "token_mix"}));
       uint32_t d_ff = 0;
       RECUR_RETURN_IF_ERROR(r.UInt(*ffn, "d_ff", "ffn", 1, &d_ff));
-      static const char* const kActivations[] = {"relu", "gelu"};
+      static const char* const kActivations[] = {"relu", "gelu", "relu_squared"};
+      static const Activation kActivationOf[] = {Activation::kRelu, Activation::kGelu,
+                                                 Activation::kReluSquared};
       std::size_t act = 0;
       RECUR_RETURN_IF_ERROR(r.Choice(*ffn, "activation", "ffn", kActivations, &act));
-      bool glu = false;
+      bool glu = false, token_mix = false;
       RECUR_RETURN_IF_ERROR(r.Bool(*ffn, "glu", "ffn", &glu, /*required=*/false));
+      RECUR_RETURN_IF_ERROR(r.Bool(*ffn, "token_mix", "ffn", &token_mix, /*required=*/false));
+      if (token_mix && d->norm_placement != NormPlacement::kPre) {
+        return r.Invalid("ffn.token_mix", "needs norm_placement \"pre\" (it mixes norm2's "
+                                          "outputs of consecutive positions)");
+      }
       for (BlockDescription& block : blocks) {
         block.d_ff = d_ff;
-        block.activation = act == 0 ? Activation::kRelu : Activation::kGelu;
+        block.activation = kActivationOf[act];
         block.glu = glu;
+        block.token_mix = token_mix;
       }
     }
     d->blocks = std::move(blocks);

@@ -129,6 +129,7 @@ class MixerTableWriter {
 class TensorRefs {
  public:
   explicit TensorRefs(const fb::Model* model) : model_(model) {}
+  uint32_t d_model() const { return model_->d_model(); }
   // The tensor's name; null for -1, "invalid #i" beyond the table.
   nlohmann::ordered_json Ref(int32_t index) const;
   // {"weight": name, "bias": name}; null for an absent Dense.
@@ -165,6 +166,14 @@ class MixerConverter {
 
   // Reads the mixer's keys ("type" is read) into its parameter struct.
   virtual Status Parse(const MixerConfig& config, std::unique_ptr<MixerParams>* out) const = 0;
+
+  // Fits parameters that one config gives several blocks to a block's place:
+  // `first` when no earlier block has this mixer (RWKV-7: the first block
+  // has no value residual, its v is the later blocks' v₀). Default: as given.
+  virtual void Place(MixerParams* params, bool first) const {
+    (void)params;
+    (void)first;
+  }
 
   // Appends the mixer's tensors, in file order.
   virtual void AddTensors(const MixerParams& params, MixerTensors* out) const = 0;

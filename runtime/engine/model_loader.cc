@@ -156,7 +156,8 @@ Status BuildBlock(const fb::Block* fbb, uint32_t index, TensorResolver* tensors,
     }
   } else {
     RECUR_RETURN_IF_ERROR(CheckWidth(ffn->d_ff(), (layer + ".ffn.d_ff").c_str()));
-    if (ffn->activation() != fb::Activation::Relu && ffn->activation() != fb::Activation::Gelu) {
+    if (ffn->activation() != fb::Activation::Relu && ffn->activation() != fb::Activation::Gelu &&
+        ffn->activation() != fb::Activation::ReluSquared) {
       return Unsupported("%s.ffn: activation %d is not supported", layer.c_str(),
                          int(ffn->activation()));
     }
@@ -169,6 +170,17 @@ Status BuildBlock(const fb::Block* fbb, uint32_t index, TensorResolver* tensors,
                                             m->d_model, &block.ffn.linear1));
     RECUR_RETURN_IF_ERROR(tensors->GetDense(ffn->linear2(), layer + ".ffn.linear2", m->d_model,
                                             ffn->d_ff(), &block.ffn.linear2));
+    if (ffn->token_mix() >= 0 && m->norm_placement != fb::NormPlacement::Pre) {
+      return InvalidModel("%s.ffn.token_mix: a token mix needs pre-norm blocks (it mixes norm2's "
+                          "outputs of consecutive positions)", layer.c_str());
+    }
+    RECUR_RETURN_IF_ERROR(tensors->Get(ffn->token_mix(), (layer + ".ffn.token_mix").c_str(),
+                                       {m->d_model}, true, &block.ffn.token_mix));
+    if (block.ffn.token_mix != nullptr) block.ffn.token_mix_width = m->d_model;
+  }
+  if (ffn->d_ff() == 0 && ffn->token_mix() >= 0) {
+    return InvalidModel("%s.ffn: d_ff is 0 (no feed-forward), but the file gives a token_mix",
+                        layer.c_str());
   }
 
   RECUR_RETURN_IF_ERROR(
@@ -179,7 +191,25 @@ Status BuildBlock(const fb::Block* fbb, uint32_t index, TensorResolver* tensors,
     m->max_positions = static_cast<uint32_t>(mixer->max_positions());
     m->max_positions_source = "rotary table rows of " + layer;
   }
-  m->state_floats += mixer->state_floats() + block.token_shift.state_floats();
+  if (const size_t width = mixer->shared_row_floats(); width != 0 && !mixer->writes_shared_rows()) {
+    // The last earlier writer's rows are the ones this mixer reads.
+    size_t written = 0;
+    for (const BlockView& earlier : m->blocks) {
+      if (earlier.mixer->writes_shared_rows()) written = earlier.mixer->shared_row_floats();
+    }
+    if (written == 0) {
+      return InvalidModel("%s: its mixer reads rows an earlier block's mixer shares (RWKV-7's "
+                          "first-layer value), but no block before it shares any",
+                          layer.c_str());
+    }
+    if (written != width) {
+      return InvalidModel("%s: its mixer reads shared rows of %zu floats, but the last block "
+                          "before it that shares rows writes %zu",
+                          layer.c_str(), width, written);
+    }
+  }
+  m->state_floats += mixer->state_floats() + block.token_shift.state_floats() +
+                     block.ffn.token_mix_floats();
   m->state_floats_per_position += mixer->state_floats_per_position();
   m->compensation_floats += mixer->compensation_floats();
   block.mixer = mixer.get();

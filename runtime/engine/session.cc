@@ -39,6 +39,13 @@ size_t WidestFfnRow(const Model& m) {
   return widest;
 }
 
+// Floats per row of the rows mixers share across blocks (Mixer::shared_row_floats).
+size_t SharedRowFloats(const Model& m) {
+  size_t widest = 0;
+  for (const BlockView& b : m.blocks) widest = std::max(widest, b.mixer->shared_row_floats());
+  return widest;
+}
+
 // A step that reads more weights than this is bound by streaming them.
 constexpr uint64_t kStreamedWeightBytes = uint64_t{2} << 20;
 // Past this, prefill chunks of 256 rows pay for their scratch: paper_mnist
@@ -69,9 +76,11 @@ size_t LayerStateFloats(const Mixer& mixer, size_t context, bool compensated_sum
          mixer.state_floats_per_position() * context;
 }
 
-// One stream's state for block `b`: its mixer's, then its token shift's.
+// One stream's state for block `b`: its mixer's, its token shift's, then its
+// FFN's token mix's.
 size_t BlockStateFloats(const BlockView& b, size_t context, bool compensated_sums) {
-  return LayerStateFloats(*b.mixer, context, compensated_sums) + b.token_shift.state_floats();
+  return LayerStateFloats(*b.mixer, context, compensated_sums) + b.token_shift.state_floats() +
+         b.ffn.token_mix_floats();
 }
 
 // The positions a stream may hold: the requested max_context (checked
@@ -266,6 +275,7 @@ void Session::Carve(Arena* arena) {
   h_ = floats(rows * m.d_model);
   ffn_ = floats(rows * max_ff);
   scratch_ = floats(max_scratch);
+  if (const size_t shared = SharedRowFloats(m); shared != 0) shared_ = floats(rows * shared);
   if (m.reversible) x2_ = floats(rows * m.stream_width());
   layer_states_ = arena->Allocate<float*>(batch_);
   tokens_stage_ = arena->Allocate<int32_t>(m.input_kind == fb::InputKind::Tokens ? rows : 0);
@@ -464,6 +474,9 @@ void Session::RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, co
           kernels::Gelu(a, g, d_ff);
         } else {
           kernels::Relu(a, g, d_ff);
+          if (ffn.activation == fb::Activation::ReluSquared) {
+            for (size_t i = 0; i < d_ff; ++i) g[i] *= g[i];
+          }
         }
         for (size_t i = 0; i < d_ff; ++i) g[i] *= a[d_ff + i];
       }
@@ -476,6 +489,9 @@ void Session::RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, co
       kernels::Gelu(hidden + first, hidden + first, last - first);
     } else {
       kernels::Relu(hidden + first, hidden + first, last - first);
+    }
+    if (ffn.activation == fb::Activation::ReluSquared) {
+      for (size_t i = first; i < last; ++i) hidden[i] *= hidden[i];
     }
   });
   RunDense(ffn.linear2, hidden, rows, y, true, pool_, dense_.get());
@@ -526,6 +542,32 @@ void Session::ShiftTokens(const Workspace& ws, const BlockView& block, size_t la
   });
 }
 
+void Session::MixFfnTokens(const Workspace& ws, const BlockView& block, size_t layer,
+                           size_t steps, float* h) {
+  const size_t d = model_->d_model;
+  // h₋₁, after the mixer's and the token shift's state (recur.fbs FeedForward.token_mix).
+  const size_t carry_at = layer_offsets_[layer] +
+                          LayerStateFloats(*block.mixer, max_context_, compensated_sums_) +
+                          block.token_shift.state_floats();
+  const float* mu = block.ffn.token_mix;
+  pool_->ParallelRanges(batch_, 1, [&](size_t first, size_t last) {
+    for (size_t b = first; b < last; ++b) {
+      float* carry = ws.state + b * state_stride_ + carry_at;
+      float* rows = h + b * steps * d;
+      // Each row mixes in the carried one and leaves its own, unmixed, for
+      // the next: the last row's stays for the next call.
+      for (size_t t = 0; t < steps; ++t) {
+        float* row = rows + t * d;
+        for (size_t i = 0; i < d; ++i) {
+          const float own = row[i];
+          row[i] = own + (carry[i] - own) * mu[i];
+          carry[i] = own;
+        }
+      }
+    }
+  });
+}
+
 void Session::RunReversibleBlock(const Workspace& ws, const BlockView& block, size_t layer,
                                  size_t steps) {
   const size_t rows = batch_ * steps;
@@ -533,8 +575,8 @@ void Session::RunReversibleBlock(const Workspace& ws, const BlockView& block, si
   for (size_t b = 0; b < batch_; ++b) {
     layer_states_[b] = ws.state + b * state_stride_ + layer_offsets_[layer];
   }
-  const StepContext ctx{pool_,        ws.scratch,   dense_.get(),
-                        ws.positions, max_context_, compensated_sums_};
+  const StepContext ctx{pool_,        ws.scratch,   dense_.get(),     ws.positions,
+                        max_context_, compensated_sums_, ws.shared};
   // y1 = x1 + mixer(shift(norm1(x2))); y2 = x2 + ffn(shift(norm2(y1))), shift: §13 when present
   Norm(block.norm1, ws.x2, h, rows);
   if (block.token_shift.present) ShiftTokens(ws, block, layer, steps, false, h);
@@ -542,6 +584,7 @@ void Session::RunReversibleBlock(const Workspace& ws, const BlockView& block, si
   AddResidual(h, ws.x, rows * model_->d_model);
   Norm(block.norm2, ws.x, h, rows);
   if (block.token_shift.ffn) ShiftTokens(ws, block, layer, steps, true, h);
+  if (block.ffn.token_mix != nullptr) MixFfnTokens(ws, block, layer, steps, h);
   RunFeedForward(ws, block.ffn, h, ws.x2, rows);
 }
 
@@ -553,8 +596,8 @@ void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer
   for (size_t b = 0; b < batch_; ++b) {
     layer_states_[b] = ws.state + b * state_stride_ + layer_offsets_[layer];
   }
-  const StepContext ctx{pool_,        ws.scratch,  dense_.get(),
-                        ws.positions, max_context_, compensated_sums_};
+  const StepContext ctx{pool_,        ws.scratch,   dense_.get(),     ws.positions,
+                        max_context_, compensated_sums_, ws.shared};
   if (model_->norm_placement == fb::NormPlacement::Pre) {
     // x += mixer(shift(norm1(x))); x += ffn(shift(norm2(x))), shift: §13 when present
     Norm(block.norm1, x, h, rows);
@@ -564,6 +607,7 @@ void Session::RunBlock(const Workspace& ws, const BlockView& block, size_t layer
     if (!block.ffn.present()) return;
     Norm(block.norm2, x, h, rows);
     if (block.token_shift.ffn) ShiftTokens(ws, block, layer, steps, true, h);
+    if (block.ffn.token_mix != nullptr) MixFfnTokens(ws, block, layer, steps, h);
     RunFeedForward(ws, block.ffn, h, x, rows);
   } else {
     // x = norm1(x + mixer(x)); x = norm2(x + ffn(x))
@@ -714,13 +758,17 @@ Status Session::Encode(size_t steps, const int32_t* tokens, const float* feature
   RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.d_model, &h));
   RECUR_RETURN_IF_ERROR(AllocateFloats(rows * max_ff, &ffn));
   RECUR_RETURN_IF_ERROR(AllocateFloats(max_scratch, &scratch));
+  hwy::AlignedFreeUniquePtr<float[]> shared;
+  if (const size_t width = SharedRowFloats(m); width != 0) {
+    RECUR_RETURN_IF_ERROR(AllocateFloats(rows * width, &shared));
+  }
   RECUR_RETURN_IF_ERROR(AllocateFloats(batch_ * state_stride_, &state));
   std::memset(state.get(), 0, batch_ * state_stride_ * sizeof(float));
   const std::vector<uint64_t> zero_positions(batch_, 0);
   hwy::AlignedFreeUniquePtr<float[]> x2;
   if (m.reversible) RECUR_RETURN_IF_ERROR(AllocateFloats(rows * m.stream_width(), &x2));
-  const Workspace ws{x.get(), h.get(), ffn.get(), scratch.get(), state.get(), zero_positions.data(),
-                     x2.get()};
+  const Workspace ws{x.get(),     h.get(), ffn.get(), scratch.get(), state.get(),
+                     zero_positions.data(), x2.get(), shared.get()};
   Forward(ws, tokens, features, steps, out);
   return Status::Ok();
 }

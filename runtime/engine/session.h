@@ -179,6 +179,7 @@ class Session {
     float* state;                // (batch, state_stride_)
     const uint64_t* positions;   // (batch) elements consumed before this pass
     float* x2;                   // (rows, d_model) a reversible model's second stream, or null
+    float* shared;               // (rows, SharedRowFloats) StepContext::shared_rows, or null
   };
   Status CheckCausal(const char* call) const;
   // The model over `steps` positions of every stream; inputs are
@@ -193,6 +194,10 @@ class Session {
   void ShiftTokens(const Workspace& ws, const BlockView& block, size_t layer, size_t steps,
                    bool ffn, float* h);
   // A reversible block: x1 += mixer(norm1(x2)); x2 += ffn(norm2(x1)).
+  // h (batch, steps, d_model), norm2's output, ← h + (h₋₁ − h) ⊙ ffn.token_mix,
+  // h₋₁ carried in the block's state.
+  void MixFfnTokens(const Workspace& ws, const BlockView& block, size_t layer, size_t steps,
+                    float* h);
   void RunReversibleBlock(const Workspace& ws, const BlockView& block, size_t layer, size_t steps);
   void RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, const float* x, float* y,
                       size_t rows);
@@ -204,7 +209,7 @@ class Session {
   void Head(float* x, float* out, size_t rows);
   // A concatenating reversible model's output: x2 ← [x1 | x2] per row.
   void ConcatStreams(const float* x1, float* x2, size_t rows);
-  Workspace StreamWorkspace() { return {x_, h_, ffn_, scratch_, state_, positions_, x2_}; }
+  Workspace StreamWorkspace() { return {x_, h_, ffn_, scratch_, state_, positions_, x2_, shared_}; }
 
   const Model* model_;
   size_t batch_;
@@ -237,6 +242,7 @@ class Session {
   float* x2_ = nullptr;                           // reversible models: the second stream
   float* ffn_ = nullptr;                          // (batch·chunk, max(d_ff, output_width))
   float* scratch_ = nullptr;                      // mixer scratch, max over layers
+  float* shared_ = nullptr;                       // the mixers' shared rows, or null
   float** layer_states_ = nullptr;                // (batch) pointers, rebound per layer
   int32_t* tokens_stage_ = nullptr;               // (batch, chunk): one Prefill chunk
   float* features_stage_ = nullptr;               // (batch, chunk, feature_width)

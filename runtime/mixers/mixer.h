@@ -32,6 +32,11 @@ struct StepContext {
   // False: the session keeps plain running sums, and each state lacks the
   // mixer's compensation_floats() (SessionOptions::state_sums).
   bool compensated_sums = true;
+  // (batch·steps, widest Mixer::shared_row_floats()) rows that live through
+  // one pass over the blocks: a mixer that writes_shared_rows() leaves its
+  // rows here for the later blocks' mixers that read them; null when no
+  // mixer shares rows.
+  float* shared_rows = nullptr;
 };
 
 class Mixer {
@@ -63,6 +68,14 @@ class Mixer {
   // (the session's max_context).
   virtual size_t scratch_floats(size_t batch, size_t steps, size_t threads,
                                 size_t context) const = 0;
+
+  // Floats per row the mixer shares with the mixers of later blocks in the
+  // same call (RWKV-7's value of the first layer, docs/attention-math.md
+  // §16): it writes them (writes_shared_rows()) or reads what the last
+  // earlier writer wrote; the loader checks that a reader has a writer of
+  // the same width before it. 0: none.
+  virtual size_t shared_row_floats() const { return 0; }
+  virtual bool writes_shared_rows() const { return false; }
 
   // Appends the mixer's dense layers (addresses stable for the model's
   // lifetime), so that the session can prepare a GEMM backend for each.

@@ -270,6 +270,26 @@ Status TensorResolver::GetRows(int32_t index, const char* what, int64_t cols, bo
   return Status::Ok();
 }
 
+Status TensorResolver::DenseRows(const fb::Dense* dense, const std::string& what,
+                                 uint32_t in_features, uint32_t* rows) const {
+  *rows = 0;
+  const std::string weight_what = what + ".weight";
+  if (dense == nullptr) {
+    return InvalidModel("%s is missing (expected weight [rows, %u])", what.c_str(), in_features);
+  }
+  const fb::Tensor* t = nullptr;
+  RECUR_RETURN_IF_ERROR(
+      FindTensor(root_, dense->weight(), weight_what.c_str(), {-1, in_features}, false, &t));
+  const int64_t n = t->shape()->size() == 2 ? t->shape()->Get(0) : 0;
+  if (t->shape()->size() != 2 || t->shape()->Get(1) != in_features || n <= 0 || n > kMaxWidth) {
+    return InvalidModel("%s: tensor '%s' has shape %s, expected [rows, %u] with rows in [1, %u]",
+                        weight_what.c_str(), t->name()->c_str(), ShapeString(t->shape()).c_str(),
+                        in_features, kMaxWidth);
+  }
+  *rows = static_cast<uint32_t>(n);
+  return Status::Ok();
+}
+
 Status TensorResolver::GetDense(const fb::Dense* dense, const std::string& what,
                                 uint32_t out_features, uint32_t in_features, DenseView* out) {
   *out = DenseView();

@@ -40,7 +40,12 @@ struct FeedForwardView {
   DenseView linear2;  // d_ff → d_model
   fb::Activation activation = fb::Activation::Relu;
   bool glu = false;  // act(first d_ff of linear1) ⊙ (second d_ff)
+  // (d_model) the token mix of the FFN's input (recur.fbs FeedForward.token_mix), or null.
+  const float* token_mix = nullptr;
+  size_t token_mix_width = 0;  // d_model with a token mix, else 0
   bool present() const { return linear1.weight != nullptr; }
+  // Floats of the block's state per stream for the token mix: h₋₁.
+  size_t token_mix_floats() const { return token_mix_width; }
 };
 
 // A block's token shift (docs/attention-math.md §13): the segments of its
@@ -176,6 +181,12 @@ class TensorResolver {
   // (then *rows = 0).
   Status GetRows(int32_t index, const char* what, int64_t cols, bool optional, const float** out,
                  int64_t* rows);
+  // The rows (out) of a dense layer's weight [out, in], of any weight type,
+  // for a layer whose table does not give its width (a low-rank path's rank);
+  // InvalidModel unless the weight is 2-D with in == `in_features` and out in
+  // [1, kMaxWidth]. Counts no parameters (GetDense does).
+  Status DenseRows(const fb::Dense* dense, const std::string& what, uint32_t in_features,
+                   uint32_t* rows) const;
   // nn.Linear weight [out, in] and, if present, bias [out].
   Status GetDense(const fb::Dense* dense, const std::string& what, uint32_t out_features,
                   uint32_t in_features, DenseView* out);

@@ -1,0 +1,239 @@
+// BlinkDL's RWKV-7 checkpoints (RWKV-LM's trainer and the `rwkv` package:
+// emb.weight, blocks.<i>.{ln0,ln1,ln2,att.*,ffn.*}, ln_out, head.weight),
+// shared as .pth files without a config: the configuration comes from the
+// tensors' names and shapes (ConfigFromTensors), or from a config with this
+// layout's keys. docs/layouts.md maps every tensor.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "converter/layouts/layout_converter.h"
+#include "converter/mixers/mixer_converter.h"
+#include "converter/mixers/rwkv7.h"
+
+namespace recur::impl::converter {
+namespace {
+
+using nlohmann::json;
+
+// The att.* vectors stored as (1, 1, C).
+const std::vector<int64_t> Vector3(int64_t c) { return {1, 1, c}; }
+
+// The six token-mix vectors, in recur.fbs Rwkv7.token_mix's row order.
+constexpr const char* kMixNames[] = {"x_r", "x_w", "x_k", "x_v", "x_a", "x_g"};
+
+
+// The 2-D shape of `name` in `tensors`, or an error that names it.
+Status Shape2(const TensorViewMap& tensors, const std::string& name, int64_t* rows,
+              int64_t* cols) {
+  const auto it = tensors.find(name);
+  if (it == tensors.end()) {
+    return Status(StatusCode::kInvalidArgument,
+                  name + ": missing tensor (a BlinkDL RWKV-7 checkpoint has it)");
+  }
+  if (it->second.shape.size() != 2 || it->second.shape[0] <= 0 || it->second.shape[1] <= 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  name + ": shape " + ShapeString(it->second.shape) + ", expected 2-D");
+  }
+  *rows = it->second.shape[0];
+  *cols = it->second.shape[1];
+  return Status::Ok();
+}
+
+class RwkvLayoutConverter final : public LayoutConverter {
+ public:
+  bool Recognizes(const json& root) const override { return root.contains("d_decay_lora"); }
+
+  Status ConfigFromTensors(const TensorViewMap& tensors, bool* recognized,
+                           json* config) const override {
+    *recognized = tensors.count("emb.weight") && tensors.count("blocks.0.att.k_k") &&
+                  tensors.count("blocks.0.att.r_k") && tensors.count("blocks.0.att.w1");
+    if (!*recognized) return Status::Ok();
+    uint32_t n_layer = 0;
+    for (const auto& [name, view] : tensors) {
+      (void)view;
+      uint32_t block = 0;
+      std::string rest;
+      if (SplitBlockName(name, &block, &rest) && block < kMaxLayers) {
+        n_layer = std::max(n_layer, block + 1);
+      }
+    }
+    int64_t vocab = 0, c = 0, heads = 0, n = 0, rows = 0, rank = 0, ffn = 0;
+    RECUR_RETURN_IF_ERROR(Shape2(tensors, "emb.weight", &vocab, &c));
+    RECUR_RETURN_IF_ERROR(Shape2(tensors, "blocks.0.att.r_k", &heads, &n));
+    RECUR_RETURN_IF_ERROR(Shape2(tensors, "blocks.0.ffn.key.weight", &ffn, &rows));
+    json& cfg = *config;
+    cfg = json::object();
+    cfg["layout"] = "rwkv";
+    cfg["n_layer"] = n_layer;
+    cfg["n_embd"] = c;
+    cfg["head_size"] = n;
+    cfg["vocab_size"] = vocab;
+    cfg["dim_ffn"] = ffn;
+    // The low-rank widths from layer 0's first matrices ([C, D]); the value
+    // residual's from layer 1 (layer 0 has none in use).
+    for (const auto& [key, name] : {std::pair{"d_decay_lora", "blocks.0.att.w1"},
+                                    {"d_aaa_lora", "blocks.0.att.a1"},
+                                    {"d_gate_lora", "blocks.0.att.g1"},
+                                    {"d_mv_lora", n_layer > 1 ? "blocks.1.att.v1" : ""}}) {
+      if (*name == '\0') continue;
+      RECUR_RETURN_IF_ERROR(Shape2(tensors, name, &rows, &rank));
+      cfg[key] = rank;
+    }
+    return Status::Ok();
+  }
+
+  Status Parse(const KeyReader& r, const json& root, ModelDescription* d) const override {
+    // BlinkDL's trainer's argument names, in lower case.
+    RECUR_RETURN_IF_ERROR(r.OnlyKeys(root, "",
+                                     {"layout", "notes", "input_description", "output_description",
+                                      "n_layer", "n_embd", "head_size", "vocab_size", "dim_ffn",
+                                      "d_decay_lora", "d_aaa_lora", "d_mv_lora", "d_gate_lora"}));
+    uint32_t n_layer = 0, vocab = 0, dim_ffn = 0;
+    auto p = std::make_unique<Rwkv7Params>();
+    RECUR_RETURN_IF_ERROR(ParseLayerCount(r, root, "n_layer", &n_layer));
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "n_embd", "", 1, &d->d_model));
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "head_size", "", 1, &p->head_size));
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "vocab_size", "", 1, &vocab));
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "dim_ffn", "", 1, &dim_ffn));
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "d_decay_lora", "", 1, &p->decay_rank));
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "d_aaa_lora", "", 1, &p->rate_rank));
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "d_gate_lora", "", 1, &p->gate_rank));
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "d_mv_lora", "", 1, &p->value_rank, n_layer > 1));
+    if (d->d_model % p->head_size != 0) {
+      return r.Invalid("head_size", "(" + std::to_string(p->head_size) +
+                                        ") must divide n_embd (" + std::to_string(d->d_model) +
+                                        ")");
+    }
+    p->heads = d->d_model / p->head_size;
+    d->norm_placement = NormPlacement::kPre;
+    d->norm = NormKind::kLayerNorm;
+    d->layer_norm_eps = 1e-5f;  // F.layer_norm's default, as the rwkv package calls it
+    d->input.kind = InputKind::kTokens;
+    d->input.vocab_size = vocab;
+    d->input.norm = true;  // blocks.0.ln0
+    const MixerType* type = FindMixerType(fb::Mixer::Rwkv7);
+    d->blocks.resize(n_layer);
+    for (uint32_t i = 0; i < n_layer; ++i) {
+      auto params = std::make_unique<Rwkv7Params>(*p);
+      type->converter->Place(params.get(), i == 0);
+      BlockDescription& b = d->blocks[i];
+      b.mixer = MixerDescription(type, std::move(params));
+      b.d_ff = dim_ffn;
+      b.activation = Activation::kReluSquared;
+      b.token_mix = true;
+    }
+    d->final_norm = true;
+    d->has_head = true;
+    d->head.out = vocab;
+    d->head.activation = HeadActivation::kNone;
+    return ParseMetadata(r, root, &d->metadata);
+  }
+
+  void MapTensors(const ModelDescription& d, std::vector<ExpectedTensor>* tensors) const override {
+    const int64_t c = d.d_model;
+    for (ExpectedTensor& t : *tensors) {
+      const std::string& name = t.name;
+      if (name == "input.embedding") {
+        t.source_name = "emb.weight";
+      } else if (name.rfind("input.norm.", 0) == 0) {
+        t.source_name = "blocks.0.ln0." + name.substr(11);
+      } else if (name.rfind("final_norm.", 0) == 0) {
+        t.source_name = "ln_out." + name.substr(11);
+      } else if (name == "head.weight") {
+        t.source_name = "head.weight";
+      } else if (name == "head.bias") {
+        MakeZeros(&t);
+      } else {
+        uint32_t block = 0;
+        std::string rest;
+        if (SplitBlockName(name, &block, &rest) && block < d.blocks.size()) {
+          const auto* p = d.blocks[block].mixer.As<Rwkv7Params>();
+          if (p != nullptr) MapBlockTensor(block, rest, c, p->heads, p->head_size, &t);
+        }
+      }
+    }
+    // Layer 0's value-residual parameters are in the files, unused (the
+    // first layer's v is v₀ itself).
+    const std::string att0 = "blocks.0.att.";
+    tensors->push_back(IgnoredSource(att0 + "v0", Vector3(c)));
+    tensors->push_back(IgnoredSource(att0 + "v1"));
+    tensors->push_back(IgnoredSource(att0 + "v2"));
+  }
+
+ private:
+  static void MapBlockTensor(uint32_t block, const std::string& rest, int64_t c, int64_t heads,
+                             int64_t head_size, ExpectedTensor* t) {
+    const std::string b = "blocks." + std::to_string(block) + ".";
+    const std::string att = b + "att.", ffn = b + "ffn.";
+    // A (1, 1, C) vector (or [H, N] table) read as the [n] recur tensor.
+    auto flat = [&](const std::string& source, std::vector<int64_t> shape) {
+      t->source_name.clear();
+      t->transform = SourceTransform::kComputed;
+      t->inputs = {{source, std::move(shape)}};
+      t->compute = [](const std::vector<std::vector<float>>& in) { return in[0]; };
+    };
+    auto transposed = [&](const std::string& source) {
+      t->source_name = source;
+      t->transform = SourceTransform::kTranspose;
+      t->source_shape = {t->shape[1], t->shape[0]};
+    };
+    if (rest.rfind("norm1.", 0) == 0) {
+      t->source_name = b + "ln1." + rest.substr(6);
+    } else if (rest.rfind("norm2.", 0) == 0) {
+      t->source_name = b + "ln2." + rest.substr(6);
+    } else if (rest == "ffn.linear1.weight") {
+      t->source_name = ffn + "key.weight";
+    } else if (rest == "ffn.linear2.weight") {
+      t->source_name = ffn + "value.weight";
+    } else if (rest == "ffn.linear1.bias" || rest == "ffn.linear2.bias") {
+      MakeZeros(t);
+    } else if (rest == "ffn.token_mix") {
+      flat(ffn + "x_k", Vector3(c));
+    } else if (rest == "mixer.token_mix") {
+      t->source_name.clear();
+      t->transform = SourceTransform::kComputed;
+      t->inputs.clear();
+      for (const char* mix : kMixNames) t->inputs.push_back({att + mix, Vector3(c)});
+      t->compute = [](const std::vector<std::vector<float>>& in) {
+        std::vector<float> out;
+        for (const std::vector<float>& row : in) out.insert(out.end(), row.begin(), row.end());
+        return out;
+      };
+    } else if (rest == "mixer.out.weight") {
+      t->source_name = att + "output.weight";
+    } else if (rest == "mixer.receptance.weight" || rest == "mixer.key.weight" ||
+               rest == "mixer.value.weight") {
+      t->source_name = att + rest.substr(6);
+    } else if (rest == "mixer.key_norm") {
+      flat(att + "k_k", Vector3(c));
+    } else if (rest == "mixer.key_rate") {
+      flat(att + "k_a", Vector3(c));
+    } else if (rest == "mixer.bonus") {
+      flat(att + "r_k", {heads, head_size});
+    } else if (rest == "mixer.group_norm.weight" || rest == "mixer.group_norm.bias") {
+      t->source_name = att + "ln_x." + rest.substr(17);
+    } else {
+      // The low-rank paths: <path>_down.weight [D, C] ← <l>1 [C, D] transposed,
+      // <path>_up.weight [C, D] ← <l>2 [D, C] transposed, <path>_up.bias ← <l>0.
+      static const std::pair<const char*, const char*> kPaths[] = {
+          {"decay", "w"}, {"rate", "a"}, {"gate", "g"}, {"value", "v"}};
+      for (const auto& [path, letter] : kPaths) {
+        const std::string prefix = std::string("mixer.") + path;
+        if (rest == prefix + "_down.weight") transposed(att + letter + "1");
+        if (rest == prefix + "_up.weight") transposed(att + letter + "2");
+        if (rest == prefix + "_up.bias") flat(att + letter + "0", Vector3(c));
+      }
+    }
+  }
+};
+
+}  // namespace
+
+const LayoutConverter& RwkvLayout() {
+  static const RwkvLayoutConverter layout;
+  return layout;
+}
+
+}  // namespace recur::impl::converter

@@ -1,0 +1,122 @@
+"""BlinkDL RWKV-7 checkpoints (layout "rwkv") against BlinkDL's `rwkv` package:
+models with the package's own tensor names and trained-like magnitudes
+(test_rwkv7_reference.random_state_dict), saved as .pth in float32 and
+bfloat16, each converted with one command and no config (the shapes give it),
+then run by the recur package token by token, prefilled in uneven chunks, as a
+batch of streams, and saved mid-way and resumed in a new session, each held to
+1e-4 + 1e-5·|y| of the package's own logits (its RWKV_x070 CPU path, float32,
+token by token). The reference (recur_ref/rwkv7.py, float64) is held to the
+package by test_rwkv7_reference.py."""
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from layout_harness import assert_close, recur_convert, tokens
+from test_rwkv7_reference import load_with_rwkv, random_state_dict
+
+import recur
+
+# (layers, C, head size, vocab, decay / a / v / gate low-rank dims, positions)
+CASES = [
+    (2, 64, 16, 97, 16, 16, 8, 32, 40),
+    (3, 128, 64, 301, 32, 32, 16, 64, 24),
+    (2, 64, 32, 50, 16, 16, 8, 16, 1000),  # a long run: the state over 1,000 positions
+]
+
+
+def package_logits(package, xs):
+    """The package's logits (B, N, V), each stream token by token."""
+    out = []
+    with torch.no_grad():
+        for row in xs:
+            state, steps = None, []
+            for t in row:
+                logits, state = package.forward([int(t)], state)
+                steps.append(logits.double().numpy())
+            out.append(np.stack(steps))
+    return np.stack(out)
+
+
+def convert(sd, tmp_path, name, *args):
+    pth = tmp_path / f"{name}.pth"
+    torch.save(sd, pth)
+    model = tmp_path / f"{name}.recur"
+    rc, err = recur_convert(pth, "-o", model, *args)
+    assert rc == 0, f"recur-convert {pth.name}: {err}"
+    return str(pth), str(model)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("case", CASES)
+def test_rwkv_checkpoint(case, dtype, tmp_path):
+    layers, c, n, vocab, d_w, d_a, d_v, d_g, positions = case
+    sd = random_state_dict(layers, c, n, vocab, d_w, d_a, d_v, d_g, seed=layers * 1000 + c)
+    sd = {k: v.to(dtype) for k, v in sd.items()}
+    pth, path = convert(sd, tmp_path, "rwkv7")
+    batch = 2 if positions > 100 else 3
+    xs = tokens(positions, batch, positions, vocab)
+    want = package_logits(load_with_rwkv(pth), xs)
+    model = recur.Model(path)
+
+    with model.session(batch=batch) as s:  # token by token
+        got = np.stack([s.step(xs[:, t]) for t in range(positions)], axis=1)
+    assert_close(got, want, "step")
+
+    cuts = [1, 7, positions // 3, positions - 8 - positions // 3]  # uneven prefill chunks
+    with model.session(batch=batch) as s:
+        parts, t = [], 0
+        for k in cuts + [positions - sum(cuts)]:
+            parts.append(s.prefill(xs[:, t:t + k]))
+            t += k
+    assert_close(np.concatenate(parts, axis=1), want, "prefill in chunks")
+
+    half = positions // 2  # saved mid-way, resumed in another session
+    with model.session(batch=batch) as s:
+        first = s.prefill(xs[:, :half])
+        blobs = [s.save_state(b) for b in range(batch)]
+    with model.session(batch=batch) as s:
+        for b, blob in enumerate(blobs):
+            s.load_state(b, blob)
+        rest = np.stack([s.step(xs[:, t]) for t in range(half, positions)], axis=1)
+    assert_close(np.concatenate([first, rest], axis=1), want, "saved and resumed")
+
+    with model.session(batch=1) as s:  # a batch of one equals the batch's stream 0
+        assert_close(s.prefill(xs[:1]), want[:1], "one stream")
+
+
+def test_config_from_shapes_matches_given_config(tmp_path):
+    """The configuration recur-convert infers from the tensors equals the one
+    given as a config with the layout's keys: the same model bytes but for the
+    source hash (the same file)."""
+    sd = random_state_dict(3, 64, 16, 97, 16, 16, 8, 32, seed=11)
+    pth, inferred = convert(sd, tmp_path, "inferred")
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"layout": "rwkv", "n_layer": 3, "n_embd": 64, "head_size": 16, '
+                   '"vocab_size": 97, "dim_ffn": 256, "d_decay_lora": 16, "d_aaa_lora": 16, '
+                   '"d_mv_lora": 8, "d_gate_lora": 32}')
+    given = tmp_path / "given.recur"
+    rc, err = recur_convert(pth, "--config", cfg, "-o", given)
+    assert rc == 0, err
+    assert open(inferred, "rb").read() == open(given, "rb").read()
+
+
+def test_refusals(tmp_path):
+    sd = random_state_dict(2, 64, 16, 97, 16, 16, 8, 32, seed=3)
+    bad = dict(sd)
+    bad["blocks.0.att.r_k"] = torch.zeros(64)  # not [H, N]
+    torch.save(bad, tmp_path / "bad.pth")
+    rc, err = recur_convert(tmp_path / "bad.pth", "-o", tmp_path / "bad.recur")
+    assert rc == 1 and "blocks.0.att.r_k: shape [64], expected 2-D" in err, err
+
+    other = {"emb.weight": torch.zeros(4, 8), "blocks.0.ffn.key.weight": torch.zeros(8, 8)}
+    torch.save(other, tmp_path / "other.pth")
+    rc, err = recur_convert(tmp_path / "other.pth", "-o", tmp_path / "other.recur")
+    assert rc == 1 and "no layout recognises the checkpoint's tensors" in err, err
+
+    missing = {k: v for k, v in sd.items() if k != "blocks.1.att.a2"}
+    torch.save(missing, tmp_path / "missing.pth")
+    rc, err = recur_convert(tmp_path / "missing.pth", "-o", tmp_path / "missing.recur")
+    assert rc == 1 and "blocks.1.att.a2" in err and "missing" in err, err
+    assert not os.path.exists(tmp_path / "missing.recur")
