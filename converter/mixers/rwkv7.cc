@@ -130,7 +130,7 @@ class Rwkv7ConverterImpl final : public MixerConverter {
     mixer["bonus"] = refs.Ref(t->bonus());
     mixer["group_norm_weight"] = refs.Ref(t->group_norm_weight());
     mixer["group_norm_bias"] = refs.Ref(t->group_norm_bias());
-    // x₋₁ (C) and S (H, N, N); the FFN's token mix is the block's.
+    // S (H, N, N) and x₋₁ (C); the FFN's token mix is the block's.
     mixer["state_bytes"] = 4 * (uint64_t{refs.d_model()} +
                                 uint64_t{t->heads()} * t->head_size() * t->head_size());
     mixer["state_grows_with_length"] = false;

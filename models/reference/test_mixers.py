@@ -12,6 +12,7 @@ and N ≥ 1000 step-vs-parallel runs.
 
 import math
 import unittest
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -66,6 +67,9 @@ CAUSAL = {
     "block_local": {"type": "block_local", "heads": 2, "dk": 3, "dv": 4, "chunk": 4},
     "block_local_b0": {"type": "block_local", "heads": 2, "dk": 3, "dv": 4, "chunk": 5, "chunks_before": 0,
                        "pad_multiple": 10, "pad_above": 3},
+    # RWKV-7's time mix, standalone (the model's first block: its own v is v₀)
+    "rwkv7": {"type": "rwkv7", "heads": 2, "head_size": 3, "decay_rank": 4, "rate_rank": 3,
+              "value_rank": 2, "gate_rank": 5},
 }
 NONCAUSAL = {
     "softmax": {"type": "softmax_attention", "heads": 2, "dk": 3, "dv": 4, "causal": False},
@@ -179,7 +183,7 @@ class StepEqualsParallel(unittest.TestCase):
                  "aft_simple": (CAUSAL["aft_simple"], 1000), "flash": (CAUSAL["flash"], 1000),
                  "retnet": (CAUSAL["retnet"], 1000), "softmax_rotary": (CAUSAL["softmax_rotary"], 1000),
                  "linear_rotary": (CAUSAL["linear_rotary"], 1000), "flash_rotary": (CAUSAL["flash_rotary"], 1000),
-                 "block_local": (CAUSAL["block_local"], 1000)}
+                 "block_local": (CAUSAL["block_local"], 1000), "rwkv7": (CAUSAL["rwkv7"], 1000)}
         for name, (cfg, n) in cases.items():
             with self.subTest(name):
                 m = make(cfg)
@@ -336,7 +340,20 @@ class TensorNames(unittest.TestCase):
         self.assertEqual(tuple(sd["value.weight"].shape), (8, D_MODEL))
         self.assertEqual(set(MIXERS), {"softmax_attention", "linear_attention", "sliding_window", "aft_simple",
                                        "aft_local", "aft_conv", "aft_full", "gau", "flash", "linformer",
-                                       "reformer", "retnet", "block_local"})
+                                       "reformer", "retnet", "block_local", "rwkv7"})
+        rwkv7 = {"token_mix": (6, D_MODEL), "receptance.weight": (6, D_MODEL), "key.weight": (6, D_MODEL),
+                 "value.weight": (6, D_MODEL), "out.weight": (D_MODEL, 6),
+                 "decay_down.weight": (4, D_MODEL), "decay_up.weight": (6, 4), "decay_up.bias": (6,),
+                 "rate_down.weight": (3, D_MODEL), "rate_up.weight": (6, 3), "rate_up.bias": (6,),
+                 "gate_down.weight": (5, D_MODEL), "gate_up.weight": (6, 5), "key_norm": (6,),
+                 "key_rate": (6,), "bonus": (6,), "group_norm.weight": (6,), "group_norm.bias": (6,)}
+        sd = make(CAUSAL["rwkv7"]).state_dict()
+        self.assertEqual({k: tuple(v.shape) for k, v in sd.items()}, rwkv7)
+        torch.manual_seed(0)
+        sd = MIXERS["rwkv7"](CAUSAL["rwkv7"], D_MODEL, first=False).state_dict()   # a later block
+        self.assertEqual({k: tuple(v.shape) for k, v in sd.items()},
+                         {**rwkv7, "value_down.weight": (2, D_MODEL), "value_up.weight": (6, 2),
+                          "value_up.bias": (6,)})
 
 
 class Validation(unittest.TestCase):
@@ -440,6 +457,12 @@ class Validation(unittest.TestCase):
             (dict(base["block_local"], pad_above=5), "mixer.pad_above must be an integer in \\[0, chunk \\(4\\)\\]"),
             (dict(base["block_local"], rotary={"dims": 2, "pairs": "half"}), "unknown keys \\['rotary'\\]"),
             ({"type": "block_local", "heads": 2, "dk": 3, "dv": 4}, "missing keys \\['chunk'\\]"),
+            (dict(base["rwkv7"], head_size=0), "mixer.head_size must be a positive integer"),
+            (dict(base["rwkv7"], gate_rank=1.5), "mixer.gate_rank must be a positive integer"),
+            (dict(base["rwkv7"], group_norm_eps=0), "mixer.group_norm_eps must be > 0"),
+            (dict(base["rwkv7"], decay_scale=-1), "mixer.decay_scale must be > 0"),
+            (dict(base["rwkv7"], causal=True), "unknown keys \\['causal'\\]"),   # no encoder form
+            ({k: v for k, v in base["rwkv7"].items() if k != "value_rank"}, "missing keys \\['value_rank'\\]"),
         ]
         for cfg, msg in bad:
             with self.subTest(msg):
@@ -629,6 +652,54 @@ class Independent(unittest.TestCase):
             for n in (1, 4, 5, 9, 11, 17):
                 with self.subTest(name, n=n):
                     self.assertLessEqual(maxdiff(m(x[:, :n]), full[:, :n]), TOL)
+    def test_rwkv7_against_blinkdl_transcription(self):
+        """The mixer against recur_ref/rwkv7.py's time mix (BlinkDL's RWKV_x070, held to the
+        `rwkv` package by tests/layouts/test_rwkv7_reference.py) with the mixer's weights under
+        BlinkDL's names: a first block, then a later block mixing in the first's v."""
+        import recur_ref.rwkv7 as blinkdl
+        Blinkdl = blinkdl.Rwkv7
+        cfg = CAUSAL["rwkv7"]
+        torch.manual_seed(3)
+        first = MIXERS["rwkv7"](cfg, D_MODEL, first=True).double()
+        later = MIXERS["rwkv7"](cfg, D_MODEL, first=False).double()
+        z = {"emb.weight": torch.zeros(1, D_MODEL)}
+        for i, m in enumerate((first, later)):
+            p = f"blocks.{i}.att."
+            for c, name in enumerate(("x_r", "x_w", "x_k", "x_v", "x_a", "x_g")):
+                z[p + name] = m.token_mix[c].detach()
+            for ours, theirs in (("receptance", "receptance"), ("key", "key"), ("value", "value"),
+                                 ("out", "output")):
+                z[p + theirs + ".weight"] = getattr(m, ours).weight.detach()
+            paths = [("decay", "w"), ("rate", "a"), ("gate", "g")] + ([("value", "v")] if i else [])
+            for path, letter in paths:
+                z[p + letter + "1"] = getattr(m, path + "_down").weight.detach().T
+                z[p + letter + "2"] = getattr(m, path + "_up").weight.detach().T
+                if getattr(m, path + "_up").bias is not None:
+                    z[p + letter + "0"] = getattr(m, path + "_up").bias.detach()
+            z[p + "k_k"], z[p + "k_a"] = m.key_norm.detach(), m.key_rate.detach()
+            z[p + "r_k"] = m.bonus.detach().view(2, 3)
+            z[p + "ln_x.weight"], z[p + "ln_x.bias"] = m.group_norm.weight.detach(), m.group_norm.bias.detach()
+        ref = Blinkdl(z)
+        # The mixer takes its constants as the model file stores them, in float32.
+        patches = (mock.patch.object(blinkdl, "DECAY_SCALE", first.decay_scale),
+                   mock.patch.object(blinkdl, "GROUP_NORM_EPS", first.eps))
+        x, y = rand_x(1, 17)[0], rand_x(1, 17, seed=2)[0]
+        shared = {}
+        got_first, _ = first.parallel(x, first.empty_state(f64), chunk=5, shared=shared)
+        got_later, _ = later.parallel(y, later.empty_state(f64), chunk=5, shared=shared)
+        zc = torch.zeros(D_MODEL, dtype=f64)
+        s0, s1 = torch.zeros(2, 3, 3, dtype=f64), torch.zeros(2, 3, 3, dtype=f64)
+        p0, p1, want_first, want_later = zc, zc, [], []
+        for t in range(17):
+            with patches[0], patches[1]:
+                o0, s0, v_first = ref._time_mix(0, x[t], p0, None, s0)
+                o1, s1, _ = ref._time_mix(1, y[t], p1, v_first, s1)
+            p0, p1 = x[t], y[t]
+            want_first.append(o0)
+            want_later.append(o1)
+        self.assertLessEqual(maxdiff(got_first, torch.stack(want_first)), TOL)
+        self.assertLessEqual(maxdiff(got_later, torch.stack(want_later)), TOL)
+
     def test_retnet_bruteforce(self):
         for name in ("retnet", "retnet_default"):
             with self.subTest(name):

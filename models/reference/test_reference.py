@@ -63,7 +63,7 @@ STATE_NAMES = {"softmax_attention": ["K", "V"], "linear_attention": ["S", "z"],
                "aft_simple": ["den", "max", "num"], "aft_local": AFT_LOCAL_STATE, "aft_conv": AFT_LOCAL_STATE,
                "aft_full": ["k", "v"], "gau": ["k", "v"], "flash": ["S", "kl_buf", "kq_buf", "v_buf"],
                "linformer": [], "reformer": [],   # encoder only: no state
-               "retnet": ["S"], "block_local": ["k_ring", "v_ring"]}
+               "retnet": ["S"], "block_local": ["k_ring", "v_ring"], "rwkv7": ["S", "x_prev"]}
 
 
 
@@ -363,7 +363,7 @@ def expected_tensors(cfg):
         t.update({"input.norm.weight": (d,), "input.norm.bias": (d,)})
     for i, m in enumerate(mixer_configs(cfg)):   # block i's own mixer (a list: a mixed model)
         b = f"blocks.{i}."
-        if m["type"] not in ("gau", "flash"):
+        if m["type"] not in ("gau", "flash", "rwkv7"):
             qk = m["heads"] * m["dk"]
             vv = qk if m["type"].startswith("aft_") else m["heads"] * m["dv"]   # AFT: D = heads·dk throughout
         for name in ("norm1", "norm2") if ffn else ("norm1",):   # "ffn": null: no norm2 either
@@ -378,6 +378,20 @@ def expected_tensors(cfg):
             mix = [("mixer.query", (qk, d)), ("mixer.value", (vv, d)), ("mixer.out", (d, vv))]
             t[b + "mixer.rotations"] = (m["rounds"], m["dk"], m["n_buckets"] // 2) \
                 if m.get("form", "paper") == "paper" else (m["heads"], m["dk"], m["rounds"], m["n_buckets"] // 2)
+        elif m["type"] == "rwkv7":      # README "RWKV-7": weights without biases, the low-rank paths
+            A, first = m["heads"] * m["head_size"], all(e["type"] != "rwkv7" for e in mixer_configs(cfg)[:i])
+            mix = []
+            t.update({b + "mixer.token_mix": (6, d), b + "mixer.out.weight": (d, A)})
+            t.update({b + f"mixer.{p}.weight": (A, d) for p in ("receptance", "key", "value")})
+            for path, key, bias in (("decay", "decay_rank", True), ("rate", "rate_rank", True),
+                                    ("value", "value_rank", True), ("gate", "gate_rank", False)):
+                if path == "value" and first:
+                    continue
+                t.update({b + f"mixer.{path}_down.weight": (m[key], d), b + f"mixer.{path}_up.weight": (A, m[key])})
+                if bias:
+                    t[b + f"mixer.{path}_up.bias"] = (A,)
+            t.update({b + f"mixer.{p}": (A,) for p in ("key_norm", "key_rate", "bonus", "group_norm.weight",
+                                                          "group_norm.bias")})
         elif m["type"] == "retnet":     # README: the gate beside query, key, value and out; no decay tensor
             mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)),
                    ("mixer.gate", (vv, d)), ("mixer.out", (d, vv))]
@@ -390,6 +404,8 @@ def expected_tensors(cfg):
         glu = 2 if cfg["ffn"] and cfg["ffn"].get("glu") else 1   # README "GLU feed-forward": linear1 [2·d_ff, d]
         for name, (o, n) in mix + ([("ffn.linear1", (glu * ffn, d)), ("ffn.linear2", (d, ffn))] if ffn else []):
             t.update({b + name + ".weight": (o, n), b + name + ".bias": (o,)})
+        if ffn and cfg["ffn"].get("token_mix"):   # README "FFN token mix"
+            t[b + "ffn.token_mix"] = (d,)
         if m["type"] in ("aft_local", "aft_conv"):   # README: the window bias
             nb = m["window"] if m.get("causal", True) else 2 * m["window"] - 1
             t[b + ("mixer.pos_bias" if m["type"] == "aft_local" else "mixer.conv_kernel")] = \
@@ -506,9 +522,14 @@ def naive_forward(cfg, w, x):
     def act(t):
         if cfg["ffn"]["activation"] == "relu":
             return t.clamp(min=0)
+        if cfg["ffn"]["activation"] == "relu_squared":
+            return t.clamp(min=0) ** 2
         return 0.5 * t * (1 + torch.erf(t / math.sqrt(2)))
 
     def ffn_of(h, b):   # linear2(act(linear1(h))); GLU: the first d_ff columns gated by the second
+        if cfg["ffn"].get("token_mix"):   # README: h + (h₋₁ − h) ⊙ token_mix, zeros before position 0
+            mu = w[b + "ffn.token_mix"]
+            h = torch.stack([h[t] + ((h[t - 1] if t else 0.0 * h[0]) - h[t]) * mu for t in range(n)])
         u = lin(h, b + "ffn.linear1")
         if cfg["ffn"].get("glu"):
             d_ff = cfg["ffn"]["d_ff"]
@@ -607,7 +628,48 @@ def naive_forward(cfg, w, x):
             o[i] = (sim[:, :, None] * v[:seen]).sum(0) / (sim.sum(0) + eps)[:, None]
         return lin(o.reshape(n, heads * dv), b + "mixer.out")
 
-    per_type = {"block_local": block_local_mixer, "retnet": retnet_mixer, "linformer": linformer_mixer, "reformer": reformer_mixer, "gau": gau_mixer,
+    shared = {}   # RWKV-7: the first block's v, for the later blocks' value residual
+
+    def rwkv7_mixer(h, b):   # README "RWKV-7": position by position, head by head, from the named tensors
+        H, N = m["heads"], m["head_size"]
+        scale = float(torch.tensor(m.get("decay_scale", 0.606531), dtype=torch.float32))
+        eps = float(torch.tensor(m.get("group_norm_eps", 64e-5), dtype=torch.float32))
+        mw = lambda name, t, bias=True: F.linear(t, w[b + "mixer." + name + ".weight"],  # noqa: E731
+                                                 w.get(b + "mixer." + name + ".bias") if bias else None)
+        S = torch.zeros(H, N, N, dtype=h.dtype)
+        outs, vs = [], []
+        for t in range(n):
+            prev = h[t - 1] if t else torch.zeros_like(h[0])
+            xr, xw, xk, xv, xa, xg = (h[t] + (prev - h[t]) * w[b + "mixer.token_mix"][c] for c in range(6))
+            r, k, v = mw("receptance", xr), mw("key", xk), mw("value", xv)
+            dec = torch.exp(-scale / (1 + torch.exp(-mw("decay_up", torch.tanh(mw("decay_down", xw))))))
+            a = 1 / (1 + torch.exp(-mw("rate_up", mw("rate_down", xa))))
+            g = mw("gate_up", 1 / (1 + torch.exp(-mw("gate_down", xg))))
+            if b + "mixer.value_up.weight" in w:
+                nu = 1 / (1 + torch.exp(-mw("value_up", mw("value_down", xv))))
+                v = v + (shared["v"][t] - v) * nu
+            vs.append(v)
+            y = torch.zeros(H * N, dtype=h.dtype)
+            for hh in range(H):
+                sl = slice(hh * N, (hh + 1) * N)
+                kk = k[sl] * w[b + "mixer.key_norm"][sl]
+                kk = kk / max(float(torch.sqrt((kk * kk).sum())), 1e-12)
+                kh = k[sl] * (1 + (a[sl] - 1) * w[b + "mixer.key_rate"][sl])
+                Sa = S[hh] @ (-kk)
+                for i in range(N):
+                    for j in range(N):
+                        S[hh, i, j] = S[hh, i, j] * dec[sl][j] + Sa[i] * kk[j] * a[sl][j] + v[sl][i] * kh[j]
+                o = S[hh] @ r[sl]
+                mean, var = o.mean(), ((o - o.mean()) ** 2).mean()
+                o = (o - mean) / torch.sqrt(var + eps) * w[b + "mixer.group_norm.weight"][sl] + \
+                    w[b + "mixer.group_norm.bias"][sl]
+                y[sl] = o + (r[sl] * kh * w[b + "mixer.bonus"][sl]).sum() * v[sl]
+            outs.append(mw("out", y * g))
+        if b + "mixer.value_up.weight" not in w:
+            shared["v"] = vs
+        return torch.stack(outs)
+
+    per_type = {"rwkv7": rwkv7_mixer, "block_local": block_local_mixer, "retnet": retnet_mixer, "linformer": linformer_mixer, "reformer": reformer_mixer, "gau": gau_mixer,
                 "flash": flash_mixer, "softmax_attention": softmax_mixer, "sliding_window": sliding_mixer,
                 "aft_simple": aft_mixer, "aft_local": aft_local_mixer, "aft_conv": aft_local_mixer,
                 "aft_full": aft_full_mixer, "linear_attention": linear_mixer}
@@ -1053,6 +1115,7 @@ def config_checks(path):
             back = golden.read(path)
         ts = cfg.get("token_shift")
         shift_names = ([] if ts is None else ["shift.mixer", "shift.ffn"] if ts.get("ffn") else ["shift.mixer"])
+        shift_names += ["shift.ffn_mix"] if cfg["ffn"] and cfg["ffn"].get("token_mix") else []
         per_layer = [STATE_NAMES[m["type"]] + shift_names for m in mixer_configs(cfg)]   # each layer its own mixer's
         states = [f"state.{i}.{s}" for i, names in enumerate(per_layer) for s in names] if model.causal else []
         assert list(back) == ["meta", "input", "output"] + [f"layer.{i}" for i in range(cfg["n_layers"])] + \

@@ -359,6 +359,13 @@ Status GpuModel::Create(const Model& model, Device* device, std::unique_ptr<GpuM
     if (model.blocks[l].token_shift.present) {
       return Unsupported("blocks.%zu: the GPU path has no token shift (token_shift)", l);
     }
+    if (model.blocks[l].ffn.token_mix != nullptr) {
+      return Unsupported("blocks.%zu: the GPU path has no FFN token mix (ffn.token_mix)", l);
+    }
+    if (model.blocks[l].ffn.present() &&
+        model.blocks[l].ffn.activation == fb::Activation::ReluSquared) {
+      return Unsupported("blocks.%zu: the GPU path has no relu_squared FFN", l);
+    }
     Block& b = g->blocks_[l];
     RECUR_RETURN_IF_ERROR(g->LoadBlock(l, &b));
     if (b.kind != Kind::kLinear) b.c = b.dk;

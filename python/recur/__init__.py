@@ -113,7 +113,7 @@ def _float32(array):
     return _np.ascontiguousarray(array, dtype=_np.float32)
 
 
-def convert(weights, config, output=None, *, dtype="f32", layout="auto", group=32,
+def convert(weights, config=None, output=None, *, dtype="f32", layout="auto", group=32,
             state_dict_key="", quantize_head=False, allow_extra=False):
     """Converts trained weights into a recur model, as `recur-convert` does.
 
@@ -122,7 +122,8 @@ def convert(weights, config, output=None, *, dtype="f32", layout="auto", group=3
     state_dict_key, "model" or "model.encoder"), or a mapping of tensor names to
     arrays (numpy arrays, torch tensors, anything numpy converts), stored as
     float32. config: a path to the config JSON or the config as a dict
-    (models/configs/README.md has the contract). dtype: the blocks' weight
+    (models/configs/README.md has the contract), or None for a checkpoint
+    whose tensors give its configuration (BlinkDL's RWKV-7 .pth, layout "rwkv"). dtype: the blocks' weight
     matrices as one of recur.dtypes(), e.g. "bf16" or "int8" (group: int4 inputs per
     scale, 32, 64, 128 or 256; quantize_head: head.weight too). layout: one of
     recur.layouts() ("auto": the config's "layout" key, else detected from the
@@ -145,7 +146,9 @@ def convert(weights, config, output=None, *, dtype="f32", layout="auto", group=3
             weights_path = _os.path.join(tmp, "weights.safetensors")
             _recur._write_safetensors(weights_path,
                                       {str(k): _float32(v) for k, v in dict(weights).items()})
-        if isinstance(config, dict):
+        if config is None:
+            config_path = ""
+        elif isinstance(config, dict):
             config_path = _os.path.join(tmp, "config.json")
             with open(config_path, "w") as f:
                 _json.dump(config, f)

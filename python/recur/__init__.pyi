@@ -16,7 +16,7 @@ def layouts() -> tuple[str, ...]: ...
 def dtypes() -> tuple[str, ...]: ...
 def convert(
     weights: Union[str, os.PathLike, Mapping[str, object]],
-    config: Union[str, os.PathLike, dict],
+    config: Optional[Union[str, os.PathLike, dict]] = None,
     output: Optional[Union[str, os.PathLike]] = None,
     *,
     dtype: str = "f32",  # one of dtypes()

@@ -22,7 +22,7 @@ float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 class Rwkv7 final : public Mixer {
  public:
-  // x₋₁ (C), then S (H, N, N).
+  // S (H, N, N), then x₋₁ (C).
   size_t state_floats() const override { return d_model_ + heads_ * n_ * n_; }
 
   size_t shared_row_floats() const override { return width_; }
@@ -75,7 +75,7 @@ class Rwkv7 final : public Mixer {
     ctx.pool->ParallelRanges(batch * heads_, 1, [&](size_t first, size_t last) {
       for (size_t pair = first; pair < last; ++pair) {
         const size_t b = pair / heads_, h = pair % heads_;
-        float* s = states[b] + d_model_ + h * n_ * n_;
+        float* s = states[b] + h * n_ * n_;
         kernels::RecurrenceStepArgs args;
         args.dk = args.dv = n_;
         for (size_t t = 0; t < steps; ++t) {
@@ -185,7 +185,7 @@ class Rwkv7 final : public Mixer {
     const size_t c = d_model_, rows = batch * steps;
     ctx.pool->ParallelRanges(batch, 1, [&](size_t first, size_t last) {
       for (size_t b = first; b < last; ++b) {
-        float* prev = states[b];
+        float* prev = states[b] + heads_ * n_ * n_;
         for (size_t t = 0; t < steps; ++t) {
           const size_t row = b * steps + t;
           const float* xr = x + row * c;

@@ -24,6 +24,7 @@ const std::map<std::string, const char*>& TinyModelPerMixer() {
       {"Reformer", kTinyReformerConfig},
       {"RetNet", kTinyRetNetConfig},
       {"BlockLocal", kTinyBlockLocalConfig},
+      {"Rwkv7", kTinyRwkv7Config},
   };
   return models;
 }

@@ -166,6 +166,17 @@ inline const char* kTinyRetNetConfig = R"({
   "ffn": {"d_ff": 32, "activation": "gelu"}, "final_norm": true,
   "head": {"out": 11, "activation": "softmax"}})";
 
+// RWKV-7: 3 blocks (the first shares its value with the others), 2 heads of
+// 8, the channel mix's relu² and token mix, an input norm.
+inline const char* kTinyRwkv7Config = R"({
+  "layout": "recur", "d_model": 16, "n_layers": 3, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11, "norm": true},
+  "max_positions": 0,
+  "mixer": {"type": "rwkv7", "heads": 2, "head_size": 8, "decay_rank": 4, "rate_rank": 4,
+            "value_rank": 3, "gate_rank": 5},
+  "ffn": {"d_ff": 32, "activation": "relu_squared", "token_mix": true}, "final_norm": true,
+  "head": {"out": 11, "activation": "none"}})";
+
 // Block-local attention (Hugging Face Reformer's LocalSelfAttention): causal,
 // chunks of 5 with one before, the step form (a ring of 10 positions).
 inline const char* kTinyBlockLocalConfig = R"({

@@ -125,6 +125,7 @@ TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every ki
         recur::impl::testing::kTinyAftLocalConfig, recur::impl::testing::kTinyAftConvConfig,
         recur::impl::testing::kTinyAftFullConfig, recur::impl::testing::kTinyGauConfig,
         recur::impl::testing::kTinyRetNetConfig, recur::impl::testing::kTinyBlockLocalConfig,
+        recur::impl::testing::kTinyRwkv7Config,
         recur::impl::testing::kTinyBlockLocalEncoderConfig,
         recur::impl::testing::kTinyMixedConfig, recur::impl::testing::kTinyRotaryConfig,
         recur::impl::testing::kTinyTokenShiftConfig,
@@ -136,8 +137,12 @@ TEST_CASE("cli: inspect's per-block state adds up to the runtime's, for every ki
     uint64_t blocks = 0, blocks_plain = 0;
     for (const auto& b : j["blocks"]) {
       const auto& m = b["mixer"];
+      // The token shift's carries and the FFN token mix's are the block's.
       const uint64_t shift =
-          b.contains("token_shift") ? b["token_shift"]["state_bytes"].get<uint64_t>() : 0;
+          (b.contains("token_shift") ? b["token_shift"]["state_bytes"].get<uint64_t>() : 0) +
+          (!b["ffn"].is_null() && b["ffn"].contains("state_bytes")
+               ? b["ffn"]["state_bytes"].get<uint64_t>()
+               : 0);
       blocks += m["state_bytes"].get<uint64_t>() + shift;
       blocks_plain += m.value("state_bytes_plain_sums", m["state_bytes"].get<uint64_t>()) + shift;
     }

@@ -16,6 +16,7 @@
 #include "converter/mixers/gau.h"
 #include "converter/mixers/linear_attention.h"
 #include "converter/mixers/reformer.h"
+#include "converter/mixers/rwkv7.h"
 #include "converter/mixers/sliding_window.h"
 #include "converter/mixers/softmax_attention.h"
 #include "converter/writer.h"
@@ -257,7 +258,8 @@ TEST_CASE("config: recur layout, invalid values") {
   CHECK(with("/norm_placement", "middle") ==
         "config.json: \"norm_placement\" must be one of \"pre\", \"post\" (got \"middle\")");
   CHECK(with("/ffn/activation", "tanh") ==
-        "config.json: \"ffn.activation\" must be one of \"relu\", \"gelu\" (got \"tanh\")");
+        "config.json: \"ffn.activation\" must be one of \"relu\", \"gelu\", \"relu_squared\" "
+        "(got \"tanh\")");
   // The config names in runtime/mixers/mixers.inc order, each mixer's aliases
   // after its name (aft_local's aft_conv): a new mixer's line adds its name.
   std::string types;
@@ -1463,7 +1465,7 @@ TEST_CASE("config: unknown keys at every level are refused by name (a typo must 
     json j = TokensJson();
     j["ffn"]["activaton"] = "gelu";
     CHECK(ErrorOf(j) ==
-          "config.json: \"ffn.activaton\" is not a known key (known: d_ff, activation, glu)");
+          "config.json: \"ffn.activaton\" is not a known key (known: d_ff, activation, glu, token_mix)");
   }
   {
     json j = TokensJson();
@@ -1535,4 +1537,128 @@ TEST_CASE("config: a library's model class names its layout, and a config no lay
   CHECK(ErrorOf(j) == "config.json: missing key \"d_model\"");
 }
 
+}  // namespace recur::impl::converter
+
+namespace recur::impl::converter {
+namespace {
+
+// A BlinkDL RWKV-7 checkpoint's names and shapes (the .pth of RWKV-LM's
+// trainer; no data): what the shape inference reads.
+TensorViewMap BlinkdlShapes(int64_t layers, int64_t c, int64_t n, int64_t vocab, int64_t d_w,
+                            int64_t d_a, int64_t d_v, int64_t d_g) {
+  TensorViewMap views;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    TensorView v;
+    v.dtype = DType::kBF16;
+    v.shape = std::move(shape);
+    views[name] = v;
+  };
+  add("emb.weight", {vocab, c});
+  add("blocks.0.ln0.weight", {c});
+  add("blocks.0.ln0.bias", {c});
+  for (int64_t i = 0; i < layers; ++i) {
+    const std::string b = "blocks." + std::to_string(i) + ".";
+    const std::string att = b + "att.", ffn = b + "ffn.";
+    for (const char* ln : {"ln1", "ln2"}) {
+      add(b + ln + ".weight", {c});
+      add(b + ln + ".bias", {c});
+    }
+    for (const char* mix : {"x_r", "x_w", "x_k", "x_v", "x_a", "x_g", "w0", "a0", "v0", "k_k",
+                            "k_a"}) {
+      add(att + mix, {1, 1, c});
+    }
+    for (const auto& [l, d] : {std::pair{"w", d_w}, {"a", d_a}, {"v", d_v}, {"g", d_g}}) {
+      add(att + l + "1", {c, d});
+      add(att + l + "2", {d, c});
+    }
+    add(att + "r_k", {c / n, n});
+    for (const char* m : {"receptance", "key", "value", "output"}) add(att + m + ".weight", {c, c});
+    add(att + "ln_x.weight", {c});
+    add(att + "ln_x.bias", {c});
+    add(ffn + "x_k", {1, 1, c});
+    add(ffn + "key.weight", {4 * c, c});
+    add(ffn + "value.weight", {c, 4 * c});
+  }
+  add("ln_out.weight", {c});
+  add("ln_out.bias", {c});
+  add("head.weight", {vocab, c});
+  return views;
+}
+
+// RWKV-LM's trainer sizes the low-rank paths from C (its "suggestion"):
+// max(32, round(f(C)/32)·32), f = 1.8√C (decay, a), 1.3√C (v), 0.6·C^0.8 (gate).
+int64_t LoraWidth(double f) { return std::max<int64_t>(32, int64_t(std::lround(f / 32)) * 32); }
+
+TEST_CASE("rwkv: every published RWKV-7 shape's configuration from its names and shapes") {
+  // (layers, C) of the published 0.1B, 0.4B, 1.5B, 2.9B, 7.2B and 13.3B models; head size 64,
+  // vocabulary 65,536, FFN 4C.
+  for (const auto& [layers, c] : {std::pair<int64_t, int64_t>{12, 768}, {24, 1024}, {24, 2048},
+                                  {32, 2560}, {32, 4096}, {61, 4096}}) {
+    CAPTURE(layers);
+    CAPTURE(c);
+    const double root = std::sqrt(double(c));
+    const int64_t d_w = LoraWidth(1.8 * root), d_v = LoraWidth(1.3 * root),
+                  d_g = LoraWidth(0.6 * std::pow(double(c), 0.8));
+    const TensorViewMap views = BlinkdlShapes(layers, c, 64, 65536, d_w, d_w, d_v, d_g);
+    auto config = ConfigFromTensors(views, Layout::kAuto, "rwkv7.pth");
+    REQUIRE_MESSAGE(config.ok(), config.message());
+    CHECK(config->layout == Layout::kRwkv);
+    const ModelDescription& d = config->desc;
+    CHECK(d.d_model == c);
+    REQUIRE(d.blocks.size() == size_t(layers));
+    CHECK(d.input.vocab_size == 65536);
+    CHECK(d.input.norm);
+    CHECK(d.head.out == 65536);
+    for (size_t i = 0; i < d.blocks.size(); ++i) {
+      const auto* p = d.blocks[i].mixer.As<Rwkv7Params>();
+      REQUIRE(p != nullptr);
+      CHECK(p->heads == c / 64);
+      CHECK(p->head_size == 64);
+      CHECK(p->decay_rank == d_w);
+      CHECK(p->rate_rank == d_w);
+      CHECK(p->gate_rank == d_g);
+      CHECK(p->value_rank == (i == 0 ? 0 : d_v));  // the first block provides v₀
+      CHECK(d.blocks[i].d_ff == 4 * c);
+      CHECK(d.blocks[i].activation == Activation::kReluSquared);
+      CHECK(d.blocks[i].token_mix);
+    }
+    // Every tensor of the model comes from a tensor of the checkpoint with its shape, and
+    // every tensor of the checkpoint is used (or is layer 0's unused value residual).
+    std::map<std::string, int> used;
+    for (const ExpectedTensor& t : ExpectedTensors(d, Layout::kRwkv)) {
+      if (t.transform == SourceTransform::kZeros) continue;
+      std::vector<std::pair<std::string, std::vector<int64_t>>> sources;
+      if (t.transform == SourceTransform::kComputed) {
+        for (const auto& in : t.inputs) sources.emplace_back(in.name, in.shape);
+      } else {
+        sources.emplace_back(t.source_name, t.SourceShape());
+      }
+      for (const auto& [name, shape] : sources) {
+        CAPTURE(name);
+        REQUIRE(views.count(name) == 1);
+        if (t.transform != SourceTransform::kIgnored) CHECK(views.at(name).shape == shape);
+        ++used[name];
+      }
+    }
+    for (const auto& [name, view] : views) {
+      CAPTURE(name);
+      CHECK(used.count(name) == 1);
+    }
+  }
+}
+
+TEST_CASE("rwkv: a checkpoint no layout recognises asks for a config, and bad shapes are named") {
+  TensorViewMap views = BlinkdlShapes(2, 64, 16, 97, 32, 32, 32, 32);
+  views["blocks.0.att.r_k"].shape = {64};
+  auto bad = ConfigFromTensors(views, Layout::kAuto, "rwkv7.pth");
+  REQUIRE(!bad.ok());
+  CHECK(bad.message() == "rwkv7.pth: blocks.0.att.r_k: shape [64], expected 2-D");
+  views.erase("blocks.0.att.w1");
+  auto none = ConfigFromTensors(views, Layout::kAuto, "model.pt");
+  REQUIRE(!none.ok());
+  CHECK(none.message().rfind("model.pt: no config given (--config), and no layout recognises", 0) ==
+        0);
+}
+
+}  // namespace
 }  // namespace recur::impl::converter

@@ -317,7 +317,7 @@ TEST_CASE("ffn glu: linear1 [2·d_ff, d_model], the flag in the file, format_ver
   config["ffn"].erase("glu");
   config["ffn"]["gated"] = true;
   CHECK(ErrorOf(config) ==
-        "config.json: \"ffn.gated\" is not a known key (known: d_ff, activation, glu)");
+        "config.json: \"ffn.gated\" is not a known key (known: d_ff, activation, glu, token_mix)");
 }
 
 TEST_CASE("residual: standard (the default) or reversible, pre-norm with a feed-forward only") {

@@ -28,7 +28,7 @@ const std::vector<const char*> kConfigs = {
     kTinyReformerConfig,      kTinyAftLocalConfig, kTinyAftConvConfig, kTinyAftFullConfig,
     kTinyGauConfig,           kTinyRetNetConfig,   kTinyMixedConfig,   kTinyRotaryConfig,
     kTinyTokenShiftConfig,    kTinyBlockLocalConfig, kTinyBlockLocalEncoderConfig,
-    kTinyReformerTransformersConfig};
+    kTinyReformerTransformersConfig, kTinyRwkv7Config};
 
 // int4 needs input dimensions that are multiples of the group (32): the
 // mixed model's d_model 16 is not. Two mixers, so the int4 seed reaches the

@@ -641,6 +641,27 @@ TEST_CASE("GPU path: token shift is refused by name") {
   CHECK(gpu == nullptr);
 }
 
+TEST_CASE("GPU path: RWKV's channel mix (token mix, relu²) is refused by name") {
+  Loaded rwkv;
+  Load(ReadConfig("rwkv7_tokens"), WeightType::kF32, &rwkv);
+  std::unique_ptr<GpuModel> gpu;
+  Status s = GpuModel::Create(*rwkv.model, TestDevice(), &gpu);
+  CHECK(s.code() == StatusCode::kUnsupported);
+  CHECK(s.message() == "blocks.0: the GPU path has no FFN token mix (ffn.token_mix)");
+  CHECK(gpu == nullptr);
+  // relu² alone, around a mixer the GPU path has: refused too, not run as relu.
+  std::string config = ReadConfig("tiny_pre_tokens");
+  const std::string relu = "\"d_ff\": 64, \"activation\": \"relu\"";
+  const size_t at = config.find(relu);
+  REQUIRE(at != std::string::npos);
+  config.replace(at, relu.size(), "\"d_ff\": 64, \"activation\": \"relu_squared\"");
+  Loaded squared;
+  Load(config, WeightType::kF32, &squared);
+  s = GpuModel::Create(*squared.model, TestDevice(), &gpu);
+  CHECK(s.code() == StatusCode::kUnsupported);
+  CHECK(s.message() == "blocks.0: the GPU path has no relu_squared FFN");
+}
+
 TEST_CASE("GPU path: bad input is an error, and nothing is written") {
   Loaded l;
   Load(ReadConfig("tiny_pre_tokens"), WeightType::kF32, &l);

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from layout_harness import assert_close, recur_convert, tokens
-from test_rwkv7_reference import load_with_rwkv, random_state_dict
+from recur_ref.rwkv7 import random_state_dict
+from test_rwkv7_reference import load_with_rwkv
 
 import recur
 
@@ -120,3 +121,13 @@ def test_refusals(tmp_path):
     rc, err = recur_convert(tmp_path / "missing.pth", "-o", tmp_path / "missing.recur")
     assert rc == 1 and "blocks.1.att.a2" in err and "missing" in err, err
     assert not os.path.exists(tmp_path / "missing.recur")
+
+
+def test_python_convert_needs_no_config(tmp_path):
+    """recur.convert(checkpoint) without a config makes the bytes recur-convert writes; a
+    dict of arrays has no file to infer from and is refused by name."""
+    sd = random_state_dict(2, 64, 16, 97, 16, 16, 8, 32, seed=5)
+    pth, path = convert(sd, tmp_path, "py")
+    assert recur.convert(pth) == open(path, "rb").read()
+    with pytest.raises(recur.InvalidArgument, match="no layout recognises"):
+        recur.convert({"w": np.zeros(3, np.float32)})

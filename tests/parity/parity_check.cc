@@ -293,7 +293,7 @@ int main(int argc, char** argv) {
     const std::string prefix = "state." + std::to_string(l) + ".";
     const std::string shift_prefix = prefix + "shift.";
     std::vector<double> want, shift;
-    for (const char* which : {"mixer", "ffn"}) {
+    for (const char* which : {"mixer", "ffn", "ffn_mix"}) {
       if (g.count(shift_prefix + which)) {
         auto v = g[shift_prefix + which].AsDouble();
         shift.insert(shift.end(), v.begin(), v.end());

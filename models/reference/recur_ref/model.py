@@ -197,11 +197,14 @@ def validate(config: dict) -> None:
 
     ffn = config["ffn"]
     if ffn is not None:   # null: blocks without a feed-forward (and without norm2)
-        need(isinstance(ffn, dict) and {"d_ff", "activation"} <= set(ffn) <= {"d_ff", "activation", "glu"},
-             "ffn must have the keys ['activation', 'd_ff'] and optionally 'glu'")
+        need(isinstance(ffn, dict) and {"d_ff", "activation"} <= set(ffn) <= {"d_ff", "activation", "glu", "token_mix"},
+             "ffn must have the keys ['activation', 'd_ff'] and optionally 'glu', 'token_mix'")
         need(isinstance(ffn.get("glu", False), bool), "ffn.glu must be true or false")
+        need(isinstance(ffn.get("token_mix", False), bool), "ffn.token_mix must be true or false")
+        need(not ffn.get("token_mix", False) or config["norm_placement"] == "pre",
+             "ffn.token_mix needs norm_placement 'pre' (it mixes norm2's outputs of consecutive positions)")
         need(_positive_int(ffn["d_ff"]), "ffn.d_ff must be a positive integer")
-        need(ffn["activation"] in ("relu", "gelu"), "ffn.activation must be 'relu' or 'gelu'")
+        need(ffn["activation"] in ACTIVATIONS, f"ffn.activation must be one of {sorted(ACTIVATIONS)}")
 
     residual = config.get("residual", "standard")
     need(residual in RESIDUALS, f"residual must be one of {list(RESIDUALS)}")
@@ -277,8 +280,10 @@ class TokenShift:
         return out, (torch.cat(carry) if carry else h.new_zeros(0))
 
 
-# A causal block's token-shift state records, after its mixer's (§13).
+# A causal block's token-shift state records, after its mixer's (§13), then the FFN's token
+# mix's carry.
 SHIFT_STATE = ("shift.mixer", "shift.ffn")
+FFN_MIX_STATE = "shift.ffn_mix"
 
 
 def _is_layerwise(mixer: dict) -> bool:
@@ -379,17 +384,30 @@ def make_norm(config: dict, width: Optional[int] = None) -> nn.Module:
     return nn.LayerNorm(d, eps=eps)
 
 
+# The FFN's activations: relu, the exact (erf) gelu, and relu² (RWKV's channel mix).
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "relu_squared": lambda x: F.relu(x) ** 2}
+
+
 class FeedForward(nn.Module):
     """FFN(x) = linear2(act(linear1(x))); gelu is the exact erf form. glu: linear1 has 2·d_ff
     outputs [a | b] and FFN(x) = linear2(act(a) ⊙ b) (performer-pytorch's and linformer's
-    `x, v = w1(x).chunk(2, -1); act(x) * v`)."""
+    `x, v = w1(x).chunk(2, -1); act(x) * v`). token_mix: the input is first x + (x₋₁ − x) ⊙ μ
+    per position, x₋₁ the previous position's (carried in the layer's state as "shift.ffn_mix",
+    zeros before stream position 0; RWKV's channel mix), μ = token_mix (d_model,)."""
 
-    def __init__(self, d_model: int, d_ff: int, activation: str, glu: bool = False):
+    def __init__(self, d_model: int, d_ff: int, activation: str, glu: bool = False,
+                 token_mix: bool = False):
         super().__init__()
         self.glu = glu
         self.linear1 = nn.Linear(d_model, 2 * d_ff if glu else d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
-        self.activation = {"relu": F.relu, "gelu": F.gelu}[activation]
+        self.activation = ACTIVATIONS[activation]
+        self.token_mix = nn.Parameter(torch.rand(d_model)) if token_mix else None
+
+    def mix(self, x: Tensor, prev: Tensor):
+        """x (N, d_model) after prev (d_model,) → (the mixed rows, x's last row: the next carry)."""
+        before = torch.cat([prev[None], x[:-1]])
+        return x + (before - x) * self.token_mix, x[-1]
 
     def forward(self, x: Tensor) -> Tensor:
         h = self.linear1(x)
@@ -404,15 +422,20 @@ class Block(nn.Module):
     built from `mixer` (one mixer dict: its entry of mixer_configs(config)). shared_E: a
     linformer layerwise block's E, the model's one shared parameter (None: its own)."""
 
-    def __init__(self, config: dict, mixer: dict, shared_E: Optional[nn.Parameter] = None):
+    def __init__(self, config: dict, mixer: dict, shared_E: Optional[nn.Parameter] = None,
+                 first: bool = True):
         super().__init__()
         d, m = config["d_model"], mixer
         self.pre_norm = config["norm_placement"] == "pre"
         self.norm1 = make_norm(config)
-        self.mixer = mixers.build_mixer(m, d, **({} if shared_E is None else {"E": shared_E}))
+        kwargs = {} if shared_E is None else {"E": shared_E}
+        if getattr(mixers.MIXERS.get(m.get("type")), "PLACED", False):
+            kwargs["first"] = first   # the model's first block of its type (RWKV-7: no value residual)
+        self.mixer = mixers.build_mixer(m, d, **kwargs)
         ffn = config["ffn"]   # None: no feed-forward, no norm2
         self.norm2 = make_norm(config) if ffn is not None else None
-        self.ffn = FeedForward(d, ffn["d_ff"], ffn["activation"], ffn.get("glu", False)) if ffn is not None else None
+        self.ffn = FeedForward(d, ffn["d_ff"], ffn["activation"], ffn.get("glu", False),
+                               ffn.get("token_mix", False)) if ffn is not None else None
         self.token_shift = TokenShift(config["token_shift"]) if "token_shift" in config else None
 
     def empty_state(self, dtype: torch.dtype) -> Dict[str, Tensor]:
@@ -423,6 +446,8 @@ class Block(nn.Module):
         if ts is not None and self.mixer.causal:
             for key in SHIFT_STATE[:2 if ts.ffn and self.ffn is not None else 1]:
                 state[key] = torch.zeros(ts.carried, dtype=dtype)
+        if self.ffn is not None and self.ffn.token_mix is not None:
+            state[FFN_MIX_STATE] = torch.zeros(self.ffn.token_mix.shape[0], dtype=dtype)
         return state
 
     def _shift(self, h: Tensor, carries: Dict[str, Tensor], key: str) -> Tensor:
@@ -432,10 +457,15 @@ class Block(nn.Module):
             carries[key] = carry
         return h
 
-    def _mix(self, h: Tensor, state: Dict[str, Tensor], chunk: Optional[int], pos: int):
+    def _mix(self, h: Tensor, state: Dict[str, Tensor], chunk: Optional[int], pos: int,
+             shared: Optional[dict] = None):
         """The mixer's form for `chunk` (None: the RNN form) on h, whose first row is
-        stream position pos → (out, new layer state)."""
+        stream position pos → (out, new layer state). shared: the rows the blocks' mixers share
+        in this pass (SHARES_ROWS: RWKV-7's first-layer value)."""
         m = self.mixer
+        if getattr(m, "SHARES_ROWS", False):
+            form = m.recurrent if chunk is None else partial(m.parallel, chunk=chunk)
+            return form(h, state, shared=shared if shared is not None else {})
         if not m.causal:
             form = m.noncausal
         elif chunk is None:
@@ -449,37 +479,43 @@ class Block(nn.Module):
             return a, {"S": S, "z": z}
         return form(h, state)
 
-    def reversible(self, x1: Tensor, x2: Tensor, state: Dict[str, Tensor], chunk: Optional[int], pos: int = 0):
+    def reversible(self, x1: Tensor, x2: Tensor, state: Dict[str, Tensor], chunk: Optional[int], pos: int = 0,
+                   shared: Optional[dict] = None):
         """A reversible block on the two streams (residual "reversible", pre-norm):
         y1 = x1 + Mixer(shift(norm1(x2))); y2 = x2 + FFN(shift(norm2(y1))), shift the token
         shift where the block has one → (y1, y2, the layer's state)."""
         state = dict(state)
-        carries = {key: state.pop(key) for key in SHIFT_STATE if key in state}
+        carries = {key: state.pop(key) for key in (*SHIFT_STATE, FFN_MIX_STATE) if key in state}
         h = self.norm1(x2)
         if self.token_shift is not None:
             h = self._shift(h, carries, "shift.mixer")
-        a, state = self._mix(h, state, chunk, pos)
+        a, state = self._mix(h, state, chunk, pos, shared)
         y1 = x1 + a
         h = self.norm2(y1)
         if self.token_shift is not None and self.token_shift.ffn:
             h = self._shift(h, carries, "shift.ffn")
+        if self.ffn.token_mix is not None:
+            h, carries[FFN_MIX_STATE] = self.ffn.mix(h, carries[FFN_MIX_STATE])
         return y1, x2 + self.ffn(h), {**state, **carries}
 
-    def forward(self, x: Tensor, state: Dict[str, Tensor], chunk: Optional[int], pos: int = 0):
+    def forward(self, x: Tensor, state: Dict[str, Tensor], chunk: Optional[int], pos: int = 0,
+                shared: Optional[dict] = None):
         """x (N, d_model) at stream positions pos.. → (N, d_model), the layer's state after x.
-        chunk None: the RNN form."""
+        chunk None: the RNN form. shared: what the pass's mixers share (see _mix)."""
         state = dict(state)
-        carries = {key: state.pop(key) for key in SHIFT_STATE if key in state}
+        carries = {key: state.pop(key) for key in (*SHIFT_STATE, FFN_MIX_STATE) if key in state}
         if self.pre_norm:    # x = x + Mixer(shift(norm1(x))); x = x + FFN(shift(norm2(x)))
             h = self.norm1(x)
             if self.token_shift is not None:
                 h = self._shift(h, carries, "shift.mixer")
-            a, state = self._mix(h, state, chunk, pos)
+            a, state = self._mix(h, state, chunk, pos, shared)
             x = x + a
             if self.ffn is not None:
                 h = self.norm2(x)
                 if self.token_shift is not None and self.token_shift.ffn:
                     h = self._shift(h, carries, "shift.ffn")
+                if self.ffn.token_mix is not None:
+                    h, carries[FFN_MIX_STATE] = self.ffn.mix(h, carries[FFN_MIX_STATE])
                 x = x + self.ffn(h)
         else:                # x = norm1(x + Mixer(x)); x = norm2(x + FFN(x))
             a, state = self._mix(x, state, chunk, pos)
@@ -573,8 +609,9 @@ class RecurModel(nn.Module):
         # Linformer sharing "layerwise": the first such block creates E, the later ones reuse it.
         self.blocks = nn.ModuleList()
         shared_E = None
-        for m in self.mixers:
-            block = Block(config, m, shared_E if _is_layerwise(m) else None)
+        for i, m in enumerate(self.mixers):
+            first = all(e.get("type") != m.get("type") for e in self.mixers[:i])
+            block = Block(config, m, shared_E if _is_layerwise(m) else None, first)
             if _is_layerwise(m) and shared_E is None:
                 shared_E = block.mixer.E
             self.blocks.append(block)
@@ -646,12 +683,13 @@ class RecurModel(nn.Module):
         h = self.input(x, state.pos)
         layers, states = [], []
         x2 = h   # reversible: x1 = x2 = the input; the stream after block i (and the output) is x1 + x2
+        shared = {}   # what the blocks' mixers share in this pass (RWKV-7's first-layer value)
         for block, layer_state in zip(self.blocks, state.layers):
             if self.reversible:
-                h, x2, layer_state = block.reversible(h, x2, layer_state, chunk, state.pos)
+                h, x2, layer_state = block.reversible(h, x2, layer_state, chunk, state.pos, shared)
                 layers.append(h + x2)
             else:
-                h, layer_state = block(h, layer_state, chunk, state.pos)
+                h, layer_state = block(h, layer_state, chunk, state.pos, shared)
                 layers.append(h)
             states.append(layer_state)
         h = torch.cat([h, x2], dim=-1) if self.concat_streams else layers[-1]

@@ -103,3 +103,45 @@ class Rwkv7:
             logits, state = self.step(int(t), state)
             out.append(logits)
         return torch.stack(out), state
+
+
+def random_state_dict(layers, c, n, vocab, d_w, d_a, d_v, d_g, seed, d_ff=None):
+    """BlinkDL's names and shapes (the .pth of RWKV-LM's RWKV-v7 trainer), with
+    magnitudes like a trained model's: decays spread over (e^{-e^{-0.5}}, 1),
+    token-shift mixes in (0, 1), low-rank paths that move their sigmoids. d_ff: the
+    channel mix's width (default 4c). Float32 tensors; a published shape (0.1B and up)
+    takes its size in float32 of memory."""
+    d_ff = 4 * c if d_ff is None else d_ff
+    g = torch.Generator().manual_seed(seed)
+    u = lambda *shape, lo=-1.0, hi=1.0: lo + (hi - lo) * torch.rand(*shape, generator=g)
+    nrm = lambda *shape, std=1.0: std * torch.randn(*shape, generator=g)
+    h = c // n
+    sd = {"emb.weight": nrm(vocab, c, std=0.5)}
+    for i in range(layers):
+        b, att, ffn = f"blocks.{i}.", f"blocks.{i}.att.", f"blocks.{i}.ffn."
+        if i == 0:
+            sd[b + "ln0.weight"], sd[b + "ln0.bias"] = u(c, lo=0.8, hi=1.2), u(c, lo=-0.1, hi=0.1)
+        for ln in ("ln1", "ln2"):
+            sd[b + ln + ".weight"], sd[b + ln + ".bias"] = u(c, lo=0.8, hi=1.2), u(c, lo=-0.1, hi=0.1)
+        for m in ("x_r", "x_w", "x_k", "x_v", "x_a", "x_g"):
+            sd[att + m] = u(1, 1, c, lo=0.0, hi=1.0)
+        sd[att + "w0"] = u(1, 1, c, lo=-6.0, hi=1.0)
+        sd[att + "w1"], sd[att + "w2"] = nrm(c, d_w, std=0.1), nrm(d_w, c, std=0.1)
+        sd[att + "a0"] = u(1, 1, c, lo=-1.0, hi=1.0)
+        sd[att + "a1"], sd[att + "a2"] = nrm(c, d_a, std=0.1), nrm(d_a, c, std=0.1)
+        if i > 0:  # layer 0's v0, v1, v2 exist in the files but the package ignores them
+            sd[att + "v0"] = u(1, 1, c, lo=-1.0, hi=1.0)
+            sd[att + "v1"], sd[att + "v2"] = nrm(c, d_v, std=0.1), nrm(d_v, c, std=0.1)
+        sd[att + "g1"], sd[att + "g2"] = nrm(c, d_g, std=0.1), nrm(d_g, c, std=0.1)
+        sd[att + "k_k"] = u(1, 1, c, lo=0.7, hi=1.0)
+        sd[att + "k_a"] = u(1, 1, c, lo=0.8, hi=1.2)
+        sd[att + "r_k"] = nrm(h, n, std=0.3)
+        for name in ("receptance", "key", "value", "output"):
+            sd[att + name + ".weight"] = nrm(c, c, std=c ** -0.5)
+        sd[att + "ln_x.weight"], sd[att + "ln_x.bias"] = u(c, lo=0.5, hi=1.5), u(c, lo=-0.1, hi=0.1)
+        sd[ffn + "x_k"] = u(1, 1, c, lo=0.0, hi=1.0)
+        sd[ffn + "key.weight"] = nrm(d_ff, c, std=c ** -0.5)
+        sd[ffn + "value.weight"] = nrm(c, d_ff, std=d_ff ** -0.5)
+    sd["ln_out.weight"], sd["ln_out.bias"] = u(c, lo=0.8, hi=1.2), u(c, lo=-0.1, hi=0.1)
+    sd["head.weight"] = nrm(vocab, c, std=c ** -0.5)
+    return sd
