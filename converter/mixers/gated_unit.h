@@ -39,7 +39,7 @@ inline Status ParseGatedUnit(const MixerConfig& c, const char* length_key, Gated
   if (out->length > 65536) return c.Invalid(length_key, "must be at most 65536");
   out->scale = 1.0f / static_cast<float>(out->length);
   if (auto sc = c.object.find("scale"); sc != c.object.end()) {
-    // > 0 as in the reference (mixers.py); checked after narrowing to float.
+    // > 0 as in the reference (validate_mixer, recur_ref/mixers/registry.py); checked after narrowing to float.
     if (!sc->is_number() || !(sc->get<float>() > 0.0f) || !std::isfinite(sc->get<float>())) {
       return c.Invalid("scale", "must be a finite positive number");
     }

@@ -5,8 +5,9 @@
 
 MAKE_GOLDEN_ARGS are make_golden.py's. The key is a hash of those arguments
 (less --out), the bytes of the config file or weights directory they name, the
-reference's sources (make_golden.py and recur_ref/) and the versions of PyTorch
-and numpy. A golden is a deterministic function of exactly these (fixed seeds,
+reference's sources (make_golden.py, every .py under recur_ref/ and the list of
+mixers runtime/mixers/mixers.inc, which recur_ref/mixers/ follows) and the
+versions of PyTorch and numpy. A golden is a deterministic function of exactly these (fixed seeds,
 float64), so CACHE/KEY holds the files a fresh run would write; its recorded
 command names the temporary folder it was made in. On a miss, make_golden.py writes
 into CACHE/KEY (through a temporary folder, renamed when complete, so that a
@@ -27,6 +28,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+MIXERS_INC = "runtime/mixers/mixers.inc"
 
 
 def portable(arg: str) -> str:
@@ -48,8 +50,11 @@ def key_of(args: list) -> str:
     h.update("\0".join(portable(a) for a in args).encode() + b"\0\0")
     for name in ("torch", "numpy"):
         h.update(f"{name} {importlib.metadata.version(name)}\0".encode())
-    for path in [os.path.join(HERE, "make_golden.py")] + sorted(glob.glob(os.path.join(HERE, "recur_ref", "*.py"))):
+    sources = sorted(glob.glob(os.path.join(HERE, "recur_ref", "**", "*.py"), recursive=True))
+    for path in [os.path.join(HERE, "make_golden.py")] + sources:
         file_digest(h, path, os.path.relpath(path, HERE))
+    # The list of mixers, which says which mixer modules the reference loads.
+    file_digest(h, os.path.join(ROOT, MIXERS_INC), MIXERS_INC)
     for flag in ("--config", "--weights"):
         if flag in args:
             source = args[args.index(flag) + 1]

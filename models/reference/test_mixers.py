@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Self-tests of the mixer references (recur_ref/mixers.py), float64, small sizes.
+"""Self-tests of the mixer references (recur_ref/mixers/), float64, small sizes.
 
     cd models/reference && /usr/bin/python3 -m unittest -q test_mixers
     (or /usr/bin/python3 -m pytest -q test_mixers.py where pytest is installed)
@@ -7,10 +7,16 @@
 Step == parallel (1e-10) for every recurrent mixer, chunk(a)+chunk(b) == whole,
 independent brute-force transcriptions of the docstring math, the fast-transformers
 formulas, RetNet against torchscale's retention formulas, config validation, state sizes,
-and N ≥ 1000 step-vs-parallel runs.
+N ≥ 1000 step-vs-parallel runs, and the package following runtime/mixers/mixers.inc.
 """
 
 import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
 import unittest
 from unittest import mock
 
@@ -20,7 +26,10 @@ import torch.nn.functional as F
 from recur_ref.mixers import (MIXERS, BlockLocalAttention, ROTARY_PAIRS, Rotary, build_mixer, fast_transformers_aft_full,
                               fast_transformers_favor, feature_dim, performer_favor, poly2, random_fourier, retnet_angles,
                               retnet_rotate, rotate_pairs, state_bytes, validate_mixer)
+from recur_ref.mixers import registry
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
 D_MODEL = 12
 TOL = 1e-10
 f64 = torch.float64
@@ -1135,6 +1144,84 @@ class FeatureMaps(unittest.TestCase):
         v = m.value(x).view(2, 9, 2, 3)
         lib = fast_transformers_aft_full(q, k, v, m.u, m.v).reshape(2, 9, 6)
         self.assertLessEqual(maxdiff(m(x), m.out(lib)), TOL)
+
+
+class MixerList(unittest.TestCase):
+    """recur_ref.mixers follows runtime/mixers/mixers.inc: a module per file stem, a class per
+    config name; a listed mixer the reference lacks fails when validated or built, not at import."""
+
+    def test_every_listed_mixer_has_its_module_and_class(self):
+        listed = registry.read_mixers_inc()
+        self.assertGreater(len(listed), 0)
+        for entry in listed:
+            self.assertEqual(MIXERS[entry.config_name].__module__, f"recur_ref.mixers.{entry.file}", entry)
+        self.assertEqual(registry.MISSING, {})
+        # Names beyond the list come from a listed stem's module (aft_conv from aft.py).
+        stems = {entry.file for entry in listed}
+        for name, cls in MIXERS.items():
+            self.assertIn(cls.__module__.rsplit(".", 1)[1], stems, name)
+
+    def test_malformed_list(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "mixers.inc")
+            with open(path, "w") as f:
+                f.write("// comment\nRECUR_MIXER(Softmax, softmax_attention, softmax_attention)\nRECUR_MIXER(Foo, foo)\n")
+            with self.assertRaisesRegex(ImportError, re.escape(f"{path}:3: ") + ".*not RECUR_MIXER"):
+                registry.read_mixers_inc(path)
+            with self.assertRaisesRegex(ImportError, "cannot read the list of mixers .*mixers.inc"):
+                registry.read_mixers_inc(os.path.join(tmp, "absent.inc"))
+
+    def run_copy(self, mixers_inc, script):
+        """Run `script` (Python, after `import recur_ref.mixers as m`) on a copy of the reference
+        whose tree holds runtime/mixers/mixers.inc = mixers_inc (None: no list); → (rc, output)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            ref = os.path.join(tmp, "models", "reference")
+            shutil.copytree(os.path.join(HERE, "recur_ref"), os.path.join(ref, "recur_ref"),
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(os.path.join(REPO_ROOT, "models", "configs"), os.path.join(tmp, "models", "configs"))
+            if mixers_inc is not None:
+                os.makedirs(os.path.join(tmp, "runtime", "mixers"))
+                with open(os.path.join(tmp, "runtime", "mixers", "mixers.inc"), "w") as f:
+                    f.write(mixers_inc)
+            env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=ref)
+            r = subprocess.run([sys.executable, "-c", "import recur_ref.mixers as m\n" + script], cwd=tmp, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            return r.returncode, r.stdout
+
+    def test_listed_mixer_without_module(self):
+        with open(os.path.join(REPO_ROOT, "runtime", "mixers", "mixers.inc")) as f:
+            inc = f.read()
+        inc += "RECUR_MIXER(NewMixer, new_mixer, new_mixer)\nRECUR_MIXER(AftNew, aft_new, aft)\n"
+        script = """
+import json
+from recur_ref import model
+assert "new_mixer" not in m.MIXERS and "softmax_attention" in m.MIXERS
+cfg = {"type": "new_mixer", "heads": 2}
+config = json.load(open("models/configs/tiny_pre_tokens.json"))
+config["mixer"] = cfg
+for name, call in (("validate_mixer", lambda: m.validate_mixer(cfg, 8)), ("build_mixer", lambda: m.build_mixer(cfg, 8)),
+                   ("state_bytes", lambda: m.state_bytes(cfg, 8)), ("model.validate", lambda: model.validate(config)),
+                   ("aft_new", lambda: m.build_mixer({"type": "aft_new"}, 8))):
+    try:
+        call()
+    except m.MixerNotInReference as e:
+        print(name, "->", e)
+    else:
+        print(name, "ran")
+"""
+        rc, out = self.run_copy(inc, script)
+        self.assertEqual(rc, 0, out)
+        for name in ("validate_mixer", "build_mixer", "state_bytes", "model.validate"):
+            self.assertIn(f"{name} -> mixer new_mixer: runtime/mixers/mixers.inc lists it with file new_mixer, but the "
+                          "reference has no module models/reference/recur_ref/mixers/new_mixer.py", out)
+        self.assertIn("aft_new -> mixer aft_new: runtime/mixers/mixers.inc lists it with file aft, but "
+                      "models/reference/recur_ref/mixers/aft.py has no class for it", out)
+
+    def test_no_list(self):
+        rc, out = self.run_copy(None, "")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("cannot read the list of mixers", out)
+        self.assertIn(os.path.join("runtime", "mixers", "mixers.inc"), out)
 
 
 if __name__ == "__main__":

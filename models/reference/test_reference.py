@@ -261,7 +261,7 @@ def uneven_pieces(att, full, state, start):
 def kv_cache_forms(att, full, P, naive, st_ref, widths, what):
     """The per-stream forms of a KV-cache mixer (AFTFull, GAU) over full[start:] from the empty
     state and from the cache of P positions: recurrent == naive[start:], its cache (k, v of
-    `widths`) of every position == mixers.py's (st_ref: a prefill over all of full), chunked
+    `widths`) of every position == recur_ref.mixers' (st_ref: a prefill over all of full), chunked
     parallel (chunks 1, 7, CHUNK, N) == recurrent, the same cache exactly.
     Returns {start: (the state it started from, recurrent outputs, recurrent state)}."""
     runs = {}
@@ -1367,7 +1367,7 @@ def _fm_attention(extra, causal=True, seed=0):
 def feature_map_checks():
     """Per feature map, on LinearAttention alone (float64): the widths C; the
     RNN, chunked-parallel (any chunk) and non-causal forms agree; φ and the
-    whole causal/non-causal mixer equal recur_ref/mixers.py's LinearAttention
+    whole causal/non-causal mixer equal recur_ref.mixers' LinearAttention
     with the same weights and ω."""
     out = []
     for name, extra in FEATURE_MAP_CASES:
@@ -1395,7 +1395,7 @@ def feature_map_checks():
             S0 = torch.rand(FM_HEADS, C, FM_DV, generator=g, dtype=torch.float64)
             z0 = torch.rand(FM_HEADS, C, generator=g, dtype=torch.float64)
             with torch.no_grad():
-                # φ: positive (except relu/poly2's zeros/signs where allowed) and equal to mixers.py's.
+                # φ: positive (except relu/poly2's zeros/signs where allowed) and equal to recur_ref.mixers'.
                 ref = mixers.LinearAttention(cfg, FM_D_MODEL).double()
                 ref.load_state_dict(att.state_dict(), strict=True)
                 t = torch.randn(5, FM_HEADS, FM_DK, generator=g, dtype=torch.float64)
@@ -1415,7 +1415,7 @@ def feature_map_checks():
                     assert_close(nc[1], rec[1], 1e-10, "noncausal vs recurrent: S")
                     assert_close(nc[2], rec[2], 1e-10, "noncausal vs recurrent: z")
                 assert rec[1].shape == (FM_HEADS, C, FM_DV) and rec[2].shape == (FM_HEADS, C)
-                # The whole mixer vs mixers.py (batch 1): causal prefill and the encoder form.
+                # The whole mixer vs recur_ref.mixers (batch 1): causal prefill and the encoder form.
                 ref_y, ref_state = ref.prefill(x[None], ref.initial_state(1))
                 y, S, z = att.parallel(x, torch.zeros_like(S0), torch.zeros_like(z0), CHUNK)
                 assert_close(y, ref_y[0], 1e-10, "causal output vs mixers.LinearAttention")
@@ -1426,7 +1426,7 @@ def feature_map_checks():
                 ref_enc.load_state_dict(enc.state_dict(), strict=True)
                 y, _, _ = enc.noncausal(x, torch.zeros_like(S0), torch.zeros_like(z0))
                 assert_close(y, ref_enc(x[None])[0], 1e-10, "non-causal output vs mixers.LinearAttention")
-        out.append((f"feature map {name}: forms agree, phi == mixers.py", check))
+        out.append((f"feature map {name}: forms agree, phi == recur_ref.mixers", check))
     return out
 
 
@@ -1595,20 +1595,20 @@ def softmax_attention_forms():
                 par_y, par_state = att.parallel(x, state, chunk)
                 assert_close(par_y, rec_y, 1e-12, f"parallel chunk {chunk} vs recurrent (P={P})")
                 assert torch.equal(par_state["K"], K) and torch.equal(par_state["V"], V)
-            # mixers.py's batched form with a fixed max_context cache holding the same P positions.
+            # recur_ref.mixers' batched form with a fixed max_context cache holding the same P positions.
             ref_state = ref.initial_state(1, max_context=P + SM_N + 5)
             ref_state["k"][0, :, :P], ref_state["v"][0, :, :P] = state["K"], state["V"]
             ref_state["pos"] = torch.tensor(P)
             ref_y, ref_state = ref.prefill(x[None], ref_state)
             assert_close(rec_y, ref_y[0], 1e-12, f"recurrent vs mixers.SoftmaxAttention prefill (P={P})")
-            # mixers.py projects the batched (1, N, d) input: another path, equal to rounding.
+            # recur_ref.mixers projects the batched (1, N, d) input: another path, equal to rounding.
             assert_close_rel(ref_state["k"][0, :, :P + SM_N], K, f"mixers cache k (P={P})")
             assert_close_rel(ref_state["v"][0, :, :P + SM_N], V, f"mixers cache v (P={P})")
             # The last position of a causal run sees what the non-causal form sees.
             nc_y, nc_state = att.noncausal(x, state)
             assert_close(nc_y[-1], rec_y[-1], 1e-12, f"noncausal vs recurrent at the last position (P={P})")
         assert_close(att.recurrent(x, empty)[0], ref(x[None])[0], 1e-12, "causal vs mixers.SoftmaxAttention.forward")
-        # Non-causal mixer: naive, and mixers.py's encoder form.
+        # Non-causal mixer: naive, and recur_ref.mixers' encoder form.
         torch.manual_seed(1)
         enc = SoftmaxAttention(_sm_cfg(causal=False), SM_D_MODEL).double()
         assert not enc.causal
@@ -1645,7 +1645,7 @@ def softmax_config_validation():
         (with_mixer(causal="yes"), "causal"),
         (with_mixer(causal=1), "causal"),
         (with_mixer(type="softmax"), "type"),
-        (with_mixer(type="mega"), "type"),       # not a mixer type (the model runs every mixers.py type)
+        (with_mixer(type="mega"), "type"),       # not a mixer type (the model runs every recur_ref.mixers type)
     ]
     expect_rejected(bad)
     for ok in (with_mixer(causal=True), with_mixer(causal=False), with_mixer(dk=3, dv=5)):
@@ -1703,7 +1703,7 @@ def sliding_window_forms():
     parallel (chunks 1, 7, CHUNK, N; exact same state) == the naive set-by-set softmax, from
     an empty state and after P = 1 and 13 positions (continuing at absolute positions);
     the state's ring/glob contents and zero slots; mixers.SlidingWindowAttention's prefill
-    (output and state) and forward; the non-causal form vs naive and mixers.py."""
+    (output and state) and forward; the non-causal form vs naive and recur_ref.mixers."""
     g = torch.Generator().manual_seed(5)
     for case in SW_CASES:
         cfg = {"type": "sliding_window", **case}
@@ -1733,13 +1733,13 @@ def sliding_window_forms():
                 for p in range(gl):
                     assert_close(rec_state["k_glob"][:, p], k[p], 1e-12, f"k_glob slot {p}")
                     assert_close(rec_state["v_glob"][:, p], v[p], 1e-12, f"v_glob slot {p}")
-                # mixers.py with the same state (batch 1).
+                # recur_ref.mixers with the same state (batch 1).
                 ref_state = {s: t[None].clone() for s, t in state.items()}
                 ref_state["pos"] = torch.tensor(P)
                 ref_y, ref_state = ref.prefill(x[None], ref_state)
                 assert_close(rec_y, ref_y[0], 1e-12, f"{case}: recurrent vs mixers prefill (P={P})")
                 assert int(ref_state["pos"]) == end
-                for s in rec_state:   # mixers.py projects one (1, d) row per step: equal to rounding
+                for s in rec_state:   # recur_ref.mixers projects one (1, d) row per step: equal to rounding
                     assert_close_rel(ref_state[s][0], rec_state[s], f"{case}: state {s} vs mixers (P={P})")
             assert_close(ref(full[None])[0], naive, 1e-12, f"{case}: mixers forward vs naive")
             # A short run: the slots never written stay 0 (here R > 3 positions).
@@ -1748,7 +1748,7 @@ def sliding_window_forms():
                 written = set(range(min(3, R))) if "ring" in s else set(range(min(3, gl)))
                 for slot in range(t.shape[1]):
                     assert (slot in written) == bool(t[:, slot].abs().sum() > 0), f"{s} slot {slot}"
-            # Non-causal: naive and mixers.py.
+            # Non-causal: naive and recur_ref.mixers.
             enc_cfg = {**cfg, "causal": False}
             torch.manual_seed(1)
             enc = SlidingWindowAttention(enc_cfg, SW_D_MODEL).double()
@@ -1758,7 +1758,7 @@ def sliding_window_forms():
             q, k, v = _sw_qkv(enc, full)
             want = F.linear(naive_sliding(enc_cfg, q, k, v).reshape(len(full), -1), enc.out.weight, enc.out.bias)
             assert_close(y, want, 1e-12, f"{case}: noncausal vs naive")
-            assert_close(y, ref_enc(full[None])[0], 1e-12, f"{case}: noncausal vs mixers.py")
+            assert_close(y, ref_enc(full[None])[0], 1e-12, f"{case}: noncausal vs recur_ref.mixers")
     # The sets themselves on a hand-checked example: w 3, dilation 2, g 1.
     sets = sliding_sets({"heads": 1, "window": 3, "dilation": 2, "global_tokens": 1}, 8)
     assert sets[0, 7] == [0, 3, 5, 7] and sets[0, 2] == [0, 2] and sets[0, 0] == [0], sets
@@ -1783,7 +1783,7 @@ def aft_simple_forms():
     CHUNK, N) == explicit sums, from the empty state (max −inf) and after P = 9 positions;
     the state (num, den relative to the running max) vs its definition and vs
     mixers.AFTSimple's prefill; keys spanning ±1,000 (exp would overflow) stay finite and
-    agree with mixers.py's log-space forward; the non-causal form vs naive and mixers.py."""
+    agree with recur_ref.mixers' log-space forward; the non-causal form vs naive and recur_ref.mixers."""
     D = AFT_HEADS * AFT_DK
     g = torch.Generator().manual_seed(6)
     torch.manual_seed(0)
@@ -1829,7 +1829,7 @@ def aft_simple_forms():
         assert_close(rec_state["den"], torch.exp(k - mx).sum(0), 1e-10, "den")
         assert_close(rec_state["num"], (torch.exp(k - mx) * v).sum(0), 1e-10, "num")
         assert_close(ref(full[None])[0], naive, 1e-12, "mixers.AFTSimple forward vs naive")
-        # Keys spanning ±1,000: no overflow, same as mixers.py's logcumsumexp form.
+        # Keys spanning ±1,000: no overflow, same as recur_ref.mixers' logcumsumexp form.
         big = AFTSimple(_aft_cfg(), AFT_D_MODEL).double()
         big.load_state_dict(att.state_dict())
         big.key.weight.mul_(1000.0)
@@ -1945,11 +1945,11 @@ def _aftl_cfg(typ, window, causal=True):
 
 def aft_local_forms():
     """AFTLocal / AFTConv's per-stream forms (float64), windows 1 and 5: the tensors (same
-    init as mixers.py's from the same seed); recurrent == chunked parallel (chunks 1, 7,
+    init as recur_ref.mixers' from the same seed); recurrent == chunked parallel (chunks 1, 7,
     CHUNK, N) == explicit sums == mixers.AFTLocal/AFTConv's prefill (same weights via
     load_state_dict), from the empty state and after P = 9 positions, states included; the
     final state vs its definition (num/den/max over p ≤ T − s, rings); keys spanning ±1,000
-    stay finite; the non-causal form vs naive and mixers.py."""
+    stay finite; the non-causal form vs naive and recur_ref.mixers."""
     D = AFT_HEADS * AFT_DK
     g = torch.Generator().manual_seed(16)
     P = 9
@@ -1970,7 +1970,7 @@ def aft_local_forms():
             # Exact: the same draws from the same seed.
             assert all(torch.equal(v, ref.state_dict()[k]) for k, v in att.state_dict().items()), "init differs"
             att, ref = att.double(), ref.double()
-            torch.manual_seed(5)   # a different draw than mixers.py's init, to be sure load_state_dict carries it
+            torch.manual_seed(5)   # a different draw than recur_ref.mixers' init, to be sure load_state_dict carries it
             with torch.no_grad():
                 for prm in att.parameters():
                     prm.add_(0.1 * torch.randn_like(prm))
@@ -2004,7 +2004,7 @@ def aft_local_forms():
                     ref_y, ref_state = ref.prefill(x[None], ref_state)
                     assert_close(rec_y, ref_y[0], 1e-12, f"{what}: recurrent vs {ref_cls.__name__} prefill (P={start})")
                     assert int(ref_state["pos"]) == T
-                    # mixers.py projects one (1, d) row per step: equal to rounding, the max included.
+                    # recur_ref.mixers projects one (1, d) row per step: equal to rounding, the max included.
                     for n in rec_state:
                         assert_close(rec_state[n], ref_state[n][0], 1e-12, f"{what}: state {n} vs {ref_cls.__name__}")
                 # The state after all T positions is its definition: folded p ≤ T − s, ring slot p mod s = p.
@@ -2804,7 +2804,7 @@ def aft_full_forms():
                 y_ref, st_ref = ref.prefill(full[None], ref.initial_state(1))
                 assert_close(y_ref[0], naive, 1e-12, f"{what}: mixers.AFTFull vs naive")
                 kv_cache_forms(att, full, P, naive, st_ref, (D, D), what)
-                # past max_length: parallel, recurrent (and mixers.py) raise naming max_length
+                # past max_length: parallel, recurrent (and recur_ref.mixers) raise naming max_length
                 _, st_full = att.recurrent(full, att.empty_state(torch.float64), 0)
                 stops_at_max_length(att, full, st_full, what)
             # the non-causal (encoder) form
@@ -3004,7 +3004,7 @@ def gau_forms():
             # a cache that does not match the position is refused
             expect_value_error(lambda: att.recurrent(full[:1], st_rec, len(full) - 1), "positions",
                                f"{what}: accepted a cache of the wrong length")
-            # past max_length: parallel, recurrent (and mixers.py) raise naming max_length
+            # past max_length: parallel, recurrent (and recur_ref.mixers) raise naming max_length
             stops_at_max_length(att, full, st_rec, what,
                                 lambda: ref.prefill(full[None, :2], {**{n: st_ref[n] for n in ("k", "v")},
                                                                     "pos": torch.tensor(len(full))}))
@@ -3078,7 +3078,7 @@ def gau_config_validation():
     a mixed model's list; causal false / scale / no scale build; init_state's empty KV cache
     (k (0, s), v (0, E)); a model stepping past max_length raises naming max_length (so does an
     encoder utterance longer than max_length); a mixed [gau, flash] model's parallel form ==
-    its steps; the model runs every mixers.py type."""
+    its steps; the model runs every recur_ref.mixers type."""
     assert set(MIXER_TYPES) == set(mixers.MIXERS), sorted(set(mixers.MIXERS) ^ set(MIXER_TYPES))
     tok = load_config("gau_tokens")
     feat = load_config("gau_features")

@@ -14,7 +14,8 @@ import math
 import torch
 from torch import Tensor
 
-from .mixers import LinearAttention, SlidingWindowAttention, SoftmaxAttention, _rotate
+from .mixers import LinearAttention, SlidingWindowAttention, SoftmaxAttention
+from .mixers.rotary import _rotate
 from .model import RecurModel, sinusoid
 
 # Chunk length of the causal linear-attention form (docs/attention-math.md §3): memory

@@ -4,10 +4,10 @@ Reformer) transformer, run either over a whole sequence at once (parallel form) 
 position at a time (RNN form). A mixed model gives each block its own mixer
 (config "mixer" a list of n_layers mixer dicts; see mixer_configs).
 
-Math: docs/attention-math.md §1 (the block); each block's mixer is its class of
-mixers.py (built by mixers.build_mixer), run through that class's per-stream forms.
-Config keys and tensor names: models/configs/README.md; the module attribute names
-here and in mixers.py are chosen so that `state_dict()` yields exactly those tensor names.
+Math: docs/attention-math.md §1 (the block); each block's mixer is its class in the
+mixers package (mixers/<file>.py, built by mixers.build_mixer), run through that class's
+per-stream forms. Config keys and tensor names: models/configs/README.md; the module attribute
+names here and in mixers/ are chosen so that `state_dict()` yields exactly those tensor names.
 """
 
 import contextlib
@@ -48,7 +48,8 @@ _FAVOR_KEYS = {"n_features", "favor_layout", "softmax_temp", "feature_eps", "eps
                "smoothing"}
 # The mixer types a recur config may name ("mixer": one mixer dict for every block, or a
 # list of n_layers mixer dicts, block i using entry i: a mixed model): every class of
-# mixers.MIXERS, so that a new mixer is one class there.
+# mixers.MIXERS (the classes of the mixer modules runtime/mixers/mixers.inc names), so that a
+# new mixer is its line there and its module in mixers/.
 MIXER_TYPES = tuple(mixers.MIXERS)
 
 
@@ -80,6 +81,8 @@ def _validate_mixer(mixer, d_model) -> None:
         if not ok:
             raise ValueError(what)
 
+    if isinstance(mixer, dict):
+        mixers.mixer_class(mixer.get("type"))   # MixerNotInReference: listed in mixers.inc, not in the reference
     need(isinstance(mixer, dict) and mixer.get("type") in MIXER_TYPES,
          f"mixer.type must be one of {list(MIXER_TYPES)}")
     if mixer["type"] != "linear_attention":
@@ -92,7 +95,7 @@ def _validate_mixer(mixer, d_model) -> None:
         # flash: type, expansion_dim, qk_dim,
         # chunk, optional scale, causal; linformer: type, heads, dk, dv, seq_len, proj_dim, optional
         # sharing, causal (false only); reformer: type, heads, dk, dv, n_buckets, chunk, rounds, optional
-        # causal (false only). mixers.py's rules, whose messages name the offending key.
+        # causal (false only). The mixer classes' rules, whose messages name the offending key.
         mixers.validate_mixer(mixer, d_model)
     else:
         need({"type", "heads", "dk", "dv", "feature_map", "eps"} <= set(mixer)
@@ -104,7 +107,7 @@ def _validate_mixer(mixer, d_model) -> None:
         need(mixer["feature_map"] in mixers.FEATURE_MAPS,
              f"mixer.feature_map must be one of {list(mixers.FEATURE_MAPS)}")
         # eps (> 0, or 0 for the performer maps) and the feature-map rules (favor keys,
-        # n_features, favor_layout, softmax_temp, feature_eps, eps_per_feature): mixers.py
+        # n_features, favor_layout, softmax_temp, feature_eps, eps_per_feature): mixers/linear_attention.py
         mixers.validate_mixer(mixer, d_model)
 
 
@@ -293,7 +296,7 @@ def _is_layerwise(mixer: dict) -> bool:
 
 class State(NamedTuple):
     """The recurrent state after `pos` positions: one dict of tensors per layer, as the
-    layer's mixer class makes it (mixers.py, `empty_state` and the per-stream forms).
+    layer's mixer class makes it (mixers/, `empty_state` and the per-stream forms).
 
     linear_attention (docs/attention-math.md §3), fixed size:
       "S" (H, C, dv): Σ_j φ(k_j) v_jᵀ   (C = feature_dim(mixer config))
@@ -326,8 +329,8 @@ class State(NamedTuple):
       "shift.mixer" (carried,): the shift-1 features of the previous position's norm1 output
       "shift.ffn" (carried,): the same of norm2's output (token_shift.ffn only)
     (carried = the widths of the shift-1 segments; zeros before position 0).
-    Every mixer class documents its own layout (its docstring and `empty_state` in
-    mixers.py); the list above repeats those of the mixers named. In a mixed model each
+    Every mixer class documents its own layout (its docstring and `empty_state` in its
+    module of mixers/); the list above repeats those of the mixers named. In a mixed model each
     layer's dict is its own mixer's.
     Golden records "state.{i}.{name}" follow each dict's order (S, z / K, V / sorted names
     for sliding_window, aft_simple, aft_local, aft_conv, aft_full, gau and flash; then the
