@@ -108,6 +108,20 @@ inline ExpectedTensor IgnoredSource(std::string name, std::vector<int64_t> shape
   return t;
 }
 
+// `t` made of the source tensors `inputs` (each checked for its shape),
+// concatenated in order (their float32 values, row-major): several vectors
+// stacked into a table, or one tensor reshaped ([1, 1, C] read as [C]).
+inline void MakeConcatenation(ExpectedTensor* t, std::vector<ExpectedTensor::Input> inputs) {
+  t->source_name.clear();
+  t->transform = SourceTransform::kComputed;
+  t->inputs = std::move(inputs);
+  t->compute = [](const std::vector<std::vector<float>>& in) {
+    std::vector<float> out;
+    for (const std::vector<float>& part : in) out.insert(out.end(), part.begin(), part.end());
+    return out;
+  };
+}
+
 // `t` made of zeros, with no source tensor (a bias the library does not have).
 inline void MakeZeros(ExpectedTensor* t) {
   t->source_name.clear();

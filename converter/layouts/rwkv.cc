@@ -20,9 +20,6 @@ using nlohmann::json;
 // The att.* vectors stored as (1, 1, C).
 const std::vector<int64_t> Vector3(int64_t c) { return {1, 1, c}; }
 
-// The six token-mix vectors, in recur.fbs Rwkv7.token_mix's row order.
-constexpr const char* kMixNames[] = {"x_r", "x_w", "x_k", "x_v", "x_a", "x_g"};
-
 
 // The 2-D shape of `name` in `tensors`, or an error that names it.
 Status Shape2(const TensorViewMap& tensors, const std::string& name, int64_t* rows,
@@ -167,14 +164,7 @@ class RwkvLayoutConverter final : public LayoutConverter {
                              int64_t head_size, ExpectedTensor* t) {
     const std::string b = "blocks." + std::to_string(block) + ".";
     const std::string att = b + "att.", ffn = b + "ffn.";
-    // A (1, 1, C) vector (or [H, N] table) read as the [n] recur tensor.
-    auto flat = [&](const std::string& source, std::vector<int64_t> shape) {
-      t->source_name.clear();
-      t->transform = SourceTransform::kComputed;
-      t->inputs = {{source, std::move(shape)}};
-      t->compute = [](const std::vector<std::vector<float>>& in) { return in[0]; };
-    };
-    auto transposed = [&](const std::string& source) {
+        auto transposed = [&](const std::string& source) {
       t->source_name = source;
       t->transform = SourceTransform::kTranspose;
       t->source_shape = {t->shape[1], t->shape[0]};
@@ -190,28 +180,22 @@ class RwkvLayoutConverter final : public LayoutConverter {
     } else if (rest == "ffn.linear1.bias" || rest == "ffn.linear2.bias") {
       MakeZeros(t);
     } else if (rest == "ffn.token_mix") {
-      flat(ffn + "x_k", Vector3(c));
+      MakeConcatenation(t, {{ffn + "x_k", Vector3(c)}});
     } else if (rest == "mixer.token_mix") {
-      t->source_name.clear();
-      t->transform = SourceTransform::kComputed;
-      t->inputs.clear();
-      for (const char* mix : kMixNames) t->inputs.push_back({att + mix, Vector3(c)});
-      t->compute = [](const std::vector<std::vector<float>>& in) {
-        std::vector<float> out;
-        for (const std::vector<float>& row : in) out.insert(out.end(), row.begin(), row.end());
-        return out;
-      };
+      std::vector<ExpectedTensor::Input> rows;
+      for (const char* mix : kRwkv7MixNames) rows.push_back({att + mix, {1, 1, c}});
+      MakeConcatenation(t, std::move(rows));
     } else if (rest == "mixer.out.weight") {
       t->source_name = att + "output.weight";
     } else if (rest == "mixer.receptance.weight" || rest == "mixer.key.weight" ||
                rest == "mixer.value.weight") {
       t->source_name = att + rest.substr(6);
     } else if (rest == "mixer.key_norm") {
-      flat(att + "k_k", Vector3(c));
+      MakeConcatenation(t, {{att + "k_k", Vector3(c)}});
     } else if (rest == "mixer.key_rate") {
-      flat(att + "k_a", Vector3(c));
+      MakeConcatenation(t, {{att + "k_a", Vector3(c)}});
     } else if (rest == "mixer.bonus") {
-      flat(att + "r_k", {heads, head_size});
+      MakeConcatenation(t, {{att + "r_k", {heads, head_size}}});
     } else if (rest == "mixer.group_norm.weight" || rest == "mixer.group_norm.bias") {
       t->source_name = att + "ln_x." + rest.substr(17);
     } else {
@@ -223,7 +207,7 @@ class RwkvLayoutConverter final : public LayoutConverter {
         const std::string prefix = std::string("mixer.") + path;
         if (rest == prefix + "_down.weight") transposed(att + letter + "1");
         if (rest == prefix + "_up.weight") transposed(att + letter + "2");
-        if (rest == prefix + "_up.bias") flat(att + letter + "0", Vector3(c));
+        if (rest == prefix + "_up.bias") MakeConcatenation(t, {{att + letter + "0", Vector3(c)}});
       }
     }
   }

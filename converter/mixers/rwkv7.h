@@ -8,6 +8,10 @@
 
 namespace recur::impl::converter {
 
+// The libraries' names of RWKV-7's six token-mix vectors (BlinkDL's and fla's),
+// in the order of recur.fbs Rwkv7.token_mix's rows.
+inline constexpr const char* kRwkv7MixNames[] = {"x_r", "x_w", "x_k", "x_v", "x_a", "x_g"};
+
 struct Rwkv7Params : MixerParamsOf<Rwkv7Params> {
   uint32_t heads = 0;
   uint32_t head_size = 0;  // N

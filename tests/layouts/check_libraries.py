@@ -178,6 +178,17 @@ def rwkv_check():
     assert hasattr(model, "RWKV_x070") and model.RWKV is model.RWKV_x070
 
 
+def fla_check():
+    # Only the pure-PyTorch references, by file path (the package's import needs triton).
+    from fla_naive import dplr_recurrence
+
+    q, k, v = (torch.randn(1, 2, 5, 4) for _ in range(3))
+    a, b = torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    o, s = dplr_recurrence(q, k, v, a, b, -torch.rand(1, 2, 5, 4))
+    check_finite("fla dplr_recurrence", o)
+    assert tuple(s.shape) == (1, 2, 4, 4)
+
+
 CHECKS = [
     ("pytorch-fast-transformers", fast_transformers_check),
     ("performer-pytorch", performer_check),
@@ -186,6 +197,7 @@ CHECKS = [
     ("transformers", transformers_check),
     ("safetensors", safetensors_check),
     ("rwkv", rwkv_check),
+    ("fla-core", fla_check),
 ]
 
 

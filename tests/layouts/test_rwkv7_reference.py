@@ -15,7 +15,8 @@ os.environ["RWKV_CUDA_ON"] = "0"
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "models", "reference"))
-from recur_ref.rwkv7 import Rwkv7, random_state_dict  # noqa: E402
+from fla_naive import dplr_recurrence  # noqa: E402
+from recur_ref.rwkv7 import Rwkv7, random_state_dict, wkv_step  # noqa: E402
 
 ATOL, RTOL = 1e-4, 1e-5
 
@@ -72,3 +73,29 @@ def test_reference_matches_rwkv_package(case, dtype, tmp_path):
             logits, state = package.forward([t], state)
             steps.append(logits.double())
         check(torch.stack(steps), want, "the package's token-by-token form")
+
+
+@pytest.mark.parametrize("heads,n,positions", [(2, 16, 50), (1, 64, 300)])
+def test_state_update_matches_fla_dplr_recurrence(heads, n, positions):
+    """The reference's state update (wkv_step) against flash-linear-attention's pure-PyTorch
+    diagonal-plus-low-rank recurrence (fla-core's dplr/naive.py, float32): its S is the
+    transpose (keys × values), it scales q by N^-1/2 (undone here: RWKV-7 reads with r
+    unscaled), and RWKV-7 is its α = −κ̂, β = κ̂ ⊙ a, gk = log w."""
+    g = torch.Generator().manual_seed(heads * 100 + n)
+    t = lambda: torch.randn(positions, heads, n, generator=g, dtype=torch.float64)  # noqa: E731
+    r, k, v = t(), t(), t()
+    w = torch.exp(-0.606531 * torch.sigmoid(t()))
+    kk = torch.nn.functional.normalize(t(), dim=-1)
+    a = torch.sigmoid(t())
+    s = torch.zeros(heads, n, n, dtype=torch.float64)
+    ys = []
+    for i in range(positions):
+        y, s = wkv_step(s, r[i].reshape(-1), w[i].reshape(-1), k[i].reshape(-1), v[i].reshape(-1),
+                        kk[i].reshape(-1), a[i].reshape(-1))
+        ys.append(y.view(heads, n))
+    want = torch.stack(ys)                                                  # (T, H, N)
+    bhl = lambda x: x.permute(1, 0, 2)[None].float()  # noqa: E731  (T, H, N) → (1, H, T, N)
+    o, state = dplr_recurrence(bhl(r) * n ** 0.5, bhl(k), bhl(v), bhl(-kk), bhl(kk * a), bhl(torch.log(w)))
+    got = o[0].permute(1, 0, 2).double()
+    check(got, want, "fla's dplr_recurrence: outputs")
+    check(state[0].transpose(-1, -2).double(), s, "fla's dplr_recurrence: final state")

@@ -29,6 +29,17 @@ DECAY_SCALE = 0.606531  # e^{-0.5}, as the rwkv package writes it
 GROUP_NORM_EPS = 64e-5
 
 
+def wkv_step(s, r, w, k, v, kk, a):
+    """One position of the state update per head (H heads of N): s (H, N, N), s[h][i][j] with
+    i over values and j over keys; r, w, k, v, kk (κ̂), a (α): (H·N,). Returns (y (H·N,), s).
+        S_h ← S_h diag(w_h) + (S_h (−κ̂_h)) (κ̂_h ⊙ α_h)ᵀ + v_h k_hᵀ,   y_h = S_h r_h"""
+    h, n = s.shape[0], s.shape[1]
+    sa = torch.einsum("hij,hj->hi", s, (-kk).view(h, n))
+    s = (s * w.view(h, 1, n) + sa.view(h, n, 1) * (kk * a).view(h, 1, n)
+         + v.view(h, n, 1) * k.view(h, 1, n))
+    return torch.einsum("hij,hj->hi", s, r.view(h, n)).reshape(-1), s
+
+
 class Rwkv7:
     """A BlinkDL RWKV-7 state dict (the .pth names: emb.weight, blocks.N.att.*,
     blocks.N.ffn.*, ln_out.*, head.weight) as a float64 model."""
@@ -62,11 +73,7 @@ class Rwkv7:
             v_first = v
         else:
             v = v + (v_first - v) * torch.sigmoid(z[p + "v0"] + (xv @ z[p + "v1"]) @ z[p + "v2"])
-        # S ← S diag(w) + (S a') b'ᵀ + v kᵀ with a' = −κ̂, b' = κ̂ ⊙ a, per head.
-        sa = torch.einsum("hij,hj->hi", s, (-kk).view(h, n))
-        s = (s * w.view(h, 1, n) + sa.view(h, n, 1) * (kk * a).view(h, 1, n)
-             + v.view(h, n, 1) * k.view(h, 1, n))
-        y = torch.einsum("hij,hj->hi", s, r.view(h, n)).reshape(-1)
+        y, s = wkv_step(s, r, w, k, v, kk, a)
         y = F.group_norm(y.view(1, -1), h, z[p + "ln_x.weight"], z[p + "ln_x.bias"],
                          eps=GROUP_NORM_EPS).view(-1)
         y = y + ((r * k * z[p + "r_k"].reshape(-1)).view(h, n).sum(-1, keepdim=True)

@@ -1,0 +1,253 @@
+// The fla layout: flash-linear-attention's Hugging Face models (fla-hub's
+// checkpoints) with their config.json (recognised by "model_type") and
+// state_dict names (docs/layouts.md, "flash-linear-attention"). RWKV-7
+// (`RWKV7ForCausalLM`, model_type "rwkv7" or "rwkv7_fla"): the same model as
+// BlinkDL's (layouts/rwkv.cc) with fla's names, its exact decay scale
+// e^{-0.5}, norm_eps on every LayerNorm and head_dim·norm_eps on the group
+// norm.
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "converter/layouts/hf_config.h"
+#include "converter/layouts/layout_converter.h"
+#include "converter/mixers/mixer_converter.h"
+#include "converter/mixers/rwkv7.h"
+
+namespace recur::impl::converter {
+namespace {
+
+using nlohmann::json;
+
+struct FlaOptions : LayoutOptions {
+  bool norm_bias = true;  // the LayerNorms have biases (else zeros)
+  bool tied = false;      // lm_head is the embedding
+};
+
+// fla's low-rank width when the config leaves it null: max(32, round(f/32)·32).
+uint32_t DefaultRank(double f) {
+  return static_cast<uint32_t>(std::max<long>(32, std::lround(f / 32) * 32));
+}
+
+// An optional positive integer that may be null (then *out is unchanged).
+Status NullableUInt(const KeyReader& r, const json& root, const char* key, uint32_t* out,
+                    bool* given) {
+  *given = false;
+  auto it = root.find(key);
+  if (it == root.end() || it->is_null()) return Status::Ok();
+  *given = true;
+  return r.UInt(root, key, "", 1, out);
+}
+
+class FlaLayoutConverter final : public LayoutConverter {
+ public:
+  bool Recognizes(const json& root) const override {
+    const auto type = root.find("model_type");
+    return type != root.end() && (*type == "rwkv7" || *type == "rwkv7_fla");
+  }
+
+  Status Parse(const KeyReader& r, const json& root, ModelDescription* d) const override {
+    RECUR_RETURN_IF_ERROR(CheckTransformersKeys(
+        r, root,
+        {"layout", "notes", "input_description", "output_description", "architectures",
+         "hidden_size", "hidden_ratio", "intermediate_size", "num_hidden_layers", "head_dim",
+         "num_heads", "decay_low_rank_dim", "gate_low_rank_dim", "a_low_rank_dim",
+         "v_low_rank_dim", "hidden_act", "norm_first", "norm_bias", "norm_eps", "attn",
+         "value_dim", "vocab_size"},
+        {"attn_mode", "max_position_embeddings", "use_cache", "pad_token_id", "fuse_norm",
+         "fuse_cross_entropy", "fuse_linear_cross_entropy", "use_l2warp"},
+        "RWKV7Config"));
+    if (!Recognizes(root)) return r.Invalid("model_type", "must be \"rwkv7\" (RWKV7Config)");
+    if (auto a = root.find("architectures"); a != root.end() && !a->is_null()) {
+      if (!a->is_array() || a->size() != 1 || (*a)[0] != "RWKV7ForCausalLM") {
+        return r.Invalid("architectures", "must be [\"RWKV7ForCausalLM\"]");
+      }
+    }
+    if (auto attn = root.find("attn"); attn != root.end() && !attn->is_null()) {
+      return r.Invalid("attn", "must be null: hybrid models with softmax attention layers are "
+                               "not supported");
+    }
+    if (auto act = root.find("hidden_act"); act != root.end() && *act != "sqrelu") {
+      return r.Invalid("hidden_act", "must be \"sqrelu\" (RWKV's channel mix)");
+    }
+    uint32_t c = 2048, layers = 24, vocab = 32000, head_dim = 64;
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "hidden_size", "", 1, &c, false));
+    if (root.contains("num_hidden_layers")) {
+      RECUR_RETURN_IF_ERROR(ParseLayerCount(r, root, "num_hidden_layers", &layers));
+    }
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "vocab_size", "", 1, &vocab, false));
+    bool given = false;
+    uint32_t heads = 0;
+    RECUR_RETURN_IF_ERROR(NullableUInt(r, root, "head_dim", &head_dim, &given));
+    const bool head_dim_given = given || !root.contains("head_dim");  // absent: 64
+    RECUR_RETURN_IF_ERROR(NullableUInt(r, root, "num_heads", &heads, &given));
+    if (!head_dim_given) {
+      if (!given) return r.Invalid("head_dim", "and num_heads are both null");
+      head_dim = c / heads;
+    }
+    if (c % head_dim != 0) {
+      return r.Invalid("head_dim", "(" + std::to_string(head_dim) + ") must divide hidden_size (" +
+                                       std::to_string(c) + ")");
+    }
+    if (auto v = root.find("value_dim"); v != root.end() && !v->is_null()) {
+      const bool all_c = v->is_array() ? std::all_of(v->begin(), v->end(),
+                                                     [&](const json& e) { return e == c; })
+                                       : *v == c;
+      if (!all_c) return r.Invalid("value_dim", "must equal hidden_size (or be null)");
+    }
+    auto p = std::make_unique<Rwkv7Params>();
+    p->heads = c / head_dim;
+    p->head_size = head_dim;
+    // An absent width takes RWKV7Config's default, a null one RWKV7Attention's formula
+    // (scaled for head_dim > 64 but the gate's).
+    const double root_c = std::sqrt(double(c)), factor = head_dim / 64.0;
+    const struct {
+      const char* key;
+      uint32_t* field;
+      uint32_t absent;
+      double null_formula;
+    } widths[] = {{"decay_low_rank_dim", &p->decay_rank, 64, 2.5 * root_c * factor},
+                  {"a_low_rank_dim", &p->rate_rank, 64, 2.5 * root_c * factor},
+                  {"v_low_rank_dim", &p->value_rank, 16, 1.7 * root_c * factor},
+                  {"gate_low_rank_dim", &p->gate_rank, 128, 5 * root_c}};
+    for (const auto& w : widths) {
+      auto it = root.find(w.key);
+      *w.field = it == root.end() ? w.absent : DefaultRank(w.null_formula);
+      RECUR_RETURN_IF_ERROR(NullableUInt(r, root, w.key, w.field, &given));
+    }
+    float norm_eps = 1e-5f;
+    RECUR_RETURN_IF_ERROR(r.PositiveFloat(root, "norm_eps", "", &norm_eps, false));
+    p->group_norm_eps = float(double(head_dim) * double(norm_eps));
+    p->decay_scale = float(std::exp(-0.5));
+    // The FFN: intermediate_size, else hidden_size·hidden_ratio rounded up to 32.
+    uint32_t d_ff = 0, ratio = 4;
+    RECUR_RETURN_IF_ERROR(NullableUInt(r, root, "intermediate_size", &d_ff, &given));
+    if (!given) {
+      RECUR_RETURN_IF_ERROR(NullableUInt(r, root, "hidden_ratio", &ratio, &given));
+      d_ff = (c * ratio + 31) / 32 * 32;
+    }
+    auto o = std::make_shared<FlaOptions>();
+    bool norm_first = true;
+    RECUR_RETURN_IF_ERROR(r.Bool(root, "norm_first", "", &norm_first, false));
+    RECUR_RETURN_IF_ERROR(r.Bool(root, "norm_bias", "", &o->norm_bias, false));
+    RECUR_RETURN_IF_ERROR(r.Bool(root, "tie_word_embeddings", "", &o->tied, false));
+    d->d_model = c;
+    d->norm_placement = NormPlacement::kPre;
+    d->norm = NormKind::kLayerNorm;
+    d->layer_norm_eps = norm_eps;
+    d->input.kind = InputKind::kTokens;
+    d->input.vocab_size = vocab;
+    d->input.norm = norm_first;  // layers.0.pre_norm
+    const MixerType* type = FindMixerType(fb::Mixer::Rwkv7);
+    d->blocks.resize(layers);
+    for (uint32_t i = 0; i < layers; ++i) {
+      auto params = std::make_unique<Rwkv7Params>(*p);
+      type->converter->Place(params.get(), i == 0);
+      BlockDescription& b = d->blocks[i];
+      b.mixer = MixerDescription(type, std::move(params));
+      b.d_ff = d_ff;
+      b.activation = Activation::kReluSquared;
+      b.token_mix = true;
+    }
+    d->final_norm = true;
+    d->has_head = true;
+    d->head.out = vocab;
+    d->head.activation = HeadActivation::kNone;
+    d->layout_options = o;
+    return ParseMetadata(r, root, &d->metadata);
+  }
+
+  void MapTensors(const ModelDescription& d, std::vector<ExpectedTensor>* tensors) const override {
+    const auto& o = static_cast<const FlaOptions&>(*d.layout_options);
+    const int64_t c = d.d_model;
+    for (ExpectedTensor& t : *tensors) {
+      const std::string& name = t.name;
+      const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+      if (name == "input.embedding") {
+        t.source_name = "model.embeddings.weight";
+      } else if (name.rfind("input.norm.", 0) == 0) {
+        t.source_name = "model.layers.0.pre_norm." + name.substr(11);
+      } else if (name.rfind("final_norm.", 0) == 0) {
+        t.source_name = "model.norm." + name.substr(11);
+      } else if (name == "head.weight") {
+        t.source_name = o.tied ? "model.embeddings.weight" : "lm_head.weight";
+      } else if (name == "head.bias") {
+        MakeZeros(&t);
+        continue;
+      } else {
+        uint32_t block = 0;
+        std::string rest;
+        if (SplitBlockName(name, &block, &rest) && block < d.blocks.size()) {
+          const auto* p = d.blocks[block].mixer.As<Rwkv7Params>();
+          if (p != nullptr) MapBlockTensor(block, rest, c, p->heads, p->head_size, &t);
+        }
+      }
+      // A LayerNorm without a bias (norm_bias false): zeros.
+      const bool norm = name.rfind("input.norm.", 0) == 0 || name.rfind("final_norm.", 0) == 0 ||
+                        name.find(".norm1.") != std::string::npos ||
+                        name.find(".norm2.") != std::string::npos;
+      if (norm && bias && !o.norm_bias) MakeZeros(&t);
+    }
+  }
+
+ private:
+  static void MapBlockTensor(uint32_t block, const std::string& rest, int64_t c, int64_t heads,
+                             int64_t head_size, ExpectedTensor* t) {
+    const std::string layer = "model.layers." + std::to_string(block) + ".";
+    const std::string attn = layer + "attn.", ffn = layer + "ffn.";
+    if (rest.rfind("norm1.", 0) == 0) {
+      t->source_name = layer + "attn_norm." + rest.substr(6);
+    } else if (rest.rfind("norm2.", 0) == 0) {
+      t->source_name = layer + "ffn_norm." + rest.substr(6);
+    } else if (rest == "ffn.linear1.weight") {
+      t->source_name = ffn + "key.weight";
+    } else if (rest == "ffn.linear2.weight") {
+      t->source_name = ffn + "value.weight";
+    } else if (rest == "ffn.linear1.bias" || rest == "ffn.linear2.bias") {
+      MakeZeros(t);
+    } else if (rest == "ffn.token_mix") {
+      t->source_name = ffn + "x_k";
+    } else if (rest == "mixer.token_mix") {
+      std::vector<ExpectedTensor::Input> rows;
+      for (const char* mix : kRwkv7MixNames) rows.push_back({attn + mix, {1, 1, c}});
+      MakeConcatenation(t, std::move(rows));
+    } else if (rest == "mixer.receptance.weight") {
+      t->source_name = attn + "r_proj.weight";
+    } else if (rest == "mixer.key.weight") {
+      t->source_name = attn + "k_proj.weight";
+    } else if (rest == "mixer.value.weight") {
+      t->source_name = attn + "v_proj.weight";
+    } else if (rest == "mixer.out.weight") {
+      t->source_name = attn + "o_proj.weight";
+    } else if (rest == "mixer.key_norm") {
+      t->source_name = attn + "k_k";
+    } else if (rest == "mixer.key_rate") {
+      t->source_name = attn + "k_a";
+    } else if (rest == "mixer.bonus") {
+      MakeConcatenation(t, {{attn + "r_k", {heads, head_size}}});
+    } else if (rest.rfind("mixer.group_norm.", 0) == 0) {
+      t->source_name = attn + "g_norm." + rest.substr(17);
+    } else {
+      // <path>_down ← <l>_lora.lora.0 (already [D, C]), <path>_up ← <l>_lora.lora.2.
+      static const std::pair<const char*, const char*> kPaths[] = {
+          {"decay", "w"}, {"rate", "a"}, {"gate", "g"}, {"value", "v"}};
+      for (const auto& [path, letter] : kPaths) {
+        const std::string prefix = std::string("mixer.") + path, lora = attn + letter + "_lora.lora.";
+        if (rest == prefix + "_down.weight") t->source_name = lora + "0.weight";
+        if (rest == prefix + "_up.weight") t->source_name = lora + "2.weight";
+        if (rest == prefix + "_up.bias") t->source_name = lora + "2.bias";
+      }
+    }
+  }
+};
+
+}  // namespace
+
+const LayoutConverter& FlaLayout() {
+  static const FlaLayoutConverter layout;
+  return layout;
+}
+
+}  // namespace recur::impl::converter
