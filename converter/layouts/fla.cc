@@ -13,8 +13,7 @@
 
 #include "converter/layouts/hf_config.h"
 #include "converter/layouts/layout_converter.h"
-#include "converter/mixers/mixer_converter.h"
-#include "converter/mixers/rwkv7.h"
+#include "converter/layouts/rwkv7_model.h"
 
 namespace recur::impl::converter {
 namespace {
@@ -51,11 +50,28 @@ class FlaLayoutConverter final : public LayoutConverter {
   Status Parse(const KeyReader& r, const json& root, ModelDescription* d) const override {
     RECUR_RETURN_IF_ERROR(CheckTransformersKeys(
         r, root,
-        {"layout", "notes", "input_description", "output_description", "architectures",
-         "hidden_size", "hidden_ratio", "intermediate_size", "num_hidden_layers", "head_dim",
-         "num_heads", "decay_low_rank_dim", "gate_low_rank_dim", "a_low_rank_dim",
-         "v_low_rank_dim", "hidden_act", "norm_first", "norm_bias", "norm_eps", "attn",
-         "value_dim", "vocab_size"},
+        {"layout",
+         "notes",
+         "input_description",
+         "output_description",
+         "architectures",
+         "hidden_size",
+         "hidden_ratio",
+         "intermediate_size",
+         "num_hidden_layers",
+         "head_dim",
+         "num_heads",
+         "decay_low_rank_dim",
+         "gate_low_rank_dim",
+         "a_low_rank_dim",
+         "v_low_rank_dim",
+         "hidden_act",
+         "norm_first",
+         "norm_bias",
+         "norm_eps",
+         "attn",
+         "value_dim",
+         "vocab_size"},
         {"attn_mode", "max_position_embeddings", "use_cache", "pad_token_id", "fuse_norm",
          "fuse_cross_entropy", "fuse_linear_cross_entropy", "use_l2warp"},
         "RWKV7Config"));
@@ -66,8 +82,9 @@ class FlaLayoutConverter final : public LayoutConverter {
       }
     }
     if (auto attn = root.find("attn"); attn != root.end() && !attn->is_null()) {
-      return r.Invalid("attn", "must be null: hybrid models with softmax attention layers are "
-                               "not supported");
+      return r.Invalid("attn",
+                       "must be null: hybrid models with softmax attention layers are "
+                       "not supported");
     }
     if (auto act = root.find("hidden_act"); act != root.end() && *act != "sqrelu") {
       return r.Invalid("hidden_act", "must be \"sqrelu\" (RWKV's channel mix)");
@@ -92,14 +109,14 @@ class FlaLayoutConverter final : public LayoutConverter {
                                        std::to_string(c) + ")");
     }
     if (auto v = root.find("value_dim"); v != root.end() && !v->is_null()) {
-      const bool all_c = v->is_array() ? std::all_of(v->begin(), v->end(),
-                                                     [&](const json& e) { return e == c; })
-                                       : *v == c;
+      const bool all_c =
+          v->is_array() ? std::all_of(v->begin(), v->end(), [&](const json& e) { return e == c; })
+                        : *v == c;
       if (!all_c) return r.Invalid("value_dim", "must equal hidden_size (or be null)");
     }
-    auto p = std::make_unique<Rwkv7Params>();
-    p->heads = c / head_dim;
-    p->head_size = head_dim;
+    Rwkv7Params params;
+    params.heads = c / head_dim;
+    params.head_size = head_dim;
     // An absent width takes RWKV7Config's default, a null one RWKV7Attention's formula
     // (scaled for head_dim > 64 but the gate's).
     const double root_c = std::sqrt(double(c)), factor = head_dim / 64.0;
@@ -108,10 +125,10 @@ class FlaLayoutConverter final : public LayoutConverter {
       uint32_t* field;
       uint32_t absent;
       double null_formula;
-    } widths[] = {{"decay_low_rank_dim", &p->decay_rank, 64, 2.5 * root_c * factor},
-                  {"a_low_rank_dim", &p->rate_rank, 64, 2.5 * root_c * factor},
-                  {"v_low_rank_dim", &p->value_rank, 16, 1.7 * root_c * factor},
-                  {"gate_low_rank_dim", &p->gate_rank, 128, 5 * root_c}};
+    } widths[] = {{"decay_low_rank_dim", &params.decay_rank, 64, 2.5 * root_c * factor},
+                  {"a_low_rank_dim", &params.rate_rank, 64, 2.5 * root_c * factor},
+                  {"v_low_rank_dim", &params.value_rank, 16, 1.7 * root_c * factor},
+                  {"gate_low_rank_dim", &params.gate_rank, 128, 5 * root_c}};
     for (const auto& w : widths) {
       auto it = root.find(w.key);
       *w.field = it == root.end() ? w.absent : DefaultRank(w.null_formula);
@@ -119,8 +136,8 @@ class FlaLayoutConverter final : public LayoutConverter {
     }
     float norm_eps = 1e-5f;
     RECUR_RETURN_IF_ERROR(r.PositiveFloat(root, "norm_eps", "", &norm_eps, false));
-    p->group_norm_eps = float(double(head_dim) * double(norm_eps));
-    p->decay_scale = float(std::exp(-0.5));
+    params.group_norm_eps = float(double(head_dim) * double(norm_eps));
+    params.decay_scale = float(std::exp(-0.5));
     // The FFN: intermediate_size, else hidden_size·hidden_ratio rounded up to 32.
     uint32_t d_ff = 0, ratio = 4;
     RECUR_RETURN_IF_ERROR(NullableUInt(r, root, "intermediate_size", &d_ff, &given));
@@ -133,28 +150,15 @@ class FlaLayoutConverter final : public LayoutConverter {
     RECUR_RETURN_IF_ERROR(r.Bool(root, "norm_first", "", &norm_first, false));
     RECUR_RETURN_IF_ERROR(r.Bool(root, "norm_bias", "", &o->norm_bias, false));
     RECUR_RETURN_IF_ERROR(r.Bool(root, "tie_word_embeddings", "", &o->tied, false));
-    d->d_model = c;
-    d->norm_placement = NormPlacement::kPre;
-    d->norm = NormKind::kLayerNorm;
-    d->layer_norm_eps = norm_eps;
-    d->input.kind = InputKind::kTokens;
-    d->input.vocab_size = vocab;
-    d->input.norm = norm_first;  // layers.0.pre_norm
-    const MixerType* type = FindMixerType(fb::Mixer::Rwkv7);
-    d->blocks.resize(layers);
-    for (uint32_t i = 0; i < layers; ++i) {
-      auto params = std::make_unique<Rwkv7Params>(*p);
-      type->converter->Place(params.get(), i == 0);
-      BlockDescription& b = d->blocks[i];
-      b.mixer = MixerDescription(type, std::move(params));
-      b.d_ff = d_ff;
-      b.activation = Activation::kReluSquared;
-      b.token_mix = true;
-    }
-    d->final_norm = true;
-    d->has_head = true;
-    d->head.out = vocab;
-    d->head.activation = HeadActivation::kNone;
+    Rwkv7Model m;
+    m.layers = layers;
+    m.d_model = c;
+    m.vocab = vocab;
+    m.d_ff = d_ff;
+    m.layer_norm_eps = norm_eps;
+    m.input_norm = norm_first;  // layers.0.pre_norm
+    m.mixer = params;
+    DescribeRwkv7(m, d);
     d->layout_options = o;
     return ParseMetadata(r, root, &d->metadata);
   }
@@ -234,7 +238,8 @@ class FlaLayoutConverter final : public LayoutConverter {
       static const std::pair<const char*, const char*> kPaths[] = {
           {"decay", "w"}, {"rate", "a"}, {"gate", "g"}, {"value", "v"}};
       for (const auto& [path, letter] : kPaths) {
-        const std::string prefix = std::string("mixer.") + path, lora = attn + letter + "_lora.lora.";
+        const std::string prefix = std::string("mixer.") + path,
+                          lora = attn + letter + "_lora.lora.";
         if (rest == prefix + "_down.weight") t->source_name = lora + "0.weight";
         if (rest == prefix + "_up.weight") t->source_name = lora + "2.weight";
         if (rest == prefix + "_up.bias") t->source_name = lora + "2.bias";

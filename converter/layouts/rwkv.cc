@@ -9,8 +9,7 @@
 #include <vector>
 
 #include "converter/layouts/layout_converter.h"
-#include "converter/mixers/mixer_converter.h"
-#include "converter/mixers/rwkv7.h"
+#include "converter/layouts/rwkv7_model.h"
 
 namespace recur::impl::converter {
 namespace {
@@ -20,10 +19,8 @@ using nlohmann::json;
 // The att.* vectors stored as (1, 1, C).
 const std::vector<int64_t> Vector3(int64_t c) { return {1, 1, c}; }
 
-
 // The 2-D shape of `name` in `tensors`, or an error that names it.
-Status Shape2(const TensorViewMap& tensors, const std::string& name, int64_t* rows,
-              int64_t* cols) {
+Status Shape2(const TensorViewMap& tensors, const std::string& name, int64_t* rows, int64_t* cols) {
   const auto it = tensors.find(name);
   if (it == tensors.end()) {
     return Status(StatusCode::kInvalidArgument,
@@ -88,43 +85,31 @@ class RwkvLayoutConverter final : public LayoutConverter {
                                       "n_layer", "n_embd", "head_size", "vocab_size", "dim_ffn",
                                       "d_decay_lora", "d_aaa_lora", "d_mv_lora", "d_gate_lora"}));
     uint32_t n_layer = 0, vocab = 0, dim_ffn = 0;
-    auto p = std::make_unique<Rwkv7Params>();
+    Rwkv7Params params;
     RECUR_RETURN_IF_ERROR(ParseLayerCount(r, root, "n_layer", &n_layer));
     RECUR_RETURN_IF_ERROR(r.UInt(root, "n_embd", "", 1, &d->d_model));
-    RECUR_RETURN_IF_ERROR(r.UInt(root, "head_size", "", 1, &p->head_size));
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "head_size", "", 1, &params.head_size));
     RECUR_RETURN_IF_ERROR(r.UInt(root, "vocab_size", "", 1, &vocab));
     RECUR_RETURN_IF_ERROR(r.UInt(root, "dim_ffn", "", 1, &dim_ffn));
-    RECUR_RETURN_IF_ERROR(r.UInt(root, "d_decay_lora", "", 1, &p->decay_rank));
-    RECUR_RETURN_IF_ERROR(r.UInt(root, "d_aaa_lora", "", 1, &p->rate_rank));
-    RECUR_RETURN_IF_ERROR(r.UInt(root, "d_gate_lora", "", 1, &p->gate_rank));
-    RECUR_RETURN_IF_ERROR(r.UInt(root, "d_mv_lora", "", 1, &p->value_rank, n_layer > 1));
-    if (d->d_model % p->head_size != 0) {
-      return r.Invalid("head_size", "(" + std::to_string(p->head_size) +
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "d_decay_lora", "", 1, &params.decay_rank));
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "d_aaa_lora", "", 1, &params.rate_rank));
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "d_gate_lora", "", 1, &params.gate_rank));
+    RECUR_RETURN_IF_ERROR(r.UInt(root, "d_mv_lora", "", 1, &params.value_rank, n_layer > 1));
+    if (d->d_model % params.head_size != 0) {
+      return r.Invalid("head_size", "(" + std::to_string(params.head_size) +
                                         ") must divide n_embd (" + std::to_string(d->d_model) +
                                         ")");
     }
-    p->heads = d->d_model / p->head_size;
-    d->norm_placement = NormPlacement::kPre;
-    d->norm = NormKind::kLayerNorm;
-    d->layer_norm_eps = 1e-5f;  // F.layer_norm's default, as the rwkv package calls it
-    d->input.kind = InputKind::kTokens;
-    d->input.vocab_size = vocab;
-    d->input.norm = true;  // blocks.0.ln0
-    const MixerType* type = FindMixerType(fb::Mixer::Rwkv7);
-    d->blocks.resize(n_layer);
-    for (uint32_t i = 0; i < n_layer; ++i) {
-      auto params = std::make_unique<Rwkv7Params>(*p);
-      type->converter->Place(params.get(), i == 0);
-      BlockDescription& b = d->blocks[i];
-      b.mixer = MixerDescription(type, std::move(params));
-      b.d_ff = dim_ffn;
-      b.activation = Activation::kReluSquared;
-      b.token_mix = true;
-    }
-    d->final_norm = true;
-    d->has_head = true;
-    d->head.out = vocab;
-    d->head.activation = HeadActivation::kNone;
+    params.heads = d->d_model / params.head_size;
+    Rwkv7Model m;
+    m.layers = n_layer;
+    m.d_model = d->d_model;
+    m.vocab = vocab;
+    m.d_ff = dim_ffn;
+    m.layer_norm_eps = 1e-5f;  // F.layer_norm's default, as the rwkv package calls it
+    m.input_norm = true;       // blocks.0.ln0
+    m.mixer = params;
+    DescribeRwkv7(m, d);
     return ParseMetadata(r, root, &d->metadata);
   }
 
@@ -164,7 +149,7 @@ class RwkvLayoutConverter final : public LayoutConverter {
                              int64_t head_size, ExpectedTensor* t) {
     const std::string b = "blocks." + std::to_string(block) + ".";
     const std::string att = b + "att.", ffn = b + "ffn.";
-        auto transposed = [&](const std::string& source) {
+    auto transposed = [&](const std::string& source) {
       t->source_name = source;
       t->transform = SourceTransform::kTranspose;
       t->source_shape = {t->shape[1], t->shape[0]};

@@ -1,11 +1,12 @@
 // RWKV-7's time mix: config keys, tensors, schema table, inspect.
 // The math is docs/attention-math.md §16; the runtime is runtime/mixers/rwkv7.cc.
+#include "converter/mixers/rwkv7.h"
+
 #include <string>
 #include <vector>
 
 #include "converter/json_util.h"
 #include "converter/mixers/mixer_converter.h"
-#include "converter/mixers/rwkv7.h"
 
 namespace recur::impl::converter {
 namespace {
@@ -18,8 +19,7 @@ class Rwkv7ConverterImpl final : public MixerConverter {
   Status Parse(const MixerConfig& c, std::unique_ptr<MixerParams>* out) const override {
     auto p = std::make_unique<Rwkv7Params>();
     RECUR_RETURN_IF_ERROR(c.OnlyKeys({"type", "heads", "head_size", "decay_rank", "rate_rank",
-                                      "value_rank", "gate_rank", "group_norm_eps",
-                                      "decay_scale"}));
+                                      "value_rank", "gate_rank", "group_norm_eps", "decay_scale"}));
     RECUR_RETURN_IF_ERROR(c.UInt("heads", 1, &p->heads));
     RECUR_RETURN_IF_ERROR(c.UInt("head_size", 1, &p->head_size));
     RECUR_RETURN_IF_ERROR(c.UInt("decay_rank", 1, &p->decay_rank));
@@ -41,7 +41,8 @@ class Rwkv7ConverterImpl final : public MixerConverter {
     const auto& p = static_cast<const Rwkv7Params&>(params);
     const int64_t a = p.width(), d = out->d_model();
     out->Add("token_mix", {kMixes, d});
-    for (const char* name : {"receptance", "key", "value"}) out->Add(std::string(name) + ".weight", {a, d});
+    for (const char* name : {"receptance", "key", "value"})
+      out->Add(std::string(name) + ".weight", {a, d});
     out->Add("out.weight", {d, a});
     auto low_rank = [&](const std::string& name, int64_t rank, bool bias) {
       out->Add(name + "_down.weight", {rank, d});
@@ -52,8 +53,8 @@ class Rwkv7ConverterImpl final : public MixerConverter {
     low_rank("rate", p.rate_rank, true);
     if (p.value_rank != 0) low_rank("value", p.value_rank, true);
     low_rank("gate", p.gate_rank, false);
-    for (const char* name : {"key_norm", "key_rate", "bonus", "group_norm.weight",
-                             "group_norm.bias"}) {
+    for (const char* name :
+         {"key_norm", "key_rate", "bonus", "group_norm.weight", "group_norm.bias"}) {
       out->Add(name, {a});
     }
   }
@@ -118,11 +119,14 @@ class Rwkv7ConverterImpl final : public MixerConverter {
     mixer["key"] = refs.Dense(t->key());
     mixer["value"] = refs.Dense(t->value());
     mixer["out"] = refs.Dense(t->out());
-    for (const auto& [name, dense] :
-         {std::pair{"decay_down", t->decay_down()}, {"decay_up", t->decay_up()},
-          {"rate_down", t->rate_down()}, {"rate_up", t->rate_up()},
-          {"gate_down", t->gate_down()}, {"gate_up", t->gate_up()},
-          {"value_down", t->value_down()}, {"value_up", t->value_up()}}) {
+    for (const auto& [name, dense] : {std::pair{"decay_down", t->decay_down()},
+                                      {"decay_up", t->decay_up()},
+                                      {"rate_down", t->rate_down()},
+                                      {"rate_up", t->rate_up()},
+                                      {"gate_down", t->gate_down()},
+                                      {"gate_up", t->gate_up()},
+                                      {"value_down", t->value_down()},
+                                      {"value_up", t->value_up()}}) {
       mixer[name] = refs.Dense(dense);
     }
     mixer["key_norm"] = refs.Ref(t->key_norm());
@@ -131,8 +135,8 @@ class Rwkv7ConverterImpl final : public MixerConverter {
     mixer["group_norm_weight"] = refs.Ref(t->group_norm_weight());
     mixer["group_norm_bias"] = refs.Ref(t->group_norm_bias());
     // S (H, N, N) and x₋₁ (C); the FFN's token mix is the block's.
-    mixer["state_bytes"] = 4 * (uint64_t{refs.d_model()} +
-                                uint64_t{t->heads()} * t->head_size() * t->head_size());
+    mixer["state_bytes"] =
+        4 * (uint64_t{refs.d_model()} + uint64_t{t->heads()} * t->head_size() * t->head_size());
     mixer["state_grows_with_length"] = false;
   }
 

@@ -47,10 +47,10 @@ class Rwkv7 final : public Mixer {
     }
   }
 
-  void Run(const float* x, size_t batch, size_t steps, float* const* states,
-           const StepContext& ctx, float* y) const override {
+  void Run(const float* x, size_t batch, size_t steps, float* const* states, const StepContext& ctx,
+           float* y) const override {
     const size_t rows = batch * steps, c = d_model_, a = width_;
-    float* mixed = ctx.scratch;  // (6, rows, C): x_r, x_w, x_k, x_v, x_a, x_g
+    float* mixed = ctx.scratch;            // (6, rows, C): x_r, x_w, x_k, x_v, x_a, x_g
     float* r = mixed + kMixes * rows * c;  // (rows, A) each, below
     float* k = r + rows * a;
     float* v = k + rows * a;
@@ -69,7 +69,8 @@ class Rwkv7 final : public Mixer {
     LowRank(decay_down_, decay_up_, input(1), rows, Inner::kTanh, hidden, w, ctx);
     LowRank(rate_down_, rate_up_, input(4), rows, Inner::kNone, hidden, rate, ctx);
     LowRank(gate_down_, gate_up_, input(5), rows, Inner::kSigmoid, hidden, g, ctx);
-    if (value_residual_) LowRank(value_down_, value_up_, input(3), rows, Inner::kNone, hidden, nu, ctx);
+    if (value_residual_)
+      LowRank(value_down_, value_up_, input(3), rows, Inner::kNone, hidden, nu, ctx);
     PrepareRows(rows, ctx, k, v, w, rate, kk, nu);
     // Each (stream, head) walks its positions in order; pairs are independent.
     ctx.pool->ParallelRanges(batch * heads_, 1, [&](size_t first, size_t last) {
@@ -106,9 +107,10 @@ class Rwkv7 final : public Mixer {
                           double(t->decay_scale()));
     }
     if ((t->value_down() == nullptr) != (t->value_up() == nullptr)) {
-      return InvalidModel("%s: RWKV-7 value_down and value_up come together (the value "
-                          "residual's two layers), but the file gives one",
-                          layer.c_str());
+      return InvalidModel(
+          "%s: RWKV-7 value_down and value_up come together (the value "
+          "residual's two layers), but the file gives one",
+          layer.c_str());
     }
     auto m = std::make_unique<Rwkv7>();
     m->d_model_ = d_model;
@@ -120,15 +122,15 @@ class Rwkv7 final : public Mixer {
     m->value_residual_ = t->value_down() != nullptr;
     const auto a = uint32_t(m->width_);
     const std::string p = layer + ".mixer.";
-    RECUR_RETURN_IF_ERROR(tensors->Get(t->token_mix(), (p + "token_mix").c_str(),
-                                       {kMixes, d_model}, false, &m->token_mix_));
-    RECUR_RETURN_IF_ERROR(tensors->GetDense(t->receptance(), p + "receptance", a, d_model,
-                                            &m->receptance_));
+    RECUR_RETURN_IF_ERROR(tensors->Get(t->token_mix(), (p + "token_mix").c_str(), {kMixes, d_model},
+                                       false, &m->token_mix_));
+    RECUR_RETURN_IF_ERROR(
+        tensors->GetDense(t->receptance(), p + "receptance", a, d_model, &m->receptance_));
     RECUR_RETURN_IF_ERROR(tensors->GetDense(t->key(), p + "key", a, d_model, &m->key_));
     RECUR_RETURN_IF_ERROR(tensors->GetDense(t->value(), p + "value", a, d_model, &m->value_));
     RECUR_RETURN_IF_ERROR(tensors->GetDense(t->out(), p + "out", d_model, a, &m->out_));
-    RECUR_RETURN_IF_ERROR(LoadLowRank(t->decay_down(), t->decay_up(), p + "decay", d_model, a,
-                                      true, tensors, &m->decay_down_, &m->decay_up_));
+    RECUR_RETURN_IF_ERROR(LoadLowRank(t->decay_down(), t->decay_up(), p + "decay", d_model, a, true,
+                                      tensors, &m->decay_down_, &m->decay_up_));
     RECUR_RETURN_IF_ERROR(LoadLowRank(t->rate_down(), t->rate_up(), p + "rate", d_model, a, true,
                                       tensors, &m->rate_down_, &m->rate_up_));
     RECUR_RETURN_IF_ERROR(LoadLowRank(t->gate_down(), t->gate_up(), p + "gate", d_model, a, false,
@@ -137,10 +139,10 @@ class Rwkv7 final : public Mixer {
       RECUR_RETURN_IF_ERROR(LoadLowRank(t->value_down(), t->value_up(), p + "value", d_model, a,
                                         true, tensors, &m->value_down_, &m->value_up_));
     }
-    RECUR_RETURN_IF_ERROR(tensors->Get(t->key_norm(), (p + "key_norm").c_str(), {a}, false,
-                                       &m->key_norm_));
-    RECUR_RETURN_IF_ERROR(tensors->Get(t->key_rate(), (p + "key_rate").c_str(), {a}, false,
-                                       &m->key_rate_));
+    RECUR_RETURN_IF_ERROR(
+        tensors->Get(t->key_norm(), (p + "key_norm").c_str(), {a}, false, &m->key_norm_));
+    RECUR_RETURN_IF_ERROR(
+        tensors->Get(t->key_rate(), (p + "key_rate").c_str(), {a}, false, &m->key_rate_));
     RECUR_RETURN_IF_ERROR(tensors->Get(t->bonus(), (p + "bonus").c_str(), {a}, false, &m->bonus_));
     RECUR_RETURN_IF_ERROR(tensors->Get(t->group_norm_weight(), (p + "group_norm.weight").c_str(),
                                        {a}, false, &m->group_norm_weight_));
@@ -172,8 +174,10 @@ class Rwkv7 final : public Mixer {
     RECUR_RETURN_IF_ERROR(tensors->GetDense(down, down_name, rank, d_model, down_out));
     RECUR_RETURN_IF_ERROR(tensors->GetDense(up, up_name, a, rank, up_out));
     if (up_bias != (up->bias() >= 0)) {
-      return InvalidModel(up_bias ? "%s needs a bias (w0, a0 or v0)" : "%s has a bias; the "
-                                    "gate's second layer has none", up_name.c_str());
+      return InvalidModel(up_bias ? "%s needs a bias (w0, a0 or v0)"
+                                  : "%s has a bias; the "
+                                    "gate's second layer has none",
+                          up_name.c_str());
     }
     return Status::Ok();
   }
