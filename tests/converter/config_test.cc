@@ -1592,8 +1592,10 @@ int64_t LoraWidth(double f) { return std::max<int64_t>(32, int64_t(std::lround(f
 TEST_CASE("rwkv: every published RWKV-7 shape's configuration from its names and shapes") {
   // (layers, C) of the published 0.1B, 0.4B, 1.5B, 2.9B, 7.2B and 13.3B models; head size 64,
   // vocabulary 65,536, FFN 4C.
-  for (const auto& [layers, c] : {std::pair<int64_t, int64_t>{12, 768}, {24, 1024}, {24, 2048},
-                                  {32, 2560}, {32, 4096}, {61, 4096}}) {
+  for (const auto& shape : {std::pair<int64_t, int64_t>{12, 768}, {24, 1024}, {24, 2048},
+                            {32, 2560}, {32, 4096}, {61, 4096}}) {
+    // Plain locals: clang 14's lambdas (doctest's CAPTURE) cannot capture structured bindings.
+    const int64_t layers = shape.first, c = shape.second;
     CAPTURE(layers);
     CAPTURE(c);
     const double root = std::sqrt(double(c));
@@ -1633,14 +1635,16 @@ TEST_CASE("rwkv: every published RWKV-7 shape's configuration from its names and
       } else {
         sources.emplace_back(t.source_name, t.SourceShape());
       }
-      for (const auto& [name, shape] : sources) {
+      for (const auto& source : sources) {
+        const std::string& name = source.first;
         CAPTURE(name);
         REQUIRE(views.count(name) == 1);
-        if (t.transform != SourceTransform::kIgnored) CHECK(views.at(name).shape == shape);
+        if (t.transform != SourceTransform::kIgnored) CHECK(views.at(name).shape == source.second);
         ++used[name];
       }
     }
-    for (const auto& [name, view] : views) {
+    for (const auto& entry : views) {
+      const std::string& name = entry.first;
       CAPTURE(name);
       CHECK(used.count(name) == 1);
     }
