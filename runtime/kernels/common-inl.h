@@ -61,23 +61,6 @@ HWY_INLINE V CompensatedUpdate(V sum, V y, V* comp) {
   return t;
 }
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// AVX512-VNNI vpdpbusd: acc[j] += Σ_{k<4} u[4j+k]·s[4j+k], u unsigned and s
-// signed bytes, the sum wrapping (no saturation). Only where
-// Avx512VnniEnabled() (dispatch/target_limit.h). Inline asm: the AVX3
-// target's attributes lack avx512vnni, and a function with its own would
-// keep the tiles from inlining into it; ymm forced to the EVEX encoding (the
-// VEX one is AVX-VNNI, which Zen 4 lacks).
-HWY_INLINE __m512i DpBusd(__m512i acc, __m512i u, __m512i s) {
-  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
-  return acc;
-}
-HWY_INLINE __m256i DpBusd(__m256i acc, __m256i u, __m256i s) {
-  __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
-  return acc;
-}
-#endif
-
 }  // namespace HWY_NAMESPACE
 }  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();
