@@ -7,18 +7,18 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "machine_limits.cc"
+#include "hwy/aligned_allocator.h"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-#include "hwy/aligned_allocator.h"
-
-#if HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
-#include <arm_neon.h>
-#endif
+#include "kernels/isa/isa-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace bench {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+// The kernels' named per-ISA operations: the int8 dot peak below is
+// measured on the steps the int8 kernels take.
+namespace isa = recur::impl::kernels::HWY_NAMESPACE::isa;
 
 // Runs `iterations` × 12 independent FMA chains; returns FLOPs done. Each
 // chain starts from its own value: chains that start equal are provably
@@ -71,66 +71,56 @@ HWY_INLINE int32_t Chains(size_t iterations, const Start& start, const Step& ste
 double Int8DotChains(size_t iterations, int form, int32_t* sink) {
   [[maybe_unused]] constexpr int32_t kW = 0x7F03FD81;  // weights 127, 3, -3, -127
   [[maybe_unused]] auto seed = [](int c) { return 0x01020304 + 0x01010101 * c; };
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#if RECUR_ISA_AVX2
   if (form == 0) {
-#if HWY_TARGET <= HWY_AVX2
-    const __m256i w = _mm256_set1_epi32(kW), abs_w = _mm256_abs_epi8(w);
-    *sink = Chains<12, __m256i>(
-        iterations, [&](int c) HWY_ATTR { return _mm256_set1_epi32(seed(c)); },
-        [&](__m256i a) HWY_ATTR {
-          const __m256i p = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(a, w));
-          return _mm256_add_epi32(a, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+    namespace x = isa::x256;
+    const x::VecI w = x::SetI32(kW), abs_w = x::AbsI8(w);
+    *sink = Chains<12, x::VecI>(
+        iterations, [&](int c) HWY_ATTR { return x::SetI32(seed(c)); },
+        [&](x::VecI a) HWY_ATTR {
+          const x::VecI p = x::MulAddPairsU8I8(abs_w, x::ApplySign(a, w));
+          return x::AddI32(a, x::SumPairsI16(p));
         });
     return 2.0 * 12 * 32 * double(iterations);
-#endif
   }
 #endif
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  const __m512i w = _mm512_set1_epi32(kW);
-  auto start = [&](int c) HWY_ATTR { return _mm512_set1_epi32(seed(c)); };
+#if RECUR_ISA_AVX3
+  namespace x = isa::x512;
+  const x::VecI w = x::SetI32(kW);
+  auto start = [&](int c) HWY_ATTR { return x::SetI32(seed(c)); };
   if (form == 1) {
-    const __m512i abs_w = _mm512_abs_epi8(w);
-    const __mmask64 neg = _mm512_movepi8_mask(w);
-    *sink = Chains<12, __m512i>(iterations, start, [&](__m512i a) HWY_ATTR {
-      const __m512i v = _mm512_mask_sub_epi8(a, neg, _mm512_setzero_si512(), a);
-      const __m512i p = _mm512_maddubs_epi16(abs_w, v);
-      return _mm512_add_epi32(a, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+    const x::VecI abs_w = x::AbsI8(w);
+    const x::Mask64 neg = x::NegativeLanes(w);
+    *sink = Chains<12, x::VecI>(iterations, start, [&](x::VecI a) HWY_ATTR {
+      const x::VecI p = x::MulAddPairsU8I8(abs_w, x::NegateWhere(neg, a));
+      return x::AddI32(a, x::SumPairsI16(p));
     });
     return 2.0 * 12 * 64 * double(iterations);
   }
-  if (form == 2) {  // inline asm, as the kernels have it (kernels/common-inl.h)
-    *sink = Chains<12, __m512i>(iterations, start, [&](__m512i a) HWY_ATTR {
-      __asm__("vpdpbusd %1, %2, %0" : "+v"(a) : "v"(w), "v"(a));
-      return a;
-    });
+  if (form == 2) {  // vpdpbusd, as the kernels have it
+    *sink = Chains<12, x::VecI>(iterations, start,
+                                [&](x::VecI a) HWY_ATTR { return x::DotU8I8Accumulate(a, a, w); });
     return 2.0 * 12 * 64 * double(iterations);
   }
-#elif HWY_ARCH_X86 && (HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3)
+#elif RECUR_ISA_SSSE3
   if (form == 0) {
-    const __m128i w = _mm_set1_epi32(kW), abs_w = _mm_abs_epi8(w);
-    *sink = Chains<12, __m128i>(
-        iterations, [&](int c) HWY_ATTR { return _mm_set1_epi32(seed(c)); },
-        [&](__m128i a) HWY_ATTR {
-          const __m128i p = _mm_maddubs_epi16(abs_w, _mm_sign_epi8(a, w));
-          return _mm_add_epi32(a, _mm_madd_epi16(p, _mm_set1_epi16(1)));
+    namespace x = isa::x128;
+    const x::VecI w = x::SetI32(kW), abs_w = x::AbsI8(w);
+    *sink = Chains<12, x::VecI>(
+        iterations, [&](int c) HWY_ATTR { return x::SetI32(seed(c)); },
+        [&](x::VecI a) HWY_ATTR {
+          const x::VecI p = x::MulAddPairsU8I8(abs_w, x::ApplySign(a, w));
+          return x::AddI32(a, x::SumPairsI16(p));
         });
     return 2.0 * 12 * 16 * double(iterations);
   }
-#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
+#elif RECUR_ISA_NEON
   if (form == 0) {
-    const int8x16_t w = vreinterpretq_s8_s32(vdupq_n_s32(kW));
-    *sink = Chains<12, int32x4_t>(
-        iterations, [&](int c) HWY_ATTR { return vdupq_n_s32(seed(c)); },
-        [&](int32x4_t a) HWY_ATTR {
-          const int8x16_t x = vreinterpretq_s8_s32(a);
-#if defined(__ARM_FEATURE_DOTPROD)
-          return vdotq_s32(a, w, x);
-#else
-          int16x8_t p = vmull_s8(vget_low_s8(w), vget_low_s8(x));
-          p = vmlal_high_s8(p, w, x);
-          return vpadalq_s16(a, p);
-#endif
-        });
+    namespace x = isa::neon;
+    const x::VecI8 w = x::AsI8(x::SetI32(kW));
+    *sink = Chains<12, x::VecI32>(
+        iterations, [&](int c) HWY_ATTR { return x::SetI32(seed(c)); },
+        [&](x::VecI32 a) HWY_ATTR { return x::DotI8I8Accumulate(a, w, x::AsI8(a)); });
     return 2.0 * 12 * 16 * double(iterations);
   }
 #endif

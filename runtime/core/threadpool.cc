@@ -8,20 +8,10 @@
 #include <thread>
 #include <vector>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
+#include "core/cpu_relax.h"
 
 namespace recur::impl {
 namespace {
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
 
 // How long an idle worker spins on the generation before it sleeps: a few
 // hundred µs (PAUSE takes 10-140 cycles), so the layers of a step, µs apart,

@@ -1,10 +1,12 @@
 // Per-target helpers shared by the kernel families: partial-vector loads and
-// stores for loop tails. Include from a family's -inl.h.
+// stores for loop tails, a compensated addition. Include from a family's
+// -inl.h; it brings the named per-ISA operations (kernels/isa/isa-inl.h).
 //
-// Highway 1.0.3's MaskedLoad is only safe on x86 AVX2/AVX3 (fault-suppressing
-// maskload). On SSE4/SSSE3/EMU128/SCALAR it does an aligned full-vector Load,
-// which would read past the array end and requires alignment, so those
-// targets go through a stack buffer instead.
+// Highway 1.0.3's MaskedLoad is only safe where isa::kMaskedLoadSkipsInactiveLanes
+// (x86 AVX2/AVX3: fault-suppressing masked moves; SVE). On SSE4/SSSE3/EMU128/
+// SCALAR it does an aligned full-vector Load, which would read past the array
+// end and requires alignment, so those targets go through a stack buffer
+// instead.
 #if defined(RECUR_KERNELS_COMMON_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef RECUR_KERNELS_COMMON_INL_H_
 #undef RECUR_KERNELS_COMMON_INL_H_
@@ -16,47 +18,38 @@
 #include <cstring>
 
 #include "hwy/highway.h"
+#include "kernels/isa/isa-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Masked loads and stores that never touch inactive lanes' memory: AVX2 and
-// AVX-512 masked moves, SVE predicated ld1/st1.
-#if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) || (HWY_ARCH_ARM_A64 && HWY_HAVE_SCALABLE)
-#define RECUR_KERNELS_HAVE_SAFE_MASKED_LOAD 1
-#else
-#define RECUR_KERNELS_HAVE_SAFE_MASKED_LOAD 0
-#endif
-
 // Loads p[0, n) into the low lanes, zeros elsewhere. Requires n < Lanes(d).
 // Reads nothing at or past p + n.
 template <class D>
 HWY_INLINE hn::Vec<D> LoadTail(D d, const float* HWY_RESTRICT p, size_t n) {
-#if RECUR_KERNELS_HAVE_SAFE_MASKED_LOAD
-  return hn::MaskedLoad(hn::FirstN(d, n), d, p);
-#else
-  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
-  std::memcpy(buf, p, n * sizeof(float));
-  return hn::Load(d, buf);
-#endif
+  if constexpr (isa::kMaskedLoadSkipsInactiveLanes) {
+    return hn::MaskedLoad(hn::FirstN(d, n), d, p);
+  } else {
+    HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)] = {};
+    std::memcpy(buf, p, n * sizeof(float));
+    return hn::Load(d, buf);
+  }
 }
 
 // Stores the low n lanes of v to p[0, n). Requires n < Lanes(d).
 // Writes nothing at or past p + n.
 template <class D>
 HWY_INLINE void StoreTail(hn::Vec<D> v, D d, float* HWY_RESTRICT p, size_t n) {
-#if RECUR_KERNELS_HAVE_SAFE_MASKED_LOAD
-  hn::BlendedStore(v, hn::FirstN(d, n), d, p);
-#else
-  HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)];
-  hn::Store(v, d, buf);
-  std::memcpy(p, buf, n * sizeof(float));
-#endif
+  if constexpr (isa::kMaskedLoadSkipsInactiveLanes) {
+    hn::BlendedStore(v, hn::FirstN(d, n), d, p);
+  } else {
+    HWY_ALIGN float buf[HWY_MAX_BYTES / sizeof(float)];
+    hn::Store(v, d, buf);
+    std::memcpy(p, buf, n * sizeof(float));
+  }
 }
-
-#undef RECUR_KERNELS_HAVE_SAFE_MASKED_LOAD
 
 // One compensated (Kahan) addition: returns sum + y, where y = term − *comp
 // (the caller forms it, fused or not), and leaves in *comp what the float
@@ -67,23 +60,6 @@ HWY_INLINE V CompensatedUpdate(V sum, V y, V* comp) {
   *comp = hn::Sub(hn::Sub(t, sum), y);
   return t;
 }
-
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// AVX512-VNNI vpdpbusd: acc[j] += Σ_{k<4} u[4j+k]·s[4j+k], u unsigned and s
-// signed bytes, the sum wrapping (no saturation). Only where
-// Avx512VnniEnabled() (dispatch/target_limit.h). Inline asm: the AVX3
-// target's attributes lack avx512vnni, and a function with its own would
-// keep the tiles from inlining into it; ymm forced to the EVEX encoding (the
-// VEX one is AVX-VNNI, which Zen 4 lacks).
-HWY_INLINE __m512i DpBusd(__m512i acc, __m512i u, __m512i s) {
-  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
-  return acc;
-}
-HWY_INLINE __m256i DpBusd(__m256i acc, __m256i u, __m256i s) {
-  __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
-  return acc;
-}
-#endif
 
 }  // namespace HWY_NAMESPACE
 }  // namespace recur::impl::kernels

@@ -49,7 +49,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 namespace dense_detail {
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if RECUR_ISA_AVX3
 inline constexpr size_t kMaxB = 6;  // 32 vector registers
 #else
 inline constexpr size_t kMaxB = 3;  // 16 vector registers (or scalar)
@@ -417,7 +417,7 @@ HWY_INLINE void RowTiles(D d, const float* x, size_t x_stride, size_t batch, con
 #endif  // HWY_HAVE_SCALABLE
 }
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if RECUR_ISA_AVX3
 #define RECUR_DENSE_PANELS 1
 // ---------------------------------------------------------------------------
 // Batch panels (AVX-512 only: with 16 registers, 4×2 tiles measured slower
@@ -620,7 +620,7 @@ template <class D>
 HWY_INLINE size_t PanelScratchFloats(D, size_t, size_t, size_t) {
   return 0;  // no panels on this target
 }
-#endif  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#endif  // RECUR_ISA_AVX3
 
 }  // namespace dense_detail
 

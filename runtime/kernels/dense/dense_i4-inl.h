@@ -23,7 +23,9 @@
 // exact Σ q_w·q_x; it is converted to f32 and multiplied by the group's scale
 // into f32 lane accumulators, summed across lanes at the end of the row.
 // From kGemmMinBatch rows AVX2 and AVX-512 run a packed GEMM instead
-// (VnniGemm, Avx2Gemm below).
+// (VnniGemm, Avx2Gemm below). The steps are isa::I4DotStep of kernels/isa/;
+// the x86-only forms (TilePairs, the VNNI mat-vec, the GEMMs) are written
+// with the named operations of isa::x256 and isa::x512.
 #if defined(RECUR_KERNELS_DENSE_DENSE_I4_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef RECUR_KERNELS_DENSE_DENSE_I4_INL_H_
 #undef RECUR_KERNELS_DENSE_DENSE_I4_INL_H_
@@ -42,13 +44,9 @@
 #include "kernels/common-inl.h"
 #include "kernels/dense/dense.h"
 #include "kernels/dense/dense_ref.h"
-#include "kernels/dense/transpose-inl.h"
 #include "kernels/dispatch/target_limit.h"
 #include "kernels/elementwise/elementwise-inl.h"
-
-#if HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
-#include <arm_neon.h>
-#endif
+#include "kernels/isa/isa-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace recur::impl::kernels {
@@ -66,108 +64,18 @@ static_assert(kQBytes >= kDenseI4DotMaxIn, "a row must fit the quantisation buff
 // f32-activation path: inputs decoded per pass over a weight row.
 inline constexpr size_t kDecodeInputs = 512;
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#if RECUR_ISA_DOT_STEPS
 #define RECUR_I4_TILES 1
-struct Ops {
-#if HWY_TARGET <= HWY_AVX3
-  static constexpr size_t kMaxB = 4;  // 32 registers
-#else
-  static constexpr size_t kMaxB = 2;
+using Ops = isa::I4DotStep;
+// Activation rows per tile: kO f32 and kO i32 sums per row, 4 rows in 32
+// registers, 2 in 16.
+inline constexpr size_t kTileRows = isa::kVectorRegisters >= 32 ? 4 : 2;
 #endif
-  using Acc = __m256i;
-  using W = __m256i;
-  using F = __m256;
-  static HWY_INLINE F ZeroF() { return _mm256_setzero_ps(); }
-  static HWY_INLINE W LoadW(const uint8_t* p) {
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m256i both =
-        _mm256_inserti128_si256(_mm256_castsi128_si256(b), _mm_srli_epi16(b, 4), 1);
-    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-  }
-  static HWY_INLINE Acc Dot(Acc acc, const W& w, const int8_t* x) {
-    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-    const __m256i p16 = _mm256_maddubs_epi16(w, xv);
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
-  }
-  // c in lane 0, zeros elsewhere.
-  static HWY_INLINE Acc Lane0(int32_t c) {
-    return _mm256_zextsi128_si256(_mm_cvtsi32_si128(c));
-  }
-  static HWY_INLINE F MulAdd(Acc acc, float scale, F f) {
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc), _mm256_set1_ps(scale), f);
-  }
-  static HWY_INLINE float Sum(F f) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-  }
-};
-#elif HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
-#define RECUR_I4_TILES 1
-struct Ops {
-  static constexpr size_t kMaxB = 2;
-  using Acc = __m128i;
-  struct W {
-    __m128i lo, hi;
-  };
-  using F = __m128;
-  static HWY_INLINE F ZeroF() { return _mm_setzero_ps(); }
-  static HWY_INLINE W LoadW(const uint8_t* p) {
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    return {_mm_and_si128(b, mask), _mm_and_si128(_mm_srli_epi16(b, 4), mask)};
-  }
-  static HWY_INLINE Acc Dot(Acc acc, const W& w, const int8_t* x) {
-    const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
-    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 16));
-    const __m128i p16 = _mm_add_epi16(_mm_maddubs_epi16(w.lo, x0), _mm_maddubs_epi16(w.hi, x1));
-    return _mm_add_epi32(acc, _mm_madd_epi16(p16, _mm_set1_epi16(1)));
-  }
-  static HWY_INLINE Acc Lane0(int32_t c) { return _mm_cvtsi32_si128(c); }
-  static HWY_INLINE F MulAdd(Acc acc, float scale, F f) {
-    return _mm_add_ps(f, _mm_mul_ps(_mm_cvtepi32_ps(acc), _mm_set1_ps(scale)));
-  }
-  static HWY_INLINE float Sum(F s) {
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-  }
-};
-#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
-#define RECUR_I4_TILES 1
-struct Ops {
-  static constexpr size_t kMaxB = 4;
-  using Acc = int32x4_t;
-  struct W {
-    int8x16_t lo, hi;
-  };
-  using F = float32x4_t;
-  static HWY_INLINE F ZeroF() { return vdupq_n_f32(0.0f); }
-  static HWY_INLINE W LoadW(const uint8_t* p) {
-    const uint8x16_t b = vld1q_u8(p);
-    return {vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(0x0F))),
-            vreinterpretq_s8_u8(vshrq_n_u8(b, 4))};
-  }
-  static HWY_INLINE Acc Dot(Acc acc, const W& w, const int8_t* x) {
-    const int8x16_t x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16);
-#if defined(__ARM_FEATURE_DOTPROD)
-    return vdotq_s32(vdotq_s32(acc, w.lo, x0), w.hi, x1);
-#else
-    int16x8_t p = vmull_s8(vget_low_s8(w.lo), vget_low_s8(x0));
-    p = vmlal_high_s8(p, w.lo, x0);
-    acc = vpadalq_s16(acc, p);
-    p = vmull_s8(vget_low_s8(w.hi), vget_low_s8(x1));
-    p = vmlal_high_s8(p, w.hi, x1);
-    return vpadalq_s16(acc, p);
+#if RECUR_ISA_AVX2
+namespace x256 = isa::x256;
 #endif
-  }
-  static HWY_INLINE Acc Lane0(int32_t c) { return vsetq_lane_s32(c, vdupq_n_s32(0), 0); }
-  static HWY_INLINE F MulAdd(Acc acc, float scale, F f) {
-    return vfmaq_n_f32(f, vcvtq_f32_s32(acc), scale);
-  }
-  static HWY_INLINE float Sum(F f) { return vaddvq_f32(f); }
-};
+#if RECUR_ISA_AVX3
+namespace x512 = isa::x512;
 #endif
 
 // dst[k] = scale bits src[k] as f32, k < n.
@@ -208,7 +116,7 @@ HWY_INLINE void Finish(float sum, float scale_x, const float* bias, float* y, bo
   *y = accumulate ? *y + s : s;
 }
 
-#if defined(RECUR_I4_TILES) && HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#if defined(RECUR_I4_TILES) && RECUR_ISA_AVX2
 #define RECUR_I4_PAIRS 1
 // Tile for AVX2 and AVX-512 when the group is 32 or a multiple of 64: two
 // blocks (64 inputs) per 256-bit step. One load of 32 bytes masked to low
@@ -226,44 +134,39 @@ HWY_INLINE bool PairsFit(size_t group) { return group == kI4Block || group % (2 
 // One step of TilePairs: inputs [i, i + 64) (kFull) or [i, i + 32), added to
 // acc.
 template <size_t kB, bool kFull, bool kVnni>
-HWY_INLINE void PairStep(const int8_t* const* HWY_RESTRICT xr, const uint8_t* const* wr,
-                         size_t i, __m256i (*acc)[kO]) {
-  const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  __m256i xa[kB], xb[kB];
+HWY_INLINE void PairStep(const int8_t* const* HWY_RESTRICT xr, const uint8_t* const* wr, size_t i,
+                         x256::VecI (*acc)[kO]) {
+  const x256::VecI nib = x256::SetI8(0x0F);
+  x256::VecI xa[kB], xb[kB];
   for (size_t b = 0; b < kB; ++b) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xr[b] + i));
-    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(xr[b] + i + 16));
     if constexpr (kFull) {
-      xa[b] = _mm256_inserti128_si256(
-          _mm256_castsi128_si256(a),
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(xr[b] + i + 32)), 1);
-      xb[b] = _mm256_inserti128_si256(
-          _mm256_castsi128_si256(c),
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(xr[b] + i + 48)), 1);
+      xa[b] = x256::LoadHalves(xr[b] + i, xr[b] + i + 32);
+      xb[b] = x256::LoadHalves(xr[b] + i + 16, xr[b] + i + 48);
     } else {
-      xa[b] = _mm256_zextsi128_si256(a);
-      xb[b] = _mm256_zextsi128_si256(c);
+      xa[b] = x256::LoadLower16(xr[b] + i);
+      xb[b] = x256::LoadLower16(xr[b] + i + 16);
     }
   }
   for (size_t o = 0; o < kO; ++o) {
-    __m256i v;
+    x256::VecI v;
     if constexpr (kFull) {
-      v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr[o] + i / 2));
+      v = x256::LoadU(wr[o] + i / 2);
     } else {
-      v = _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr[o] + i / 2)));
+      v = x256::LoadLower16(wr[o] + i / 2);
     }
-    const __m256i lo = _mm256_and_si256(v, nib);
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+    const x256::VecI lo = x256::And(v, nib);
+    const x256::VecI hi = x256::And(x256::ShiftRightU16<4>(v), nib);
     for (size_t b = 0; b < kB; ++b) {
-#if HWY_TARGET <= HWY_AVX3
+#if RECUR_ISA_AVX3
       if constexpr (kVnni) {
-        acc[b][o] = DpBusd(DpBusd(acc[b][o], lo, xa[b]), hi, xb[b]);
+        acc[b][o] =
+            x256::DotU8I8Accumulate(x256::DotU8I8Accumulate(acc[b][o], lo, xa[b]), hi, xb[b]);
         continue;
       }
 #endif
-      const __m256i p16 =
-          _mm256_add_epi16(_mm256_maddubs_epi16(lo, xa[b]), _mm256_maddubs_epi16(hi, xb[b]));
-      acc[b][o] = _mm256_add_epi32(acc[b][o], _mm256_madd_epi16(p16, ones));
+      const x256::VecI p16 =
+          x256::AddI16(x256::MulAddPairsU8I8(lo, xa[b]), x256::MulAddPairsU8I8(hi, xb[b]));
+      acc[b][o] = x256::AddI32(acc[b][o], x256::SumPairsI16(p16));
     }
   }
 }
@@ -276,9 +179,9 @@ HWY_INLINE void TilePairs(const int8_t* const* HWY_RESTRICT xr,
                           size_t row_bytes, const float* sf, size_t groups, size_t group,
                           size_t rows, float (*sums)[kO]) {
   const size_t in = row_bytes * 2;
-  __m256 facc[kB][kO];
+  x256::VecF facc[kB][kO];
   for (size_t b = 0; b < kB; ++b) {
-    for (size_t o = 0; o < kO; ++o) facc[b][o] = _mm256_setzero_ps();
+    for (size_t o = 0; o < kO; ++o) facc[b][o] = x256::ZeroF();
   }
   const uint8_t* wr[kO];
   const float* sr[kO];
@@ -290,28 +193,23 @@ HWY_INLINE void TilePairs(const int8_t* const* HWY_RESTRICT xr,
       hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + kO * i / 2 + 64));
     }
   };
-  __m256i acc[kB][kO];
+  x256::VecI acc[kB][kO];
   if (group == kI4Block) {
     // Groups g and g + 1 per step: their −8·Σ q_x into lanes 0 and 4, their
     // scales over lanes 0..3 and 4..7 (past the row's end: 0).
-    const __m256i to04 = _mm256_setr_epi32(0, 2, 2, 2, 1, 2, 2, 2);
-    const __m256i to0_1 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
     auto step = [&](size_t i, auto full) {
+      constexpr size_t kGroups = decltype(full)::value ? 2 : 1;
       const size_t g = i / kI4Block;
       for (size_t b = 0; b < kB; ++b) {
-        const __m128i c = full ? _mm_loadl_epi64(reinterpret_cast<const __m128i*>(xs[b] + g))
-                               : _mm_cvtsi32_si128(xs[b][g]);
-        const __m256i start = _mm256_permutevar8x32_epi32(_mm256_castsi128_si256(c), to04);
+        const x256::VecI start = x256::LoadToLanes0And4<kGroups>(xs[b] + g);
         for (size_t o = 0; o < kO; ++o) acc[b][o] = start;
       }
       prefetch(i);
       PairStep<kB, decltype(full)::value, kVnni>(xr, wr, i, acc);
       for (size_t o = 0; o < kO; ++o) {
-        const __m128 s2 = full ? _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(sr[o] + g)))
-                               : _mm_set_ss(sr[o][g]);
-        const __m256 s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(s2), to0_1);
+        const x256::VecF s = x256::LoadBroadcastToHalves<kGroups>(sr[o] + g);
         for (size_t b = 0; b < kB; ++b) {
-          facc[b][o] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[b][o]), s, facc[b][o]);
+          facc[b][o] = x256::MulAdd(x256::ToF32(acc[b][o]), s, facc[b][o]);
         }
       }
     };
@@ -321,7 +219,7 @@ HWY_INLINE void TilePairs(const int8_t* const* HWY_RESTRICT xr,
   } else {
     for (size_t g = 0; g < groups; ++g) {
       for (size_t b = 0; b < kB; ++b) {
-        const __m256i start = _mm256_zextsi128_si256(_mm_cvtsi32_si128(xs[b][g]));
+        const x256::VecI start = x256::Lane0I32(xs[b][g]);
         for (size_t o = 0; o < kO; ++o) acc[b][o] = start;
       }
       for (size_t i = g * group; i < (g + 1) * group; i += 2 * kI4Block) {
@@ -329,20 +227,20 @@ HWY_INLINE void TilePairs(const int8_t* const* HWY_RESTRICT xr,
         PairStep<kB, true, kVnni>(xr, wr, i, acc);
       }
       for (size_t o = 0; o < kO; ++o) {
-        const __m256 s = _mm256_set1_ps(sr[o][g]);
+        const x256::VecF s = x256::SetF32(sr[o][g]);
         for (size_t b = 0; b < kB; ++b) {
-          facc[b][o] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[b][o]), s, facc[b][o]);
+          facc[b][o] = x256::MulAdd(x256::ToF32(acc[b][o]), s, facc[b][o]);
         }
       }
     }
   }
   for (size_t b = 0; b < kB; ++b) {
-    for (size_t o = 0; o < kO; ++o) sums[b][o] = Ops::Sum(facc[b][o]);
+    for (size_t o = 0; o < kO; ++o) sums[b][o] = x256::SumOfLanes(facc[b][o]);
   }
 }
 #endif
 
-#if defined(RECUR_I4_TILES) && HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if defined(RECUR_I4_TILES) && RECUR_ISA_AVX3
 #define RECUR_I4_VNNI_MATVEC 1
 // Batch 1 on AVX512-VNNI, groups of 32: blocks of 16 weight rows, a row's
 // 64 bytes (4 blocks, 128 inputs) per step, the 16 rows' f32 lanes reduced
@@ -358,26 +256,6 @@ HWY_INLINE void TilePairs(const int8_t* const* HWY_RESTRICT xr,
 // vpdpbusd per 64 bytes), not by the weights' traffic. Widest layer:
 // kVnniMatVecMaxIn (its x copies are on the stack).
 inline constexpr size_t kVnniMatVecMaxIn = 4096;
-
-// Σ lanes of a[r] in lane r, r < 16 (f32; the order of a tree).
-HWY_INLINE __m512 ReduceLanes16(const __m512* a) {
-  __m512 t[8], u[4], v[2];
-  for (int k = 0; k < 8; ++k) {
-    t[k] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * k], a[2 * k + 1]),
-                         _mm512_unpackhi_ps(a[2 * k], a[2 * k + 1]));
-  }
-  for (int k = 0; k < 4; ++k) {
-    const __m512d lo = _mm512_unpacklo_pd(_mm512_castps_pd(t[2 * k]), _mm512_castps_pd(t[2 * k + 1]));
-    const __m512d hi = _mm512_unpackhi_pd(_mm512_castps_pd(t[2 * k]), _mm512_castps_pd(t[2 * k + 1]));
-    u[k] = _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));
-  }
-  for (int k = 0; k < 2; ++k) {
-    v[k] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * k], u[2 * k + 1], 0x88),
-                         _mm512_shuffle_f32x4(u[2 * k], u[2 * k + 1], 0xdd));
-  }
-  return _mm512_add_ps(_mm512_shuffle_f32x4(v[0], v[1], 0x88),
-                       _mm512_shuffle_f32x4(v[0], v[1], 0xdd));
-}
 
 HWY_NOINLINE void VnniMatVec(const int8_t* q, float qs, const DenseWeights& w, float* y,
                              bool accumulate) {
@@ -396,16 +274,14 @@ HWY_NOINLINE void VnniMatVec(const int8_t* q, float qs, const DenseWeights& w, f
     for (size_t i = 0; i < 32; ++i) sum += q[32 * g + i];
     xc[4 * g] = -8 * sum;
   }
-  const __m512i nib = _mm512_set1_epi8(0x0F);
+  const x512::VecI nib = x512::SetI8(0x0F);
   // Step k of 4 takes scales 4k..4k+3 of the 16 decoded, one per 128-bit lane.
-  __m512i spread[4];
-  for (int k = 0; k < 4; ++k) {
-    spread[k] = _mm512_add_epi32(
-        _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), _mm512_set1_epi32(4 * k));
-  }
+  x512::VecI spread[4];
+  for (int k = 0; k < 4; ++k) spread[k] = x512::QuarterIndices(k);
   const auto* wb = static_cast<const uint8_t*>(w.weight);
   const size_t tail = row_bytes % 64;  // bytes of the last step (0: none partial)
-  const __mmask64 tail_mask = _cvtu64_mask64(tail == 0 ? ~uint64_t{0} : ~uint64_t{0} >> (64 - tail));
+  const x512::Mask64 tail_mask =
+      x512::MaskFromBits(tail == 0 ? ~uint64_t{0} : ~uint64_t{0} >> (64 - tail));
   const size_t scale_lines = (R * groups * sizeof(uint16_t) + 63) / 64;
   for (size_t o = 0; o < out; o += R) {
     const size_t rows = std::min(R, out - o);
@@ -413,54 +289,52 @@ HWY_NOINLINE void VnniMatVec(const int8_t* q, float qs, const DenseWeights& w, f
       const auto* ns = reinterpret_cast<const uint8_t*>(w.group_scales + (o + R) * groups);
       for (size_t l = 0; l < scale_lines; ++l) hwy::Prefetch(ns + 64 * l);
     }
-    __m512 acc[R];
+    x512::VecF acc[R];
     // kRows rows side by side share each load of x's three vectors.
     for (size_t r0 = 0; r0 < R; r0 += kRows) {
       const uint8_t* wr[kRows];
       const uint16_t* sr[kRows];
-      __m512 a[kRows], s16[kRows];
+      x512::VecF a[kRows], s16[kRows];
       for (size_t k = 0; k < kRows; ++k) {
         const size_t row = o + std::min(r0 + k, rows - 1);
         wr[k] = wb + row * row_bytes;
         sr[k] = w.group_scales + row * groups;
-        a[k] = _mm512_setzero_ps();
+        a[k] = x512::ZeroF();
       }
       // The rows R below, prefetched only, never loaded.
       const uint8_t* next = wb + (o + r0 + R) * row_bytes;
       for (size_t c = 0; c < row_bytes; c += 256) {
         // 16 group scales (4 steps) of each row, decoded at once.
         const size_t g = c / 16, ng = std::min<size_t>(16, groups - g);
-        const __mmask16 sm = static_cast<__mmask16>((1u << ng) - 1);
-        for (size_t k = 0; k < kRows; ++k) {
-          s16[k] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(sm, sr[k] + g));
-        }
+        const auto sm = static_cast<x512::Mask16>((1u << ng) - 1);
+        for (size_t k = 0; k < kRows; ++k) s16[k] = x512::LoadF16ToF32Masked(sm, sr[k] + g);
         const size_t end = std::min(c + 256, row_bytes);
         for (size_t i = c, step = 0; i < end; i += 64, ++step) {
-          const __mmask64 m = i + 64 > row_bytes ? tail_mask : _cvtu64_mask64(~uint64_t{0});
-          const __m512i va = _mm512_load_si512(xa + i), vb = _mm512_load_si512(xb + i);
-          const __m512i vc = _mm512_load_si512(xc + i / 4);
+          const x512::Mask64 m = i + 64 > row_bytes ? tail_mask : x512::MaskFromBits(~uint64_t{0});
+          const x512::VecI va = x512::Load(xa + i), vb = x512::Load(xb + i);
+          const x512::VecI vc = x512::Load(xc + i / 4);
           for (size_t k = 0; k < kRows; ++k) {
             hwy::Prefetch(next + k * row_bytes + i);
-            const __m512i v = _mm512_maskz_loadu_epi8(m, wr[k] + i);
-            __m512i d = DpBusd(vc, _mm512_and_si512(v, nib), va);
-            d = DpBusd(d, _mm512_and_si512(_mm512_srli_epi16(v, 4), nib), vb);
-            const __m512 sc = _mm512_permutexvar_ps(spread[step], s16[k]);
-            a[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sc, a[k]);
+            const x512::VecI v = x512::LoadMaskedI8(m, wr[k] + i);
+            x512::VecI d = x512::DotU8I8Accumulate(vc, x512::And(v, nib), va);
+            d = x512::DotU8I8Accumulate(d, x512::And(x512::ShiftRightU16<4>(v), nib), vb);
+            const x512::VecF sc = x512::PermuteLanes(spread[step], s16[k]);
+            a[k] = x512::MulAdd(x512::ToF32(d), sc, a[k]);
           }
         }
       }
       for (size_t k = 0; k < kRows; ++k) acc[r0 + k] = a[k];
     }
-    const __mmask16 mask = static_cast<__mmask16>((1u << rows) - 1);
-    __m512 v = _mm512_mul_ps(ReduceLanes16(acc), _mm512_set1_ps(qs));
-    if (w.bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, w.bias + o));
-    if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y + o), v);
-    _mm512_mask_storeu_ps(y + o, mask, v);
+    const auto mask = static_cast<x512::Mask16>((1u << rows) - 1);
+    x512::VecF v = x512::Mul(x512::LaneSumsOf16(acc), x512::SetF32(qs));
+    if (w.bias) v = x512::Add(v, x512::LoadMasked(mask, w.bias + o));
+    if (accumulate) v = x512::Add(x512::LoadMasked(mask, y + o), v);
+    x512::StoreMasked(y + o, mask, v);
   }
 }
 #endif
 
-#if defined(RECUR_I4_TILES) && HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#if defined(RECUR_I4_TILES) && RECUR_ISA_AVX2
 #define RECUR_I4_GEMM 1
 // GEMM from kGemmMinBatch rows: per block of weight rows and kGemmDepth
 // inputs (whole groups), the nibbles are unpacked once per call into panels
@@ -510,14 +384,6 @@ HWY_INLINE void GemmScales(const DenseWeights& w, size_t o0, size_t cols, size_t
   }
 }
 
-// 16 packed bytes (32 inputs) of a row as 32 u8 nibbles in input order.
-HWY_INLINE __m256i Unpack32(const uint8_t* p) {
-  const __m128i nib = _mm_set1_epi8(0x0F);
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(b, nib)),
-                                 _mm_and_si128(_mm_srli_epi16(b, 4), nib), 1);
-}
-
 inline constexpr size_t kAvx2GemmCols = 16;
 inline constexpr size_t kAvx2GemmRows = 3;  // 6 f32 + 6 i16 sums, 2 panels, x, ones: 16 registers
 
@@ -527,14 +393,13 @@ HWY_INLINE void Avx2GemmPack(const uint8_t* w, size_t row_bytes, size_t out, siz
                              size_t k0, size_t kc, uint8_t* HWY_RESTRICT dst) {
   for (size_t c = 0; c < kc; c += kI4Block) {
     for (size_t p = 0; p < 2; ++p) {
-      __m256i r[8];
+      x256::VecI r[8];
       for (size_t i = 0; i < 8; ++i) {
-        r[i] = Unpack32(w + std::min(o0 + 8 * p + i, out - 1) * row_bytes + (k0 + c) / 2);
+        r[i] =
+            x256::LoadNibbles16(w + std::min(o0 + 8 * p + i, out - 1) * row_bytes + (k0 + c) / 2);
       }
-      Transpose8(r);
-      for (size_t j = 0; j < 8; ++j) {
-        _mm256_store_si256(reinterpret_cast<__m256i*>(dst + ((c / 4 + j) * 2 + p) * 32), r[j]);
-      }
+      x256::Transpose8x8(r);
+      for (size_t j = 0; j < 8; ++j) x256::Store(dst + ((c / 4 + j) * 2 + p) * 32, r[j]);
     }
   }
 }
@@ -544,52 +409,50 @@ HWY_INLINE void Avx2GemmPack(const uint8_t* w, size_t row_bytes, size_t out, siz
 template <size_t kR>
 HWY_INLINE void Avx2GemmKernel(const int8_t* const* xr, const int32_t* const* xsr,
                                const uint8_t* HWY_RESTRICT packed, const float* HWY_RESTRICT sc,
-                               size_t kc, size_t group, __m256 (*facc)[2]) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 f0[kR], f1[kR];
+                               size_t kc, size_t group, x256::VecF (*facc)[2]) {
+  x256::VecF f0[kR], f1[kR];
   for (size_t r = 0; r < kR; ++r) {
     f0[r] = facc[r][0];
     f1[r] = facc[r][1];
   }
   for (size_t g = 0; g < kc / group; ++g) {
-    __m256i a0[kR], a1[kR];
+    x256::VecI a0[kR], a1[kR];
     for (size_t c = g * group; c < (g + 1) * group; c += kI4Block) {
-      __m256i s0[kR], s1[kR];
-      for (size_t r = 0; r < kR; ++r) s0[r] = s1[r] = _mm256_setzero_si256();
+      x256::VecI s0[kR], s1[kR];
+      for (size_t r = 0; r < kR; ++r) s0[r] = s1[r] = x256::ZeroI();
       // Not unrolled: GCC then computes all 8 steps' products first and
       // spills them.
       HWY_UNROLL(1)
       for (size_t j = 0; j < 8; ++j) {
         const uint8_t* p = packed + (c / 4 + j) * 64;
-        const __m256i u0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
-        const __m256i u1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32));
+        const x256::VecI u0 = x256::Load(p), u1 = x256::Load(p + 32);
         HWY_UNROLL(4)
         for (size_t r = 0; r < kR; ++r) {
           int32_t v;
           std::memcpy(&v, xr[r] + c + 4 * j, 4);
-          const __m256i xb = _mm256_set1_epi32(v);
-          s0[r] = _mm256_add_epi16(s0[r], _mm256_maddubs_epi16(u0, xb));
-          s1[r] = _mm256_add_epi16(s1[r], _mm256_maddubs_epi16(u1, xb));
+          const x256::VecI xb = x256::SetI32(v);
+          s0[r] = x256::AddI16(s0[r], x256::MulAddPairsU8I8(u0, xb));
+          s1[r] = x256::AddI16(s1[r], x256::MulAddPairsU8I8(u1, xb));
         }
       }
       HWY_UNROLL(4)
       for (size_t r = 0; r < kR; ++r) {
-        const __m256i m0 = _mm256_madd_epi16(s0[r], ones), m1 = _mm256_madd_epi16(s1[r], ones);
+        const x256::VecI m0 = x256::SumPairsI16(s0[r]), m1 = x256::SumPairsI16(s1[r]);
         if (c == g * group) {
-          const __m256i start = _mm256_set1_epi32(xsr[r][g]);
-          a0[r] = _mm256_add_epi32(m0, start);
-          a1[r] = _mm256_add_epi32(m1, start);
+          const x256::VecI start = x256::SetI32(xsr[r][g]);
+          a0[r] = x256::AddI32(m0, start);
+          a1[r] = x256::AddI32(m1, start);
         } else {
-          a0[r] = _mm256_add_epi32(a0[r], m0);
-          a1[r] = _mm256_add_epi32(a1[r], m1);
+          a0[r] = x256::AddI32(a0[r], m0);
+          a1[r] = x256::AddI32(a1[r], m1);
         }
       }
     }
-    const __m256 c0 = _mm256_load_ps(sc + g * 16), c1 = _mm256_load_ps(sc + g * 16 + 8);
+    const x256::VecF c0 = x256::Load(sc + g * 16), c1 = x256::Load(sc + g * 16 + 8);
     HWY_UNROLL(4)
     for (size_t r = 0; r < kR; ++r) {
-      f0[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0[r]), c0, f0[r]);
-      f1[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[r]), c1, f1[r]);
+      f0[r] = x256::MulAdd(x256::ToF32(a0[r]), c0, f0[r]);
+      f1[r] = x256::MulAdd(x256::ToF32(a1[r]), c1, f1[r]);
     }
   }
   for (size_t r = 0; r < kR; ++r) {
@@ -614,12 +477,12 @@ HWY_NOINLINE void Avx2Gemm(const int8_t* q, size_t q_stride, const float* qs, si
     GroupSums(q + b0 * q_stride, q_stride, nb, in, group, xs);
     for (size_t o0 = 0; o0 < out; o0 += C) {
       const size_t cols = std::min(C, out - o0);
-      __m256i mask[2];
-      __m256 bv[2];
+      x256::MaskF mask[2];
+      x256::VecF bv[2];
       for (size_t p = 0; p < 2; ++p) {
         const int n = static_cast<int>(cols > 8 * p ? std::min<size_t>(8, cols - 8 * p) : 0);
-        mask[p] = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        bv[p] = w.bias ? _mm256_maskload_ps(w.bias + o0 + 8 * p, mask[p]) : _mm256_setzero_ps();
+        mask[p] = x256::FirstLanes(n);
+        bv[p] = w.bias ? x256::LoadMasked(w.bias + o0 + 8 * p, mask[p]) : x256::ZeroF();
       }
       for (size_t k0 = 0; k0 < in; k0 += depth) {
         const size_t kc = std::min(depth, in - k0);
@@ -630,13 +493,13 @@ HWY_NOINLINE void Avx2Gemm(const int8_t* q, size_t q_stride, const float* qs, si
           const size_t nr = std::min(R, nb - r0);
           const int8_t* xr[R];
           const int32_t* xsr[R];
-          __m256 facc[R][2];
+          x256::VecF facc[R][2];
           for (size_t r = 0; r < R; ++r) {
             const size_t b = r0 + std::min(r, nr - 1);  // rows past nb repeat the last
             xr[r] = q + (b0 + b) * q_stride + k0;
             xsr[r] = xs + b * groups + k0 / group;
             for (size_t p = 0; p < 2; ++p) {
-              facc[r][p] = k0 == 0 ? _mm256_setzero_ps() : _mm256_load_ps(part[b] + 8 * p);
+              facc[r][p] = k0 == 0 ? x256::ZeroF() : x256::Load(part[b] + 8 * p);
             }
           }
           Avx2GemmKernel<R>(xr, xsr, packed, sc, kc, group, facc);
@@ -644,16 +507,16 @@ HWY_NOINLINE void Avx2Gemm(const int8_t* q, size_t q_stride, const float* qs, si
             const size_t b = r0 + r;
             for (size_t p = 0; p < 2; ++p) {
               if (!last) {
-                _mm256_store_ps(part[b] + 8 * p, facc[r][p]);
+                x256::Store(part[b] + 8 * p, facc[r][p]);
                 continue;
               }
               if (cols <= 8 * p) continue;
               // Finish's operations, 8 outputs at a time.
               float* yp = y + (b0 + b) * y_stride + o0 + 8 * p;
-              __m256 v = _mm256_mul_ps(facc[r][p], _mm256_set1_ps(qs[b0 + b]));
-              if (w.bias) v = _mm256_add_ps(v, bv[p]);
-              if (accumulate) v = _mm256_add_ps(_mm256_maskload_ps(yp, mask[p]), v);
-              _mm256_maskstore_ps(yp, mask[p], v);
+              x256::VecF v = x256::Mul(facc[r][p], x256::SetF32(qs[b0 + b]));
+              if (w.bias) v = x256::Add(v, bv[p]);
+              if (accumulate) v = x256::Add(x256::LoadMasked(yp, mask[p]), v);
+              x256::StoreMasked(yp, mask[p], v);
             }
           }
         }
@@ -663,34 +526,26 @@ HWY_NOINLINE void Avx2Gemm(const int8_t* q, size_t q_stride, const float* qs, si
 }
 #endif  // RECUR_I4_GEMM
 
-#if defined(RECUR_I4_GEMM) && HWY_TARGET <= HWY_AVX3
+#if defined(RECUR_I4_GEMM) && RECUR_ISA_AVX3
 #define RECUR_I4_VNNI_GEMM 1
 inline constexpr size_t kVnniGemmCols = 32;
 inline constexpr size_t kVnniGemmRows = 6;  // 12 i32 + 12 f32 sums, 2 panels, x: 27 of 32 registers
 
 // Packs rows [o0, o0 + 32) (past `out`: its last row), inputs [k0, k0 + kc)
 // (kc a multiple of 32): per 4 inputs panel 0's 16 rows, then panel 1's.
-HWY_INLINE void VnniGemmPack(const uint8_t* w, size_t row_bytes, size_t out, size_t o0,
-                             size_t k0, size_t kc, uint8_t* HWY_RESTRICT dst) {
-  const __m256i nib = _mm256_set1_epi8(0x0F);
+HWY_INLINE void VnniGemmPack(const uint8_t* w, size_t row_bytes, size_t out, size_t o0, size_t k0,
+                             size_t kc, uint8_t* HWY_RESTRICT dst) {
   for (size_t c = 0; c < kc; c += 64) {
     const bool half = kc - c == kI4Block;  // 32 inputs: the upper half zero
     for (size_t p = 0; p < 2; ++p) {
-      __m512i r[16];
+      x512::VecI r[16];
       for (size_t i = 0; i < 16; ++i) {
         const uint8_t* row = w + std::min(o0 + 16 * p + i, out - 1) * row_bytes + (k0 + c) / 2;
-        const __m256i v =
-            half ? _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row)))
-                 : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row));
-        const __m256i lo = _mm256_and_si256(v, nib);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
-        // [lo0 lo1 hi0 hi1] (128-bit lanes) to input order [lo0 hi0 lo1 hi1].
-        const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-        r[i] = _mm512_shuffle_i64x2(both, both, 0xD8);
+        r[i] = x512::InterleaveNibbles(half ? x256::LoadLower16(row) : x256::LoadU(row));
       }
-      Transpose16(r);
+      x512::Transpose16x16(r);
       for (size_t j = 0; j < (half ? 8 : 16); ++j) {
-        _mm512_store_si512(dst + ((c / 4 + j) * 2 + p) * 64, r[j]);
+        x512::Store(dst + ((c / 4 + j) * 2 + p) * 64, r[j]);
       }
     }
   }
@@ -699,33 +554,33 @@ HWY_INLINE void VnniGemmPack(const uint8_t* w, size_t row_bytes, size_t out, siz
 template <size_t kR>
 HWY_INLINE void VnniGemmKernel(const int8_t* const* xr, const int32_t* const* xsr,
                                const uint8_t* HWY_RESTRICT packed, const float* HWY_RESTRICT sc,
-                               size_t kc, size_t group, __m512 (*facc)[2]) {
-  __m512 f0[kR], f1[kR];
+                               size_t kc, size_t group, x512::VecF (*facc)[2]) {
+  x512::VecF f0[kR], f1[kR];
   for (size_t r = 0; r < kR; ++r) {
     f0[r] = facc[r][0];
     f1[r] = facc[r][1];
   }
   for (size_t g = 0; g < kc / group; ++g) {
-    __m512i a0[kR], a1[kR];
+    x512::VecI a0[kR], a1[kR];
     HWY_UNROLL(8)
-    for (size_t r = 0; r < kR; ++r) a0[r] = a1[r] = _mm512_set1_epi32(xsr[r][g]);
+    for (size_t r = 0; r < kR; ++r) a0[r] = a1[r] = x512::SetI32(xsr[r][g]);
     for (size_t j = g * group / 4; j < (g + 1) * group / 4; ++j) {
-      const __m512i w0 = _mm512_load_si512(packed + j * 128);
-      const __m512i w1 = _mm512_load_si512(packed + j * 128 + 64);
+      const x512::VecI w0 = x512::Load(packed + j * 128);
+      const x512::VecI w1 = x512::Load(packed + j * 128 + 64);
       HWY_UNROLL(8)
       for (size_t r = 0; r < kR; ++r) {
         int32_t v;
         std::memcpy(&v, xr[r] + 4 * j, 4);
-        const __m512i xb = _mm512_set1_epi32(v);
-        a0[r] = DpBusd(a0[r], w0, xb);
-        a1[r] = DpBusd(a1[r], w1, xb);
+        const x512::VecI xb = x512::SetI32(v);
+        a0[r] = x512::DotU8I8Accumulate(a0[r], w0, xb);
+        a1[r] = x512::DotU8I8Accumulate(a1[r], w1, xb);
       }
     }
-    const __m512 c0 = _mm512_load_ps(sc + g * 32), c1 = _mm512_load_ps(sc + g * 32 + 16);
+    const x512::VecF c0 = x512::Load(sc + g * 32), c1 = x512::Load(sc + g * 32 + 16);
     HWY_UNROLL(8)
     for (size_t r = 0; r < kR; ++r) {
-      f0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0[r]), c0, f0[r]);
-      f1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[r]), c1, f1[r]);
+      f0[r] = x512::MulAdd(x512::ToF32(a0[r]), c0, f0[r]);
+      f1[r] = x512::MulAdd(x512::ToF32(a1[r]), c1, f1[r]);
     }
   }
   for (size_t r = 0; r < kR; ++r) {
@@ -750,12 +605,12 @@ HWY_NOINLINE void VnniGemm(const int8_t* q, size_t q_stride, const float* qs, si
     GroupSums(q + b0 * q_stride, q_stride, nb, in, group, xs);
     for (size_t o0 = 0; o0 < out; o0 += C) {
       const size_t cols = std::min(C, out - o0);
-      __mmask16 mask[2];
-      __m512 bv[2];
+      x512::Mask16 mask[2];
+      x512::VecF bv[2];
       for (size_t p = 0; p < 2; ++p) {
         const size_t n = cols > 16 * p ? std::min<size_t>(16, cols - 16 * p) : 0;
-        mask[p] = static_cast<__mmask16>((1u << n) - 1);
-        bv[p] = w.bias ? _mm512_maskz_loadu_ps(mask[p], w.bias + o0 + 16 * p) : _mm512_setzero_ps();
+        mask[p] = static_cast<x512::Mask16>((1u << n) - 1);
+        bv[p] = w.bias ? x512::LoadMasked(mask[p], w.bias + o0 + 16 * p) : x512::ZeroF();
       }
       for (size_t k0 = 0; k0 < in; k0 += depth) {
         const size_t kc = std::min(depth, in - k0);
@@ -766,13 +621,13 @@ HWY_NOINLINE void VnniGemm(const int8_t* q, size_t q_stride, const float* qs, si
           const size_t nr = std::min(R, nb - r0);
           const int8_t* xr[R];
           const int32_t* xsr[R];
-          __m512 facc[R][2];
+          x512::VecF facc[R][2];
           for (size_t r = 0; r < R; ++r) {
             const size_t b = r0 + std::min(r, nr - 1);  // rows past nb repeat the last
             xr[r] = q + (b0 + b) * q_stride + k0;
             xsr[r] = xs + b * groups + k0 / group;
             for (size_t p = 0; p < 2; ++p) {
-              facc[r][p] = k0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(part[b] + 16 * p);
+              facc[r][p] = k0 == 0 ? x512::ZeroF() : x512::Load(part[b] + 16 * p);
             }
           }
           VnniGemmKernel<R>(xr, xsr, packed, sc, kc, group, facc);
@@ -780,16 +635,16 @@ HWY_NOINLINE void VnniGemm(const int8_t* q, size_t q_stride, const float* qs, si
             const size_t b = r0 + r;
             for (size_t p = 0; p < 2; ++p) {
               if (!last) {
-                _mm512_store_ps(part[b] + 16 * p, facc[r][p]);
+                x512::Store(part[b] + 16 * p, facc[r][p]);
                 continue;
               }
               if (mask[p] == 0) continue;
               // Finish's operations, 16 outputs at a time.
               float* yp = y + (b0 + b) * y_stride + o0 + 16 * p;
-              __m512 v = _mm512_mul_ps(facc[r][p], _mm512_set1_ps(qs[b0 + b]));
-              if (w.bias) v = _mm512_add_ps(v, bv[p]);
-              if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask[p], yp), v);
-              _mm512_mask_storeu_ps(yp, mask[p], v);
+              x512::VecF v = x512::Mul(facc[r][p], x512::SetF32(qs[b0 + b]));
+              if (w.bias) v = x512::Add(v, bv[p]);
+              if (accumulate) v = x512::Add(x512::LoadMasked(mask[p], yp), v);
+              x512::StoreMasked(yp, mask[p], v);
             }
           }
         }
@@ -810,7 +665,7 @@ HWY_INLINE void Tile(const int8_t* const* HWY_RESTRICT xr, const int32_t* const*
   const size_t blocks = group / kI4Block;
   typename Ops::F facc[kB][kO];
   for (size_t b = 0; b < kB; ++b) {
-    for (size_t o = 0; o < kO; ++o) facc[b][o] = Ops::ZeroF();
+    for (size_t o = 0; o < kO; ++o) facc[b][o] = Ops::ZeroSums();
   }
   const uint8_t* wr[kO];
   const float* sr[kO];
@@ -821,7 +676,7 @@ HWY_INLINE void Tile(const int8_t* const* HWY_RESTRICT xr, const int32_t* const*
     // row for all kO weight rows.
     typename Ops::Acc acc[kB][kO];
     for (size_t b = 0; b < kB; ++b) {
-      const typename Ops::Acc start = Ops::Lane0(xs[b][g]);
+      const typename Ops::Acc start = Ops::StartSum(xs[b][g]);
       for (size_t o = 0; o < kO; ++o) acc[b][o] = start;
     }
     for (size_t k = 0; k < blocks; ++k) {
@@ -831,16 +686,18 @@ HWY_INLINE void Tile(const int8_t* const* HWY_RESTRICT xr, const int32_t* const*
         hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + kO * byte));
       }
       for (size_t o = 0; o < kO; ++o) {
-        const typename Ops::W wv = Ops::LoadW(wr[o] + byte);
-        for (size_t b = 0; b < kB; ++b) acc[b][o] = Ops::Dot(acc[b][o], wv, xr[b] + i);
+        const typename Ops::W wv = Ops::LoadNibbles(wr[o] + byte);
+        for (size_t b = 0; b < kB; ++b) acc[b][o] = Ops::DotAccumulate(acc[b][o], wv, xr[b] + i);
       }
     }
     for (size_t b = 0; b < kB; ++b) {
-      for (size_t o = 0; o < kO; ++o) facc[b][o] = Ops::MulAdd(acc[b][o], sr[o][g], facc[b][o]);
+      for (size_t o = 0; o < kO; ++o) {
+        facc[b][o] = Ops::MulAddScaled(acc[b][o], sr[o][g], facc[b][o]);
+      }
     }
   }
   for (size_t b = 0; b < kB; ++b) {
-    for (size_t o = 0; o < kO; ++o) sums[b][o] = Ops::Sum(facc[b][o]);
+    for (size_t o = 0; o < kO; ++o) sums[b][o] = Ops::SumOfLanes(facc[b][o]);
   }
 }
 #endif  // RECUR_I4_TILES
@@ -901,7 +758,7 @@ HWY_NOINLINE void Rows(const int8_t* q, size_t q_stride, const float* qs, const 
 }
 
 #ifdef RECUR_I4_TILES
-inline constexpr size_t kMaxB = Ops::kMaxB;
+inline constexpr size_t kMaxB = kTileRows;
 #else
 inline constexpr size_t kMaxB = 1;
 #endif
@@ -989,7 +846,7 @@ HWY_INLINE void I4DotQuantized(const int8_t* q, size_t q_stride, const float* q_
       }
       continue;
     }
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if RECUR_ISA_AVX3
     if (Avx512VnniEnabled()) {
       id::RowsN<id::kMaxB, true>(nb, q + b0 * q_stride, q_stride, q_scales + b0, xs, w, 0,
                                  w.out, y + b0 * y_stride, y_stride, accumulate);

@@ -21,6 +21,8 @@
 //     twice as many.
 //   Other targets: a scalar loop over the same layout (DenseI4PanelsPreferred
 //     is false there: the row tiles are faster).
+// The SIMD forms are written with the named operations of isa::x256 and
+// isa::x512 (kernels/isa/).
 #if defined(RECUR_KERNELS_DENSE_DENSE_I4_PANELS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef RECUR_KERNELS_DENSE_DENSE_I4_PANELS_INL_H_
 #undef RECUR_KERNELS_DENSE_DENSE_I4_PANELS_INL_H_
@@ -38,6 +40,7 @@
 #include "kernels/dense/dense.h"
 #include "kernels/dense/dense_ref.h"
 #include "kernels/dispatch/target_limit.h"
+#include "kernels/isa/isa-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace recur::impl::kernels {
@@ -90,15 +93,8 @@ HWY_INLINE void PanelsScalar(size_t batch, const int8_t* q, size_t q_stride, con
   }
 }
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// acc[j] += Σ_{k<4} u[4j+k]·s[k]: vpdpbusd with the 4 signed bytes at s
-// broadcast to every lane (EVEX embedded broadcast).
-HWY_INLINE __m512i DpBusdBroadcast(__m512i acc, __m512i u, const int8_t* s) {
-  __asm__("vpdpbusd %2%{1to16%}, %1, %0"
-          : "+v"(acc)
-          : "v"(u), "m"(*reinterpret_cast<const int32_t*>(s)));
-  return acc;
-}
+#if RECUR_ISA_AVX3
+namespace x512 = isa::x512;
 
 // kB activation rows (row b at q + b·q_stride, block sums xs + b·blocks)
 // against kP panels side by side (base[k]: panel k's first byte), all
@@ -106,49 +102,48 @@ HWY_INLINE __m512i DpBusdBroadcast(__m512i acc, __m512i u, const int8_t* s) {
 // unpacked once for the kB rows.
 template <size_t kB, size_t kP>
 HWY_INLINE void VnniPanels(const int8_t* q, size_t q_stride, const int32_t* xs,
-                           const uint8_t* const* base, size_t blocks, __m512 (*f)[kP]) {
-  const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8(static_cast<char>(0xF0));
+                           const uint8_t* const* base, size_t blocks, x512::VecF (*f)[kP]) {
+  const x512::VecI lo4 = x512::SetI8(0x0F), hi4 = x512::SetI8(static_cast<int8_t>(0xF0));
   for (size_t bi = 0; bi < kB; ++bi) {
-    for (size_t k = 0; k < kP; ++k) f[bi][k] = _mm512_setzero_ps();
+    for (size_t k = 0; k < kP; ++k) f[bi][k] = x512::ZeroF();
   }
   for (size_t b = 0; b < blocks; ++b) {
-    __m512i lo[kB][kP], hi[kB][kP];
+    x512::VecI lo[kB][kP], hi[kB][kP];
     for (size_t bi = 0; bi < kB; ++bi) {
       for (size_t k = 0; k < kP; ++k) {
-        lo[bi][k] = _mm512_set1_epi32(xs[bi * blocks + b]);
-        hi[bi][k] = _mm512_setzero_si512();
+        lo[bi][k] = x512::SetI32(xs[bi * blocks + b]);
+        hi[bi][k] = x512::ZeroI();
       }
     }
     HWY_UNROLL(4)
     for (size_t m = 0; m < 4; ++m) {
       for (size_t k = 0; k < kP; ++k) {
-        const __m512i v = _mm512_loadu_si512(base[k] + b * kBlockBytes + m * 64);
-        const __m512i vl = _mm512_and_si512(v, lo4), vh = _mm512_and_si512(v, hi4);
+        const x512::VecI v = x512::LoadU(base[k] + b * kBlockBytes + m * 64);
+        const x512::VecI vl = x512::And(v, lo4), vh = x512::And(v, hi4);
         for (size_t bi = 0; bi < kB; ++bi) {
           const int8_t* x = q + bi * q_stride + b * kI4Block + 8 * m;
-          lo[bi][k] = DpBusdBroadcast(lo[bi][k], vl, x);
-          hi[bi][k] = DpBusdBroadcast(hi[bi][k], vh, x + 4);
+          lo[bi][k] = x512::DotU8I8BroadcastAccumulate(lo[bi][k], vl, x);
+          hi[bi][k] = x512::DotU8I8BroadcastAccumulate(hi[bi][k], vh, x + 4);
         }
       }
     }
     for (size_t k = 0; k < kP; ++k) {
-      const __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(
-          reinterpret_cast<const __m256i*>(base[k] + blocks * kBlockBytes + b * kR * 2)));
+      const x512::VecF scale = x512::LoadF16ToF32(base[k] + blocks * kBlockBytes + b * kR * 2);
       for (size_t bi = 0; bi < kB; ++bi) {
-        const __m512i s = _mm512_add_epi32(lo[bi][k], _mm512_srai_epi32(hi[bi][k], 4));
-        f[bi][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, f[bi][k]);
+        const x512::VecI s = x512::AddI32(lo[bi][k], x512::ShiftRightI32<4>(hi[bi][k]));
+        f[bi][k] = x512::MulAdd(x512::ToF32(s), scale, f[bi][k]);
       }
     }
   }
 }
 
-HWY_INLINE void VnniFinish(__m512 f, float qs, const float* bias, float* y, size_t rows,
+HWY_INLINE void VnniFinish(x512::VecF f, float qs, const float* bias, float* y, size_t rows,
                            bool accumulate) {
-  const __mmask16 mask = static_cast<__mmask16>((1u << rows) - 1);
-  __m512 v = _mm512_mul_ps(f, _mm512_set1_ps(qs));
-  if (bias != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, bias));
-  if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), v);
-  _mm512_mask_storeu_ps(y, mask, v);
+  const auto mask = static_cast<x512::Mask16>((1u << rows) - 1);
+  x512::VecF v = x512::Mul(f, x512::SetF32(qs));
+  if (bias != nullptr) v = x512::Add(v, x512::LoadMasked(mask, bias));
+  if (accumulate) v = x512::Add(x512::LoadMasked(mask, y), v);
+  x512::StoreMasked(y, mask, v);
 }
 
 // Panels [p0, p1) for kB activation rows: kP = 2 panels side by side for up
@@ -164,7 +159,7 @@ HWY_NOINLINE void PanelsVnni(const int8_t* q, size_t q_stride, const float* qs,
     const size_t np = std::min(kP, p1 - p);
     const uint8_t* base[kP];
     for (size_t k = 0; k < kP; ++k) base[k] = panels + (p + std::min(k, np - 1)) * panel_bytes;
-    __m512 f[kB][kP];
+    x512::VecF f[kB][kP];
     VnniPanels<kB, kP>(q, q_stride, xs, base, blocks, f);
     for (size_t k = 0; k < np; ++k) {
       const size_t o = (p + k) * kR;
@@ -175,45 +170,46 @@ HWY_NOINLINE void PanelsVnni(const int8_t* q, size_t q_stride, const float* qs,
     }
   }
 }
-#endif  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#endif  // RECUR_ISA_AVX3
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#if RECUR_ISA_AVX2
+namespace x256 = isa::x256;
+
 // kB activation rows against one panel, all blocks, as two halves of 8 rows
 // (32 bytes of a vector each); f[b][h]: row b's f32 lanes of half h, one
 // weight row each. Per half and vector m the nibbles' maddubs pairs (≤
 // 2·15·127) of lo and hi are added in i16, then over the block's 4 vectors
 // (≤ 8·3810 < 2^15), and one madd with ones gives each row's i32 sum.
 template <size_t kB>
-HWY_INLINE void Avx2Panel(const int8_t* q, size_t q_stride, const int32_t* xs,
-                          const uint8_t* base, size_t blocks, __m256 (*f)[2]) {
-  const __m256i lo4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  for (size_t bi = 0; bi < kB; ++bi) f[bi][0] = f[bi][1] = _mm256_setzero_ps();
+HWY_INLINE void Avx2Panel(const int8_t* q, size_t q_stride, const int32_t* xs, const uint8_t* base,
+                          size_t blocks, x256::VecF (*f)[2]) {
+  const x256::VecI lo4 = x256::SetI8(0x0F);
+  for (size_t bi = 0; bi < kB; ++bi) f[bi][0] = f[bi][1] = x256::ZeroF();
   for (size_t b = 0; b < blocks; ++b) {
     for (size_t h = 0; h < 2; ++h) {
-      __m256i acc16[kB];
-      for (size_t bi = 0; bi < kB; ++bi) acc16[bi] = _mm256_setzero_si256();
+      x256::VecI acc16[kB];
+      for (size_t bi = 0; bi < kB; ++bi) acc16[bi] = x256::ZeroI();
       HWY_UNROLL(4)
       for (size_t m = 0; m < 4; ++m) {
-        const __m256i v = _mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(base + b * kBlockBytes + m * 64 + h * 32));
-        const __m256i lo = _mm256_and_si256(v, lo4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+        const x256::VecI v = x256::LoadU(base + b * kBlockBytes + m * 64 + h * 32);
+        const x256::VecI lo = x256::And(v, lo4);
+        const x256::VecI hi = x256::And(x256::ShiftRightU16<4>(v), lo4);
         for (size_t bi = 0; bi < kB; ++bi) {
           const int8_t* x = q + bi * q_stride + b * kI4Block + 8 * m;
           int32_t x_lo, x_hi;
           std::memcpy(&x_lo, x, 4);
           std::memcpy(&x_hi, x + 4, 4);
-          acc16[bi] = _mm256_add_epi16(
-              acc16[bi], _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(x_lo)),
-                                          _mm256_maddubs_epi16(hi, _mm256_set1_epi32(x_hi))));
+          acc16[bi] =
+              x256::AddI16(acc16[bi], x256::AddI16(x256::MulAddPairsU8I8(lo, x256::SetI32(x_lo)),
+                                                   x256::MulAddPairsU8I8(hi, x256::SetI32(x_hi))));
         }
       }
-      const __m256 scale = _mm256_cvtph_ps(_mm_loadu_si128(
-          reinterpret_cast<const __m128i*>(base + blocks * kBlockBytes + (b * kR + 8 * h) * 2)));
+      const x256::VecF scale =
+          x256::LoadF16ToF32(base + blocks * kBlockBytes + (b * kR + 8 * h) * 2);
       for (size_t bi = 0; bi < kB; ++bi) {
-        const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(acc16[bi], ones),
-                                           _mm256_set1_epi32(xs[bi * blocks + b]));
-        f[bi][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, f[bi][h]);
+        const x256::VecI s =
+            x256::AddI32(x256::SumPairsI16(acc16[bi]), x256::SetI32(xs[bi * blocks + b]));
+        f[bi][h] = x256::MulAdd(x256::ToF32(s), scale, f[bi][h]);
       }
     }
   }
@@ -225,12 +221,12 @@ HWY_NOINLINE void PanelsAvx2(const int8_t* q, size_t q_stride, const float* qs,
                              size_t p0, size_t p1, float* y, size_t y_stride, bool accumulate) {
   const size_t blocks = w.in / kI4Block, panel_bytes = DenseI4PanelStride(w.in);
   for (size_t p = p0; p < p1; ++p) {
-    __m256 f[kB][2];
+    x256::VecF f[kB][2];
     Avx2Panel<kB>(q, q_stride, xs, panels + p * panel_bytes, blocks, f);
     for (size_t bi = 0; bi < kB; ++bi) {
       HWY_ALIGN float sums[kR];
-      _mm256_store_ps(sums, f[bi][0]);
-      _mm256_store_ps(sums + 8, f[bi][1]);
+      x256::Store(sums, f[bi][0]);
+      x256::Store(sums + 8, f[bi][1]);
       for (size_t r = 0; r < kR && p * kR + r < w.out; ++r) {
         const size_t o = p * kR + r;
         Finish(sums[r], qs[bi], w.bias ? w.bias + o : nullptr, y + bi * y_stride + o,
@@ -239,12 +235,12 @@ HWY_NOINLINE void PanelsAvx2(const int8_t* q, size_t q_stride, const float* qs,
     }
   }
 }
-#endif  // HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#endif  // RECUR_ISA_AVX2
 
 }  // namespace i4p_detail
 
 HWY_INLINE bool I4PanelsPreferred() {
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#if RECUR_ISA_AVX2
   return true;  // VNNI or not (docs/performance.md "int4 weights")
 #else
   return false;
@@ -257,13 +253,13 @@ HWY_INLINE void I4PanelsRows(const int8_t* q, size_t q_stride, const float* qs,
                              const int32_t* xs, const uint8_t* panels, const DenseWeights& w,
                              size_t p0, size_t p1, float* y, size_t y_stride, bool accumulate) {
   namespace d = i4p_detail;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if RECUR_ISA_AVX3
   if (Avx512VnniEnabled()) {
     d::PanelsVnni<kB>(q, q_stride, qs, xs, panels, w, p0, p1, y, y_stride, accumulate);
     return;
   }
 #endif
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#if RECUR_ISA_AVX2
   d::PanelsAvx2<kB>(q, q_stride, qs, xs, panels, w, p0, p1, y, y_stride, accumulate);
   return;
 #endif

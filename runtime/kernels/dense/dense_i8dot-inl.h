@@ -6,19 +6,19 @@
 // used against every activation row in it. Per target, one step of kStep
 // bytes of a row pair (q_x, q_w):
 //   AVX2, SSSE3/SSE4: u = |w| (as u8: |-128| = 128), v = x with w's sign
-//     (_mm*_sign_epi8; zero where w is), pairs of u·v summed to i16 by
+//     (ApplySign; zero where w is), pairs of u·v summed to i16 by
 //     maddubs (|x| ≤ 127 and |w| ≤ 128: a pair is at most 2·128·127 = 32512,
 //     so it never saturates) and to i32 by madd with ones. AVX2 from
 //     kAvx2GemmRows rows on: a GEMM on the same step (Avx2Gemm), w packed
 //     per call with |w| precomputed, an activation row's 4 bytes broadcast.
 //   AVX-512 with AVX512-VNNI (Avx512VnniEnabled): vpdpbusd of w + 128 (w
 //     xor 0x80, unsigned) and x, four products a lane; the sums start at
-//     −128·Σ x (VnniOps). From kVnniGemmRows rows on, a GEMM instead (Gemm):
+//     −128·Σ x (I8DotStepVnni). From kVnniGemmRows rows on, a GEMM instead (Gemm):
 //     panels of 16 weight rows packed per call, 4 inputs × 16 rows a vector,
 //     against 4 bytes of an activation row broadcast, so the i32 lanes are 16
 //     outputs and need no horizontal sums.
 //   AVX-512 without VNNI: as AVX2 with w's sign applied by a masked
-//     subtraction (no _mm512_sign_epi8).
+//     subtraction (NegateWhere: AVX-512 has no vpsignb).
 //   NEON (arm64): sdot where the compiler targets the dot-product extension,
 //     else vmull_s8 / vmlal_high_s8 into i16 (two products ≤ 32512) and
 //     vpadalq_s16 into i32.
@@ -26,6 +26,9 @@
 //     time, both operands promoted to i32 (DenseI8DotPreferred is false
 //     there, so Dense only runs this when asked to).
 // The sums are exact while 128·127·in < 2^31 (kDenseI8DotMaxIn is far below).
+// The steps are isa::I8DotStep (and isa::I8DotStepVnni) of kernels/isa/; the
+// GEMMs and the VNNI mat-vec are written with the named operations of
+// isa::x256 and isa::x512.
 #if defined(RECUR_KERNELS_DENSE_DENSE_I8DOT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef RECUR_KERNELS_DENSE_DENSE_I8DOT_INL_H_
 #undef RECUR_KERNELS_DENSE_DENSE_I8DOT_INL_H_
@@ -42,13 +45,9 @@
 #include "hwy/highway.h"
 #include "kernels/common-inl.h"
 #include "kernels/dense/dense.h"
-#include "kernels/dense/transpose-inl.h"
 #include "kernels/dispatch/target_limit.h"
 #include "kernels/elementwise/elementwise-inl.h"
-
-#if HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
-#include <arm_neon.h>
-#endif
+#include "kernels/isa/isa-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace recur::impl::kernels {
@@ -65,130 +64,18 @@ inline constexpr size_t kQBytes = size_t{16} << 10;
 inline constexpr size_t kQRows = 64;
 static_assert(kQBytes >= kDenseI8DotMaxIn, "a row must fit the quantisation buffer");
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if RECUR_ISA_DOT_STEPS
 #define RECUR_I8_TILES 1
-struct Ops {
-  static constexpr size_t kStep = 64;
-  static constexpr size_t kMaxB = 4;  // 16 of 32 registers accumulate
-  using Acc = __m512i;
-  struct W {
-    __m512i abs;
-    __mmask64 neg;
-  };
-  static HWY_INLINE Acc Zero() { return _mm512_setzero_si512(); }
-  static HWY_INLINE W LoadW(const int8_t* p) {
-    const __m512i w = _mm512_loadu_si512(p);
-    return {_mm512_abs_epi8(w), _mm512_movepi8_mask(w)};
-  }
-  static HWY_INLINE Acc Dot(Acc acc, const W& w, const int8_t* x) {
-    const __m512i xv = _mm512_loadu_si512(x);
-    const __m512i v = _mm512_mask_sub_epi8(xv, w.neg, _mm512_setzero_si512(), xv);
-    const __m512i p16 = _mm512_maddubs_epi16(w.abs, v);
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(p16, _mm512_set1_epi16(1)));
-  }
-  // out[k] = Σ lanes of a[k], k < 4.
-  static HWY_INLINE void Sum4(const Acc* a, int32_t* out) {
-    __m256i h[4];
-    for (int k = 0; k < 4; ++k) {
-      h[k] = _mm256_add_epi32(_mm512_castsi512_si256(a[k]), _mm512_extracti64x4_epi64(a[k], 1));
-    }
-    const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(h[0], h[1]),
-                                        _mm256_hadd_epi32(h[2], h[3]));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
-                     _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
-  }
-};
-#define RECUR_I8_VNNI 1
-// Σ (w + 128)·x = Σ w·x + 128·Σ x: Rows subtracts 128·Σ x. |sum| ≤
-// 255·127·in < 2^31.
-struct VnniOps {
-  static constexpr size_t kStep = 64;
-  static constexpr size_t kMaxB = 4;
-  using Acc = __m512i;
-  using W = __m512i;
-  static HWY_INLINE Acc Zero() { return _mm512_setzero_si512(); }
-  static HWY_INLINE W LoadW(const int8_t* p) {
-    return _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_set1_epi8(-128));
-  }
-  static HWY_INLINE Acc Dot(Acc acc, const W& w, const int8_t* x) {
-    return DpBusd(acc, w, _mm512_loadu_si512(x));
-  }
-  static HWY_INLINE void Sum4(const Acc* a, int32_t* out) { Ops::Sum4(a, out); }
-};
-#elif HWY_TARGET == HWY_AVX2
-#define RECUR_I8_TILES 1
-struct Ops {
-  static constexpr size_t kStep = 32;
-  static constexpr size_t kMaxB = 2;  // 8 accumulators + operands in 16 registers
-  using Acc = __m256i;
-  struct W {
-    __m256i abs, w;
-  };
-  static HWY_INLINE Acc Zero() { return _mm256_setzero_si256(); }
-  static HWY_INLINE W LoadW(const int8_t* p) {
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    return {_mm256_abs_epi8(w), w};
-  }
-  static HWY_INLINE Acc Dot(Acc acc, const W& w, const int8_t* x) {
-    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-    const __m256i p16 = _mm256_maddubs_epi16(w.abs, _mm256_sign_epi8(xv, w.w));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
-  }
-  static HWY_INLINE void Sum4(const Acc* a, int32_t* out) {
-    // Per 128-bit half: [Σa0, Σa1, Σa2, Σa3] of that half's lanes.
-    const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]),
-                                        _mm256_hadd_epi32(a[2], a[3]));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
-                     _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1)));
-  }
-};
-#elif HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
-#define RECUR_I8_TILES 1
-struct Ops {
-  static constexpr size_t kStep = 16;
-  static constexpr size_t kMaxB = 2;
-  using Acc = __m128i;
-  struct W {
-    __m128i abs, w;
-  };
-  static HWY_INLINE Acc Zero() { return _mm_setzero_si128(); }
-  static HWY_INLINE W LoadW(const int8_t* p) {
-    const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    return {_mm_abs_epi8(w), w};
-  }
-  static HWY_INLINE Acc Dot(Acc acc, const W& w, const int8_t* x) {
-    const __m128i xv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x));
-    const __m128i p16 = _mm_maddubs_epi16(w.abs, _mm_sign_epi8(xv, w.w));
-    return _mm_add_epi32(acc, _mm_madd_epi16(p16, _mm_set1_epi16(1)));
-  }
-  static HWY_INLINE void Sum4(const Acc* a, int32_t* out) {
-    const __m128i s = _mm_hadd_epi32(_mm_hadd_epi32(a[0], a[1]), _mm_hadd_epi32(a[2], a[3]));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), s);
-  }
-};
-#elif HWY_TARGET == HWY_NEON && HWY_ARCH_ARM_A64
-#define RECUR_I8_TILES 1
-struct Ops {
-  static constexpr size_t kStep = 16;
-  static constexpr size_t kMaxB = 4;  // 32 registers
-  using Acc = int32x4_t;
-  using W = int8x16_t;
-  static HWY_INLINE Acc Zero() { return vdupq_n_s32(0); }
-  static HWY_INLINE W LoadW(const int8_t* p) { return vld1q_s8(p); }
-  static HWY_INLINE Acc Dot(Acc acc, const W& w, const int8_t* x) {
-    const int8x16_t xv = vld1q_s8(x);
-#if defined(__ARM_FEATURE_DOTPROD)
-    return vdotq_s32(acc, w, xv);
-#else
-    int16x8_t p = vmull_s8(vget_low_s8(w), vget_low_s8(xv));
-    p = vmlal_high_s8(p, w, xv);
-    return vpadalq_s16(acc, p);
+using Ops = isa::I8DotStep;
+// Activation rows per tile: 4 × kO accumulators take 16 of 32 registers;
+// with 16 registers, 2 × kO (8 accumulators and the operands).
+inline constexpr size_t kTileRows = isa::kVectorRegisters >= 32 ? 4 : 2;
 #endif
-  }
-  static HWY_INLINE void Sum4(const Acc* a, int32_t* out) {
-    vst1q_s32(out, vpaddq_s32(vpaddq_s32(a[0], a[1]), vpaddq_s32(a[2], a[3])));
-  }
-};
+#if RECUR_ISA_AVX3
+#define RECUR_I8_VNNI 1
+// Σ (w + 128)·x = Σ w·x + 128·Σ x: VnniRows subtracts 128·Σ x.
+using VnniOps = isa::I8DotStepVnni;
+namespace x512 = isa::x512;
 #endif
 
 #ifdef RECUR_I8_TILES
@@ -216,8 +103,8 @@ HWY_INLINE void Tile(const int8_t* const* HWY_RESTRICT xr, const int8_t* HWY_RES
       }
     }
     for (size_t o = 0; o < kO; ++o) {
-      const typename O::W wv = O::LoadW(wr[o] + i);
-      for (size_t b = 0; b < kB; ++b) acc[b][o] = O::Dot(acc[b][o], wv, xr[b] + i);
+      const typename O::W wv = O::LoadWeights(wr[o] + i);
+      for (size_t b = 0; b < kB; ++b) acc[b][o] = O::DotAccumulate(acc[b][o], wv, xr[b] + i);
     }
   }
   if (i < in) {  // the last in − i < S columns, zero-padded copies
@@ -229,11 +116,11 @@ HWY_INLINE void Tile(const int8_t* const* HWY_RESTRICT xr, const int8_t* HWY_RES
     for (size_t o = 0; o < kO; ++o) std::memcpy(wt[o], wr[o] + i, n);
     for (size_t b = 0; b < kB; ++b) std::memcpy(xt[b], xr[b] + i, n);
     for (size_t o = 0; o < kO; ++o) {
-      const typename O::W wv = O::LoadW(wt[o]);
-      for (size_t b = 0; b < kB; ++b) acc[b][o] = O::Dot(acc[b][o], wv, xt[b]);
+      const typename O::W wv = O::LoadWeights(wt[o]);
+      for (size_t b = 0; b < kB; ++b) acc[b][o] = O::DotAccumulate(acc[b][o], wv, xt[b]);
     }
   }
-  for (size_t b = 0; b < kB; ++b) O::Sum4(acc[b], sums[b]);
+  for (size_t b = 0; b < kB; ++b) O::SumLanesOf4(acc[b], sums[b]);
 }
 #endif  // RECUR_I8_TILES
 
@@ -292,7 +179,7 @@ HWY_NOINLINE void Rows(const int8_t* q, size_t q_stride, const float* qs, const 
 }
 
 #ifdef RECUR_I8_TILES
-inline constexpr size_t kMaxB = Ops::kMaxB;
+inline constexpr size_t kMaxB = kTileRows;
 #else
 inline constexpr size_t kMaxB = 1;
 #endif
@@ -315,15 +202,15 @@ struct LineCursor {
 #ifdef RECUR_I8_VNNI
 // Σ_i x[i], n < 2^24.
 HWY_INLINE int32_t SumS8(const int8_t* x, size_t n) {
-  const __m512i ones = _mm512_set1_epi8(1);
-  __m512i acc = _mm512_setzero_si512();
+  const x512::VecI ones = x512::SetI8(1);
+  x512::VecI acc = x512::ZeroI();
   size_t i = 0;
-  for (; i + 64 <= n; i += 64) acc = DpBusd(acc, ones, _mm512_loadu_si512(x + i));
+  for (; i + 64 <= n; i += 64) acc = x512::DotU8I8Accumulate(acc, ones, x512::LoadU(x + i));
   if (i < n) {
-    const __mmask64 m = _cvtu64_mask64(~uint64_t{0} >> (64 - (n - i)));
-    acc = DpBusd(acc, ones, _mm512_maskz_loadu_epi8(m, x + i));
+    const x512::Mask64 m = x512::MaskFromBits(~uint64_t{0} >> (64 - (n - i)));
+    acc = x512::DotU8I8Accumulate(acc, ones, x512::LoadMaskedI8(m, x + i));
   }
-  return _mm512_reduce_add_epi32(acc);
+  return x512::SumOfLanesI32(acc);
 }
 
 // Rows on VnniOps tiles.
@@ -350,32 +237,13 @@ HWY_NOINLINE void VnniRows(const int8_t* q, size_t q_stride, const float* qs, co
   }
 }
 
-// Σ lanes of a[r] in lane r, r < 16.
-HWY_INLINE __m512i ReduceLanes16(const __m512i* a) {
-  __m512i t[8], u[4], v[2];
-  for (int k = 0; k < 8; ++k) {  // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3]
-    t[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2 * k], a[2 * k + 1]),
-                            _mm512_unpackhi_epi32(a[2 * k], a[2 * k + 1]));
-  }
-  for (int k = 0; k < 4; ++k) {  // per 128-bit lane: the lane's sums of rows 4k..4k+3
-    u[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2 * k], t[2 * k + 1]),
-                            _mm512_unpackhi_epi64(t[2 * k], t[2 * k + 1]));
-  }
-  for (int k = 0; k < 2; ++k) {
-    v[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2 * k], u[2 * k + 1], 0x88),
-                            _mm512_shuffle_i32x4(u[2 * k], u[2 * k + 1], 0xdd));
-  }
-  return _mm512_add_epi32(_mm512_shuffle_i32x4(v[0], v[1], 0x88),
-                          _mm512_shuffle_i32x4(v[0], v[1], 0xdd));
-}
-
 // Finish's operations on 16 outputs (mask: those that exist).
-HWY_INLINE void Finish16(__m512i sums, __m512 scale_wx, const float* bias, float* y,
-                         __mmask16 mask, bool accumulate) {
-  __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(sums), scale_wx);
-  if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, bias));
-  if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), v);
-  _mm512_mask_storeu_ps(y, mask, v);
+HWY_INLINE void Finish16(x512::VecI sums, x512::VecF scale_wx, const float* bias, float* y,
+                         x512::Mask16 mask, bool accumulate) {
+  x512::VecF v = x512::Mul(x512::ToF32(sums), scale_wx);
+  if (bias) v = x512::Add(v, x512::LoadMasked(mask, bias));
+  if (accumulate) v = x512::Add(x512::LoadMasked(mask, y), v);
+  x512::StoreMasked(y, mask, v);
 }
 
 // Batch 1: 16 weight rows at a time against x (one load per 64 inputs for
@@ -386,35 +254,34 @@ HWY_NOINLINE void VnniMatVec(const int8_t* x, float qs, const int8_t* w, const f
                              const float* bias, size_t in, size_t o_begin, size_t o_end,
                              float* y, bool accumulate) {
   constexpr size_t R = 16;
-  const __m512i k80 = _mm512_set1_epi8(-128);
-  const __m512i start = _mm512_set1_epi32(-128 * SumS8(x, in));
+  const x512::VecI k80 = x512::SetI8(-128);
+  const x512::VecI start = x512::SetI32(-128 * SumS8(x, in));
   const size_t full = in / 64 * 64;
-  const __mmask64 tail = _cvtu64_mask64(in % 64 == 0 ? 0 : ~uint64_t{0} >> (64 - in % 64));
+  const x512::Mask64 tail = x512::MaskFromBits(in % 64 == 0 ? 0 : ~uint64_t{0} >> (64 - in % 64));
   for (size_t o = o_begin; o < o_end; o += R) {
     const size_t rows = std::min(R, o_end - o);
     const int8_t* wr[R];
     for (size_t r = 0; r < R; ++r) wr[r] = w + (o + std::min(r, rows - 1)) * in;
     const int8_t* next = w + (o + R) * in;  // prefetched only, never loaded
-    __m512i acc[R];
-    for (size_t r = 0; r < R; ++r) acc[r] = _mm512_setzero_si512();
+    x512::VecI acc[R];
+    for (size_t r = 0; r < R; ++r) acc[r] = x512::ZeroI();
     for (size_t i = 0; i < full; i += 64) {
       for (size_t k = 0; k < R * 64; k += 64) hwy::Prefetch(next + R * i + k);
-      const __m512i xv = _mm512_loadu_si512(x + i);
+      const x512::VecI xv = x512::LoadU(x + i);
       for (size_t r = 0; r < R; ++r) {
-        acc[r] = DpBusd(acc[r], _mm512_xor_si512(_mm512_loadu_si512(wr[r] + i), k80), xv);
+        acc[r] = x512::DotU8I8Accumulate(acc[r], x512::Xor(x512::LoadU(wr[r] + i), k80), xv);
       }
     }
     if (full < in) {  // x is 0 past the row: w's padding adds nothing
-      const __m512i xv = _mm512_maskz_loadu_epi8(tail, x + full);
+      const x512::VecI xv = x512::LoadMaskedI8(tail, x + full);
       for (size_t r = 0; r < R; ++r) {
-        acc[r] = DpBusd(acc[r], _mm512_xor_si512(_mm512_maskz_loadu_epi8(tail, wr[r] + full), k80),
-                        xv);
+        acc[r] = x512::DotU8I8Accumulate(
+            acc[r], x512::Xor(x512::LoadMaskedI8(tail, wr[r] + full), k80), xv);
       }
     }
-    const __mmask16 mask = static_cast<__mmask16>((1u << rows) - 1);
-    const __m512 scale_wx =
-        _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, scales + o), _mm512_set1_ps(qs));
-    Finish16(_mm512_add_epi32(ReduceLanes16(acc), start), scale_wx, bias ? bias + o : nullptr,
+    const auto mask = static_cast<x512::Mask16>((1u << rows) - 1);
+    const x512::VecF scale_wx = x512::Mul(x512::LoadMasked(mask, scales + o), x512::SetF32(qs));
+    Finish16(x512::AddI32(x512::LaneSumsOf16(acc), start), scale_wx, bias ? bias + o : nullptr,
              y + o, mask, accumulate);
   }
 }
@@ -435,22 +302,19 @@ inline constexpr size_t kGemmBatch = 64;  // rows whose partial sums wait betwee
 // are 0, so they add nothing whatever the activations there.
 HWY_INLINE void PackBlock(const int8_t* w, size_t in, size_t out, size_t o0, size_t k0,
                           size_t kc, uint8_t* HWY_RESTRICT dst) {
-  const __m512i bias = _mm512_set1_epi8(-128);
+  const x512::VecI bias = x512::SetI8(-128);
   for (size_t c = 0; c < kc; c += 64) {
     const size_t n = std::min<size_t>(64, kc - c);
-    const __mmask64 m = _cvtu64_mask64(~uint64_t{0} >> (64 - n));
+    const x512::Mask64 m = x512::MaskFromBits(~uint64_t{0} >> (64 - n));
     for (size_t p = 0; p < 2; ++p) {
-      __m512i r[16];
+      x512::VecI r[16];
       for (size_t i = 0; i < 16; ++i) {
         const int8_t* row = w + std::min(o0 + 16 * p + i, out - 1) * in + k0 + c;
-        r[i] = n == 64 ? _mm512_xor_si512(_mm512_loadu_si512(row), bias)
-                       : _mm512_maskz_mov_epi8(
-                             m, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, row), bias));
+        r[i] = n == 64 ? x512::Xor(x512::LoadU(row), bias)
+                       : x512::ZeroOutsideI8(m, x512::Xor(x512::LoadMaskedI8(m, row), bias));
       }
-      Transpose16(r);
-      for (size_t j = 0; j < 16; ++j) {
-        _mm512_store_si512(dst + ((c / 4 + j) * 2 + p) * 64, r[j]);
-      }
+      x512::Transpose16x16(r);
+      for (size_t j = 0; j < 16; ++j) x512::Store(dst + ((c / 4 + j) * 2 + p) * 64, r[j]);
     }
   }
 }
@@ -458,10 +322,10 @@ HWY_INLINE void PackBlock(const int8_t* w, size_t in, size_t out, size_t o0, siz
 // acc[r][p] += Σ over the block's inputs, rows xr[r] (at the block's first
 // input), r < kGemmRows; the sums in registers while the inputs pass. One
 // line of `npf` from pf is prefetched per step of 4 inputs.
-HWY_INLINE void GemmKernel(const int8_t* const* xr, const uint8_t* HWY_RESTRICT packed,
-                           size_t kc, __m512i (*acc)[2], LineCursor& pf, size_t npf) {
+HWY_INLINE void GemmKernel(const int8_t* const* xr, const uint8_t* HWY_RESTRICT packed, size_t kc,
+                           x512::VecI (*acc)[2], LineCursor& pf, size_t npf) {
   constexpr size_t R = kGemmRows;
-  __m512i a0[R], a1[R];
+  x512::VecI a0[R], a1[R];
   const int8_t* x[R];
   HWY_UNROLL(8)
   for (size_t r = 0; r < R; ++r) {
@@ -472,27 +336,27 @@ HWY_INLINE void GemmKernel(const int8_t* const* xr, const uint8_t* HWY_RESTRICT 
   const size_t full = kc / 4;
   for (size_t j = 0; j < full; ++j) {
     if (j < npf) pf.PrefetchNext();
-    const __m512i w0 = _mm512_load_si512(packed + j * 128);
-    const __m512i w1 = _mm512_load_si512(packed + j * 128 + 64);
+    const x512::VecI w0 = x512::Load(packed + j * 128);
+    const x512::VecI w1 = x512::Load(packed + j * 128 + 64);
     HWY_UNROLL(8)
     for (size_t r = 0; r < R; ++r) {
       int32_t v;
       std::memcpy(&v, x[r] + 4 * j, 4);
-      const __m512i xb = _mm512_set1_epi32(v);
-      a0[r] = DpBusd(a0[r], w0, xb);
-      a1[r] = DpBusd(a1[r], w1, xb);
+      const x512::VecI xb = x512::SetI32(v);
+      a0[r] = x512::DotU8I8Accumulate(a0[r], w0, xb);
+      a1[r] = x512::DotU8I8Accumulate(a1[r], w1, xb);
     }
   }
   for (size_t j = full; j < npf; ++j) pf.PrefetchNext();
   if (full * 4 < kc) {  // the last 1..3 inputs, read without passing the row
-    const __m512i w0 = _mm512_load_si512(packed + full * 128);
-    const __m512i w1 = _mm512_load_si512(packed + full * 128 + 64);
+    const x512::VecI w0 = x512::Load(packed + full * 128);
+    const x512::VecI w1 = x512::Load(packed + full * 128 + 64);
     for (size_t r = 0; r < R; ++r) {
       int32_t v = 0;
       std::memcpy(&v, x[r] + 4 * full, kc - full * 4);
-      const __m512i xb = _mm512_set1_epi32(v);
-      a0[r] = DpBusd(a0[r], w0, xb);
-      a1[r] = DpBusd(a1[r], w1, xb);
+      const x512::VecI xb = x512::SetI32(v);
+      a0[r] = x512::DotU8I8Accumulate(a0[r], w0, xb);
+      a1[r] = x512::DotU8I8Accumulate(a1[r], w1, xb);
     }
   }
   HWY_UNROLL(8)
@@ -513,13 +377,13 @@ HWY_NOINLINE void Gemm(const int8_t* q, size_t q_stride, const float* qs, size_t
     for (size_t b = 0; b < nb; ++b) start[b] = -128 * SumS8(q + (b0 + b) * q_stride, in);
     for (size_t o0 = 0; o0 < out; o0 += kGemmCols) {
       const size_t cols = std::min(kGemmCols, out - o0);
-      __mmask16 mask[2];
-      __m512 sw[2], bv[2];
+      x512::Mask16 mask[2];
+      x512::VecF sw[2], bv[2];
       for (size_t p = 0; p < 2; ++p) {
         const size_t n = cols > 16 * p ? std::min<size_t>(16, cols - 16 * p) : 0;
-        mask[p] = static_cast<__mmask16>((1u << n) - 1);
-        sw[p] = _mm512_maskz_loadu_ps(mask[p], scales + o0 + 16 * p);
-        bv[p] = bias ? _mm512_maskz_loadu_ps(mask[p], bias + o0 + 16 * p) : _mm512_setzero_ps();
+        mask[p] = static_cast<x512::Mask16>((1u << n) - 1);
+        sw[p] = x512::LoadMasked(mask[p], scales + o0 + 16 * p);
+        bv[p] = bias ? x512::LoadMasked(mask[p], bias + o0 + 16 * p) : x512::ZeroF();
       }
       for (size_t k0 = 0; k0 < in || k0 == 0; k0 += kGemmDepth) {
         const size_t kc = std::min(kGemmDepth, in - k0);
@@ -538,13 +402,12 @@ HWY_NOINLINE void Gemm(const int8_t* q, size_t q_stride, const float* qs, size_t
         for (size_t r0 = 0; r0 < nb; r0 += kGemmRows) {
           const size_t nr = std::min(kGemmRows, nb - r0);
           const int8_t* xr[kGemmRows];
-          __m512i acc[kGemmRows][2];
+          x512::VecI acc[kGemmRows][2];
           for (size_t r = 0; r < kGemmRows; ++r) {
             const size_t b = r0 + std::min(r, nr - 1);  // rows past nb repeat the last
             xr[r] = q + (b0 + b) * q_stride + k0;
             for (size_t p = 0; p < 2; ++p) {
-              acc[r][p] = k0 == 0 ? _mm512_set1_epi32(start[b])
-                                  : _mm512_load_si512(part[b] + 16 * p);
+              acc[r][p] = k0 == 0 ? x512::SetI32(start[b]) : x512::Load(part[b] + 16 * p);
             }
           }
           GemmKernel(xr, packed, kc, acc, pf, std::min(per_block, pf.left));
@@ -552,17 +415,17 @@ HWY_NOINLINE void Gemm(const int8_t* q, size_t q_stride, const float* qs, size_t
             const size_t b = r0 + r;
             for (size_t p = 0; p < 2; ++p) {
               if (!last) {
-                _mm512_store_si512(part[b] + 16 * p, acc[r][p]);
+                x512::Store(part[b] + 16 * p, acc[r][p]);
                 continue;
               }
               if (mask[p] == 0) continue;
               // Finish's operations, 16 outputs at a time.
               float* yp = y + (b0 + b) * y_stride + o0 + 16 * p;
-              __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][p]),
-                                       _mm512_mul_ps(sw[p], _mm512_set1_ps(qs[b0 + b])));
-              if (bias) v = _mm512_add_ps(v, bv[p]);
-              if (accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask[p], yp), v);
-              _mm512_mask_storeu_ps(yp, mask[p], v);
+              x512::VecF v =
+                  x512::Mul(x512::ToF32(acc[r][p]), x512::Mul(sw[p], x512::SetF32(qs[b0 + b])));
+              if (bias) v = x512::Add(v, bv[p]);
+              if (accumulate) v = x512::Add(x512::LoadMasked(mask[p], yp), v);
+              x512::StoreMasked(yp, mask[p], v);
             }
           }
         }
@@ -573,13 +436,14 @@ HWY_NOINLINE void Gemm(const int8_t* q, size_t q_stride, const float* qs, size_t
 }
 #endif  // RECUR_I8_VNNI
 
-#if defined(RECUR_I8_TILES) && HWY_ARCH_X86 && HWY_TARGET == HWY_AVX2
+#if defined(RECUR_I8_TILES) && RECUR_ISA_AVX2 && !RECUR_ISA_AVX3
 #define RECUR_I8_AVX2_GEMM 1
+namespace x256 = isa::x256;
 // The GEMM on AVX2 (no integer dot product: sign, maddubs, madd, add per 32
 // products). Per block of kAvx2Cols weight rows and kAvx2Depth inputs, w is
 // packed (Avx2PackBlock) into two panels of 8 rows: vector j of a panel holds
 // inputs 4j..4j+3 of its 8 rows, once as |w| (maddubs' unsigned operand) and
-// once as w (whose signs sign_epi8 puts on the activations), so the inner
+// once as w (whose signs ApplySign puts on the activations), so the inner
 // loop broadcasts 4 bytes of an activation row against both panels and needs
 // no abs and no horizontal sums. kAvx2TileRows rows × 2 panels of i32 sums
 // stay in registers (8 of 16) while the block's inputs pass.
@@ -598,22 +462,22 @@ HWY_INLINE void Avx2PackBlock(const int8_t* w, size_t in, size_t out, size_t o0,
   for (size_t c = 0; c < kc; c += 32) {
     const size_t n = std::min<size_t>(32, kc - c);
     for (size_t p = 0; p < 2; ++p) {
-      __m256i r[8];
+      x256::VecI r[8];
       for (size_t i = 0; i < 8; ++i) {
         const int8_t* row = w + std::min(o0 + 8 * p + i, out - 1) * in + k0 + c;
         if (n == 32) {
-          r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row));
+          r[i] = x256::LoadU(row);
         } else {
           std::memset(tail[i], 0, 32);
           std::memcpy(tail[i], row, n);
-          r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(tail[i]));
+          r[i] = x256::Load(tail[i]);
         }
       }
-      Transpose8(r);
+      x256::Transpose8x8(r);
       for (size_t j = 0; j < 8; ++j) {
         uint8_t* d = dst + ((c / 4 + j) * 2 + p) * 64;
-        _mm256_store_si256(reinterpret_cast<__m256i*>(d), _mm256_abs_epi8(r[j]));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(d + 32), r[j]);
+        x256::Store(d, x256::AbsI8(r[j]));
+        x256::Store(d + 32, r[j]);
       }
     }
   }
@@ -623,25 +487,22 @@ HWY_INLINE void Avx2PackBlock(const int8_t* w, size_t in, size_t out, size_t o0,
 // input), r < kR.
 template <size_t kR>
 HWY_INLINE void Avx2GemmKernel(const int8_t* const* xr, const uint8_t* HWY_RESTRICT packed,
-                               size_t kc, __m256i (*acc)[2], LineCursor& pf, size_t npf) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i a0[kR], a1[kR];
+                               size_t kc, x256::VecI (*acc)[2], LineCursor& pf, size_t npf) {
+  x256::VecI a0[kR], a1[kR];
   for (size_t r = 0; r < kR; ++r) {
     a0[r] = acc[r][0];
     a1[r] = acc[r][1];
   }
   auto step = [&](size_t j, const int32_t* v) {
     const uint8_t* p = packed + j * 128;
-    const __m256i u0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i s0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 32));
-    const __m256i u1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 64));
-    const __m256i s1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + 96));
+    const x256::VecI u0 = x256::Load(p), s0 = x256::Load(p + 32);
+    const x256::VecI u1 = x256::Load(p + 64), s1 = x256::Load(p + 96);
     for (size_t r = 0; r < kR; ++r) {
-      const __m256i xb = _mm256_set1_epi32(v[r]);
-      a0[r] = _mm256_add_epi32(
-          a0[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(xb, s0)), ones));
-      a1[r] = _mm256_add_epi32(
-          a1[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u1, _mm256_sign_epi8(xb, s1)), ones));
+      const x256::VecI xb = x256::SetI32(v[r]);
+      a0[r] = x256::AddI32(a0[r],
+                           x256::SumPairsI16(x256::MulAddPairsU8I8(u0, x256::ApplySign(xb, s0))));
+      a1[r] = x256::AddI32(a1[r],
+                           x256::SumPairsI16(x256::MulAddPairsU8I8(u1, x256::ApplySign(xb, s1))));
     }
   };
   const size_t full = kc / 4;
@@ -673,13 +534,13 @@ HWY_NOINLINE void Avx2Gemm(const int8_t* q, size_t q_stride, const float* qs, si
     const size_t nb = std::min(kAvx2Batch, batch - b0);
     for (size_t o0 = 0; o0 < out; o0 += kAvx2Cols) {
       const size_t cols = std::min(kAvx2Cols, out - o0);
-      __m256i mask[2];
-      __m256 sw[2], bv[2];
+      x256::MaskF mask[2];
+      x256::VecF sw[2], bv[2];
       for (size_t p = 0; p < 2; ++p) {
         const int n = static_cast<int>(cols > 8 * p ? std::min<size_t>(8, cols - 8 * p) : 0);
-        mask[p] = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        sw[p] = _mm256_maskload_ps(scales + o0 + 8 * p, mask[p]);
-        bv[p] = bias ? _mm256_maskload_ps(bias + o0 + 8 * p, mask[p]) : _mm256_setzero_ps();
+        mask[p] = x256::FirstLanes(n);
+        sw[p] = x256::LoadMasked(scales + o0 + 8 * p, mask[p]);
+        bv[p] = bias ? x256::LoadMasked(bias + o0 + 8 * p, mask[p]) : x256::ZeroF();
       }
       for (size_t k0 = 0; k0 < in || k0 == 0; k0 += kAvx2Depth) {
         const size_t kc = std::min(kAvx2Depth, in - k0);
@@ -697,14 +558,12 @@ HWY_NOINLINE void Avx2Gemm(const int8_t* q, size_t q_stride, const float* qs, si
         for (size_t r0 = 0; r0 < nb; r0 += R) {
           const size_t nr = std::min(R, nb - r0);
           const int8_t* xr[R];
-          __m256i acc[R][2];
+          x256::VecI acc[R][2];
           for (size_t r = 0; r < R; ++r) {
             const size_t b = r0 + std::min(r, nr - 1);  // rows past nb repeat the last
             xr[r] = q + (b0 + b) * q_stride + k0;
             for (size_t p = 0; p < 2; ++p) {
-              acc[r][p] = k0 == 0 ? _mm256_setzero_si256()
-                                  : _mm256_load_si256(
-                                        reinterpret_cast<const __m256i*>(part[b] + 8 * p));
+              acc[r][p] = k0 == 0 ? x256::ZeroI() : x256::Load(part[b] + 8 * p);
             }
           }
           Avx2GemmKernel<R>(xr, packed, kc, acc, pf, std::min(per_tile, pf.left));
@@ -712,17 +571,17 @@ HWY_NOINLINE void Avx2Gemm(const int8_t* q, size_t q_stride, const float* qs, si
             const size_t b = r0 + r;
             for (size_t p = 0; p < 2; ++p) {
               if (!last) {
-                _mm256_store_si256(reinterpret_cast<__m256i*>(part[b] + 8 * p), acc[r][p]);
+                x256::Store(part[b] + 8 * p, acc[r][p]);
                 continue;
               }
               if (cols <= 8 * p) continue;
               // Finish's operations, 8 outputs at a time.
               float* yp = y + (b0 + b) * y_stride + o0 + 8 * p;
-              __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][p]),
-                                       _mm256_mul_ps(sw[p], _mm256_set1_ps(qs[b0 + b])));
-              if (bias) v = _mm256_add_ps(v, bv[p]);
-              if (accumulate) v = _mm256_add_ps(_mm256_maskload_ps(yp, mask[p]), v);
-              _mm256_maskstore_ps(yp, mask[p], v);
+              x256::VecF v =
+                  x256::Mul(x256::ToF32(acc[r][p]), x256::Mul(sw[p], x256::SetF32(qs[b0 + b])));
+              if (bias) v = x256::Add(v, bv[p]);
+              if (accumulate) v = x256::Add(x256::LoadMasked(yp, mask[p]), v);
+              x256::StoreMasked(yp, mask[p], v);
             }
           }
         }

@@ -192,7 +192,7 @@ HWY_INLINE void DenseNarrow(const float* x, size_t x_stride, size_t batch, const
   size_t group = 1;       // panels packed per pass over the weights
   size_t P = 1;
   [[maybe_unused]] float* xt = nullptr;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if RECUR_ISA_AVX3
   P = dd::kPanelV * N;
   if (const size_t panel_floats = dd::PanelScratchFloats(d, batch, in, out)) {
     group = dd::PanelGroup(P, in);
@@ -209,7 +209,7 @@ HWY_INLINE void DenseNarrow(const float* x, size_t x_stride, size_t batch, const
     const bool last = p0 + group >= total;
     const float* xg = x + p0 * P * x_stride;
     float* yg = y + p0 * P * y_stride;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if RECUR_ISA_AVX3
     for (size_t p = 0; p < panels; ++p) {
       dd::PackTransposed(d, xg + p * P * x_stride, x_stride, P, in, xt + p * P * in);
     }
@@ -218,7 +218,7 @@ HWY_INLINE void DenseNarrow(const float* x, size_t x_stride, size_t batch, const
       const size_t rows = std::min(chunk, out - o0);
       dd::Widen(d, w + o0 * in, dd::kScaled<TW> ? scales + o0 : nullptr, rows, in, wf);
       const float* bias0 = bias ? bias + o0 : nullptr;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if RECUR_ISA_AVX3
       for (size_t p = 0; p < panels; ++p) {
         dd::PanelRows(d, xt + p * P * in, wf, in, 0, rows, bias0, yg + p * P * y_stride + o0,
                       y_stride, accumulate);

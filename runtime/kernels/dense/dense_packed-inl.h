@@ -45,7 +45,7 @@ using PanelTag = hn::ScalableTag<float>;
 inline constexpr size_t kLanes = hn::MaxLanes(PanelTag());
 inline constexpr size_t kVecs = kDensePanelWidth / kLanes;  // vectors per tile row
 static_assert(kDensePanelWidth % kLanes == 0, "panel must be whole vectors");
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#if RECUR_ISA_AVX3
 // 12 rows × 2 vectors = 24 accumulators + 2 weight vectors + broadcasts; k
 // unrolled by 4. Measured (dense_bench, 64 rows): 12 rows 80-92% of peak, 14
 // rows 78% (GCC reloads row pointers from the stack), 8 rows 77-82%.
