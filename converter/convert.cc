@@ -37,7 +37,8 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
     if (!config.ok()) return config.status();
   }
 
-  auto bytes = ReadFileBytes(o.weights_path);
+  // Mapped, not read: the tensors are read in place, one at a time.
+  auto bytes = MapFile(o.weights_path);
   if (!bytes.ok()) return bytes.status();
   const std::string hash = Sha256Hex(bytes->data(), bytes->size());
   // A zip archive (or a file named as a checkpoint) is read as torch.save
@@ -45,7 +46,7 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   TensorViewMap views;
   SafetensorsFile safetensors;
   PtFile checkpoint;
-  if (LooksLikeZip(*bytes) || IsCheckpointName(o.weights_path)) {
+  if (LooksLikeZip(bytes->data(), bytes->size()) || IsCheckpointName(o.weights_path)) {
     auto pt = ParsePt(std::move(bytes).value(), o.weights_path, o.state_dict_key);
     if (!pt.ok()) return pt.status();
     checkpoint = std::move(pt).value();

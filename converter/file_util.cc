@@ -1,12 +1,14 @@
 #include "converter/file_util.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 namespace recur::impl::converter {
 namespace {
@@ -15,28 +17,37 @@ std::string ErrnoMessage(const std::string& path, const char* what, int err) {
   return path + ": " + what + ": " + std::strerror(err);
 }
 
-// Reads the file into a container obtained from `resize`.
-template <class Bytes>
-Result<Bytes> ReadInto(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status(StatusCode::kIoError, ErrnoMessage(path, "cannot open", errno));
+// Opens a regular file for reading: its descriptor and size.
+Status OpenRegular(const std::string& path, int* fd, uint64_t* size) {
+  *fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (*fd < 0) return Status(StatusCode::kIoError, ErrnoMessage(path, "cannot open", errno));
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
+  if (::fstat(*fd, &st) != 0) {
     int err = errno;
-    ::close(fd);
+    ::close(*fd);
     return Status(StatusCode::kIoError, ErrnoMessage(path, "cannot stat", err));
   }
   if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
+    ::close(*fd);
     return Status(StatusCode::kIoError, path + ": not a regular file");
   }
+  *size = static_cast<uint64_t>(st.st_size);
+  return Status::Ok();
+}
+
+// Reads the file into a container obtained from `resize`.
+template <class Bytes>
+Result<Bytes> ReadInto(const std::string& path) {
+  int fd = -1;
+  uint64_t size = 0;
+  RECUR_RETURN_IF_ERROR(OpenRegular(path, &fd, &size));
   Bytes bytes;
   try {
-    bytes.resize(static_cast<std::size_t>(st.st_size));
+    bytes.resize(static_cast<std::size_t>(size));
   } catch (const std::exception&) {
     ::close(fd);
     return Status(StatusCode::kOutOfMemory,
-                  path + ": out of memory reading " + std::to_string(st.st_size) + " bytes");
+                  path + ": out of memory reading " + std::to_string(size) + " bytes");
   }
   std::size_t done = 0;
   while (done < bytes.size()) {
@@ -58,6 +69,42 @@ Result<Bytes> ReadInto(const std::string& path) {
 
 }  // namespace
 
+FileBytes::FileBytes(FileBytes&& other) noexcept
+    : held_(std::move(other.held_)), map_(other.map_), map_size_(other.map_size_) {
+  other.map_ = nullptr;
+  other.map_size_ = 0;
+}
+
+FileBytes& FileBytes::operator=(FileBytes&& other) noexcept {
+  if (this != &other) {
+    if (map_) ::munmap(const_cast<uint8_t*>(map_), map_size_);
+    held_ = std::move(other.held_);
+    map_ = other.map_;
+    map_size_ = other.map_size_;
+    other.map_ = nullptr;
+    other.map_size_ = 0;
+  }
+  return *this;
+}
+
+FileBytes::~FileBytes() {
+  if (map_) ::munmap(const_cast<uint8_t*>(map_), map_size_);
+}
+
+Result<FileBytes> FileBytes::Map(const std::string& path, int fd, uint64_t size) {
+  FileBytes bytes;
+  if (size == 0) return bytes;
+  void* p = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    return Status(err == ENOMEM ? StatusCode::kOutOfMemory : StatusCode::kIoError,
+                  ErrnoMessage(path, "cannot map", err));
+  }
+  bytes.map_ = static_cast<const uint8_t*>(p);
+  bytes.map_size_ = static_cast<std::size_t>(size);
+  return bytes;
+}
+
 Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
   return ReadInto<std::vector<uint8_t>>(path);
 }
@@ -68,6 +115,15 @@ Result<AlignedBytes> ReadFileAligned(const std::string& path) {
 
 Result<std::string> ReadFileText(const std::string& path) {
   return ReadInto<std::string>(path);
+}
+
+Result<FileBytes> MapFile(const std::string& path) {
+  int fd = -1;
+  uint64_t size = 0;
+  RECUR_RETURN_IF_ERROR(OpenRegular(path, &fd, &size));
+  auto bytes = FileBytes::Map(path, fd, size);
+  ::close(fd);  // the mapping stays
+  return bytes;
 }
 
 Status WriteFileAtomic(const std::string& path, const void* data, std::size_t size) {

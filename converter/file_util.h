@@ -1,10 +1,11 @@
-// Whole-file reads and atomic writes.
+// Whole-file reads, read-only mappings and atomic writes.
 #ifndef RECUR_CONVERTER_FILE_UTIL_H_
 #define RECUR_CONVERTER_FILE_UTIL_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "converter/model_description.h"
@@ -17,6 +18,36 @@ namespace recur::impl::converter {
 Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
 Result<AlignedBytes> ReadFileAligned(const std::string& path);
 Result<std::string> ReadFileText(const std::string& path);
+
+// A file's bytes, read-only: mapped (MapFile) or held in memory (a vector
+// moved in). Moving it leaves the bytes where they are, so pointers into them
+// stay valid for as long as some FileBytes owns them.
+class FileBytes {
+ public:
+  FileBytes() = default;
+  FileBytes(std::vector<uint8_t> bytes) : held_(std::move(bytes)) {}  // NOLINT: implicit
+  FileBytes(FileBytes&& other) noexcept;
+  FileBytes& operator=(FileBytes&& other) noexcept;
+  FileBytes(const FileBytes&) = delete;
+  FileBytes& operator=(const FileBytes&) = delete;
+  ~FileBytes();
+
+  const uint8_t* data() const { return map_ ? map_ : held_.data(); }
+  std::size_t size() const { return map_ ? map_size_ : held_.size(); }
+
+ private:
+  friend Result<FileBytes> MapFile(const std::string& path);
+  // Maps `size` bytes of `fd` (an empty file: no bytes).
+  static Result<FileBytes> Map(const std::string& path, int fd, uint64_t size);
+  std::vector<uint8_t> held_;
+  const uint8_t* map_ = nullptr;  // null: the bytes are held_
+  std::size_t map_size_ = 0;
+};
+
+// Maps a whole regular file read-only (no copy: pages are read as they are
+// touched, and the kernel may drop them again). The file must not change
+// while it is mapped. Messages as ReadFileBytes's.
+Result<FileBytes> MapFile(const std::string& path);
 
 // Writes `size` bytes to `path` atomically: a temporary file in the same
 // folder, flushed and synced, then renamed over `path`. On failure the
