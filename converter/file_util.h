@@ -37,6 +37,7 @@ class FileBytes {
 
  private:
   friend Result<FileBytes> MapFile(const std::string& path);
+  friend class AtomicFile;
   // Maps `size` bytes of `fd` (an empty file: no bytes).
   static Result<FileBytes> Map(const std::string& path, int fd, uint64_t size);
   std::vector<uint8_t> held_;
@@ -49,8 +50,37 @@ class FileBytes {
 // while it is mapped. Messages as ReadFileBytes's.
 Result<FileBytes> MapFile(const std::string& path);
 
-// Writes `size` bytes to `path` atomically: a temporary file in the same
-// folder, flushed and synced, then renamed over `path`. On failure the
+// A file written in place of `path` atomically: a temporary file in the same
+// folder (PATH.tmp.PID), written at any offsets, then flushed, synced and
+// renamed over `path` by Commit. Until then `path` is left as it was; the
+// temporary is removed when the AtomicFile is destroyed uncommitted.
+class AtomicFile {
+ public:
+  // Creates the temporary. Messages: "PATH: cannot create: Permission denied".
+  static Result<AtomicFile> Create(const std::string& path);
+  AtomicFile(AtomicFile&& other) noexcept;
+  AtomicFile& operator=(AtomicFile&&) = delete;
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  ~AtomicFile();
+
+  // Sets the file's size; bytes never written read as zeros.
+  Status Resize(uint64_t size);
+  Status WriteAt(uint64_t offset, const void* data, std::size_t size);
+  // What has been written so far, mapped read-only.
+  Result<FileBytes> Map() const;
+  // Flushes, syncs and renames the temporary over `path`.
+  Status Commit();
+
+ private:
+  AtomicFile(std::string path, std::string tmp, int fd)
+      : path_(std::move(path)), tmp_(std::move(tmp)), fd_(fd) {}
+  std::string path_;
+  std::string tmp_;  // empty once renamed into place
+  int fd_ = -1;      // -1 once closed
+};
+
+// Writes `size` bytes to `path` atomically (an AtomicFile). On failure the
 // temporary is removed and `path` is left as it was.
 Status WriteFileAtomic(const std::string& path, const void* data, std::size_t size);
 
