@@ -16,8 +16,9 @@ with recur-bench's %bound (the weight bytes a step reads against the DRAM bandwi
 measures). The dtypes are alternated within each thread count, so that machine noise
 hits them alike. The shapes (layers, C; head size 64, vocabulary 65,536, FFN 4C, the
 low-rank widths from RWKV-LM's trainer) are the published models': 0.1B (12, 768),
-0.4B (24, 1024), 1.5B (24, 2048). Memory: the float32 state dict and, per conversion,
-the converter's float32 copy (about 3x the bf16 file).
+0.4B (24, 1024), 1.5B (24, 2048). Memory: the float32 state dict while the checkpoint is
+written; a conversion maps the checkpoint and holds one tensor as float32 at a time
+(benchmarks/convert_memory.py measures it).
 """
 import argparse
 import math

@@ -37,7 +37,8 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
     if (!config.ok()) return config.status();
   }
 
-  auto bytes = ReadFileBytes(o.weights_path);
+  // Mapped, not read: the tensors are read in place, one at a time.
+  auto bytes = MapFile(o.weights_path);
   if (!bytes.ok()) return bytes.status();
   const std::string hash = Sha256Hex(bytes->data(), bytes->size());
   // A zip archive (or a file named as a checkpoint) is read as torch.save
@@ -45,7 +46,7 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   TensorViewMap views;
   SafetensorsFile safetensors;
   PtFile checkpoint;
-  if (LooksLikeZip(*bytes) || IsCheckpointName(o.weights_path)) {
+  if (LooksLikeZip(bytes->data(), bytes->size()) || IsCheckpointName(o.weights_path)) {
     auto pt = ParsePt(std::move(bytes).value(), o.weights_path, o.state_dict_key);
     if (!pt.ok()) return pt.status();
     checkpoint = std::move(pt).value();
@@ -69,8 +70,8 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   ModelDescription desc = config->desc;
   ImportOptions io;
   io.allow_extra = o.allow_extra;
-  auto tensors = ImportTensors(desc, config->layout, views, io, &report->warnings);
-  if (!tensors.ok()) return tensors.status();
+  // Each tensor is imported (checked, made float32) as the writer comes to it.
+  TensorImport tensors(desc, config->layout, views, io, &report->warnings);
 
   desc.metadata.producer = DefaultProducer();
   desc.metadata.source_hash = hash;
@@ -78,24 +79,21 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
     desc.metadata.notes = desc.metadata.notes.empty() ? o.notes : desc.metadata.notes + "\n" + o.notes;
   }
   BuildOptions bo;
-  bo.validate = false;  // ImportTensors checked everything
   bo.self_check = true;
   bo.weight_dtype = o.dtype;
   bo.quantize_head = o.quantize_head;
   bo.group = o.group;
-  auto model = BuildModel(desc, *tensors, bo);
-  if (!model.ok()) return model.status();
-
-  Status w = WriteFileAtomic(o.output_path, model->data(), model->size());
-  if (!w.ok()) return w;
+  auto file_bytes = WriteModelFile(o.output_path, desc, &tensors, bo);
+  if (!file_bytes.ok()) return file_bytes.status();
   report->layout = config->layout;
-  report->tensors = tensors->size();
+  report->tensors = tensors.count();
   report->narrow_tensors = 0;
-  for (const auto& [name, tensor] : *tensors) {
-    (void)tensor;
-    if (StorageDType(name, o.dtype, o.quantize_head) != WeightType::kF32) ++report->narrow_tensors;
+  for (std::size_t i = 0; i < tensors.count(); ++i) {
+    if (StorageDType(tensors.name(i), o.dtype, o.quantize_head) != WeightType::kF32) {
+      ++report->narrow_tensors;
+    }
   }
-  report->file_bytes = model->size();
+  report->file_bytes = static_cast<std::size_t>(*file_bytes);
   report->source_hash = hash;
   return Status::Ok();
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <set>
+#include <utility>
 
 namespace recur::impl::converter {
 namespace {
@@ -98,83 +99,110 @@ Status CheckFinite(const std::string& name, const float* data, std::size_t n,
   return Status::Ok();
 }
 
+TensorImport::TensorImport(const ModelDescription& desc, Layout layout,
+                           const TensorViewMap& source, const ImportOptions& options,
+                           std::vector<std::string>* warnings)
+    : source_(source), options_(options), warnings_(warnings) {
+  for (ExpectedTensor& e : ExpectedTensors(desc, layout)) {
+    if (e.transform == SourceTransform::kIgnored) {
+      used_.insert(e.source_name);
+    } else {
+      tensors_.push_back(std::move(e));
+    }
+  }
+}
+
+uint64_t TensorImport::elements(std::size_t i) const { return Elements(tensors_[i].shape); }
+
+// A source tensor's float32 values, checked: present, of `shape`, finite.
+Result<std::vector<float>> TensorImport::Read(const std::string& name,
+                                              const std::vector<int64_t>& shape) {
+  auto it = source_.find(name);
+  if (it == source_.end()) {
+    return Status(StatusCode::kInvalidArgument, name + ": missing tensor, expected shape " +
+                                                    ShapeString(shape) + PrefixHint(name, source_));
+  }
+  const TensorView& view = it->second;
+  if (view.shape != shape) {
+    return Status(StatusCode::kInvalidArgument, name + ": shape " + ShapeString(view.shape) +
+                                                    ", expected " + ShapeString(shape));
+  }
+  auto data = ToFloat32(name, view);
+  if (!data.ok()) return data.status();
+  if (data->size() != Elements(shape)) {
+    return Status(StatusCode::kInvalidArgument, name + ": " + std::to_string(data->size()) +
+                                                    " elements, expected " +
+                                                    std::to_string(Elements(shape)));
+  }
+  RECUR_RETURN_IF_ERROR(CheckFinite(name, data->data(), data->size(), shape));
+  used_.insert(name);
+  return data;
+}
+
+Status TensorImport::Make(const ExpectedTensor& e, std::vector<float>* values) {
+  switch (e.transform) {
+    case SourceTransform::kZeros:
+      values->assign(Elements(e.shape), 0.0f);
+      return Status::Ok();
+    case SourceTransform::kComputed: {
+      std::vector<std::vector<float>> inputs;
+      for (const ExpectedTensor::Input& input : e.inputs) {
+        auto data = Read(input.name, input.shape);
+        if (!data.ok()) return data.status();
+        inputs.push_back(std::move(data).value());
+      }
+      *values = e.compute(inputs);
+      if (values->size() != Elements(e.shape)) {
+        return Status(StatusCode::kInternal, e.name + ": computed " +
+                                                 std::to_string(values->size()) +
+                                                 " values for shape " + ShapeString(e.shape));
+      }
+      return CheckFinite(e.name, values->data(), values->size(), e.shape);
+    }
+    default: {
+      auto data = Read(e.source_name, e.SourceShape());
+      if (!data.ok()) return data.status();
+      auto transformed = Transform(e, std::move(data).value());
+      if (!transformed.ok()) return transformed.status();
+      *values = std::move(transformed).value();
+      return Status::Ok();
+    }
+  }
+}
+
+Status TensorImport::Get(std::size_t i, std::vector<float>* values) {
+  try {
+    return Make(tensors_[i], values);
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, std::string("importing tensors: ") + e.what());
+  }
+}
+
+Status TensorImport::Finish() {
+  for (const auto& [name, view] : source_) {
+    (void)view;
+    if (used_.count(name)) continue;
+    if (!options_.allow_extra) {
+      return Status(StatusCode::kInvalidArgument,
+                    name + ": unexpected tensor, not used by this config (allow with --allow-extra)");
+    }
+    if (warnings_) warnings_->push_back(name + ": unused tensor ignored");
+  }
+  return Status::Ok();
+}
+
 Result<TensorMap> ImportTensors(const ModelDescription& desc, Layout layout,
                                 const TensorViewMap& source, const ImportOptions& options,
                                 std::vector<std::string>* warnings) {
   try {
-    const std::vector<ExpectedTensor> expected = ExpectedTensors(desc, layout);
-    std::set<std::string> used;
+    TensorImport import(desc, layout, source, options, warnings);
     TensorMap out;
-    // A source tensor's float32 values, checked: present, of `shape`, finite.
-    auto read = [&](const std::string& name,
-                    const std::vector<int64_t>& shape) -> Result<std::vector<float>> {
-      auto it = source.find(name);
-      if (it == source.end()) {
-        return Status(StatusCode::kInvalidArgument, name + ": missing tensor, expected shape " +
-                                                        ShapeString(shape) +
-                                                        PrefixHint(name, source));
-      }
-      const TensorView& view = it->second;
-      if (view.shape != shape) {
-        return Status(StatusCode::kInvalidArgument, name + ": shape " + ShapeString(view.shape) +
-                                                        ", expected " + ShapeString(shape));
-      }
-      auto data = ToFloat32(name, view);
-      if (!data.ok()) return data.status();
-      if (data->size() != Elements(shape)) {
-        return Status(StatusCode::kInvalidArgument, name + ": " + std::to_string(data->size()) +
-                                                        " elements, expected " +
-                                                        std::to_string(Elements(shape)));
-      }
-      RECUR_RETURN_IF_ERROR(CheckFinite(name, data->data(), data->size(), shape));
-      used.insert(name);
-      return data;
-    };
-    for (const ExpectedTensor& e : expected) {
-      std::vector<float> made;
-      switch (e.transform) {
-        case SourceTransform::kIgnored:
-          used.insert(e.source_name);
-          continue;
-        case SourceTransform::kZeros:
-          made.assign(Elements(e.shape), 0.0f);
-          break;
-        case SourceTransform::kComputed: {
-          std::vector<std::vector<float>> inputs;
-          for (const ExpectedTensor::Input& input : e.inputs) {
-            auto data = read(input.name, input.shape);
-            if (!data.ok()) return data.status();
-            inputs.push_back(std::move(data).value());
-          }
-          made = e.compute(inputs);
-          if (made.size() != Elements(e.shape)) {
-            return Status(StatusCode::kInternal, e.name + ": computed " +
-                                                     std::to_string(made.size()) +
-                                                     " values for shape " + ShapeString(e.shape));
-          }
-          RECUR_RETURN_IF_ERROR(CheckFinite(e.name, made.data(), made.size(), e.shape));
-          break;
-        }
-        default: {
-          auto data = read(e.source_name, e.SourceShape());
-          if (!data.ok()) return data.status();
-          auto transformed = Transform(e, std::move(data).value());
-          if (!transformed.ok()) return transformed.status();
-          made = std::move(transformed).value();
-        }
-      }
-      out[e.name] = Tensor{e.shape, std::move(made)};
+    for (std::size_t i = 0; i < import.count(); ++i) {
+      std::vector<float> values;
+      RECUR_RETURN_IF_ERROR(import.Get(i, &values));
+      out[import.name(i)] = Tensor{import.shape(i), std::move(values)};
     }
-    for (const auto& [name, view] : source) {
-      (void)view;
-      if (used.count(name)) continue;
-      if (!options.allow_extra) {
-        return Status(StatusCode::kInvalidArgument,
-                      name +
-                          ": unexpected tensor, not used by this config (allow with --allow-extra)");
-      }
-      if (warnings) warnings->push_back(name + ": unused tensor ignored");
-    }
+    RECUR_RETURN_IF_ERROR(import.Finish());
     return out;
   } catch (const std::exception& e) {
     return Status(StatusCode::kInternal, std::string("importing tensors: ") + e.what());

@@ -1,5 +1,6 @@
 #include "converter/pt_reader.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -20,7 +21,14 @@ uint64_t LE(const uint8_t* p, int n) {
 
 // ---- zip, read by libzip ----
 
-using Entries = std::map<std::string, std::vector<uint8_t>>;
+// An entry's bytes: in the file itself (an entry stored as it is, a legacy
+// storage) or in a copy (an entry that was compressed).
+struct Span {
+  const uint8_t* data = nullptr;
+  std::size_t size = 0;
+};
+using Entries = std::map<std::string, Span>;
+using Copies = std::map<std::string, std::vector<uint8_t>>;
 
 Status ZipError(const std::string& src, const std::string& what) {
   return Status(StatusCode::kInvalidArgument, src + ": " + what);
@@ -37,14 +45,135 @@ struct Discard {
 // weights hardly deflate (the zoo models' weights to 93 %), so 64 times the
 // archive admits any checkpoint re-zipped with deflate, while deflate bombs
 // reach 1,000 times; the 64 KiB cover tiny archives, whose pickles deflate
-// well. As every entry is copied out, it also bounds archives whose directory
-// points many entries at the same bytes. A re-zipped checkpoint of mostly
-// constant tensors can exceed it.
+// well. As a compressed entry is copied out, it also bounds archives whose
+// directory points many such entries at the same bytes. A re-zipped checkpoint
+// of mostly constant tensors can exceed it.
 uint64_t MaxUncompressed(uint64_t archive_bytes) { return 64 * archive_bytes + 64 * 1024; }
 
-// Reads every entry out of the archive into `entries` (decompressed, its CRC-32
-// checked), after checking the declared sizes against the bound above.
-Status ReadZip(const std::vector<uint8_t>& b, const std::string& src, Entries* entries) {
+constexpr uint64_t kUnknown = ~uint64_t{0};
+
+// Where each entry's data begins in the archive, by entry index (the central
+// directory's order, which is libzip's), as the central directory (zip64 or
+// not) and the local headers say; kUnknown where they cannot be followed. A
+// guess that saves a copy: ReadZip takes an entry in place only when libzip
+// reads the same bytes as lie there.
+std::vector<uint64_t> DataOffsets(const uint8_t* b, uint64_t n, uint64_t count) {
+  std::vector<uint64_t> out(count, kUnknown);
+  auto u16 = [&](uint64_t at) { return LE(b + at, 2); };
+  auto u32 = [&](uint64_t at) { return LE(b + at, 4); };
+  auto u64 = [&](uint64_t at) { return LE(b + at, 8); };
+  // The end of central directory record: the last one whose comment ends the file.
+  if (n < 22) return out;
+  uint64_t eocd = kUnknown;
+  const uint64_t lowest = n - 22 > 0xFFFF ? n - 22 - 0xFFFF : 0;
+  for (uint64_t at = n - 22 + 1; at-- > lowest;) {
+    if (u32(at) == 0x06054b50 && at + 22 + u16(at + 20) == n) {
+      eocd = at;
+      break;
+    }
+  }
+  if (eocd == kUnknown) return out;
+  uint64_t entries = u16(eocd + 10), at = u32(eocd + 16);
+  if (eocd >= 20 && u32(eocd - 20) == 0x07064b50) {  // the zip64 locator
+    const uint64_t z = u64(eocd - 20 + 8);
+    if (n < 56 || z > n - 56 || u32(z) != 0x06064b50) return out;
+    entries = u64(z + 32);
+    at = u64(z + 48);
+  }
+  if (entries != count) return out;
+  for (uint64_t i = 0; i < count; ++i) {
+    if (at > n || n - at < 46 || u32(at) != 0x02014b50) return out;
+    const uint64_t name = u16(at + 28), extra = u16(at + 30), comment = u16(at + 32);
+    if (n - at - 46 < name + extra + comment) return out;
+    const uint64_t next = at + 46 + name + extra + comment;
+    // Fields of 0xFFFFFFFF are in the zip64 extra field (id 1), in this order.
+    uint64_t fields[3] = {u32(at + 24), u32(at + 20), u32(at + 42)};  // sizes, local header
+    bool known = true;
+    if (fields[0] == 0xFFFFFFFF || fields[1] == 0xFFFFFFFF || fields[2] == 0xFFFFFFFF) {
+      known = false;
+      for (uint64_t e = at + 46 + name, end = e + extra; end - e >= 4;) {
+        const uint64_t id = u16(e), len = u16(e + 2);
+        if (end - e - 4 < len) break;
+        if (id == 1) {
+          uint64_t f = e + 4;
+          known = true;
+          for (uint64_t& v : fields) {
+            if (v != 0xFFFFFFFF) continue;
+            if (e + 4 + len - f < 8) {
+              known = false;
+              break;
+            }
+            v = u64(f);
+            f += 8;
+          }
+          break;
+        }
+        e += 4 + len;
+      }
+    }
+    const uint64_t local = fields[2];
+    if (known && local <= n && n - local >= 30 && u32(local) == 0x04034b50 &&
+        u16(local + 26) == name && n - local - 30 >= name + u16(local + 28) &&
+        std::memcmp(b + local + 30, b + at + 46, name) == 0) {
+      out[i] = local + 30 + name + u16(local + 28);
+    }
+    at = next;
+  }
+  return out;
+}
+
+struct Declared {
+  zip_uint64_t index;
+  std::string name;
+  uint64_t size;
+  bool stored;  // kept as it is (not compressed)
+};
+
+// Reads entry `d` through libzip, which checks its CRC-32 on the read that
+// finds its end: into `into` (d.size bytes), or, with `compare`, a chunk at a
+// time compared with the d.size bytes there (*same: whether all were equal).
+Status ReadEntry(zip_t* archive, const Declared& d, const std::string& src, uint8_t* into,
+                 const uint8_t* compare = nullptr, bool* same = nullptr) {
+  const std::string where = src + ": zip entry \"" + d.name + "\"";
+  zip_file_t* file = zip_fopen_index(archive, d.index, 0);
+  if (!file)
+    return Status(StatusCode::kInvalidArgument,
+                  where + " cannot be opened: " + ZipMessage(zip_get_error(archive)));
+  std::vector<uint8_t> chunk(compare ? std::min<uint64_t>(d.size, uint64_t{1} << 20) : 0);
+  uint64_t done = 0;
+  zip_int64_t got = 0;
+  while (done < d.size) {
+    uint8_t* to = compare ? chunk.data() : into + done;
+    const uint64_t want = compare ? std::min<uint64_t>(chunk.size(), d.size - done) : d.size - done;
+    got = zip_fread(file, to, want);
+    if (got <= 0) break;
+    if (compare && std::memcmp(to, compare + done, static_cast<std::size_t>(got)) != 0) {
+      zip_fclose(file);
+      *same = false;
+      return Status::Ok();
+    }
+    done += static_cast<uint64_t>(got);
+  }
+  uint8_t extra;
+  const zip_int64_t more = got >= 0 && done == d.size ? zip_fread(file, &extra, 1) : 0;
+  std::string failed;
+  if (got < 0 || more < 0) failed = ZipMessage(zip_file_get_error(file));
+  zip_fclose(file);
+  if (!failed.empty())
+    return Status(StatusCode::kInvalidArgument,
+                  where + ": " + failed + " (corrupt or truncated archive?)");
+  if (done != d.size || more != 0)
+    return Status(StatusCode::kInvalidArgument,
+                  where + " holds " + (more != 0 ? "more" : "fewer") + " bytes than the " +
+                      std::to_string(d.size) + " it declares");
+  if (same) *same = true;
+  return Status::Ok();
+}
+
+// Reads the archive's entries, after checking the declared sizes against the
+// bound above: an entry stored as it is (torch.save's) is checked (its CRC-32)
+// and left in place; a compressed one is decompressed into `copies`.
+Status ReadZip(const FileBytes& b, const std::string& src, Entries* entries, Copies* copies) {
   zip_error_t error;
   zip_error_init(&error);
   zip_source_t* source = zip_source_buffer_create(b.data(), b.size(), 0, &error);
@@ -62,16 +191,11 @@ Status ReadZip(const std::vector<uint8_t>& b, const std::string& src, Entries* e
   std::unique_ptr<zip_t, Discard> archive(opened);
 
   const zip_int64_t count = zip_get_num_entries(opened, 0);
-  struct Declared {
-    zip_uint64_t index;
-    std::string name;
-    uint64_t size;
-  };
   std::vector<Declared> declared;
   uint64_t total = 0;
   const uint64_t bound = MaxUncompressed(b.size());
-  constexpr zip_uint64_t kNeeded = ZIP_STAT_NAME | ZIP_STAT_SIZE | ZIP_STAT_COMP_METHOD |
-                                   ZIP_STAT_ENCRYPTION_METHOD;
+  constexpr zip_uint64_t kNeeded = ZIP_STAT_NAME | ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE |
+                                   ZIP_STAT_COMP_METHOD | ZIP_STAT_ENCRYPTION_METHOD;
   for (zip_int64_t i = 0; i < count; ++i) {
     zip_stat_t st;
     zip_stat_init(&st);
@@ -98,33 +222,28 @@ Status ReadZip(const std::vector<uint8_t>& b, const std::string& src, Entries* e
     total += st.size;
     // libzip refuses repeated names on opening; this also covers names that
     // differ only after a NUL byte.
-    if (!entries->emplace(name, std::vector<uint8_t>()).second)
+    if (!entries->emplace(name, Span()).second)
       return ZipError(src, "the zip archive holds \"" + name + "\" twice");
-    declared.push_back({static_cast<zip_uint64_t>(i), name, st.size});
+    declared.push_back({static_cast<zip_uint64_t>(i), name, st.size,
+                        st.comp_method == ZIP_CM_STORE && st.comp_size == st.size});
   }
+  const std::vector<uint64_t> offsets =
+      DataOffsets(b.data(), b.size(), static_cast<uint64_t>(count));
   for (const Declared& d : declared) {
-    const std::string where = src + ": zip entry \"" + d.name + "\"";
-    zip_file_t* file = zip_fopen_index(opened, d.index, 0);
-    if (!file)
-      return Status(StatusCode::kInvalidArgument,
-                    where + " cannot be opened: " + ZipMessage(zip_get_error(opened)));
-    std::vector<uint8_t>& data = (*entries)[d.name];
+    Span& entry = (*entries)[d.name];
+    const uint64_t at = offsets[d.index];
+    if (d.stored && d.size > 0 && at != kUnknown && at <= b.size() && d.size <= b.size() - at) {
+      bool same = false;
+      RECUR_RETURN_IF_ERROR(ReadEntry(opened, d, src, nullptr, b.data() + at, &same));
+      if (same) {
+        entry = {b.data() + at, static_cast<std::size_t>(d.size)};
+        continue;
+      }
+    }
+    std::vector<uint8_t>& data = (*copies)[d.name];
     data.resize(d.size);
-    const zip_int64_t got = d.size ? zip_fread(file, data.data(), d.size) : 0;
-    // libzip checks the CRC-32 on the read that finds the entry's end.
-    uint8_t extra;
-    const zip_int64_t more =
-        got == static_cast<zip_int64_t>(d.size) ? zip_fread(file, &extra, 1) : 0;
-    std::string failed;
-    if (got < 0 || more < 0) failed = ZipMessage(zip_file_get_error(file));
-    zip_fclose(file);
-    if (!failed.empty())
-      return Status(StatusCode::kInvalidArgument,
-                    where + ": " + failed + " (corrupt or truncated archive?)");
-    if (got != static_cast<zip_int64_t>(d.size) || more != 0)
-      return Status(StatusCode::kInvalidArgument,
-                    where + " holds " + (more != 0 ? "more" : "fewer") + " bytes than the " +
-                        std::to_string(d.size) + " it declares");
+    RECUR_RETURN_IF_ERROR(ReadEntry(opened, d, src, data.data()));
+    entry = {data.data(), data.size()};
   }
   return Status::Ok();
 }
@@ -293,16 +412,16 @@ Result<uint32_t> Unpickler::PersistentLoad(uint32_t pid) {
   }
   auto it = entries_.find(prefix_ + "data/" + key.s);
   if (it == entries_.end()) return Fail("storage \"" + key.s + "\" is missing from the archive");
-  if (numel_u > it->second.size() / esize) {
+  if (numel_u > it->second.size / esize) {
     return Fail("storage \"" + key.s + "\" declares " + std::to_string(numel_u) + " elements of " +
                 DTypeName(type.dtype) + " but its entry holds " +
-                std::to_string(it->second.size()) + " bytes");
+                std::to_string(it->second.size) + " bytes");
   }
   Obj o;
   o.kind = Kind::kStorage;
   o.dtype = type.dtype;
   o.s = key.s;
-  o.data = it->second.data();
+  o.data = it->second.data;
   o.nbytes = numel_u * esize;
   return New(std::move(o));
 }
@@ -649,10 +768,10 @@ constexpr uint8_t kLegacyMagic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9,
 
 // Where the magic pickle ends, or 0 when `b` does not start with one: PROTO,
 // a FRAME from protocol 4 on, the LONG1.
-std::size_t LegacyMagicEnd(const std::vector<uint8_t>& b) {
-  if (b.size() < 2 || b[0] != 0x80) return 0;
+std::size_t LegacyMagicEnd(const FileBytes& b) {
+  if (b.size() < 2 || b.data()[0] != 0x80) return 0;
   std::size_t at = 2;
-  if (b.size() > at && b[at] == 0x95) at += 9;
+  if (b.size() > at && b.data()[at] == 0x95) at += 9;
   if (b.size() < at + sizeof(kLegacyMagic)) return 0;
   return std::memcmp(b.data() + at, kLegacyMagic, sizeof(kLegacyMagic)) == 0
              ? at + sizeof(kLegacyMagic)
@@ -663,9 +782,9 @@ Status LegacyError(const std::string& src, const std::string& what) {
   return Status(StatusCode::kInvalidArgument, src + ": legacy torch.save file: " + what);
 }
 
-// Reads a legacy file into the zip format's entries: the object pickle as
-// "data.pkl", each storage as "data/<key>".
-Status ReadLegacy(const std::vector<uint8_t>& b, const std::string& src, Entries* entries) {
+// Reads a legacy file into the zip format's entries, which point into it: the
+// object pickle as "data.pkl", each storage as "data/<key>".
+Status ReadLegacy(const FileBytes& b, const std::string& src, Entries* entries) {
   std::size_t pos = LegacyMagicEnd(b);
   const Entries none;       // the Unpicklers keep references to these two
   const std::string no_prefix;
@@ -698,8 +817,7 @@ Status ReadLegacy(const std::vector<uint8_t>& b, const std::string& src, Entries
   }
   const std::size_t object_start = pos;
   RECUR_RETURN_IF_ERROR(run("the object pickle", true, &u, &root));
-  (*entries)["data.pkl"].assign(b.begin() + static_cast<std::ptrdiff_t>(object_start),
-                                b.begin() + static_cast<std::ptrdiff_t>(pos));
+  (*entries)["data.pkl"] = {b.data() + object_start, pos - object_start};
   const auto declared = u->storages();  // key → (dtype, elements)
   std::unique_ptr<Unpickler> list;
   RECUR_RETURN_IF_ERROR(run("the storage key list", false, &list, &root));
@@ -727,8 +845,7 @@ Status ReadLegacy(const std::vector<uint8_t>& b, const std::string& src, Entries
       return LegacyError(src, "truncated: storage \"" + key.s + "\" needs " +
                                   std::to_string(nbytes) + " bytes, " +
                                   std::to_string(b.size() - pos) + " remain");
-    (*entries)["data/" + key.s].assign(b.begin() + static_cast<std::ptrdiff_t>(pos),
-                                       b.begin() + static_cast<std::ptrdiff_t>(pos + nbytes));
+    (*entries)["data/" + key.s] = {b.data() + pos, static_cast<std::size_t>(nbytes)};
     pos += nbytes;
   }
   for (const auto& [key, value] : declared) {
@@ -758,23 +875,23 @@ std::string Describe(Kind k) {
 
 }  // namespace
 
-bool LooksLikeZip(const std::vector<uint8_t>& bytes) {
-  return bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\3\4", 4) == 0;
+bool LooksLikeZip(const uint8_t* data, std::size_t size) {
+  return size >= 4 && std::memcmp(data, "PK\3\4", 4) == 0;
 }
 
-Result<PtFile> ParsePt(std::vector<uint8_t> bytes, const std::string& src,
-                       const std::string& key_path) {
+Result<PtFile> ParsePt(FileBytes bytes, const std::string& src, const std::string& key_path) {
   try {
     const bool legacy = LegacyMagicEnd(bytes) != 0;
-    if (!LooksLikeZip(bytes) && !legacy) {
+    if (!LooksLikeZip(bytes.data(), bytes.size()) && !legacy) {
       return Status(StatusCode::kInvalidArgument,
                     src + ": not a PyTorch checkpoint (neither a zip archive nor a legacy "
                           "torch.save file)");
     }
     PtFile file;
-    Entries& entries = file.entries_;
-    RECUR_RETURN_IF_ERROR(legacy ? ReadLegacy(bytes, src, &entries) : ReadZip(bytes, src, &entries));
-    std::vector<uint8_t>().swap(bytes);  // everything lives in the entries now
+    file.bytes_ = std::move(bytes);  // the bytes stay where they are
+    Entries entries;
+    RECUR_RETURN_IF_ERROR(legacy ? ReadLegacy(file.bytes_, src, &entries)
+                                 : ReadZip(file.bytes_, src, &entries, &file.copies_));
     // The archive's folder: the first entry's, as torch reads it (legacy: none).
     std::string prefix;
     for (const auto& [name, e] : entries) {
@@ -792,12 +909,12 @@ Result<PtFile> ParsePt(std::vector<uint8_t> bytes, const std::string& src,
                     src + ": the zip archive holds no <folder>/data.pkl (not a torch.save file)");
     auto order = entries.find(prefix + "byteorder");
     if (order != entries.end() &&
-        std::string(order->second.begin(), order->second.end()) !=
+        std::string(reinterpret_cast<const char*>(order->second.data), order->second.size) !=
             "little")
       return Status(StatusCode::kUnsupported,
                     src + ": byteorder is not \"little\" (a big-endian checkpoint)");
 
-    Unpickler u(pkl->second.data(), pkl->second.size(), src, prefix, entries);
+    Unpickler u(pkl->second.data, pkl->second.size, src, prefix, entries);
     auto root = u.Run();
     if (!root.ok()) return root.status();
 

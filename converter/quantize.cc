@@ -275,6 +275,28 @@ Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, Weig
   return Status(StatusCode::kInternal, name + ": unknown dtype");
 }
 
+EncodedSize EncodedSizeOf(const std::vector<int64_t>& shape, uint64_t elements, WeightType dtype,
+                          int group) {
+  // int8 and int4 encode a [rows, cols] matrix (and refuse anything else).
+  const bool matrix = shape.size() == 2;
+  const uint64_t rows = matrix ? static_cast<uint64_t>(shape[0]) : 0;
+  const uint64_t cols = matrix ? static_cast<uint64_t>(shape[1]) : 0;
+  switch (dtype) {
+    case WeightType::kF32:
+      return {elements * sizeof(float), 0};
+    case WeightType::kF16:
+    case WeightType::kBF16:
+      return {elements * 2, 0};
+    case WeightType::kI8:
+      return {rows * cols, rows};
+    case WeightType::kI4: {
+      const bool grouped = ValidInt4Group(group) && cols % static_cast<uint64_t>(group) == 0;
+      return {rows * cols / 2, grouped ? rows * (cols / static_cast<uint64_t>(group)) : 0};
+    }
+  }
+  return {};
+}
+
 WeightType StorageDType(const std::string& name, WeightType dtype, bool quantize_head) {
   if (name == "head.weight") return quantize_head ? dtype : WeightType::kF32;
   // blocks.<i>.ffn.linear{1,2}.weight and the mixers' dense weights

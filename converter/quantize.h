@@ -79,6 +79,16 @@ struct StoredTensor {
 Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, WeightType dtype,
                                   int group = kInt4Groups[0]);
 
+// The size EncodeTensor gives a tensor of `shape` holding `elements` values
+// as `dtype` (in groups of `group` inputs), when it encodes it at all: the
+// writer places every tensor before it encodes any.
+struct EncodedSize {
+  uint64_t bytes = 0;
+  uint64_t scales = 0;  // int8: f32 scales (one per row); int4: f16 scales (one per group)
+};
+EncodedSize EncodedSizeOf(const std::vector<int64_t>& shape, uint64_t elements, WeightType dtype,
+                          int group = kInt4Groups[0]);
+
 // The dtype the converter stores recur-layout tensor `name` in for
 // `--dtype dtype [--quantize-head]`: `dtype` for the blocks' weight
 // matrices (and head.weight with quantize_head), f32 for everything else.

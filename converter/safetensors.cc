@@ -93,8 +93,7 @@ bool ParseDType(const std::string& name, DType* out) {
   return false;
 }
 
-Result<SafetensorsFile> ParseSafetensors(std::vector<uint8_t> bytes,
-                                         const std::string& source_name) {
+Result<SafetensorsFile> ParseSafetensors(FileBytes bytes, const std::string& source_name) {
   const std::string& src = source_name;
   if (bytes.size() < 8) {
     return Status(StatusCode::kInvalidArgument,
@@ -229,13 +228,13 @@ Result<SafetensorsFile> ParseSafetensors(std::vector<uint8_t> bytes,
   }
 
   SafetensorsFile file;
-  file.bytes_ = std::move(bytes);  // the heap buffer moves with it: views stay valid
+  file.bytes_ = std::move(bytes);  // the bytes stay where they are: views stay valid
   file.tensors_ = std::move(tensors);
   return file;
 }
 
 Result<SafetensorsFile> ReadSafetensorsFile(const std::string& path) {
-  auto bytes = ReadFileBytes(path);
+  auto bytes = MapFile(path);
   if (!bytes.ok()) return bytes.status();
   try {
     return ParseSafetensors(std::move(bytes).value(), path);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "converter/file_util.h"
 #include "converter/model_description.h"
 #include "core/result.h"
 #include "core/status.h"
@@ -40,7 +41,8 @@ struct TensorView {
 
 using TensorViewMap = std::map<std::string, TensorView>;
 
-// A parsed safetensors file; owns its bytes, the views point into them.
+// A parsed safetensors file; owns its bytes (in memory or mapped), the views
+// point into them.
 class SafetensorsFile {
  public:
   SafetensorsFile() = default;
@@ -50,21 +52,20 @@ class SafetensorsFile {
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
   const TensorViewMap& tensors() const { return tensors_; }
-  const std::vector<uint8_t>& bytes() const { return bytes_; }
 
  private:
-  friend Result<SafetensorsFile> ParseSafetensors(std::vector<uint8_t> bytes,
+  friend Result<SafetensorsFile> ParseSafetensors(FileBytes bytes,
                                                   const std::string& source_name);
-  std::vector<uint8_t> bytes_;  // moving a vector keeps its heap buffer: views stay valid
+  FileBytes bytes_;  // moving it keeps the bytes where they are: views stay valid
   TensorViewMap tensors_;
 };
 
-// Parses safetensors bytes. `source_name` prefixes messages
-// ("weights.safetensors: header length 4096 exceeds the file size 100").
-Result<SafetensorsFile> ParseSafetensors(std::vector<uint8_t> bytes,
+// Parses safetensors bytes (a vector, or a file mapped by MapFile). `source_name`
+// prefixes messages ("weights.safetensors: header length 4096 exceeds the file size 100").
+Result<SafetensorsFile> ParseSafetensors(FileBytes bytes,
                                          const std::string& source_name = "safetensors");
 
-// Reads and parses a file; messages are prefixed with the path.
+// Maps and parses a file; messages are prefixed with the path.
 Result<SafetensorsFile> ReadSafetensorsFile(const std::string& path);
 
 // The tensor as float32: F32 is copied, F64/F16/BF16 converted. Integer,

@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "converter/config.h"
+#include "converter/file_util.h"
 #include "converter/import.h"
 #include "converter/mixers/mixer_converter.h"
 #include "converter/safetensors.h"
@@ -63,72 +66,61 @@ fb::NormKind ToFb(NormKind k) {
   return fb::NormKind::LayerNorm;
 }
 
+// A tensor's place in the file, decided before it is encoded.
 struct Placed {
   const std::string* name;
-  const Tensor* tensor;
-  StoredTensor stored;
-  uint64_t offset;
-  uint64_t size;
+  const std::vector<int64_t>* shape;
+  WeightType dtype;
+  uint64_t offset;     // in the data segment
+  EncodedSize size;
+  uint64_t scales_at;  // int8, int4: where the scales lie, in bytes before the FlatBuffer's end
 };
 
-Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMap& input,
-                                    const BuildOptions& options) {
-  const TensorMap* tensors = &input;
-  TensorMap validated;
-  if (options.validate) {
-    ImportOptions io;
-    io.allow_extra = options.allow_extra;
-    auto imported = ImportTensors(desc, Layout::kRecur, ViewsOf(input), io, nullptr);
-    if (!imported.ok()) return imported.status();
-    validated = std::move(imported).value();
-    tensors = &validated;
-  }
-
-  // Tensors in ExpectedTensors order, each at a 64-aligned data offset.
-  std::vector<Placed> placed;
-  std::map<std::string, int32_t> index;
-  uint64_t cursor = 0;
-  for (const ExpectedTensor& e : ExpectedTensors(desc, Layout::kRecur)) {
-    auto it = tensors->find(e.name);
-    if (it == tensors->end()) continue;  // only without validation
-    WeightType dtype = StorageDType(e.name, options.weight_dtype, options.quantize_head);
-    auto override_it = options.dtype_overrides.find(e.name);
-    if (override_it != options.dtype_overrides.end()) dtype = override_it->second;
-    auto stored = EncodeTensor(e.name, it->second, dtype, options.group);
-    if (!stored.ok()) return stored.status();
-    const uint64_t offset = RoundUp(cursor, kAlignment);
-    const uint64_t size = stored->bytes.size();
-    index[e.name] = static_cast<int32_t>(placed.size());
-    placed.push_back({&it->first, &it->second, std::move(stored).value(), offset, size});
-    cursor = offset + size;
-  }
-  const uint64_t data_size = cursor;
+// The FlatBuffer of `desc`, its tensor table `placed`: a quantised tensor's
+// scales are zeros, with their place noted in `placed`, for the writer to
+// fill in once it has encoded the tensor (the FlatBuffer's layout depends on
+// how many scales there are, not on their values).
+Status BuildFlatBuffer(const ModelDescription& desc, const std::map<std::string, int32_t>& index,
+                       uint64_t data_size, int group, std::vector<Placed>* placed,
+                       flatbuffers::FlatBufferBuilder* builder) {
+  flatbuffers::FlatBufferBuilder& fbb = *builder;
   auto ref = [&](const std::string& name) -> int32_t {
     auto it = index.find(name);
     return it == index.end() ? -1 : it->second;
   };
+  // Room for `n` scales of type T, zeros for now.
+  auto scales = [&](std::size_t n, auto* type, Placed* p) {
+    decltype(type) at = nullptr;
+    auto vector = fbb.CreateUninitializedVector(n, &at);
+    if (n) std::memset(at, 0, n * sizeof(*at));
+    p->scales_at = static_cast<uint64_t>(fbb.GetCurrentBufferPointer() + fbb.GetSize() -
+                                         reinterpret_cast<uint8_t*>(at));
+    return vector;
+  };
 
-  flatbuffers::FlatBufferBuilder fbb(4096);
   std::vector<flatbuffers::Offset<fb::Tensor>> fb_tensors;
-  fb_tensors.reserve(placed.size());
-  for (const Placed& p : placed) {
+  fb_tensors.reserve(placed->size());
+  for (Placed& p : *placed) {
     flatbuffers::Offset<fb::Quantization> quant = 0;
-    switch (kernels::Traits(p.stored.dtype).scales) {
+    switch (kernels::Traits(p.dtype).scales) {
       case kernels::WeightScales::kNone:
         break;
-      case kernels::WeightScales::kPerRow:
+      case kernels::WeightScales::kPerRow: {
+        auto row_scales = scales(p.size.scales, static_cast<float*>(nullptr), &p);
         // axis is written even though 0 is its default: explicit in the file.
         fbb.ForceDefaults(true);
-        quant = fb::CreateQuantizationDirect(fbb, 0, &p.stored.scales);
+        quant = fb::CreateQuantization(fbb, 0, row_scales);
         fbb.ForceDefaults(false);
         break;
-      case kernels::WeightScales::kPerGroup:
-        quant = fb::CreateQuantizationDirect(fbb, 1, nullptr, static_cast<uint32_t>(p.stored.group),
-                                             &p.stored.scales_f16);
+      }
+      case kernels::WeightScales::kPerGroup: {
+        auto group_scales = scales(p.size.scales, static_cast<uint16_t*>(nullptr), &p);
+        quant = fb::CreateQuantization(fbb, 1, 0, static_cast<uint32_t>(group), group_scales);
         break;
+      }
     }
-    fb_tensors.push_back(fb::CreateTensorDirect(fbb, p.name->c_str(), &p.tensor->shape,
-                                                SchemaDType(p.stored.dtype), p.offset, p.size,
+    fb_tensors.push_back(fb::CreateTensorDirect(fbb, p.name->c_str(), p.shape,
+                                                SchemaDType(p.dtype), p.offset, p.size.bytes,
                                                 quant));
   }
   auto tensors_vec = fbb.CreateVector(fb_tensors);
@@ -206,21 +198,179 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
                                ToFb(desc.norm_placement), input_adapter, blocks_vec, final_norm,
                                head, tensors_vec, data_size, ResidualOf(desc));
   fb::FinishSizePrefixedModelBuffer(fbb, model);
+  return Status::Ok();
+}
 
-  const uint64_t fb_size = fbb.GetSize();  // 4 + S
-  const uint64_t data_start = RoundUp(fb_size, kAlignment);
+// Where WriteModel puts the file's bytes.
+class ModelSink {
+ public:
+  virtual ~ModelSink() = default;
+  // First, once: the file's size. Bytes never written are zeros.
+  virtual Status Allocate(uint64_t size) = 0;
+  virtual Status Write(uint64_t offset, const void* data, std::size_t size) = 0;
+};
+
+// The file in 64-byte aligned memory.
+class MemorySink : public ModelSink {
+ public:
+  Status Allocate(uint64_t size) override {
+    bytes.assign(static_cast<std::size_t>(size), 0);
+    return Status::Ok();
+  }
+  Status Write(uint64_t offset, const void* data, std::size_t size) override {
+    if (size) std::memcpy(bytes.data() + offset, data, size);
+    return Status::Ok();
+  }
   AlignedBytes bytes;
-  bytes.assign(static_cast<std::size_t>(data_start + data_size), 0);  // zero padding everywhere
-  std::memcpy(bytes.data(), fbb.GetBufferPointer(), fb_size);
-  for (const Placed& p : placed) {
-    if (p.size) std::memcpy(bytes.data() + data_start + p.offset, p.stored.bytes.data(), p.size);
+};
+
+// The file written in place of `path` (an AtomicFile, created on Allocate).
+class FileSink : public ModelSink {
+ public:
+  explicit FileSink(std::string path) : path_(std::move(path)) {}
+  Status Allocate(uint64_t size) override {
+    auto file = AtomicFile::Create(path_);
+    if (!file.ok()) return file.status();
+    file_.emplace(std::move(file).value());
+    return file_->Resize(size);
+  }
+  Status Write(uint64_t offset, const void* data, std::size_t size) override {
+    return file_->WriteAt(offset, data, size);
+  }
+  AtomicFile& file() { return *file_; }
+
+ private:
+  std::string path_;
+  std::optional<AtomicFile> file_;
+};
+
+// The tensors of a TensorMap that `desc` names (recur layout), passed on
+// unchecked, whatever their shapes and sizes: BuildOptions::validate off.
+class UncheckedTensors : public TensorFeed {
+ public:
+  UncheckedTensors(const ModelDescription& desc, const TensorMap& tensors) {
+    for (const ExpectedTensor& e : ExpectedTensors(desc, Layout::kRecur)) {
+      auto it = tensors.find(e.name);
+      if (it != tensors.end()) present_.push_back(&*it);  // absent: a -1 reference
+    }
+  }
+  std::size_t count() const override { return present_.size(); }
+  const std::string& name(std::size_t i) const override { return present_[i]->first; }
+  const std::vector<int64_t>& shape(std::size_t i) const override {
+    return present_[i]->second.shape;
+  }
+  uint64_t elements(std::size_t i) const override { return present_[i]->second.data.size(); }
+  Status Get(std::size_t i, std::vector<float>* values) override {
+    *values = present_[i]->second.data;
+    return Status::Ok();
   }
 
-  if (options.self_check) {
-    Status s = SelfCheck(bytes);
-    if (!s.ok()) return s;
+ private:
+  std::vector<const TensorMap::value_type*> present_;
+};
+
+// Writes the model to `sink` tensor by tensor: places every tensor (each at a
+// 64-aligned data offset, its encoded size known from its shape), builds the
+// FlatBuffer, then gets, encodes and writes one tensor at a time, and the
+// FlatBuffer with the tensors' scales last. Errors come in the order of the
+// checks, whatever the tensor: the feed's (each tensor's, then unused ones),
+// then encoding, then the description's, then the sink's (after its first
+// error nothing more is written, but every tensor is still checked). The
+// file's size on success.
+Result<uint64_t> WriteModel(const ModelDescription& desc, TensorFeed* feed,
+                            const BuildOptions& options, ModelSink* sink) {
+  std::vector<Placed> placed;
+  std::map<std::string, int32_t> index;
+  uint64_t cursor = 0;
+  for (std::size_t i = 0; i < feed->count(); ++i) {
+    const std::string& name = feed->name(i);
+    WeightType dtype = StorageDType(name, options.weight_dtype, options.quantize_head);
+    auto override_it = options.dtype_overrides.find(name);
+    if (override_it != options.dtype_overrides.end()) dtype = override_it->second;
+    const EncodedSize size = EncodedSizeOf(feed->shape(i), feed->elements(i), dtype, options.group);
+    const uint64_t offset = RoundUp(cursor, kAlignment);
+    index[name] = static_cast<int32_t>(placed.size());
+    placed.push_back({&name, &feed->shape(i), dtype, offset, size, 0});
+    cursor = offset + size.bytes;
   }
-  return bytes;
+  const uint64_t data_size = cursor;
+
+  flatbuffers::FlatBufferBuilder fbb(4096);
+  const Status described = BuildFlatBuffer(desc, index, data_size, options.group, &placed, &fbb);
+  uint64_t data_start = 0;
+  Status written;  // the sink's first error
+  if (described.ok()) {
+    data_start = RoundUp(fbb.GetSize(), kAlignment);  // P = round_up(4 + S, 64)
+    written = sink->Allocate(data_start + data_size);
+  }
+  auto write = [&](const Placed& p, const void* data) {
+    if (described.ok() && written.ok()) {
+      written = sink->Write(data_start + p.offset, data, static_cast<std::size_t>(p.size.bytes));
+    }
+  };
+
+  Status encoded;  // the first encoding error; later tensors are only checked
+  for (std::size_t i = 0; i < placed.size(); ++i) {
+    const Placed& p = placed[i];
+    std::vector<float> values;
+    RECUR_RETURN_IF_ERROR(feed->Get(i, &values));
+    if (!encoded.ok()) continue;
+    if (p.dtype == WeightType::kF32 && values.size() * sizeof(float) == p.size.bytes) {
+      write(p, values.data());  // stored as it is: no second copy
+      continue;
+    }
+    auto stored = EncodeTensor(*p.name, Tensor{*p.shape, std::move(values)}, p.dtype, options.group);
+    if (!stored.ok()) {
+      encoded = stored.status();
+      continue;
+    }
+    const std::size_t scales = stored->scales.size() + stored->scales_f16.size();
+    if (stored->bytes.size() != p.size.bytes || scales != p.size.scales) {
+      encoded = Status(StatusCode::kInternal,
+                       *p.name + ": encoded as " + std::to_string(stored->bytes.size()) +
+                           " bytes and " + std::to_string(scales) + " scales, placed as " +
+                           std::to_string(p.size.bytes) + " and " + std::to_string(p.size.scales));
+      continue;
+    }
+    if (described.ok() && scales) {
+      uint8_t* at = fbb.GetBufferPointer() + fbb.GetSize() - p.scales_at;
+      if (!stored->scales.empty()) {
+        std::memcpy(at, stored->scales.data(), stored->scales.size() * sizeof(float));
+      } else {
+        std::memcpy(at, stored->scales_f16.data(), stored->scales_f16.size() * sizeof(uint16_t));
+      }
+    }
+    write(p, stored->bytes.data());
+  }
+  RECUR_RETURN_IF_ERROR(feed->Finish());
+  RECUR_RETURN_IF_ERROR(encoded);
+  RECUR_RETURN_IF_ERROR(described);
+  if (written.ok()) written = sink->Write(0, fbb.GetBufferPointer(), fbb.GetSize());
+  RECUR_RETURN_IF_ERROR(written);
+  return data_start + data_size;
+}
+
+// The model in memory, loaded by the runtime with options.self_check.
+Result<AlignedBytes> BuildInMemory(const ModelDescription& desc, TensorFeed* feed,
+                                   const BuildOptions& options) {
+  MemorySink sink;
+  auto size = WriteModel(desc, feed, options, &sink);
+  if (!size.ok()) return size.status();
+  if (options.self_check) RECUR_RETURN_IF_ERROR(SelfCheck(sink.bytes));
+  return std::move(sink.bytes);
+}
+
+Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMap& input,
+                                    const BuildOptions& options) {
+  if (options.validate) {
+    const TensorViewMap views = ViewsOf(input);
+    ImportOptions io;
+    io.allow_extra = options.allow_extra;
+    TensorImport feed(desc, Layout::kRecur, views, io);
+    return BuildInMemory(desc, &feed, options);
+  }
+  UncheckedTensors feed(desc, input);
+  return BuildInMemory(desc, &feed, options);
 }
 
 }  // namespace
@@ -258,9 +408,9 @@ uint32_t FormatVersionFor(const ModelDescription& desc) {
   return version;
 }
 
-Status SelfCheck(const AlignedBytes& bytes) {
+Status SelfCheck(const void* data, std::size_t size) {
   recur_model* model = nullptr;
-  recur_status st = recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model);
+  recur_status st = recur_model_load_buffer(data, size, nullptr, &model);
   if (st != RECUR_OK) {
     return Status(static_cast<StatusCode>(st),
                   std::string("self-check: the runtime rejects the model (") +
@@ -269,6 +419,8 @@ Status SelfCheck(const AlignedBytes& bytes) {
   recur_model_free(model);
   return Status::Ok();
 }
+
+Status SelfCheck(const AlignedBytes& bytes) { return SelfCheck(bytes.data(), bytes.size()); }
 
 Result<AlignedBytes> BuildModel(const ModelDescription& desc, const TensorMap& tensors,
                                 const BuildOptions& options) {
@@ -283,22 +435,39 @@ Result<AlignedBytes> BuildModelFromConfig(const std::string& config_json, const 
                                           Layout layout, const BuildOptions& options) {
   auto config = ParseConfig(config_json, layout);
   if (!config.ok()) return config.status();
-  TensorMap imported_storage;
-  const TensorMap* recur_named = &tensors;
-  if (options.validate || config->layout != Layout::kRecur) {
+  if (!options.validate && config->layout == Layout::kRecur) {
+    return BuildModel(config->desc, tensors, options);
+  }
+  try {
     // A source layout's tensors are renamed and made (slices, transposes)
     // by the import, which also checks them; unvalidated, it lets extra
     // tensors pass.
+    const TensorViewMap views = ViewsOf(tensors);
     ImportOptions io;
     io.allow_extra = options.allow_extra || !options.validate;
-    auto imported = ImportTensors(config->desc, config->layout, ViewsOf(tensors), io, nullptr);
-    if (!imported.ok()) return imported.status();
-    imported_storage = std::move(imported).value();
-    recur_named = &imported_storage;
+    TensorImport feed(config->desc, config->layout, views, io);
+    return BuildInMemory(config->desc, &feed, options);
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, std::string("building the model: ") + e.what());
   }
-  BuildOptions inner = options;
-  inner.validate = false;  // done above
-  return BuildModel(config->desc, *recur_named, inner);
+}
+
+Result<uint64_t> WriteModelFile(const std::string& path, const ModelDescription& desc,
+                                TensorFeed* tensors, const BuildOptions& options) {
+  try {
+    FileSink sink(path);
+    auto size = WriteModel(desc, tensors, options, &sink);
+    if (!size.ok()) return size.status();
+    if (options.self_check) {
+      auto written = sink.file().Map();
+      if (!written.ok()) return written.status();
+      RECUR_RETURN_IF_ERROR(SelfCheck(written->data(), written->size()));
+    }
+    RECUR_RETURN_IF_ERROR(sink.file().Commit());
+    return size;
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, std::string("building the model: ") + e.what());
+  }
 }
 
 }  // namespace recur::impl::converter

@@ -7,15 +7,25 @@
 // Tensors are stored under their recur-layout names, in the order of
 // ExpectedTensors(), float32 unless BuildOptions::weight_dtype says
 // otherwise for the blocks' weight matrices (quantize.h).
+//
+// Every tensor's place is known from its shape before any is encoded, and the
+// FlatBuffer's size does not depend on the values of int8/int4 scales, so the
+// writer takes the tensors one at a time (a TensorFeed, tensor_feed.h) and
+// writes each where it goes as soon as it is encoded: in memory (BuildModel)
+// or straight into the output file (WriteModelFile), holding one tensor's
+// float32 values and encoding at a time.
 #ifndef RECUR_CONVERTER_WRITER_H_
 #define RECUR_CONVERTER_WRITER_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "converter/model_description.h"
 #include "converter/quantize.h"
+#include "converter/tensor_feed.h"
 #include "core/result.h"
 #include "core/status.h"
 
@@ -56,6 +66,16 @@ struct BuildOptions {
 Result<AlignedBytes> BuildModel(const ModelDescription& desc, const TensorMap& tensors,
                                 const BuildOptions& options = {});
 
+// Writes the model of `desc` with the tensors `tensors` gives (checked by the
+// feed, e.g. a TensorImport: `options.validate` and `allow_extra` are not
+// used here) to `path` atomically: a temporary file in the same folder,
+// written tensor by tensor, loaded by the runtime (mapped) when
+// `options.self_check`, synced and renamed over `path`. On failure `path` is
+// left as it was. Errors come as BuildModel's would; the file's size on
+// success.
+Result<uint64_t> WriteModelFile(const std::string& path, const ModelDescription& desc,
+                                TensorFeed* tensors, const BuildOptions& options = {});
+
 // Parses `config_json` (either layout; kAuto: as ParseConfig decides),
 // imports `tensors` named for that layout and builds the model. The
 // shortest path from a config and a few hand-made tensors to model bytes.
@@ -71,7 +91,9 @@ Result<AlignedBytes> BuildModelFromConfig(const std::string& config_json, const 
 // MixerConverter::FormatVersion), else 1 (what every older file is).
 uint32_t FormatVersionFor(const ModelDescription& desc);
 
-// Loads `bytes` with the runtime; an error carries the runtime's message.
+// Loads model bytes (64-byte aligned) with the runtime; an error carries the
+// runtime's message.
+Status SelfCheck(const void* data, std::size_t size);
 Status SelfCheck(const AlignedBytes& bytes);
 
 }  // namespace recur::impl::converter

@@ -38,8 +38,10 @@ struct ZipEntry {
   uint32_t crc = 0;
 };
 
-// A zip archive, laid out as torch.save lays it out.
-Bytes ZipOf(const std::vector<ZipEntry>& entries) {
+// A zip archive, laid out as torch.save lays it out. With `zip64_offsets` the
+// central directory gives each local header's offset in a zip64 extra field,
+// as it does for entries past 4 GiB.
+Bytes ZipOf(const std::vector<ZipEntry>& entries, bool zip64_offsets = false) {
   Bytes out, cd;
   for (const ZipEntry& e : entries) {
     const uint64_t local = out.size();
@@ -49,12 +51,14 @@ Bytes ZipOf(const std::vector<ZipEntry>& entries) {
     Put(&out, e.name.size(), 2), Put(&out, 0, 2);
     out.insert(out.end(), e.name.begin(), e.name.end());
     out.insert(out.end(), e.data.begin(), e.data.end());
+    const int version = zip64_offsets ? 45 : 20;
     Put(&cd, 0x02014b50, 4);
-    Put(&cd, 20, 2), Put(&cd, 20, 2), Put(&cd, e.flags, 2), Put(&cd, e.method, 2), Put(&cd, 0, 4);
-    Put(&cd, e.crc, 4), Put(&cd, e.data.size(), 4), Put(&cd, e.size, 4);
-    Put(&cd, e.name.size(), 2), Put(&cd, 0, 2), Put(&cd, 0, 2), Put(&cd, 0, 2), Put(&cd, 0, 2);
-    Put(&cd, 0, 4), Put(&cd, local, 4);
+    Put(&cd, version, 2), Put(&cd, version, 2), Put(&cd, e.flags, 2), Put(&cd, e.method, 2);
+    Put(&cd, 0, 4), Put(&cd, e.crc, 4), Put(&cd, e.data.size(), 4), Put(&cd, e.size, 4);
+    Put(&cd, e.name.size(), 2), Put(&cd, zip64_offsets ? 12 : 0, 2), Put(&cd, 0, 2);
+    Put(&cd, 0, 2), Put(&cd, 0, 2), Put(&cd, 0, 4), Put(&cd, zip64_offsets ? 0xffffffff : local, 4);
     cd.insert(cd.end(), e.name.begin(), e.name.end());
+    if (zip64_offsets) Put(&cd, 1, 2), Put(&cd, 8, 2), Put(&cd, local, 8);
   }
   const uint64_t cd_offset = out.size();
   out.insert(out.end(), cd.begin(), cd.end());
@@ -126,11 +130,12 @@ Bytes F32(const std::vector<float>& v) {
 }
 
 Bytes Checkpoint(const std::string& pickle_body, std::vector<std::pair<std::string, Bytes>> data = {},
-                 ZipEntry (*entry)(const std::string&, const Bytes&) = Stored) {
+                 ZipEntry (*entry)(const std::string&, const Bytes&) = Stored,
+                 bool zip64_offsets = false) {
   std::vector<ZipEntry> entries = {entry("archive/data.pkl", B("\x80\x02" + pickle_body + "."))};
   for (auto& [k, v] : data) entries.push_back(entry("archive/data/" + k, v));
   entries.push_back(entry("archive/version", B("3\n")));
-  return ZipOf(entries);
+  return ZipOf(entries, zip64_offsets);
 }
 
 void ExpectError(const Bytes& bytes, std::initializer_list<const char*> parts,
@@ -445,6 +450,36 @@ Bytes Legacy(const std::string& body, const std::vector<std::string>& keys,
     out.insert(out.end(), bytes.begin(), bytes.end());
   }
   return out;
+}
+
+TEST_CASE("pt: stored entries and legacy storages are read in place, deflated ones copied") {
+  const std::string body = Dict({{"w", Tensor("FloatStorage", "0", 6, 0, {2, 3}, {3, 1})}});
+  const std::string legacy_body =
+      Dict({{"w", LegacyTensor("FloatStorage", "0", 6, {2, 3}, {3, 1})}});
+  struct Case {
+    const char* what;
+    Bytes bytes;
+    bool in_place;
+  };
+  const Case cases[] = {
+      {"stored", Checkpoint(body, {{"0", F32(kSix)}}), true},
+      {"stored, zip64 offsets", Checkpoint(body, {{"0", F32(kSix)}}, Stored, true), true},
+      {"deflated", Checkpoint(body, {{"0", F32(kSix)}}, Deflated), false},
+      {"legacy", Legacy(legacy_body, {"0"}, {{6, F32(kSix)}}), true},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    Bytes bytes = c.bytes;
+    const uint8_t* begin = bytes.data();  // a vector moved in keeps its buffer
+    const uint8_t* end = begin + bytes.size();
+    auto r = ParsePt(FileBytes(std::move(bytes)), "m.pt");
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    const TensorView& w = r->tensors().at("w");
+    CHECK((w.data >= begin && w.data + w.nbytes <= end) == c.in_place);
+    auto values = ToFloat32("w", w);
+    REQUIRE(values.ok());
+    CHECK(*values == kSix);
+  }
 }
 
 TEST_CASE("pt: the legacy format reads as the zip format does") {

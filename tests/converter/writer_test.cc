@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include "converter/convert.h"
@@ -326,17 +327,33 @@ TEST_CASE("writer: BuildModelFromConfig reports config errors") {
   CHECK(r.message() == "config.json: missing key \"d_model\"");
 }
 
-TEST_CASE("convert: files in, aligned file out, metadata from config and flags") {
-  testing::TempDir dir;
-  TensorMap t = testing::RandomTensors(kTokensConfig, 10);
-  auto st = SerializeSafetensors(t);
-  testing::WriteFile(dir.File("w.safetensors"), st.data(), st.size());
-  testing::WriteFile(dir.File("config.json"), kTokensConfig);
+// The names in `folder`.
+std::set<std::string> Names(const std::string& folder) {
+  std::set<std::string> names;
+  if (DIR* d = opendir(folder.c_str())) {
+    while (dirent* e = readdir(d)) names.insert(e->d_name);
+    closedir(d);
+  }
+  return names;
+}
 
+// Writes `tensors` and `config` into `dir` (w.safetensors, config.json): the
+// options that convert them into dir/m.recur.
+ConvertOptions Inputs(const testing::TempDir& dir, const TensorMap& tensors, const char* config) {
+  const auto st = SerializeSafetensors(tensors);
+  testing::WriteFile(dir.File("w.safetensors"), st.data(), st.size());
+  testing::WriteFile(dir.File("config.json"), config);
   ConvertOptions o;
   o.weights_path = dir.File("w.safetensors");
   o.config_path = dir.File("config.json");
   o.output_path = dir.File("m.recur");
+  return o;
+}
+
+TEST_CASE("convert: files in, aligned file out, metadata from config and flags") {
+  testing::TempDir dir;
+  TensorMap t = testing::RandomTensors(kTokensConfig, 10);
+  ConvertOptions o = Inputs(dir, t, kTokensConfig);
   o.notes = "from the test";
   ConvertReport report;
   Status s = ConvertFiles(o, &report);
@@ -344,7 +361,9 @@ TEST_CASE("convert: files in, aligned file out, metadata from config and flags")
   CHECK(report.layout == Layout::kRecur);
   CHECK(report.tensors == t.size());
   CHECK(report.warnings.empty());
-  CHECK(report.source_hash == Sha256Hex(st.data(), st.size()));
+  const auto st = ReadFileBytes(o.weights_path);
+  REQUIRE(st.ok());
+  CHECK(report.source_hash == Sha256Hex(st->data(), st->size()));
 
   auto bytes = ReadFileAligned(o.output_path);
   REQUIRE(bytes.ok());
@@ -363,26 +382,100 @@ TEST_CASE("convert: files in, aligned file out, metadata from config and flags")
   recur_model_free(model);
 
   // No temporaries left behind.
-  std::set<std::string> names;
-  if (DIR* d = opendir(dir.path().c_str())) {
-    while (dirent* e = readdir(d)) names.insert(e->d_name);
-    closedir(d);
+  CHECK(Names(dir.path()) ==
+        std::set<std::string>{".", "..", "w.safetensors", "config.json", "m.recur"});
+}
+
+TEST_CASE("convert: the file, written tensor by tensor, holds BuildModel's bytes") {
+  testing::TempDir dir;
+  const TensorMap t = testing::RandomTensors(kTokensConfig, 13);
+  ConvertOptions o = Inputs(dir, t, kTokensConfig);
+  for (WeightType dtype : {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kI8}) {
+    for (bool head : {false, true}) {
+      CAPTURE(WeightTypeName(dtype));
+      CAPTURE(head);
+      o.dtype = dtype;
+      o.quantize_head = head;
+      ConvertReport report;
+      Status s = ConvertFiles(o, &report);
+      REQUIRE_MESSAGE(s.ok(), s.message());
+      auto file = ReadFileAligned(o.output_path);
+      REQUIRE(file.ok());
+      CHECK(file->size() == report.file_bytes);
+
+      ModelDescription desc = testing::Describe(kTokensConfig);
+      desc.metadata.source_hash = report.source_hash;
+      BuildOptions bo;
+      bo.weight_dtype = dtype;
+      bo.quantize_head = head;
+      auto bytes = BuildModel(desc, t, bo);
+      REQUIRE_MESSAGE(bytes.ok(), bytes.message());
+      CHECK(*file == *bytes);
+    }
   }
-  CHECK(names == std::set<std::string>{".", "..", "w.safetensors", "config.json", "m.recur"});
+}
+
+TEST_CASE("convert: an output that cannot be written is reported after the tensors' errors") {
+  testing::TempDir dir;
+  TensorMap t = testing::RandomTensors(kTokensConfig, 14);
+  ConvertOptions o = Inputs(dir, t, kTokensConfig);
+  o.output_path = dir.File("no/such/folder/m.recur");
+  Status s = ConvertFiles(o, nullptr);
+  CHECK(s.code() == StatusCode::kIoError);
+  CHECK(s.message().find("no/such/folder/m.recur: cannot create: ") != std::string::npos);
+
+  t["head.weight"].data[3] = std::numeric_limits<float>::quiet_NaN();
+  o.weights_path = Inputs(dir, t, kTokensConfig).weights_path;
+  s = ConvertFiles(o, nullptr);
+  CHECK(s.message() == "head.weight: NaN at index 3 ([0,3])");
+}
+
+TEST_CASE("file_util: files mapped, and written in place atomically") {
+  testing::TempDir dir;
+  testing::WriteFile(dir.File("a"), "hello");
+  testing::WriteFile(dir.File("empty"), "");
+  auto a = MapFile(dir.File("a"));
+  REQUIRE(a.ok());
+  CHECK(std::string(reinterpret_cast<const char*>(a->data()), a->size()) == "hello");
+  FileBytes moved = std::move(*a);
+  CHECK(std::string(reinterpret_cast<const char*>(moved.data()), moved.size()) == "hello");
+  auto empty = MapFile(dir.File("empty"));
+  REQUIRE(empty.ok());
+  CHECK(empty->size() == 0);
+  auto missing = MapFile(dir.File("nope"));
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.message().find("nope: cannot open: No such file or directory") != std::string::npos);
+  CHECK(MapFile(dir.path()).message() == dir.path() + ": not a regular file");
+
+  {  // Not committed: the temporary goes, the old file stays.
+    auto f = AtomicFile::Create(dir.File("a"));
+    REQUIRE(f.ok());
+    REQUIRE(f->WriteAt(0, "xyz", 3).ok());
+    CHECK(Names(dir.path()).size() == 5);  // . .. a empty a.tmp.PID
+  }
+  CHECK(Names(dir.path()) == std::set<std::string>{".", "..", "a", "empty"});
+  CHECK(testing::ReadText(dir.File("a")) == "hello");
+
+  auto f = AtomicFile::Create(dir.File("a"));
+  REQUIRE(f.ok());
+  REQUIRE(f->Resize(8).ok());  // zeros where nothing is written
+  REQUIRE(f->WriteAt(5, "end", 3).ok());
+  REQUIRE(f->WriteAt(0, "st", 2).ok());
+  auto written = f->Map();
+  REQUIRE(written.ok());
+  CHECK(std::string(reinterpret_cast<const char*>(written->data()), written->size()) ==
+        std::string("st\0\0\0end", 8));
+  REQUIRE(f->Commit().ok());
+  CHECK(testing::ReadText(dir.File("a")) == std::string("st\0\0\0end", 8));
+  CHECK(Names(dir.path()) == std::set<std::string>{".", "..", "a", "empty"});
 }
 
 TEST_CASE("convert: a failed conversion leaves an existing output alone") {
   testing::TempDir dir;
   TensorMap t = testing::RandomTensors(kTokensConfig, 11);
   t.erase("head.weight");
-  auto st = SerializeSafetensors(t);
-  testing::WriteFile(dir.File("w.safetensors"), st.data(), st.size());
-  testing::WriteFile(dir.File("config.json"), kTokensConfig);
+  ConvertOptions o = Inputs(dir, t, kTokensConfig);
   testing::WriteFile(dir.File("m.recur"), "old");
-  ConvertOptions o;
-  o.weights_path = dir.File("w.safetensors");
-  o.config_path = dir.File("config.json");
-  o.output_path = dir.File("m.recur");
   Status s = ConvertFiles(o, nullptr);
   REQUIRE_FALSE(s.ok());
   CHECK(s.message() == "head.weight: missing tensor, expected shape [11,16]");
@@ -393,13 +486,7 @@ TEST_CASE("convert: a fast-transformers checkpoint with an extra buffer") {
   testing::TempDir dir;
   TensorMap t = testing::RandomTensors(kFastTransformersConfig, 12);
   t["layers.0.attention.inner_attention.feature_map.omega"] = Tensor{{2}, {0, 0}};
-  auto st = SerializeSafetensors(t);
-  testing::WriteFile(dir.File("w.safetensors"), st.data(), st.size());
-  testing::WriteFile(dir.File("config.json"), kFastTransformersConfig);
-  ConvertOptions o;
-  o.weights_path = dir.File("w.safetensors");
-  o.config_path = dir.File("config.json");
-  o.output_path = dir.File("m.recur");
+  ConvertOptions o = Inputs(dir, t, kFastTransformersConfig);
   Status s = ConvertFiles(o, nullptr);
   CHECK(s.message() ==
         "layers.0.attention.inner_attention.feature_map.omega: unexpected tensor, not used by this "

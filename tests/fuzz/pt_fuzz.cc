@@ -4,8 +4,8 @@
 // whole file: a zip archive (its CRCs rarely survive a mutation, so the pickle
 // is seldom reached) or a legacy torch.save stream (pickles and storages,
 // without checksums); odd, the data.pkl of an archive built here around it, with
-// storages "0".."7" of 256 bytes each (small, for speed: each is copied out
-// and its CRC read), and a --state-dict-key of "model" when bit 1 is set.
+// storages "0".."7" of 256 bytes each (small, for speed: each is read
+// through for its CRC), and a --state-dict-key of "model" when bit 1 is set.
 #include <cstdint>
 #include <string>
 #include <vector>
