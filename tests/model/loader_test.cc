@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "converter/config.h"
+#include "converter/mixers/rwkv7.h"
 #include "converter/writer.h"
 #include "engine/model_loader.h"
 #include "model/model.h"
@@ -571,6 +572,70 @@ TEST_CASE("RetNet: an odd dk, decays that do not match the heads or leave (0, 1)
     CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
     CHECK(Error().find("blocks.1.mixer.value") != std::string::npos);
   }
+}
+
+// The tiny RWKV-7 model with its constants stored (non-default values), so
+// that they can be poked.
+std::string Rwkv7WithConstants() {
+  std::string config = recur::impl::testing::kTinyRwkv7Config;
+  const std::string key = "\"gate_rank\": 5";
+  config.replace(config.find(key), key.size(),
+                 key + ", \"group_norm_eps\": 1e-4, \"decay_scale\": 0.5");
+  return config;
+}
+
+// Model bytes of a description the converter's own checks would refuse (no
+// self-check): what a hand-made or damaged file may hold.
+AlignedBytes BuildUnchecked(const recur::impl::converter::ModelDescription& desc) {
+  recur::impl::converter::BuildOptions options;
+  options.self_check = false;
+  auto bytes = recur::impl::converter::BuildModel(
+      desc, recur::impl::testing::RandomTensors(desc, 1), options);
+  REQUIRE(bytes.ok());
+  return std::move(bytes).value();
+}
+
+TEST_CASE("RWKV-7: bad constants, missing vectors, mis-shaped projections, a value residual "
+          "with no value to mix in and a token mix without pre-norm are named") {
+  const std::string config = Rwkv7WithConstants();
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::infinity()}) {
+    CAPTURE(bad);
+    CHECK(LoadWithMixerField<fb::Rwkv7>(config.c_str(), 1, fb::Rwkv7::VT_GROUP_NORM_EPS, bad) ==
+          RECUR_INVALID_MODEL);
+    CHECK(Error().rfind("blocks.1: RWKV-7 group_norm_eps must be finite and > 0 (got ", 0) == 0);
+    CHECK(LoadWithMixerField<fb::Rwkv7>(config.c_str(), 0, fb::Rwkv7::VT_DECAY_SCALE, bad) ==
+          RECUR_INVALID_MODEL);
+    CHECK(Error().rfind("blocks.0: RWKV-7 decay_scale must be finite and > 0 (got ", 0) == 0);
+  }
+  CHECK(LoadWithMixerField<fb::Rwkv7>(config.c_str(), 2, fb::Rwkv7::VT_KEY_NORM, int32_t{-1}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.2.mixer.key_norm is missing (expected shape [16])");
+  CHECK(LoadWithMixerField<fb::Rwkv7>(config.c_str(), 1, fb::Rwkv7::VT_HEADS, uint32_t{3}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error().find("blocks.1.mixer.receptance.weight") != std::string::npos);
+  CHECK(Error().find("expected [24,16]") != std::string::npos);
+  CHECK(LoadWithMixerField<fb::Rwkv7>(config.c_str(), 0, fb::Rwkv7::VT_HEAD_SIZE, uint32_t{0}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error().find("blocks.0: RWKV-7 needs heads, dk, dv > 0") == 0);
+
+  // Every block with a value residual: the first reads rows no block wrote.
+  auto parsed = recur::impl::converter::ParseConfig(recur::impl::testing::kTinyRwkv7Config);
+  REQUIRE(parsed.ok());
+  recur::impl::converter::ModelDescription desc = parsed->desc;
+  desc.blocks[0].mixer.As<recur::impl::converter::Rwkv7Params>()->value_rank = 3;
+  AlignedBytes bytes = BuildUnchecked(desc);
+  CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "blocks.0: its mixer reads rows an earlier block's mixer shares (RWKV-7's first-layer "
+        "value), but no block before it shares any");
+  // The FFN's token mix in a post-norm model.
+  desc = parsed->desc;
+  desc.norm_placement = recur::impl::converter::NormPlacement::kPost;
+  bytes = BuildUnchecked(desc);
+  CHECK(Load(bytes, bytes.size()) == RECUR_INVALID_MODEL);
+  CHECK(Error() ==
+        "blocks.0.ffn.token_mix: a token mix needs pre-norm blocks (it mixes norm2's outputs "
+        "of consecutive positions)");
 }
 
 TEST_CASE("rotary: bad dims, base and pairs in the file are named, per mixer") {
