@@ -35,7 +35,9 @@ def batched_equals_reference():
                  "linear_shift_tokens", "softmax_shift_encoder",
                  # model-level options: norm kinds, no FFN, sinusoidal positions, GLU, reversible
                  "rms_norm_tokens", "scale_norm_features", "no_ffn_post_features", "sinusoid_tokens",
-                 "sinusoid_encoder", "glu_tokens", "glu_encoder", "reversible_tokens", "reversible_encoder"):
+                 "sinusoid_encoder", "glu_tokens", "glu_encoder", "reversible_tokens", "reversible_encoder",
+                 # RWKV-7: the first block's value shared with the later ones, the FFN's token mix
+                 "rwkv7_tokens", "rwkv7_features"):
         config = _config(name)
         model = checkpoint.build_model(config, 3).double()
         cfg = checkpoint.recur_config(config)

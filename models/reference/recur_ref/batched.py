@@ -5,8 +5,8 @@ needs batches. `forward(model, x)` computes the same function over a batch of
 equal-length sequences from the initial state, with the model's own parameters
 (so its state_dict is what export writes). Only the mixers the shipped models
 use are here: linear_attention (any feature map), softmax_attention and
-sliding_window, causal or not, with their rotary position embeddings (§12), and token shift
-(§13). test_training.py checks it against RecurModel.forward.
+sliding_window, causal or not, with their rotary position embeddings (§12), token shift
+(§13), and rwkv7 with the FFN's token mix (§16; its own batched form, position by position). test_training.py checks it against RecurModel.forward.
 """
 
 import math
@@ -14,7 +14,9 @@ import math
 import torch
 from torch import Tensor
 
-from .mixers import LinearAttention, SlidingWindowAttention, SoftmaxAttention
+from functools import partial
+
+from .mixers import LinearAttention, Rwkv7, SlidingWindowAttention, SoftmaxAttention
 from .mixers.rotary import _rotate
 from .model import RecurModel, sinusoid
 
@@ -96,8 +98,20 @@ def token_shift(ts, h: Tensor) -> Tensor:
     return out
 
 
+def rwkv7(m: Rwkv7, x: Tensor, shared: dict) -> Tensor:
+    """x (B, N, d_model) → (B, N, d_model) from the zero state; `shared`: the pass's rows the
+    blocks share (the first RWKV-7 block's v)."""
+    return m._prefill(x, m._initial_state(x.shape[0], None), shared=shared)[0]
+
+
+def ffn_token_mix(ffn, h: Tensor) -> Tensor:
+    """h (B, N, d_model) + (h₋₁ − h) ⊙ ffn.token_mix, zeros before the first position."""
+    before = torch.cat([h.new_zeros(h.shape[0], 1, h.shape[2]), h[:, :-1]], 1)
+    return h + (before - h) * ffn.token_mix
+
+
 _MIXERS = {LinearAttention: linear_attention, SoftmaxAttention: softmax_attention,
-           SlidingWindowAttention: sliding_window}
+           SlidingWindowAttention: sliding_window, Rwkv7: rwkv7}
 
 
 def check_supported(model: RecurModel) -> None:
@@ -105,7 +119,8 @@ def check_supported(model: RecurModel) -> None:
     for i, block in enumerate(model.blocks):
         if type(block.mixer) not in _MIXERS:
             raise ValueError(f"block {i}: mixer {type(block.mixer).__name__} has no batched form "
-                             "(recur_ref/batched.py supports linear_attention, softmax_attention and sliding_window)")
+                             "(recur_ref/batched.py supports linear_attention, softmax_attention, sliding_window "
+                             "and rwkv7)")
 
 
 def forward(model: RecurModel, x: Tensor) -> Tensor:
@@ -129,20 +144,25 @@ def forward(model: RecurModel, x: Tensor) -> Tensor:
     if inp.norm is not None:
         h = inp.norm(h)
     x2 = h   # residual "reversible": the second stream
+    shared = {}
     for block in model.blocks:
         mix = _MIXERS[type(block.mixer)]
+        if mix is rwkv7:
+            mix = partial(rwkv7, shared=shared)
         ts = block.token_shift
         if model.reversible:   # y1 = x1 + Mixer(norm1(x2)); y2 = x2 + FFN(norm2(y1))
             a = block.norm1(x2)
             h = h + mix(block.mixer, a if ts is None else token_shift(ts, a))
             f = block.norm2(h)
-            x2 = x2 + block.ffn(f if ts is None or not ts.ffn else token_shift(ts, f))
+            f = f if ts is None or not ts.ffn else token_shift(ts, f)
+            x2 = x2 + block.ffn(f if block.ffn.token_mix is None else ffn_token_mix(block.ffn, f))
         elif block.pre_norm:
             a = block.norm1(h)
             h = h + mix(block.mixer, a if ts is None else token_shift(ts, a))
             if block.ffn is not None:
                 f = block.norm2(h)
-                h = h + block.ffn(f if ts is None or not ts.ffn else token_shift(ts, f))
+                f = f if ts is None or not ts.ffn else token_shift(ts, f)
+                h = h + block.ffn(f if block.ffn.token_mix is None else ffn_token_mix(block.ffn, f))
         else:
             h = block.norm1(h + mix(block.mixer, h))
             if block.ffn is not None:
