@@ -1,5 +1,7 @@
 // The GGUF reader on hand-made buffers: SerializeGguf's well-formed files and
 // raw bytes for every way a file can be wrong.
+#include "converter/gguf.h"
+
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -7,8 +9,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "converter/gguf.h"
 
 namespace recur::impl::converter {
 namespace {
@@ -85,8 +85,8 @@ std::vector<std::pair<std::string, GgufValue>> AllMetadata() {
       {"u64", GgufValue(uint64_t{1} << 60)},
       {"i64", GgufValue(-(int64_t{1} << 60))},
       {"f64", GgufValue(-0.25)},
-      {"tokens", GgufValue::Array(GgufType::kString, {std::string("<s>"), std::string("a b"),
-                                                       std::string("")})},
+      {"tokens", GgufValue::Array(GgufType::kString,
+                                  {std::string("<s>"), std::string("a b"), std::string("")})},
       {"scores", GgufValue::Array(GgufType::kF32, {0.5f, -1.0f})},
       {"types", GgufValue::Array(GgufType::kI32, {int32_t{1}, int32_t{-3}})},
       {"empty", GgufValue::Array(GgufType::kU64, {})},
@@ -179,23 +179,29 @@ TEST_CASE("gguf: typed getters name the key and both types") {
   auto r = ParseGguf(SerializeGguf(AllMetadata(), {}));
   REQUIRE(r.ok());
   CHECK(r->GetU32("u8").message() == "metadata key \"u8\" is u8, expected u32");
-  CHECK(r->GetString("tokens").message() == "metadata key \"tokens\" is array of string, "
-                                            "expected string");
-  CHECK(r->GetStringArray("scores").message() == "metadata key \"scores\" is array of f32, "
-                                                 "expected array of string");
+  CHECK(r->GetString("tokens").message() ==
+        "metadata key \"tokens\" is array of string, "
+        "expected string");
+  CHECK(r->GetStringArray("scores").message() ==
+        "metadata key \"scores\" is array of f32, "
+        "expected array of string");
   CHECK(r->GetF32Array("f32").message() == "metadata key \"f32\" is f32, expected array of f32");
   CHECK(r->GetBool("u8").message() == "metadata key \"u8\" is u8, expected bool");
   CHECK(r->GetF32("nope").message() == "metadata key \"nope\" is missing");
-  CHECK(r->GetU32Array("types").message() == "metadata key \"types\" is array of i32, "
-                                             "expected array of u32");
+  CHECK(r->GetU32Array("types").message() ==
+        "metadata key \"types\" is array of i32, "
+        "expected array of u32");
 }
 
 TEST_CASE("gguf: the ggml type table") {
-  struct Want { uint32_t id; uint32_t block, bytes; };
-  for (Want w : {Want{0, 1, 4}, {1, 1, 2}, {2, 32, 18}, {3, 32, 20}, {6, 32, 22}, {7, 32, 24},
-                 {8, 32, 34}, {9, 32, 36}, {10, 256, 84}, {11, 256, 110}, {12, 256, 144},
-                 {13, 256, 176}, {14, 256, 210}, {15, 256, 292}, {24, 1, 1}, {25, 1, 2},
-                 {26, 1, 4}, {27, 1, 8}, {28, 1, 8}, {30, 1, 2}}) {
+  struct Want {
+    uint32_t id;
+    uint32_t block, bytes;
+  };
+  for (Want w : {Want{0, 1, 4},  {1, 1, 2},      {2, 32, 18},    {3, 32, 20},    {6, 32, 22},
+                 {7, 32, 24},    {8, 32, 34},    {9, 32, 36},    {10, 256, 84},  {11, 256, 110},
+                 {12, 256, 144}, {13, 256, 176}, {14, 256, 210}, {15, 256, 292}, {24, 1, 1},
+                 {25, 1, 2},     {26, 1, 4},     {27, 1, 8},     {28, 1, 8},     {30, 1, 2}}) {
     INFO(w.id);
     const GgmlTypeInfo* t = FindGgmlType(w.id);
     REQUIRE(t != nullptr);
@@ -210,7 +216,8 @@ TEST_CASE("gguf: bad headers are refused by name") {
   ExpectError({'G', 'G'}, "truncated: the magic \"GGUF\" needs 4 bytes at offset 0, 2 remain");
   ExpectError({'G', 'G', 'M', 'L', 3, 0, 0, 0},
               "not a GGUF file: the magic is \"GGML\", expected \"GGUF\"");
-  ExpectError({0x7f, 'E', 'L', 'F'}, "not a GGUF file: the magic is \"\\x7fELF\", expected \"GGUF\"");
+  ExpectError({0x7f, 'E', 'L', 'F'},
+              "not a GGUF file: the magic is \"\\x7fELF\", expected \"GGUF\"");
   ExpectError(File(0, 0, Raw(), 0, 1),
               "GGUF version 1 is not supported: only version 3 is read (convert the model again "
               "with a current llama.cpp)");
@@ -227,18 +234,20 @@ TEST_CASE("gguf: bad headers are refused by name") {
   ExpectError(File(~uint64_t{0}, 0, Raw().Zeros(100)),
               "truncated: 18446744073709551615 tensor infos cannot fit in the 100 bytes after the "
               "header");
-  ExpectError(File(0, ~uint64_t{0}, Raw()),
-              "truncated: 18446744073709551615 metadata entries cannot fit in the 0 bytes after the "
-              "header");
+  ExpectError(
+      File(0, ~uint64_t{0}, Raw()),
+      "truncated: 18446744073709551615 metadata entries cannot fit in the 0 bytes after the "
+      "header");
 }
 
 TEST_CASE("gguf: bad metadata is refused by name") {
   ExpectError(File(0, 1, Raw().U64(1000).Zeros(20)),
               "metadata entry 0: truncated: the key of 1000 bytes at offset 32 runs past the end, "
               "20 bytes remain");
-  ExpectError(File(0, 1, Raw().U64(~uint64_t{0}).Zeros(20)),
-              "metadata entry 0: truncated: the key of 18446744073709551615 bytes at offset 32 runs "
-              "past the end, 20 bytes remain");
+  ExpectError(
+      File(0, 1, Raw().U64(~uint64_t{0}).Zeros(20)),
+      "metadata entry 0: truncated: the key of 18446744073709551615 bytes at offset 32 runs "
+      "past the end, 20 bytes remain");
   ExpectError(File(0, 1, Raw().Str("").U32(0).U8(1).Zeros(8)), "metadata entry 0 has an empty key");
   ExpectError(File(0, 2, Raw().Str("k").U32(0).U8(1).Str("k").U32(0).U8(2)),
               "metadata key \"k\" appears twice");
@@ -281,10 +290,8 @@ TEST_CASE("gguf: bad tensor infos are refused by name") {
   ExpectError(File(1, 0, Raw().Tensor("", {4}, 0, 0), 16), "tensor 0 has an empty name");
   ExpectError(File(2, 0, Raw().Tensor("w", {4}, 0, 0).Tensor("w", {4}, 0, 32), 48),
               "tensor name \"w\" appears twice");
-  ExpectError(File(1, 0, Raw().Str("w").U32(0).Zeros(40)),
-              "tensor \"w\": n_dims 0 is not in 1..4");
-  ExpectError(File(1, 0, Raw().Str("w").U32(5).Zeros(40)),
-              "tensor \"w\": n_dims 5 is not in 1..4");
+  ExpectError(File(1, 0, Raw().Str("w").U32(0).Zeros(40)), "tensor \"w\": n_dims 0 is not in 1..4");
+  ExpectError(File(1, 0, Raw().Str("w").U32(5).Zeros(40)), "tensor \"w\": n_dims 5 is not in 1..4");
   ExpectError(File(1, 0, Raw().Tensor("w", {4, 0}, 0, 0), 16), "tensor \"w\": ne[1] is 0");
   ExpectError(File(1, 0, Raw().Tensor("w", {uint64_t{1} << 32, uint64_t{1} << 31}, 0, 0)),
               "tensor \"w\": shape [4294967296, 2147483648] has more than 2^63-1 elements");
@@ -324,8 +331,53 @@ TEST_CASE("gguf: tensor data must lie inside the file and not overlap") {
   // The padding before the data section is missing.
   Bytes cut = File(1, 0, Raw().Tensor("w", {4}, 0, 0));
   cut.resize(60);
-  ExpectError(cut, "truncated: the data section would start at offset 64 (the header ends at 57, "
-                   "aligned to 32), past the end of the 60-byte file");
+  ExpectError(cut,
+              "truncated: the data section would start at offset 64 (the header ends at 57, "
+              "aligned to 32), past the end of the 60-byte file");
+}
+
+// Written by llama.cpp's gguf package (tests/fuzz/gguf_py_seed.py); the
+// offsets and sizes are those its GGUFReader reports.
+TEST_CASE("gguf: a file written by llama.cpp's gguf package parses") {
+  auto r = ReadGgufFile(std::string(RECUR_GGUF_SEEDS) + "/gguf_py.gguf");
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const GgufFile& f = *r;
+  CHECK(f.version() == 3);
+  CHECK(f.alignment() == 32);
+  CHECK(f.metadata().size() == 11);
+  CHECK(*f.GetString("general.architecture") == "llama");
+  CHECK(*f.GetString("general.name") == "tiny");
+  CHECK(*f.GetU32("llama.context_length") == 128);
+  CHECK(*f.GetF32("llama.attention.layer_norm_rms_epsilon") == 1e-5f);
+  CHECK(*f.GetBool("tokenizer.ggml.add_bos_token") == true);
+  CHECK(*f.GetI32("i32") == -7);
+  CHECK(*f.GetU64("u64") == uint64_t{1} << 40);
+  CHECK(*f.GetF64("f64") == 0.125);
+  CHECK(*f.GetStringArray("tokenizer.ggml.tokens") ==
+        std::vector<std::string>{"<s>", "</s>", "hello"});
+  CHECK(*f.GetF32Array("tokenizer.ggml.scores") == std::vector<float>{0.0f, -1.5f, 2.25f});
+  CHECK(*f.GetI32Array("tokenizer.ggml.token_type") == std::vector<int32_t>{1, 3, 1});
+  struct Want {
+    const char* name;
+    const char* type;
+    std::vector<uint64_t> dims;
+    uint64_t at, nbytes;
+  };
+  const std::vector<Want> want = {{"f32", "F32", {3, 2}, 736, 24},
+                                  {"f16", "F16", {4}, 768, 8},
+                                  {"q8_0", "Q8_0", {64, 2}, 800, 136},
+                                  {"q4_0", "Q4_0", {64, 2}, 960, 72},
+                                  {"q4_k", "Q4_K", {256, 1}, 1056, 144}};
+  REQUIRE(f.tensors().size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const GgufTensor& t = f.tensors()[i];
+    INFO(want[i].name);
+    CHECK(t.name == want[i].name);
+    CHECK(std::string(t.type->name) == want[i].type);
+    CHECK(t.dims == want[i].dims);
+    CHECK(f.data_offset() + t.offset == want[i].at);
+    CHECK(t.nbytes == want[i].nbytes);
+  }
 }
 
 TEST_CASE("gguf: a file truncated at every length is refused with a message") {
