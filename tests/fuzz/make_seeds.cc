@@ -1,17 +1,19 @@
 // Writes the fuzz targets' seed corpora from real models:
-//   make_seeds OUT_DIR  →  OUT_DIR/{model,state,safetensors,config,npy}/
+//   make_seeds OUT_DIR  →  OUT_DIR/{model,state,safetensors,config,npy,gguf}/
 // model: every small test model (tests/common/test_models.h) in f32, the
 // mixed one in f16, bf16 and int8, and kInt4SeedConfig in int4; state: a saved blob of each
 // state_fuzz_models.h model after a few steps (byte 0 picks the model; the
 // second copy asks for stamping, see state_load_fuzz.cc); safetensors: their
 // weights; config: their config JSON (scripts/fuzz.sh adds models/configs);
-// npy: small arrays of every dtype recur-run reads.
+// npy: small arrays of every dtype recur-run reads; gguf: small GGUF files
+// (metadata of every value type and arrays, tensors of common ggml types).
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "converter/config.h"
+#include "converter/gguf.h"
 #include "converter/safetensors.h"
 #include "converter/writer.h"
 #include "npy.h"
@@ -68,8 +70,9 @@ std::vector<uint8_t> Npy(const char* descr, const char* shape, const void* data,
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: %s OUT_DIR (with subdirectories model state safetensors config npy)\n",
-                 argv[0]);
+    std::fprintf(
+        stderr, "usage: %s OUT_DIR (with subdirectories model state safetensors config npy gguf)\n",
+        argv[0]);
     return 2;
   }
   const std::string out = argv[1];
@@ -174,6 +177,46 @@ int main(int argc, char** argv) {
         std::pair{"i8.npy", Npy("<i8", "(2,)", i8, sizeof(i8))},
         std::pair{"empty.npy", Npy("<f4", "(0, 5)", nullptr, 0)}}) {
     write(std::string("npy/") + name, bytes.data(), bytes.size());
+  }
+  {
+    using recur::impl::converter::GgufScalar;
+    using recur::impl::converter::GgufType;
+    using recur::impl::converter::GgufValue;
+    namespace gt = recur::impl::converter::ggml_type;
+    const std::vector<std::pair<std::string, GgufValue>> metadata = {
+        {"general.architecture", GgufValue(std::string("llama"))},
+        {"u8", GgufValue(uint8_t{1})},
+        {"i8", GgufValue(int8_t{-1})},
+        {"u16", GgufValue(uint16_t{2})},
+        {"i16", GgufValue(int16_t{-2})},
+        {"u32", GgufValue(uint32_t{3})},
+        {"i32", GgufValue(int32_t{-3})},
+        {"f32", GgufValue(0.5f)},
+        {"bool", GgufValue(true)},
+        {"u64", GgufValue(uint64_t{4})},
+        {"i64", GgufValue(int64_t{-4})},
+        {"f64", GgufValue(0.25)},
+        {"tokenizer.ggml.tokens",
+         GgufValue::Array(GgufType::kString, {std::string("<s>"), std::string("a")})},
+        {"tokenizer.ggml.scores", GgufValue::Array(GgufType::kF32, {0.0f, -1.0f})},
+        {"flags", GgufValue::Array(GgufType::kBool, {false, true})}};
+    auto block = [](size_t n) {
+      std::vector<uint8_t> b(n);
+      for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(i * 13 + 5);
+      return b;
+    };
+    const std::vector<recur::impl::converter::GgufTensorData> tensors = {
+        {"f32", gt::kF32, {3, 2}, block(24)},
+        {"f16", gt::kF16, {4}, block(8)},
+        {"q8_0", gt::kQ8_0, {32, 2}, block(68)},
+        {"q4_0", gt::kQ4_0, {64}, block(36)},
+        {"q4_k", gt::kQ4_K, {256, 1, 1}, block(144)}};
+    for (uint32_t alignment : {32u, 64u}) {
+      auto bytes = recur::impl::converter::SerializeGguf(metadata, tensors, alignment);
+      write("gguf/tiny_align" + std::to_string(alignment) + ".gguf", bytes.data(), bytes.size());
+    }
+    auto bytes = recur::impl::converter::SerializeGguf(metadata, {});
+    write("gguf/metadata_only.gguf", bytes.data(), bytes.size());
   }
   if (failures) return 1;
   std::printf("make_seeds: seeds in %s\n", out.c_str());
