@@ -95,13 +95,17 @@ class FlaLayoutConverter final : public LayoutConverter {
       RECUR_RETURN_IF_ERROR(ParseLayerCount(r, root, "num_hidden_layers", &layers));
     }
     RECUR_RETURN_IF_ERROR(r.UInt(root, "vocab_size", "", 1, &vocab, false));
+    // head_dim (absent: 64); null: hidden_size / num_heads.
     bool given = false;
-    uint32_t heads = 0;
     RECUR_RETURN_IF_ERROR(NullableUInt(r, root, "head_dim", &head_dim, &given));
-    const bool head_dim_given = given || !root.contains("head_dim");  // absent: 64
-    RECUR_RETURN_IF_ERROR(NullableUInt(r, root, "num_heads", &heads, &given));
-    if (!head_dim_given) {
+    if (!given && root.contains("head_dim")) {
+      uint32_t heads = 0;
+      RECUR_RETURN_IF_ERROR(NullableUInt(r, root, "num_heads", &heads, &given));
       if (!given) return r.Invalid("head_dim", "and num_heads are both null");
+      if (c % heads != 0) {
+        return r.Invalid("num_heads", "(" + std::to_string(heads) + ") must divide hidden_size (" +
+                                          std::to_string(c) + ")");
+      }
       head_dim = c / heads;
     }
     if (c % head_dim != 0) {

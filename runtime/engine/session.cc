@@ -503,14 +503,16 @@ void Session::AddResidual(const float* delta, float* x, size_t n) {
   });
 }
 
+size_t Session::CarriesAt(const BlockView& block, size_t layer) const {
+  return layer_offsets_[layer] + LayerStateFloats(*block.mixer, max_context_, compensated_sums_);
+}
+
 void Session::ShiftTokens(const Workspace& ws, const BlockView& block, size_t layer, size_t steps,
                           bool ffn, float* h) {
   const TokenShiftView& shift = block.token_shift;
   const size_t d = model_->d_model;
-  // The previous position's shift-1 features, after the mixer's state (§13).
-  const size_t carry_at = layer_offsets_[layer] +
-                          LayerStateFloats(*block.mixer, max_context_, compensated_sums_) +
-                          (ffn ? shift.carried : 0);
+  // The previous position's shift-1 features (§13).
+  const size_t carry_at = CarriesAt(block, layer) + (ffn ? shift.carried : 0);
   pool_->ParallelRanges(batch_, 1, [&](size_t first, size_t last) {
     for (size_t b = first; b < last; ++b) {
       float* rows = h + b * steps * d;
@@ -545,10 +547,8 @@ void Session::ShiftTokens(const Workspace& ws, const BlockView& block, size_t la
 void Session::MixFfnTokens(const Workspace& ws, const BlockView& block, size_t layer,
                            size_t steps, float* h) {
   const size_t d = model_->d_model;
-  // h₋₁, after the mixer's and the token shift's state (recur.fbs FeedForward.token_mix).
-  const size_t carry_at = layer_offsets_[layer] +
-                          LayerStateFloats(*block.mixer, max_context_, compensated_sums_) +
-                          block.token_shift.state_floats();
+  // h₋₁, after the token shift's carries (recur.fbs FeedForward.token_mix).
+  const size_t carry_at = CarriesAt(block, layer) + block.token_shift.state_floats();
   const float* mu = block.ffn.token_mix;
   pool_->ParallelRanges(batch_, 1, [&](size_t first, size_t last) {
     for (size_t b = first; b < last; ++b) {

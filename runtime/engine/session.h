@@ -194,6 +194,9 @@ class Session {
   void ShiftTokens(const Workspace& ws, const BlockView& block, size_t layer, size_t steps,
                    bool ffn, float* h);
   // A reversible block: x1 += mixer(norm1(x2)); x2 += ffn(norm2(x1)).
+  // Where block `layer`'s carries start in a stream's state: after its mixer's
+  // state (BlockStateFloats: the token shift's, then the FFN token mix's).
+  size_t CarriesAt(const BlockView& block, size_t layer) const;
   // h (batch, steps, d_model), norm2's output, ← h + (h₋₁ − h) ⊙ ffn.token_mix,
   // h₋₁ carried in the block's state.
   void MixFfnTokens(const Workspace& ws, const BlockView& block, size_t layer, size_t steps,

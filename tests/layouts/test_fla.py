@@ -133,6 +133,7 @@ def test_fla_refusals(tmp_path):
         (dict(base, hidden_act="gelu"), '"hidden_act" must be "sqrelu"'),
         (dict(base, value_dim=[64, 32]), '"value_dim" must equal hidden_size'),
         (dict(base, head_dim=48), '"head_dim" (48) must divide hidden_size (64)'),
+        (dict(base, head_dim=None, num_heads=48), '"num_heads" (48) must divide hidden_size (64)'),
         (dict(base, architectures=["RWKV7Model"]), '"architectures" must be ["RWKV7ForCausalLM"]'),
         (dict(base, sliding_window=4), '"sliding_window" is not a RWKV7Config key this converter knows'),
     ]
