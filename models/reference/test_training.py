@@ -136,7 +136,8 @@ def fold_normalisation_is_exact():
 
 
 def speech_recipe_runs():
-    """Corpus of 6 + 2 utterances, 3 training steps, export, and the exported model loads back."""
+    """Corpus of 6 + 2 utterances, 3 training steps per speech config, export, and the exported
+    model loads back."""
     with tempfile.TemporaryDirectory() as d:
         corpus, work = os.path.join(d, "corpus"), os.path.join(d, "work")
         subprocess.run([sys.executable, os.path.join(HERE, "make_speech_corpus.py"), "--out", corpus, "--train",
@@ -144,13 +145,16 @@ def speech_recipe_runs():
         for split, n in (("train", 6), ("test", 2)):
             rows = speech.read_manifest(corpus, split)
             assert len(rows) == n and all(os.path.exists(path) and digits.isdigit() for path, digits in rows), rows
-        r = subprocess.run([sys.executable, os.path.join(HERE, "train_speech.py"), "--config",
-                            os.path.join(CONFIGS, "speech_digits.json"), "--corpus", corpus, "--work", work,
-                            "--steps", "3", "--batch", "2", "--warmup", "1", "--threads", "1"],
-                           check=True, capture_output=True, text=True)
-        assert "held-out speakers: digit error rate" in r.stdout, r.stdout
-        model, _ = checkpoint.load(os.path.join(work, "export"))
-        assert model.input.projection.weight.shape == (128, 120)
+        # Both shipped speech configs; RWKV-7's trains through the chunked recurrence under bf16 autocast.
+        for name in ("speech_digits", "speech_digits_rwkv7"):
+            out = os.path.join(work, name)
+            r = subprocess.run([sys.executable, os.path.join(HERE, "train_speech.py"), "--config",
+                                os.path.join(CONFIGS, f"{name}.json"), "--corpus", corpus, "--work", out,
+                                "--steps", "3", "--batch", "2", "--warmup", "1", "--threads", "1"],
+                               check=True, capture_output=True, text=True)
+            assert "held-out speakers: digit error rate" in r.stdout, r.stdout
+            model, _ = checkpoint.load(os.path.join(out, "export"))
+            assert model.input.projection.weight.shape == (128, 120)
 
 
 def main():

@@ -6,7 +6,7 @@ equal-length sequences from the initial state, with the model's own parameters
 (so its state_dict is what export writes). Only the mixers the shipped models
 use are here: linear_attention (any feature map), softmax_attention and
 sliding_window, causal or not, with their rotary position embeddings (§12), token shift
-(§13), and rwkv7 with the FFN's token mix (§16; its own batched form, position by position). test_training.py checks it against RecurModel.forward.
+(§13), and rwkv7 with the FFN's token mix (§16; the recurrence in its chunked form). test_training.py checks it against RecurModel.forward.
 """
 
 import math
@@ -101,7 +101,7 @@ def token_shift(ts, h: Tensor) -> Tensor:
 def rwkv7(m: Rwkv7, x: Tensor, shared: dict) -> Tensor:
     """x (B, N, d_model) → (B, N, d_model) from the zero state; `shared`: the pass's rows the
     blocks share (the first RWKV-7 block's v)."""
-    return m._prefill(x, m._initial_state(x.shape[0], None), shared=shared)[0]
+    return m._prefill(x, m._initial_state(x.shape[0], None), shared=shared, chunked=True)[0]
 
 
 def ffn_token_mix(ffn, h: Tensor) -> Tensor:

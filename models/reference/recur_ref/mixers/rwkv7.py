@@ -96,8 +96,9 @@ class Rwkv7(Mixer):
             self.group_norm.weight.uniform_(0.5, 1.5)
             self.group_norm.bias.uniform_(-0.1, 0.1)
 
-    def _run(self, x: Tensor, S: Tensor, x_prev: Tensor, shared: dict):
-        """x (B, T, d) after S (B, H, N, N) and x_prev (B, d) → (out (B, T, d), S, x_prev)."""
+    def _run(self, x: Tensor, S: Tensor, x_prev: Tensor, shared: dict, chunked: bool = False):
+        """x (B, T, d) after S (B, H, N, N) and x_prev (B, d) → (out (B, T, d), S, x_prev).
+        chunked: the recurrence in chunks (_chunked_recurrence; training's batched form)."""
         B, T, _ = x.shape
         H, N = self.heads, self.n
         before = torch.cat([x_prev[:, None], x[:, :-1]], 1)
@@ -117,13 +118,17 @@ class Rwkv7(Mixer):
             v = v + (shared["v_first"] - v) * torch.sigmoid(self.value_up(self.value_down(xv)))
         view = lambda t: t.view(B, T, H, N)  # noqa: E731
         rr, ww, kk4, kr, ab, vv = view(r), view(w), view(kk), view(k), view(kk * a), view(v)
-        ys = []
-        for t in range(T):
-            sa = torch.einsum("bhij,bhj->bhi", S, -kk4[:, t])
-            S = (S * ww[:, t, :, None, :] + sa[..., None] * ab[:, t, :, None, :]
-                 + vv[:, t, :, :, None] * kr[:, t, :, None, :])
-            ys.append(torch.einsum("bhij,bhj->bhi", S, rr[:, t]))
-        y = torch.stack(ys, 1).reshape(B * T, -1)                              # (B·T, A)
+        if chunked:
+            y, S = _chunked_recurrence(rr, ww, -kk4, ab, kr, vv, S)
+        else:
+            ys = []
+            for t in range(T):
+                sa = torch.einsum("bhij,bhj->bhi", S, -kk4[:, t])
+                S = (S * ww[:, t, :, None, :] + sa[..., None] * ab[:, t, :, None, :]
+                     + vv[:, t, :, :, None] * kr[:, t, :, None, :])
+                ys.append(torch.einsum("bhij,bhj->bhi", S, rr[:, t]))
+            y = torch.stack(ys, 1)
+        y = y.reshape(B * T, -1)                                               # (B·T, A)
         y = F.group_norm(y, H, self.group_norm.weight, self.group_norm.bias, self.eps).view(B, T, -1)
         y = y + ((r * k * self.bonus).view(B, T, H, N).sum(-1, keepdim=True) * vv).view(B, T, -1)
         return self.out(y * g), S, x[:, -1]
@@ -168,9 +173,57 @@ class Rwkv7(Mixer):
         return {"S": torch.zeros(batch, self.heads, self.n, self.n, dtype=dt, device=dev),
                 "x_prev": torch.zeros(batch, self.d_model, dtype=dt, device=dev)}
 
-    def _prefill(self, x, state, chunk: int = CHUNK, shared: Optional[dict] = None):
-        y, S, xp = self._run(x, state["S"], state["x_prev"], {} if shared is None else shared)
+    def _prefill(self, x, state, chunk: int = CHUNK, shared: Optional[dict] = None, chunked: bool = False):
+        y, S, xp = self._run(x, state["S"], state["x_prev"], {} if shared is None else shared, chunked)
         return y, {"S": S, "x_prev": xp}
+
+
+def _chunked_recurrence(r, w, a, b, k, v, S, L: int = 16):
+    """The recurrence S_t = S_{t-1} (diag(w_t) + a_t b_tᵀ) + v_t k_tᵀ, y_t = S_t r_t over chunks
+    of L positions (§16, "chunked form"): r, w, a, b, k, v (B, T, H, N), S (B, H, N, N) →
+    (y (B, T, H, N), S). Within a chunk, with G_t = Σ_{s≤t} log w_s and u_t = S_{t-1} a_t:
+      U = (I − tril(ã b̃ᵀ, −1))⁻¹ (ã S₀ᵀ + tril(ã k̃ᵀ, −1) V),  ã_t = a_t e^{G_{t−1}}, k̃_s = k_s e^{−G_s}
+      Y = r̃ S₀ᵀ + tril(r̃ k̃ᵀ) V + tril(r̃ b̃ᵀ) U,                r̃_t = r_t e^{G_t}, b̃_s = b_s e^{−G_s}
+    The decay is bounded (log w ≥ −decay_scale), so e^{−G} ≤ e^{0.61·L} stays finite in float32.
+    Computed in at least float32 (outside autocast); the sum order differs from position by
+    position, so it is the training form, not the goldens'."""
+    B, T, H, N = r.shape
+    dt = torch.promote_types(r.dtype, torch.float32)
+    with torch.autocast("cpu", enabled=False):
+        pad = (-T) % L
+        parts = [t.to(dt) for t in (r, w, a, b, k, v)]
+        if pad:   # w = 1 and zeros elsewhere: the padding leaves S as it is
+            parts = [F.pad(t, (0, 0, 0, 0, 0, pad), value=1.0 if i == 1 else 0.0) for i, t in enumerate(parts)]
+        n = (T + pad) // L
+        r, w, a, b, k, v = (t.view(B, n, L, H, N).transpose(2, 3) for t in parts)   # (B, n, H, L, N)
+        G = torch.log(w).cumsum(3)
+        G_before = G - torch.log(w)
+        at, rt = a * torch.exp(G_before), r * torch.exp(G)
+        kt, bt = k * torch.exp(-G), b * torch.exp(-G)
+        strict = torch.ones(L, L, dtype=torch.bool, device=r.device).tril(-1)
+        causal = torch.ones(L, L, dtype=torch.bool, device=r.device).tril()
+        A_ak = (at @ kt.transpose(-1, -2)).masked_fill(~strict, 0)
+        A_ab = (at @ bt.transpose(-1, -2)).masked_fill(~strict, 0)
+        A_rk = (rt @ kt.transpose(-1, -2)).masked_fill(~causal, 0)
+        A_rb = (rt @ bt.transpose(-1, -2)).masked_fill(~causal, 0)
+        eye = torch.eye(L, dtype=dt, device=r.device)
+        solve = torch.linalg.solve_triangular(eye - A_ab, eye.expand_as(A_ab), upper=False,
+                                              unitriangular=True)                # (B, n, H, L, L)
+        AkV = A_ak @ v
+        RkV = A_rk @ v
+        to_end = torch.exp(G[:, :, :, -1:] - G)                                  # (B, n, H, L, N)
+        k_end, b_end = k * to_end, b * to_end
+        decay_end = torch.exp(G[:, :, :, -1])                                    # (B, n, H, N)
+        S = S.to(dt)
+        ys = []
+        for c in range(n):
+            St = S.transpose(-1, -2)                                             # (B, H, Nk, Nv)
+            U = solve[:, c] @ (at[:, c] @ St + AkV[:, c])                        # (B, H, L, Nv)
+            ys.append(rt[:, c] @ St + RkV[:, c] + A_rb[:, c] @ U)
+            S = (S * decay_end[:, c, :, None, :] + v[:, c].transpose(-1, -2) @ k_end[:, c]
+                 + U.transpose(-1, -2) @ b_end[:, c])
+        y = torch.stack(ys, 1).transpose(2, 3).reshape(B, n * L, H, N)[:, :T]
+    return y, S
 
 
 MIXER_CLASSES = (Rwkv7,)
