@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <tuple>
@@ -496,6 +497,39 @@ TEST_CASE("gguf rwkv7: refusals name the key, tensor or type") {
     o.layout = Layout::kFla;
     CHECK(Refusal(m, o) == "t.gguf is a GGUF file, of layout gguf (got --layout fla)");
   }
+}
+
+TEST_CASE("gguf rwkv7: the gguf package's file converts, its Q4_0 blocks taken over") {
+  // tests/fuzz/gguf_seeds/rwkv7_q4_0.gguf: llama.cpp's gguf package wrote it as
+  // convert_hf_to_gguf.py and llama-quantize --pure do (gguf_rwkv7_seed.py).
+  const std::string path = std::string(RECUR_GGUF_SEEDS) + "/rwkv7_q4_0.gguf";
+  auto file = ReadGgufFile(path);
+  REQUIRE_MESSAGE(file.ok(), file.message());
+  testing::TempDir dir;
+  ConvertOptions o;
+  o.weights_path = path;
+  o.output_path = dir.File("seed.recur");
+  ConvertReport report;
+  const Status s = ConvertFiles(o, &report);
+  REQUIRE_MESSAGE(s.ok(), s.message());
+  CHECK(report.layout == Layout::kGguf);
+  CHECK(report.narrow_types == std::map<WeightType, std::size_t>{{WeightType::kI4, 13}});
+  const std::string text = testing::ReadText(o.output_path);
+  const AlignedBytes model(text.begin(), text.end());
+  const GgufTensor* q = file->FindTensor("blk.1.time_mix_receptance.weight");
+  REQUIRE(q != nullptr);
+  REQUIRE(q->type->id == ggml_type::kQ4_0);
+  const fb::Tensor* t = TensorOf(model, "blocks.1.mixer.receptance.weight");
+  REQUIRE(t->dtype() == fb::DType::I4);
+  const uint8_t* packed = DataOf(model, t);
+  size_t differ = 0;
+  for (size_t k = 0; k < q->nbytes / 18; ++k) {
+    uint16_t d;
+    std::memcpy(&d, q->data + 18 * k, 2);
+    differ += t->quant()->scales_f16()->Get(uint32_t(k)) != d;
+    differ += std::memcmp(packed + 16 * k, q->data + 18 * k + 2, 16) != 0;
+  }
+  CHECK(differ == 0);
 }
 
 TEST_CASE("gguf rwkv7: a config with layout gguf is refused") {
