@@ -59,9 +59,10 @@ def hf_names(sd):
 
 
 def llama_cpp_tensors(hf, layers):
-    """The tensors of llama.cpp's convert_hf_to_gguf.py, class Rwkv7Model, modify_tensors,
-    for a checkpoint with BlinkDL's low-rank layout (lora_needs_transpose stays True):
-    (GGUF name, float32 array) in the order the script yields them."""
+    """The tensors of llama.cpp's convert_hf_to_gguf.py, class Rwkv7Model, modify_tensors
+    (conversion/rwkv.py where the script is split into modules), for a checkpoint with
+    BlinkDL's low-rank layout (lora_needs_transpose stays True): (GGUF name, float32
+    array) in the order the script yields them."""
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.RWKV7, layers)
     map_name = lambda n: names.get_name(n, try_suffixes=(".weight", ".bias"))  # noqa: E731
     lerp, out = {}, []
@@ -91,10 +92,10 @@ def llama_cpp_tensors(hf, layers):
 
 
 def file_type(name, data, outtype):
-    """The ggml type convert_hf_to_gguf.py (ModelBase.prepare_tensors) gives a tensor for
-    --outtype f32/f16/bf16/q8_0, or llama-quantize --pure for Q4_0 (from an F32 file:
-    llama_model_quantize_impl's tensor_allows_quantization keeps norms, 1-D tensors and the
-    RWKV low-rank and mix tensors as they are)."""
+    """The ggml type convert_hf_to_gguf.py (ModelBase.prepare_tensors, conversion/base.py
+    where split) gives a tensor for --outtype f32/f16/bf16/q8_0, or llama-quantize --pure
+    for Q4_0 (from an F32 file: src/llama-quant.cpp's tensor_allows_quantization keeps
+    norms, 1-D tensors and the RWKV low-rank and mix tensors as they are)."""
     if data.ndim <= 1 or name.endswith("_norm.weight") or not name.endswith(".weight"):
         return Q.F32
     if any(k in name for k in ("time_mix_w1", "time_mix_w2", "time_mix_lerp_fused")):
@@ -274,8 +275,12 @@ def test_refusals(tmp_path):
 
     good = tmp_path / "f32.gguf"
     write_gguf(good, sd, Q.F32, layers, c, n, d_w, d_a, d_v, d_g)
-    rc, err = recur_convert(good, "--config", tmp_path / "none.json", "-o", tmp_path / "x.recur")
-    assert rc == 1, err
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"layout": "rwkv", "n_layer": 2, "n_embd": 64, "head_size": 16, "vocab_size": 97, '
+                   '"dim_ffn": 256, "d_decay_lora": 16, "d_aaa_lora": 16, "d_mv_lora": 8, '
+                   '"d_gate_lora": 32}')
+    rc, err = recur_convert(good, "--config", cfg, "-o", tmp_path / "x.recur")
+    assert rc == 1 and "f32.gguf is a GGUF file, which carries its configuration in its metadata" in err, err
     rc, err = recur_convert(good, "--layout", "rwkv", "-o", tmp_path / "x.recur")
     assert rc == 1 and "is a GGUF file, of layout gguf (got --layout rwkv)" in err, err
 
