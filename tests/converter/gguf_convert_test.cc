@@ -260,7 +260,8 @@ TEST_CASE("gguf rwkv7: an F32 file converts with no config, its metadata the mod
         {"blocks.1.ffn.token_mix", "blk.1.channel_mix_lerp_k.weight"},
         {"blocks.1.ffn.linear2.weight", "blk.1.channel_mix_value.weight"},
         {"head.weight", "output.weight"}}) {
-    INFO(recur);
+    const std::string where = recur;  // INFO cannot capture a structured binding (clang 14)
+    INFO(where);
     const fb::Tensor* t = TensorOf(model, recur);
     const std::vector<uint8_t>& want = m.Find(gguf)->data;
     REQUIRE(t->size() == want.size());
@@ -287,7 +288,8 @@ TEST_CASE("gguf rwkv7: Q4_0 weights are ggml's dequantised values, bit for bit")
           {"blocks.1.ffn.linear1.weight", "blk.1.channel_mix_key.weight"},
           {"blocks.0.ffn.linear2.weight", "blk.0.channel_mix_value.weight"},
           {"head.weight", "output.weight"}}) {
-      INFO(recur);
+      const std::string where = recur;  // INFO cannot capture a structured binding (clang 14)
+      INFO(where);
       const fb::Tensor* t = TensorOf(c.model, recur);
       REQUIRE(t->dtype() == fb::DType::I4);
       REQUIRE(t->quant()->group_size() == 32);
