@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "converter/gguf.h"
 #include "converter/model_description.h"
 #include "converter/safetensors.h"
 #include "core/result.h"
@@ -36,6 +37,12 @@ Result<ImportedConfig> ReadConfigFile(const std::string& path, Layout layout = L
 // messages ("model.pth").
 Result<ImportedConfig> ConfigFromTensors(const TensorViewMap& tensors, Layout layout,
                                          const std::string& source_name);
+
+// The model of a GGUF file (layout "gguf", converter/layouts/gguf.cc): its
+// architecture ("rwkv7") and hyperparameters from llama.cpp's metadata keys,
+// the vocabulary from token_embd's shape. An error names the key or tensor
+// (after `source_name`, "model.gguf").
+Result<ImportedConfig> ConfigFromGguf(const GgufFile& file, const std::string& source_name);
 
 // A layout's name or alias (layouts.inc), or "auto"; false for any other.
 bool ParseLayout(const std::string& name, Layout* out);

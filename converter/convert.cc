@@ -2,6 +2,7 @@
 
 #include "converter/config.h"
 #include "converter/file_util.h"
+#include "converter/gguf.h"
 #include "converter/import.h"
 #include "converter/pt_reader.h"
 #include "converter/safetensors.h"
@@ -27,8 +28,10 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   }
   if (o.group != kInt4Groups[0] && o.dtype != WeightType::kI4) {
     return Status(StatusCode::kInvalidArgument,
-                  std::string("--group applies to --dtype int4 only (got --dtype ") +
-                      WeightTypeName(o.dtype) + ")");
+                  std::string("--group applies to --dtype int4 only (") +
+                      (o.dtype ? std::string("got --dtype ") + WeightTypeName(*o.dtype)
+                               : std::string("no --dtype given")) +
+                      ")");
   }
   RECUR_RETURN_IF_ERROR(CheckOutputIsNotAnInput(o.output_path, {o.weights_path, o.config_path}));
   Result<ImportedConfig> config = Status(StatusCode::kInternal, "no config read");
@@ -41,12 +44,40 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   auto bytes = MapFile(o.weights_path);
   if (!bytes.ok()) return bytes.status();
   const std::string hash = Sha256Hex(bytes->data(), bytes->size());
-  // A zip archive (or a file named as a checkpoint) is read as torch.save
-  // wrote it; anything else as safetensors.
+  // A GGUF file (by its magic) carries its configuration; a zip archive (or a
+  // file named as a checkpoint) is read as torch.save wrote it; anything else
+  // as safetensors.
   TensorViewMap views;
   SafetensorsFile safetensors;
   PtFile checkpoint;
-  if (LooksLikeZip(bytes->data(), bytes->size()) || IsCheckpointName(o.weights_path)) {
+  GgufFile gguf;
+  const bool is_gguf = LooksLikeGguf(bytes->data(), bytes->size());
+  if (is_gguf) {
+    const std::string name = BaseName(o.weights_path);
+    if (!o.config_path.empty()) {
+      return Status(StatusCode::kInvalidArgument,
+                    name + " is a GGUF file, which carries its configuration in its metadata: "
+                           "convert it without --config");
+    }
+    if (o.layout != Layout::kAuto && o.layout != Layout::kGguf) {
+      return Status(StatusCode::kInvalidArgument,
+                    name + " is a GGUF file, of layout gguf (got --layout " +
+                        LayoutName(o.layout) + ")");
+    }
+    if (!o.state_dict_key.empty()) {
+      return Status(StatusCode::kInvalidArgument,
+                    "--state-dict-key applies to PyTorch checkpoints only, and " + o.weights_path +
+                        " is a GGUF file");
+    }
+    auto parsed = ParseGguf(std::move(bytes).value(), o.weights_path);
+    if (!parsed.ok()) return parsed.status();
+    gguf = std::move(parsed).value();
+    auto gguf_views = GgufTensorViews(gguf, name);
+    if (!gguf_views.ok()) return gguf_views.status();
+    views = std::move(gguf_views).value();
+    config = ConfigFromGguf(gguf, name);
+    if (!config.ok()) return config.status();
+  } else if (LooksLikeZip(bytes->data(), bytes->size()) || IsCheckpointName(o.weights_path)) {
     auto pt = ParsePt(std::move(bytes).value(), o.weights_path, o.state_dict_key);
     if (!pt.ok()) return pt.status();
     checkpoint = std::move(pt).value();
@@ -63,7 +94,7 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
     views = safetensors.tensors();
   }
 
-  if (o.config_path.empty()) {
+  if (o.config_path.empty() && !is_gguf) {
     config = ConfigFromTensors(views, o.layout, BaseName(o.weights_path));
     if (!config.ok()) return config.status();
   }
@@ -80,17 +111,21 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   }
   BuildOptions bo;
   bo.self_check = true;
-  bo.weight_dtype = o.dtype;
+  bo.weight_dtype = o.dtype.value_or(WeightType::kF32);
   bo.quantize_head = o.quantize_head;
   bo.group = o.group;
+  bo.keep_source_types = is_gguf && !o.dtype;
   auto file_bytes = WriteModelFile(o.output_path, desc, &tensors, bo);
   if (!file_bytes.ok()) return file_bytes.status();
   report->layout = config->layout;
   report->tensors = tensors.count();
   report->narrow_tensors = 0;
+  report->narrow_types.clear();
   for (std::size_t i = 0; i < tensors.count(); ++i) {
-    if (StorageDType(tensors.name(i), o.dtype, o.quantize_head) != WeightType::kF32) {
+    const WeightType stored = StorageOf(tensors, i, bo).dtype;
+    if (stored != WeightType::kF32) {
       ++report->narrow_tensors;
+      ++report->narrow_types[stored];
     }
   }
   report->file_bytes = static_cast<std::size_t>(*file_bytes);

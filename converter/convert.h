@@ -1,8 +1,12 @@
-// The whole `recur-convert convert` pipeline: config + weights (safetensors or torch.save) → .recur.
+// The whole `recur-convert convert` pipeline: config + weights (safetensors or
+// torch.save) → .recur; or a GGUF file (llama.cpp's, architecture rwkv7),
+// which carries its configuration, → .recur.
 #ifndef RECUR_CONVERTER_CONVERT_H_
 #define RECUR_CONVERTER_CONVERT_H_
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,7 +17,9 @@
 namespace recur::impl::converter {
 
 struct ConvertOptions {
-  std::string weights_path;  // .safetensors, or a torch.save checkpoint (.pt, .bin: pt_reader.h)
+  // .safetensors, a torch.save checkpoint (.pt, .bin: pt_reader.h), or a GGUF
+  // file (recognised by its magic: gguf.h, layouts/gguf.cc)
+  std::string weights_path;
   std::string state_dict_key;  // checkpoints: the key path of a nested state dict ("model")
   std::string config_path;   // config.json
   std::string output_path;   // .recur
@@ -21,8 +27,11 @@ struct ConvertOptions {
   std::string notes;         // appended to the config's "notes"
   bool allow_extra = false;  // unused tensors: warnings instead of an error
   // --dtype: storage of the blocks' weight matrices; --quantize-head: and of
-  // head.weight (quantize.h). Everything else stays f32.
-  WeightType dtype = WeightType::kF32;
+  // head.weight (quantize.h). Everything else stays f32. Unset: f32; for a
+  // GGUF file, the types it stores those matrices and the head in (F16,
+  // BF16, F32; Q4_0 as int4 in groups of 32, exactly: BuildOptions::
+  // keep_source_types).
+  std::optional<WeightType> dtype;
   bool quantize_head = false;
   int group = kInt4Groups[0];  // --group: int4 inputs per scale (kInt4Groups)
 };
@@ -32,6 +41,7 @@ struct ConvertReport {
   std::size_t tensors = 0;
   std::size_t file_bytes = 0;
   std::size_t narrow_tensors = 0;  // tensors stored in a dtype other than f32
+  std::map<WeightType, std::size_t> narrow_types;  // how many in each of those
   std::string source_hash;
   std::vector<std::string> warnings;
 };

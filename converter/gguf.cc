@@ -577,6 +577,41 @@ Result<GgufFile> ReadGgufFile(const std::string& path) {
   }
 }
 
+bool LooksLikeGguf(const uint8_t* data, std::size_t size) {
+  return size >= 4 && std::memcmp(data, "GGUF", 4) == 0;
+}
+
+Result<TensorViewMap> GgufTensorViews(const GgufFile& file, const std::string& source_name) {
+  TensorViewMap views;
+  for (const GgufTensor& t : file.tensors()) {
+    TensorView view;
+    switch (t.type->id) {
+      case ggml_type::kF32: view.dtype = DType::kF32; break;
+      case ggml_type::kF16: view.dtype = DType::kF16; break;
+      case ggml_type::kBF16: view.dtype = DType::kBF16; break;
+      case ggml_type::kQ4_0: view.dtype = DType::kQ4_0; break;
+      case ggml_type::kQ8_0:
+        return Status(StatusCode::kUnsupported,
+                      source_name + ": tensor \"" + t.name +
+                          "\" is Q8_0, which no recur weight type holds exactly yet (int8 "
+                          "has one scale per row, Q8_0 one per 32 values): use a GGUF file in "
+                          "F32, F16, BF16 or Q4_0");
+      default:
+        return Status(StatusCode::kUnsupported,
+                      source_name + ": tensor \"" + t.name + "\" is " + t.type->name +
+                          ": recur-convert reads GGUF tensors of types F32, F16, BF16 and "
+                          "Q4_0 only");
+    }
+    for (std::size_t k = t.dims.size(); k-- > 0;) {
+      view.shape.push_back(static_cast<int64_t>(t.dims[k]));  // the reader bounds each by the file
+    }
+    view.data = t.data;
+    view.nbytes = t.nbytes;
+    views.emplace(t.name, std::move(view));
+  }
+  return views;
+}
+
 std::vector<uint8_t> SerializeGguf(const std::vector<std::pair<std::string, GgufValue>>& metadata,
                                    const std::vector<GgufTensorData>& tensors, uint32_t alignment) {
   const bool has_key = std::any_of(metadata.begin(), metadata.end(),

@@ -18,7 +18,9 @@
 // the file and not overlapping. Arrays of arrays (allowed by the format, used
 // by no model) are refused, as ggml's own reader does.
 //
-// Only the file is read here; mapping a model's tensors to recur's is not.
+// Only the file is read here, and its tensors offered as the converter's
+// views (GgufTensorViews); mapping a model's tensors to recur's is the gguf
+// layout's (converter/layouts/gguf.cc).
 #ifndef RECUR_CONVERTER_GGUF_H_
 #define RECUR_CONVERTER_GGUF_H_
 
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "converter/file_util.h"
+#include "converter/safetensors.h"
 #include "core/result.h"
 #include "core/status.h"
 
@@ -156,6 +159,18 @@ Result<GgufFile> ParseGguf(FileBytes bytes, const std::string& source_name = "gg
 
 // Maps and parses a file; messages are prefixed with the path.
 Result<GgufFile> ReadGgufFile(const std::string& path);
+
+// Whether `data` starts with GGUF's magic, "GGUF".
+bool LooksLikeGguf(const uint8_t* data, std::size_t size);
+
+// The tensors of `file` as the converter's views (safetensors.h), under their
+// GGUF names, their dimensions in row-major order (ne reversed: a matrix of
+// ne = [in, out] is [out, in], nn.Linear's layout). F32, F16 and BF16 tensors
+// are those dtypes, Q4_0 ones DType::kQ4_0. Any other ggml type is refused,
+// naming the first such tensor and its type ("model.gguf: tensor
+// \"output.weight\" is Q6_K: ..."), Q8_0 as one no recur weight type holds
+// exactly yet. `source_name` prefixes the messages.
+Result<TensorViewMap> GgufTensorViews(const GgufFile& file, const std::string& source_name);
 
 // A tensor for SerializeGguf: `data` must hold the type's bytes for `dims`.
 struct GgufTensorData {

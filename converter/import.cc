@@ -4,6 +4,8 @@
 #include <set>
 #include <utility>
 
+#include "converter/quantize.h"
+
 namespace recur::impl::converter {
 namespace {
 
@@ -175,6 +177,48 @@ Status TensorImport::Get(std::size_t i, std::vector<float>* values) {
     return Make(tensors_[i], values);
   } catch (const std::exception& e) {
     return Status(StatusCode::kInternal, std::string("importing tensors: ") + e.what());
+  }
+}
+
+TensorFeed::SourceStorage TensorImport::source_storage(std::size_t i) const {
+  const ExpectedTensor& e = tensors_[i];
+  if (e.transform != SourceTransform::kCopy) return {};
+  const auto it = source_.find(e.source_name);
+  if (it == source_.end() || it->second.shape != e.shape) return {};
+  switch (it->second.dtype) {
+    case DType::kF16:
+      return {WeightType::kF16, 0};
+    case DType::kBF16:
+      return {WeightType::kBF16, 0};
+    case DType::kQ4_0:
+      if (e.shape.size() == 2 && e.shape[1] % static_cast<int64_t>(kQ4_0Block) == 0) {
+        return {WeightType::kI4, static_cast<int>(kQ4_0Block)};
+      }
+      return {};
+    default:
+      return {};
+  }
+}
+
+Status TensorImport::GetStored(std::size_t i, StoredTensor* out) {
+  const SourceStorage storage = source_storage(i);
+  std::vector<float> values;
+  RECUR_RETURN_IF_ERROR(Get(i, &values));  // present, of its shape, finite
+  const ExpectedTensor& e = tensors_[i];
+  try {
+    Result<StoredTensor> stored = Status(StatusCode::kInternal, e.name + ": not stored narrow");
+    if (storage.dtype == WeightType::kI4) {
+      const TensorView& view = source_.at(e.source_name);
+      stored = Int4FromQ4_0(e.source_name, view.data, view.nbytes, e.shape);
+    } else if (storage.dtype != WeightType::kF32) {
+      // f16 and bf16 widen to float32 exactly, and narrow back to the same bits.
+      stored = EncodeTensor(e.name, Tensor{e.shape, std::move(values)}, storage.dtype);
+    }
+    if (!stored.ok()) return stored.status();
+    *out = std::move(stored).value();
+    return Status::Ok();
+  } catch (const std::exception& ex) {
+    return Status(StatusCode::kInternal, std::string("importing tensors: ") + ex.what());
   }
 }
 

@@ -45,6 +45,12 @@ class TensorImport : public TensorFeed {
   uint64_t elements(std::size_t i) const override;
   Status Get(std::size_t i, std::vector<float>* values) override;
   Status Finish() override;
+  // A tensor copied as it is from an F16, BF16 or Q4_0 source tensor (a
+  // [rows, cols] matrix with cols a multiple of 32): f16, bf16, int4 in
+  // groups of 32. GetStored gives the Q4_0 blocks as int4 unchanged
+  // (Int4FromQ4_0) after Get's checks.
+  SourceStorage source_storage(std::size_t i) const override;
+  Status GetStored(std::size_t i, StoredTensor* out) override;
 
  private:
   Result<std::vector<float>> Read(const std::string& name, const std::vector<int64_t>& shape);

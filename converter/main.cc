@@ -1,5 +1,5 @@
 // recur-convert: safetensors or torch.save checkpoint + config.json → .recur,
-// and inspect/verify.
+// a GGUF file (llama.cpp's rwkv7) → .recur, and inspect/verify.
 //
 //   recur-convert WEIGHTS.safetensors|MODEL.pt --config CONFIG.json [--layout NAME]
 //                 -o MODEL.recur [--notes TEXT] [--allow-extra] [--state-dict-key KEY[.KEY...]]
@@ -59,22 +59,23 @@ int Run(int argc, char** argv) {
   app.footer(
       "Without a subcommand the arguments are those of `convert`:\n"
       "  recur-convert WEIGHTS.safetensors --config CONFIG.json -o MODEL.recur\n"
-      "  recur-convert RWKV7.pth -o MODEL.recur   (a BlinkDL RWKV-7 checkpoint)\n");
+      "  recur-convert RWKV7.pth -o MODEL.recur   (a BlinkDL RWKV-7 checkpoint)\n"
+      "  recur-convert RWKV7.gguf -o MODEL.recur  (llama.cpp's GGUF of an RWKV-7)\n");
 
   ConvertOptions convert_options;
   std::string layout_name = "auto";
   CLI::App* convert = app.add_subcommand("convert", "Convert WEIGHTS.safetensors (or MODEL.pt) + CONFIG.json into a .recur model");
   convert
       ->add_option("weights", convert_options.weights_path,
-                   "WEIGHTS.safetensors, or a torch.save(state_dict) checkpoint (MODEL.pt, "
-                   "pytorch_model.bin)")
+                   "WEIGHTS.safetensors, a torch.save(state_dict) checkpoint (MODEL.pt, "
+                   "pytorch_model.bin), or a GGUF file of llama.cpp's architecture rwkv7")
       ->required();
   convert->add_option("--state-dict-key", convert_options.state_dict_key,
                       "Checkpoints only: the key path of the state dict inside the saved dict, "
                       "keys of successive levels joined by dots (\"model\", \"model.encoder\")");
   convert->add_option("-c,--config", convert_options.config_path,
-                      "CONFIG.json (not needed for a BlinkDL RWKV-7 .pth: its tensors' shapes "
-                      "give the configuration)");
+                      "CONFIG.json (not needed for a BlinkDL RWKV-7 .pth, whose tensors' shapes "
+                      "give the configuration, nor for a GGUF file, whose metadata does)");
   convert->add_option("-o,--output", convert_options.output_path, "MODEL.recur to write")->required();
   convert
       ->add_option("--layout", layout_name,
@@ -84,7 +85,7 @@ int Run(int argc, char** argv) {
   convert->add_option("--notes", convert_options.notes, "Text appended to the model's metadata notes");
   convert->add_flag("--allow-extra", convert_options.allow_extra,
                     "Ignore (with a warning) tensors the config does not use");
-  std::string dtype_name = "f32";
+  std::string dtype_name;  // empty: not given
   std::vector<std::string> dtype_names;
   std::string dtype_help =
       "Storage of the blocks' weight matrices (mixer query/key/value/out, ffn linear1/linear2): ";
@@ -94,7 +95,9 @@ int Run(int argc, char** argv) {
                   WeightTypeEncoding(type) + ")";
   }
   dtype_help +=
-      ". Embeddings, positions, norms, biases, the input projection and the head stay f32";
+      ". Embeddings, positions, norms, biases, the input projection and the head stay f32. "
+      "Default: f32; for a GGUF file, the types it stores the weight matrices and the head "
+      "in (F32, F16, BF16; Q4_0 as int4 in groups of 32, exactly)";
   convert->add_option("--dtype", dtype_name, dtype_help)->check(CLI::IsMember(dtype_names));
   convert
       ->add_option("--group", convert_options.group,
@@ -134,15 +137,25 @@ int Run(int argc, char** argv) {
 
   if (*convert) {
     ParseLayout(layout_name, &convert_options.layout);
-    ParseWeightType(dtype_name, &convert_options.dtype);
+    if (!dtype_name.empty()) {
+      WeightType dtype = WeightType::kF32;
+      ParseWeightType(dtype_name, &dtype);
+      convert_options.dtype = dtype;
+    }
     ConvertReport report;
     Status s = ConvertFiles(convert_options, &report);
     for (const std::string& w : report.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     if (!s.ok()) return Fail(s.message());
-    std::string dtype;
-    if (report.narrow_tensors > 0) {
+    // ", 12 weight matrices int4" or, of several types, ", 14 weight matrices (12 int4, 2 f16)".
+    std::string dtype, types;
+    for (const auto& [type, n] : report.narrow_types) {
+      types += (types.empty() ? "" : ", ") + std::to_string(n) + " " + WeightTypeName(type);
+    }
+    if (report.narrow_types.size() == 1) {
       dtype = ", " + std::to_string(report.narrow_tensors) + " weight matrices " +
-              WeightTypeName(convert_options.dtype);
+              WeightTypeName(report.narrow_types.begin()->first);
+    } else if (report.narrow_types.size() > 1) {
+      dtype = ", " + std::to_string(report.narrow_tensors) + " weight matrices (" + types + ")";
     }
     std::printf("wrote %s (%zu bytes, %zu tensors%s, %s layout, source sha256 %s)\n",
                 convert_options.output_path.c_str(), report.file_bytes, report.tensors,

@@ -79,6 +79,17 @@ struct StoredTensor {
 Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, WeightType dtype,
                                   int group = kInt4Groups[0]);
 
+// A [rows, cols] matrix of ggml Q4_0 blocks (`nbytes` bytes at `blocks`, 18
+// per block of 32 inputs of a row: an f16 d, then 16 bytes holding inputs j
+// and j + 16 of the block in byte j's low and high nibble q, each weight
+// (q − 8)·d) as int4 in groups of 32, unchanged: each block's 16 bytes are
+// the group's, its d the group's scale (negative or zero as it is), so that
+// every weight is the block's, bit for bit. Errors name the tensor: not 2-D,
+// cols not a multiple of 32, a byte size that is not the blocks', a d that is
+// NaN or infinite.
+Result<StoredTensor> Int4FromQ4_0(const std::string& name, const uint8_t* blocks,
+                                  std::size_t nbytes, const std::vector<int64_t>& shape);
+
 // The size EncodeTensor gives a tensor of `shape` holding `elements` values
 // as `dtype` (in groups of `group` inputs), when it encodes it at all: the
 // writer places every tensor before it encodes any.

@@ -74,6 +74,7 @@ float BFloat16ToFloat(uint16_t b) {
 const char* DTypeName(DType dtype) {
   for (const auto& d : kDTypes)
     if (d.dtype == dtype) return d.name;
+  if (dtype == DType::kQ4_0) return "Q4_0";
   return "?";
 }
 
@@ -243,7 +244,42 @@ Result<SafetensorsFile> ReadSafetensorsFile(const std::string& path) {
   }
 }
 
+namespace {
+
+// ggml's dequantize_row_q4_0: each block's 32 values (q − 8)·d, d the f16
+// scale widened to float32 (every product is exact in float32).
+Result<std::vector<float>> DecodeQ4_0(const std::string& name, const TensorView& view) {
+  if (view.nbytes % kQ4_0BlockBytes != 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  name + ": byte size " + std::to_string(view.nbytes) +
+                      " is not a whole number of Q4_0 blocks (18 bytes each)");
+  }
+  const std::size_t blocks = view.nbytes / kQ4_0BlockBytes;
+  std::vector<float> out;
+  try {
+    out.resize(blocks * kQ4_0Block);
+  } catch (const std::exception&) {
+    return Status(StatusCode::kOutOfMemory, name + ": out of memory");
+  }
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const uint8_t* block = view.data + b * kQ4_0BlockBytes;
+    uint16_t bits;
+    std::memcpy(&bits, block, 2);
+    const float d = HalfToFloat(bits);
+    float* y = out.data() + b * kQ4_0Block;
+    for (std::size_t j = 0; j < kQ4_0Block / 2; ++j) {
+      const int x0 = (block[2 + j] & 0x0F) - 8, x1 = (block[2 + j] >> 4) - 8;
+      y[j] = static_cast<float>(x0) * d;
+      y[j + kQ4_0Block / 2] = static_cast<float>(x1) * d;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<std::vector<float>> ToFloat32(const std::string& name, const TensorView& view) {
+  if (view.dtype == DType::kQ4_0) return DecodeQ4_0(name, view);
   const std::size_t esize = DTypeSize(view.dtype);
   if (esize == 0 || view.nbytes % esize != 0)
     return Status(StatusCode::kInvalidArgument,

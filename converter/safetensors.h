@@ -24,12 +24,23 @@
 
 namespace recur::impl::converter {
 
+// The element types of safetensors files (and of torch.save checkpoints),
+// then ggml's block-quantised types that GGUF files bring (gguf.h): those are
+// no safetensors dtype (ParseDType does not know them, DTypeSize is 0) and
+// come only from a GGUF file's views (GgufTensorViews).
 enum class DType { kF64, kF32, kF16, kBF16, kF8E4M3, kF8E5M2,
-                   kI64, kI32, kI16, kI8, kU64, kU32, kU16, kU8, kBool };
+                   kI64, kI32, kI16, kI8, kU64, kU32, kU16, kU8, kBool,
+                   // ggml's Q4_0: along the last dimension, blocks of 32 values stored as an
+                   // f16 scale d and 16 bytes (byte j: value j in its low nibble q, value
+                   // j + 16 in its high one), each value (q − 8)·d.
+                   kQ4_0 };
 
-const char* DTypeName(DType dtype);  // the safetensors spelling: "F32", "BF16", ...
-std::size_t DTypeSize(DType dtype);
-bool ParseDType(const std::string& name, DType* out);
+const char* DTypeName(DType dtype);  // the safetensors spelling: "F32", "BF16", ...; "Q4_0"
+std::size_t DTypeSize(DType dtype);  // bytes per element; 0 for block types
+bool ParseDType(const std::string& name, DType* out);  // safetensors' names only
+
+// ggml's Q4_0 blocks: 32 values, 18 bytes.
+inline constexpr std::size_t kQ4_0Block = 32, kQ4_0BlockBytes = 18;
 
 // A tensor inside some bytes owned elsewhere.
 struct TensorView {
@@ -68,8 +79,10 @@ Result<SafetensorsFile> ParseSafetensors(FileBytes bytes,
 // Maps and parses a file; messages are prefixed with the path.
 Result<SafetensorsFile> ReadSafetensorsFile(const std::string& path);
 
-// The tensor as float32: F32 is copied, F64/F16/BF16 converted. Integer,
-// bool and 8-bit float dtypes are refused with a message naming `name`.
+// The tensor as float32: F32 is copied, F64/F16/BF16 converted, Q4_0 blocks
+// decoded as ggml's dequantize_row_q4_0 does ((q − 8)·d in float32: exact).
+// Integer, bool and 8-bit float dtypes are refused with a message naming
+// `name`.
 Result<std::vector<float>> ToFloat32(const std::string& name, const TensorView& view);
 
 // F32 views of in-memory tensors (valid while `tensors` lives).

@@ -1,7 +1,8 @@
 // The model's tensors one at a time, as the writer takes them (writer.h):
 // import.h's TensorImport reads them from a source and checks them, one
 // tensor's float32 copy at a time, so that a model is converted without
-// holding all its weights as float32.
+// holding all its weights as float32; or, for a source that stores a tensor
+// in one of recur's narrow types, as stored (SourceStorage, GetStored).
 #ifndef RECUR_CONVERTER_TENSOR_FEED_H_
 #define RECUR_CONVERTER_TENSOR_FEED_H_
 
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "converter/quantize.h"
 #include "core/status.h"
 
 namespace recur::impl::converter {
@@ -31,6 +33,29 @@ class TensorFeed {
   virtual Status Get(std::size_t i, std::vector<float>* values) = 0;
   // After the last Get: the checks of the source as a whole (unused tensors).
   virtual Status Finish() { return Status::Ok(); }
+
+  // How the source stores tensor i, when that is a type recur stores as well
+  // (a GGUF file's F16 and BF16 tensors: f16, bf16; its Q4_0 matrices: int4
+  // in groups of 32): what the writer keeps when it keeps the source's types
+  // (BuildOptions::keep_source_types). f32 otherwise.
+  struct SourceStorage {
+    WeightType dtype = WeightType::kF32;
+    int group = 0;  // int4
+  };
+  virtual SourceStorage source_storage(std::size_t i) const {
+    (void)i;
+    return {};
+  }
+  // Tensor i encoded as the source stores it, taken over unchanged (for
+  // int4: the source's own scales and packed values), with every check Get
+  // makes: asked for instead of Get when the writer stores tensor i as
+  // source_storage(i) says and that is int4, whose values Get's float32 copy
+  // could not give back exactly through recur's own quantiser.
+  virtual Status GetStored(std::size_t i, StoredTensor* out) {
+    (void)out;
+    return Status(StatusCode::kInternal,
+                  name(i) + ": the source gives no stored encoding of this tensor");
+  }
 };
 
 }  // namespace recur::impl::converter

@@ -71,6 +71,7 @@ struct Placed {
   const std::string* name;
   const std::vector<int64_t>* shape;
   WeightType dtype;
+  int group;           // int4
   uint64_t offset;     // in the data segment
   EncodedSize size;
   uint64_t scales_at;  // int8, int4: where the scales lie, in bytes before the FlatBuffer's end
@@ -81,7 +82,7 @@ struct Placed {
 // fill in once it has encoded the tensor (the FlatBuffer's layout depends on
 // how many scales there are, not on their values).
 Status BuildFlatBuffer(const ModelDescription& desc, const std::map<std::string, int32_t>& index,
-                       uint64_t data_size, int group, std::vector<Placed>* placed,
+                       uint64_t data_size, std::vector<Placed>* placed,
                        flatbuffers::FlatBufferBuilder* builder) {
   flatbuffers::FlatBufferBuilder& fbb = *builder;
   auto ref = [&](const std::string& name) -> int32_t {
@@ -115,7 +116,7 @@ Status BuildFlatBuffer(const ModelDescription& desc, const std::map<std::string,
       }
       case kernels::WeightScales::kPerGroup: {
         auto group_scales = scales(p.size.scales, static_cast<uint16_t*>(nullptr), &p);
-        quant = fb::CreateQuantization(fbb, 1, 0, static_cast<uint32_t>(group), group_scales);
+        quant = fb::CreateQuantization(fbb, 1, 0, static_cast<uint32_t>(p.group), group_scales);
         break;
       }
     }
@@ -284,19 +285,20 @@ Result<uint64_t> WriteModel(const ModelDescription& desc, TensorFeed* feed,
   uint64_t cursor = 0;
   for (std::size_t i = 0; i < feed->count(); ++i) {
     const std::string& name = feed->name(i);
-    WeightType dtype = StorageDType(name, options.weight_dtype, options.quantize_head);
+    TensorStorage storage = StorageOf(*feed, i, options);
     auto override_it = options.dtype_overrides.find(name);
-    if (override_it != options.dtype_overrides.end()) dtype = override_it->second;
-    const EncodedSize size = EncodedSizeOf(feed->shape(i), feed->elements(i), dtype, options.group);
+    if (override_it != options.dtype_overrides.end()) storage = {override_it->second, options.group};
+    const EncodedSize size =
+        EncodedSizeOf(feed->shape(i), feed->elements(i), storage.dtype, storage.group);
     const uint64_t offset = RoundUp(cursor, kAlignment);
     index[name] = static_cast<int32_t>(placed.size());
-    placed.push_back({&name, &feed->shape(i), dtype, offset, size, 0});
+    placed.push_back({&name, &feed->shape(i), storage.dtype, storage.group, offset, size, 0});
     cursor = offset + size.bytes;
   }
   const uint64_t data_size = cursor;
 
   flatbuffers::FlatBufferBuilder fbb(4096);
-  const Status described = BuildFlatBuffer(desc, index, data_size, options.group, &placed, &fbb);
+  const Status described = BuildFlatBuffer(desc, index, data_size, &placed, &fbb);
   uint64_t data_start = 0;
   Status written;  // the sink's first error
   if (described.ok()) {
@@ -312,14 +314,24 @@ Result<uint64_t> WriteModel(const ModelDescription& desc, TensorFeed* feed,
   Status encoded;  // the first encoding error; later tensors are only checked
   for (std::size_t i = 0; i < placed.size(); ++i) {
     const Placed& p = placed[i];
-    std::vector<float> values;
-    RECUR_RETURN_IF_ERROR(feed->Get(i, &values));
-    if (!encoded.ok()) continue;
-    if (p.dtype == WeightType::kF32 && values.size() * sizeof(float) == p.size.bytes) {
-      write(p, values.data());  // stored as it is: no second copy
-      continue;
+    // int4 as the source stores it: taken over, not quantised again.
+    const TensorFeed::SourceStorage source = feed->source_storage(i);
+    Result<StoredTensor> stored = StoredTensor();
+    if (p.dtype == WeightType::kI4 && source.dtype == WeightType::kI4 && source.group == p.group) {
+      StoredTensor as_stored;
+      RECUR_RETURN_IF_ERROR(feed->GetStored(i, &as_stored));
+      if (!encoded.ok()) continue;
+      stored = std::move(as_stored);
+    } else {
+      std::vector<float> values;
+      RECUR_RETURN_IF_ERROR(feed->Get(i, &values));
+      if (!encoded.ok()) continue;
+      if (p.dtype == WeightType::kF32 && values.size() * sizeof(float) == p.size.bytes) {
+        write(p, values.data());  // stored as it is: no second copy
+        continue;
+      }
+      stored = EncodeTensor(*p.name, Tensor{*p.shape, std::move(values)}, p.dtype, p.group);
     }
-    auto stored = EncodeTensor(*p.name, Tensor{*p.shape, std::move(values)}, p.dtype, options.group);
     if (!stored.ok()) {
       encoded = stored.status();
       continue;
@@ -374,6 +386,17 @@ Result<AlignedBytes> BuildModelImpl(const ModelDescription& desc, const TensorMa
 }
 
 }  // namespace
+
+TensorStorage StorageOf(const TensorFeed& feed, std::size_t i, const BuildOptions& options) {
+  const std::string& name = feed.name(i);
+  if (options.keep_source_types) {
+    const TensorFeed::SourceStorage source = feed.source_storage(i);
+    // What may be narrow (StorageDType with the head included) keeps the source's type.
+    if (StorageDType(name, source.dtype, true) == source.dtype) return {source.dtype, source.group};
+    return {WeightType::kF32, 0};
+  }
+  return {StorageDType(name, options.weight_dtype, options.quantize_head), options.group};
+}
 
 const char* ConverterVersion() {
   return RECUR_STR(RECUR_VERSION_MAJOR) "." RECUR_STR(RECUR_VERSION_MINOR) "." RECUR_STR(

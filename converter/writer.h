@@ -54,11 +54,25 @@ struct BuildOptions {
   bool quantize_head = false;
   // int4: inputs per scale (kInt4Groups; anything else is an error).
   int group = kInt4Groups[0];
+  // Instead of weight_dtype, quantize_head and group: each tensor that may
+  // be stored narrow (the blocks' weight matrices and head.weight) keeps the
+  // type its source stores it in (TensorFeed::source_storage: f16, bf16, int4
+  // in the source's groups, taken over unchanged), everything else is f32.
+  // A GGUF file converted without --dtype.
+  bool keep_source_types = false;
   // Per-tensor dtypes (recur-layout names) that override the rule above:
   // for building models the runtime refuses, in tests (with self_check off).
   std::map<std::string, WeightType> dtype_overrides;
 };
 
+
+// How the writer stores tensor i of `feed` under `options` (before
+// dtype_overrides): its type and, for int4, its group size.
+struct TensorStorage {
+  WeightType dtype = WeightType::kF32;
+  int group = 0;  // int4
+};
+TensorStorage StorageOf(const TensorFeed& feed, std::size_t i, const BuildOptions& options);
 
 // The model as .recur bytes in 64-byte aligned memory, ready for
 // recur_model_load_buffer or a file. An empty metadata.producer becomes

@@ -169,85 +169,16 @@ class FlaLayoutConverter final : public LayoutConverter {
 
   void MapTensors(const ModelDescription& d, std::vector<ExpectedTensor>* tensors) const override {
     const auto& o = static_cast<const FlaOptions&>(*d.layout_options);
-    const int64_t c = d.d_model;
+    MapRwkv7Tensors(d, Rwkv7Source::kFla, tensors);
     for (ExpectedTensor& t : *tensors) {
       const std::string& name = t.name;
-      const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-      if (name == "input.embedding") {
-        t.source_name = "model.embeddings.weight";
-      } else if (name.rfind("input.norm.", 0) == 0) {
-        t.source_name = "model.layers.0.pre_norm." + name.substr(11);
-      } else if (name.rfind("final_norm.", 0) == 0) {
-        t.source_name = "model.norm." + name.substr(11);
-      } else if (name == "head.weight") {
-        t.source_name = o.tied ? "model.embeddings.weight" : "lm_head.weight";
-      } else if (name == "head.bias") {
-        MakeZeros(&t);
-        continue;
-      } else {
-        uint32_t block = 0;
-        std::string rest;
-        if (SplitBlockName(name, &block, &rest) && block < d.blocks.size()) {
-          const auto* p = d.blocks[block].mixer.As<Rwkv7Params>();
-          if (p != nullptr) MapBlockTensor(block, rest, c, p->heads, p->head_size, &t);
-        }
-      }
+      if (name == "head.weight" && o.tied) t.source_name = "model.embeddings.weight";
       // A LayerNorm without a bias (norm_bias false): zeros.
+      const bool bias = name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
       const bool norm = name.rfind("input.norm.", 0) == 0 || name.rfind("final_norm.", 0) == 0 ||
                         name.find(".norm1.") != std::string::npos ||
                         name.find(".norm2.") != std::string::npos;
       if (norm && bias && !o.norm_bias) MakeZeros(&t);
-    }
-  }
-
- private:
-  static void MapBlockTensor(uint32_t block, const std::string& rest, int64_t c, int64_t heads,
-                             int64_t head_size, ExpectedTensor* t) {
-    const std::string layer = "model.layers." + std::to_string(block) + ".";
-    const std::string attn = layer + "attn.", ffn = layer + "ffn.";
-    if (rest.rfind("norm1.", 0) == 0) {
-      t->source_name = layer + "attn_norm." + rest.substr(6);
-    } else if (rest.rfind("norm2.", 0) == 0) {
-      t->source_name = layer + "ffn_norm." + rest.substr(6);
-    } else if (rest == "ffn.linear1.weight") {
-      t->source_name = ffn + "key.weight";
-    } else if (rest == "ffn.linear2.weight") {
-      t->source_name = ffn + "value.weight";
-    } else if (rest == "ffn.linear1.bias" || rest == "ffn.linear2.bias") {
-      MakeZeros(t);
-    } else if (rest == "ffn.token_mix") {
-      t->source_name = ffn + "x_k";
-    } else if (rest == "mixer.token_mix") {
-      std::vector<ExpectedTensor::Input> rows;
-      for (const char* mix : kRwkv7MixNames) rows.push_back({attn + mix, {1, 1, c}});
-      MakeConcatenation(t, std::move(rows));
-    } else if (rest == "mixer.receptance.weight") {
-      t->source_name = attn + "r_proj.weight";
-    } else if (rest == "mixer.key.weight") {
-      t->source_name = attn + "k_proj.weight";
-    } else if (rest == "mixer.value.weight") {
-      t->source_name = attn + "v_proj.weight";
-    } else if (rest == "mixer.out.weight") {
-      t->source_name = attn + "o_proj.weight";
-    } else if (rest == "mixer.key_norm") {
-      t->source_name = attn + "k_k";
-    } else if (rest == "mixer.key_rate") {
-      t->source_name = attn + "k_a";
-    } else if (rest == "mixer.bonus") {
-      MakeConcatenation(t, {{attn + "r_k", {heads, head_size}}});
-    } else if (rest.rfind("mixer.group_norm.", 0) == 0) {
-      t->source_name = attn + "g_norm." + rest.substr(17);
-    } else {
-      // <path>_down ← <l>_lora.lora.0 (already [D, C]), <path>_up ← <l>_lora.lora.2.
-      static const std::pair<const char*, const char*> kPaths[] = {
-          {"decay", "w"}, {"rate", "a"}, {"gate", "g"}, {"value", "v"}};
-      for (const auto& [path, letter] : kPaths) {
-        const std::string prefix = std::string("mixer.") + path,
-                          lora = attn + letter + "_lora.lora.";
-        if (rest == prefix + "_down.weight") t->source_name = lora + "0.weight";
-        if (rest == prefix + "_up.weight") t->source_name = lora + "2.weight";
-        if (rest == prefix + "_up.bias") t->source_name = lora + "2.bias";
-      }
     }
   }
 };

@@ -114,87 +114,13 @@ class RwkvLayoutConverter final : public LayoutConverter {
   }
 
   void MapTensors(const ModelDescription& d, std::vector<ExpectedTensor>* tensors) const override {
-    const int64_t c = d.d_model;
-    for (ExpectedTensor& t : *tensors) {
-      const std::string& name = t.name;
-      if (name == "input.embedding") {
-        t.source_name = "emb.weight";
-      } else if (name.rfind("input.norm.", 0) == 0) {
-        t.source_name = "blocks.0.ln0." + name.substr(11);
-      } else if (name.rfind("final_norm.", 0) == 0) {
-        t.source_name = "ln_out." + name.substr(11);
-      } else if (name == "head.weight") {
-        t.source_name = "head.weight";
-      } else if (name == "head.bias") {
-        MakeZeros(&t);
-      } else {
-        uint32_t block = 0;
-        std::string rest;
-        if (SplitBlockName(name, &block, &rest) && block < d.blocks.size()) {
-          const auto* p = d.blocks[block].mixer.As<Rwkv7Params>();
-          if (p != nullptr) MapBlockTensor(block, rest, c, p->heads, p->head_size, &t);
-        }
-      }
-    }
+    MapRwkv7Tensors(d, Rwkv7Source::kBlinkDl, tensors);
     // Layer 0's value-residual parameters are in the files, unused (the
     // first layer's v is v₀ itself).
     const std::string att0 = "blocks.0.att.";
-    tensors->push_back(IgnoredSource(att0 + "v0", Vector3(c)));
+    tensors->push_back(IgnoredSource(att0 + "v0", Vector3(d.d_model)));
     tensors->push_back(IgnoredSource(att0 + "v1"));
     tensors->push_back(IgnoredSource(att0 + "v2"));
-  }
-
- private:
-  static void MapBlockTensor(uint32_t block, const std::string& rest, int64_t c, int64_t heads,
-                             int64_t head_size, ExpectedTensor* t) {
-    const std::string b = "blocks." + std::to_string(block) + ".";
-    const std::string att = b + "att.", ffn = b + "ffn.";
-    auto transposed = [&](const std::string& source) {
-      t->source_name = source;
-      t->transform = SourceTransform::kTranspose;
-      t->source_shape = {t->shape[1], t->shape[0]};
-    };
-    if (rest.rfind("norm1.", 0) == 0) {
-      t->source_name = b + "ln1." + rest.substr(6);
-    } else if (rest.rfind("norm2.", 0) == 0) {
-      t->source_name = b + "ln2." + rest.substr(6);
-    } else if (rest == "ffn.linear1.weight") {
-      t->source_name = ffn + "key.weight";
-    } else if (rest == "ffn.linear2.weight") {
-      t->source_name = ffn + "value.weight";
-    } else if (rest == "ffn.linear1.bias" || rest == "ffn.linear2.bias") {
-      MakeZeros(t);
-    } else if (rest == "ffn.token_mix") {
-      MakeConcatenation(t, {{ffn + "x_k", Vector3(c)}});
-    } else if (rest == "mixer.token_mix") {
-      std::vector<ExpectedTensor::Input> rows;
-      for (const char* mix : kRwkv7MixNames) rows.push_back({att + mix, {1, 1, c}});
-      MakeConcatenation(t, std::move(rows));
-    } else if (rest == "mixer.out.weight") {
-      t->source_name = att + "output.weight";
-    } else if (rest == "mixer.receptance.weight" || rest == "mixer.key.weight" ||
-               rest == "mixer.value.weight") {
-      t->source_name = att + rest.substr(6);
-    } else if (rest == "mixer.key_norm") {
-      MakeConcatenation(t, {{att + "k_k", Vector3(c)}});
-    } else if (rest == "mixer.key_rate") {
-      MakeConcatenation(t, {{att + "k_a", Vector3(c)}});
-    } else if (rest == "mixer.bonus") {
-      MakeConcatenation(t, {{att + "r_k", {heads, head_size}}});
-    } else if (rest == "mixer.group_norm.weight" || rest == "mixer.group_norm.bias") {
-      t->source_name = att + "ln_x." + rest.substr(17);
-    } else {
-      // The low-rank paths: <path>_down.weight [D, C] ← <l>1 [C, D] transposed,
-      // <path>_up.weight [C, D] ← <l>2 [D, C] transposed, <path>_up.bias ← <l>0.
-      static const std::pair<const char*, const char*> kPaths[] = {
-          {"decay", "w"}, {"rate", "a"}, {"gate", "g"}, {"value", "v"}};
-      for (const auto& [path, letter] : kPaths) {
-        const std::string prefix = std::string("mixer.") + path;
-        if (rest == prefix + "_down.weight") transposed(att + letter + "1");
-        if (rest == prefix + "_up.weight") transposed(att + letter + "2");
-        if (rest == prefix + "_up.bias") MakeConcatenation(t, {{att + letter + "0", Vector3(c)}});
-      }
-    }
   }
 };
 

@@ -113,18 +113,21 @@ def _float32(array):
     return _np.ascontiguousarray(array, dtype=_np.float32)
 
 
-def convert(weights, config=None, output=None, *, dtype="f32", layout="auto", group=32,
+def convert(weights, config=None, output=None, *, dtype=None, layout="auto", group=32,
             state_dict_key="", quantize_head=False, allow_extra=False):
     """Converts trained weights into a recur model, as `recur-convert` does.
 
-    weights: a path (str or os.PathLike) to a .safetensors file or a torch.save
+    weights: a path (str or os.PathLike) to a .safetensors file, a torch.save
     checkpoint (.pt, .pth, .bin, .ckpt; a nested state dict is chosen with
-    state_dict_key, "model" or "model.encoder"), or a mapping of tensor names to
+    state_dict_key, "model" or "model.encoder") or a GGUF file (llama.cpp's
+    architecture rwkv7, layout "gguf"), or a mapping of tensor names to
     arrays (numpy arrays, torch tensors, anything numpy converts), stored as
     float32. config: a path to the config JSON or the config as a dict
     (models/configs/README.md has the contract), or None for a checkpoint
-    whose tensors give its configuration (BlinkDL's RWKV-7 .pth, layout "rwkv"). dtype: the blocks' weight
-    matrices as one of recur.dtypes(), e.g. "bf16" or "int8" (group: int4 inputs per
+    whose tensors give its configuration (BlinkDL's RWKV-7 .pth, layout "rwkv") and for
+    a GGUF file (its metadata gives it). dtype: the blocks' weight matrices as one of
+    recur.dtypes(), e.g. "bf16" or "int8"; None: f32, and for a GGUF file the types it
+    stores them (and the head) in, Q4_0 as int4 in groups of 32 (group: int4 inputs per
     scale, 32, 64, 128 or 256; quantize_head: head.weight too). layout: one of
     recur.layouts() ("auto": the config's "layout" key, else detected from the
     config). allow_extra: unused tensors are warnings.
@@ -155,7 +158,8 @@ def convert(weights, config=None, output=None, *, dtype="f32", layout="auto", gr
         else:
             config_path = _os.fspath(config)
         output_path = _os.path.join(tmp, "model.recur") if output is None else _os.fspath(output)
-        report = _recur._convert_files(weights_path, config_path, output_path, dtype, layout,
+        report = _recur._convert_files(weights_path, config_path, output_path,
+                                       "" if dtype is None else dtype, layout,
                                        int(group), state_dict_key, bool(quantize_head),
                                        bool(allow_extra))
         if output is None:

@@ -19,7 +19,7 @@ def convert(
     config: Optional[Union[str, os.PathLike, dict]] = None,
     output: Optional[Union[str, os.PathLike]] = None,
     *,
-    dtype: str = "f32",  # one of dtypes()
+    dtype: Optional[str] = None,  # one of dtypes(); None: f32, or a GGUF file's own types
     layout: str = "auto",  # one of layouts()
     group: int = 32,
     state_dict_key: str = "",

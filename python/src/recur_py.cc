@@ -491,9 +491,13 @@ nb::dict ConvertFiles(const std::string& weights, const std::string& config,
   options.group = group;
   options.quantize_head = quantize_head;
   options.allow_extra = allow_extra;
-  if (!cv::ParseWeightType(dtype, &options.dtype)) {
-    RaiseInvalid("dtype must be " + recur::impl::kernels::WeightTypeNames() + ", got \"" + dtype +
-                 "\"");
+  if (!dtype.empty()) {  // empty: None, the default
+    recur::impl::kernels::WeightType type;
+    if (!cv::ParseWeightType(dtype, &type)) {
+      RaiseInvalid("dtype must be " + recur::impl::kernels::WeightTypeNames() + ", got \"" +
+                   dtype + "\"");
+    }
+    options.dtype = type;
   }
   if (!cv::ParseLayout(layout, &options.layout)) {
     std::string names;

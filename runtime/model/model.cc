@@ -183,7 +183,10 @@ Status CheckInt8Scales(const fb::Tensor* t, const char* what, uint32_t out_featu
 
 // Group scales of an int4 dense weight [out, in]: quant.axis 1, a group
 // size that is a multiple of 32 and divides `in`, out·in/group f16 scales,
-// each finite and > 0.
+// each finite. Any sign and zero are taken as they are (real = scale·q): the
+// converter writes positive scales, but GGUF Q4_0 blocks carry negative ones
+// (d = max/−8) and zero ones (a block of zeros), kept so that every weight is
+// the block's exactly.
 Status CheckInt4Scales(const fb::Tensor* t, const char* what, uint32_t out_features,
                        uint32_t in_features, const uint16_t** scales, uint32_t* group) {
   const char* name = t->name()->c_str();
@@ -211,9 +214,9 @@ Status CheckInt4Scales(const fb::Tensor* t, const char* what, uint32_t out_featu
   }
   for (uint32_t k = 0; k < q->scales_f16()->size(); ++k) {
     const float s = kernels::ref::F16ToF32(q->scales_f16()->Get(k));
-    if (!(s > 0.0f) || !std::isfinite(s)) {
+    if (!std::isfinite(s)) {
       return InvalidModel("%s: int4 tensor '%s': group scale %u (row %u) is %g; scales must be "
-                          "finite and positive", what, name, k, k / (in_features / g),
+                          "finite", what, name, k, k / (in_features / g),
                           static_cast<double>(s));
     }
   }

@@ -733,6 +733,58 @@ TEST_CASE("quantize: int4 models build, load and compute their decoded weights")
   }
 }
 
+// Every int4 tensor of `bytes` with the groups whose index is odd negated
+// both ways: the scale's sign bit flipped and each q made −q (n → 16 − n; the
+// converter writes q in [−7, 7]). The weights are the same numbers.
+AlignedBytes NegateOddGroups(const AlignedBytes& bytes) {
+  AlignedBytes out = bytes;
+  const fb::Model* m = fb::GetSizePrefixedModel(out.data());
+  uint32_t flatbuffer = 0;
+  std::memcpy(&flatbuffer, out.data(), 4);
+  const uint64_t segment = RoundUp(4 + uint64_t{flatbuffer}, kAlignment);
+  for (const fb::Tensor* t : *m->tensors()) {
+    if (t->dtype() != fb::DType::I4) continue;
+    const size_t rows = size_t(t->shape()->Get(0)), cols = size_t(t->shape()->Get(1));
+    const size_t group = t->quant()->group_size(), groups = cols / group;
+    auto* scales = const_cast<flatbuffers::Vector<uint16_t>*>(t->quant()->scales_f16());
+    uint8_t* w = out.data() + segment + t->offset();
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t g = 1; g < groups; g += 2) {
+        scales->Mutate(r * groups + g, uint16_t(scales->Get(r * groups + g) ^ 0x8000));
+        for (size_t i = g * group; i < (g + 1) * group; ++i) {
+          uint8_t& byte = w[r * cols / 2 + (i / 32) * 16 + i % 16];
+          const int n = (i % 32 < 16 ? byte & 0xF : byte >> 4);
+          REQUIRE(n >= 1);
+          const int flipped = 16 - n;
+          byte = uint8_t(i % 32 < 16 ? (byte & 0xF0) | flipped : (byte & 0x0F) | flipped << 4);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST_CASE("int4: negative group scales compute the same outputs as positive ones") {
+  // A GGUF Q4_0 import keeps each block's d, negative for about half of them:
+  // every kernel path must take a scale of either sign. The 64-input layers'
+  // rows have a negated group and a kept one.
+  auto desc = testing::Describe(kInt4Config);
+  const TensorMap t = testing::RandomTensors(desc, 37);
+  BuildOptions o;
+  o.weight_dtype = WeightType::kI4;
+  o.quantize_head = true;
+  auto bytes = BuildModel(desc, t, o);
+  REQUIRE_MESSAGE(bytes.ok(), bytes.message());
+  const AlignedBytes negated = NegateOddGroups(*bytes);
+  REQUIRE(negated != *bytes);
+  for (auto int8 : {RECUR_INT8_ACTIVATIONS_FLOAT, RECUR_INT8_ACTIVATIONS_QUANTIZED}) {
+    INFO("int8_activations " << int(int8));
+    const std::vector<float> want = RunTokens(*bytes, 6, int8);
+    const std::vector<float> got = RunTokens(negated, 6, int8);
+    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("loader: int4 group scales: count, axis, group size, values, size") {
   auto desc = testing::Describe(kInt4Config);
   const TensorMap t = testing::RandomTensors(desc, 32);
@@ -742,7 +794,7 @@ TEST_CASE("loader: int4 group scales: count, axis, group size, values, size") {
   REQUIRE_MESSAGE(good.ok(), good.message());
   const std::string name = "blocks.1.ffn.linear2.weight";  // [32, 64]: 2 groups a row
   const std::string prefix = name + ": int4 tensor '" + name + "'";
-  for (uint16_t bad : {uint16_t{0x0000}, uint16_t{0xBC00}, uint16_t{0x7E00}, uint16_t{0x7C00}}) {
+  for (uint16_t bad : {uint16_t{0x7E00}, uint16_t{0xFC00}, uint16_t{0x7C00}}) {  // NaN, ±Inf
     AlignedBytes bytes = *good;
     auto* scales = const_cast<flatbuffers::Vector<uint16_t>*>(QuantOf(bytes, name)->scales_f16());
     scales->Mutate(5, bad);
@@ -750,6 +802,17 @@ TEST_CASE("loader: int4 group scales: count, axis, group size, values, size") {
     INFO(s.message());
     CHECK(s.code() == StatusCode::kInvalidModel);
     CHECK(s.message().rfind(prefix + ": group scale 5 (row 2) is ", 0) == 0);
+    CHECK(s.message().find("scales must be finite") != std::string::npos);
+  }
+  // Zero, negative and subnormal scales are finite halves: taken as they are (a GGUF
+  // Q4_0 block's d is negative when its largest-magnitude weight is positive).
+  for (uint16_t fine : {uint16_t{0x0000}, uint16_t{0x8000}, uint16_t{0xBC00}, uint16_t{0x0001}}) {
+    AlignedBytes bytes = *good;
+    auto* scales = const_cast<flatbuffers::Vector<uint16_t>*>(QuantOf(bytes, name)->scales_f16());
+    scales->Mutate(5, fine);
+    Status s = Load(bytes);
+    INFO(s.message());
+    CHECK(s.ok());
   }
   {
     AlignedBytes bytes = *good;

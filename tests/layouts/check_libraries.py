@@ -189,6 +189,29 @@ def fla_check():
     assert tuple(s.shape) == (1, 2, 4, 4)
 
 
+def gguf_check():
+    # llama.cpp's GGUF writer, reader and quantisers (pure Python over numpy).
+    import tempfile
+
+    import gguf
+    import numpy as np
+
+    x = np.random.default_rng(0).standard_normal((2, 64)).astype(np.float32)
+    q = gguf.quants.quantize(x, gguf.GGMLQuantizationType.Q4_0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "t.gguf")
+        w = gguf.GGUFWriter(path, arch="rwkv7")
+        w.add_embedding_length(64)
+        w.add_tensor("q", q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q4_0)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        (t,) = gguf.GGUFReader(path).tensors
+        back = gguf.quants.dequantize(t.data, t.tensor_type).reshape(2, 64)
+    assert np.abs(back - x).max() <= np.abs(x).max() / 7, "Q4_0 round trip"
+
+
 CHECKS = [
     ("pytorch-fast-transformers", fast_transformers_check),
     ("performer-pytorch", performer_check),
@@ -198,6 +221,7 @@ CHECKS = [
     ("safetensors", safetensors_check),
     ("rwkv", rwkv_check),
     ("fla-core", fla_check),
+    ("gguf", gguf_check),
 ]
 
 

@@ -1,0 +1,184 @@
+// The gguf layout: llama.cpp's GGUF files (converter/gguf.h reads them) of
+// architecture "rwkv7", converted with no config: the hyperparameters are the
+// metadata keys llama.cpp writes and reads (its convert_hf_to_gguf.py, and
+// llama_model's loading of LLM_ARCH_RWKV7), the vocabulary is token_embd's
+// rows, and the tensors have llama.cpp's names (blk.<i>.time_mix_w1.weight,
+// ...; rwkv7_model.cc's table, docs/layouts.md "GGUF"). The model is the
+// one BlinkDL's RWKV_x070 computes, with llama.cpp's constants: the decay's
+// exp(−0.606531·sigmoid(·)) and a group norm eps of 64e-5 whatever the head
+// size; the LayerNorms take the file's layer_norm_epsilon.
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "converter/config.h"
+#include "converter/gguf.h"
+#include "converter/layouts/layout_converter.h"
+#include "converter/layouts/rwkv7_model.h"
+
+namespace recur::impl::converter {
+namespace {
+
+using nlohmann::json;
+
+// llama.cpp's constants in its RWKV-7 graph (src/models/rwkv7-base.cpp):
+// ggml_norm(cur, 64e-5f) per head, ggml_scale(sigmoid(w), -0.606531).
+constexpr float kGgufRwkv7GroupNormEps = 64e-5f;
+constexpr float kGgufRwkv7DecayScale = 0.606531f;
+
+class GgufLayoutConverter final : public LayoutConverter {
+ public:
+  Status Parse(const KeyReader& r, const json& root, ModelDescription* d) const override {
+    (void)root;
+    (void)d;
+    return r.Error(
+        "layout \"gguf\" takes its configuration from a GGUF file's metadata, not from a "
+        "config: convert the .gguf file without --config");
+  }
+
+  void MapTensors(const ModelDescription& d, std::vector<ExpectedTensor>* tensors) const override {
+    MapRwkv7Tensors(d, Rwkv7Source::kLlamaCpp, tensors);
+    // Layer 0 has no value residual (its v is v₀), but llama.cpp's loader
+    // wants the three tensors there: its converter writes copies of layer 0's
+    // a0, a1 and a2 under their names. Accepted, unused.
+    const int64_t c = d.d_model;
+    tensors->push_back(IgnoredSource("blk.0.time_mix_v0.weight", {c}));
+    tensors->push_back(IgnoredSource("blk.0.time_mix_v1.weight"));
+    tensors->push_back(IgnoredSource("blk.0.time_mix_v2.weight"));
+  }
+};
+
+// A positive u32 metadata key, or an error naming it.
+Status GgufPositive(const GgufFile& file, const std::string& key, uint32_t* out) {
+  auto v = file.GetU32(key);
+  if (!v.ok()) return v.status();
+  if (*v == 0) return Status(StatusCode::kInvalidArgument, "metadata key \"" + key + "\" is 0");
+  *out = *v;
+  return Status::Ok();
+}
+
+// feed_forward_length: a u32, or (llama.cpp's writer takes a list too) an
+// array of one u32 per block, which recur's single width must match.
+Status GgufFeedForward(const GgufFile& file, const std::string& key, uint32_t blocks,
+                       uint32_t* out) {
+  const GgufValue* value = file.FindValue(key);
+  if (value != nullptr && value->is_array) {
+    auto widths = file.GetU32Array(key);
+    if (!widths.ok()) return widths.status();
+    if (widths->size() != blocks) {
+      return Status(StatusCode::kInvalidArgument,
+                    "metadata key \"" + key + "\" has " + std::to_string(widths->size()) +
+                        " widths for " + std::to_string(blocks) + " blocks");
+    }
+    for (uint32_t w : *widths) {
+      if (w != widths->front()) {
+        return Status(StatusCode::kUnsupported,
+                      "metadata key \"" + key +
+                          "\" gives the blocks different widths; recur's RWKV-7 blocks share one");
+      }
+    }
+    *out = widths->front();
+    if (*out == 0) return Status(StatusCode::kInvalidArgument, "metadata key \"" + key + "\" is 0");
+    return Status::Ok();
+  }
+  return GgufPositive(file, key, out);
+}
+
+Status ConfigFromGgufImpl(const GgufFile& file, ImportedConfig* out) {
+  auto arch = file.GetString("general.architecture");
+  if (!arch.ok()) return arch.status();
+  if (*arch != "rwkv7") {
+    return Status(StatusCode::kUnsupported,
+                  "general.architecture is \"" + *arch +
+                      "\": recur-convert reads GGUF files of llama.cpp's architecture \"rwkv7\" "
+                      "(RWKV-7) only");
+  }
+  const std::string a = *arch + ".";
+  Rwkv7Model m;
+  Rwkv7Params& p = m.mixer;
+  RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "embedding_length", &m.d_model));
+  RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "block_count", &m.layers));
+  if (m.layers > kMaxLayers) {
+    return Status(StatusCode::kInvalidArgument,
+                  "metadata key \"" + a + "block_count\" is " + std::to_string(m.layers) +
+                      ", above the " + std::to_string(kMaxLayers) + " blocks recur takes");
+  }
+  RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "wkv.head_size", &p.head_size));
+  if (m.d_model % p.head_size != 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  "metadata key \"" + a + "wkv.head_size\" (" + std::to_string(p.head_size) +
+                      ") does not divide \"" + a + "embedding_length\" (" +
+                      std::to_string(m.d_model) + ")");
+  }
+  p.heads = m.d_model / p.head_size;
+  RECUR_RETURN_IF_ERROR(GgufFeedForward(file, a + "feed_forward_length", m.layers, &m.d_ff));
+  RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "attention.decay_lora_rank", &p.decay_rank));
+  RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "attention.iclr_lora_rank", &p.rate_rank));
+  RECUR_RETURN_IF_ERROR(
+      GgufPositive(file, a + "attention.value_residual_mix_lora_rank", &p.value_rank));
+  RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "attention.gate_lora_rank", &p.gate_rank));
+  auto eps = file.GetF32(a + "attention.layer_norm_epsilon");
+  if (!eps.ok()) return eps.status();
+  if (!(*eps > 0.0f) || !std::isfinite(*eps)) {
+    return Status(StatusCode::kInvalidArgument, "metadata key \"" + a +
+                                                    "attention.layer_norm_epsilon\" is " +
+                                                    std::to_string(*eps) +
+                                                    ", not a positive number");
+  }
+  m.layer_norm_eps = *eps;
+  // llama.cpp's RWKV-7 graph shifts two vectors per block (the time mix's and
+  // the channel mix's): the key is optional there, 2 when present.
+  if (file.FindValue(a + "token_shift_count") != nullptr) {
+    auto shifts = file.GetU32(a + "token_shift_count");
+    if (!shifts.ok()) return shifts.status();
+    if (*shifts != 2) {
+      return Status(StatusCode::kUnsupported,
+                    "metadata key \"" + a + "token_shift_count\" is " + std::to_string(*shifts) +
+                        "; an RWKV-7 model shifts 2 (llama.cpp's rwkv7 graph takes no other)");
+    }
+  }
+  // The vocabulary: token_embd's rows (ne = [embedding_length, vocab]).
+  const GgufTensor* embd = file.FindTensor("token_embd.weight");
+  if (embd == nullptr) {
+    return Status(StatusCode::kInvalidArgument,
+                  "tensor \"token_embd.weight\" is missing (its rows are the vocabulary)");
+  }
+  if (embd->dims.size() != 2 || embd->dims[0] != m.d_model || embd->dims[1] > UINT32_MAX) {
+    std::vector<int64_t> shape;
+    for (std::size_t k = embd->dims.size(); k-- > 0;) shape.push_back(int64_t(embd->dims[k]));
+    return Status(StatusCode::kInvalidArgument,
+                  "tensor \"token_embd.weight\" has shape " + ShapeString(shape) +
+                      ", expected [vocab," + std::to_string(m.d_model) + "]");
+  }
+  m.vocab = static_cast<uint32_t>(embd->dims[1]);
+  m.input_norm = true;  // token_embd_norm: llama.cpp's graph always applies it
+  p.group_norm_eps = kGgufRwkv7GroupNormEps;
+  p.decay_scale = kGgufRwkv7DecayScale;
+  out->layout = Layout::kGguf;
+  DescribeRwkv7(m, &out->desc);
+  if (auto name = file.GetString("general.name"); name.ok() && !name->empty()) {
+    out->desc.metadata.notes = "GGUF general.name: " + *name;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ImportedConfig> ConfigFromGguf(const GgufFile& file, const std::string& source_name) {
+  ImportedConfig out;
+  try {
+    Status s = ConfigFromGgufImpl(file, &out);
+    if (!s.ok()) return Status(s.code(), source_name + ": " + s.message());
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, source_name + ": " + e.what());
+  }
+  return out;
+}
+
+const LayoutConverter& GgufLayout() {
+  static const GgufLayoutConverter layout;
+  return layout;
+}
+
+}  // namespace recur::impl::converter
