@@ -21,7 +21,6 @@ written; a conversion maps the checkpoint and holds one tensor as float32 at a t
 (benchmarks/convert_memory.py measures it).
 """
 import argparse
-import math
 import os
 import subprocess
 import sys
@@ -30,21 +29,14 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "models", "reference"))
-from recur_ref.rwkv7 import random_state_dict  # noqa: E402
+from recur_ref.rwkv7 import PUBLISHED_SHAPES, published_widths, random_state_dict  # noqa: E402
 
-SHAPES = {"0.1B": (12, 768), "0.4B": (24, 1024), "1.5B": (24, 2048)}
-
-
-def lora_width(f):
-    """RWKV-LM's trainer: max(32, round(f / 32)·32)."""
-    return max(32, int(round(f / 32)) * 32)
+SHAPES = PUBLISHED_SHAPES
 
 
 def write_checkpoint(shape, path):
     layers, c = SHAPES[shape]
-    d_w, d_v = lora_width(1.8 * math.sqrt(c)), lora_width(1.3 * math.sqrt(c))
-    d_g = lora_width(0.6 * c ** 0.8)
-    sd = random_state_dict(layers, c, 64, 65536, d_w, d_w, d_v, d_g, seed=1)
+    sd = random_state_dict(layers, c, 64, 65536, *published_widths(c), seed=1)
     torch.save({k: v.to(torch.bfloat16) for k, v in sd.items()}, path)
     return sum(v.numel() for v in sd.values())
 

@@ -112,6 +112,17 @@ class Rwkv7:
         return torch.stack(out), state
 
 
+# The published models' (layers, C); head size 64, vocabulary 65,536, FFN 4C.
+PUBLISHED_SHAPES = {"0.1B": (12, 768), "0.4B": (24, 1024), "1.5B": (24, 2048)}
+
+
+def published_widths(c):
+    """The low-rank widths (decay, in-context rate, value residual, gate) of RWKV-LM's
+    trainer for width C: max(32, round(f / 32)·32) of 1.8√C, 1.8√C, 1.3√C, 0.6·C^0.8."""
+    width = lambda f: max(32, int(round(f / 32)) * 32)  # noqa: E731
+    return width(1.8 * c ** 0.5), width(1.8 * c ** 0.5), width(1.3 * c ** 0.5), width(0.6 * c ** 0.8)
+
+
 def random_state_dict(layers, c, n, vocab, d_w, d_a, d_v, d_g, seed, d_ff=None):
     """BlinkDL's names and shapes (the .pth of RWKV-LM's RWKV-v7 trainer), with
     magnitudes like a trained model's: decays spread over (e^{-e^{-0.5}}, 1),
