@@ -78,20 +78,30 @@ HWY_INLINE size_t PairsScratchFloats(D d, size_t batch, size_t in) {
   return 0;
 }
 
+// What WidenedDense asks of WidenScratch and PanelScratch on `batch` rows of
+// an (in, out) layer: nothing when the weights are widened in registers
+// instead (WidenChunkRows is 0).
+template <class D>
+HWY_INLINE DenseScratch WidenedScratchNeed(D d, size_t batch, size_t in, size_t out) {
+  DenseScratch need;
+  if (batch == 0 || out == 0) return need;
+  const size_t chunk = WidenChunkRows(batch, in, out);
+  if (chunk == 0) return need;
+  need.widen_floats = chunk * in + hn::Lanes(d);
+  need.panel_floats = PanelScratchFloats(d, batch, in, out);
+  return need;
+}
+
 // What DenseNarrow asks of WidenScratch and PanelScratch (dense.h's
 // DenseScratchNeed).
 template <typename TW, class D>
 HWY_INLINE DenseScratch NarrowScratchNeed(D d, size_t batch, size_t in, size_t out) {
-  DenseScratch need;
-  if (batch == 0 || out == 0) return need;
-  const size_t chunk = WidenChunkRows(batch, in, out);
-  if (chunk == 0) {
+  if (batch != 0 && out != 0 && WidenChunkRows(batch, in, out) == 0) {
+    DenseScratch need;
     need.widen_floats = PairsScratchFloats<TW>(d, batch, in);
     return need;
   }
-  need.widen_floats = chunk * in + hn::Lanes(d);
-  need.panel_floats = PanelScratchFloats(d, batch, in, out);
-  return need;
+  return WidenedScratchNeed(d, batch, in, out);
 }
 
 // The bound scratch (kernels::ScopedDenseScratch) if any, else per-thread,
@@ -157,6 +167,68 @@ HWY_INLINE void PermutePairs(const float* HWY_RESTRICT x, size_t in, size_t N,
   for (; i < in; ++i) xp[i] = x[i];
 }
 
+// Dense on `batch` rows (batch > kMaxB) for weights that widen(o0, rows,
+// dst) writes as f32, rows [o0, o0 + rows) of the layer into dst (room for
+// rows·in + Lanes(d) floats), a chunk of `chunk` rows (WidenChunkRows) at a
+// time into wf (WidenScratch(chunk·in + Lanes(d))): the AVX-512 batch panels
+// (x packed once per group of panels, not once per chunk) and the row tiles
+// for the other rows and targets.
+template <class D, class WidenRows>
+HWY_INLINE void WidenedDense(D d, const float* x, size_t x_stride, size_t batch,
+                             const WidenRows& widen, const float* bias, size_t in, size_t out,
+                             size_t chunk, float* HWY_RESTRICT wf, float* y, size_t y_stride,
+                             bool accumulate) {
+  [[maybe_unused]] const size_t N = hn::Lanes(d);
+  size_t panel_rows = 0;  // leading batch rows done by panels
+  size_t group = 1;       // panels packed per pass over the weights
+  size_t P = 1;
+  [[maybe_unused]] float* xt = nullptr;
+#if RECUR_ISA_AVX3
+  P = kPanelV * N;
+  if (const size_t panel_floats = PanelScratchFloats(d, batch, in, out)) {
+    group = PanelGroup(P, in);
+    xt = PanelScratch(panel_floats);
+    if (xt != nullptr) panel_rows = batch / P * P;
+  }
+#endif
+  const size_t total = panel_rows / P;  // panels
+  const size_t rest = batch - panel_rows;
+
+  // One pass per group of panels; the last pass also does the rest rows.
+  for (size_t p0 = 0;; p0 += group) {
+    const size_t panels = std::min(group, total - std::min(total, p0));
+    const bool last = p0 + group >= total;
+    const float* xg = x + p0 * P * x_stride;
+    float* yg = y + p0 * P * y_stride;
+#if RECUR_ISA_AVX3
+    for (size_t p = 0; p < panels; ++p) {
+      PackTransposed(d, xg + p * P * x_stride, x_stride, P, in, xt + p * P * in);
+    }
+#endif
+    for (size_t o0 = 0; o0 < out; o0 += chunk) {
+      const size_t rows = std::min(chunk, out - o0);
+      widen(o0, rows, wf);
+      const float* bias0 = bias ? bias + o0 : nullptr;
+#if RECUR_ISA_AVX3
+      for (size_t p = 0; p < panels; ++p) {
+        PanelRows(d, xt + p * P * in, wf, in, 0, rows, bias0, yg + p * P * y_stride + o0,
+                  y_stride, accumulate);
+      }
+#else
+      (void)panels;
+      (void)xg;
+      (void)yg;
+#endif
+      if (last && rest > 0) {
+        RowTiles(d, x + panel_rows * x_stride, x_stride, rest, wf,
+                 static_cast<const float*>(nullptr), bias0, in, rows,
+                 y + panel_rows * y_stride + o0, y_stride, accumulate);
+      }
+    }
+    if (last) break;
+  }
+}
+
 }  // namespace dense_detail
 
 // As Dense (dense-inl.h) for weights of element type TW (hwy::float16_t,
@@ -188,54 +260,12 @@ HWY_INLINE void DenseNarrow(const float* x, size_t x_stride, size_t batch, const
     return;
   }
 
-  size_t panel_rows = 0;  // leading batch rows done by panels
-  size_t group = 1;       // panels packed per pass over the weights
-  size_t P = 1;
-  [[maybe_unused]] float* xt = nullptr;
-#if RECUR_ISA_AVX3
-  P = dd::kPanelV * N;
-  if (const size_t panel_floats = dd::PanelScratchFloats(d, batch, in, out)) {
-    group = dd::PanelGroup(P, in);
-    xt = dd::PanelScratch(panel_floats);
-    if (xt != nullptr) panel_rows = batch / P * P;
-  }
-#endif
-  const size_t total = panel_rows / P;  // panels
-  const size_t rest = batch - panel_rows;
-
-  // One pass per group of panels; the last pass also does the rest rows.
-  for (size_t p0 = 0;; p0 += group) {
-    const size_t panels = std::min(group, total - std::min(total, p0));
-    const bool last = p0 + group >= total;
-    const float* xg = x + p0 * P * x_stride;
-    float* yg = y + p0 * P * y_stride;
-#if RECUR_ISA_AVX3
-    for (size_t p = 0; p < panels; ++p) {
-      dd::PackTransposed(d, xg + p * P * x_stride, x_stride, P, in, xt + p * P * in);
-    }
-#endif
-    for (size_t o0 = 0; o0 < out; o0 += chunk) {
-      const size_t rows = std::min(chunk, out - o0);
-      dd::Widen(d, w + o0 * in, dd::kScaled<TW> ? scales + o0 : nullptr, rows, in, wf);
-      const float* bias0 = bias ? bias + o0 : nullptr;
-#if RECUR_ISA_AVX3
-      for (size_t p = 0; p < panels; ++p) {
-        dd::PanelRows(d, xt + p * P * in, wf, in, 0, rows, bias0, yg + p * P * y_stride + o0,
-                      y_stride, accumulate);
-      }
-#else
-      (void)panels;
-      (void)xg;
-      (void)yg;
-#endif
-      if (last && rest > 0) {
-        dd::RowTiles(d, x + panel_rows * x_stride, x_stride, rest, wf,
-                     static_cast<const float*>(nullptr), bias0, in, rows,
-                     y + panel_rows * y_stride + o0, y_stride, accumulate);
-      }
-    }
-    if (last) break;
-  }
+  dd::WidenedDense(
+      d, x, x_stride, batch,
+      [&](size_t o0, size_t rows, float* HWY_RESTRICT dst) HWY_ATTR {
+        dd::Widen(d, w + o0 * in, dd::kScaled<TW> ? scales + o0 : nullptr, rows, in, dst);
+      },
+      bias, in, out, chunk, wf, y, y_stride, accumulate);
 }
 
 }  // namespace HWY_NAMESPACE
