@@ -64,6 +64,12 @@ const char* WeightTypeEncoding(WeightType dtype) {
     case WeightType::kI4:
       return "symmetric, two per byte, one f16 scale per --group inputs of a row: the smallest "
              "half >= max|group|/7; the input dimension must be a multiple of the group";
+    case WeightType::kQ4_K:
+      return "ggml's Q4_K blocks of 256 inputs, taken over from a GGUF file's Q4_K matrices "
+             "(recur-convert does not quantise to it)";
+    case WeightType::kQ6_K:
+      return "ggml's Q6_K blocks of 256 inputs, taken over from a GGUF file's Q6_K matrices "
+             "(recur-convert does not quantise to it)";
   }
   return "";
 }
@@ -237,6 +243,15 @@ Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, Weig
     }
     case WeightType::kI4:
       return EncodeInt4(name, t, group);
+    case WeightType::kQ4_K:
+    case WeightType::kQ6_K: {
+      const std::string gguf_type = dtype == WeightType::kQ4_K ? "Q4_K" : "Q6_K";
+      return Status(StatusCode::kUnsupported,
+                    name + ": recur-convert does not quantise to " + WeightTypeName(dtype) +
+                        "; it takes a GGUF file's " + gguf_type +
+                        " matrices over as they are (convert that file without --dtype), "
+                        "and this tensor is not one: use another --dtype");
+    }
     case WeightType::kI8: {
       if (t.shape.size() != 2) {
         return Status(StatusCode::kInvalidArgument,
@@ -330,6 +345,9 @@ EncodedSize EncodedSizeOf(const std::vector<int64_t>& shape, uint64_t elements, 
       const bool grouped = ValidInt4Group(group) && cols % static_cast<uint64_t>(group) == 0;
       return {rows * cols / 2, grouped ? rows * (cols / static_cast<uint64_t>(group)) : 0};
     }
+    case WeightType::kQ4_K:
+    case WeightType::kQ6_K:
+      return {rows * kernels::WeightRowBytes(dtype, cols), 0};
   }
   return {};
 }

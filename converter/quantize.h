@@ -59,7 +59,7 @@ inline constexpr int kInt4Groups[] = {32, 64, 128, 256};
 bool ValidInt4Group(int group);
 
 // A tensor as stored in the model: its bytes (little-endian elements of
-// `dtype`; int4: packed as recur.fbs says) and, for int8, one scale per row
+// `dtype`; int4 and the K-quants: packed as recur.fbs says) and, for int8, one scale per row
 // (dimension 0); for int4, f16 scales (rows, in / group).
 struct StoredTensor {
   WeightType dtype = WeightType::kF32;
@@ -69,7 +69,9 @@ struct StoredTensor {
   int group = 0;                     // int4 only
 };
 
-// Encodes `t` as `dtype` (int4 in groups of `group` inputs). Errors name the
+// Encodes `t` as `dtype` (int4 in groups of `group` inputs; the K-quants
+// are refused: recur-convert takes them over from GGUF files only,
+// KQuantFromGguf). Errors name the
 // tensor: a finite value beyond the f16/bf16 range (with its index), NaN/Inf
 // for int8/int4, int8/int4 of a tensor that is not 2-D, an int4 group size
 // not in kInt4Groups or that does not divide the input dimension, an int4

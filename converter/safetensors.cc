@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "converter/file_util.h"
 #include "converter/json_util.h"
+#include "kernels/dense/dense_ref.h"
 
 namespace recur::impl::converter {
 namespace {
@@ -74,8 +76,12 @@ float BFloat16ToFloat(uint16_t b) {
 const char* DTypeName(DType dtype) {
   for (const auto& d : kDTypes)
     if (d.dtype == dtype) return d.name;
-  if (dtype == DType::kQ4_0) return "Q4_0";
-  return "?";
+  switch (dtype) {
+    case DType::kQ4_0: return "Q4_0";
+    case DType::kQ4_K: return "Q4_K";
+    case DType::kQ6_K: return "Q6_K";
+    default: return "?";
+  }
 }
 
 std::size_t DTypeSize(DType dtype) {
@@ -276,10 +282,66 @@ Result<std::vector<float>> DecodeQ4_0(const std::string& name, const TensorView&
   return out;
 }
 
+// A K-quant tensor's values, block by block, as the runtime's scalar spec
+// (ggml's dequantize_row_q4_K / _q6_K) gives them.
+Result<std::vector<float>> DecodeKQuant(const std::string& name, const TensorView& view,
+                                        kernels::WeightType type) {
+  const std::size_t block_bytes = kernels::Traits(type).block_bytes;
+  if (view.nbytes % block_bytes != 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  name + ": byte size " + std::to_string(view.nbytes) + " is not a whole number of " +
+                      DTypeName(view.dtype) + " blocks (" + std::to_string(block_bytes) +
+                      " bytes each)");
+  }
+  const std::size_t blocks = view.nbytes / block_bytes;
+  std::vector<float> out;
+  try {
+    out.resize(blocks * kernels::kKQuantBlock);
+  } catch (const std::exception&) {
+    return Status(StatusCode::kOutOfMemory, name + ": out of memory");
+  }
+  for (std::size_t b = 0; b < blocks; ++b) {
+    kernels::ref::DecodeKQuantBlock(type, view.data + b * block_bytes,
+                                    out.data() + b * kernels::kKQuantBlock);
+  }
+  return out;
+}
+
 }  // namespace
+
+namespace {
+// The K-quants: ggml's block type and the recur type that stores it.
+constexpr std::pair<DType, kernels::WeightType> kKQuants[] = {
+    {DType::kQ4_K, kernels::WeightType::kQ4_K},
+    {DType::kQ6_K, kernels::WeightType::kQ6_K},
+};
+}  // namespace
+
+bool KQuantWeightType(DType dtype, kernels::WeightType* out) {
+  for (const auto& [d, type] : kKQuants) {
+    if (d == dtype) {
+      *out = type;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool KQuantDType(kernels::WeightType type, DType* out) {
+  for (const auto& [d, t] : kKQuants) {
+    if (t == type) {
+      *out = d;
+      return true;
+    }
+  }
+  return false;
+}
 
 Result<std::vector<float>> ToFloat32(const std::string& name, const TensorView& view) {
   if (view.dtype == DType::kQ4_0) return DecodeQ4_0(name, view);
+  if (kernels::WeightType type; KQuantWeightType(view.dtype, &type)) {
+    return DecodeKQuant(name, view, type);
+  }
   const std::size_t esize = DTypeSize(view.dtype);
   if (esize == 0 || view.nbytes % esize != 0)
     return Status(StatusCode::kInvalidArgument,

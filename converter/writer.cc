@@ -119,6 +119,8 @@ Status BuildFlatBuffer(const ModelDescription& desc, const std::map<std::string,
         quant = fb::CreateQuantization(fbb, 1, 0, static_cast<uint32_t>(p.group), group_scales);
         break;
       }
+      case kernels::WeightScales::kInBlock:
+        break;  // the scales are in the tensor's blocks
     }
     fb_tensors.push_back(fb::CreateTensorDirect(fbb, p.name->c_str(), p.shape,
                                                 SchemaDType(p.dtype), p.offset, p.size.bytes,

@@ -300,8 +300,8 @@ Status TensorResolver::GetDense(const fb::Dense* dense, const std::string& what,
     return InvalidModel("%s is missing (expected weight [%u,%u])", what.c_str(), out_features,
                         in_features);
   }
-  // The weight may be f32, f16, bf16, int8 (per-row scales) or int4 (per-group
-  // scales); the bias is f32.
+  // The weight may be f32, f16, bf16, int8 (per-row scales), int4 (per-group
+  // scales) or a K-quant (scales in its blocks); the bias is f32.
   const std::string weight_what = what + ".weight";
   const fb::Tensor* t = nullptr;
   RECUR_RETURN_IF_ERROR(FindTensor(root_, dense->weight(), weight_what.c_str(),
@@ -321,6 +321,11 @@ Status TensorResolver::GetDense(const fb::Dense* dense, const std::string& what,
     case kernels::WeightScales::kPerGroup:
       RECUR_RETURN_IF_ERROR(CheckInt4Scales(t, weight_what.c_str(), out_features, in_features,
                                             &out->group_scales, &out->group));
+      break;
+    case kernels::WeightScales::kInBlock:
+      // The scales are the blocks' own (CheckTensorTable checked the rows of
+      // whole blocks and the size); any finite half is a weight's, and
+      // `verify` scans them for NaN and Inf, as it does f16 weights.
       break;
   }
   out->weight = segment_ + t->offset();

@@ -21,7 +21,11 @@ StepCost EstimateStepCost(const Model& m) {
     const uint64_t flops = 2 * uint64_t(t->shape()->Get(0)) * uint64_t(t->shape()->Get(1));
     cost.flops += flops;
     kernels::WeightType type;
-    if (WeightTypeOf(t->dtype(), &type) && kernels::IsQuantized(type)) cost.integer_flops += flops;
+    // The K-quants' weights are integers times scales too, but they run on
+    // f32 FMAs (kernels::DenseKQuant).
+    if (WeightTypeOf(t->dtype(), &type) && kernels::IsQuantized(type) && !kernels::IsKQuant(type)) {
+      cost.integer_flops += flops;
+    }
   }
   return cost;
 }

@@ -89,6 +89,8 @@ void FillWeights(std::mt19937& rng, WeightType type, void* p, size_t n) {
         static_cast<int8_t*>(p)[i] = static_cast<int8_t>(static_cast<int>(r >> 24) - 128);
         break;
       case WeightType::kI4:  // dense_i4_test.cc fills its own layers
+      case WeightType::kQ4_K:  // dense_kquant_test.cc too
+      case WeightType::kQ6_K:
         break;
     }
   }

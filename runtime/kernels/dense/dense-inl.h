@@ -123,9 +123,9 @@ HWY_INLINE hn::Vec<D> LoadWeightsTail(D d, const TW* HWY_RESTRICT w, size_t n) {
 }
 
 // Weights [k0, k0 + n) of row o of `w` as f32 lanes (n ≤ Lanes(d), zeros
-// past n), before the per-row scale of kI8; kI4 with its group scales, by
-// the reference decode (for packing, once per session). row: Lanes(d)
-// aligned floats of scratch.
+// past n), before the per-row scale of kI8; kI4 with its group scales and
+// the K-quants, by the reference decode (for packing, once per session).
+// row: Lanes(d) aligned floats of scratch.
 template <class D>
 HWY_INLINE hn::Vec<D> LoadWeightRow(D d, const DenseWeights& w, size_t o, size_t k0, size_t n,
                                     float* HWY_RESTRICT row) {
@@ -149,6 +149,8 @@ HWY_INLINE hn::Vec<D> LoadWeightRow(D d, const DenseWeights& w, size_t o, size_t
       return full ? LoadWeights(d, src) : LoadWeightsTail(d, src, n);
     }
     case WeightType::kI4:
+    case WeightType::kQ4_K:
+    case WeightType::kQ6_K:
       break;
   }
   for (size_t k = 0; k < n; ++k) row[k] = static_cast<float>(ref::DecodeWeight(w, o, k0 + k));

@@ -18,6 +18,13 @@ inline int I4Value(const uint8_t* row, size_t i) {
   return static_cast<int>((i % kI4Block) < kI4Block / 2 ? byte & 0xF : byte >> 4) - 8;
 }
 
+// K-quant layouts (kQ4_K, kQ6_K; recur.fbs): inputs per block, as ggml's
+// QK_K. A row is in / kKQuantBlock blocks of Traits(type).block_bytes.
+inline constexpr size_t kKQuantBlock = 256;
+static_assert(Traits(WeightType::kQ4_K).block == kKQuantBlock &&
+                  Traits(WeightType::kQ6_K).block == kKQuantBlock,
+              "K-quant blocks are ggml's QK_K");
+
 // A dense layer's parameters, pointing into model bytes (no copy).
 struct DenseWeights {
   const void* weight = nullptr;   // (out, in) row-major of `type`; PyTorch nn.Linear layout
@@ -150,6 +157,21 @@ void DenseI4Dot(const float* x, size_t x_stride, size_t batch, const DenseWeight
 // unless w is kI4 and w.in <= kDenseI4DotMaxIn.
 void DenseI4DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales, size_t batch,
                          const DenseWeights& w, float* y, size_t y_stride, bool accumulate);
+
+// ---------------------------------------------------------------------------
+// K-quant weights (kQ4_K, kQ6_K; dense_kquant-inl.h), f32 activations: each
+// weight is decoded exactly to ggml's dequantised value (ref::DecodeWeight)
+// in registers, and multiplied and summed in f32 as Dense says. Up to
+// kMaxB activation rows (6 with AVX-512, 3 otherwise) share each decoded
+// vector; larger batches decode a chunk of rows at a time into the f32
+// widening scratch (DenseScratchNeed) and run the f32 kernels on it, or,
+// without scratch, run the small-batch path in chunks of rows.
+
+// Dense (the DenseWeights overload) for K-quant weights; does nothing for
+// other weight types. w.in must be a multiple of kKQuantBlock. Needs only
+// byte alignment of the weights; thread-safe.
+void DenseKQuant(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
+                 size_t y_stride, bool accumulate);
 
 // ---------------------------------------------------------------------------
 // int4 row panels, for small batches (dense_i4_panels-inl.h): a re-laid-out copy of

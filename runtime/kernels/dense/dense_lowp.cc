@@ -1,5 +1,6 @@
 // Dynamic dispatch for Dense with f16, bf16 and int8 weights
-// (dense_lowp-inl.h), the DenseWeights entry point (int4: dense_i4.cc), and
+// (dense_lowp-inl.h), the DenseWeights entry point (int4: dense_i4.cc;
+// K-quants: dense_kquant.cc), and
 // the scratch each weight type needs (f32's from dense-inl.h, which dense_lowp-inl.h includes).
 #include <cstdint>
 
@@ -34,6 +35,9 @@ void DenseNarrowImpl(const float* x, size_t x_stride, size_t batch, const DenseW
       return;
     case WeightType::kI4:
       break;  // dense_i4.cc (see Dense below)
+    case WeightType::kQ4_K:
+    case WeightType::kQ6_K:
+      break;  // dense_kquant.cc (see Dense below)
   }
 }
 
@@ -50,6 +54,9 @@ DenseScratch DenseScratchNeedImpl(size_t batch, size_t in, size_t out, WeightTyp
       return dense_detail::NarrowScratchNeed<int8_t>(d, batch, in, out);
     case WeightType::kI4:
       return DenseScratch();  // decoded on the stack
+    case WeightType::kQ4_K:
+    case WeightType::kQ6_K:
+      return dense_detail::WidenedScratchNeed(d, batch, in, out);
   }
   DenseScratch need;
   if (batch != 0 && out != 0) need.panel_floats = dense_detail::PanelScratchFloats(d, batch, in, out);
@@ -84,6 +91,10 @@ void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
       return;
     case WeightType::kI4:
       DenseI4Float(x, x_stride, batch, w, y, y_stride, accumulate);
+      return;
+    case WeightType::kQ4_K:
+    case WeightType::kQ6_K:
+      DenseKQuant(x, x_stride, batch, w, y, y_stride, accumulate);
       return;
   }
 }

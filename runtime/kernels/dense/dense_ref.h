@@ -57,8 +57,106 @@ inline float F16ToF32(uint16_t bits) {
   return negative ? -magnitude : magnitude;
 }
 
+// ---------------------------------------------------------------------------
+// K-quant blocks (recur.fbs has their layouts): ggml's dequantize_row_q4_K and
+// dequantize_row_q6_K, bit for bit. A Q4_K weight is f32(d·sc)·q −
+// f32(dmin·m) rounded once: d·sc and dmin·m are exact in f32 (an 11-bit
+// half significand times a 6-bit integer), and so is their product with a
+// 4-bit q, so a fused multiply-add and ggml's multiply-then-subtract agree.
+// A Q6_K weight d·scale·q is exact in f32 (11 + 7 + 5 significant bits).
+
+// Little-endian half bits at p, as f32.
+inline float HalfAt(const uint8_t* p) {
+  return F16ToF32(static_cast<uint16_t>(p[0] | p[1] << 8));
+}
+
+// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (< 8)
+// from the 12 scale bytes of a Q4_K block.
+inline void KQuantScaleMin(const uint8_t* scales, size_t j, int* sc, int* m) {
+  if (j < 4) {
+    *sc = scales[j] & 63;
+    *m = scales[j + 4] & 63;
+  } else {
+    *sc = (scales[j + 4] & 0xF) | (scales[j - 4] >> 6) << 4;
+    *m = (scales[j + 4] >> 4) | (scales[j] >> 6) << 4;
+  }
+}
+
+// Byte offsets within a Q4_K block (ggml's block_q4_K) and a Q6_K block
+// (block_q6_K).
+inline constexpr size_t kQ4KScales = 4, kQ4KQs = 16;
+inline constexpr size_t kQ6KQh = 128, kQ6KScales = 192, kQ6KD = 208;
+
+// Sub-block j's (d·sc, dmin·m) of a Q4_K block, as ggml computes them.
+inline void Q4KSubBlock(const uint8_t* block, size_t j, float* dsc, float* dm) {
+  int sc, m;
+  KQuantScaleMin(block + kQ4KScales, j, &sc, &m);
+  *dsc = HalfAt(block) * static_cast<float>(sc);
+  *dm = HalfAt(block + 2) * static_cast<float>(m);
+}
+
+// The 6-bit q (0..63, before − 32) of input i (< 256) of a Q6_K block.
+inline int Q6KCode(const uint8_t* block, size_t i) {
+  const size_t h = i / 128, l = i % 32, quarter = (i % 128) / 32;
+  const uint8_t a = block[64 * h + l + (quarter & 1) * 32];
+  const int low = quarter < 2 ? a & 0xF : a >> 4;
+  const int high = (block[kQ6KQh + 32 * h + l] >> (2 * quarter)) & 3;
+  return low | high << 4;
+}
+
+// Weight i (< kKQuantBlock) of a block of K-quant `type`, as ggml's
+// dequantize_row_* gives it.
+inline float KQuantValue(WeightType type, const uint8_t* block, size_t i) {
+  if (type == WeightType::kQ4_K) {
+    float dsc, dm;
+    Q4KSubBlock(block, i / 32, &dsc, &dm);
+    const uint8_t byte = block[kQ4KQs + 32 * (i / 64) + i % 32];
+    const int q = (i % 64) < 32 ? byte & 0xF : byte >> 4;
+    return dsc * static_cast<float>(q) - dm;
+  }
+  // kQ6_K
+  const float d = HalfAt(block + kQ6KD);
+  const auto scale = static_cast<int8_t>(block[kQ6KScales + i / 16]);
+  return d * static_cast<float>(scale) * static_cast<float>(Q6KCode(block, i) - 32);
+}
+
+// The kKQuantBlock weights of a block, y[i] = KQuantValue(type, block, i),
+// in ggml's order of operations (dequantize_row_q4_K, dequantize_row_q6_K).
+inline void DecodeKQuantBlock(WeightType type, const uint8_t* block, float* y) {
+  if (type == WeightType::kQ4_K) {
+    const uint8_t* q = block + kQ4KQs;
+    for (size_t c = 0; c < 4; ++c, q += 32) {
+      float d1, m1, d2, m2;
+      Q4KSubBlock(block, 2 * c, &d1, &m1);
+      Q4KSubBlock(block, 2 * c + 1, &d2, &m2);
+      for (size_t l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
+      for (size_t l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
+    }
+    return;
+  }
+  // kQ6_K
+  const float d = HalfAt(block + kQ6KD);
+  const uint8_t* ql = block;
+  const uint8_t* qh = block + kQ6KQh;
+  const auto* sc = reinterpret_cast<const int8_t*>(block + kQ6KScales);
+  for (size_t h = 0; h < 2; ++h, y += 128, ql += 64, qh += 32, sc += 8) {
+    for (size_t l = 0; l < 32; ++l) {
+      const size_t is = l / 16;
+      const int q1 = ((ql[l] & 0xF) | ((qh[l] >> 0) & 3) << 4) - 32;
+      const int q2 = ((ql[l + 32] & 0xF) | ((qh[l] >> 2) & 3) << 4) - 32;
+      const int q3 = ((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32;
+      const int q4 = ((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32;
+      y[l + 0] = d * static_cast<float>(sc[is + 0]) * static_cast<float>(q1);
+      y[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
+      y[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
+      y[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+    }
+  }
+}
+
 // Weight w[o, i] of `w` decoded to double: the f32/f16/bf16 value, or
-// scales[o]·q for int8, or scale[o, i/group]·q for int4 (exact in double).
+// scales[o]·q for int8, or scale[o, i/group]·q for int4 (exact in double),
+// or a K-quant's f32 value (KQuantValue).
 inline double DecodeWeight(const DenseWeights& w, size_t o, size_t i) {
   const size_t k = o * w.in + i;
   switch (w.type) {
@@ -72,6 +170,12 @@ inline double DecodeWeight(const DenseWeights& w, size_t o, size_t i) {
       const auto* row = static_cast<const uint8_t*>(w.weight) + o * (w.in / 2);
       return static_cast<double>(F16ToF32(w.group_scales[o * groups + i / w.group])) *
              I4Value(row, i);
+    }
+    case WeightType::kQ4_K:
+    case WeightType::kQ6_K: {
+      const size_t block_bytes = Traits(w.type).block_bytes;
+      const auto* row = static_cast<const uint8_t*>(w.weight) + o * WeightRowBytes(w.type, w.in);
+      return KQuantValue(w.type, row + (i / kKQuantBlock) * block_bytes, i % kKQuantBlock);
     }
   }
   return std::numeric_limits<double>::quiet_NaN();
