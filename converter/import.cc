@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "converter/quantize.h"
+#include "kernels/dense/dense.h"  // kKQuantBlock
 
 namespace recur::impl::converter {
 namespace {
@@ -196,8 +197,15 @@ TensorFeed::SourceStorage TensorImport::source_storage(std::size_t i) const {
       }
       return {};
     default:
-      return {};
+      break;
   }
+  // K-quant blocks, as the recur type of the same blocks (rows of whole blocks).
+  if (WeightType type; KQuantWeightType(it->second.dtype, &type)) {
+    if (e.shape.size() == 2 && e.shape[1] % static_cast<int64_t>(kernels::kKQuantBlock) == 0) {
+      return {type, 0};
+    }
+  }
+  return {};
 }
 
 Status TensorImport::GetStored(std::size_t i, StoredTensor* out) {
@@ -210,6 +218,9 @@ Status TensorImport::GetStored(std::size_t i, StoredTensor* out) {
     if (storage.dtype == WeightType::kI4) {
       const TensorView& view = source_.at(e.source_name);
       stored = Int4FromQ4_0(e.source_name, view.data, view.nbytes, e.shape);
+    } else if (kernels::IsKQuant(storage.dtype)) {
+      const TensorView& view = source_.at(e.source_name);
+      stored = KQuantFromGguf(e.source_name, storage.dtype, view.data, view.nbytes, e.shape);
     } else if (storage.dtype != WeightType::kF32) {
       // f16 and bf16 widen to float32 exactly, and narrow back to the same bits.
       stored = EncodeTensor(e.name, Tensor{e.shape, std::move(values)}, storage.dtype);

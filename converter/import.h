@@ -45,10 +45,11 @@ class TensorImport : public TensorFeed {
   uint64_t elements(std::size_t i) const override;
   Status Get(std::size_t i, std::vector<float>* values) override;
   Status Finish() override;
-  // A tensor copied as it is from an F16, BF16 or Q4_0 source tensor (a
-  // [rows, cols] matrix with cols a multiple of 32): f16, bf16, int4 in
-  // groups of 32. GetStored gives the Q4_0 blocks as int4 unchanged
-  // (Int4FromQ4_0) after Get's checks.
+  // A tensor copied as it is from an F16, BF16, Q4_0 or K-quant source
+  // tensor (Q4_0: a [rows, cols] matrix with cols a multiple of 32; the
+  // K-quants: of 256): f16, bf16, int4 in groups of 32, q4_k, q6_k.
+  // GetStored gives the Q4_0 blocks as int4 unchanged (Int4FromQ4_0), the
+  // K-quant blocks as they are (KQuantFromGguf), after Get's checks.
   SourceStorage source_storage(std::size_t i) const override;
   Status GetStored(std::size_t i, StoredTensor* out) override;
 

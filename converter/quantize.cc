@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "converter/mixers/mixer_converter.h"
+#include "kernels/dense/dense_ref.h"
 
 namespace recur::impl::converter {
 namespace {
@@ -324,6 +326,60 @@ Result<StoredTensor> Int4FromQ4_0(const std::string& name, const uint8_t* blocks
     out.scales_f16[g] = d;
     std::memcpy(out.bytes.data() + g * (kBlock / 2), block + 2, kBlock / 2);
   }
+  return out;
+}
+
+Result<StoredTensor> KQuantFromGguf(const std::string& name, WeightType dtype,
+                                    const uint8_t* blocks, std::size_t nbytes,
+                                    const std::vector<int64_t>& shape) {
+  const char* gguf_type = dtype == WeightType::kQ4_K ? "Q4_K" : "Q6_K";
+  if (!kernels::IsKQuant(dtype)) {
+    return Status(StatusCode::kInternal, name + ": " + WeightTypeName(dtype) + " is no K-quant");
+  }
+  const std::size_t block = kernels::Traits(dtype).block;
+  const std::size_t block_bytes = kernels::Traits(dtype).block_bytes;
+  if (shape.size() != 2 || shape[0] <= 0 || shape[1] <= 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  name + ": " + gguf_type + " as " + WeightTypeName(dtype) +
+                      " needs a 2-D [out, in] weight, got shape " + ShapeString(shape));
+  }
+  const auto rows = static_cast<std::size_t>(shape[0]), cols = static_cast<std::size_t>(shape[1]);
+  if (cols % block != 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  name + ": " + gguf_type + " rows of " + std::to_string(cols) +
+                      " inputs are not whole blocks of " + std::to_string(block) +
+                      ", shape " + ShapeString(shape));
+  }
+  const std::size_t per_row = cols / block;
+  if (nbytes / block_bytes / rows != per_row || nbytes != rows * per_row * block_bytes) {
+    return Status(StatusCode::kInvalidArgument,
+                  name + ": " + std::to_string(nbytes) + " bytes of " + gguf_type +
+                      " blocks do not hold shape " + ShapeString(shape) + " (" +
+                      std::to_string(block_bytes) + " bytes per " + std::to_string(block) +
+                      " inputs of a row)");
+  }
+  // The halves of a block: Q4_K's d and dmin (bytes 0 and 2), Q6_K's d (byte 208).
+  std::vector<std::pair<std::size_t, const char*>> halves;
+  if (dtype == WeightType::kQ4_K) {
+    halves = {{0, "d"}, {2, "dmin"}};
+  } else {
+    halves = {{kernels::ref::kQ6KD, "d"}};
+  }
+  for (std::size_t g = 0; g < rows * per_row; ++g) {
+    for (const auto& [at, what] : halves) {
+      uint16_t h;
+      std::memcpy(&h, blocks + g * block_bytes + at, 2);
+      if ((h & 0x7C00) == 0x7C00) {
+        return Status(StatusCode::kInvalidArgument,
+                      name + ": " + gguf_type + " block " + std::to_string(g % per_row) +
+                          " of row " + std::to_string(g / per_row) + " has a scale " + what +
+                          " that is " + ((h & 0x3FF) ? "NaN" : "infinite"));
+      }
+    }
+  }
+  StoredTensor out;
+  out.dtype = dtype;
+  out.bytes.assign(blocks, blocks + nbytes);
   return out;
 }
 

@@ -36,7 +36,8 @@ class TensorFeed {
 
   // How the source stores tensor i, when that is a type recur stores as well
   // (a GGUF file's F16 and BF16 tensors: f16, bf16; its Q4_0 matrices: int4
-  // in groups of 32): what the writer keeps when it keeps the source's types
+  // in groups of 32; its Q4_K and Q6_K matrices: q4_k, q6_k): what the
+  // writer keeps when it keeps the source's types
   // (BuildOptions::keep_source_types). f32 otherwise.
   struct SourceStorage {
     WeightType dtype = WeightType::kF32;
@@ -49,8 +50,9 @@ class TensorFeed {
   // Tensor i encoded as the source stores it, taken over unchanged (for
   // int4: the source's own scales and packed values), with every check Get
   // makes: asked for instead of Get when the writer stores tensor i as
-  // source_storage(i) says and that is int4, whose values Get's float32 copy
-  // could not give back exactly through recur's own quantiser.
+  // source_storage(i) says and that is int4 or a K-quant, whose values Get's
+  // float32 copy could not give back exactly through recur's own quantiser
+  // (which has none for the K-quants).
   virtual Status GetStored(std::size_t i, StoredTensor* out) {
     (void)out;
     return Status(StatusCode::kInternal,

@@ -57,7 +57,8 @@ struct BuildOptions {
   // Instead of weight_dtype, quantize_head and group: each tensor that may
   // be stored narrow (the blocks' weight matrices and head.weight) keeps the
   // type its source stores it in (TensorFeed::source_storage: f16, bf16, int4
-  // in the source's groups, taken over unchanged), everything else is f32.
+  // in the source's groups and the K-quants, taken over unchanged),
+  // everything else is f32.
   // A GGUF file converted without --dtype.
   bool keep_source_types = false;
   // Per-tensor dtypes (recur-layout names) that override the rule above:

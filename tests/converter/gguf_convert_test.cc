@@ -21,6 +21,8 @@
 #include "converter/quantize.h"
 #include "converter_test_util.h"
 #include "kernels/dense/dense.h"
+#include "kernels/dense/dense_ref.h"
+#include "recur/recur.h"
 #include "schema/recur_generated.h"
 
 namespace recur::impl::converter {
@@ -46,6 +48,9 @@ struct GgufModel {
       if (t.name == name) return &t;
     FAIL("no tensor " << name);
     return nullptr;
+  }
+  const GgufTensorData* Find(const std::string& name) const {
+    return const_cast<GgufModel*>(this)->Find(name);
   }
   void Remove(const std::string& name) {
     tensors.erase(std::remove_if(tensors.begin(), tensors.end(),
@@ -98,64 +103,122 @@ GgufTensorData Q4_0Tensor(const std::string& name, uint64_t cols, uint64_t rows,
   return {name, ggml_type::kQ4_0, {cols, rows}, std::move(data)};
 }
 
+// K-quant blocks (ggml's block_q4_K, block_q6_K; recur.fbs) for a [rows,
+// cols] matrix: random codes and scale bytes, each block's d (and Q4_K's
+// dmin) drawn over negatives, positives, zero and subnormal halves.
+GgufTensorData KQuantTensor(const std::string& name, uint32_t type, uint64_t cols, uint64_t rows,
+                            std::mt19937* rng) {
+  const bool q4 = type == ggml_type::kQ4_K;
+  const size_t block_bytes = q4 ? 144 : 210;
+  std::vector<uint8_t> data(rows * cols / 256 * block_bytes);
+  std::uniform_int_distribution<int> byte(0, 255), kind(0, 9);
+  std::uniform_real_distribution<float> mag(0.0005f, 0.004f);
+  auto half = [&] {
+    const int k = kind(*rng);
+    uint16_t d = k == 0 ? 0x0000 : k == 1 ? 0x8000 : k == 2 ? 0x8003 : Half(mag(*rng));
+    if (k >= 7) d ^= 0x8000;  // negative
+    return d;
+  };
+  for (size_t b = 0; b < data.size() / block_bytes; ++b) {
+    uint8_t* p = data.data() + b * block_bytes;
+    for (size_t i = 0; i < block_bytes; ++i) p[i] = uint8_t(byte(*rng));
+    for (size_t at : q4 ? std::vector<size_t>{0, 2} : std::vector<size_t>{208}) {
+      const uint16_t d = half();
+      p[at] = uint8_t(d);
+      p[at + 1] = uint8_t(d >> 8);
+    }
+  }
+  return {name, type, {cols, rows}, std::move(data)};
+}
+
+// How a file stores the matrices that llama-quantize quantises.
+enum class Quant {
+  kF32,    // convert_hf_to_gguf.py --outtype f32
+  kQ4_0,   // llama-quantize --pure Q4_0: every such matrix Q4_0
+  kQ4_K_M  // as Q4_K_M mixes them: Q4_K, the value projections and output Q6_K
+};
+
+// The dimensions of the model a file holds.
+struct RwkvDims {
+  uint64_t c = kC, ff = kFf, head = 16;
+};
+
 // The file convert_hf_to_gguf.py writes for the model above (names, shapes,
-// metadata), F32 throughout; with q4_0, the blocks' r, k, v, o, channel-mix
-// matrices, token_embd and output are Q4_0 (llama-quantize --pure).
-GgufModel RwkvGguf(bool q4_0 = false, uint32_t seed = 1) {
+// metadata), F32 throughout; quantised as `quant` says: the blocks' r, k, v,
+// o, channel-mix matrices, token_embd and output (llama-quantize).
+GgufModel RwkvGgufOf(Quant quant, uint32_t seed, const RwkvDims& dims) {
+  const uint64_t c = dims.c, ff = dims.ff;
   std::mt19937 rng(seed);
   GgufModel m;
+  const uint32_t file_type = quant == Quant::kQ4_0 ? 2u : quant == Quant::kQ4_K_M ? 15u : 0u;
   m.metadata = {{"general.architecture", GgufValue(std::string("rwkv7"))},
                 {"general.name", GgufValue(std::string("tiny rwkv7"))},
                 {"rwkv7.context_length", GgufValue(uint32_t{1048576})},
-                {"rwkv7.embedding_length", GgufValue(uint32_t{kC})},
+                {"rwkv7.embedding_length", GgufValue(uint32_t(c))},
                 {"rwkv7.block_count", GgufValue(uint32_t{kLayers})},
                 {"rwkv7.attention.layer_norm_epsilon", GgufValue(1e-5f)},
-                {"rwkv7.wkv.head_size", GgufValue(uint32_t{16})},
+                {"rwkv7.wkv.head_size", GgufValue(uint32_t(dims.head))},
                 {"rwkv7.attention.decay_lora_rank", GgufValue(uint32_t{kDw})},
                 {"rwkv7.attention.iclr_lora_rank", GgufValue(uint32_t{kDa})},
                 {"rwkv7.attention.value_residual_mix_lora_rank", GgufValue(uint32_t{kDv})},
                 {"rwkv7.attention.gate_lora_rank", GgufValue(uint32_t{kDg})},
-                {"rwkv7.feed_forward_length", GgufValue(uint32_t{kFf})},
-                {"general.file_type", GgufValue(uint32_t{q4_0 ? 2u : 0u})},
+                {"rwkv7.feed_forward_length", GgufValue(uint32_t(ff))},
+                {"general.file_type", GgufValue(file_type)},
                 {"rwkv7.attention.head_count", GgufValue(uint32_t{0})}};
   auto matrix = [&](const std::string& name, uint64_t cols, uint64_t rows) {
-    m.tensors.push_back(q4_0 ? Q4_0Tensor(name, cols, rows, &rng)
-                             : F32Tensor(name, {cols, rows}, &rng));
+    switch (quant) {
+      case Quant::kF32:
+        m.tensors.push_back(F32Tensor(name, {cols, rows}, &rng));
+        return;
+      case Quant::kQ4_0:
+        m.tensors.push_back(Q4_0Tensor(name, cols, rows, &rng));
+        return;
+      case Quant::kQ4_K_M: {
+        const bool q6 = name.find("_value.") != std::string::npos || name == "output.weight";
+        m.tensors.push_back(
+            KQuantTensor(name, q6 ? ggml_type::kQ6_K : ggml_type::kQ4_K, cols, rows, &rng));
+        return;
+      }
+    }
   };
   auto f32 = [&](const std::string& name, std::vector<uint64_t> dims) {
     m.tensors.push_back(F32Tensor(name, std::move(dims), &rng));
   };
-  matrix("token_embd.weight", kC, kVocab);
-  f32("token_embd_norm.weight", {kC});
-  f32("token_embd_norm.bias", {kC});
+  matrix("token_embd.weight", c, kVocab);
+  f32("token_embd_norm.weight", {c});
+  f32("token_embd_norm.bias", {c});
   for (uint64_t i = 0; i < kLayers; ++i) {
     const std::string b = "blk." + std::to_string(i) + ".";
     for (const char* norm : {"attn_norm", "attn_norm_2"}) {
-      f32(b + norm + ".weight", {kC});
-      f32(b + norm + ".bias", {kC});
+      f32(b + norm + ".weight", {c});
+      f32(b + norm + ".bias", {c});
     }
-    f32(b + "time_mix_lerp_fused.weight", {kC, 1, 1, 6});
+    f32(b + "time_mix_lerp_fused.weight", {c, 1, 1, 6});
     const uint64_t dv = i == 0 ? kDa : kDv;  // layer 0's v's: copies of its a's
     for (const auto& [l, d] : {std::pair{'w', kDw}, {'a', kDa}, {'v', dv}, {'g', kDg}}) {
       const std::string p = b + "time_mix_" + l;
-      if (l != 'g') f32(p + "0.weight", {kC});
-      f32(p + "1.weight", {kC, d});
-      f32(p + "2.weight", {d, kC});
+      if (l != 'g') f32(p + "0.weight", {c});
+      f32(p + "1.weight", {c, d});
+      f32(p + "2.weight", {d, c});
     }
-    for (const char* v : {"k_k", "k_a", "r_k"}) f32(b + "time_mix_" + v + ".weight", {kC});
+    for (const char* v : {"k_k", "k_a", "r_k"}) f32(b + "time_mix_" + v + ".weight", {c});
     for (const char* w : {"key", "value", "receptance", "output"}) {
-      matrix(b + "time_mix_" + w + ".weight", kC, kC);
+      matrix(b + "time_mix_" + w + ".weight", c, c);
     }
-    f32(b + "time_mix_ln.weight", {kC});
-    f32(b + "time_mix_ln.bias", {kC});
-    f32(b + "channel_mix_lerp_k.weight", {kC});
-    matrix(b + "channel_mix_key.weight", kC, kFf);
-    matrix(b + "channel_mix_value.weight", kFf, kC);
+    f32(b + "time_mix_ln.weight", {c});
+    f32(b + "time_mix_ln.bias", {c});
+    f32(b + "channel_mix_lerp_k.weight", {c});
+    matrix(b + "channel_mix_key.weight", c, ff);
+    matrix(b + "channel_mix_value.weight", ff, c);
   }
-  f32("output_norm.weight", {kC});
-  f32("output_norm.bias", {kC});
-  matrix("output.weight", kC, kVocab);
+  f32("output_norm.weight", {c});
+  f32("output_norm.bias", {c});
+  matrix("output.weight", c, kVocab);
   return m;
+}
+
+GgufModel RwkvGguf(bool q4_0 = false, uint32_t seed = 1) {
+  return RwkvGgufOf(q4_0 ? Quant::kQ4_0 : Quant::kF32, seed, RwkvDims());
 }
 
 struct Converted {
@@ -340,6 +403,182 @@ TEST_CASE("gguf rwkv7: Q4_0 weights are ggml's dequantised values, bit for bit")
   CHECK(std::memcmp(DataOf(c.model, t), want.data(), want.size() * 4) == 0);
 }
 
+// The outputs of `steps` token steps of a model (f32 activations).
+std::vector<float> GgufStepOutputs(const AlignedBytes& bytes, size_t steps) {
+  recur_model* model = nullptr;
+  REQUIRE_MESSAGE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK,
+                  recur_last_error());
+  recur_model_info info;
+  std::memset(&info, 0, sizeof(info));
+  info.struct_size = sizeof(info);
+  REQUIRE(recur_model_get_info(model, &info) == RECUR_OK);
+  recur_session_options so;
+  std::memset(&so, 0, sizeof(so));
+  so.struct_size = sizeof(so);
+  so.batch = 1;
+  so.int8_activations = RECUR_INT8_ACTIVATIONS_FLOAT;
+  recur_session* session = nullptr;
+  REQUIRE_MESSAGE(recur_session_create(model, &so, &session) == RECUR_OK, recur_last_error());
+  std::vector<float> out(steps * info.output_width);
+  for (size_t s = 0; s < steps; ++s) {
+    const int32_t token = static_cast<int32_t>((s * 7 + 3) % kVocab);
+    recur_input in{&token, nullptr, 1};
+    REQUIRE(recur_session_step(session, &in, out.data() + s * info.output_width) == RECUR_OK);
+  }
+  recur_session_free(session);
+  recur_model_free(model);
+  return out;
+}
+
+// The values of a K-quant GGUF tensor, block by block, as the runtime's
+// scalar spec decodes them (tests/kernels/dense_kquant_test.cc holds the
+// spec to ggml's dequantize_row_q4_K / _q6_K bit for bit).
+std::vector<float> KQuantValues(const GgufTensorData& t) {
+  const auto type = t.type == ggml_type::kQ4_K ? WeightType::kQ4_K : WeightType::kQ6_K;
+  const size_t block_bytes = kernels::Traits(type).block_bytes;
+  std::vector<float> v(t.data.size() / block_bytes * 256);
+  for (size_t k = 0; k < v.size() / 256; ++k) {
+    kernels::ref::DecodeKQuantBlock(type, t.data.data() + k * block_bytes, &v[k * 256]);
+  }
+  return v;
+}
+
+constexpr RwkvDims kKQuantDims{256, 512, 64};
+
+TEST_CASE("gguf rwkv7: Q4_K and Q6_K matrices are taken over block for block") {
+  testing::TempDir dir;
+  const GgufModel m = RwkvGgufOf(Quant::kQ4_K_M, 9, kKQuantDims);
+  ConvertOptions o;
+  ConvertReport report;
+  {
+    const std::vector<uint8_t> bytes = SerializeGguf(m.metadata, m.tensors);
+    testing::WriteFile(dir.File("t.gguf"), bytes.data(), bytes.size());
+    o.weights_path = dir.File("t.gguf");
+    o.output_path = dir.File("t.recur");
+    const Status s = ConvertFiles(o, &report);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+  }
+  // Per block: r, k, o, the channel mix's key in Q4_K; v, the channel mix's
+  // value in Q6_K; and the head in Q6_K.
+  CHECK(report.narrow_types ==
+        std::map<WeightType, std::size_t>{{WeightType::kQ4_K, 4 * kLayers},
+                                          {WeightType::kQ6_K, 2 * kLayers + 1}});
+  const std::string text = testing::ReadText(o.output_path);
+  const AlignedBytes model(text.begin(), text.end());
+  for (const auto& [recur, gguf] :
+       {std::pair<std::string, std::string>{"blocks.0.mixer.key.weight",
+                                            "blk.0.time_mix_key.weight"},
+        {"blocks.1.mixer.value.weight", "blk.1.time_mix_value.weight"},
+        {"blocks.1.mixer.out.weight", "blk.1.time_mix_output.weight"},
+        {"blocks.1.ffn.linear1.weight", "blk.1.channel_mix_key.weight"},
+        {"blocks.0.ffn.linear2.weight", "blk.0.channel_mix_value.weight"},
+        {"head.weight", "output.weight"}}) {
+    const std::string where = recur;  // INFO cannot capture a structured binding (clang 14)
+    INFO(where);
+    const fb::Tensor* t = TensorOf(model, recur);
+    const GgufTensorData* q = m.Find(gguf);
+    const bool q4 = q->type == ggml_type::kQ4_K;
+    CHECK(t->dtype() == (q4 ? fb::DType::Q4_K : fb::DType::Q6_K));
+    CHECK(t->quant() == nullptr);
+    CHECK(t->shape()->Get(1) == int64_t(q->dims[0]));
+    REQUIRE(t->size() == q->data.size());
+    CHECK(std::memcmp(DataOf(model, t), q->data.data(), q->data.size()) == 0);
+  }
+  // Zero, negative and subnormal scales among the blocks taken over.
+  size_t zero = 0, negative = 0;
+  for (size_t k = 0; k < m.Find("blk.0.time_mix_key.weight")->data.size() / 144; ++k) {
+    const uint8_t* b = m.Find("blk.0.time_mix_key.weight")->data.data() + k * 144;
+    zero += b[0] == 0 && (b[1] & 0x7F) == 0;
+    negative += (b[1] & 0x80) != 0;
+  }
+  CHECK(zero > 0);
+  CHECK(negative > 0);
+  // The embedding (Q4_K in the file) is f32 in recur: the blocks' values.
+  const fb::Tensor* emb = TensorOf(model, "input.embedding");
+  REQUIRE(emb->dtype() == fb::DType::F32);
+  const std::vector<float> want = KQuantValues(*m.Find("token_embd.weight"));
+  REQUIRE(emb->size() == want.size() * 4);
+  CHECK(std::memcmp(DataOf(model, emb), want.data(), want.size() * 4) == 0);
+
+  // --dtype f32 widens every weight to the same values: the runtime gives the
+  // same outputs up to the order of its f32 sums.
+  ConvertOptions wide;
+  wide.dtype = WeightType::kF32;
+  const Converted c = Convert(dir, m, wide);
+  REQUIRE_MESSAGE(c.status.ok(), c.status.message());
+  const fb::Tensor* v = TensorOf(c.model, "blocks.1.mixer.value.weight");
+  REQUIRE(v->dtype() == fb::DType::F32);
+  const std::vector<float> v_want = KQuantValues(*m.Find("blk.1.time_mix_value.weight"));
+  CHECK(std::memcmp(DataOf(c.model, v), v_want.data(), v_want.size() * 4) == 0);
+  const std::vector<float> got = GgufStepOutputs(model, 6), ref = GgufStepOutputs(c.model, 6);
+  REQUIRE(got.size() == ref.size());
+  double worst = 0, largest = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::fabs(double{got[i]} - ref[i]));
+    largest = std::max(largest, std::fabs(double{ref[i]}));
+  }
+  INFO("max |Δ| " << worst << " of outputs up to " << largest);
+  CHECK(largest > 0.1);
+  CHECK(worst <= 1e-4 * std::max(1.0, largest));
+
+  // --dtype q4_k takes the Q4_K blocks over and cannot make the Q6_K ones.
+  ConvertOptions q4k;
+  q4k.dtype = WeightType::kQ4_K;
+  CHECK(Refusal(m, q4k) ==
+        "blocks.0.mixer.value.weight: recur-convert does not quantise to q4_k; it takes a GGUF "
+        "file's Q4_K matrices over as they are (convert that file without --dtype), and this "
+        "tensor is not one: use another --dtype");
+  // --dtype int8 quantises the decoded values as for any input.
+  ConvertOptions int8;
+  int8.dtype = WeightType::kI8;
+  const Converted c8 = Convert(dir, m, int8);
+  REQUIRE_MESSAGE(c8.status.ok(), c8.status.message());
+  CHECK(TensorOf(c8.model, "blocks.0.mixer.key.weight")->dtype() == fb::DType::I8);
+}
+
+TEST_CASE("gguf rwkv7: K-quant refusals") {
+  SUBCASE("a non-finite d or dmin") {
+    GgufModel m = RwkvGgufOf(Quant::kQ4_K_M, 3, kKQuantDims);
+    GgufTensorData* q = m.Find("blk.1.time_mix_key.weight");
+    q->data[144 * 3 + 2] = 0x00;
+    q->data[144 * 3 + 3] = 0xFC;  // block 3's dmin: −Inf
+    const std::string inf = Refusal(m);
+    INFO(inf);
+    CHECK(inf.rfind("blk.1.time_mix_key.weight: ", 0) == 0);
+    CHECK(inf.find(" at index 768 ([3,0])") != std::string::npos);  // block 3: row 3
+    m = RwkvGgufOf(Quant::kQ4_K_M, 3, kKQuantDims);
+    q = m.Find("output.weight");
+    q->data[210 + 208] = 0x01;
+    q->data[210 + 209] = 0x7C;  // block 1's d: NaN
+    CHECK(Refusal(m).rfind("output.weight: NaN at index 256 ([1,0])", 0) == 0);
+  }
+  SUBCASE("a K-quant whose stored form is not the recur type's") {
+    // KQuantFromGguf itself: shapes and sizes the GGUF reader would not let
+    // through, and the scales Get's checks would have caught first.
+    std::vector<uint8_t> blocks(2 * 144, 0);
+    auto r = KQuantFromGguf("w", WeightType::kQ4_K, blocks.data(), blocks.size(), {2, 128});
+    CHECK(r.message() == "w: Q4_K rows of 128 inputs are not whole blocks of 256, shape [2,128]");
+    r = KQuantFromGguf("w", WeightType::kQ4_K, blocks.data(), blocks.size(), {3, 256});
+    CHECK(r.message() == "w: 288 bytes of Q4_K blocks do not hold shape [3,256] (144 bytes per "
+                         "256 inputs of a row)");
+    r = KQuantFromGguf("w", WeightType::kQ4_K, blocks.data(), blocks.size(), {512});
+    CHECK(r.message() == "w: Q4_K as q4_k needs a 2-D [out, in] weight, got shape [512]");
+    blocks[144 + 3] = 0x7C;  // block 1's dmin: +Inf
+    r = KQuantFromGguf("w", WeightType::kQ4_K, blocks.data(), blocks.size(), {2, 256});
+    CHECK(r.message() == "w: Q4_K block 0 of row 1 has a scale dmin that is infinite");
+    std::vector<uint8_t> q6(210, 0);
+    q6[209] = 0xFE;  // d: NaN
+    r = KQuantFromGguf("w", WeightType::kQ6_K, q6.data(), q6.size(), {1, 256});
+    CHECK(r.message() == "w: Q6_K block 0 of row 0 has a scale d that is NaN");
+    q6[209] = 0x3C;
+    r = KQuantFromGguf("w", WeightType::kQ6_K, q6.data(), q6.size(), {1, 256});
+    REQUIRE(r.ok());
+    CHECK(r->bytes == q6);
+    CHECK(r->dtype == WeightType::kQ6_K);
+    CHECK(r->scales_f16.empty());
+  }
+}
+
 TEST_CASE("gguf rwkv7: F16 and BF16 matrices stay f16 and bf16 without --dtype") {
   testing::TempDir dir;
   GgufModel m = RwkvGguf();
@@ -450,22 +689,22 @@ TEST_CASE("gguf rwkv7: refusals name the key, tensor or type") {
     t->data.assign(kC * kC / 32 * 34, 0);
     CHECK(Refusal(m) == "t.gguf: tensor \"blk.0.time_mix_key.weight\" is Q8_0, which no recur "
                         "weight type holds exactly yet (int8 has one scale per row, Q8_0 one per "
-                        "32 values): use a GGUF file in F32, F16, BF16 or Q4_0");
+                        "32 values): use a GGUF file in F32, F16, BF16, Q4_0, Q4_K or Q6_K");
     for (const auto& [type, name, block_bytes] :
          {std::tuple{ggml_type::kQ4_1, "Q4_1", 20}, {ggml_type::kQ5_0, "Q5_0", 22}}) {
       t->type = type;
       t->data.assign(kC * kC / 32 * size_t(block_bytes), 0);
       CHECK(Refusal(m) == std::string("t.gguf: tensor \"blk.0.time_mix_key.weight\" is ") + name +
-                              ": recur-convert reads GGUF tensors of types F32, F16, BF16 and "
-                              "Q4_0 only");
+                              ": recur-convert reads GGUF tensors of types F32, F16, BF16, "
+                              "Q4_0, Q4_K and Q6_K only");
     }
     m = RwkvGguf();
     t = m.Find("output.weight");
-    t->type = ggml_type::kQ6_K;
+    t->type = ggml_type::kQ5_K;
     t->dims = {256, 2};
-    t->data.assign(2 * 210, 0);
-    CHECK(Refusal(m) == "t.gguf: tensor \"output.weight\" is Q6_K: recur-convert reads GGUF "
-                        "tensors of types F32, F16, BF16 and Q4_0 only");
+    t->data.assign(2 * 176, 0);
+    CHECK(Refusal(m) == "t.gguf: tensor \"output.weight\" is Q5_K: recur-convert reads GGUF "
+                        "tensors of types F32, F16, BF16, Q4_0, Q4_K and Q6_K only");
   }
   SUBCASE("non-finite values and Q4_0 scales") {
     GgufModel m = RwkvGguf();

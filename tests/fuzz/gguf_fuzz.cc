@@ -2,7 +2,8 @@
 // arrays, tensor infos, ggml type sizes, offsets) and the typed getters and
 // tensor data of every file it accepts; then the gguf layout's reading of an
 // RWKV-7 from the file (its views, the metadata keys, the description) and the
-// import of each tensor it names (decoding, shapes, Q4_0 taken over as int4),
+// import of each tensor it names (decoding, shapes, Q4_0 taken over as int4,
+// Q4_K and Q6_K as q4_k and q6_k),
 // for descriptions small enough to import.
 #include <cstdint>
 #include <vector>
@@ -41,7 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   TensorImport import(config->desc, config->layout, *views);
   for (std::size_t i = 0; i < import.count(); ++i) {
-    if (import.source_storage(i).dtype == WeightType::kI4) {
+    const WeightType stored_as = import.source_storage(i).dtype;
+    if (stored_as == WeightType::kI4 || recur::impl::kernels::IsKQuant(stored_as)) {
       StoredTensor stored;
       (void)import.GetStored(i, &stored);
     } else {
