@@ -1,7 +1,9 @@
 // Dense micro-benchmark (not a test). Prints µs per call (median and best of
 // 41 timed batches after warm-up), GFLOP/s and %peak from the median, and the
 // weight-streaming rate (bytes of the stored weight type). Rows for f32 and,
-// at a few shapes, for f16, bf16 and int8 weights. Buffers are 64-byte aligned.
+// at a few shapes, for f16, bf16 and int8 weights; then batch-1 mat-vecs of
+// 4096 and 8192 square with q4_k and q6_k beside int4, in turn. Buffers are
+// 64-byte aligned.
 //   dense_bench [TARGET]   e.g. AVX2 to pin dynamic dispatch to that target
 // It also measures this core's FMA peak for reference (machine_limits.h).
 #include <algorithm>
@@ -77,6 +79,84 @@ uint16_t ToHalfBits(float v, WeightType t) {
   const int exponent = static_cast<int>((u >> 23) & 0xFF) - 127 + 15;
   if (exponent <= 0) return static_cast<uint16_t>(sign);
   return static_cast<uint16_t>(sign | static_cast<uint32_t>(exponent) << 10 | ((u >> 13) & 0x3FF));
+}
+
+// Random K-quant blocks of `type` (random codes and scale bytes, d and dmin
+// small positive halves) or int4 nibbles with f16 group scales of 32.
+void FillKQuant(std::mt19937& rng, WeightType type, uint8_t* p, size_t blocks) {
+  const size_t bytes = recur::impl::kernels::Traits(type).block_bytes;
+  for (size_t k = 0; k < blocks; ++k) {
+    uint8_t* b = p + k * bytes;
+    for (size_t i = 0; i < bytes; ++i) b[i] = static_cast<uint8_t>(rng());
+    const uint16_t d = static_cast<uint16_t>(0x1400 | (rng() & 0x3FF));  // about 2^-10
+    const size_t at = type == WeightType::kQ6_K ? 208 : 0;
+    std::memcpy(b + at, &d, 2);
+    if (type == WeightType::kQ4_K) std::memcpy(b + 2, &d, 2);
+  }
+}
+
+// Batch-1 mat-vecs at language-model sizes, q4_k and q6_k beside int4 (f32
+// activations, as the K-quants run, and quantised activations, the int4
+// default where integer dot products are faster), run in turn round after
+// round so that the machine's state changes alike for all: µs per call and
+// the stored weight bytes (int4: nibbles and f16 scales) per second.
+void KQuantBesideInt4() {
+  using recur::impl::kernels::DenseWeights;
+  namespace k = recur::impl::kernels;
+  std::printf("\nmat-vec, K-quants beside int4 (groups of 32), %d rounds in turn:\n", 3);
+  std::printf("%-16s %-10s %9s %9s %8s\n", "batch x in->out", "w", "us/call", "(best)",
+              "w GB/s");
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (size_t n : {4096, 8192}) {
+    const size_t in = n, out = n;
+    auto x = hwy::AllocateAligned<float>(in);
+    auto y = hwy::AllocateAligned<float>(out);
+    for (size_t i = 0; i < in; ++i) x[i] = dist(rng);
+    struct Entry {
+      const char* name;
+      WeightType type;
+      k::Int8Activations int8;
+      hwy::AlignedFreeUniquePtr<uint8_t[]> bytes;
+      hwy::AlignedFreeUniquePtr<uint16_t[]> scales;
+      size_t total;  // bytes streamed per call
+      DenseWeights w;
+    };
+    Entry entries[] = {{"q4_k", WeightType::kQ4_K, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}},
+                       {"int4", WeightType::kI4, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}},
+                       {"int4 dot", WeightType::kI4, k::Int8Activations::kQuantized, nullptr, nullptr, 0, {}},
+                       {"q6_k", WeightType::kQ6_K, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}}};
+    for (Entry& e : entries) {
+      const size_t wbytes = k::WeightBytes(e.type, in * out);
+      e.bytes = hwy::AllocateAligned<uint8_t>(wbytes);
+      e.total = wbytes;
+      e.w.type = e.type;
+      e.w.in = static_cast<uint32_t>(in);
+      e.w.out = static_cast<uint32_t>(out);
+      if (e.type == WeightType::kI4) {
+        for (size_t i = 0; i < wbytes; ++i) e.bytes[i] = static_cast<uint8_t>(rng());
+        const size_t groups = out * in / 32;
+        e.scales = hwy::AllocateAligned<uint16_t>(groups);
+        for (size_t g = 0; g < groups; ++g) e.scales[g] = static_cast<uint16_t>(0x1400 | (rng() & 0x3FF));
+        e.w.group_scales = e.scales.get();
+        e.w.group = 32;
+        e.total += groups * 2;
+      } else {
+        FillKQuant(rng, e.type, e.bytes.get(), in * out / 256);
+      }
+      e.w.weight = e.bytes.get();
+    }
+    char name[64];
+    std::snprintf(name, sizeof(name), "1x%zu->%zu", in, out);
+    for (int round = 0; round < 3; ++round) {
+      for (Entry& e : entries) {
+        const Timing t = TimePerCall(
+            [&] { k::Dense(x.get(), in, 1, e.w, y.get(), out, false, e.int8); });
+        std::printf("%-16s %-10s %9.1f %9.1f %8.1f\n", name, e.name, t.median * 1e6,
+                    t.best * 1e6, double(e.total) / t.median * 1e-9);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -175,6 +255,7 @@ int main(int argc, char** argv) {
                   tn.median * 1e6, tn.best * 1e6, flops / tn.median * 1e-9);
     }
   }
+  KQuantBesideInt4();
   hwy::SetSupportedTargetsForTest(0);
   return 0;
 }
