@@ -6,7 +6,9 @@ script's Rwkv7Model writes them (llama_cpp_tensors below: llama.cpp's names thro
 package's own name map, the low-rank matrices transposed, the six token-shift mixes
 fused into one (6, 1, 1, C) tensor, r_k flattened, layer 0's unused value-residual
 tensors written as copies of its a0, a1, a2, the metadata keys) at F32, F16 and BF16,
-and with the weight matrices in Q4_0 as llama-quantize --pure leaves them. Each file is
+and with the weight matrices in Q4_0 as llama-quantize --pure leaves them, and in Q4_K and
+Q6_K as its Q4_K_M and Q6_K mixes choose them (blocks of recur_ref's own quantiser, the
+gguf package having none for the K-quants). Each file is
 converted with one command and no config, run by the recur package stepped token by
 token and prefilled in uneven chunks, and held to 1e-4 + 1e-5·|y| of the package's own
 logits (its RWKV_x070 CPU path, float32) on the weights the file holds: read back from
@@ -104,6 +106,42 @@ def test_gguf_file(case, outtype, stored, tmp_path):
         rc, err = recur_convert(path, "-o", again, "--dtype", "int4", "--quantize-head")
         assert rc == 0, err
         assert open(again, "rb").read() == open(model, "rb").read()
+
+
+# K-quant rows are whole blocks of 256: C and the FFN's 4C are multiples of 256.
+KQUANT_CASE = (2, 256, 64, 97, 32, 32, 16, 64, 24)
+
+
+@pytest.mark.parametrize("outtype,stored,head", [(Q.Q4_K, "q4_k", "q6_k"),
+                                                 (Q.Q6_K, "q6_k", "q6_k")])
+def test_gguf_kquants(outtype, stored, head, tmp_path):
+    """Q4_K_M's mix (Q4_K, the head Q6_K) and Q6_K: the blocks become q4_k and q6_k as they
+    are, so that recur computes with the numbers the gguf package dequantises."""
+    layers, c, n, vocab, d_w, d_a, d_v, d_g, positions = KQUANT_CASE
+    sd = random_state_dict(layers, c, n, vocab, d_w, d_a, d_v, d_g, seed=77)
+    path = tmp_path / "rwkv7.gguf"
+    types = write_gguf(path, sd, outtype, layers, c, n, d_w, d_a, d_v, d_g)
+    assert types["output.weight"] == Q.Q6_K and types["token_embd.weight"] == outtype
+    model = tmp_path / "rwkv7.recur"
+    rc, err = recur_convert(path, "-o", model)
+    assert rc == 0, err
+    dtypes = dtypes_of(model)
+    want_types = {k: (head if k == "head.weight" else stored) if narrow(k) else "f32"
+                  for k in dtypes}
+    assert dtypes == want_types, dtypes
+
+    pth = tmp_path / "dequantised.pth"
+    torch.save(blinkdl_from_gguf(path, c // n, n), pth)
+    xs = tokens(positions, 3, positions, vocab)
+    want = package_logits(load_with_rwkv(str(pth)), xs)
+    worst = recur_forms(model, xs, want, "auto")
+    print(f"{outtype.name}: max |Δ| {worst:.2e} of logits up to {np.abs(want).max():.2f}")
+    # --dtype f32 widens every tensor to the same numbers.
+    wide = tmp_path / "wide.recur"
+    rc, err = recur_convert(path, "-o", wide, "--dtype", "f32")
+    assert rc == 0, err
+    assert set(dtypes_of(wide).values()) == {"f32"}
+    recur_forms(wide, xs, want, "auto")
 
 
 def test_refusals(tmp_path):
