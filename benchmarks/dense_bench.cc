@@ -2,7 +2,7 @@
 // 41 timed batches after warm-up), GFLOP/s and %peak from the median, and the
 // weight-streaming rate (bytes of the stored weight type). Rows for f32 and,
 // at a few shapes, for f16, bf16 and int8 weights; then batch-1 mat-vecs of
-// 4096 and 8192 square with q4_k and q6_k beside int4, in turn. Buffers are
+// 4096 and 8192 square with q4_k, q6_k and q5_k beside int4, in turn. Buffers are
 // 64-byte aligned.
 //   dense_bench [TARGET]   e.g. AVX2 to pin dynamic dispatch to that target
 // It also measures this core's FMA peak for reference (machine_limits.h).
@@ -91,11 +91,11 @@ void FillKQuant(std::mt19937& rng, WeightType type, uint8_t* p, size_t blocks) {
     const uint16_t d = static_cast<uint16_t>(0x1400 | (rng() & 0x3FF));  // about 2^-10
     const size_t at = type == WeightType::kQ6_K ? 208 : 0;
     std::memcpy(b + at, &d, 2);
-    if (type == WeightType::kQ4_K) std::memcpy(b + 2, &d, 2);
+    if (type != WeightType::kQ6_K) std::memcpy(b + 2, &d, 2);  // dmin
   }
 }
 
-// Batch-1 mat-vecs at language-model sizes, q4_k and q6_k beside int4 (f32
+// Batch-1 mat-vecs at language-model sizes, the K-quants beside int4 (f32
 // activations, as the K-quants run, and quantised activations, the int4
 // default where integer dot products are faster), run in turn round after
 // round so that the machine's state changes alike for all: µs per call and
@@ -104,8 +104,7 @@ void KQuantBesideInt4() {
   using recur::impl::kernels::DenseWeights;
   namespace k = recur::impl::kernels;
   std::printf("\nmat-vec, K-quants beside int4 (groups of 32), %d rounds in turn:\n", 3);
-  std::printf("%-16s %-10s %9s %9s %8s\n", "batch x in->out", "w", "us/call", "(best)",
-              "w GB/s");
+  std::printf("%-16s %-10s %9s %9s %8s\n", "batch x in->out", "w", "us/call", "(best)", "w GB/s");
   std::mt19937 rng(2);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (size_t n : {4096, 8192}) {
@@ -122,10 +121,12 @@ void KQuantBesideInt4() {
       size_t total;  // bytes streamed per call
       DenseWeights w;
     };
-    Entry entries[] = {{"q4_k", WeightType::kQ4_K, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}},
-                       {"int4", WeightType::kI4, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}},
-                       {"int4 dot", WeightType::kI4, k::Int8Activations::kQuantized, nullptr, nullptr, 0, {}},
-                       {"q6_k", WeightType::kQ6_K, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}}};
+    Entry entries[] = {
+        {"q4_k", WeightType::kQ4_K, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}},
+        {"int4", WeightType::kI4, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}},
+        {"int4 dot", WeightType::kI4, k::Int8Activations::kQuantized, nullptr, nullptr, 0, {}},
+        {"q6_k", WeightType::kQ6_K, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}},
+        {"q5_k", WeightType::kQ5_K, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}}};
     for (Entry& e : entries) {
       const size_t wbytes = k::WeightBytes(e.type, in * out);
       e.bytes = hwy::AllocateAligned<uint8_t>(wbytes);
@@ -137,7 +138,8 @@ void KQuantBesideInt4() {
         for (size_t i = 0; i < wbytes; ++i) e.bytes[i] = static_cast<uint8_t>(rng());
         const size_t groups = out * in / 32;
         e.scales = hwy::AllocateAligned<uint16_t>(groups);
-        for (size_t g = 0; g < groups; ++g) e.scales[g] = static_cast<uint16_t>(0x1400 | (rng() & 0x3FF));
+        for (size_t g = 0; g < groups; ++g)
+          e.scales[g] = static_cast<uint16_t>(0x1400 | (rng() & 0x3FF));
         e.w.group_scales = e.scales.get();
         e.w.group = 32;
         e.total += groups * 2;
@@ -150,10 +152,10 @@ void KQuantBesideInt4() {
     std::snprintf(name, sizeof(name), "1x%zu->%zu", in, out);
     for (int round = 0; round < 3; ++round) {
       for (Entry& e : entries) {
-        const Timing t = TimePerCall(
-            [&] { k::Dense(x.get(), in, 1, e.w, y.get(), out, false, e.int8); });
-        std::printf("%-16s %-10s %9.1f %9.1f %8.1f\n", name, e.name, t.median * 1e6,
-                    t.best * 1e6, double(e.total) / t.median * 1e-9);
+        const Timing t =
+            TimePerCall([&] { k::Dense(x.get(), in, 1, e.w, y.get(), out, false, e.int8); });
+        std::printf("%-16s %-10s %9.1f %9.1f %8.1f\n", name, e.name, t.median * 1e6, t.best * 1e6,
+                    double(e.total) / t.median * 1e-9);
       }
     }
   }

@@ -47,7 +47,7 @@ class TensorImport : public TensorFeed {
   Status Finish() override;
   // A tensor copied as it is from an F16, BF16, Q4_0 or K-quant source
   // tensor (Q4_0: a [rows, cols] matrix with cols a multiple of 32; the
-  // K-quants: of 256): f16, bf16, int4 in groups of 32, q4_k, q6_k.
+  // K-quants: of 256): f16, bf16, int4 in groups of 32, q4_k, q6_k, q5_k.
   // GetStored gives the Q4_0 blocks as int4 unchanged (Int4FromQ4_0), the
   // K-quant blocks as they are (KQuantFromGguf), after Get's checks.
   SourceStorage source_storage(std::size_t i) const override;

@@ -42,6 +42,16 @@ std::string Where(std::size_t i, const std::vector<int64_t>& shape) {
   return s;
 }
 
+// The ggml type whose blocks K-quant `dtype` holds: "Q4_K", "Q6_K", "Q5_K".
+const char* GgmlName(WeightType dtype) {
+  switch (dtype) {
+    case WeightType::kQ4_K: return "Q4_K";
+    case WeightType::kQ6_K: return "Q6_K";
+    case WeightType::kQ5_K: return "Q5_K";
+    default: return "?";
+  }
+}
+
 std::string Shortest(float v) {
   char buf[32];
   for (int precision = 6; precision <= 9; ++precision) {
@@ -71,6 +81,9 @@ const char* WeightTypeEncoding(WeightType dtype) {
              "(recur-convert does not quantise to it)";
     case WeightType::kQ6_K:
       return "ggml's Q6_K blocks of 256 inputs, taken over from a GGUF file's Q6_K matrices "
+             "(recur-convert does not quantise to it)";
+    case WeightType::kQ5_K:
+      return "ggml's Q5_K blocks of 256 inputs, taken over from a GGUF file's Q5_K matrices "
              "(recur-convert does not quantise to it)";
   }
   return "";
@@ -246,14 +259,13 @@ Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, Weig
     case WeightType::kI4:
       return EncodeInt4(name, t, group);
     case WeightType::kQ4_K:
-    case WeightType::kQ6_K: {
-      const std::string gguf_type = dtype == WeightType::kQ4_K ? "Q4_K" : "Q6_K";
+    case WeightType::kQ6_K:
+    case WeightType::kQ5_K:
       return Status(StatusCode::kUnsupported,
                     name + ": recur-convert does not quantise to " + WeightTypeName(dtype) +
-                        "; it takes a GGUF file's " + gguf_type +
+                        "; it takes a GGUF file's " + GgmlName(dtype) +
                         " matrices over as they are (convert that file without --dtype), "
                         "and this tensor is not one: use another --dtype");
-    }
     case WeightType::kI8: {
       if (t.shape.size() != 2) {
         return Status(StatusCode::kInvalidArgument,
@@ -332,7 +344,7 @@ Result<StoredTensor> Int4FromQ4_0(const std::string& name, const uint8_t* blocks
 Result<StoredTensor> KQuantFromGguf(const std::string& name, WeightType dtype,
                                     const uint8_t* blocks, std::size_t nbytes,
                                     const std::vector<int64_t>& shape) {
-  const char* gguf_type = dtype == WeightType::kQ4_K ? "Q4_K" : "Q6_K";
+  const char* gguf_type = GgmlName(dtype);
   if (!kernels::IsKQuant(dtype)) {
     return Status(StatusCode::kInternal, name + ": " + WeightTypeName(dtype) + " is no K-quant");
   }
@@ -347,8 +359,8 @@ Result<StoredTensor> KQuantFromGguf(const std::string& name, WeightType dtype,
   if (cols % block != 0) {
     return Status(StatusCode::kInvalidArgument,
                   name + ": " + gguf_type + " rows of " + std::to_string(cols) +
-                      " inputs are not whole blocks of " + std::to_string(block) +
-                      ", shape " + ShapeString(shape));
+                      " inputs are not whole blocks of " + std::to_string(block) + ", shape " +
+                      ShapeString(shape));
   }
   const std::size_t per_row = cols / block;
   if (nbytes / block_bytes / rows != per_row || nbytes != rows * per_row * block_bytes) {
@@ -358,12 +370,13 @@ Result<StoredTensor> KQuantFromGguf(const std::string& name, WeightType dtype,
                       std::to_string(block_bytes) + " bytes per " + std::to_string(block) +
                       " inputs of a row)");
   }
-  // The halves of a block: Q4_K's d and dmin (bytes 0 and 2), Q6_K's d (byte 208).
+  // The halves of a block: Q4_K's and Q5_K's d and dmin (bytes 0 and 2),
+  // Q6_K's d (byte 208).
   std::vector<std::pair<std::size_t, const char*>> halves;
-  if (dtype == WeightType::kQ4_K) {
-    halves = {{0, "d"}, {2, "dmin"}};
-  } else {
+  if (dtype == WeightType::kQ6_K) {
     halves = {{kernels::ref::kQ6KD, "d"}};
+  } else {
+    halves = {{0, "d"}, {2, "dmin"}};
   }
   for (std::size_t g = 0; g < rows * per_row; ++g) {
     for (const auto& [at, what] : halves) {
@@ -403,6 +416,7 @@ EncodedSize EncodedSizeOf(const std::vector<int64_t>& shape, uint64_t elements, 
     }
     case WeightType::kQ4_K:
     case WeightType::kQ6_K:
+    case WeightType::kQ5_K:
       return {rows * kernels::WeightRowBytes(dtype, cols), 0};
   }
   return {};

@@ -93,11 +93,12 @@ Result<StoredTensor> Int4FromQ4_0(const std::string& name, const uint8_t* blocks
                                   std::size_t nbytes, const std::vector<int64_t>& shape);
 
 // A [rows, cols] matrix of ggml K-quant blocks (`nbytes` bytes at `blocks`:
-// Q4_K for dtype q4_k, Q6_K for q6_k, recur.fbs has their layouts) as that
+// Q4_K for dtype q4_k, Q6_K for q6_k, Q5_K for q5_k; recur.fbs has their
+// layouts) as that
 // weight type, its bytes unchanged, so that every weight is ggml's
 // dequantised value bit for bit. Errors name the tensor: not 2-D, cols not a
 // multiple of 256, a byte size that is not the blocks', a block's d (or
-// Q4_K's dmin) that is NaN or infinite.
+// Q4_K's and Q5_K's dmin) that is NaN or infinite.
 Result<StoredTensor> KQuantFromGguf(const std::string& name, WeightType dtype,
                                     const uint8_t* blocks, std::size_t nbytes,
                                     const std::vector<int64_t>& shape);

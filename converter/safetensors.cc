@@ -80,6 +80,7 @@ const char* DTypeName(DType dtype) {
     case DType::kQ4_0: return "Q4_0";
     case DType::kQ4_K: return "Q4_K";
     case DType::kQ6_K: return "Q6_K";
+    case DType::kQ5_K: return "Q5_K";
     default: return "?";
   }
 }
@@ -283,15 +284,15 @@ Result<std::vector<float>> DecodeQ4_0(const std::string& name, const TensorView&
 }
 
 // A K-quant tensor's values, block by block, as the runtime's scalar spec
-// (ggml's dequantize_row_q4_K / _q6_K) gives them.
+// (ggml's dequantize_row_q4_K / _q6_K / _q5_K) gives them.
 Result<std::vector<float>> DecodeKQuant(const std::string& name, const TensorView& view,
                                         kernels::WeightType type) {
   const std::size_t block_bytes = kernels::Traits(type).block_bytes;
   if (view.nbytes % block_bytes != 0) {
     return Status(StatusCode::kInvalidArgument,
-                  name + ": byte size " + std::to_string(view.nbytes) + " is not a whole number of " +
-                      DTypeName(view.dtype) + " blocks (" + std::to_string(block_bytes) +
-                      " bytes each)");
+                  name + ": byte size " + std::to_string(view.nbytes) +
+                      " is not a whole number of " + DTypeName(view.dtype) + " blocks (" +
+                      std::to_string(block_bytes) + " bytes each)");
   }
   const std::size_t blocks = view.nbytes / block_bytes;
   std::vector<float> out;
@@ -314,6 +315,7 @@ namespace {
 constexpr std::pair<DType, kernels::WeightType> kKQuants[] = {
     {DType::kQ4_K, kernels::WeightType::kQ4_K},
     {DType::kQ6_K, kernels::WeightType::kQ6_K},
+    {DType::kQ5_K, kernels::WeightType::kQ5_K},
 };
 }  // namespace
 

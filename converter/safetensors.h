@@ -36,9 +36,10 @@ enum class DType { kF64, kF32, kF16, kBF16, kF8E4M3, kF8E5M2,
                    // j + 16 in its high one), each value (q − 8)·d.
                    kQ4_0,
                    // ggml's K-quants: along the last dimension, blocks of 256 values stored
-                   // as ggml's block_q4_K and block_q6_K (runtime/schema/recur.fbs has their
-                   // layouts), each value as dequantize_row_q4_K / _q6_K gives it.
-                   kQ4_K, kQ6_K };
+                   // as ggml's block_q4_K, block_q6_K and block_q5_K (runtime/schema/recur.fbs
+                   // has their layouts), each value as dequantize_row_q4_K / _q6_K / _q5_K
+                   // gives it.
+                   kQ4_K, kQ6_K, kQ5_K };
 
 const char* DTypeName(DType dtype);  // the safetensors spelling: "F32", "BF16", ...; "Q4_0", "Q4_K"
 std::size_t DTypeSize(DType dtype);  // bytes per element; 0 for block types
@@ -47,8 +48,8 @@ bool ParseDType(const std::string& name, DType* out);  // safetensors' names onl
 // ggml's Q4_0 blocks: 32 values, 18 bytes.
 inline constexpr std::size_t kQ4_0Block = 32, kQ4_0BlockBytes = 18;
 
-// The recur weight type that holds blocks of K-quant `dtype` (kQ4_K, kQ6_K)
-// byte for byte (kQ4_K → q4_k, kQ6_K → q6_k); false for other dtypes.
+// The recur weight type that holds blocks of K-quant `dtype` (kQ4_K, kQ6_K,
+// kQ5_K) byte for byte (q4_k, q6_k, q5_k); false for other dtypes.
 bool KQuantWeightType(DType dtype, kernels::WeightType* out);
 // The other way: the dtype of K-quant weight type `type`; false for others.
 bool KQuantDType(kernels::WeightType type, DType* out);
@@ -92,7 +93,7 @@ Result<SafetensorsFile> ReadSafetensorsFile(const std::string& path);
 
 // The tensor as float32: F32 is copied, F64/F16/BF16 converted, Q4_0 blocks
 // decoded as ggml's dequantize_row_q4_0 does ((q − 8)·d in float32: exact),
-// K-quant blocks as ggml's dequantize_row_q4_K / _q6_K do (the runtime's
+// K-quant blocks as ggml's dequantize_row_q4_K / _q6_K / _q5_K do (the runtime's
 // scalar spec, kernels::ref::DecodeKQuantBlock).
 // Integer, bool and 8-bit float dtypes are refused with a message naming
 // `name`.

@@ -36,8 +36,8 @@ class TensorFeed {
 
   // How the source stores tensor i, when that is a type recur stores as well
   // (a GGUF file's F16 and BF16 tensors: f16, bf16; its Q4_0 matrices: int4
-  // in groups of 32; its Q4_K and Q6_K matrices: q4_k, q6_k): what the
-  // writer keeps when it keeps the source's types
+  // in groups of 32; its Q4_K, Q6_K and Q5_K matrices: q4_k, q6_k, q5_k):
+  // what the writer keeps when it keeps the source's types
   // (BuildOptions::keep_source_types). f32 otherwise.
   struct SourceStorage {
     WeightType dtype = WeightType::kF32;

@@ -127,9 +127,9 @@ def convert(weights, config=None, output=None, *, dtype=None, layout="auto", gro
     whose tensors give its configuration (BlinkDL's RWKV-7 .pth, layout "rwkv") and for
     a GGUF file (its metadata gives it). dtype: the blocks' weight matrices as one of
     recur.dtypes(), e.g. "bf16" or "int8"; None: f32, and for a GGUF file the types it
-    stores them (and the head) in, Q4_0 as int4 in groups of 32, Q4_K and Q6_K as q4_k
-    and q6_k (which recur-convert makes from those files only; group: int4 inputs per
-    scale, 32, 64, 128 or 256; quantize_head: head.weight too). layout: one of
+    stores them (and the head) in, Q4_0 as int4 in groups of 32, Q4_K, Q5_K and Q6_K as
+    q4_k, q5_k and q6_k (which recur-convert makes from those files only; group: int4
+    inputs per scale, 32, 64, 128 or 256; quantize_head: head.weight too). layout: one of
     recur.layouts() ("auto": the config's "layout" key, else detected from the
     config). allow_extra: unused tensors are warnings.
 

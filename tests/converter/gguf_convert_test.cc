@@ -103,13 +103,14 @@ GgufTensorData Q4_0Tensor(const std::string& name, uint64_t cols, uint64_t rows,
   return {name, ggml_type::kQ4_0, {cols, rows}, std::move(data)};
 }
 
-// K-quant blocks (ggml's block_q4_K, block_q6_K; recur.fbs) for a [rows,
-// cols] matrix: random codes and scale bytes, each block's d (and Q4_K's
-// dmin) drawn over negatives, positives, zero and subnormal halves.
+// K-quant blocks (ggml's block_q4_K, block_q5_K, block_q6_K; recur.fbs) for
+// a [rows, cols] matrix: random codes and scale bytes, each block's d (and
+// Q4_K's and Q5_K's dmin) drawn over negatives, positives, zero and
+// subnormal halves.
 GgufTensorData KQuantTensor(const std::string& name, uint32_t type, uint64_t cols, uint64_t rows,
                             std::mt19937* rng) {
-  const bool q4 = type == ggml_type::kQ4_K;
-  const size_t block_bytes = q4 ? 144 : 210;
+  const bool q6 = type == ggml_type::kQ6_K;
+  const size_t block_bytes = q6 ? 210 : type == ggml_type::kQ5_K ? 176 : 144;
   std::vector<uint8_t> data(rows * cols / 256 * block_bytes);
   std::uniform_int_distribution<int> byte(0, 255), kind(0, 9);
   std::uniform_real_distribution<float> mag(0.0005f, 0.004f);
@@ -122,7 +123,7 @@ GgufTensorData KQuantTensor(const std::string& name, uint32_t type, uint64_t col
   for (size_t b = 0; b < data.size() / block_bytes; ++b) {
     uint8_t* p = data.data() + b * block_bytes;
     for (size_t i = 0; i < block_bytes; ++i) p[i] = uint8_t(byte(*rng));
-    for (size_t at : q4 ? std::vector<size_t>{0, 2} : std::vector<size_t>{208}) {
+    for (size_t at : q6 ? std::vector<size_t>{208} : std::vector<size_t>{0, 2}) {
       const uint16_t d = half();
       p[at] = uint8_t(d);
       p[at + 1] = uint8_t(d >> 8);
@@ -133,9 +134,10 @@ GgufTensorData KQuantTensor(const std::string& name, uint32_t type, uint64_t col
 
 // How a file stores the matrices that llama-quantize quantises.
 enum class Quant {
-  kF32,    // convert_hf_to_gguf.py --outtype f32
-  kQ4_0,   // llama-quantize --pure Q4_0: every such matrix Q4_0
-  kQ4_K_M  // as Q4_K_M mixes them: Q4_K, the value projections and output Q6_K
+  kF32,     // convert_hf_to_gguf.py --outtype f32
+  kQ4_0,    // llama-quantize --pure Q4_0: every such matrix Q4_0
+  kQ4_K_M,  // as a Q4_K_M-like mix: Q4_K, the value projections and output Q6_K
+  kQ5_K_M   // the same with Q5_K for Q4_K
 };
 
 // The dimensions of the model a file holds.
@@ -150,7 +152,10 @@ GgufModel RwkvGgufOf(Quant quant, uint32_t seed, const RwkvDims& dims) {
   const uint64_t c = dims.c, ff = dims.ff;
   std::mt19937 rng(seed);
   GgufModel m;
-  const uint32_t file_type = quant == Quant::kQ4_0 ? 2u : quant == Quant::kQ4_K_M ? 15u : 0u;
+  const uint32_t file_type = quant == Quant::kQ4_0     ? 2u
+                             : quant == Quant::kQ4_K_M ? 15u
+                             : quant == Quant::kQ5_K_M ? 17u
+                                                       : 0u;
   m.metadata = {{"general.architecture", GgufValue(std::string("rwkv7"))},
                 {"general.name", GgufValue(std::string("tiny rwkv7"))},
                 {"rwkv7.context_length", GgufValue(uint32_t{1048576})},
@@ -173,10 +178,11 @@ GgufModel RwkvGgufOf(Quant quant, uint32_t seed, const RwkvDims& dims) {
       case Quant::kQ4_0:
         m.tensors.push_back(Q4_0Tensor(name, cols, rows, &rng));
         return;
-      case Quant::kQ4_K_M: {
+      case Quant::kQ4_K_M:
+      case Quant::kQ5_K_M: {
         const bool q6 = name.find("_value.") != std::string::npos || name == "output.weight";
-        m.tensors.push_back(
-            KQuantTensor(name, q6 ? ggml_type::kQ6_K : ggml_type::kQ4_K, cols, rows, &rng));
+        const uint32_t most = quant == Quant::kQ4_K_M ? ggml_type::kQ4_K : ggml_type::kQ5_K;
+        m.tensors.push_back(KQuantTensor(name, q6 ? ggml_type::kQ6_K : most, cols, rows, &rng));
         return;
       }
     }
@@ -432,9 +438,11 @@ std::vector<float> GgufStepOutputs(const AlignedBytes& bytes, size_t steps) {
 
 // The values of a K-quant GGUF tensor, block by block, as the runtime's
 // scalar spec decodes them (tests/kernels/dense_kquant_test.cc holds the
-// spec to ggml's dequantize_row_q4_K / _q6_K bit for bit).
+// spec to ggml's dequantize_row_q4_K / _q5_K / _q6_K bit for bit).
 std::vector<float> KQuantValues(const GgufTensorData& t) {
-  const auto type = t.type == ggml_type::kQ4_K ? WeightType::kQ4_K : WeightType::kQ6_K;
+  const auto type = t.type == ggml_type::kQ4_K   ? WeightType::kQ4_K
+                    : t.type == ggml_type::kQ5_K ? WeightType::kQ5_K
+                                                 : WeightType::kQ6_K;
   const size_t block_bytes = kernels::Traits(type).block_bytes;
   std::vector<float> v(t.data.size() / block_bytes * 256);
   for (size_t k = 0; k < v.size() / 256; ++k) {
@@ -445,95 +453,102 @@ std::vector<float> KQuantValues(const GgufTensorData& t) {
 
 constexpr RwkvDims kKQuantDims{256, 512, 64};
 
-TEST_CASE("gguf rwkv7: Q4_K and Q6_K matrices are taken over block for block") {
-  testing::TempDir dir;
-  const GgufModel m = RwkvGgufOf(Quant::kQ4_K_M, 9, kKQuantDims);
-  ConvertOptions o;
-  ConvertReport report;
-  {
-    const std::vector<uint8_t> bytes = SerializeGguf(m.metadata, m.tensors);
-    testing::WriteFile(dir.File("t.gguf"), bytes.data(), bytes.size());
-    o.weights_path = dir.File("t.gguf");
-    o.output_path = dir.File("t.recur");
-    const Status s = ConvertFiles(o, &report);
-    REQUIRE_MESSAGE(s.ok(), s.message());
-  }
-  // Per block: r, k, o, the channel mix's key in Q4_K; v, the channel mix's
-  // value in Q6_K; and the head in Q6_K.
-  CHECK(report.narrow_types ==
-        std::map<WeightType, std::size_t>{{WeightType::kQ4_K, 4 * kLayers},
-                                          {WeightType::kQ6_K, 2 * kLayers + 1}});
-  const std::string text = testing::ReadText(o.output_path);
-  const AlignedBytes model(text.begin(), text.end());
-  for (const auto& [recur, gguf] :
-       {std::pair<std::string, std::string>{"blocks.0.mixer.key.weight",
-                                            "blk.0.time_mix_key.weight"},
-        {"blocks.1.mixer.value.weight", "blk.1.time_mix_value.weight"},
-        {"blocks.1.mixer.out.weight", "blk.1.time_mix_output.weight"},
-        {"blocks.1.ffn.linear1.weight", "blk.1.channel_mix_key.weight"},
-        {"blocks.0.ffn.linear2.weight", "blk.0.channel_mix_value.weight"},
-        {"head.weight", "output.weight"}}) {
-    const std::string where = recur;  // INFO cannot capture a structured binding (clang 14)
-    INFO(where);
-    const fb::Tensor* t = TensorOf(model, recur);
-    const GgufTensorData* q = m.Find(gguf);
-    const bool q4 = q->type == ggml_type::kQ4_K;
-    CHECK(t->dtype() == (q4 ? fb::DType::Q4_K : fb::DType::Q6_K));
-    CHECK(t->quant() == nullptr);
-    CHECK(t->shape()->Get(1) == int64_t(q->dims[0]));
-    REQUIRE(t->size() == q->data.size());
-    CHECK(std::memcmp(DataOf(model, t), q->data.data(), q->data.size()) == 0);
-  }
-  // Zero, negative and subnormal scales among the blocks taken over.
-  size_t zero = 0, negative = 0;
-  for (size_t k = 0; k < m.Find("blk.0.time_mix_key.weight")->data.size() / 144; ++k) {
-    const uint8_t* b = m.Find("blk.0.time_mix_key.weight")->data.data() + k * 144;
-    zero += b[0] == 0 && (b[1] & 0x7F) == 0;
-    negative += (b[1] & 0x80) != 0;
-  }
-  CHECK(zero > 0);
-  CHECK(negative > 0);
-  // The embedding (Q4_K in the file) is f32 in recur: the blocks' values.
-  const fb::Tensor* emb = TensorOf(model, "input.embedding");
-  REQUIRE(emb->dtype() == fb::DType::F32);
-  const std::vector<float> want = KQuantValues(*m.Find("token_embd.weight"));
-  REQUIRE(emb->size() == want.size() * 4);
-  CHECK(std::memcmp(DataOf(model, emb), want.data(), want.size() * 4) == 0);
+TEST_CASE("gguf rwkv7: Q4_K, Q5_K and Q6_K matrices are taken over block for block") {
+  for (const Quant quant : {Quant::kQ4_K_M, Quant::kQ5_K_M}) {
+    const bool q4 = quant == Quant::kQ4_K_M;
+    const WeightType most = q4 ? WeightType::kQ4_K : WeightType::kQ5_K;
+    const fb::DType most_fb = q4 ? fb::DType::Q4_K : fb::DType::Q5_K;
+    INFO((q4 ? "Q4_K_M" : "Q5_K_M"));
+    testing::TempDir dir;
+    const GgufModel m = RwkvGgufOf(quant, 9, kKQuantDims);
+    ConvertOptions o;
+    ConvertReport report;
+    {
+      const std::vector<uint8_t> bytes = SerializeGguf(m.metadata, m.tensors);
+      testing::WriteFile(dir.File("t.gguf"), bytes.data(), bytes.size());
+      o.weights_path = dir.File("t.gguf");
+      o.output_path = dir.File("t.recur");
+      const Status s = ConvertFiles(o, &report);
+      REQUIRE_MESSAGE(s.ok(), s.message());
+    }
+    // Per block: r, k, o, the channel mix's key in Q4_K (Q5_K); v, the channel
+    // mix's value in Q6_K; and the head in Q6_K.
+    CHECK(report.narrow_types == std::map<WeightType, std::size_t>{
+                                     {most, 4 * kLayers}, {WeightType::kQ6_K, 2 * kLayers + 1}});
+    const std::string text = testing::ReadText(o.output_path);
+    const AlignedBytes model(text.begin(), text.end());
+    for (const auto& [recur, gguf] :
+         {std::pair<std::string, std::string>{"blocks.0.mixer.key.weight",
+                                              "blk.0.time_mix_key.weight"},
+          {"blocks.1.mixer.value.weight", "blk.1.time_mix_value.weight"},
+          {"blocks.1.mixer.out.weight", "blk.1.time_mix_output.weight"},
+          {"blocks.1.ffn.linear1.weight", "blk.1.channel_mix_key.weight"},
+          {"blocks.0.ffn.linear2.weight", "blk.0.channel_mix_value.weight"},
+          {"head.weight", "output.weight"}}) {
+      const std::string where = recur;  // INFO cannot capture a structured binding (clang 14)
+      INFO(where);
+      const fb::Tensor* t = TensorOf(model, recur);
+      const GgufTensorData* q = m.Find(gguf);
+      CHECK(t->dtype() == (q->type == ggml_type::kQ6_K ? fb::DType::Q6_K : most_fb));
+      CHECK(t->quant() == nullptr);
+      CHECK(t->shape()->Get(1) == int64_t(q->dims[0]));
+      REQUIRE(t->size() == q->data.size());
+      CHECK(std::memcmp(DataOf(model, t), q->data.data(), q->data.size()) == 0);
+    }
+    // Zero, negative and subnormal scales among the blocks taken over.
+    size_t zero = 0, negative = 0;
+    const size_t block_bytes = kernels::Traits(most).block_bytes;
+    for (size_t k = 0; k < m.Find("blk.0.time_mix_key.weight")->data.size() / block_bytes; ++k) {
+      const uint8_t* b = m.Find("blk.0.time_mix_key.weight")->data.data() + k * block_bytes;
+      zero += b[0] == 0 && (b[1] & 0x7F) == 0;
+      negative += (b[1] & 0x80) != 0;
+    }
+    CHECK(zero > 0);
+    CHECK(negative > 0);
+    // The embedding (Q4_K in the file) is f32 in recur: the blocks' values.
+    const fb::Tensor* emb = TensorOf(model, "input.embedding");
+    REQUIRE(emb->dtype() == fb::DType::F32);
+    const std::vector<float> want = KQuantValues(*m.Find("token_embd.weight"));
+    REQUIRE(emb->size() == want.size() * 4);
+    CHECK(std::memcmp(DataOf(model, emb), want.data(), want.size() * 4) == 0);
 
-  // --dtype f32 widens every weight to the same values: the runtime gives the
-  // same outputs up to the order of its f32 sums.
-  ConvertOptions wide;
-  wide.dtype = WeightType::kF32;
-  const Converted c = Convert(dir, m, wide);
-  REQUIRE_MESSAGE(c.status.ok(), c.status.message());
-  const fb::Tensor* v = TensorOf(c.model, "blocks.1.mixer.value.weight");
-  REQUIRE(v->dtype() == fb::DType::F32);
-  const std::vector<float> v_want = KQuantValues(*m.Find("blk.1.time_mix_value.weight"));
-  CHECK(std::memcmp(DataOf(c.model, v), v_want.data(), v_want.size() * 4) == 0);
-  const std::vector<float> got = GgufStepOutputs(model, 6), ref = GgufStepOutputs(c.model, 6);
-  REQUIRE(got.size() == ref.size());
-  double worst = 0, largest = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    worst = std::max(worst, std::fabs(double{got[i]} - ref[i]));
-    largest = std::max(largest, std::fabs(double{ref[i]}));
-  }
-  INFO("max |Δ| " << worst << " of outputs up to " << largest);
-  CHECK(largest > 0.1);
-  CHECK(worst <= 1e-4 * std::max(1.0, largest));
+    // --dtype f32 widens every weight to the same values: the runtime gives the
+    // same outputs up to the order of its f32 sums.
+    ConvertOptions wide;
+    wide.dtype = WeightType::kF32;
+    const Converted c = Convert(dir, m, wide);
+    REQUIRE_MESSAGE(c.status.ok(), c.status.message());
+    const fb::Tensor* v = TensorOf(c.model, "blocks.1.mixer.value.weight");
+    REQUIRE(v->dtype() == fb::DType::F32);
+    const std::vector<float> v_want = KQuantValues(*m.Find("blk.1.time_mix_value.weight"));
+    CHECK(std::memcmp(DataOf(c.model, v), v_want.data(), v_want.size() * 4) == 0);
+    const std::vector<float> got = GgufStepOutputs(model, 6), ref = GgufStepOutputs(c.model, 6);
+    REQUIRE(got.size() == ref.size());
+    double worst = 0, largest = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      worst = std::max(worst, std::fabs(double{got[i]} - ref[i]));
+      largest = std::max(largest, std::fabs(double{ref[i]}));
+    }
+    INFO("max |Δ| " << worst << " of outputs up to " << largest);
+    CHECK(largest > 0.1);
+    CHECK(worst <= 1e-4 * std::max(1.0, largest));
 
-  // --dtype q4_k takes the Q4_K blocks over and cannot make the Q6_K ones.
-  ConvertOptions q4k;
-  q4k.dtype = WeightType::kQ4_K;
-  CHECK(Refusal(m, q4k) ==
-        "blocks.0.mixer.value.weight: recur-convert does not quantise to q4_k; it takes a GGUF "
-        "file's Q4_K matrices over as they are (convert that file without --dtype), and this "
-        "tensor is not one: use another --dtype");
-  // --dtype int8 quantises the decoded values as for any input.
-  ConvertOptions int8;
-  int8.dtype = WeightType::kI8;
-  const Converted c8 = Convert(dir, m, int8);
-  REQUIRE_MESSAGE(c8.status.ok(), c8.status.message());
-  CHECK(TensorOf(c8.model, "blocks.0.mixer.key.weight")->dtype() == fb::DType::I8);
+    // --dtype q4_k (q5_k) takes the Q4_K (Q5_K) blocks over and cannot make the
+    // Q6_K ones.
+    ConvertOptions same;
+    same.dtype = most;
+    CHECK(Refusal(m, same) ==
+          std::string("blocks.0.mixer.value.weight: recur-convert does not quantise to ") +
+              WeightTypeName(most) + "; it takes a GGUF file's " + (q4 ? "Q4_K" : "Q5_K") +
+              " matrices over as they are (convert that file without --dtype), and this tensor is "
+              "not one: use another --dtype");
+    // --dtype int8 quantises the decoded values as for any input.
+    ConvertOptions int8;
+    int8.dtype = WeightType::kI8;
+    const Converted c8 = Convert(dir, m, int8);
+    REQUIRE_MESSAGE(c8.status.ok(), c8.status.message());
+    CHECK(TensorOf(c8.model, "blocks.0.mixer.key.weight")->dtype() == fb::DType::I8);
+  }
 }
 
 TEST_CASE("gguf rwkv7: K-quant refusals") {
@@ -689,22 +704,23 @@ TEST_CASE("gguf rwkv7: refusals name the key, tensor or type") {
     t->data.assign(kC * kC / 32 * 34, 0);
     CHECK(Refusal(m) == "t.gguf: tensor \"blk.0.time_mix_key.weight\" is Q8_0, which no recur "
                         "weight type holds exactly yet (int8 has one scale per row, Q8_0 one per "
-                        "32 values): use a GGUF file in F32, F16, BF16, Q4_0, Q4_K or Q6_K");
+                        "32 values): use a GGUF file in F32, F16, BF16, Q4_0, Q4_K, Q5_K or "
+                        "Q6_K");
     for (const auto& [type, name, block_bytes] :
          {std::tuple{ggml_type::kQ4_1, "Q4_1", 20}, {ggml_type::kQ5_0, "Q5_0", 22}}) {
       t->type = type;
       t->data.assign(kC * kC / 32 * size_t(block_bytes), 0);
       CHECK(Refusal(m) == std::string("t.gguf: tensor \"blk.0.time_mix_key.weight\" is ") + name +
                               ": recur-convert reads GGUF tensors of types F32, F16, BF16, "
-                              "Q4_0, Q4_K and Q6_K only");
+                              "Q4_0, Q4_K, Q5_K and Q6_K only");
     }
     m = RwkvGguf();
     t = m.Find("output.weight");
-    t->type = ggml_type::kQ5_K;
+    t->type = ggml_type::kQ3_K;
     t->dims = {256, 2};
-    t->data.assign(2 * 176, 0);
-    CHECK(Refusal(m) == "t.gguf: tensor \"output.weight\" is Q5_K: recur-convert reads GGUF "
-                        "tensors of types F32, F16, BF16, Q4_0, Q4_K and Q6_K only");
+    t->data.assign(2 * 110, 0);
+    CHECK(Refusal(m) == "t.gguf: tensor \"output.weight\" is Q3_K: recur-convert reads GGUF "
+                        "tensors of types F32, F16, BF16, Q4_0, Q4_K, Q5_K and Q6_K only");
   }
   SUBCASE("non-finite values and Q4_0 scales") {
     GgufModel m = RwkvGguf();

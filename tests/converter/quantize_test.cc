@@ -69,7 +69,7 @@ bool IsNearestEven(float v, uint16_t h, Decode decode) {
 }
 
 TEST_CASE("quantize: dtype names") {
-  CHECK(kernels::WeightTypeNames() == "f32, f16, bf16, int8, int4, q4_k or q6_k");
+  CHECK(kernels::WeightTypeNames() == "f32, f16, bf16, int8, int4, q4_k, q6_k or q5_k");
   WeightType d = WeightType::kF32;
   for (WeightType type : kernels::kWeightTypes) {
     REQUIRE(ParseWeightType(WeightTypeName(type), &d));
@@ -276,7 +276,8 @@ size_t DTypeBytes(fb::DType d) {
     case fb::DType::I8: return 1;
     case fb::DType::I4: return 0;  // half a byte: the int4 tests check sizes themselves
     case fb::DType::Q4_K:
-    case fb::DType::Q6_K: return 0;  // blocks: taken over from GGUF files (gguf_convert_test.cc)
+    case fb::DType::Q6_K:
+    case fb::DType::Q5_K: return 0;  // blocks: taken over from GGUF files (gguf_convert_test.cc)
   }
   return 0;
 }
@@ -301,7 +302,8 @@ std::vector<float> Decode(const uint8_t* segment, const fb::Tensor* t) {
       }
       case fb::DType::I4: break;  // not used here: the int4 tests decode with I4Value
       case fb::DType::Q4_K:
-      case fb::DType::Q6_K: break;  // not built here
+      case fb::DType::Q6_K:
+      case fb::DType::Q5_K: break;  // not built here
     }
   }
   return out;
@@ -401,7 +403,8 @@ TEST_CASE("quantize: models in every dtype: layout, values, scales, runtime outp
             }
             case fb::DType::I4:
             case fb::DType::Q4_K:
-            case fb::DType::Q6_K: break;  // not built here
+            case fb::DType::Q6_K:
+            case fb::DType::Q5_K: break;  // not built here
           }
           if (!(std::fabs(back[i] - v) <= tol)) {
             FAIL_CHECK("element " << i << ": " << back[i] << " vs " << v);
@@ -478,7 +481,7 @@ TEST_CASE("loader: embeddings, positions, norms and biases must be f32") {
   } cases[] = {
       {"input.embedding", WeightType::kBF16,
        "input.embedding: tensor 'input.embedding' has dtype BF16; only dense-layer weights may "
-       "be f16, bf16, int8, int4, q4_k or q6_k, this tensor must be f32"},
+       "be f16, bf16, int8, int4, q4_k, q6_k or q5_k, this tensor must be f32"},
       {"input.positions", WeightType::kF16,
        "input.positions: tensor 'input.positions' has dtype F16"},
       {"blocks.1.norm2.weight", WeightType::kF16,

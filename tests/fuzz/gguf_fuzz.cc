@@ -3,7 +3,7 @@
 // tensor data of every file it accepts; then the gguf layout's reading of an
 // RWKV-7 from the file (its views, the metadata keys, the description) and the
 // import of each tensor it names (decoding, shapes, Q4_0 taken over as int4,
-// Q4_K and Q6_K as q4_k and q6_k),
+// Q4_K, Q5_K and Q6_K as q4_k, q5_k and q6_k),
 // for descriptions small enough to import.
 #include <cstdint>
 #include <vector>

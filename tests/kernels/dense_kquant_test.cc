@@ -1,6 +1,7 @@
-// K-quant weights (kQ4_K, kQ6_K): the scalar spec (ref::DecodeKQuantBlock,
-// ref::KQuantValue, ref::DecodeWeight) against ggml's dequantize_row_q4_K and
-// dequantize_row_q6_K as ggml writes them (transcribed below from
+// K-quant weights (kQ4_K, kQ6_K, kQ5_K): the scalar spec
+// (ref::DecodeKQuantBlock, ref::KQuantValue, ref::DecodeWeight) against
+// ggml's dequantize_row_q4_K, _q6_K and _q5_K as ggml writes them
+// (transcribed below from
 // ggml-quants.c, on the blocks' C structs), bit for bit; then Dense on every
 // Highway target against the double-precision reference over those weights.
 //
@@ -50,6 +51,15 @@ struct block_q6_K {
   uint16_t d;
 };
 static_assert(sizeof(block_q6_K) == 210, "block_q6_K");
+
+struct block_q5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[K_SCALE_SIZE];
+  uint8_t qh[QK_K / 8];
+  uint8_t qs[QK_K / 2];
+};
+static_assert(sizeof(block_q5_K) == 176, "block_q5_K");
 
 // GGML_FP16_TO_FP32: every half is an f32.
 float GgmlFp16ToFp32(uint16_t h) {
@@ -127,6 +137,33 @@ void dequantize_row_q6_K(const block_q6_K* x, float* y, int64_t k) {
   }
 }
 
+void dequantize_row_q5_K(const block_q5_K* x, float* y, int64_t k) {
+  const int64_t nb = k / QK_K;
+  for (int i = 0; i < nb; i++) {
+    const uint8_t* ql = x[i].qs;
+    const uint8_t* qh = x[i].qh;
+    const float d = GgmlFp16ToFp32(x[i].d);
+    const float min = GgmlFp16ToFp32(x[i].dmin);
+    int is = 0;
+    uint8_t sc, m;
+    uint8_t u1 = 1, u2 = 2;
+    for (int j = 0; j < QK_K; j += 64) {
+      get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
+      const float d1 = d * sc;
+      const float m1 = min * m;
+      get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
+      const float d2 = d * sc;
+      const float m2 = min * m;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+      ql += 32;
+      is += 2;
+      u1 <<= 2;
+      u2 <<= 2;
+    }
+  }
+}
+
 // ggml's dequantised row of `blocks` blocks of `type`.
 std::vector<float> GgmlDequantize(WeightType type, const uint8_t* bytes, size_t blocks) {
   std::vector<float> y(blocks * QK_K);
@@ -134,6 +171,10 @@ std::vector<float> GgmlDequantize(WeightType type, const uint8_t* bytes, size_t 
     std::vector<block_q4_K> b(blocks);
     std::memcpy(b.data(), bytes, blocks * sizeof(block_q4_K));
     dequantize_row_q4_K(b.data(), y.data(), static_cast<int64_t>(y.size()));
+  } else if (type == WeightType::kQ5_K) {
+    std::vector<block_q5_K> b(blocks);
+    std::memcpy(b.data(), bytes, blocks * sizeof(block_q5_K));
+    dequantize_row_q5_K(b.data(), y.data(), static_cast<int64_t>(y.size()));
   } else {
     std::vector<block_q6_K> b(blocks);
     std::memcpy(b.data(), bytes, blocks * sizeof(block_q6_K));
@@ -145,7 +186,10 @@ std::vector<float> GgmlDequantize(WeightType type, const uint8_t* bytes, size_t 
 // ---------------------------------------------------------------------------
 // Random blocks.
 
-constexpr WeightType kKQuantTypes[] = {WeightType::kQ4_K, WeightType::kQ6_K};
+constexpr WeightType kKQuantTypes[] = {WeightType::kQ4_K, WeightType::kQ6_K, WeightType::kQ5_K};
+
+// Whether blocks of `type` have Q4_K's d, dmin and scales (Q4_K, Q5_K).
+bool HasMins(WeightType type) { return type != WeightType::kQ6_K; }
 
 // Halves a block's d and dmin take: zeros, subnormals, negatives, the
 // extremes, then random finite ones of moderate size.
@@ -174,7 +218,7 @@ void FillBlocks(std::mt19937& rng, WeightType type, uint8_t* p, size_t blocks, b
   for (size_t k = 0; k < blocks; ++k) {
     uint8_t* b = p + k * bytes;
     for (size_t i = 0; i < bytes; ++i) b[i] = static_cast<uint8_t>(rng());
-    if (type == WeightType::kQ4_K) {
+    if (HasMins(type)) {
       PutHalf(b, RandomHalf(rng, specials));
       PutHalf(b + 2, RandomHalf(rng, specials));
     } else {
@@ -188,14 +232,14 @@ bool SameFloatBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float))
 TEST_CASE("K-quants: the spec is ggml's dequantize_row_q4_K and _q6_K, bit for bit") {
   for (WeightType type : kKQuantTypes) {
     INFO(WeightTypeName(type));
-    std::mt19937 rng(type == WeightType::kQ4_K ? 41 : 43);
+    std::mt19937 rng(41 + static_cast<unsigned>(type));
     constexpr size_t kBlocks = 2000;
     const size_t bytes = Traits(type).block_bytes;
     std::vector<uint8_t> data(kBlocks * bytes);
     FillBlocks(rng, type, data.data(), kBlocks, /*specials=*/true);
-    // Every 6-bit scale and min in every sub-block position (Q4_K), every
-    // int8 scale (Q6_K), every half of kSpecialHalves as d and as dmin.
-    if (type == WeightType::kQ4_K) {
+    // Every 6-bit scale and min in every sub-block position (Q4_K, Q5_K),
+    // every int8 scale (Q6_K), every half of kSpecialHalves as d and as dmin.
+    if (HasMins(type)) {
       for (size_t k = 0; k < 64; ++k) {
         uint8_t* s = data.data() + k * bytes + ref::kQ4KScales;
         for (size_t j = 0; j < 8; ++j) {
@@ -270,6 +314,7 @@ TEST_CASE("K-quants: layout facts") {
   CHECK(WeightRowBytes(WeightType::kQ6_K, 768) == 630);
   CHECK(IsKQuant(WeightType::kQ4_K));
   CHECK(IsKQuant(WeightType::kQ6_K));
+  CHECK(IsKQuant(WeightType::kQ5_K));
   CHECK(!IsKQuant(WeightType::kI4));
   // One Q4_K block by hand: d = 1, dmin = 0.5, sub-block 0 scale 3, min 2;
   // input 0's nibble 5, input 32's (sub-block 1: scale 0, min 0) nibble 9.
@@ -289,6 +334,20 @@ TEST_CASE("K-quants: layout facts") {
   c[16] = 0x07;
   c[ref::kQ6KQh + 16] = 0x02;
   CHECK(ref::KQuantValue(WeightType::kQ6_K, c, 16) == 0.25f * -3 * 7);
+  // One Q5_K block: Q4_K's scales above; input 0's nibble 5 with its fifth
+  // bit (qh[0] bit 0) set: 21; input 96 (chunk 1, high nibbles: sub-block 3,
+  // scale 0) bit 3 of qh[0].
+  uint8_t e[176] = {};
+  std::memcpy(e, b, 16);
+  e[ref::kQ5KQs] = 0x95;
+  e[ref::kQ5KQh] = 0x09;
+  CHECK(WeightRowBytes(WeightType::kQ5_K, 512) == 352);
+  CHECK(ref::KQuantValue(WeightType::kQ5_K, e, 0) == 3.0f * 21 - 1.0f);
+  CHECK(ref::KQuantValue(WeightType::kQ5_K, e, 32) == 0.0f);
+  e[ref::kQ4KScales + 1] = 2;  // sub-block 1 (inputs 32..63): scale 2, min 0
+  CHECK(ref::KQuantValue(WeightType::kQ5_K, e, 32) == 2.0f * 9);
+  e[ref::kQ5KQh] = 0x0B;  // and bit 1: input 32's fifth bit
+  CHECK(ref::KQuantValue(WeightType::kQ5_K, e, 32) == 2.0f * 25);
 }
 
 // ---------------------------------------------------------------------------
@@ -301,8 +360,8 @@ class KQuantGuardedBytes {
   explicit KQuantGuardedBytes(size_t bytes) {
     page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     size_ = (bytes + page_ - 1) / page_ * page_;
-    void* p = mmap(nullptr, size_ + page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+    void* p =
+        mmap(nullptr, size_ + page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     REQUIRE(p != MAP_FAILED);
     base_ = static_cast<uint8_t*>(p);
     REQUIRE(mprotect(base_ + size_, page_, PROT_NONE) == 0);
@@ -382,19 +441,20 @@ size_t CheckKQuant(std::mt19937& rng, const KQuantCase& c) {
   for (size_t o = 0; o < c.out; ++o) {
     for (size_t i = 0; i < c.in; ++i) decoded[o * c.in + i] = std::fabs(ref::DecodeWeight(w, o, i));
   }
-  return CheckDenseResult(x.data(), x_stride, c.batch, c.in, c.out,
-                          [&](size_t o, size_t i) { return decoded[o * c.in + i]; }, w.bias,
-                          c.accumulate, y_prev, y_ref, y, y_stride);
+  return CheckDenseResult(
+      x.data(), x_stride, c.batch, c.in, c.out,
+      [&](size_t o, size_t i) { return decoded[o * c.in + i]; }, w.bias, c.accumulate, y_prev,
+      y_ref, y, y_stride);
 }
 
-#define RECUR_CHECK_KQUANT(rng, c)                                                              \
-  do {                                                                                          \
-    INFO(WeightTypeName((c).type) << " batch=" << (c).batch << " in=" << (c).in                 \
-                                  << " out=" << (c).out << " x_pad=" << (c).x_pad               \
-                                  << " y_pad=" << (c).y_pad << " offset=" << (c).offset         \
-                                  << " bias=" << (c).bias << " accumulate=" << (c).accumulate   \
-                                  << " skew=" << (c).skew << " packed=" << (c).packed);         \
-    CHECK(CheckKQuant(rng, c) == 0);                                                            \
+#define RECUR_CHECK_KQUANT(rng, c)                                                            \
+  do {                                                                                        \
+    INFO(WeightTypeName((c).type) << " batch=" << (c).batch << " in=" << (c).in               \
+                                  << " out=" << (c).out << " x_pad=" << (c).x_pad             \
+                                  << " y_pad=" << (c).y_pad << " offset=" << (c).offset       \
+                                  << " bias=" << (c).bias << " accumulate=" << (c).accumulate \
+                                  << " skew=" << (c).skew << " packed=" << (c).packed);       \
+    CHECK(CheckKQuant(rng, c) == 0);                                                          \
   } while (0)
 
 TEST_CASE("K-quants: Dense on every target, batches, shapes, strides, misaligned buffers") {
@@ -406,14 +466,15 @@ TEST_CASE("K-quants: Dense on every target, batches, shapes, strides, misaligned
   const size_t pads[] = {0, 1, 5, 16};
   ForEachTarget([&](const std::string&) {
     for (WeightType type : kKQuantTypes) {
-      std::mt19937 rng(type == WeightType::kQ4_K ? 5 : 6);
+      std::mt19937 rng(5 + static_cast<unsigned>(type));
       size_t k = 0;
       for (size_t batch : batches) {
         for (size_t in : ins) {
           for (size_t out : outs) {
             ++k;
+            const size_t skew = k % 3 == 0 ? 0 : (k * 7) % 64;
             KQuantCase c{type, batch, in, out, pads[k % 4], pads[(k / 4) % 4], k % 4,
-                         (k / 2) % 2 == 0, k % 2 == 0, k % 3 == 0 ? 0 : (k * 7) % 64};
+                         (k / 2) % 2 == 0, k % 2 == 0, skew};
             RECUR_CHECK_KQUANT(rng, c);
           }
         }
@@ -467,16 +528,15 @@ TEST_CASE("K-quants: Rows() slices equal the whole layer") {
         Buffer y(batch * out, 1);
         const size_t cuts[] = {0, 5, 17, 40, out};
         for (size_t s = 0; s + 1 < std::size(cuts); ++s) {
-          Dense(x.data(), in, batch, w.Rows(cuts[s], cuts[s + 1]), y.data() + cuts[s], out,
-                false);
+          Dense(x.data(), in, batch, w.Rows(cuts[s], cuts[s + 1]), y.data() + cuts[s], out, false);
         }
         INFO(WeightTypeName(type) << " batch=" << batch);
         ref::Dense(x.data(), in, batch, w, y_ref.data(), out, false);
         const std::vector<float> y_prev(batch * out, 0.0f);
         CHECK(CheckDenseResult(
                   x.data(), in, batch, in, out,
-                  [&](size_t o, size_t i) { return std::fabs(ref::DecodeWeight(w, o, i)); },
-                  w.bias, false, y_prev, y_ref, y, out) == 0);
+                  [&](size_t o, size_t i) { return std::fabs(ref::DecodeWeight(w, o, i)); }, w.bias,
+                  false, y_prev, y_ref, y, out) == 0);
       }
     }
   });
@@ -493,9 +553,9 @@ TEST_CASE("K-quants: the harness detects a wrong weight") {
       std::vector<uint8_t> bytes(WeightBytes(type, in * out));
       FillBlocks(rng, type, bytes.data(), in * out / kKQuantBlock, false);
       uint8_t* b = bytes.data() + 2 * WeightRowBytes(type, in);
-      // Row 2's first block: d = 1 (Q4_K: dmin 0), input 0's scale 5.
-      PutHalf(b + (type == WeightType::kQ4_K ? 0 : ref::kQ6KD), 0x3C00);
-      if (type == WeightType::kQ4_K) {
+      // Row 2's first block: d = 1 (Q4_K, Q5_K: dmin 0), input 0's scale 5.
+      PutHalf(b + (HasMins(type) ? 0 : ref::kQ6KD), 0x3C00);
+      if (HasMins(type)) {
         PutHalf(b + 2, 0);
         b[ref::kQ4KScales] = static_cast<uint8_t>((b[ref::kQ4KScales] & 0xC0) | 5);
       } else {
@@ -508,7 +568,10 @@ TEST_CASE("K-quants: the harness detects a wrong weight") {
       w.in = in;
       w.out = out;
       ref::Dense(x.data(), in, batch, w, y_ref.data(), out, false);
-      b[type == WeightType::kQ4_K ? ref::kQ4KQs : 0] ^= 0x01;  // input 0's code ± 1
+      const size_t codes = type == WeightType::kQ4_K   ? ref::kQ4KQs
+                           : type == WeightType::kQ5_K ? ref::kQ5KQs
+                                                       : 0;
+      b[codes] ^= 0x01;  // input 0's code ± 1
       Buffer y(batch * out, 0);
       Dense(x.data(), in, batch, w, y.data(), out, false);
       std::vector<double> decoded(out * in);
@@ -522,7 +585,8 @@ TEST_CASE("K-quants: the harness detects a wrong weight") {
         for (size_t o = 0; o < out; ++o) {
           double mag = 0;
           for (size_t i = 0; i < in; ++i) mag += decoded[o * in + i];
-          const bool wrong = !(std::fabs(double{y[r * out + o]} - y_ref[r * out + o]) <= scale * mag);
+          const bool wrong =
+              !(std::fabs(double{y[r * out + o]} - y_ref[r * out + o]) <= scale * mag);
           bad += wrong;
           bad_row2 += wrong && o == 2;
         }

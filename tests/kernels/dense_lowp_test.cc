@@ -91,6 +91,7 @@ void FillWeights(std::mt19937& rng, WeightType type, void* p, size_t n) {
       case WeightType::kI4:  // dense_i4_test.cc fills its own layers
       case WeightType::kQ4_K:  // dense_kquant_test.cc too
       case WeightType::kQ6_K:
+      case WeightType::kQ5_K:
         break;
     }
   }

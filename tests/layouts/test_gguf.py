@@ -6,9 +6,9 @@ script's Rwkv7Model writes them (llama_cpp_tensors below: llama.cpp's names thro
 package's own name map, the low-rank matrices transposed, the six token-shift mixes
 fused into one (6, 1, 1, C) tensor, r_k flattened, layer 0's unused value-residual
 tensors written as copies of its a0, a1, a2, the metadata keys) at F32, F16 and BF16,
-and with the weight matrices in Q4_0 as llama-quantize --pure leaves them, and in Q4_K and
-Q6_K as its Q4_K_M and Q6_K mixes choose them (blocks of recur_ref's own quantiser, the
-gguf package having none for the K-quants). Each file is
+and with the weight matrices in Q4_0 as llama-quantize --pure leaves them, and in Q4_K, Q5_K
+and Q6_K as its Q4_K_M, Q5_K_M and Q6_K mixes choose them (blocks of recur_ref's own
+quantiser, the gguf package having none for the K-quants). Each file is
 converted with one command and no config, run by the recur package stepped token by
 token and prefilled in uneven chunks, and held to 1e-4 + 1e-5·|y| of the package's own
 logits (its RWKV_x070 CPU path, float32) on the weights the file holds: read back from
@@ -113,10 +113,12 @@ KQUANT_CASE = (2, 256, 64, 97, 32, 32, 16, 64, 24)
 
 
 @pytest.mark.parametrize("outtype,stored,head", [(Q.Q4_K, "q4_k", "q6_k"),
+                                                 (Q.Q5_K, "q5_k", "q6_k"),
                                                  (Q.Q6_K, "q6_k", "q6_k")])
 def test_gguf_kquants(outtype, stored, head, tmp_path):
-    """Q4_K_M's mix (Q4_K, the head Q6_K) and Q6_K: the blocks become q4_k and q6_k as they
-    are, so that recur computes with the numbers the gguf package dequantises."""
+    """Q4_K_M's mix (Q4_K, the head Q6_K), Q5_K_M's and Q6_K: the blocks become q4_k, q5_k
+    and q6_k as they are, so that recur computes with the numbers the gguf package
+    dequantises."""
     layers, c, n, vocab, d_w, d_a, d_v, d_g, positions = KQUANT_CASE
     sd = random_state_dict(layers, c, n, vocab, d_w, d_a, d_v, d_g, seed=77)
     path = tmp_path / "rwkv7.gguf"

@@ -7,8 +7,9 @@ llama.cpp's convert_hf_to_gguf.py): llama.cpp's names through the gguf package's
 name map, the low-rank matrices transposed, the six token-shift mixes fused into one
 (6, 1, 1, C) tensor, r_k flattened, layer 0's unused value-residual tensors written as
 copies of its a0, a1, a2, the metadata keys; Q4_0 as llama-quantize --pure leaves it;
-Q4_K and Q6_K as llama-quantize's Q4_K_M and Q6_K choose them for an RWKV-7, with blocks
-of a simple quantiser of its own (quantize_k: the gguf package quantises no K-quant).
+Q4_K, Q5_K and Q6_K as llama-quantize's Q4_K_M, Q5_K_M and Q6_K choose them for an RWKV-7,
+with blocks of a simple quantiser of its own (quantize_k: the gguf package quantises no
+K-quant).
 blinkdl_from_gguf reads a file back, dequantised, under BlinkDL's names.
 Needs the `gguf` package (0.19.0)."""
 import gguf
@@ -77,21 +78,21 @@ def llama_cpp_tensors(hf, layers):
 def file_type(name, data, outtype):
     """The ggml type convert_hf_to_gguf.py (ModelBase.prepare_tensors, conversion/base.py
     where split) gives a tensor for --outtype f32/f16/bf16/q8_0, or llama-quantize for
-    Q4_0 (--pure), Q4_K (the Q4_K_M mix) and Q6_K (from an F32 file:
+    Q4_0 (--pure), Q4_K (the Q4_K_M mix), Q5_K (Q5_K_M) and Q6_K (from an F32 file:
     src/llama-quant.cpp's tensor_allows_quantization keeps norms, 1-D tensors and the
-    RWKV low-rank and mix tensors as they are; Q4_K_M stores output.weight in Q6_K and,
-    since no RWKV-7 name is one of its attn_v or ffn_down categories, every other
-    quantised matrix in Q4_K)."""
+    RWKV low-rank and mix tensors as they are; Q4_K_M and Q5_K_M store output.weight in
+    Q6_K and, since no RWKV-7 name is one of their attn_v or ffn_down categories, every
+    other quantised matrix in Q4_K or Q5_K)."""
     if data.ndim <= 1 or name.endswith("_norm.weight") or not name.endswith(".weight"):
         return Q.F32
     if any(k in name for k in ("time_mix_w1", "time_mix_w2", "time_mix_lerp_fused")):
         return Q.F32
-    if outtype in (Q.Q4_0, Q.Q4_K, Q.Q6_K):
+    if outtype in (Q.Q4_0, Q.Q4_K, Q.Q5_K, Q.Q6_K):
         skip = ("time_mix_w0", "time_mix_v0", "time_mix_v1", "time_mix_v2", "time_mix_a0",
                 "time_mix_a1", "time_mix_a2", "time_mix_g1", "time_mix_g2")
         if any(k in name for k in skip):
             return Q.F32
-        if outtype == Q.Q4_K and name == "output.weight":
+        if outtype in (Q.Q4_K, Q.Q5_K) and name == "output.weight":
             return Q.Q6_K
         return outtype
     if outtype == Q.Q8_0 and data.shape[-1] % 32 != 0:
@@ -115,17 +116,18 @@ def _pack_scales_q4k(ls, lm):
 
 
 def quantize_k(data, qtype):
-    """A float32 matrix (rows, cols), cols a multiple of 256, as ggml's Q4_K or Q6_K
-    blocks, (rows, cols / 256 · block bytes) uint8, by a simple round-to-nearest
-    quantiser (not llama-quantize's search): Q4_K with each sub-block of 32 between its
-    min (≤ 0) and max, Q6_K symmetric in sub-blocks of 16."""
+    """A float32 matrix (rows, cols), cols a multiple of 256, as ggml's Q4_K, Q5_K or
+    Q6_K blocks, (rows, cols / 256 · block bytes) uint8, by a simple round-to-nearest
+    quantiser (not llama-quantize's search): Q4_K and Q5_K with each sub-block of 32
+    between its min (≤ 0) and max, Q6_K symmetric in sub-blocks of 16."""
     rows, cols = data.shape
     x = np.asarray(data, dtype=np.float32).reshape(-1, 256).astype(np.float64)
     nb = x.shape[0]
-    if qtype == Q.Q4_K:
+    if qtype in (Q.Q4_K, Q.Q5_K):
+        top = 15 if qtype == Q.Q4_K else 31
         sub = x.reshape(nb, 8, 32)
         mins = np.maximum(-sub.min(axis=2), 0.0)                # m·dmin, subtracted
-        scales = (sub.max(axis=2) + mins) / 15.0
+        scales = (sub.max(axis=2) + mins) / top
         d = _f16_bytes(scales.max(axis=1) / 63.0)
         dmin = _f16_bytes(mins.max(axis=1) / 63.0)
         d32 = d.view(np.float16).astype(np.float64)
@@ -135,9 +137,17 @@ def quantize_k(data, qtype):
             lm = np.where(dmin32 > 0, np.rint(mins / dmin32), 0).clip(0, 63).astype(np.uint8)
             step = (d32 * ls)[:, :, None]
             q = np.where(step > 0, np.rint((sub + (dmin32 * lm)[:, :, None]) / step), 0)
-        q = q.clip(0, 15).astype(np.uint8).reshape(nb, 4, 2, 32)  # chunks of 64: low, high
-        qs = (q[:, :, 0, :] | (q[:, :, 1, :] << 4)).reshape(nb, 128)
-        blocks = np.concatenate([d, dmin, _pack_scales_q4k(ls, lm), qs], axis=1)
+        q = q.clip(0, top).astype(np.uint8).reshape(nb, 4, 2, 32)  # chunks of 64: low, high
+        lo = q & 0xF
+        qs = (lo[:, :, 0, :] | (lo[:, :, 1, :] << 4)).reshape(nb, 128)
+        parts = [d, dmin, _pack_scales_q4k(ls, lm)]
+        if qtype == Q.Q5_K:  # fifth bits: chunk c's low nibbles bit 2c of qh[l], high 2c + 1
+            hi = (q >> 4).astype(np.uint8)
+            qh = np.zeros((nb, 32), dtype=np.uint8)
+            for c in range(4):
+                qh |= (hi[:, c, 0, :] << (2 * c)) | (hi[:, c, 1, :] << (2 * c + 1))
+            parts.append(qh)
+        blocks = np.concatenate(parts + [qs], axis=1)
     elif qtype == Q.Q6_K:
         sub = x.reshape(nb, 16, 16)
         scales = np.abs(sub).max(axis=2) / 31.0
@@ -155,7 +165,7 @@ def quantize_k(data, qtype):
               | ((q[:, :, 3] >> 4) << 6)).reshape(nb, 64)
         blocks = np.concatenate([ql, qh, ls.view(np.uint8), d], axis=1)
     else:
-        raise ValueError(f"quantize_k: {qtype.name} is not Q4_K or Q6_K")
+        raise ValueError(f"quantize_k: {qtype.name} is not Q4_K, Q5_K or Q6_K")
     return np.ascontiguousarray(blocks.reshape(rows, -1))
 
 
@@ -177,14 +187,15 @@ def write_gguf(path, sd, outtype, layers, c, n, d_w, d_a, d_v, d_g, eps=1e-5):
     w.add_value_residual_mix_lora_rank(d_v)
     w.add_gate_lora_rank(d_g)
     w.add_feed_forward_length(sd["blocks.0.ffn.key.weight"].shape[0])
-    # llama.cpp's LLAMA_FTYPE: Q4_K stands for MOSTLY_Q4_K_M (15), Q6_K for MOSTLY_Q6_K (18).
-    w.add_file_type({Q.F32: 0, Q.F16: 1, Q.Q4_0: 2, Q.Q8_0: 7, Q.Q4_K: 15, Q.Q6_K: 18,
-                     Q.BF16: 32}[outtype])
+    # llama.cpp's LLAMA_FTYPE: Q4_K stands for MOSTLY_Q4_K_M (15), Q5_K for MOSTLY_Q5_K_M
+    # (17), Q6_K for MOSTLY_Q6_K (18).
+    w.add_file_type({Q.F32: 0, Q.F16: 1, Q.Q4_0: 2, Q.Q8_0: 7, Q.Q4_K: 15, Q.Q5_K: 17,
+                     Q.Q6_K: 18, Q.BF16: 32}[outtype])
     w.add_head_count(0)
     types = {}
     for name, data in llama_cpp_tensors(hf_names(sd), layers):
         qtype = types[name] = file_type(name, data, outtype)
-        if qtype in (Q.Q4_K, Q.Q6_K):
+        if qtype in (Q.Q4_K, Q.Q5_K, Q.Q6_K):
             q = quantize_k(data.astype(np.float32), qtype)
         else:
             q = gguf.quants.quantize(data.astype(np.float32), qtype)

@@ -151,6 +151,7 @@ HWY_INLINE hn::Vec<D> LoadWeightRow(D d, const DenseWeights& w, size_t o, size_t
     case WeightType::kI4:
     case WeightType::kQ4_K:
     case WeightType::kQ6_K:
+    case WeightType::kQ5_K:
       break;
   }
   for (size_t k = 0; k < n; ++k) row[k] = static_cast<float>(ref::DecodeWeight(w, o, k0 + k));

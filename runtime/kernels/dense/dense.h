@@ -18,11 +18,12 @@ inline int I4Value(const uint8_t* row, size_t i) {
   return static_cast<int>((i % kI4Block) < kI4Block / 2 ? byte & 0xF : byte >> 4) - 8;
 }
 
-// K-quant layouts (kQ4_K, kQ6_K; recur.fbs): inputs per block, as ggml's
+// K-quant layouts (kQ4_K, kQ6_K, kQ5_K; recur.fbs): inputs per block, as ggml's
 // QK_K. A row is in / kKQuantBlock blocks of Traits(type).block_bytes.
 inline constexpr size_t kKQuantBlock = 256;
 static_assert(Traits(WeightType::kQ4_K).block == kKQuantBlock &&
-                  Traits(WeightType::kQ6_K).block == kKQuantBlock,
+                  Traits(WeightType::kQ6_K).block == kKQuantBlock &&
+                  Traits(WeightType::kQ5_K).block == kKQuantBlock,
               "K-quant blocks are ggml's QK_K");
 
 // A dense layer's parameters, pointing into model bytes (no copy).
@@ -159,7 +160,7 @@ void DenseI4DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales
                          const DenseWeights& w, float* y, size_t y_stride, bool accumulate);
 
 // ---------------------------------------------------------------------------
-// K-quant weights (kQ4_K, kQ6_K; dense_kquant-inl.h), f32 activations: each
+// K-quant weights (kQ4_K, kQ6_K, kQ5_K; dense_kquant-inl.h), f32 activations: each
 // weight is decoded exactly to ggml's dequantised value (ref::DecodeWeight)
 // in registers, and multiplied and summed in f32 as Dense says. Up to
 // kMaxB activation rows (6 with AVX-512, 3 otherwise) share each decoded

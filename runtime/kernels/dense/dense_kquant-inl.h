@@ -1,4 +1,5 @@
-// Per-target Dense for K-quant weights (kQ4_K, kQ6_K; dense.h, DenseKQuant):
+// Per-target Dense for K-quant weights (kQ4_K, kQ6_K, kQ5_K; dense.h,
+// DenseKQuant):
 // ggml's blocks as the file stores them, 256 inputs a block, activations,
 // sums and outputs f32.
 //
@@ -6,10 +7,10 @@
 // dequantize_row_* (the scalar spec, ref::KQuantValue): a block's codes are
 // widened to i32 lanes (N bytes loaded and zero-extended), masked and
 // shifted into q, converted to f32 (exact) and scaled in one multiply-add,
-// q·f32(d·sc) − f32(dmin·m) for Q4_K (the product is exact, so the one
-// rounding is the subtraction's, as in ggml) and q·f32(d·scale) −
+// q·f32(d·sc) − f32(dmin·m) for Q4_K and Q5_K (the product is exact, so the
+// one rounding is the subtraction's, as in ggml) and q·f32(d·scale) −
 // 32·f32(d·scale) for Q6_K (exact). Vectors are at most 16 lanes, so that
-// one sub-block's inputs (32 for Q4_K, 16 for Q6_K) are whole vectors with
+// one sub-block's inputs (32 for Q4_K and Q5_K, 16 for Q6_K) are whole vectors with
 // one scale.
 //
 // Small batches (batch ≤ kMaxB, in particular batch 1, which is
@@ -88,9 +89,9 @@ HWY_INLINE void UnpackScalesQ4K(const uint8_t* HWY_RESTRICT s, uint8_t* HWY_REST
   };
   constexpr uint32_t k6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
   const uint32_t a = word(0), b = word(1), c = word(2);
-  const uint32_t out[4] = {a & k6,                                  // sc[0..3]
-                           (c & k4) | ((a >> 6) & k2) << 4,         // sc[4..7]
-                           b & k6,                                  // m[0..3]
+  const uint32_t out[4] = {a & k6,                                   // sc[0..3]
+                           (c & k4) | ((a >> 6) & k2) << 4,          // sc[4..7]
+                           b & k6,                                   // m[0..3]
                            ((c >> 4) & k4) | ((b >> 6) & k2) << 4};  // m[4..7]
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   // Two 8-byte stores, so that the 8-byte loads of the codes that follow are
@@ -107,9 +108,12 @@ HWY_INLINE void UnpackScalesQ4K(const uint8_t* HWY_RESTRICT s, uint8_t* HWY_REST
 // visit(i, w, Slot<s>()) for the weights [i, i + Lanes) of the block, s < 4
 // a compile-time tag that spreads consecutive vectors over accumulators.
 
-// ggml's block_q4_K: d, dmin, 12 scale bytes, 128 bytes of nibbles.
-struct Q4K {
-  static constexpr WeightType kType = WeightType::kQ4_K;
+// ggml's block_q4_K (d, dmin, 12 scale bytes, 128 bytes of nibbles) and,
+// kFifth, block_q5_K (the same with 32 bytes of fifth bits before the
+// nibbles).
+template <bool kFifth>
+struct Q4Or5K {
+  static constexpr WeightType kType = kFifth ? WeightType::kQ5_K : WeightType::kQ4_K;
 
   template <class D, class Visit>
   static HWY_INLINE void Block(D d, const uint8_t* HWY_RESTRICT block, const Visit& visit) {
@@ -117,8 +121,9 @@ struct Q4K {
     const hn::RebindToSigned<D> di;
     const hn::Rebind<uint8_t, D> d8;
     const size_t N = hn::Lanes(d);
-    const auto nibble = hn::Set(du, 0xFu);
-    const uint8_t* HWY_RESTRICT q = block + ref::kQ4KQs;
+    const auto nibble = hn::Set(du, 0xFu), bit4 = hn::Set(du, 0x10u);
+    const uint8_t* HWY_RESTRICT q = block + (kFifth ? ref::kQ5KQs : ref::kQ4KQs);
+    [[maybe_unused]] const uint8_t* HWY_RESTRICT qh = block + ref::kQ5KQh;
     // The sub-blocks' f32(d·sc) and −f32(dmin·m) (exact products).
     HWY_ALIGN uint8_t codes[16];
     UnpackScalesQ4K(block + ref::kQ4KScales, codes);
@@ -140,18 +145,31 @@ struct Q4K {
       for (size_t l = 0; l < 32; l += 2 * N) {
         const auto a = hn::PromoteTo(du, hn::LoadU(d8, q + l));
         const auto b = hn::PromoteTo(du, hn::LoadU(d8, q + l + N));
-        const auto alo = hn::ConvertTo(d, hn::BitCast(di, hn::And(a, nibble)));
-        const auto ahi = hn::ConvertTo(d, hn::BitCast(di, hn::ShiftRight<4>(a)));
-        const auto blo = hn::ConvertTo(d, hn::BitCast(di, hn::And(b, nibble)));
-        const auto bhi = hn::ConvertTo(d, hn::BitCast(di, hn::ShiftRight<4>(b)));
-        visit(64 * c + l, hn::MulAdd(alo, s1, n1), Slot<0>());
-        visit(64 * c + 32 + l, hn::MulAdd(ahi, s2, n2), Slot<1>());
-        visit(64 * c + l + N, hn::MulAdd(blo, s1, n1), Slot<2>());
-        visit(64 * c + 32 + l + N, hn::MulAdd(bhi, s2, n2), Slot<3>());
+        auto alo = hn::And(a, nibble), ahi = hn::ShiftRight<4>(a);
+        auto blo = hn::And(b, nibble), bhi = hn::ShiftRight<4>(b);
+        if constexpr (kFifth) {
+          // Bits 2c (low nibbles) and 2c + 1 (high) of qh[l] as 16s.
+          const int shift = static_cast<int>(2 * c);
+          const auto ha = hn::ShiftRightSame(hn::PromoteTo(du, hn::LoadU(d8, qh + l)), shift);
+          const auto hb = hn::ShiftRightSame(hn::PromoteTo(du, hn::LoadU(d8, qh + l + N)), shift);
+          alo = hn::Or(alo, hn::And(hn::ShiftLeft<4>(ha), bit4));
+          ahi = hn::Or(ahi, hn::And(hn::ShiftLeft<3>(ha), bit4));
+          blo = hn::Or(blo, hn::And(hn::ShiftLeft<4>(hb), bit4));
+          bhi = hn::Or(bhi, hn::And(hn::ShiftLeft<3>(hb), bit4));
+        }
+        visit(64 * c + l, hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, alo)), s1, n1), Slot<0>());
+        visit(64 * c + 32 + l, hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, ahi)), s2, n2),
+              Slot<1>());
+        visit(64 * c + l + N, hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, blo)), s1, n1),
+              Slot<2>());
+        visit(64 * c + 32 + l + N, hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, bhi)), s2, n2),
+              Slot<3>());
       }
     }
   }
 };
+using Q4K = Q4Or5K<false>;
+using Q5K = Q4Or5K<true>;
 
 // ggml's block_q6_K: ql[128], qh[64], 16 int8 scales, d.
 struct Q6K {
@@ -185,17 +203,21 @@ struct Q6K {
         const auto q3 = hn::Or(hn::ShiftRight<4>(a), hn::And(c, high));
         const auto q4 = hn::Or(hn::ShiftRight<4>(b), hn::And(hn::ShiftRight<2>(c), high));
         const size_t i = 128 * h + l;
-        visit(i, hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, q1)), hn::Set(d, s[is]),
-                            hn::Set(d, n[is])),
-              Slot<0>());
-        visit(i + 32, hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, q2)), hn::Set(d, s[is + 2]),
-                                 hn::Set(d, n[is + 2])),
+        visit(
+            i,
+            hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, q1)), hn::Set(d, s[is]), hn::Set(d, n[is])),
+            Slot<0>());
+        visit(i + 32,
+              hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, q2)), hn::Set(d, s[is + 2]),
+                         hn::Set(d, n[is + 2])),
               Slot<1>());
-        visit(i + 64, hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, q3)), hn::Set(d, s[is + 4]),
-                                 hn::Set(d, n[is + 4])),
+        visit(i + 64,
+              hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, q3)), hn::Set(d, s[is + 4]),
+                         hn::Set(d, n[is + 4])),
               Slot<2>());
-        visit(i + 96, hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, q4)), hn::Set(d, s[is + 6]),
-                                 hn::Set(d, n[is + 6])),
+        visit(i + 96,
+              hn::MulAdd(hn::ConvertTo(d, hn::BitCast(di, q4)), hn::Set(d, s[is + 6]),
+                         hn::Set(d, n[is + 6])),
               Slot<3>());
       }
     }
@@ -211,9 +233,8 @@ HWY_INLINE void DecodeBlocks(const uint8_t* HWY_RESTRICT src, size_t blocks,
   constexpr size_t kBytes = Traits(Fmt::kType).block_bytes;
   for (size_t k = 0; k < blocks; ++k) {
     float* HWY_RESTRICT out = dst + k * kKQuantBlock;
-    Fmt::Block(d, src + k * kBytes, [&](size_t i, hn::Vec<DF> w, auto) HWY_ATTR {
-      hn::StoreU(w, d, out + i);
-    });
+    Fmt::Block(d, src + k * kBytes,
+               [&](size_t i, hn::Vec<DF> w, auto) HWY_ATTR { hn::StoreU(w, d, out + i); });
   }
 }
 
@@ -270,9 +291,8 @@ HWY_NOINLINE void DecodedRows(const float* x, size_t x_stride, size_t batch, con
 // once, each decoded vector multiplied into every row's accumulators (four
 // chains for one row, two a row for more).
 template <class Fmt, size_t kB>
-HWY_NOINLINE void FusedRows(const float* x, size_t x_stride, const DenseWeights& w,
-                            size_t o_begin, size_t o_end, float* y, size_t y_stride,
-                            bool accumulate) {
+HWY_NOINLINE void FusedRows(const float* x, size_t x_stride, const DenseWeights& w, size_t o_begin,
+                            size_t o_end, float* y, size_t y_stride, bool accumulate) {
   using V = hn::Vec<DF>;
   const DF d;
   constexpr size_t kChains = kB == 1 ? 4 : 2;
@@ -364,6 +384,8 @@ HWY_INLINE void KQuantDense(const float* x, size_t x_stride, size_t batch, const
       return kq::KQuantDense<kq::Q4K>(x, x_stride, batch, w, y, y_stride, accumulate);
     case WeightType::kQ6_K:
       return kq::KQuantDense<kq::Q6K>(x, x_stride, batch, w, y, y_stride, accumulate);
+    case WeightType::kQ5_K:
+      return kq::KQuantDense<kq::Q5K>(x, x_stride, batch, w, y, y_stride, accumulate);
     case WeightType::kF32:
     case WeightType::kF16:
     case WeightType::kBF16:

@@ -13,8 +13,8 @@ HWY_BEFORE_NAMESPACE();
 namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 
-void DenseKQuantImpl(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
-                     float* y, size_t y_stride, bool accumulate) {
+void DenseKQuantImpl(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
+                     size_t y_stride, bool accumulate) {
   KQuantDense(x, x_stride, batch, w, y, y_stride, accumulate);
 }
 

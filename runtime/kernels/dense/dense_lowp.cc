@@ -37,6 +37,7 @@ void DenseNarrowImpl(const float* x, size_t x_stride, size_t batch, const DenseW
       break;  // dense_i4.cc (see Dense below)
     case WeightType::kQ4_K:
     case WeightType::kQ6_K:
+    case WeightType::kQ5_K:
       break;  // dense_kquant.cc (see Dense below)
   }
 }
@@ -56,6 +57,7 @@ DenseScratch DenseScratchNeedImpl(size_t batch, size_t in, size_t out, WeightTyp
       return DenseScratch();  // decoded on the stack
     case WeightType::kQ4_K:
     case WeightType::kQ6_K:
+    case WeightType::kQ5_K:
       return dense_detail::WidenedScratchNeed(d, batch, in, out);
   }
   DenseScratch need;
@@ -94,6 +96,7 @@ void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
       return;
     case WeightType::kQ4_K:
     case WeightType::kQ6_K:
+    case WeightType::kQ5_K:
       DenseKQuant(x, x_stride, batch, w, y, y_stride, accumulate);
       return;
   }

@@ -58,20 +58,19 @@ inline float F16ToF32(uint16_t bits) {
 }
 
 // ---------------------------------------------------------------------------
-// K-quant blocks (recur.fbs has their layouts): ggml's dequantize_row_q4_K and
-// dequantize_row_q6_K, bit for bit. A Q4_K weight is f32(d·sc)·q −
+// K-quant blocks (recur.fbs has their layouts): ggml's dequantize_row_q4_K,
+// _q6_K and _q5_K, bit for bit. A Q4_K or Q5_K weight is f32(d·sc)·q −
 // f32(dmin·m) rounded once: d·sc and dmin·m are exact in f32 (an 11-bit
 // half significand times a 6-bit integer), and so is their product with a
-// 4-bit q, so a fused multiply-add and ggml's multiply-then-subtract agree.
-// A Q6_K weight d·scale·q is exact in f32 (11 + 7 + 5 significant bits).
+// 4- or 5-bit q, so a fused multiply-add and ggml's multiply-then-subtract
+// agree. A Q6_K weight d·scale·q is exact in f32 (11 + 7 + 5 significant
+// bits).
 
 // Little-endian half bits at p, as f32.
-inline float HalfAt(const uint8_t* p) {
-  return F16ToF32(static_cast<uint16_t>(p[0] | p[1] << 8));
-}
+inline float HalfAt(const uint8_t* p) { return F16ToF32(static_cast<uint16_t>(p[0] | p[1] << 8)); }
 
 // ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (< 8)
-// from the 12 scale bytes of a Q4_K block.
+// from the 12 scale bytes of a Q4_K or Q5_K block.
 inline void KQuantScaleMin(const uint8_t* scales, size_t j, int* sc, int* m) {
   if (j < 4) {
     *sc = scales[j] & 63;
@@ -82,12 +81,13 @@ inline void KQuantScaleMin(const uint8_t* scales, size_t j, int* sc, int* m) {
   }
 }
 
-// Byte offsets within a Q4_K block (ggml's block_q4_K) and a Q6_K block
-// (block_q6_K).
+// Byte offsets within a Q4_K block (ggml's block_q4_K), a Q6_K block
+// (block_q6_K) and a Q5_K block (block_q5_K: d, dmin and scales as Q4_K's).
 inline constexpr size_t kQ4KScales = 4, kQ4KQs = 16;
 inline constexpr size_t kQ6KQh = 128, kQ6KScales = 192, kQ6KD = 208;
+inline constexpr size_t kQ5KQh = 16, kQ5KQs = 48;
 
-// Sub-block j's (d·sc, dmin·m) of a Q4_K block, as ggml computes them.
+// Sub-block j's (d·sc, dmin·m) of a Q4_K or Q5_K block, as ggml computes them.
 inline void Q4KSubBlock(const uint8_t* block, size_t j, float* dsc, float* dm) {
   int sc, m;
   KQuantScaleMin(block + kQ4KScales, j, &sc, &m);
@@ -107,11 +107,13 @@ inline int Q6KCode(const uint8_t* block, size_t i) {
 // Weight i (< kKQuantBlock) of a block of K-quant `type`, as ggml's
 // dequantize_row_* gives it.
 inline float KQuantValue(WeightType type, const uint8_t* block, size_t i) {
-  if (type == WeightType::kQ4_K) {
+  if (type == WeightType::kQ4_K || type == WeightType::kQ5_K) {
+    const bool q5 = type == WeightType::kQ5_K;
     float dsc, dm;
     Q4KSubBlock(block, i / 32, &dsc, &dm);
-    const uint8_t byte = block[kQ4KQs + 32 * (i / 64) + i % 32];
-    const int q = (i % 64) < 32 ? byte & 0xF : byte >> 4;
+    const uint8_t byte = block[(q5 ? kQ5KQs : kQ4KQs) + 32 * (i / 64) + i % 32];
+    int q = (i % 64) < 32 ? byte & 0xF : byte >> 4;
+    if (q5) q += ((block[kQ5KQh + i % 32] >> (i / 32)) & 1) << 4;  // bit 2c or 2c + 1
     return dsc * static_cast<float>(q) - dm;
   }
   // kQ6_K
@@ -121,8 +123,25 @@ inline float KQuantValue(WeightType type, const uint8_t* block, size_t i) {
 }
 
 // The kKQuantBlock weights of a block, y[i] = KQuantValue(type, block, i),
-// in ggml's order of operations (dequantize_row_q4_K, dequantize_row_q6_K).
+// in ggml's order of operations (dequantize_row_q4_K, _q6_K, _q5_K).
 inline void DecodeKQuantBlock(WeightType type, const uint8_t* block, float* y) {
+  if (type == WeightType::kQ5_K) {
+    const uint8_t* ql = block + kQ5KQs;
+    const uint8_t* qh = block + kQ5KQh;
+    uint8_t u1 = 1, u2 = 2;
+    for (size_t c = 0; c < 4; ++c, ql += 32, u1 <<= 2, u2 <<= 2) {
+      float d1, m1, d2, m2;
+      Q4KSubBlock(block, 2 * c, &d1, &m1);
+      Q4KSubBlock(block, 2 * c + 1, &d2, &m2);
+      for (size_t l = 0; l < 32; ++l) {
+        *y++ = d1 * static_cast<float>((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+      }
+      for (size_t l = 0; l < 32; ++l) {
+        *y++ = d2 * static_cast<float>((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+      }
+    }
+    return;
+  }
   if (type == WeightType::kQ4_K) {
     const uint8_t* q = block + kQ4KQs;
     for (size_t c = 0; c < 4; ++c, q += 32) {
@@ -172,7 +191,8 @@ inline double DecodeWeight(const DenseWeights& w, size_t o, size_t i) {
              I4Value(row, i);
     }
     case WeightType::kQ4_K:
-    case WeightType::kQ6_K: {
+    case WeightType::kQ6_K:
+    case WeightType::kQ5_K: {
       const size_t block_bytes = Traits(w.type).block_bytes;
       const auto* row = static_cast<const uint8_t*>(w.weight) + o * WeightRowBytes(w.type, w.in);
       return KQuantValue(w.type, row + (i / kKQuantBlock) * block_bytes, i % kKQuantBlock);

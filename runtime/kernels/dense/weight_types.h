@@ -17,7 +17,7 @@ enum class WeightScales : uint8_t {
   kNone,      // the stored value is the weight (f32, f16: IEEE half, bf16: the top half of an f32)
   kPerRow,    // symmetric: real = scales[o] · q, one f32 scale per output row
   kPerGroup,  // symmetric: real = scale[o, i / group] · q, an f16 scale per group of inputs
-  kInBlock,   // each packed block holds its own scales (the K-quants: q4_k, q6_k)
+  kInBlock,   // each packed block holds its own scales (the K-quants: q4_k, q6_k, q5_k)
 };
 
 // Storage type of dense weights, one member k<Tag> per line of
@@ -87,7 +87,7 @@ inline std::string WeightTypeNames(bool without_f32 = false) {
 constexpr bool IsQuantized(WeightType type) { return Traits(type).scales != WeightScales::kNone; }
 
 // Whether `type` is one of the K-quants, whose blocks hold their scales
-// (ggml's Q4_K and Q6_K blocks, stored byte for byte).
+// (ggml's Q4_K, Q6_K and Q5_K blocks, stored byte for byte).
 constexpr bool IsKQuant(WeightType type) { return Traits(type).scales == WeightScales::kInBlock; }
 
 // Bytes of `count` elements of `type`, `count` a multiple of its block (a
