@@ -20,6 +20,7 @@
 #include "converter/gguf.h"
 #include "converter/quantize.h"
 #include "converter_test_util.h"
+#include "engine/model_loader.h"
 #include "kernels/dense/dense.h"
 #include "kernels/dense/dense_ref.h"
 #include "recur/recur.h"
@@ -548,6 +549,53 @@ TEST_CASE("gguf rwkv7: Q4_K, Q5_K and Q6_K matrices are taken over block for blo
     const Converted c8 = Convert(dir, m, int8);
     REQUIRE_MESSAGE(c8.status.ok(), c8.status.message());
     CHECK(TensorOf(c8.model, "blocks.0.mixer.key.weight")->dtype() == fb::DType::I8);
+  }
+}
+
+// The loader's message for model bytes (empty when they load).
+std::string LoadMessage(const AlignedBytes& bytes) {
+  std::unique_ptr<Model> model;
+  const Status s = LoadModel(bytes.data(), bytes.size(), {}, &model);
+  return s.ok() ? std::string() : s.message();
+}
+
+// Sets field `field` of tensor `name` in model bytes (a scalar the FlatBuffer stores).
+template <typename T>
+void SetTensorField(AlignedBytes& bytes, const std::string& name, uint16_t field, T value) {
+  for (const fb::Tensor* t : *fb::GetSizePrefixedModel(bytes.data())->tensors()) {
+    if (t->name()->str() != name) continue;
+    auto* table = reinterpret_cast<flatbuffers::Table*>(const_cast<fb::Tensor*>(t));
+    REQUIRE(table->SetField<T>(field, value, T{}));
+  }
+}
+
+TEST_CASE("gguf rwkv7: the loader refuses K-quant tensors of the wrong shape or size") {
+  testing::TempDir dir;
+  const Converted c = Convert(dir, RwkvGgufOf(Quant::kQ4_K_M, 5, kKQuantDims));
+  REQUIRE_MESSAGE(c.status.ok(), c.status.message());
+  CHECK(LoadMessage(c.model).empty());
+  {  // a q4_k tensor's size: not its blocks'
+    AlignedBytes bytes = c.model;
+    const uint64_t size = TensorOf(bytes, "blocks.0.mixer.key.weight")->size();
+    SetTensorField<uint64_t>(bytes, "blocks.0.mixer.key.weight", fb::Tensor::VT_SIZE, size - 144);
+    CHECK(LoadMessage(bytes) == "tensor 'blocks.0.mixer.key.weight': size 36720 bytes does not "
+                                "match shape [256,256] of q4_k elements (256 per 144 bytes: "
+                                "36864)");
+  }
+  {  // rows that are not whole blocks: [256, 256] as [512, 128], the same elements
+    AlignedBytes bytes = c.model;
+    const auto* shape = TensorOf(bytes, "blocks.0.mixer.key.weight")->shape();
+    const int64_t dims[2] = {512, 128};
+    std::memcpy(const_cast<int64_t*>(shape->data()), dims, sizeof(dims));
+    CHECK(LoadMessage(bytes) == "tensor 'blocks.0.mixer.key.weight': q4_k needs a 2-D [out, in] "
+                                "shape with in a multiple of 256, got [512,128]");
+  }
+  {  // a q6_k tensor read as q5_k: refused by its size
+    AlignedBytes bytes = c.model;
+    SetTensorField<int8_t>(bytes, "head.weight", fb::Tensor::VT_DTYPE,
+                           static_cast<int8_t>(fb::DType::Q5_K));
+    CHECK(LoadMessage(bytes) == "tensor 'head.weight': size 2310 bytes does not match shape "
+                                "[11,256] of q5_k elements (256 per 176 bytes: 1936)");
   }
 }
 
