@@ -49,7 +49,8 @@ struct DenseWeights {
 // w[o, i] is the decoded weight: the f16/bf16 value, or scales[o]·q[o, i]
 // for kI8 (computed as scales[o]·Σ_i x·q for small batches), or
 // scale[o, i/group]·q[o, i] for kI4 (decoded a group at a time, see DenseI4
-// below). Activations and sums are f32. Narrow weights need only their element alignment. For
+// below), or ggml's dequantised value for the K-quants (DenseKQuant below).
+// Activations and sums are f32. Narrow weights need only their element alignment. For
 // batch > 6 (> 3 without AVX-512) narrow weights are widened, a chunk of
 // rows at a time, into a per-thread f32 scratch buffer (allocated on first
 // use and kept for reuse; ~64 KiB unless 8·in floats is larger, at most
