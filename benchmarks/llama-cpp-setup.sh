@@ -6,7 +6,7 @@
 #
 #   benchmarks/llama-cpp-setup.sh [DIR]     # default build/llama-cpp (ignored by git)
 #
-# Leaves DIR/bin/{llama-bench,llama-batched-bench,llama-quantize,llama-completion,
+# Leaves DIR/bin (a link to DIR/build/bin) with {llama-bench,llama-batched-bench,llama-quantize,llama-completion,
 # llama-tokenize}, DIR/bin/libllama.so (what the bindings load: LLAMA_CPP_LIB_PATH),
 # DIR/python/llama_cpp (the bindings) and DIR/venv (gguf 0.19.0; Debian's numpy and
 # torch through --system-site-packages). Needs python3-venv, cmake and a C++ compiler;
@@ -39,10 +39,10 @@ src="$dir/llama_cpp_python-$version"
 
 cmake -S "$src/vendor/llama.cpp" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release \
   -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
-  -DCMAKE_RUNTIME_OUTPUT_DIRECTORY="$dir/bin" -DCMAKE_LIBRARY_OUTPUT_DIRECTORY="$dir/bin"
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF
 cmake --build "$dir/build" -j "$jobs" --target llama-bench llama-batched-bench llama-quantize \
   llama-completion llama-tokenize
+ln -sfn build/bin "$dir/bin"   # llama.cpp puts programs and shared libraries in BUILD/bin
 
 rm -rf "$dir/python"
 mkdir -p "$dir/python"
