@@ -22,12 +22,12 @@ inline int I4Value(const uint8_t* row, size_t i) {
 struct DenseWeights {
   const void* weight = nullptr;   // (out, in) row-major of `type`; PyTorch nn.Linear layout
   WeightType type = WeightType::kF32;
-  const float* scales = nullptr;  // kI8: (out); otherwise null
+  const float* scales = nullptr;  // per-row scales (kPerRow types): (out); otherwise null
   const float* bias = nullptr;    // (out) or null
   uint32_t in = 0;
   uint32_t out = 0;
-  // kI4 only: (out, in / group) f16 bits, and inputs per scale (a multiple of
-  // kI4Block that divides in).
+  // Per-group scales (kPerGroup types): (out, in / group) f16 bits, and
+  // inputs per scale (a multiple of the type's block that divides in).
   const uint16_t* group_scales = nullptr;
   uint32_t group = 0;
 
@@ -39,9 +39,10 @@ struct DenseWeights {
 // weights of any WeightType; x: (batch, in) with row stride x_stride; y:
 // (batch, w.out) with row stride y_stride. As the f32 overload below.
 // w[o, i] is the decoded weight: the f16/bf16 value, or scales[o]·q[o, i]
-// for kI8 (computed as scales[o]·Σ_i x·q for small batches), or
-// scale[o, i/group]·q[o, i] for kI4 (decoded a group at a time, see DenseI4
-// below). Activations and sums are f32. Narrow weights need only their element alignment. For
+// with per-row scales (kI8; computed as scales[o]·Σ_i x·q for small
+// batches), or scale[o, i/group]·q[o, i] with per-group scales (kI4:
+// decoded a group at a time, see DenseI4 below). Activations and sums are
+// f32. Narrow weights need only their element alignment. For
 // batch > 6 (> 3 without AVX-512) narrow weights are widened, a chunk of
 // rows at a time, into a per-thread f32 scratch buffer (allocated on first
 // use and kept for reuse; ~64 KiB unless 8·in floats is larger, at most
