@@ -144,6 +144,11 @@ bool F16AtLeast(float v, uint16_t* out) {
   return (h & 0x7C00) != 0x7C00;
 }
 
+// int4 (recur.fbs: I4 layout): each row is cut into groups of `group`
+// inputs (32, 64, 128 or 256; the input dimension must be a multiple); a
+// group's scale is the smallest f16 ≥ max|group| / 7 (a group of zeros gets
+// 1; a scale above the f16 range is an error) and q = round-half-even(w /
+// scale), which lies in [-7, 7]: |w − scale·q| ≤ scale / 2 for every weight.
 Result<StoredTensor> EncodeInt4(const std::string& name, const Tensor& t, int group) {
   const std::vector<float>& w = t.data;
   if (!ValidInt4Group(group)) {
@@ -238,6 +243,10 @@ Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, Weig
     case WeightType::kI4:
       return EncodeInt4(name, t, group);
     case WeightType::kI8: {
+      // scale = max|row| / 127 (computed in f32; a row of zeros gets 1, a
+      // row so small that the scale would be below FLT_MIN gets FLT_MIN) and
+      // q = round-half-even(w / scale) clamped to [-127, 127], so that
+      // |w − scale·q| ≤ scale / 2.
       if (t.shape.size() != 2) {
         return Status(StatusCode::kInvalidArgument,
                       name + ": int8 needs a 2-D [out, in] weight, got shape " +
@@ -314,7 +323,7 @@ Result<StoredTensor> Int4FromQ4_0(const std::string& name, const uint8_t* blocks
 
 EncodedSize EncodedSizeOf(const std::vector<int64_t>& shape, uint64_t elements, WeightType dtype,
                           int group) {
-  // int8 and int4 encode a [rows, cols] matrix (and refuse anything else).
+  // Types with scales encode a [rows, cols] matrix (and refuse anything else).
   const bool matrix = shape.size() == 2;
   const uint64_t rows = matrix ? static_cast<uint64_t>(shape[0]) : 0;
   const uint64_t cols = matrix ? static_cast<uint64_t>(shape[1]) : 0;
@@ -328,7 +337,8 @@ EncodedSize EncodedSizeOf(const std::vector<int64_t>& shape, uint64_t elements, 
       return {rows * cols, rows};
     case WeightType::kI4: {
       const bool grouped = ValidInt4Group(group) && cols % static_cast<uint64_t>(group) == 0;
-      return {rows * cols / 2, grouped ? rows * (cols / static_cast<uint64_t>(group)) : 0};
+      return {rows * cols / 2, grouped ? rows * (cols / static_cast<uint64_t>(group)) : 0,
+              grouped ? static_cast<uint32_t>(group) : 0};
     }
   }
   return {};
