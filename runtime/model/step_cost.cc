@@ -1,3 +1,4 @@
+#include "kernels/dense/dense.h"
 #include "model/model.h"
 
 namespace recur::impl {
@@ -21,7 +22,9 @@ StepCost EstimateStepCost(const Model& m) {
     const uint64_t flops = 2 * uint64_t(t->shape()->Get(0)) * uint64_t(t->shape()->Get(1));
     cost.flops += flops;
     kernels::WeightType type;
-    if (WeightTypeOf(t->dtype(), &type) && kernels::IsQuantized(type)) cost.integer_flops += flops;
+    if (WeightTypeOf(t->dtype(), &type) && kernels::HasIntegerDot(type)) {
+      cost.integer_flops += flops;
+    }
   }
   return cost;
 }

@@ -105,6 +105,13 @@ void DenseI8Dot(const float* x, size_t x_stride, size_t batch, const DenseWeight
 void DenseI8DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales, size_t batch,
                          const DenseWeights& w, float* y, size_t y_stride, bool accumulate);
 
+// Whether weights of `type` have integer dot-product kernels, which Dense
+// below runs as Int8Activations says: kI8 (DenseI8Dot) and kI4
+// (DenseI4Dot). Other types run f32 FMAs whatever it says.
+constexpr bool HasIntegerDot(WeightType type) {
+  return type == WeightType::kI8 || type == WeightType::kI4;
+}
+
 // Dense for any WeightType with kI8 and kI4 weights run as `int8` says
 // (DenseI8Dot, DenseI4Dot).
 void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,

@@ -81,10 +81,6 @@ inline std::string WeightTypeNames(bool without_f32 = false) {
   return names;
 }
 
-// Whether weights of `type` are integers times scales (their dot products
-// may run on integer instructions).
-constexpr bool IsQuantized(WeightType type) { return Traits(type).scales != WeightScales::kNone; }
-
 // Bytes of `count` elements of `type`, `count` a multiple of its block (a
 // weight row: count = in).
 constexpr size_t WeightBytes(WeightType type, size_t count) {
