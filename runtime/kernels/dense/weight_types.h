@@ -29,7 +29,7 @@ enum class WeightType : uint8_t {
 
 // One line of weight_types.inc.
 struct WeightTypeTraits {
-  const char* name;    // "f32", "f16", "bf16", "int8", "int4"
+  const char* name;    // "f32", "int8", ...: the line's `name`
   size_t block;        // elements per packed block (1: stored one by one)
   size_t block_bytes;  // bytes per block
   WeightScales scales;
@@ -56,7 +56,7 @@ constexpr const WeightTypeTraits& Traits(WeightType type) {
   return kWeightTypeTraits[static_cast<size_t>(type)];
 }
 
-// The names recur-convert --dtype takes: "f32", "f16", "bf16", "int8", "int4".
+// The names recur-convert --dtype takes: "f32", "f16", "int8", ...
 constexpr const char* WeightTypeName(WeightType type) { return Traits(type).name; }
 
 // The type called `name` (WeightTypeName); false if none is.
@@ -70,8 +70,8 @@ constexpr bool ParseWeightType(std::string_view name, WeightType* out) {
   return false;
 }
 
-// The names for messages: "f32, f16, bf16, int8 or int4"; without_f32:
-// "f16, bf16, int8 or int4".
+// The names for messages, in list order, the last two joined by "or"
+// ("f32, f16, bf16, ... or <the last>"); without_f32: all but "f32".
 inline std::string WeightTypeNames(bool without_f32 = false) {
   std::string names;
   for (size_t i = without_f32 ? 1 : 0; i < kWeightTypeCount; ++i) {
