@@ -480,7 +480,7 @@ def test_layouts_are_the_converters():
 
 
 def test_dtypes_are_the_converters():
-    assert recur.dtypes() == ("f32", "f16", "bf16", "int8", "int4")
+    assert recur.dtypes() == ("f32", "f16", "bf16", "int8", "int4", "q8_0")
 
 
 def test_convert_errors_name_the_problem(tmp_path):

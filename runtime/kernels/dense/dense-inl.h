@@ -93,6 +93,10 @@ template <>
 struct StoredElement<WeightType::kI8> {
   using type = int8_t;
 };
+template <>
+struct StoredElement<WeightType::kQ8_0> {
+  using type = int8_t;
+};
 
 // The scales of the weights the row tiles read, from the first row they are
 // given: one f32 per output row (kPerRow), or the f16 bits of one per group
@@ -190,9 +194,9 @@ HWY_INLINE void DecodeGroupScales(D d, const uint16_t* HWY_RESTRICT src, size_t 
 }
 
 // Weights [k0, k0 + n) of row o of `w` as f32 lanes (n ≤ Lanes(d), zeros
-// past n), before the per-row scale of kI8; kI4 with its group scales, by
-// the reference decode (for packing, once per session). row: Lanes(d)
-// aligned floats of scratch.
+// past n), before the per-row scale of kI8; with their group scales
+// otherwise (kI4 and vectors past a group's end by the reference decode:
+// for packing, once per session). row: Lanes(d) aligned floats of scratch.
 template <class D>
 HWY_INLINE hn::Vec<D> LoadWeightRow(D d, const DenseWeights& w, size_t o, size_t k0, size_t n,
                                     float* HWY_RESTRICT row) {
@@ -214,6 +218,13 @@ HWY_INLINE hn::Vec<D> LoadWeightRow(D d, const DenseWeights& w, size_t o, size_t
     case WeightType::kI8: {
       const auto* src = static_cast<const int8_t*>(w.weight) + at;
       return full ? LoadWeights(d, src) : LoadWeightsTail(d, src, n);
+    }
+    case WeightType::kQ8_0: {
+      const size_t g = k0 / w.group;
+      if (!full || (k0 + n - 1) / w.group != g) break;
+      DecodeGroupScales(d, w.group_scales + o * (w.in / w.group) + g, 1, row);
+      const auto* src = static_cast<const int8_t*>(w.weight) + at;
+      return hn::Mul(LoadWeights(d, src), hn::Set(d, row[0]));
     }
     case WeightType::kI4:
       break;

@@ -30,6 +30,9 @@ void DenseNarrowImpl(const float* x, size_t x_stride, size_t batch, const DenseW
     case WeightType::kI8:
       DenseNarrow<WeightType::kI8>(x, x_stride, batch, w, y, y_stride, accumulate);
       return;
+    case WeightType::kQ8_0:
+      DenseNarrow<WeightType::kQ8_0>(x, x_stride, batch, w, y, y_stride, accumulate);
+      return;
     case WeightType::kI4:
       break;  // dense_i4.cc (see Dense below)
   }
@@ -46,6 +49,8 @@ DenseScratch DenseScratchNeedImpl(size_t batch, size_t in, size_t out, WeightTyp
       return dense_detail::NarrowScratchNeed<WeightType::kBF16>(d, batch, in, out);
     case WeightType::kI8:
       return dense_detail::NarrowScratchNeed<WeightType::kI8>(d, batch, in, out);
+    case WeightType::kQ8_0:
+      return dense_detail::NarrowScratchNeed<WeightType::kQ8_0>(d, batch, in, out);
     case WeightType::kI4:
       return DenseScratch();  // decoded on the stack
   }
@@ -78,6 +83,7 @@ void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
     case WeightType::kF16:
     case WeightType::kBF16:
     case WeightType::kI8:
+    case WeightType::kQ8_0:
       HWY_DYNAMIC_DISPATCH(DenseNarrowImpl)(x, x_stride, batch, w, y, y_stride, accumulate);
       return;
     case WeightType::kI4:
