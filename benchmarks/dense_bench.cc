@@ -1,9 +1,10 @@
 // Dense micro-benchmark (not a test). Prints µs per call (median and best of
 // 41 timed batches after warm-up), GFLOP/s and %peak from the median, and the
-// weight-streaming rate (bytes of the stored weight type). Rows for f32 and,
-// at a few shapes, for f16, bf16 and int8 weights; then batch-1 mat-vecs of
-// 4096 and 8192 square with q4_k, q6_k and q5_k beside int4, in turn. Buffers are
-// 64-byte aligned.
+// weight-streaming rate (bytes of the stored weight type and its scales).
+// Rows for f32 and, at a few shapes, for f16, bf16, int8 and q8_0 weights
+// (int8 and q8_0 side by side at mat-vec shapes up to 8192×8192: 64 MiB,
+// past the last-level cache); then batch-1 mat-vecs of 4096 and 8192 square
+// with q4_k, q6_k and q5_k beside int4, in turn. Buffers are 64-byte aligned.
 //   dense_bench [TARGET]   e.g. AVX2 to pin dynamic dispatch to that target
 // It also measures this core's FMA peak for reference (machine_limits.h).
 #include <algorithm>
@@ -186,7 +187,8 @@ int main(int argc, char** argv) {
     WeightType type;
   };
   constexpr WeightType kF32 = WeightType::kF32, kF16 = WeightType::kF16,
-                       kBF16 = WeightType::kBF16, kI8 = WeightType::kI8;
+                       kBF16 = WeightType::kBF16, kI8 = WeightType::kI8,
+                       kQ8 = WeightType::kQ8_0;
   const Shape shapes[] = {
       {1, 256, 256, kF32},     {1, 256, 1024, kF32},    {1, 1024, 256, kF32},
       {64, 256, 256, kF32},    {64, 256, 1024, kF32},   {64, 1024, 256, kF32},
@@ -195,17 +197,25 @@ int main(int argc, char** argv) {
       {1024, 1024, 256, kF32},
       {1, 256, 1024, kF16},    {1, 256, 1024, kBF16},   {1, 256, 1024, kI8},
       {1, 2048, 3072, kF16},   {1, 2048, 3072, kBF16},  {1, 2048, 3072, kI8},
-      {64, 256, 1024, kF16},   {64, 256, 1024, kBF16},  {64, 256, 1024, kI8}};
+      {64, 256, 1024, kF16},   {64, 256, 1024, kBF16},  {64, 256, 1024, kI8},
+      {1, 256, 1024, kQ8},     {64, 256, 1024, kQ8},    {64, 2048, 2048, kI8},
+      {64, 2048, 2048, kQ8},   {1, 2048, 2048, kI8},    {1, 2048, 2048, kQ8},
+      {1, 4096, 4096, kI8},    {1, 4096, 4096, kQ8},    {1, 8192, 8192, kI8},
+      {1, 8192, 8192, kQ8}};
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::printf("%-16s %5s %9s %9s %9s %7s %8s\n", "batch x in->out", "w", "us/call", "(best)",
               "GFLOP/s", "%peak", "w GB/s");
   for (const Shape& s : shapes) {
-    const size_t wbytes = recur::impl::kernels::WeightBytes(s.type, s.out * s.in);
+    const size_t groups = s.out * s.in / 32;  // q8_0's scales
+    const size_t wbytes = recur::impl::kernels::WeightBytes(s.type, s.out * s.in) +
+                          (s.type == kI8 ? 4 * s.out : s.type == kQ8 ? 2 * groups : 0);
     auto x = hwy::AllocateAligned<float>(s.batch * s.in);
     auto w = hwy::AllocateAligned<float>(s.out * s.in);
     auto wn = hwy::AllocateAligned<uint8_t>(wbytes);
     auto scales = hwy::AllocateAligned<float>(s.out);
+    auto group_scales = hwy::AllocateAligned<uint16_t>(groups);
+    for (size_t i = 0; i < groups; ++i) group_scales[i] = ToHalfBits(1.0f / 127, WeightType::kF16);
     auto bias = hwy::AllocateAligned<float>(s.out);
     auto y = hwy::AllocateAligned<float>(s.batch * s.out);
     for (size_t i = 0; i < s.batch * s.in; ++i) x[i] = dist(rng);
@@ -213,7 +223,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < s.out; ++i) bias[i] = dist(rng);
     for (size_t i = 0; i < s.out; ++i) scales[i] = 1.0f / 127;
     for (size_t i = 0; i < s.out * s.in; ++i) {
-      if (s.type == kI8) {
+      if (s.type == kI8 || s.type == kQ8) {
         wn[i] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(w[i] * 127)));
       } else if (s.type != kF32) {
         const uint16_t h = ToHalfBits(w[i], s.type);
@@ -224,6 +234,10 @@ int main(int argc, char** argv) {
     dw.weight = s.type == kF32 ? static_cast<const void*>(w.get()) : wn.get();
     dw.type = s.type;
     dw.scales = s.type == kI8 ? scales.get() : nullptr;
+    if (s.type == kQ8) {
+      dw.group_scales = group_scales.get();
+      dw.group = 32;
+    }
     dw.bias = bias.get();
     dw.in = static_cast<uint32_t>(s.in);
     dw.out = static_cast<uint32_t>(s.out);

@@ -76,6 +76,10 @@ const char* WeightTypeEncoding(WeightType dtype) {
     case WeightType::kI4:
       return "symmetric, two per byte, one f16 scale per --group inputs of a row: the smallest "
              "half >= max|group|/7; the input dimension must be a multiple of the group";
+    case WeightType::kQ8_0:
+      return "GGUF's Q8_0: one byte per weight, one f16 scale per 32 inputs of a row: "
+             "max|group|/127, the bytes round(w*127/max) as llama.cpp makes them; the input "
+             "dimension must be a multiple of 32";
     case WeightType::kQ4_K:
       return "ggml's Q4_K blocks of 256 inputs, taken over from a GGUF file's Q4_K matrices "
              "(recur-convert does not quantise to it)";
@@ -165,6 +169,11 @@ bool F16AtLeast(float v, uint16_t* out) {
   return (h & 0x7C00) != 0x7C00;
 }
 
+// int4 (recur.fbs: I4 layout): each row is cut into groups of `group`
+// inputs (32, 64, 128 or 256; the input dimension must be a multiple); a
+// group's scale is the smallest f16 ≥ max|group| / 7 (a group of zeros gets
+// 1; a scale above the f16 range is an error) and q = round-half-even(w /
+// scale), which lies in [-7, 7]: |w − scale·q| ≤ scale / 2 for every weight.
 Result<StoredTensor> EncodeInt4(const std::string& name, const Tensor& t, int group) {
   const std::vector<float>& w = t.data;
   if (!ValidInt4Group(group)) {
@@ -227,6 +236,71 @@ Result<StoredTensor> EncodeInt4(const std::string& name, const Tensor& t, int gr
   return out;
 }
 
+// The inputs per scale of q8_0, GGUF's Q8_0 block.
+constexpr std::size_t kQ8_0Group = kernels::Traits(WeightType::kQ8_0).block;
+
+// q8_0 (recur.fbs: Q8_0 layout), as ggml's quantize_row_q8_0_ref (llama.cpp,
+// ggml/src/ggml-quants.c) makes GGUF's Q8_0, group by group of 32 inputs of
+// a row, all in f32: d = max|group| / 127, id = d ? 1/d : 0, q =
+// roundf(w·id) (half away from zero), and the scale stored is f16(d) (round
+// to nearest even). q comes from d, not from the stored f16(d), so |w −
+// f16(d)·q| ≤ d/2 + 127·|d − f16(d)| (≤ 0.57·d for a normal f16), and a d
+// below the f16 range stores 0 (where 1/d overflows, max|group| <
+// 127·2^-128, the bytes are 0 too: nothing beside a scale of 0). A scale
+// beyond the f16 range (max|group| > 127·65504) is an error.
+Result<StoredTensor> EncodeQ8_0(const std::string& name, const Tensor& t) {
+  const std::vector<float>& w = t.data;
+  if (t.shape.size() != 2) {
+    return Status(StatusCode::kInvalidArgument,
+                  name + ": q8_0 needs a 2-D [out, in] weight, got shape " + ShapeString(t.shape));
+  }
+  const auto rows = static_cast<std::size_t>(t.shape[0]);
+  const auto cols = static_cast<std::size_t>(t.shape[1]);
+  if (cols % kQ8_0Group != 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  name +
+                      ": q8_0 groups of 32 need the input dimension to be a multiple of 32, "
+                      "got shape " +
+                      ShapeString(t.shape) + "; use another --dtype");
+  }
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if (!std::isfinite(w[i])) {
+      return Status(StatusCode::kInvalidArgument, name + ": cannot quantize " +
+                                                      (std::isnan(w[i]) ? "NaN" : "Inf") + " at " +
+                                                      Where(i, t.shape));
+    }
+  }
+  const std::size_t groups = cols / kQ8_0Group;
+  StoredTensor out;
+  out.dtype = WeightType::kQ8_0;
+  out.group = static_cast<int>(kQ8_0Group);
+  out.bytes.resize(rows * cols);
+  out.scales_f16.resize(rows * groups);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t k = 0; k < groups; ++k) {
+      const std::size_t at = r * cols + k * kQ8_0Group;
+      float amax = 0.0f;
+      for (std::size_t c = 0; c < kQ8_0Group; ++c) amax = std::max(amax, std::fabs(w[at + c]));
+      const float d = amax / 127.0f;
+      float id = d != 0.0f ? 1.0f / d : 0.0f;
+      if (!std::isfinite(id)) id = 0.0f;
+      if (!F32ToF16(d, &out.scales_f16[r * groups + k])) {
+        return Status(StatusCode::kInvalidArgument,
+                      name + ": row " + std::to_string(r) + " group " + std::to_string(k) +
+                          " has max |w| " + Shortest(amax) +
+                          ", whose q8_0 scale (max/127) is beyond the f16 range (max 65504); "
+                          "convert with --dtype int8 or f32");
+      }
+      for (std::size_t c = 0; c < kQ8_0Group; ++c) {
+        // |w·id| ≤ 127 up to three f32 roundings: an int8 without a clamp.
+        const float q = std::round(w[at + c] * id);
+        out.bytes[at + c] = static_cast<uint8_t>(static_cast<int8_t>(q));
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, WeightType dtype,
@@ -258,6 +332,8 @@ Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, Weig
     }
     case WeightType::kI4:
       return EncodeInt4(name, t, group);
+    case WeightType::kQ8_0:
+      return EncodeQ8_0(name, t);
     case WeightType::kQ4_K:
     case WeightType::kQ6_K:
     case WeightType::kQ5_K:
@@ -267,6 +343,10 @@ Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, Weig
                         " matrices over as they are (convert that file without --dtype), "
                         "and this tensor is not one: use another --dtype");
     case WeightType::kI8: {
+      // scale = max|row| / 127 (computed in f32; a row of zeros gets 1, a
+      // row so small that the scale would be below FLT_MIN gets FLT_MIN) and
+      // q = round-half-even(w / scale) clamped to [-127, 127], so that
+      // |w − scale·q| ≤ scale / 2.
       if (t.shape.size() != 2) {
         return Status(StatusCode::kInvalidArgument,
                       name + ": int8 needs a 2-D [out, in] weight, got shape " +
@@ -398,7 +478,7 @@ Result<StoredTensor> KQuantFromGguf(const std::string& name, WeightType dtype,
 
 EncodedSize EncodedSizeOf(const std::vector<int64_t>& shape, uint64_t elements, WeightType dtype,
                           int group) {
-  // int8 and int4 encode a [rows, cols] matrix (and refuse anything else).
+  // Types with scales encode a [rows, cols] matrix (and refuse anything else).
   const bool matrix = shape.size() == 2;
   const uint64_t rows = matrix ? static_cast<uint64_t>(shape[0]) : 0;
   const uint64_t cols = matrix ? static_cast<uint64_t>(shape[1]) : 0;
@@ -412,7 +492,13 @@ EncodedSize EncodedSizeOf(const std::vector<int64_t>& shape, uint64_t elements, 
       return {rows * cols, rows};
     case WeightType::kI4: {
       const bool grouped = ValidInt4Group(group) && cols % static_cast<uint64_t>(group) == 0;
-      return {rows * cols / 2, grouped ? rows * (cols / static_cast<uint64_t>(group)) : 0};
+      return {rows * cols / 2, grouped ? rows * (cols / static_cast<uint64_t>(group)) : 0,
+              grouped ? static_cast<uint32_t>(group) : 0};
+    }
+    case WeightType::kQ8_0: {
+      const bool grouped = cols % kQ8_0Group == 0;
+      return {rows * cols, grouped ? rows * (cols / kQ8_0Group) : 0,
+              grouped ? static_cast<uint32_t>(kQ8_0Group) : 0};
     }
     case WeightType::kQ4_K:
     case WeightType::kQ6_K:

@@ -1,5 +1,7 @@
-// Reduced-precision storage of dense weights: f16 and bf16 (round to
-// nearest even) and int8 (symmetric, one scale per output row).
+// Reduced-precision storage of dense weights, in the types of the list
+// (runtime/kernels/dense/weight_types.inc): each type's encoding is
+// described at its encoder in quantize.cc and, for recur-convert --help, by
+// WeightTypeEncoding.
 //
 // Which tensors: `--dtype` applies to the weight matrices of the blocks
 // (mixer query/key/value/out, ffn linear1/linear2) and, with
@@ -8,17 +10,6 @@
 // weights in narrow types; the input projection and the head see the raw
 // input and produce the output, where precision matters most and their cost
 // is small).
-//
-// int8: scale = max|row| / 127 (computed in f32; a row of zeros gets 1, a
-// row so small that the scale would be below FLT_MIN gets FLT_MIN) and
-// q = round-half-even(w / scale) clamped to [-127, 127], so that
-// |w − scale·q| ≤ scale / 2.
-//
-// int4 (recur.fbs: I4 layout): each row is cut into groups of `group`
-// inputs (32, 64, 128 or 256; the input dimension must be a multiple); a
-// group's scale is the smallest f16 ≥ max|group| / 7 (a group of zeros gets
-// 1; a scale above the f16 range is an error) and q = round-half-even(w /
-// scale), which lies in [-7, 7]: |w − scale·q| ≤ scale / 2 for every weight.
 #ifndef RECUR_CONVERTER_QUANTIZE_H_
 #define RECUR_CONVERTER_QUANTIZE_H_
 
@@ -59,25 +50,25 @@ inline constexpr int kInt4Groups[] = {32, 64, 128, 256};
 bool ValidInt4Group(int group);
 
 // A tensor as stored in the model: its bytes (little-endian elements of
-// `dtype`; int4 and the K-quants: packed as recur.fbs says) and, for int8, one scale per row
-// (dimension 0); for int4, f16 scales (rows, in / group).
+// `dtype`; packed types as recur.fbs says) and its scales, of the kind its
+// type's line in the list says: per row, one f32 a row (dimension 0); per
+// group, f16 bits (rows, in / group); the K-quants' are in their blocks.
 struct StoredTensor {
   WeightType dtype = WeightType::kF32;
   std::vector<uint8_t> bytes;
-  std::vector<float> scales;         // int8 only
-  std::vector<uint16_t> scales_f16;  // int4 only
-  int group = 0;                     // int4 only
+  std::vector<float> scales;         // per-row scales only
+  std::vector<uint16_t> scales_f16;  // per-group scales only
+  int group = 0;                     // per-group scales only: inputs per scale
 };
 
-// Encodes `t` as `dtype` (int4 in groups of `group` inputs; the K-quants
-// are refused: recur-convert takes them over from GGUF files only,
-// KQuantFromGguf). Errors name the
-// tensor: a finite value beyond the f16/bf16 range (with its index), NaN/Inf
-// for int8/int4, int8/int4 of a tensor that is not 2-D, an int4 group size
-// not in kInt4Groups or that does not divide the input dimension, an int4
-// group scale beyond the f16 range. (NaN/Inf are otherwise stored as they
-// are: the importer rejects them before this, unless validation was turned
-// off for tests.)
+// Encodes `t` as `dtype` (int4 in groups of `group` inputs; other types
+// ignore it). Errors name the tensor: a finite value beyond the range of the
+// type or of its scales (with its index, or its row and group), NaN/Inf for
+// a type with scales, such a type for a tensor that is not 2-D, an input
+// dimension or group size the type does not take; the K-quants, which
+// recur-convert takes over from GGUF files only (KQuantFromGguf). (NaN/Inf
+// are otherwise stored as they are: the importer rejects them before this,
+// unless validation was turned off for tests.)
 Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, WeightType dtype,
                                   int group = kInt4Groups[0]);
 
@@ -108,7 +99,8 @@ Result<StoredTensor> KQuantFromGguf(const std::string& name, WeightType dtype,
 // writer places every tensor before it encodes any.
 struct EncodedSize {
   uint64_t bytes = 0;
-  uint64_t scales = 0;  // int8: f32 scales (one per row); int4: f16 scales (one per group)
+  uint64_t scales = 0;  // per-row: f32 scales (one a row); per-group: f16 scales (one a group)
+  uint32_t group = 0;   // per-group: inputs per scale, as the file records it
 };
 EncodedSize EncodedSizeOf(const std::vector<int64_t>& shape, uint64_t elements, WeightType dtype,
                           int group = kInt4Groups[0]);

@@ -74,7 +74,7 @@ struct Placed {
   int group;           // int4
   uint64_t offset;     // in the data segment
   EncodedSize size;
-  uint64_t scales_at;  // int8, int4: where the scales lie, in bytes before the FlatBuffer's end
+  uint64_t scales_at;  // types with scales: where they lie, in bytes before the FlatBuffer's end
 };
 
 // The FlatBuffer of `desc`, its tensor table `placed`: a quantised tensor's
@@ -116,7 +116,7 @@ Status BuildFlatBuffer(const ModelDescription& desc, const std::map<std::string,
       }
       case kernels::WeightScales::kPerGroup: {
         auto group_scales = scales(p.size.scales, static_cast<uint16_t*>(nullptr), &p);
-        quant = fb::CreateQuantization(fbb, 1, 0, static_cast<uint32_t>(p.group), group_scales);
+        quant = fb::CreateQuantization(fbb, 1, 0, p.size.group, group_scales);
         break;
       }
       case kernels::WeightScales::kInBlock:
@@ -343,11 +343,14 @@ Result<uint64_t> WriteModel(const ModelDescription& desc, TensorFeed* feed,
       continue;
     }
     const std::size_t scales = stored->scales.size() + stored->scales_f16.size();
-    if (stored->bytes.size() != p.size.bytes || scales != p.size.scales) {
+    const auto group = static_cast<uint32_t>(stored->group);
+    if (stored->bytes.size() != p.size.bytes || scales != p.size.scales || group != p.size.group) {
       encoded = Status(StatusCode::kInternal,
                        *p.name + ": encoded as " + std::to_string(stored->bytes.size()) +
-                           " bytes and " + std::to_string(scales) + " scales, placed as " +
-                           std::to_string(p.size.bytes) + " and " + std::to_string(p.size.scales));
+                           " bytes and " + std::to_string(scales) + " scales in groups of " +
+                           std::to_string(group) + ", placed as " + std::to_string(p.size.bytes) +
+                           " and " + std::to_string(p.size.scales) + " in groups of " +
+                           std::to_string(p.size.group));
       continue;
     }
     if (described.ok() && scales) {

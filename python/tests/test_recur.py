@@ -480,7 +480,8 @@ def test_layouts_are_the_converters():
 
 
 def test_dtypes_are_the_converters():
-    assert recur.dtypes() == ("f32", "f16", "bf16", "int8", "int4", "q4_k", "q6_k", "q5_k")
+    assert recur.dtypes() == ("f32", "f16", "bf16", "int8", "int4", "q8_0", "q4_k", "q6_k",
+                              "q5_k")
 
 
 def test_convert_errors_name_the_problem(tmp_path):

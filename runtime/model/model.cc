@@ -31,9 +31,9 @@ std::string ShapeString(std::initializer_list<int64_t> shape) {
   return s + "]";
 }
 
-// The input group sizes an I4 tensor may have: multiples of the packed block
-// up to the widest row the integer kernels take.
-constexpr uint32_t kMaxI4Group = 16384;
+// The input group sizes a tensor with per-group scales may have: multiples
+// of its type's block up to the widest row the integer kernels take.
+constexpr uint32_t kMaxGroup = 16384;
 
 }  // namespace
 
@@ -81,7 +81,7 @@ Status TensorResolver::CheckTensorTable() const {
       }
     }
     if (traits.block > 1) {
-      // Rows of whole blocks (recur.fbs: I4 layout).
+      // Rows of whole blocks (recur.fbs: the layouts of the packed types).
       if (t->shape()->size() != 2 || t->shape()->Get(1) % int64_t(traits.block) != 0) {
         return InvalidModel(
             "tensor '%s': %s needs a 2-D [out, in] shape with in a multiple "
@@ -181,43 +181,51 @@ Status CheckInt8Scales(const fb::Tensor* t, const char* what, uint32_t out_featu
   return Status::Ok();
 }
 
-// Group scales of an int4 dense weight [out, in]: quant.axis 1, a group
-// size that is a multiple of 32 and divides `in`, out·in/group f16 scales,
-// each finite. Any sign and zero are taken as they are (real = scale·q): the
-// converter writes positive scales, but GGUF Q4_0 blocks carry negative ones
-// (d = max/−8) and zero ones (a block of zeros), kept so that every weight is
-// the block's exactly.
-Status CheckInt4Scales(const fb::Tensor* t, const char* what, uint32_t out_features,
-                       uint32_t in_features, const uint16_t** scales, uint32_t* group) {
+// Group scales of a dense weight [out, in] of a type with per-group scales:
+// quant.axis 1, a group size that is a multiple of the type's block and
+// divides `in`, out·in/group f16 scales, each finite. Any sign and zero are
+// taken as they are (real = scale·q): GGUF blocks carry negative scales
+// (Q4_0: d = max/−8) and zero ones (a block of zeros), kept so that every
+// weight is the block's exactly.
+Status CheckGroupScales(const fb::Tensor* t, kernels::WeightType type, const char* what,
+                        uint32_t out_features, uint32_t in_features, const uint16_t** scales,
+                        uint32_t* group) {
   const char* name = t->name()->c_str();
+  const char* type_name = kernels::WeightTypeName(type);
+  const size_t block = kernels::Traits(type).block;
   const fb::Quantization* q = t->quant();
   if (q == nullptr || q->scales_f16() == nullptr) {
-    return InvalidModel("%s: int4 tensor '%s' has no group scales (quant.scales_f16)", what,
-                        name);
+    return InvalidModel("%s: %s tensor '%s' has no group scales (quant.scales_f16)", what,
+                        type_name, name);
   }
   if (q->axis() != 1) {
-    return Unsupported("%s: int4 tensor '%s' is quantized along axis %d; int4 dense weights "
-                       "are grouped along the input dimension (axis 1)", what, name, q->axis());
+    return Unsupported(
+        "%s: %s tensor '%s' is quantized along axis %d; %s dense weights "
+        "are grouped along the input dimension (axis 1)",
+        what, type_name, name, q->axis(), type_name);
   }
   const uint32_t g = q->group_size();
-  if (g == 0 || g % kernels::kI4Block != 0 || g > kMaxI4Group || in_features % g != 0) {
-    return InvalidModel("%s: int4 tensor '%s' has group size %u; it must be a multiple of %zu, "
-                        "at most %u, that divides the %u inputs", what, name, g,
-                        kernels::kI4Block, kMaxI4Group, in_features);
+  if (g == 0 || g % block != 0 || g > kMaxGroup || in_features % g != 0) {
+    return InvalidModel(
+        "%s: %s tensor '%s' has group size %u; it must be a multiple of %zu, "
+        "at most %u, that divides the %u inputs",
+        what, type_name, name, g, block, kMaxGroup, in_features);
   }
   const uint64_t expected = uint64_t{out_features} * (in_features / g);
   if (q->scales_f16()->size() != expected) {
-    return InvalidModel("%s: int4 tensor '%s' has %u group scales, expected %llu (%u rows x "
-                        "%u groups of %u)", what, name, q->scales_f16()->size(),
-                        static_cast<unsigned long long>(expected), out_features,
-                        in_features / g, g);
+    return InvalidModel(
+        "%s: %s tensor '%s' has %u group scales, expected %llu (%u rows x "
+        "%u groups of %u)",
+        what, type_name, name, q->scales_f16()->size(), static_cast<unsigned long long>(expected),
+        out_features, in_features / g, g);
   }
   for (uint32_t k = 0; k < q->scales_f16()->size(); ++k) {
     const float s = kernels::ref::F16ToF32(q->scales_f16()->Get(k));
     if (!std::isfinite(s)) {
-      return InvalidModel("%s: int4 tensor '%s': group scale %u (row %u) is %g; scales must be "
-                          "finite", what, name, k, k / (in_features / g),
-                          static_cast<double>(s));
+      return InvalidModel(
+          "%s: %s tensor '%s': group scale %u (row %u) is %g; scales must be "
+          "finite",
+          what, type_name, name, k, k / (in_features / g), static_cast<double>(s));
     }
   }
   *scales = q->scales_f16()->data();
@@ -300,8 +308,8 @@ Status TensorResolver::GetDense(const fb::Dense* dense, const std::string& what,
     return InvalidModel("%s is missing (expected weight [%u,%u])", what.c_str(), out_features,
                         in_features);
   }
-  // The weight may be f32, f16, bf16, int8 (per-row scales), int4 (per-group
-  // scales) or a K-quant (scales in its blocks); the bias is f32.
+  // The weight may be of any type of the list (kernels/dense/weight_types.inc),
+  // with per-row, per-group or in-block scales as its line says; the bias is f32.
   const std::string weight_what = what + ".weight";
   const fb::Tensor* t = nullptr;
   RECUR_RETURN_IF_ERROR(FindTensor(root_, dense->weight(), weight_what.c_str(),
@@ -319,8 +327,8 @@ Status TensorResolver::GetDense(const fb::Dense* dense, const std::string& what,
       RECUR_RETURN_IF_ERROR(CheckInt8Scales(t, weight_what.c_str(), out_features, &out->scales));
       break;
     case kernels::WeightScales::kPerGroup:
-      RECUR_RETURN_IF_ERROR(CheckInt4Scales(t, weight_what.c_str(), out_features, in_features,
-                                            &out->group_scales, &out->group));
+      RECUR_RETURN_IF_ERROR(CheckGroupScales(t, type, weight_what.c_str(), out_features,
+                                             in_features, &out->group_scales, &out->group));
       break;
     case kernels::WeightScales::kInBlock:
       // The scales are the blocks' own (CheckTensorTable checked the rows of

@@ -153,8 +153,9 @@ void AddSinusoidPositions(const Model& model, uint64_t position, float* x);
 
 // What one RNN step of one stream costs in its dense layers: the weight bytes
 // it streams and the FLOPs (2 per multiply-add), of which integer_flops on
-// int8 and int4 weights. Mixer arithmetic, norms and activations are small
-// beside them and not counted.
+// weights with integer dot-product kernels (kernels::HasIntegerDot: int8 and
+// int4). Mixer arithmetic, norms and activations are small beside them and
+// not counted.
 struct StepCost {
   uint64_t weight_bytes = 0;
   uint64_t flops = 0;

@@ -1,3 +1,4 @@
+#include "kernels/dense/dense.h"
 #include "model/model.h"
 
 namespace recur::impl {
@@ -21,9 +22,7 @@ StepCost EstimateStepCost(const Model& m) {
     const uint64_t flops = 2 * uint64_t(t->shape()->Get(0)) * uint64_t(t->shape()->Get(1));
     cost.flops += flops;
     kernels::WeightType type;
-    // The K-quants' weights are integers times scales too, but they run on
-    // f32 FMAs (kernels::DenseKQuant).
-    if (WeightTypeOf(t->dtype(), &type) && kernels::IsQuantized(type) && !kernels::IsKQuant(type)) {
+    if (WeightTypeOf(t->dtype(), &type) && kernels::HasIntegerDot(type)) {
       cost.integer_flops += flops;
     }
   }

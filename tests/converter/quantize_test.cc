@@ -1,7 +1,7 @@
 // Reduced-precision weights in the converter (quantize.h, BuildOptions
 // weight_dtype) and in the loader: f16/bf16 rounding to nearest even, int8
-// per-row scales, which tensors are converted, the file layout, and the
-// loader's checks of dtypes and scales.
+// per-row scales, int4 and q8_0 per-group scales, which tensors are
+// converted, the file layout, and the loader's checks of dtypes and scales.
 #include <doctest/doctest.h>
 
 #include <cfloat>
@@ -69,7 +69,7 @@ bool IsNearestEven(float v, uint16_t h, Decode decode) {
 }
 
 TEST_CASE("quantize: dtype names") {
-  CHECK(kernels::WeightTypeNames() == "f32, f16, bf16, int8, int4, q4_k, q6_k or q5_k");
+  CHECK(kernels::WeightTypeNames() == "f32, f16, bf16, int8, int4, q8_0, q4_k, q6_k or q5_k");
   WeightType d = WeightType::kF32;
   for (WeightType type : kernels::kWeightTypes) {
     REQUIRE(ParseWeightType(WeightTypeName(type), &d));
@@ -275,6 +275,7 @@ size_t DTypeBytes(fb::DType d) {
     case fb::DType::BF16: return 2;
     case fb::DType::I8: return 1;
     case fb::DType::I4: return 0;  // half a byte: the int4 tests check sizes themselves
+    case fb::DType::Q8_0: return 1;
     case fb::DType::Q4_K:
     case fb::DType::Q6_K:
     case fb::DType::Q5_K: return 0;  // blocks: taken over from GGUF files (gguf_convert_test.cc)
@@ -301,6 +302,7 @@ std::vector<float> Decode(const uint8_t* segment, const fb::Tensor* t) {
         break;
       }
       case fb::DType::I4: break;  // not used here: the int4 tests decode with I4Value
+      case fb::DType::Q8_0: break;  // not used here: the q8_0 tests decode themselves
       case fb::DType::Q4_K:
       case fb::DType::Q6_K:
       case fb::DType::Q5_K: break;  // not built here
@@ -401,10 +403,12 @@ TEST_CASE("quantize: models in every dtype: layout, values, scales, runtime outp
               tol = Int8HalfStep(scale) + 127 * recur::impl::testing::kFloat32Unit * scale;
               break;
             }
-            case fb::DType::I4:
+            case fb::DType::I4:    // not built here
+            case fb::DType::Q8_0:  // (d_model 16 is no multiple of 32)
             case fb::DType::Q4_K:
             case fb::DType::Q6_K:
-            case fb::DType::Q5_K: break;  // not built here
+            case fb::DType::Q5_K:
+              break;
           }
           if (!(std::fabs(back[i] - v) <= tol)) {
             FAIL_CHECK("element " << i << ": " << back[i] << " vs " << v);
@@ -481,7 +485,7 @@ TEST_CASE("loader: embeddings, positions, norms and biases must be f32") {
   } cases[] = {
       {"input.embedding", WeightType::kBF16,
        "input.embedding: tensor 'input.embedding' has dtype BF16; only dense-layer weights may "
-       "be f16, bf16, int8, int4, q4_k, q6_k or q5_k, this tensor must be f32"},
+       "be f16, bf16, int8, int4, q8_0, q4_k, q6_k or q5_k, this tensor must be f32"},
       {"input.positions", WeightType::kF16,
        "input.positions: tensor 'input.positions' has dtype F16"},
       {"blocks.1.norm2.weight", WeightType::kF16,
@@ -865,6 +869,319 @@ TEST_CASE("loader: int4 group scales: count, axis, group size, values, size") {
     CHECK(s.code() == StatusCode::kInvalidModel);
     CHECK(s.message() == "tensor '" + name + "': size 2048 bytes does not match shape [32,64] of "
                                              "int4 elements (two per byte: 1024)");
+  }
+  CHECK(Load(*good).ok());
+}
+
+// ---------------------------------------------------------------------------
+// q8_0
+
+// GGUF's Q8_0 of one row of n values (n a multiple of 32), by the formula of
+// the reference quantiser that makes GGUF files (llama.cpp's
+// quantize_row_q8_0_ref), written out here on its own: per group of 32, in
+// f32, the largest magnitude a, d = a/127, the inverse i = 1/d (0 for d = 0),
+// the stored scale f16(d) rounded to nearest even and the stored values
+// roundf(w·i), half away from zero. Where 1/d overflows (a < 127·2^-128) the
+// values are 0 (the reference's float-to-int8 conversion of ±Inf and NaN is
+// undefined; f16(d) is 0 there).
+void GgufQ8_0Row(const float* w, size_t n, uint16_t* scales, int8_t* q) {
+  for (size_t g = 0; g < n / 32; ++g) {
+    const float* v = w + 32 * g;
+    float a = 0.0f;
+    for (size_t j = 0; j < 32; ++j) a = std::fabs(v[j]) > a ? std::fabs(v[j]) : a;
+    const float d = a / 127.0f;
+    float inv = d == 0.0f ? 0.0f : 1.0f / d;
+    if (std::isinf(inv)) inv = 0.0f;
+    scales[g] = F16(d);
+    for (size_t j = 0; j < 32; ++j) q[32 * g + j] = static_cast<int8_t>(roundf(v[j] * inv));
+  }
+}
+
+TEST_CASE("quantize: q8_0 is GGUF's Q8_0 - d = max/127 stored as f16, q = roundf(w/d)") {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const size_t rows = 9, cols = 96, groups = 3;
+  Tensor t;
+  t.shape = {int64_t(rows), int64_t(cols)};
+  t.data.resize(rows * cols);
+  for (size_t r = 0; r < rows; ++r) {  // magnitudes 2^-14 .. 2^10
+    for (size_t c = 0; c < cols; ++c)
+      t.data[r * cols + c] = normal(rng) * std::ldexp(1.0f, 3 * int(r) - 14);
+  }
+  float* const zeros = &t.data[1 * cols + 32];  // row 1, group 1
+  std::fill(zeros, zeros + 32, 0.0f);
+  float* const tiny = &t.data[2 * cols + 64];  // row 2, group 2: f16(d) = 0, q not 0
+  for (size_t j = 0; j < 32; ++j) tiny[j] = normal(rng) * 1e-9f;
+  float* const below = &t.data[4 * cols];  // row 4, group 0: 1/d overflows
+  for (size_t j = 0; j < 32; ++j) below[j] = (j % 2 ? 1e-38f : -2e-38f) * float(j % 5);
+  // Row 3, group 0: max 127 (d = 1, exact): ties round away from zero.
+  const float ties[] = {127.0f, 2.5f, -2.5f, 0.5f, -0.5f, 126.5f, -126.5f, 1.5f};
+  std::copy(std::begin(ties), std::end(ties), &t.data[3 * cols]);
+  for (size_t j = std::size(ties); j < 32; ++j) t.data[3 * cols + j] = 0.25f * float(j);
+
+  auto st = EncodeTensor("w", t, WeightType::kQ8_0);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(st->dtype == WeightType::kQ8_0);
+  CHECK(st->group == 32);
+  CHECK(st->scales.empty());
+  REQUIRE(st->bytes.size() == rows * cols);
+  REQUIRE(st->scales_f16.size() == rows * groups);
+  size_t mismatches = 0, from_stored_scale_differs = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    std::vector<uint16_t> d(groups);
+    std::vector<int8_t> q(cols);
+    GgufQ8_0Row(&t.data[r * cols], cols, d.data(), q.data());
+    for (size_t g = 0; g < groups; ++g) mismatches += st->scales_f16[r * groups + g] != d[g];
+    for (size_t c = 0; c < cols; ++c) {
+      const int got = static_cast<int8_t>(st->bytes[r * cols + c]);
+      mismatches += got != q[c];
+      // q comes from the f32 d; dividing by the stored f16 d would round
+      // some values the other way, which the data here shows.
+      const float stored = F16ToF32(d[c / 32]);
+      if (stored > 0 && std::round(t.data[r * cols + c] / stored) != float(got)) {
+        ++from_stored_scale_differs;
+      }
+    }
+  }
+  CHECK(mismatches == 0);
+  CHECK(from_stored_scale_differs > 0);
+  auto q = [&](size_t r, size_t c) { return int{static_cast<int8_t>(st->bytes[r * cols + c])}; };
+  CHECK(st->scales_f16[3 * groups] == 0x3C00);
+  CHECK(std::vector<int>{q(3, 0), q(3, 1), q(3, 2), q(3, 3), q(3, 4), q(3, 5), q(3, 6), q(3, 7)} ==
+        std::vector<int>{127, 3, -3, 1, -1, 127, -127, 2});
+  CHECK(st->scales_f16[1 * groups + 1] == 0x0000);
+  CHECK(st->scales_f16[2 * groups + 2] == 0x0000);
+  CHECK(st->scales_f16[4 * groups] == 0x0000);
+  int tiny_q = 0, zero_q = 0, below_q = 0;
+  for (size_t j = 0; j < 32; ++j) {
+    tiny_q = std::max(tiny_q, std::abs(q(2, 64 + j)));
+    zero_q = std::max(zero_q, std::abs(q(1, 32 + j)));
+    below_q = std::max(below_q, std::abs(q(4, j)));
+  }
+  CHECK(tiny_q == 127);  // as GGUF files have them: worth 0 beside a scale of 0
+  CHECK(zero_q == 0);
+  CHECK(below_q == 0);
+  // Each weight within d/2 + 127·|d − f16(d)| of the source, d = max/127.
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t g = 0; g < groups; ++g) {
+      const uint16_t h = st->scales_f16[r * groups + g];
+      if ((h & 0x7C00) == 0) continue;  // zero or subnormal scales: checked above
+      float a = 0;
+      for (size_t c = 32 * g; c < 32 * (g + 1); ++c)
+        a = std::max(a, std::fabs(t.data[r * cols + c]));
+      const double d = a / 127.0f, stored = F16ToF32(h);
+      for (size_t c = 32 * g; c < 32 * (g + 1); ++c) {
+        const double err = std::fabs(stored * q(r, c) - t.data[r * cols + c]);
+        if (!(err <= d / 2 * (1 + 1e-6) + 127 * std::fabs(d - stored))) {
+          FAIL_CHECK("r " << r << " c " << c << " err " << err);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("quantize: q8_0 errors name the tensor and the problem") {
+  Tensor t;
+  t.shape = {2, 48};
+  t.data.assign(96, 0.5f);
+  auto s = EncodeTensor("blocks.0.ffn.linear2.weight", t, WeightType::kQ8_0);
+  CHECK(s.status().code() == StatusCode::kInvalidArgument);
+  CHECK(s.message() ==
+        "blocks.0.ffn.linear2.weight: q8_0 groups of 32 need the input dimension "
+        "to be a multiple of 32, got shape [2,48]; use another --dtype");
+  t.shape = {2, 64};
+  t.data.assign(128, 0.5f);
+  t.data[70] = std::numeric_limits<float>::quiet_NaN();
+  s = EncodeTensor("w", t, WeightType::kQ8_0);
+  CHECK(s.message() == "w: cannot quantize NaN at index 70 ([1,6])");
+  t.data[70] = -std::numeric_limits<float>::infinity();
+  s = EncodeTensor("w", t, WeightType::kQ8_0);
+  CHECK(s.message() == "w: cannot quantize Inf at index 70 ([1,6])");
+  t.data[70] = 127.0f * 65504.0f;  // d = 65504: the largest f16
+  CHECK(EncodeTensor("w", t, WeightType::kQ8_0).ok());
+  t.data[70] = 127.0f * 65536.0f;
+  s = EncodeTensor("w", t, WeightType::kQ8_0);
+  CHECK(s.message() ==
+        "w: row 1 group 0 has max |w| 8323072, whose q8_0 scale (max/127) is "
+        "beyond the f16 range (max 65504); convert with --dtype int8 or f32");
+  Tensor v;
+  v.shape = {64};
+  v.data.assign(64, 1.0f);
+  s = EncodeTensor("v", v, WeightType::kQ8_0);
+  CHECK(s.message() == "v: q8_0 needs a 2-D [out, in] weight, got shape [64]");
+  WeightType d;
+  REQUIRE(ParseWeightType("q8_0", &d));
+  CHECK(d == WeightType::kQ8_0);
+  CHECK(std::string(WeightTypeEncoding(WeightType::kQ8_0)).find("Q8_0") != std::string::npos);
+
+  // A model whose d_model (16) is no multiple of 32: the first block weight
+  // named, nothing written.
+  auto desc = testing::Describe(kTokensConfig);
+  BuildOptions o;
+  o.weight_dtype = WeightType::kQ8_0;
+  auto bytes = BuildModel(desc, testing::RandomTensors(desc, 3), o);
+  CHECK(bytes.message().rfind("blocks.0.mixer.query.weight: q8_0 groups of 32 need", 0) == 0);
+
+  // --group is int4's.
+  ConvertOptions co;
+  co.weights_path = "missing.safetensors";
+  co.config_path = "missing.json";
+  co.output_path = "out.recur";
+  co.dtype = WeightType::kQ8_0;
+  co.group = 64;
+  CHECK(ConvertFiles(co, nullptr).message() ==
+        "--group applies to --dtype int4 only (got --dtype q8_0)");
+}
+
+TEST_CASE("quantize: q8_0 models build, load and compute their decoded weights") {
+  auto desc = testing::Describe(kInt4Config);  // d_model 32, d_ff 64
+  const TensorMap t = testing::RandomTensors(desc, 33);
+  for (bool quantize_head : {false, true}) {
+    INFO("quantize_head " << quantize_head);
+    BuildOptions o;
+    o.weight_dtype = WeightType::kQ8_0;
+    o.quantize_head = quantize_head;
+    auto bytes = BuildModel(desc, t, o);
+    REQUIRE_MESSAGE(bytes.ok(), bytes.message());
+    std::unique_ptr<Model> model;
+    REQUIRE(LoadModel(bytes->data(), bytes->size(), {}, &model).ok());
+    const kernels::DenseWeights& w = model->blocks[1].ffn.linear2;
+    CHECK(w.type == kernels::WeightType::kQ8_0);
+    CHECK(w.group == 32);
+    CHECK(w.in == 64);
+    CHECK(w.scales == nullptr);
+    CHECK((model->head.type == kernels::WeightType::kQ8_0) == quantize_head);
+    // Sizes: a byte a weight and an f16 scale a group (with the int8 and
+    // int4 ones, what a step streams).
+    const StepCost cost = EstimateStepCost(*model);
+    CHECK(cost.integer_flops == 0);  // no integer kernels: f32 FMAs
+    const fb::Model* m = fb::GetSizePrefixedModel(bytes->data());
+    for (const fb::Tensor* tensor : *m->tensors()) {
+      if (tensor->dtype() != fb::DType::Q8_0) continue;
+      INFO(tensor->name()->str());
+      const uint64_t out = uint64_t(tensor->shape()->Get(0)),
+                     in = uint64_t(tensor->shape()->Get(1));
+      CHECK(tensor->size() == out * in);
+      REQUIRE(tensor->quant() != nullptr);
+      CHECK(tensor->quant()->axis() == 1);
+      CHECK(tensor->quant()->group_size() == 32);
+      CHECK(tensor->quant()->scales_f16()->size() == out * in / 32);
+      CHECK(tensor->quant()->scales() == nullptr);
+    }
+    // The runtime's view decodes to the encoder's values, as ggml decodes a
+    // block (scale·q), for one layer.
+    TensorMap decoded = t;
+    for (auto& [name, tensor] : decoded) {
+      if (StorageDType(name, WeightType::kQ8_0, quantize_head) != WeightType::kQ8_0) continue;
+      auto enc = EncodeTensor(name, tensor, WeightType::kQ8_0);
+      REQUIRE(enc.ok());
+      // Scales (rows, cols / 32) row-major: element k's is scale k / 32.
+      for (size_t k = 0; k < tensor.data.size(); ++k) {
+        tensor.data[k] = F16ToF32(enc->scales_f16[k / 32]) * float(int8_t(enc->bytes[k]));
+      }
+    }
+    const Tensor& d2 = decoded.at("blocks.1.ffn.linear2.weight");
+    size_t mismatches = 0;
+    for (size_t k = 0; k < d2.data.size(); ++k) {
+      mismatches += kernels::ref::DecodeWeight(w, k / 64, k % 64) != double{d2.data[k]};
+    }
+    CHECK(mismatches == 0);
+    auto reference = BuildModel(desc, decoded);
+    REQUIRE(reference.ok());
+    const std::vector<float> want = RunTokens(*reference, 8);
+    // The same products in another order: the tiny model's bound
+    // (docs/testing.md, Float32OrderBound), as int4 with f32 activations.
+    const std::vector<float> got = RunTokens(*bytes, 8);
+    double max_diff = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      max_diff = std::max(max_diff, std::fabs(double{got[i]} - want[i]));
+    }
+    INFO("max diff " << max_diff);
+    CHECK(max_diff <= 4.0e-4);
+    // q8_0 has no integer path: quantised activations change nothing.
+    CHECK(RunTokens(*bytes, 8, RECUR_INT8_ACTIVATIONS_QUANTIZED) == got);
+  }
+}
+
+TEST_CASE("writer: each grouped tensor records its own group (q8_0 beside int4 in groups of 64)") {
+  auto desc = testing::Describe(kInt4Config);
+  const TensorMap t = testing::RandomTensors(desc, 34);
+  BuildOptions o;
+  o.group = 64;
+  o.dtype_overrides["blocks.0.ffn.linear2.weight"] = WeightType::kI4;    // [32, 64]
+  o.dtype_overrides["blocks.0.ffn.linear1.weight"] = WeightType::kQ8_0;  // [64, 32]
+  o.dtype_overrides["blocks.1.ffn.linear2.weight"] = WeightType::kQ8_0;  // [32, 64]
+  auto bytes = BuildModel(desc, t, o);  // self-check: the runtime loads it
+  REQUIRE_MESSAGE(bytes.ok(), bytes.message());
+  std::unique_ptr<Model> model;
+  REQUIRE(LoadModel(bytes->data(), bytes->size(), {}, &model).ok());
+  CHECK(model->blocks[0].ffn.linear2.type == kernels::WeightType::kI4);
+  CHECK(model->blocks[0].ffn.linear2.group == 64);
+  CHECK(model->blocks[0].ffn.linear1.type == kernels::WeightType::kQ8_0);
+  CHECK(model->blocks[0].ffn.linear1.group == 32);
+  CHECK(model->blocks[1].ffn.linear2.type == kernels::WeightType::kQ8_0);
+  CHECK(model->blocks[1].ffn.linear2.group == 32);
+}
+
+TEST_CASE("loader: q8_0 group scales, group size and row length") {
+  auto desc = testing::Describe(kInt4Config);
+  const TensorMap t = testing::RandomTensors(desc, 35);
+  BuildOptions o;
+  o.weight_dtype = WeightType::kQ8_0;
+  auto good = BuildModel(desc, t, o);
+  REQUIRE_MESSAGE(good.ok(), good.message());
+  const std::string name = "blocks.1.ffn.linear2.weight";  // [32, 64]: 2 groups a row
+  const std::string prefix = name + ": q8_0 tensor '" + name + "'";
+  for (uint16_t bad : {uint16_t{0x7E00}, uint16_t{0xFC00}}) {  // NaN, -Inf
+    AlignedBytes bytes = *good;
+    auto* scales = const_cast<flatbuffers::Vector<uint16_t>*>(QuantOf(bytes, name)->scales_f16());
+    scales->Mutate(5, bad);
+    Status s = Load(bytes);
+    INFO(s.message());
+    CHECK(s.code() == StatusCode::kInvalidModel);
+    CHECK(s.message().rfind(prefix + ": group scale 5 (row 2) is ", 0) == 0);
+  }
+  for (uint16_t fine : {uint16_t{0x0000}, uint16_t{0xBC00}, uint16_t{0x0001}}) {
+    AlignedBytes bytes = *good;
+    auto* scales = const_cast<flatbuffers::Vector<uint16_t>*>(QuantOf(bytes, name)->scales_f16());
+    scales->Mutate(5, fine);
+    CHECK(Load(bytes).ok());
+  }
+  for (uint32_t group : {0u, 48u, 128u}) {
+    AlignedBytes bytes = *good;
+    auto* table = reinterpret_cast<flatbuffers::Table*>(QuantOf(bytes, name));
+    REQUIRE(table->SetField<uint32_t>(fb::Quantization::VT_GROUP_SIZE, group, 0));
+    Status s = Load(bytes);
+    CHECK(s.code() == StatusCode::kInvalidModel);
+    CHECK(s.message() == prefix + " has group size " + std::to_string(group) +
+                             "; it must be a multiple of 32, at most 16384, that divides the 64 "
+                             "inputs");
+  }
+  {  // groups of 64 (one a row): a group size it takes, with twice its count of scales
+    AlignedBytes bytes = *good;
+    auto* table = reinterpret_cast<flatbuffers::Table*>(QuantOf(bytes, name));
+    REQUIRE(table->SetField<uint32_t>(fb::Quantization::VT_GROUP_SIZE, 64, 0));
+    Status s = Load(bytes);
+    CHECK(s.message() == prefix + " has 64 group scales, expected 32 (32 rows x 1 groups of 64)");
+  }
+  {  // a row length that is no multiple of 32: a q8_0 [16, 16] tensor (int8's bytes, relabelled)
+    auto desc16 = testing::Describe(kTokensConfig);
+    BuildOptions o16;
+    o16.self_check = false;
+    o16.dtype_overrides["blocks.0.mixer.query.weight"] = WeightType::kI8;
+    auto bytes = BuildModel(desc16, testing::RandomTensors(desc16, 36), o16);
+    REQUIRE_MESSAGE(bytes.ok(), bytes.message());
+    const fb::Model* m = fb::GetSizePrefixedModel(bytes->data());
+    for (const fb::Tensor* tensor : *m->tensors()) {
+      if (tensor->name()->str() != "blocks.0.mixer.query.weight") continue;
+      auto* table = reinterpret_cast<flatbuffers::Table*>(const_cast<fb::Tensor*>(tensor));
+      REQUIRE(table->SetField<int8_t>(fb::Tensor::VT_DTYPE, int8_t(fb::DType::Q8_0), 0));
+    }
+    Status s = Load(*bytes);
+    CHECK(s.code() == StatusCode::kInvalidModel);
+    CHECK(s.message() ==
+          "tensor 'blocks.0.mixer.query.weight': q8_0 needs a 2-D [out, in] "
+          "shape with in a multiple of 32, got [16,16]");
   }
   CHECK(Load(*good).ok());
 }

@@ -1,12 +1,13 @@
 // Writes the fuzz targets' seed corpora from real models:
 //   make_seeds OUT_DIR  →  OUT_DIR/{model,state,safetensors,config,npy,gguf}/
 // model: every small test model (tests/common/test_models.h) in f32, the
-// mixed one in f16, bf16 and int8, and kInt4SeedConfig in int4; state: a saved blob of each
-// state_fuzz_models.h model after a few steps (byte 0 picks the model; the
-// second copy asks for stamping, see state_load_fuzz.cc); safetensors: their
-// weights; config: their config JSON (scripts/fuzz.sh adds models/configs);
-// npy: small arrays of every dtype recur-run reads; gguf: small GGUF files
-// (metadata of every value type and arrays, tensors of common ggml types).
+// mixed one in f16, bf16 and int8, and kInt4SeedConfig in int4 and q8_0;
+// state: a saved blob of each state_fuzz_models.h model after a few steps
+// (byte 0 picks the model; the second copy asks for stamping, see
+// state_load_fuzz.cc); safetensors: their weights; config: their config
+// JSON (scripts/fuzz.sh adds models/configs); npy: small arrays of every
+// dtype recur-run reads; gguf: small GGUF files (metadata of every value
+// type and arrays, tensors of common ggml types).
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -32,8 +33,8 @@ const std::vector<const char*> kConfigs = {
     kTinyTokenShiftConfig,    kTinyBlockLocalConfig, kTinyBlockLocalEncoderConfig,
     kTinyReformerTransformersConfig, kTinyRwkv7Config};
 
-// int4 needs input dimensions that are multiples of the group (32): the
-// mixed model's d_model 16 is not. Two mixers, so the int4 seed reaches the
+// int4 and q8_0 need input dimensions that are multiples of the group (32):
+// the mixed model's d_model 16 is not. Two mixers, so their seeds reach the
 // dense layers of linear and softmax attention and the FFN.
 const char* kInt4SeedConfig = R"({
   "layout": "recur", "d_model": 32, "n_layers": 2, "norm_placement": "pre",
@@ -111,18 +112,19 @@ int main(int argc, char** argv) {
     write(std::string("model/mixed_") + recur::impl::converter::WeightTypeName(dtype) + ".recur",
           bytes->data(), bytes->size());
   }
-  {
+  for (auto dtype : {WeightType::kI4, WeightType::kQ8_0}) {
     recur::impl::converter::BuildOptions options;
-    options.weight_dtype = WeightType::kI4;  // options.group: the default, 32
+    options.weight_dtype = dtype;  // int4's options.group: the default, 32
     options.quantize_head = true;
     auto bytes = recur::impl::converter::BuildModelFromConfig(
         kInt4SeedConfig, RandomTensors(kInt4SeedConfig, 3), recur::impl::converter::Layout::kAuto,
         options);
+    const char* name = recur::impl::converter::WeightTypeName(dtype);
     if (!bytes.ok()) {
-      std::fprintf(stderr, "make_seeds: int4 model: %s\n", bytes.message().c_str());
+      std::fprintf(stderr, "make_seeds: %s model: %s\n", name, bytes.message().c_str());
       return 1;
     }
-    write("model/int4.recur", bytes->data(), bytes->size());
+    write(std::string("model/") + name + ".recur", bytes->data(), bytes->size());
   }
 
   // Each state model twice: compensated sums, then plain (byte 0's bit 6).

@@ -1,14 +1,15 @@
-// Dense with f16, bf16 and int8 weights vs the double-precision reference
-// (ref::Dense over the exactly decoded weights) on every Highway target.
+// Dense with f16, bf16, int8 and q8_0 weights vs the double-precision
+// reference (ref::Dense over the exactly decoded weights) on every Highway
+// target.
 //
 // Tolerance as in dense_test.cc: |y − ref| ≤ Float32SumBound(in + 2 + k)·mag
 // = 8·√(in + 2 + k)·u·mag, mag = Σ_i |x_i·w_i| + |bias| + |y_prev| with w the
 // decoded weight. The kernels are exact in the decode (every f16/bf16 value
-// is an f32): k = 0; int8 adds one rounding, of scale·q (wide batches) or of
-// scale·Σ (small): k = 1.
+// is an f32, and so is q8_0's scale·q: 8 bits times 11): k = 0; int8 adds
+// one rounding, of scale·q (wide batches) or of scale·Σ (small): k = 1.
 //
-// Weights end exactly at an inaccessible page, so a read past the last
-// weight (a full-width load in a loop tail) crashes the test.
+// Weights, and q8_0's group scales, end exactly at an inaccessible page, so a
+// read past the last one (a full-width load in a loop tail) crashes the test.
 #include <doctest/doctest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -61,6 +62,12 @@ GuardedRegion& Region() {
   return region;
 }
 
+// Where group scales go (a region of their own, ending at its own page).
+GuardedRegion& ScaleRegion() {
+  static GuardedRegion region(size_t{1} << 20);
+  return region;
+}
+
 // Random weights of `type` at p[0, n): finite values of magnitude < 2,
 // with zeros and subnormals (f16, bf16) and the full int8 range.
 void FillWeights(std::mt19937& rng, WeightType type, void* p, size_t n) {
@@ -86,6 +93,7 @@ void FillWeights(std::mt19937& rng, WeightType type, void* p, size_t n) {
         break;
       }
       case WeightType::kI8:
+      case WeightType::kQ8_0:
         static_cast<int8_t*>(p)[i] = static_cast<int8_t>(static_cast<int>(r >> 24) - 128);
         break;
       case WeightType::kI4:  // dense_i4_test.cc fills its own layers
@@ -97,6 +105,26 @@ void FillWeights(std::mt19937& rng, WeightType type, void* p, size_t n) {
   }
 }
 
+// Random f16 group scales at p[0, n): magnitudes 2^-10 .. < 2^-6 of either
+// sign, with zeros and subnormals (1 in 16 each), as GGUF files may hold.
+void FillGroupScales(std::mt19937& rng, uint16_t* p, size_t n) {
+  std::uniform_int_distribution<uint32_t> bits(0, 0xFFFFFFFFu);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t r = bits(rng);
+    const uint16_t sign = (r >> 4) & 1 ? 0x8000 : 0;
+    const uint16_t mantissa = (r >> 16) & 0x3FF;
+    const uint16_t exponent = (r & 0xF) == 0 ? 0 : static_cast<uint16_t>(5 + (r >> 5) % 4);
+    p[i] = (r & 0xF) == 1 ? 0 : static_cast<uint16_t>(sign | exponent << 10 | mantissa);
+  }
+}
+
+// Inputs of a row of `type` next to `in`: `in` rounded up to the type's
+// block (q8_0's rows are whole groups of 32).
+size_t InOf(WeightType type, size_t in) {
+  const size_t block = Traits(type).block;
+  return (in + block - 1) / block * block;
+}
+
 struct LowpCase {
   WeightType type;
   size_t batch, in, out;
@@ -104,10 +132,36 @@ struct LowpCase {
   size_t offset;        // misalignment in floats of x (scales, bias, y: +1, +2, +3)
   bool bias, accumulate;
   bool packed = false;  // PackDense + DensePacked (two panel ranges) instead of Dense
+  size_t group = 32;    // per-group scales: inputs per scale (divides in)
 };
 
-// Roundings an int8 weight adds to a term's path (scale·q or scale·Σ).
+// Roundings an int8 weight adds to a term's path (scale·q or scale·Σ);
+// q8_0's scale·q is exact.
 size_t ExtraRoundings(WeightType t) { return t == WeightType::kI8 ? 1 : 0; }
+
+// The scales of weights of `type`, (out, in): per-row ones from `row`,
+// per-group ones (c.group inputs each) made here, random, ending at a
+// guarded page.
+void SetScales(std::mt19937& rng, WeightType type, size_t in, size_t out, size_t group,
+               const float* row, DenseWeights* w) {
+  switch (Traits(type).scales) {
+    case WeightScales::kNone:
+      break;
+    case WeightScales::kPerRow:
+      w->scales = row;
+      break;
+    case WeightScales::kPerGroup: {
+      const size_t n = in == 0 ? 0 : out * (in / group);
+      auto* scales = reinterpret_cast<uint16_t*>(ScaleRegion().Place(n * sizeof(uint16_t)));
+      FillGroupScales(rng, scales, n);
+      w->group_scales = scales;
+      w->group = static_cast<uint32_t>(group);
+      break;
+    }
+    case WeightScales::kInBlock:  // the K-quants: dense_kquant_test.cc
+      break;
+  }
+}
 
 // Checks y (from the kernel) against ref::Dense over w; y_prev is y before
 // the call. Returns the number of failures.
@@ -157,7 +211,7 @@ size_t CheckLowp(std::mt19937& rng, const LowpCase& c) {
   DenseWeights w;
   w.weight = weights;
   w.type = c.type;
-  w.scales = c.type == WeightType::kI8 ? scales.data() : nullptr;
+  SetScales(rng, c.type, c.in, c.out, c.group, scales.data(), &w);
   w.bias = c.bias ? bias.data() : nullptr;
   w.in = static_cast<uint32_t>(c.in);
   w.out = static_cast<uint32_t>(c.out);
@@ -177,17 +231,20 @@ size_t CheckLowp(std::mt19937& rng, const LowpCase& c) {
   return Compare(c, w, x, x_stride, y_prev, y, y_stride);
 }
 
-#define RECUR_CHECK_LOWP(rng, c)                                                         \
-  do {                                                                                   \
-    INFO(kernels::WeightTypeName((c).type) << " batch=" << (c).batch << " in=" << (c).in                \
-                            << " out=" << (c).out << " x_pad=" << (c).x_pad              \
-                            << " y_pad=" << (c).y_pad << " offset=" << (c).offset        \
-                            << " bias=" << (c).bias << " accumulate=" << (c).accumulate   \
-                            << " packed=" << (c).packed);                                 \
-    CHECK(CheckLowp(rng, c) == 0);                                                       \
+// Checks case c with its `in` rounded up to its type's block (InOf).
+#define RECUR_CHECK_LOWP(rng, c)                                                                   \
+  do {                                                                                             \
+    LowpCase c_ = (c);                                                                             \
+    c_.in = InOf(c_.type, c_.in);                                                                  \
+    INFO(kernels::WeightTypeName(c_.type)                                                          \
+         << " batch=" << c_.batch << " in=" << c_.in << " out=" << c_.out << " x_pad=" << c_.x_pad \
+         << " y_pad=" << c_.y_pad << " offset=" << c_.offset << " bias=" << c_.bias                \
+         << " accumulate=" << c_.accumulate << " packed=" << c_.packed << " group=" << c_.group);  \
+    CHECK(CheckLowp(rng, c_) == 0);                                                                \
   } while (0)
 
-constexpr WeightType kNarrowTypes[] = {WeightType::kF16, WeightType::kBF16, WeightType::kI8};
+constexpr WeightType kNarrowTypes[] = {WeightType::kF16, WeightType::kBF16, WeightType::kI8,
+                                       WeightType::kQ8_0};
 
 TEST_CASE("Dense lowp: odd shapes, strides, bias and accumulate, all targets") {
   const size_t batches[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 64};
@@ -225,6 +282,7 @@ TEST_CASE("Dense lowp: in swept 0..64 plus 256 and 1024, every flag combination"
       std::mt19937 rng(99);
       size_t k = 0;
       for (size_t in : ins) {
+        if (InOf(type, in) != in) continue;  // q8_0: whole groups of 32
         for (size_t batch : batches) {
           for (size_t out : outs) {
             ++k;
@@ -289,7 +347,7 @@ TEST_CASE("Dense lowp: Rows() slices equal the whole layer") {
     for (WeightType type : kNarrowTypes) {
       for (size_t batch : {1, 5, 40}) {
         std::mt19937 rng(11);
-        const size_t in = 37, out = 77, y_stride = out + 3;
+        const size_t in = InOf(type, 37), out = 77, y_stride = out + 3;
         Buffer x(batch * in, 1), scales(out, 2), bias(out, 3), y(batch * y_stride, 0);
         FillUniform(rng, x.data(), x.size(), -1.0f, 1.0f);
         FillUniform(rng, scales.data(), scales.size(), 1e-3f, 2e-2f);
@@ -300,9 +358,9 @@ TEST_CASE("Dense lowp: Rows() slices equal the whole layer") {
         DenseWeights w;
         w.weight = weights;
         w.type = type;
-        w.scales = type == WeightType::kI8 ? scales.data() : nullptr;
+        SetScales(rng, type, in, out, 32, scales.data(), &w);
         w.bias = bias.data();
-        w.in = in;
+        w.in = static_cast<uint32_t>(in);
         w.out = out;
         const size_t cuts[] = {0, 5, 37, 40, out};
         for (size_t s = 0; s + 1 < std::size(cuts); ++s) {
@@ -338,7 +396,7 @@ TEST_CASE("Dense lowp: f32 through DenseWeights equals the f32 entry point") {
 }
 
 constexpr WeightType kAllTypes[] = {WeightType::kF32, WeightType::kF16, WeightType::kBF16,
-                                    WeightType::kI8};
+                                    WeightType::kI8, WeightType::kQ8_0};
 
 TEST_CASE("DensePacked: every weight type, odd shapes, partial panels, all targets") {
   const size_t rows[] = {0, 1, 2, 5, 13, 14, 15, 28, 29, 64, 100};
@@ -370,6 +428,93 @@ TEST_CASE("DensePacked: real sizes, several row chunks") {
     RECUR_CHECK_LOWP(rng, (LowpCase{WeightType::kF32, 300, 1024, 256, 0, 0, 1, true, true, true}));
     RECUR_CHECK_LOWP(rng, (LowpCase{WeightType::kI8, 70, 1024, 90, 3, 1, 2, true, false, true}));
     RECUR_CHECK_LOWP(rng, (LowpCase{WeightType::kBF16, 33, 2048, 40, 1, 0, 3, false, true, true}));
+    RECUR_CHECK_LOWP(rng, (LowpCase{WeightType::kQ8_0, 70, 1024, 90, 3, 1, 2, true, false, true}));
+  });
+}
+
+// q8_0 in groups of 64 and more (up to a whole row) on every path: row
+// tiles (batches 1-6), widened chunks and AVX-512 panels (from 7), the
+// packed GEMM.
+TEST_CASE("Dense q8_0: groups of 64 to a whole row, every path, all targets") {
+  struct Shape {
+    size_t batch, in, out, group;
+    bool packed;
+  };
+  const Shape shapes[] = {{1, 128, 33, 64, false},   {3, 256, 17, 128, false},
+                          {6, 192, 9, 192, false},   {7, 128, 40, 64, false},
+                          {40, 256, 70, 128, false}, {65, 96, 35, 96, false},
+                          {13, 512, 33, 256, true},  {1, 64, 5, 64, false},
+                          {2, 4096, 3, 4096, false}, {1, 1024, 50, 512, false}};
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(41);
+    size_t k = 0;
+    for (const Shape& sh : shapes) {
+      ++k;
+      RECUR_CHECK_LOWP(rng, (LowpCase{WeightType::kQ8_0, sh.batch, sh.in, sh.out, k % 3, k % 2,
+                                      k % 4, k % 2 == 0, k % 3 == 0, sh.packed, sh.group}));
+    }
+  });
+}
+
+// A GGUF Q8_0 tensor is blocks of 34 bytes: an f16 d, then 32 int8 q, the
+// weight d·q. Split into q8_0's bytes and scales, the same values: the
+// reference decode gives d·q (as an f32 product, exact) for every int8 q,
+// -128 included, and d of 0, -0, negative, subnormal and 65504; the
+// kernels compute with those values on every target.
+TEST_CASE("Dense q8_0: GGUF Q8_0 blocks, extreme values included, all targets") {
+  const size_t in = 128, out = 7, blocks = in / 32;
+  const uint16_t ds[] = {0x0000, 0x7BFF, 0xBC00, 0x0001, 0x8000, 0x2C00, 0x03FF};
+  std::mt19937 rng(42);
+  std::vector<uint8_t> gguf(out * blocks * 34);
+  for (size_t b = 0; b < out * blocks; ++b) {
+    uint8_t* block = gguf.data() + 34 * b;
+    const uint16_t d = b < std::size(ds) ? ds[b] : static_cast<uint16_t>(0x2000 + rng() % 0x1000);
+    std::memcpy(block, &d, 2);  // little-endian, as the file
+    for (size_t j = 0; j < 32; ++j) {
+      int q = static_cast<int>(rng() % 256) - 128;
+      if (b % 4 == 1) q = -128;
+      if (b % 4 == 2) q = j % 2 ? 127 : -128;
+      block[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(q));
+    }
+  }
+  std::vector<int8_t> q(out * in);
+  std::vector<uint16_t> scales(out * blocks);
+  for (size_t b = 0; b < out * blocks; ++b) {
+    std::memcpy(&scales[b], gguf.data() + 34 * b, 2);
+    std::memcpy(&q[32 * b], gguf.data() + 34 * b + 2, 32);
+  }
+  DenseWeights w;
+  w.weight = q.data();
+  w.type = WeightType::kQ8_0;
+  w.group_scales = scales.data();
+  w.group = 32;
+  w.in = in;
+  w.out = out;
+  size_t mismatches = 0, minus_128 = 0;
+  for (size_t o = 0; o < out; ++o) {
+    for (size_t i = 0; i < in; ++i) {
+      const uint8_t* block = gguf.data() + 34 * (o * blocks + i / 32);
+      uint16_t d;
+      std::memcpy(&d, block, 2);
+      const auto qi = static_cast<int8_t>(block[2 + i % 32]);
+      const float value = static_cast<float>(qi) * ref::F16ToF32(d);  // d·q in f32
+      mismatches += ref::DecodeWeight(w, o, i) != double{value};
+      minus_128 += qi == -128 && d == 0x7BFF && ref::DecodeWeight(w, o, i) == -128.0 * 65504;
+    }
+  }
+  CHECK(mismatches == 0);
+  CHECK(minus_128 > 0);
+  ForEachTarget([&](const std::string&) {
+    for (size_t batch : {1, 3, 9, 40}) {
+      INFO("batch=" << batch);
+      const LowpCase c{WeightType::kQ8_0, batch, in, out, 0, 0, 0, false, batch % 2 == 1};
+      Buffer x(batch * in, 1), y(batch * out, 2);
+      FillUniform(rng, x.data(), x.size(), -1.0f, 1.0f);
+      FillY(rng, y, batch, out, out, c.accumulate);
+      std::vector<float> y_prev(y.data(), y.data() + y.size());
+      Dense(x.data(), in, batch, w, y.data(), out, c.accumulate);
+      CHECK(Compare(c, w, x, in, y_prev, y, out) == 0);
+    }
   });
 }
 
@@ -400,10 +545,13 @@ TEST_CASE("Dense lowp: the harness detects a wrong output") {
       const size_t in = 64, out = 8;
       std::vector<float> x(batch * in, 1.0f), scales(out, 0.01f), y(batch * out),
           y_ref(batch * out);
+      std::vector<uint16_t> group_scales(out * in / 32, 0x2000);  // 2^-7
       std::vector<uint8_t> bytes(WeightBytes(type, in * out));
       for (size_t i = 0; i < in * out; ++i) {
         if (type == WeightType::kI8) {
           bytes[i] = 50;
+        } else if (type == WeightType::kQ8_0) {
+          bytes[i] = 64;  // 64·2^-7
         } else {
           const uint16_t half = type == WeightType::kF16 ? 0x3800 : 0x3F00;  // 0.5
           std::memcpy(bytes.data() + 2 * i, &half, 2);
@@ -413,10 +561,15 @@ TEST_CASE("Dense lowp: the harness detects a wrong output") {
       w.weight = bytes.data();
       w.type = type;
       w.scales = type == WeightType::kI8 ? scales.data() : nullptr;
+      if (type == WeightType::kQ8_0) {
+        w.group_scales = group_scales.data();
+        w.group = 32;
+      }
       w.in = in;
       w.out = out;
       ref::Dense(x.data(), in, batch, w, y_ref.data(), out, false);
-      const size_t e = type == WeightType::kI8 ? 3 * in + 5 : 2 * (3 * in + 5);
+      const bool bytes_each = type == WeightType::kI8 || type == WeightType::kQ8_0;
+      const size_t e = bytes_each ? 3 * in + 5 : 2 * (3 * in + 5);
       bytes[e] += 1;  // the lowest byte: +1 int8 step or +1 ulp
       Dense(x.data(), in, batch, w, y.data(), out, false);
       const double tol =
@@ -442,13 +595,12 @@ TEST_CASE("Dense: bound scratch of DenseScratchNeed floats gives the same bits, 
   };
   const Shape shapes[] = {{1, 64, 64},  {4, 256, 96},  {7, 100, 40},   {32, 64, 64},
                           {40, 64, 128}, {64, 256, 1024}, {65, 1024, 256}, {100, 33, 40}};
-  const WeightType types[] = {WeightType::kF32, WeightType::kF16, WeightType::kBF16,
-                              WeightType::kI8};
   ForEachTarget([&](const std::string&) {
     size_t needing = 0, differing = 0;
-    for (WeightType type : types) {
+    for (WeightType type : kAllTypes) {
       std::mt19937 rng(5);
-      for (const Shape& sh : shapes) {
+      for (Shape sh : shapes) {
+        sh.in = InOf(type, sh.in);
         INFO(kernels::WeightTypeName(type) << " batch=" << sh.batch << " in=" << sh.in << " out=" << sh.out);
         std::vector<uint8_t> bytes(WeightBytes(type, sh.in * sh.out));
         FillWeights(rng, type, bytes.data(), sh.in * sh.out);
@@ -460,7 +612,7 @@ TEST_CASE("Dense: bound scratch of DenseScratchNeed floats gives the same bits, 
         DenseWeights w;
         w.weight = bytes.data();
         w.type = type;
-        w.scales = type == WeightType::kI8 ? scales.data() : nullptr;
+        SetScales(rng, type, sh.in, sh.out, 32, scales.data(), &w);
         w.bias = bias.data();
         w.in = static_cast<uint32_t>(sh.in);
         w.out = static_cast<uint32_t>(sh.out);

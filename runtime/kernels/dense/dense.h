@@ -30,12 +30,12 @@ static_assert(Traits(WeightType::kQ4_K).block == kKQuantBlock &&
 struct DenseWeights {
   const void* weight = nullptr;   // (out, in) row-major of `type`; PyTorch nn.Linear layout
   WeightType type = WeightType::kF32;
-  const float* scales = nullptr;  // kI8: (out); otherwise null
+  const float* scales = nullptr;  // per-row scales (kPerRow types): (out); otherwise null
   const float* bias = nullptr;    // (out) or null
   uint32_t in = 0;
   uint32_t out = 0;
-  // kI4 only: (out, in / group) f16 bits, and inputs per scale (a multiple of
-  // kI4Block that divides in).
+  // Per-group scales (kPerGroup types): (out, in / group) f16 bits, and
+  // inputs per scale (a multiple of the type's block that divides in).
   const uint16_t* group_scales = nullptr;
   uint32_t group = 0;
 
@@ -47,10 +47,11 @@ struct DenseWeights {
 // weights of any WeightType; x: (batch, in) with row stride x_stride; y:
 // (batch, w.out) with row stride y_stride. As the f32 overload below.
 // w[o, i] is the decoded weight: the f16/bf16 value, or scales[o]·q[o, i]
-// for kI8 (computed as scales[o]·Σ_i x·q for small batches), or
-// scale[o, i/group]·q[o, i] for kI4 (decoded a group at a time, see DenseI4
-// below), or ggml's dequantised value for the K-quants (DenseKQuant below).
-// Activations and sums are f32. Narrow weights need only their element alignment. For
+// with per-row scales (kI8; computed as scales[o]·Σ_i x·q for small
+// batches), or scale[o, i/group]·q[o, i] with per-group scales (kI4:
+// decoded a group at a time, see DenseI4 below), or ggml's dequantised value
+// for the K-quants (DenseKQuant below). Activations and sums are f32. Narrow
+// weights need only their element alignment. For
 // batch > 6 (> 3 without AVX-512) narrow weights are widened, a chunk of
 // rows at a time, into a per-thread f32 scratch buffer (allocated on first
 // use and kept for reuse; ~64 KiB unless 8·in floats is larger, at most
@@ -112,6 +113,13 @@ void DenseI8Dot(const float* x, size_t x_stride, size_t batch, const DenseWeight
 // w.in <= kDenseI8DotMaxIn.
 void DenseI8DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales, size_t batch,
                          const DenseWeights& w, float* y, size_t y_stride, bool accumulate);
+
+// Whether weights of `type` have integer dot-product kernels, which Dense
+// below runs as Int8Activations says: kI8 (DenseI8Dot) and kI4
+// (DenseI4Dot). Other types run f32 FMAs whatever it says.
+constexpr bool HasIntegerDot(WeightType type) {
+  return type == WeightType::kI8 || type == WeightType::kI4;
+}
 
 // Dense for any WeightType with kI8 and kI4 weights run as `int8` says
 // (DenseI8Dot, DenseI4Dot).

@@ -391,6 +391,7 @@ HWY_INLINE void KQuantDense(const float* x, size_t x_stride, size_t batch, const
     case WeightType::kBF16:
     case WeightType::kI8:
     case WeightType::kI4:
+    case WeightType::kQ8_0:
       return;
   }
 }

@@ -1,4 +1,5 @@
-// Per-target Dense for reduced-precision weights (f16, bf16, int8; see
+// Per-target Dense for reduced-precision weights stored an element at a time
+// (f16, bf16, int8), with or without scales (per row or per group; see
 // dense.h). Activations, sums and outputs stay f32. Include after
 // dense-inl.h, whose row tiles and batch panels it reuses.
 //
@@ -14,8 +15,8 @@
 //
 // Larger batches: every weight would be widened once per batch block, so
 // instead a chunk of weight rows (kWidenBytes of f32) at a time is widened
-// once into a per-thread f32 scratch (int8: already multiplied by its row's
-// scale) and the f32 kernels run on it: the AVX-512 batch panels (x packed
+// once into a per-thread f32 scratch (already multiplied by its scales) and
+// the f32 kernels run on it: the AVX-512 batch panels (x packed
 // once per group of panels, not once per chunk) and the row tiles for the
 // other rows and targets. Widening costs O(out·in) per group of panels
 // against O(batch·out·in) for the products.
@@ -92,10 +93,11 @@ HWY_INLINE DenseScratch WidenedScratchNeed(D d, size_t batch, size_t in, size_t 
   return need;
 }
 
-// What DenseNarrow asks of WidenScratch and PanelScratch (dense.h's
+// What DenseNarrow<kType> asks of WidenScratch and PanelScratch (dense.h's
 // DenseScratchNeed).
-template <typename TW, class D>
+template <WeightType kType, class D>
 HWY_INLINE DenseScratch NarrowScratchNeed(D d, size_t batch, size_t in, size_t out) {
+  using TW = typename StoredElement<kType>::type;
   if (batch != 0 && out != 0 && WidenChunkRows(batch, in, out) == 0) {
     DenseScratch need;
     need.widen_floats = PairsScratchFloats<TW>(d, batch, in);
@@ -120,14 +122,15 @@ HWY_INLINE float* WidenScratch(size_t floats) {
   return buf.get();
 }
 
-// dst[r·in + i] = w[r, i] (int8: scales[r]·w[r, i]) for r < rows, i < in.
-// dst has room for rows·in + Lanes(d) floats: a row's last vector may be
-// stored whole (the next row, written after it, overwrites the excess).
-template <class D, typename TW>
-HWY_INLINE void Widen(D d, const TW* HWY_RESTRICT w, const float* HWY_RESTRICT scales,
-                      size_t rows, size_t in, float* HWY_RESTRICT dst) {
+// dst[r·in + i] = w[r, i] times its scale (of kind kS: scales from row 0
+// on) for r < rows, i < in. dst has room for rows·in + Lanes(d) floats: a
+// row's last vector may be stored whole (the next row, written after it,
+// overwrites the excess).
+template <WeightScales kS, class D, typename TW>
+HWY_INLINE void Widen(D d, const TW* HWY_RESTRICT w, const TileScales& scales, size_t rows,
+                      size_t in, float* HWY_RESTRICT dst) {
   const size_t N = hn::Lanes(d);
-  if constexpr (!kScaled<TW>) {
+  if constexpr (kS == WeightScales::kNone) {
     (void)scales;
     // Rows are contiguous on both sides: one pass over rows·in values.
     const size_t n = rows * in;
@@ -140,11 +143,32 @@ HWY_INLINE void Widen(D d, const TW* HWY_RESTRICT w, const float* HWY_RESTRICT s
     }
     for (; i + N <= n; i += N) hn::Store(LoadWeights(d, w + i), d, dst + i);
     if (i < n) hn::Store(LoadWeightsTail(d, w + i, n - i), d, dst + i);
+  } else if constexpr (kS == WeightScales::kPerGroup) {
+    // Groups of G inputs, a multiple of 32, so of Ng: whole vectors.
+    const hn::CappedTag<float, kGroupLanes> dg;
+    const size_t Ng = hn::Lanes(dg);
+    const size_t G = scales.group_size, groups = G == 0 ? 0 : in / G;
+    HWY_ALIGN float sc[kScaleBuffer];
+    for (size_t r = 0; r < rows; ++r) {
+      const TW* HWY_RESTRICT wr = w + r * in;
+      float* HWY_RESTRICT dr = dst + r * in;
+      size_t i = 0;
+      for (size_t g0 = 0; g0 < groups; g0 += kScaleRun) {
+        const size_t ng = std::min(kScaleRun, groups - g0);
+        DecodeGroupScales(dg, scales.group + r * groups + g0, ng, sc);
+        for (size_t g = 0; g < ng; ++g) {
+          const auto s = hn::Set(dg, sc[g]);
+          for (size_t end = i + G; i < end; i += Ng) {
+            hn::StoreU(hn::Mul(LoadWeights(dg, wr + i), s), dg, dr + i);
+          }
+        }
+      }
+    }
   } else {
     for (size_t r = 0; r < rows; ++r) {
       const TW* HWY_RESTRICT wr = w + r * in;
       float* HWY_RESTRICT dr = dst + r * in;
-      const auto s = hn::Set(d, scales[r]);
+      const auto s = hn::Set(d, scales.row[r]);
       size_t i = 0;
       for (; i + N <= in; i += N) hn::StoreU(hn::Mul(LoadWeights(d, wr + i), s), d, dr + i);
       if (i < in) hn::StoreU(hn::Mul(LoadWeightsTail(d, wr + i, in - i), s), d, dr + i);
@@ -220,9 +244,9 @@ HWY_INLINE void WidenedDense(D d, const float* x, size_t x_stride, size_t batch,
       (void)yg;
 #endif
       if (last && rest > 0) {
-        RowTiles(d, x + panel_rows * x_stride, x_stride, rest, wf,
-                 static_cast<const float*>(nullptr), bias0, in, rows,
-                 y + panel_rows * y_stride + o0, y_stride, accumulate);
+        RowTiles<WeightScales::kNone>(d, x + panel_rows * x_stride, x_stride, rest, wf,
+                                      TileScales(), bias0, in, rows,
+                                      y + panel_rows * y_stride + o0, y_stride, accumulate);
       }
     }
     if (last) break;
@@ -231,14 +255,19 @@ HWY_INLINE void WidenedDense(D d, const float* x, size_t x_stride, size_t batch,
 
 }  // namespace dense_detail
 
-// As Dense (dense-inl.h) for weights of element type TW (hwy::float16_t,
-// hwy::bfloat16_t or int8_t with per-row scales).
-template <typename TW>
-HWY_INLINE void DenseNarrow(const float* x, size_t x_stride, size_t batch, const TW* w,
-                            const float* scales, const float* bias, size_t in, size_t out,
+// Dense (dense.h) for w of type kType, a type stored an element at a time
+// (its StoredElement) with any kind of scales.
+template <WeightType kType>
+HWY_INLINE void DenseNarrow(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
                             float* y, size_t y_stride, bool accumulate) {
   namespace dd = dense_detail;
-  if (batch == 0 || out == 0) return;
+  using TW = typename dd::StoredElement<kType>::type;
+  constexpr WeightScales kS = Traits(kType).scales;
+  if (batch == 0 || w.out == 0) return;
+  const TW* wt = static_cast<const TW*>(w.weight);
+  const dd::TileScales scales = dd::TileScales::Of(w);
+  const float* bias = w.bias;
+  const size_t in = w.in, out = w.out;
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   const size_t chunk = dd::WidenChunkRows(batch, in, out);
@@ -251,19 +280,20 @@ HWY_INLINE void DenseNarrow(const float* x, size_t x_stride, size_t batch, const
       float* xp = pair_floats == 0 ? nullptr : dd::WidenScratch(pair_floats);
       if (xp != nullptr) {
         for (size_t b = 0; b < batch; ++b) dd::PermutePairs(x + b * x_stride, in, N, xp + b * in);
-        dd::RowTiles<true>(d, xp, in, batch, w, scales, bias, in, out, y, y_stride, accumulate);
+        dd::RowTiles<kS, true>(d, xp, in, batch, wt, scales, bias, in, out, y, y_stride,
+                               accumulate);
         return;
       }
     }
 #endif
-    dd::RowTiles(d, x, x_stride, batch, w, scales, bias, in, out, y, y_stride, accumulate);
+    dd::RowTiles<kS>(d, x, x_stride, batch, wt, scales, bias, in, out, y, y_stride, accumulate);
     return;
   }
 
   dd::WidenedDense(
       d, x, x_stride, batch,
       [&](size_t o0, size_t rows, float* HWY_RESTRICT dst) HWY_ATTR {
-        dd::Widen(d, w + o0 * in, dd::kScaled<TW> ? scales + o0 : nullptr, rows, in, dst);
+        dd::Widen<kS>(d, wt + o0 * in, scales.From(o0, in), rows, in, dst);
       },
       bias, in, out, chunk, wf, y, y_stride, accumulate);
 }

@@ -1,7 +1,7 @@
-// Dynamic dispatch for Dense with f16, bf16 and int8 weights
-// (dense_lowp-inl.h), the DenseWeights entry point (int4: dense_i4.cc;
-// K-quants: dense_kquant.cc), and
-// the scratch each weight type needs (f32's from dense-inl.h, which dense_lowp-inl.h includes).
+// Dynamic dispatch for Dense with weights stored an element at a time, f32
+// aside (f16, bf16, int8: dense_lowp-inl.h), the DenseWeights entry point
+// (int4: dense_i4.cc; K-quants: dense_kquant.cc), and the scratch each weight
+// type needs (f32's from dense-inl.h, which dense_lowp-inl.h includes).
 #include <cstdint>
 
 #include "kernels/dense/dense.h"
@@ -22,16 +22,16 @@ void DenseNarrowImpl(const float* x, size_t x_stride, size_t batch, const DenseW
     case WeightType::kF32:
       break;  // the f32 entry point handles these (see Dense below)
     case WeightType::kF16:
-      DenseNarrow(x, x_stride, batch, static_cast<const hwy::float16_t*>(w.weight), nullptr,
-                  w.bias, w.in, w.out, y, y_stride, accumulate);
+      DenseNarrow<WeightType::kF16>(x, x_stride, batch, w, y, y_stride, accumulate);
       return;
     case WeightType::kBF16:
-      DenseNarrow(x, x_stride, batch, static_cast<const hwy::bfloat16_t*>(w.weight), nullptr,
-                  w.bias, w.in, w.out, y, y_stride, accumulate);
+      DenseNarrow<WeightType::kBF16>(x, x_stride, batch, w, y, y_stride, accumulate);
       return;
     case WeightType::kI8:
-      DenseNarrow(x, x_stride, batch, static_cast<const int8_t*>(w.weight), w.scales, w.bias,
-                  w.in, w.out, y, y_stride, accumulate);
+      DenseNarrow<WeightType::kI8>(x, x_stride, batch, w, y, y_stride, accumulate);
+      return;
+    case WeightType::kQ8_0:
+      DenseNarrow<WeightType::kQ8_0>(x, x_stride, batch, w, y, y_stride, accumulate);
       return;
     case WeightType::kI4:
       break;  // dense_i4.cc (see Dense below)
@@ -48,11 +48,13 @@ DenseScratch DenseScratchNeedImpl(size_t batch, size_t in, size_t out, WeightTyp
     case WeightType::kF32:
       break;
     case WeightType::kF16:
-      return dense_detail::NarrowScratchNeed<hwy::float16_t>(d, batch, in, out);
+      return dense_detail::NarrowScratchNeed<WeightType::kF16>(d, batch, in, out);
     case WeightType::kBF16:
-      return dense_detail::NarrowScratchNeed<hwy::bfloat16_t>(d, batch, in, out);
+      return dense_detail::NarrowScratchNeed<WeightType::kBF16>(d, batch, in, out);
     case WeightType::kI8:
-      return dense_detail::NarrowScratchNeed<int8_t>(d, batch, in, out);
+      return dense_detail::NarrowScratchNeed<WeightType::kI8>(d, batch, in, out);
+    case WeightType::kQ8_0:
+      return dense_detail::NarrowScratchNeed<WeightType::kQ8_0>(d, batch, in, out);
     case WeightType::kI4:
       return DenseScratch();  // decoded on the stack
     case WeightType::kQ4_K:
@@ -89,6 +91,7 @@ void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
     case WeightType::kF16:
     case WeightType::kBF16:
     case WeightType::kI8:
+    case WeightType::kQ8_0:
       HWY_DYNAMIC_DISPATCH(DenseNarrowImpl)(x, x_stride, batch, w, y, y_stride, accumulate);
       return;
     case WeightType::kI4:

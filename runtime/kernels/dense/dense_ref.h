@@ -174,8 +174,8 @@ inline void DecodeKQuantBlock(WeightType type, const uint8_t* block, float* y) {
 }
 
 // Weight w[o, i] of `w` decoded to double: the f32/f16/bf16 value, or
-// scales[o]·q for int8, or scale[o, i/group]·q for int4 (exact in double),
-// or a K-quant's f32 value (KQuantValue).
+// scales[o]·q for int8, or scale[o, i/group]·q for int4 and q8_0 (exact in
+// double), or a K-quant's f32 value (KQuantValue).
 inline double DecodeWeight(const DenseWeights& w, size_t o, size_t i) {
   const size_t k = o * w.in + i;
   switch (w.type) {
@@ -189,6 +189,11 @@ inline double DecodeWeight(const DenseWeights& w, size_t o, size_t i) {
       const auto* row = static_cast<const uint8_t*>(w.weight) + o * (w.in / 2);
       return static_cast<double>(F16ToF32(w.group_scales[o * groups + i / w.group])) *
              I4Value(row, i);
+    }
+    case WeightType::kQ8_0: {
+      const size_t groups = w.in / w.group;
+      return static_cast<double>(F16ToF32(w.group_scales[o * groups + i / w.group])) *
+             static_cast<const int8_t*>(w.weight)[k];
     }
     case WeightType::kQ4_K:
     case WeightType::kQ6_K:

@@ -30,7 +30,7 @@ enum class WeightType : uint8_t {
 
 // One line of weight_types.inc.
 struct WeightTypeTraits {
-  const char* name;    // "f32", "f16", "bf16", "int8", "int4"
+  const char* name;    // "f32", "int8", ...: the line's `name`
   size_t block;        // elements per packed block (1: stored one by one)
   size_t block_bytes;  // bytes per block
   WeightScales scales;
@@ -57,7 +57,7 @@ constexpr const WeightTypeTraits& Traits(WeightType type) {
   return kWeightTypeTraits[static_cast<size_t>(type)];
 }
 
-// The names recur-convert --dtype takes: "f32", "f16", "bf16", "int8", "int4".
+// The names recur-convert --dtype takes: "f32", "f16", "int8", ...
 constexpr const char* WeightTypeName(WeightType type) { return Traits(type).name; }
 
 // The type called `name` (WeightTypeName); false if none is.
@@ -71,8 +71,8 @@ constexpr bool ParseWeightType(std::string_view name, WeightType* out) {
   return false;
 }
 
-// The names for messages: "f32, f16, bf16, int8 or int4"; without_f32:
-// "f16, bf16, int8 or int4".
+// The names for messages, in list order, the last two joined by "or"
+// ("f32, f16, bf16, ... or <the last>"); without_f32: all but "f32".
 inline std::string WeightTypeNames(bool without_f32 = false) {
   std::string names;
   for (size_t i = without_f32 ? 1 : 0; i < kWeightTypeCount; ++i) {
@@ -81,10 +81,6 @@ inline std::string WeightTypeNames(bool without_f32 = false) {
   }
   return names;
 }
-
-// Whether weights of `type` are integers times scales (their dot products
-// may run on integer instructions).
-constexpr bool IsQuantized(WeightType type) { return Traits(type).scales != WeightScales::kNone; }
 
 // Whether `type` is one of the K-quants, whose blocks hold their scales
 // (ggml's Q4_K, Q6_K and Q5_K blocks, stored byte for byte).

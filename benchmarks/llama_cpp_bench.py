@@ -1,0 +1,231 @@
+"""recur beside llama.cpp on the same RWKV-7 GGUF files: decode, prefill and 8 streams.
+
+    benchmarks/llama-cpp-setup.sh                      # once: llama.cpp and the gguf package
+    build/llama-cpp/venv/bin/python benchmarks/llama_cpp_bench.py --out build/llama-cpp-bench \\
+        --recur-convert build/release/converter/recur-convert \\
+        --recur-bench build/release/benchmarks/recur-bench \\
+        [--llama build/llama-cpp] [--shapes 0.1B 0.4B 1.5B] [--types F16 Q8_0 Q4_0 Q4_K_M]
+        [--threads 1 2] [--rounds 2] [--parity --recur-run build/release/tools/recur-run]
+
+For each shape it writes a random-weight RWKV-7 GGUF at F16 the way llama.cpp's converter
+writes one (recur_ref/gguf_rwkv7.py; vocabulary 65,536 with tokenizer model "none"), makes
+the other types with llama-quantize, and converts each file with recur-convert (a type
+recur has no exact form for is refused by recur-convert, and its recur cells print the
+refusal). Then, per thread count and type, alternating llama.cpp and recur in every
+round: llama-bench's tg128 and pp512, llama-batched-bench with 8 sequences of 128
+generated tokens, and recur-bench's batch-1 decode, prefill 512 and batch-8 decode. It
+prints each pair's tokens/s, recur/llama.cpp, and %bound: the bytes a token reads (the
+file's tensors but the embedding, of which a token reads one row) against the DRAM read
+bandwidth recur-bench measures, per thread. --parity first checks, per type, that
+recur's greedy continuation of a prompt equals llama.cpp's for 64 tokens and prints the
+largest logit difference (llama_peer.py drives llama.cpp).
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "models", "reference"))
+sys.path.insert(0, HERE)
+
+from recur_ref.gguf_rwkv7 import write_gguf, write_random_gguf  # noqa: E402
+from recur_ref.rwkv7 import PUBLISHED_SHAPES as SHAPES, random_state_dict  # noqa: E402
+
+QUANTS = {"F16": None, "Q8_0": "Q8_0", "Q4_0": "Q4_0", "Q4_K_M": "Q4_K_M"}
+# Small models for --parity: (layers, C, vocabulary, low-rank widths). Head size 64, as in
+# every published RWKV-7: llama.cpp's CPU WKV-7 kernel reads a head in steps of
+# GGML_F32_STEP floats (64 with AVX-512), so it computes wrong numbers for smaller heads.
+# K-quants need rows of a multiple of 256 (llama-quantize falls back to other types below).
+PARITY_MODELS = {"2x128": (2, 128, 1000, (32, 32, 32, 64), ["F32", "F16", "Q8_0", "Q4_0"]),
+                 "4x256": (4, 256, 4096, (32, 32, 32, 64), ["F32", "F16", "Q8_0", "Q4_0", "Q4_K_M"])}
+
+
+def cpu_name():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+
+def files_for(args, shape):
+    """{type: (gguf, recur model or the converter's refusal)} for one shape."""
+    base = os.path.join(args.out, f"rwkv7-{shape}-F16.gguf")
+    if not os.path.exists(base):
+        write_random_gguf(base, shape)
+        print(f"wrote {base}", flush=True)
+    out = {}
+    for t in args.types:
+        gguf_path = base if QUANTS[t] is None else os.path.join(args.out, f"rwkv7-{shape}-{t}.gguf")
+        if not os.path.exists(gguf_path):
+            run([os.path.join(args.llama, "bin", "llama-quantize"), base, gguf_path, QUANTS[t]])
+        model = gguf_path[:-5] + ".recur"
+        if not os.path.exists(model):
+            r = subprocess.run([args.recur_convert, gguf_path, "-o", model], capture_output=True, text=True)
+            if r.returncode != 0:
+                model = "refused: " + (r.stderr.strip().splitlines() or ["?"])[-1]
+        out[t] = (gguf_path, model)
+    return out
+
+
+def token_bytes(gguf_path):
+    """Bytes a decoded token reads: every tensor but token_embd, of which it reads one row."""
+    import gguf
+    reader = gguf.GGUFReader(gguf_path)
+    total = 0
+    for t in reader.tensors:
+        total += int(t.n_bytes) if t.name != "token_embd.weight" else int(t.n_bytes) // int(t.shape[-1])
+    return total
+
+
+def llama_cells(args, gguf_path, threads):
+    r = run([os.path.join(args.llama, "bin", "llama-bench"), "-m", gguf_path, "-t", str(threads),
+             "-p", "512", "-n", "128", "-r", "2", "-o", "json"])
+    rows = json.loads(r.stdout)
+    cells = {}
+    for row in rows:
+        key = "prefill" if row["n_prompt"] > 0 else "decode"
+        cells[key] = row["avg_ts"]
+    r = run([os.path.join(args.llama, "bin", "llama-batched-bench"), "-m", gguf_path, "-t", str(threads),
+             "-tb", str(threads), "-c", "4096", "-npp", "16", "-ntg", "128", "-npl", "8",
+             "--output-format", "jsonl"])
+    for line in r.stdout.splitlines() + r.stderr.splitlines():
+        if line.startswith("{"):
+            cells["8 streams"] = json.loads(line)["speed_tg"]
+    return cells
+
+
+def recur_cells(args, model, threads):
+    r = run([args.recur_bench, model, "-b", "1", "8", "-t", str(threads), "-n", "64", "-w", "8",
+             "-p", "512", "--json"])
+    cells, machine = {}, {}
+    for line in r.stdout.splitlines():
+        if not line.startswith("{"):
+            continue
+        row = json.loads(line)
+        machine = row
+        if row["test"].startswith("prefill"):
+            cells["prefill"] = row["rate"]
+        elif row["test"].startswith("decode") or row["test"].startswith("step"):
+            cells["decode" if row["batch"] == 1 else "8 streams"] = row["rate"]
+    return cells, machine
+
+
+def parity_files(args, name):
+    """{type: (gguf, recur model or refusal)} of a small random model: F32 and F16 as
+    llama.cpp's converter writes them (--outtype), Q8_0 likewise, Q4_0 and Q4_K_M by
+    llama-quantize from the F32 file."""
+    import gguf
+    layers, c, vocab, widths, types = PARITY_MODELS[name]
+    sd = random_state_dict(layers, c, 64, vocab, *widths, seed=layers)
+    out = {}
+    for t in types:
+        path = os.path.join(args.out, f"parity-{name}-{t}.gguf")
+        if t in ("F32", "F16", "Q8_0"):
+            write_gguf(path, sd, getattr(gguf.GGMLQuantizationType, t), layers, c, 64, *widths)
+        else:
+            run([os.path.join(args.llama, "bin", "llama-quantize"), out["F32"][0], path, t])
+        model = path[:-5] + ".recur"
+        r = subprocess.run([args.recur_convert, path, "-o", model], capture_output=True, text=True)
+        out[t] = (path, model if r.returncode == 0 else "refused: " + (r.stderr.strip().splitlines() or ["?"])[-1])
+    return out
+
+
+def parity(args, peer, files, label):
+    """Per type: llama.cpp's greedy 64 tokens after a prompt, then both runtimes' logits over
+    the prompt and those tokens (recur-run, stepped): recur continues greedily the same way
+    iff its argmax after every position equals llama.cpp's next token. Returns the failures."""
+    import numpy as np
+    failures = 0
+    for t, (gguf_path, model) in files.items():
+        if model.startswith("refused"):
+            print(f"  parity {label} {t}: recur {model}  FAIL", flush=True)
+            failures += 1
+            continue
+        with peer(gguf_path, threads=2) as m:
+            prompt = [int(x) for x in np.random.default_rng(7).integers(1, m.vocab, 24)]
+            ids = m.greedy(prompt, 64)
+            want = m.logits(prompt + ids)
+        tokens = os.path.join(args.out, "parity-tokens.npy")
+        logits = os.path.join(args.out, "parity-logits.npy")
+        np.save(tokens, np.array(prompt + ids, np.int32))
+        run([args.recur_run, model, "-i", tokens, "-o", logits, "--mode", "step", "-t", "2"])
+        got = np.load(logits)
+        rel = float(np.abs(got - want).max() / np.abs(want).max())
+        same = sum(int(np.argmax(got[len(prompt) - 1 + i])) == ids[i] for i in range(64))
+        # F32 and F16: the logits within 1e-3 of the largest; every type: the same 64 tokens.
+        ok = same == 64 and (rel <= 1e-3 or t not in ("F32", "F16"))
+        failures += not ok
+        print(f"  parity {label} {t}: largest logit difference {rel:.2e} of the largest |logit|; "
+              f"greedy 64 tokens: {same}/64 equal{'' if ok else '  FAIL'}", flush=True)
+    return failures
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--llama", default=os.path.join(REPO, "build", "llama-cpp"))
+    ap.add_argument("--recur-convert", required=True)
+    ap.add_argument("--recur-bench", required=True)
+    ap.add_argument("--recur-run", help="for --parity")
+    ap.add_argument("--shapes", nargs="*", default=["0.1B", "0.4B", "1.5B"], choices=sorted(SHAPES))
+    ap.add_argument("--types", nargs="+", default=list(QUANTS), choices=list(QUANTS))
+    ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--parity", action="store_true")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    print(f"CPU: {cpu_name()}; {os.cpu_count()} logical CPUs", flush=True)
+    peer = None
+    if args.parity:
+        if not args.recur_run:
+            ap.error("--parity needs --recur-run")
+        import llama_peer
+        peer = llama_peer.load(args.llama)
+    failures = 0
+    if peer:
+        for name in PARITY_MODELS:
+            failures += parity(args, peer, parity_files(args, name), name)
+    for shape in args.shapes:
+        files = files_for(args, shape)
+        if peer:
+            failures += parity(args, peer, files, shape)
+        for threads in args.threads:
+            for t, (gguf_path, model) in files.items():
+                llama, ours, machine = [], [], {}
+                for _ in range(args.rounds):
+                    llama.append(llama_cells(args, gguf_path, threads))
+                    if not model.startswith("refused"):
+                        cells, machine = recur_cells(args, model, threads)
+                        ours.append(cells)
+                nbytes = token_bytes(gguf_path)
+                bw = machine.get("bandwidth_gbs", 0) * 1e9 * threads
+                print(f"\n== RWKV-7 {shape} {t}, {threads} thread(s); {nbytes / 1e6:.0f} MB a token"
+                      + (f"; SIMD {machine['simd_target']}, {machine['bandwidth_gbs']:.1f} GB/s per core"
+                         if machine else ""), flush=True)
+                print(f"{'':10} {'llama.cpp':>10} {'recur':>10} {'ratio':>7} {'%bound llama':>13} {'%bound recur':>13}")
+                for cell in ("decode", "prefill", "8 streams"):
+                    a = statistics.median(c[cell] for c in llama if cell in c) if llama else float("nan")
+                    if ours:
+                        b = statistics.median(c[cell] for c in ours if cell in c)
+                        bound = (lambda rate, per: f"{100 * rate * nbytes / bw / per:12.0f}%") if bw else None
+                        per = 8 if cell == "8 streams" else 1
+                        extra = (f" {bound(a, per)} {bound(b, per)}" if bound and cell != "prefill" else "")
+                        print(f"{cell:10} {a:10.1f} {b:10.1f} {b / a:6.2f}x{extra}")
+                    else:
+                        print(f"{cell:10} {a:10.1f} {'-':>10}   ({model})")
+    if failures:
+        sys.exit(f"{failures} parity check(s) failed")
+
+
+if __name__ == "__main__":
+    main()
