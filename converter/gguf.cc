@@ -593,17 +593,12 @@ Result<TensorViewMap> GgufTensorViews(const GgufFile& file, const std::string& s
       case ggml_type::kQ4_K: view.dtype = DType::kQ4_K; break;
       case ggml_type::kQ6_K: view.dtype = DType::kQ6_K; break;
       case ggml_type::kQ5_K: view.dtype = DType::kQ5_K; break;
-      case ggml_type::kQ8_0:
-        return Status(StatusCode::kUnsupported,
-                      source_name + ": tensor \"" + t.name +
-                          "\" is Q8_0, which no recur weight type holds exactly yet (int8 "
-                          "has one scale per row, Q8_0 one per 32 values): use a GGUF file in "
-                          "F32, F16, BF16, Q4_0, Q4_K, Q5_K or Q6_K");
+      case ggml_type::kQ8_0: view.dtype = DType::kQ8_0; break;
       default:
         return Status(StatusCode::kUnsupported,
                       source_name + ": tensor \"" + t.name + "\" is " + t.type->name +
                           ": recur-convert reads GGUF tensors of types F32, F16, BF16, Q4_0, "
-                          "Q4_K, Q5_K and Q6_K only");
+                          "Q8_0, Q4_K, Q5_K and Q6_K only");
     }
     for (std::size_t k = t.dims.size(); k-- > 0;) {
       view.shape.push_back(static_cast<int64_t>(t.dims[k]));  // the reader bounds each by the file

@@ -166,11 +166,10 @@ bool LooksLikeGguf(const uint8_t* data, std::size_t size);
 // The tensors of `file` as the converter's views (safetensors.h), under their
 // GGUF names, their dimensions in row-major order (ne reversed: a matrix of
 // ne = [in, out] is [out, in], nn.Linear's layout). F32, F16 and BF16 tensors
-// are those dtypes, Q4_0, Q4_K, Q5_K and Q6_K ones DType::kQ4_0, kQ4_K,
-// kQ5_K and kQ6_K. Any other ggml type is refused, naming the first such
-// tensor and its type ("model.gguf: tensor \"output.weight\" is Q3_K:
-// ..."), Q8_0 as one no
-// recur weight type holds exactly yet. `source_name` prefixes the messages.
+// are those dtypes, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K ones DType::kQ4_0,
+// kQ8_0, kQ4_K, kQ5_K and kQ6_K. Any other ggml type is refused, naming the
+// first such tensor and its type ("model.gguf: tensor \"output.weight\" is
+// Q3_K: ..."). `source_name` prefixes the messages.
 Result<TensorViewMap> GgufTensorViews(const GgufFile& file, const std::string& source_name);
 
 // A tensor for SerializeGguf: `data` must hold the type's bytes for `dims`.

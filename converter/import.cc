@@ -196,6 +196,11 @@ TensorFeed::SourceStorage TensorImport::source_storage(std::size_t i) const {
         return {WeightType::kI4, static_cast<int>(kQ4_0Block)};
       }
       return {};
+    case DType::kQ8_0:
+      if (e.shape.size() == 2 && e.shape[1] % static_cast<int64_t>(kQ8_0Block) == 0) {
+        return {WeightType::kQ8_0, static_cast<int>(kQ8_0Block)};
+      }
+      return {};
     default:
       break;
   }
@@ -218,6 +223,9 @@ Status TensorImport::GetStored(std::size_t i, StoredTensor* out) {
     if (storage.dtype == WeightType::kI4) {
       const TensorView& view = source_.at(e.source_name);
       stored = Int4FromQ4_0(e.source_name, view.data, view.nbytes, e.shape);
+    } else if (storage.dtype == WeightType::kQ8_0) {
+      const TensorView& view = source_.at(e.source_name);
+      stored = Q8_0FromGguf(e.source_name, view.data, view.nbytes, e.shape);
     } else if (kernels::IsKQuant(storage.dtype)) {
       const TensorView& view = source_.at(e.source_name);
       stored = KQuantFromGguf(e.source_name, storage.dtype, view.data, view.nbytes, e.shape);

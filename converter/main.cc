@@ -97,7 +97,7 @@ int Run(int argc, char** argv) {
   dtype_help +=
       ". Embeddings, positions, norms, biases, the input projection and the head stay f32. "
       "Default: f32; for a GGUF file, the types it stores the weight matrices and the head "
-      "in (F32, F16, BF16; Q4_0 as int4 in groups of 32; Q4_K, Q5_K and Q6_K as q4_k, q5_k "
+      "in (F32, F16, BF16; Q4_0 as int4 in groups of 32; Q8_0 as q8_0; Q4_K, Q5_K and Q6_K as q4_k, q5_k "
       "and q6_k; exactly)";
   convert->add_option("--dtype", dtype_name, dtype_help)->check(CLI::IsMember(dtype_names));
   convert

@@ -421,6 +421,43 @@ Result<StoredTensor> Int4FromQ4_0(const std::string& name, const uint8_t* blocks
   return out;
 }
 
+Result<StoredTensor> Q8_0FromGguf(const std::string& name, const uint8_t* blocks,
+                                  std::size_t nbytes, const std::vector<int64_t>& shape) {
+  constexpr std::size_t kBlock = 32, kBlockBytes = 34;
+  if (shape.size() != 2 || shape[0] <= 0 || shape[1] <= 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  name + ": Q8_0 as q8_0 needs a 2-D [out, in] weight, got shape " +
+                      ShapeString(shape));
+  }
+  const auto rows = static_cast<std::size_t>(shape[0]), cols = static_cast<std::size_t>(shape[1]);
+  if (cols % kBlock != 0 || nbytes / kBlockBytes / rows != cols / kBlock ||
+      nbytes != rows * (cols / kBlock) * kBlockBytes) {
+    return Status(StatusCode::kInvalidArgument,
+                  name + ": " + std::to_string(nbytes) + " bytes of Q8_0 blocks do not hold shape " +
+                      ShapeString(shape) + " (34 bytes per 32 inputs of a row)");
+  }
+  const std::size_t groups = rows * (cols / kBlock);
+  StoredTensor out;
+  out.dtype = WeightType::kQ8_0;
+  out.group = static_cast<int>(kBlock);
+  out.bytes.resize(groups * kBlock);
+  out.scales_f16.resize(groups);
+  for (std::size_t g = 0; g < groups; ++g) {
+    const uint8_t* block = blocks + g * kBlockBytes;
+    uint16_t d;
+    std::memcpy(&d, block, 2);
+    if ((d & 0x7C00) == 0x7C00) {
+      return Status(StatusCode::kInvalidArgument,
+                    name + ": Q8_0 block " + std::to_string(g % (cols / kBlock)) + " of row " +
+                        std::to_string(g / (cols / kBlock)) + " has a scale d that is " +
+                        ((d & 0x3FF) ? "NaN" : "infinite"));
+    }
+    out.scales_f16[g] = d;
+    std::memcpy(out.bytes.data() + g * kBlock, block + 2, kBlock);
+  }
+  return out;
+}
+
 Result<StoredTensor> KQuantFromGguf(const std::string& name, WeightType dtype,
                                     const uint8_t* blocks, std::size_t nbytes,
                                     const std::vector<int64_t>& shape) {

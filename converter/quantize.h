@@ -83,6 +83,15 @@ Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, Weig
 Result<StoredTensor> Int4FromQ4_0(const std::string& name, const uint8_t* blocks,
                                   std::size_t nbytes, const std::vector<int64_t>& shape);
 
+// A [rows, cols] matrix of ggml Q8_0 blocks (`nbytes` bytes at `blocks`, 34
+// per block of 32 inputs of a row: an f16 d, then 32 int8 q, each weight q·d)
+// as q8_0, unchanged: each block's d is the group's scale (of any sign, or
+// zero) and its 32 bytes the group's, so that every weight is the block's, bit
+// for bit. Errors name the tensor: not 2-D, cols not a multiple of 32, a byte
+// size that is not the blocks', a d that is NaN or infinite.
+Result<StoredTensor> Q8_0FromGguf(const std::string& name, const uint8_t* blocks,
+                                  std::size_t nbytes, const std::vector<int64_t>& shape);
+
 // A [rows, cols] matrix of ggml K-quant blocks (`nbytes` bytes at `blocks`:
 // Q4_K for dtype q4_k, Q6_K for q6_k, Q5_K for q5_k; recur.fbs has their
 // layouts) as that

@@ -78,6 +78,7 @@ const char* DTypeName(DType dtype) {
     if (d.dtype == dtype) return d.name;
   switch (dtype) {
     case DType::kQ4_0: return "Q4_0";
+    case DType::kQ8_0: return "Q8_0";
     case DType::kQ4_K: return "Q4_K";
     case DType::kQ6_K: return "Q6_K";
     case DType::kQ5_K: return "Q5_K";
@@ -283,6 +284,33 @@ Result<std::vector<float>> DecodeQ4_0(const std::string& name, const TensorView&
   return out;
 }
 
+// ggml's dequantize_row_q8_0: each block's 32 values q·d, d the f16 scale
+// widened to float32 (every product is exact in float32).
+Result<std::vector<float>> DecodeQ8_0(const std::string& name, const TensorView& view) {
+  if (view.nbytes % kQ8_0BlockBytes != 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  name + ": byte size " + std::to_string(view.nbytes) +
+                      " is not a whole number of Q8_0 blocks (34 bytes each)");
+  }
+  const std::size_t blocks = view.nbytes / kQ8_0BlockBytes;
+  std::vector<float> out;
+  try {
+    out.resize(blocks * kQ8_0Block);
+  } catch (const std::exception&) {
+    return Status(StatusCode::kOutOfMemory, name + ": out of memory");
+  }
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const uint8_t* block = view.data + b * kQ8_0BlockBytes;
+    uint16_t bits;
+    std::memcpy(&bits, block, 2);
+    const float d = HalfToFloat(bits);
+    for (std::size_t j = 0; j < kQ8_0Block; ++j) {
+      out[b * kQ8_0Block + j] = static_cast<float>(static_cast<int8_t>(block[2 + j])) * d;
+    }
+  }
+  return out;
+}
+
 // A K-quant tensor's values, block by block, as the runtime's scalar spec
 // (ggml's dequantize_row_q4_K / _q6_K / _q5_K) gives them.
 Result<std::vector<float>> DecodeKQuant(const std::string& name, const TensorView& view,
@@ -341,6 +369,7 @@ bool KQuantDType(kernels::WeightType type, DType* out) {
 
 Result<std::vector<float>> ToFloat32(const std::string& name, const TensorView& view) {
   if (view.dtype == DType::kQ4_0) return DecodeQ4_0(name, view);
+  if (view.dtype == DType::kQ8_0) return DecodeQ8_0(name, view);
   if (kernels::WeightType type; KQuantWeightType(view.dtype, &type)) {
     return DecodeKQuant(name, view, type);
   }

@@ -35,6 +35,9 @@ enum class DType { kF64, kF32, kF16, kBF16, kF8E4M3, kF8E5M2,
                    // f16 scale d and 16 bytes (byte j: value j in its low nibble q, value
                    // j + 16 in its high one), each value (q − 8)·d.
                    kQ4_0,
+                   // ggml's Q8_0: along the last dimension, blocks of 32 values stored as an
+                   // f16 scale d and 32 int8 q, each value q·d.
+                   kQ8_0,
                    // ggml's K-quants: along the last dimension, blocks of 256 values stored
                    // as ggml's block_q4_K, block_q6_K and block_q5_K (runtime/schema/recur.fbs
                    // has their layouts), each value as dequantize_row_q4_K / _q6_K / _q5_K
@@ -47,6 +50,8 @@ bool ParseDType(const std::string& name, DType* out);  // safetensors' names onl
 
 // ggml's Q4_0 blocks: 32 values, 18 bytes.
 inline constexpr std::size_t kQ4_0Block = 32, kQ4_0BlockBytes = 18;
+// ggml's Q8_0 blocks: 32 values, 34 bytes.
+inline constexpr std::size_t kQ8_0Block = 32, kQ8_0BlockBytes = 34;
 
 // The recur weight type that holds blocks of K-quant `dtype` (kQ4_K, kQ6_K,
 // kQ5_K) byte for byte (q4_k, q6_k, q5_k); false for other dtypes.

@@ -316,13 +316,14 @@ Result<uint64_t> WriteModel(const ModelDescription& desc, TensorFeed* feed,
   Status encoded;  // the first encoding error; later tensors are only checked
   for (std::size_t i = 0; i < placed.size(); ++i) {
     const Placed& p = placed[i];
-    // int4 and the K-quants as the source stores them: taken over, not
+    // int4, q8_0 and the K-quants as the source stores them: taken over, not
     // quantised again.
     const TensorFeed::SourceStorage source = feed->source_storage(i);
     Result<StoredTensor> stored = StoredTensor();
     const bool taken_over =
         source.dtype == p.dtype &&
-        ((p.dtype == WeightType::kI4 && source.group == p.group) || kernels::IsKQuant(p.dtype));
+        ((p.dtype == WeightType::kI4 && source.group == p.group) ||
+         p.dtype == WeightType::kQ8_0 || kernels::IsKQuant(p.dtype));
     if (taken_over) {
       StoredTensor as_stored;
       RECUR_RETURN_IF_ERROR(feed->GetStored(i, &as_stored));

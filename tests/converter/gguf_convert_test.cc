@@ -104,6 +104,24 @@ GgufTensorData Q4_0Tensor(const std::string& name, uint64_t cols, uint64_t rows,
   return {name, ggml_type::kQ4_0, {cols, rows}, std::move(data)};
 }
 
+// ggml's Q8_0 blocks for a [rows, cols] matrix: each block's d drawn as
+// Q4_0Tensor's, its 32 int8 over all of -128..127.
+GgufTensorData Q8_0Tensor(const std::string& name, uint64_t cols, uint64_t rows,
+                          std::mt19937* rng) {
+  std::vector<uint8_t> data;
+  std::uniform_int_distribution<int> byte(0, 255), kind(0, 9);
+  std::uniform_real_distribution<float> mag(0.0001f, 0.005f);
+  for (uint64_t b = 0; b < rows * cols / 32; ++b) {
+    const int k = kind(*rng);
+    uint16_t d = k == 0 ? 0x0000 : k == 1 ? 0x8000 : k == 2 ? 0x8003 : Half(mag(*rng));
+    if (k >= 6) d ^= 0x8000;  // negative
+    data.push_back(uint8_t(d));
+    data.push_back(uint8_t(d >> 8));
+    for (int j = 0; j < 32; ++j) data.push_back(uint8_t(byte(*rng)));
+  }
+  return {name, ggml_type::kQ8_0, {cols, rows}, std::move(data)};
+}
+
 // K-quant blocks (ggml's block_q4_K, block_q5_K, block_q6_K; recur.fbs) for
 // a [rows, cols] matrix: random codes and scale bytes, each block's d (and
 // Q4_K's and Q5_K's dmin) drawn over negatives, positives, zero and
@@ -137,6 +155,7 @@ GgufTensorData KQuantTensor(const std::string& name, uint32_t type, uint64_t col
 enum class Quant {
   kF32,     // convert_hf_to_gguf.py --outtype f32
   kQ4_0,    // llama-quantize --pure Q4_0: every such matrix Q4_0
+  kQ8_0,    // convert_hf_to_gguf.py --outtype q8_0: every such matrix Q8_0
   kQ4_K_M,  // as a Q4_K_M-like mix: Q4_K, the value projections and output Q6_K
   kQ5_K_M   // the same with Q5_K for Q4_K
 };
@@ -154,6 +173,7 @@ GgufModel RwkvGgufOf(Quant quant, uint32_t seed, const RwkvDims& dims) {
   std::mt19937 rng(seed);
   GgufModel m;
   const uint32_t file_type = quant == Quant::kQ4_0     ? 2u
+                             : quant == Quant::kQ8_0   ? 7u
                              : quant == Quant::kQ4_K_M ? 15u
                              : quant == Quant::kQ5_K_M ? 17u
                                                        : 0u;
@@ -178,6 +198,9 @@ GgufModel RwkvGgufOf(Quant quant, uint32_t seed, const RwkvDims& dims) {
         return;
       case Quant::kQ4_0:
         m.tensors.push_back(Q4_0Tensor(name, cols, rows, &rng));
+        return;
+      case Quant::kQ8_0:
+        m.tensors.push_back(Q8_0Tensor(name, cols, rows, &rng));
         return;
       case Quant::kQ4_K_M:
       case Quant::kQ5_K_M: {
@@ -284,6 +307,14 @@ void GgmlDequantizeQ4_0(const uint8_t* block, float* y) {
   }
 }
 
+// ggml's dequantize_row_q8_0 of one block: y = q·d in float.
+void GgmlDequantizeQ8_0(const uint8_t* block, float* y) {
+  uint16_t bits;
+  std::memcpy(&bits, block, 2);
+  const float d = F16ToF32(bits);
+  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<int8_t>(block[2 + j])) * d;
+}
+
 uint32_t Bits(float v) {
   uint32_t u;
   std::memcpy(&u, &v, 4);
@@ -337,6 +368,57 @@ TEST_CASE("gguf rwkv7: an F32 file converts with no config, its metadata the mod
     REQUIRE(t->size() == want.size());
     CHECK(std::memcmp(DataOf(model, t), want.data(), want.size()) == 0);
   }
+}
+
+TEST_CASE("gguf rwkv7: Q8_0 weights are ggml's dequantised values, bit for bit") {
+  testing::TempDir dir;
+  GgufModel m = RwkvGgufOf(Quant::kQ8_0, 11, RwkvDims());
+  const Converted c = Convert(dir, m);
+  REQUIRE_MESSAGE(c.status.ok(), c.status.message());
+  for (const auto& [recur, gguf] :
+       {std::pair<std::string, std::string>{"blocks.0.mixer.key.weight", "blk.0.time_mix_key.weight"},
+        {"blocks.1.ffn.linear2.weight", "blk.1.channel_mix_value.weight"},
+        {"head.weight", "output.weight"}}) {
+    const std::string where = recur;  // INFO cannot capture a structured binding (clang 14)
+    INFO(where);
+    const fb::Tensor* t = TensorOf(c.model, recur);
+    REQUIRE(t->dtype() == fb::DType::Q8_0);
+    REQUIRE(t->quant()->group_size() == 32);
+    const auto rows = size_t(t->shape()->Get(0)), cols = size_t(t->shape()->Get(1));
+    const GgufTensorData* q = m.Find(gguf);
+    REQUIRE(q->dims == std::vector<uint64_t>{cols, rows});
+    const auto* bytes = reinterpret_cast<const int8_t*>(DataOf(c.model, t));
+    size_t mismatches = 0, negative = 0, zero = 0;
+    float block[32];
+    for (size_t k = 0; k < rows * cols / 32; ++k) {
+      GgmlDequantizeQ8_0(q->data.data() + k * 34, block);
+      const uint16_t scale = t->quant()->scales_f16()->Get(uint32_t(k));
+      negative += (scale & 0x8000) != 0;
+      zero += (scale & 0x7FFF) == 0;
+      for (size_t j = 0; j < 32; ++j) {
+        const float w = F16ToF32(scale) * static_cast<float>(bytes[k * 32 + j]);  // the runtime's decoding
+        mismatches += Bits(w) != Bits(block[j]);
+      }
+    }
+    CHECK(mismatches == 0);
+    CHECK(negative > 0);
+    CHECK(zero > 0);
+  }
+  // The embedding is f32 in recur: the blocks' values, decoded.
+  const fb::Tensor* emb = TensorOf(c.model, "input.embedding");
+  REQUIRE(emb->dtype() == fb::DType::F32);
+  const GgufTensorData* q = m.Find("token_embd.weight");
+  std::vector<float> want(q->data.size() / 34 * 32);
+  for (size_t k = 0; k < want.size() / 32; ++k) GgmlDequantizeQ8_0(q->data.data() + k * 34, &want[k * 32]);
+  CHECK(std::memcmp(DataOf(c.model, emb), want.data(), want.size() * 4) == 0);
+  // A NaN scale is refused, naming the tensor and the block.
+  GgufModel bad = m;
+  GgufTensorData* key = bad.Find("blk.1.time_mix_key.weight");
+  key->data[34 * 3] = 0x01;
+  key->data[34 * 3 + 1] = 0x7E;
+  const Converted refused = Convert(dir, bad);
+  CHECK(!refused.status.ok());
+  CHECK(refused.status.message().find("blk.1.time_mix_key.weight") != std::string::npos);
 }
 
 TEST_CASE("gguf rwkv7: Q4_0 weights are ggml's dequantised values, bit for bit") {
@@ -748,19 +830,13 @@ TEST_CASE("gguf rwkv7: refusals name the key, tensor or type") {
   SUBCASE("ggml types without an exact recur type") {
     GgufModel m = RwkvGguf();
     GgufTensorData* t = m.Find("blk.0.time_mix_key.weight");
-    t->type = ggml_type::kQ8_0;
-    t->data.assign(kC * kC / 32 * 34, 0);
-    CHECK(Refusal(m) == "t.gguf: tensor \"blk.0.time_mix_key.weight\" is Q8_0, which no recur "
-                        "weight type holds exactly yet (int8 has one scale per row, Q8_0 one per "
-                        "32 values): use a GGUF file in F32, F16, BF16, Q4_0, Q4_K, Q5_K or "
-                        "Q6_K");
     for (const auto& [type, name, block_bytes] :
          {std::tuple{ggml_type::kQ4_1, "Q4_1", 20}, {ggml_type::kQ5_0, "Q5_0", 22}}) {
       t->type = type;
       t->data.assign(kC * kC / 32 * size_t(block_bytes), 0);
       CHECK(Refusal(m) == std::string("t.gguf: tensor \"blk.0.time_mix_key.weight\" is ") + name +
                               ": recur-convert reads GGUF tensors of types F32, F16, BF16, "
-                              "Q4_0, Q4_K, Q5_K and Q6_K only");
+                              "Q4_0, Q8_0, Q4_K, Q5_K and Q6_K only");
     }
     m = RwkvGguf();
     t = m.Find("output.weight");
@@ -768,7 +844,7 @@ TEST_CASE("gguf rwkv7: refusals name the key, tensor or type") {
     t->dims = {256, 2};
     t->data.assign(2 * 110, 0);
     CHECK(Refusal(m) == "t.gguf: tensor \"output.weight\" is Q3_K: recur-convert reads GGUF "
-                        "tensors of types F32, F16, BF16, Q4_0, Q4_K, Q5_K and Q6_K only");
+                        "tensors of types F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q5_K and Q6_K only");
   }
   SUBCASE("non-finite values and Q4_0 scales") {
     GgufModel m = RwkvGguf();

@@ -13,8 +13,8 @@ converted with one command and no config, run by the recur package stepped token
 token and prefilled in uneven chunks, and held to 1e-4 + 1e-5·|y| of the package's own
 logits (its RWKV_x070 CPU path, float32) on the weights the file holds: read back from
 the file with the `gguf` package, dequantised, and renamed back to BlinkDL's names.
-Q8_0, which no recur weight type holds exactly yet, and other ggml types are refused
-by name."""
+Q8_0 files as convert_hf_to_gguf.py --outtype q8_0 writes them take the same path (q8_0
+blocks unchanged); other ggml types are refused by name."""
 import json
 import os
 import subprocess
@@ -72,7 +72,7 @@ def narrow(name):
 
 
 @pytest.mark.parametrize("outtype,stored", [(Q.F32, "f32"), (Q.F16, "f16"), (Q.BF16, "bf16"),
-                                            (Q.Q4_0, "int4")])
+                                            (Q.Q4_0, "int4"), (Q.Q8_0, "q8_0")])
 @pytest.mark.parametrize("case", CASES)
 def test_gguf_file(case, outtype, stored, tmp_path):
     layers, c, n, vocab, d_w, d_a, d_v, d_g, positions = case
@@ -90,8 +90,8 @@ def test_gguf_file(case, outtype, stored, tmp_path):
     torch.save(blinkdl_from_gguf(path, c // n, n), pth)
     xs = tokens(positions, 3, positions, vocab)
     want = package_logits(load_with_rwkv(str(pth)), xs)
-    # int4 layers with float32 activations: the weights' numbers, nothing rounded besides.
-    worst = recur_forms(model, xs, want, "float" if stored == "int4" else "auto")
+    # int4 and q8_0 layers with float32 activations: the weights' numbers, nothing rounded besides.
+    worst = recur_forms(model, xs, want, "float" if stored in ("int4", "q8_0") else "auto")
     print(f"{outtype.name} {case}: max |Δ| {worst:.2e} of logits up to {np.abs(want).max():.2f}")
 
     if outtype == Q.Q4_0:
@@ -149,12 +149,12 @@ def test_gguf_kquants(outtype, stored, head, tmp_path):
 def test_refusals(tmp_path):
     layers, c, n, vocab, d_w, d_a, d_v, d_g = 2, 64, 16, 97, 16, 16, 8, 32
     sd = random_state_dict(layers, c, n, vocab, d_w, d_a, d_v, d_g, seed=9)
-    path = tmp_path / "q8.gguf"
-    types = write_gguf(path, sd, Q.Q8_0, layers, c, n, d_w, d_a, d_v, d_g)
-    first = next(name for name, t in types.items() if t == Q.Q8_0)
-    rc, err = recur_convert(path, "-o", tmp_path / "q8.recur")
-    assert rc == 1 and f'tensor "{first}" is Q8_0, which no recur weight type holds exactly' in err, err
-    assert not os.path.exists(tmp_path / "q8.recur")
+    path = tmp_path / "q5_0.gguf"
+    types = write_gguf(path, sd, Q.Q5_0, layers, c, n, d_w, d_a, d_v, d_g)
+    first = next(name for name, t in types.items() if t == Q.Q5_0)
+    rc, err = recur_convert(path, "-o", tmp_path / "q5_0.recur")
+    assert rc == 1 and f'tensor "{first}" is Q5_0: recur-convert reads GGUF tensors of types' in err, err
+    assert not os.path.exists(tmp_path / "q5_0.recur")
 
     good = tmp_path / "f32.gguf"
     write_gguf(good, sd, Q.F32, layers, c, n, d_w, d_a, d_v, d_g)

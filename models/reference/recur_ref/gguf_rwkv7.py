@@ -95,7 +95,7 @@ def file_type(name, data, outtype):
         if outtype in (Q.Q4_K, Q.Q5_K) and name == "output.weight":
             return Q.Q6_K
         return outtype
-    if outtype == Q.Q8_0 and data.shape[-1] % 32 != 0:
+    if outtype in (Q.Q8_0, Q.Q5_0, Q.Q4_1) and data.shape[-1] % 32 != 0:
         return Q.F16  # gguf.QuantError: the script falls back to F16
     return outtype
 
@@ -189,7 +189,7 @@ def write_gguf(path, sd, outtype, layers, c, n, d_w, d_a, d_v, d_g, eps=1e-5):
     w.add_feed_forward_length(sd["blocks.0.ffn.key.weight"].shape[0])
     # llama.cpp's LLAMA_FTYPE: Q4_K stands for MOSTLY_Q4_K_M (15), Q5_K for MOSTLY_Q5_K_M
     # (17), Q6_K for MOSTLY_Q6_K (18).
-    w.add_file_type({Q.F32: 0, Q.F16: 1, Q.Q4_0: 2, Q.Q8_0: 7, Q.Q4_K: 15, Q.Q5_K: 17,
+    w.add_file_type({Q.F32: 0, Q.F16: 1, Q.Q4_0: 2, Q.Q4_1: 3, Q.Q5_0: 8, Q.Q8_0: 7, Q.Q4_K: 15, Q.Q5_K: 17,
                      Q.Q6_K: 18, Q.BF16: 32}[outtype])
     w.add_head_count(0)
     types = {}
