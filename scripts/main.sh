@@ -69,6 +69,13 @@ echo "-- streaming transcription of speech_corpus/test/00000.wav" \
 "$bin/recur-speech" eval "$out/speech_digits.recur" --corpus "$out/speech_corpus" \
   > "$out/speech_eval.txt"
 tail -n 2 "$out/speech_eval.txt"
+echo "-- the same with RWKV-7 blocks (models/zoo/speech_digits_rwkv7)"
+"$bin/recur-convert" models/zoo/speech_digits_rwkv7/weights.safetensors \
+  --config models/zoo/speech_digits_rwkv7/config.json -o "$out/speech_digits_rwkv7.recur" | tail -n 1
+"$bin/recur-speech" transcribe "$out/speech_digits_rwkv7.recur" "$out/speech_corpus/test/00000.wav"
+"$bin/recur-speech" eval "$out/speech_digits_rwkv7.recur" --corpus "$out/speech_corpus" \
+  > "$out/speech_rwkv7_eval.txt"
+tail -n 2 "$out/speech_rwkv7_eval.txt"
 
 cat <<EOF
 done: files are in $out
