@@ -384,78 +384,62 @@ Result<StoredTensor> EncodeTensor(const std::string& name, const Tensor& t, Weig
   return Status(StatusCode::kInternal, name + ": unknown dtype");
 }
 
-Result<StoredTensor> Int4FromQ4_0(const std::string& name, const uint8_t* blocks,
-                                  std::size_t nbytes, const std::vector<int64_t>& shape) {
-  constexpr std::size_t kBlock = 32, kBlockBytes = 18;
+namespace {
+
+// A [rows, cols] matrix of ggml blocks of 32 inputs, each an f16 d then
+// `payload` bytes (`ggml_name`: "Q4_0", "Q8_0"), as `dtype` in groups of 32:
+// the d the group's scale, the payload the group's bytes, both unchanged.
+Result<StoredTensor> GroupsFromGgmlBlocks(const std::string& name, const char* ggml_name,
+                                          WeightType dtype, std::size_t payload,
+                                          const uint8_t* blocks, std::size_t nbytes,
+                                          const std::vector<int64_t>& shape) {
+  constexpr std::size_t kBlock = 32;
+  const std::size_t block_bytes = 2 + payload;
   if (shape.size() != 2 || shape[0] <= 0 || shape[1] <= 0) {
     return Status(StatusCode::kInvalidArgument,
-                  name + ": Q4_0 as int4 needs a 2-D [out, in] weight, got shape " +
-                      ShapeString(shape));
+                  name + ": " + ggml_name + " as " + WeightTypeName(dtype) +
+                      " needs a 2-D [out, in] weight, got shape " + ShapeString(shape));
   }
   const auto rows = static_cast<std::size_t>(shape[0]), cols = static_cast<std::size_t>(shape[1]);
-  if (cols % kBlock != 0 || nbytes / kBlockBytes / rows != cols / kBlock ||
-      nbytes != rows * (cols / kBlock) * kBlockBytes) {
+  if (cols % kBlock != 0 || nbytes / block_bytes / rows != cols / kBlock ||
+      nbytes != rows * (cols / kBlock) * block_bytes) {
     return Status(StatusCode::kInvalidArgument,
-                  name + ": " + std::to_string(nbytes) + " bytes of Q4_0 blocks do not hold shape " +
-                      ShapeString(shape) + " (18 bytes per 32 inputs of a row)");
+                  name + ": " + std::to_string(nbytes) + " bytes of " + ggml_name +
+                      " blocks do not hold shape " + ShapeString(shape) + " (" +
+                      std::to_string(block_bytes) + " bytes per 32 inputs of a row)");
   }
   const std::size_t groups = rows * (cols / kBlock);
   StoredTensor out;
-  out.dtype = WeightType::kI4;
+  out.dtype = dtype;
   out.group = static_cast<int>(kBlock);
-  out.bytes.resize(groups * (kBlock / 2));
+  out.bytes.resize(groups * payload);
   out.scales_f16.resize(groups);
   for (std::size_t g = 0; g < groups; ++g) {
-    const uint8_t* block = blocks + g * kBlockBytes;
+    const uint8_t* block = blocks + g * block_bytes;
     uint16_t d;
     std::memcpy(&d, block, 2);
     if ((d & 0x7C00) == 0x7C00) {
       return Status(StatusCode::kInvalidArgument,
-                    name + ": Q4_0 block " + std::to_string(g % (cols / kBlock)) + " of row " +
-                        std::to_string(g / (cols / kBlock)) + " has a scale d that is " +
-                        ((d & 0x3FF) ? "NaN" : "infinite"));
+                    name + ": " + ggml_name + " block " + std::to_string(g % (cols / kBlock)) +
+                        " of row " + std::to_string(g / (cols / kBlock)) +
+                        " has a scale d that is " + ((d & 0x3FF) ? "NaN" : "infinite"));
     }
     out.scales_f16[g] = d;
-    std::memcpy(out.bytes.data() + g * (kBlock / 2), block + 2, kBlock / 2);
+    std::memcpy(out.bytes.data() + g * payload, block + 2, payload);
   }
   return out;
 }
 
+}  // namespace
+
+Result<StoredTensor> Int4FromQ4_0(const std::string& name, const uint8_t* blocks,
+                                  std::size_t nbytes, const std::vector<int64_t>& shape) {
+  return GroupsFromGgmlBlocks(name, "Q4_0", WeightType::kI4, 16, blocks, nbytes, shape);
+}
+
 Result<StoredTensor> Q8_0FromGguf(const std::string& name, const uint8_t* blocks,
                                   std::size_t nbytes, const std::vector<int64_t>& shape) {
-  constexpr std::size_t kBlock = 32, kBlockBytes = 34;
-  if (shape.size() != 2 || shape[0] <= 0 || shape[1] <= 0) {
-    return Status(StatusCode::kInvalidArgument,
-                  name + ": Q8_0 as q8_0 needs a 2-D [out, in] weight, got shape " +
-                      ShapeString(shape));
-  }
-  const auto rows = static_cast<std::size_t>(shape[0]), cols = static_cast<std::size_t>(shape[1]);
-  if (cols % kBlock != 0 || nbytes / kBlockBytes / rows != cols / kBlock ||
-      nbytes != rows * (cols / kBlock) * kBlockBytes) {
-    return Status(StatusCode::kInvalidArgument,
-                  name + ": " + std::to_string(nbytes) + " bytes of Q8_0 blocks do not hold shape " +
-                      ShapeString(shape) + " (34 bytes per 32 inputs of a row)");
-  }
-  const std::size_t groups = rows * (cols / kBlock);
-  StoredTensor out;
-  out.dtype = WeightType::kQ8_0;
-  out.group = static_cast<int>(kBlock);
-  out.bytes.resize(groups * kBlock);
-  out.scales_f16.resize(groups);
-  for (std::size_t g = 0; g < groups; ++g) {
-    const uint8_t* block = blocks + g * kBlockBytes;
-    uint16_t d;
-    std::memcpy(&d, block, 2);
-    if ((d & 0x7C00) == 0x7C00) {
-      return Status(StatusCode::kInvalidArgument,
-                    name + ": Q8_0 block " + std::to_string(g % (cols / kBlock)) + " of row " +
-                        std::to_string(g / (cols / kBlock)) + " has a scale d that is " +
-                        ((d & 0x3FF) ? "NaN" : "infinite"));
-    }
-    out.scales_f16[g] = d;
-    std::memcpy(out.bytes.data() + g * kBlock, block + 2, kBlock);
-  }
-  return out;
+  return GroupsFromGgmlBlocks(name, "Q8_0", WeightType::kQ8_0, 32, blocks, nbytes, shape);
 }
 
 Result<StoredTensor> KQuantFromGguf(const std::string& name, WeightType dtype,
