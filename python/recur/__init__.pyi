@@ -102,7 +102,7 @@ class Model:
         state_sums: Literal["compensated", "plain"] = "compensated",
         prefill_chunk: int = 0,
         weight_packing: Literal["auto", "off", "on"] = "auto",
-        int8_activations: Literal["auto", "float", "quantized"] = "auto",
+        int8_activations: Literal["auto", "float", "quantized", "blocks"] = "auto",
     ) -> Session:
         """A new session of `batch` streams in the initial state."""
 

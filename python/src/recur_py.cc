@@ -220,8 +220,10 @@ class Session {
       options.int8_activations = RECUR_INT8_ACTIVATIONS_FLOAT;
     } else if (int8_activations == "quantized") {
       options.int8_activations = RECUR_INT8_ACTIVATIONS_QUANTIZED;
+    } else if (int8_activations == "blocks") {
+      options.int8_activations = RECUR_INT8_ACTIVATIONS_BLOCKS;
     } else {
-      RaiseInvalid("int8_activations must be 'auto', 'float' or 'quantized', not '" +
+      RaiseInvalid("int8_activations must be 'auto', 'float', 'quantized' or 'blocks', not '" +
                    int8_activations + "'");
     }
     recur_session* session = nullptr;

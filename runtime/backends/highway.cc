@@ -8,7 +8,8 @@
 // DensePlan::pack_int4, int4 layers with groups of 32 also keep row panels
 // (kernels::PackDenseI4Panels) for calls of up to kI4PanelMaxBatch rows where
 // the CPU runs them faster: the rows are quantised once, the panels split
-// over the pool.
+// over the pool. With Int8Activations::kBlocks the layers DenseBlockQ8 takes
+// run on it, unpacked.
 #include <algorithm>
 
 #include "backends/dense_op.h"
@@ -25,8 +26,19 @@ class HighwayDense final : public PreparedDense {
   HighwayDense(const DenseView& d, ThreadPool* pool, kernels::Int8Activations int8)
       : d_(d), pool_(pool), int8_(int8) {}
 
+  // Whether the layer runs on block-quantised activations (DenseBlockQ8).
+  bool Blocks() const {
+    return int8_ == kernels::Int8Activations::kBlocks &&
+           kernels::ActivationBlocksOf(d_.type, d_.group) != kernels::ActivationBlocks::kNone &&
+           d_.in <= kernels::kDenseBlockQ8MaxIn;
+  }
+
   // Whether `rows` rows run on integer dot products.
   bool Quantized(size_t rows) const {
+    if (int8_ == kernels::Int8Activations::kBlocks) {
+      return Blocks() ||
+             (d_.type == kernels::WeightType::kI8 && d_.in <= kernels::kDenseI8DotMaxIn);
+    }
     if (d_.type == kernels::WeightType::kI4) {
       if (d_.in > kernels::kDenseI4DotMaxIn) return false;
       return int8_ == kernels::Int8Activations::kQuantized ||
@@ -62,6 +74,10 @@ class HighwayDense final : public PreparedDense {
   }
 
   void Run(const float* x, size_t rows, float* y, bool accumulate) override {
+    if (Blocks()) {
+      RunDense(d_, x, rows, y, accumulate, pool_, kernels::Int8Activations::kBlocks);
+      return;
+    }
     if (panels_ && rows >= 1 && rows <= kernels::kI4PanelMaxBatch && Quantized(rows)) {
       float qs[kernels::kI4PanelMaxBatch];
       for (size_t b = 0; b < rows; ++b) {
@@ -116,7 +132,7 @@ class Highway final : public DenseBackend {
     if (plan.pack_weights && pack) RECUR_RETURN_IF_ERROR(op->Pack());
     // Panels when the smallest planned count (a step's) is a small batch.
     const size_t few = plan.rows.front();
-    if (plan.pack_int4 && few <= kernels::kI4PanelMaxBatch && op->Quantized(few) &&
+    if (plan.pack_int4 && !op->Blocks() && few <= kernels::kI4PanelMaxBatch && op->Quantized(few) &&
         kernels::DenseI4PanelBytes(d) > 0 && kernels::DenseI4PanelsPreferred()) {
       RECUR_RETURN_IF_ERROR(op->PackInt4Panels());
     }

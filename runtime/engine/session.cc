@@ -132,9 +132,10 @@ Status Session::CheckOptions(const Model* model, const SessionOptions& options) 
     return InvalidArgument("state_sums must be 0 (compensated) or 1 (plain), got %u",
                            options.state_sums);
   }
-  if (options.int8_activations > 2) {
-    return InvalidArgument("int8_activations must be 0 (auto), 1 (float) or 2 (quantized), got %u",
-                           options.int8_activations);
+  if (options.int8_activations > 3) {
+    return InvalidArgument(
+        "int8_activations must be 0 (auto), 1 (float), 2 (quantized) or 3 (blocks), got %u",
+        options.int8_activations);
   }
   if (options.max_context > (size_t{1} << 24)) {
     return InvalidArgument("max_context must be at most %zu (0 = default), got %zu",

@@ -40,7 +40,8 @@ struct SessionOptions {
   uint32_t state_sums = 0;
   // recur_int8_activations: how highway runs int8 layers: 0 auto
   // (kernels::DenseI8DotPreferred), 1 float activations, 2 quantised
-  // (kernels::DenseI8Dot). Heap sessions only; an arena session runs float.
+  // (kernels::DenseI8Dot), 3 blocks as llama.cpp (kernels::DenseBlockQ8). Heap
+  // sessions only; an arena session runs float.
   uint32_t int8_activations = 0;
 };
 

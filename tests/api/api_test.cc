@@ -332,9 +332,10 @@ TEST_CASE("session options: batch and thread bounds") {
   CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
   CHECK(ErrorContains("state_sums must be 0 (compensated) or 1 (plain), got 2"));
   options.state_sums = RECUR_STATE_SUMS_COMPENSATED;
-  options.int8_activations = static_cast<recur_int8_activations>(3);
+  options.int8_activations = static_cast<recur_int8_activations>(4);
   CHECK(recur_session_create(m.model, &options, &s) == RECUR_INVALID_ARGUMENT);
-  CHECK(ErrorContains("int8_activations must be 0 (auto), 1 (float) or 2 (quantized), got 3"));
+  CHECK(ErrorContains(
+      "int8_activations must be 0 (auto), 1 (float), 2 (quantized) or 3 (blocks), got 4"));
   // A struct from before int8_activations: the field is not read (auto).
   options.struct_size = offsetof(recur_session_options, int8_activations);
   REQUIRE(recur_session_create(m.model, &options, &s) == RECUR_OK);

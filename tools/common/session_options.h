@@ -23,17 +23,20 @@ inline CLI::Option* AddStateSumsOption(CLI::App* app, recur_state_sums* sums) {
           {"compensated", RECUR_STATE_SUMS_COMPENSATED}, {"plain", RECUR_STATE_SUMS_PLAIN}}));
 }
 
-// Adds --int8-activations auto|float|quantized to `app`, parsed into *mode.
+// Adds --int8-activations auto|float|quantized|blocks to `app`, parsed into *mode.
 inline CLI::Option* AddInt8ActivationsOption(CLI::App* app, recur_int8_activations* mode) {
   return app
       ->add_option("--int8-activations", *mode,
                    "int8 layers on highway: auto (default: quantized where the CPU has integer "
-                   "dot products), float (f32 activations, weights widened) or quantized "
-                   "(activations quantised per row, integer dot products)")
+                   "dot products), float (f32 activations, weights widened), quantized "
+                   "(activations quantised per row, integer dot products) or blocks (as "
+                   "llama.cpp: activations quantised per block of 32 or 256 for q8_0, int4 "
+                   "and K-quant layers)")
       ->transform(CLI::CheckedTransformer(std::map<std::string, recur_int8_activations>{
           {"auto", RECUR_INT8_ACTIVATIONS_AUTO},
           {"float", RECUR_INT8_ACTIVATIONS_FLOAT},
-          {"quantized", RECUR_INT8_ACTIVATIONS_QUANTIZED}}));
+          {"quantized", RECUR_INT8_ACTIVATIONS_QUANTIZED},
+          {"blocks", RECUR_INT8_ACTIVATIONS_BLOCKS}}));
 }
 
 }  // namespace tools

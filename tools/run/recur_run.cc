@@ -82,6 +82,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads,-t", threads, "Threads of the session")->check(CLI::Range(1, 256));
   recur_state_sums state_sums = RECUR_STATE_SUMS_COMPENSATED;
   tools::AddStateSumsOption(&app, &state_sums);
+  recur_int8_activations int8_activations = RECUR_INT8_ACTIVATIONS_AUTO;
+  tools::AddInt8ActivationsOption(&app, &int8_activations);
   CLI11_PARSE(app, argc, argv);
 
   std::string error;
@@ -115,6 +117,7 @@ int main(int argc, char** argv) {
   options.threads = threads;
   options.prefill_chunk = chunk;
   options.state_sums = state_sums;
+  options.int8_activations = int8_activations;
   auto session = recur::Session::Create(model, options);
   if (!session) return Fail(session.error());
 

@@ -204,9 +204,9 @@ typedef enum recur_state_sums {
   RECUR_STATE_SUMS_PLAIN = 1
 } recur_state_sums;
 
-/* How the highway backend runs dense layers with int8 or int4 weights
- * (recur_session_options.int8_activations); int4 layers follow the same rules,
- * with integer sums per group of inputs. */
+/* How the highway backend runs dense layers with int8, int4 and the other
+ * quantised weights (recur_session_options.int8_activations); int4 layers
+ * follow the same rules, with integer sums per group of inputs. */
 typedef enum recur_int8_activations {
   /* RECUR_INT8_ACTIVATIONS_QUANTIZED where this CPU's SIMD target has
    * integer dot products (x86 SSSE3 and later, arm64 NEON) and the layer
@@ -220,7 +220,16 @@ typedef enum recur_int8_activations {
    * the onednn backend does: faster (2.2-2.5x at batch 1 on AVX2), with the
    * activations' rounding added, at most scale_x/2 per element. Layers wider
    * than 16384 inputs run FLOAT. */
-  RECUR_INT8_ACTIVATIONS_QUANTIZED = 2
+  RECUR_INT8_ACTIVATIONS_QUANTIZED = 2,
+  /* As llama.cpp's CPU backend: the activations of q8_0 layers and of int4
+   * layers with groups of 32 (GGUF's Q8_0 and Q4_0) are quantised in blocks
+   * of 32 (its Q8_0), those of q4_k, q5_k and q6_k layers in blocks of 256
+   * (its Q8_K), and multiplied in integer arithmetic block by block: the
+   * numbers llama.cpp computes on the same GGUF file, up to the order of its
+   * float sums (docs/layouts.md "Against llama.cpp itself"). int8 layers run
+   * QUANTIZED; other layers, and layers wider than 16384 inputs, FLOAT. A
+   * portable kernel, slower than the others. */
+  RECUR_INT8_ACTIVATIONS_BLOCKS = 3
 } recur_int8_activations;
 
 typedef struct recur_session_options {

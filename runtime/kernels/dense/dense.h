@@ -87,6 +87,9 @@ enum class Int8Activations : uint8_t {
   kAuto = 0,   // kQuantized where DenseI8DotPreferred says it is faster, else kFloat
   kFloat = 1,  // f32 activations, weights widened to f32 (the Dense above)
   kQuantized = 2,  // DenseI8Dot
+  // DenseBlockQ8 for the types it takes (as llama.cpp; kI8 as kQuantized,
+  // other types f32).
+  kBlocks = 3,
 };
 
 // Widest layer (w.in) the integer path takes: its quantised rows live on the
@@ -122,7 +125,7 @@ constexpr bool HasIntegerDot(WeightType type) {
 }
 
 // Dense for any WeightType with kI8 and kI4 weights run as `int8` says
-// (DenseI8Dot, DenseI4Dot).
+// (DenseI8Dot, DenseI4Dot), and with kBlocks the types DenseBlockQ8 takes.
 void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
            size_t y_stride, bool accumulate, Int8Activations int8);
 
@@ -182,6 +185,51 @@ void DenseI4DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales
 // byte alignment of the weights; thread-safe.
 void DenseKQuant(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
                  size_t y_stride, bool accumulate);
+
+// ---------------------------------------------------------------------------
+// Block-quantised activations: quantised weights multiplied as llama.cpp's CPU
+// backend multiplies them (ggml's vec_dot_type; dense_blockq-inl.h). Each
+// activation row is quantised per block of inputs exactly as ggml quantises
+// it, the products of a block are summed exactly in i32, and the blocks'
+// scales applied in f32:
+//   Q8_0 blocks of 32, for kQ8_0 and kI4 weights with groups of 32 (GGUF's
+//     Q8_0 and Q4_0): amax = max |x|, d = f16(amax / 127), q = x·(127 / amax) rounded
+//     to nearest even (0 where amax = 0);
+//     y[o] = Σ_b scale[o, b]·d_b·Σ_{i in b} q_w[o, i]·q[i]
+//   Q8_K blocks of 256, for the K-quants: m = the first x of largest |x|,
+//     s = −127 / m, q = min(127, x·s rounded to nearest even), d = 1 / s
+//     (all 0 where m = 0);
+//     Q4_K, Q5_K: y[o] = Σ_b d_b·(f32(d_w)·Σ_j sc_j·Σ_{i in j} q_w·q[i]
+//                                  − f32(dmin_w)·Σ_j m_j·Σ_{i in j} q[i])
+//     Q6_K:       y[o] = Σ_b d_b·f32(d_w)·Σ_j sc_j·Σ_{i in j} (q_w − 32)·q[i]
+//     (j: the block's sub-blocks of 32 inputs, 16 for Q6_K; ref::KQuantValue
+//     has the codes)
+// plus bias and accumulation in f32. Each block's sum is converted to f32 and
+// accumulated in block order (ggml accumulates lane by lane: the two differ
+// by that rounding only). For parity with llama.cpp on the same GGUF
+// file (docs/layouts.md "Against llama.cpp itself").
+
+// The activation blocks ggml pairs with weights of `type` stored in groups of
+// `group` inputs.
+enum class ActivationBlocks : uint8_t { kNone, kQ8_0, kQ8_K };
+constexpr ActivationBlocks ActivationBlocksOf(WeightType type, uint32_t group) {
+  if ((type == WeightType::kQ8_0 || type == WeightType::kI4) && group == kI4Block) {
+    return ActivationBlocks::kQ8_0;
+  }
+  return IsKQuant(type) ? ActivationBlocks::kQ8_K : ActivationBlocks::kNone;
+}
+
+// Widest layer (w.in) DenseBlockQ8 takes: its quantised rows live on the
+// stack; wider layers run Dense.
+inline constexpr size_t kDenseBlockQ8MaxIn = kDenseI8DotMaxIn;
+
+// The formula above for weights with ActivationBlocksOf(w.type, w.group) other
+// than kNone and w.in <= kDenseBlockQ8MaxIn; other layers run Dense. x:
+// (batch, w.in) f32 with row stride x_stride (finite); y: (batch, w.out) with
+// row stride y_stride (no overlap). No alignment is required; does not
+// allocate (its buffers are on the stack, ~20 KiB); thread-safe.
+void DenseBlockQ8(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
+                  size_t y_stride, bool accumulate);
 
 // ---------------------------------------------------------------------------
 // int4 row panels, for small batches (dense_i4_panels-inl.h): a re-laid-out copy of

@@ -64,6 +64,11 @@ void DenseI8DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales
 
 void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
            size_t y_stride, bool accumulate, Int8Activations int8) {
+  if (int8 == Int8Activations::kBlocks &&
+      ActivationBlocksOf(w.type, w.group) != ActivationBlocks::kNone) {
+    DenseBlockQ8(x, x_stride, batch, w, y, y_stride, accumulate);
+    return;
+  }
   if (w.type == WeightType::kI4) {
     if (int8 == Int8Activations::kQuantized ||
         (int8 == Int8Activations::kAuto && DenseI4DotPreferred(batch, w.in, w.out))) {
@@ -75,7 +80,7 @@ void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
   }
   const bool quantize =
       w.type == WeightType::kI8 &&
-      (int8 == Int8Activations::kQuantized ||
+      (int8 == Int8Activations::kQuantized || int8 == Int8Activations::kBlocks ||
        (int8 == Int8Activations::kAuto && DenseI8DotPreferred(batch, w.in, w.out)));
   if (quantize) {
     DenseI8Dot(x, x_stride, batch, w, y, y_stride, accumulate);

@@ -269,6 +269,132 @@ inline void DenseI4DotQuantized(const int8_t* q, size_t q_stride, const float* q
   }
 }
 
+// ---------------------------------------------------------------------------
+// Block-quantised activations (dense.h, DenseBlockQ8): ggml's quantize_row_q8_0
+// (its x86 form) and quantize_row_q8_K_ref, and the sums exact.
+
+// v (finite, >= 0) rounded to the nearest binary16, ties to even, as an f32
+// (ggml's FP32_TO_FP16 read back); Inf from 65520 up.
+inline float RoundToHalf(float v) {
+  if (v >= 65520.0f) return std::numeric_limits<float>::infinity();
+  if (v < 6.103515625e-05f) return std::rint(v * 16777216.0f) / 16777216.0f;  // subnormal half
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof(u));
+  u = (u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu;  // 13 bits dropped, a carry bumps the exponent
+  std::memcpy(&v, &u, sizeof(v));
+  return v;
+}
+
+// Where a block's scale overflows (max |x| below 127/FLT_MAX) ggml's codes are
+// those of ±Inf and NaN, and its d is 0; the codes here are 0 then, the
+// products the same.
+
+// One Q8_0 block: q[0, 32) from x[0, 32); returns d (an f16's value).
+inline float QuantizeQ8_0Block(const float* x, int8_t* q) {
+  float amax = 0.0f;
+  for (size_t i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  if (!std::isfinite(id)) id = 0.0f;
+  for (size_t i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(std::nearbyint(x[i] * id));
+  return RoundToHalf(amax / 127.0f);
+}
+
+// One Q8_K block: q[0, 256) from x[0, 256); returns d.
+inline float QuantizeQ8_KBlock(const float* x, int8_t* q) {
+  float amax = 0.0f, max = 0.0f;
+  for (size_t i = 0; i < kKQuantBlock; ++i) {
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      max = x[i];
+    }
+  }
+  if (amax == 0.0f) {
+    std::memset(q, 0, kKQuantBlock);
+    return 0.0f;
+  }
+  const float iscale = -127.0f / max;
+  if (!std::isfinite(iscale)) {
+    std::memset(q, 0, kKQuantBlock);
+    return 1.0f / iscale;
+  }
+  for (size_t i = 0; i < kKQuantBlock; ++i) {
+    q[i] = static_cast<int8_t>(std::fmin(127.0f, std::nearbyint(iscale * x[i])));
+  }
+  return 1.0f / iscale;
+}
+
+// The integer code of weight i of a K-quant block and the integer scale of its
+// sub-block: KQuantValue = f32(d)·scale·code − f32(dmin)·min (Q4_K, Q5_K: code
+// 0..31, scale and min 0..63) or f32(d)·scale·code (Q6_K: code −32..31, scale
+// −128..127, min 0).
+inline void KQuantCode(WeightType type, const uint8_t* block, size_t i, int* code, int* scale,
+                       int* min) {
+  if (type == WeightType::kQ6_K) {
+    *code = Q6KCode(block, i) - 32;
+    *scale = static_cast<int8_t>(block[kQ6KScales + i / 16]);
+    *min = 0;
+    return;
+  }
+  const bool q5 = type == WeightType::kQ5_K;
+  KQuantScaleMin(block + kQ4KScales, i / 32, scale, min);
+  const uint8_t byte = block[(q5 ? kQ5KQs : kQ4KQs) + 32 * (i / 64) + i % 32];
+  *code = (i % 64) < 32 ? byte & 0xF : byte >> 4;
+  if (q5) *code += ((block[kQ5KQh + i % 32] >> (i / 32)) & 1) << 4;
+}
+
+// Same contract as recur::impl::kernels::DenseBlockQ8 (dense.h): the
+// activations quantised as it says, every block's sum exact, double after.
+inline void DenseBlockQ8(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
+                         float* y, size_t y_stride, bool accumulate) {
+  const ActivationBlocks kind = ActivationBlocksOf(w.type, w.group);
+  const size_t block = kind == ActivationBlocks::kQ8_0 ? 32 : kKQuantBlock;
+  std::vector<int8_t> q(w.in);
+  std::vector<float> d(w.in / block);
+  for (size_t b = 0; b < batch; ++b) {
+    const float* xb = x + b * x_stride;
+    for (size_t k = 0; k < w.in / block; ++k) {
+      d[k] = kind == ActivationBlocks::kQ8_0 ? QuantizeQ8_0Block(xb + k * block, &q[k * block])
+                                             : QuantizeQ8_KBlock(xb + k * block, &q[k * block]);
+    }
+    for (size_t o = 0; o < w.out; ++o) {
+      double s = 0.0;
+      for (size_t k = 0; k < w.in / block; ++k) {
+        if (kind == ActivationBlocks::kQ8_0) {
+          const auto* row =
+              static_cast<const uint8_t*>(w.weight) + o * WeightRowBytes(w.type, w.in);
+          int64_t sum = 0;
+          for (size_t i = k * block; i < (k + 1) * block; ++i) {
+            const int qw = w.type == WeightType::kI4
+                               ? I4Value(row, i)
+                               : static_cast<const int8_t*>(w.weight)[o * w.in + i];
+            sum += int64_t{qw} * q[i];
+          }
+          s += static_cast<double>(F16ToF32(w.group_scales[o * (w.in / block) + k])) * d[k] *
+               static_cast<double>(sum);
+          continue;
+        }
+        const auto* blk = static_cast<const uint8_t*>(w.weight) + o * WeightRowBytes(w.type, w.in) +
+                          k * Traits(w.type).block_bytes;
+        int64_t scaled = 0, mins = 0;
+        for (size_t i = 0; i < kKQuantBlock; ++i) {
+          int code, scale, min;
+          KQuantCode(w.type, blk, i, &code, &scale, &min);
+          scaled += int64_t{scale} * code * q[k * block + i];
+          mins += int64_t{min} * q[k * block + i];
+        }
+        const bool q6 = w.type == WeightType::kQ6_K;
+        const double dw = HalfAt(blk + (q6 ? kQ6KD : 0));
+        const double dmin = q6 ? 0.0 : HalfAt(blk + 2);
+        s += static_cast<double>(d[k]) *
+             (dw * static_cast<double>(scaled) - dmin * static_cast<double>(mins));
+      }
+      if (w.bias) s += w.bias[o];
+      if (accumulate) s += y[b * y_stride + o];
+      y[b * y_stride + o] = static_cast<float>(s);
+    }
+  }
+}
+
 }  // namespace recur::impl::kernels::ref
 
 #endif  // RECUR_KERNELS_DENSE_DENSE_REF_H_

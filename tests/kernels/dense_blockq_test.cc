@@ -1,0 +1,377 @@
+// Block-quantised activations (DenseBlockQ8, Int8Activations::kBlocks): the
+// spec's quantisers against ggml's quantize_row_q8_0 (the x86 form llama.cpp
+// runs on x86-64) and quantize_row_q8_K_ref as ggml writes them (transcribed
+// below), bit for bit; the spec's integer sums against the dot product of
+// the dequantised activations and weights; then DenseBlockQ8 on every Highway
+// target against the spec.
+//
+// Tolerance: each block's sum is exact in both; the kernels round the
+// products of the block scales and the f32 sum over blocks, so |y − ref| ≤
+// Float32SumBound(4·blocks + 4)·mag, mag = Σ_i |x̂_i|·(|code_i·scale_i·d| +
+// |min_i·dmin|) + |bias| + |y_prev| (x̂ the dequantised activation, the
+// weight's two terms before they cancel).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/dense/dense.h"
+#include "kernels/dense/dense_ref.h"
+#include "test_util.h"
+
+namespace recur::impl::kernels::test {
+namespace {
+
+// ---------------------------------------------------------------------------
+// ggml's quantisers, kept apart from the spec.
+
+// The nearest binary16 of v (finite, >= 0), ties to even, by frexp rather
+// than by bits: 11 significant bits, or multiples of 2^-24 below 2^-14.
+float NearestHalf(float v) {
+  if (v < std::ldexp(1.0f, -14)) return std::nearbyint(std::ldexp(v, 24)) * std::ldexp(1.0f, -24);
+  int e;
+  std::frexp(v, &e);
+  const float h = std::ldexp(std::nearbyint(std::ldexp(v, 11 - e)), e - 11);
+  return h > 65504.0f ? std::numeric_limits<float>::infinity() : h;
+}
+
+// quantize_row_q8_0 of ggml-cpu/arch/x86/quants.c (its AVX path, per block):
+// d = max|x| / 127 stored as f16, x·(127 / max|x|) rounded by
+// _mm256_round_ps(_MM_ROUND_NEAREST).
+float GgmlQuantizeQ8_0(const float* x, int8_t* qs) {
+  float max_scalar = 0.0f;
+  for (int j = 0; j < 32; ++j) max_scalar = std::max(max_scalar, std::fabs(x[j]));
+  const float d = max_scalar / 127.f;
+  const float id = (max_scalar != 0.0f) ? 127.f / max_scalar : 0.0f;
+  for (int j = 0; j < 32; ++j) {
+    const float r = std::nearbyint(x[j] * id);  // _mm256_cvtps_epi32, then two saturating packs
+    qs[j] = std::fabs(r) <= 127.0f ? static_cast<int8_t>(r) : int8_t{-128};
+  }
+  return NearestHalf(d);
+}
+
+int nearest_int(float fval) {
+  float val = fval + 12582912.f;
+  int i;
+  std::memcpy(&i, &val, sizeof(int));
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+// quantize_row_q8_K_ref of ggml-quants.c, one block; bsums per 16.
+float GgmlQuantizeQ8_K(const float* x, int8_t* qs, int16_t* bsums) {
+  float max = 0;
+  float amax = 0;
+  for (int j = 0; j < 256; ++j) {
+    float ax = std::fabs(x[j]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[j];
+    }
+  }
+  if (!amax) {
+    std::memset(qs, 0, 256);
+    std::memset(bsums, 0, 16 * sizeof(int16_t));
+    return 0.0f;
+  }
+  const float iscale = -127.f / max;
+  for (int j = 0; j < 256; ++j) {
+    int v = nearest_int(iscale * x[j]);
+    qs[j] = static_cast<int8_t>(std::min(127, v));
+  }
+  for (int j = 0; j < 16; ++j) {
+    int sum = 0;
+    for (int ii = 0; ii < 16; ++ii) sum += qs[j * 16 + ii];
+    bsums[j] = static_cast<int16_t>(sum);
+  }
+  return 1 / iscale;
+}
+
+// Activations of every kind the quantisers meet: uniform, a few large values,
+// ties (x·127/max exactly k + 1/2), all zero, negatives largest, one nonzero,
+// tiny (subnormal scales) and huge (an Inf scale as f16).
+void FillActivations(std::mt19937& rng, float* x, size_t n, int kind) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (size_t i = 0; i < n; ++i) x[i] = u(rng);
+  switch (kind % 8) {
+    case 1:
+      for (size_t i = 0; i < n; i += 37) x[i] *= 100.0f;
+      break;
+    case 2:
+      for (size_t i = 0; i < n; ++i) x[i] = (static_cast<float>(rng() % 255) - 127.0f) * 0.5f;
+      break;
+    case 3:
+      std::fill(x, x + n, 0.0f);
+      break;
+    case 4:
+      for (size_t i = 0; i < n; ++i) x[i] = -std::fabs(x[i]);
+      break;
+    case 5:
+      std::fill(x, x + n, 0.0f);
+      x[n / 3] = 0.75f;
+      break;
+    case 6:
+      for (size_t i = 0; i < n; ++i) x[i] *= 1e-38f;
+      break;
+    case 7:
+      for (size_t i = 0; i < n; ++i) x[i] *= 3e7f;
+      break;
+    default:
+      break;
+  }
+}
+
+bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+TEST_CASE("block activations: the spec quantises as ggml's quantize_row_q8_0 and _q8_K") {
+  std::mt19937 rng(7);
+  std::vector<float> x(256);
+  int8_t want[256], got[256];
+  int16_t bsums[16];
+  size_t mismatches = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    FillActivations(rng, x.data(), x.size(), trial);
+    for (size_t k = 0; k < 8; ++k) {
+      const float d_want = GgmlQuantizeQ8_0(x.data() + 32 * k, want);
+      const float d_got = ref::QuantizeQ8_0Block(x.data() + 32 * k, got);
+      // Where d is 0 the codes multiply nothing (ggml's are -128 where its
+      // scale overflowed, the spec's 0).
+      if (!SameBits(d_want, d_got) || (d_want != 0.0f && std::memcmp(want, got, 32) != 0)) {
+        if (mismatches++ < 3)
+          FAIL_CHECK("q8_0 kind " << trial % 8 << " d " << d_want << " " << d_got);
+      }
+    }
+    const float d_want = GgmlQuantizeQ8_K(x.data(), want, bsums);
+    const float d_got = ref::QuantizeQ8_KBlock(x.data(), got);
+    if (!SameBits(d_want, d_got) || std::memcmp(want, got, 256) != 0) {
+      if (mismatches++ < 3)
+        FAIL_CHECK("q8_k kind " << trial % 8 << " d " << d_want << " " << d_got);
+    }
+  }
+  CHECK(mismatches == 0);
+  // Ties round to even: 2.5 and 3.5 of the scale.
+  std::fill(x.begin(), x.end(), 0.0f);
+  x[0] = 127.0f;
+  x[1] = 2.5f;
+  x[2] = 3.5f;
+  x[3] = -2.5f;
+  ref::QuantizeQ8_0Block(x.data(), got);
+  CHECK(got[1] == 2);
+  CHECK(got[2] == 4);
+  CHECK(got[3] == -2);
+  // Q8_K keeps the sign of the first largest |x|: codes of −x·127/max.
+  x[4] = -127.0f;
+  CHECK(ref::QuantizeQ8_KBlock(x.data(), got) == -1.0f);
+  CHECK(got[0] == -127);
+  CHECK(got[4] == 127);
+}
+
+// ---------------------------------------------------------------------------
+// Random layers.
+
+struct Layer {
+  std::vector<uint8_t> weight;
+  std::vector<uint16_t> group_scales;
+  DenseWeights w;
+};
+
+uint16_t RandomScaleHalf(std::mt19937& rng) {
+  const uint32_t r = rng();
+  const uint16_t exponent = static_cast<uint16_t>(1 + (r >> 8) % 11);  // 2^-14 .. 2^-4
+  return static_cast<uint16_t>((r & 1) << 15 | exponent << 10 | ((r >> 16) & 0x3FF));
+}
+
+void PutHalf(uint8_t* p, uint16_t h) {
+  p[0] = static_cast<uint8_t>(h);
+  p[1] = static_cast<uint8_t>(h >> 8);
+}
+
+Layer RandomLayer(std::mt19937& rng, WeightType type, size_t in, size_t out) {
+  Layer l;
+  l.w.type = type;
+  l.w.in = static_cast<uint32_t>(in);
+  l.w.out = static_cast<uint32_t>(out);
+  l.weight.resize(std::max<size_t>(1, WeightBytes(type, in * out)));
+  for (uint8_t& b : l.weight) b = static_cast<uint8_t>(rng());
+  if (type == WeightType::kQ8_0) {
+    for (uint8_t& b : l.weight) b = b == 0x80 ? 0x81 : b;  // q8_0 codes are in [-127, 127]
+  }
+  if (IsKQuant(type)) {
+    const size_t bytes = Traits(type).block_bytes;
+    for (size_t k = 0; k < in * out / kKQuantBlock; ++k) {
+      uint8_t* b = l.weight.data() + k * bytes;
+      if (type == WeightType::kQ6_K) {
+        PutHalf(b + ref::kQ6KD, RandomScaleHalf(rng));
+      } else {
+        PutHalf(b, RandomScaleHalf(rng));
+        PutHalf(b + 2, RandomScaleHalf(rng));
+      }
+    }
+  } else {
+    l.w.group = 32;
+    l.group_scales.resize(std::max<size_t>(1, in / 32 * out));
+    for (uint16_t& s : l.group_scales) s = RandomScaleHalf(rng);
+    l.w.group_scales = l.group_scales.data();
+  }
+  l.w.weight = l.weight.data();
+  return l;
+}
+
+// The magnitude of the tolerance (file comment) for output o of activation
+// row x, and the dequantised-weight dot product Σ_i x̂_i·w_i in double.
+void Expected(const DenseWeights& w, const float* x, size_t o, double* mag, double* dot) {
+  const ActivationBlocks kind = ActivationBlocksOf(w.type, w.group);
+  const size_t block = kind == ActivationBlocks::kQ8_0 ? 32 : kKQuantBlock;
+  std::vector<int8_t> q(block);
+  *mag = *dot = 0.0;
+  for (size_t k = 0; k < w.in / block; ++k) {
+    const double d = kind == ActivationBlocks::kQ8_0
+                         ? ref::QuantizeQ8_0Block(x + k * block, q.data())
+                         : ref::QuantizeQ8_KBlock(x + k * block, q.data());
+    for (size_t i = 0; i < block; ++i) {
+      const double xq = d * q[i];
+      const size_t in = k * block + i;
+      double terms;
+      if (IsKQuant(w.type)) {
+        const auto* blk = static_cast<const uint8_t*>(w.weight) + o * WeightRowBytes(w.type, w.in) +
+                          k * Traits(w.type).block_bytes;
+        int code, scale, min;
+        ref::KQuantCode(w.type, blk, i, &code, &scale, &min);
+        const bool q6 = w.type == WeightType::kQ6_K;
+        terms = std::fabs(double(code) * scale * ref::HalfAt(blk + (q6 ? ref::kQ6KD : 0))) +
+                (q6 ? 0.0 : std::fabs(double(min) * ref::HalfAt(blk + 2)));
+      } else {
+        terms = std::fabs(ref::DecodeWeight(w, o, in));
+      }
+      *mag += std::fabs(xq) * terms;
+      *dot += xq * ref::DecodeWeight(w, o, in);
+    }
+  }
+}
+
+constexpr WeightType kTypes[] = {WeightType::kQ8_0, WeightType::kI4, WeightType::kQ4_K,
+                                 WeightType::kQ5_K, WeightType::kQ6_K};
+
+TEST_CASE("block activations: the spec's integer sums are the dequantised dot product") {
+  std::mt19937 rng(11);
+  for (WeightType type : kTypes) {
+    INFO(WeightTypeName(type));
+    const size_t in = 768, out = 9;
+    Layer l = RandomLayer(rng, type, in, out);
+    std::vector<float> x(in), y(out);
+    for (int kind = 0; kind < 8; ++kind) {
+      FillActivations(rng, x.data(), in, kind);
+      if (kind == 7) continue;  // an Inf scale: no finite dot product to compare
+      ref::DenseBlockQ8(x.data(), in, 1, l.w, y.data(), out, false);
+      for (size_t o = 0; o < out; ++o) {
+        double mag, dot;
+        Expected(l.w, x.data(), o, &mag, &dot);
+        // The dequantised weights are f32 roundings of the two terms.
+        CHECK(std::fabs(y[o] - dot) <= 1e-6 * mag + 1e-30);
+      }
+    }
+  }
+}
+
+TEST_CASE("DenseBlockQ8: every target against the spec; batches, strides, bias, accumulation") {
+  struct Shape {
+    size_t batch, in, out;
+  };
+  const Shape shapes[] = {{1, 256, 1},  {1, 512, 33}, {2, 768, 17}, {3, 256, 64},
+                          {4, 1024, 5}, {5, 512, 16}, {9, 256, 7},  {1, 16384, 3},
+                          {0, 256, 4},  {6, 2048, 2}, {1, 256, 0}};
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(3);
+    for (WeightType type : kTypes) {
+      for (const Shape& s : shapes) {
+        for (int variant = 0; variant < 2; ++variant) {
+          const bool bias_on = variant == 0, accumulate = variant == 1;
+          INFO(WeightTypeName(type) << " batch=" << s.batch << " in=" << s.in << " out=" << s.out
+                                    << " accumulate=" << accumulate);
+          Layer l = RandomLayer(rng, type, s.in, s.out);
+          std::vector<float> bias(std::max<size_t>(1, s.out));
+          for (float& b : bias) b = static_cast<float>(rng() % 1000) / 500.0f - 1.0f;
+          if (bias_on) l.w.bias = bias.data();
+          const size_t x_stride = s.in + 3, y_stride = s.out + 5;
+          Buffer x(std::max<size_t>(1, s.batch * x_stride), 1);
+          Buffer y(std::max<size_t>(1, s.batch * y_stride), 2);
+          for (size_t b = 0; b < s.batch; ++b) {
+            FillActivations(rng, x.data() + b * x_stride, s.in, static_cast<int>(b) % 7);
+            for (size_t o = 0; o < s.out; ++o) {
+              y.data()[b * y_stride + o] = accumulate ? static_cast<float>(o % 7) - 3.0f
+                                                      : std::numeric_limits<float>::quiet_NaN();
+            }
+          }
+          std::vector<float> want(y.data(), y.data() + y.size());
+          DenseBlockQ8(x.data(), x_stride, s.batch, l.w, y.data(), y_stride, accumulate);
+          ref::DenseBlockQ8(x.data(), x_stride, s.batch, l.w, want.data(), y_stride, accumulate);
+          size_t bad = 0;
+          for (size_t b = 0; b < s.batch; ++b) {
+            for (size_t o = 0; o < s.out; ++o) {
+              double mag, dot;
+              Expected(l.w, x.data() + b * x_stride, o, &mag, &dot);
+              mag += (bias_on ? std::fabs(bias[o]) : 0.0) + (accumulate ? 3.0 : 0.0);
+              const size_t blocks = s.in / 32;
+              const double tol = testing::Float32SumBound(4.0 * blocks + 4) * mag;
+              if (!(std::fabs(y.data()[b * y_stride + o] - want[b * y_stride + o]) <= tol)) {
+                if (bad++ < 3) {
+                  FAIL_CHECK("row " << b << " out " << o << ": " << y.data()[b * y_stride + o]
+                                    << " vs " << want[b * y_stride + o] << " tol " << tol);
+                }
+              }
+            }
+            for (size_t o = s.out; o < y_stride && b + 1 < s.batch; ++o) {
+              CHECK(y.data()[b * y_stride + o] == kGuard);  // the stride's gap is untouched
+            }
+          }
+          CHECK(bad == 0);
+          CHECK(x.GuardsIntact());
+          CHECK(y.GuardsIntact());
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("Dense with kBlocks: the layers DenseBlockQ8 takes, and the others as before") {
+  std::mt19937 rng(5);
+  const size_t in = 512, out = 8;
+  std::vector<float> x(2 * in), y(2 * out), want(2 * out);
+  FillActivations(rng, x.data(), x.size(), 0);
+  for (WeightType type : kTypes) {
+    INFO(WeightTypeName(type));
+    Layer l = RandomLayer(rng, type, in, out);
+    Dense(x.data(), in, 2, l.w, y.data(), out, false, Int8Activations::kBlocks);
+    DenseBlockQ8(x.data(), in, 2, l.w, want.data(), out, false);
+    CHECK(y == want);
+  }
+  // int4 with groups of 64 has no Q8_0 pairing: f32 activations.
+  Layer l = RandomLayer(rng, WeightType::kI4, in, out);
+  std::vector<uint16_t> scales64(in / 64 * out);
+  for (uint16_t& s : scales64) s = RandomScaleHalf(rng);
+  l.w.group = 64;
+  l.w.group_scales = scales64.data();
+  CHECK(ActivationBlocksOf(WeightType::kI4, 64) == ActivationBlocks::kNone);
+  Dense(x.data(), in, 2, l.w, y.data(), out, false, Int8Activations::kBlocks);
+  Dense(x.data(), in, 2, l.w, want.data(), out, false);
+  CHECK(y == want);
+  // f32 weights: the f32 kernel.
+  std::vector<float> wf(in * out);
+  FillActivations(rng, wf.data(), wf.size(), 0);
+  DenseWeights f;
+  f.weight = wf.data();
+  f.in = static_cast<uint32_t>(in);
+  f.out = static_cast<uint32_t>(out);
+  Dense(x.data(), in, 2, f, y.data(), out, false, Int8Activations::kBlocks);
+  Dense(x.data(), in, 2, f, want.data(), out, false);
+  CHECK(y == want);
+  CHECK(ActivationBlocksOf(WeightType::kQ8_0, 64) == ActivationBlocks::kNone);
+  CHECK(ActivationBlocksOf(WeightType::kQ6_K, 0) == ActivationBlocks::kQ8_K);
+  CHECK(ActivationBlocksOf(WeightType::kI8, 0) == ActivationBlocks::kNone);
+}
+
+}  // namespace
+}  // namespace recur::impl::kernels::test
