@@ -529,24 +529,42 @@ EncodedSize EncodedSizeOf(const std::vector<int64_t>& shape, uint64_t elements, 
   return {};
 }
 
+namespace {
+
+// What follows "blocks.<i>" in `name` (".mixer.key.weight"), or "" for a
+// name outside the blocks.
+std::string InBlock(const std::string& name) {
+  static const char kPrefix[] = "blocks.";
+  if (name.compare(0, sizeof(kPrefix) - 1, kPrefix) != 0) return "";
+  std::size_t i = sizeof(kPrefix) - 1;
+  const std::size_t digits = i;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+  return i == digits ? "" : name.substr(i);
+}
+
+bool IsMixerWeightOf(const std::string& rest, const std::vector<std::string>& weights) {
+  for (const std::string& weight : weights) {
+    if (rest == ".mixer." + weight + ".weight") return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 WeightType StorageDType(const std::string& name, WeightType dtype, bool quantize_head) {
   if (name == "head.weight") return quantize_head ? dtype : WeightType::kF32;
   // blocks.<i>.ffn.linear{1,2}.weight and the mixers' dense weights
   // (MixerConverter::QuantizableWeights, e.g. blocks.<i>.mixer.query.weight):
   // the matrices every step streams. Position tables (biases, E/F, u/v)
   // stay f32: they are read a row at a time.
-  static const char kPrefix[] = "blocks.";
-  if (name.compare(0, sizeof(kPrefix) - 1, kPrefix) != 0) return WeightType::kF32;
-  std::size_t i = sizeof(kPrefix) - 1;
-  const std::size_t digits = i;
-  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
-  if (i == digits) return WeightType::kF32;
-  const std::string rest = name.substr(i);
+  const std::string rest = InBlock(name);
   if (rest == ".ffn.linear1.weight" || rest == ".ffn.linear2.weight") return dtype;
-  for (const std::string& weight : AllQuantizableMixerWeights()) {
-    if (rest == ".mixer." + weight + ".weight") return dtype;
-  }
-  return WeightType::kF32;
+  return IsMixerWeightOf(rest, AllQuantizableMixerWeights()) ? dtype : WeightType::kF32;
+}
+
+bool KeepsSourceType(const std::string& name) {
+  return StorageDType(name, WeightType::kI8, true) == WeightType::kI8 ||
+         IsMixerWeightOf(InBlock(name), AllSourceTypedMixerWeights());
 }
 
 }  // namespace recur::impl::converter

@@ -119,6 +119,11 @@ EncodedSize EncodedSizeOf(const std::vector<int64_t>& shape, uint64_t elements, 
 // matrices (and head.weight with quantize_head), f32 for everything else.
 WeightType StorageDType(const std::string& name, WeightType dtype, bool quantize_head);
 
+// Whether recur-layout tensor `name` keeps the narrow type a source file
+// stores it in (a GGUF's): what StorageDType may store narrow, head
+// included, and the mixers' MixerConverter::SourceTypedWeights.
+bool KeepsSourceType(const std::string& name);
+
 }  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_QUANTIZE_H_

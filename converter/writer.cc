@@ -401,8 +401,7 @@ TensorStorage StorageOf(const TensorFeed& feed, std::size_t i, const BuildOption
   const std::string& name = feed.name(i);
   if (options.keep_source_types) {
     const TensorFeed::SourceStorage source = feed.source_storage(i);
-    // What may be narrow (StorageDType with the head included) keeps the source's type.
-    if (StorageDType(name, source.dtype, true) == source.dtype) return {source.dtype, source.group};
+    if (KeepsSourceType(name)) return {source.dtype, source.group};
     return {WeightType::kF32, 0};
   }
   return {StorageDType(name, options.weight_dtype, options.quantize_head), options.group};

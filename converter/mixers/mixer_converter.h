@@ -207,6 +207,12 @@ class MixerConverter {
   virtual std::vector<std::string> QuantizableWeights() const {
     return {"query", "key", "value", "out"};
   }
+
+  // Dense layers that --dtype leaves f32 (small ones: RWKV-7's low-rank
+  // matrices, which llama.cpp's quantiser leaves f32 too) but that keep the
+  // narrow type a source file gives them (a GGUF's Q8_0), as names like
+  // QuantizableWeights'.
+  virtual std::vector<std::string> SourceTypedWeights() const { return {}; }
 };
 
 // A mixers.inc line as the converter sees it.
@@ -225,6 +231,8 @@ const MixerType* FindMixerTypeByConfigName(const std::string& name);
 const std::vector<std::string>& MixerConfigNames();
 // Every mixer's QuantizableWeights(), without repeats.
 const std::vector<std::string>& AllQuantizableMixerWeights();
+// Every mixer's SourceTypedWeights(), without repeats.
+const std::vector<std::string>& AllSourceTypedMixerWeights();
 
 }  // namespace recur::impl::converter
 

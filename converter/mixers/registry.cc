@@ -85,18 +85,32 @@ const std::vector<std::string>& MixerConfigNames() {
   return names;
 }
 
-const std::vector<std::string>& AllQuantizableMixerWeights() {
-  static const std::vector<std::string> weights = [] {
-    std::vector<std::string> out;
-    for (std::size_t i = 1; i < Types().size(); ++i) {
-      for (const std::string& w : Types()[i].converter->QuantizableWeights()) {
-        bool seen = false;
-        for (const std::string& o : out) seen = seen || o == w;
-        if (!seen) out.push_back(w);
-      }
+namespace {
+
+// The union over the mixers of `list`'s names, in list order.
+std::vector<std::string> UnionOfWeights(std::vector<std::string> (MixerConverter::*list)() const) {
+  std::vector<std::string> out;
+  for (std::size_t i = 1; i < Types().size(); ++i) {
+    for (const std::string& w : (Types()[i].converter->*list)()) {
+      bool seen = false;
+      for (const std::string& o : out) seen = seen || o == w;
+      if (!seen) out.push_back(w);
     }
-    return out;
-  }();
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& AllQuantizableMixerWeights() {
+  static const std::vector<std::string> weights =
+      UnionOfWeights(&MixerConverter::QuantizableWeights);
+  return weights;
+}
+
+const std::vector<std::string>& AllSourceTypedMixerWeights() {
+  static const std::vector<std::string> weights =
+      UnionOfWeights(&MixerConverter::SourceTypedWeights);
   return weights;
 }
 

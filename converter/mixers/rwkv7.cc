@@ -150,6 +150,10 @@ class Rwkv7ConverterImpl final : public MixerConverter {
   std::vector<std::string> QuantizableWeights() const override {
     return {"receptance", "key", "value", "out"};
   }
+  std::vector<std::string> SourceTypedWeights() const override {
+    return {"decay_down", "decay_up", "rate_down", "rate_up",
+            "value_down", "value_up", "gate_down", "gate_up"};
+  }
 };
 
 }  // namespace

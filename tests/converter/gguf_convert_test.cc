@@ -748,9 +748,12 @@ TEST_CASE("gguf rwkv7: F16 and BF16 matrices stay f16 and bf16 without --dtype")
     CHECK(TensorOf(c.model, "blocks.1.mixer.receptance.weight")->dtype() == narrow);
     CHECK(TensorOf(c.model, "blocks.0.ffn.linear1.weight")->dtype() == narrow);
     CHECK(TensorOf(c.model, "head.weight")->dtype() == narrow);
-    // Matrices recur keeps in f32 (the embedding, the low-rank paths): widened exactly.
+    // The low-rank paths keep the file's type (the decay's is F32 in the file).
+    CHECK(TensorOf(c.model, "blocks.1.mixer.gate_up.weight")->dtype() == narrow);
+    CHECK(TensorOf(c.model, "blocks.1.mixer.value_down.weight")->dtype() == narrow);
+    CHECK(TensorOf(c.model, "blocks.1.mixer.decay_down.weight")->dtype() == fb::DType::F32);
+    // Matrices recur keeps in f32 (the embedding): widened exactly.
     CHECK(TensorOf(c.model, "input.embedding")->dtype() == fb::DType::F32);
-    CHECK(TensorOf(c.model, "blocks.1.mixer.gate_up.weight")->dtype() == fb::DType::F32);
     const fb::Tensor* k = TensorOf(c.model, "blocks.1.mixer.key.weight");
     CHECK(std::memcmp(DataOf(c.model, k), half.Find("blk.1.time_mix_key.weight")->data.data(),
                       k->size()) == 0);
