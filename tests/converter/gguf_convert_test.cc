@@ -258,13 +258,14 @@ struct Converted {
 };
 
 // `m` written to dir/t.gguf and converted (options' paths filled in).
-Converted Convert(const testing::TempDir& dir, const GgufModel& m, ConvertOptions o = {}) {
+Converted Convert(const testing::TempDir& dir, const GgufModel& m, ConvertOptions o = {},
+                  ConvertReport* report = nullptr) {
   const std::vector<uint8_t> bytes = SerializeGguf(m.metadata, m.tensors);
   testing::WriteFile(dir.File("t.gguf"), bytes.data(), bytes.size());
   o.weights_path = dir.File("t.gguf");
   o.output_path = dir.File("t.recur");
   Converted out;
-  out.status = ConvertFiles(o, nullptr);
+  out.status = ConvertFiles(o, report);
   if (out.status.ok()) {
     const std::string text = testing::ReadText(o.output_path);
     out.model.assign(text.begin(), text.end());
@@ -989,15 +990,10 @@ TEST_CASE("gguf rwkv7: without tokenizer model rwkv, the model comes without a v
           "tokenizer.ggml.tokens",
           GgufValue::Array(GgufType::kString, {std::string("a"), std::string("b")}));
     }
-    const std::vector<uint8_t> bytes = SerializeGguf(with.metadata, with.tensors);
-    testing::WriteFile(dir.File("t.gguf"), bytes.data(), bytes.size());
-    ConvertOptions o;
-    o.weights_path = dir.File("t.gguf");
-    o.output_path = dir.File("t.recur");
     ConvertReport report;
-    REQUIRE(ConvertFiles(o, &report).ok());
-    const std::string text = testing::ReadText(o.output_path);
-    const LoadedVocabulary l = LoadVocabulary(AlignedBytes(text.begin(), text.end()));
+    const Converted c = Convert(dir, with, {}, &report);
+    REQUIRE(c.status.ok());
+    const LoadedVocabulary l = LoadVocabulary(c.model);
     CHECK(l.model->vocabulary.available().code() == StatusCode::kInvalidArgument);
     if (std::string(model) == "gpt2") {
       CHECK(report.warnings ==
@@ -1044,13 +1040,8 @@ TEST_CASE("gguf rwkv7: a broken rwkv vocabulary is refused, naming the token") {
   GgufValue* types = odd.Key("tokenizer.ggml.token_type");
   types->elements[2] = int32_t{3};
   testing::TempDir dir;
-  const std::vector<uint8_t> bytes = SerializeGguf(odd.metadata, odd.tensors);
-  testing::WriteFile(dir.File("t.gguf"), bytes.data(), bytes.size());
-  ConvertOptions o;
-  o.weights_path = dir.File("t.gguf");
-  o.output_path = dir.File("t.recur");
   ConvertReport report;
-  REQUIRE(ConvertFiles(o, &report).ok());
+  REQUIRE(Convert(dir, odd, {}, &report).status.ok());
   CHECK(report.warnings == std::vector<std::string>{
                                "tokenizer.ggml.tokens[2] (\"b\") is of token type 3; recur's rwkv "
                                "vocabularies have one control token, id 0, and unused ones only "
