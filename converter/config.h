@@ -10,6 +10,7 @@
 #define RECUR_CONVERTER_CONFIG_H_
 
 #include <string>
+#include <vector>
 
 #include "converter/gguf.h"
 #include "converter/model_description.h"
@@ -22,6 +23,7 @@ namespace recur::impl::converter {
 struct ImportedConfig {
   Layout layout = Layout::kRecur;  // never kAuto
   ModelDescription desc;           // metadata: notes/input/output descriptions if given
+  std::vector<std::string> warnings;  // what was left out (a GGUF vocabulary recur cannot use)
 };
 
 Result<ImportedConfig> ParseConfig(const std::string& json_text, Layout layout = Layout::kAuto,
@@ -40,7 +42,9 @@ Result<ImportedConfig> ConfigFromTensors(const TensorViewMap& tensors, Layout la
 
 // The model of a GGUF file (layout "gguf", converter/layouts/gguf.cc): its
 // architecture ("rwkv7") and hyperparameters from llama.cpp's metadata keys,
-// the vocabulary from token_embd's shape. An error names the key or tensor
+// the vocabulary size from token_embd's shape, and the vocabulary itself for
+// tokenizer model "rwkv" (tokenizer.ggml.tokens; any other model: none, and
+// a warning saying so). An error names the key or tensor
 // (after `source_name`, "model.gguf").
 Result<ImportedConfig> ConfigFromGguf(const GgufFile& file, const std::string& source_name);
 

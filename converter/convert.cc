@@ -7,6 +7,7 @@
 #include "converter/pt_reader.h"
 #include "converter/safetensors.h"
 #include "converter/sha256.h"
+#include "converter/vocab_file.h"
 #include "converter/writer.h"
 
 namespace recur::impl::converter {
@@ -21,6 +22,50 @@ bool IsCheckpointName(const std::string& path) {
          EndsWith(path, ".ckpt");
 }
 
+// The vocabulary the file carries: --tokenizer, the config's "tokenizer"
+// (relative to the config's folder) or the GGUF file's (`gguf_name`, when
+// the source is one), at most one of them; checked against the model.
+Status AddVocabulary(const ConvertOptions& o, const std::string& gguf_name,
+                     ModelDescription* desc) {
+  std::string path = o.tokenizer_path;
+  if (!desc->tokenizer_file.empty()) {
+    if (!path.empty()) {
+      return Status(StatusCode::kInvalidArgument,
+                    "both --tokenizer and the config's \"tokenizer\" name a vocabulary: give one");
+    }
+    path = desc->tokenizer_file;
+    const std::size_t slash = o.config_path.find_last_of('/');
+    if (path[0] != '/' && slash != std::string::npos) {
+      path = o.config_path.substr(0, slash + 1) + path;
+    }
+  }
+  if (!path.empty() && desc->vocabulary) {
+    return Status(StatusCode::kInvalidArgument,
+                  "--tokenizer: " + gguf_name + " carries a vocabulary of its own");
+  }
+  if (!path.empty()) {
+    auto vocab = ReadRwkvVocabularyFile(path);
+    if (!vocab.ok()) return vocab.status();
+    desc->vocabulary = std::move(vocab).value();
+  }
+  if (!desc->vocabulary) return Status::Ok();
+  const std::string source = path.empty() ? gguf_name + "'s vocabulary" : BaseName(path);
+  if (desc->input.kind != InputKind::kTokens) {
+    return Status(StatusCode::kInvalidArgument,
+                  source +
+                      ": the model takes feature frames, not tokens, so it has no use for a "
+                      "vocabulary");
+  }
+  if (desc->vocabulary->tokens.size() > desc->input.vocab_size) {
+    return Status(StatusCode::kInvalidArgument,
+                  source + " has " + std::to_string(desc->vocabulary->tokens.size()) +
+                      " tokens (ids 0 to " + std::to_string(desc->vocabulary->tokens.size() - 1) +
+                      "), more than the model's vocab_size (" +
+                      std::to_string(desc->input.vocab_size) + ")");
+  }
+  return Status::Ok();
+}
+
 Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   if (!ValidInt4Group(o.group)) {
     return Status(StatusCode::kInvalidArgument,
@@ -33,7 +78,8 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
                                : std::string("no --dtype given")) +
                       ")");
   }
-  RECUR_RETURN_IF_ERROR(CheckOutputIsNotAnInput(o.output_path, {o.weights_path, o.config_path}));
+  RECUR_RETURN_IF_ERROR(
+      CheckOutputIsNotAnInput(o.output_path, {o.weights_path, o.config_path, o.tokenizer_path}));
   Result<ImportedConfig> config = Status(StatusCode::kInternal, "no config read");
   if (!o.config_path.empty()) {
     config = ReadConfigFile(o.config_path, o.layout);
@@ -99,6 +145,8 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
     if (!config.ok()) return config.status();
   }
   ModelDescription desc = config->desc;
+  report->warnings.insert(report->warnings.end(), config->warnings.begin(), config->warnings.end());
+  RECUR_RETURN_IF_ERROR(AddVocabulary(o, is_gguf ? BaseName(o.weights_path) : "", &desc));
   ImportOptions io;
   io.allow_extra = o.allow_extra;
   // Each tensor is imported (checked, made float32) as the writer comes to it.

@@ -23,6 +23,10 @@ struct ConvertOptions {
   std::string state_dict_key;  // checkpoints: the key path of a nested state dict ("model")
   std::string config_path;   // config.json
   std::string output_path;   // .recur
+  // --tokenizer: a vocabulary in the rwkv package's text format
+  // (vocab_file.h) for the file to carry; empty: the config's "tokenizer"
+  // (recur layout, relative to the config), a GGUF file's own, or none.
+  std::string tokenizer_path;
   Layout layout = Layout::kAuto;
   std::string notes;         // appended to the config's "notes"
   bool allow_extra = false;  // unused tensors: warnings instead of an error

@@ -204,6 +204,22 @@ class Collector {
     } else {
       j["head"] = nullptr;
     }
+    if (const fb::Tokenizer* t = m_->tokenizer()) {
+      uint64_t bytes = 0;
+      const uint32_t count = t->tokens() ? t->tokens()->size() : 0;
+      for (uint32_t i = 0; i < count; ++i) {
+        const fb::TokenBytes* token = t->tokens()->Get(i);
+        if (token && token->bytes()) bytes += token->bytes()->size();
+      }
+      j["tokenizer"] = {{"kind", t->kind() == fb::TokenizerKind::Rwkv
+                                     ? std::string("rwkv")
+                                     : "unknown (" + std::to_string(int(t->kind())) + ")"},
+                        {"tokens", count},
+                        {"end_of_text", t->end_of_text()},
+                        {"token_bytes", bytes}};
+    } else {
+      j["tokenizer"] = nullptr;
+    }
 
     OrderedJson tensors = OrderedJson::array();
     uint64_t parameters = 0;
@@ -319,6 +335,15 @@ std::string RenderText(const OrderedJson& j) {
        (j["residual"] == "reversible"          ? " (two streams, x1 + x2 after the last block)"
         : j["residual"] == "reversible_concat" ? " (two streams, [x1 | x2] after the last block)"
                                                : ""));
+  if (const OrderedJson& t = j["tokenizer"]; t.is_null()) {
+    line("tokenizer:       none");
+  } else {
+    const int32_t eot = t["end_of_text"].get<int32_t>();
+    line("tokenizer:       " + t["kind"].get<std::string>() + ", " +
+         std::to_string(t["tokens"].get<uint32_t>()) + " tokens of " +
+         std::to_string(t["token_bytes"].get<uint64_t>()) + " bytes, end_of_text " +
+         (eot < 0 ? std::string("none") : std::to_string(eot)));
+  }
   line("blocks:          " + std::to_string(j["blocks"].size()));
   std::size_t i = 0;
   for (const OrderedJson& b : j["blocks"]) {

@@ -4,6 +4,7 @@
 //   recur-convert WEIGHTS.safetensors|MODEL.pt --config CONFIG.json [--layout NAME]
 //                 -o MODEL.recur [--notes TEXT] [--allow-extra] [--state-dict-key KEY[.KEY...]]
 //                 [--dtype f32|f16|bf16|int8|int4|...] [--group 32|64|128|256] [--quantize-head]
+//                 [--tokenizer VOCAB.txt]
 //   recur-convert convert ...            (the same, with an explicit subcommand)
 //   recur-convert inspect MODEL.recur [--json]
 //   recur-convert verify MODEL.recur
@@ -77,6 +78,11 @@ int Run(int argc, char** argv) {
                       "CONFIG.json (not needed for a BlinkDL RWKV-7 .pth, whose tensors' shapes "
                       "give the configuration, nor for a GGUF file, whose metadata does)");
   convert->add_option("-o,--output", convert_options.output_path, "MODEL.recur to write")->required();
+  convert->add_option("--tokenizer", convert_options.tokenizer_path,
+                      "VOCAB.txt: a vocabulary in the rwkv package's format (lines \"ID LITERAL "
+                      "BYTE_LENGTH\", as its rwkv_vocab_v20230424.txt) for the model file to "
+                      "carry, so that the runtime encodes text (a recur config may name it as "
+                      "\"tokenizer\" instead; a GGUF file carries its own)");
   convert
       ->add_option("--layout", layout_name,
                    "Naming and config layout of the source (" + LayoutList() +

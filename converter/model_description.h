@@ -159,6 +159,13 @@ struct MetadataDescription {
   std::string output_description;
 };
 
+// A model's vocabulary (recur.fbs Tokenizer, kind Rwkv): each token's bytes,
+// id = index; end_of_text's are empty.
+struct VocabularyDescription {
+  std::vector<std::string> tokens;
+  int32_t end_of_text = -1;  // -1: none
+};
+
 // What a source layout keeps from its config for its MapTensors (a struct of
 // its own, derived from this; converter/layouts/): options that decide where
 // tensors come from but not what the model computes.
@@ -186,6 +193,12 @@ struct ModelDescription {
   bool has_head = false;
   HeadDescription head;
   MetadataDescription metadata;
+  // The vocabulary the file carries, if any (converter/vocab_file.h reads the
+  // rwkv package's text format; a GGUF file holds its own).
+  std::optional<VocabularyDescription> vocabulary;
+  // The recur layout's config key "tokenizer": a vocabulary file, relative
+  // to the config's folder, that the converter reads (empty: none).
+  std::string tokenizer_file;
   std::shared_ptr<const LayoutOptions> layout_options;  // null for layouts that need none
 };
 

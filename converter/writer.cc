@@ -197,9 +197,23 @@ Status BuildFlatBuffer(const ModelDescription& desc, const std::map<std::string,
                                      str(m.source_hash), str(m.notes), str(m.input_description),
                                      str(m.output_description));
 
+  flatbuffers::Offset<fb::Tokenizer> tokenizer = 0;
+  if (desc.vocabulary) {
+    std::vector<flatbuffers::Offset<fb::TokenBytes>> tokens;
+    tokens.reserve(desc.vocabulary->tokens.size());
+    for (const std::string& t : desc.vocabulary->tokens) {
+      flatbuffers::Offset<flatbuffers::Vector<uint8_t>> bytes = 0;
+      if (!t.empty())
+        bytes = fbb.CreateVector(reinterpret_cast<const uint8_t*>(t.data()), t.size());
+      tokens.push_back(fb::CreateTokenBytes(fbb, bytes));
+    }
+    tokenizer = fb::CreateTokenizer(fbb, fb::TokenizerKind::Rwkv, fbb.CreateVector(tokens),
+                                    desc.vocabulary->end_of_text);
+  }
+
   auto model = fb::CreateModel(fbb, FormatVersionFor(desc), metadata, desc.d_model,
                                ToFb(desc.norm_placement), input_adapter, blocks_vec, final_norm,
-                               head, tensors_vec, data_size, ResidualOf(desc));
+                               head, tensors_vec, data_size, ResidualOf(desc), tokenizer);
   fb::FinishSizePrefixedModelBuffer(fbb, model);
   return Status::Ok();
 }

@@ -5,14 +5,14 @@
 # build/asan/tests/fuzz/corpus/<target> across runs, crashes are written to
 # build/asan/fuzz-artifacts/.
 #   scripts/fuzz.sh [SECONDS per target, default 600] [TARGET...]
-# Targets: model_load state_load safetensors config npy pt gguf (default: all).
+# Targets: model_load state_load safetensors config npy pt gguf vocab (default: all).
 # With two or more cores, set JOBS=N to run N targets at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(model_load state_load safetensors config npy pt gguf)
+[ ${#targets[@]} -gt 0 ] || targets=(model_load state_load safetensors config npy pt gguf vocab)
 jobs=${JOBS:-1}
 
 build=build/asan
@@ -20,11 +20,12 @@ build=build/asan
 cmake --build --preset asan --target recur_fuzz_seeds $(printf 'fuzz_%s ' "${targets[@]}") >/dev/null
 seeds=$build/tests/fuzz/seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{model,state,safetensors,config,npy,pt,gguf} "$build/fuzz-artifacts"
+mkdir -p "$seeds"/{model,state,safetensors,config,npy,pt,gguf,vocab} "$build/fuzz-artifacts"
 "$build/tests/fuzz/recur_fuzz_seeds" "$seeds" >/dev/null
 cp models/configs/*.json tests/fuzz/config_seeds/*.json "$seeds/config/"
 cp tests/fuzz/pt_seeds/* "$seeds/pt/"
 cp tests/fuzz/gguf_seeds/* "$seeds/gguf/"
+cp tests/fuzz/vocab_seeds/* "$seeds/vocab/"
 
 seed_dir() {
   case $1 in model_load) echo model ;; state_load) echo state ;; *) echo "$1" ;; esac

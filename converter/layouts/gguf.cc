@@ -10,12 +10,14 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "converter/config.h"
 #include "converter/gguf.h"
 #include "converter/layouts/layout_converter.h"
 #include "converter/layouts/rwkv7_model.h"
+#include "converter/vocab_file.h"
 
 namespace recur::impl::converter {
 namespace {
@@ -83,6 +85,85 @@ Status GgufFeedForward(const GgufFile& file, const std::string& key, uint32_t bl
     return Status::Ok();
   }
   return GgufPositive(file, key, out);
+}
+
+// llama.cpp's token types (llama_token_type: tokenizer.ggml.token_type).
+constexpr int32_t kGgufTokenNormal = 1, kGgufTokenControl = 3, kGgufTokenUnused = 5;
+
+// The vocabulary of tokenizer model "rwkv" as llama.cpp's converter writes it
+// (_set_vocab_rwkv_world): "<s>" (control) at id 0, the end-of-text token;
+// the rwkv package's tokens, escaped (UnescapeGgufRwkvToken); then
+// "[PAD<i>]" (unused) up to the embedding's rows, which are dropped. No
+// tokenizer.ggml.model, or "none": no vocabulary. Another model, or control
+// or unused tokens elsewhere: no vocabulary, and a warning.
+Status GgufVocabulary(const GgufFile& file, uint32_t vocab_size, ImportedConfig* out) {
+  if (file.FindValue("tokenizer.ggml.model") == nullptr) return Status::Ok();
+  auto model = file.GetString("tokenizer.ggml.model");
+  if (!model.ok()) return model.status();
+  if (*model == "none") return Status::Ok();
+  auto without = [&](const std::string& why) {
+    out->warnings.push_back(why + "; the model is converted without a vocabulary");
+    return Status::Ok();
+  };
+  if (*model != "rwkv") {
+    return without("tokenizer.ggml.model is \"" + *model +
+                   "\": recur reads the vocabularies of tokenizer model \"rwkv\" only");
+  }
+  auto tokens = file.GetStringArray("tokenizer.ggml.tokens");
+  if (!tokens.ok()) return tokens.status();
+  std::vector<int32_t> types;
+  if (file.FindValue("tokenizer.ggml.token_type") != nullptr) {
+    auto read = file.GetI32Array("tokenizer.ggml.token_type");
+    if (!read.ok()) return read.status();
+    types = std::move(read).value();
+    if (types.size() != tokens->size()) {
+      return Status(StatusCode::kInvalidArgument,
+                    "tokenizer.ggml.token_type has " + std::to_string(types.size()) +
+                        " entries for " + std::to_string(tokens->size()) + " tokens");
+    }
+  }
+  // Without types: "<s>" at id 0 is the end-of-text token, the rest normal.
+  auto type_of = [&](size_t i) {
+    if (!types.empty()) return types[i];
+    return i == 0 && (*tokens)[0] == "<s>" ? kGgufTokenControl : kGgufTokenNormal;
+  };
+  size_t n = tokens->size();
+  while (n > 0 && type_of(n - 1) == kGgufTokenUnused) --n;
+  if (n > vocab_size) {
+    return Status(StatusCode::kInvalidArgument, "tokenizer.ggml.tokens has " + std::to_string(n) +
+                                                    " tokens, more than token_embd's " +
+                                                    std::to_string(vocab_size) + " rows");
+  }
+  VocabularyDescription vocab;
+  vocab.tokens.resize(n);
+  std::unordered_map<std::string, size_t> id_of;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string where = "tokenizer.ggml.tokens[" + std::to_string(i) + "]";
+    const int32_t type = type_of(i);
+    if (type == kGgufTokenControl && i == 0) {
+      vocab.end_of_text = 0;
+      continue;
+    }
+    if (type != kGgufTokenNormal) {
+      return without(where + " (\"" + (*tokens)[i] + "\") is of token type " +
+                     std::to_string(type) +
+                     "; recur's rwkv vocabularies have one control "
+                     "token, id 0, and unused ones only at the end");
+    }
+    Status s = UnescapeGgufRwkvToken((*tokens)[i], &vocab.tokens[i]);
+    if (!s.ok()) return Status(s.code(), where + ": " + s.message());
+    if (vocab.tokens[i].empty()) {
+      return Status(StatusCode::kInvalidArgument, where + " is empty");
+    }
+    const auto [it, inserted] = id_of.emplace(vocab.tokens[i], i);
+    if (!inserted) {
+      return Status(StatusCode::kInvalidArgument, where + " (\"" + (*tokens)[i] + "\") is token " +
+                                                      std::to_string(it->second) + "'s bytes too");
+    }
+  }
+  if (n == 0) return without("tokenizer.ggml.tokens has no tokens");
+  out->desc.vocabulary = std::move(vocab);
+  return Status::Ok();
 }
 
 Status ConfigFromGgufImpl(const GgufFile& file, ImportedConfig* out) {
@@ -157,6 +238,7 @@ Status ConfigFromGgufImpl(const GgufFile& file, ImportedConfig* out) {
   p.decay_scale = kGgufRwkv7DecayScale;
   out->layout = Layout::kGguf;
   DescribeRwkv7(m, &out->desc);
+  RECUR_RETURN_IF_ERROR(GgufVocabulary(file, m.vocab, out));
   if (auto name = file.GetString("general.name"); name.ok() && !name->empty()) {
     out->desc.metadata.notes = "GGUF general.name: " + *name;
   }

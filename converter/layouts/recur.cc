@@ -297,12 +297,18 @@ class RecurLayoutConverter final : public LayoutConverter {
       return r.Invalid("head", "must be a JSON object or null");
     }
     // Last, so that a config of the other layout is told by its missing keys.
-    RECUR_RETURN_IF_ERROR(
-        r.OnlyKeys(root, "",
-                   {"layout", "notes", "input_description", "output_description", "d_model",
-                    "n_layers", "norm_placement", "layer_norm_eps", "norm", "input",
-                    "max_positions", "positions", "mixer", "ffn", "residual", "final_norm", "head",
-                    "token_shift"}));
+    RECUR_RETURN_IF_ERROR(r.OnlyKeys(
+        root, "",
+        {"layout", "notes", "input_description", "output_description", "d_model", "n_layers",
+         "norm_placement", "layer_norm_eps", "norm", "input", "max_positions", "positions", "mixer",
+         "ffn", "residual", "final_norm", "head", "token_shift", "tokenizer"}));
+    // A vocabulary file beside the config (converter/vocab_file.h): read by
+    // the converter, which knows where the config is.
+    RECUR_RETURN_IF_ERROR(r.OptionalString(root, "tokenizer", &d->tokenizer_file));
+    if (root.contains("tokenizer") && d->tokenizer_file.empty()) {
+      return r.Invalid("tokenizer",
+                       "must name a vocabulary file (relative to the config's folder)");
+    }
     return ParseMetadata(r, root, &d->metadata);
   }
 

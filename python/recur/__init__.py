@@ -21,11 +21,11 @@ import tempfile as _tempfile
 import numpy as _np
 
 from . import _recur
-from ._recur import Model, Session, backends, dtypes, layouts, max_threads, simd_target
+from ._recur import Model, Session, Tokenizer, backends, dtypes, layouts, max_threads, simd_target
 
 __all__ = [
-    "Model", "Session", "Status", "Error", "InvalidArgument", "InvalidModel", "Unsupported",
-    "IoError", "OutOfMemory", "OutOfRange", "InvalidState", "Internal", "backends",
+    "Model", "Session", "Tokenizer", "Status", "Error", "InvalidArgument", "InvalidModel",
+    "Unsupported", "IoError", "OutOfMemory", "OutOfRange", "InvalidState", "Internal", "backends",
     "dtypes", "layouts", "max_threads", "simd_target", "version", "convert",
 ]
 
@@ -114,7 +114,7 @@ def _float32(array):
 
 
 def convert(weights, config=None, output=None, *, dtype=None, layout="auto", group=32,
-            state_dict_key="", quantize_head=False, allow_extra=False):
+            state_dict_key="", quantize_head=False, allow_extra=False, tokenizer=None):
     """Converts trained weights into a recur model, as `recur-convert` does.
 
     weights: a path (str or os.PathLike) to a .safetensors file, a torch.save
@@ -131,7 +131,12 @@ def convert(weights, config=None, output=None, *, dtype=None, layout="auto", gro
     q4_k, q5_k and q6_k (which recur-convert makes from those files only; group: int4
     inputs per scale, 32, 64, 128 or 256; quantize_head: head.weight too). layout: one of
     recur.layouts() ("auto": the config's "layout" key, else detected from the
-    config). allow_extra: unused tensors are warnings.
+    config). allow_extra: unused tensors are warnings. tokenizer: a path to a
+    vocabulary in the rwkv package's text format (lines "ID LITERAL
+    BYTE_LENGTH", as its rwkv_vocab_v20230424.txt) for the model to carry
+    (recur.Tokenizer reads it); a recur config may name one as "tokenizer"
+    instead, relative to the config file's folder (to the working directory
+    for a config given as a dict), and a GGUF file carries its own.
 
     Returns the model's bytes (for recur.Model(bytes)) when output is None;
     otherwise writes the file output atomically and returns a report (a dict:
@@ -153,6 +158,8 @@ def convert(weights, config=None, output=None, *, dtype=None, layout="auto", gro
         if config is None:
             config_path = ""
         elif isinstance(config, dict):
+            if isinstance(config.get("tokenizer"), str) and config["tokenizer"]:
+                config = dict(config, tokenizer=_os.path.abspath(config["tokenizer"]))
             config_path = _os.path.join(tmp, "config.json")
             with open(config_path, "w") as f:
                 _json.dump(config, f)
@@ -162,7 +169,8 @@ def convert(weights, config=None, output=None, *, dtype=None, layout="auto", gro
         report = _recur._convert_files(weights_path, config_path, output_path,
                                        "" if dtype is None else dtype, layout,
                                        int(group), state_dict_key, bool(quantize_head),
-                                       bool(allow_extra))
+                                       bool(allow_extra),
+                                       "" if tokenizer is None else _os.fspath(tokenizer))
         if output is None:
             with open(output_path, "rb") as f:
                 return f.read()

@@ -1,7 +1,7 @@
 # Type stubs of the package recur (python/src/recur_py.cc holds the full docstrings).
 import enum
 import os
-from typing import Literal, Mapping, Optional, Union
+from typing import Literal, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +25,7 @@ def convert(
     state_dict_key: str = "",
     quantize_head: bool = False,
     allow_extra: bool = False,
+    tokenizer: Optional[Union[str, os.PathLike]] = None,  # a vocabulary file (rwkv text format)
 ) -> Union[bytes, dict]:
     """Trained weights -> a recur model: its bytes (output None) or a report after writing output."""
 
@@ -105,6 +106,21 @@ class Model:
         int8_activations: Literal["auto", "float", "quantized", "blocks"] = "auto",
     ) -> Session:
         """A new session of `batch` streams in the initial state."""
+
+class Tokenizer:
+    """The vocabulary a model carries: text -> token ids -> bytes. Tokenizer(model)."""
+    def __init__(self, model: Model) -> None: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def end_of_text(self) -> Optional[int]: ...
+    @property
+    def model(self) -> Model: ...
+    def encode(self, text: Union[str, bytes, bytearray, memoryview]) -> list[int]: ...
+    def decode(self, ids: Sequence[int], errors: str = "strict") -> str: ...
+    def decode_bytes(self, ids: Sequence[int]) -> bytes: ...
+    def token_bytes(self, id: int) -> bytes: ...
+    def __len__(self) -> int: ...
 
 class Session:
     """B streams of one model. Calls are serialised by a lock and release the GIL."""

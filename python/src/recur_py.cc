@@ -20,6 +20,7 @@
 #include <new>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "converter/config.h"
 #include "converter/convert.h"
@@ -150,6 +151,122 @@ class Model {
   std::unique_ptr<void, AlignedFree> bytes_;  // buffer-loaded models: outlives model_
   recur_model_info info_{};
   std::string source_;
+};
+
+// The vocabulary a model carries (recur.h "vocabulary"): text in, ids out,
+// and back. Keeps its Model alive; the calls read the immutable model only,
+// so they need no lock, and the long ones release the GIL.
+class Tokenizer {
+ public:
+  explicit Tokenizer(nb::object model_object)
+      : model_object_(std::move(model_object)), model_(nb::cast<Model*>(model_object_)) {
+    Capture(recur_model_vocabulary(model_->get(), &size_, &end_of_text_)).Check();
+  }
+
+  uint32_t size() const { return size_; }
+  nb::object end_of_text() const { return end_of_text_ < 0 ? nb::none() : nb::int_(end_of_text_); }
+
+  nb::list Encode(nb::handle text) const {
+    std::string bytes;
+    if (PyUnicode_Check(text.ptr())) {
+      Py_ssize_t n = 0;
+      const char* utf8 = PyUnicode_AsUTF8AndSize(text.ptr(), &n);  // fails on lone surrogates
+      if (utf8 == nullptr) throw nb::python_error();
+      bytes.assign(utf8, size_t(n));
+    } else if (PyObject_CheckBuffer(text.ptr())) {
+      Py_buffer view;
+      if (PyObject_GetBuffer(text.ptr(), &view, PyBUF_C_CONTIGUOUS) != 0) throw nb::python_error();
+      bytes.assign(static_cast<const char*>(view.buf), size_t(view.len));
+      PyBuffer_Release(&view);
+    } else {
+      throw nb::type_error(("encode() takes str or bytes-like text, not " +
+                            nb::cast<std::string>(text.type().attr("__name__")))
+                               .c_str());
+    }
+    std::vector<int32_t> ids;
+    Result r;
+    {
+      nb::gil_scoped_release release;
+      size_t count = 0;
+      r = Capture(recur_tokenize(model_->get(), bytes.data(), bytes.size(), nullptr, 0, &count));
+      if (r.status == RECUR_OK) {
+        ids.resize(count);
+        r = Capture(recur_tokenize(model_->get(), bytes.data(), bytes.size(), ids.data(),
+                                   ids.size(), &count));
+      }
+    }
+    r.Check();
+    nb::list out;
+    for (int32_t id : ids) out.append(id);
+    return out;
+  }
+
+  nb::bytes DecodeBytes(nb::handle ids_object) const {
+    const std::vector<int32_t> ids = Ids(ids_object);
+    std::string bytes;
+    Result r;
+    {
+      nb::gil_scoped_release release;
+      size_t length = 0;
+      r = Capture(recur_detokenize(model_->get(), ids.data(), ids.size(), nullptr, 0, &length));
+      if (r.status == RECUR_OK) {
+        bytes.resize(length);
+        r = Capture(recur_detokenize(model_->get(), ids.data(), ids.size(), bytes.data(),
+                                     bytes.size(), &length));
+      }
+    }
+    r.Check();
+    return nb::bytes(bytes.data(), bytes.size());
+  }
+
+  nb::str Decode(nb::handle ids, const std::string& errors) const {
+    nb::bytes bytes = DecodeBytes(ids);
+    PyObject* text = PyUnicode_DecodeUTF8(bytes.c_str(), Py_ssize_t(bytes.size()), errors.c_str());
+    if (text == nullptr) throw nb::python_error();
+    return nb::steal<nb::str>(text);
+  }
+
+  nb::bytes TokenBytes(int64_t id) const {
+    if (id < std::numeric_limits<int32_t>::min() || id > std::numeric_limits<int32_t>::max()) {
+      Raise(RECUR_OUT_OF_RANGE, "token id " + std::to_string(id) + " is not in the vocabulary");
+    }
+    const char* bytes = nullptr;
+    size_t length = 0;
+    Capture(recur_token_bytes(model_->get(), int32_t(id), &bytes, &length)).Check();
+    return nb::bytes(bytes, length);
+  }
+
+  const nb::object& model() const { return model_object_; }
+
+ private:
+  // A sequence of ints (a list, a tuple, a 1-D integer array) as int32 ids.
+  static std::vector<int32_t> Ids(nb::handle ids_object) {
+    if (PyUnicode_Check(ids_object.ptr()) || PyBytes_Check(ids_object.ptr())) {
+      throw nb::type_error("decode() takes a sequence of token ids, not text");
+    }
+    std::vector<int32_t> ids;
+    for (nb::handle item : nb::iter(ids_object)) {
+      PyObject* index = PyNumber_Index(item.ptr());
+      if (index == nullptr) throw nb::python_error();
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+      Py_DECREF(index);
+      if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+      if (overflow != 0 || v < std::numeric_limits<int32_t>::min() ||
+          v > std::numeric_limits<int32_t>::max()) {
+        Raise(RECUR_OUT_OF_RANGE, "ids[" + std::to_string(ids.size()) + "]: token id " +
+                                      nb::cast<std::string>(nb::str(item)) +
+                                      " is not in the vocabulary");
+      }
+      ids.push_back(int32_t(v));
+    }
+    return ids;
+  }
+
+  nb::object model_object_;
+  Model* model_;
+  uint32_t size_ = 0;
+  int32_t end_of_text_ = -1;
 };
 
 using FloatArray = nb::ndarray<nb::numpy, float>;
@@ -483,9 +600,10 @@ const char* OutputKindName(recur_output_kind k) {
 nb::dict ConvertFiles(const std::string& weights, const std::string& config,
                       const std::string& output, const std::string& dtype,
                       const std::string& layout, int group, const std::string& state_dict_key,
-                      bool quantize_head, bool allow_extra) {
+                      bool quantize_head, bool allow_extra, const std::string& tokenizer) {
   namespace cv = recur::impl::converter;
   cv::ConvertOptions options;
+  options.tokenizer_path = tokenizer;
   options.weights_path = weights;
   options.config_path = config;
   options.output_path = output;
@@ -589,9 +707,9 @@ NB_MODULE(_recur, m) {
       },
       "The weight types recur.convert's dtype takes (\"f32\", \"bf16\", \"int8\", ...), as "
       "recur-convert --help lists them.");
-  m.def("_convert_files", &ConvertFiles, nb::arg("weights"), nb::arg("config"),
-        nb::arg("output"), nb::arg("dtype"), nb::arg("layout"), nb::arg("group"),
-        nb::arg("state_dict_key"), nb::arg("quantize_head"), nb::arg("allow_extra"),
+  m.def("_convert_files", &ConvertFiles, nb::arg("weights"), nb::arg("config"), nb::arg("output"),
+        nb::arg("dtype"), nb::arg("layout"), nb::arg("group"), nb::arg("state_dict_key"),
+        nb::arg("quantize_head"), nb::arg("allow_extra"), nb::arg("tokenizer"),
         "recur.convert's engine (converter/convert.h); use recur.convert.");
   m.def("_write_safetensors", &WriteSafetensors, nb::arg("path"), nb::arg("tensors"),
         "recur.convert's writer of array weights; use recur.convert.");
@@ -673,6 +791,41 @@ NB_MODULE(_recur, m) {
            "weight_packing: 'auto', 'off' or 'on'. int8_activations: 'auto', 'float' or "
            "'quantized'.\n\n"
            "Raises InvalidArgument, Unsupported (e.g. a backend this build lacks), OutOfMemory.");
+
+  nb::class_<Tokenizer>(
+      m, "Tokenizer",
+      "The vocabulary a model carries: text to token ids and back (recur.h \"vocabulary\"). "
+      "Encoding is RWKV's greedy longest match over the text's bytes (BlinkDL's "
+      "TRIE_TOKENIZER, llama.cpp's \"rwkv\" tokenizer); decoding concatenates the tokens' "
+      "bytes, and a token may hold part of a UTF-8 character. Thread-safe; keeps its model "
+      "alive.\n\n"
+      "Tokenizer(model) raises InvalidArgument when the model has no vocabulary (convert it "
+      "with recur-convert --tokenizer, a config's \"tokenizer\", or a GGUF file that has "
+      "one), Unsupported for a kind of vocabulary this runtime does not know.")
+      .def(nb::init<nb::object>(), nb::arg("model"))
+      .def_prop_ro("vocab_size", &Tokenizer::size,
+                   "Tokens of the vocabulary: ids 0 to vocab_size - 1 (at most the model's "
+                   "vocab_size, the embedding's rows).")
+      .def_prop_ro("end_of_text", &Tokenizer::end_of_text,
+                   "The id of the end-of-text token (no bytes; encode never gives it), or None.")
+      .def_prop_ro("model", &Tokenizer::model)
+      .def("encode", &Tokenizer::Encode, nb::arg("text"),
+           "Token ids of `text`: str (encoded as UTF-8) or bytes-like. Raises InvalidArgument "
+           "naming the offset of a byte no token starts with.")
+      .def("decode", &Tokenizer::Decode, nb::arg("ids"), nb::arg("errors") = "strict",
+           "The text of a sequence of ids, their bytes decoded as UTF-8 with `errors` as "
+           "bytes.decode takes them ('strict' raises UnicodeDecodeError on a cut character; "
+           "'replace', 'ignore', ...). Raises OutOfRange naming an id not in the vocabulary.")
+      .def("decode_bytes", &Tokenizer::DecodeBytes, nb::arg("ids"),
+           "The bytes of a sequence of ids, one token's after another. Raises OutOfRange naming "
+           "an id not in the vocabulary.")
+      .def("token_bytes", &Tokenizer::TokenBytes, nb::arg("id"),
+           "Token `id`'s bytes (b'' for the end-of-text token). Raises OutOfRange for an id not "
+           "in the vocabulary.")
+      .def("__len__", &Tokenizer::size)
+      .def("__repr__", [](const Tokenizer& t) {
+        return "<recur.Tokenizer of " + std::to_string(t.size()) + " tokens>";
+      });
 
   nb::class_<Session>(m, "Session",
       "B independent streams of one model, each with a fixed-size recurrent state "

@@ -520,6 +520,77 @@ const char* recur_session_backends(const recur_session* session) {
   return s->backends.c_str();
 }
 
+recur_status recur_model_vocabulary(const recur_model* model, uint32_t* token_count,
+                                    int32_t* end_of_text) {
+  return Guard([&]() -> recur_status {
+    if (model == nullptr) return Report(recur::impl::InvalidArgument("model is null"));
+    const recur::impl::text::Vocabulary& v = model->model->vocabulary;
+    if (!v.available().ok()) return Report(v.available());
+    if (token_count != nullptr) *token_count = v.size();
+    if (end_of_text != nullptr) *end_of_text = v.end_of_text();
+    return RECUR_OK;
+  });
+}
+
+recur_status recur_tokenize(const recur_model* model, const char* text, size_t length, int32_t* ids,
+                            size_t capacity, size_t* count) {
+  return Guard([&]() -> recur_status {
+    if (count == nullptr) return Report(recur::impl::InvalidArgument("count is null"));
+    *count = 0;
+    if (model == nullptr) return Report(recur::impl::InvalidArgument("model is null"));
+    size_t needed = 0;
+    Status s = model->model->vocabulary.Encode(reinterpret_cast<const uint8_t*>(text), length, ids,
+                                               capacity, &needed);
+    if (!s.ok()) return Report(s);
+    *count = needed;
+    if (ids != nullptr && capacity < needed) {
+      return Report(recur::impl::OutOfRange("ids has room for %zu ids, and the text encodes to %zu",
+                                            capacity, needed));
+    }
+    return RECUR_OK;
+  });
+}
+
+recur_status recur_token_bytes(const recur_model* model, int32_t id, const char** bytes,
+                               size_t* length) {
+  return Guard([&]() -> recur_status {
+    if (model == nullptr || bytes == nullptr || length == nullptr) {
+      return Report(recur::impl::InvalidArgument("model, bytes and length must not be null"));
+    }
+    const uint8_t* data = nullptr;
+    size_t size = 0;
+    Status s = model->model->vocabulary.TokenBytes(id, &data, &size);
+    if (!s.ok()) return Report(s);
+    *bytes = reinterpret_cast<const char*>(data);
+    *length = size;
+    return RECUR_OK;
+  });
+}
+
+recur_status recur_detokenize(const recur_model* model, const int32_t* ids, size_t n, char* out,
+                              size_t capacity, size_t* length) {
+  return Guard([&]() -> recur_status {
+    if (length == nullptr) return Report(recur::impl::InvalidArgument("length is null"));
+    *length = 0;
+    if (model == nullptr) return Report(recur::impl::InvalidArgument("model is null"));
+    size_t needed = 0;
+    Status s =
+        model->model->vocabulary.Decode(ids, n, reinterpret_cast<uint8_t*>(out), capacity, &needed);
+    if (!s.ok()) return Report(s);
+    *length = needed;
+    if (out != nullptr && capacity < needed) {
+      return Report(recur::impl::OutOfRange(
+          "out has room for %zu bytes, and the tokens decode to %zu", capacity, needed));
+    }
+    return RECUR_OK;
+  });
+}
+
+size_t recur_utf8_incomplete_tail(const char* bytes, size_t length) {
+  if (bytes == nullptr) return 0;
+  return recur::impl::text::Utf8IncompleteTail(reinterpret_cast<const uint8_t*>(bytes), length);
+}
+
 const char* recur_backends(void) {
   static const std::string names = recur::impl::backends::CompiledBackendNames();
   return names.c_str();

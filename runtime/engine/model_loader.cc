@@ -285,6 +285,8 @@ Status LoadModel(const void* data, size_t size, const LoadOptions& options,
         "to x1 and ffn(norm2(y1)) to x2");
   }
   RECUR_RETURN_IF_ERROR(BuildInput(root->input(), &tensors, m.get()));
+  RECUR_RETURN_IF_ERROR(
+      text::Vocabulary::Build(root->tokenizer(), m->vocab_size, bytes, &m->vocabulary));
   if (root->blocks()->size() == 0) return InvalidModel("model has no blocks");
   for (uint32_t i = 0; i < root->blocks()->size(); ++i) {
     RECUR_RETURN_IF_ERROR(BuildBlock(root->blocks()->Get(i), i, &tensors, m.get()));

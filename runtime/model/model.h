@@ -16,6 +16,7 @@
 #include "core/status.h"
 #include "model/model_file.h"
 #include "schema/recur_generated.h"
+#include "text/vocabulary.h"
 
 namespace recur::impl {
 
@@ -99,6 +100,9 @@ struct Model {
   uint32_t vocab_size = 0;
   uint32_t feature_width = 0;
   const float* embedding = nullptr;   // (vocab_size, d_model)
+  // Token ids ↔ bytes (recur.fbs Tokenizer); vocabulary.available() says
+  // why not when the model has none.
+  text::Vocabulary vocabulary;
   DenseView input_projection;         // weight null: frames go in as they are
   const float* positions = nullptr;   // (max_positions, d_model) or null
   // Positions per stream: the fewest rows of the learned positions and the

@@ -485,6 +485,34 @@ TEST_CASE("cli: --dtype and --quantize-head, inspect shows dtypes and bytes by d
   CHECK(convert("x.recur", {"--dtype", "bf16"}).code == 0);
 }
 
+TEST_CASE("cli: --tokenizer puts a vocabulary in the model, and inspect shows it") {
+  testing::TempDir dir;
+  WriteInputs(dir, kTokensConfig, testing::RandomTensors(kTokensConfig, 1));
+  testing::WriteFile(dir.File("vocab.txt"), "1 'a' 1\n2 'b' 1\n3 'ab' 2\n");
+  Run r = Cli(dir, {dir.File("w.safetensors"), "-c", dir.File("config.json"), "-o",
+                    dir.File("m.recur"), "--tokenizer", dir.File("vocab.txt")});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  Run i = Cli(dir, {"inspect", dir.File("m.recur")});
+  CHECK(i.out.find("tokenizer:       rwkv, 4 tokens of 4 bytes, end_of_text 0\n") !=
+        std::string::npos);
+  Run j = Cli(dir, {"inspect", "--json", dir.File("m.recur")});
+  const auto json = nlohmann::json::parse(j.out, nullptr, false);
+  REQUIRE_FALSE(json.is_discarded());
+  CHECK(json["tokenizer"] ==
+        nlohmann::json({{"kind", "rwkv"}, {"tokens", 4}, {"end_of_text", 0}, {"token_bytes", 4}}));
+  REQUIRE(Cli(dir, {dir.File("w.safetensors"), "-c", dir.File("config.json"), "-o",
+                    dir.File("plain.recur")})
+              .code == 0);
+  CHECK(Cli(dir, {"inspect", dir.File("plain.recur")}).out.find("tokenizer:       none\n") !=
+        std::string::npos);
+  testing::WriteFile(dir.File("bad.txt"), "1 'a' 2\n");
+  r = Cli(dir, {dir.File("w.safetensors"), "-c", dir.File("config.json"), "-o",
+                dir.File("bad.recur"), "--tokenizer", dir.File("bad.txt")});
+  CHECK(r.code == 1);
+  CHECK(r.err == "error: bad.txt line 1: the token has 1 bytes, but the line says 2\n");
+}
+
 TEST_CASE("cli: help and version exit 0") {
   testing::TempDir dir;
   Run h = Cli(dir, {"--help"});

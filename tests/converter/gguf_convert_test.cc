@@ -23,6 +23,7 @@
 #include "engine/model_loader.h"
 #include "kernels/dense/dense.h"
 #include "kernels/dense/dense_ref.h"
+#include "model/model.h"
 #include "recur/recur.h"
 #include "schema/recur_generated.h"
 
@@ -257,13 +258,14 @@ struct Converted {
 };
 
 // `m` written to dir/t.gguf and converted (options' paths filled in).
-Converted Convert(const testing::TempDir& dir, const GgufModel& m, ConvertOptions o = {}) {
+Converted Convert(const testing::TempDir& dir, const GgufModel& m, ConvertOptions o = {},
+                  ConvertReport* report = nullptr) {
   const std::vector<uint8_t> bytes = SerializeGguf(m.metadata, m.tensors);
   testing::WriteFile(dir.File("t.gguf"), bytes.data(), bytes.size());
   o.weights_path = dir.File("t.gguf");
   o.output_path = dir.File("t.recur");
   Converted out;
-  out.status = ConvertFiles(o, nullptr);
+  out.status = ConvertFiles(o, report);
   if (out.status.ok()) {
     const std::string text = testing::ReadText(o.output_path);
     out.model.assign(text.begin(), text.end());
@@ -914,6 +916,139 @@ TEST_CASE("gguf rwkv7: the gguf package's file converts, its Q4_0 blocks taken o
     differ += std::memcmp(packed + 16 * k, q->data + 18 * k + 2, 16) != 0;
   }
   CHECK(differ == 0);
+}
+
+// tokenizer.ggml.* as llama.cpp's _set_vocab_rwkv_world writes them for
+// kVocab rows: "<s>" (control), `tokens` (escaped: repr(bytes)[2:-1]), then
+// "[PAD<i>]" (unused) up to the rows.
+void SetRwkvVocabulary(GgufModel* m, const std::vector<std::string>& tokens) {
+  std::vector<GgufScalar> texts = {std::string("<s>")};
+  std::vector<GgufScalar> types = {int32_t{3}};
+  for (const std::string& t : tokens) {
+    texts.push_back(t);
+    types.push_back(int32_t{1});
+  }
+  while (texts.size() < kVocab) {
+    texts.push_back("[PAD" + std::to_string(texts.size()) + "]");
+    types.push_back(int32_t{5});
+  }
+  m->metadata.emplace_back("tokenizer.ggml.model", GgufValue(std::string("rwkv")));
+  m->metadata.emplace_back("tokenizer.ggml.tokens", GgufValue::Array(GgufType::kString, texts));
+  m->metadata.emplace_back("tokenizer.ggml.token_type", GgufValue::Array(GgufType::kI32, types));
+}
+
+// The vocabulary of converted model bytes, loaded.
+struct LoadedVocabulary {
+  std::unique_ptr<Model> model;
+  std::vector<int32_t> Encode(const std::string& text) const {
+    std::vector<int32_t> ids;
+    const Status s =
+        model->vocabulary.Encode(reinterpret_cast<const uint8_t*>(text.data()), text.size(), &ids);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+    return ids;
+  }
+};
+LoadedVocabulary LoadVocabulary(const AlignedBytes& bytes) {
+  LoadedVocabulary l;
+  REQUIRE(LoadModel(bytes.data(), bytes.size(), LoadOptions{}, &l.model).ok());
+  return l;
+}
+
+TEST_CASE("gguf rwkv7: tokenizer model rwkv's vocabulary comes along, unescaped") {
+  testing::TempDir dir;
+  GgufModel m = RwkvGguf();
+  SetRwkvVocabulary(&m, {"a", "b", "ab", "\\xe4\\xb8", "\\n", "\\'"});
+  const Converted c = Convert(dir, m);
+  REQUIRE_MESSAGE(c.status.ok(), c.status.message());
+  const LoadedVocabulary l = LoadVocabulary(c.model);
+  const text::Vocabulary& v = l.model->vocabulary;
+  CHECK(v.size() == 7);  // the unused [PAD7] to [PAD10] are left out
+  CHECK(v.end_of_text() == 0);
+  CHECK(l.Encode("ab\n'\xe4\xb8"
+                 "a") == std::vector<int32_t>{3, 5, 6, 4, 1});
+  // Not llama.cpp's: "<s>" in the text is no token (the rwkv package's rule).
+  const std::string s = "<s>";
+  std::vector<int32_t> ids;
+  CHECK(v.Encode(reinterpret_cast<const uint8_t*>(s.data()), s.size(), &ids).code() ==
+        StatusCode::kInvalidArgument);
+
+  // The file's vocabulary, or --tokenizer's: not both.
+  testing::WriteFile(dir.File("vocab.txt"), "1 'a' 1\n");
+  ConvertOptions o;
+  o.tokenizer_path = dir.File("vocab.txt");
+  CHECK(Refusal(m, o) == "--tokenizer: t.gguf carries a vocabulary of its own");
+}
+
+TEST_CASE("gguf rwkv7: without tokenizer model rwkv, the model comes without a vocabulary") {
+  testing::TempDir dir;
+  GgufModel m = RwkvGguf();
+  // No tokenizer keys (as the recur reference's writer leaves them by
+  // default), or "none": no vocabulary, and nothing to say about it.
+  for (const char* model : {"", "none", "gpt2"}) {
+    CAPTURE(model);
+    GgufModel with = m;
+    if (*model != '\0') {
+      with.metadata.emplace_back("tokenizer.ggml.model", GgufValue(std::string(model)));
+      with.metadata.emplace_back(
+          "tokenizer.ggml.tokens",
+          GgufValue::Array(GgufType::kString, {std::string("a"), std::string("b")}));
+    }
+    ConvertReport report;
+    const Converted c = Convert(dir, with, {}, &report);
+    REQUIRE(c.status.ok());
+    const LoadedVocabulary l = LoadVocabulary(c.model);
+    CHECK(l.model->vocabulary.available().code() == StatusCode::kInvalidArgument);
+    if (std::string(model) == "gpt2") {
+      CHECK(report.warnings ==
+            std::vector<std::string>{"tokenizer.ggml.model is \"gpt2\": recur reads the "
+                                     "vocabularies of tokenizer model \"rwkv\" only; the model is "
+                                     "converted without a vocabulary"});
+    } else {
+      CHECK(report.warnings.empty());
+    }
+  }
+  // --tokenizer gives one to a file without.
+  testing::WriteFile(dir.File("vocab.txt"), "1 'a' 1\n2 'b' 1\n");
+  ConvertOptions o;
+  o.tokenizer_path = dir.File("vocab.txt");
+  const Converted c = Convert(dir, m, o);
+  REQUIRE_MESSAGE(c.status.ok(), c.status.message());
+  CHECK(LoadVocabulary(c.model).Encode("ba") == std::vector<int32_t>{2, 1});
+}
+
+TEST_CASE("gguf rwkv7: a broken rwkv vocabulary is refused, naming the token") {
+  GgufModel m = RwkvGguf();
+  GgufModel bad = m;
+  SetRwkvVocabulary(&bad, {"a", "\\x8"});
+  CHECK(Refusal(bad) == "t.gguf: tokenizer.ggml.tokens[2]: \\x needs two hex digits");
+  bad = m;
+  SetRwkvVocabulary(&bad, {"a", "b", "\\x61"});
+  CHECK(Refusal(bad) == "t.gguf: tokenizer.ggml.tokens[3] (\"\\x61\") is token 1's bytes too");
+  bad = m;
+  SetRwkvVocabulary(&bad, {"a", ""});
+  CHECK(Refusal(bad) == "t.gguf: tokenizer.ggml.tokens[2] is empty");
+  bad = m;
+  SetRwkvVocabulary(&bad, {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"});
+  CHECK(Refusal(bad) ==
+        "t.gguf: tokenizer.ggml.tokens has 12 tokens, more than token_embd's "
+        "11 rows");
+  bad = m;
+  SetRwkvVocabulary(&bad, {"a"});
+  *bad.Key("tokenizer.ggml.token_type") = GgufValue::Array(GgufType::kI32, {int32_t{3}});
+  CHECK(Refusal(bad) == "t.gguf: tokenizer.ggml.token_type has 1 entries for 11 tokens");
+
+  // A control token past id 0: converted without the vocabulary, saying why.
+  GgufModel odd = m;
+  SetRwkvVocabulary(&odd, {"a", "b"});
+  GgufValue* types = odd.Key("tokenizer.ggml.token_type");
+  types->elements[2] = int32_t{3};
+  testing::TempDir dir;
+  ConvertReport report;
+  REQUIRE(Convert(dir, odd, {}, &report).status.ok());
+  CHECK(report.warnings == std::vector<std::string>{
+                               "tokenizer.ggml.tokens[2] (\"b\") is of token type 3; recur's rwkv "
+                               "vocabularies have one control token, id 0, and unused ones only "
+                               "at the end; the model is converted without a vocabulary"});
 }
 
 TEST_CASE("gguf rwkv7: a config with layout gguf is refused") {

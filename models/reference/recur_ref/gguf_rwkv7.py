@@ -9,9 +9,12 @@ name map, the low-rank matrices transposed, the six token-shift mixes fused into
 copies of its a0, a1, a2, the metadata keys; Q4_0 as llama-quantize --pure leaves it;
 Q4_K, Q5_K and Q6_K as llama-quantize's Q4_K_M, Q5_K_M and Q6_K choose them for an RWKV-7,
 with blocks of a simple quantiser of its own (quantize_k: the gguf package quantises no
-K-quant).
+K-quant); no vocabulary (tokenizer model "none"), or one in the rwkv package's text
+format as llama.cpp's _set_vocab_rwkv_world writes it (tokenizer model "rwkv").
 blinkdl_from_gguf reads a file back, dequantised, under BlinkDL's names.
 Needs the `gguf` package (0.19.0)."""
+import ast
+
 import gguf
 import numpy as np
 import torch
@@ -169,14 +172,48 @@ def quantize_k(data, qtype):
     return np.ascontiguousarray(blocks.reshape(rows, -1))
 
 
-def write_gguf(path, sd, outtype, layers, c, n, d_w, d_a, d_v, d_g, eps=1e-5):
+def add_rwkv_world_vocab(w, vocab_path, vocab_size):
+    """The vocabulary of the rwkv package's text file `vocab_path` (its
+    rwkv_vocab_v20230424.txt, or one of that format) as llama.cpp's
+    _set_vocab_rwkv_world writes it: "<s>" (a control token) at id 0, each token as
+    repr(bytes)[2:-1], "[PAD<i>]" (unused) up to vocab_size, tokenizer model "rwkv",
+    bos and eos 0 and eot 261 ("\\n\\n")."""
+    tokens = ["<s>".encode("utf-8")]
+    toktypes = [gguf.TokenType.CONTROL]
+    with open(vocab_path, "r", encoding="utf-8") as f:
+        for line in f.readlines():
+            parts = line.split(" ")
+            assert len(parts) >= 3
+            token, token_len = ast.literal_eval(" ".join(parts[1:-1])), int(parts[-1])
+            token = token.encode("utf-8") if isinstance(token, str) else token
+            assert isinstance(token, bytes)
+            assert len(token) == token_len
+            tokens.append(repr(token)[2:-1].encode("utf-8"))  # "b'\\xff'" -> "\\xff"
+            toktypes.append(gguf.TokenType.NORMAL)
+    assert vocab_size >= len(tokens)
+    for i in range(len(tokens), vocab_size):
+        tokens.append(f"[PAD{i}]".encode("utf-8"))
+        toktypes.append(gguf.TokenType.UNUSED)
+    w.add_tokenizer_model("rwkv")
+    w.add_token_list(tokens)
+    w.add_token_types(toktypes)
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(0)
+    w.add_eot_token_id(261)
+
+
+def write_gguf(path, sd, outtype, layers, c, n, d_w, d_a, d_v, d_g, eps=1e-5, vocab=None):
     """A GGUF file of BlinkDL state dict `sd`, as Rwkv7Model's set_gguf_parameters and
-    modify_tensors and prepare_tensors write it."""
+    modify_tensors and prepare_tensors write it. vocab: None, or the path of a vocabulary
+    in the rwkv package's text format that the file carries (add_rwkv_world_vocab)."""
     w = gguf.GGUFWriter(str(path), arch="rwkv7")
-    # No vocabulary (llama.cpp's tokenizer model "none" with the vocabulary's size), so that
-    # llama.cpp loads the file too; recur reads the size from token_embd.
-    w.add_tokenizer_model("none")
-    w.add_vocab_size(sd["emb.weight"].shape[0])
+    if vocab is None:
+        # No vocabulary (llama.cpp's tokenizer model "none" with the vocabulary's size), so
+        # that llama.cpp loads the file too; recur reads the size from token_embd.
+        w.add_tokenizer_model("none")
+        w.add_vocab_size(sd["emb.weight"].shape[0])
+    else:
+        add_rwkv_world_vocab(w, vocab, sd["emb.weight"].shape[0])
     w.add_context_length(1048576)
     w.add_embedding_length(c)
     w.add_block_count(layers)

@@ -166,6 +166,66 @@ typedef struct recur_model_info {
 /* Fills *info. Set info->struct_size first. */
 recur_status recur_model_get_info(const recur_model* model, recur_model_info* info);
 
+/* ------------------------------------------------------------- vocabulary */
+
+/* A model file may carry its vocabulary (recur-convert --tokenizer, a
+ * config's "tokenizer", or a GGUF file's), so that text goes in and out
+ * through the model alone. Encoding is RWKV's greedy longest match over the
+ * text's bytes: at each position the longest token whose bytes are a prefix
+ * of the rest, as BlinkDL's TRIE_TOKENIZER (the rwkv package) and llama.cpp's
+ * "rwkv" tokenizer do; text naming a special token ("<s>") is encoded as the
+ * plain bytes it is. Decoding concatenates the tokens' bytes; a token may
+ * hold part of a UTF-8 sequence (see recur_utf8_incomplete_tail).
+ *
+ * These functions read the immutable model only: any number of threads may
+ * call them at once, on one model or many, beside sessions of it. They
+ * allocate nothing. A model without a vocabulary makes each of them return
+ * RECUR_INVALID_ARGUMENT with a message saying so ("the model has no
+ * vocabulary ..."); one whose vocabulary is of a kind this runtime does not
+ * know (a newer file), RECUR_UNSUPPORTED. */
+
+/* The vocabulary's token count (ids 0 to *token_count − 1; at most
+ * recur_model_info.vocab_size, the embedding's rows) and the id of its
+ * end-of-text token, which has no bytes and which encoding never gives (-1:
+ * none; RWKV's World vocabulary: 0). Either pointer may be NULL. */
+recur_status recur_model_vocabulary(const recur_model* model, uint32_t* token_count,
+                                    int32_t* end_of_text);
+
+/* Encodes text[0, length) (bytes, UTF-8 or not; NULL with length 0 is the
+ * empty text) into token ids. *count is set to the number of ids of the
+ * whole encoding. With ids NULL and capacity 0 nothing else is written
+ * (ask for the size first). Otherwise the first min(*count, capacity) ids go
+ * to ids[], and a capacity below *count returns RECUR_OUT_OF_RANGE. Errors:
+ * RECUR_INVALID_ARGUMENT (a null model or count, ids NULL with a capacity,
+ * or a byte no token starts with: the message gives it and its offset; *count
+ * is then 0). */
+recur_status recur_tokenize(const recur_model* model, const char* text, size_t length, int32_t* ids,
+                            size_t capacity, size_t* count);
+
+/* The bytes of token `id`: *bytes points into the model (valid until the
+ * model is freed, not NUL-terminated) and *length is their count (0 for the
+ * end-of-text token). Errors: RECUR_OUT_OF_RANGE for an id outside
+ * [0, token_count). */
+recur_status recur_token_bytes(const recur_model* model, int32_t id, const char** bytes,
+                               size_t* length);
+
+/* Decodes ids[0, n) into their bytes, one token's after another. *length is
+ * set to the bytes of the whole decoding; with out NULL and capacity 0
+ * nothing else is written. Otherwise the first min(*length, capacity) bytes
+ * go to out[] (no NUL is added), and a capacity below *length returns
+ * RECUR_OUT_OF_RANGE. Errors: RECUR_OUT_OF_RANGE also for an id outside
+ * [0, token_count) (the message names its index; *length is then 0),
+ * RECUR_INVALID_ARGUMENT for null pointers. */
+recur_status recur_detokenize(const recur_model* model, const int32_t* ids, size_t n, char* out,
+                              size_t capacity, size_t* length);
+
+/* How many bytes at the end of bytes[0, length) start a UTF-8 sequence that
+ * is not finished yet (0 to 3): a program printing tokens as they are
+ * generated holds these back and prints them with the next token's bytes.
+ * 0 when the end is complete, or is not UTF-8 at all (bytes that no later
+ * byte can complete are not held back). Never fails; thread-safe. */
+size_t recur_utf8_incomplete_tail(const char* bytes, size_t length);
+
 /* ---------------------------------------------------------------- session */
 
 typedef struct recur_session recur_session;

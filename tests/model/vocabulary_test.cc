@@ -1,0 +1,314 @@
+// The vocabulary a model file carries (recur.fbs Tokenizer, text/vocabulary.h):
+// greedy longest match against a brute-force reference on random
+// vocabularies and texts, every token's bytes encoding to itself, round
+// trips, the caller-buffer contract, and every way a hostile vocabulary is
+// refused at load with a message naming it.
+#include "text/vocabulary.h"
+
+#include <doctest/doctest.h>
+#include <flatbuffers/flatbuffers.h>
+
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "converter/config.h"
+#include "converter/writer.h"
+#include "engine/model_loader.h"
+#include "model/model.h"
+#include "schema/recur_generated.h"
+#include "test_models.h"
+
+namespace recur::impl {
+namespace {
+
+using converter::VocabularyDescription;
+
+// kTinyTokensConfig with `vocab` rows of embedding and head.
+std::string TokensConfig(uint32_t vocab) {
+  return R"({"layout": "recur", "d_model": 8, "n_layers": 1, "norm_placement": "pre",
+    "layer_norm_eps": 1e-5, "max_positions": 0,
+    "input": {"kind": "tokens", "vocab_size": )" +
+         std::to_string(vocab) + R"(},
+    "mixer": {"type": "linear_attention", "heads": 1, "dk": 8, "dv": 8,
+              "feature_map": "elu_plus_one", "eps": 1e-6},
+    "ffn": {"d_ff": 8, "activation": "gelu"}, "final_norm": true,
+    "head": {"out": )" +
+         std::to_string(vocab) + R"(, "activation": "softmax"}})";
+}
+
+// A model of `vocab` token rows carrying `v` (none when null), built without
+// the writer's self-check so that hostile vocabularies reach the loader.
+converter::AlignedBytes ModelWith(const VocabularyDescription* v, uint32_t vocab,
+                                  const std::string& config = "") {
+  auto parsed = converter::ParseConfig(config.empty() ? TokensConfig(vocab) : config);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.message());
+  converter::ModelDescription desc = parsed.value().desc;
+  if (v != nullptr) desc.vocabulary = *v;
+  converter::BuildOptions options;
+  options.self_check = false;
+  auto bytes = converter::BuildModel(desc, testing::RandomTensors(desc, 1), options);
+  REQUIRE(bytes.ok());
+  return std::move(bytes.value());
+}
+
+struct Loaded {
+  converter::AlignedBytes bytes;
+  std::unique_ptr<Model> model;
+  Status status;
+};
+
+Loaded Load(const VocabularyDescription* v, uint32_t vocab, const std::string& config = "") {
+  Loaded l;
+  l.bytes = ModelWith(v, vocab, config);
+  l.status = LoadModel(l.bytes.data(), l.bytes.size(), LoadOptions{}, &l.model);
+  return l;
+}
+
+// Every single byte, then `extra` tokens of 2 to 6 bytes over a small
+// alphabet (so that tokens overlap and extend each other), no repeats; id 0
+// the end-of-text token.
+VocabularyDescription RandomVocabulary(std::mt19937* rng, size_t extra,
+                                       const std::string& alphabet) {
+  VocabularyDescription v;
+  v.tokens.emplace_back();
+  v.end_of_text = 0;
+  std::set<std::string> seen;
+  for (int b = 0; b < 256; ++b) {
+    v.tokens.push_back(std::string(1, static_cast<char>(b)));
+    seen.insert(v.tokens.back());
+  }
+  std::uniform_int_distribution<size_t> length(2, 6), pick(0, alphabet.size() - 1);
+  while (v.tokens.size() < 257 + extra) {
+    std::string t;
+    for (size_t n = length(*rng); n > 0; --n) t += alphabet[pick(*rng)];
+    if (seen.insert(t).second) v.tokens.push_back(t);
+  }
+  std::shuffle(v.tokens.begin() + 1, v.tokens.end(), *rng);
+  return v;
+}
+
+// TRIE_TOKENIZER's rule by brute force: at each position, the longest token
+// that is a prefix of the rest.
+std::vector<int32_t> ReferenceEncode(const VocabularyDescription& v, const std::string& text) {
+  std::vector<int32_t> ids;
+  for (size_t pos = 0; pos < text.size();) {
+    int32_t best = -1;
+    size_t best_length = 0;
+    for (size_t id = 0; id < v.tokens.size(); ++id) {
+      const std::string& t = v.tokens[id];
+      if (!t.empty() && t.size() > best_length && text.compare(pos, t.size(), t) == 0) {
+        best = static_cast<int32_t>(id);
+        best_length = t.size();
+      }
+    }
+    REQUIRE(best >= 0);
+    ids.push_back(best);
+    pos += best_length;
+  }
+  return ids;
+}
+
+const uint8_t* U8(const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); }
+
+TEST_CASE("vocabulary: greedy longest match equals the brute-force rule on random texts") {
+  std::mt19937 rng(7);
+  const std::string alphabet = "abc \n\xe4\xb8";
+  const VocabularyDescription v = RandomVocabulary(&rng, 600, alphabet);
+  Loaded l = Load(&v, 1000);
+  REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+  const text::Vocabulary& vocab = l.model->vocabulary;
+  REQUIRE(vocab.available().ok());
+  CHECK(vocab.size() == v.tokens.size());
+  CHECK(vocab.end_of_text() == 0);
+  std::uniform_int_distribution<size_t> length(0, 200), pick(0, alphabet.size() - 1);
+  std::uniform_int_distribution<int> byte(0, 255), stray(0, 9);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string text;
+    for (size_t n = length(rng); n > 0; --n) {
+      text += stray(rng) == 0 ? static_cast<char>(byte(rng)) : alphabet[pick(rng)];
+    }
+    std::vector<int32_t> ids;
+    REQUIRE(vocab.Encode(U8(text), text.size(), &ids).ok());
+    CHECK(ids == ReferenceEncode(v, text));
+    std::string back;
+    REQUIRE(vocab.Decode(ids.data(), ids.size(), &back).ok());
+    CHECK(back == text);
+  }
+}
+
+TEST_CASE("vocabulary: every token's bytes encode to that token alone and decode back") {
+  std::mt19937 rng(11);
+  const VocabularyDescription v = RandomVocabulary(&rng, 2000, "xyz0123 ");
+  Loaded l = Load(&v, 4096);
+  REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+  const text::Vocabulary& vocab = l.model->vocabulary;
+  for (size_t id = 1; id < v.tokens.size(); ++id) {
+    std::vector<int32_t> ids;
+    REQUIRE(vocab.Encode(U8(v.tokens[id]), v.tokens[id].size(), &ids).ok());
+    REQUIRE(ids == std::vector<int32_t>{static_cast<int32_t>(id)});
+    const uint8_t* bytes = nullptr;
+    size_t size = 0;
+    REQUIRE(vocab.TokenBytes(static_cast<int64_t>(id), &bytes, &size).ok());
+    CHECK(std::string(reinterpret_cast<const char*>(bytes), size) == v.tokens[id]);
+  }
+  // End of text: no bytes; encoding never gives it.
+  const uint8_t* bytes = nullptr;
+  size_t size = 7;
+  REQUIRE(vocab.TokenBytes(0, &bytes, &size).ok());
+  CHECK(size == 0);
+}
+
+TEST_CASE("vocabulary: caller buffers get what fits and the size of the whole") {
+  VocabularyDescription v;
+  v.tokens = {"", "a", "b", "ab", "abc"};
+  v.end_of_text = 0;
+  Loaded l = Load(&v, 8);
+  REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+  const text::Vocabulary& vocab = l.model->vocabulary;
+  const std::string text = "abcabab";  // abc, ab, ab
+  size_t needed = 0;
+  REQUIRE(vocab.Encode(U8(text), text.size(), nullptr, 0, &needed).ok());
+  CHECK(needed == 3);
+  int32_t ids[2] = {-1, -1};
+  REQUIRE(vocab.Encode(U8(text), text.size(), ids, 2, &needed).ok());
+  CHECK(needed == 3);
+  CHECK(ids[0] == 4);
+  CHECK(ids[1] == 3);
+  const int32_t all[] = {4, 0, 3, 1};
+  uint8_t out[4] = {};
+  REQUIRE(vocab.Decode(all, 4, out, 4, &needed).ok());
+  CHECK(needed == 6);  // "abc" + "" + "ab" + "a"
+  CHECK(std::string(reinterpret_cast<char*>(out), 4) == "abca");
+  REQUIRE(vocab.Encode(nullptr, 0, nullptr, 0, &needed).ok());
+  CHECK(needed == 0);
+}
+
+TEST_CASE("vocabulary: text no token starts with, and ids outside it, are refused by name") {
+  VocabularyDescription v;
+  v.tokens = {"", "a", "bc"};
+  v.end_of_text = 0;
+  Loaded l = Load(&v, 5);
+  REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+  const text::Vocabulary& vocab = l.model->vocabulary;
+  std::vector<int32_t> ids;
+  Status s = vocab.Encode(U8(std::string("aab")), 3, &ids);
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(s.message() == "no token of the vocabulary starts with byte 0x62 at offset 2");
+  s = vocab.Encode(U8(std::string("a\xff")), 2, &ids);
+  CHECK(s.message() == "no token of the vocabulary starts with byte 0xff at offset 1");
+  std::string out;
+  const int32_t bad[] = {1, 3};  // 3: a row of the embedding (vocab_size 5) with no bytes
+  s = vocab.Decode(bad, 2, &out);
+  CHECK(s.code() == StatusCode::kOutOfRange);
+  CHECK(s.message() == "ids[1]: token id 3 is not in the vocabulary (ids 0 to 2)");
+  const int32_t negative[] = {-1};
+  CHECK(vocab.Decode(negative, 1, &out).code() == StatusCode::kOutOfRange);
+}
+
+TEST_CASE("vocabulary: a model without one says so on every call") {
+  Loaded l = Load(nullptr, 11);
+  REQUIRE(l.status.ok());
+  const text::Vocabulary& vocab = l.model->vocabulary;
+  CHECK(vocab.available().code() == StatusCode::kInvalidArgument);
+  CHECK(vocab.available().message().find("the model has no vocabulary") == 0);
+  std::vector<int32_t> ids;
+  CHECK(vocab.Encode(U8(std::string("a")), 1, &ids).message() == vocab.available().message());
+  const uint8_t* bytes;
+  size_t size;
+  CHECK(vocab.TokenBytes(0, &bytes, &size).code() == StatusCode::kInvalidArgument);
+  CHECK(vocab.size() == 0);
+}
+
+// The loader's message for a model carrying `v` (vocab_size rows).
+std::string Refusal(const VocabularyDescription& v, uint32_t vocab_size) {
+  Loaded l = Load(&v, vocab_size);
+  CHECK(l.status.code() == StatusCode::kInvalidModel);
+  return l.status.message();
+}
+
+TEST_CASE("vocabulary: hostile vocabularies are refused at load, naming the problem") {
+  VocabularyDescription v;
+  v.tokens = {"", "a", "b", "a"};
+  v.end_of_text = 0;
+  CHECK(Refusal(v, 8) == "tokenizer: tokens 1 and 3 have the same bytes \"a\"");
+  v.tokens = {"", "a", "", "b"};
+  CHECK(Refusal(v, 8) == "tokenizer: token 2 has no bytes (only end_of_text may be empty)");
+  v.tokens = {"<s>", "a"};
+  CHECK(Refusal(v, 8) == "tokenizer: token 0 is end_of_text, which has no bytes, but it has 3");
+  v.tokens = {"", "a"};
+  v.end_of_text = 2;
+  CHECK(Refusal(v, 8) ==
+        "tokenizer: end_of_text is 2, not a token id (the vocabulary has 2 tokens) or -1");
+  v.end_of_text = -2;
+  CHECK(Refusal(v, 8).find("end_of_text is -2") != std::string::npos);
+  v.tokens = {"a", "b", "c", "d", "e"};
+  v.end_of_text = -1;
+  CHECK(Refusal(v, 4) == "tokenizer has 5 tokens, more than the model's vocab_size (4)");
+  v.tokens.clear();
+  CHECK(Refusal(v, 4) == "tokenizer has no tokens");
+  // A model of feature frames has no use for one.
+  v.tokens = {"a"};
+  Loaded l = Load(&v, 0, testing::kTinyFeaturesConfig);
+  CHECK(l.status.code() == StatusCode::kInvalidModel);
+  CHECK(l.status.message() ==
+        "tokenizer: the model takes feature frames, not token ids, but has a vocabulary");
+  // A 100-byte token in the message is cut short.
+  v.tokens = {std::string(100, 'q'), std::string(100, 'q')};
+  CHECK(Refusal(v, 4).find("\"qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq...\"") != std::string::npos);
+}
+
+// A Tokenizer table alone, as Vocabulary::Build reads one.
+struct TokenizerBuffer {
+  flatbuffers::FlatBufferBuilder fbb;
+  const fb::Tokenizer* Make(fb::TokenizerKind kind, const std::vector<std::string>& tokens,
+                            int32_t end_of_text) {
+    std::vector<flatbuffers::Offset<fb::TokenBytes>> offsets;
+    for (const std::string& t : tokens) {
+      offsets.push_back(fb::CreateTokenBytes(fbb, fbb.CreateVector(U8(t), t.size())));
+    }
+    fbb.Finish(fb::CreateTokenizer(fbb, kind, fbb.CreateVector(offsets), end_of_text));
+    return flatbuffers::GetRoot<fb::Tokenizer>(fbb.GetBufferPointer());
+  }
+};
+
+TEST_CASE("vocabulary: a tokenizer kind this runtime does not know loads as no vocabulary") {
+  TokenizerBuffer b;
+  const fb::Tokenizer* t = b.Make(static_cast<fb::TokenizerKind>(9), {"a", "b"}, -1);
+  text::Vocabulary vocab;
+  REQUIRE(text::Vocabulary::Build(t, 10, b.fbb.GetBufferPointer(), &vocab).ok());
+  CHECK(vocab.available().code() == StatusCode::kUnsupported);
+  CHECK(vocab.available().message() ==
+        "the model's tokenizer kind 9 is not supported by this runtime (newer model?)");
+  std::vector<int32_t> ids;
+  CHECK(vocab.Encode(U8(std::string("a")), 1, &ids).code() == StatusCode::kUnsupported);
+
+  TokenizerBuffer known;
+  t = known.Make(fb::TokenizerKind::Rwkv, {"a", "b"}, -1);
+  REQUIRE(text::Vocabulary::Build(t, 10, known.fbb.GetBufferPointer(), &vocab).ok());
+  REQUIRE(vocab.Encode(U8(std::string("ba")), 2, &ids).ok());
+  CHECK(ids == std::vector<int32_t>{1, 0});
+}
+
+TEST_CASE("vocabulary: the incomplete UTF-8 tail of decoded bytes") {
+  auto tail = [](const std::string& s) { return text::Utf8IncompleteTail(U8(s), s.size()); };
+  CHECK(tail("") == 0);
+  CHECK(tail("abc") == 0);
+  CHECK(tail("a\xe4") == 1);  // 中 = e4 b8 ad
+  CHECK(tail("a\xe4\xb8") == 2);
+  CHECK(tail("a\xe4\xb8\xad") == 0);
+  CHECK(tail("\xf0\x9f\x98") == 3);  // 😀 = f0 9f 98 80
+  CHECK(tail("\xf0\x9f\x98\x80") == 0);
+  CHECK(tail("\xc3") == 1);   // é = c3 a9
+  CHECK(tail("x\x80") == 0);  // a stray continuation byte: not waiting for more
+  CHECK(tail("\xff") == 0);
+  CHECK(tail("\xe0\x80") == 0);  // an overlong start never completes
+  CHECK(tail("\xed\xa0") == 0);  // a surrogate never completes
+  CHECK(tail("\xf4\x90") == 0);  // past U+10FFFF
+}
+
+}  // namespace
+}  // namespace recur::impl
