@@ -276,7 +276,7 @@ TEST_CASE("block activations: the spec's integer sums are the dequantised dot pr
   }
 }
 
-TEST_CASE("DenseBlockQ8: every target against the spec; batches, strides, bias, accumulation") {
+TEST_CASE("DenseBlockQ8: every target against the spec, batches, strides, bias, accumulation") {
   struct Shape {
     size_t batch, in, out;
   };
