@@ -311,6 +311,9 @@ int main(int argc, char** argv) {
   const size_t slot = chat_template.find("{text}");
   if (chat && slot == std::string::npos) return Fail("--template has no {text}");
   if (!seed_opt->count()) seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  if (!(top_p > 0)) {
+    return Fail("sampling: top_p is " + std::to_string(top_p) + "; it must be in (0, 1]");
+  }
   recur_sampler_options sampler = recur_sampler_options_default();
   sampler.temperature = temperature;
   sampler.top_k = top_k;
