@@ -10,29 +10,15 @@ import numpy as np
 import pytest
 
 import recur
+from test_tokenizer import MODELS, tokenizer, vocab_file  # noqa: F401 (fixtures)
 
-MODELS = os.environ.get("RECUR_TEST_MODELS", "")
-
-# tiny_pre_tokens (32 token rows, log-softmax head) with 12 tokens: 0 end of text.
-VOCAB = "\n".join([
-    "1 'h' 1", "2 'e' 1", "3 'l' 1", "4 'o' 1", "5 ' ' 1", "6 'he' 2", "7 'hello' 5",
-    "8 b'\\xe4\\xb8' 2", "9 b'\\xad' 1", "10 '\\n' 1", "11 '\\u4e2d' 3", "",
-])
-
-
-def export_dir(name):
-    if not MODELS:
-        pytest.fail("RECUR_TEST_MODELS is not set (CTest's python.pytest sets it)")
-    return os.path.join(MODELS, name)
+# tokenizer: tiny_pre_tokens (32 token rows, log-softmax head) carrying a vocabulary
+# of 12 tokens, 0 the end of text.
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    path.write_text(VOCAB, encoding="utf-8")
-    d = export_dir("tiny_pre_tokens")
-    return recur.Model(recur.convert(os.path.join(d, "weights.safetensors"),
-                                     os.path.join(d, "config.json"), tokenizer=path))
+def model(tokenizer):  # noqa: F811
+    return tokenizer.model
 
 
 def greedy_by_steps(model, prompt, n):
