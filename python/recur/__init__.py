@@ -13,6 +13,7 @@ Every failure raises a subclass of recur.Error carrying the runtime's
 status (.status, a recur.Status) and message.
 """
 
+import codecs as _codecs
 import enum as _enum
 import json as _json
 import os as _os
@@ -21,15 +22,38 @@ import tempfile as _tempfile
 import numpy as _np
 
 from . import _recur
-from ._recur import Model, Session, Tokenizer, backends, dtypes, layouts, max_threads, simd_target
+from ._recur import (Generation, Model, Session, Tokenizer, backends, dtypes, layouts, max_threads,
+                     simd_target)
 
 __all__ = [
     "Model", "Session", "Tokenizer", "Status", "Error", "InvalidArgument", "InvalidModel",
     "Unsupported", "IoError", "OutOfMemory", "OutOfRange", "InvalidState", "Internal", "backends",
-    "dtypes", "layouts", "max_threads", "simd_target", "version", "convert",
+    "dtypes", "layouts", "max_threads", "simd_target", "version", "convert", "Generation",
+    "stream_text",
 ]
 
 __version__ = "0.1.0"
+
+
+def stream_text(tokenizer, ids, errors="replace"):
+    """Yields the text of token ids as they come (from Session.generate, say):
+    each id's bytes are decoded as UTF-8 as far as they form whole characters,
+    and a character cut between two tokens comes out with the later one. An
+    empty piece is not yielded; what is left at the end (bytes that never
+    became a character) is decoded with `errors` ("replace": U+FFFD).
+
+        tok = recur.Tokenizer(model)
+        for piece in recur.stream_text(tok, s.generate("User: hi\\n\\nAssistant:", 200)):
+            print(piece, end="", flush=True)
+    """
+    decoder = _codecs.getincrementaldecoder("utf-8")(errors)
+    for i in ids:
+        piece = decoder.decode(tokenizer.token_bytes(i))
+        if piece:
+            yield piece
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        yield tail
 
 
 def version():

@@ -1,7 +1,7 @@
 # Type stubs of the package recur (python/src/recur_py.cc holds the full docstrings).
 import enum
 import os
-from typing import Literal, Mapping, Optional, Sequence, Union
+from typing import Iterable, Iterator, Literal, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -144,6 +144,29 @@ class Session:
     def save_state(self, stream: int) -> bytes: ...
     def load_state(self, stream: int, state: Union[bytes, bytearray, memoryview]) -> None: ...
     def fork(self) -> Session: ...
+    def generate(
+        self,
+        prompt: Union[str, bytes, Sequence[int]],
+        n: int,
+        temperature: float = 1.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        stop: Union[None, str, Sequence[str]] = None,
+    ) -> Generation:
+        """Reads the prompt, then yields up to n token ids, each read into the session."""
     def close(self) -> None: ...
     def __enter__(self) -> Session: ...
     def __exit__(self, *args: object) -> None: ...
+
+class Generation(Iterator[int]):
+    """Session.generate's iterator of token ids."""
+    def __iter__(self) -> Generation: ...
+    def __next__(self) -> int: ...
+    @property
+    def generated(self) -> int: ...
+    @property
+    def rng_state(self) -> int: ...
+
+def stream_text(tokenizer: Tokenizer, ids: Iterable[int], errors: str = "replace") -> Iterator[str]:
+    """The text of ids as they come, whole UTF-8 characters only."""

@@ -11,6 +11,8 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -238,7 +240,6 @@ class Tokenizer {
 
   const nb::object& model() const { return model_object_; }
 
- private:
   // A sequence of ints (a list, a tuple, a 1-D integer array) as int32 ids.
   static std::vector<int32_t> Ids(nb::handle ids_object) {
     if (PyUnicode_Check(ids_object.ptr()) || PyBytes_Check(ids_object.ptr())) {
@@ -263,6 +264,7 @@ class Tokenizer {
     return ids;
   }
 
+ private:
   nb::object model_object_;
   Model* model_;
   uint32_t size_ = 0;
@@ -464,6 +466,14 @@ class Session {
   }
 
   nb::object model() const { return model_object_; }
+  bool takes_tokens() const { return tokens_; }
+  uint32_t output_width() const { return width_; }
+
+  // Runs call(session) as every call runs: the GIL released, the lock held.
+  template <typename F>
+  void With(F&& call) {
+    Run([&] { return call(session_); });
+  }
 
  private:
 
@@ -581,6 +591,122 @@ class Session {
   std::mutex mutex_;
   bool tokens_ = true;
   uint32_t feature_width_ = 0, width_ = 0;
+};
+
+// Session.generate's iterator: reads the prompt when made, then draws a
+// token per next() and reads it into the session before returning it.
+class Generation {
+ public:
+  Generation(nb::object session_object, nb::handle prompt, size_t n, float temperature,
+             uint32_t top_k, float top_p, uint64_t seed, nb::handle stop)
+      : session_object_(std::move(session_object)),
+        session_(nb::cast<Session*>(session_object_)),
+        n_(n),
+        rng_(seed) {
+    Model* model = nb::cast<Model*>(session_->model());
+    if (session_->batch() != 1) RaiseInvalid("generate: the session must have batch 1");
+    if (!session_->takes_tokens()) RaiseInvalid("generate: the model takes feature frames");
+    options_ = recur_sampler_options_default();
+    options_.temperature = temperature;
+    options_.top_k = top_k;
+    options_.top_p = top_p;
+    if (!(top_p > 0))
+      RaiseInvalid("generate: top_p is " + std::to_string(top_p) + "; it must be in (0, 1]");
+    const float zero = 0;
+    uint64_t rng = 0;
+    int32_t token = 0;
+    Capture(recur_sample(&zero, 1, &options_, &rng, &token)).Check();  // the options' checks
+    const bool vocabulary =
+        recur_model_vocabulary(model->get(), &vocab_, &end_of_text_) == RECUR_OK;
+    logits_.resize(session_->output_width());
+    drawable_ = vocabulary ? std::min<size_t>(vocab_, logits_.size()) : logits_.size();
+    probabilities_ = model->info().output_kind == RECUR_OUTPUT_PROBABILITIES;
+    model_ = model->get();
+
+    if (!stop.is_none()) {
+      if (nb::isinstance<nb::str>(stop)) {
+        stops_.push_back(nb::cast<std::string>(stop));
+      } else {
+        for (nb::handle s : nb::iter(stop)) {
+          if (!nb::isinstance<nb::str>(s)) throw nb::type_error("generate: stop takes str texts");
+          stops_.push_back(nb::cast<std::string>(s));
+        }
+      }
+      for (const std::string& s : stops_) {
+        if (s.empty()) RaiseInvalid("generate: a stop text is empty");
+      }
+      if (!stops_.empty() && !vocabulary) {
+        Capture(recur_model_vocabulary(model->get(), nullptr, nullptr)).Check();
+      }
+    }
+    std::vector<int32_t> ids;
+    if (nb::isinstance<nb::str>(prompt) || PyObject_CheckBuffer(prompt.ptr())) {
+      Tokenizer tokenizer(session_->model());
+      for (nb::handle id : tokenizer.Encode(prompt)) ids.push_back(nb::cast<int32_t>(id));
+    } else {
+      ids = Tokenizer::Ids(prompt);
+    }
+    if (ids.empty()) {
+      RaiseInvalid(
+          "generate: the prompt is empty; the first token is drawn from the logits of "
+          "its last token");
+    }
+    session_->With([&](recur_session* s) {
+      recur_input in{ids.data(), nullptr, ids.size() - 1};
+      recur_status st = recur_session_prefill(s, ids.size() - 1, &in, nullptr);
+      if (st != RECUR_OK) return st;
+      in = recur_input{&ids.back(), nullptr, 1};
+      return recur_session_step(s, &in, logits_.data());
+    });
+  }
+
+  int32_t Next() {
+    if (done_ || made_ >= n_) throw nb::stop_iteration();
+    if (probabilities_) {
+      for (size_t i = 0; i < drawable_; ++i) logits_[i] = std::log(logits_[i]);
+    }
+    int32_t token = -1;
+    session_->With([&](recur_session* s) {
+      recur_status st = recur_sample(logits_.data(), drawable_, &options_, &rng_, &token);
+      if (st != RECUR_OK) return st;
+      recur_input in{&token, nullptr, 1};
+      return recur_session_step(s, &in, logits_.data());
+    });
+    ++made_;
+    if (token == end_of_text_) {
+      done_ = true;
+      throw nb::stop_iteration();
+    }
+    if (!stops_.empty()) {
+      const char* bytes = nullptr;
+      size_t length = 0;
+      Capture(recur_token_bytes(model_, token, &bytes, &length)).Check();
+      const size_t before = text_.size();
+      text_.append(bytes, length);
+      for (const std::string& stop : stops_) {
+        const size_t from = before >= stop.size() ? before - stop.size() + 1 : 0;
+        if (text_.find(stop, from) != std::string::npos) done_ = true;
+      }
+    }
+    return token;
+  }
+
+  size_t generated() const { return made_; }
+  uint64_t rng_state() const { return rng_; }
+
+ private:
+  nb::object session_object_;  // keeps the Session alive
+  Session* session_;
+  const recur_model* model_ = nullptr;
+  size_t n_, made_ = 0, drawable_ = 0;
+  uint64_t rng_;
+  recur_sampler_options options_{};
+  uint32_t vocab_ = 0;
+  int32_t end_of_text_ = -1;
+  bool probabilities_ = false, done_ = false;
+  std::vector<float> logits_;
+  std::vector<std::string> stops_;
+  std::string text_;
 };
 
 const char* InputKindName(recur_input_kind k) {
@@ -827,7 +953,8 @@ NB_MODULE(_recur, m) {
         return "<recur.Tokenizer of " + std::to_string(t.size()) + " tokens>";
       });
 
-  nb::class_<Session>(m, "Session",
+  nb::class_<Session>(
+      m, "Session",
       "B independent streams of one model, each with a fixed-size recurrent state "
       "(recur_session); made by Model.session().\n\n"
       "Threading: the runtime's session is not thread-safe, so every call takes the session's "
@@ -880,6 +1007,37 @@ NB_MODULE(_recur, m) {
            "An independent copy of this session, states included (recur_session_fork).")
       .def("close", &Session::Close,
            "Frees the session's memory now; later calls raise InvalidArgument. Idempotent.")
+      .def(
+          "generate",
+          [](nb::handle self, nb::handle prompt, size_t n, float temperature, uint32_t top_k,
+             float top_p, uint64_t seed, nb::handle stop) {
+            return new Generation(nb::borrow(self), prompt, n, temperature, top_k, top_p, seed,
+                                  stop);
+          },
+          nb::arg("prompt"), nb::arg("n"), nb::arg("temperature") = 1.0f, nb::arg("top_k") = 0,
+          nb::arg("top_p") = 1.0f, nb::arg("seed") = 0, nb::arg("stop") = nb::none(),
+          "Reads `prompt` (text, encoded with the model's vocabulary, or a sequence of token "
+          "ids; at least one token) and returns an iterator over up to `n` generated token ids "
+          "(a Generation). Each id is drawn with recur_sample from the logits of the token "
+          "before (temperature 0 or top_k 1: greedy; top_k 0: all tokens; top_p in (0, 1]; "
+          "`seed` starts the random generator, so a seed gives the same ids on every "
+          "platform) and read into the session before it is returned: at any point the "
+          "session's state holds the prompt and every id returned. Generation ends after n "
+          "ids, at the model's end-of-text token (read, not returned), or after the id whose "
+          "bytes complete one of `stop` (a str or a list of str; returned). Batch-1 token "
+          "sessions only. recur.stream_text turns the ids into text as they come.\n\n"
+          "Raises InvalidArgument (an empty prompt, bad sampling options, a stop text with a "
+          "model without vocabulary), and the errors of step and prefill.")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](Session& s, nb::args) { s.Close(); });
+
+  nb::class_<Generation>(m, "Generation",
+                         "The iterator Session.generate returns: token ids, drawn and read "
+                         "into the session one per next().")
+      .def("__iter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__next__", &Generation::Next)
+      .def_prop_ro("generated", &Generation::generated, "Ids drawn so far.")
+      .def_prop_ro("rng_state", &Generation::rng_state,
+                   "The random generator's state now (splitmix64): a later generate with this "
+                   "as its seed continues the same random sequence.");
 }

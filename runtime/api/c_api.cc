@@ -17,6 +17,7 @@
 #include "mixers/mixer.h"
 #include "model/model.h"
 #include "recur/recur.h"
+#include "text/sampler.h"
 
 #define RECUR_STRINGIFY2(x) #x
 #define RECUR_STRINGIFY(x) RECUR_STRINGIFY2(x)
@@ -107,10 +108,14 @@ constexpr recur::impl::FieldSpan kSessionOptionsFields[] = {
     F(recur_session_options, max_context),     F(recur_session_options, arena),
     F(recur_session_options, arena_size),      F(recur_session_options, state_sums),
     F(recur_session_options, int8_activations)};
+constexpr recur::impl::FieldSpan kSamplerOptionsFields[] = {F(recur_sampler_options, temperature),
+                                                            F(recur_sampler_options, top_k),
+                                                            F(recur_sampler_options, top_p)};
 #undef F
 static_assert(recur::impl::CoversStruct<recur_load_options>(kLoadOptionsFields));
 static_assert(recur::impl::CoversStruct<recur_model_info>(kModelInfoFields));
 static_assert(recur::impl::CoversStruct<recur_session_options>(kSessionOptionsFields));
+static_assert(recur::impl::CoversStruct<recur_sampler_options>(kSamplerOptionsFields));
 
 // Reads options structs that start with struct_size, accepting older
 // (shorter) versions and zero-filling the fields they lack; a size that is
@@ -589,6 +594,23 @@ recur_status recur_detokenize(const recur_model* model, const int32_t* ids, size
 size_t recur_utf8_incomplete_tail(const char* bytes, size_t length) {
   if (bytes == nullptr) return 0;
   return recur::impl::text::Utf8IncompleteTail(reinterpret_cast<const uint8_t*>(bytes), length);
+}
+
+recur_status recur_sample(const float* logits, size_t n, const recur_sampler_options* options,
+                          uint64_t* rng_state, int32_t* token) {
+  return Guard([&]() -> recur_status {
+    if (logits == nullptr || rng_state == nullptr || token == nullptr) {
+      return Report(recur::impl::InvalidArgument("logits, rng_state and token must not be null"));
+    }
+    recur_sampler_options o;
+    Status s = ReadOptions(options, &o, "recur_sampler_options", kSamplerOptionsFields);
+    if (!s.ok()) return Report(s);
+    recur::impl::text::SamplerOptions so;
+    so.temperature = o.temperature;
+    so.top_k = o.top_k;
+    so.top_p = o.top_p == 0 ? 1.0 : double(o.top_p);
+    return Report(recur::impl::text::Sample(logits, n, so, rng_state, token));
+  });
 }
 
 const char* recur_backends(void) {

@@ -226,6 +226,65 @@ recur_status recur_detokenize(const recur_model* model, const int32_t* ids, size
  * byte can complete are not held back). Never fails; thread-safe. */
 size_t recur_utf8_incomplete_tail(const char* bytes, size_t length);
 
+/* --------------------------------------------------------------- sampling */
+
+/* How recur_sample draws the next token from a step's logits. */
+typedef struct recur_sampler_options {
+  size_t struct_size; /* sizeof(recur_sampler_options) */
+  float temperature;  /* the logits are divided by it before the softmax; 0 = greedy: the
+                         highest logit (the default). Finite and >= 0. */
+  uint32_t top_k;     /* keep only the top_k highest logits; 0 = all of them */
+  float top_p;        /* nucleus: keep only the fewest highest logits whose probabilities add
+                         up to at least top_p, in (0, 1]; 0 = 1 (keep all) */
+} recur_sampler_options;
+
+/* recur_sampler_options with struct_size = sizeof(recur_sampler_options) and
+ * every other field at its default (zero: greedy). Nothing to free;
+ * thread-safe; never fails. */
+RECUR_INLINE recur_sampler_options recur_sampler_options_default(void) {
+#ifdef __cplusplus
+  recur_sampler_options options = {};
+#else
+  recur_sampler_options options = {0};
+#endif
+  options.struct_size = sizeof(recur_sampler_options);
+  return options;
+}
+
+/* Draws a token id in [0, n) from logits[0, n) (a step's output of a model
+ * without a softmax head; pass the log of probabilities). `options` may be
+ * NULL (greedy). *rng_state is the state of the random generator,
+ * splitmix64: set it to a seed before the first draw and pass it to every
+ * draw after; each draw that is not greedy advances it by one step. So a
+ * seed and the same logits give the same tokens on every platform (up to
+ * the last bit of exp(): a draw within a rounding of a boundary between
+ * two tokens may differ).
+ *
+ * The algorithm, in double precision:
+ *  1. A logit that is NaN or +inf is an error; -inf is a token never drawn.
+ *  2. temperature 0 or top_k 1 (greedy): the id of the highest logit, the
+ *     lowest id on a tie. *rng_state is neither read nor advanced.
+ *  3. Tokens are ranked by logit, highest first, the lower id first on a
+ *     tie; top_k > 0 keeps the first top_k of them. Each kept token weighs
+ *     w = exp((logit - max logit) / temperature); W is the kept weights'
+ *     sum, added in id order.
+ *  4. top_p < 1 keeps the shortest prefix of that ranking whose weights,
+ *     added in rank order, reach top_p * W (at least one token), and W
+ *     becomes their sum in id order.
+ *  5. u = (splitmix64(rng_state) >> 11) * 2^-53, in [0, 1); the token drawn
+ *     is the first kept token, in id order, at which the running sum of the
+ *     kept weights exceeds u * W.
+ *
+ * Threading: any number of threads may call it at once, each with its own
+ * *rng_state. Memory: keeps a scratch of 12 bytes per logit on the calling
+ * thread, grown the first time a thread draws from more logits (nothing for
+ * greedy draws). Errors: RECUR_INVALID_ARGUMENT (a null logits, rng_state or
+ * token, n of 0 or past 2^31 - 1, options out of range or with a bad
+ * struct_size, a NaN or +inf logit, every logit -inf: the message names
+ * which); *token is then unchanged. */
+recur_status recur_sample(const float* logits, size_t n, const recur_sampler_options* options,
+                          uint64_t* rng_state, int32_t* token);
+
 /* ---------------------------------------------------------------- session */
 
 typedef struct recur_session recur_session;

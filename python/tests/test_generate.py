@@ -1,0 +1,146 @@
+"""Session.generate and recur.stream_text: greedy equals the argmax of step's
+logits, a seed gives the same ids, the session holds what was generated, stop
+texts, and every error.
+
+Needs RECUR_TEST_MODELS (tests/python/make_models.sh); CTest's python.pytest sets it.
+"""
+import os
+
+import numpy as np
+import pytest
+
+import recur
+from test_tokenizer import MODELS, tokenizer, vocab_file  # noqa: F401 (fixtures)
+
+# tokenizer: tiny_pre_tokens (32 token rows, log-softmax head) carrying a vocabulary
+# of 12 tokens, 0 the end of text.
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):  # noqa: F811
+    return tokenizer.model
+
+
+def greedy_by_steps(model, prompt, n):
+    """The argmax of each step's logits over the vocabulary's 12 ids, each read
+    in turn, up to the end of text (read too), and the state after them."""
+    with model.session() as s:
+        s.prefill(np.array([prompt[:-1]], np.int32), outputs=False)
+        y = s.step(np.array([prompt[-1]], np.int32))[0]
+        ids = []
+        for _ in range(n):
+            t = int(np.argmax(y[:12]))
+            y = s.step(np.array([t], np.int32))[0]  # read, end of text too
+            if t == 0:
+                break
+            ids.append(t)
+        return ids, s.save_state(0)
+
+
+def test_greedy_is_the_argmax_and_the_session_holds_the_ids(model):
+    prompt = recur.Tokenizer(model).encode("ho ho")
+    expected, state = greedy_by_steps(model, prompt, 15)
+    assert len(expected) >= 5
+    with model.session() as s:
+        g = s.generate("ho ho", 15, temperature=0)
+        ids = list(g)
+        assert ids == expected
+        assert g.generated == len(ids) + (len(ids) < 15)  # an end of text is drawn, not returned
+        assert s.save_state(0) == state
+    with model.session() as s:
+        assert list(s.generate(prompt, 15, top_k=1, seed=9)) == expected  # ids, top_k 1
+
+
+def test_a_seed_gives_the_same_ids(model):
+    def run(seed, **kw):
+        with model.session() as s:
+            return list(s.generate("hello", 40, temperature=3.0, seed=seed, **kw))
+
+    a = run(5)
+    assert len(a) > 10
+    assert run(5) == a
+    assert run(6) != a
+    assert run(5, top_p=0.5) != a
+    # A tiny top_p keeps only the most likely id: the greedy ids.
+    with model.session() as s:
+        tiny = list(s.generate("hello", 10, temperature=2.0, top_p=1e-6, seed=3))
+    with model.session() as s:
+        assert tiny == list(s.generate("hello", 10, temperature=0))
+
+
+def test_rng_state_advances_one_step_per_draw(model):
+    # splitmix64 adds 0x9E3779B97F4A7C15 to its state per draw; greedy draws nothing.
+    with model.session() as s:
+        g = s.generate("hello", 6, temperature=2.0, seed=11)
+        list(g)
+        assert g.rng_state == (11 + g.generated * 0x9E3779B97F4A7C15) % 2**64
+        g = s.generate("hello", 6, temperature=0, seed=11)
+        list(g)
+        assert g.rng_state == 11
+
+
+def test_stop_ends_after_the_id_that_completes_it(model):
+    tok = recur.Tokenizer(model)
+    with model.session() as s:
+        ids = list(s.generate("ho ho", 20, temperature=0))
+    # The first id (from the third on) whose bytes are ASCII: stop at its text.
+    at = next(i for i in range(2, len(ids)) if tok.token_bytes(ids[i]).isascii())
+    stop = tok.token_bytes(ids[at]).decode()
+    text = b""
+    for end, i in enumerate(ids, 1):
+        text += tok.token_bytes(i)
+        if stop.encode() in text:
+            break
+    with model.session() as s:
+        assert list(s.generate("ho ho", 20, temperature=0, stop=[stop, "never"])) == ids[:end]
+    assert end < len(ids)
+    with model.session() as s:
+        assert list(s.generate("ho ho", 20, temperature=0, stop=stop)) == ids[:end]
+
+
+def test_stream_text_holds_back_cut_characters(model):
+    tok = recur.Tokenizer(model)
+    assert list(recur.stream_text(tok, [7, 8, 9, 5])) == ["hello", "中", " "]
+    assert list(recur.stream_text(tok, [7, 8])) == ["hello", "\ufffd"]
+    with model.session() as s:
+        ids = list(s.generate("hello", 30, temperature=2.0, seed=2))
+    assert "".join(recur.stream_text(tok, ids)) == tok.decode(ids, errors="replace")
+
+
+def test_errors(model):
+    with model.session() as s:
+        with pytest.raises(recur.InvalidArgument, match="the prompt is empty"):
+            s.generate("", 5)
+        with pytest.raises(recur.InvalidArgument, match="the prompt is empty"):
+            s.generate([], 5)
+        with pytest.raises(recur.InvalidArgument, match="temperature is -1"):
+            s.generate("hello", 5, temperature=-1)
+        with pytest.raises(recur.InvalidArgument, match=r"top_p is 0.0+; it must be in \(0, 1\]"):
+            s.generate("hello", 5, top_p=0)
+        with pytest.raises(recur.InvalidArgument, match=r"top_p is 1.5"):
+            s.generate("hello", 5, top_p=1.5)
+        with pytest.raises(recur.InvalidArgument, match="a stop text is empty"):
+            s.generate("hello", 5, stop="")
+        with pytest.raises(TypeError):
+            s.generate("hello", 5, stop=[3])
+        with pytest.raises(recur.OutOfRange):
+            list(s.generate([40], 5))
+    with model.session(batch=2) as s:
+        with pytest.raises(recur.InvalidArgument, match="batch 1"):
+            s.generate("hello", 5)
+    s = model.session()
+    g = s.generate("hello", 5)
+    s.close()
+    with pytest.raises(recur.InvalidArgument, match="the session is closed"):
+        next(g)
+
+
+def test_a_model_without_vocabulary_takes_ids():
+    plain = recur.Model(os.path.join(MODELS, "tiny_pre_tokens.recur"))
+    with plain.session() as s:
+        ids = list(s.generate([1, 2, 3], 8, temperature=1.0, seed=1))
+        assert len(ids) == 8 and all(0 <= i < 32 for i in ids)
+        with pytest.raises(recur.InvalidArgument, match="no vocabulary"):
+            s.generate("hello", 5)
+        with pytest.raises(recur.InvalidArgument, match="no vocabulary"):
+            s.generate([1], 5, stop="x")

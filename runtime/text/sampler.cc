@@ -1,0 +1,103 @@
+#include "text/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+namespace recur::impl::text {
+
+Status CheckSamplerOptions(const SamplerOptions& o) {
+  if (!(o.temperature >= 0) || !std::isfinite(o.temperature)) {
+    return InvalidArgument("temperature is %g; it must be finite and >= 0 (0: greedy)",
+                           o.temperature);
+  }
+  if (!(o.top_p > 0 && o.top_p <= 1)) {
+    return InvalidArgument("top_p is %g; it must be in (0, 1]", o.top_p);
+  }
+  return Status::Ok();
+}
+
+uint64_t SplitMix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+Status Sample(const float* logits, size_t n, const SamplerOptions& options, uint64_t* rng_state,
+              int32_t* token) {
+  RECUR_RETURN_IF_ERROR(CheckSamplerOptions(options));
+  if (n == 0 || n > size_t(std::numeric_limits<int32_t>::max())) {
+    return InvalidArgument("n is %zu; it must be in [1, 2^31 - 1]", n);
+  }
+  size_t best = n;
+  for (size_t i = 0; i < n; ++i) {
+    const float x = logits[i];
+    if (std::isnan(x) || x == std::numeric_limits<float>::infinity()) {
+      return InvalidArgument("logit %zu is %s", i, std::isnan(x) ? "NaN" : "+inf");
+    }
+    if (x != -std::numeric_limits<float>::infinity() && (best == n || x > logits[best])) best = i;
+  }
+  if (best == n) return InvalidArgument("every one of the %zu logits is -inf", n);
+  if (options.temperature == 0 || options.top_k == 1) {
+    *token = int32_t(best);
+    return Status::Ok();
+  }
+
+  // Ranked: higher logit first, the lower id on a tie.
+  const auto ranks_before = [logits](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  thread_local std::vector<int32_t> ids;
+  thread_local std::vector<double> weight;  // by id, set for the candidates only
+  ids.resize(n);
+  weight.resize(n);
+  std::iota(ids.begin(), ids.end(), 0);
+  const double max = logits[best], temperature = options.temperature;
+  size_t kept = n;
+  if (options.top_k != 0 && options.top_k < n) {
+    kept = options.top_k;
+    std::nth_element(ids.begin(), ids.begin() + kept, ids.end(), ranks_before);
+    std::sort(ids.begin(), ids.begin() + kept);
+  }
+  double total = 0;  // in id order
+  for (size_t i = 0; i < kept; ++i) {
+    weight[ids[i]] = std::exp((double(logits[ids[i]]) - max) / temperature);
+    total += weight[ids[i]];
+  }
+  if (options.top_p < 1) {
+    // The shortest prefix of the ranking that holds top_p of the weight:
+    // rank a prefix of m, doubling m until it does.
+    const double goal = options.top_p * total;
+    for (size_t m = std::min<size_t>(kept, 64);; m = std::min(kept, 2 * m)) {
+      std::partial_sort(ids.begin(), ids.begin() + m, ids.begin() + kept, ranks_before);
+      double sum = 0;
+      size_t i = 0;
+      while (i < m && sum < goal) sum += weight[ids[i++]];
+      if (sum >= goal || m == kept) {
+        kept = i;
+        break;
+      }
+    }
+    std::sort(ids.begin(), ids.begin() + kept);
+    total = 0;
+    for (size_t i = 0; i < kept; ++i) total += weight[ids[i]];
+  }
+  const double u = double(SplitMix64(rng_state) >> 11) * 0x1.0p-53;
+  const double target = u * total;
+  double sum = 0;
+  int32_t last = ids[0];
+  for (size_t i = 0; i < kept; ++i) {
+    const double w = weight[ids[i]];
+    if (w <= 0) continue;
+    sum += w;
+    last = ids[i];
+    if (target < sum) break;
+  }
+  *token = last;
+  return Status::Ok();
+}
+
+}  // namespace recur::impl::text
