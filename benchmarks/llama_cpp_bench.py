@@ -5,7 +5,8 @@
         --recur-convert build/release/converter/recur-convert \\
         --recur-bench build/release/benchmarks/recur-bench \\
         [--llama build/llama-cpp] [--shapes 0.1B 0.4B 1.5B] [--types F16 Q8_0 Q4_0 Q4_K_M]
-        [--threads 1 2] [--rounds 2] [--parity --recur-run build/release/tools/recur-run]
+        [--threads 1 2] [--rounds 2] [--parity --recur-run build/release/tools/recur-run
+        [--recur-generate build/release/tools/recur-generate --world-vocab VOCAB]]
 
 For each shape it writes a random-weight RWKV-7 GGUF at F16 the way llama.cpp's converter
 writes one (recur_ref/gguf_rwkv7.py; vocabulary 65,536 with tokenizer model "none"), makes
@@ -18,7 +19,10 @@ prints each pair's tokens/s, recur/llama.cpp, and %bound: the bytes a token read
 file's tensors but the embedding, of which a token reads one row) against the DRAM read
 bandwidth recur-bench measures, per thread. --parity first checks, per type, that
 recur's greedy continuation of a prompt equals llama.cpp's for 64 tokens and prints the
-largest logit difference (llama_peer.py drives llama.cpp).
+largest logit difference (llama_peer.py drives llama.cpp); with --recur-generate and
+--world-vocab it also writes a file carrying the RWKV World vocabulary and checks that
+recur's token ids of a text sample of several scripts equal llama.cpp's, and that
+recur-generate's greedy 64 tokens after it equal llama.cpp's.
 """
 import argparse
 import json
@@ -181,6 +185,43 @@ def parity(args, peer, files, label):
     return failures
 
 
+# Text for the tokenizer check: several scripts, emoji, whitespace runs, digits.
+TOKENIZER_SAMPLE = ("The quick brown fox, 1234567 times.\n\n   Tabs\tand  double  spaces\r\n"
+                    "Ünïcödé: naïve café. Привет, мир! 你好，世界。こんにちは 안녕하세요 "
+                    "مرحبا بالعالم שלום 🙂🚀👩‍💻 \u00a0end\n")
+
+
+def tokenizer_parity(args, peer):
+    """On an F32 file carrying the RWKV World vocabulary (--world-vocab): llama.cpp's and
+    recur's token ids of TOKENIZER_SAMPLE, and recur-generate's greedy 64 tokens after it
+    against llama.cpp's. Returns the failures."""
+    import numpy as np
+    import gguf
+    layers, c = 2, 128
+    sd = random_state_dict(layers, c, 64, 65536, 32, 32, 32, 64, seed=5)
+    path = os.path.join(args.out, "tokenizer-F32.gguf")
+    write_gguf(path, sd, gguf.GGMLQuantizationType.F32, layers, c, 64, 32, 32, 32, 64,
+               vocab=args.world_vocab)
+    model = path[:-5] + ".recur"
+    run([args.recur_convert, path, "-o", model])
+    text = TOKENIZER_SAMPLE.encode()
+    with peer(path, threads=2) as m:
+        want = m.tokenize(text)
+        greedy = m.greedy(want, 64)
+        greedy_text = b"".join(m.token_bytes(t) for t in greedy)
+    import recur
+    got = recur.Tokenizer(recur.Model(model)).encode(text)
+    r = run([args.recur_generate, model, "--prompt", TOKENIZER_SAMPLE, "-n", "64",
+             "--temperature", "0", "--print-ids", "--threads", "2"])
+    generated = [int(t) for t in r.stdout.split()]
+    same_ids = got == want
+    same_text = generated == greedy
+    print(f"  tokenizer: {len(want)} tokens of a {len(text)}-byte sample, recur's ids "
+          f"{'equal' if same_ids else 'DIFFER: FAIL'}; recur-generate's greedy 64 tokens "
+          f"{'equal' if same_text else 'DIFFER: FAIL'} ({greedy_text[:40]!r}...)", flush=True)
+    return (not same_ids) + (not same_text)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
@@ -193,6 +234,9 @@ def main():
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--parity", action="store_true")
+    ap.add_argument("--recur-generate", help="for --parity's tokenizer check")
+    ap.add_argument("--world-vocab", help="for --parity's tokenizer check: the rwkv package's "
+                    "rwkv_vocab_v20230424.txt")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     print(f"CPU: {cpu_name()}; {os.cpu_count()} logical CPUs", flush=True)
@@ -206,6 +250,8 @@ def main():
     if peer:
         for name in PARITY_MODELS:
             failures += parity(args, peer, parity_files(args, name), name)
+        if args.recur_generate and args.world_vocab:
+            failures += tokenizer_parity(args, peer)
     for shape in args.shapes:
         files = files_for(args, shape)
         if peer:

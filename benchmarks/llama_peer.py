@@ -6,6 +6,7 @@ continuation, for the parity checks of benchmarks/llama_cpp_bench.py.
     with peer.Model(path, threads=1) as m:
         logits = m.logits(tokens)            # (len(tokens), vocab) float32
         ids = m.greedy(prompt, 64)           # 64 token ids
+        ids = m.tokenize(b"text")            # its tokenizer, where the file has one
 """
 import ctypes
 import importlib
@@ -79,6 +80,24 @@ def load(folder: str):
             self._decode(tokens, 0, True)
             return np.stack([np.ctypeslib.as_array(ll.llama_get_logits_ith(self.ctx, i), (self.vocab,)).copy()
                              for i in range(len(tokens))])
+
+        def tokenize(self, text: bytes):
+            """llama.cpp's token ids of `text` (no special tokens added or parsed)."""
+            vocab = ll.llama_model_get_vocab(self.model)
+            buf = (ll.llama_token * (len(text) + 8))()
+            n = ll.llama_tokenize(vocab, text, len(text), buf, len(buf), False, False)
+            if n < 0:
+                raise RuntimeError(f"llama_tokenize returned {n}")
+            return list(buf[:n])
+
+        def token_bytes(self, token: int) -> bytes:
+            """The bytes llama.cpp writes for `token`."""
+            vocab = ll.llama_model_get_vocab(self.model)
+            buf = ctypes.create_string_buffer(256)
+            n = ll.llama_token_to_piece(vocab, token, buf, len(buf), 0, False)
+            if n < 0:
+                raise RuntimeError(f"llama_token_to_piece returned {n}")
+            return buf.raw[:n]
 
         def greedy(self, prompt, n: int):
             """n token ids, each the argmax of the logits after the prompt and the ids before it."""
