@@ -4,7 +4,8 @@
 // Rows for f32 and, at a few shapes, for f16, bf16, int8 and q8_0 weights
 // (int8 and q8_0 side by side at mat-vec shapes up to 8192×8192: 64 MiB,
 // past the last-level cache); then batch-1 mat-vecs of 4096 and 8192 square
-// with q4_k, q6_k and q5_k beside int4, in turn. Buffers are 64-byte aligned.
+// with q4_k, q6_k and q5_k beside int4, in turn (and q4_k, q6_k and int4 with
+// block-quantised activations, as llama.cpp multiplies them). Buffers are 64-byte aligned.
 //   dense_bench [TARGET]   e.g. AVX2 to pin dynamic dispatch to that target
 // It also measures this core's FMA peak for reference (machine_limits.h).
 #include <algorithm>
@@ -105,7 +106,7 @@ void KQuantBesideInt4() {
   using recur::impl::kernels::DenseWeights;
   namespace k = recur::impl::kernels;
   std::printf("\nmat-vec, K-quants beside int4 (groups of 32), %d rounds in turn:\n", 3);
-  std::printf("%-16s %-10s %9s %9s %8s\n", "batch x in->out", "w", "us/call", "(best)", "w GB/s");
+  std::printf("%-16s %-12s %9s %9s %8s\n", "batch x in->out", "w", "us/call", "(best)", "w GB/s");
   std::mt19937 rng(2);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (size_t n : {4096, 8192}) {
@@ -127,7 +128,10 @@ void KQuantBesideInt4() {
         {"int4", WeightType::kI4, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}},
         {"int4 dot", WeightType::kI4, k::Int8Activations::kQuantized, nullptr, nullptr, 0, {}},
         {"q6_k", WeightType::kQ6_K, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}},
-        {"q5_k", WeightType::kQ5_K, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}}};
+        {"q5_k", WeightType::kQ5_K, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}},
+        {"q4_k blocks", WeightType::kQ4_K, k::Int8Activations::kBlocks, nullptr, nullptr, 0, {}},
+        {"q6_k blocks", WeightType::kQ6_K, k::Int8Activations::kBlocks, nullptr, nullptr, 0, {}},
+        {"int4 blocks", WeightType::kI4, k::Int8Activations::kBlocks, nullptr, nullptr, 0, {}}};
     for (Entry& e : entries) {
       const size_t wbytes = k::WeightBytes(e.type, in * out);
       e.bytes = hwy::AllocateAligned<uint8_t>(wbytes);
@@ -155,7 +159,7 @@ void KQuantBesideInt4() {
       for (Entry& e : entries) {
         const Timing t =
             TimePerCall([&] { k::Dense(x.get(), in, 1, e.w, y.get(), out, false, e.int8); });
-        std::printf("%-16s %-10s %9.1f %9.1f %8.1f\n", name, e.name, t.median * 1e6, t.best * 1e6,
+        std::printf("%-16s %-12s %9.1f %9.1f %8.1f\n", name, e.name, t.median * 1e6, t.best * 1e6,
                     double(e.total) / t.median * 1e-9);
       }
     }

@@ -8,8 +8,9 @@
 // DensePlan::pack_int4, int4 layers with groups of 32 also keep row panels
 // (kernels::PackDenseI4Panels) for calls of up to kI4PanelMaxBatch rows where
 // the CPU runs them faster: the rows are quantised once, the panels split
-// over the pool. With Int8Activations::kBlocks the layers DenseBlockQ8 takes
-// run on it, unpacked.
+// over the pool. The layers kernels::RunsBlockQ8 names (with
+// Int8Activations::kBlocks every layer DenseBlockQ8 takes) run on it,
+// unpacked.
 #include <algorithm>
 
 #include "backends/dense_op.h"
@@ -27,11 +28,7 @@ class HighwayDense final : public PreparedDense {
       : d_(d), pool_(pool), int8_(int8) {}
 
   // Whether the layer runs on block-quantised activations (DenseBlockQ8).
-  bool Blocks() const {
-    return int8_ == kernels::Int8Activations::kBlocks &&
-           kernels::ActivationBlocksOf(d_.type, d_.group) != kernels::ActivationBlocks::kNone &&
-           d_.in <= kernels::kDenseBlockQ8MaxIn;
-  }
+  bool Blocks() const { return kernels::RunsBlockQ8(d_.type, d_.group, d_.in, int8_); }
 
   // Whether `rows` rows run on integer dot products.
   bool Quantized(size_t rows) const {

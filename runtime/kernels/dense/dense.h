@@ -84,9 +84,10 @@ void Dense(const float* x, size_t x_stride, size_t batch, const float* w, const 
 
 // How Dense runs kI8 weights (other weight types ignore it).
 enum class Int8Activations : uint8_t {
-  kAuto = 0,   // kQuantized where DenseI8DotPreferred says it is faster, else kFloat
+  kAuto = 0,   // kQuantized where DenseI8DotPreferred (K-quants: DenseBlockQ8Preferred)
+               // says it is faster, else kFloat
   kFloat = 1,  // f32 activations, weights widened to f32 (the Dense above)
-  kQuantized = 2,  // DenseI8Dot
+  kQuantized = 2,  // DenseI8Dot (K-quants: DenseBlockQ8 where DenseBlockQ8Preferred)
   // DenseBlockQ8 for the types it takes (as llama.cpp; kI8 as kQuantized,
   // other types f32).
   kBlocks = 3,
@@ -222,6 +223,17 @@ constexpr ActivationBlocks ActivationBlocksOf(WeightType type, uint32_t group) {
 // Widest layer (w.in) DenseBlockQ8 takes: its quantised rows live on the
 // stack; wider layers run Dense.
 inline constexpr size_t kDenseBlockQ8MaxIn = kDenseI8DotMaxIn;
+
+// Whether DenseBlockQ8 runs K-quant layers of `type` faster than f32
+// activations (DenseKQuant) on the SIMD target dispatched to now: true for
+// q4_k and q6_k on x86 from AVX2 (ggml's operations); Int8Activations kAuto
+// and kQuantized then run them on it. Thread-safe.
+bool DenseBlockQ8Preferred(WeightType type);
+
+// Whether Dense with `int8` runs a layer of `type` in groups of `group` with
+// `in` inputs on DenseBlockQ8: kBlocks for every layer it takes, kAuto and
+// kQuantized for the K-quants where DenseBlockQ8Preferred. Thread-safe.
+bool RunsBlockQ8(WeightType type, uint32_t group, size_t in, Int8Activations int8);
 
 // The formula above for weights with ActivationBlocksOf(w.type, w.group) other
 // than kNone and w.in <= kDenseBlockQ8MaxIn; other layers run Dense. x:

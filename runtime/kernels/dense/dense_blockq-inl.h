@@ -14,9 +14,10 @@
 // the block's two scales, as ggml does; the K-quants' minimum terms are
 // summed per block in integers and applied in f32.
 //
-// Written in portable Highway operations, the same on every target: this is
-// the path for numbers equal to llama.cpp's, not the fastest one (the int4
-// and int8 paths of dense_i4-inl.h and dense_i8dot-inl.h are).
+// The portable form is written in Highway operations, the same on every
+// target; on x86 from AVX2 the types of a Q4_K_M, Q4_0 or Q8_0 file run
+// forms of ggml's own operations (X86Rows, with the named operations of
+// isa::x256), Q5_K the portable one.
 #if defined(RECUR_KERNELS_DENSE_DENSE_BLOCKQ_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef RECUR_KERNELS_DENSE_DENSE_BLOCKQ_INL_H_
 #undef RECUR_KERNELS_DENSE_DENSE_BLOCKQ_INL_H_
@@ -31,7 +32,9 @@
 
 #include "hwy/highway.h"
 #include "kernels/dense/dense.h"
+#include "kernels/dense/dense_kquant-inl.h"
 #include "kernels/dense/dense_ref.h"
+#include "kernels/isa/isa-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace recur::impl::kernels {
@@ -304,6 +307,178 @@ HWY_NOINLINE void Rows(size_t rows, const QuantizedRows& a, const DenseWeights& 
   }
 }
 
+#if RECUR_ISA_AVX2
+// The x86 forms (AVX2 and every AVX-512 target): one activation row against
+// one weight row, a block at a time, with ggml's operations: products of
+// unsigned codes and signed activations summed in pairs (maddubs; the sign
+// trick for q8_0, Σ 8·x subtracted for int4's nibbles, Σ 32·x for Q6_K's
+// codes), multiplied by the sub-blocks' scales in pairs (madd), f32 lane by
+// lane over blocks. Each returns Σ_b d_b·(…) of dense.h for the row, the
+// minimums' term apart (*mins).
+namespace x256 = isa::x256;
+
+// dd[k] = f32(scales[k])·d[k] for k < blocks: the two scales of each block.
+HWY_INLINE void BlockScales(const uint16_t* HWY_RESTRICT scales, const float* HWY_RESTRICT d,
+                            size_t blocks, float* HWY_RESTRICT dd) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+  const size_t N = hn::Lanes(df);
+  size_t k = 0;
+  for (; k + N <= blocks; k += N) {
+    const auto h = hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(scales + k));
+    hn::StoreU(hn::Mul(hn::PromoteTo(df, h), hn::LoadU(df, d + k)), df, dd + k);
+  }
+  for (; k < blocks; ++k) {
+    const uint8_t h[2] = {static_cast<uint8_t>(scales[k]), static_cast<uint8_t>(scales[k] >> 8)};
+    dd[k] = kquant_detail::HalfAt(h) * d[k];
+  }
+}
+
+// Σ_k dd[k]·Σ (block k's products), two blocks a step on two accumulators;
+// Products(k) gives block k's 16 i16 pair sums.
+template <class Products>
+HWY_INLINE float SumBlocks32(size_t blocks, const float* HWY_RESTRICT dd,
+                             const Products& products) {
+  x256::VecF acc0 = x256::ZeroF(), acc1 = x256::ZeroF();
+  size_t k = 0;
+  for (; k + 2 <= blocks; k += 2) {
+    acc0 = x256::MulAdd(x256::ToF32(x256::SumPairsI16(products(k))), x256::SetF32(dd[k]), acc0);
+    acc1 = x256::MulAdd(x256::ToF32(x256::SumPairsI16(products(k + 1))), x256::SetF32(dd[k + 1]),
+                        acc1);
+  }
+  if (k < blocks) {
+    acc0 = x256::MulAdd(x256::ToF32(x256::SumPairsI16(products(k))), x256::SetF32(dd[k]), acc0);
+  }
+  return x256::SumOfLanes(x256::Add(acc0, acc1));
+}
+
+HWY_INLINE float Q8_0Row(const uint8_t* HWY_RESTRICT w, size_t blocks,
+                         const int8_t* HWY_RESTRICT q, const float* HWY_RESTRICT dd) {
+  return SumBlocks32(blocks, dd, [&](size_t k) {
+    const x256::VecI wk = x256::LoadU(w + 32 * k);
+    return x256::MulAddPairsU8I8(x256::AbsI8(wk), x256::ApplySign(x256::LoadU(q + 32 * k), wk));
+  });
+}
+
+HWY_INLINE float I4Row(const uint8_t* HWY_RESTRICT w, size_t blocks, const int8_t* HWY_RESTRICT q,
+                       const float* HWY_RESTRICT dd) {
+  const x256::VecI eight = x256::SetI8(8);
+  return SumBlocks32(blocks, dd, [&](size_t k) {
+    const x256::VecI x = x256::LoadU(q + 32 * k);
+    return x256::SubI16(x256::MulAddPairsU8I8(x256::LoadNibbles16(w + 16 * k), x),
+                        x256::MulAddPairsU8I8(eight, x));
+  });
+}
+
+HWY_INLINE float Q4KRow(const uint8_t* HWY_RESTRICT w, size_t blocks, const int8_t* HWY_RESTRICT q,
+                        const float* HWY_RESTRICT d, const int32_t* HWY_RESTRICT sums,
+                        float* mins) {
+  constexpr size_t kBytes = Traits(WeightType::kQ4_K).block_bytes;
+  x256::VecF acc = x256::ZeroF();
+  const x256::VecI low = x256::SetI8(0x0F);
+  float m_sum = 0.0f;
+  for (size_t k = 0; k < blocks; ++k) {
+    const uint8_t* HWY_RESTRICT block = w + k * kBytes;
+    const int8_t* HWY_RESTRICT x = q + k * kKQuantBlock;
+    HWY_ALIGN uint8_t codes[16];  // scales [0, 8), minimums [8, 16)
+    kquant_detail::UnpackScalesQ4K(block + ref::kQ4KScales, codes);
+    x256::VecI sum = x256::ZeroI();
+    for (size_t c = 0; c < 4; ++c) {
+      const x256::VecI b = x256::LoadU(block + ref::kQ4KQs + 32 * c);
+      const x256::VecI lo = x256::MulAddPairsU8I8(x256::And(b, low), x256::LoadU(x + 64 * c));
+      const x256::VecI hi = x256::MulAddPairsU8I8(x256::And(x256::ShiftRightU16<4>(b), low),
+                                                  x256::LoadU(x + 64 * c + 32));
+      const int16_t s0 = codes[2 * c], s1 = codes[2 * c + 1];
+      sum = x256::AddI32(sum, x256::MulAddPairsI16(lo, x256::SetI16(s0)));
+      sum = x256::AddI32(sum, x256::MulAddPairsI16(hi, x256::SetI16(s1)));
+    }
+    acc = x256::MulAdd(x256::ToF32(sum), x256::SetF32(d[k] * kquant_detail::HalfAt(block)), acc);
+    int32_t m = 0;
+    for (size_t j = 0; j < 8; ++j) m += codes[8 + j] * sums[8 * k + j];
+    m_sum += (d[k] * kquant_detail::HalfAt(block + 2)) * static_cast<float>(m);
+  }
+  *mins = m_sum;
+  return x256::SumOfLanes(acc);
+}
+
+HWY_INLINE float Q6KRow(const uint8_t* HWY_RESTRICT w, size_t blocks, const int8_t* HWY_RESTRICT q,
+                        const float* HWY_RESTRICT d, float* mins) {
+  constexpr size_t kBytes = Traits(WeightType::kQ6_K).block_bytes;
+  x256::VecF acc = x256::ZeroF();
+  const x256::VecI low = x256::SetI8(0x0F), two = x256::SetI8(0x03), bias = x256::SetI8(32);
+  for (size_t k = 0; k < blocks; ++k) {
+    const uint8_t* HWY_RESTRICT block = w + k * kBytes;
+    const int8_t* HWY_RESTRICT x = q + k * kKQuantBlock;
+    const auto* HWY_RESTRICT sc = reinterpret_cast<const int8_t*>(block + ref::kQ6KScales);
+    x256::VecI sum = x256::ZeroI();
+    for (size_t h = 0; h < 2; ++h) {
+      const x256::VecI a = x256::LoadU(block + 64 * h);
+      const x256::VecI b = x256::LoadU(block + 64 * h + 32);
+      const x256::VecI c = x256::LoadU(block + ref::kQ6KQh + 32 * h);
+      const x256::VecI codes[4] = {
+          x256::Or(x256::And(a, low), x256::ShiftLeftU16<4>(x256::And(c, two))),
+          x256::Or(x256::And(b, low),
+                   x256::ShiftLeftU16<4>(x256::And(x256::ShiftRightU16<2>(c), two))),
+          x256::Or(x256::And(x256::ShiftRightU16<4>(a), low),
+                   x256::ShiftLeftU16<4>(x256::And(x256::ShiftRightU16<4>(c), two))),
+          x256::Or(x256::And(x256::ShiftRightU16<4>(b), low),
+                   x256::ShiftLeftU16<4>(x256::And(x256::ShiftRightU16<6>(c), two)))};
+      for (size_t t = 0; t < 4; ++t) {
+        const x256::VecI xt = x256::LoadU(x + 128 * h + 32 * t);
+        const x256::VecI p = x256::SubI16(x256::MulAddPairsU8I8(codes[t], xt),
+                                          x256::MulAddPairsU8I8(bias, xt));
+        const size_t s = 8 * h + 2 * t;  // inputs 16 a scale: one per 128-bit half
+        sum = x256::AddI32(sum, x256::MulAddPairsI16(p, x256::SetI16Halves(sc[s], sc[s + 1])));
+      }
+    }
+    acc = x256::MulAdd(x256::ToF32(sum),
+                       x256::SetF32(d[k] * kquant_detail::HalfAt(block + ref::kQ6KD)), acc);
+  }
+  *mins = 0.0f;
+  return x256::SumOfLanes(acc);
+}
+
+// The rows of `a` against every weight row with the forms above; false for
+// a type they do not cover (Q5_K), which the portable Rows then runs.
+HWY_INLINE bool X86Rows(size_t rows, const QuantizedRows& a, const DenseWeights& w,
+                        float* HWY_RESTRICT y, size_t y_stride, bool accumulate) {
+  const size_t in = w.in, row_bytes = WeightRowBytes(w.type, in);
+  const size_t blocks = in / (IsKQuant(w.type) ? kKQuantBlock : 32);
+  switch (w.type) {
+    case WeightType::kQ8_0:
+    case WeightType::kI4:
+    case WeightType::kQ4_K:
+    case WeightType::kQ6_K:
+      break;
+    default:
+      return false;
+  }
+  HWY_ALIGN float dd[kQBytes / 32];
+  for (size_t o = 0; o < w.out; ++o) {
+    const uint8_t* HWY_RESTRICT row = static_cast<const uint8_t*>(w.weight) + o * row_bytes;
+    for (size_t r = 0; r < rows; ++r) {
+      const int8_t* q = a.q + r * in;
+      const float* d = a.d + r * blocks;
+      if (w.group_scales != nullptr) BlockScales(w.group_scales + o * blocks, d, blocks, dd);
+      float mins = 0.0f, s = 0.0f;
+      switch (w.type) {
+        case WeightType::kQ8_0: s = Q8_0Row(row, blocks, q, dd); break;
+        case WeightType::kI4: s = I4Row(row, blocks, q, dd); break;
+        case WeightType::kQ4_K:
+          s = Q4KRow(row, blocks, q, d, a.sums + r * (in / kSubBlock), &mins);
+          break;
+        default: s = Q6KRow(row, blocks, q, d, &mins); break;
+      }
+      s -= mins;
+      if (w.bias != nullptr) s += w.bias[o];
+      float& yo = y[r * y_stride + o];
+      yo = accumulate ? yo + s : s;
+    }
+  }
+  return true;
+}
+#endif  // RECUR_ISA_AVX2
+
 }  // namespace blockq_detail
 
 HWY_INLINE void BlockQ8Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
@@ -325,6 +500,9 @@ HWY_INLINE void BlockQ8Dense(const float* x, size_t x_stride, size_t batch, cons
       }
     }
     float* yb = y + b0 * y_stride;
+#if RECUR_ISA_AVX2
+    if (bd::X86Rows(rows, a, w, yb, y_stride, accumulate)) continue;
+#endif
     switch (w.type) {
       case WeightType::kQ8_0:
         bd::Rows<bd::Q8_0Format>(rows, a, w, yb, y_stride, accumulate);

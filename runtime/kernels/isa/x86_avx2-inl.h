@@ -68,12 +68,24 @@ HWY_INLINE VecF LoadF16ToF32(const void* p) {
 }
 
 HWY_INLINE VecI And(VecI a, VecI b) { return _mm256_and_si256(a, b); }
+HWY_INLINE VecI Or(VecI a, VecI b) { return _mm256_or_si256(a, b); }
 // Each 16-bit lane shifted right by k, zeros shifted in.
 template <int k>
 HWY_INLINE VecI ShiftRightU16(VecI v) {
   return _mm256_srli_epi16(v, k);
 }
+// Each 16-bit lane shifted left by k.
+template <int k>
+HWY_INLINE VecI ShiftLeftU16(VecI v) {
+  return _mm256_slli_epi16(v, k);
+}
 HWY_INLINE VecI AddI16(VecI a, VecI b) { return _mm256_add_epi16(a, b); }
+HWY_INLINE VecI SubI16(VecI a, VecI b) { return _mm256_sub_epi16(a, b); }
+HWY_INLINE VecI SetI16(int16_t v) { return _mm256_set1_epi16(v); }
+// lo in the 8 i16 lanes of the lower 128 bits, hi in those of the upper.
+HWY_INLINE VecI SetI16Halves(int16_t lo, int16_t hi) {
+  return _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
+}
 HWY_INLINE VecI AddI32(VecI a, VecI b) { return _mm256_add_epi32(a, b); }
 // |v| of signed bytes, as u8 (|−128| = 128).
 HWY_INLINE VecI AbsI8(VecI v) { return _mm256_abs_epi8(v); }
@@ -94,6 +106,10 @@ HWY_INLINE VecI MulAddPairsU8I8(VecI u, VecI s) { return _mm256_maddubs_epi16(u,
 
 // Lane j = a[2j] + a[2j+1] in i32 (vpmaddwd against ones).
 HWY_INLINE VecI SumPairsI16(VecI a) { return _mm256_madd_epi16(a, _mm256_set1_epi16(1)); }
+
+// Lane j = a[2j]·b[2j] + a[2j+1]·b[2j+1] in i32 (vpmaddwd): exact unless all
+// four are −32768.
+HWY_INLINE VecI MulAddPairsI16(VecI a, VecI b) { return _mm256_madd_epi16(a, b); }
 
 // Signed bytes x with the sign of s: −x where s < 0, 0 where s = 0, x where
 // s > 0 (vpsignb).
