@@ -30,7 +30,7 @@ CHUNK = mixers.CHUNK
 
 _REQUIRED_KEYS = {"layout", "d_model", "n_layers", "norm_placement", "layer_norm_eps", "input",
                   "max_positions", "mixer", "ffn", "final_norm", "head"}
-_OPTIONAL_KEYS = {"notes", "input_description", "output_description", "token_shift", "norm",
+_OPTIONAL_KEYS = {"notes", "input_description", "output_description", "tokenizer", "token_shift", "norm",
                   "positions", "residual"}
 # "norm": {"type": one of these} (default layer_norm); scale_norm adds "scale", SCALE_NORM_SCALES.
 NORM_TYPES = ("layer_norm", "rms_norm", "scale_norm")
@@ -125,6 +125,9 @@ def validate(config: dict) -> None:
     need(keys >= _REQUIRED_KEYS, f"missing keys {sorted(_REQUIRED_KEYS - keys)}")
     need(keys <= _REQUIRED_KEYS | _OPTIONAL_KEYS, f"unknown keys {sorted(keys - _REQUIRED_KEYS - _OPTIONAL_KEYS)}")
     need(config["layout"] == "recur", "layout must be 'recur'")
+    # "tokenizer": the token model's vocabulary file (the rwkv package's format), a path relative
+    # to config.json; metadata for the converter and the tools, no part of the model's math.
+    need(isinstance(config.get("tokenizer", ""), str), "tokenizer must be a string (a vocabulary file)")
     need(_positive_int(config["d_model"]), "d_model must be a positive integer")
     need(_positive_int(config["n_layers"]), "n_layers must be a positive integer")
     need(config["norm_placement"] in ("pre", "post"), "norm_placement must be 'pre' or 'post'")
