@@ -10,6 +10,8 @@
 #      (PNG), test-set bits/dim of the linear model and its softmax baseline
 #   6. speech demo: convert the digit recogniser, synthesise held-out-speaker
 #      utterances, transcribe one as it streams, score them all
+#   7. text demo: convert the small language model with its vocabulary and
+#      let recur-generate continue two prompts
 # Usage (as root on Debian 12): scripts/main.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,6 +78,13 @@ echo "-- the same with RWKV-7 blocks (models/zoo/speech_digits_rwkv7)"
 "$bin/recur-speech" eval "$out/speech_digits_rwkv7.recur" --corpus "$out/speech_corpus" \
   > "$out/speech_rwkv7_eval.txt"
 tail -n 2 "$out/speech_rwkv7_eval.txt"
+
+echo "== 7. text demo (models/zoo/text_rwkv7; trained on Debian's documentation)"
+"$bin/recur-convert" models/zoo/text_rwkv7/weights.safetensors \
+  --config models/zoo/text_rwkv7/config.json -o "$out/text_rwkv7.recur" | tail -n 1
+"$bin/recur-generate" "$out/text_rwkv7.recur" --prompt "The Debian project" -n 80 \
+  --temperature 0.8 --top-p 0.9 --seed 3
+"$bin/recur-generate" "$out/text_rwkv7.recur" --prompt "Python is" -n 60 --temperature 0
 
 cat <<EOF
 done: files are in $out

@@ -429,6 +429,8 @@ int main(int argc, char** argv) {
     if (const std::string e = save(); !e.empty()) return Fail(e);
   }
   const Totals& t = gen.totals();
+  // The text ends where the model stopped, often mid-line: the report starts a line of its own.
+  if (!chat && !print_ids && t.generated > 0) std::fputc('\n', stderr);
   std::fprintf(stderr,
                "read %zu tokens in %.3f s (%s tokens/s), generated %zu tokens in %.3f s "
                "(%s tokens/s), seed %llu\n",
