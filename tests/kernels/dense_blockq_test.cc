@@ -369,6 +369,29 @@ TEST_CASE("Dense with kBlocks: the layers DenseBlockQ8 takes, and the others as 
   Dense(x.data(), in, 2, f, want.data(), out, false);
   CHECK(y == want);
   CHECK(ActivationBlocksOf(WeightType::kQ8_0, 64) == ActivationBlocks::kNone);
+  // kAuto and kQuantized: K-quants on DenseBlockQ8 where it is preferred, else f32
+  // activations; int4 and q8_0 never (their own integer paths).
+  ForEachTarget([&](const std::string&) {
+    for (WeightType type : kTypes) {
+      INFO(WeightTypeName(type));
+      Layer k = RandomLayer(rng, type, in, out);
+      const bool blocks = IsKQuant(type) && DenseBlockQ8Preferred(type);
+      CHECK(RunsBlockQ8(type, k.w.group, in, Int8Activations::kAuto) == blocks);
+      CHECK(RunsBlockQ8(type, k.w.group, in, Int8Activations::kQuantized) == blocks);
+      CHECK(!RunsBlockQ8(type, k.w.group, in, Int8Activations::kFloat));
+      CHECK(RunsBlockQ8(type, k.w.group, in, Int8Activations::kBlocks));
+      CHECK(!RunsBlockQ8(type, k.w.group, kDenseBlockQ8MaxIn + 256, Int8Activations::kBlocks));
+      if (!IsKQuant(type)) continue;
+      Dense(x.data(), in, 2, k.w, y.data(), out, false, Int8Activations::kAuto);
+      if (blocks) {
+        DenseBlockQ8(x.data(), in, 2, k.w, want.data(), out, false);
+      } else {
+        Dense(x.data(), in, 2, k.w, want.data(), out, false);
+      }
+      CHECK(y == want);
+    }
+  });
+  CHECK(DenseBlockQ8Preferred(WeightType::kQ5_K) == false);
   CHECK(ActivationBlocksOf(WeightType::kQ6_K, 0) == ActivationBlocks::kQ8_K);
   CHECK(ActivationBlocksOf(WeightType::kI8, 0) == ActivationBlocks::kNone);
 }
