@@ -28,12 +28,14 @@ class HighwayDense final : public PreparedDense {
       : d_(d), pool_(pool), int8_(int8) {}
 
   // Whether the layer runs on block-quantised activations (DenseBlockQ8).
-  bool Blocks() const { return kernels::RunsBlockQ8(d_.type, d_.group, d_.in, int8_); }
+  bool Blocks(size_t rows) const {
+    return kernels::RunsBlockQ8(d_.type, d_.group, d_.in, int8_, rows);
+  }
 
   // Whether `rows` rows run on integer dot products.
   bool Quantized(size_t rows) const {
     if (int8_ == kernels::Int8Activations::kBlocks) {
-      return Blocks() ||
+      return Blocks(rows) ||
              (d_.type == kernels::WeightType::kI8 && d_.in <= kernels::kDenseI8DotMaxIn);
     }
     if (d_.type == kernels::WeightType::kI4) {
@@ -71,7 +73,7 @@ class HighwayDense final : public PreparedDense {
   }
 
   void Run(const float* x, size_t rows, float* y, bool accumulate) override {
-    if (Blocks()) {
+    if (Blocks(rows)) {
       RunDense(d_, x, rows, y, accumulate, pool_, kernels::Int8Activations::kBlocks);
       return;
     }
@@ -129,7 +131,7 @@ class Highway final : public DenseBackend {
     if (plan.pack_weights && pack) RECUR_RETURN_IF_ERROR(op->Pack());
     // Panels when the smallest planned count (a step's) is a small batch.
     const size_t few = plan.rows.front();
-    if (plan.pack_int4 && !op->Blocks() && few <= kernels::kI4PanelMaxBatch && op->Quantized(few) &&
+    if (plan.pack_int4 && !op->Blocks(few) && few <= kernels::kI4PanelMaxBatch && op->Quantized(few) &&
         kernels::DenseI4PanelBytes(d) > 0 && kernels::DenseI4PanelsPreferred()) {
       RECUR_RETURN_IF_ERROR(op->PackInt4Panels());
     }

@@ -375,23 +375,27 @@ TEST_CASE("Dense with kBlocks: the layers DenseBlockQ8 takes, and the others as 
     for (WeightType type : kTypes) {
       INFO(WeightTypeName(type));
       Layer k = RandomLayer(rng, type, in, out);
-      const bool blocks = IsKQuant(type) && DenseBlockQ8Preferred(type);
-      CHECK(RunsBlockQ8(type, k.w.group, in, Int8Activations::kAuto) == blocks);
-      CHECK(RunsBlockQ8(type, k.w.group, in, Int8Activations::kQuantized) == blocks);
-      CHECK(!RunsBlockQ8(type, k.w.group, in, Int8Activations::kFloat));
-      CHECK(RunsBlockQ8(type, k.w.group, in, Int8Activations::kBlocks));
-      CHECK(!RunsBlockQ8(type, k.w.group, kDenseBlockQ8MaxIn + 256, Int8Activations::kBlocks));
-      if (!IsKQuant(type)) continue;
-      Dense(x.data(), in, 2, k.w, y.data(), out, false, Int8Activations::kAuto);
-      if (blocks) {
-        DenseBlockQ8(x.data(), in, 2, k.w, want.data(), out, false);
-      } else {
-        Dense(x.data(), in, 2, k.w, want.data(), out, false);
+      for (size_t batch : {1, 2}) {
+        const bool blocks = IsKQuant(type) && DenseBlockQ8Preferred(type, batch);
+        CHECK(RunsBlockQ8(type, k.w.group, in, Int8Activations::kAuto, batch) == blocks);
+        CHECK(RunsBlockQ8(type, k.w.group, in, Int8Activations::kQuantized, batch) == blocks);
+        CHECK(!RunsBlockQ8(type, k.w.group, in, Int8Activations::kFloat, batch));
+        CHECK(RunsBlockQ8(type, k.w.group, in, Int8Activations::kBlocks, batch));
+        CHECK(!RunsBlockQ8(type, k.w.group, kDenseBlockQ8MaxIn + 256, Int8Activations::kBlocks,
+                           batch));
+        if (!IsKQuant(type)) continue;
+        Dense(x.data(), in, batch, k.w, y.data(), out, false, Int8Activations::kAuto);
+        if (blocks) {
+          DenseBlockQ8(x.data(), in, batch, k.w, want.data(), out, false);
+        } else {
+          Dense(x.data(), in, batch, k.w, want.data(), out, false);
+        }
+        CHECK(std::equal(y.begin(), y.begin() + batch * out, want.begin()));
       }
-      CHECK(y == want);
     }
   });
-  CHECK(DenseBlockQ8Preferred(WeightType::kQ5_K) == false);
+  CHECK(DenseBlockQ8Preferred(WeightType::kQ5_K, 1) == false);
+  CHECK(DenseBlockQ8Preferred(WeightType::kQ4_K, 2) == false);
   CHECK(ActivationBlocksOf(WeightType::kQ6_K, 0) == ActivationBlocks::kQ8_K);
   CHECK(ActivationBlocksOf(WeightType::kI8, 0) == ActivationBlocks::kNone);
 }

@@ -330,8 +330,8 @@ typedef enum recur_int8_activations {
   /* RECUR_INT8_ACTIVATIONS_QUANTIZED where this CPU's SIMD target has
    * integer dot products (x86 SSSE3 and later, arm64 NEON) and the layer
    * takes them (16 <= inputs <= 16384), else FLOAT. q4_k and q6_k layers run
-   * as BLOCKS on x86 from AVX2, where that is faster, else FLOAT; q5_k
-   * FLOAT. The default. */
+   * as BLOCKS for one row at a time (a step of one stream) on x86 from AVX2,
+   * where that is faster, else FLOAT; q5_k FLOAT. The default. */
   RECUR_INT8_ACTIVATIONS_AUTO = 0,
   /* Activations stay float32; the weights are widened to float32 as they
    * are read: the int8 weights' rounding is the only error added. */

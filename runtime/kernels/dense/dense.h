@@ -224,16 +224,20 @@ constexpr ActivationBlocks ActivationBlocksOf(WeightType type, uint32_t group) {
 // stack; wider layers run Dense.
 inline constexpr size_t kDenseBlockQ8MaxIn = kDenseI8DotMaxIn;
 
-// Whether DenseBlockQ8 runs K-quant layers of `type` faster than f32
-// activations (DenseKQuant) on the SIMD target dispatched to now: true for
-// q4_k and q6_k on x86 from AVX2 (ggml's operations); Int8Activations kAuto
-// and kQuantized then run them on it. Thread-safe.
-bool DenseBlockQ8Preferred(WeightType type);
+// Whether DenseBlockQ8 runs `batch` rows of a K-quant layer of `type` faster
+// than f32 activations (DenseKQuant) on the SIMD target dispatched to now:
+// true for one row (a decode step) of q4_k and q6_k on x86 from AVX2 (ggml's
+// operations; larger batches share each decoded weight between rows in f32,
+// which DenseBlockQ8 does not); Int8Activations kAuto and kQuantized then run
+// them on it. Thread-safe.
+bool DenseBlockQ8Preferred(WeightType type, size_t batch);
 
-// Whether Dense with `int8` runs a layer of `type` in groups of `group` with
-// `in` inputs on DenseBlockQ8: kBlocks for every layer it takes, kAuto and
-// kQuantized for the K-quants where DenseBlockQ8Preferred. Thread-safe.
-bool RunsBlockQ8(WeightType type, uint32_t group, size_t in, Int8Activations int8);
+// Whether Dense with `int8` runs `batch` rows of a layer of `type` in groups
+// of `group` with `in` inputs on DenseBlockQ8: kBlocks for every layer it
+// takes, kAuto and kQuantized for the K-quants where DenseBlockQ8Preferred.
+// Thread-safe.
+bool RunsBlockQ8(WeightType type, uint32_t group, size_t in, Int8Activations int8,
+                 size_t batch);
 
 // The formula above for weights with ActivationBlocksOf(w.type, w.group) other
 // than kNone and w.in <= kDenseBlockQ8MaxIn; other layers run Dense. x:

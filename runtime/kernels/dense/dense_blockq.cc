@@ -19,8 +19,8 @@ void DenseBlockQ8Impl(const float* x, size_t x_stride, size_t batch, const Dense
   BlockQ8Dense(x, x_stride, batch, w, y, y_stride, accumulate);
 }
 
-bool DenseBlockQ8PreferredImpl(WeightType type) {
-  return RECUR_ISA_AVX2 && (type == WeightType::kQ4_K || type == WeightType::kQ6_K);
+bool DenseBlockQ8PreferredImpl(WeightType type, size_t batch) {
+  return RECUR_ISA_AVX2 && batch == 1 && (type == WeightType::kQ4_K || type == WeightType::kQ6_K);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -33,16 +33,17 @@ namespace recur::impl::kernels {
 HWY_EXPORT(DenseBlockQ8Impl);
 HWY_EXPORT(DenseBlockQ8PreferredImpl);
 
-bool DenseBlockQ8Preferred(WeightType type) {
-  return HWY_DYNAMIC_DISPATCH(DenseBlockQ8PreferredImpl)(type);
+bool DenseBlockQ8Preferred(WeightType type, size_t batch) {
+  return HWY_DYNAMIC_DISPATCH(DenseBlockQ8PreferredImpl)(type, batch);
 }
 
-bool RunsBlockQ8(WeightType type, uint32_t group, size_t in, Int8Activations int8) {
+bool RunsBlockQ8(WeightType type, uint32_t group, size_t in, Int8Activations int8,
+                 size_t batch) {
   if (ActivationBlocksOf(type, group) == ActivationBlocks::kNone || in > kDenseBlockQ8MaxIn) {
     return false;
   }
   if (int8 == Int8Activations::kBlocks) return true;
-  return IsKQuant(type) && int8 != Int8Activations::kFloat && DenseBlockQ8Preferred(type);
+  return IsKQuant(type) && int8 != Int8Activations::kFloat && DenseBlockQ8Preferred(type, batch);
 }
 
 void DenseBlockQ8(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,

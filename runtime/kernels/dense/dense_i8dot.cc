@@ -64,7 +64,7 @@ void DenseI8DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales
 
 void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
            size_t y_stride, bool accumulate, Int8Activations int8) {
-  if (RunsBlockQ8(w.type, w.group, w.in, int8)) {
+  if (RunsBlockQ8(w.type, w.group, w.in, int8, batch)) {
     DenseBlockQ8(x, x_stride, batch, w, y, y_stride, accumulate);
     return;
   }
