@@ -133,7 +133,7 @@ HWY_INLINE void QuantizeQ8_K(const float* HWY_RESTRICT x, size_t in, int8_t* HWY
 
 // The int16 vectors of a block's codes: visit(i, codes) for the block's
 // inputs [i, i + Lanes(D16)), codes already times the sub-block's scale.
-// Q8_0-type formats have one scale per block, applied in f32 by Scale.
+// Q8_0-type formats have one scale per block, which Rows applies in f32.
 
 struct Q8_0Format {
   static constexpr size_t kBlock = 32;
