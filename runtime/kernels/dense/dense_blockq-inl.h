@@ -382,16 +382,21 @@ HWY_INLINE float Q4KRow(const uint8_t* HWY_RESTRICT w, size_t blocks, const int8
     const int8_t* HWY_RESTRICT x = q + k * kKQuantBlock;
     HWY_ALIGN uint8_t codes[16];  // scales [0, 8), minimums [8, 16)
     kquant_detail::UnpackScalesQ4K(block + ref::kQ4KScales, codes);
+    const x256::VecI scales = x256::LoadU8x8ToI16Halves(codes);
     x256::VecI sum = x256::ZeroI();
-    for (size_t c = 0; c < 4; ++c) {
+    // Chunk c: 32 bytes, low nibbles sub-block 2c, high ones 2c + 1.
+    const auto chunk = [&](auto c, x256::VecI s_lo, x256::VecI s_hi) {
       const x256::VecI b = x256::LoadU(block + ref::kQ4KQs + 32 * c);
       const x256::VecI lo = x256::MulAddPairsU8I8(x256::And(b, low), x256::LoadU(x + 64 * c));
       const x256::VecI hi = x256::MulAddPairsU8I8(x256::And(x256::ShiftRightU16<4>(b), low),
                                                   x256::LoadU(x + 64 * c + 32));
-      const int16_t s0 = codes[2 * c], s1 = codes[2 * c + 1];
-      sum = x256::AddI32(sum, x256::MulAddPairsI16(lo, x256::SetI16(s0)));
-      sum = x256::AddI32(sum, x256::MulAddPairsI16(hi, x256::SetI16(s1)));
-    }
+      sum = x256::AddI32(sum, x256::MulAddPairsI16(lo, s_lo));
+      sum = x256::AddI32(sum, x256::MulAddPairsI16(hi, s_hi));
+    };
+    chunk(0, x256::BroadcastI16Lane<0>(scales), x256::BroadcastI16Lane<1>(scales));
+    chunk(1, x256::BroadcastI16Lane<2>(scales), x256::BroadcastI16Lane<3>(scales));
+    chunk(2, x256::BroadcastI16Lane<4>(scales), x256::BroadcastI16Lane<5>(scales));
+    chunk(3, x256::BroadcastI16Lane<6>(scales), x256::BroadcastI16Lane<7>(scales));
     acc = x256::MulAdd(x256::ToF32(sum), x256::SetF32(d[k] * kquant_detail::HalfAt(block)), acc);
     int32_t m = 0;
     for (size_t j = 0; j < 8; ++j) m += codes[8 + j] * sums[8 * k + j];
@@ -423,12 +428,17 @@ HWY_INLINE float Q6KRow(const uint8_t* HWY_RESTRICT w, size_t blocks, const int8
                    x256::ShiftLeftU16<4>(x256::And(x256::ShiftRightU16<4>(c), two))),
           x256::Or(x256::And(x256::ShiftRightU16<4>(b), low),
                    x256::ShiftLeftU16<4>(x256::And(x256::ShiftRightU16<6>(c), two)))};
+      // Inputs 16 a scale: scales 8h + 2t and 8h + 2t + 1 for the two 128-bit halves.
+      const x256::VecI scales = x256::LoadI8x8ToI16Halves(sc + 8 * h);
+      const x256::VecI pair_scales[4] = {x256::BroadcastI16Lanes<0, 1>(scales),
+                                         x256::BroadcastI16Lanes<2, 3>(scales),
+                                         x256::BroadcastI16Lanes<4, 5>(scales),
+                                         x256::BroadcastI16Lanes<6, 7>(scales)};
       for (size_t t = 0; t < 4; ++t) {
         const x256::VecI xt = x256::LoadU(x + 128 * h + 32 * t);
         const x256::VecI p = x256::SubI16(x256::MulAddPairsU8I8(codes[t], xt),
                                           x256::MulAddPairsU8I8(bias, xt));
-        const size_t s = 8 * h + 2 * t;  // inputs 16 a scale: one per 128-bit half
-        sum = x256::AddI32(sum, x256::MulAddPairsI16(p, x256::SetI16Halves(sc[s], sc[s + 1])));
+        sum = x256::AddI32(sum, x256::MulAddPairsI16(p, pair_scales[t]));
       }
     }
     acc = x256::MulAdd(x256::ToF32(sum),

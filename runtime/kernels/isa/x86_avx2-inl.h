@@ -81,11 +81,30 @@ HWY_INLINE VecI ShiftLeftU16(VecI v) {
 }
 HWY_INLINE VecI AddI16(VecI a, VecI b) { return _mm256_add_epi16(a, b); }
 HWY_INLINE VecI SubI16(VecI a, VecI b) { return _mm256_sub_epi16(a, b); }
-HWY_INLINE VecI SetI16(int16_t v) { return _mm256_set1_epi16(v); }
-// lo in the 8 i16 lanes of the lower 128 bits, hi in those of the upper.
-HWY_INLINE VecI SetI16Halves(int16_t lo, int16_t hi) {
-  return _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
+// The 8 bytes at p zero-extended to i16 lanes 0..7 of both 128-bit halves.
+HWY_INLINE VecI LoadU8x8ToI16Halves(const uint8_t* p) {
+  return _mm256_broadcastsi128_si256(
+      _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
+// The 8 signed bytes at p sign-extended to i16 lanes 0..7 of both 128-bit halves.
+HWY_INLINE VecI LoadI8x8ToI16Halves(const int8_t* p) {
+  return _mm256_broadcastsi128_si256(
+      _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+// i16 lane lo of v's lower 128-bit half in every i16 lane of that half, lane hi
+// of the upper half in every lane of the upper (vpshufb).
+template <int lo, int hi>
+HWY_INLINE VecI BroadcastI16Lanes(VecI v) {
+  static_assert(lo >= 0 && lo < 8 && hi >= 0 && hi < 8, "lanes of a 128-bit half");
+  return _mm256_shuffle_epi8(
+      v, _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>((2 * hi + 1) << 8 | 2 * hi)),
+                          _mm_set1_epi16(static_cast<int16_t>((2 * lo + 1) << 8 | 2 * lo))));
+}
+template <int j>
+HWY_INLINE VecI BroadcastI16Lane(VecI v) {
+  return BroadcastI16Lanes<j, j>(v);
+}
+
 HWY_INLINE VecI AddI32(VecI a, VecI b) { return _mm256_add_epi32(a, b); }
 // |v| of signed bytes, as u8 (|−128| = 128).
 HWY_INLINE VecI AbsI8(VecI v) { return _mm256_abs_epi8(v); }
