@@ -54,6 +54,12 @@ inline constexpr size_t kQBytes = 16384;
 static_assert(kQBytes >= kDenseBlockQ8MaxIn, "a row must fit the quantisation buffer");
 inline constexpr size_t kSubBlock = 32;  // Q8_K's sums are per 32 codes
 
+// Half bits as f32 without ref::F16ToF32's ldexp (every block reads one).
+HWY_INLINE float HalfToF32(uint16_t bits) {
+  const uint8_t h[2] = {static_cast<uint8_t>(bits), static_cast<uint8_t>(bits >> 8)};
+  return kquant_detail::HalfAt(h);
+}
+
 // Quantised activation rows: row r's codes at q + r·in, its block scales at
 // d + r·blocks, its sub-block sums at sums + r·(in / 32).
 struct QuantizedRows {
@@ -286,7 +292,7 @@ HWY_NOINLINE void Rows(size_t rows, const QuantizedRows& a, const DenseWeights& 
       if constexpr (kIsKQuant<Format>) {
         dw = Format::D(block);
       } else {
-        dw = ref::F16ToF32(w.group_scales[o * blocks + k]);
+        dw = HalfToF32(w.group_scales[o * blocks + k]);
       }
       for (size_t r = 0; r < rows; ++r) {
         const float dx = a.d[r * blocks + k];
@@ -328,10 +334,7 @@ HWY_INLINE void BlockScales(const uint16_t* HWY_RESTRICT scales, const float* HW
     const auto h = hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(scales + k));
     hn::StoreU(hn::Mul(hn::PromoteTo(df, h), hn::LoadU(df, d + k)), df, dd + k);
   }
-  for (; k < blocks; ++k) {
-    const uint8_t h[2] = {static_cast<uint8_t>(scales[k]), static_cast<uint8_t>(scales[k] >> 8)};
-    dd[k] = kquant_detail::HalfAt(h) * d[k];
-  }
+  for (; k < blocks; ++k) dd[k] = HalfToF32(scales[k]) * d[k];
 }
 
 // Σ_k dd[k]·Σ (block k's products), two blocks a step on two accumulators;
