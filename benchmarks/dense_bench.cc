@@ -6,7 +6,8 @@
 // past the last-level cache); then batch-1 mat-vecs of 4096 and 8192 square
 // with q4_k, q6_k and q5_k beside int4, in turn (and q4_k, q6_k and int4 with
 // block-quantised activations, as llama.cpp multiplies them). Buffers are 64-byte aligned.
-//   dense_bench [TARGET]   e.g. AVX2 to pin dynamic dispatch to that target
+//   dense_bench [TARGET] [batches]   e.g. AVX2 to pin dynamic dispatch to that
+//   target; `batches`: only the K-quant batch rows
 // It also measures this core's FMA peak for reference (machine_limits.h).
 #include <algorithm>
 #include <chrono>
@@ -97,6 +98,79 @@ void FillKQuant(std::mt19937& rng, WeightType type, uint8_t* p, size_t blocks) {
   }
 }
 
+// A layer of random weights of `type` (int4: groups of 32 with f16 scales;
+// K-quants: FillKQuant), owning its bytes; total: the bytes a call streams.
+struct RandomWeights {
+  hwy::AlignedFreeUniquePtr<uint8_t[]> bytes;
+  hwy::AlignedFreeUniquePtr<uint16_t[]> scales;
+  size_t total = 0;
+  recur::impl::kernels::DenseWeights w;
+};
+
+RandomWeights MakeRandomWeights(std::mt19937& rng, WeightType type, size_t in, size_t out) {
+  namespace k = recur::impl::kernels;
+  RandomWeights r;
+  const size_t wbytes = k::WeightBytes(type, in * out);
+  r.bytes = hwy::AllocateAligned<uint8_t>(wbytes);
+  r.total = wbytes;
+  r.w.type = type;
+  r.w.in = static_cast<uint32_t>(in);
+  r.w.out = static_cast<uint32_t>(out);
+  if (type == WeightType::kI4) {
+    for (size_t i = 0; i < wbytes; ++i) r.bytes[i] = static_cast<uint8_t>(rng());
+    const size_t groups = out * in / 32;
+    r.scales = hwy::AllocateAligned<uint16_t>(groups);
+    for (size_t g = 0; g < groups; ++g) r.scales[g] = static_cast<uint16_t>(0x1400 | (rng() & 0x3FF));
+    r.w.group_scales = r.scales.get();
+    r.w.group = 32;
+    r.total += groups * 2;
+  } else {
+    FillKQuant(rng, type, r.bytes.get(), in * out / 256);
+  }
+  r.w.weight = r.bytes.get();
+  return r;
+}
+
+bool batches_only = false;  // the last argument "batches": KQuantBatches alone
+
+// Batches through the K-quants (a prefill's and 8 streams' shapes of a 0.1B
+// RWKV-7), f32 activations beside activations rounded to Q8_K blocks, and
+// int4 with quantised activations: GFLOP/s, in turn, 3 rounds.
+void KQuantBatches() {
+  namespace k = recur::impl::kernels;
+  std::printf("\nbatches, K-quants f32 beside blocks, %d rounds in turn:\n", 3);
+  std::printf("%-16s %-12s %9s %9s %8s\n", "batch x in->out", "w", "us/call", "(best)", "GFLOP/s");
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const size_t shapes[][3] = {{8, 768, 3072}, {64, 768, 3072}, {64, 3072, 768}, {512, 768, 768}};
+  for (const auto& s : shapes) {
+    const size_t batch = s[0], in = s[1], out = s[2];
+    auto x = hwy::AllocateAligned<float>(batch * in);
+    auto y = hwy::AllocateAligned<float>(batch * out);
+    for (size_t i = 0; i < batch * in; ++i) x[i] = dist(rng);
+    struct Entry {
+      const char* name;
+      k::Int8Activations int8;
+      RandomWeights r;
+    };
+    Entry entries[] = {{"q4_k", k::Int8Activations::kFloat, MakeRandomWeights(rng, WeightType::kQ4_K, in, out)},
+                       {"q4_k blocks", k::Int8Activations::kBlocks, MakeRandomWeights(rng, WeightType::kQ4_K, in, out)},
+                       {"q6_k", k::Int8Activations::kFloat, MakeRandomWeights(rng, WeightType::kQ6_K, in, out)},
+                       {"q6_k blocks", k::Int8Activations::kBlocks, MakeRandomWeights(rng, WeightType::kQ6_K, in, out)},
+                       {"int4 dot", k::Int8Activations::kQuantized, MakeRandomWeights(rng, WeightType::kI4, in, out)}};
+    char name[64];
+    std::snprintf(name, sizeof(name), "%zux%zu->%zu", batch, in, out);
+    for (int round = 0; round < 3; ++round) {
+      for (Entry& e : entries) {
+        const Timing t =
+            TimePerCall([&] { k::Dense(x.get(), in, batch, e.r.w, y.get(), out, false, e.int8); });
+        std::printf("%-16s %-12s %9.1f %9.1f %8.1f\n", name, e.name, t.median * 1e6, t.best * 1e6,
+                    2.0 * double(batch * in * out) / t.median * 1e-9);
+      }
+    }
+  }
+}
+
 // Batch-1 mat-vecs at language-model sizes, the K-quants beside int4 (f32
 // activations, as the K-quants run, and quantised activations, the int4
 // default where integer dot products are faster), run in turn round after
@@ -118,49 +192,25 @@ void KQuantBesideInt4() {
       const char* name;
       WeightType type;
       k::Int8Activations int8;
-      hwy::AlignedFreeUniquePtr<uint8_t[]> bytes;
-      hwy::AlignedFreeUniquePtr<uint16_t[]> scales;
-      size_t total;  // bytes streamed per call
-      DenseWeights w;
+      RandomWeights r;
     };
-    Entry entries[] = {
-        {"q4_k", WeightType::kQ4_K, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}},
-        {"int4", WeightType::kI4, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}},
-        {"int4 dot", WeightType::kI4, k::Int8Activations::kQuantized, nullptr, nullptr, 0, {}},
-        {"q6_k", WeightType::kQ6_K, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}},
-        {"q5_k", WeightType::kQ5_K, k::Int8Activations::kFloat, nullptr, nullptr, 0, {}},
-        {"q4_k blocks", WeightType::kQ4_K, k::Int8Activations::kBlocks, nullptr, nullptr, 0, {}},
-        {"q6_k blocks", WeightType::kQ6_K, k::Int8Activations::kBlocks, nullptr, nullptr, 0, {}},
-        {"int4 blocks", WeightType::kI4, k::Int8Activations::kBlocks, nullptr, nullptr, 0, {}}};
-    for (Entry& e : entries) {
-      const size_t wbytes = k::WeightBytes(e.type, in * out);
-      e.bytes = hwy::AllocateAligned<uint8_t>(wbytes);
-      e.total = wbytes;
-      e.w.type = e.type;
-      e.w.in = static_cast<uint32_t>(in);
-      e.w.out = static_cast<uint32_t>(out);
-      if (e.type == WeightType::kI4) {
-        for (size_t i = 0; i < wbytes; ++i) e.bytes[i] = static_cast<uint8_t>(rng());
-        const size_t groups = out * in / 32;
-        e.scales = hwy::AllocateAligned<uint16_t>(groups);
-        for (size_t g = 0; g < groups; ++g)
-          e.scales[g] = static_cast<uint16_t>(0x1400 | (rng() & 0x3FF));
-        e.w.group_scales = e.scales.get();
-        e.w.group = 32;
-        e.total += groups * 2;
-      } else {
-        FillKQuant(rng, e.type, e.bytes.get(), in * out / 256);
-      }
-      e.w.weight = e.bytes.get();
-    }
+    Entry entries[] = {{"q4_k", WeightType::kQ4_K, k::Int8Activations::kFloat, {}},
+                       {"int4", WeightType::kI4, k::Int8Activations::kFloat, {}},
+                       {"int4 dot", WeightType::kI4, k::Int8Activations::kQuantized, {}},
+                       {"q6_k", WeightType::kQ6_K, k::Int8Activations::kFloat, {}},
+                       {"q5_k", WeightType::kQ5_K, k::Int8Activations::kFloat, {}},
+                       {"q4_k blocks", WeightType::kQ4_K, k::Int8Activations::kBlocks, {}},
+                       {"q6_k blocks", WeightType::kQ6_K, k::Int8Activations::kBlocks, {}},
+                       {"int4 blocks", WeightType::kI4, k::Int8Activations::kBlocks, {}}};
+    for (Entry& e : entries) e.r = MakeRandomWeights(rng, e.type, in, out);
     char name[64];
     std::snprintf(name, sizeof(name), "1x%zu->%zu", in, out);
     for (int round = 0; round < 3; ++round) {
       for (Entry& e : entries) {
         const Timing t =
-            TimePerCall([&] { k::Dense(x.get(), in, 1, e.w, y.get(), out, false, e.int8); });
+            TimePerCall([&] { k::Dense(x.get(), in, 1, e.r.w, y.get(), out, false, e.int8); });
         std::printf("%-16s %-12s %9.1f %9.1f %8.1f\n", name, e.name, t.median * 1e6, t.best * 1e6,
-                    double(e.total) / t.median * 1e-9);
+                    double(e.r.total) / t.median * 1e-9);
       }
     }
   }
@@ -169,6 +219,10 @@ void KQuantBesideInt4() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[argc - 1], "batches") == 0) {
+    --argc;
+    batches_only = true;
+  }
   if (argc > 1) {
     int64_t pick = 0;
     for (int64_t bits = hwy::SupportedTargets() & HWY_TARGETS; bits != 0; bits &= bits - 1) {
@@ -182,6 +236,10 @@ int main(int argc, char** argv) {
     hwy::SetSupportedTargetsForTest(pick);
   }
   std::printf("dispatch target: %s\n", recur::impl::kernels::SimdTargetName());
+  if (batches_only) {
+    KQuantBatches();
+    return 0;
+  }
   // The same measurement recur-bench prints, on the dispatch target above.
   const double peak = bench::MeasureFmaPeak();
   std::printf("measured FMA peak (1 core, best of 20): %.1f GFLOP/s\n", peak * 1e-9);
@@ -276,6 +334,7 @@ int main(int argc, char** argv) {
     }
   }
   KQuantBesideInt4();
+  KQuantBatches();
   hwy::SetSupportedTargetsForTest(0);
   return 0;
 }

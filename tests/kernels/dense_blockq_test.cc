@@ -282,15 +282,25 @@ TEST_CASE("DenseBlockQ8: every target against the spec, batches, strides, bias, 
   };
   const Shape shapes[] = {{1, 256, 1},  {1, 512, 33}, {2, 768, 17}, {3, 256, 64},
                           {4, 1024, 5}, {5, 512, 16}, {9, 256, 7},  {1, 16384, 3},
-                          {0, 256, 4},  {6, 2048, 2}, {1, 256, 0}};
+                          {0, 256, 4},  {6, 2048, 2}, {1, 256, 0},
+                          // The K-quants' GEMM (AVX-512 with VNNI): several panels, tiles
+                          // past `out`, passes of rows, rows past a kernel's four.
+                          {8, 256, 31}, {70, 768, 33}, {13, 2304, 70}};
   ForEachTarget([&](const std::string&) {
     std::mt19937 rng(3);
     for (WeightType type : kTypes) {
       for (const Shape& s : shapes) {
-        for (int variant = 0; variant < 2; ++variant) {
-          const bool bias_on = variant == 0, accumulate = variant == 1;
+        // Variant 2: a bound scratch too small for the GEMM's rows (the row forms run).
+        for (int variant = 0; variant < 3; ++variant) {
+          if (variant == 2 && s.batch < 8) continue;
+          const bool bias_on = variant != 1, accumulate = variant == 1;
+          float few[16];
+          DenseScratch tiny;
+          tiny.widen = few;
+          tiny.widen_floats = 16;
+          ScopedDenseScratch bind(variant == 2 ? &tiny : nullptr);
           INFO(WeightTypeName(type) << " batch=" << s.batch << " in=" << s.in << " out=" << s.out
-                                    << " accumulate=" << accumulate);
+                                    << " accumulate=" << accumulate << " variant=" << variant);
           Layer l = RandomLayer(rng, type, s.in, s.out);
           std::vector<float> bias(std::max<size_t>(1, s.out));
           for (float& b : bias) b = static_cast<float>(rng() % 1000) / 500.0f - 1.0f;
@@ -339,7 +349,7 @@ TEST_CASE("DenseBlockQ8: every target against the spec, batches, strides, bias, 
 TEST_CASE("Dense with kBlocks: the layers DenseBlockQ8 takes, and the others as before") {
   std::mt19937 rng(5);
   const size_t in = 512, out = 8;
-  std::vector<float> x(2 * in), y(2 * out), want(2 * out);
+  std::vector<float> x(8 * in), y(8 * out), want(8 * out);
   FillActivations(rng, x.data(), x.size(), 0);
   for (WeightType type : kTypes) {
     INFO(WeightTypeName(type));
@@ -375,7 +385,7 @@ TEST_CASE("Dense with kBlocks: the layers DenseBlockQ8 takes, and the others as 
     for (WeightType type : kTypes) {
       INFO(WeightTypeName(type));
       Layer k = RandomLayer(rng, type, in, out);
-      for (size_t batch : {1, 2}) {
+      for (size_t batch : {1, 2, 8}) {
         const bool blocks = IsKQuant(type) && DenseBlockQ8Preferred(type, batch);
         CHECK(RunsBlockQ8(type, k.w.group, in, Int8Activations::kAuto, batch) == blocks);
         CHECK(RunsBlockQ8(type, k.w.group, in, Int8Activations::kQuantized, batch) == blocks);

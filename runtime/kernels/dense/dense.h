@@ -227,8 +227,8 @@ inline constexpr size_t kDenseBlockQ8MaxIn = kDenseI8DotMaxIn;
 // Whether DenseBlockQ8 runs `batch` rows of a K-quant layer of `type` faster
 // than f32 activations (DenseKQuant) on the SIMD target dispatched to now:
 // true for one row (a decode step) of q4_k and q6_k on x86 from AVX2 (ggml's
-// operations; larger batches share each decoded weight between rows in f32,
-// which DenseBlockQ8 does not); Int8Activations kAuto and kQuantized then run
+// operations), and for batches of 8 rows or more of them on AVX-512 with
+// VNNI (its integer GEMM); Int8Activations kAuto and kQuantized then run
 // them on it. Thread-safe.
 bool DenseBlockQ8Preferred(WeightType type, size_t batch);
 
@@ -242,8 +242,12 @@ bool RunsBlockQ8(WeightType type, uint32_t group, size_t in, Int8Activations int
 // The formula above for weights with ActivationBlocksOf(w.type, w.group) other
 // than kNone and w.in <= kDenseBlockQ8MaxIn; other layers run Dense. x:
 // (batch, w.in) f32 with row stride x_stride (finite); y: (batch, w.out) with
-// row stride y_stride (no overlap). No alignment is required; does not
-// allocate (its buffers are on the stack, ~20 KiB); thread-safe.
+// row stride y_stride (no overlap). No alignment is required; thread-safe.
+// Its buffers are on the stack (~20 KiB; ~50 KiB for the GEMM), but for the
+// GEMM (batches of 8 or more q4_k or q6_k rows on AVX-512 with VNNI), which
+// quantises up to 64 rows at a time into Dense's widening scratch: the bound
+// scratch (ScopedDenseScratch, no larger than DenseScratchNeed asks for the
+// layer) or the per-thread buffer; without room there it runs the row forms.
 void DenseBlockQ8(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
                   size_t y_stride, bool accumulate);
 

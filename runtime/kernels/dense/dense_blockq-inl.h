@@ -17,7 +17,8 @@
 // The portable form is written in Highway operations, the same on every
 // target; on x86 from AVX2 the types of a Q4_K_M, Q4_0 or Q8_0 file run
 // forms of ggml's own operations (X86Rows, with the named operations of
-// isa::x256), Q5_K the portable one.
+// isa::x256), Q5_K the portable one. Batches of q4_k and q6_k rows on
+// AVX-512 with VNNI run the GEMM of dense_blockq_gemm-inl.h.
 #if defined(RECUR_KERNELS_DENSE_DENSE_BLOCKQ_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef RECUR_KERNELS_DENSE_DENSE_BLOCKQ_INL_H_
 #undef RECUR_KERNELS_DENSE_DENSE_BLOCKQ_INL_H_
@@ -32,6 +33,7 @@
 
 #include "hwy/highway.h"
 #include "kernels/dense/dense.h"
+#include "kernels/dense/dense_blockq_gemm-inl.h"
 #include "kernels/dense/dense_kquant-inl.h"
 #include "kernels/dense/dense_ref.h"
 #include "kernels/isa/isa-inl.h"
@@ -499,6 +501,13 @@ HWY_INLINE void BlockQ8Dense(const float* x, size_t x_stride, size_t batch, cons
   namespace bd = blockq_detail;
   const ActivationBlocks kind = ActivationBlocksOf(w.type, w.group);
   const size_t in = w.in;
+#if RECUR_ISA_AVX3
+  const auto quantize_q8_k = [in](const float* xr, int8_t* q, float* d) {
+    int32_t sums[bd::kQBytes / bd::kSubBlock];
+    bd::QuantizeQ8_K(xr, in, q, d, sums);
+  };
+  if (blockq_gemm::Run(x, x_stride, batch, w, y, y_stride, accumulate, quantize_q8_k)) return;
+#endif
   const size_t chunk = std::min(bd::kMaxRows, bd::kQBytes / std::max<size_t>(in, 1));
   bd::QuantizedRows a;
   for (size_t b0 = 0; b0 < batch; b0 += chunk) {

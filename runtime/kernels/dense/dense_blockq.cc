@@ -20,6 +20,9 @@ void DenseBlockQ8Impl(const float* x, size_t x_stride, size_t batch, const Dense
 }
 
 bool DenseBlockQ8PreferredImpl(WeightType type, size_t batch) {
+#if RECUR_ISA_AVX3
+  if (blockq_gemm::Takes(type, batch)) return true;
+#endif
   return RECUR_ISA_AVX2 && batch == 1 && (type == WeightType::kQ4_K || type == WeightType::kQ6_K);
 }
 

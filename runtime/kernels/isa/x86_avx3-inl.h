@@ -87,6 +87,12 @@ HWY_INLINE VecI ShiftRightI32(VecI v) {
   return _mm512_srai_epi32(v, k);
 }
 HWY_INLINE VecI AddI32(VecI a, VecI b) { return _mm512_add_epi32(a, b); }
+// The low 32 bits of each i32 lane's product (vpmulld).
+HWY_INLINE VecI MulLoI32(VecI a, VecI b) { return _mm512_mullo_epi32(a, b); }
+// lo in the lower 256 bits, hi in the upper.
+HWY_INLINE VecI Concat256(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
 // |v| of signed bytes, as u8 (|−128| = 128).
 HWY_INLINE VecI AbsI8(VecI v) { return _mm512_abs_epi8(v); }
 // Σ i32 lanes of v (wrapping).

@@ -41,6 +41,15 @@ HWY_INLINE VecI DotU8I8BroadcastAccumulate(VecI acc, VecI u, const int8_t* s) {
           : "v"(u), "m"(*reinterpret_cast<const int32_t*>(s)));
   return acc;
 }
+
+// acc[j] += a[2j]·s[0] + a[2j+1]·s[1] (i16 lanes of a, i32 lanes j): the two
+// i16 at s broadcast to every lane from memory (vpdpwssd), the sum wrapping.
+HWY_INLINE VecI DotI16BroadcastAccumulate(VecI acc, VecI a, const int16_t* s) {
+  __asm__("vpdpwssd %2%{1to16%}, %1, %0"
+          : "+v"(acc)
+          : "v"(a), "m"(*reinterpret_cast<const int32_t*>(s)));
+  return acc;
+}
 }  // namespace x512
 
 namespace x256 {
