@@ -30,6 +30,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "hwy/highway.h"
 #include "kernels/dense/dense.h"
@@ -453,6 +454,131 @@ HWY_INLINE float Q6KRow(const uint8_t* HWY_RESTRICT w, size_t blocks, const int8
   return x256::SumOfLanes(acc);
 }
 
+#if RECUR_ISA_AVX3
+// 512-bit forms of Q4KRow and Q6KRow for the AVX-512 targets: 64 codes a
+// vector, products summed in pairs (maddubs) and by the sub-blocks' scales
+// permuted to their lanes (vpermw, madd). Their activations come prepared
+// once per call (Prepared512).
+namespace x512 = isa::x512;
+
+// Per activation row: q4_k's codes in Q4KRow512's order (per block, inputs
+// [0,32) [64,96) [32,64) [96,128) [128,160) [192,224) [160,192) [224,256):
+// the low and the high nibbles of 64 weight bytes beside their inputs) and
+// its sums per 32 as i16; q6_k's sums per 16 as i16 (|Σ| ≤ 32·127).
+struct Prepared512 {
+  HWY_ALIGN int8_t q[kQBytes];
+  int16_t sums[kQBytes / 16];
+};
+
+HWY_INLINE void Prepare512(WeightType type, size_t rows, const QuantizedRows& a, size_t in,
+                           Prepared512* p) {
+  static constexpr size_t kFrom[8] = {0, 64, 32, 96, 128, 192, 160, 224};
+  for (size_t r = 0; r < rows; ++r) {
+    const int8_t* q = a.q + r * in;
+    if (type == WeightType::kQ4_K) {
+      for (size_t k = 0; k < in / kKQuantBlock; ++k) {
+        for (size_t s = 0; s < 8; ++s) {
+          std::memcpy(p->q + r * in + kKQuantBlock * k + 32 * s, q + kKQuantBlock * k + kFrom[s],
+                      32);
+        }
+      }
+      for (size_t j = 0; j < in / 32; ++j) {
+        p->sums[r * (in / 32) + j] = static_cast<int16_t>(a.sums[r * (in / kSubBlock) + j]);
+      }
+    } else {
+      for (size_t j = 0; j < in / 16; ++j) {
+        int32_t sum = 0;
+        for (size_t i = 0; i < 16; ++i) sum += q[16 * j + i];
+        p->sums[r * (in / 16) + j] = static_cast<int16_t>(sum);
+      }
+    }
+  }
+}
+
+// i16 lanes 0..15 = a, 16..31 = b.
+HWY_INLINE x512::VecI HalvesI16(int16_t a, int16_t b) {
+  return _mm512_mask_set1_epi16(x512::SetI16(a), 0xFFFF0000u, b);
+}
+
+HWY_INLINE float Q4KRow512(const uint8_t* HWY_RESTRICT w, size_t blocks,
+                           const int8_t* HWY_RESTRICT xo, const float* HWY_RESTRICT d,
+                           const int16_t* HWY_RESTRICT sums, float* mins) {
+  constexpr size_t kBytes = Traits(WeightType::kQ4_K).block_bytes;
+  const x512::VecI low = x512::SetI8(0x0F);
+  // Sub-blocks (0, 2), (1, 3), (4, 6), (5, 7) for the halves of the 4 code vectors.
+  const x512::VecI idx[4] = {HalvesI16(0, 2), HalvesI16(1, 3), HalvesI16(4, 6), HalvesI16(5, 7)};
+  x512::VecF acc = x512::ZeroF(), m_acc = x512::ZeroF();
+  for (size_t k = 0; k < blocks; ++k) {
+    const uint8_t* HWY_RESTRICT block = w + k * kBytes;
+    const int8_t* HWY_RESTRICT x = xo + k * kKQuantBlock;
+    HWY_ALIGN uint8_t codes[16];  // scales [0, 8), minimums [8, 16)
+    kquant_detail::UnpackScalesQ4K(block + ref::kQ4KScales, codes);
+    const x512::VecI scales = x512::LoadU8x8ToI16(codes);
+    x512::VecI sum = x512::ZeroI();
+    for (size_t h = 0; h < 2; ++h) {
+      const x512::VecI b = x512::LoadU(block + ref::kQ4KQs + 64 * h);
+      const x512::VecI lo = x512::MulAddPairsU8I8(x512::And(b, low), x512::LoadU(x + 128 * h));
+      const x512::VecI hi = x512::MulAddPairsU8I8(x512::And(x512::ShiftRightU16<4>(b), low),
+                                                  x512::LoadU(x + 128 * h + 64));
+      sum = x512::AddI32(sum, x512::MulAddPairsI16(lo, x512::PermuteI16(idx[2 * h], scales)));
+      sum = x512::AddI32(sum, x512::MulAddPairsI16(hi, x512::PermuteI16(idx[2 * h + 1], scales)));
+    }
+    acc = x512::MulAdd(x512::ToF32(sum), x512::SetF32(d[k] * kquant_detail::HalfAt(block)), acc);
+    // Σ_j m_j·Σ_{i in j} x_i in lanes 0..3 (the others zero), as ggml's acc_m.
+    const x512::VecI m = x512::MulAddPairsI16(x512::LoadU8x8ToI16(codes + 8),
+                                              x512::LoadLower16(sums + 8 * k));
+    m_acc = x512::MulAdd(x512::ToF32(m), x512::SetF32(d[k] * kquant_detail::HalfAt(block + 2)),
+                         m_acc);
+  }
+  *mins = x512::SumOfLanes(m_acc);
+  return x512::SumOfLanes(acc);
+}
+
+HWY_INLINE float Q6KRow512(const uint8_t* HWY_RESTRICT w, size_t blocks,
+                           const int8_t* HWY_RESTRICT q, const float* HWY_RESTRICT d,
+                           const int16_t* HWY_RESTRICT sums) {
+  constexpr size_t kBytes = Traits(WeightType::kQ6_K).block_bytes;
+  const x512::VecI low = x512::SetI8(0x0F), two = x512::SetI8(0x03);
+  // Code vector e of half h holds inputs 128h + 64e + [0, 64): lane l of its
+  // pair sums takes scale 8h + 4e + l / 8.
+  x512::VecI idx[4];
+  for (size_t e = 0; e < 4; ++e) {
+    HWY_ALIGN int16_t lanes[32];
+    for (size_t l = 0; l < 32; ++l) lanes[l] = static_cast<int16_t>(4 * e + l / 8);
+    idx[e] = x512::LoadU(lanes);
+  }
+  x512::VecF acc = x512::ZeroF();
+  const x512::VecI minus32 = x512::SetI16(-32);
+  for (size_t k = 0; k < blocks; ++k) {
+    const uint8_t* HWY_RESTRICT block = w + k * kBytes;
+    const int8_t* HWY_RESTRICT x = q + k * kKQuantBlock;
+    const x512::VecI scales =
+        x512::LoadI8x16ToI16(reinterpret_cast<const int8_t*>(block + ref::kQ6KScales));
+    // Σ_j sc_j·(Σ q·x − 32·Σ x) over the block's 16 sub-blocks of 16.
+    x512::VecI sum = x512::MulAddPairsI16(x512::MulLoI16(scales, minus32),
+                                          x512::LoadLower32(sums + 16 * k));
+    for (size_t h = 0; h < 2; ++h) {
+      const x512::VecI ql = x512::LoadU(block + 64 * h);
+      const x256::VecI c = x256::LoadU(block + ref::kQ6KQh + 32 * h);
+      const x512::VecI qh = x512::Concat256(c, x256::ShiftRightU16<2>(c));
+      const x512::VecI e0 =
+          x512::Or(x512::And(ql, low), x512::ShiftLeftU16<4>(x512::And(qh, two)));
+      const x512::VecI e1 =
+          x512::Or(x512::And(x512::ShiftRightU16<4>(ql), low),
+                   x512::ShiftLeftU16<4>(x512::And(x512::ShiftRightU16<4>(qh), two)));
+      sum = x512::AddI32(sum, x512::MulAddPairsI16(x512::MulAddPairsU8I8(e0, x512::LoadU(x + 128 * h)),
+                                                   x512::PermuteI16(idx[2 * h], scales)));
+      sum = x512::AddI32(
+          sum, x512::MulAddPairsI16(x512::MulAddPairsU8I8(e1, x512::LoadU(x + 128 * h + 64)),
+                                    x512::PermuteI16(idx[2 * h + 1], scales)));
+    }
+    acc = x512::MulAdd(x512::ToF32(sum),
+                       x512::SetF32(d[k] * kquant_detail::HalfAt(block + ref::kQ6KD)), acc);
+  }
+  return x512::SumOfLanes(acc);
+}
+#endif  // RECUR_ISA_AVX3
+
 // The rows of `a` against every weight row with the forms above; false for
 // a type they do not cover (Q5_K), which the portable Rows then runs.
 HWY_INLINE bool X86Rows(size_t rows, const QuantizedRows& a, const DenseWeights& w,
@@ -469,6 +595,11 @@ HWY_INLINE bool X86Rows(size_t rows, const QuantizedRows& a, const DenseWeights&
       return false;
   }
   HWY_ALIGN float dd[kQBytes / 32];
+#if RECUR_ISA_AVX3
+  const bool wide = w.type == WeightType::kQ4_K || w.type == WeightType::kQ6_K;
+  Prepared512 prepared;
+  if (wide) Prepare512(w.type, rows, a, in, &prepared);
+#endif
   for (size_t o = 0; o < w.out; ++o) {
     const uint8_t* HWY_RESTRICT row = static_cast<const uint8_t*>(w.weight) + o * row_bytes;
     for (size_t r = 0; r < rows; ++r) {
@@ -476,6 +607,20 @@ HWY_INLINE bool X86Rows(size_t rows, const QuantizedRows& a, const DenseWeights&
       const float* d = a.d + r * blocks;
       if (w.group_scales != nullptr) BlockScales(w.group_scales + o * blocks, d, blocks, dd);
       float mins = 0.0f, s = 0.0f;
+#if RECUR_ISA_AVX3
+      if (wide) {
+        if (w.type == WeightType::kQ4_K) {
+          s = Q4KRow512(row, blocks, prepared.q + r * in, d, prepared.sums + r * (in / 32), &mins);
+        } else {
+          s = Q6KRow512(row, blocks, q, d, prepared.sums + r * (in / 16));
+        }
+        s -= mins;
+        if (w.bias != nullptr) s += w.bias[o];
+        float& yo = y[r * y_stride + o];
+        yo = accumulate ? yo + s : s;
+        continue;
+      }
+#endif
       switch (w.type) {
         case WeightType::kQ8_0: s = Q8_0Row(row, blocks, q, dd); break;
         case WeightType::kI4: s = I4Row(row, blocks, q, dd); break;

@@ -87,6 +87,12 @@ HWY_INLINE VecI ShiftRightI32(VecI v) {
   return _mm512_srai_epi32(v, k);
 }
 HWY_INLINE VecI AddI32(VecI a, VecI b) { return _mm512_add_epi32(a, b); }
+HWY_INLINE VecI Or(VecI a, VecI b) { return _mm512_or_si512(a, b); }
+// Each 16-bit lane shifted left by k, zeros shifted in.
+template <int k>
+HWY_INLINE VecI ShiftLeftU16(VecI v) {
+  return _mm512_slli_epi16(v, k);
+}
 // The low 32 bits of each i32 lane's product (vpmulld).
 HWY_INLINE VecI MulLoI32(VecI a, VecI b) { return _mm512_mullo_epi32(a, b); }
 // lo in the lower 256 bits, hi in the upper.
@@ -99,6 +105,8 @@ HWY_INLINE VecI AbsI8(VecI v) { return _mm512_abs_epi8(v); }
 HWY_INLINE int32_t SumOfLanesI32(VecI v) { return _mm512_reduce_add_epi32(v); }
 
 HWY_INLINE VecF Add(VecF a, VecF b) { return _mm512_add_ps(a, b); }
+// Σ f32 lanes of v (vector halves added pairwise down to one lane).
+HWY_INLINE float SumOfLanes(VecF v) { return _mm512_reduce_add_ps(v); }
 HWY_INLINE VecF Mul(VecF a, VecF b) { return _mm512_mul_ps(a, b); }
 // a·b + c, fused (one rounding).
 HWY_INLINE VecF MulAdd(VecF a, VecF b, VecF c) { return _mm512_fmadd_ps(a, b, c); }
@@ -113,6 +121,39 @@ HWY_INLINE VecF PermuteLanes(VecI idx, VecF v) { return _mm512_permutexvar_ps(id
 // Lane j = u[2j]·s[2j] + u[2j+1]·s[2j+1] in i16, saturated (vpmaddubsw);
 // u unsigned, s signed bytes. Exact while a pair stays within ±32767.
 HWY_INLINE VecI MulAddPairsU8I8(VecI u, VecI s) { return _mm512_maddubs_epi16(u, s); }
+
+// Lane j = a[2j]·b[2j] + a[2j+1]·b[2j+1] in i32, a and b signed i16
+// (vpmaddwd).
+HWY_INLINE VecI MulAddPairsI16(VecI a, VecI b) { return _mm512_madd_epi16(a, b); }
+
+// The low 16 bits of each i16 lane's product (vpmullw).
+HWY_INLINE VecI MulLoI16(VecI a, VecI b) { return _mm512_mullo_epi16(a, b); }
+HWY_INLINE VecI SetI16(int16_t v) { return _mm512_set1_epi16(v); }
+
+// 8 bytes at p as i16 lanes 0..7, zero-extended (lanes 8..31 zero).
+HWY_INLINE VecI LoadU8x8ToI16(const uint8_t* p) {
+  return _mm512_zextsi256_si512(
+      _mm256_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+// 16 bytes at p in the lowest quarter, zeros above.
+HWY_INLINE VecI LoadLower16(const void* p) {
+  return _mm512_zextsi128_si512(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+}
+
+// 32 bytes at p in the lower half, zeros in the upper.
+HWY_INLINE VecI LoadLower32(const void* p) {
+  return _mm512_zextsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
+}
+
+// i16 lane l = v[idx[l] mod 32] (vpermw).
+HWY_INLINE VecI PermuteI16(VecI idx, VecI v) { return _mm512_permutexvar_epi16(idx, v); }
+
+// 16 signed bytes at p as i16 lanes 0..15 (lanes 16..31 zero).
+HWY_INLINE VecI LoadI8x16ToI16(const int8_t* p) {
+  return _mm512_zextsi256_si512(
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
 
 // Lane j = a[2j] + a[2j+1] in i32 (vpmaddwd against ones).
 HWY_INLINE VecI SumPairsI16(VecI a) { return _mm512_madd_epi16(a, _mm512_set1_epi16(1)); }
