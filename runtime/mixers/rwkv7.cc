@@ -18,8 +18,6 @@
 namespace recur::impl {
 namespace {
 
-float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
 class Rwkv7 final : public Mixer {
  public:
   // S (H, N, N), then x₋₁ (C).
@@ -212,9 +210,11 @@ class Rwkv7 final : public Mixer {
     if (inner != Inner::kNone) {
       const size_t n = rows * down.out;
       ctx.pool->ParallelRanges(n, kElementsPerTask, [&](size_t first, size_t last) {
-        for (size_t i = first; i < last; ++i) {
-          hidden[i] = inner == Inner::kTanh ? std::tanh(hidden[i]) : Sigmoid(hidden[i]);
+        if (inner == Inner::kSigmoid) {
+          kernels::Sigmoid(hidden + first, hidden + first, last - first);
+          return;
         }
+        for (size_t i = first; i < last; ++i) hidden[i] = std::tanh(hidden[i]);
       });
     }
     RunDense(up, hidden, rows, y, false, ctx.pool, ctx.dense);
@@ -222,10 +222,10 @@ class Rwkv7 final : public Mixer {
 
   // Per row and head, in place (§16): w ← exp(−scale·σ(w)), α ← σ(α),
   // κ̂ = normalize(k ⊙ key_norm), k ← k ⊙ (1 + (α − 1) ⊙ key_rate), the value
-  // residual (or the shared rows written), then the recurrence's operands
-  // kk ← −κ̂ and rate ← κ̂ ⊙ α.
+  // residual (nu ← σ(nu) on the way) or the shared rows written, then the
+  // recurrence's operands kk ← −κ̂ and rate ← κ̂ ⊙ α.
   void PrepareRows(size_t rows, const StepContext& ctx, float* k, float* v, float* w, float* rate,
-                   float* kk, const float* nu) const {
+                   float* kk, float* nu) const {
     const size_t a = width_;
     ctx.pool->ParallelRanges(rows, 4, [&](size_t first, size_t last) {
       for (size_t row = first; row < last; ++row) {
@@ -235,11 +235,10 @@ class Rwkv7 final : public Mixer {
         float* kr = k + base;
         float* kkr = kk + base;
         float* vr = v + base;
-        for (size_t i = 0; i < a; ++i) {
-          wr[i] = std::exp(-decay_scale_ * Sigmoid(wr[i]));
-          ar[i] = Sigmoid(ar[i]);
-          kkr[i] = kr[i] * key_norm_[i];
-        }
+        kernels::Sigmoid(wr, wr, a);
+        kernels::AffineExp(wr, -decay_scale_, 0.0f, wr, a);
+        kernels::Sigmoid(ar, ar, a);
+        for (size_t i = 0; i < a; ++i) kkr[i] = kr[i] * key_norm_[i];
         for (size_t h = 0; h < heads_; ++h) {
           float* head = kkr + h * n_;
           const float norm = std::sqrt(kernels::Dot(head, head, n_));
@@ -254,8 +253,9 @@ class Rwkv7 final : public Mixer {
         }
         float* shared = ctx.shared_rows + base;
         if (value_residual_) {
-          const float* nur = nu + base;
-          for (size_t i = 0; i < a; ++i) vr[i] += (shared[i] - vr[i]) * Sigmoid(nur[i]);
+          float* nur = nu + base;
+          kernels::Sigmoid(nur, nur, a);
+          for (size_t i = 0; i < a; ++i) vr[i] += (shared[i] - vr[i]) * nur[i];
         } else {
           std::memcpy(shared, vr, a * sizeof(float));
         }

@@ -141,6 +141,25 @@ TEST_CASE("EluPlusOne") {
   });
 }
 
+TEST_CASE("Sigmoid") {
+  const std::vector<float> specials = {0.0f,   -0.0f, 1e-30f, -1e-30f, -87.0f, -88.0f,
+                                       -89.0f, -200.0f, 17.0f, 88.0f,  89.0f,  200.0f};
+  ForEachTarget([&](const std::string&) {
+    // Exp of −x within kExpUlps (2u·e each), 1 + e and the division one rounding
+    // each, the reference within half an ulp; below −88 the kernel's argument
+    // is clamped (a result under FLT_MIN, the floor).
+    CHECK(CheckRowKernel(Sigmoid, ref::Sigmoid, UniformWith(-30, 30, specials),
+                         [](const float*, size_t, size_t, double want) {
+                           return (2 * recur::impl::testing::kExpUlps + 3) * kU * std::fabs(want) +
+                                  kExpAbsFloor;
+                         }) == 0);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    float y = 0.0f;
+    Sigmoid(&nan, &y, 1);
+    CHECK(std::isnan(y));
+  });
+}
+
 TEST_CASE("AffineExp and Scale") {
   const std::vector<float> specials = {0.0f, -0.0f, 1e-30f, -1e-30f, -40.0f, 40.0f};
   ForEachTarget([&](const std::string&) {

@@ -141,6 +141,17 @@ HWY_INLINE void EluPlusOne(const float* x, float* y, size_t n) {
   });
 }
 
+HWY_INLINE void Sigmoid(const float* x, float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  const auto one = hn::Set(d, 1.0f);
+  const auto lo = hn::Set(d, -88.0f), hi = hn::Set(d, 88.0f);
+  // Exp's argument kept within its range (e^88 is finite); NaN passed on.
+  ew_detail::Map(d, x, y, n, [&](auto v) HWY_ATTR {
+    const auto e = hn::Exp(d, hn::Min(hn::Max(hn::Neg(v), lo), hi));
+    return hn::IfThenElse(hn::IsNaN(v), v, hn::Div(one, hn::Add(one, e)));
+  });
+}
+
 HWY_INLINE void AffineExp(const float* x, float a, float b, float* y, size_t n) {
   const hn::ScalableTag<float> d;
   const auto av = hn::Set(d, a), bv = hn::Set(d, b);

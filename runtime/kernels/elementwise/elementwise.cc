@@ -16,6 +16,7 @@ namespace HWY_NAMESPACE {
 void ReluImpl(const float* x, float* y, size_t n) { Relu(x, y, n); }
 void GeluImpl(const float* x, float* y, size_t n) { Gelu(x, y, n); }
 void EluPlusOneImpl(const float* x, float* y, size_t n) { EluPlusOne(x, y, n); }
+void SigmoidImpl(const float* x, float* y, size_t n) { Sigmoid(x, y, n); }
 void AffineExpImpl(const float* x, float a, float b, float* y, size_t n) {
   AffineExp(x, a, b, y, n);
 }
@@ -59,6 +60,7 @@ namespace recur::impl::kernels {
 HWY_EXPORT(ReluImpl);
 HWY_EXPORT(GeluImpl);
 HWY_EXPORT(EluPlusOneImpl);
+HWY_EXPORT(SigmoidImpl);
 HWY_EXPORT(AffineExpImpl);
 HWY_EXPORT(AffineMaxImpl);
 HWY_EXPORT(AffineExpAccumulateImpl);
@@ -78,6 +80,7 @@ void Gelu(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(GeluImpl)(x
 void EluPlusOne(const float* x, float* y, size_t n) {
   HWY_DYNAMIC_DISPATCH(EluPlusOneImpl)(x, y, n);
 }
+void Sigmoid(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(SigmoidImpl)(x, y, n); }
 void AffineExp(const float* x, float a, float b, float* y, size_t n) {
   HWY_DYNAMIC_DISPATCH(AffineExpImpl)(x, a, b, y, n);
 }

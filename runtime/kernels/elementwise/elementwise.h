@@ -15,6 +15,9 @@ void Relu(const float* x, float* y, size_t n);
 void Gelu(const float* x, float* y, size_t n);
 // y = elu(x) + 1 = (x > 0 ? x + 1 : exp(x))   (docs/attention-math.md §3)
 void EluPlusOne(const float* x, float* y, size_t n);
+// y = 1 / (1 + exp(−x))   (the logistic sigmoid: RWKV-7's gates and decays);
+// 0 below about −88, 1 above about 17, NaN propagates.
+void Sigmoid(const float* x, float* y, size_t n);
 // y = exp(a·x + b)   (FAVOR+ features, docs/attention-math.md §3)
 void AffineExp(const float* x, float a, float b, float* y, size_t n);
 // y = a·x
