@@ -64,12 +64,16 @@ def run(cmd, **kw):
 def files_for(args, shape):
     """{type: (gguf, recur model or the converter's refusal)} for one shape."""
     base = os.path.join(args.out, f"rwkv7-{shape}-F16.gguf")
-    if not os.path.exists(base):
+    path = {t: base if QUANTS[t] is None else os.path.join(args.out, f"rwkv7-{shape}-{t}.gguf")
+            for t in args.types}
+    # The F16 file is written only when a type needs it (it may be deleted once
+    # the quantised files are made: 3 GB at 1.5B).
+    if not os.path.exists(base) and not all(os.path.exists(p) for p in path.values()):
         write_random_gguf(base, shape)
         print(f"wrote {base}", flush=True)
     out = {}
     for t in args.types:
-        gguf_path = base if QUANTS[t] is None else os.path.join(args.out, f"rwkv7-{shape}-{t}.gguf")
+        gguf_path = path[t]
         if not os.path.exists(gguf_path):
             run([os.path.join(args.llama, "bin", "llama-quantize"), base, gguf_path, QUANTS[t]])
         model = gguf_path[:-5] + ".recur"
