@@ -1245,4 +1245,8 @@ TEST_CASE("Mamba2: groups that do not divide heads, a bad kernel, eps or clamp a
   CHECK(LoadWithMixerField<fb::Mamba2>(config, 0, fb::Mamba2::VT_HEAD_DIM, uint32_t{0}) ==
         RECUR_INVALID_MODEL);
   CHECK(Error().find("blocks.0: Mamba2 needs heads, dk, dv > 0") == 0);
+  // 160,000 heads: H·P and H·N within kMaxWidth, in_proj's 2·H·P + 2·G·N + H past it.
+  CHECK(LoadWithMixerField<fb::Mamba2>(config, 0, fb::Mamba2::VT_HEADS, uint32_t{160000}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error().rfind("blocks.0: Mamba2 in_proj's width", 0) == 0);
 }
