@@ -91,7 +91,8 @@ class Mamba2ConverterImpl final : public MixerConverter {
     mixer["conv_kernel"] = t->conv_kernel();
     mixer["norm_eps"] = FloatForJson(t->norm_eps());
     mixer["dt_min"] = FloatForJson(t->dt_min());
-    mixer["dt_max"] = FloatForJson(t->dt_max());
+    // null: no upper clamp (infinite)
+    mixer["dt_max"] = std::isinf(t->dt_max()) ? OrderedJson() : OrderedJson(FloatForJson(t->dt_max()));
     mixer["causal"] = true;
     mixer["in_proj"] = refs.Dense(t->in_proj());
     mixer["conv_weight"] = refs.Ref(t->conv_weight());

@@ -36,7 +36,7 @@ import recur
 #  tied, bias, conv_bias, time_step_limit)
 CASES = [
     ("long", 32, 4, 16, 16, 1, 4, 2, 67, 1000, 2, False, False, True, None),
-    ("grouped", 24, 6, 8, 8, 3, 4, 2, 53, 90, 3, True, False, True, None),
+    ("grouped", 24, 6, 8, 8, 3, 4, 2, 56, 90, 3, True, False, True, None),
     ("odd", 15, 5, 3, 7, 5, 3, 3, 41, 70, 3, False, True, False, (0.02, 1.5)),
 ]
 IDS = [c[0] for c in CASES]
@@ -175,7 +175,9 @@ def test_model_of_reference_mixers_is_transformers_model():
 
 
 def state_spaces_files(model, case, tmp_path):
-    """mamba_ssm's config.json (MambaConfig) and pytorch_model.bin of the same model."""
+    """mamba_ssm's config.json (MambaConfig) and pytorch_model.bin of the same model; a
+    vocabulary of a multiple of 8 rows is written as mamba_ssm pads it (vocab_size 7 fewer,
+    pad_vocab_size_multiple 8)."""
     (_, hidden, heads, head_dim, state, groups, kernel, layers, vocab, _, _, tied, bias, conv_bias,
      limit) = case
     ssm_cfg = {"layer": "Mamba2", "d_state": state, "d_conv": kernel, "expand": heads * head_dim // hidden,
@@ -187,6 +189,8 @@ def state_spaces_files(model, case, tmp_path):
               "ssm_cfg": ssm_cfg, "attn_layer_idx": [], "attn_cfg": {}, "rms_norm": True,
               "residual_in_fp32": True, "fused_add_norm": True, "pad_vocab_size_multiple": 1,
               "tie_embeddings": tied}
+    if vocab % 8 == 0:
+        config.update(vocab_size=vocab - 7, pad_vocab_size_multiple=8)
     sd = {k.replace("backbone.embeddings.", "backbone.embedding."): v.float()
           for k, v in model.state_dict().items()}
     folder = tmp_path / "state_spaces"
@@ -402,7 +406,7 @@ def test_refusals(tmp_path):
           for k, v in model.state_dict().items()}
     sd["backbone.layers.1.mixer.A_log"] = torch.zeros(5)
     config = tmp_path / "config.json"
-    config.write_text(json.dumps(dict(SS_BASE, d_model=24, n_layer=2, vocab_size=53, pad_vocab_size_multiple=1,
+    config.write_text(json.dumps(dict(SS_BASE, d_model=24, n_layer=2, vocab_size=56, pad_vocab_size_multiple=1,
                                       ssm_cfg={"layer": "Mamba2", "d_state": 8, "headdim": 8, "ngroups": 3},
                                       tie_embeddings=True)))
     weights = tmp_path / "pytorch_model.bin"
