@@ -231,6 +231,26 @@ def test_layouts(case, tmp_path):
         check_forms(out, xs, want)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_files(dtype, tmp_path):
+    """save_pretrained of the model in half precision (model.half(), model.bfloat16()):
+    recur reads the file's f16/bf16 tensors and matches the logits of the rounded weights."""
+    case = CASES[2]
+    model = make_model(case)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(dtype).double())
+    xs = tokens(11, 2, 50, case[8])
+    want = want_logits(model, case, xs)
+    hf = tmp_path / "hf"
+    model.to(dtype).save_pretrained(hf, safe_serialization=True)
+    model.double()
+    out = tmp_path / "half.recur"
+    rc, err = recur_convert(hf / "model.safetensors", "--config", hf / "config.json", "-o", out)
+    assert rc == 0, err
+    check_forms(out, xs, want)
+
+
 def test_narrow_weights(tmp_path):
     """--dtype narrows in_proj and out_proj (and the embedding and head) and leaves the
     small vectors f32: the model still follows the logits, to the narrow types' error."""
