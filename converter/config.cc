@@ -22,7 +22,8 @@ Result<ImportedConfig> ParseConfigImpl(const std::string& text, Layout layout,
   json root;
   DuplicateKey duplicate;
   try {
-    root = ParseJson(text.begin(), text.end(), &duplicate);
+    const std::string quoted = QuotePythonConstants(text);
+    root = ParseJson(quoted.begin(), quoted.end(), &duplicate);
   } catch (const std::exception& e) {
     return r.Error("not valid JSON: " + JsonWhat(e));
   }

@@ -1,5 +1,5 @@
 // The whole `recur-convert convert` pipeline: config + weights (safetensors or
-// torch.save) → .recur; or a GGUF file (llama.cpp's, architecture rwkv7),
+// torch.save) → .recur; or a GGUF file (llama.cpp's, architecture rwkv7 or mamba2),
 // which carries its configuration, → .recur.
 #ifndef RECUR_CONVERTER_CONVERT_H_
 #define RECUR_CONVERTER_CONVERT_H_

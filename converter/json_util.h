@@ -61,6 +61,42 @@ nlohmann::json ParseJson(Iterator begin, Iterator end, DuplicateKey* duplicate) 
   return json::parse(begin, end, on_event);
 }
 
+// `text` with Python's JSON extensions Infinity, -Infinity and NaN outside
+// strings written as the strings "Infinity", "-Infinity" and "NaN" (JSON has
+// no such numbers; Python's json module writes float("inf") so, as in
+// transformers' Mamba2 configs' time_step_limit), so that the text parses and
+// a reader that takes such a value reads the string.
+inline std::string QuotePythonConstants(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) {
+        out += text[++i];
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') in_string = true;
+    bool replaced = false;
+    for (const char* word : {"-Infinity", "Infinity", "NaN"}) {
+      const std::string w = word;
+      if (text.compare(i, w.size(), w) == 0) {
+        out += '"' + w + '"';
+        i += w.size() - 1;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out += c;
+  }
+  return out;
+}
+
 // The shortest decimal that reads back as `v` ("1e-06", not 9.99999997e-07).
 inline std::string FormatFloat(float v) {
   char buf[32];

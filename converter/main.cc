@@ -69,7 +69,7 @@ int Run(int argc, char** argv) {
   convert
       ->add_option("weights", convert_options.weights_path,
                    "WEIGHTS.safetensors, a torch.save(state_dict) checkpoint (MODEL.pt, "
-                   "pytorch_model.bin), or a GGUF file of llama.cpp's architecture rwkv7")
+                   "pytorch_model.bin), or a GGUF file of llama.cpp's architecture rwkv7 or mamba2")
       ->required();
   convert->add_option("--state-dict-key", convert_options.state_dict_key,
                       "Checkpoints only: the key path of the state dict inside the saved dict, "

@@ -1,13 +1,18 @@
 // The gguf layout: llama.cpp's GGUF files (converter/gguf.h reads them) of
-// architecture "rwkv7", converted with no config: the hyperparameters are the
+// architectures "rwkv7" and "mamba2", converted with no config: the
+// hyperparameters are the
 // metadata keys llama.cpp writes and reads (its convert_hf_to_gguf.py, and
 // llama_model's loading of LLM_ARCH_RWKV7), the vocabulary is token_embd's
 // rows, and the tensors have llama.cpp's names (blk.<i>.time_mix_w1.weight,
 // ...; rwkv7_model.cc's table, docs/layouts.md "GGUF"). The model is the
 // one BlinkDL's RWKV_x070 computes, with llama.cpp's constants: the decay's
 // exp(−0.606531·sigmoid(·)) and a group norm eps of 64e-5 whatever the head
-// size; the LayerNorms take the file's layer_norm_epsilon.
+// size; the LayerNorms take the file's layer_norm_epsilon. Mamba2: the model
+// mamba_ssm computes (mamba2_model.cc's names, docs/layouts.md "GGUF"), with
+// the file's RMS eps on every norm, the gated one's too, and no clamp of Δ
+// (llama.cpp's graph has none); the head is token_embd without output.weight.
 #include <cmath>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
@@ -16,6 +21,7 @@
 #include "converter/config.h"
 #include "converter/gguf.h"
 #include "converter/layouts/layout_converter.h"
+#include "converter/layouts/mamba2_model.h"
 #include "converter/layouts/rwkv7_model.h"
 #include "converter/vocab_file.h"
 
@@ -40,6 +46,10 @@ class GgufLayoutConverter final : public LayoutConverter {
   }
 
   void MapTensors(const ModelDescription& d, std::vector<ExpectedTensor>* tensors) const override {
+    if (dynamic_cast<const Mamba2Options*>(d.layout_options.get()) != nullptr) {
+      MapMamba2Tensors(d, Mamba2Source::kLlamaCpp, tensors);
+      return;
+    }
     MapRwkv7Tensors(d, Rwkv7Source::kLlamaCpp, tensors);
     // Layer 0 has no value residual (its v is v₀), but llama.cpp's loader
     // wants the three tensors there: its converter writes copies of layer 0's
@@ -166,25 +176,97 @@ Status GgufVocabulary(const GgufFile& file, uint32_t vocab_size, ImportedConfig*
   return Status::Ok();
 }
 
-Status ConfigFromGgufImpl(const GgufFile& file, ImportedConfig* out) {
-  auto arch = file.GetString("general.architecture");
-  if (!arch.ok()) return arch.status();
-  if (*arch != "rwkv7") {
-    return Status(StatusCode::kUnsupported,
-                  "general.architecture is \"" + *arch +
-                      "\": recur-convert reads GGUF files of llama.cpp's architecture \"rwkv7\" "
-                      "(RWKV-7) only");
+// The vocabulary size: token_embd's rows (ne = [embedding_length, vocab]).
+Status GgufVocabRows(const GgufFile& file, uint32_t d_model, uint32_t* vocab) {
+  const GgufTensor* embd = file.FindTensor("token_embd.weight");
+  if (embd == nullptr) {
+    return Status(StatusCode::kInvalidArgument,
+                  "tensor \"token_embd.weight\" is missing (its rows are the vocabulary)");
   }
-  const std::string a = *arch + ".";
+  if (embd->dims.size() != 2 || embd->dims[0] != d_model || embd->dims[1] > UINT32_MAX) {
+    std::vector<int64_t> shape;
+    for (std::size_t k = embd->dims.size(); k-- > 0;) shape.push_back(int64_t(embd->dims[k]));
+    return Status(StatusCode::kInvalidArgument,
+                  "tensor \"token_embd.weight\" has shape " + ShapeString(shape) +
+                      ", expected [vocab," + std::to_string(d_model) + "]");
+  }
+  *vocab = static_cast<uint32_t>(embd->dims[1]);
+  return Status::Ok();
+}
+
+// A positive, finite f32 metadata key, or an error naming it.
+Status GgufPositiveFloat(const GgufFile& file, const std::string& key, float* out) {
+  auto v = file.GetF32(key);
+  if (!v.ok()) return v.status();
+  if (!(*v > 0.0f) || !std::isfinite(*v)) {
+    return Status(StatusCode::kInvalidArgument, "metadata key \"" + key + "\" is " +
+                                                    std::to_string(*v) +
+                                                    ", not a positive number");
+  }
+  *out = *v;
+  return Status::Ok();
+}
+
+// The block count, at most kMaxLayers.
+Status GgufBlocks(const GgufFile& file, const std::string& a, uint32_t* layers) {
+  RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "block_count", layers));
+  if (*layers > kMaxLayers) {
+    return Status(StatusCode::kInvalidArgument,
+                  "metadata key \"" + a + "block_count\" is " + std::to_string(*layers) +
+                      ", above the " + std::to_string(kMaxLayers) + " blocks recur takes");
+  }
+  return Status::Ok();
+}
+
+// llama.cpp's LLM_ARCH_MAMBA2 (convert_hf_to_gguf.py's Mamba2Model): the
+// ssm.* keys, the RMS eps, token_embd's rows; heads = time_step_rank.
+Status ConfigFromGgufMamba2(const GgufFile& file, ImportedConfig* out) {
+  const std::string a = "mamba2.";
+  Mamba2Model m;
+  Mamba2Params& p = m.mixer;
+  uint32_t inner = 0;
+  RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "embedding_length", &m.d_model));
+  RECUR_RETURN_IF_ERROR(GgufBlocks(file, a, &m.layers));
+  RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "ssm.conv_kernel", &p.conv_kernel));
+  RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "ssm.inner_size", &inner));
+  RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "ssm.state_size", &p.state_size));
+  RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "ssm.time_step_rank", &p.heads));
+  RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "ssm.group_count", &p.groups));
+  auto divides = [&](const char* part, uint32_t n, const char* whole, uint32_t w) {
+    if (w % n == 0) return Status::Ok();
+    return Status(StatusCode::kInvalidArgument, "metadata key \"" + a + part + "\" (" +
+                                                    std::to_string(n) + ") does not divide \"" +
+                                                    a + whole + "\" (" + std::to_string(w) +
+                                                    ")");
+  };
+  RECUR_RETURN_IF_ERROR(divides("ssm.time_step_rank", p.heads, "ssm.inner_size", inner));
+  RECUR_RETURN_IF_ERROR(divides("ssm.group_count", p.groups, "ssm.time_step_rank", p.heads));
+  if (p.conv_kernel > 256) {
+    return Status(StatusCode::kUnsupported,
+                  "metadata key \"" + a + "ssm.conv_kernel\" is " +
+                      std::to_string(p.conv_kernel) + ", above the 256 recur takes");
+  }
+  p.head_dim = inner / p.heads;
+  RECUR_RETURN_IF_ERROR(
+      GgufPositiveFloat(file, a + "attention.layer_norm_rms_epsilon", &m.norm_eps));
+  p.norm_eps = m.norm_eps;
+  RECUR_RETURN_IF_ERROR(GgufVocabRows(file, m.d_model, &m.vocab));
+  auto o = std::make_shared<Mamba2Options>();
+  o->tied = file.FindTensor("output.weight") == nullptr;  // the converter omits a tied head
+  out->layout = Layout::kGguf;
+  DescribeMamba2(m, &out->desc);
+  out->desc.layout_options = o;
+  return GgufVocabulary(file, m.vocab, out);
+}
+
+// llama.cpp's LLM_ARCH_RWKV7: the rwkv7.* keys, token_embd's rows, the
+// vocabulary.
+Status ConfigFromGgufRwkv7(const GgufFile& file, ImportedConfig* out) {
+  const std::string a = "rwkv7.";
   Rwkv7Model m;
   Rwkv7Params& p = m.mixer;
   RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "embedding_length", &m.d_model));
-  RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "block_count", &m.layers));
-  if (m.layers > kMaxLayers) {
-    return Status(StatusCode::kInvalidArgument,
-                  "metadata key \"" + a + "block_count\" is " + std::to_string(m.layers) +
-                      ", above the " + std::to_string(kMaxLayers) + " blocks recur takes");
-  }
+  RECUR_RETURN_IF_ERROR(GgufBlocks(file, a, &m.layers));
   RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "wkv.head_size", &p.head_size));
   if (m.d_model % p.head_size != 0) {
     return Status(StatusCode::kInvalidArgument,
@@ -199,15 +281,8 @@ Status ConfigFromGgufImpl(const GgufFile& file, ImportedConfig* out) {
   RECUR_RETURN_IF_ERROR(
       GgufPositive(file, a + "attention.value_residual_mix_lora_rank", &p.value_rank));
   RECUR_RETURN_IF_ERROR(GgufPositive(file, a + "attention.gate_lora_rank", &p.gate_rank));
-  auto eps = file.GetF32(a + "attention.layer_norm_epsilon");
-  if (!eps.ok()) return eps.status();
-  if (!(*eps > 0.0f) || !std::isfinite(*eps)) {
-    return Status(StatusCode::kInvalidArgument, "metadata key \"" + a +
-                                                    "attention.layer_norm_epsilon\" is " +
-                                                    std::to_string(*eps) +
-                                                    ", not a positive number");
-  }
-  m.layer_norm_eps = *eps;
+  RECUR_RETURN_IF_ERROR(
+      GgufPositiveFloat(file, a + "attention.layer_norm_epsilon", &m.layer_norm_eps));
   // llama.cpp's RWKV-7 graph shifts two vectors per block (the time mix's and
   // the channel mix's): the key is optional there, 2 when present.
   if (file.FindValue(a + "token_shift_count") != nullptr) {
@@ -219,26 +294,28 @@ Status ConfigFromGgufImpl(const GgufFile& file, ImportedConfig* out) {
                         "; an RWKV-7 model shifts 2 (llama.cpp's rwkv7 graph takes no other)");
     }
   }
-  // The vocabulary: token_embd's rows (ne = [embedding_length, vocab]).
-  const GgufTensor* embd = file.FindTensor("token_embd.weight");
-  if (embd == nullptr) {
-    return Status(StatusCode::kInvalidArgument,
-                  "tensor \"token_embd.weight\" is missing (its rows are the vocabulary)");
-  }
-  if (embd->dims.size() != 2 || embd->dims[0] != m.d_model || embd->dims[1] > UINT32_MAX) {
-    std::vector<int64_t> shape;
-    for (std::size_t k = embd->dims.size(); k-- > 0;) shape.push_back(int64_t(embd->dims[k]));
-    return Status(StatusCode::kInvalidArgument,
-                  "tensor \"token_embd.weight\" has shape " + ShapeString(shape) +
-                      ", expected [vocab," + std::to_string(m.d_model) + "]");
-  }
-  m.vocab = static_cast<uint32_t>(embd->dims[1]);
+  RECUR_RETURN_IF_ERROR(GgufVocabRows(file, m.d_model, &m.vocab));
   m.input_norm = true;  // token_embd_norm: llama.cpp's graph always applies it
   p.group_norm_eps = kGgufRwkv7GroupNormEps;
   p.decay_scale = kGgufRwkv7DecayScale;
   out->layout = Layout::kGguf;
   DescribeRwkv7(m, &out->desc);
-  RECUR_RETURN_IF_ERROR(GgufVocabulary(file, m.vocab, out));
+  return GgufVocabulary(file, m.vocab, out);
+}
+
+Status ConfigFromGgufImpl(const GgufFile& file, ImportedConfig* out) {
+  auto arch = file.GetString("general.architecture");
+  if (!arch.ok()) return arch.status();
+  if (*arch == "mamba2") {
+    RECUR_RETURN_IF_ERROR(ConfigFromGgufMamba2(file, out));
+  } else if (*arch != "rwkv7") {
+    return Status(StatusCode::kUnsupported,
+                  "general.architecture is \"" + *arch +
+                      "\": recur-convert reads GGUF files of llama.cpp's architectures \"rwkv7\" "
+                      "(RWKV-7) and \"mamba2\" (Mamba2) only");
+  } else {
+    RECUR_RETURN_IF_ERROR(ConfigFromGgufRwkv7(file, out));
+  }
   if (auto name = file.GetString("general.name"); name.ok() && !name->empty()) {
     out->desc.metadata.notes = "GGUF general.name: " + *name;
   }

@@ -79,6 +79,10 @@ CAUSAL = {
     # RWKV-7's time mix, standalone (the model's first block: its own v is v₀)
     "rwkv7": {"type": "rwkv7", "heads": 2, "head_size": 3, "decay_rank": 4, "rate_rank": 3,
               "value_rank": 2, "gate_rank": 5},
+    # Mamba2's SSD mixer: 4 heads of 3 channels in 2 groups, a state of 5, a 3-tap convolution
+    "mamba2": {"type": "mamba2", "heads": 4, "head_dim": 3, "state_size": 5, "groups": 2, "conv_kernel": 3},
+    "mamba2_default": {"type": "mamba2", "heads": 2, "head_dim": 2, "state_size": 3, "bias": True,
+                       "dt_min": 0.01, "dt_max": 0.05},
 }
 NONCAUSAL = {
     "softmax": {"type": "softmax_attention", "heads": 2, "dk": 3, "dv": 4, "causal": False},
@@ -192,7 +196,8 @@ class StepEqualsParallel(unittest.TestCase):
                  "aft_simple": (CAUSAL["aft_simple"], 1000), "flash": (CAUSAL["flash"], 1000),
                  "retnet": (CAUSAL["retnet"], 1000), "softmax_rotary": (CAUSAL["softmax_rotary"], 1000),
                  "linear_rotary": (CAUSAL["linear_rotary"], 1000), "flash_rotary": (CAUSAL["flash_rotary"], 1000),
-                 "block_local": (CAUSAL["block_local"], 1000), "rwkv7": (CAUSAL["rwkv7"], 1000)}
+                 "block_local": (CAUSAL["block_local"], 1000), "rwkv7": (CAUSAL["rwkv7"], 1000),
+                 "mamba2": (CAUSAL["mamba2"], 1000)}
         for name, (cfg, n) in cases.items():
             with self.subTest(name):
                 m = make(cfg)
@@ -296,6 +301,8 @@ class StateSizes(unittest.TestCase):
         self.assertEqual(state_bytes(c["flash"], D_MODEL).fixed_bytes, 4 * (4 * 8 + 5 * (8 + 8)))
         self.assertEqual(state_bytes(c["softmax"], D_MODEL).per_position_bytes, 4 * 2 * 7)
         self.assertEqual(state_bytes(c["retnet"], D_MODEL).fixed_bytes, 4 * 3 * 4 * 5)
+        self.assertEqual(state_bytes(c["mamba2"], D_MODEL).fixed_bytes, 4 * (2 * (12 + 20) + 4 * 3 * 5))
+        self.assertEqual(state_bytes(c["mamba2_default"], D_MODEL).fixed_bytes, 4 * (3 * (4 + 6) + 2 * 2 * 3))
         self.assertEqual(state_bytes(c["block_local"], D_MODEL).fixed_bytes, 4 * 2 * (2 * 4) * 7)
         self.assertEqual(state_bytes(c["block_local_b0"], D_MODEL).fixed_bytes, 4 * 2 * 5 * 7)
 
@@ -349,7 +356,16 @@ class TensorNames(unittest.TestCase):
         self.assertEqual(tuple(sd["value.weight"].shape), (8, D_MODEL))
         self.assertEqual(set(MIXERS), {"softmax_attention", "linear_attention", "sliding_window", "aft_simple",
                                        "aft_local", "aft_conv", "aft_full", "gau", "flash", "linformer",
-                                       "reformer", "retnet", "block_local", "rwkv7"})
+                                       "reformer", "retnet", "block_local", "rwkv7", "mamba2"})
+        # Mamba2: in_proj rows z (12), the convolution's x, B, C (12 + 2·2·5), dt (4)
+        self.assertEqual({k: tuple(v.shape) for k, v in make(CAUSAL["mamba2"]).state_dict().items()},
+                         {"in_proj.weight": (48, D_MODEL), "conv.weight": (32, 3), "conv.bias": (32,),
+                          "dt_bias": (4,), "A": (4,), "D": (4,), "norm.weight": (12,),
+                          "out_proj.weight": (D_MODEL, 12)})
+        self.assertEqual({k: tuple(v.shape) for k, v in make(CAUSAL["mamba2_default"]).state_dict().items()},
+                         {"in_proj.weight": (16, D_MODEL), "in_proj.bias": (16,), "conv.weight": (10, 4),
+                          "conv.bias": (10,), "dt_bias": (2,), "A": (2,), "D": (2,), "norm.weight": (4,),
+                          "out_proj.weight": (D_MODEL, 4), "out_proj.bias": (D_MODEL,)})
         rwkv7 = {"token_mix": (6, D_MODEL), "receptance.weight": (6, D_MODEL), "key.weight": (6, D_MODEL),
                  "value.weight": (6, D_MODEL), "out.weight": (D_MODEL, 6),
                  "decay_down.weight": (4, D_MODEL), "decay_up.weight": (6, 4), "decay_up.bias": (6,),
@@ -472,6 +488,14 @@ class Validation(unittest.TestCase):
             (dict(base["rwkv7"], decay_scale=-1), "mixer.decay_scale must be > 0"),
             (dict(base["rwkv7"], causal=True), "unknown keys \\['causal'\\]"),   # no encoder form
             ({k: v for k, v in base["rwkv7"].items() if k != "value_rank"}, "missing keys \\['value_rank'\\]"),
+            (dict(base["mamba2"], groups=3), "mixer.groups \\(3\\) must divide mixer.heads \\(4\\)"),
+            (dict(base["mamba2"], conv_kernel=0), "mixer.conv_kernel must be a positive integer"),
+            (dict(base["mamba2"], state_size=2.5), "mixer.state_size must be a positive integer"),
+            (dict(base["mamba2"], norm_eps=0), "mixer.norm_eps must be > 0"),
+            (dict(base["mamba2"], dt_min=-1), "mixer.dt_min must be a number >= 0"),
+            (dict(base["mamba2"], dt_min=0.5, dt_max=0.1), "mixer.dt_min must be below mixer.dt_max"),
+            (dict(base["mamba2"], bias=1), "mixer.bias must be true or false"),
+            (dict(base["mamba2"], causal=True), "unknown keys \\['causal'\\]"),   # no encoder form
         ]
         for cfg, msg in bad:
             with self.subTest(msg):
@@ -541,6 +565,48 @@ def flash_brute(m, x):
             lin = torch.einsum("bs,bse->be", ql[:, t], S) / N
         out[:, t] = u[:, t] * (quad + lin)
     return m.out(out)
+
+
+def mamba2_brute(m, x):
+    """Mamba2 by scalar loops (mamba_ssm's Mamba2.step, grouped): x (B, N, d) → (B, N, d)."""
+    H, P, N, G, K = m.heads, m.p, m.n, m.groups, m.k
+    I, W = m.inner, m.w
+    out = torch.zeros_like(x)
+    for b in range(x.shape[0]):
+        S = torch.zeros(H, P, N, dtype=x.dtype)
+        us = []
+        for t in range(x.shape[1]):
+            proj = m.in_proj(x[b, t])
+            z, u, dt = proj[:I], proj[I:I + W], proj[I + W:]
+            us.append(u)
+            conv = torch.zeros(W, dtype=x.dtype)
+            for c in range(W):
+                acc = m.conv.bias[c]
+                for k in range(K):
+                    s = t - K + 1 + k
+                    if s >= 0:
+                        acc = acc + m.conv.weight[c, k] * us[s][c]
+                conv[c] = acc * torch.sigmoid(acc)
+            xs, B, C = conv[:I], conv[I:I + G * N], conv[I + G * N:]
+            y = torch.zeros(I, dtype=x.dtype)
+            for h in range(H):
+                g = h // (H // G)
+                delta = min(max(math.log1p(math.exp(float(dt[h] + m.dt_bias[h]))), m.dt_min), m.dt_max)
+                a = math.exp(delta * float(m.A[h]))
+                for i in range(P):
+                    xi = xs[h * P + i]
+                    acc = 0.0
+                    for j in range(N):
+                        S[h, i, j] = a * S[h, i, j] + delta * xi * B[g * N + j]
+                        acc = acc + S[h, i, j] * C[g * N + j]
+                    y[h * P + i] = acc + m.D[h] * xi
+            y = y * z * torch.sigmoid(z)
+            gw = I // G
+            for g in range(G):
+                part = y[g * gw:(g + 1) * gw]
+                y[g * gw:(g + 1) * gw] = part / torch.sqrt((part * part).mean() + m.eps)
+            out[b, t] = m.out_proj(y * m.norm.weight)
+    return out
 
 
 def retnet_brute(m, x):
@@ -708,6 +774,15 @@ class Independent(unittest.TestCase):
             want_later.append(o1)
         self.assertLessEqual(maxdiff(got_first, torch.stack(want_first)), TOL)
         self.assertLessEqual(maxdiff(got_later, torch.stack(want_later)), TOL)
+
+    def test_mamba2_bruteforce(self):
+        """The mixer against explicit loops over positions, channels, heads and state entries of
+        mamba_ssm's Mamba2 step (§17): head h reads group h // (H/G); the gated norm per group."""
+        for name in ("mamba2", "mamba2_default"):
+            with self.subTest(name):
+                m = make(CAUSAL[name])
+                x = rand_x(2, 11)
+                self.assertLessEqual(maxdiff(m(x), mamba2_brute(m, x)), TOL)
 
     def test_retnet_bruteforce(self):
         for name in ("retnet", "retnet_default"):

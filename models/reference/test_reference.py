@@ -64,7 +64,8 @@ STATE_NAMES = {"softmax_attention": ["K", "V"], "linear_attention": ["S", "z"],
                "aft_simple": ["den", "max", "num"], "aft_local": AFT_LOCAL_STATE, "aft_conv": AFT_LOCAL_STATE,
                "aft_full": ["k", "v"], "gau": ["k", "v"], "flash": ["S", "kl_buf", "kq_buf", "v_buf"],
                "linformer": [], "reformer": [],   # encoder only: no state
-               "retnet": ["S"], "block_local": ["k_ring", "v_ring"], "rwkv7": ["S", "x_prev"]}
+               "retnet": ["S"], "block_local": ["k_ring", "v_ring"], "rwkv7": ["S", "x_prev"],
+               "mamba2": ["S", "conv"]}
 
 
 
@@ -364,7 +365,7 @@ def expected_tensors(cfg):
         t.update({"input.norm.weight": (d,), "input.norm.bias": (d,)})
     for i, m in enumerate(mixer_configs(cfg)):   # block i's own mixer (a list: a mixed model)
         b = f"blocks.{i}."
-        if m["type"] not in ("gau", "flash", "rwkv7"):
+        if m["type"] not in ("gau", "flash", "rwkv7", "mamba2"):
             qk = m["heads"] * m["dk"]
             vv = qk if m["type"].startswith("aft_") else m["heads"] * m["dv"]   # AFT: D = heads·dk throughout
         for name in ("norm1", "norm2") if ffn else ("norm1",):   # "ffn": null: no norm2 either
@@ -393,6 +394,17 @@ def expected_tensors(cfg):
                     t[b + f"mixer.{path}_up.bias"] = (A,)
             t.update({b + f"mixer.{p}": (A,) for p in ("key_norm", "key_rate", "bonus", "group_norm.weight",
                                                           "group_norm.bias")})
+        elif m["type"] == "mamba2":     # README "Mamba2": the fused in_proj, the convolution, per-head vectors
+            I = m["heads"] * m["head_dim"]
+            W = I + 2 * m.get("groups", 1) * m["state_size"]
+            bias = m.get("bias", False)
+            mix = []
+            t[b + "mixer.in_proj.weight"] = (I + W + m["heads"], d)
+            t.update({b + "mixer.conv.weight": (W, m.get("conv_kernel", 4)), b + "mixer.conv.bias": (W,)})
+            t.update({b + f"mixer.{p}": (m["heads"],) for p in ("dt_bias", "A", "D")})
+            t.update({b + "mixer.norm.weight": (I,), b + "mixer.out_proj.weight": (d, I)})
+            if bias:
+                t.update({b + "mixer.in_proj.bias": (I + W + m["heads"],), b + "mixer.out_proj.bias": (d,)})
         elif m["type"] == "retnet":     # README: the gate beside query, key, value and out; no decay tensor
             mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)),
                    ("mixer.gate", (vv, d)), ("mixer.out", (d, vv))]
@@ -670,7 +682,33 @@ def naive_forward(cfg, w, x):
             shared["v"] = vs
         return torch.stack(outs)
 
-    per_type = {"rwkv7": rwkv7_mixer, "block_local": block_local_mixer, "retnet": retnet_mixer, "linformer": linformer_mixer, "reformer": reformer_mixer, "gau": gau_mixer,
+    def mamba2_mixer(h, b):   # README "Mamba2": position by position, head by head, from the named tensors
+        H, P, N, G, K = m["heads"], m["head_dim"], m["state_size"], m.get("groups", 1), m.get("conv_kernel", 4)
+        I, W = H * P, H * P + 2 * m.get("groups", 1) * m["state_size"]
+        f32 = lambda v: float(torch.tensor(v, dtype=torch.float32))  # noqa: E731
+        eps, lo, hi = f32(m.get("norm_eps", 1e-5)), f32(m.get("dt_min", 0.0)), f32(m.get("dt_max", math.inf))
+        mw = lambda name, t: F.linear(t, w[b + "mixer." + name + ".weight"], w.get(b + "mixer." + name + ".bias"))  # noqa: E731
+        cw, cb = w[b + "mixer.conv.weight"], w[b + "mixer.conv.bias"]
+        S = torch.zeros(H, P, N, dtype=h.dtype)
+        proj = mw("in_proj", h)
+        outs = []
+        for t in range(n):
+            u = sum(cw[:, k] * proj[t - K + 1 + k, I:I + W] for k in range(K) if t - K + 1 + k >= 0) + cb
+            u = u * torch.sigmoid(u)
+            xs, B, C = u[:I], u[I:I + G * N], u[I + G * N:]
+            y = torch.zeros(I, dtype=h.dtype)
+            for hh in range(H):
+                g, sl = hh // (H // G), slice(hh * P, (hh + 1) * P)
+                delta = min(max(float(F.softplus(proj[t, I + W + hh] + w[b + "mixer.dt_bias"][hh])), lo), hi)
+                S[hh] = math.exp(delta * float(w[b + "mixer.A"][hh])) * S[hh] + \
+                    delta * torch.outer(xs[sl], B[g * N:(g + 1) * N])
+                y[sl] = S[hh] @ C[g * N:(g + 1) * N] + w[b + "mixer.D"][hh] * xs[sl]
+            y = (y * F.silu(proj[t, :I])).view(G, I // G)
+            y = (y / torch.sqrt((y * y).mean(-1, keepdim=True) + eps)).reshape(I) * w[b + "mixer.norm.weight"]
+            outs.append(mw("out_proj", y))
+        return torch.stack(outs)
+
+    per_type = {"rwkv7": rwkv7_mixer, "mamba2": mamba2_mixer, "block_local": block_local_mixer, "retnet": retnet_mixer, "linformer": linformer_mixer, "reformer": reformer_mixer, "gau": gau_mixer,
                 "flash": flash_mixer, "softmax_attention": softmax_mixer, "sliding_window": sliding_mixer,
                 "aft_simple": aft_mixer, "aft_local": aft_local_mixer, "aft_conv": aft_local_mixer,
                 "aft_full": aft_full_mixer, "linear_attention": linear_mixer}

@@ -144,7 +144,7 @@ def convert(weights, config=None, output=None, *, dtype=None, layout="auto", gro
     weights: a path (str or os.PathLike) to a .safetensors file, a torch.save
     checkpoint (.pt, .pth, .bin, .ckpt; a nested state dict is chosen with
     state_dict_key, "model" or "model.encoder") or a GGUF file (llama.cpp's
-    architecture rwkv7, layout "gguf"), or a mapping of tensor names to
+    architecture rwkv7 or mamba2, layout "gguf"), or a mapping of tensor names to
     arrays (numpy arrays, torch tensors, anything numpy converts), stored as
     float32. config: a path to the config JSON or the config as a dict
     (models/configs/README.md has the contract), or None for a checkpoint

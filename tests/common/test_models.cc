@@ -25,6 +25,7 @@ const std::map<std::string, const char*>& TinyModelPerMixer() {
       {"RetNet", kTinyRetNetConfig},
       {"BlockLocal", kTinyBlockLocalConfig},
       {"Rwkv7", kTinyRwkv7Config},
+      {"Mamba2", kTinyMamba2Config},
   };
   return models;
 }

@@ -177,6 +177,17 @@ inline const char* kTinyRwkv7Config = R"({
   "ffn": {"d_ff": 32, "activation": "relu_squared", "token_mix": true}, "final_norm": true,
   "head": {"out": 11, "activation": "none"}})";
 
+// Mamba2: 4 heads of 3 channels in 2 groups, a state of 5, a 3-tap
+// convolution, Δ clamped to [0.001, 10], biased projections; RMS norms and no
+// feed-forward, as state-spaces' models.
+inline const char* kTinyMamba2Config = R"({
+  "layout": "recur", "d_model": 10, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "norm": {"type": "rms_norm"},
+  "input": {"kind": "tokens", "vocab_size": 11}, "max_positions": 0,
+  "mixer": {"type": "mamba2", "heads": 4, "head_dim": 3, "state_size": 5, "groups": 2,
+            "conv_kernel": 3, "norm_eps": 1e-4, "dt_min": 0.001, "dt_max": 10, "bias": true},
+  "ffn": null, "final_norm": true, "head": {"out": 11, "activation": "none"}})";
+
 // Block-local attention (Hugging Face Reformer's LocalSelfAttention): causal,
 // chunks of 5 with one before, the step form (a ring of 10 positions).
 inline const char* kTinyBlockLocalConfig = R"({

@@ -10,12 +10,14 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "converter/json_util.h"
 #include "converter/mixers/aft.h"
 #include "converter/mixers/block_local.h"
 #include "converter/mixers/flash.h"
 #include "converter/mixers/gau.h"
 #include "converter/mixers/linear_attention.h"
 #include "converter/mixers/reformer.h"
+#include "converter/mixers/mamba2.h"
 #include "converter/mixers/rwkv7.h"
 #include "converter/mixers/sliding_window.h"
 #include "converter/mixers/softmax_attention.h"
@@ -1053,6 +1055,74 @@ TEST_CASE("config: RetNet (recur layout, causal only)") {
                       "default 1 - 2^(-5-h) rounds to 1 in float32)");
   j["mixer"]["heads"] = 20;
   CHECK(ParseConfig(j.dump()).ok());
+}
+
+TEST_CASE("config: Mamba2 (recur layout): tensors, defaults and bad keys") {
+  json j = TokensJson();
+  j["mixer"] = {{"type", "mamba2"}, {"heads", 4}, {"head_dim", 3}, {"state_size", 5},
+                {"groups", 2}, {"conv_kernel", 3}};
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const auto& p = ParamsOf<Mamba2Params>(r->desc.blocks[0]);
+  CHECK(p.norm_eps == 1e-5f);
+  CHECK(p.dt_min == 0.0f);
+  CHECK(std::isinf(p.dt_max));
+  CHECK_FALSE(p.bias);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& t : ExpectedTensors(r->desc)) {
+    if (t.name.rfind("blocks.0.mixer.", 0) == 0) shapes[t.name.substr(15)] = t.shape;
+  }
+  // in_proj: z (12), x, B, C (12 + 2·2·5), dt (4); W = 32.
+  CHECK(shapes == std::map<std::string, std::vector<int64_t>>{
+                      {"in_proj.weight", {48, 16}}, {"conv.weight", {32, 3}}, {"conv.bias", {32}},
+                      {"dt_bias", {4}}, {"A", {4}}, {"D", {4}}, {"norm.weight", {12}},
+                      {"out_proj.weight", {16, 12}}});
+  j["mixer"]["bias"] = true;
+  j["mixer"]["dt_min"] = 0.01;
+  j["mixer"]["dt_max"] = 2;
+  r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(ParamsOf<Mamba2Params>(r->desc.blocks[0]).dt_max == 2.0f);
+  size_t biases = 0;
+  for (const auto& t : ExpectedTensors(r->desc)) {
+    biases += t.name == "blocks.0.mixer.in_proj.bias" || t.name == "blocks.0.mixer.out_proj.bias";
+  }
+  CHECK(biases == 2);
+  const std::pair<json, std::string> bad[] = {
+      {{{"groups", 3}}, "\"mixer.groups\" (3) must divide heads (4)"},
+      {{{"conv_kernel", 257}}, "\"mixer.conv_kernel\" must be at most 256"},
+      {{{"conv_kernel", 0}}, "\"mixer.conv_kernel\""},
+      {{{"dt_min", 3}}, "\"mixer.dt_min\" must be below dt_max"},
+      {{{"dt_min", -1}}, "\"mixer.dt_min\" must be a number in [0.0, "},
+      {{{"norm_eps", 0}}, "\"mixer.norm_eps\" must be a positive number"},
+      {{{"bias", 1}}, "\"mixer.bias\" must be true or false"},
+      {{{"causal", true}}, "\"mixer.causal\" does not apply to mamba2"}};
+  for (const auto& [change, message] : bad) {
+    CAPTURE(change.dump());
+    json c = j;
+    c["mixer"].update(change);
+    CHECK(ErrorOf(c).find("config.json: " + message) == 0);
+  }
+  j["mixer"].erase("state_size");
+  CHECK(ErrorOf(j).find("\"mixer.state_size\"") != std::string::npos);
+}
+
+TEST_CASE("config: Python's Infinity and NaN outside strings read as strings, inside unchanged") {
+  CHECK(QuotePythonConstants("[0.0, Infinity, -Infinity, NaN]") ==
+        "[0.0, \"Infinity\", \"-Infinity\", \"NaN\"]");
+  CHECK(QuotePythonConstants("{\"a\": \"Infinity \\\" NaN\"}") == "{\"a\": \"Infinity \\\" NaN\"}");
+  json j = TokensJson();
+  j["notes"] = "Infinity and NaN";
+  auto r = ParseConfig(j.dump());
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->desc.metadata.notes == "Infinity and NaN");
+  // A number key given Infinity is refused by name, not misread.
+  j["layer_norm_eps"] = 0.5;
+  std::string text = j.dump();
+  text.replace(text.find("0.5"), 3, "Infinity");
+  auto bad = ParseConfig(text);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.message() == "config.json: \"layer_norm_eps\" must be a positive number");
 }
 
 TEST_CASE("config: block-local attention (recur layout): defaults, the step form and bad keys") {

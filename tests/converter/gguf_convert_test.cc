@@ -767,7 +767,8 @@ TEST_CASE("gguf rwkv7: refusals name the key, tensor or type") {
     GgufModel m = RwkvGguf();
     *m.Key("general.architecture") = GgufValue(std::string("llama"));
     CHECK(Refusal(m) == "t.gguf: general.architecture is \"llama\": recur-convert reads GGUF "
-                        "files of llama.cpp's architecture \"rwkv7\" (RWKV-7) only");
+                        "files of llama.cpp's architectures \"rwkv7\" (RWKV-7) and \"mamba2\" "
+                        "(Mamba2) only");
   }
   SUBCASE("a missing key") {
     GgufModel m = RwkvGguf();

@@ -564,6 +564,12 @@ TEST_CASE("GPU path: a mixer without GPU kernels is refused by name") {
     CHECK(b.message() == "blocks.0: the GPU path has no BlockLocal mixer");
     CHECK(gpu == nullptr);
   }
+  Loaded mamba2;
+  Load(ReadConfig("mamba2_tokens"), WeightType::kF32, &mamba2);
+  const Status m = GpuModel::Create(*mamba2.model, TestDevice(), &gpu);
+  CHECK(m.code() == StatusCode::kUnsupported);
+  CHECK(m.message() == "blocks.0: the GPU path has no Mamba2 mixer");
+  CHECK(gpu == nullptr);
 
   for (const auto& [config, message] :
        {std::pair{"performer_encoder", "blocks.0: the GPU path has no FavorStabilized feature map"},

@@ -164,3 +164,38 @@ def tokens(seed, batch, n, vocab):
 
 def frames(seed, batch, n, width):
     return np.random.default_rng(seed).standard_normal((batch, n, width)).astype(np.float32)
+
+
+def check_forms(path, xs, want):
+    """The converted model at `path` on token ids xs (B, N) against the logits `want`
+    (B, N, V): stepped token by token, prefilled in uneven chunks, saved mid-way and resumed
+    in another session, and as a batch of one. Returns the largest |Δ|."""
+    batch, positions = xs.shape
+    model = recur.Model(str(path))
+
+    with model.session(batch=batch) as s:  # token by token
+        got = np.stack([s.step(xs[:, t]) for t in range(positions)], axis=1)
+    worst = assert_close(got, want, "step")
+
+    cuts = [1, 7, positions // 3, positions - 8 - positions // 3]  # uneven prefill chunks
+    with model.session(batch=batch) as s:
+        parts, t = [], 0
+        for k in cuts + [positions - sum(cuts)]:
+            parts.append(s.prefill(xs[:, t:t + k]))
+            t += k
+    worst = max(worst, assert_close(np.concatenate(parts, axis=1), want, "prefill in chunks"))
+
+    half = positions // 2  # saved mid-way, resumed in another session
+    with model.session(batch=batch) as s:
+        first = s.prefill(xs[:, :half])
+        blobs = [s.save_state(b) for b in range(batch)]
+    with model.session(batch=batch) as s:
+        for b, blob in enumerate(blobs):
+            s.load_state(b, blob)
+        rest = np.stack([s.step(xs[:, t]) for t in range(half, positions)], axis=1)
+    worst = max(worst, assert_close(np.concatenate([first, rest], axis=1), want, "saved and resumed"))
+
+    with model.session(batch=1) as s:  # a batch of one equals the batch's stream 0
+        worst = max(worst, assert_close(s.prefill(xs[:1]), want[:1], "one stream"))
+    print(f"{path}: max |Δ| {worst:.2e} of logits up to {np.abs(want).max():.2f}")
+    return worst

@@ -15,11 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from layout_harness import recur_convert, refusal, tokens
+from layout_harness import check_forms, recur_convert, refusal, tokens
 from recur_ref import safetensors
 import recur_ref.rwkv7 as blinkdl
 from recur_ref.rwkv7 import random_state_dict
-from test_rwkv import check_forms
 
 # (layers, C, head size, vocab, decay / a / v / gate low-rank dims, positions)
 CASES = [

@@ -1206,3 +1206,47 @@ TEST_CASE(
         "a reversible model must be pre-norm: its blocks add mixer(norm1(x2)) to x1 "
         "and ffn(norm2(y1)) to x2");
 }
+
+TEST_CASE("Mamba2: groups that do not divide heads, a bad kernel, eps or clamp and missing or "
+          "mis-shaped tensors are named") {
+  const char* config = recur::impl::testing::kTinyMamba2Config;
+  CHECK(LoadWithMixerField<fb::Mamba2>(config, 1, fb::Mamba2::VT_GROUPS, uint32_t{3}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.1: Mamba2 groups (3) must divide heads (4)");
+  for (uint32_t bad : {0u, 257u}) {
+    CAPTURE(bad);
+    CHECK(LoadWithMixerField<fb::Mamba2>(config, 0, fb::Mamba2::VT_CONV_KERNEL, bad) ==
+          RECUR_INVALID_MODEL);
+    CHECK(Error() == "blocks.0: Mamba2 conv_kernel must be in [1, 256] (got " +
+                         std::to_string(bad) + ")");
+  }
+  CHECK(LoadWithMixerField<fb::Mamba2>(config, 0, fb::Mamba2::VT_CONV_KERNEL, uint32_t{4}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error().find("blocks.0.mixer.conv.weight") != std::string::npos);
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::infinity()}) {
+    CAPTURE(bad);
+    CHECK(LoadWithMixerField<fb::Mamba2>(config, 1, fb::Mamba2::VT_NORM_EPS, bad) ==
+          RECUR_INVALID_MODEL);
+    CHECK(Error().rfind("blocks.1: Mamba2 norm_eps must be finite and > 0 (got ", 0) == 0);
+  }
+  CHECK(LoadWithMixerField<fb::Mamba2>(config, 0, fb::Mamba2::VT_DT_MIN, 20.0f) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0: Mamba2 needs 0 <= dt_min < dt_max (got 20, 10)");
+  CHECK(LoadWithMixerField<fb::Mamba2>(config, 0, fb::Mamba2::VT_DT_MAX,
+                                       std::numeric_limits<float>::quiet_NaN()) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error().rfind("blocks.0: Mamba2 needs 0 <= dt_min < dt_max", 0) == 0);
+  CHECK(LoadWithMixerField<fb::Mamba2>(config, 1, fb::Mamba2::VT_A, int32_t{-1}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.1.mixer.A is missing (expected shape [4])");
+  CHECK(LoadWithMixerField<fb::Mamba2>(config, 1, fb::Mamba2::VT_STATE_SIZE, uint32_t{6}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error().find("blocks.1.mixer.in_proj.weight") != std::string::npos);
+  CHECK(LoadWithMixerField<fb::Mamba2>(config, 0, fb::Mamba2::VT_HEAD_DIM, uint32_t{0}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error().find("blocks.0: Mamba2 needs heads, dk, dv > 0") == 0);
+  // 160,000 heads: H·P and H·N within kMaxWidth, in_proj's 2·H·P + 2·G·N + H past it.
+  CHECK(LoadWithMixerField<fb::Mamba2>(config, 0, fb::Mamba2::VT_HEADS, uint32_t{160000}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error().rfind("blocks.0: Mamba2 in_proj's width", 0) == 0);
+}

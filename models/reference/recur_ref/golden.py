@@ -38,6 +38,8 @@ Records, in this order:
   state.{i}.v_buf   f64 (C, E)     slots ≥ N mod C are stale, from the previous chunk)
   state.{i}.k_ring  f64 (H, R, dk)  block_local with the step form, R = (chunks_before + 1)·chunk:
   state.{i}.v_ring  f64 (H, R, dv)  ring slot p mod R holds position p (slots never written are 0)
+  state.{i}.S     f64 (H, P, N)    mamba2: the SSM state per head; the convolution's last K − 1
+  state.{i}.conv  f64 (K − 1, W)   inputs, oldest first (zeros before position 0)
   state.{i}.shift.mixer  f64 (c,)  token_shift (causal only), after the layer's mixer records:
   state.{i}.shift.ffn    f64 (c,)  the previous position's shift-1 features of norm1's (and,
                                    with ffn, norm2's) output; c = the shift-1 widths' sum

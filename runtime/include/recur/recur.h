@@ -32,7 +32,7 @@ extern "C" {
 #define RECUR_VERSION_PATCH 0
 
 /* The newest model format_version this runtime reads. */
-#define RECUR_FORMAT_VERSION 4
+#define RECUR_FORMAT_VERSION 5
 
 /* Header-only helpers are inline, so that the struct_size they set is the
  * caller's sizeof (C89 compilers spell it __inline). */
