@@ -979,12 +979,12 @@ TEST_CASE("gguf rwkv7: tokenizer model rwkv's vocabulary comes along, unescaped"
   CHECK(Refusal(m, o) == "--tokenizer: t.gguf carries a vocabulary of its own");
 }
 
-TEST_CASE("gguf rwkv7: without tokenizer model rwkv, the model comes without a vocabulary") {
+TEST_CASE("gguf rwkv7: without a tokenizer model recur reads, the model comes without a vocabulary") {
   testing::TempDir dir;
   GgufModel m = RwkvGguf();
   // No tokenizer keys (as the recur reference's writer leaves them by
   // default), or "none": no vocabulary, and nothing to say about it.
-  for (const char* model : {"", "none", "gpt2"}) {
+  for (const char* model : {"", "none", "llama"}) {
     CAPTURE(model);
     GgufModel with = m;
     if (*model != '\0') {
@@ -998,11 +998,11 @@ TEST_CASE("gguf rwkv7: without tokenizer model rwkv, the model comes without a v
     REQUIRE(c.status.ok());
     const LoadedVocabulary l = LoadVocabulary(c.model);
     CHECK(l.model->vocabulary.available().code() == StatusCode::kInvalidArgument);
-    if (std::string(model) == "gpt2") {
+    if (std::string(model) == "llama") {
       CHECK(report.warnings ==
-            std::vector<std::string>{"tokenizer.ggml.model is \"gpt2\": recur reads the "
-                                     "vocabularies of tokenizer model \"rwkv\" only; the model is "
-                                     "converted without a vocabulary"});
+            std::vector<std::string>{"tokenizer.ggml.model is \"llama\": recur reads the "
+                                     "vocabularies of tokenizer models \"rwkv\" and \"gpt2\"; the "
+                                     "model is converted without a vocabulary"});
     } else {
       CHECK(report.warnings.empty());
     }

@@ -204,10 +204,13 @@ def add_rwkv_world_vocab(w, vocab_path, vocab_size):
 
 def write_gguf(path, sd, outtype, layers, c, n, d_w, d_a, d_v, d_g, eps=1e-5, vocab=None):
     """A GGUF file of BlinkDL state dict `sd`, as Rwkv7Model's set_gguf_parameters and
-    modify_tensors and prepare_tensors write it. vocab: None, or the path of a vocabulary
-    in the rwkv package's text format that the file carries (add_rwkv_world_vocab)."""
+    modify_tensors and prepare_tensors write it. vocab: None, the path of a vocabulary
+    in the rwkv package's text format that the file carries (add_rwkv_world_vocab), or a
+    function of the GGUFWriter and the embedding's rows that writes one."""
     w = gguf.GGUFWriter(str(path), arch="rwkv7")
-    if vocab is None:
+    if callable(vocab):
+        vocab(w, sd["emb.weight"].shape[0])
+    elif vocab is None:
         # No vocabulary (llama.cpp's tokenizer model "none" with the vocabulary's size), so
         # that llama.cpp loads the file too; recur reads the size from token_embd.
         w.add_tokenizer_model("none")
