@@ -4,7 +4,7 @@ the byte alphabet, GPT-NeoX's special tokens and an added run of spaces) on the
 repository's documentation and a multi-script text, saved as tokenizer.json,
 carried by a small random RWKV-7 converted two ways (a BlinkDL .pth with
 recur-convert --tokenizer tokenizer.json, and a GGUF file of tokenizer model "gpt2"
-written as llama.cpp's converter writes the vocabulary), read back with
+written as llama.cpp's converter writes the vocabulary: recur_ref/gguf_rwkv7.add_gpt2_vocab), read back with
 recur.Tokenizer and held to tokenizers' Tokenizer.encode(text).ids: texts in many
 scripts, digits, whitespace runs, punctuation, apostrophes, emoji, the added
 tokens, random text over all of Unicode and the documentation; decode(encode(text))
@@ -12,7 +12,6 @@ tokens, random text over all of Unicode and the documentation; decode(encode(tex
 pattern (runtime/text/unicode_classes.inc) are held to tokenizers' pre-tokenizer
 for every code point."""
 import glob
-import json
 import os
 import random
 import re
@@ -90,42 +89,6 @@ def trained(tmp_path_factory):
     return tok, path
 
 
-def gguf_vocab(tokenizer_json):
-    """A function writing the vocabulary of `tokenizer_json` as llama.cpp's
-    convert_hf_to_gguf.py writes a GPT-2-like one (get_vocab_base): normal tokens in
-    the byte-level alphabet, added ones as their text (control when special, user
-    defined otherwise), "[PAD<i>]" (unused) up to the embedding's rows, merges as
-    "left right", pre-tokenizer "gpt-2"."""
-    import gguf
-    with open(tokenizer_json, encoding="utf-8") as f:
-        spec = json.load(f)
-    by_id = {i: t for t, i in spec["model"]["vocab"].items()}
-    added = {a["id"]: a for a in spec["added_tokens"]}
-
-    def write(w, rows):
-        tokens, types = [], []
-        for i in range(rows):
-            if i in added:
-                tokens.append(added[i]["content"])
-                types.append(gguf.TokenType.CONTROL if added[i]["special"]
-                             else gguf.TokenType.USER_DEFINED)
-            elif i in by_id:
-                tokens.append(by_id[i])
-                types.append(gguf.TokenType.NORMAL)
-            else:
-                tokens.append(f"[PAD{i}]")
-                types.append(gguf.TokenType.UNUSED)
-        merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
-        w.add_tokenizer_model("gpt2")
-        w.add_tokenizer_pre("gpt-2")
-        w.add_token_list(tokens)
-        w.add_token_types(types)
-        w.add_token_merges(merges)
-        w.add_bos_token_id(0)
-        w.add_eos_token_id(0)
-    return write
-
-
 @pytest.fixture(scope="module", params=["json", "gguf"])
 def tokenizer(request, trained, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(request.param)
@@ -138,7 +101,7 @@ def tokenizer(request, trained, tmp_path_factory):
     else:
         from gguf import GGMLQuantizationType as Q
         write_gguf(tmp / "bpe.gguf", sd, Q.F32, layers, c, n, d_w, d_a, d_v, d_g,
-                   vocab=gguf_vocab(trained[1]))
+                   vocab=trained[1])
         rc, err = recur_convert(tmp / "bpe.gguf", "-o", model)
     assert rc == 0, err
     assert err == ""  # no warning: the whole vocabulary came along
