@@ -18,12 +18,9 @@ import re
 import unicodedata
 
 import pytest
-import torch
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from layout_harness import REPO, recur_convert
-from recur_ref.gguf_rwkv7 import write_gguf
-from recur_ref.rwkv7 import random_state_dict
+from layout_harness import REPO, rwkv7_carrying
 
 import recur
 
@@ -89,23 +86,9 @@ def trained(tmp_path_factory):
     return tok, path
 
 
-@pytest.fixture(scope="module", params=["json", "gguf"])
+@pytest.fixture(scope="module", params=["pth", "gguf"])
 def tokenizer(request, trained, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp(request.param)
-    layers, c, n, vocab, d_w, d_a, d_v, d_g = SHAPE
-    sd = random_state_dict(layers, c, n, vocab, d_w, d_a, d_v, d_g, seed=5)
-    model = tmp / "bpe.recur"
-    if request.param == "json":
-        torch.save(sd, tmp / "bpe.pth")
-        rc, err = recur_convert(tmp / "bpe.pth", "--tokenizer", trained[1], "-o", model)
-    else:
-        from gguf import GGMLQuantizationType as Q
-        write_gguf(tmp / "bpe.gguf", sd, Q.F32, layers, c, n, d_w, d_a, d_v, d_g,
-                   vocab=trained[1])
-        rc, err = recur_convert(tmp / "bpe.gguf", "-o", model)
-    assert rc == 0, err
-    assert err == ""  # no warning: the whole vocabulary came along
-    return recur.Tokenizer(recur.Model(str(model)))
+    return rwkv7_carrying(trained[1], SHAPE, request.param, tmp_path_factory.mktemp(request.param))
 
 
 def test_every_token(tokenizer, trained):

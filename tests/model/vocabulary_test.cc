@@ -70,6 +70,13 @@ Loaded Load(const VocabularyDescription* v, uint32_t vocab, const std::string& c
   return l;
 }
 
+// `v` loaded with `vocab` rows, which must succeed.
+Loaded LoadOk(const VocabularyDescription& v, uint32_t vocab) {
+  Loaded l = Load(&v, vocab);
+  REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+  return l;
+}
+
 // Every single byte, then `extra` tokens of 2 to 6 bytes over a small
 // alphabet (so that tokens overlap and extend each other), no repeats; id 0
 // the end-of-text token.
@@ -116,12 +123,21 @@ std::vector<int32_t> ReferenceEncode(const VocabularyDescription& v, const std::
 
 const uint8_t* U8(const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); }
 
+// The ids of `text`, which must decode back to it.
+std::vector<int32_t> EncodeRoundTrip(const text::Vocabulary& vocab, const std::string& text) {
+  std::vector<int32_t> ids;
+  REQUIRE(vocab.Encode(U8(text), text.size(), &ids).ok());
+  std::string back;
+  REQUIRE(vocab.Decode(ids.data(), ids.size(), &back).ok());
+  CHECK(back == text);
+  return ids;
+}
+
 TEST_CASE("vocabulary: greedy longest match equals the brute-force rule on random texts") {
   std::mt19937 rng(7);
   const std::string alphabet = "abc \n\xe4\xb8";
   const VocabularyDescription v = RandomVocabulary(&rng, 600, alphabet);
-  Loaded l = Load(&v, 1000);
-  REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+  const Loaded l = LoadOk(v, 1000);
   const text::Vocabulary& vocab = l.model->vocabulary;
   REQUIRE(vocab.available().ok());
   CHECK(vocab.size() == v.tokens.size());
@@ -133,20 +149,14 @@ TEST_CASE("vocabulary: greedy longest match equals the brute-force rule on rando
     for (size_t n = length(rng); n > 0; --n) {
       text += stray(rng) == 0 ? static_cast<char>(byte(rng)) : alphabet[pick(rng)];
     }
-    std::vector<int32_t> ids;
-    REQUIRE(vocab.Encode(U8(text), text.size(), &ids).ok());
-    CHECK(ids == ReferenceEncode(v, text));
-    std::string back;
-    REQUIRE(vocab.Decode(ids.data(), ids.size(), &back).ok());
-    CHECK(back == text);
+    CHECK(EncodeRoundTrip(vocab, text) == ReferenceEncode(v, text));
   }
 }
 
 TEST_CASE("vocabulary: every token's bytes encode to that token alone and decode back") {
   std::mt19937 rng(11);
   const VocabularyDescription v = RandomVocabulary(&rng, 2000, "xyz0123 ");
-  Loaded l = Load(&v, 4096);
-  REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+  const Loaded l = LoadOk(v, 4096);
   const text::Vocabulary& vocab = l.model->vocabulary;
   for (size_t id = 1; id < v.tokens.size(); ++id) {
     std::vector<int32_t> ids;
@@ -168,8 +178,7 @@ TEST_CASE("vocabulary: caller buffers get what fits and the size of the whole") 
   VocabularyDescription v;
   v.tokens = {"", "a", "b", "ab", "abc"};
   v.end_of_text = 0;
-  Loaded l = Load(&v, 8);
-  REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+  const Loaded l = LoadOk(v, 8);
   const text::Vocabulary& vocab = l.model->vocabulary;
   const std::string text = "abcabab";  // abc, ab, ab
   size_t needed = 0;
@@ -193,8 +202,7 @@ TEST_CASE("vocabulary: text no token starts with, and ids outside it, are refuse
   VocabularyDescription v;
   v.tokens = {"", "a", "bc"};
   v.end_of_text = 0;
-  Loaded l = Load(&v, 5);
-  REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+  const Loaded l = LoadOk(v, 5);
   const text::Vocabulary& vocab = l.model->vocabulary;
   std::vector<int32_t> ids;
   Status s = vocab.Encode(U8(std::string("aab")), 3, &ids);
@@ -381,8 +389,7 @@ TEST_CASE("vocabulary: byte-level BPE equals the brute-force rule on random text
   std::mt19937 rng(5);
   const std::string alphabet = "ab1 '.\n\t";
   const VocabularyDescription v = RandomBpe(&rng, 300, alphabet);
-  Loaded l = Load(&v, 1024);
-  REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+  const Loaded l = LoadOk(v, 1024);
   const text::Vocabulary& vocab = l.model->vocabulary;
   CHECK(vocab.end_of_text() == static_cast<int32_t>(v.tokens.size()) - 2);
   const std::vector<std::string> words = {"<|endoftext|>", "    ", "'s", "'re", "'ll", "sre"};
@@ -398,12 +405,8 @@ TEST_CASE("vocabulary: byte-level BPE equals the brute-force rule on random text
       text += k == 0 ? words[word(rng)] : trial % 10 == 0 ? std::string(1, 'a')
                                                           : std::string(1, alphabet[pick(rng)]);
     }
-    std::vector<int32_t> ids;
-    REQUIRE(vocab.Encode(U8(text), text.size(), &ids).ok());
+    const std::vector<int32_t> ids = EncodeRoundTrip(vocab, text);
     CHECK(ids == ReferenceBpe(v, text));
-    std::string back;
-    REQUIRE(vocab.Decode(ids.data(), ids.size(), &back).ok());
-    CHECK(back == text);
     size_t needed = 0;
     std::vector<int32_t> some(ids.size() / 2 + 1, -7);
     REQUIRE(vocab.Encode(U8(text), text.size(), some.data(), some.size() - 1, &needed).ok());
@@ -416,18 +419,13 @@ TEST_CASE("vocabulary: byte-level BPE equals the brute-force rule on random text
 TEST_CASE("vocabulary: byte-level BPE reads any bytes and gives them back") {
   std::mt19937 rng(9);
   const VocabularyDescription v = RandomBpe(&rng, 100, "ab \xc3\xa9\xe4\xb8\xad");
-  Loaded l = Load(&v, 1024);
-  REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+  const Loaded l = LoadOk(v, 1024);
   const text::Vocabulary& vocab = l.model->vocabulary;
   std::uniform_int_distribution<int> byte(0, 255);
   for (int trial = 0; trial < 300; ++trial) {
     std::string text;
     for (int n = trial % 50; n > 0; --n) text += static_cast<char>(byte(rng));
-    std::vector<int32_t> ids;
-    REQUIRE(vocab.Encode(U8(text), text.size(), &ids).ok());
-    std::string back;
-    REQUIRE(vocab.Decode(ids.data(), ids.size(), &back).ok());
-    CHECK(back == text);
+    EncodeRoundTrip(vocab, text);
   }
   // A letter run through invalid bytes: "é" (c3 a9) is a letter, a lone c3 is not.
   std::vector<int32_t> ids;
