@@ -934,7 +934,9 @@ NB_MODULE(_recur, m) {
                    "Tokens of the vocabulary: ids 0 to vocab_size - 1 (at most the model's "
                    "vocab_size, the embedding's rows).")
       .def_prop_ro("end_of_text", &Tokenizer::end_of_text,
-                   "The id of the end-of-text token (no bytes; encode never gives it), or None.")
+                   "The id of the end-of-text token, or None. RWKV's has no bytes and encode "
+                   "never gives it; a byte-level BPE's (\"<|endoftext|>\") is given where the "
+                   "text holds it.")
       .def_prop_ro("model", &Tokenizer::model)
       .def("encode", &Tokenizer::Encode, nb::arg("text"),
            "Token ids of `text`: str (encoded as UTF-8) or bytes-like. Raises InvalidArgument "

@@ -382,6 +382,12 @@ struct Vocabulary::BpeScratch {
 Status Vocabulary::MergePiece(const uint8_t* text, size_t begin, size_t end, BpeScratch* scratch,
                               int32_t* ids, size_t capacity, size_t* count) const {
   const size_t n = end - begin;
+  if (n > 0x7fffffff) {
+    return InvalidArgument(
+        "the text has a piece (a word, a run of spaces) of %zu bytes at offset %zu, past the "
+        "2^31 - 1 byte-level BPE reads",
+        n, begin);
+  }
   BpeScratch::Symbol* sym;
   BpeScratch::Candidate* heap;
   scratch->Reserve(n, &sym, &heap);

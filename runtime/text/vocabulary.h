@@ -49,7 +49,8 @@ class Vocabulary {
   // count of the whole encoding. Allocates nothing, but for a Gpt2Bpe piece
   // longer than kInlinePiece bytes: one buffer of O(its length) for the
   // call. InvalidArgument naming the offset when no token starts with the
-  // byte there (Gpt2Bpe: no token is that byte alone).
+  // byte there (Gpt2Bpe: no token is that byte alone, or a piece is longer
+  // than 2^31 − 1 bytes).
   Status Encode(const uint8_t* text, size_t n, int32_t* ids, size_t capacity, size_t* needed) const;
   Status Encode(const uint8_t* text, size_t n, std::vector<int32_t>* ids) const;
 
