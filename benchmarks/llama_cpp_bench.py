@@ -25,7 +25,9 @@ largest logit difference (llama_peer.py drives llama.cpp); with --recur-generate
 recur's token ids of a text sample of several scripts equal llama.cpp's, and that
 recur-generate's greedy 64 tokens after it equal llama.cpp's; with --bpe-tokenizer the
 same for a file carrying that byte-level BPE (tokenizer model "gpt2", pre-tokenizer
-"gpt-2").
+"gpt-2"). --parity also converts llama.cpp's GPT-2 and GPT-NeoX vocabulary test files
+(models/ggml-vocab-{gpt-2,mpt}.gguf) and checks recur's ids of their texts against the ids
+Hugging Face tokenizers gave (their .out files).
 """
 import argparse
 import json
@@ -241,6 +243,37 @@ def tokenizer_parity(args, peer, vocab, label):
     return (not same_ids) + (not same_text)
 
 
+def llama_vocab_tests(args):
+    """llama.cpp's byte-level BPE test files (its models/ggml-vocab-{gpt-2,mpt}.gguf: GPT-2's
+    and GPT-NeoX's vocabularies, MPT's being GPT-NeoX's, with .inp texts and .out ids that
+    its convert_hf_to_gguf_update.py wrote with Hugging Face tokenizers): each vocabulary in
+    a small RWKV-7 file, converted, and recur's ids of every text against the .out ids.
+    Returns the failures."""
+    import gguf
+    failures = 0
+    for name in ("gpt-2", "mpt"):
+        vocab = os.path.join(args.llama_vocabs, f"ggml-vocab-{name}.gguf")
+        reader = gguf.GGUFReader(vocab)
+        rows = len(reader.fields["tokenizer.ggml.tokens"].contents())
+        sd = random_state_dict(1, 32, 16, rows, 8, 8, 4, 8, seed=1)
+        path = os.path.join(args.out, f"vocab-{name}-F32.gguf")
+        write_gguf(path, sd, gguf.GGMLQuantizationType.F32, 1, 32, 16, 8, 8, 4, 8, vocab=vocab)
+        model = path[:-5] + ".recur"
+        run([args.recur_convert, path, "-o", model])
+        import recur
+        tokenizer = recur.Tokenizer(recur.Model(model))
+        with open(vocab + ".inp", encoding="utf-8") as f:
+            texts = f.read().split("\n__ggml_vocab_test__\n")
+        with open(vocab + ".out", encoding="utf-8") as f:
+            outs = f.read().split("\n")
+        same = sum(tokenizer.encode(t) == [int(x) for x in o.split()] for t, o in zip(texts, outs))
+        ok = same == len(texts)
+        failures += not ok
+        print(f"  vocabulary {name} ({rows} tokens): recur's ids of {same}/{len(texts)} texts equal "
+              f"tokenizers'{'' if ok else '  FAIL'}", flush=True)
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
@@ -259,7 +292,13 @@ def main():
     ap.add_argument("--bpe-tokenizer", help="for --parity's tokenizer check: a Hugging Face "
                     "tokenizer.json of a byte-level BPE (GPT-2's, GPT-NeoX's, or one trained "
                     "with tokenizers' ByteLevel and BpeTrainer)")
+    ap.add_argument("--llama-vocabs", help="for --parity: llama.cpp's models/ folder with "
+                    "ggml-vocab-*.gguf and their .inp/.out tests (default: the source that "
+                    "llama-cpp-setup.sh unpacks beside --llama)")
     args = ap.parse_args()
+    if args.llama_vocabs is None:
+        args.llama_vocabs = os.path.join(args.llama, "llama_cpp_python-0.3.36", "vendor",
+                                         "llama.cpp", "models")
     os.makedirs(args.out, exist_ok=True)
     print(f"CPU: {cpu_name()}; {os.cpu_count()} logical CPUs", flush=True)
     peer = None
@@ -276,6 +315,8 @@ def main():
             failures += tokenizer_parity(args, peer, args.world_vocab, "rwkv")
         if args.recur_generate and args.bpe_tokenizer:
             failures += tokenizer_parity(args, peer, args.bpe_tokenizer, "gpt2")
+        if os.path.isdir(args.llama_vocabs):
+            failures += llama_vocab_tests(args)
     for shape in args.shapes:
         files = files_for(args, shape)
         if peer:
