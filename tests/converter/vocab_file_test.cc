@@ -342,6 +342,16 @@ TEST_CASE("vocab file: --tokenizer tokenizer.json gives a model its byte-level B
   REQUIRE(ConvertIn(dir, dir.File("tokenizer.json")).ok());
   const std::vector<int32_t> ids = EncodeWith(dir, "ab ab<|endoftext|>\n\nb");
   CHECK(ids == std::vector<int32_t>{5, 6, 0, 4, 4, 2});
+  // The config's key too.
+  testing::TempDir config_dir;
+  WriteModelInputs(config_dir, "\"tokenizer\": \"tokenizer.json\"");
+  testing::WriteFile(config_dir.File("tokenizer.json"), HfTokenizer());
+  REQUIRE(ConvertIn(config_dir).ok());
+  CHECK(EncodeWith(config_dir, " ab") == std::vector<int32_t>{6});
+  // A refusal names the file.
+  testing::WriteFile(config_dir.File("tokenizer.json"),
+                     HfTokenizer([](nlohmann::json& j) { j["model"]["byte_fallback"] = true; }));
+  CHECK(ConvertIn(config_dir).message() == "tokenizer.json: model.byte_fallback: true is not supported");
 }
 
 }  // namespace
