@@ -1,5 +1,5 @@
-// Vocabularies for the model file (recur.fbs Tokenizer, kind Rwkv) from the
-// two places they come in:
+// Vocabularies for the model file (recur.fbs Tokenizer). Kind Rwkv, from the
+// two places it comes in:
 //
 // The rwkv package's text format (its rwkv_vocab_v20230424.txt, what
 // TRIE_TOKENIZER reads; recur-convert --tokenizer, a recur config's
