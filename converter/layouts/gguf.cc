@@ -173,9 +173,10 @@ Status GgufBpeVocabulary(const GgufFile& file, const std::vector<std::string>& t
 // The vocabulary of tokenizer model "rwkv" as llama.cpp's converter writes it
 // (_set_vocab_rwkv_world): "<s>" (control) at id 0, the end-of-text token;
 // the rwkv package's tokens, escaped (UnescapeGgufRwkvToken); then
-// "[PAD<i>]" (unused) up to the embedding's rows, which are dropped. No
-// tokenizer.ggml.model, or "none": no vocabulary. Another model, or control
-// or unused tokens elsewhere: no vocabulary, and a warning.
+// "[PAD<i>]" (unused) up to the embedding's rows, which are dropped. Or of
+// tokenizer model "gpt2" (GgufBpeVocabulary). No tokenizer.ggml.model, or
+// "none": no vocabulary. Another model, or rwkv control or unused tokens
+// elsewhere: no vocabulary, and a warning.
 Status GgufVocabulary(const GgufFile& file, uint32_t vocab_size, ImportedConfig* out) {
   if (file.FindValue("tokenizer.ggml.model") == nullptr) return Status::Ok();
   auto model = file.GetString("tokenizer.ggml.model");
