@@ -6,7 +6,8 @@
         --recur-bench build/release/benchmarks/recur-bench \\
         [--llama build/llama-cpp] [--shapes 0.1B 0.4B 1.5B] [--types F16 Q8_0 Q4_0 Q4_K_M]
         [--threads 1 2] [--rounds 2] [--parity --recur-run build/release/tools/recur-run
-        [--recur-generate build/release/tools/recur-generate --world-vocab VOCAB]]
+        [--recur-generate build/release/tools/recur-generate --world-vocab VOCAB
+         --bpe-tokenizer tokenizer.json]]
 
 For each shape it writes a random-weight RWKV-7 GGUF at F16 the way llama.cpp's converter
 writes one (recur_ref/gguf_rwkv7.py; vocabulary 65,536 with tokenizer model "none"), makes
@@ -22,7 +23,11 @@ recur's greedy continuation of a prompt equals llama.cpp's for 64 tokens and pri
 largest logit difference (llama_peer.py drives llama.cpp); with --recur-generate and
 --world-vocab it also writes a file carrying the RWKV World vocabulary and checks that
 recur's token ids of a text sample of several scripts equal llama.cpp's, and that
-recur-generate's greedy 64 tokens after it equal llama.cpp's.
+recur-generate's greedy 64 tokens after it equal llama.cpp's; with --bpe-tokenizer the
+same for a file carrying that byte-level BPE (tokenizer model "gpt2", pre-tokenizer
+"gpt-2"). --parity also converts llama.cpp's GPT-2 and GPT-NeoX vocabulary test files
+(models/ggml-vocab-{gpt-2,mpt}.gguf) and checks recur's ids of their texts against the ids
+Hugging Face tokenizers gave (their .out files).
 """
 import argparse
 import json
@@ -195,17 +200,29 @@ TOKENIZER_SAMPLE = ("The quick brown fox, 1234567 times.\n\n   Tabs\tand  double
                     "مرحبا بالعالم שלום 🙂🚀👩‍💻 \u00a0end\n")
 
 
-def tokenizer_parity(args, peer):
-    """On an F32 file carrying the RWKV World vocabulary (--world-vocab): llama.cpp's and
-    recur's token ids of TOKENIZER_SAMPLE, and recur-generate's greedy 64 tokens after it
-    against llama.cpp's. Returns the failures."""
-    import numpy as np
+def vocabulary_rows(vocab):
+    """The embedding rows for a vocabulary file: the World vocabulary's 65,536, or a
+    tokenizer.json's ids rounded up to a multiple of 64."""
+    if not vocab.endswith(".json"):
+        return 65536
+    with open(vocab, encoding="utf-8") as f:
+        spec = json.load(f)
+    ids = list(spec["model"]["vocab"].values()) + [a["id"] for a in spec["added_tokens"]]
+    return (max(ids) + 64) // 64 * 64
+
+
+def tokenizer_parity(args, peer, vocab, label):
+    """On an F32 file carrying `vocab` (--world-vocab: the RWKV World vocabulary,
+    tokenizer model "rwkv"; --bpe-tokenizer: a byte-level BPE's tokenizer.json,
+    tokenizer model "gpt2"): llama.cpp's and recur's token ids of TOKENIZER_SAMPLE, and
+    recur-generate's greedy 64 tokens after it (up to an end-of-text token) against
+    llama.cpp's. Returns the failures."""
     import gguf
     layers, c = 2, 128
-    sd = random_state_dict(layers, c, 64, 65536, 32, 32, 32, 64, seed=5)
-    path = os.path.join(args.out, "tokenizer-F32.gguf")
+    sd = random_state_dict(layers, c, 64, vocabulary_rows(vocab), 32, 32, 32, 64, seed=5)
+    path = os.path.join(args.out, f"tokenizer-{label}-F32.gguf")
     write_gguf(path, sd, gguf.GGMLQuantizationType.F32, layers, c, 64, 32, 32, 32, 64,
-               vocab=args.world_vocab)
+               vocab=vocab)
     model = path[:-5] + ".recur"
     run([args.recur_convert, path, "-o", model])
     text = TOKENIZER_SAMPLE.encode()
@@ -214,16 +231,51 @@ def tokenizer_parity(args, peer):
         greedy = m.greedy(want, 64)
         greedy_text = b"".join(m.token_bytes(t) for t in greedy)
     import recur
-    got = recur.Tokenizer(recur.Model(model)).encode(text)
+    tokenizer = recur.Tokenizer(recur.Model(model))
+    got = tokenizer.encode(text)
     r = run([args.recur_generate, model, "--prompt", TOKENIZER_SAMPLE, "-n", "64",
              "--temperature", "0", "--print-ids", "--threads", "2"])
     generated = [int(t) for t in r.stdout.split()]
+    # recur-generate ends at the end-of-text token (printing its id); llama.cpp goes on.
+    if tokenizer.end_of_text in greedy:
+        greedy = greedy[:greedy.index(tokenizer.end_of_text) + 1]
     same_ids = got == want
     same_text = generated == greedy
-    print(f"  tokenizer: {len(want)} tokens of a {len(text)}-byte sample, recur's ids "
-          f"{'equal' if same_ids else 'DIFFER: FAIL'}; recur-generate's greedy 64 tokens "
+    print(f"  tokenizer {label}: {len(want)} tokens of a {len(text)}-byte sample, recur's ids "
+          f"{'equal' if same_ids else 'DIFFER: FAIL'}; recur-generate's greedy {len(greedy)} tokens "
           f"{'equal' if same_text else 'DIFFER: FAIL'} ({greedy_text[:40]!r}...)", flush=True)
     return (not same_ids) + (not same_text)
+
+
+def llama_vocab_tests(args):
+    """llama.cpp's byte-level BPE test files (its models/ggml-vocab-{gpt-2,mpt}.gguf: GPT-2's
+    and GPT-NeoX's vocabularies, MPT's being GPT-NeoX's, with .inp texts and .out ids that
+    its convert_hf_to_gguf_update.py wrote with Hugging Face tokenizers): each vocabulary in
+    a small RWKV-7 file, converted, and recur's ids of every text against the .out ids.
+    Returns the failures."""
+    import gguf
+    failures = 0
+    for name in ("gpt-2", "mpt"):
+        vocab = os.path.join(args.llama_vocabs, f"ggml-vocab-{name}.gguf")
+        reader = gguf.GGUFReader(vocab)
+        rows = len(reader.fields["tokenizer.ggml.tokens"].contents())
+        sd = random_state_dict(1, 32, 16, rows, 8, 8, 4, 8, seed=1)
+        path = os.path.join(args.out, f"vocab-{name}-F32.gguf")
+        write_gguf(path, sd, gguf.GGMLQuantizationType.F32, 1, 32, 16, 8, 8, 4, 8, vocab=vocab)
+        model = path[:-5] + ".recur"
+        run([args.recur_convert, path, "-o", model])
+        import recur
+        tokenizer = recur.Tokenizer(recur.Model(model))
+        with open(vocab + ".inp", encoding="utf-8") as f:
+            texts = f.read().split("\n__ggml_vocab_test__\n")
+        with open(vocab + ".out", encoding="utf-8") as f:
+            outs = f.read().split("\n")
+        same = sum(tokenizer.encode(t) == [int(x) for x in o.split()] for t, o in zip(texts, outs))
+        ok = same == len(texts)
+        failures += not ok
+        print(f"  vocabulary {name} ({rows} tokens): recur's ids of {same}/{len(texts)} texts equal "
+              f"tokenizers'{'' if ok else '  FAIL'}", flush=True)
+    return failures
 
 
 def main():
@@ -241,7 +293,16 @@ def main():
     ap.add_argument("--recur-generate", help="for --parity's tokenizer check")
     ap.add_argument("--world-vocab", help="for --parity's tokenizer check: the rwkv package's "
                     "rwkv_vocab_v20230424.txt")
+    ap.add_argument("--bpe-tokenizer", help="for --parity's tokenizer check: a Hugging Face "
+                    "tokenizer.json of a byte-level BPE (GPT-2's, GPT-NeoX's, or one trained "
+                    "with tokenizers' ByteLevel and BpeTrainer)")
+    ap.add_argument("--llama-vocabs", help="for --parity: llama.cpp's models/ folder with "
+                    "ggml-vocab-*.gguf and their .inp/.out tests (default: the source that "
+                    "llama-cpp-setup.sh unpacks beside --llama)")
     args = ap.parse_args()
+    if args.llama_vocabs is None:
+        args.llama_vocabs = os.path.join(args.llama, "llama_cpp_python-0.3.36", "vendor",
+                                         "llama.cpp", "models")
     os.makedirs(args.out, exist_ok=True)
     print(f"CPU: {cpu_name()}; {os.cpu_count()} logical CPUs", flush=True)
     peer = None
@@ -255,7 +316,11 @@ def main():
         for name in PARITY_MODELS:
             failures += parity(args, peer, parity_files(args, name), name)
         if args.recur_generate and args.world_vocab:
-            failures += tokenizer_parity(args, peer)
+            failures += tokenizer_parity(args, peer, args.world_vocab, "rwkv")
+        if args.recur_generate and args.bpe_tokenizer:
+            failures += tokenizer_parity(args, peer, args.bpe_tokenizer, "gpt2")
+        if os.path.isdir(args.llama_vocabs):
+            failures += llama_vocab_tests(args)
     for shape in args.shapes:
         files = files_for(args, shape)
         if peer:

@@ -26,7 +26,7 @@ bool IsCheckpointName(const std::string& path) {
 // (relative to the config's folder) or the GGUF file's (`gguf_name`, when
 // the source is one), at most one of them; checked against the model.
 Status AddVocabulary(const ConvertOptions& o, const std::string& gguf_name,
-                     ModelDescription* desc) {
+                     ModelDescription* desc, std::vector<std::string>* warnings) {
   std::string path = o.tokenizer_path;
   if (!desc->tokenizer_file.empty()) {
     if (!path.empty()) {
@@ -44,7 +44,7 @@ Status AddVocabulary(const ConvertOptions& o, const std::string& gguf_name,
                   "--tokenizer: " + gguf_name + " carries a vocabulary of its own");
   }
   if (!path.empty()) {
-    auto vocab = ReadRwkvVocabularyFile(path);
+    auto vocab = ReadVocabularyFile(path, warnings);
     if (!vocab.ok()) return vocab.status();
     desc->vocabulary = std::move(vocab).value();
   }
@@ -146,7 +146,8 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   }
   ModelDescription desc = config->desc;
   report->warnings.insert(report->warnings.end(), config->warnings.begin(), config->warnings.end());
-  RECUR_RETURN_IF_ERROR(AddVocabulary(o, is_gguf ? BaseName(o.weights_path) : "", &desc));
+  RECUR_RETURN_IF_ERROR(
+      AddVocabulary(o, is_gguf ? BaseName(o.weights_path) : "", &desc, &report->warnings));
   ImportOptions io;
   io.allow_extra = o.allow_extra;
   // Each tensor is imported (checked, made float32) as the writer comes to it.

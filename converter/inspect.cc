@@ -211,12 +211,18 @@ class Collector {
         const fb::TokenBytes* token = t->tokens()->Get(i);
         if (token && token->bytes()) bytes += token->bytes()->size();
       }
-      j["tokenizer"] = {{"kind", t->kind() == fb::TokenizerKind::Rwkv
-                                     ? std::string("rwkv")
-                                     : "unknown (" + std::to_string(int(t->kind())) + ")"},
+      const std::string kind = t->kind() == fb::TokenizerKind::Rwkv      ? std::string("rwkv")
+                               : t->kind() == fb::TokenizerKind::Gpt2Bpe ? std::string("gpt2_bpe")
+                               : "unknown (" + std::to_string(int(t->kind())) + ")";
+      const auto size = [](const auto* v) { return v != nullptr ? v->size() : 0u; };
+      j["tokenizer"] = {{"kind", kind},
                         {"tokens", count},
                         {"end_of_text", t->end_of_text()},
                         {"token_bytes", bytes}};
+      if (t->kind() == fb::TokenizerKind::Gpt2Bpe) {
+        j["tokenizer"]["merges"] = size(t->merges());
+        j["tokenizer"]["added_tokens"] = size(t->added_raw()) + size(t->added_normalized());
+      }
     } else {
       j["tokenizer"] = nullptr;
     }
@@ -342,7 +348,12 @@ std::string RenderText(const OrderedJson& j) {
     line("tokenizer:       " + t["kind"].get<std::string>() + ", " +
          std::to_string(t["tokens"].get<uint32_t>()) + " tokens of " +
          std::to_string(t["token_bytes"].get<uint64_t>()) + " bytes, end_of_text " +
-         (eot < 0 ? std::string("none") : std::to_string(eot)));
+         (eot < 0 ? std::string("none") : std::to_string(eot)) +
+         (t["kind"] == "gpt2_bpe" ? ", " + std::to_string(t["merges"].get<uint32_t>()) +
+                                        " merges, " +
+                                        std::to_string(t["added_tokens"].get<uint32_t>()) +
+                                        " added tokens"
+                                  : std::string()));
   }
   line("blocks:          " + std::to_string(j["blocks"].size()));
   std::size_t i = 0;

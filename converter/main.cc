@@ -4,7 +4,7 @@
 //   recur-convert WEIGHTS.safetensors|MODEL.pt --config CONFIG.json [--layout NAME]
 //                 -o MODEL.recur [--notes TEXT] [--allow-extra] [--state-dict-key KEY[.KEY...]]
 //                 [--dtype f32|f16|bf16|int8|int4|...] [--group 32|64|128|256] [--quantize-head]
-//                 [--tokenizer VOCAB.txt]
+//                 [--tokenizer VOCAB.txt|tokenizer.json]
 //   recur-convert convert ...            (the same, with an explicit subcommand)
 //   recur-convert inspect MODEL.recur [--json]
 //   recur-convert verify MODEL.recur
@@ -80,7 +80,8 @@ int Run(int argc, char** argv) {
   convert->add_option("-o,--output", convert_options.output_path, "MODEL.recur to write")->required();
   convert->add_option("--tokenizer", convert_options.tokenizer_path,
                       "VOCAB.txt: a vocabulary in the rwkv package's format (lines \"ID LITERAL "
-                      "BYTE_LENGTH\", as its rwkv_vocab_v20230424.txt) for the model file to "
+                      "BYTE_LENGTH\", as its rwkv_vocab_v20230424.txt), or tokenizer.json: a "
+                      "Hugging Face byte-level BPE (GPT-2's, GPT-NeoX's), for the model file to "
                       "carry, so that the runtime encodes text (a recur config may name it as "
                       "\"tokenizer\" instead; a GGUF file carries its own)");
   convert

@@ -161,9 +161,21 @@ struct MetadataDescription {
 
 // A model's vocabulary (recur.fbs Tokenizer, kind Rwkv): each token's bytes,
 // id = index; end_of_text's are empty.
+// recur.fbs TokenizerKind.
+enum class VocabularyKind { kRwkv, kGpt2Bpe };
+
+// recur.fbs TokenMerge.
+struct TokenMergeDescription {
+  uint32_t left = 0, right = 0, result = 0;
+};
+
 struct VocabularyDescription {
   std::vector<std::string> tokens;
   int32_t end_of_text = -1;  // -1: none
+  VocabularyKind kind = VocabularyKind::kRwkv;
+  // kGpt2Bpe: the merges by rank and the added tokens (recur.fbs Tokenizer).
+  std::vector<TokenMergeDescription> merges;
+  std::vector<uint32_t> added_raw, added_normalized;
 };
 
 // What a source layout keeps from its config for its MapTensors (a struct of

@@ -207,8 +207,20 @@ Status BuildFlatBuffer(const ModelDescription& desc, const std::map<std::string,
         bytes = fbb.CreateVector(reinterpret_cast<const uint8_t*>(t.data()), t.size());
       tokens.push_back(fb::CreateTokenBytes(fbb, bytes));
     }
-    tokenizer = fb::CreateTokenizer(fbb, fb::TokenizerKind::Rwkv, fbb.CreateVector(tokens),
-                                    desc.vocabulary->end_of_text);
+    const VocabularyDescription& v = *desc.vocabulary;
+    flatbuffers::Offset<flatbuffers::Vector<const fb::TokenMerge*>> merges = 0;
+    flatbuffers::Offset<flatbuffers::Vector<uint32_t>> added_raw = 0, added_normalized = 0;
+    if (v.kind == VocabularyKind::kGpt2Bpe) {
+      std::vector<fb::TokenMerge> m;
+      m.reserve(v.merges.size());
+      for (const TokenMergeDescription& d : v.merges) m.emplace_back(d.left, d.right, d.result);
+      merges = fbb.CreateVectorOfStructs(m);
+      added_raw = fbb.CreateVector(v.added_raw);
+      added_normalized = fbb.CreateVector(v.added_normalized);
+    }
+    tokenizer = fb::CreateTokenizer(
+        fbb, v.kind == VocabularyKind::kGpt2Bpe ? fb::TokenizerKind::Gpt2Bpe : fb::TokenizerKind::Rwkv,
+        fbb.CreateVector(tokens), v.end_of_text, merges, added_raw, added_normalized);
   }
 
   auto model = fb::CreateModel(fbb, FormatVersionFor(desc), metadata, desc.d_model,

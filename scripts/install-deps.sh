@@ -19,6 +19,8 @@ packages=(
   libxnnpack-dev libpthreadpool-dev libcpuinfo-dev libdnnl-dev
   # converter / tools / tests (libzip: the converter's torch.save reader)
   nlohmann-json3-dev libcli11-dev doctest-dev libzip-dev
+  # the Unicode Character Database that scripts/unicode-classes.py reads
+  unicode-data
   # demos
   libkissfft-dev libstb-dev libsndfile1-dev zlib1g-dev dataset-fashion-mnist espeak-ng sox
   # PyTorch reference (only /usr/bin/python3 sees it) and a fast BLAS for it

@@ -11,6 +11,7 @@
 // mamba_ssm computes (mamba2_model.cc's names, docs/layouts.md "GGUF"), with
 // the file's RMS eps on every norm, the gated one's too, and no clamp of Δ
 // (llama.cpp's graph has none); the head is token_embd without output.weight.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -98,14 +99,94 @@ Status GgufFeedForward(const GgufFile& file, const std::string& key, uint32_t bl
 }
 
 // llama.cpp's token types (llama_token_type: tokenizer.ggml.token_type).
-constexpr int32_t kGgufTokenNormal = 1, kGgufTokenControl = 3, kGgufTokenUnused = 5;
+constexpr int32_t kGgufTokenNormal = 1, kGgufTokenControl = 3, kGgufTokenUserDefined = 4,
+                  kGgufTokenUnused = 5;
+
+// tokenizer.ggml.pre values whose pre-tokenizer is the GPT-2 pattern alone
+// (llama.cpp's llama-vocab.cpp: LLAMA_VOCAB_PRE_TYPE_GPT2, _MPT, _OLMO,
+// _JAIS, _TRILLION, _GRANITE_DOCLING, none of them with other settings).
+constexpr const char* kGpt2PatternPre[] = {
+    "gpt-2",     "phi-2",   "jina-es",     "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
+    "a.x-4.0",   "mellum",  "modern-bert", "mpt",     "olmo",     "jais",       "trillion",
+    "granite-docling"};
+
+// The vocabulary of tokenizer model "gpt2" (byte-level BPE) as llama.cpp's
+// converter writes it (get_vocab_base): normal tokens in the byte-level
+// alphabet, control and user-defined ones (tokenizers' added tokens) as
+// their text, unused ones ("[PAD<i>]") as no token; the merges as "left
+// right". Control tokens are matched in the text first, user-defined ones
+// then (recur.fbs Gpt2Bpe: added_raw, added_normalized). `without` gives
+// the warning of a vocabulary recur cannot compute.
+template <typename Without>
+Status GgufBpeVocabulary(const GgufFile& file, const std::vector<std::string>& tokens,
+                         const std::vector<int32_t>& types, size_t n, Without without,
+                         ImportedConfig* out) {
+  std::string pre = "(none)";
+  if (file.FindValue("tokenizer.ggml.pre") != nullptr) {
+    auto read = file.GetString("tokenizer.ggml.pre");
+    if (!read.ok()) return read.status();
+    pre = *read;
+  }
+  if (std::find_if(std::begin(kGpt2PatternPre), std::end(kGpt2PatternPre),
+                   [&](const char* p) { return pre == p; }) == std::end(kGpt2PatternPre)) {
+    return without("tokenizer.ggml.pre is \"" + pre +
+                   "\": recur's byte-level BPE splits text by the GPT-2 pattern only "
+                   "(tokenizer.ggml.pre \"gpt-2\", \"olmo\", \"mpt\", ...)");
+  }
+  VocabularyDescription vocab;
+  vocab.kind = VocabularyKind::kGpt2Bpe;
+  vocab.tokens.resize(n);
+  std::unordered_map<std::string, uint32_t> id_of;
+  for (size_t i = 0; i < n; ++i) {
+    const std::string where = "tokenizer.ggml.tokens[" + std::to_string(i) + "]";
+    const int32_t type = types.empty() ? kGgufTokenNormal : types[i];
+    const auto id = static_cast<uint32_t>(i);
+    if (type == kGgufTokenNormal) {
+      Status s = ByteLevelToBytes(tokens[i], &vocab.tokens[i]);
+      if (!s.ok()) return Status(s.code(), where + " (\"" + tokens[i] + "\"): " + s.message());
+      id_of.emplace(tokens[i], id);
+    } else if (type == kGgufTokenControl || type == kGgufTokenUserDefined) {
+      if (tokens[i].empty()) return Status(StatusCode::kInvalidArgument, where + " is empty");
+      vocab.tokens[i] = tokens[i];
+      (type == kGgufTokenControl ? vocab.added_raw : vocab.added_normalized).push_back(id);
+    } else if (type != kGgufTokenUnused) {
+      return without(where + " (\"" + tokens[i] + "\") is of token type " +
+                     std::to_string(type) +
+                     "; recur's byte-level BPE vocabularies have normal, control, user-defined "
+                     "and unused tokens");
+    }
+  }
+  auto merges = file.GetStringArray("tokenizer.ggml.merges");
+  if (!merges.ok()) return merges.status();
+  for (size_t r = 0; r < merges->size(); ++r) {
+    const std::string& line = (*merges)[r];
+    const std::string where = "tokenizer.ggml.merges[" + std::to_string(r) + "]";
+    const size_t space = line.find(' ');
+    if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
+      return Status(StatusCode::kInvalidArgument,
+                    where + " (\"" + line + "\") is not two token texts with a space between");
+    }
+    Status s = AppendBpeMerge(std::string_view(line).substr(0, space),
+                              std::string_view(line).substr(space + 1), id_of, &vocab);
+    if (!s.ok()) return Status(s.code(), where + ": " + s.message());
+  }
+  RECUR_RETURN_IF_ERROR(CheckBpeMerges(vocab, "tokenizer.ggml.merges:"));
+  if (file.FindValue("tokenizer.ggml.eos_token_id") != nullptr) {
+    auto eos = file.GetU32("tokenizer.ggml.eos_token_id");
+    if (!eos.ok()) return eos.status();
+    if (*eos < n && !vocab.tokens[*eos].empty()) vocab.end_of_text = static_cast<int32_t>(*eos);
+  }
+  out->desc.vocabulary = std::move(vocab);
+  return Status::Ok();
+}
 
 // The vocabulary of tokenizer model "rwkv" as llama.cpp's converter writes it
 // (_set_vocab_rwkv_world): "<s>" (control) at id 0, the end-of-text token;
 // the rwkv package's tokens, escaped (UnescapeGgufRwkvToken); then
-// "[PAD<i>]" (unused) up to the embedding's rows, which are dropped. No
-// tokenizer.ggml.model, or "none": no vocabulary. Another model, or control
-// or unused tokens elsewhere: no vocabulary, and a warning.
+// "[PAD<i>]" (unused) up to the embedding's rows, which are dropped. Or of
+// tokenizer model "gpt2" (GgufBpeVocabulary). No tokenizer.ggml.model, or
+// "none": no vocabulary. Another model, or rwkv control or unused tokens
+// elsewhere: no vocabulary, and a warning.
 Status GgufVocabulary(const GgufFile& file, uint32_t vocab_size, ImportedConfig* out) {
   if (file.FindValue("tokenizer.ggml.model") == nullptr) return Status::Ok();
   auto model = file.GetString("tokenizer.ggml.model");
@@ -115,9 +196,9 @@ Status GgufVocabulary(const GgufFile& file, uint32_t vocab_size, ImportedConfig*
     out->warnings.push_back(why + "; the model is converted without a vocabulary");
     return Status::Ok();
   };
-  if (*model != "rwkv") {
+  if (*model != "rwkv" && *model != "gpt2") {
     return without("tokenizer.ggml.model is \"" + *model +
-                   "\": recur reads the vocabularies of tokenizer model \"rwkv\" only");
+                   "\": recur reads the vocabularies of tokenizer models \"rwkv\" and \"gpt2\"");
   }
   auto tokens = file.GetStringArray("tokenizer.ggml.tokens");
   if (!tokens.ok()) return tokens.status();
@@ -144,6 +225,8 @@ Status GgufVocabulary(const GgufFile& file, uint32_t vocab_size, ImportedConfig*
                                                     " tokens, more than token_embd's " +
                                                     std::to_string(vocab_size) + " rows");
   }
+  if (n == 0) return without("tokenizer.ggml.tokens has no tokens");
+  if (*model == "gpt2") return GgufBpeVocabulary(file, *tokens, types, n, without, out);
   VocabularyDescription vocab;
   vocab.tokens.resize(n);
   std::unordered_map<std::string, size_t> id_of;
@@ -171,7 +254,6 @@ Status GgufVocabulary(const GgufFile& file, uint32_t vocab_size, ImportedConfig*
                                                       std::to_string(it->second) + "'s bytes too");
     }
   }
-  if (n == 0) return without("tokenizer.ggml.tokens has no tokens");
   out->desc.vocabulary = std::move(vocab);
   return Status::Ok();
 }

@@ -157,7 +157,9 @@ def convert(weights, config=None, output=None, *, dtype=None, layout="auto", gro
     recur.layouts() ("auto": the config's "layout" key, else detected from the
     config). allow_extra: unused tensors are warnings. tokenizer: a path to a
     vocabulary in the rwkv package's text format (lines "ID LITERAL
-    BYTE_LENGTH", as its rwkv_vocab_v20230424.txt) for the model to carry
+    BYTE_LENGTH", as its rwkv_vocab_v20230424.txt) or a Hugging Face
+    tokenizer.json of a byte-level BPE (GPT-2's, GPT-NeoX's; a name ending in
+    .json) for the model to carry
     (recur.Tokenizer reads it); a recur config may name one as "tokenizer"
     instead, relative to the config file's folder (to the working directory
     for a config given as a dict), and a GGUF file carries its own.

@@ -25,7 +25,7 @@ def convert(
     state_dict_key: str = "",
     quantize_head: bool = False,
     allow_extra: bool = False,
-    tokenizer: Optional[Union[str, os.PathLike]] = None,  # a vocabulary file (rwkv text format)
+    tokenizer: Optional[Union[str, os.PathLike]] = None,  # rwkv text format or a tokenizer.json
 ) -> Union[bytes, dict]:
     """Trained weights -> a recur model: its bytes (output None) or a report after writing output."""
 

@@ -922,9 +922,10 @@ NB_MODULE(_recur, m) {
       m, "Tokenizer",
       "The vocabulary a model carries: text to token ids and back (recur.h \"vocabulary\"). "
       "Encoding is RWKV's greedy longest match over the text's bytes (BlinkDL's "
-      "TRIE_TOKENIZER, llama.cpp's \"rwkv\" tokenizer); decoding concatenates the tokens' "
-      "bytes, and a token may hold part of a UTF-8 character. Thread-safe; keeps its model "
-      "alive.\n\n"
+      "TRIE_TOKENIZER, llama.cpp's \"rwkv\" tokenizer) or byte-level BPE (GPT-2, GPT-NeoX: "
+      "Hugging Face tokenizers' encode(text).ids), as the vocabulary's kind says; decoding "
+      "concatenates the tokens' bytes, and a token may hold part of a UTF-8 character. "
+      "Thread-safe; keeps its model alive.\n\n"
       "Tokenizer(model) raises InvalidArgument when the model has no vocabulary (convert it "
       "with recur-convert --tokenizer, a config's \"tokenizer\", or a GGUF file that has "
       "one), Unsupported for a kind of vocabulary this runtime does not know.")
@@ -933,7 +934,9 @@ NB_MODULE(_recur, m) {
                    "Tokens of the vocabulary: ids 0 to vocab_size - 1 (at most the model's "
                    "vocab_size, the embedding's rows).")
       .def_prop_ro("end_of_text", &Tokenizer::end_of_text,
-                   "The id of the end-of-text token (no bytes; encode never gives it), or None.")
+                   "The id of the end-of-text token, or None. RWKV's has no bytes and encode "
+                   "never gives it; a byte-level BPE's (\"<|endoftext|>\") is given where the "
+                   "text holds it.")
       .def_prop_ro("model", &Tokenizer::model)
       .def("encode", &Tokenizer::Encode, nb::arg("text"),
            "Token ids of `text`: str (encoded as UTF-8) or bytes-like. Raises InvalidArgument "

@@ -22,7 +22,11 @@ cv::AlignedBytes ModelBytes(const std::vector<std::string>* tokens) {
   auto parsed = cv::ParseConfig(recur::impl::testing::kTinyTokensConfig);
   REQUIRE(parsed.ok());
   cv::ModelDescription desc = parsed.value().desc;
-  if (tokens != nullptr) desc.vocabulary = cv::VocabularyDescription{*tokens, 0};
+  if (tokens != nullptr) {
+    desc.vocabulary.emplace();
+    desc.vocabulary->tokens = *tokens;
+    desc.vocabulary->end_of_text = 0;
+  }
   auto bytes = cv::BuildModel(desc, recur::impl::testing::RandomTensors(desc, 3));
   REQUIRE_MESSAGE(bytes.ok(), bytes.message());
   return std::move(bytes.value());

@@ -980,12 +980,12 @@ TEST_CASE("gguf rwkv7: tokenizer model rwkv's vocabulary comes along, unescaped"
   CHECK(Refusal(m, o) == "--tokenizer: t.gguf carries a vocabulary of its own");
 }
 
-TEST_CASE("gguf rwkv7: without tokenizer model rwkv, the model comes without a vocabulary") {
+TEST_CASE("gguf rwkv7: without a tokenizer model recur reads, the model comes without a vocabulary") {
   testing::TempDir dir;
   GgufModel m = RwkvGguf();
   // No tokenizer keys (as the recur reference's writer leaves them by
   // default), or "none": no vocabulary, and nothing to say about it.
-  for (const char* model : {"", "none", "gpt2"}) {
+  for (const char* model : {"", "none", "llama"}) {
     CAPTURE(model);
     GgufModel with = m;
     if (*model != '\0') {
@@ -999,11 +999,11 @@ TEST_CASE("gguf rwkv7: without tokenizer model rwkv, the model comes without a v
     REQUIRE(c.status.ok());
     const LoadedVocabulary l = LoadVocabulary(c.model);
     CHECK(l.model->vocabulary.available().code() == StatusCode::kInvalidArgument);
-    if (std::string(model) == "gpt2") {
+    if (std::string(model) == "llama") {
       CHECK(report.warnings ==
-            std::vector<std::string>{"tokenizer.ggml.model is \"gpt2\": recur reads the "
-                                     "vocabularies of tokenizer model \"rwkv\" only; the model is "
-                                     "converted without a vocabulary"});
+            std::vector<std::string>{"tokenizer.ggml.model is \"llama\": recur reads the "
+                                     "vocabularies of tokenizer models \"rwkv\" and \"gpt2\"; the "
+                                     "model is converted without a vocabulary"});
     } else {
       CHECK(report.warnings.empty());
     }
@@ -1050,6 +1050,76 @@ TEST_CASE("gguf rwkv7: a broken rwkv vocabulary is refused, naming the token") {
                                "tokenizer.ggml.tokens[2] (\"b\") is of token type 3; recur's rwkv "
                                "vocabularies have one control token, id 0, and unused ones only "
                                "at the end; the model is converted without a vocabulary"});
+}
+
+// A byte-level BPE as llama.cpp's converter writes one: "<|endoftext|>"
+// (control) at 0, normal tokens in the byte-level alphabet, "    "
+// (user defined), [PAD<i>] (unused) to kVocab; merges "a b", "Ġ ab".
+void SetGpt2Vocabulary(GgufModel* m, const std::string& pre,
+                       const std::vector<std::string>& merges = {"a b", "\u0120 ab"}) {
+  std::vector<GgufScalar> texts, types;
+  const std::vector<std::pair<std::string, int32_t>> tokens = {
+      {"<|endoftext|>", 3}, {"a", 1}, {"b", 1}, {"\u0120", 1}, {"ab", 1}, {"\u0120ab", 1},
+      {"    ", 4}};
+  for (const auto& [t, type] : tokens) {
+    texts.push_back(t);
+    types.push_back(type);
+  }
+  while (texts.size() < kVocab) {
+    texts.push_back("[PAD" + std::to_string(texts.size()) + "]");
+    types.push_back(int32_t{5});
+  }
+  std::vector<GgufScalar> merge_texts(merges.begin(), merges.end());
+  m->metadata.emplace_back("tokenizer.ggml.model", GgufValue(std::string("gpt2")));
+  if (!pre.empty()) m->metadata.emplace_back("tokenizer.ggml.pre", GgufValue(pre));
+  m->metadata.emplace_back("tokenizer.ggml.tokens", GgufValue::Array(GgufType::kString, texts));
+  m->metadata.emplace_back("tokenizer.ggml.token_type", GgufValue::Array(GgufType::kI32, types));
+  m->metadata.emplace_back("tokenizer.ggml.merges",
+                           GgufValue::Array(GgufType::kString, merge_texts));
+  m->metadata.emplace_back("tokenizer.ggml.eos_token_id", GgufValue(uint32_t{0}));
+}
+
+TEST_CASE("gguf rwkv7: tokenizer model gpt2's byte-level BPE comes along") {
+  testing::TempDir dir;
+  GgufModel m = RwkvGguf();
+  SetGpt2Vocabulary(&m, "gpt-2");
+  ConvertReport report;
+  const Converted c = Convert(dir, m, {}, &report);
+  REQUIRE_MESSAGE(c.status.ok(), c.status.message());
+  CHECK(report.warnings.empty());
+  const LoadedVocabulary l = LoadVocabulary(c.model);
+  CHECK(l.model->vocabulary.size() == 7);  // the unused [PAD7] to [PAD10] are left out
+  CHECK(l.model->vocabulary.end_of_text() == 0);
+  CHECK(l.Encode("ab ab<|endoftext|>ba     ab") == std::vector<int32_t>{4, 5, 0, 2, 1, 6, 5});
+}
+
+TEST_CASE("gguf rwkv7: a gpt2 vocabulary of another pre-tokenizer or broken merges") {
+  GgufModel m = RwkvGguf();
+  for (const char* pre : {"", "llama-bpe"}) {
+    CAPTURE(pre);
+    GgufModel other = m;
+    SetGpt2Vocabulary(&other, pre);
+    testing::TempDir dir;
+    ConvertReport report;
+    REQUIRE(Convert(dir, other, {}, &report).status.ok());
+    CHECK(report.warnings ==
+          std::vector<std::string>{
+              "tokenizer.ggml.pre is \"" + std::string(*pre ? pre : "(none)") +
+              "\": recur's byte-level BPE splits text by the GPT-2 pattern only "
+              "(tokenizer.ggml.pre \"gpt-2\", \"olmo\", \"mpt\", ...); the model is converted "
+              "without a vocabulary"});
+  }
+  GgufModel bad = m;
+  SetGpt2Vocabulary(&bad, "olmo", {"a b", "a c"});
+  CHECK(Refusal(bad) ==
+        "t.gguf: tokenizer.ggml.merges[1]: \"c\" is not a token of the vocabulary");
+  bad = m;
+  SetGpt2Vocabulary(&bad, "olmo", {"a b", "ab"});
+  CHECK(Refusal(bad) ==
+        "t.gguf: tokenizer.ggml.merges[1] (\"ab\") is not two token texts with a space between");
+  bad = m;
+  SetGpt2Vocabulary(&bad, "olmo", {"a b", "a b"});
+  CHECK(Refusal(bad) == "t.gguf: tokenizer.ggml.merges: merge 1 repeats merge 0 (tokens 1 and 2)");
 }
 
 TEST_CASE("gguf rwkv7: a config with layout gguf is refused") {

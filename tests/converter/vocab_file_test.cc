@@ -7,7 +7,9 @@
 
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -226,6 +228,130 @@ TEST_CASE("vocab file: conversions refuse a vocabulary that does not fit the mod
   WriteModelInputs(empty_key, "\"tokenizer\": \"\"");
   CHECK(ConvertIn(empty_key).message().find("\"tokenizer\" must name a vocabulary file") !=
         std::string::npos);
+}
+
+// A tokenizer.json of a byte-level BPE: the bytes "a", "b", " " (Ġ), "\n" (Ċ),
+// merges a b → ab, Ġ ab → Ġab; `edit` changes it first.
+std::string HfTokenizer(const std::function<void(nlohmann::json&)>& edit = nullptr) {
+  nlohmann::json j = nlohmann::json::parse(R"({
+    "version": "1.0", "truncation": null, "padding": null,
+    "added_tokens": [{"id": 0, "content": "<|endoftext|>", "single_word": false, "lstrip": false,
+                      "rstrip": false, "normalized": false, "special": true}],
+    "normalizer": null,
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
+                      "use_regex": true},
+    "post_processor": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false,
+                       "use_regex": true},
+    "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true,
+                "use_regex": true},
+    "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+              "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
+              "ignore_merges": false,
+              "vocab": {"<|endoftext|>": 0, "a": 1, "b": 2, "\u0120": 3, "\u010a": 4, "ab": 5,
+                        "\u0120ab": 6},
+              "merges": [["a", "b"], "\u0120 ab"]}})");
+  if (edit) edit(j);
+  return j.dump();
+}
+
+std::string HfRefusal(const std::string& text) {
+  std::vector<std::string> warnings;
+  auto v = ParseHfTokenizer(text, "tokenizer.json", &warnings);
+  CHECK(v.status().code() == StatusCode::kInvalidArgument);
+  return v.ok() ? "" : v.message();
+}
+
+TEST_CASE("vocab file: a tokenizer.json of a byte-level BPE, read as its bytes and merges") {
+  std::vector<std::string> warnings;
+  auto v = ParseHfTokenizer(HfTokenizer(), "tokenizer.json", &warnings);
+  REQUIRE_MESSAGE(v.ok(), v.message());
+  CHECK(warnings.empty());
+  CHECK(v->kind == VocabularyKind::kGpt2Bpe);
+  CHECK(v->tokens == std::vector<std::string>{"<|endoftext|>", "a", "b", " ", "\n", "ab", " ab"});
+  CHECK(v->end_of_text == 0);
+  CHECK(v->added_raw == std::vector<uint32_t>{0});
+  CHECK(v->added_normalized.empty());
+  REQUIRE(v->merges.size() == 2);
+  CHECK((v->merges[1].left == 3 && v->merges[1].right == 5 && v->merges[1].result == 6));
+  // NFC and a post-processor that adds tokens: taken, each with a warning.
+  v = ParseHfTokenizer(HfTokenizer([](nlohmann::json& j) {
+                         j["normalizer"] = {{"type", "NFC"}};
+                         j["post_processor"] = {{"type", "TemplateProcessing"}};
+                       }),
+                       "tokenizer.json", &warnings);
+  REQUIRE(v.ok());
+  CHECK(warnings.size() == 2);
+  // The byte-level alphabet, undone.
+  std::string bytes;
+  REQUIRE(ByteLevelToBytes("\u0100\u0120\u0121\u0143!~\u00a1\u00ff", &bytes).ok());
+  CHECK(bytes == std::string("\x00\x20\x7f\xad!~\xa1\xff", 8));
+  CHECK(ByteLevelToBytes("\u0144", &bytes).message() ==
+        "the token text has U+0144, which is outside the byte-level alphabet");
+  CHECK(ByteLevelToBytes(" ", &bytes).message() ==
+        "the token text has U+0020, which is outside the byte-level alphabet");
+}
+
+TEST_CASE("vocab file: a tokenizer.json recur does not compute is refused, naming the key") {
+  using J = nlohmann::json;
+  auto with = [](const std::function<void(J&)>& edit) { return HfRefusal(HfTokenizer(edit)); };
+  CHECK(with([](J& j) { j["model"]["type"] = "WordPiece"; }) ==
+        "tokenizer.json: model: \"WordPiece\" is not supported: recur reads BPE models");
+  CHECK(with([](J& j) { j["model"]["byte_fallback"] = true; }) ==
+        "tokenizer.json: model.byte_fallback: true is not supported");
+  CHECK(with([](J& j) { j["model"]["ignore_merges"] = true; }) ==
+        "tokenizer.json: model.ignore_merges: true is not supported");
+  CHECK(with([](J& j) { j["model"]["dropout"] = 0.1; }) ==
+        "tokenizer.json: model.dropout: BPE dropout is not supported");
+  CHECK(with([](J& j) { j["model"]["continuing_subword_prefix"] = "##"; }) ==
+        "tokenizer.json: model.continuing_subword_prefix: is not supported");
+  CHECK(with([](J& j) { j["normalizer"] = {{"type", "Lowercase"}}; }) ==
+        "tokenizer.json: normalizer: \"Lowercase\" is not supported (recur applies none)");
+  CHECK(with([](J& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; })
+            .find("tokenizer.json: pre_tokenizer: \"Metaspace\" is not supported") == 0);
+  CHECK(with([](J& j) { j["pre_tokenizer"]["add_prefix_space"] = true; })
+            .find("tokenizer.json: pre_tokenizer.add_prefix_space: true is not supported") == 0);
+  CHECK(with([](J& j) { j["pre_tokenizer"]["use_regex"] = false; })
+            .find("tokenizer.json: pre_tokenizer.use_regex: false is not supported") == 0);
+  CHECK(with([](J& j) { j["decoder"] = {{"type", "WordPiece"}}; }) ==
+        "tokenizer.json: decoder: \"WordPiece\" is not supported: recur decodes as ByteLevel does");
+  CHECK(with([](J& j) { j["added_tokens"][0]["lstrip"] = true; })
+            .find("tokenizer.json: added_tokens[0].lstrip: true is not supported") == 0);
+  CHECK(with([](J& j) { j["model"]["merges"].push_back("a c"); }) ==
+        "tokenizer.json: model.merges[2]: \"c\" is not a token of the vocabulary");
+  CHECK(with([](J& j) { j["model"]["merges"].push_back("a b c"); }) ==
+        "tokenizer.json: model.merges[2]: \"a b c\" is not two token texts with a space between");
+  CHECK(with([](J& j) { j["model"]["merges"].push_back(J::array({"a", "b"})); }) ==
+        "tokenizer.json: merge 2 repeats merge 0 (tokens 1 and 2)");
+  CHECK(with([](J& j) { j["model"]["vocab"]["x y"] = 7; }) ==
+        "tokenizer.json: model.vocab[\"x y\"]: the token text has U+0020, which is outside the "
+        "byte-level alphabet");
+  CHECK(with([](J& j) { j["model"]["vocab"]["c"] = 1; }) ==
+        "tokenizer.json: model.vocab[\"c\"]: id 1 is taken");
+  CHECK(with([](J& j) { j["added_tokens"][0]["id"] = 1; }) ==
+        "tokenizer.json: added_tokens[0]: \"<|endoftext|>\" has id 1, which the model's "
+        "vocabulary gives to other bytes");
+  CHECK(HfRefusal("{\"model\": 1, \"model\": 2}") ==
+        "tokenizer.json: the key \"model\" appears twice in an object");
+  CHECK(HfRefusal("[]") == "tokenizer.json: not a Hugging Face tokenizer.json (no \"model\")");
+}
+
+TEST_CASE("vocab file: --tokenizer tokenizer.json gives a model its byte-level BPE") {
+  testing::TempDir dir;
+  WriteModelInputs(dir);
+  testing::WriteFile(dir.File("tokenizer.json"), HfTokenizer());
+  REQUIRE(ConvertIn(dir, dir.File("tokenizer.json")).ok());
+  const std::vector<int32_t> ids = EncodeWith(dir, "ab ab<|endoftext|>\n\nb");
+  CHECK(ids == std::vector<int32_t>{5, 6, 0, 4, 4, 2});
+  // The config's key too.
+  testing::TempDir config_dir;
+  WriteModelInputs(config_dir, "\"tokenizer\": \"tokenizer.json\"");
+  testing::WriteFile(config_dir.File("tokenizer.json"), HfTokenizer());
+  REQUIRE(ConvertIn(config_dir).ok());
+  CHECK(EncodeWith(config_dir, " ab") == std::vector<int32_t>{6});
+  // A refusal names the file.
+  testing::WriteFile(config_dir.File("tokenizer.json"),
+                     HfTokenizer([](nlohmann::json& j) { j["model"]["byte_fallback"] = true; }));
+  CHECK(ConvertIn(config_dir).message() == "tokenizer.json: model.byte_fallback: true is not supported");
 }
 
 }  // namespace

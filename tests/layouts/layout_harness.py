@@ -35,6 +35,29 @@ def recur_convert(*args):
 HALF_DTYPES = [torch.float16, torch.bfloat16]
 
 
+def rwkv7_carrying(vocab, shape, source, tmp):
+    """A small random RWKV-7 (SHAPE: layers, C, head size, vocab rows, decay / a / v /
+    gate low-rank dims) carrying the vocabulary file `vocab`, converted from `source`:
+    "pth" (a BlinkDL .pth with recur-convert --tokenizer) or "gguf" (a GGUF file that
+    carries it, recur_ref/gguf_rwkv7.write_gguf). Asserts the conversion warns of
+    nothing (the whole vocabulary came along); returns recur.Tokenizer of the model."""
+    from recur_ref.gguf_rwkv7 import write_gguf
+    from recur_ref.rwkv7 import random_state_dict
+    layers, c, n, rows, d_w, d_a, d_v, d_g = shape
+    sd = random_state_dict(layers, c, n, rows, d_w, d_a, d_v, d_g, seed=5)
+    model = tmp / "m.recur"
+    if source == "pth":
+        torch.save(sd, tmp / "m.pth")
+        rc, err = recur_convert(tmp / "m.pth", "--tokenizer", vocab, "-o", model)
+    else:
+        from gguf import GGMLQuantizationType as Q
+        write_gguf(tmp / "m.gguf", sd, Q.F32, layers, c, n, d_w, d_a, d_v, d_g, vocab=vocab)
+        rc, err = recur_convert(tmp / "m.gguf", "-o", model)
+    assert rc == 0, err
+    assert err == ""
+    return recur.Tokenizer(recur.Model(str(model)))
+
+
 def save_and_convert(model, config, tmp_path, name, state=None):
     """Saves `model`'s state_dict (or `state`, one from saved_in) as model.pt
     and model.safetensors and the config as JSON, converts each with one

@@ -12,12 +12,9 @@ import os
 import random
 
 import pytest
-import torch
 from rwkv import rwkv_tokenizer
 
-from layout_harness import REPO, recur_convert
-from recur_ref.gguf_rwkv7 import write_gguf
-from recur_ref.rwkv7 import random_state_dict
+from layout_harness import REPO, rwkv7_carrying
 
 import recur
 
@@ -50,20 +47,7 @@ def trie():
 
 @pytest.fixture(scope="module", params=["pth", "gguf"])
 def tokenizer(request, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp(request.param)
-    layers, c, n, vocab, d_w, d_a, d_v, d_g = SHAPE
-    sd = random_state_dict(layers, c, n, vocab, d_w, d_a, d_v, d_g, seed=5)
-    model = tmp / "world.recur"
-    if request.param == "pth":
-        torch.save(sd, tmp / "world.pth")
-        rc, err = recur_convert(tmp / "world.pth", "--tokenizer", WORLD, "-o", model)
-    else:
-        from gguf import GGMLQuantizationType as Q
-        write_gguf(tmp / "world.gguf", sd, Q.F32, layers, c, n, d_w, d_a, d_v, d_g, vocab=WORLD)
-        rc, err = recur_convert(tmp / "world.gguf", "-o", model)
-    assert rc == 0, err
-    assert err == ""  # no warning: the whole vocabulary came along
-    return recur.Tokenizer(recur.Model(str(model)))
+    return rwkv7_carrying(WORLD, SHAPE, request.param, tmp_path_factory.mktemp(request.param))
 
 
 def test_every_token(tokenizer, trie):

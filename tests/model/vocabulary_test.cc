@@ -9,8 +9,10 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <random>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -68,6 +70,13 @@ Loaded Load(const VocabularyDescription* v, uint32_t vocab, const std::string& c
   return l;
 }
 
+// `v` loaded with `vocab` rows, which must succeed.
+Loaded LoadOk(const VocabularyDescription& v, uint32_t vocab) {
+  Loaded l = Load(&v, vocab);
+  REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+  return l;
+}
+
 // Every single byte, then `extra` tokens of 2 to 6 bytes over a small
 // alphabet (so that tokens overlap and extend each other), no repeats; id 0
 // the end-of-text token.
@@ -114,12 +123,21 @@ std::vector<int32_t> ReferenceEncode(const VocabularyDescription& v, const std::
 
 const uint8_t* U8(const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); }
 
+// The ids of `text`, which must decode back to it.
+std::vector<int32_t> EncodeRoundTrip(const text::Vocabulary& vocab, const std::string& text) {
+  std::vector<int32_t> ids;
+  REQUIRE(vocab.Encode(U8(text), text.size(), &ids).ok());
+  std::string back;
+  REQUIRE(vocab.Decode(ids.data(), ids.size(), &back).ok());
+  CHECK(back == text);
+  return ids;
+}
+
 TEST_CASE("vocabulary: greedy longest match equals the brute-force rule on random texts") {
   std::mt19937 rng(7);
   const std::string alphabet = "abc \n\xe4\xb8";
   const VocabularyDescription v = RandomVocabulary(&rng, 600, alphabet);
-  Loaded l = Load(&v, 1000);
-  REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+  const Loaded l = LoadOk(v, 1000);
   const text::Vocabulary& vocab = l.model->vocabulary;
   REQUIRE(vocab.available().ok());
   CHECK(vocab.size() == v.tokens.size());
@@ -131,20 +149,14 @@ TEST_CASE("vocabulary: greedy longest match equals the brute-force rule on rando
     for (size_t n = length(rng); n > 0; --n) {
       text += stray(rng) == 0 ? static_cast<char>(byte(rng)) : alphabet[pick(rng)];
     }
-    std::vector<int32_t> ids;
-    REQUIRE(vocab.Encode(U8(text), text.size(), &ids).ok());
-    CHECK(ids == ReferenceEncode(v, text));
-    std::string back;
-    REQUIRE(vocab.Decode(ids.data(), ids.size(), &back).ok());
-    CHECK(back == text);
+    CHECK(EncodeRoundTrip(vocab, text) == ReferenceEncode(v, text));
   }
 }
 
 TEST_CASE("vocabulary: every token's bytes encode to that token alone and decode back") {
   std::mt19937 rng(11);
   const VocabularyDescription v = RandomVocabulary(&rng, 2000, "xyz0123 ");
-  Loaded l = Load(&v, 4096);
-  REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+  const Loaded l = LoadOk(v, 4096);
   const text::Vocabulary& vocab = l.model->vocabulary;
   for (size_t id = 1; id < v.tokens.size(); ++id) {
     std::vector<int32_t> ids;
@@ -166,8 +178,7 @@ TEST_CASE("vocabulary: caller buffers get what fits and the size of the whole") 
   VocabularyDescription v;
   v.tokens = {"", "a", "b", "ab", "abc"};
   v.end_of_text = 0;
-  Loaded l = Load(&v, 8);
-  REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+  const Loaded l = LoadOk(v, 8);
   const text::Vocabulary& vocab = l.model->vocabulary;
   const std::string text = "abcabab";  // abc, ab, ab
   size_t needed = 0;
@@ -191,8 +202,7 @@ TEST_CASE("vocabulary: text no token starts with, and ids outside it, are refuse
   VocabularyDescription v;
   v.tokens = {"", "a", "bc"};
   v.end_of_text = 0;
-  Loaded l = Load(&v, 5);
-  REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+  const Loaded l = LoadOk(v, 5);
   const text::Vocabulary& vocab = l.model->vocabulary;
   std::vector<int32_t> ids;
   Status s = vocab.Encode(U8(std::string("aab")), 3, &ids);
@@ -291,6 +301,197 @@ TEST_CASE("vocabulary: a tokenizer kind this runtime does not know loads as no v
   REQUIRE(text::Vocabulary::Build(t, 10, known.fbb.GetBufferPointer(), &vocab).ok());
   REQUIRE(vocab.Encode(U8(std::string("ba")), 2, &ids).ok());
   CHECK(ids == std::vector<int32_t>{1, 0});
+}
+
+// A byte-level BPE over an ASCII alphabet: every byte a token, then `merges`
+// random merges of tokens made so far into tokens not made before (ids in
+// the order made); added_raw "<|endoftext|>" (end_of_text) and
+// added_normalized "    ".
+VocabularyDescription RandomBpe(std::mt19937* rng, size_t merges, const std::string& alphabet) {
+  VocabularyDescription v;
+  v.kind = converter::VocabularyKind::kGpt2Bpe;
+  std::set<std::string> seen;
+  for (int b = 0; b < 256; ++b) {
+    v.tokens.push_back(std::string(1, static_cast<char>(b)));
+    seen.insert(v.tokens.back());
+  }
+  std::vector<uint32_t> usable;
+  for (char c : alphabet) usable.push_back(static_cast<uint8_t>(c));
+  while (v.merges.size() < merges) {
+    std::uniform_int_distribution<size_t> pick(0, usable.size() - 1);
+    const uint32_t l = usable[pick(*rng)], r = usable[pick(*rng)];
+    const std::string t = v.tokens[l] + v.tokens[r];
+    if (t.size() > 8 || !seen.insert(t).second) continue;
+    v.tokens.push_back(t);
+    const auto id = static_cast<uint32_t>(v.tokens.size() - 1);
+    v.merges.push_back({l, r, id});
+    usable.push_back(id);
+  }
+  v.tokens.push_back("<|endoftext|>");
+  v.end_of_text = static_cast<int32_t>(v.tokens.size() - 1);
+  v.added_raw = {static_cast<uint32_t>(v.end_of_text)};
+  v.tokens.push_back("    ");
+  v.added_normalized = {static_cast<uint32_t>(v.tokens.size() - 1)};
+  return v;
+}
+
+// recur.fbs Gpt2Bpe by brute force, for ASCII text: the added tokens by
+// search, the GPT-2 pattern by std::regex (ECMAScript: leftmost alternative,
+// backtracking, lookahead; \p{L} and \p{N} are [A-Za-z] and [0-9] in ASCII),
+// and per piece the lowest-rank, then leftmost, pair merged one at a time.
+std::vector<int32_t> ReferenceBpe(const VocabularyDescription& v, const std::string& text,
+                                  int pass = 0) {
+  std::vector<int32_t> ids;
+  if (pass < 2) {
+    const uint32_t added = pass == 0 ? v.added_raw[0] : v.added_normalized[0];
+    const std::string& t = v.tokens[added];
+    size_t gap = 0;
+    for (size_t pos = text.find(t); pos != std::string::npos; pos = text.find(t, gap)) {
+      for (int32_t id : ReferenceBpe(v, text.substr(gap, pos - gap), pass + 1)) ids.push_back(id);
+      ids.push_back(static_cast<int32_t>(added));
+      gap = pos + t.size();
+    }
+    for (int32_t id : ReferenceBpe(v, text.substr(gap), pass + 1)) ids.push_back(id);
+    return ids;
+  }
+  static const std::regex pattern(
+      "'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\\sA-Za-z0-9]+|\\s+(?!\\S)|\\s+");
+  size_t covered = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), pattern);
+       it != std::sregex_iterator(); ++it) {
+    REQUIRE(static_cast<size_t>(it->position()) == covered);  // the pattern matches everywhere
+    covered += it->length();
+    std::vector<int32_t> symbols;
+    for (char c : it->str()) symbols.push_back(static_cast<uint8_t>(c));
+    while (true) {
+      size_t best = symbols.size(), best_rank = v.merges.size();
+      for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+        for (size_t r = 0; r < best_rank; ++r) {
+          if (v.merges[r].left == static_cast<uint32_t>(symbols[i]) &&
+              v.merges[r].right == static_cast<uint32_t>(symbols[i + 1])) {
+            best = i;
+            best_rank = r;
+            break;
+          }
+        }
+      }
+      if (best == symbols.size()) break;
+      symbols[best] = static_cast<int32_t>(v.merges[best_rank].result);
+      symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    }
+    ids.insert(ids.end(), symbols.begin(), symbols.end());
+  }
+  REQUIRE(covered == text.size());
+  return ids;
+}
+
+TEST_CASE("vocabulary: byte-level BPE equals the brute-force rule on random texts") {
+  std::mt19937 rng(5);
+  const std::string alphabet = "ab1 '.\n\t";
+  const VocabularyDescription v = RandomBpe(&rng, 300, alphabet);
+  const Loaded l = LoadOk(v, 1024);
+  const text::Vocabulary& vocab = l.model->vocabulary;
+  CHECK(vocab.end_of_text() == static_cast<int32_t>(v.tokens.size()) - 2);
+  const std::vector<std::string> words = {"<|endoftext|>", "    ", "'s", "'re", "'ll", "sre"};
+  std::uniform_int_distribution<size_t> length(0, 120), pick(0, alphabet.size() - 1),
+      word(0, words.size() - 1);
+  std::uniform_int_distribution<int> kind(0, 9);
+  for (int trial = 0; trial < 400; ++trial) {
+    std::string text;
+    // Long runs too: pieces past kInlinePiece bytes take the heap path.
+    const size_t n = trial % 10 == 0 ? 3 * text::Vocabulary::kInlinePiece : length(rng);
+    while (text.size() < n) {
+      const int k = kind(rng);
+      text += k == 0 ? words[word(rng)] : trial % 10 == 0 ? std::string(1, 'a')
+                                                          : std::string(1, alphabet[pick(rng)]);
+    }
+    const std::vector<int32_t> ids = EncodeRoundTrip(vocab, text);
+    CHECK(ids == ReferenceBpe(v, text));
+    size_t needed = 0;
+    std::vector<int32_t> some(ids.size() / 2 + 1, -7);
+    REQUIRE(vocab.Encode(U8(text), text.size(), some.data(), some.size() - 1, &needed).ok());
+    CHECK(needed == ids.size());
+    CHECK(std::equal(some.begin(), some.end() - 1, ids.begin()));
+    CHECK(some.back() == -7);
+  }
+}
+
+TEST_CASE("vocabulary: byte-level BPE reads any bytes and gives them back") {
+  std::mt19937 rng(9);
+  const VocabularyDescription v = RandomBpe(&rng, 100, "ab \xc3\xa9\xe4\xb8\xad");
+  const Loaded l = LoadOk(v, 1024);
+  const text::Vocabulary& vocab = l.model->vocabulary;
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string text;
+    for (int n = trial % 50; n > 0; --n) text += static_cast<char>(byte(rng));
+    EncodeRoundTrip(vocab, text);
+  }
+  // A letter run through invalid bytes: "é" (c3 a9) is a letter, a lone c3 is not.
+  std::vector<int32_t> ids;
+  REQUIRE(vocab.Encode(U8(std::string("a\xc3\xa9\xc3z")), 5, &ids).ok());
+  CHECK(ids.back() == 'z');
+}
+
+TEST_CASE("vocabulary: hostile byte-level BPE vocabularies are refused at load, naming the problem") {
+  VocabularyDescription base;
+  base.kind = converter::VocabularyKind::kGpt2Bpe;
+  base.tokens = {"a", "b", "ab", "<eot>", "", "c"};
+  base.merges = {{0, 1, 2}};
+  base.added_raw = {3};
+  base.end_of_text = 3;
+  {
+    Loaded l = Load(&base, 8);
+    REQUIRE_MESSAGE(l.status.ok(), l.status.message());
+    std::vector<int32_t> ids;
+    REQUIRE(l.model->vocabulary.Encode(U8(std::string("ab<eot>c")), 8, &ids).ok());
+    CHECK(ids == std::vector<int32_t>{2, 3, 5});
+    const Status s = l.model->vocabulary.Encode(U8(std::string("abd")), 3, &ids);
+    CHECK(s.code() == StatusCode::kInvalidArgument);
+    CHECK(s.message() == "no token of the vocabulary is byte 0x64 alone (offset 2)");
+  }
+  VocabularyDescription v = base;
+  v.merges = {{0, 1, 2}, {0, 1, 2}};
+  CHECK(Refusal(v, 8) == "tokenizer: merge 1 repeats merge 0 (tokens 0 and 1)");
+  v.merges = {{0, 9, 2}};
+  CHECK(Refusal(v, 16) ==
+        "tokenizer: merge 0 (0, 9 -> 2) names a token id past the vocabulary's 6 tokens");
+  v.merges = {{1, 0, 2}};
+  CHECK(Refusal(v, 8) == "tokenizer: merge 0 makes token 2 (\"ab\") of tokens 1 (\"b\") and 0 "
+                         "(\"a\"), whose bytes together are not its bytes");
+  v.merges = {{0, 4, 0}};
+  CHECK(Refusal(v, 8).find("whose bytes together are not its bytes") != std::string::npos);
+  v = base;
+  v.tokens[5] = "a";
+  CHECK(Refusal(v, 8) == "tokenizer: tokens 0 and 5 have the same bytes \"a\"");
+  v = base;
+  v.added_raw = {3, 3};
+  CHECK(Refusal(v, 8) == "tokenizer: added_raw lists token 3 twice");
+  v.added_raw = {4};
+  CHECK(Refusal(v, 8) == "tokenizer: added_raw[0] is token 4, which has no bytes");
+  v.added_raw = {3};
+  v.added_normalized = {7};
+  CHECK(Refusal(v, 8) ==
+        "tokenizer: added_normalized[0] is 7, not a token id (the vocabulary has 6 tokens)");
+  // An added token may have a plain token's bytes (GPT-NeoX's runs of spaces).
+  v.added_normalized = {};
+  v.tokens[4] = "a";
+  v.added_normalized = {4};
+  Loaded ok = Load(&v, 8);
+  CHECK_MESSAGE(ok.status.ok(), ok.status.message());
+  // The Rwkv kind has no merges or added tokens (the writer writes none).
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<flatbuffers::Offset<fb::TokenBytes>> tokens;
+  for (const char* t : {"a", "b", "ab"}) {
+    tokens.push_back(fb::CreateTokenBytes(fbb, fbb.CreateVector(U8(t), std::strlen(t))));
+  }
+  const std::vector<fb::TokenMerge> merges = {fb::TokenMerge(0, 1, 2)};
+  fbb.Finish(fb::CreateTokenizer(fbb, fb::TokenizerKind::Rwkv, fbb.CreateVector(tokens), -1,
+                                 fbb.CreateVectorOfStructs(merges)));
+  text::Vocabulary vocab;
+  const Status s = text::Vocabulary::Build(flatbuffers::GetRoot<fb::Tokenizer>(fbb.GetBufferPointer()),
+                                           8, fbb.GetBufferPointer(), &vocab);
+  CHECK(s.message() == "tokenizer: kind Rwkv has merges or added tokens, which only Gpt2Bpe has");
 }
 
 TEST_CASE("vocabulary: the incomplete UTF-8 tail of decoded bytes") {

@@ -42,7 +42,9 @@ bool Write(const std::string& path, int d_model, unsigned seed, bool vocabulary)
                              "\xe4\xb8\xad", "\xe6\x96\x87", "\xe4\xb8", "ing", ". ", "!!"}) {
       tokens.push_back(word);
     }
-    desc.vocabulary = cv::VocabularyDescription{tokens, 0};
+    desc.vocabulary.emplace();
+    desc.vocabulary->tokens = tokens;
+    desc.vocabulary->end_of_text = 0;
   }
   auto bytes = cv::BuildModel(desc, recur::impl::testing::RandomTensors(desc, seed));
   if (!bytes.ok()) {

@@ -202,12 +202,68 @@ def add_rwkv_world_vocab(w, vocab_path, vocab_size):
     w.add_eot_token_id(261)
 
 
+def add_gpt2_vocab(w, tokenizer_json, vocab_size):
+    """The byte-level BPE of a Hugging Face `tokenizer_json` (a path) as llama.cpp's
+    convert_hf_to_gguf.py writes a GPT-2-like one (get_vocab_base): normal tokens in the
+    byte-level alphabet, added ones as their text (control when special, user defined
+    otherwise), "[PAD<i>]" (unused) up to vocab_size, merges as "left right", tokenizer
+    model "gpt2", pre-tokenizer "gpt-2", bos and eos 0."""
+    import json
+    with open(tokenizer_json, encoding="utf-8") as f:
+        spec = json.load(f)
+    by_id = {i: t for t, i in spec["model"]["vocab"].items()}
+    added = {a["id"]: a for a in spec["added_tokens"]}
+    tokens, types = [], []
+    for i in range(vocab_size):
+        if i in added:
+            tokens.append(added[i]["content"])
+            types.append(gguf.TokenType.CONTROL if added[i]["special"] else gguf.TokenType.USER_DEFINED)
+        elif i in by_id:
+            tokens.append(by_id[i])
+            types.append(gguf.TokenType.NORMAL)
+        else:
+            tokens.append(f"[PAD{i}]")
+            types.append(gguf.TokenType.UNUSED)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt-2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(0)
+
+
+def add_vocab_of(w, gguf_path):
+    """The vocabulary of another GGUF file (llama.cpp's models/ggml-vocab-*.gguf, say): its
+    tokenizer.ggml.* keys, copied."""
+    reader = gguf.GGUFReader(str(gguf_path))
+    keys = {k: v.contents() for k, v in reader.fields.items() if k.startswith("tokenizer.ggml.")}
+    w.add_tokenizer_model(keys["tokenizer.ggml.model"])
+    if "tokenizer.ggml.pre" in keys:
+        w.add_tokenizer_pre(keys["tokenizer.ggml.pre"])
+    w.add_token_list(keys["tokenizer.ggml.tokens"])
+    if "tokenizer.ggml.token_type" in keys:
+        w.add_token_types(keys["tokenizer.ggml.token_type"])
+    if "tokenizer.ggml.merges" in keys:
+        w.add_token_merges(keys["tokenizer.ggml.merges"])
+    for k in ("bos", "eos"):
+        if f"tokenizer.ggml.{k}_token_id" in keys:
+            getattr(w, f"add_{k}_token_id")(keys[f"tokenizer.ggml.{k}_token_id"])
+
+
 def write_gguf(path, sd, outtype, layers, c, n, d_w, d_a, d_v, d_g, eps=1e-5, vocab=None):
     """A GGUF file of BlinkDL state dict `sd`, as Rwkv7Model's set_gguf_parameters and
-    modify_tensors and prepare_tensors write it. vocab: None, or the path of a vocabulary
-    in the rwkv package's text format that the file carries (add_rwkv_world_vocab)."""
+    modify_tensors and prepare_tensors write it. vocab: None, or the path of the
+    vocabulary the file carries: a Hugging Face tokenizer.json of a byte-level BPE
+    (add_gpt2_vocab), another GGUF file (add_vocab_of), or one in the rwkv package's text
+    format (add_rwkv_world_vocab)."""
     w = gguf.GGUFWriter(str(path), arch="rwkv7")
-    if vocab is None:
+    if vocab is not None and str(vocab).endswith(".json"):
+        add_gpt2_vocab(w, vocab, sd["emb.weight"].shape[0])
+    elif vocab is not None and str(vocab).endswith(".gguf"):
+        add_vocab_of(w, vocab)
+    elif vocab is None:
         # No vocabulary (llama.cpp's tokenizer model "none" with the vocabulary's size), so
         # that llama.cpp loads the file too; recur reads the size from token_embd.
         w.add_tokenizer_model("none")

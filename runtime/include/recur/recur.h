@@ -170,24 +170,33 @@ recur_status recur_model_get_info(const recur_model* model, recur_model_info* in
 
 /* A model file may carry its vocabulary (recur-convert --tokenizer, a
  * config's "tokenizer", or a GGUF file's), so that text goes in and out
- * through the model alone. Encoding is RWKV's greedy longest match over the
- * text's bytes: at each position the longest token whose bytes are a prefix
- * of the rest, as BlinkDL's TRIE_TOKENIZER (the rwkv package) and llama.cpp's
- * "rwkv" tokenizer do; text naming a special token ("<s>") is encoded as the
- * plain bytes it is. Decoding concatenates the tokens' bytes; a token may
- * hold part of a UTF-8 sequence (see recur_utf8_incomplete_tail).
+ * through the model alone. Encoding depends on the vocabulary's kind
+ * (docs/model-format.md):
+ *  - RWKV's greedy longest match over the text's bytes: at each position the
+ *    longest token whose bytes are a prefix of the rest, as BlinkDL's
+ *    TRIE_TOKENIZER (the rwkv package) and llama.cpp's "rwkv" tokenizer do;
+ *    text naming a special token ("<s>") is encoded as the plain bytes it is.
+ *  - Byte-level BPE (GPT-2, GPT-NeoX: Hugging Face tokenizers' encode(text).ids):
+ *    added tokens ("<|endoftext|>") where the text holds them exactly, the
+ *    rest split by the GPT-2 pattern and merged by rank. Any bytes encode; a
+ *    byte that is not UTF-8 counts as punctuation.
+ * Decoding concatenates the tokens' bytes (an added token's text included);
+ * a token may hold part of a UTF-8 sequence (see recur_utf8_incomplete_tail).
  *
  * These functions read the immutable model only: any number of threads may
  * call them at once, on one model or many, beside sessions of it. They
- * allocate nothing. A model without a vocabulary makes each of them return
+ * allocate nothing, but for byte-level BPE encoding of a piece (a word, a
+ * run of spaces) longer than 64 bytes: one buffer of O(its length) for the
+ * call. A model without a vocabulary makes each of them return
  * RECUR_INVALID_ARGUMENT with a message saying so ("the model has no
  * vocabulary ..."); one whose vocabulary is of a kind this runtime does not
  * know (a newer file), RECUR_UNSUPPORTED. */
 
 /* The vocabulary's token count (ids 0 to *token_count − 1; at most
  * recur_model_info.vocab_size, the embedding's rows) and the id of its
- * end-of-text token, which has no bytes and which encoding never gives (-1:
- * none; RWKV's World vocabulary: 0). Either pointer may be NULL. */
+ * end-of-text token (-1: none; RWKV's World vocabulary: 0, which has no bytes
+ * and which encoding never gives; GPT-NeoX's: 0, "<|endoftext|>", which
+ * encoding gives where the text holds it). Either pointer may be NULL. */
 recur_status recur_model_vocabulary(const recur_model* model, uint32_t* token_count,
                                     int32_t* end_of_text);
 
@@ -197,8 +206,8 @@ recur_status recur_model_vocabulary(const recur_model* model, uint32_t* token_co
  * (ask for the size first). Otherwise the first min(*count, capacity) ids go
  * to ids[], and a capacity below *count returns RECUR_OUT_OF_RANGE. Errors:
  * RECUR_INVALID_ARGUMENT (a null model or count, ids NULL with a capacity,
- * or a byte no token starts with: the message gives it and its offset; *count
- * is then 0). */
+ * or a byte no token starts with, or for byte-level BPE no token is alone:
+ * the message gives it and its offset; *count is then 0). */
 recur_status recur_tokenize(const recur_model* model, const char* text, size_t length, int32_t* ids,
                             size_t capacity, size_t* count);
 
