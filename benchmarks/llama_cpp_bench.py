@@ -1,16 +1,19 @@
-"""recur beside llama.cpp on the same RWKV-7 GGUF files: decode, prefill and 8 streams.
+"""recur beside llama.cpp on the same RWKV-7 and Mamba2 GGUF files: decode, prefill and 8 streams.
 
     benchmarks/llama-cpp-setup.sh                      # once: llama.cpp and the gguf package
     build/llama-cpp/venv/bin/python benchmarks/llama_cpp_bench.py --out build/llama-cpp-bench \\
         --recur-convert build/release/converter/recur-convert \\
         --recur-bench build/release/benchmarks/recur-bench \\
-        [--llama build/llama-cpp] [--shapes 0.1B 0.4B 1.5B] [--types F16 Q8_0 Q4_0 Q4_K_M]
+        [--llama build/llama-cpp] [--arch rwkv7 mamba2] [--shapes 0.1B 0.4B 1.5B 130M 370M 1.3B]
+        [--types F16 Q8_0 Q4_0 Q4_K_M]
         [--threads 1 2] [--rounds 2] [--parity --recur-run build/release/tools/recur-run
         [--recur-generate build/release/tools/recur-generate --world-vocab VOCAB
          --bpe-tokenizer tokenizer.json]]
 
-For each shape it writes a random-weight RWKV-7 GGUF at F16 the way llama.cpp's converter
-writes one (recur_ref/gguf_rwkv7.py; vocabulary 65,536 with tokenizer model "none"), makes
+For each architecture (--arch, default rwkv7) and shape it writes a random-weight GGUF at
+F16 the way llama.cpp's converter writes one (recur_ref/gguf_rwkv7.py: RWKV-7, vocabulary
+65,536; recur_ref/gguf_mamba2.py: Mamba2 at state-spaces' shapes, vocabulary 50,288; both
+with tokenizer model "none"), makes
 the other types with llama-quantize, and converts each file with recur-convert (a type
 recur has no exact form for is refused by recur-convert, and its recur cells print the
 refusal). Then, per thread count and type, alternating llama.cpp and recur in every
@@ -42,8 +45,14 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "models", "reference"))
 sys.path.insert(0, HERE)
 
+from recur_ref import gguf_mamba2  # noqa: E402
 from recur_ref.gguf_rwkv7 import write_gguf, write_random_gguf  # noqa: E402
-from recur_ref.rwkv7 import PUBLISHED_SHAPES as SHAPES, random_state_dict  # noqa: E402
+from recur_ref.rwkv7 import PUBLISHED_SHAPES as RWKV7_SHAPES, random_state_dict  # noqa: E402
+
+# Per architecture (--arch): its name in the output, its published shapes and the writer
+# of a random F16 file at one of them.
+ARCHS = {"rwkv7": ("RWKV-7", RWKV7_SHAPES, write_random_gguf),
+         "mamba2": ("Mamba2", gguf_mamba2.PUBLISHED_SHAPES, gguf_mamba2.write_random_gguf)}
 
 QUANTS = {"F16": None, "Q8_0": "Q8_0", "Q4_0": "Q4_0", "Q4_K_M": "Q4_K_M"}
 # Small models for --parity: (layers, C, vocabulary, low-rank widths). Head size 64, as in
@@ -52,6 +61,10 @@ QUANTS = {"F16": None, "Q8_0": "Q8_0", "Q4_0": "Q4_0", "Q4_K_M": "Q4_K_M"}
 # K-quants need rows of a multiple of 256 (llama-quantize falls back to other types below).
 PARITY_MODELS = {"2x128": (2, 128, 1000, (32, 32, 32, 64), ["F32", "F16", "Q8_0", "Q4_0"]),
                  "4x256": (4, 256, 4096, (32, 32, 32, 64), ["F32", "F16", "Q8_0", "Q4_0", "Q4_K_M"])}
+# Mamba2 for --parity --arch mamba2: (layers, d_model, vocabulary, heads of 64, d_state, groups).
+MAMBA2_PARITY_MODELS = {"mamba2-2x256": (2, 256, 1000, 8, 64, 1, ["F32", "F16", "Q8_0", "Q4_0"]),
+                        "mamba2-4x256": (4, 256, 4096, 8, 128, 2,
+                                         ["F32", "F16", "Q8_0", "Q4_0", "Q4_K_M"])}
 
 
 def cpu_name():
@@ -66,15 +79,15 @@ def run(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
 
 
-def files_for(args, shape):
+def files_for(args, arch, shape):
     """{type: (gguf, recur model or the converter's refusal)} for one shape."""
-    base = os.path.join(args.out, f"rwkv7-{shape}-F16.gguf")
-    path = {t: base if QUANTS[t] is None else os.path.join(args.out, f"rwkv7-{shape}-{t}.gguf")
+    base = os.path.join(args.out, f"{arch}-{shape}-F16.gguf")
+    path = {t: base if QUANTS[t] is None else os.path.join(args.out, f"{arch}-{shape}-{t}.gguf")
             for t in args.types}
     # The F16 file is written only when a type needs it (it may be deleted once
     # the quantised files are made: 3 GB at 1.5B).
     if not os.path.exists(base) and not all(os.path.exists(p) for p in path.values()):
-        write_random_gguf(base, shape)
+        ARCHS[arch][2](base, shape)
         print(f"wrote {base}", flush=True)
     out = {}
     for t in args.types:
@@ -138,13 +151,22 @@ def parity_files(args, name):
     llama.cpp's converter writes them (--outtype), Q8_0 likewise, Q4_0 and Q4_K_M by
     llama-quantize from the F32 file."""
     import gguf
-    layers, c, vocab, widths, types = PARITY_MODELS[name]
-    sd = random_state_dict(layers, c, 64, vocab, *widths, seed=layers)
+    if name in MAMBA2_PARITY_MODELS:
+        layers, c, vocab, heads, state, groups, types = MAMBA2_PARITY_MODELS[name]
+        tensors = gguf_mamba2.random_tensors(c, layers, vocab, heads=heads, state=state,
+                                             groups=groups, seed=layers)
+        write = lambda path, qtype: gguf_mamba2.write_gguf(  # noqa: E731
+            path, tensors, hidden=c, layers=layers, heads=heads, head_dim=64, state=state,
+            groups=groups, kernel=4, vocab=vocab, outtype=qtype)
+    else:
+        layers, c, vocab, widths, types = PARITY_MODELS[name]
+        sd = random_state_dict(layers, c, 64, vocab, *widths, seed=layers)
+        write = lambda path, qtype: write_gguf(path, sd, qtype, layers, c, 64, *widths)  # noqa: E731
     out = {}
     for t in types:
         path = os.path.join(args.out, f"parity-{name}-{t}.gguf")
         if t in ("F32", "F16", "Q8_0"):
-            write_gguf(path, sd, getattr(gguf.GGMLQuantizationType, t), layers, c, 64, *widths)
+            write(path, getattr(gguf.GGMLQuantizationType, t))
         else:
             run([os.path.join(args.llama, "bin", "llama-quantize"), out["F32"][0], path, t])
         model = path[:-5] + ".recur"
@@ -285,7 +307,10 @@ def main():
     ap.add_argument("--recur-convert", required=True)
     ap.add_argument("--recur-bench", required=True)
     ap.add_argument("--recur-run", help="for --parity")
-    ap.add_argument("--shapes", nargs="*", default=["0.1B", "0.4B", "1.5B"], choices=sorted(SHAPES))
+    ap.add_argument("--arch", nargs="+", default=["rwkv7"], choices=list(ARCHS))
+    ap.add_argument("--shapes", nargs="*", default=None,
+                    choices=sorted({s for _, shapes, _ in ARCHS.values() for s in shapes}),
+                    help="of the architectures' published shapes (default: all of them)")
     ap.add_argument("--types", nargs="+", default=list(QUANTS), choices=list(QUANTS))
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--rounds", type=int, default=2)
@@ -313,7 +338,9 @@ def main():
         peer = llama_peer.load(args.llama)
     failures = 0
     if peer:
-        for name in PARITY_MODELS:
+        small = [n for n in PARITY_MODELS if "rwkv7" in args.arch]
+        small += [n for n in MAMBA2_PARITY_MODELS if "mamba2" in args.arch]
+        for name in small:
             failures += parity(args, peer, parity_files(args, name), name)
         if args.recur_generate and args.world_vocab:
             failures += tokenizer_parity(args, peer, args.world_vocab, "rwkv")
@@ -321,8 +348,10 @@ def main():
             failures += tokenizer_parity(args, peer, args.bpe_tokenizer, "gpt2")
         if os.path.isdir(args.llama_vocabs):
             failures += llama_vocab_tests(args)
-    for shape in args.shapes:
-        files = files_for(args, shape)
+    runs = [(arch, shape) for arch in args.arch for shape in ARCHS[arch][1]
+            if args.shapes is None or shape in args.shapes]
+    for arch, shape in runs:
+        files = files_for(args, arch, shape)
         if peer:
             failures += parity(args, peer, files, shape)
         for threads in args.threads:
@@ -335,7 +364,7 @@ def main():
                         ours.append(cells)
                 nbytes = token_bytes(gguf_path)
                 bw = machine.get("bandwidth_gbs", 0) * 1e9 * threads
-                print(f"\n== RWKV-7 {shape} {t}, {threads} thread(s); {nbytes / 1e6:.0f} MB a token"
+                print(f"\n== {ARCHS[arch][0]} {shape} {t}, {threads} thread(s); {nbytes / 1e6:.0f} MB a token"
                       + (f"; SIMD {machine['simd_target']}, {machine['bandwidth_gbs']:.1f} GB/s per core"
                          if machine else ""), flush=True)
                 print(f"{'':10} {'llama.cpp':>10} {'recur':>10} {'ratio':>7} {'%bound llama':>13} {'%bound recur':>13}")

@@ -87,6 +87,19 @@ Result<std::vector<float>> Transform(const ExpectedTensor& e, std::vector<float>
                                            ShapeString(from) + " (a layout's tensor map is wrong)");
 }
 
+// Whether a and b are one shape but for leading dimensions of 1, which hold
+// the same elements in the same order: GGUF files may carry either (ggml
+// counts a tensor's dimensions up to its last one above 1, so llama-quantize
+// writes [512] where llama.cpp's converter wrote [1, 512]).
+bool SameShapeUpToLeadingOnes(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  auto strip = [](const std::vector<int64_t>& s) {
+    std::size_t i = 0;
+    while (i + 1 < s.size() && s[i] == 1) ++i;
+    return std::vector<int64_t>(s.begin() + static_cast<std::ptrdiff_t>(i), s.end());
+  };
+  return strip(a) == strip(b);
+}
+
 }  // namespace
 
 Status CheckFinite(const std::string& name, const float* data, std::size_t n,
@@ -105,7 +118,10 @@ Status CheckFinite(const std::string& name, const float* data, std::size_t n,
 TensorImport::TensorImport(const ModelDescription& desc, Layout layout,
                            const TensorViewMap& source, const ImportOptions& options,
                            std::vector<std::string>* warnings)
-    : source_(source), options_(options), warnings_(warnings) {
+    : source_(source),
+      options_(options),
+      warnings_(warnings),
+      gguf_shapes_(layout == Layout::kGguf) {
   for (ExpectedTensor& e : ExpectedTensors(desc, layout)) {
     if (e.transform == SourceTransform::kIgnored) {
       used_.insert(e.source_name);
@@ -117,7 +133,8 @@ TensorImport::TensorImport(const ModelDescription& desc, Layout layout,
 
 uint64_t TensorImport::elements(std::size_t i) const { return Elements(tensors_[i].shape); }
 
-// A source tensor's float32 values, checked: present, of `shape`, finite.
+// A source tensor's float32 values, checked: present, of `shape` (a GGUF
+// file's up to leading ones), finite.
 Result<std::vector<float>> TensorImport::Read(const std::string& name,
                                               const std::vector<int64_t>& shape) {
   auto it = source_.find(name);
@@ -126,7 +143,8 @@ Result<std::vector<float>> TensorImport::Read(const std::string& name,
                                                     ShapeString(shape) + PrefixHint(name, source_));
   }
   const TensorView& view = it->second;
-  if (view.shape != shape) {
+  const bool same = gguf_shapes_ ? SameShapeUpToLeadingOnes(view.shape, shape) : view.shape == shape;
+  if (!same) {
     return Status(StatusCode::kInvalidArgument, name + ": shape " + ShapeString(view.shape) +
                                                     ", expected " + ShapeString(shape));
   }

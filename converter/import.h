@@ -62,6 +62,7 @@ class TensorImport : public TensorFeed {
   ImportOptions options_;
   std::vector<std::string>* warnings_;
   std::set<std::string> used_;  // source tensors read or ignored
+  bool gguf_shapes_;             // shapes compared up to leading ones (SameShapeUpToLeadingOnes)
 };
 
 // Every tensor at once (a TensorImport, gathered).

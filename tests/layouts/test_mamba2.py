@@ -28,6 +28,7 @@ from transformers import Mamba2Config, Mamba2ForCausalLM
 from transformers.models.mamba2.modeling_mamba2 import Mamba2Cache
 
 from layout_harness import assert_close, check_forms, recur_convert, refusal, tokens
+from recur_ref import gguf_mamba2
 from recur_ref.mixers import build_mixer
 
 import recur
@@ -270,29 +271,13 @@ def test_narrow_weights(tmp_path):
         assert worst < bound * np.abs(want).max(), (dtype, worst)
 
 
-def write_gguf(model, path, outtype):
-    """A GGUF file of transformers' model as llama.cpp's convert_hf_to_gguf.py (Mamba2Model:
-    set_gguf_parameters, modify_tensors) writes it: llama.cpp's names, conv1d squeezed to
-    (W, K), A = −exp(A_log) and D as (H, 1), the gated norm's weight as (G, I/G), no
-    output.weight when it equals token_embd; the weight matrices (2-D, not the norms) in
-    `outtype` (F32 or F16), the rest F32."""
+def write_gguf(model, path, outtype, flat_norm=False):
+    """A GGUF file of transformers' model as llama.cpp's convert_hf_to_gguf.py writes it
+    (recur_ref/gguf_mamba2.py), the weight matrices in `outtype` (a GGMLQuantizationType:
+    F32 or F16); flat_norm: the gated norm's weight of one group as llama-quantize rewrites
+    it, 1-D (ggml drops the trailing dimension of 1)."""
     cfg = model.config
     inner = cfg.num_heads * cfg.head_dim
-    w = gguf.GGUFWriter(str(path), arch="mamba2")
-    w.add_tokenizer_model("none")
-    w.add_vocab_size(cfg.vocab_size)
-    w.add_context_length(2 ** 20)
-    w.add_embedding_length(cfg.hidden_size)
-    w.add_feed_forward_length(0)
-    w.add_head_count(0)
-    w.add_block_count(cfg.num_hidden_layers)
-    w.add_ssm_conv_kernel(cfg.conv_kernel)
-    w.add_ssm_inner_size(inner)
-    w.add_ssm_state_size(cfg.state_size)
-    w.add_ssm_time_step_rank(cfg.num_heads)
-    w.add_ssm_group_count(cfg.n_groups)
-    w.add_layer_norm_rms_eps(cfg.layer_norm_epsilon)
-    w.add_file_type({gguf.GGMLQuantizationType.F32: 0, gguf.GGMLQuantizationType.F16: 1}[outtype])
     sd = {k: v.detach().float() for k, v in model.state_dict().items()}
     out = {"token_embd.weight": sd["backbone.embeddings.weight"], "output_norm.weight": sd["backbone.norm_f.weight"]}
     if not torch.equal(sd["lm_head.weight"], sd["backbone.embeddings.weight"]):
@@ -307,15 +292,13 @@ def write_gguf(model, path, outtype):
         out[b + "ssm_a"] = -torch.exp(sd[m + "A_log"]).reshape(-1, 1)
         out[b + "ssm_d"] = sd[m + "D"].reshape(-1, 1)
         out[b + "ssm_norm.weight"] = sd[m + "norm.weight"].reshape(cfg.n_groups, inner // cfg.n_groups)
+        if flat_norm and cfg.n_groups == 1:
+            out[b + "ssm_norm.weight"] = out[b + "ssm_norm.weight"].reshape(-1)
         out[b + "ssm_out.weight"] = sd[m + "out_proj.weight"]
-    for name, data in out.items():
-        matrix = data.dim() == 2 and not name.endswith(("ssm_a", "ssm_d", "_norm.weight", "conv1d.weight"))
-        qtype = outtype if matrix else gguf.GGMLQuantizationType.F32
-        w.add_tensor(name, gguf.quants.quantize(data.numpy().astype(np.float32), qtype))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    gguf_mamba2.write_gguf(path, {k: v.numpy() for k, v in out.items()}, hidden=cfg.hidden_size,
+                           layers=cfg.num_hidden_layers, heads=cfg.num_heads, head_dim=cfg.head_dim,
+                           state=cfg.state_size, groups=cfg.n_groups, kernel=cfg.conv_kernel,
+                           vocab=cfg.vocab_size, eps=cfg.layer_norm_epsilon, outtype=outtype)
 
 
 @pytest.mark.parametrize("outtype", ["F32", "F16"])
@@ -335,7 +318,7 @@ def test_gguf(case, outtype, tmp_path):
     xs = tokens(positions, case[10], positions, case[8])
     want = want_logits(model, case, xs)
     path = tmp_path / "model.gguf"
-    write_gguf(model, path, qtype)
+    write_gguf(model, path, qtype, flat_norm=outtype == "F16")  # both forms of a one-group norm
     out = tmp_path / "model.recur"
     rc, err = recur_convert(path, "-o", out)
     assert rc == 0, err
