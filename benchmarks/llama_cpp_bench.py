@@ -46,7 +46,7 @@ sys.path.insert(0, os.path.join(REPO, "models", "reference"))
 sys.path.insert(0, HERE)
 
 from recur_ref import gguf_mamba2  # noqa: E402
-from recur_ref.gguf_rwkv7 import write_gguf, write_random_gguf  # noqa: E402
+from recur_ref.gguf_rwkv7 import add_vocab, write_gguf, write_random_gguf  # noqa: E402
 from recur_ref.rwkv7 import PUBLISHED_SHAPES as RWKV7_SHAPES, random_state_dict  # noqa: E402
 
 # Per architecture (--arch): its name in the output, its published shapes and the writer
@@ -225,6 +225,10 @@ TOKENIZER_SAMPLE = ("The quick brown fox, 1234567 times.\n\n   Tabs\tand  double
 def vocabulary_rows(vocab):
     """The embedding rows for a vocabulary file: the World vocabulary's 65,536, or a
     tokenizer.json's ids rounded up to a multiple of 64."""
+    if vocab.endswith(".gguf"):
+        import gguf
+        n = len(gguf.GGUFReader(vocab).fields["tokenizer.ggml.tokens"].contents())
+        return (n + 63) // 64 * 64
     if not vocab.endswith(".json"):
         return 65536
     with open(vocab, encoding="utf-8") as f:
@@ -233,18 +237,24 @@ def vocabulary_rows(vocab):
     return (max(ids) + 64) // 64 * 64
 
 
-def tokenizer_parity(args, peer, vocab, label):
+def tokenizer_parity(args, peer, vocab, label, arch="rwkv7"):
     """On an F32 file carrying `vocab` (--world-vocab: the RWKV World vocabulary,
     tokenizer model "rwkv"; --bpe-tokenizer: a byte-level BPE's tokenizer.json,
     tokenizer model "gpt2"): llama.cpp's and recur's token ids of TOKENIZER_SAMPLE, and
     recur-generate's greedy 64 tokens after it (up to an end-of-text token) against
     llama.cpp's. Returns the failures."""
     import gguf
-    layers, c = 2, 128
-    sd = random_state_dict(layers, c, 64, vocabulary_rows(vocab), 32, 32, 32, 64, seed=5)
-    path = os.path.join(args.out, f"tokenizer-{label}-F32.gguf")
-    write_gguf(path, sd, gguf.GGMLQuantizationType.F32, layers, c, 64, 32, 32, 32, 64,
-               vocab=vocab)
+    layers, c, rows = 2, 128, vocabulary_rows(vocab)
+    path = os.path.join(args.out, f"tokenizer-{label}-{arch}-F32.gguf")
+    if arch == "mamba2":
+        tensors = gguf_mamba2.random_tensors(c, layers, rows, heads=4, state=16, seed=5)
+        gguf_mamba2.write_gguf(path, tensors, hidden=c, layers=layers, heads=4, head_dim=64,
+                               state=16, groups=1, kernel=4, vocab=rows,
+                               tokenizer=lambda w: add_vocab(w, vocab, rows))
+    else:
+        sd = random_state_dict(layers, c, 64, rows, 32, 32, 32, 64, seed=5)
+        write_gguf(path, sd, gguf.GGMLQuantizationType.F32, layers, c, 64, 32, 32, 32, 64,
+                   vocab=vocab)
     model = path[:-5] + ".recur"
     run([args.recur_convert, path, "-o", model])
     text = TOKENIZER_SAMPLE.encode()
@@ -348,6 +358,10 @@ def main():
             failures += tokenizer_parity(args, peer, args.bpe_tokenizer, "gpt2")
         if os.path.isdir(args.llama_vocabs):
             failures += llama_vocab_tests(args)
+        if args.recur_generate and "mamba2" in args.arch and os.path.isdir(args.llama_vocabs):
+            # GPT-NeoX's vocabulary (MPT's is GPT-NeoX's), as the Mamba2 checkpoints carry it.
+            neox = os.path.join(args.llama_vocabs, "ggml-vocab-mpt.gguf")
+            failures += tokenizer_parity(args, peer, neox, "gpt-neox", arch="mamba2")
     runs = [(arch, shape) for arch in args.arch for shape in ARCHS[arch][1]
             if args.shapes is None or shape in args.shapes]
     for arch, shape in runs:

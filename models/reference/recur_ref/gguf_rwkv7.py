@@ -252,6 +252,18 @@ def add_vocab_of(w, gguf_path):
             getattr(w, f"add_{k}_token_id")(keys[f"tokenizer.ggml.{k}_token_id"])
 
 
+def add_vocab(w, vocab, rows):
+    """The vocabulary at path `vocab` for an embedding of `rows`: a Hugging Face
+    tokenizer.json of a byte-level BPE (add_gpt2_vocab), another GGUF file (add_vocab_of),
+    or one in the rwkv package's text format (add_rwkv_world_vocab)."""
+    if str(vocab).endswith(".json"):
+        add_gpt2_vocab(w, vocab, rows)
+    elif str(vocab).endswith(".gguf"):
+        add_vocab_of(w, vocab)
+    else:
+        add_rwkv_world_vocab(w, vocab, rows)
+
+
 def write_gguf(path, sd, outtype, layers, c, n, d_w, d_a, d_v, d_g, eps=1e-5, vocab=None):
     """A GGUF file of BlinkDL state dict `sd`, as Rwkv7Model's set_gguf_parameters and
     modify_tensors and prepare_tensors write it. vocab: None, or the path of the
@@ -259,17 +271,13 @@ def write_gguf(path, sd, outtype, layers, c, n, d_w, d_a, d_v, d_g, eps=1e-5, vo
     (add_gpt2_vocab), another GGUF file (add_vocab_of), or one in the rwkv package's text
     format (add_rwkv_world_vocab)."""
     w = gguf.GGUFWriter(str(path), arch="rwkv7")
-    if vocab is not None and str(vocab).endswith(".json"):
-        add_gpt2_vocab(w, vocab, sd["emb.weight"].shape[0])
-    elif vocab is not None and str(vocab).endswith(".gguf"):
-        add_vocab_of(w, vocab)
-    elif vocab is None:
+    if vocab is None:
         # No vocabulary (llama.cpp's tokenizer model "none" with the vocabulary's size), so
         # that llama.cpp loads the file too; recur reads the size from token_embd.
         w.add_tokenizer_model("none")
         w.add_vocab_size(sd["emb.weight"].shape[0])
     else:
-        add_rwkv_world_vocab(w, vocab, sd["emb.weight"].shape[0])
+        add_vocab(w, vocab, sd["emb.weight"].shape[0])
     w.add_context_length(1048576)
     w.add_embedding_length(c)
     w.add_block_count(layers)
