@@ -191,6 +191,7 @@ const char* ActivationName(Activation a) {
     case Activation::kRelu: return "relu";
     case Activation::kGelu: return "gelu";
     case Activation::kReluSquared: return "relu_squared";
+    case Activation::kSilu: return "silu";
   }
   return "?";
 }

@@ -70,6 +70,7 @@ const char* Name(fb::Activation a) {
     case fb::Activation::Relu: return "relu";
     case fb::Activation::Gelu: return "gelu";
     case fb::Activation::ReluSquared: return "relu_squared";
+    case fb::Activation::Silu: return "silu";
   }
   return "unknown";
 }

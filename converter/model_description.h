@@ -38,7 +38,7 @@ enum class NormKind {
   kScaleNorm,     // g·x / max(‖x‖₂, eps), g = weight [1]
   kScaleNormRms,  // g·x / max(‖x‖₂/√d_model, eps), g = weight [1]
 };
-enum class Activation { kRelu, kGelu, kReluSquared };
+enum class Activation { kRelu, kGelu, kReluSquared, kSilu };
 enum class HeadActivation { kNone, kSoftmax, kLogSoftmax };
 struct InputDescription {
   InputKind kind = InputKind::kTokens;

@@ -32,6 +32,7 @@ fb::Activation ToFb(Activation a) {
     case Activation::kRelu: return fb::Activation::Relu;
     case Activation::kGelu: return fb::Activation::Gelu;
     case Activation::kReluSquared: return fb::Activation::ReluSquared;
+    case Activation::kSilu: return fb::Activation::Silu;
   }
   return fb::Activation::Relu;
 }
@@ -452,6 +453,7 @@ uint32_t FormatVersionFor(const ModelDescription& desc) {
     if (b.d_ff != 0 && (b.token_mix || b.activation == Activation::kReluSquared)) {
       version = std::max(version, 4u);
     }
+    if (b.d_ff != 0 && b.activation == Activation::kSilu) version = std::max(version, 5u);
     if (b.mixer.type()) {
       version = std::max(version, b.mixer.type()->converter->FormatVersion(b.mixer.params()));
       const RotaryDescription& rotary = b.mixer.params().rotary;

@@ -233,9 +233,9 @@ class RecurLayoutConverter final : public LayoutConverter {
       RECUR_RETURN_IF_ERROR(r.OnlyKeys(*ffn, "ffn", {"d_ff", "activation", "glu", "token_mix"}));
       uint32_t d_ff = 0;
       RECUR_RETURN_IF_ERROR(r.UInt(*ffn, "d_ff", "ffn", 1, &d_ff));
-      static const char* const kActivations[] = {"relu", "gelu", "relu_squared"};
+      static const char* const kActivations[] = {"relu", "gelu", "relu_squared", "silu"};
       static const Activation kActivationOf[] = {Activation::kRelu, Activation::kGelu,
-                                                 Activation::kReluSquared};
+                                                 Activation::kReluSquared, Activation::kSilu};
       std::size_t act = 0;
       RECUR_RETURN_IF_ERROR(r.Choice(*ffn, "activation", "ffn", kActivations, &act));
       bool glu = false, token_mix = false;

@@ -83,6 +83,15 @@ CAUSAL = {
     "mamba2": {"type": "mamba2", "heads": 4, "head_dim": 3, "state_size": 5, "groups": 2, "conv_kernel": 3},
     "mamba2_default": {"type": "mamba2", "heads": 2, "head_dim": 2, "state_size": 3, "bias": True,
                        "dt_min": 0.01, "dt_max": 0.05},
+    # Gated DeltaNet: two value heads per key head, short convolutions; and without both
+    "gated_deltanet": {"type": "gated_deltanet", "heads": 2, "v_heads": 4, "head_k_dim": 3, "head_v_dim": 2},
+    "gated_deltanet_plain": {"type": "gated_deltanet", "heads": 2, "head_k_dim": 3, "head_v_dim": 4,
+                             "conv_size": 0, "gate": False, "beta_scale": 2.0},
+    # GLA: grouped key/value heads with short convolutions and a clamp; and the plain form
+    "gla": {"type": "gla", "heads": 4, "kv_heads": 2, "head_k_dim": 3, "head_v_dim": 2, "gate_rank": 5,
+            "conv_size": 3, "clamp_min": -0.1},
+    "gla_plain": {"type": "gla", "heads": 2, "head_k_dim": 3, "head_v_dim": 4, "gate": False,
+                  "gate_logit_normalizer": 4},
 }
 NONCAUSAL = {
     "softmax": {"type": "softmax_attention", "heads": 2, "dk": 3, "dv": 4, "causal": False},
@@ -197,7 +206,8 @@ class StepEqualsParallel(unittest.TestCase):
                  "retnet": (CAUSAL["retnet"], 1000), "softmax_rotary": (CAUSAL["softmax_rotary"], 1000),
                  "linear_rotary": (CAUSAL["linear_rotary"], 1000), "flash_rotary": (CAUSAL["flash_rotary"], 1000),
                  "block_local": (CAUSAL["block_local"], 1000), "rwkv7": (CAUSAL["rwkv7"], 1000),
-                 "mamba2": (CAUSAL["mamba2"], 1000)}
+                 "mamba2": (CAUSAL["mamba2"], 1000), "gated_deltanet": (CAUSAL["gated_deltanet"], 1000),
+                 "gla": (CAUSAL["gla"], 1000)}
         for name, (cfg, n) in cases.items():
             with self.subTest(name):
                 m = make(cfg)
@@ -356,7 +366,8 @@ class TensorNames(unittest.TestCase):
         self.assertEqual(tuple(sd["value.weight"].shape), (8, D_MODEL))
         self.assertEqual(set(MIXERS), {"softmax_attention", "linear_attention", "sliding_window", "aft_simple",
                                        "aft_local", "aft_conv", "aft_full", "gau", "flash", "linformer",
-                                       "reformer", "retnet", "block_local", "rwkv7", "mamba2"})
+                                       "reformer", "retnet", "block_local", "rwkv7", "mamba2", "gated_deltanet",
+                                       "gla"})
         # Mamba2: in_proj rows z (12), the convolution's x, B, C (12 + 2·2·5), dt (4)
         self.assertEqual({k: tuple(v.shape) for k, v in make(CAUSAL["mamba2"]).state_dict().items()},
                          {"in_proj.weight": (48, D_MODEL), "conv.weight": (32, 3), "conv.bias": (32,),
@@ -366,6 +377,18 @@ class TensorNames(unittest.TestCase):
                          {"in_proj.weight": (16, D_MODEL), "in_proj.bias": (16,), "conv.weight": (10, 4),
                           "conv.bias": (10,), "dt_bias": (2,), "A": (2,), "D": (2,), "norm.weight": (4,),
                           "out_proj.weight": (D_MODEL, 4), "out_proj.bias": (D_MODEL,)})
+        sd = make(CAUSAL["gla"]).state_dict()
+        self.assertEqual({k: tuple(v.shape) for k, v in sd.items()},
+                         {"query.weight": (12, D_MODEL), "key.weight": (6, D_MODEL), "value.weight": (4, D_MODEL),
+                          "gate_down.weight": (5, D_MODEL), "gate_up.weight": (6, 5), "gate_up.bias": (6,),
+                          "gate.weight": (8, D_MODEL), "out.weight": (D_MODEL, 8), "query_conv": (12, 3),
+                          "key_conv": (6, 3), "value_conv": (4, 3), "norm_weight": (2,)})
+        sd = make(CAUSAL["gated_deltanet"]).state_dict()
+        self.assertEqual({k: tuple(v.shape) for k, v in sd.items()},
+                         {"query.weight": (6, D_MODEL), "key.weight": (6, D_MODEL), "value.weight": (8, D_MODEL),
+                          "decay.weight": (4, D_MODEL), "beta.weight": (4, D_MODEL), "gate.weight": (8, D_MODEL),
+                          "out.weight": (D_MODEL, 8), "a_log": (4,), "dt_bias": (4,), "query_conv": (6, 4),
+                          "key_conv": (6, 4), "value_conv": (8, 4), "norm_weight": (2,)})
         rwkv7 = {"token_mix": (6, D_MODEL), "receptance.weight": (6, D_MODEL), "key.weight": (6, D_MODEL),
                  "value.weight": (6, D_MODEL), "out.weight": (D_MODEL, 6),
                  "decay_down.weight": (4, D_MODEL), "decay_up.weight": (6, 4), "decay_up.bias": (6,),

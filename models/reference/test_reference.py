@@ -65,7 +65,8 @@ STATE_NAMES = {"softmax_attention": ["K", "V"], "linear_attention": ["S", "z"],
                "aft_full": ["k", "v"], "gau": ["k", "v"], "flash": ["S", "kl_buf", "kq_buf", "v_buf"],
                "linformer": [], "reformer": [],   # encoder only: no state
                "retnet": ["S"], "block_local": ["k_ring", "v_ring"], "rwkv7": ["S", "x_prev"],
-               "mamba2": ["S", "conv"]}
+               "mamba2": ["S", "conv"],
+               "gated_deltanet": ["S", "conv_k", "conv_q", "conv_v"], "gla": ["S", "conv_k", "conv_q", "conv_v"]}
 
 
 
@@ -365,7 +366,7 @@ def expected_tensors(cfg):
         t.update({"input.norm.weight": (d,), "input.norm.bias": (d,)})
     for i, m in enumerate(mixer_configs(cfg)):   # block i's own mixer (a list: a mixed model)
         b = f"blocks.{i}."
-        if m["type"] not in ("gau", "flash", "rwkv7", "mamba2"):
+        if m["type"] not in ("gau", "flash", "rwkv7", "mamba2", "gated_deltanet", "gla"):
             qk = m["heads"] * m["dk"]
             vv = qk if m["type"].startswith("aft_") else m["heads"] * m["dv"]   # AFT: D = heads·dk throughout
         for name in ("norm1", "norm2") if ffn else ("norm1",):   # "ffn": null: no norm2 either
@@ -405,6 +406,28 @@ def expected_tensors(cfg):
             t.update({b + "mixer.norm.weight": (I,), b + "mixer.out_proj.weight": (d, I)})
             if bias:
                 t.update({b + "mixer.in_proj.bias": (I + W + m["heads"],), b + "mixer.out_proj.bias": (d,)})
+        elif m["type"] in ("gated_deltanet", "gla"):   # README: weights without biases but gate_up's
+            mix = []
+            H, dk_, dv_, K = m["heads"], m["head_k_dim"], m["head_v_dim"], m.get("conv_size", 4 if m["type"] ==
+                                                                                  "gated_deltanet" else 0)
+            if m["type"] == "gated_deltanet":
+                HV = m.get("v_heads", H)
+                Q, C, U, O = H * dk_, H * dk_, HV * dv_, HV * dv_
+                t.update({b + "mixer.decay.weight": (HV, d), b + "mixer.beta.weight": (HV, d),
+                          b + "mixer.a_log": (HV,), b + "mixer.dt_bias": (HV,)})
+            else:
+                KV, R = m.get("kv_heads", H), m.get("gate_rank", 16)
+                Q, C, U, O = H * dk_, KV * dk_, KV * dv_, H * dv_
+                t.update({b + "mixer.gate_down.weight": (R, d), b + "mixer.gate_up.weight": (C, R),
+                          b + "mixer.gate_up.bias": (C,)})
+            t.update({b + "mixer.query.weight": (Q, d), b + "mixer.key.weight": (C, d),
+                      b + "mixer.value.weight": (U, d), b + "mixer.out.weight": (d, O),
+                      b + "mixer.norm_weight": (dv_,)})
+            if m.get("gate", True):
+                t[b + "mixer.gate.weight"] = (O, d)
+            if K:
+                t.update({b + "mixer.query_conv": (Q, K), b + "mixer.key_conv": (C, K),
+                          b + "mixer.value_conv": (U, K)})
         elif m["type"] == "retnet":     # README: the gate beside query, key, value and out; no decay tensor
             mix = [("mixer.query", (qk, d)), ("mixer.key", (qk, d)), ("mixer.value", (vv, d)),
                    ("mixer.gate", (vv, d)), ("mixer.out", (d, vv))]
@@ -476,7 +499,7 @@ def naive_forward(cfg, w, x):
     d, n = cfg["d_model"], len(x)
 
     def lin(h, name):
-        return F.linear(h, w[name + ".weight"], w[name + ".bias"])
+        return F.linear(h, w[name + ".weight"], w.get(name + ".bias"))
 
     def norm(h, name):   # README "Norms": the config's kind, eps = layer_norm_eps, over h's width
         kind, eps, d = cfg.get("norm", {"type": "layer_norm"}), cfg["layer_norm_eps"], h.shape[-1]
@@ -537,6 +560,8 @@ def naive_forward(cfg, w, x):
             return t.clamp(min=0)
         if cfg["ffn"]["activation"] == "relu_squared":
             return t.clamp(min=0) ** 2
+        if cfg["ffn"]["activation"] == "silu":
+            return t / (1 + torch.exp(-t))
         return 0.5 * t * (1 + torch.erf(t / math.sqrt(2)))
 
     def ffn_of(h, b):   # linear2(act(linear1(h))); GLU: the first d_ff columns gated by the second
@@ -708,7 +733,77 @@ def naive_forward(cfg, w, x):
             outs.append(mw("out_proj", y))
         return torch.stack(outs)
 
-    per_type = {"rwkv7": rwkv7_mixer, "mamba2": mamba2_mixer, "block_local": block_local_mixer, "retnet": retnet_mixer, "linformer": linformer_mixer, "reformer": reformer_mixer, "gau": gau_mixer,
+    def conv_silu(u, b, name, K):   # README: column K−1 the current position's, zeros before 0
+        if K == 0:
+            return u
+        wc, out = w[b + "mixer." + name], torch.zeros_like(u)
+        for t in range(n):
+            for j in range(K):
+                if t - (K - 1) + j >= 0:
+                    out[t] += wc[:, j] * u[t - (K - 1) + j]
+        return out / (1 + torch.exp(-out))
+
+    def gated_norm(o, g, b, eps):   # o (dv,) / √(mean(o²) + eps) ⊙ norm_weight, times silu(g)
+        o = o / math.sqrt(float((o * o).mean()) + eps) * w[b + "mixer.norm_weight"]
+        return o if g is None else o * g / (1 + torch.exp(-g))
+
+    def gated_deltanet_mixer(h, b):   # README "Gated DeltaNet": S (dk, dv) as the paper writes it
+        H, HV, dk_, dv_ = m["heads"], m.get("v_heads", m["heads"]), m["head_k_dim"], m["head_v_dim"]
+        K, f32 = m.get("conv_size", 4), lambda v: float(torch.tensor(v, dtype=torch.float32))  # noqa: E731
+        eps, bs = f32(m.get("norm_eps", 1e-5)), f32(m.get("beta_scale", 1.0))
+        silu = lambda u: u / (1 + torch.exp(-u))  # noqa: E731
+        q, k, v = (lin(h, b + "mixer." + p) for p in ("query", "key", "value"))
+        if K:
+            q, k, v = (conv_silu(u, b, p + "_conv", K) for u, p in ((q, "query"), (k, "key"), (v, "value")))
+        else:
+            q, k, v = silu(q), silu(k), silu(v)
+        beta, a = lin(h, b + "mixer.beta"), lin(h, b + "mixer.decay")
+        g = lin(h, b + "mixer.gate") if b + "mixer.gate.weight" in w else None
+        S = torch.zeros(HV, dk_, dv_, dtype=h.dtype)
+        outs = []
+        for t in range(n):
+            y = torch.zeros(HV * dv_, dtype=h.dtype)
+            for j in range(HV):
+                kh = j * H // HV
+                qj, kj = q[t, kh * dk_:(kh + 1) * dk_], k[t, kh * dk_:(kh + 1) * dk_]
+                qj = qj / math.sqrt(float((qj * qj).sum()) + 1e-6) / math.sqrt(dk_)
+                kj = kj / math.sqrt(float((kj * kj).sum()) + 1e-6)
+                vj = v[t, j * dv_:(j + 1) * dv_]
+                z = float(a[t, j] + w[b + "mixer.dt_bias"][j])
+                gg = -math.exp(float(w[b + "mixer.a_log"][j])) * (z if z > 20 else math.log1p(math.exp(z)))
+                bj = bs / (1 + math.exp(-float(beta[t, j])))
+                S[j] = S[j] * math.exp(gg)
+                S[j] = S[j] + torch.outer(kj, bj * (vj - S[j].T @ kj))
+                y[j * dv_:(j + 1) * dv_] = gated_norm(S[j].T @ qj, None if g is None else g[t, j * dv_:(j + 1) * dv_],
+                                                      b, eps)
+            outs.append(y)
+        return lin(torch.stack(outs), b + "mixer.out")
+
+    def gla_mixer(h, b):   # README "GLA": S (dk, dv) per query head, as fla's naive recurrence keeps it
+        H, KV, dk_, dv_ = m["heads"], m.get("kv_heads", m["heads"]), m["head_k_dim"], m["head_v_dim"]
+        K, f32 = m.get("conv_size", 0), lambda v: float(torch.tensor(v, dtype=torch.float32))  # noqa: E731
+        eps, norm = f32(m.get("norm_eps", 1e-5)), f32(m.get("gate_logit_normalizer", 16))
+        q, k, v = (conv_silu(lin(h, b + "mixer." + p), b, p + "_conv", K) for p in ("query", "key", "value"))
+        gk = lin(lin(h, b + "mixer.gate_down"), b + "mixer.gate_up")
+        alpha = -torch.log1p(torch.exp(-gk)) / norm      # logsigmoid
+        if "clamp_min" in m:
+            alpha = alpha.clamp(min=f32(m["clamp_min"]))
+        g = lin(h, b + "mixer.gate") if b + "mixer.gate.weight" in w else None
+        S = torch.zeros(H, dk_, dv_, dtype=h.dtype)
+        outs = []
+        for t in range(n):
+            y = torch.zeros(H * dv_, dtype=h.dtype)
+            for hh in range(H):
+                e = hh * KV // H
+                ks, vs = slice(e * dk_, (e + 1) * dk_), slice(e * dv_, (e + 1) * dv_)
+                S[hh] = S[hh] * torch.exp(alpha[t, ks])[:, None] + torch.outer(k[t, ks], v[t, vs])
+                o = S[hh].T @ (q[t, hh * dk_:(hh + 1) * dk_] / math.sqrt(dk_))
+                y[hh * dv_:(hh + 1) * dv_] = gated_norm(o, None if g is None else g[t, hh * dv_:(hh + 1) * dv_],
+                                                        b, eps)
+            outs.append(y)
+        return lin(torch.stack(outs), b + "mixer.out")
+
+    per_type = {"gated_deltanet": gated_deltanet_mixer, "gla": gla_mixer, "rwkv7": rwkv7_mixer, "mamba2": mamba2_mixer, "block_local": block_local_mixer, "retnet": retnet_mixer, "linformer": linformer_mixer, "reformer": reformer_mixer, "gau": gau_mixer,
                 "flash": flash_mixer, "softmax_attention": softmax_mixer, "sliding_window": sliding_mixer,
                 "aft_simple": aft_mixer, "aft_local": aft_local_mixer, "aft_conv": aft_local_mixer,
                 "aft_full": aft_full_mixer, "linear_attention": linear_mixer}

@@ -366,6 +366,9 @@ Status GpuModel::Create(const Model& model, Device* device, std::unique_ptr<GpuM
         model.blocks[l].ffn.activation == fb::Activation::ReluSquared) {
       return Unsupported("blocks.%zu: the GPU path has no relu_squared FFN", l);
     }
+    if (model.blocks[l].ffn.present() && model.blocks[l].ffn.activation == fb::Activation::Silu) {
+      return Unsupported("blocks.%zu: the GPU path has no silu FFN", l);
+    }
     Block& b = g->blocks_[l];
     RECUR_RETURN_IF_ERROR(g->LoadBlock(l, &b));
     if (b.kind != Kind::kLinear) b.c = b.dk;

@@ -157,7 +157,8 @@ Status BuildBlock(const fb::Block* fbb, uint32_t index, TensorResolver* tensors,
   } else {
     RECUR_RETURN_IF_ERROR(CheckWidth(ffn->d_ff(), (layer + ".ffn.d_ff").c_str()));
     if (ffn->activation() != fb::Activation::Relu && ffn->activation() != fb::Activation::Gelu &&
-        ffn->activation() != fb::Activation::ReluSquared) {
+        ffn->activation() != fb::Activation::ReluSquared &&
+        ffn->activation() != fb::Activation::Silu) {
       return Unsupported("%s.ffn: activation %d is not supported", layer.c_str(),
                          int(ffn->activation()));
     }

@@ -463,6 +463,7 @@ void Session::RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, co
   float* hidden = ws.ffn;
   RunDense(ffn.linear1, x, rows, hidden, false, pool_, dense_.get());
   const bool gelu = ffn.activation == fb::Activation::Gelu;
+  const bool silu = ffn.activation == fb::Activation::Silu;
   if (ffn.glu) {
     // (rows, 2·d_ff) → the gated (rows, d_ff) after them in ws.ffn (WidestFfnRow).
     const size_t d_ff = ffn.linear2.in;
@@ -473,6 +474,8 @@ void Session::RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, co
         float* g = gated + r * d_ff;
         if (gelu) {
           kernels::Gelu(a, g, d_ff);
+        } else if (silu) {
+          for (size_t i = 0; i < d_ff; ++i) g[i] = a[i] / (1.0f + std::exp(-a[i]));
         } else {
           kernels::Relu(a, g, d_ff);
           if (ffn.activation == fb::Activation::ReluSquared) {
@@ -488,6 +491,8 @@ void Session::RunFeedForward(const Workspace& ws, const FeedForwardView& ffn, co
   pool_->ParallelRanges(rows * ffn.linear1.out, kElementsPerTask, [&](size_t first, size_t last) {
     if (gelu) {
       kernels::Gelu(hidden + first, hidden + first, last - first);
+    } else if (silu) {
+      for (size_t i = first; i < last; ++i) hidden[i] /= 1.0f + std::exp(-hidden[i]);
     } else {
       kernels::Relu(hidden + first, hidden + first, last - first);
     }

@@ -26,6 +26,8 @@ const std::map<std::string, const char*>& TinyModelPerMixer() {
       {"BlockLocal", kTinyBlockLocalConfig},
       {"Rwkv7", kTinyRwkv7Config},
       {"Mamba2", kTinyMamba2Config},
+      {"GatedDeltaNet", kTinyGatedDeltaNetConfig},
+      {"Gla", kTinyGlaConfig},
   };
   return models;
 }

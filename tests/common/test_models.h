@@ -188,6 +188,31 @@ inline const char* kTinyMamba2Config = R"({
             "conv_kernel": 3, "norm_eps": 1e-4, "dt_min": 0.001, "dt_max": 10, "bias": true},
   "ffn": null, "final_norm": true, "head": {"out": 11, "activation": "none"}})";
 
+// Gated DeltaNet: 2 blocks, 1 key head of 4 and 2 value heads of 3, short
+// convolutions of 3, the gated RMS norm, fla's negative eigenvalues (β in
+// (0, 2)); RMSNorm blocks with a SwiGLU FFN.
+inline const char* kTinyGatedDeltaNetConfig = R"({
+  "layout": "recur", "d_model": 12, "n_layers": 2, "norm_placement": "pre",
+  "norm": {"type": "rms_norm"}, "layer_norm_eps": 1e-6,
+  "input": {"kind": "tokens", "vocab_size": 11}, "max_positions": 0,
+  "mixer": {"type": "gated_deltanet", "heads": 1, "v_heads": 2, "head_k_dim": 4,
+            "head_v_dim": 3, "conv_size": 3, "norm_eps": 1e-6, "beta_scale": 2.0},
+  "ffn": {"d_ff": 16, "activation": "silu", "glu": true}, "final_norm": true,
+  "head": {"out": 11, "activation": "none"}})";
+
+// GLA: 2 blocks, 4 query heads sharing 2 key/value heads (dk 3, dv 2), the
+// low-rank gate of 5 with a clamp, short convolutions of 2, the gated RMS
+// norm; RMSNorm blocks with a SwiGLU FFN.
+inline const char* kTinyGlaConfig = R"({
+  "layout": "recur", "d_model": 12, "n_layers": 2, "norm_placement": "pre",
+  "norm": {"type": "rms_norm"}, "layer_norm_eps": 1e-6,
+  "input": {"kind": "tokens", "vocab_size": 11}, "max_positions": 0,
+  "mixer": {"type": "gla", "heads": 4, "kv_heads": 2, "head_k_dim": 3, "head_v_dim": 2,
+            "gate_rank": 5, "conv_size": 2, "norm_eps": 1e-6, "gate_logit_normalizer": 8,
+            "clamp_min": -0.3},
+  "ffn": {"d_ff": 16, "activation": "silu", "glu": true}, "final_norm": true,
+  "head": {"out": 11, "activation": "none"}})";
+
 // Block-local attention (Hugging Face Reformer's LocalSelfAttention): causal,
 // chunks of 5 with one before, the step form (a ring of 10 positions).
 inline const char* kTinyBlockLocalConfig = R"({

@@ -260,8 +260,8 @@ TEST_CASE("config: recur layout, invalid values") {
   CHECK(with("/norm_placement", "middle") ==
         "config.json: \"norm_placement\" must be one of \"pre\", \"post\" (got \"middle\")");
   CHECK(with("/ffn/activation", "tanh") ==
-        "config.json: \"ffn.activation\" must be one of \"relu\", \"gelu\", \"relu_squared\" "
-        "(got \"tanh\")");
+        "config.json: \"ffn.activation\" must be one of \"relu\", \"gelu\", \"relu_squared\", "
+        "\"silu\" (got \"tanh\")");
   // The config names in runtime/mixers/mixers.inc order, each mixer's aliases
   // after its name (aft_local's aft_conv): a new mixer's line adds its name.
   std::string types;

@@ -668,6 +668,21 @@ TEST_CASE("GPU path: RWKV's channel mix (token mix, relu²) is refused by name")
   CHECK(s.message() == "blocks.0: the GPU path has no relu_squared FFN");
 }
 
+TEST_CASE("GPU path: a silu FFN (fla's SwiGLU) is refused by name, not run as relu") {
+  std::string config = ReadConfig("tiny_pre_tokens");
+  const std::string relu = "\"d_ff\": 64, \"activation\": \"relu\"";
+  const size_t at = config.find(relu);
+  REQUIRE(at != std::string::npos);
+  config.replace(at, relu.size(), "\"d_ff\": 64, \"activation\": \"silu\", \"glu\": true");
+  Loaded silu;
+  Load(config, WeightType::kF32, &silu);
+  std::unique_ptr<GpuModel> gpu;
+  const Status s = GpuModel::Create(*silu.model, TestDevice(), &gpu);
+  CHECK(s.code() == StatusCode::kUnsupported);
+  CHECK(s.message() == "blocks.0: the GPU path has no silu FFN");
+  CHECK(gpu == nullptr);
+}
+
 TEST_CASE("GPU path: bad input is an error, and nothing is written") {
   Loaded l;
   Load(ReadConfig("tiny_pre_tokens"), WeightType::kF32, &l);

@@ -3,6 +3,8 @@ file path: importing the fla package pulls in triton, which the tests' environme
 out (tests/layouts/requirements.txt). Only these files are read; they need torch and einops.
 
     from fla_naive import dplr_recurrence   # S ← S·diag(e^gk) + kvᵀ + β(αᵀS), o = (q/√dk) S
+    from fla_naive import naive_recurrent_gated_delta_rule   # S ← e^g S; S += k (β(v − Sᵀk))ᵀ
+    from fla_naive import naive_recurrent_gla   # S ← diag(e^gk) S + kᵀv, o = (q/√dk) S
 """
 import importlib.util
 import os
@@ -21,3 +23,6 @@ def _load(relative, name):
 
 
 dplr_recurrence = _load("ops/generalized_delta_rule/dplr/naive.py", "fla_dplr_naive").dplr_recurrence
+naive_recurrent_gated_delta_rule = _load("ops/gated_delta_rule/naive.py",
+                                         "fla_gated_delta_rule_naive").naive_recurrent_gated_delta_rule
+naive_recurrent_gla = _load("ops/gla/naive.py", "fla_gla_naive").naive_recurrent_gla

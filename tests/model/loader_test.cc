@@ -574,6 +574,67 @@ TEST_CASE("RetNet: an odd dk, decays that do not match the heads or leave (0, 1)
   }
 }
 
+TEST_CASE("Gated DeltaNet: bad constants, head counts, missing vectors and a convolution "
+          "without conv_size are named") {
+  const std::string config = recur::impl::testing::kTinyGatedDeltaNetConfig;
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::infinity()}) {
+    CAPTURE(bad);
+    CHECK(LoadWithMixerField<fb::GatedDeltaNet>(config.c_str(), 1, fb::GatedDeltaNet::VT_NORM_EPS,
+                                                bad) == RECUR_INVALID_MODEL);
+    CHECK(Error().rfind("blocks.1: Gated DeltaNet norm_eps must be finite and > 0 (got ", 0) == 0);
+    CHECK(LoadWithMixerField<fb::GatedDeltaNet>(config.c_str(), 0,
+                                                fb::GatedDeltaNet::VT_BETA_SCALE,
+                                                bad) == RECUR_INVALID_MODEL);
+    CHECK(Error().rfind("blocks.0: Gated DeltaNet beta_scale must be finite and > 0 (got ", 0) ==
+          0);
+  }
+  CHECK(LoadWithMixerField<fb::GatedDeltaNet>(config.c_str(), 0, fb::GatedDeltaNet::VT_HEADS,
+                                              uint32_t{3}) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0: Gated DeltaNet v_heads (2) must be a multiple of heads (3 > 0)");
+  CHECK(LoadWithMixerField<fb::GatedDeltaNet>(config.c_str(), 1, fb::GatedDeltaNet::VT_A_LOG,
+                                              int32_t{-1}) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.1.mixer.a_log is missing (expected shape [2])");
+  CHECK(LoadWithMixerField<fb::GatedDeltaNet>(config.c_str(), 1, fb::GatedDeltaNet::VT_CONV_SIZE,
+                                              uint32_t{0}) == RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.1: Gated DeltaNet conv_size is 0, but the file gives a convolution");
+  CHECK(LoadWithMixerField<fb::GatedDeltaNet>(config.c_str(), 1, fb::GatedDeltaNet::VT_CONV_SIZE,
+                                              uint32_t{4}) == RECUR_INVALID_MODEL);
+  CHECK(Error().find("blocks.1.mixer.query_conv") != std::string::npos);
+  CHECK(LoadWithMixerField<fb::GatedDeltaNet>(config.c_str(), 0, fb::GatedDeltaNet::VT_HEAD_V_DIM,
+                                              uint32_t{0}) == RECUR_INVALID_MODEL);
+  CHECK(Error().find("blocks.0: Gated DeltaNet needs heads, dk, dv > 0") == 0);
+}
+
+TEST_CASE("GLA: bad constants, head counts, missing tensors and a convolution without "
+          "conv_size are named") {
+  const std::string config = recur::impl::testing::kTinyGlaConfig;
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::infinity()}) {
+    CAPTURE(bad);
+    CHECK(LoadWithMixerField<fb::Gla>(config.c_str(), 1, fb::Gla::VT_NORM_EPS, bad) ==
+          RECUR_INVALID_MODEL);
+    CHECK(Error().rfind("blocks.1: GLA norm_eps must be finite and > 0 (got ", 0) == 0);
+    CHECK(LoadWithMixerField<fb::Gla>(config.c_str(), 0, fb::Gla::VT_GATE_LOGIT_NORMALIZER,
+                                      bad) == RECUR_INVALID_MODEL);
+    CHECK(Error().rfind("blocks.0: GLA gate_logit_normalizer must be finite and > 0 (got ", 0) ==
+          0);
+  }
+  CHECK(LoadWithMixerField<fb::Gla>(config.c_str(), 0, fb::Gla::VT_CLAMP_MIN, 0.5f) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0: GLA clamp_min must be at most 0 (got 0.5)");
+  CHECK(LoadWithMixerField<fb::Gla>(config.c_str(), 0, fb::Gla::VT_KV_HEADS, uint32_t{3}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.0: GLA heads (4) must be a multiple of kv_heads (3 > 0)");
+  CHECK(LoadWithMixerField<fb::Gla>(config.c_str(), 1, fb::Gla::VT_NORM_WEIGHT, int32_t{-1}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.1.mixer.norm_weight is missing (expected shape [2])");
+  CHECK(LoadWithMixerField<fb::Gla>(config.c_str(), 1, fb::Gla::VT_CONV_SIZE, uint32_t{0}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error() == "blocks.1: GLA conv_size is 0, but the file gives a convolution");
+  CHECK(LoadWithMixerField<fb::Gla>(config.c_str(), 0, fb::Gla::VT_HEAD_K_DIM, uint32_t{4}) ==
+        RECUR_INVALID_MODEL);
+  CHECK(Error().find("blocks.0.mixer.query.weight") != std::string::npos);
+}
+
 // The tiny RWKV-7 model with its constants stored (non-default values), so
 // that they can be poked.
 std::string Rwkv7WithConstants() {

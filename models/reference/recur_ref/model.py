@@ -390,8 +390,9 @@ def make_norm(config: dict, width: Optional[int] = None) -> nn.Module:
     return nn.LayerNorm(d, eps=eps)
 
 
-# The FFN's activations: relu, the exact (erf) gelu, and relu² (RWKV's channel mix).
-ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "relu_squared": lambda x: F.relu(x) ** 2}
+# The FFN's activations: relu, the exact (erf) gelu, relu² (RWKV's channel mix) and silu
+# (x·σ(x): with glu, the SwiGLU of fla's GatedMLP).
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "relu_squared": lambda x: F.relu(x) ** 2, "silu": F.silu}
 
 
 class FeedForward(nn.Module):

@@ -1,0 +1,133 @@
+// What the gated recurrent mixers of flash-linear-attention's kind (Gated
+// DeltaNet, GLA; docs/attention-math.md §18, §19) share: the short causal
+// convolution of a projection, with its rolling state, and the output's
+// RMS norm per head with its swish gate.
+#ifndef RECUR_MIXERS_SHORT_CONV_H_
+#define RECUR_MIXERS_SHORT_CONV_H_
+
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <string>
+
+#include "kernels/elementwise/elementwise.h"
+#include "mixers/mixer.h"
+
+namespace recur::impl {
+
+inline float SiluOf(float x) { return x / (1.0f + std::exp(-x)); }
+
+// A depthwise causal convolution of `channels` features over the last
+// `kernel` positions, then silu: y_t[c] = silu(Σ_j weight[c][j]·x_{t−K+1+j}[c]),
+// inputs before the stream's first position zeros. Its state per stream is
+// the last K−1 inputs, oldest first: (K−1, channels).
+struct ShortConv {
+  const float* weight = nullptr;  // (channels, K)
+  size_t channels = 0, kernel = 0;
+
+  size_t carry_floats() const { return kernel == 0 ? 0 : (kernel - 1) * channels; }
+
+  // weight [channels, kernel] from tensor `index`, named `what` in messages.
+  Status Load(int32_t index, const std::string& what, uint32_t width, uint32_t k,
+              TensorResolver* tensors) {
+    channels = width;
+    kernel = k;
+    return tensors->Get(index, what.c_str(), {int64_t(width), int64_t(k)}, false, &weight);
+  }
+
+  // x (batch, steps, channels) → y (same shape; must not alias x);
+  // states[b] + carry_at is stream b's (K−1, channels) carry, read and then
+  // advanced past x.
+  void Run(const float* x, size_t batch, size_t steps, float* const* states, size_t carry_at,
+           const StepContext& ctx, float* y) const {
+    const size_t c = channels, k = kernel, rows = batch * steps;
+    ctx.pool->ParallelRanges(rows, 4, [&](size_t first, size_t last) {
+      for (size_t row = first; row < last; ++row) {
+        const size_t b = row / steps, t = row % steps;
+        float* out = y + row * c;
+        for (size_t i = 0; i < c; ++i) out[i] = 0.0f;
+        for (size_t j = 0; j < k; ++j) {
+          // Input position t − (K−1) + j: a row of x, or of the carry before it.
+          const ptrdiff_t at = ptrdiff_t(t + j) - ptrdiff_t(k - 1);
+          const float* in = at >= 0 ? x + (b * steps + size_t(at)) * c
+                                    : states[b] + carry_at + size_t(ptrdiff_t(k - 1) + at) * c;
+          for (size_t i = 0; i < c; ++i) out[i] += weight[i * k + j] * in[i];
+        }
+        for (size_t i = 0; i < c; ++i) out[i] = SiluOf(out[i]);
+      }
+    });
+    if (k <= 1) return;
+    ctx.pool->ParallelRanges(batch, 1, [&](size_t first, size_t last) {
+      for (size_t b = first; b < last; ++b) {
+        float* carry = states[b] + carry_at;
+        const size_t keep = k - 1 > steps ? k - 1 - steps : 0, fresh = k - 1 - keep;
+        std::memmove(carry, carry + fresh * c, keep * c * sizeof(float));
+        std::memcpy(carry + keep * c, x + (b * steps + steps - fresh) * c,
+                    fresh * c * sizeof(float));
+      }
+    });
+  }
+};
+
+// The convolutions of a layer's q, k and v (tables with conv_size and
+// query_conv, key_conv, value_conv: GatedDeltaNet, Gla). Their carries lie
+// in each stream's state from `offset` on: k's, q's, v's.
+struct QkvShortConvs {
+  ShortConv q, k, v;
+
+  size_t kernel() const { return q.kernel; }
+  size_t carry_floats() const { return q.carry_floats() + k.carry_floats() + v.carry_floats(); }
+
+  // With t->conv_size() > 0, the three [width, conv_size] tensors; with 0,
+  // none may be given. `what` names the mixer in messages.
+  template <class Table>
+  Status Load(const Table* t, const std::string& layer, const char* what, uint32_t q_width,
+              uint32_t k_width, uint32_t v_width, TensorResolver* tensors) {
+    const uint32_t size = t->conv_size();
+    if (size > 64) {
+      return InvalidModel("%s: %s conv_size must be at most 64 (got %u)", layer.c_str(), what,
+                          size);
+    }
+    if (size == 0) {
+      if (t->query_conv() >= 0 || t->key_conv() >= 0 || t->value_conv() >= 0) {
+        return InvalidModel("%s: %s conv_size is 0, but the file gives a convolution",
+                            layer.c_str(), what);
+      }
+      return Status::Ok();
+    }
+    const std::string p = layer + ".mixer.";
+    RECUR_RETURN_IF_ERROR(q.Load(t->query_conv(), p + "query_conv", q_width, size, tensors));
+    RECUR_RETURN_IF_ERROR(k.Load(t->key_conv(), p + "key_conv", k_width, size, tensors));
+    return v.Load(t->value_conv(), p + "value_conv", v_width, size, tensors);
+  }
+
+  // x_q, x_k, x_v (batch·steps rows each) → q, k, v; kernel() > 0.
+  void Run(const float* x_q, const float* x_k, const float* x_v, size_t batch, size_t steps,
+           float* const* states, size_t offset, const StepContext& ctx, float* out_q,
+           float* out_k, float* out_v) const {
+    k.Run(x_k, batch, steps, states, offset, ctx, out_k);
+    q.Run(x_q, batch, steps, states, offset + k.carry_floats(), ctx, out_q);
+    v.Run(x_v, batch, steps, states, offset + k.carry_floats() + q.carry_floats(), ctx, out_v);
+  }
+};
+
+// o (rows, heads·dv) in place, per head: o_h/√(mean(o_h²) + eps) ⊙ weight
+// (dv), times silu(gate_h) when `gate` (rows, heads·dv) is not null.
+inline void GatedRmsNormHeads(float* o, const float* gate, size_t rows, size_t heads, size_t dv,
+                              const float* weight, float eps, const StepContext& ctx) {
+  ctx.pool->ParallelRanges(rows, 4, [&](size_t first, size_t last) {
+    for (size_t row = first; row < last; ++row) {
+      for (size_t h = 0; h < heads; ++h) {
+        float* oh = o + (row * heads + h) * dv;
+        kernels::RmsNorm(oh, weight, eps, oh, dv);
+        if (gate == nullptr) continue;
+        const float* g = gate + (row * heads + h) * dv;
+        for (size_t i = 0; i < dv; ++i) oh[i] *= SiluOf(g[i]);
+      }
+    }
+  });
+}
+
+}  // namespace recur::impl
+
+#endif  // RECUR_MIXERS_SHORT_CONV_H_
