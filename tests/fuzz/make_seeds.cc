@@ -31,7 +31,7 @@ const std::vector<const char*> kConfigs = {
     kTinyReformerConfig,      kTinyAftLocalConfig, kTinyAftConvConfig, kTinyAftFullConfig,
     kTinyGauConfig,           kTinyRetNetConfig,   kTinyMixedConfig,   kTinyRotaryConfig,
     kTinyTokenShiftConfig,    kTinyBlockLocalConfig, kTinyBlockLocalEncoderConfig,
-    kTinyReformerTransformersConfig, kTinyRwkv7Config};
+    kTinyReformerTransformersConfig, kTinyRwkv7Config, kTinyGatedDeltaNetConfig, kTinyGlaConfig};
 
 // int4 and q8_0 need input dimensions that are multiples of the group (32):
 // the mixed model's d_model 16 is not. Two mixers, so their seeds reach the
