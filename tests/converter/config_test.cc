@@ -1097,7 +1097,10 @@ TEST_CASE("config: Mamba2 (recur layout): tensors, defaults and bad keys") {
       {{{"norm_eps", 0}}, "\"mixer.norm_eps\" must be a positive number"},
       {{{"bias", 1}}, "\"mixer.bias\" must be true or false"},
       {{{"causal", true}}, "\"mixer.causal\" does not apply to mamba2"}};
-  for (const auto& [change, message] : bad) {
+  for (const auto& item : bad) {
+    // Not a structured binding: C++17 lambdas (CAPTURE) cannot capture those (clang).
+    const json& change = item.first;
+    const std::string& message = item.second;
     CAPTURE(change.dump());
     json c = j;
     c["mixer"].update(change);
