@@ -261,7 +261,9 @@ class Reformer final : public Mixer {
     const float inv = 1.0f / sum;
     for (size_t a = 0; a < m; ++a) {
       const float w = scores[a] * inv;
-      if (w == 0.0f) continue;
+      // Pads (p ≥ t) have no value rows; their weight is 0 unless the scores
+      // are not finite (weights with Inf or NaN in a hostile file).
+      if (w == 0.0f || keys[a] >= t) continue;
       const float* vp = v + size_t(keys[a]) * vs;
       for (size_t e = 0; e < dv; ++e) o[e] += w * vp[e];
     }
