@@ -142,7 +142,8 @@ void KQuantBatches() {
   std::printf("%-16s %-12s %9s %9s %8s\n", "batch x in->out", "w", "us/call", "(best)", "GFLOP/s");
   std::mt19937 rng(4);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  const size_t shapes[][3] = {{8, 768, 3072}, {64, 768, 3072}, {64, 3072, 768}, {512, 768, 768}};
+  const size_t shapes[][3] = {{8, 768, 3072}, {64, 768, 3072}, {64, 3072, 768}, {512, 768, 768},
+                              {64, 8192, 2048}};
   for (const auto& s : shapes) {
     const size_t batch = s[0], in = s[1], out = s[2];
     auto x = hwy::AllocateAligned<float>(batch * in);

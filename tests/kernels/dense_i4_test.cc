@@ -527,6 +527,39 @@ TEST_CASE("DenseI4PanelBytes: layers without panels, and a wrong nibble shows") 
   });
 }
 
+// Checks y (DenseI4Dot of x, batch × in, against w with `bias`) against the
+// double reference: within half a step of each row's activation rounding
+// plus the f32 sums' rounding.
+void CheckWithinActivationRounding(const std::vector<float>& x, size_t batch, const DenseWeights& w,
+                                   const std::vector<float>& bias, const std::vector<float>& y) {
+  const size_t in = w.in, out = w.out;
+  std::vector<float> y_exact(batch * out);
+  ref::Dense(x.data(), in, batch, w, y_exact.data(), out, false);
+  size_t failures = 0;
+  for (size_t b = 0; b < batch; ++b) {
+    std::vector<int8_t> q(in);
+    const float s = QuantizeS8(x.data() + b * in, q.data(), in);
+    for (size_t o = 0; o < out; ++o) {
+      double sum_w = 0, sum_xw = 0;
+      for (size_t i = 0; i < in; ++i) {
+        const double wi = std::fabs(ref::DecodeWeight(w, o, i));
+        sum_w += wi;
+        sum_xw += wi * std::fabs(x[b * in + i]);
+      }
+      const double groups = in == 0 ? 0 : double(in / w.group);
+      // |n·q·s·scale| ≤ 15/7·|w|-ish per term: bounded by 4·(|x| + s)·Σ|w|.
+      const double f32 = (groups + 19) * kEps * (4 * (sum_xw + s * sum_w) + std::fabs(bias[o])) +
+                         4 * kEps * std::sqrt(in + 2.0) * (sum_xw + std::fabs(bias[o]));
+      const double bound = s / 2 * sum_w + f32;
+      const double err = std::fabs(double{y[b * out + o]} - y_exact[b * out + o]);
+      if (!(err <= bound) && failures++ < 3) {
+        FAIL_CHECK("b=" << b << " o=" << o << " err " << err << " bound " << bound);
+      }
+    }
+  }
+  CHECK(failures == 0);
+}
+
 TEST_CASE("DenseI4Dot: f32 activations within the activation rounding, zero rows, all targets") {
   ForEachTarget([&](const std::string&) {
     std::mt19937 rng(45);
@@ -541,33 +574,66 @@ TEST_CASE("DenseI4Dot: f32 activations within the activation rounding, zero rows
       FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
       if (sh.batch >= 2 && sh.in > 0) std::fill(x.begin(), x.begin() + sh.in, 0.0f);
       I4Layer layer(rng, sh.in, sh.out, sh.group, false, bias.data());
-      const DenseWeights& w = layer.w;
-      std::vector<float> y(sh.batch * sh.out), y_exact(sh.batch * sh.out);
-      DenseI4Dot(x.data(), sh.in, sh.batch, w, y.data(), sh.out, false);
-      ref::Dense(x.data(), sh.in, sh.batch, w, y_exact.data(), sh.out, false);
-      size_t failures = 0;
-      for (size_t b = 0; b < sh.batch; ++b) {
-        std::vector<int8_t> q(sh.in);
-        const float s = QuantizeS8(x.data() + b * sh.in, q.data(), sh.in);
-        for (size_t o = 0; o < sh.out; ++o) {
-          double sum_w = 0, sum_xw = 0;
-          for (size_t i = 0; i < sh.in; ++i) {
-            const double wi = std::fabs(ref::DecodeWeight(w, o, i));
-            sum_w += wi;
-            sum_xw += wi * std::fabs(x[b * sh.in + i]);
-          }
-          const double groups = sh.in == 0 ? 0 : double(sh.in / sh.group);
-          // |n·q·s·scale| ≤ 15/7·|w|-ish per term: bounded by 4·(|x| + s)·Σ|w|.
-          const double f32 = (groups + 19) * kEps * (4 * (sum_xw + s * sum_w) + std::fabs(bias[o])) +
-                             4 * kEps * std::sqrt(sh.in + 2.0) * (sum_xw + std::fabs(bias[o]));
-          const double bound = s / 2 * sum_w + f32;
-          const double err = std::fabs(double{y[b * sh.out + o]} - y_exact[b * sh.out + o]);
-          if (!(err <= bound) && failures++ < 3) {
-            FAIL_CHECK("b=" << b << " o=" << o << " err " << err << " bound " << bound);
-          }
-        }
+      std::vector<float> y(sh.batch * sh.out);
+      DenseI4Dot(x.data(), sh.in, sh.batch, layer.w, y.data(), sh.out, false);
+      CheckWithinActivationRounding(x, sh.batch, layer.w, bias, y);
+    }
+  });
+}
+
+// A wide layer's rows are quantised in passes: 16 KiB on the stack hold 2
+// rows of 8,192 inputs, the widening scratch (DenseScratchNeed plans it) up
+// to 64, enough for the GEMM. Unbound, bound to what DenseScratchNeed asks
+// and bound to nothing: each the bits of DenseI4DotQuantized in its passes.
+TEST_CASE("DenseI4Dot: wide layers in passes of rows from the scratch or the stack, all targets") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(46);
+    struct Shape {
+      size_t batch, in, out;
+    };
+    for (const Shape& sh : {Shape{40, 8192, 20}, Shape{70, 2048, 33}, Shape{17, kDenseI4DotMaxIn, 3}}) {
+      INFO("batch=" << sh.batch << " in=" << sh.in << " out=" << sh.out);
+      std::vector<float> x(sh.batch * sh.in), bias(sh.out);
+      FillUniform(rng, x.data(), x.size(), -2.0f, 2.0f);
+      FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
+      I4Layer layer(rng, sh.in, sh.out, 32, false, bias.data());
+      std::vector<float> unbound(sh.batch * sh.out), bound(unbound.size()), stack(unbound.size());
+      DenseI4Dot(x.data(), sh.in, sh.batch, layer.w, unbound.data(), sh.out, false);
+      DenseScratch need = DenseScratchNeed(sh.batch, sh.in, sh.out, WeightType::kI4);
+      CHECK(need.widen_floats > 0);
+      auto widen = hwy::AllocateAligned<float>(need.widen_floats);
+      need.widen = widen.get();
+      {
+        const ScopedDenseScratch bind(&need);
+        DenseI4Dot(x.data(), sh.in, sh.batch, layer.w, bound.data(), sh.out, false);
       }
-      CHECK(failures == 0);
+      const DenseScratch none;
+      {
+        const ScopedDenseScratch bind(&none);
+        DenseI4Dot(x.data(), sh.in, sh.batch, layer.w, stack.data(), sh.out, false);
+      }
+      // DenseI4DotQuantized on the same rounded rows in the same passes: the same bits.
+      std::vector<int8_t> q(sh.batch * sh.in);
+      std::vector<float> qs(sh.batch);
+      for (size_t b = 0; b < sh.batch; ++b) {
+        qs[b] = QuantizeS8(x.data() + b * sh.in, q.data() + b * sh.in, sh.in);
+      }
+      auto in_passes = [&](size_t rows) {
+        std::vector<float> y(sh.batch * sh.out);
+        for (size_t b0 = 0; b0 < sh.batch; b0 += rows) {
+          DenseI4DotQuantized(q.data() + b0 * sh.in, sh.in, qs.data() + b0,
+                              std::min(rows, sh.batch - b0), layer.w, y.data() + b0 * sh.out,
+                              sh.out, false);
+        }
+        return y;
+      };
+      const std::vector<float> scratch_passes = in_passes(64);
+      const std::vector<float> stack_passes = in_passes((size_t{16} << 10) / sh.in);
+      CHECK(std::memcmp(unbound.data(), scratch_passes.data(), unbound.size() * sizeof(float)) == 0);
+      CHECK(std::memcmp(bound.data(), scratch_passes.data(), bound.size() * sizeof(float)) == 0);
+      CHECK(std::memcmp(stack.data(), stack_passes.data(), stack.size() * sizeof(float)) == 0);
+      CheckWithinActivationRounding(x, sh.batch, layer.w, bias, unbound);
+      CheckWithinActivationRounding(x, sh.batch, layer.w, bias, stack);
     }
   });
 }

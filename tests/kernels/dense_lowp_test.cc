@@ -884,7 +884,9 @@ TEST_CASE("DenseI8Dot: f32 activations, tiny and zero rows, blocks of rows, fall
   };
   const Shape shapes[] = {{1, 256, 40},   {2, 33, 7},     {5, 1024, 12},
                           {64, 256, 36},  {100, 256, 9},  {20, 1024, 5},
-                          {3, 0, 4},      {2, 5000, 3},   {2, kDenseI8DotMaxIn + 1, 3}};
+                          {3, 0, 4},      {2, 5000, 3},   {2, kDenseI8DotMaxIn + 1, 3},
+                          // wider than the stack's 16 KiB of rows: passes from the scratch
+                          {40, 8192, 5},  {17, kDenseI8DotMaxIn, 3}};
   ForEachTarget([&](const std::string&) {
     std::mt19937 rng(79);
     size_t k = 0;

@@ -43,6 +43,7 @@
 #include "hwy/highway.h"
 #include "kernels/common-inl.h"
 #include "kernels/dense/dense.h"
+#include "kernels/dense/dense_lowp-inl.h"
 #include "kernels/dense/dense_ref.h"
 #include "kernels/dispatch/target_limit.h"
 #include "kernels/elementwise/elementwise-inl.h"
@@ -352,6 +353,7 @@ inline constexpr size_t kGemmMinBatch = 16;
 inline constexpr size_t kGemmDepth = 1024;  // inputs per packed block
 inline constexpr size_t kGemmBatch = 64;    // rows whose f32 partial sums wait between blocks
 inline constexpr size_t kGemmXs = 4096;     // −8·Σ q_x per row and group, on the stack
+                                            // (unless the caller has them: GroupSums)
 static_assert(kDenseI4DotMaxIn / kI4Block <= kGemmXs, "one row's group sums must fit");
 
 HWY_INLINE bool GemmFits(size_t batch, size_t in, size_t group) {
@@ -461,8 +463,9 @@ HWY_INLINE void Avx2GemmKernel(const int8_t* const* xr, const int32_t* const* xs
   }
 }
 
-HWY_NOINLINE void Avx2Gemm(const int8_t* q, size_t q_stride, const float* qs, size_t batch,
-                           const DenseWeights& w, float* y, size_t y_stride, bool accumulate) {
+HWY_NOINLINE void Avx2Gemm(const int8_t* q, size_t q_stride, const float* qs, const int32_t* sums,
+                           size_t batch, const DenseWeights& w, float* y, size_t y_stride,
+                           bool accumulate) {
   constexpr size_t R = kAvx2GemmRows, C = kAvx2GemmCols;
   const size_t in = w.in, out = w.out, group = w.group, groups = in / group;
   const size_t row_bytes = in / 2, depth = kGemmDepth / group * group;
@@ -470,11 +473,12 @@ HWY_NOINLINE void Avx2Gemm(const int8_t* q, size_t q_stride, const float* qs, si
   alignas(32) uint8_t packed[C * kGemmDepth];
   alignas(32) float sc[C * kGemmDepth / kI4Block];
   alignas(32) float part[kGemmBatch][C];
-  int32_t xs[kGemmXs];
-  const size_t chunk = std::min(kGemmBatch, kGemmXs / groups);
+  int32_t xs_stack[kGemmXs];
+  const size_t chunk = sums ? kGemmBatch : std::min(kGemmBatch, kGemmXs / groups);
   for (size_t b0 = 0; b0 < batch; b0 += chunk) {
     const size_t nb = std::min(chunk, batch - b0);
-    GroupSums(q + b0 * q_stride, q_stride, nb, in, group, xs);
+    const int32_t* xs = sums ? sums + b0 * groups : xs_stack;
+    if (!sums) GroupSums(q + b0 * q_stride, q_stride, nb, in, group, xs_stack);
     for (size_t o0 = 0; o0 < out; o0 += C) {
       const size_t cols = std::min(C, out - o0);
       x256::MaskF mask[2];
@@ -589,8 +593,9 @@ HWY_INLINE void VnniGemmKernel(const int8_t* const* xr, const int32_t* const* xs
   }
 }
 
-HWY_NOINLINE void VnniGemm(const int8_t* q, size_t q_stride, const float* qs, size_t batch,
-                           const DenseWeights& w, float* y, size_t y_stride, bool accumulate) {
+HWY_NOINLINE void VnniGemm(const int8_t* q, size_t q_stride, const float* qs, const int32_t* sums,
+                           size_t batch, const DenseWeights& w, float* y, size_t y_stride,
+                           bool accumulate) {
   constexpr size_t R = kVnniGemmRows, C = kVnniGemmCols;
   const size_t in = w.in, out = w.out, group = w.group, groups = in / group;
   const size_t row_bytes = in / 2, depth = kGemmDepth / group * group;
@@ -598,11 +603,12 @@ HWY_NOINLINE void VnniGemm(const int8_t* q, size_t q_stride, const float* qs, si
   alignas(64) uint8_t packed[C * kGemmDepth];
   alignas(64) float sc[C * kGemmDepth / kI4Block];
   alignas(64) float part[kGemmBatch][C];
-  int32_t xs[kGemmXs];
-  const size_t chunk = std::min(kGemmBatch, kGemmXs / groups);
+  int32_t xs_stack[kGemmXs];
+  const size_t chunk = sums ? kGemmBatch : std::min(kGemmBatch, kGemmXs / groups);
   for (size_t b0 = 0; b0 < batch; b0 += chunk) {
     const size_t nb = std::min(chunk, batch - b0);
-    GroupSums(q + b0 * q_stride, q_stride, nb, in, group, xs);
+    const int32_t* xs = sums ? sums + b0 * groups : xs_stack;
+    if (!sums) GroupSums(q + b0 * q_stride, q_stride, nb, in, group, xs_stack);
     for (size_t o0 = 0; o0 < out; o0 += C) {
       const size_t cols = std::min(C, out - o0);
       x512::Mask16 mask[2];
@@ -803,9 +809,11 @@ HWY_INLINE void DecodeBlocks(const uint8_t* HWY_RESTRICT bytes, size_t blocks, f
 }  // namespace i4_detail
 
 // See dense.h (DenseI4DotQuantized): w is kI4, in <= kDenseI4DotMaxIn.
+// sums: null, or the rows' GroupSums (stride in / w.group), which lets the
+// GEMM take kGemmBatch rows a pass at any width.
 HWY_INLINE void I4DotQuantized(const int8_t* q, size_t q_stride, const float* q_scales,
-                                    size_t batch, const DenseWeights& w, float* y,
-                                    size_t y_stride, bool accumulate) {
+                               size_t batch, const DenseWeights& w, float* y, size_t y_stride,
+                               bool accumulate, const int32_t* sums = nullptr) {
   namespace id = i4_detail;
   if (batch == 0 || w.out == 0) return;
   const size_t in = w.in, groups = in == 0 ? 0 : in / w.group;
@@ -819,10 +827,10 @@ HWY_INLINE void I4DotQuantized(const int8_t* q, size_t q_stride, const float* q_
   if (id::GemmFits(batch, in, w.group)) {
 #ifdef RECUR_I4_VNNI_GEMM
     if (Avx512VnniEnabled()) {
-      return id::VnniGemm(q, q_stride, q_scales, batch, w, y, y_stride, accumulate);
+      return id::VnniGemm(q, q_stride, q_scales, sums, batch, w, y, y_stride, accumulate);
     }
 #endif
-    return id::Avx2Gemm(q, q_stride, q_scales, batch, w, y, y_stride, accumulate);
+    return id::Avx2Gemm(q, q_stride, q_scales, sums, batch, w, y, y_stride, accumulate);
   }
 #endif
   // −8·Σ q_b over each group, for blocks of rows (on the stack).
@@ -864,13 +872,29 @@ HWY_INLINE void I4Dot(const float* x, size_t x_stride, size_t batch, const Dense
   namespace id = i4_detail;
   if (batch == 0 || w.out == 0) return;
   const size_t in = w.in;
-  alignas(64) int8_t q[id::kQBytes];
-  float qs[id::kQRows];
-  const size_t block = std::min(id::kQRows, id::kQBytes / std::max<size_t>(in, 1));
-  for (size_t b0 = 0; b0 < batch; b0 += block) {
-    const size_t n = std::min(block, batch - b0);
-    for (size_t b = 0; b < n; ++b) qs[b] = QuantizeS8(x + (b0 + b) * x_stride, q + b * in, in);
-    I4DotQuantized(q, in, qs, n, w, y + b0 * y_stride, y_stride, accumulate);
+  alignas(64) int8_t stack_q[id::kQBytes];
+  float stack_qs[id::kQRows];
+  dense_detail::QuantizedRows rows;
+  rows.q = stack_q;
+  rows.scales = stack_qs;
+  rows.rows = std::min(id::kQRows, id::kQBytes / std::max<size_t>(in, 1));
+  if (batch > rows.rows) {
+    const dense_detail::QuantizedRows more =
+        dense_detail::QuantizedRowsScratch(batch, in, in / kI4Block);
+    if (more.rows > rows.rows) rows = more;
+  }
+  for (size_t b0 = 0; b0 < batch; b0 += rows.rows) {
+    const size_t n = std::min(rows.rows, batch - b0);
+    for (size_t b = 0; b < n; ++b) {
+      rows.scales[b] = QuantizeS8(x + (b0 + b) * x_stride, rows.q + b * in, in);
+    }
+#ifdef RECUR_I4_GEMM
+    if (rows.sums != nullptr && id::GemmFits(n, in, w.group)) {
+      id::GroupSums(rows.q, in, n, in, w.group, rows.sums);
+    }
+#endif
+    I4DotQuantized(rows.q, in, rows.scales, n, w, y + b0 * y_stride, y_stride, accumulate,
+                   rows.sums);
   }
 }
 

@@ -45,6 +45,7 @@
 #include "hwy/highway.h"
 #include "kernels/common-inl.h"
 #include "kernels/dense/dense.h"
+#include "kernels/dense/dense_lowp-inl.h"
 #include "kernels/dispatch/target_limit.h"
 #include "kernels/elementwise/elementwise-inl.h"
 #include "kernels/isa/isa-inl.h"
@@ -672,14 +673,23 @@ HWY_INLINE void DenseI8Dot(const float* x, size_t x_stride, size_t batch, const 
                            float* y, size_t y_stride, bool accumulate) {
   namespace id = i8_detail;
   if (batch == 0 || out == 0) return;
-  alignas(64) int8_t q[id::kQBytes];
-  float qs[id::kQRows];
-  const size_t block = std::min(id::kQRows, id::kQBytes / std::max<size_t>(in, 1));
-  for (size_t b0 = 0; b0 < batch; b0 += block) {
-    const size_t n = std::min(block, batch - b0);
-    for (size_t b = 0; b < n; ++b) qs[b] = QuantizeS8(x + (b0 + b) * x_stride, q + b * in, in);
-    DenseI8DotQuantized(q, in, qs, n, w, scales, bias, in, out, y + b0 * y_stride, y_stride,
-                        accumulate);
+  alignas(64) int8_t stack_q[id::kQBytes];
+  float stack_qs[id::kQRows];
+  dense_detail::QuantizedRows rows;
+  rows.q = stack_q;
+  rows.scales = stack_qs;
+  rows.rows = std::min(id::kQRows, id::kQBytes / std::max<size_t>(in, 1));
+  if (batch > rows.rows) {
+    const dense_detail::QuantizedRows more = dense_detail::QuantizedRowsScratch(batch, in);
+    if (more.rows > rows.rows) rows = more;
+  }
+  for (size_t b0 = 0; b0 < batch; b0 += rows.rows) {
+    const size_t n = std::min(rows.rows, batch - b0);
+    for (size_t b = 0; b < n; ++b) {
+      rows.scales[b] = QuantizeS8(x + (b0 + b) * x_stride, rows.q + b * in, in);
+    }
+    DenseI8DotQuantized(rows.q, in, rows.scales, n, w, scales, bias, in, out, y + b0 * y_stride,
+                        y_stride, accumulate);
   }
 }
 

@@ -122,6 +122,42 @@ HWY_INLINE float* WidenScratch(size_t floats) {
   return buf.get();
 }
 
+// Activation rows quantised to int8 per pass by the integer-dot paths (int4,
+// int8): up to kQuantizedRows rows of `in` codes, their f32 scales and
+// `sums_per_row` i32 the caller keeps beside them (int4: its groups' sums).
+// On the stack the codes have 16 KiB, 2 rows of an 8,192-wide layer, too
+// few for a GEMM; here they come from the widening scratch, which
+// DenseScratchNeed plans for (QuantizedRowsFloats).
+inline constexpr size_t kQuantizedRows = 64;
+
+struct QuantizedRows {
+  int8_t* q = nullptr;       // rows × in codes, 64-byte aligned
+  float* scales = nullptr;   // rows
+  int32_t* sums = nullptr;   // rows × sums_per_row, or null (none asked)
+  size_t rows = 0;
+};
+
+// Floats of scratch for the quantised rows of a pass of `batch` rows.
+HWY_INLINE size_t QuantizedRowsFloats(size_t batch, size_t in, size_t sums_per_row = 0) {
+  const size_t rows = std::min(batch, kQuantizedRows);
+  return (rows + 15) / 16 * 16 + (rows * sums_per_row + 15) / 16 * 16 + (rows * in + 3) / 4;
+}
+
+// The quantised rows of a pass of `batch` rows in the widening scratch;
+// rows 0 where the scratch is not there (bound and too small).
+HWY_INLINE QuantizedRows QuantizedRowsScratch(size_t batch, size_t in, size_t sums_per_row = 0) {
+  const size_t rows = std::min(batch, kQuantizedRows);
+  float* s = WidenScratch(QuantizedRowsFloats(batch, in, sums_per_row));
+  if (s == nullptr || rows == 0) return {};
+  QuantizedRows r;
+  r.scales = s;
+  s += (rows + 15) / 16 * 16;  // keeps the codes 64-byte aligned
+  if (sums_per_row != 0) r.sums = reinterpret_cast<int32_t*>(s);
+  r.q = reinterpret_cast<int8_t*>(s + (rows * sums_per_row + 15) / 16 * 16);
+  r.rows = rows;
+  return r;
+}
+
 // dst[r·in + i] = w[r, i] times its scale (of kind kS: scales from row 0
 // on) for r < rows, i < in. dst has room for rows·in + Lanes(d) floats: a
 // row's last vector may be stored whole (the next row, written after it,

@@ -51,12 +51,23 @@ DenseScratch DenseScratchNeedImpl(size_t batch, size_t in, size_t out, WeightTyp
       return dense_detail::NarrowScratchNeed<WeightType::kF16>(d, batch, in, out);
     case WeightType::kBF16:
       return dense_detail::NarrowScratchNeed<WeightType::kBF16>(d, batch, in, out);
-    case WeightType::kI8:
-      return dense_detail::NarrowScratchNeed<WeightType::kI8>(d, batch, in, out);
+    case WeightType::kI8: {
+      DenseScratch need = dense_detail::NarrowScratchNeed<WeightType::kI8>(d, batch, in, out);
+      if (batch > 1 && in <= kDenseI8DotMaxIn) {
+        need.widen_floats =
+            std::max(need.widen_floats, dense_detail::QuantizedRowsFloats(batch, in));
+      }
+      return need;
+    }
     case WeightType::kQ8_0:
       return dense_detail::NarrowScratchNeed<WeightType::kQ8_0>(d, batch, in, out);
-    case WeightType::kI4:
-      return DenseScratch();  // decoded on the stack
+    case WeightType::kI4: {  // f32 activations: decoded on the stack
+      DenseScratch need;
+      if (batch > 1 && in <= kDenseI4DotMaxIn) {
+        need.widen_floats = dense_detail::QuantizedRowsFloats(batch, in, in / kI4Block);
+      }
+      return need;
+    }
     case WeightType::kQ4_K:
     case WeightType::kQ6_K:
     case WeightType::kQ5_K:
