@@ -347,8 +347,8 @@ HWY_INLINE void KQuantDense(const float* x, size_t x_stride, size_t batch, const
   if (batch == 0 || w.out == 0) return;
   const size_t in = w.in;
   const hn::ScalableTag<float> df;
-  const size_t chunk = dd::WidenChunkRows(batch, in, w.out);
-  float* wf = chunk == 0 ? nullptr : dd::WidenScratch(chunk * in + hn::Lanes(df));
+  const size_t widen_floats = dd::WidenFloats(df, batch, in, w.out);
+  float* wf = widen_floats == 0 ? nullptr : dd::WidenScratch(widen_floats);
   if (wf != nullptr) {
     const size_t row_bytes = WeightRowBytes(Fmt::kType, in);
     const auto* wb = static_cast<const uint8_t*>(w.weight);
@@ -359,7 +359,7 @@ HWY_INLINE void KQuantDense(const float* x, size_t x_stride, size_t batch, const
             DecodeBlocks<Fmt>(wb + (o0 + r) * row_bytes, in / kKQuantBlock, dst + r * in);
           }
         },
-        w.bias, in, w.out, chunk, wf, y, y_stride, accumulate);
+        w.bias, in, w.out, wf, y, y_stride, accumulate);
     return;
   }
 #if HWY_HAVE_SCALABLE
