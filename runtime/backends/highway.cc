@@ -125,9 +125,12 @@ class Highway final : public DenseBackend {
   Status Prepare(const DenseView& d, const DensePlan& plan,
                  std::unique_ptr<PreparedDense>* out) const override {
     auto op = std::make_unique<HighwayDense>(d, plan.pool, plan.int8);
-    // Packed only if some planned count of kPackedMinRows or more would use it.
+    // Packed only if some planned count of kPackedMinRows or more would use it
+    // (Run takes block-quantised and integer-dot rows before the packed GEMM).
     bool pack = false;
-    for (size_t rows : plan.rows) pack |= rows >= kPackedMinRows && !op->Quantized(rows);
+    for (size_t rows : plan.rows) {
+      pack |= rows >= kPackedMinRows && !op->Blocks(rows) && !op->Quantized(rows);
+    }
     if (plan.pack_weights && pack) RECUR_RETURN_IF_ERROR(op->Pack());
     // Panels when the smallest planned count (a step's) is a small batch.
     const size_t few = plan.rows.front();

@@ -205,3 +205,46 @@ TEST_CASE("int4 layers keep row panels for steps of 1-4 streams where the CPU ru
         std::string::npos);
   recur_model_free(model);
 }
+
+// A layer whose runs all take block-quantised activations (q4_k at a step of
+// 8 streams and a prefill, where DenseBlockQ8 is preferred) never reads an f32
+// copy, so highway keeps none; where they do not, it packs one.
+TEST_CASE("highway packs no f32 copy of a layer that runs on block-quantised activations") {
+  using recur::impl::kernels::WeightType;
+  namespace kernels = recur::impl::kernels;
+  namespace backends = recur::impl::backends;
+  const size_t in = 256, out = 64;
+  std::vector<uint8_t> bytes(kernels::WeightBytes(WeightType::kQ4_K, in * out));
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 37 + 11);
+  for (size_t b = 0; b < bytes.size() / 144; ++b) {
+    const uint16_t half = 0x1400;  // d and dmin about 2^-10
+    std::memcpy(bytes.data() + b * 144, &half, 2);
+    std::memcpy(bytes.data() + b * 144 + 2, &half, 2);
+  }
+  recur::impl::DenseView d;
+  d.weight = bytes.data();
+  d.type = WeightType::kQ4_K;
+  d.in = in;
+  d.out = out;
+  std::unique_ptr<recur::impl::ThreadPool> pool;
+  REQUIRE(recur::impl::ThreadPool::Create(1, &pool).ok());
+  backends::DensePlan plan;
+  plan.rows = {8, 512};
+  plan.pool = pool.get();
+  plan.pack_weights = true;
+  plan.int8 = kernels::Int8Activations::kAuto;
+  std::unique_ptr<backends::PreparedDense> op;
+  REQUIRE(backends::HighwayBackend()->Prepare(d, plan, &op).ok());
+  bool all_blocks = true;
+  for (size_t rows : plan.rows) {
+    all_blocks &= kernels::RunsBlockQ8(d.type, d.group, in, plan.int8, rows);
+  }
+  CAPTURE(all_blocks);
+  CHECK((op->memory_bytes() == 0) == all_blocks);
+  // What it computes either way: what the kernels compute on the rows.
+  std::vector<float> x(8 * in + 16), y(8 * out), y_kernels(8 * out);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.1f * float(i));
+  op->Run(x.data(), 8, y.data(), false);
+  kernels::Dense(x.data(), in, 8, d, y_kernels.data(), out, false, plan.int8);
+  CHECK(std::memcmp(y.data(), y_kernels.data(), y.size() * sizeof(float)) == 0);
+}
