@@ -293,6 +293,20 @@ void DenseI4PanelsQuantized(const int8_t* q, size_t q_stride, const float* q_sca
                             size_t panel_begin, size_t panel_end, float* y, size_t y_stride,
                             bool accumulate);
 // ---------------------------------------------------------------------------
+// Rows decoded to f32 (dense_decode.cc): a token's row of an embedding table
+// stored in any weight type, one row per lookup instead of a widened copy of
+// the whole table.
+
+// dst[r·w.in + i] = static_cast<float>(ref::DecodeWeight(w, begin + r, i))
+// for r < rows, i < w.in: the values the Dense kernels multiply (int8: the
+// f32 product scale·q; the other types' values are exact in f32), bit for
+// bit but for the sign of a zero (q6_k gives +0 where the spec's d·scale·0
+// is −0, as its Dense kernels do).
+// Writes exactly rows·w.in floats; begin + rows <= w.out; w.bias is not
+// read. No alignment is required; does not allocate; thread-safe.
+void DecodeWeightRows(const DenseWeights& w, size_t begin, size_t rows, float* dst);
+
+// ---------------------------------------------------------------------------
 // Scratch. For larger batches Dense packs x into panels or widens narrow
 // weights into per-thread buffers that grow on first use (above). A caller
 // whose memory is all planned (a session on the caller's arena) binds

@@ -43,6 +43,7 @@
 #include "hwy/highway.h"
 #include "kernels/common-inl.h"
 #include "kernels/dense/dense.h"
+#include "kernels/dense/dense_i4_decode-inl.h"
 #include "kernels/dense/dense_lowp-inl.h"
 #include "kernels/dense/dense_ref.h"
 #include "kernels/dispatch/target_limit.h"
@@ -57,7 +58,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 namespace i4_detail {
 
 inline constexpr size_t kO = 4;                      // weight rows per tile
-inline constexpr size_t kBlockBytes = kI4Block / 2;  // 16
 inline constexpr size_t kQBytes = size_t{16} << 10;  // quantised rows on the stack
 inline constexpr size_t kQRows = 64;
 inline constexpr size_t kMaxGroups = kDenseI4DotMaxIn / kI4Block;
@@ -79,26 +79,6 @@ namespace x256 = isa::x256;
 namespace x512 = isa::x512;
 #endif
 
-// dst[k] = scale bits src[k] as f32, k < n.
-HWY_INLINE void DecodeScales(const uint16_t* HWY_RESTRICT src, size_t n,
-                             float* HWY_RESTRICT dst) {
-  const hn::ScalableTag<float> df;
-  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
-  const size_t N = hn::Lanes(df);
-  const auto* h = reinterpret_cast<const hwy::float16_t*>(src);
-  size_t k = 0;
-  for (; k + N <= n; k += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, h + k)), df, dst + k);
-  // A tile's scales are often fewer than a full vector (4 rows of 256 inputs
-  // in groups of 128: 8; AVX-512 holds 16): 4 at a time, then scalar (which
-  // is slow: ldexpf).
-  const hn::CappedTag<float, 4> d4;
-  const hn::Rebind<hwy::float16_t, decltype(d4)> dh4;
-  const size_t N4 = hn::Lanes(d4);
-  for (; k + N4 <= n; k += N4) {
-    hn::StoreU(hn::PromoteTo(d4, hn::LoadU(dh4, h + k)), d4, dst + k);
-  }
-  for (; k < n; ++k) dst[k] = ref::F16ToF32(src[k]);
-}
 
 // One output: y (+)= bias + scale_x·sum.
 // The weight rows and group scales of a tile of kO rows starting at w0 and sf;
@@ -783,28 +763,6 @@ HWY_INLINE void RowsN(size_t nb, const int8_t* q, size_t q_stride, const float* 
   }
 }
 
-// dst[k] = scale·(n − 8) for the nibbles n of `bytes` (bytes / 16 blocks;
-// block layout as kI4Block says).
-HWY_INLINE void DecodeBlocks(const uint8_t* HWY_RESTRICT bytes, size_t blocks, float scale,
-                             float* HWY_RESTRICT dst) {
-  const hn::CappedTag<float, kBlockBytes> df;
-  const hn::Rebind<int32_t, decltype(df)> di;
-  const hn::Rebind<uint8_t, decltype(df)> du8;
-  const size_t N = hn::Lanes(df);
-  const auto s = hn::Set(df, scale), eight = hn::Set(df, 8.0f);
-  const auto mask = hn::Set(du8, uint8_t{0x0F});
-  for (size_t k = 0; k < blocks; ++k) {
-    const uint8_t* p = bytes + k * kBlockBytes;
-    float* out = dst + k * kI4Block;
-    for (size_t j = 0; j < kBlockBytes; j += N) {
-      const auto v = hn::LoadU(du8, p + j);
-      const auto lo = hn::ConvertTo(df, hn::PromoteTo(di, hn::And(v, mask)));
-      const auto hi = hn::ConvertTo(df, hn::PromoteTo(di, hn::ShiftRight<4>(v)));
-      hn::StoreU(hn::Mul(hn::Sub(lo, eight), s), df, out + j);
-      hn::StoreU(hn::Mul(hn::Sub(hi, eight), s), df, out + kBlockBytes + j);
-    }
-  }
-}
 
 }  // namespace i4_detail
 

@@ -224,6 +224,22 @@ struct Q6K {
   }
 };
 
+// The block format of K-quant type kType (Q4K, Q6K or Q5K above).
+template <WeightType kType>
+struct FormatOf;
+template <>
+struct FormatOf<WeightType::kQ4_K> {
+  using type = Q4K;
+};
+template <>
+struct FormatOf<WeightType::kQ6_K> {
+  using type = Q6K;
+};
+template <>
+struct FormatOf<WeightType::kQ5_K> {
+  using type = Q5K;
+};
+
 // The decoded weights of `blocks` consecutive blocks into dst (256 floats a
 // block).
 template <class Fmt>
