@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/dense/dense_ref.h"
+#include "kernels/dense/dense.h"
 #include "mixers/mixer.h"
 #include "mixers/mixer_tables.h"
 
@@ -63,8 +63,8 @@ Status GpuModel::UploadFloats(const float* host, size_t n, float** out) {
   return Status::Ok();
 }
 
-// Narrow weights are decoded to f32 here, once: w = the f16/bf16 value or
-// scale[o]·q (kernels/dense/dense.h), so the GPU multiplies what the CPU does.
+// Narrow weights are decoded to f32 here, once (kernels::DecodeWeightRows:
+// ref::DecodeWeight's values), so the GPU multiplies what the CPU does.
 Status GpuModel::UploadDense(const DenseView& view, Dense* out) {
   out->in = view.in;
   out->out = view.out;
@@ -74,11 +74,7 @@ Status GpuModel::UploadDense(const DenseView& view, Dense* out) {
         UploadFloats(static_cast<const float*>(view.weight), count, &out->weight));
   } else {
     std::vector<float> wide(count);
-    for (size_t o = 0; o < view.out; ++o) {
-      for (size_t i = 0; i < view.in; ++i) {
-        wide[o * view.in + i] = static_cast<float>(kernels::ref::DecodeWeight(view, o, i));
-      }
-    }
+    kernels::DecodeWeightRows(view, 0, view.out, wide.data());
     RECUR_RETURN_IF_ERROR(UploadFloats(wide.data(), count, &out->weight));
   }
   return UploadFloats(view.bias, view.out, &out->bias);
@@ -336,8 +332,10 @@ Status GpuModel::Create(const Model& model, Device* device, std::unique_ptr<GpuM
   std::unique_ptr<GpuModel> g(new GpuModel(model, device));
   const size_t d = model.d_model;
   if (model.input_kind == fb::InputKind::Tokens) {
-    RECUR_RETURN_IF_ERROR(g->UploadFloats(model.embedding, size_t{model.vocab_size} * d,
-                                          &g->embedding_));
+    // Widened to f32 on the device whatever its type in the file.
+    Dense embedding;
+    RECUR_RETURN_IF_ERROR(g->UploadDense(model.embedding, &embedding));
+    g->embedding_ = embedding.weight;
   } else if (model.input_projection.weight != nullptr) {
     RECUR_RETURN_IF_ERROR(g->UploadDense(model.input_projection, &g->input_projection_));
   }

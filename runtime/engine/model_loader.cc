@@ -26,8 +26,10 @@ Status BuildInput(const fb::InputAdapter* in, TensorResolver* tensors, Model* m)
     case fb::InputKind::Tokens:
       RECUR_RETURN_IF_ERROR(CheckWidth(in->vocab_size(), "input.vocab_size"));
       m->vocab_size = in->vocab_size();
-      RECUR_RETURN_IF_ERROR(tensors->Get(in->embedding(), "input.embedding",
-                                         {in->vocab_size(), m->d_model}, false, &m->embedding));
+      // Any weight type, checked as a dense weight [vocab_size, d_model]; a
+      // head tied to it refers to the same tensor.
+      RECUR_RETURN_IF_ERROR(tensors->GetWeight(in->embedding(), "input.embedding",
+                                               in->vocab_size(), m->d_model, &m->embedding));
       break;
     case fb::InputKind::Features:
       RECUR_RETURN_IF_ERROR(CheckWidth(in->feature_width(), "input.feature_width"));

@@ -9,6 +9,7 @@
 
 #include "backends/dense_op.h"
 #include "hwy/aligned_allocator.h"
+#include "kernels/dense/dense.h"
 #include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
 
@@ -404,7 +405,7 @@ void Session::Embed(const Workspace& ws, const int32_t* tokens, const float* fea
   float* x = ws.x;
   if (m.input_kind == fb::InputKind::Tokens) {
     for (size_t r = 0; r < rows; ++r) {
-      std::memcpy(x + r * d, m.embedding + size_t(tokens[r]) * d, d * sizeof(float));
+      kernels::DecodeWeightRows(m.embedding, size_t(tokens[r]), 1, x + r * d);
     }
   } else if (m.input_projection.weight != nullptr) {
     RunDense(m.input_projection, features, rows, x, false, pool_, dense_.get());

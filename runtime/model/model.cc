@@ -253,13 +253,13 @@ Status TensorResolver::Get(int32_t index, const char* what, std::initializer_lis
   RECUR_RETURN_IF_ERROR(FindTensor(root_, index, what, shape, optional, &t));
   if (t == nullptr) return Status::Ok();
   if (t->dtype() != fb::DType::F32) {
-    return Unsupported("%s: tensor '%s' has dtype %s; only dense-layer weights may be %s, "
-                       "this tensor must be f32", what, t->name()->c_str(),
+    return Unsupported("%s: tensor '%s' has dtype %s; only dense-layer weights and the token "
+                       "embedding may be %s, this tensor must be f32", what, t->name()->c_str(),
                        fb::EnumNameDType(t->dtype()), kernels::WeightTypeNames(true).c_str());
   }
   RECUR_RETURN_IF_ERROR(CheckShape(t, what, shape));
   *out = reinterpret_cast<const float*>(segment_ + t->offset());
-  parameter_count_ += t->size() / sizeof(float);
+  Count(index, t->size() / sizeof(float));
   return Status::Ok();
 }
 
@@ -301,34 +301,29 @@ Status TensorResolver::DenseRows(const fb::Dense* dense, const std::string& what
   return Status::Ok();
 }
 
-Status TensorResolver::GetDense(const fb::Dense* dense, const std::string& what,
-                                uint32_t out_features, uint32_t in_features, DenseView* out) {
+Status TensorResolver::GetWeight(int32_t index, const std::string& what, uint32_t out_features,
+                                 uint32_t in_features, DenseView* out) {
   *out = DenseView();
-  if (dense == nullptr) {
-    return InvalidModel("%s is missing (expected weight [%u,%u])", what.c_str(), out_features,
-                        in_features);
-  }
-  // The weight may be of any type of the list (kernels/dense/weight_types.inc),
-  // with per-row, per-group or in-block scales as its line says; the bias is f32.
-  const std::string weight_what = what + ".weight";
+  // Any type of the list (kernels/dense/weight_types.inc), with per-row,
+  // per-group or in-block scales as its line says.
   const fb::Tensor* t = nullptr;
-  RECUR_RETURN_IF_ERROR(FindTensor(root_, dense->weight(), weight_what.c_str(),
-                                   {out_features, in_features}, false, &t));
+  RECUR_RETURN_IF_ERROR(
+      FindTensor(root_, index, what.c_str(), {out_features, in_features}, false, &t));
   kernels::WeightType type;
   if (!WeightTypeOf(t->dtype(), &type)) {
     return Unsupported("%s: tensor '%s' has dtype %d, not supported by this runtime",
-                       weight_what.c_str(), t->name()->c_str(), int(t->dtype()));
+                       what.c_str(), t->name()->c_str(), int(t->dtype()));
   }
-  RECUR_RETURN_IF_ERROR(CheckShape(t, weight_what.c_str(), {out_features, in_features}));
+  RECUR_RETURN_IF_ERROR(CheckShape(t, what.c_str(), {out_features, in_features}));
   switch (kernels::Traits(type).scales) {
     case kernels::WeightScales::kNone:
       break;
     case kernels::WeightScales::kPerRow:
-      RECUR_RETURN_IF_ERROR(CheckInt8Scales(t, weight_what.c_str(), out_features, &out->scales));
+      RECUR_RETURN_IF_ERROR(CheckInt8Scales(t, what.c_str(), out_features, &out->scales));
       break;
     case kernels::WeightScales::kPerGroup:
-      RECUR_RETURN_IF_ERROR(CheckGroupScales(t, type, weight_what.c_str(), out_features,
-                                             in_features, &out->group_scales, &out->group));
+      RECUR_RETURN_IF_ERROR(CheckGroupScales(t, type, what.c_str(), out_features, in_features,
+                                             &out->group_scales, &out->group));
       break;
     case kernels::WeightScales::kInBlock:
       // The scales are the blocks' own (CheckTensorTable checked the rows of
@@ -338,12 +333,29 @@ Status TensorResolver::GetDense(const fb::Dense* dense, const std::string& what,
   }
   out->weight = segment_ + t->offset();
   out->type = type;
-  parameter_count_ += uint64_t{out_features} * in_features;
-  RECUR_RETURN_IF_ERROR(
-      Get(dense->bias(), (what + ".bias").c_str(), {out_features}, true, &out->bias));
   out->in = in_features;
   out->out = out_features;
+  Count(index, uint64_t{out_features} * in_features);
   return Status::Ok();
+}
+
+Status TensorResolver::GetDense(const fb::Dense* dense, const std::string& what,
+                                uint32_t out_features, uint32_t in_features, DenseView* out) {
+  *out = DenseView();
+  if (dense == nullptr) {
+    return InvalidModel("%s is missing (expected weight [%u,%u])", what.c_str(), out_features,
+                        in_features);
+  }
+  RECUR_RETURN_IF_ERROR(
+      GetWeight(dense->weight(), what + ".weight", out_features, in_features, out));
+  // The bias is f32.
+  RECUR_RETURN_IF_ERROR(
+      Get(dense->bias(), (what + ".bias").c_str(), {out_features}, true, &out->bias));
+  return Status::Ok();
+}
+
+void TensorResolver::Count(int32_t index, uint64_t parameters) {
+  if (counted_.insert(index).second) parameter_count_ += parameters;
 }
 
 Status TensorResolver::GetNorm(const fb::LayerNorm* norm, const std::string& what, uint32_t width,

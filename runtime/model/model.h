@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -99,7 +100,9 @@ struct Model {
   fb::InputKind input_kind = fb::InputKind::Tokens;
   uint32_t vocab_size = 0;
   uint32_t feature_width = 0;
-  const float* embedding = nullptr;   // (vocab_size, d_model)
+  // (vocab_size, d_model) of any weight type; a token's row is decoded to
+  // f32 on lookup (kernels::DecodeWeightRows). bias unused.
+  DenseView embedding;
   // Token ids ↔ bytes (recur.fbs Tokenizer); vocabulary.available() says
   // why not when the model has none.
   text::Vocabulary vocabulary;
@@ -192,19 +195,30 @@ class TensorResolver {
   // [1, kMaxWidth]. Counts no parameters (GetDense does).
   Status DenseRows(const fb::Dense* dense, const std::string& what, uint32_t in_features,
                    uint32_t* rows) const;
-  // nn.Linear weight [out, in] and, if present, bias [out].
+  // A matrix [out, in] of any weight type with its scales, checked as a
+  // dense layer's weight is (the head's, or the token embedding, read a row
+  // at a time by kernels::DecodeWeightRows). `what` names it in messages.
+  Status GetWeight(int32_t index, const std::string& what, uint32_t out_features,
+                   uint32_t in_features, DenseView* out);
+  // nn.Linear weight [out, in] (GetWeight) and, if present, bias [out].
   Status GetDense(const fb::Dense* dense, const std::string& what, uint32_t out_features,
                   uint32_t in_features, DenseView* out);
   Status GetNorm(const fb::LayerNorm* norm, const std::string& what, uint32_t width,
                  NormView* out);
 
+  // The parameters of the tensors resolved so far, each tensor counted once
+  // (a head tied to the embedding is one tensor referenced twice).
   uint64_t parameter_count() const { return parameter_count_; }
 
  private:
+  // Adds `parameters` for tensor `index` unless it was counted before.
+  void Count(int32_t index, uint64_t parameters);
+
   const fb::Model* root_;
   const uint8_t* segment_;
   uint64_t segment_size_;
   uint64_t parameter_count_ = 0;
+  std::set<int32_t> counted_;
 };
 
 }  // namespace recur::impl
