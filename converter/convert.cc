@@ -172,6 +172,12 @@ Status ConvertImpl(const ConvertOptions& o, ConvertReport* report) {
   report->narrow_types.clear();
   for (std::size_t i = 0; i < tensors.count(); ++i) {
     const WeightType stored = StorageOf(tensors, i, bo).dtype;
+    // A tied head stored as the embedding is: the writer stores the two once.
+    const std::size_t first = tensors.same_as(i);
+    if (first < i && StorageOf(tensors, first, bo).dtype == stored) {
+      --report->tensors;
+      continue;
+    }
     if (stored != WeightType::kF32) {
       ++report->narrow_tensors;
       ++report->narrow_types[stored];

@@ -32,9 +32,10 @@ struct ConvertOptions {
   bool allow_extra = false;  // unused tensors: warnings instead of an error
   // --dtype: storage of the blocks' weight matrices; --quantize-head: and of
   // head.weight (quantize.h). Everything else stays f32. Unset: f32; for a
-  // GGUF file, the types it stores those matrices and the head in (F16,
-  // BF16, F32; Q4_0 as int4 in groups of 32; Q8_0 as q8_0; Q4_K, Q5_K and Q6_K as q4_k,
-  // q5_k and q6_k; exactly: BuildOptions::keep_source_types).
+  // GGUF file, the types it stores those matrices, the head and the token
+  // embedding in (F16, BF16, F32; Q4_0 as int4 in groups of 32; Q8_0 as
+  // q8_0; Q4_K, Q5_K and Q6_K as q4_k, q5_k and q6_k; exactly:
+  // BuildOptions::keep_source_types).
   std::optional<WeightType> dtype;
   bool quantize_head = false;
   int group = kInt4Groups[0];  // --group: int4 inputs per scale (kInt4Groups)

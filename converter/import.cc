@@ -231,6 +231,19 @@ TensorFeed::SourceStorage TensorImport::source_storage(std::size_t i) const {
   return {};
 }
 
+std::size_t TensorImport::same_as(std::size_t i) const {
+  const ExpectedTensor& e = tensors_[i];
+  if (e.transform != SourceTransform::kCopy) return i;
+  for (std::size_t j = 0; j < i; ++j) {
+    const ExpectedTensor& f = tensors_[j];
+    if (f.transform == SourceTransform::kCopy && f.source_name == e.source_name &&
+        f.shape == e.shape && f.SourceShape() == e.SourceShape()) {
+      return j;
+    }
+  }
+  return i;
+}
+
 Status TensorImport::GetStored(std::size_t i, StoredTensor* out) {
   const SourceStorage storage = source_storage(i);
   std::vector<float> values;

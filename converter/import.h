@@ -51,6 +51,8 @@ class TensorImport : public TensorFeed {
   // GetStored gives the Q4_0 blocks as int4 unchanged (Int4FromQ4_0), the
   // K-quant blocks as they are (KQuantFromGguf), after Get's checks.
   SourceStorage source_storage(std::size_t i) const override;
+  // The first tensor copied from the same source tensor with the same shape.
+  std::size_t same_as(std::size_t i) const override;
   Status GetStored(std::size_t i, StoredTensor* out) override;
 
  private:

@@ -563,7 +563,10 @@ WeightType StorageDType(const std::string& name, WeightType dtype, bool quantize
 }
 
 bool KeepsSourceType(const std::string& name) {
-  return StorageDType(name, WeightType::kI8, true) == WeightType::kI8 ||
+  // The embedding too: the runtime decodes a token's row on lookup, so a
+  // GGUF's table stays as narrow as llama.cpp keeps it (and one tensor with
+  // a head tied to it).
+  return name == "input.embedding" || StorageDType(name, WeightType::kI8, true) == WeightType::kI8 ||
          IsMixerWeightOf(InBlock(name), AllSourceTypedMixerWeights());
 }
 

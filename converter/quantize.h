@@ -6,10 +6,13 @@
 // Which tensors: `--dtype` applies to the weight matrices of the blocks
 // (mixer query/key/value/out, ffn linear1/linear2) and, with
 // `--quantize-head`, to head.weight. Embeddings, positions, norms, biases and
-// the input projection always stay f32 (the runtime reads only dense-layer
-// weights in narrow types; the input projection and the head see the raw
-// input and produce the output, where precision matters most and their cost
-// is small).
+// the input projection stay f32 (the runtime reads positions, norms and
+// biases in f32 only; the input projection and the head see the raw input and
+// produce the output, where precision matters most and their cost is small;
+// the token embedding is read a row per token, so narrowing it saves memory
+// but no time, and --dtype leaves an f32 source's values as they are). A GGUF
+// file converted without --dtype keeps its types (KeepsSourceType), the
+// token embedding's included: the runtime takes it in any weight type.
 #ifndef RECUR_CONVERTER_QUANTIZE_H_
 #define RECUR_CONVERTER_QUANTIZE_H_
 
@@ -121,7 +124,8 @@ WeightType StorageDType(const std::string& name, WeightType dtype, bool quantize
 
 // Whether recur-layout tensor `name` keeps the narrow type a source file
 // stores it in (a GGUF's): what StorageDType may store narrow, head
-// included, and the mixers' MixerConverter::SourceTypedWeights.
+// included, the mixers' MixerConverter::SourceTypedWeights and the token
+// embedding (input.embedding).
 bool KeepsSourceType(const std::string& name);
 
 }  // namespace recur::impl::converter

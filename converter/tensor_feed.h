@@ -47,6 +47,11 @@ class TensorFeed {
     (void)i;
     return {};
   }
+  // An earlier tensor j < i whose values tensor i's are, element for element
+  // and of the same shape (both copied as they are from one source tensor: a
+  // head tied to the embedding), or i itself. The writer then stores the two
+  // once, when it stores them alike, and refers to it from both places.
+  virtual std::size_t same_as(std::size_t i) const { return i; }
   // Tensor i encoded as the source stores it, taken over unchanged (for
   // int4: the source's own scales and packed values), with every check Get
   // makes: asked for instead of Get when the writer stores tensor i as

@@ -76,6 +76,7 @@ struct Placed {
   uint64_t offset;     // in the data segment
   EncodedSize size;
   uint64_t scales_at;  // types with scales: where they lie, in bytes before the FlatBuffer's end
+  std::size_t feed;    // its index in the TensorFeed
 };
 
 // The FlatBuffer of `desc`, its tensor table `placed`: a quantised tensor's
@@ -319,9 +320,22 @@ Result<uint64_t> WriteModel(const ModelDescription& desc, TensorFeed* feed,
     if (override_it != options.dtype_overrides.end()) storage = {override_it->second, options.group};
     const EncodedSize size =
         EncodedSizeOf(feed->shape(i), feed->elements(i), storage.dtype, storage.group);
+    // The same values as an earlier tensor (a tied head), stored alike: one
+    // tensor, referred to from both places.
+    if (const std::size_t first = feed->same_as(i); first < i) {
+      const auto it = index.find(feed->name(first));
+      if (it != index.end()) {
+        const Placed& f = placed[static_cast<std::size_t>(it->second)];
+        if (f.dtype == storage.dtype && f.size.bytes == size.bytes &&
+            f.size.scales == size.scales && f.size.group == size.group) {
+          index[name] = it->second;
+          continue;
+        }
+      }
+    }
     const uint64_t offset = RoundUp(cursor, kAlignment);
     index[name] = static_cast<int32_t>(placed.size());
-    placed.push_back({&name, &feed->shape(i), storage.dtype, storage.group, offset, size, 0});
+    placed.push_back({&name, &feed->shape(i), storage.dtype, storage.group, offset, size, 0, i});
     cursor = offset + size.bytes;
   }
   const uint64_t data_size = cursor;
@@ -345,7 +359,7 @@ Result<uint64_t> WriteModel(const ModelDescription& desc, TensorFeed* feed,
     const Placed& p = placed[i];
     // int4, q8_0 and the K-quants as the source stores them: taken over, not
     // quantised again.
-    const TensorFeed::SourceStorage source = feed->source_storage(i);
+    const TensorFeed::SourceStorage source = feed->source_storage(p.feed);
     Result<StoredTensor> stored = StoredTensor();
     const bool taken_over =
         source.dtype == p.dtype &&
@@ -353,12 +367,12 @@ Result<uint64_t> WriteModel(const ModelDescription& desc, TensorFeed* feed,
          p.dtype == WeightType::kQ8_0 || kernels::IsKQuant(p.dtype));
     if (taken_over) {
       StoredTensor as_stored;
-      RECUR_RETURN_IF_ERROR(feed->GetStored(i, &as_stored));
+      RECUR_RETURN_IF_ERROR(feed->GetStored(p.feed, &as_stored));
       if (!encoded.ok()) continue;
       stored = std::move(as_stored);
     } else {
       std::vector<float> values;
-      RECUR_RETURN_IF_ERROR(feed->Get(i, &values));
+      RECUR_RETURN_IF_ERROR(feed->Get(p.feed, &values));
       if (!encoded.ok()) continue;
       if (p.dtype == WeightType::kF32 && values.size() * sizeof(float) == p.size.bytes) {
         write(p, values.data());  // stored as it is: no second copy

@@ -6,7 +6,9 @@
 //                 D = Model.data_size = the end of the last tensor
 // Tensors are stored under their recur-layout names, in the order of
 // ExpectedTensors(), float32 unless BuildOptions::weight_dtype says
-// otherwise for the blocks' weight matrices (quantize.h).
+// otherwise for the blocks' weight matrices (quantize.h). A tensor with the
+// values of an earlier one stored alike (TensorFeed::same_as: a head tied to
+// the embedding) is not stored again: both references name the first.
 //
 // Every tensor's place is known from its shape before any is encoded, and the
 // FlatBuffer's size does not depend on the values of int8/int4 scales, so the
@@ -55,10 +57,10 @@ struct BuildOptions {
   // int4: inputs per scale (kInt4Groups; anything else is an error).
   int group = kInt4Groups[0];
   // Instead of weight_dtype, quantize_head and group: each tensor that may
-  // be stored narrow (the blocks' weight matrices and head.weight) keeps the
-  // type its source stores it in (TensorFeed::source_storage: f16, bf16, int4
-  // in the source's groups and the K-quants, taken over unchanged),
-  // everything else is f32.
+  // be stored narrow (the blocks' weight matrices, head.weight and
+  // input.embedding: KeepsSourceType) keeps the type its source stores it in
+  // (TensorFeed::source_storage: f16, bf16, int4 in the source's groups,
+  // q8_0 and the K-quants, taken over unchanged), everything else is f32.
   // A GGUF file converted without --dtype.
   bool keep_source_types = false;
   // Per-tensor dtypes (recur-layout names) that override the rule above:
