@@ -380,7 +380,8 @@ TEST_CASE("gguf rwkv7: Q8_0 weights are ggml's dequantised values, bit for bit")
   for (const auto& [recur, gguf] :
        {std::pair<std::string, std::string>{"blocks.0.mixer.key.weight", "blk.0.time_mix_key.weight"},
         {"blocks.1.ffn.linear2.weight", "blk.1.channel_mix_value.weight"},
-        {"head.weight", "output.weight"}}) {
+        {"head.weight", "output.weight"},
+        {"input.embedding", "token_embd.weight"}}) {
     const std::string where = recur;  // INFO cannot capture a structured binding (clang 14)
     INFO(where);
     const fb::Tensor* t = TensorOf(c.model, recur);
@@ -406,13 +407,6 @@ TEST_CASE("gguf rwkv7: Q8_0 weights are ggml's dequantised values, bit for bit")
     CHECK(negative > 0);
     CHECK(zero > 0);
   }
-  // The embedding is f32 in recur: the blocks' values, decoded.
-  const fb::Tensor* emb = TensorOf(c.model, "input.embedding");
-  REQUIRE(emb->dtype() == fb::DType::F32);
-  const GgufTensorData* q = m.Find("token_embd.weight");
-  std::vector<float> want(q->data.size() / 34 * 32);
-  for (size_t k = 0; k < want.size() / 32; ++k) GgmlDequantizeQ8_0(q->data.data() + k * 34, &want[k * 32]);
-  CHECK(std::memcmp(DataOf(c.model, emb), want.data(), want.size() * 4) == 0);
   // A NaN scale is refused, naming the tensor and the block.
   GgufModel bad = m;
   GgufTensorData* key = bad.Find("blk.1.time_mix_key.weight");
@@ -441,9 +435,12 @@ TEST_CASE("gguf rwkv7: Q4_0 weights are ggml's dequantised values, bit for bit")
           {"blocks.1.mixer.out.weight", "blk.1.time_mix_output.weight"},
           {"blocks.1.ffn.linear1.weight", "blk.1.channel_mix_key.weight"},
           {"blocks.0.ffn.linear2.weight", "blk.0.channel_mix_value.weight"},
-          {"head.weight", "output.weight"}}) {
+          {"head.weight", "output.weight"},
+          {"input.embedding", "token_embd.weight"}}) {
       const std::string where = recur;  // INFO cannot capture a structured binding (clang 14)
       INFO(where);
+      // --dtype leaves the embedding f32 (below).
+      if (!keep && where == "input.embedding") continue;
       const fb::Tensor* t = TensorOf(c.model, recur);
       REQUIRE(t->dtype() == fb::DType::I4);
       REQUIRE(t->quant()->group_size() == 32);
@@ -472,7 +469,8 @@ TEST_CASE("gguf rwkv7: Q4_0 weights are ggml's dequantised values, bit for bit")
       CHECK(negative > 0);
       CHECK(zero > 0);
     }
-    // The embedding is f32 in recur: the blocks' values, decoded.
+    if (keep) continue;
+    // With --dtype the embedding is f32, as from any source: the blocks' values, decoded.
     const fb::Tensor* emb = TensorOf(c.model, "input.embedding");
     REQUIRE(emb->dtype() == fb::DType::F32);
     const GgufTensorData* q = m.Find("token_embd.weight");
@@ -559,7 +557,7 @@ TEST_CASE("gguf rwkv7: Q4_K, Q5_K and Q6_K matrices are taken over block for blo
     // Per block: r, k, o, the channel mix's key in Q4_K (Q5_K); v, the channel
     // mix's value in Q6_K; and the head in Q6_K.
     CHECK(report.narrow_types == std::map<WeightType, std::size_t>{
-                                     {most, 4 * kLayers}, {WeightType::kQ6_K, 2 * kLayers + 1}});
+                                     {most, 4 * kLayers + 1}, {WeightType::kQ6_K, 2 * kLayers + 1}});
     const std::string text = testing::ReadText(o.output_path);
     const AlignedBytes model(text.begin(), text.end());
     for (const auto& [recur, gguf] :
@@ -569,7 +567,8 @@ TEST_CASE("gguf rwkv7: Q4_K, Q5_K and Q6_K matrices are taken over block for blo
           {"blocks.1.mixer.out.weight", "blk.1.time_mix_output.weight"},
           {"blocks.1.ffn.linear1.weight", "blk.1.channel_mix_key.weight"},
           {"blocks.0.ffn.linear2.weight", "blk.0.channel_mix_value.weight"},
-          {"head.weight", "output.weight"}}) {
+          {"head.weight", "output.weight"},
+          {"input.embedding", "token_embd.weight"}}) {
       const std::string where = recur;  // INFO cannot capture a structured binding (clang 14)
       INFO(where);
       const fb::Tensor* t = TensorOf(model, recur);
@@ -590,12 +589,6 @@ TEST_CASE("gguf rwkv7: Q4_K, Q5_K and Q6_K matrices are taken over block for blo
     }
     CHECK(zero > 0);
     CHECK(negative > 0);
-    // The embedding (Q4_K in the file) is f32 in recur: the blocks' values.
-    const fb::Tensor* emb = TensorOf(model, "input.embedding");
-    REQUIRE(emb->dtype() == fb::DType::F32);
-    const std::vector<float> want = KQuantValues(*m.Find("token_embd.weight"));
-    REQUIRE(emb->size() == want.size() * 4);
-    CHECK(std::memcmp(DataOf(model, emb), want.data(), want.size() * 4) == 0);
 
     // --dtype f32 widens every weight to the same values: the runtime gives the
     // same outputs up to the order of its f32 sums.
@@ -754,11 +747,210 @@ TEST_CASE("gguf rwkv7: F16 and BF16 matrices stay f16 and bf16 without --dtype")
     CHECK(TensorOf(c.model, "blocks.1.mixer.gate_up.weight")->dtype() == narrow);
     CHECK(TensorOf(c.model, "blocks.1.mixer.value_down.weight")->dtype() == narrow);
     CHECK(TensorOf(c.model, "blocks.1.mixer.decay_down.weight")->dtype() == fb::DType::F32);
-    // Matrices recur keeps in f32 (the embedding): widened exactly.
-    CHECK(TensorOf(c.model, "input.embedding")->dtype() == fb::DType::F32);
+    // The embedding keeps the file's type too, its bits unchanged.
+    const fb::Tensor* emb = TensorOf(c.model, "input.embedding");
+    CHECK(emb->dtype() == narrow);
+    REQUIRE(emb->size() == half.Find("token_embd.weight")->data.size());
+    CHECK(std::memcmp(DataOf(c.model, emb), half.Find("token_embd.weight")->data.data(),
+                      emb->size()) == 0);
     const fb::Tensor* k = TensorOf(c.model, "blocks.1.mixer.key.weight");
     CHECK(std::memcmp(DataOf(c.model, k), half.Find("blk.1.time_mix_key.weight")->data.data(),
                       k->size()) == 0);
+  }
+}
+
+// The values ggml dequantises tensor `t` (F16, BF16, Q4_0, Q8_0 or a K-quant) to.
+std::vector<float> GgmlValues(const GgufTensorData& t) {
+  std::vector<float> v;
+  if (t.type == ggml_type::kF16 || t.type == ggml_type::kBF16) {
+    v.resize(t.data.size() / 2);
+    for (size_t i = 0; i < v.size(); ++i) {
+      const auto h = static_cast<uint16_t>(t.data[2 * i] | t.data[2 * i + 1] << 8);
+      v[i] = t.type == ggml_type::kF16 ? F16ToF32(h) : Bf16ToF32(h);
+    }
+  } else if (t.type == ggml_type::kQ4_0) {
+    v.resize(t.data.size() / 18 * 32);
+    for (size_t k = 0; k < v.size() / 32; ++k) GgmlDequantizeQ4_0(t.data.data() + k * 18, &v[k * 32]);
+  } else if (t.type == ggml_type::kQ8_0) {
+    v.resize(t.data.size() / 34 * 32);
+    for (size_t k = 0; k < v.size() / 32; ++k) GgmlDequantizeQ8_0(t.data.data() + k * 34, &v[k * 32]);
+  } else {
+    v = KQuantValues(t);
+  }
+  return v;
+}
+
+// `t` in the file's type `type` (F16 or BF16 from F32 values; a K-quant drawn anew).
+GgufTensorData Retyped(const GgufTensorData& t, uint32_t type, std::mt19937* rng) {
+  if (type != ggml_type::kF16 && type != ggml_type::kBF16) {
+    return KQuantTensor(t.name, type, t.dims[0], t.dims[1], rng);
+  }
+  std::vector<float> v(t.data.size() / 4);
+  std::memcpy(v.data(), t.data.data(), t.data.size());
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    REQUIRE((type == ggml_type::kF16 ? F32ToF16(v[i], &h[i]) : F32ToBf16(v[i], &h[i])));
+  }
+  return {t.name, type, t.dims, testing::BytesOf(h)};
+}
+
+TEST_CASE("gguf rwkv7: a narrow embedding gives the logits of its values in f32, bit for bit, in fewer bytes") {
+  const struct {
+    const char* name;
+    Quant quant;
+    uint32_t embedding;  // token_embd's type: 0 = as `quant` leaves it
+    fb::DType stored;
+    RwkvDims dims;
+  } cases[] = {
+      {"Q4_0", Quant::kQ4_0, 0, fb::DType::I4, RwkvDims()},
+      {"Q8_0", Quant::kQ8_0, 0, fb::DType::Q8_0, RwkvDims()},
+      {"Q4_K", Quant::kQ4_K_M, 0, fb::DType::Q4_K, kKQuantDims},
+      {"Q5_K", Quant::kQ5_K_M, 0, fb::DType::Q5_K, kKQuantDims},
+      {"Q6_K", Quant::kQ4_K_M, ggml_type::kQ6_K, fb::DType::Q6_K, kKQuantDims},
+      {"F16", Quant::kF32, ggml_type::kF16, fb::DType::F16, RwkvDims()},
+      {"BF16", Quant::kF32, ggml_type::kBF16, fb::DType::BF16, RwkvDims()},
+  };
+  for (const auto& c : cases) {
+    INFO("token_embd " << c.name);
+    testing::TempDir dir;
+    std::mt19937 rng(31);
+    GgufModel m = RwkvGgufOf(c.quant, 13, c.dims);
+    GgufTensorData* embd = m.Find("token_embd.weight");
+    if (c.embedding != 0) *embd = Retyped(*embd, c.embedding, &rng);
+    // The same file with token_embd in F32 holding ggml's values of it: the
+    // model a converter that widened the embedding wrote.
+    GgufModel wide = m;
+    const std::vector<float> values = GgmlValues(*embd);
+    REQUIRE(values.size() == kVocab * c.dims.c);
+    *wide.Find("token_embd.weight") = {"token_embd.weight", ggml_type::kF32, embd->dims,
+                                       testing::BytesOf(values)};
+    const Converted narrow = Convert(dir, m);
+    REQUIRE_MESSAGE(narrow.status.ok(), narrow.status.message());
+    const Converted widened = Convert(dir, wide);
+    REQUIRE_MESSAGE(widened.status.ok(), widened.status.message());
+    const fb::Tensor* emb = TensorOf(narrow.model, "input.embedding");
+    CHECK(emb->dtype() == c.stored);
+    CHECK(TensorOf(widened.model, "input.embedding")->dtype() == fb::DType::F32);
+    // Every row as the runtime decodes it is ggml's.
+    std::unique_ptr<Model> loaded;
+    const Status s = LoadModel(narrow.model.data(), narrow.model.size(), {}, &loaded);
+    REQUIRE_MESSAGE(s.ok(), s.message());
+    std::vector<float> rows(values.size());
+    kernels::DecodeWeightRows(loaded->embedding, 0, kVocab, rows.data());
+    size_t mismatches = 0;  // values, so that Q6_K's +0 for ggml's −0 passes (dense.h)
+    for (size_t i = 0; i < values.size(); ++i) mismatches += !(rows[i] == values[i]);
+    CHECK(mismatches == 0);
+    // The same logits, bit for bit.
+    const std::vector<float> got = GgufStepOutputs(narrow.model, 8);
+    const std::vector<float> want = GgufStepOutputs(widened.model, 8);
+    REQUIRE(got.size() == want.size());
+    CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+    // In fewer bytes: the f32 table less the narrow one and its scales (up
+    // to the 64-byte alignment of tensors and the FlatBuffer's padding).
+    const fb::Quantization* q = emb->quant();
+    const int64_t scale_bytes = q != nullptr && q->scales_f16() ? 2 * q->scales_f16()->size() : 0;
+    const int64_t saved = int64_t(widened.model.size()) - int64_t(narrow.model.size());
+    const int64_t expected = int64_t(values.size() * 4) - int64_t(emb->size()) - scale_bytes;
+    INFO("saved " << saved << " bytes, expected " << expected);
+    CHECK(expected > 0);
+    CHECK(std::abs(saved - expected) <= 128);
+  }
+}
+
+// A small Mamba2 as llama.cpp's converter writes it (d_model 32, 2 heads of
+// 16, state 16, one group, kernel 4, 2 blocks, vocabulary 11), F32 but for
+// token_embd in `embedding`'s type (F32, Q8_0 or F16); no output.weight when
+// `tied` (the head is token_embd), else output.weight a copy of token_embd.
+GgufModel Mamba2Gguf(uint32_t embedding, bool tied) {
+  constexpr uint64_t d = 32, heads = 2, inner = 32, state = 16, kernel = 4, layers = 2;
+  std::mt19937 rng(5);
+  GgufModel m;
+  m.metadata = {{"general.architecture", GgufValue(std::string("mamba2"))},
+                {"mamba2.context_length", GgufValue(uint32_t{1048576})},
+                {"mamba2.embedding_length", GgufValue(uint32_t(d))},
+                {"mamba2.feed_forward_length", GgufValue(uint32_t{0})},
+                {"mamba2.attention.head_count", GgufValue(uint32_t{0})},
+                {"mamba2.block_count", GgufValue(uint32_t(layers))},
+                {"mamba2.ssm.conv_kernel", GgufValue(uint32_t(kernel))},
+                {"mamba2.ssm.inner_size", GgufValue(uint32_t(inner))},
+                {"mamba2.ssm.state_size", GgufValue(uint32_t(state))},
+                {"mamba2.ssm.time_step_rank", GgufValue(uint32_t(heads))},
+                {"mamba2.ssm.group_count", GgufValue(uint32_t{1})},
+                {"mamba2.attention.layer_norm_rms_epsilon", GgufValue(1e-5f)}};
+  auto f32 = [&](const std::string& name, std::vector<uint64_t> dims) {
+    m.tensors.push_back(F32Tensor(name, std::move(dims), &rng));
+  };
+  if (embedding == ggml_type::kQ8_0) {
+    m.tensors.push_back(Q8_0Tensor("token_embd.weight", d, kVocab, &rng));
+  } else {
+    f32("token_embd.weight", {d, kVocab});
+    if (embedding != ggml_type::kF32) m.tensors.back() = Retyped(m.tensors.back(), embedding, &rng);
+  }
+  for (uint64_t i = 0; i < layers; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    const uint64_t conv = inner + 2 * state;
+    f32(b + "attn_norm.weight", {d});
+    f32(b + "ssm_in.weight", {d, 2 * inner + 2 * state + heads});
+    f32(b + "ssm_conv1d.weight", {kernel, conv});
+    f32(b + "ssm_conv1d.bias", {conv});
+    f32(b + "ssm_dt.bias", {heads});
+    f32(b + "ssm_a", {1, heads});
+    std::vector<float> a(heads);
+    for (float& x : a) x = -1.0f - std::uniform_real_distribution<float>(0.0f, 4.0f)(rng);
+    m.tensors.back().data = testing::BytesOf(a);  // A < 0: a decaying state
+    f32(b + "ssm_d", {1, heads});
+    f32(b + "ssm_norm.weight", {inner, 1});
+    f32(b + "ssm_out.weight", {inner, d});
+  }
+  f32("output_norm.weight", {d});
+  if (!tied) {
+    GgufTensorData head = *m.Find("token_embd.weight");
+    head.name = "output.weight";
+    m.tensors.push_back(std::move(head));
+  }
+  return m;
+}
+
+TEST_CASE("gguf mamba2: a head tied to the embedding is one tensor, in its type") {
+  for (const uint32_t type : {ggml_type::kF32, ggml_type::kQ8_0, ggml_type::kF16}) {
+    INFO("token_embd of ggml type " << type);
+    testing::TempDir dir;
+    ConvertReport tied_report, untied_report;
+    const Converted tied = Convert(dir, Mamba2Gguf(type, true), {}, &tied_report);
+    REQUIRE_MESSAGE(tied.status.ok(), tied.status.message());
+    const Converted untied = Convert(dir, Mamba2Gguf(type, false), {}, &untied_report);
+    REQUIRE_MESSAGE(untied.status.ok(), untied.status.message());
+    const fb::Model* t = fb::GetSizePrefixedModel(tied.model.data());
+    const fb::Model* u = fb::GetSizePrefixedModel(untied.model.data());
+    // One tensor, referred to from the input and the head.
+    CHECK(t->input()->embedding() == t->head()->dense()->weight());
+    CHECK(u->input()->embedding() != u->head()->dense()->weight());
+    CHECK(t->tensors()->size() + 1 == u->tensors()->size());
+    CHECK(tied_report.tensors + 1 == untied_report.tensors);
+    CHECK(tied_report.tensors == t->tensors()->size());
+    const fb::Tensor* emb = t->tensors()->Get(uint32_t(t->input()->embedding()));
+    const fb::DType stored = type == ggml_type::kQ8_0 ? fb::DType::Q8_0
+                             : type == ggml_type::kF16 ? fb::DType::F16
+                                                       : fb::DType::F32;
+    CHECK(emb->dtype() == stored);
+    // The file is smaller by the matrix (and its scales), up to the 64-byte
+    // alignment of tensors and the FlatBuffer's entry for the second one.
+    const fb::Quantization* q = emb->quant();
+    const int64_t matrix = int64_t(emb->size()) +
+                           (q != nullptr && q->scales_f16() ? 2 * q->scales_f16()->size() : 0);
+    const int64_t saved = int64_t(untied.model.size()) - int64_t(tied.model.size());
+    INFO("saved " << saved << " bytes of a " << matrix << "-byte matrix");
+    CHECK(saved >= matrix);
+    CHECK(saved <= matrix + 64 + 256);
+    // Counted once among the parameters; the same logits, bit for bit.
+    std::unique_ptr<Model> a, b;
+    REQUIRE(LoadModel(tied.model.data(), tied.model.size(), {}, &a).ok());
+    REQUIRE(LoadModel(untied.model.data(), untied.model.size(), {}, &b).ok());
+    CHECK(a->parameter_count + kVocab * 32 == b->parameter_count);
+    const std::vector<float> got = GgufStepOutputs(tied.model, 8);
+    const std::vector<float> want = GgufStepOutputs(untied.model, 8);
+    REQUIRE(got.size() == want.size());
+    CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
   }
 }
 
@@ -900,7 +1092,8 @@ TEST_CASE("gguf rwkv7: the gguf package's file converts, its Q4_0 blocks taken o
   const Status s = ConvertFiles(o, &report);
   REQUIRE_MESSAGE(s.ok(), s.message());
   CHECK(report.layout == Layout::kGguf);
-  CHECK(report.narrow_types == std::map<WeightType, std::size_t>{{WeightType::kI4, 13}});
+  // 2 blocks × 6 matrices, the head and the embedding.
+  CHECK(report.narrow_types == std::map<WeightType, std::size_t>{{WeightType::kI4, 14}});
   const std::string text = testing::ReadText(o.output_path);
   const AlignedBytes model(text.begin(), text.end());
   const GgufTensor* q = file->FindTensor("blk.1.time_mix_receptance.weight");

@@ -475,7 +475,7 @@ TEST_CASE("loader: narrow dense weights load, parameter count in elements") {
   }
 }
 
-TEST_CASE("loader: embeddings, positions, norms and biases must be f32") {
+TEST_CASE("loader: positions, norms and biases must be f32") {
   auto desc = testing::Describe(kTokensConfig);
   const TensorMap t = testing::RandomTensors(desc, 23);
   const struct {
@@ -483,11 +483,10 @@ TEST_CASE("loader: embeddings, positions, norms and biases must be f32") {
     WeightType dtype;
     const char* message;
   } cases[] = {
-      {"input.embedding", WeightType::kBF16,
-       "input.embedding: tensor 'input.embedding' has dtype BF16; only dense-layer weights may "
-       "be f16, bf16, int8, int4, q8_0, q4_k, q6_k or q5_k, this tensor must be f32"},
       {"input.positions", WeightType::kF16,
-       "input.positions: tensor 'input.positions' has dtype F16"},
+       "input.positions: tensor 'input.positions' has dtype F16; only dense-layer weights and "
+       "the token embedding may be f16, bf16, int8, int4, q8_0, q4_k, q6_k or q5_k, this tensor "
+       "must be f32"},
       {"blocks.1.norm2.weight", WeightType::kF16,
        "blocks.1.norm2.weight: tensor 'blocks.1.norm2.weight' has dtype F16"},
       {"blocks.0.mixer.key.bias", WeightType::kBF16,
@@ -506,6 +505,144 @@ TEST_CASE("loader: embeddings, positions, norms and biases must be f32") {
     CHECK(s.code() == StatusCode::kUnsupported);
     CHECK_MESSAGE(s.message().rfind(c.message, 0) == 0, s.message());
   }
+}
+
+TEST_CASE("loader: a narrow token embedding computes as its values in f32") {
+  // d_model 32: whole groups of 32 for int4 and q8_0.
+  auto desc = testing::Describe(impl::testing::kTinyInt4Config);
+  const TensorMap t = testing::RandomTensors(desc, 25);
+  for (WeightType type : {WeightType::kF16, WeightType::kBF16, WeightType::kI8, WeightType::kI4,
+                          WeightType::kQ8_0}) {
+    INFO(std::string(WeightTypeName(type)));
+    BuildOptions o;
+    o.dtype_overrides["input.embedding"] = type;
+    auto narrow = BuildModel(desc, t, o);  // self-checked: the runtime loads it
+    REQUIRE_MESSAGE(narrow.ok(), narrow.message());
+    std::unique_ptr<Model> model;
+    REQUIRE(LoadModel(narrow->data(), narrow->size(), {}, &model).ok());
+    const kernels::DenseWeights& e = model->embedding;
+    CHECK(e.type == type);
+    CHECK(e.out == 11);
+    CHECK(e.in == 32);
+    // The same model with the embedding's values in f32: the same outputs, bit for bit.
+    TensorMap wide = t;
+    std::vector<float>& values = wide["input.embedding"].data;
+    for (size_t o2 = 0; o2 < e.out; ++o2) {
+      for (size_t i = 0; i < e.in; ++i) {
+        values[o2 * e.in + i] = static_cast<float>(kernels::ref::DecodeWeight(e, o2, i));
+      }
+    }
+    auto f32 = BuildModel(desc, wide);
+    REQUIRE_MESSAGE(f32.ok(), f32.message());
+    CHECK(narrow->size() < f32->size());
+    const std::vector<float> got = RunTokens(*narrow, 9);
+    const std::vector<float> want = RunTokens(*f32, 9);
+    REQUIRE(got.size() == want.size());
+    CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+  }
+}
+
+// Sets scalar field `field` of tensor `name` in model bytes.
+template <typename T>
+void SetTensorField(AlignedBytes& bytes, const std::string& name, uint16_t field, T value) {
+  for (const fb::Tensor* tensor : *fb::GetSizePrefixedModel(bytes.data())->tensors()) {
+    if (tensor->name()->str() != name) continue;
+    auto* table = reinterpret_cast<flatbuffers::Table*>(const_cast<fb::Tensor*>(tensor));
+    REQUIRE(table->SetField<T>(field, value, T{}));
+  }
+}
+
+// The Quantization table of tensor `name` in model bytes (mutable, for tests).
+fb::Quantization* QuantOf(AlignedBytes& bytes, const std::string& name);
+
+TEST_CASE("loader: a narrow token embedding is checked as a dense weight, naming it") {
+  auto desc = testing::Describe(impl::testing::kTinyInt4Config);
+  const TensorMap t = testing::RandomTensors(desc, 26);
+  auto build = [&](WeightType type) {
+    BuildOptions o;
+    o.dtype_overrides["input.embedding"] = type;
+    auto bytes = BuildModel(desc, t, o);
+    REQUIRE_MESSAGE(bytes.ok(), bytes.message());
+    return *bytes;
+  };
+  const std::string name = "input.embedding";
+  {  // int8: a scale that is not positive
+    AlignedBytes bytes = build(WeightType::kI8);
+    auto* scales = const_cast<flatbuffers::Vector<float>*>(QuantOf(bytes, name)->scales());
+    scales->Mutate(4, 0.0f);
+    const Status s = Load(bytes);
+    CHECK(s.code() == StatusCode::kInvalidModel);
+    CHECK(s.message() == "input.embedding: int8 tensor 'input.embedding': scale 4 is 0; scales "
+                         "must be finite and positive");
+  }
+  {  // an f16 table relabelled int8: its size is not one byte a value
+    AlignedBytes bytes = build(WeightType::kF16);
+    SetTensorField<int8_t>(bytes, name, fb::Tensor::VT_DTYPE, int8_t(fb::DType::I8));
+    const Status s = Load(bytes);
+    CHECK(s.code() == StatusCode::kInvalidModel);
+    CHECK(s.message() == "tensor 'input.embedding': size 704 bytes does not match shape "
+                         "[11,32] of 1-byte elements");
+  }
+  {  // an f16 table relabelled int8 with the size of one: no scales
+    AlignedBytes bytes = build(WeightType::kF16);
+    SetTensorField<int8_t>(bytes, name, fb::Tensor::VT_DTYPE, int8_t(fb::DType::I8));
+    SetTensorField<uint64_t>(bytes, name, fb::Tensor::VT_SIZE, 11 * 32);
+    const Status s = Load(bytes);
+    CHECK(s.code() == StatusCode::kInvalidModel);
+    CHECK(s.message() == "input.embedding: int8 tensor 'input.embedding' has no quantization "
+                         "scales");
+  }
+  {  // int4: one group scale too few
+    AlignedBytes bytes = build(WeightType::kI4);
+    const fb::Quantization* q = QuantOf(bytes, name);
+    uint32_t n = q->scales_f16()->size() - 1;
+    std::memcpy(const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(q->scales_f16()->data())) - 4,
+                &n, 4);
+    const Status s = Load(bytes);
+    CHECK(s.code() == StatusCode::kInvalidModel);
+    CHECK(s.message() == "input.embedding: int4 tensor 'input.embedding' has 10 group scales, "
+                         "expected 11 (11 rows x 1 groups of 32)");
+  }
+  {  // q8_0: a group size that does not divide the row
+    AlignedBytes bytes = build(WeightType::kQ8_0);
+    auto* table = reinterpret_cast<flatbuffers::Table*>(QuantOf(bytes, name));
+    REQUIRE(table->SetField<uint32_t>(fb::Quantization::VT_GROUP_SIZE, 64, 0));
+    const Status s = Load(bytes);
+    CHECK(s.code() == StatusCode::kInvalidModel);
+    CHECK(s.message() == "input.embedding: q8_0 tensor 'input.embedding' has group size 64; it "
+                         "must be a multiple of 32, at most 16384, that divides the 32 inputs");
+  }
+  {  // f16: a size that is not the shape's
+    AlignedBytes bytes = build(WeightType::kF16);
+    SetTensorField<uint64_t>(bytes, name, fb::Tensor::VT_SIZE, 11 * 32 * 2 - 64);
+    const Status s = Load(bytes);
+    CHECK(s.code() == StatusCode::kInvalidModel);
+    CHECK(s.message() == "tensor 'input.embedding': size 640 bytes does not match shape [11,32] "
+                         "of 2-byte elements");
+  }
+  {  // q4_k: rows of 32 inputs are not whole blocks of 256
+    AlignedBytes bytes = build(WeightType::kF16);
+    SetTensorField<int8_t>(bytes, name, fb::Tensor::VT_DTYPE, int8_t(fb::DType::Q4_K));
+    const Status s = Load(bytes);
+    CHECK(s.code() == StatusCode::kInvalidModel);
+    CHECK(s.message() == "tensor 'input.embedding': q4_k needs a 2-D [out, in] shape with in a "
+                         "multiple of 256, got [11,32]");
+  }
+  {  // a table of the wrong shape (vocab_size 11, d_model 32)
+    BuildOptions o;
+    o.validate = false;
+    o.self_check = false;
+    o.dtype_overrides[name] = WeightType::kF16;
+    TensorMap bad = t;
+    bad[name] = Tensor{{12, 32}, std::vector<float>(12 * 32, 0.25f)};
+    auto bytes = BuildModel(desc, bad, o);
+    REQUIRE_MESSAGE(bytes.ok(), bytes.message());
+    const Status s = Load(*bytes);
+    CHECK(s.code() == StatusCode::kInvalidModel);
+    CHECK(s.message() == "input.embedding: tensor 'input.embedding' has shape [12,32], expected "
+                         "[11,32]");
+  }
+  CHECK(Load(build(WeightType::kI4)).ok());
 }
 
 // The Quantization table of tensor `name` in model bytes (mutable, for tests).

@@ -1,7 +1,8 @@
 // Writes the fuzz targets' seed corpora from real models:
 //   make_seeds OUT_DIR  →  OUT_DIR/{model,state,safetensors,config,npy,gguf}/
 // model: every small test model (tests/common/test_models.h) in f32, the
-// mixed one in f16, bf16 and int8, and kInt4SeedConfig in int4 and q8_0;
+// mixed one in f16, bf16 and int8, and kInt4SeedConfig in int4 and q8_0
+// and with its token embedding in f16, int8, int4 and q8_0;
 // state: a saved blob of each state_fuzz_models.h model after a few steps
 // (byte 0 picks the model; the second copy asks for stamping, see
 // state_load_fuzz.cc); safetensors: their weights; config: their config
@@ -125,6 +126,22 @@ int main(int argc, char** argv) {
       return 1;
     }
     write(std::string("model/") + name + ".recur", bytes->data(), bytes->size());
+  }
+  // The token embedding narrow (the runtime decodes a row per token), the
+  // rest as above in int4.
+  for (auto dtype : {WeightType::kF16, WeightType::kI8, WeightType::kI4, WeightType::kQ8_0}) {
+    recur::impl::converter::BuildOptions options;
+    options.weight_dtype = WeightType::kI4;
+    options.dtype_overrides["input.embedding"] = dtype;
+    auto bytes = recur::impl::converter::BuildModelFromConfig(
+        kInt4SeedConfig, RandomTensors(kInt4SeedConfig, 4), recur::impl::converter::Layout::kAuto,
+        options);
+    const char* name = recur::impl::converter::WeightTypeName(dtype);
+    if (!bytes.ok()) {
+      std::fprintf(stderr, "make_seeds: %s embedding: %s\n", name, bytes.message().c_str());
+      return 1;
+    }
+    write(std::string("model/embedding_") + name + ".recur", bytes->data(), bytes->size());
   }
 
   // Each state model twice: compensated sums, then plain (byte 0's bit 6).
