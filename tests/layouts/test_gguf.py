@@ -64,7 +64,8 @@ def dtypes_of(path):
 
 
 # The weight matrices recur stores in a narrow type: what a GGUF file's F16, BF16 and
-# Q4_0 tensors become (mixes, norms and the embedding are f32 in recur).
+# Q4_0 tensors become (mixes and norms are f32 in recur; the embedding keeps
+# token_embd's type, STORED).
 def narrow(name):
     return name == "head.weight" or name.endswith((".ffn.linear1.weight", ".ffn.linear2.weight",
                                                    ".mixer.receptance.weight", ".mixer.key.weight",
@@ -76,13 +77,25 @@ LOW_RANK = {"decay_down": "w1", "decay_up": "w2", "rate_down": "a1", "rate_up": 
             "value_down": "v1", "value_up": "v2", "gate_down": "g1", "gate_up": "g2"}
 
 
+# recur's type for a ggml type it keeps.
+STORED = {Q.F32: "f32", Q.F16: "f16", Q.BF16: "bf16", Q.Q4_0: "int4", Q.Q8_0: "q8_0",
+          Q.Q4_K: "q4_k", Q.Q5_K: "q5_k", Q.Q6_K: "q6_k"}
+
+
+def step_logits(path, xs):
+    """The model's logits stepped token by token, float32 activations."""
+    with recur.Model(str(path)).session(batch=xs.shape[0], int8_activations="float") as s:
+        return np.stack([s.step(xs[:, t]) for t in range(xs.shape[1])], axis=1)
+
+
 def expected_dtype(name, types, stored):
     """What recur stores tensor `name` of a file whose tensor types are `types` as."""
+    if name == "input.embedding":
+        return STORED[types["token_embd.weight"]]
     parts = name.split(".")
     if len(parts) == 5 and parts[3] in LOW_RANK and parts[4] == "weight":
         gguf_name = f"blk.{parts[1]}.time_mix_{LOW_RANK[parts[3]]}.weight"
-        return {Q.F32: "f32", Q.F16: "f16", Q.BF16: "bf16", Q.Q4_0: "int4",
-                Q.Q8_0: "q8_0"}[types[gguf_name]]
+        return STORED[types[gguf_name]]
     return stored if narrow(name) else "f32"
 
 
@@ -117,11 +130,14 @@ def test_gguf_file(case, outtype, stored, tmp_path):
         assert rc == 0, err
         assert set(dtypes_of(wide).values()) == {"f32"}
         recur_forms(wide, xs, want, "auto")
-        # --dtype int4 in groups of 32 takes the Q4_0 blocks over as they are.
+        # --dtype int4 in groups of 32 takes the Q4_0 blocks over as they are; it leaves
+        # the embedding f32, its values those of the int4 rows: the same logits, bit for bit.
         again = tmp_path / "again.recur"
         rc, err = recur_convert(path, "-o", again, "--dtype", "int4", "--quantize-head")
         assert rc == 0, err
-        assert open(again, "rb").read() == open(model, "rb").read()
+        assert dtypes_of(again) == {**dtypes, "input.embedding": "f32"}
+        assert os.path.getsize(again) > os.path.getsize(model)
+        assert np.array_equal(step_logits(again, xs), step_logits(model, xs))
 
 
 # K-quant rows are whole blocks of 256: C and the FFN's 4C are multiples of 256.
@@ -144,8 +160,8 @@ def test_gguf_kquants(outtype, stored, head, tmp_path):
     rc, err = recur_convert(path, "-o", model)
     assert rc == 0, err
     dtypes = dtypes_of(model)
-    want_types = {k: (head if k == "head.weight" else stored) if narrow(k) else "f32"
-                  for k in dtypes}
+    want_types = {k: (head if k == "head.weight" else stored)
+                  if narrow(k) or k == "input.embedding" else "f32" for k in dtypes}
     assert dtypes == want_types, dtypes
 
     pth = tmp_path / "dequantised.pth"
