@@ -6,8 +6,10 @@ namespace recur::impl {
 StepCost EstimateStepCost(const Model& m) {
   StepCost cost;
   const auto* tensors = m.root->tensors();
-  const int32_t embedding = m.root->input()->embedding();
   const int32_t positions = m.root->input()->positions();
+  // A head tied to the embedding is one tensor: the head's reads count.
+  const int32_t head = m.root->head() != nullptr ? m.root->head()->dense()->weight() : -1;
+  const int32_t embedding = m.root->input()->embedding() == head ? -1 : m.root->input()->embedding();
   for (uint32_t i = 0; i < tensors->size(); ++i) {
     // Dense weights are the rank-2 tensors; a step reads one row of the
     // embedding and position tables only.

@@ -947,6 +947,9 @@ TEST_CASE("gguf mamba2: a head tied to the embedding is one tensor, in its type"
     REQUIRE(LoadModel(tied.model.data(), tied.model.size(), {}, &a).ok());
     REQUIRE(LoadModel(untied.model.data(), untied.model.size(), {}, &b).ok());
     CHECK(a->parameter_count + kVocab * 32 == b->parameter_count);
+    // A step streams the head, tied or not.
+    CHECK(EstimateStepCost(*a).weight_bytes == EstimateStepCost(*b).weight_bytes);
+    CHECK(EstimateStepCost(*a).flops == EstimateStepCost(*b).flops);
     const std::vector<float> got = GgufStepOutputs(tied.model, 8);
     const std::vector<float> want = GgufStepOutputs(untied.model, 8);
     REQUIRE(got.size() == want.size());

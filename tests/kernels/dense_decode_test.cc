@@ -88,7 +88,6 @@ struct DecodeCase {
 // Decodes c's rows one at a time and all at once on the current target;
 // returns the number of values that differ from the spec or written outside.
 size_t CheckDecode(std::mt19937& rng, const DecodeCase& c) {
-  const size_t row_bytes = WeightRowBytes(c.type, c.in);
   const std::vector<uint8_t> stored = RandomWeightBytes(rng, c.type, c.out, c.in);
   // Misaligned by one element (by one byte for the byte-wise types).
   const size_t shift = Traits(c.type).block == 1 ? Traits(c.type).block_bytes : 1;
@@ -120,7 +119,6 @@ size_t CheckDecode(std::mt19937& rng, const DecodeCase& c) {
     case WeightScales::kInBlock:
       break;
   }
-  (void)row_bytes;
 
   size_t failures = 0;
   auto check_row = [&](const float* got, size_t o) {

@@ -231,4 +231,5 @@ def test_python_convert(tmp_path):
     assert rc == 0, err
     assert recur.convert(str(path)) == open(model, "rb").read()
     report = recur.convert(str(path), output=str(tmp_path / "py.recur"))
-    assert report["layout"] == "gguf" and report["narrow_tensors"] == 6 * layers + 1, report  # r, k, v, o, FFN; head
+    # r, k, v, o, FFN; the head and the embedding
+    assert report["layout"] == "gguf" and report["narrow_tensors"] == 6 * layers + 2, report
