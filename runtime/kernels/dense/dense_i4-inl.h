@@ -832,15 +832,8 @@ HWY_INLINE void I4Dot(const float* x, size_t x_stride, size_t batch, const Dense
   const size_t in = w.in;
   alignas(64) int8_t stack_q[id::kQBytes];
   float stack_qs[id::kQRows];
-  dense_detail::QuantizedRows rows;
-  rows.q = stack_q;
-  rows.scales = stack_qs;
-  rows.rows = std::min(id::kQRows, id::kQBytes / std::max<size_t>(in, 1));
-  if (batch > rows.rows) {
-    const dense_detail::QuantizedRows more =
-        dense_detail::QuantizedRowsScratch(batch, in, in / kI4Block);
-    if (more.rows > rows.rows) rows = more;
-  }
+  const dense_detail::QuantizedRows rows = dense_detail::PassRows(
+      stack_q, id::kQBytes, stack_qs, id::kQRows, batch, in, in / kI4Block);
   for (size_t b0 = 0; b0 < batch; b0 += rows.rows) {
     const size_t n = std::min(rows.rows, batch - b0);
     for (size_t b = 0; b < n; ++b) {

@@ -198,6 +198,23 @@ HWY_INLINE QuantizedRows QuantizedRowsScratch(size_t batch, size_t in, size_t su
   return r;
 }
 
+// The rows of a pass: the caller's stack buffer (stack_bytes of codes and
+// room for max_rows scales), or, where the batch has more rows than that
+// holds, QuantizedRowsScratch's when it holds more.
+HWY_INLINE QuantizedRows PassRows(int8_t* stack_q, size_t stack_bytes, float* stack_scales,
+                                  size_t max_rows, size_t batch, size_t in,
+                                  size_t sums_per_row = 0) {
+  QuantizedRows rows;
+  rows.q = stack_q;
+  rows.scales = stack_scales;
+  rows.rows = std::min(max_rows, stack_bytes / std::max<size_t>(in, 1));
+  if (batch > rows.rows) {
+    const QuantizedRows more = QuantizedRowsScratch(batch, in, sums_per_row);
+    if (more.rows > rows.rows) return more;
+  }
+  return rows;
+}
+
 // dst[r·in + i] = w[r, i] times its scale (of kind kS: scales from row 0
 // on) for r < rows, i < in. dst has room for rows·in + Lanes(d) floats: a
 // row's last vector may be stored whole (the next row, written after it,
