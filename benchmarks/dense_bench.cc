@@ -134,8 +134,9 @@ RandomWeights MakeRandomWeights(std::mt19937& rng, WeightType type, size_t in, s
 bool batches_only = false;  // the last argument "batches": KQuantBatches alone
 
 // Batches through the K-quants (a prefill's and 8 streams' shapes of a 0.1B
-// RWKV-7), f32 activations beside activations rounded to Q8_K blocks, and
-// int4 with quantised activations: GFLOP/s, in turn, 3 rounds.
+// RWKV-7, and a 1.5B's FFN output), f32 activations beside activations
+// rounded to Q8_K blocks, and int4 with quantised activations: GFLOP/s, in
+// turn, 3 rounds.
 void KQuantBatches() {
   namespace k = recur::impl::kernels;
   std::printf("\nbatches, K-quants f32 beside blocks, %d rounds in turn:\n", 3);
