@@ -315,6 +315,16 @@ int main(int argc, char** argv) {
                 recur::impl::kernels::WeightTypeName(s.type), t * 1e6, tm.best * 1e6,
                 flops / t * 1e-9, peak > 0 ? 100.0 * flops / t / peak : 0.0,
                 double(wbytes) / t * 1e-9);
+    if (s.type == kQ8 && s.batch == 1) {  // activations rounded to Q8_0 blocks, as llama.cpp's
+      const Timing tb = TimePerCall([&] {
+        recur::impl::kernels::Dense(x.get(), s.in, s.batch, dw, y.get(), s.out, false,
+                                    recur::impl::kernels::Int8Activations::kBlocks);
+      });
+      std::printf("%-16s %5s %9.2f %9.2f %9.1f %6.0f%% %8.1f (blocks)\n", name,
+                  recur::impl::kernels::WeightTypeName(s.type), tb.median * 1e6, tb.best * 1e6,
+                  flops / tb.median * 1e-9, peak > 0 ? 100.0 * flops / tb.median / peak : 0.0,
+                  double(wbytes) / tb.median * 1e-9);
+    }
     if (s.batch >= 4) {  // the packed-weight GEMM on the same data (packing not timed)
       auto packed =
           hwy::AllocateAligned<float>(recur::impl::kernels::DensePackedFloats(s.in, s.out));
