@@ -241,10 +241,17 @@ TEST_CASE("highway packs no f32 copy of a layer that runs on block-quantised act
   }
   CAPTURE(all_blocks);
   CHECK((op->memory_bytes() == 0) == all_blocks);
-  // What it computes either way: what the kernels compute on the rows.
+  // What it computes either way: what the kernels compute on the rows (the
+  // same bits unpacked; packed, f32 sums in another order).
   std::vector<float> x(8 * in + 16), y(8 * out), y_kernels(8 * out);
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.1f * float(i));
   op->Run(x.data(), 8, y.data(), false);
   kernels::Dense(x.data(), in, 8, d, y_kernels.data(), out, false, plan.int8);
-  CHECK(std::memcmp(y.data(), y_kernels.data(), y.size() * sizeof(float)) == 0);
+  if (op->memory_bytes() == 0) {
+    CHECK(std::memcmp(y.data(), y_kernels.data(), y.size() * sizeof(float)) == 0);
+  } else {
+    double largest = 0;
+    for (float v : y_kernels) largest = std::max(largest, std::fabs(double{v}));
+    CHECK(MaxAbsDiff(y, y_kernels) <= 1e-5 * largest);
+  }
 }

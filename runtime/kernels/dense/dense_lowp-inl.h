@@ -299,7 +299,9 @@ HWY_INLINE void PackPanel(const float* HWY_RESTRICT src, size_t rows, size_t in,
         r[i] = row < rows ? x512::LoadU(src + row * in + k) : x512::ZeroI();
       }
       x512::Transpose16x16(r);
-      for (size_t j = 0; j < 16; ++j) x512::Store(dst + (k + j) * kDensePanelWidth + 16 * h, r[j]);
+      for (size_t j = 0; j < 16; ++j) {
+        x512::Store(static_cast<void*>(dst + (k + j) * kDensePanelWidth + 16 * h), r[j]);
+      }
     }
   }
   for (; k < in; ++k) {
