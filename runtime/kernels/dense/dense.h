@@ -93,8 +93,8 @@ enum class Int8Activations : uint8_t {
   kBlocks = 3,
 };
 
-// Widest layer (w.in) the integer path takes: its quantised rows live on the
-// stack (16 KiB); wider layers run the widening kernels.
+// Widest layer (w.in) the integer path takes: at least one quantised row
+// fits its stack buffer (16 KiB); wider layers run the widening kernels.
 inline constexpr size_t kDenseI8DotMaxIn = 16384;
 
 // Whether DenseI8Dot runs an (in, out) layer on `batch` rows faster than the
@@ -106,8 +106,11 @@ bool DenseI8DotPreferred(size_t batch, size_t in, size_t out);
 // The formula above for kI8 weights, x: (batch, in) f32 with row stride
 // x_stride, y: (batch, w.out) with row stride y_stride (no overlap with x or
 // w). Weights of another type, or wider than kDenseI8DotMaxIn, run Dense
-// instead. x must be finite. No alignment is required; does not allocate
-// (the quantised rows are a stack buffer of 16 KiB); thread-safe.
+// instead. x must be finite. No alignment is required; thread-safe. The
+// quantised rows are a stack buffer of 16 KiB, or, for batches with more
+// rows than that holds, up to 64 rows a pass in the widening scratch (the
+// bound one, which DenseScratchNeed plans; else per-thread, allocated on
+// first use as Dense's).
 void DenseI8Dot(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
                 size_t y_stride, bool accumulate);
 
@@ -149,8 +152,8 @@ void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
 void DenseI4Float(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
                   size_t y_stride, bool accumulate);
 
-// Widest layer (w.in) DenseI4Dot takes (its quantised rows are on the
-// stack); wider layers run Dense.
+// Widest layer (w.in) DenseI4Dot takes (one quantised row fits its stack
+// buffer); wider layers run Dense.
 inline constexpr size_t kDenseI4DotMaxIn = kDenseI8DotMaxIn;
 
 // Whether DenseI4Dot runs an (in, out) layer on `batch` rows faster than the
@@ -162,7 +165,8 @@ bool DenseI4DotPreferred(size_t batch, size_t in, size_t out);
 // The formula above for kI4 weights; x: (batch, w.in) f32 with row stride
 // x_stride (finite), y: (batch, w.out) with row stride y_stride (no overlap).
 // Weights of another type, or wider than kDenseI4DotMaxIn, run Dense
-// instead. No alignment is required; does not allocate; thread-safe.
+// instead. No alignment is required; thread-safe; scratch as DenseI8Dot's
+// (the rows' group sums beside them).
 void DenseI4Dot(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
                 size_t y_stride, bool accumulate);
 
