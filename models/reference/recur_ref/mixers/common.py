@@ -61,3 +61,13 @@ def _dtype(m: nn.Module):
 def _check_pos(pos: int, n: int, bound: int, what: str, mixer: str):
     if pos + n > bound:
         raise ValueError(f"mixer {mixer}: positions {pos}..{pos + n - 1} exceed {what} {bound}")
+
+
+def by_positions(parallel, x: torch.Tensor, state: dict):
+    """The RNN form of a mixer whose parallel(x, state, chunk) runs the recurrence: `parallel`
+    on one position at a time, the same arguments and result."""
+    outs = []
+    for t in range(x.shape[0]):
+        y, state = parallel(x[t:t + 1], state, 1)
+        outs.append(y)
+    return torch.cat(outs), state

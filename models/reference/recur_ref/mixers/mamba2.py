@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .base import Mixer
-from .common import F32_BYTES, StateSize, _dtype, _pos_int, _pos_number
+from .common import F32_BYTES, StateSize, _dtype, _pos_int, _pos_number, by_positions
 
 __all__ = ["Mamba2"]
 
@@ -138,11 +138,7 @@ class Mamba2(Mixer):
 
     def recurrent(self, x: Tensor, state: Dict[str, Tensor]):
         """RNN form, one position at a time: the same arguments and result as `parallel`."""
-        outs = []
-        for t in range(x.shape[0]):
-            y, state = self.parallel(x[t:t + 1], state, 1)
-            outs.append(y)
-        return torch.cat(outs), state
+        return by_positions(self.parallel, x, state)
 
     # Batched.
 

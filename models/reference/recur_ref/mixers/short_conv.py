@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .common import CHUNK, _dtype
+from .common import CHUNK, _dtype, by_positions
 
 
 def f32(x: float) -> float:
@@ -81,11 +81,7 @@ class StateForms:
 
     def recurrent(self, x: Tensor, state: Dict[str, Tensor]):
         """RNN form, one position at a time: the same arguments and result as `parallel`."""
-        outs = []
-        for t in range(x.shape[0]):
-            y, state = self.parallel(x[t:t + 1], state, 1)
-            outs.append(y)
-        return torch.cat(outs), state
+        return by_positions(self.parallel, x, state)
 
     def forward(self, x):
         self._check_x(x, 3)
