@@ -10,7 +10,8 @@
 // the CPU runs them faster: the rows are quantised once, the panels split
 // over the pool. The layers kernels::RunsBlockQ8 names (with
 // Int8Activations::kBlocks every layer DenseBlockQ8 takes) run on it,
-// unpacked.
+// unpacked, or (q4_k and q6_k with DensePlan::pack_weights, on AVX-512 with
+// VNNI) on tiles laid out once for its GEMM (kernels::PackDenseKQuantTiles).
 #include <algorithm>
 
 #include "backends/dense_op.h"
@@ -60,6 +61,14 @@ class HighwayDense final : public PreparedDense {
     return Status::Ok();
   }
 
+  Status PackKQuantTiles() {
+    const size_t bytes = kernels::DenseKQuantTileBytes(d_);
+    kq_tiles_ = hwy::AllocateAligned<uint8_t>(bytes);
+    if (!kq_tiles_) return OutOfMemory("cannot allocate %zu bytes of K-quant tiles", bytes);
+    kernels::PackDenseKQuantTiles(d_, kq_tiles_.get());
+    return Status::Ok();
+  }
+
   Status PackInt4Panels() {
     const size_t bytes = kernels::DenseI4PanelBytes(d_);
     panels_ = hwy::AllocateAligned<uint8_t>(bytes);
@@ -74,6 +83,14 @@ class HighwayDense final : public PreparedDense {
 
   void Run(const float* x, size_t rows, float* y, bool accumulate) override {
     if (Blocks(rows)) {
+      if (kq_tiles_) {
+        // 2 tiles (64 rows) a task at least, as RunDense splits.
+        pool_->ParallelRanges(kernels::DenseKQuantTiles(d_.out), 2, [&](size_t first, size_t last) {
+          kernels::DenseKQuantTilesQ8(x, d_.in, rows, kq_tiles_.get(), d_, first, last, y, d_.out,
+                                      accumulate);
+        });
+        return;
+      }
       RunDense(d_, x, rows, y, accumulate, pool_, kernels::Int8Activations::kBlocks);
       return;
     }
@@ -106,6 +123,7 @@ class HighwayDense final : public PreparedDense {
 
   size_t memory_bytes() const override {
     return (packed_ ? kernels::DensePackedFloats(d_.in, d_.out) * sizeof(float) : 0) +
+           (kq_tiles_ ? kernels::DenseKQuantTileBytes(d_) : 0) +
            (panels_ ? kernels::DenseI4PanelBytes(d_) + kernels::kI4PanelMaxBatch * d_.in : 0);
   }
 
@@ -114,6 +132,7 @@ class HighwayDense final : public PreparedDense {
   ThreadPool* pool_;
   kernels::Int8Activations int8_;
   hwy::AlignedFreeUniquePtr<float[]> packed_;
+  hwy::AlignedFreeUniquePtr<uint8_t[]> kq_tiles_;  // K-quant tiles, or null
   hwy::AlignedFreeUniquePtr<uint8_t[]> panels_;  // int4 row panels, or null
   hwy::AlignedFreeUniquePtr<int8_t[]> panel_q_;  // the quantised rows they run on
 };
@@ -127,11 +146,17 @@ class Highway final : public DenseBackend {
     auto op = std::make_unique<HighwayDense>(d, plan.pool, plan.int8);
     // Packed only if some planned count of kPackedMinRows or more would use it
     // (Run takes block-quantised and integer-dot rows before the packed GEMM).
-    bool pack = false;
+    bool pack = false, tiles = false;
     for (size_t rows : plan.rows) {
       pack |= rows >= kPackedMinRows && !op->Blocks(rows) && !op->Quantized(rows);
+      tiles |= rows >= kernels::kKQuantTilesMinBatch && op->Blocks(rows);
     }
     if (plan.pack_weights && pack) RECUR_RETURN_IF_ERROR(op->Pack());
+    // K-quant tiles where some planned count runs on block-quantised rows
+    // on the GEMM (fewer rows run the row forms on the model's bytes).
+    if (plan.pack_weights && tiles && kernels::DenseKQuantTileBytes(d) > 0) {
+      RECUR_RETURN_IF_ERROR(op->PackKQuantTiles());
+    }
     // Panels when the smallest planned count (a step's) is a small batch.
     const size_t few = plan.rows.front();
     if (plan.pack_int4 && !op->Blocks(few) && few <= kernels::kI4PanelMaxBatch && op->Quantized(few) &&

@@ -208,7 +208,9 @@ TEST_CASE("int4 layers keep row panels for steps of 1-4 streams where the CPU ru
 
 // A layer whose runs all take block-quantised activations (q4_k at a step of
 // 8 streams and a prefill, where DenseBlockQ8 is preferred) never reads an f32
-// copy, so highway keeps none; where they do not, it packs one.
+// copy, so highway keeps none, only the K-quant tiles of the GEMM (on AVX-512
+// with VNNI) and no copy at all with packing off; where they do not, it packs
+// an f32 copy.
 TEST_CASE("highway packs no f32 copy of a layer that runs on block-quantised activations") {
   using recur::impl::kernels::WeightType;
   namespace kernels = recur::impl::kernels;
@@ -240,14 +242,26 @@ TEST_CASE("highway packs no f32 copy of a layer that runs on block-quantised act
     all_blocks &= kernels::RunsBlockQ8(d.type, d.group, in, plan.int8, rows);
   }
   CAPTURE(all_blocks);
-  CHECK((op->memory_bytes() == 0) == all_blocks);
+  const size_t tiles = kernels::DenseKQuantTileBytes(d);
+  if (all_blocks) {
+    CHECK(op->memory_bytes() == tiles);
+  } else {
+    CHECK(op->memory_bytes() > 0);
+  }
+  plan.pack_weights = false;
+  std::unique_ptr<backends::PreparedDense> unpacked;
+  REQUIRE(backends::HighwayBackend()->Prepare(d, plan, &unpacked).ok());
+  CHECK(unpacked->memory_bytes() == 0);
   // What it computes either way: what the kernels compute on the rows (the
-  // same bits unpacked; packed, f32 sums in another order).
-  std::vector<float> x(8 * in + 16), y(8 * out), y_kernels(8 * out);
+  // same bits unpacked or from the tiles; from an f32 copy, f32 sums in another
+  // order).
+  std::vector<float> x(8 * in + 16), y(8 * out), y_kernels(8 * out), y_unpacked(8 * out);
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.1f * float(i));
   op->Run(x.data(), 8, y.data(), false);
+  unpacked->Run(x.data(), 8, y_unpacked.data(), false);
   kernels::Dense(x.data(), in, 8, d, y_kernels.data(), out, false, plan.int8);
-  if (op->memory_bytes() == 0) {
+  CHECK(std::memcmp(y_unpacked.data(), y_kernels.data(), y.size() * sizeof(float)) == 0);
+  if (all_blocks) {
     CHECK(std::memcmp(y.data(), y_kernels.data(), y.size() * sizeof(float)) == 0);
   } else {
     double largest = 0;

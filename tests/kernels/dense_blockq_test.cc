@@ -19,6 +19,7 @@
 #include <random>
 #include <vector>
 
+#include "hwy/aligned_allocator.h"
 #include "kernels/dense/dense.h"
 #include "kernels/dense/dense_ref.h"
 #include "test_util.h"
@@ -408,6 +409,76 @@ TEST_CASE("Dense with kBlocks: the layers DenseBlockQ8 takes, and the others as 
   CHECK(DenseBlockQ8Preferred(WeightType::kQ4_K, 2) == false);
   CHECK(ActivationBlocksOf(WeightType::kQ6_K, 0) == ActivationBlocks::kQ8_K);
   CHECK(ActivationBlocksOf(WeightType::kI8, 0) == ActivationBlocks::kNone);
+}
+
+TEST_CASE("DenseKQuantTilesQ8: DenseBlockQ8 bit for bit from tiles laid out once, tile ranges, all targets") {
+  struct Shape {
+    size_t batch, in, out;
+  };
+  // The GEMM's batches (8 and up, several passes' worth, rows past a kernel's
+  // four), a batch it does not take (the row forms), tiles past `out`.
+  const Shape shapes[] = {{8, 256, 31}, {70, 768, 33}, {13, 2304, 70}, {9, 512, 64}, {3, 256, 40}};
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(17);
+    for (WeightType type : kTypes) {
+      const bool k = type == WeightType::kQ4_K || type == WeightType::kQ6_K;
+      const size_t record = type == WeightType::kQ4_K ? kQ4KTileBlockBytes : kQ6KTileBlockBytes;
+      for (const Shape& s : shapes) {
+        INFO(WeightTypeName(type) << " batch=" << s.batch << " in=" << s.in << " out=" << s.out);
+        Layer l = RandomLayer(rng, type, s.in, s.out);
+        std::vector<float> bias(s.out);
+        for (float& b : bias) b = static_cast<float>(rng() % 1000) / 500.0f - 1.0f;
+        l.w.bias = bias.data();
+        const size_t bytes = DenseKQuantTileBytes(l.w);
+        const size_t tiles = DenseKQuantTiles(s.out);
+        // Tiles exactly where the GEMM runs (q4_k and q6_k on AVX-512 with VNNI).
+        const bool gemm = k && DenseBlockQ8Preferred(type, 8);
+        CHECK(bytes == (gemm ? tiles * (s.in / kKQuantBlock) * record : 0));
+        auto packed = hwy::AllocateAligned<uint8_t>(std::max<size_t>(bytes, 1));
+        PackDenseKQuantTiles(l.w, packed.get());
+        const size_t x_stride = s.in + 3, y_stride = s.out + 5;
+        std::vector<float> x(s.batch * x_stride);
+        for (size_t b = 0; b < s.batch; ++b) {
+          FillActivations(rng, x.data() + b * x_stride, s.in, static_cast<int>(b) % 8);
+        }
+        for (bool accumulate : {false, true}) {
+          std::vector<float> want(s.batch * y_stride, 0.5f);
+          DenseBlockQ8(x.data(), x_stride, s.batch, l.w, want.data(), y_stride, accumulate);
+          // Whole, split after the first tile, and one tile at a time.
+          for (size_t split : {tiles, size_t{1}, size_t{0}}) {
+            std::vector<float> y(s.batch * y_stride, 0.5f);
+            if (split == 0) {
+              for (size_t t = 0; t < tiles; ++t) {
+                DenseKQuantTilesQ8(x.data(), x_stride, s.batch, packed.get(), l.w, t, t + 1,
+                                   y.data(), y_stride, accumulate);
+              }
+            } else {
+              DenseKQuantTilesQ8(x.data(), x_stride, s.batch, packed.get(), l.w, 0, split,
+                                 y.data(), y_stride, accumulate);
+              DenseKQuantTilesQ8(x.data(), x_stride, s.batch, packed.get(), l.w, split, tiles,
+                                 y.data(), y_stride, accumulate);
+            }
+            size_t differ = 0;
+            for (size_t i = 0; i < y.size(); ++i) differ += !SameBits(y[i], want[i]);
+            CHECK_MESSAGE(differ == 0, "split " << split << " accumulate " << accumulate);
+          }
+        }
+        if (!gemm || s.batch < kKQuantTilesMinBatch) continue;
+        // The tiles are what the GEMM reads: a changed code byte changes the output
+        // (and tiles from nothing, as the model's bytes, do not).
+        std::vector<float> want(s.batch * s.out), y(s.batch * s.out);
+        DenseKQuantTilesQ8(x.data(), x_stride, s.batch, nullptr, l.w, 0, tiles, want.data(),
+                           s.out, false);
+        DenseKQuantTilesQ8(x.data(), x_stride, s.batch, packed.get(), l.w, 0, tiles, y.data(),
+                           s.out, false);
+        CHECK(y == want);
+        packed[5] ^= 0x11;
+        DenseKQuantTilesQ8(x.data(), x_stride, s.batch, packed.get(), l.w, 0, tiles, y.data(),
+                           s.out, false);
+        CHECK(y != want);
+      }
+    }
+  });
 }
 
 }  // namespace

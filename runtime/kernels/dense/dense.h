@@ -256,6 +256,42 @@ void DenseBlockQ8(const float* x, size_t x_stride, size_t batch, const DenseWeig
                   size_t y_stride, bool accumulate);
 
 // ---------------------------------------------------------------------------
+// K-quant tiles (dense_blockq_gemm-inl.h): a q4_k or q6_k layer laid out once
+// as DenseBlockQ8's GEMM otherwise lays it out on every call: per tile of 32
+// output rows and block of 256 inputs, the codes of the 32 rows side by side,
+// 4 inputs each (nibbles for q4_k, bytes for q6_k), beside the sub-block
+// scales (bytes), q4_k's minimums (i16 pairs) and the block scales (f32):
+// 1.11× the layer's bytes for q4_k, 1.31× for q6_k, its output rows rounded
+// up to a multiple of kKQuantTileRows.
+inline constexpr size_t kKQuantTileRows = 32;
+// The GEMM's smallest batch (fewer rows run DenseBlockQ8's row forms).
+inline constexpr size_t kKQuantTilesMinBatch = 8;
+// Bytes of one block of one tile.
+inline constexpr size_t kQ4KTileBlockBytes = 5120;
+inline constexpr size_t kQ6KTileBlockBytes = 8832;
+// Tiles of a layer with `out` output features.
+inline size_t DenseKQuantTiles(size_t out) {
+  return (out + kKQuantTileRows - 1) / kKQuantTileRows;
+}
+// Bytes of w's tiles; 0 for a layer that has none: not q4_k or q6_k, in = 0,
+// out = 0, in > kDenseBlockQ8MaxIn, or on a SIMD target (dispatched to now)
+// without the GEMM (AVX-512 with VNNI). Thread-safe.
+size_t DenseKQuantTileBytes(const DenseWeights& w);
+// Writes w's tiles to dst (DenseKQuantTileBytes(w) bytes, 64-byte aligned).
+// Writes nothing when DenseKQuantTileBytes(w) is 0. Thread-safe.
+void PackDenseKQuantTiles(const DenseWeights& w, uint8_t* dst);
+// DenseBlockQ8 (above) for the output rows of tiles [tile_begin, tile_end)
+// (rows 32·tile_begin to min(32·tile_end, w.out)), bit for bit: where the
+// GEMM takes the batch (8 rows or more, its scratch as DenseBlockQ8's) it
+// reads the weights from `tiles` (PackDenseKQuantTiles(w)), otherwise from w
+// as DenseBlockQ8 does. tiles may be null (then always from w). y: (batch,
+// w.out) with row stride y_stride, only those rows written. Calls on disjoint
+// tile ranges may run concurrently; thread-safe.
+void DenseKQuantTilesQ8(const float* x, size_t x_stride, size_t batch, const uint8_t* tiles,
+                        const DenseWeights& w, size_t tile_begin, size_t tile_end, float* y,
+                        size_t y_stride, bool accumulate);
+
+// ---------------------------------------------------------------------------
 // int4 row panels, for small batches (dense_i4_panels-inl.h): a re-laid-out copy of
 // a kI4 layer with groups of 32 in which the bytes of 16 output rows sit side
 // by side, 4 inputs each, so one integer dot product sums 16 rows with no

@@ -659,17 +659,33 @@ HWY_INLINE bool X86Rows(size_t rows, const QuantizedRows& a, const DenseWeights&
 
 }  // namespace blockq_detail
 
+#if RECUR_ISA_AVX3
+// blockq_gemm::Run on rows rounded to Q8_K blocks (the tiles' records from
+// `packed`, or packed per call where that is null).
+HWY_INLINE bool BlockQ8Gemm(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
+                            const uint8_t* packed, size_t tile_begin, size_t tile_end, float* y,
+                            size_t y_stride, bool accumulate) {
+  namespace bd = blockq_detail;
+  const size_t in = w.in;
+  const auto quantize_q8_k = [in](const float* xr, int8_t* q, float* d) {
+    int32_t sums[bd::kQBytes / bd::kSubBlock];
+    bd::QuantizeQ8_K(xr, in, q, d, sums);
+  };
+  return blockq_gemm::Run(x, x_stride, batch, w, y, y_stride, accumulate, quantize_q8_k, packed,
+                          tile_begin, tile_end);
+}
+#endif
+
 HWY_INLINE void BlockQ8Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
                              float* y, size_t y_stride, bool accumulate) {
   namespace bd = blockq_detail;
   const ActivationBlocks kind = ActivationBlocksOf(w.type, w.group);
   const size_t in = w.in;
 #if RECUR_ISA_AVX3
-  const auto quantize_q8_k = [in](const float* xr, int8_t* q, float* d) {
-    int32_t sums[bd::kQBytes / bd::kSubBlock];
-    bd::QuantizeQ8_K(xr, in, q, d, sums);
-  };
-  if (blockq_gemm::Run(x, x_stride, batch, w, y, y_stride, accumulate, quantize_q8_k)) return;
+  if (BlockQ8Gemm(x, x_stride, batch, w, nullptr, 0, blockq_gemm::Tiles(w.out), y, y_stride,
+                  accumulate)) {
+    return;
+  }
 #endif
   const size_t chunk = std::min(bd::kMaxRows, bd::kQBytes / std::max<size_t>(in, 1));
   bd::QuantizedRows a;

@@ -1,5 +1,6 @@
 // Dynamic dispatch for block-quantised activations (dense_blockq-inl.h):
-// DenseBlockQ8.
+// DenseBlockQ8, and the K-quant tiles of its GEMM (dense_blockq_gemm-inl.h).
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/dense/dense.h"
@@ -19,6 +20,41 @@ void DenseBlockQ8Impl(const float* x, size_t x_stride, size_t batch, const Dense
   BlockQ8Dense(x, x_stride, batch, w, y, y_stride, accumulate);
 }
 
+bool DenseKQuantTilesAvailableImpl() {
+#if RECUR_ISA_AVX3
+  return Avx512VnniEnabled();
+#else
+  return false;
+#endif
+}
+
+void PackDenseKQuantTilesImpl(const DenseWeights& w, uint8_t* dst) {
+#if RECUR_ISA_AVX3
+  blockq_gemm::PackTiles(w, dst);
+#else
+  (void)w;
+  (void)dst;
+#endif
+}
+
+void DenseKQuantTilesQ8Impl(const float* x, size_t x_stride, size_t batch, const uint8_t* tiles,
+                            const DenseWeights& w, size_t tile_begin, size_t tile_end, float* y,
+                            size_t y_stride, bool accumulate) {
+#if RECUR_ISA_AVX3
+  if (tiles != nullptr && BlockQ8Gemm(x, x_stride, batch, w, tiles, tile_begin, tile_end, y,
+                                      y_stride, accumulate)) {
+    return;
+  }
+#else
+  (void)tiles;
+#endif
+  const size_t begin = std::min<size_t>(tile_begin * kKQuantTileRows, w.out);
+  const size_t end = std::min<size_t>(tile_end * kKQuantTileRows, w.out);
+  if (begin < end) {
+    BlockQ8Dense(x, x_stride, batch, w.Rows(begin, end), y + begin, y_stride, accumulate);
+  }
+}
+
 bool DenseBlockQ8PreferredImpl(WeightType type, size_t batch) {
 #if RECUR_ISA_AVX3
   if (blockq_gemm::Takes(type, batch)) return true;
@@ -35,6 +71,32 @@ namespace recur::impl::kernels {
 
 HWY_EXPORT(DenseBlockQ8Impl);
 HWY_EXPORT(DenseBlockQ8PreferredImpl);
+HWY_EXPORT(DenseKQuantTilesAvailableImpl);
+HWY_EXPORT(PackDenseKQuantTilesImpl);
+HWY_EXPORT(DenseKQuantTilesQ8Impl);
+
+size_t DenseKQuantTileBytes(const DenseWeights& w) {
+  if ((w.type != WeightType::kQ4_K && w.type != WeightType::kQ6_K) || w.in == 0 || w.out == 0 ||
+      w.in % kKQuantBlock != 0 || w.in > kDenseBlockQ8MaxIn ||
+      !HWY_DYNAMIC_DISPATCH(DenseKQuantTilesAvailableImpl)()) {
+    return 0;
+  }
+  const size_t record = w.type == WeightType::kQ4_K ? kQ4KTileBlockBytes : kQ6KTileBlockBytes;
+  return DenseKQuantTiles(w.out) * (w.in / kKQuantBlock) * record;
+}
+
+void PackDenseKQuantTiles(const DenseWeights& w, uint8_t* dst) {
+  if (DenseKQuantTileBytes(w) == 0) return;
+  HWY_DYNAMIC_DISPATCH(PackDenseKQuantTilesImpl)(w, dst);
+}
+
+void DenseKQuantTilesQ8(const float* x, size_t x_stride, size_t batch, const uint8_t* tiles,
+                        const DenseWeights& w, size_t tile_begin, size_t tile_end, float* y,
+                        size_t y_stride, bool accumulate) {
+  if (DenseKQuantTileBytes(w) == 0) tiles = nullptr;
+  HWY_DYNAMIC_DISPATCH(DenseKQuantTilesQ8Impl)(x, x_stride, batch, tiles, w, tile_begin, tile_end,
+                                               y, y_stride, accumulate);
+}
 
 bool DenseBlockQ8Preferred(WeightType type, size_t batch) {
   return HWY_DYNAMIC_DISPATCH(DenseBlockQ8PreferredImpl)(type, batch);

@@ -2,12 +2,13 @@
 // on AVX-512 with VNNI: batches of activation rows rounded to Q8_K blocks,
 // as llama.cpp rounds them, times the weights' codes in integers.
 //
-// Each tile of 32 output rows is unpacked, 1,024 inputs at a time, into a
-// panel of bytes in which 4 inputs of 16 rows sit side by side (one vpdpbusd
-// of a panel against 4 activation bytes broadcast sums 16 rows), beside its
-// scales as i32 lanes per row. Per sub-block (32 inputs for q4_k, 16 for
-// q6_k) the code sums are multiplied by the sub-block's integer scale and
-// summed over the block in i32; q4_k's minimums Σ_j m_j·Σ_{i in j} q_x[i]
+// Each tile of 32 output rows is laid out, a block of 256 inputs at a time,
+// as records (Record) in which 4 inputs of 16 rows sit side by side (one
+// vpdpbusd of a panel against 4 activation bytes broadcast sums 16 rows),
+// beside its scales: once per layer (PackTiles, dense.h's K-quant tiles) or
+// per call, 1,024 inputs at a time. Per sub-block (32 inputs for q4_k, 16
+// for q6_k) the code sums are multiplied by the sub-block's integer scale
+// and summed over the block in i32; q4_k's minimums Σ_j m_j·Σ_{i in j} q_x[i]
 // in i32 too (vpdpwssd of m pairs and the activations' sub-block sums), and
 // q6_k's offset as −32·Σ q_x per sub-block: each block's two integer terms
 // are exactly ggml's. They are converted to f32 and multiplied by the
@@ -79,40 +80,63 @@ inline Activations CarveActivations(void* scratch, size_t rows, size_t in) {
   return a;
 }
 
-// One tile's weights: codes[((kb·64 + w)·2 + p)·64 + 4i + k] is input
-// 4w + k of block kb of panel p's row i; per block and sub-block j the
-// scales as i32 of the 32 rows (q4_k's 6-bit sc_j, q6_k's signed ones), for
-// q4_k the minimums m_{2t}, m_{2t+1} as i16 pairs, and d (q4_k: −dmin too).
-struct Panel {
-  alignas(64) uint8_t codes[kCols * kDepth];
-  alignas(64) int32_t scales[kBlocks * kMaxSums * kCols];
-  alignas(64) int32_t min_pairs[kBlocks * 4 * kCols];
-  alignas(64) float d[kBlocks * kCols];
-  alignas(64) float neg_dmin[kBlocks * kCols];
+// One block of one tile (kCols output rows × 256 inputs) as the kernel
+// reads it, for q4_k (kQ4K) or q6_k. Byte offsets, each a multiple of 64:
+//   codes at 0: q4_k [(m·2 + p)·64 + 4i + k] holds input 8m + k of panel p's
+//     row i in the low nibble and input 8m + 4 + k in the high one (m < 32);
+//     q6_k [(w·2 + p)·64 + 4i + k] = input 4w + k, 0..63 (w < 64);
+//   kScales: [j·kCols + col] sub-block j's scale (q4_k's 6-bit sc_j, q6_k's
+//     signed one);
+//   kMinPairs (q4_k): i32 [t·kCols + col] = m_{2t} | m_{2t+1} << 16, t < 4;
+//   kD: f32 d per row; kNegDmin (q4_k): f32 −dmin per row.
+template <bool kQ4K>
+struct Record {
+  static constexpr size_t kSubs = kQ4K ? 8 : 16;
+  static constexpr size_t kScales = kCols * kKQuantBlock / (kQ4K ? 2 : 1);
+  static constexpr size_t kMinPairs = kScales + kSubs * kCols;
+  static constexpr size_t kD = kMinPairs + (kQ4K ? 4 * kCols * sizeof(int32_t) : 0);
+  static constexpr size_t kNegDmin = kD + kCols * sizeof(float);
+  static constexpr size_t kBytes = kNegDmin + (kQ4K ? kCols * sizeof(float) : 0);
 };
+static_assert(Record<true>::kBytes % 64 == 0 && Record<false>::kBytes % 64 == 0,
+              "records keep their vectors 64-byte aligned");
+static_assert(Record<true>::kBytes == kQ4KTileBlockBytes && Record<false>::kBytes ==
+                  kQ6KTileBlockBytes && kCols == kKQuantTileRows && kMinBatch == kKQuantTilesMinBatch,
+              "dense.h's tile sizes");
+inline constexpr size_t kMaxRecordBytes = Record<false>::kBytes;
 
-// The 16 rows of panel p (past `out`: the last row), blocks [kb0, kb0 + n).
-// Q4_K: 64 inputs a chunk from 32 bytes, low nibbles first.
+HWY_INLINE size_t RecordBytes(WeightType type) {
+  return type == WeightType::kQ4_K ? Record<true>::kBytes : Record<false>::kBytes;
+}
+
+// Records of the 32 rows from o0 (past `out`: the last row), blocks
+// [kb0, kb0 + n), to dst (64-byte aligned). Q4_K: 64 inputs a chunk from 32
+// bytes, low nibbles first.
 HWY_INLINE void PackQ4K(const uint8_t* w, size_t row_bytes, size_t out, size_t o0, size_t kb0,
-                        size_t n, Panel* HWY_RESTRICT panel) {
+                        size_t n, uint8_t* HWY_RESTRICT dst) {
+  using R = Record<true>;
   constexpr size_t kBytes = Traits(WeightType::kQ4_K).block_bytes;
   const x256::VecI low = x256::SetI8(0x0F);
   for (size_t p = 0; p < 2; ++p) {
     const uint8_t* rows[16];
     for (size_t i = 0; i < 16; ++i) rows[i] = w + std::min(o0 + 16 * p + i, out - 1) * row_bytes;
     for (size_t kb = 0; kb < n; ++kb) {
+      uint8_t* rec = dst + kb * R::kBytes;
+      auto* min_pairs = reinterpret_cast<int32_t*>(rec + R::kMinPairs);
+      auto* d = reinterpret_cast<float*>(rec + R::kD);
+      auto* neg_dmin = reinterpret_cast<float*>(rec + R::kNegDmin);
       for (size_t i = 0; i < 16; ++i) {
         const uint8_t* block = rows[i] + (kb0 + kb) * kBytes;
         HWY_ALIGN uint8_t sm[16];  // scales [0, 8), minimums [8, 16)
         kquant_detail::UnpackScalesQ4K(block + ref::kQ4KScales, sm);
         const size_t col = 16 * p + i;
-        for (size_t j = 0; j < 8; ++j) panel->scales[(kb * kMaxSums + j) * kCols + col] = sm[j];
+        for (size_t j = 0; j < 8; ++j) rec[R::kScales + j * kCols + col] = sm[j];
         for (size_t t = 0; t < 4; ++t) {
-          panel->min_pairs[(kb * 4 + t) * kCols + col] =
+          min_pairs[t * kCols + col] =
               static_cast<int32_t>(sm[8 + 2 * t] | static_cast<uint32_t>(sm[9 + 2 * t]) << 16);
         }
-        panel->d[kb * kCols + col] = kquant_detail::HalfAt(block);
-        panel->neg_dmin[kb * kCols + col] = -kquant_detail::HalfAt(block + 2);
+        d[col] = kquant_detail::HalfAt(block);
+        neg_dmin[col] = -kquant_detail::HalfAt(block + 2);
       }
       for (size_t c = 0; c < 4; ++c) {
         x512::VecI r[16];
@@ -120,9 +144,11 @@ HWY_INLINE void PackQ4K(const uint8_t* w, size_t row_bytes, size_t out, size_t o
           const x256::VecI b = x256::LoadU(rows[i] + (kb0 + kb) * kBytes + ref::kQ4KQs + 32 * c);
           r[i] = x512::Concat256(x256::And(b, low), x256::And(x256::ShiftRightU16<4>(b), low));
         }
-        x512::Transpose16x16(r);
-        for (size_t t = 0; t < 16; ++t) {
-          x512::Store(panel->codes + ((kb * kWords + 16 * c + t) * 2 + p) * 64, r[t]);
+        x512::Transpose16x16(r);  // r[t]: word 16c + t of the 16 rows
+        for (size_t t = 0; t < 16; t += 2) {
+          // Codes are < 16: the 16-bit shift moves each byte's nibble within the byte.
+          const size_t m = 8 * c + t / 2;
+          x512::Store(rec + (m * 2 + p) * 64, x512::Or(r[t], x512::ShiftLeftU16<4>(r[t + 1])));
         }
       }
     }
@@ -132,19 +158,22 @@ HWY_INLINE void PackQ4K(const uint8_t* w, size_t row_bytes, size_t out, size_t o
 // Q6_K: half h's inputs 32t + l (t < 4) from ql[l + 32(t & 1)] (nibble t/2)
 // and qh[l] (bits 2t), as codes 0..63 (the −32 is the activations' part).
 HWY_INLINE void PackQ6K(const uint8_t* w, size_t row_bytes, size_t out, size_t o0, size_t kb0,
-                        size_t n, Panel* HWY_RESTRICT panel) {
+                        size_t n, uint8_t* HWY_RESTRICT dst) {
+  using R = Record<false>;
   constexpr size_t kBytes = Traits(WeightType::kQ6_K).block_bytes;
   const x256::VecI low = x256::SetI8(0x0F), two = x256::SetI8(0x03);
   for (size_t p = 0; p < 2; ++p) {
     const uint8_t* rows[16];
     for (size_t i = 0; i < 16; ++i) rows[i] = w + std::min(o0 + 16 * p + i, out - 1) * row_bytes;
     for (size_t kb = 0; kb < n; ++kb) {
+      uint8_t* rec = dst + kb * R::kBytes;
+      auto* d = reinterpret_cast<float*>(rec + R::kD);
       for (size_t i = 0; i < 16; ++i) {
         const uint8_t* block = rows[i] + (kb0 + kb) * kBytes;
-        const auto* sc = reinterpret_cast<const int8_t*>(block + ref::kQ6KScales);
+        const uint8_t* sc = block + ref::kQ6KScales;
         const size_t col = 16 * p + i;
-        for (size_t j = 0; j < 16; ++j) panel->scales[(kb * kMaxSums + j) * kCols + col] = sc[j];
-        panel->d[kb * kCols + col] = kquant_detail::HalfAt(block + ref::kQ6KD);
+        for (size_t j = 0; j < 16; ++j) rec[R::kScales + j * kCols + col] = sc[j];
+        d[col] = kquant_detail::HalfAt(block + ref::kQ6KD);
       }
       for (size_t c = 0; c < 4; ++c) {  // inputs 64c.. : half c / 2, t = 2(c & 1) and + 1
         const size_t h = c / 2;
@@ -167,51 +196,72 @@ HWY_INLINE void PackQ6K(const uint8_t* w, size_t row_bytes, size_t out, size_t o
         }
         x512::Transpose16x16(r);
         for (size_t t = 0; t < 16; ++t) {
-          x512::Store(panel->codes + ((kb * kWords + 16 * c + t) * 2 + p) * 64, r[t]);
+          x512::Store(rec + ((16 * c + t) * 2 + p) * 64, r[t]);
         }
       }
     }
   }
 }
 
-// f[r][p] += the n packed blocks against rows xr[r] (from the panel's first
-// input), their block scales dr[r] and sub-block sums; kSub inputs a
-// sub-block (32: q4_k, 16: q6_k).
-template <size_t kSub, size_t kR>
+// f[r][p] += the n records (blocks) against rows xr[r] (from the records'
+// first input), their block scales dr[r] and sub-block sums.
+template <bool kQ4K, size_t kR>
 HWY_INLINE void Kernel(const int8_t* const* xr, const float* const* dr, const int32_t* const* s16,
-                       const int16_t* const* s32, const Panel& pk, size_t n,
+                       const int16_t* const* s32, const uint8_t* records, size_t n,
                        x512::VecF (*f)[2]) {
-  constexpr size_t kSubs = kKQuantBlock / kSub;
-  constexpr bool kQ4K = kSub == 32;
+  using R = Record<kQ4K>;
+  constexpr size_t kSub = kKQuantBlock / R::kSubs;  // inputs a sub-block
+  const x512::VecI low = x512::SetI8(0x0F);
   for (size_t kb = 0; kb < n; ++kb) {
+    const uint8_t* rec = records + kb * R::kBytes;
     x512::VecI blk[kR][2];
     HWY_UNROLL(4)
     for (size_t r = 0; r < kR; ++r) blk[r][0] = blk[r][1] = x512::ZeroI();
-    for (size_t j = 0; j < kSubs; ++j) {
+    for (size_t j = 0; j < R::kSubs; ++j) {
       x512::VecI a[kR][2];
       HWY_UNROLL(4)
       for (size_t r = 0; r < kR; ++r) {
-        a[r][0] = a[r][1] = kQ4K ? x512::ZeroI() : x512::SetI32(s16[r][kb * kSubs + j]);
+        a[r][0] = a[r][1] = kQ4K ? x512::ZeroI() : x512::SetI32(s16[r][kb * R::kSubs + j]);
       }
-      for (size_t t = 0; t < kSub / 4; ++t) {
-        const size_t word = kb * kWords + j * (kSub / 4) + t;
-        const x512::VecI w0 = x512::Load(pk.codes + word * 128);
-        const x512::VecI w1 = x512::Load(pk.codes + word * 128 + 64);
-        HWY_UNROLL(4)
-        for (size_t r = 0; r < kR; ++r) {
-          a[r][0] = x512::DotU8I8BroadcastAccumulate(a[r][0], w0, xr[r] + 4 * word);
-          a[r][1] = x512::DotU8I8BroadcastAccumulate(a[r][1], w1, xr[r] + 4 * word);
+      for (size_t t = 0; t < kSub / 4; t += 2) {  // two words of 4 inputs at a time
+        const size_t word = j * (kSub / 4) + t;   // within the block
+        x512::VecI wv[2][2];                      // [word, word + 1][panel]
+        for (size_t p = 0; p < 2; ++p) {
+          if constexpr (kQ4K) {
+            const x512::VecI v = x512::Load(rec + (word + p) * 64);  // pair word / 2, panel p
+            wv[0][p] = x512::And(v, low);
+            wv[1][p] = x512::And(x512::ShiftRightU16<4>(v), low);
+          } else {
+            wv[0][p] = x512::Load(rec + (word * 2 + p) * 64);
+            wv[1][p] = x512::Load(rec + ((word + 1) * 2 + p) * 64);
+          }
+        }
+        for (size_t e = 0; e < 2; ++e) {
+          const size_t x_at = 4 * (kb * kWords + word + e);
+          HWY_UNROLL(4)
+          for (size_t r = 0; r < kR; ++r) {
+            a[r][0] = x512::DotU8I8BroadcastAccumulate(a[r][0], wv[e][0], xr[r] + x_at);
+            a[r][1] = x512::DotU8I8BroadcastAccumulate(a[r][1], wv[e][1], xr[r] + x_at);
+          }
         }
       }
-      const int32_t* sc = pk.scales + (kb * kMaxSums + j) * kCols;
-      const x512::VecI sc0 = x512::Load(sc), sc1 = x512::Load(sc + 16);
+      const uint8_t* sc = rec + R::kScales + j * kCols;
+      x512::VecI sc0, sc1;
+      if constexpr (kQ4K) {
+        sc0 = x512::LoadU8x16ToI32(sc);
+        sc1 = x512::LoadU8x16ToI32(sc + 16);
+      } else {
+        sc0 = x512::LoadI8x16ToI32(reinterpret_cast<const int8_t*>(sc));
+        sc1 = x512::LoadI8x16ToI32(reinterpret_cast<const int8_t*>(sc + 16));
+      }
       HWY_UNROLL(4)
       for (size_t r = 0; r < kR; ++r) {
         blk[r][0] = x512::AddI32(blk[r][0], x512::MulLoI32(a[r][0], sc0));
         blk[r][1] = x512::AddI32(blk[r][1], x512::MulLoI32(a[r][1], sc1));
       }
     }
-    const x512::VecF d0 = x512::Load(pk.d + kb * kCols), d1 = x512::Load(pk.d + kb * kCols + 16);
+    const auto* d = reinterpret_cast<const float*>(rec + R::kD);
+    const x512::VecF d0 = x512::Load(d), d1 = x512::Load(d + 16);
     HWY_UNROLL(4)
     for (size_t r = 0; r < kR; ++r) {
       const x512::VecF dx = x512::SetF32(dr[r][kb]);
@@ -219,16 +269,17 @@ HWY_INLINE void Kernel(const int8_t* const* xr, const float* const* dr, const in
       f[r][1] = x512::MulAdd(x512::ToF32(blk[r][1]), x512::Mul(d1, dx), f[r][1]);
     }
     if constexpr (kQ4K) {
-      const x512::VecF m0 = x512::Load(pk.neg_dmin + kb * kCols);
-      const x512::VecF m1 = x512::Load(pk.neg_dmin + kb * kCols + 16);
+      const auto* neg_dmin = reinterpret_cast<const float*>(rec + R::kNegDmin);
+      const auto* min_pairs = reinterpret_cast<const int32_t*>(rec + R::kMinPairs);
+      const x512::VecF m0 = x512::Load(neg_dmin), m1 = x512::Load(neg_dmin + 16);
       HWY_UNROLL(4)
       for (size_t r = 0; r < kR; ++r) {
         x512::VecI mins[2] = {x512::ZeroI(), x512::ZeroI()};
         for (size_t t = 0; t < 4; ++t) {
-          const int32_t* mp = pk.min_pairs + (kb * 4 + t) * kCols;
+          const int32_t* mp = min_pairs + t * kCols;
           const int16_t* sums = s32[r] + kb * 8 + 2 * t;
-          mins[0] = x512::DotI16BroadcastAccumulate(mins[0], x512::Load(mp), sums);
-          mins[1] = x512::DotI16BroadcastAccumulate(mins[1], x512::Load(mp + 16), sums);
+          mins[0] = x512::DotI16BroadcastAccumulate(mins[0], x512::LoadU(mp), sums);
+          mins[1] = x512::DotI16BroadcastAccumulate(mins[1], x512::LoadU(mp + 16), sums);
         }
         const x512::VecF dx = x512::SetF32(dr[r][kb]);
         f[r][0] = x512::MulAdd(x512::ToF32(mins[0]), x512::Mul(m0, dx), f[r][0]);
@@ -261,17 +312,20 @@ HWY_INLINE void SubBlockSums(WeightType type, const Activations& a, size_t rows,
 }
 
 // y rows [0, rows) of dense.h's formula for a q4_k or q6_k layer from the
-// quantised rows `a` (SubBlockSums done).
-HWY_NOINLINE void Gemm(size_t rows, const Activations& a, const DenseWeights& w, float* y,
+// quantised rows `a` (SubBlockSums done), output rows of tiles [tile_begin,
+// tile_end) (kCols rows each), their records from `packed` (PackTiles) or,
+// where that is null, packed here kBlocks blocks at a time.
+HWY_NOINLINE void Gemm(size_t rows, const Activations& a, const DenseWeights& w,
+                       const uint8_t* packed, size_t tile_begin, size_t tile_end, float* y,
                        size_t y_stride, bool accumulate) {
   const bool q4k = w.type == WeightType::kQ4_K;
   const size_t in = w.in, out = w.out, blocks = in / kKQuantBlock;
-  const size_t row_bytes = WeightRowBytes(w.type, in);
+  const size_t row_bytes = WeightRowBytes(w.type, in), record_bytes = RecordBytes(w.type);
   const auto* wb = static_cast<const uint8_t*>(w.weight);
-  Panel panel;  // 42 KiB
+  alignas(64) uint8_t panel[kBlocks * kMaxRecordBytes];  // 35 KiB; unused with `packed`
   alignas(64) float part[kMaxBatch][kCols];
-  for (size_t o0 = 0; o0 < out; o0 += kCols) {
-    const size_t cols = std::min(kCols, out - o0);
+  for (size_t tile = tile_begin; tile < tile_end; ++tile) {
+    const size_t o0 = tile * kCols, cols = std::min(kCols, out - o0);
     x512::Mask16 mask[2];
     x512::VecF bias[2];
     for (size_t p = 0; p < 2; ++p) {
@@ -282,10 +336,13 @@ HWY_NOINLINE void Gemm(size_t rows, const Activations& a, const DenseWeights& w,
     for (size_t kb0 = 0; kb0 < blocks; kb0 += kBlocks) {
       const size_t n = std::min(kBlocks, blocks - kb0);
       const bool last = kb0 + n >= blocks;
-      if (q4k) {
-        PackQ4K(wb, row_bytes, out, o0, kb0, n, &panel);
+      const uint8_t* records = panel;
+      if (packed != nullptr) {
+        records = packed + (tile * blocks + kb0) * record_bytes;
+      } else if (q4k) {
+        PackQ4K(wb, row_bytes, out, o0, kb0, n, panel);
       } else {
-        PackQ6K(wb, row_bytes, out, o0, kb0, n, &panel);
+        PackQ6K(wb, row_bytes, out, o0, kb0, n, panel);
       }
       for (size_t r0 = 0; r0 < rows; r0 += kRows) {
         const size_t nr = std::min(kRows, rows - r0);
@@ -305,9 +362,9 @@ HWY_NOINLINE void Gemm(size_t rows, const Activations& a, const DenseWeights& w,
           }
         }
         if (q4k) {
-          Kernel<32, kRows>(xr, dr, s16, s32, panel, n, f);
+          Kernel<true, kRows>(xr, dr, s16, s32, records, n, f);
         } else {
-          Kernel<16, kRows>(xr, dr, s16, s32, panel, n, f);
+          Kernel<false, kRows>(xr, dr, s16, s32, records, n, f);
         }
         for (size_t r = 0; r < nr; ++r) {
           const size_t b = r0 + r;
@@ -329,6 +386,30 @@ HWY_NOINLINE void Gemm(size_t rows, const Activations& a, const DenseWeights& w,
   }
 }
 
+// Tiles of a layer with `out` output rows.
+HWY_INLINE size_t Tiles(size_t out) { return (out + kCols - 1) / kCols; }
+
+// Bytes of a q4_k or q6_k layer's records, every tile and block.
+HWY_INLINE size_t PackedBytes(const DenseWeights& w) {
+  return Tiles(w.out) * (w.in / kKQuantBlock) * RecordBytes(w.type);
+}
+
+// Writes every tile's records of w (q4_k or q6_k) to dst (64-byte aligned,
+// PackedBytes(w) bytes): tile t's block kb at (t·blocks + kb)·RecordBytes.
+HWY_INLINE void PackTiles(const DenseWeights& w, uint8_t* dst) {
+  const size_t blocks = w.in / kKQuantBlock, record_bytes = RecordBytes(w.type);
+  const size_t row_bytes = WeightRowBytes(w.type, w.in);
+  const auto* wb = static_cast<const uint8_t*>(w.weight);
+  for (size_t tile = 0; tile < Tiles(w.out); ++tile) {
+    uint8_t* at = dst + tile * blocks * record_bytes;
+    if (w.type == WeightType::kQ4_K) {
+      PackQ4K(wb, row_bytes, w.out, tile * kCols, 0, blocks, at);
+    } else {
+      PackQ6K(wb, row_bytes, w.out, tile * kCols, 0, blocks, at);
+    }
+  }
+}
+
 // Whether Run takes `batch` rows of a layer of `type` (given the scratch).
 HWY_INLINE bool Takes(WeightType type, size_t batch) {
   return (type == WeightType::kQ4_K || type == WeightType::kQ6_K) && batch >= kMinBatch &&
@@ -338,10 +419,13 @@ HWY_INLINE bool Takes(WeightType type, size_t batch) {
 // DenseBlockQ8 on the GEMM, passes of up to kMaxBatch rows quantised into
 // the widening scratch (dense_lowp-inl.h: no more than Dense's f32 path on
 // this layer would take, which a session plans for); false, having done
-// nothing, where Takes is false or the scratch is not there.
+// nothing, where Takes is false or the scratch is not there. Output rows of
+// tiles [tile_begin, tile_end) only, their records from `packed` (PackTiles)
+// unless it is null.
 template <class Quantize>
 HWY_INLINE bool Run(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
-                    float* y, size_t y_stride, bool accumulate, const Quantize& quantize) {
+                    float* y, size_t y_stride, bool accumulate, const Quantize& quantize,
+                    const uint8_t* packed, size_t tile_begin, size_t tile_end) {
   if (!Takes(w.type, batch) || w.in == 0 || w.out == 0) return false;
   const size_t in = w.in, blocks = in / kKQuantBlock;
   const hwy::HWY_NAMESPACE::ScalableTag<float> df;
@@ -357,7 +441,7 @@ HWY_INLINE bool Run(const float* x, size_t x_stride, size_t batch, const DenseWe
     const Activations a = CarveActivations(scratch, nb, in);
     for (size_t r = 0; r < nb; ++r) quantize(x + (b0 + r) * x_stride, a.q + r * in, a.d + r * blocks);
     SubBlockSums(w.type, a, nb, in);
-    Gemm(nb, a, w, y + b0 * y_stride, y_stride, accumulate);
+    Gemm(nb, a, w, packed, tile_begin, tile_end, y + b0 * y_stride, y_stride, accumulate);
   }
   return true;
 }

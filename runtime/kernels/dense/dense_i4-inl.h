@@ -790,6 +790,8 @@ HWY_INLINE void I4DotQuantized(const int8_t* q, size_t q_stride, const float* q_
 #endif
     return id::Avx2Gemm(q, q_stride, q_scales, sums, batch, w, y, y_stride, accumulate);
   }
+#else
+  (void)sums;
 #endif
   // −8·Σ q_b over each group, for blocks of rows (on the stack).
   int32_t xs[id::kMaxGroups * id::kMaxB];

@@ -141,6 +141,15 @@ HWY_INLINE VecI LoadLower16(const void* p) {
   return _mm512_zextsi128_si512(_mm_loadu_si128(static_cast<const __m128i*>(p)));
 }
 
+// 16 bytes at p as i32 lanes, zero-extended (vpmovzxbd) or sign-extended
+// (vpmovsxbd).
+HWY_INLINE VecI LoadU8x16ToI32(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+HWY_INLINE VecI LoadI8x16ToI32(const int8_t* p) {
+  return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
 // 32 bytes at p in the lower half, zeros in the upper.
 HWY_INLINE VecI LoadLower32(const void* p) {
   return _mm512_zextsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
