@@ -424,6 +424,21 @@ TEST_CASE("DenseI4DotQuantized: batch 16 and up, groups, odd outputs, all target
   });
 }
 
+TEST_CASE("DenseI4DotQuantized: several blocks of rows over output chunks, all targets") {
+  // Between one block of tile rows and the GEMM's batch, wide layers run in
+  // output chunks (kRowsChunkBytes of weights: 64 rows at 8,192 inputs, 32 at
+  // 16,384), each chunk against every block of rows; the last chunk short.
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(53);
+    for (const I4Case& c : {I4Case{9, 8192, 70, 32, 1, 0, 1, true, false, true},
+                            I4Case{6, kDenseI4DotMaxIn, 100, 32, 0, 2, 0, false, true, false},
+                            I4Case{15, 8192, 129, 64, 3, 1, 2, true, true, true}}) {
+      RECUR_I4_INFO(c);
+      CHECK(CheckQuantized(rng, c) == 0);
+    }
+  });
+}
+
 // DenseI4Dot on f32 rows: within the activation rounding of the exact
 // product over the decoded weights. x_b = s_b·q_b + e with |e| ≤ s_b/2
 // (QuantizeS8), so |y − Σ x·w| ≤ (s_b/2)·Σ_i |w_i| plus the f32 roundings

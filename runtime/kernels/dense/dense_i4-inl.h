@@ -748,6 +748,8 @@ inline constexpr size_t kMaxB = kTileRows;
 #else
 inline constexpr size_t kMaxB = 1;
 #endif
+// Weight bytes per output chunk of several blocks of rows (I4DotQuantized).
+inline constexpr size_t kRowsChunkBytes = size_t{256} << 10;
 
 template <size_t kB, bool kVnni>
 HWY_INLINE void RowsN(size_t nb, const int8_t* q, size_t q_stride, const float* qs,
@@ -793,36 +795,46 @@ HWY_INLINE void I4DotQuantized(const int8_t* q, size_t q_stride, const float* q_
 #else
   (void)sums;
 #endif
+  // Output chunks whose weights stay in the L2 across the blocks of rows, when
+  // there is more than one block (each block would stream w from DRAM again).
+  size_t chunk = w.out;
+  if (batch > id::kMaxB && in > 0) {
+    chunk = std::max<size_t>(16, id::kRowsChunkBytes / (in / 2));
+    chunk -= chunk % 16;
+  }
   // −8·Σ q_b over each group, for blocks of rows (on the stack).
   int32_t xs[id::kMaxGroups * id::kMaxB];
-  for (size_t b0 = 0; b0 < batch; b0 += id::kMaxB) {
-    const size_t nb = std::min(id::kMaxB, batch - b0);
-    for (size_t b = 0; b < nb; ++b) {
-      const int8_t* qb = q + (b0 + b) * q_stride;
-      for (size_t g = 0; g < groups; ++g) {
-        int32_t sum = 0;
-        for (size_t i = g * w.group; i < (g + 1) * w.group; ++i) sum += qb[i];
-        xs[b * groups + g] = -8 * sum;
-      }
-    }
-    if (in == 0) {  // y = bias (+ y)
+  for (size_t o0 = 0; o0 < w.out; o0 += chunk) {
+    const size_t o1 = std::min<size_t>(w.out, o0 + chunk);
+    for (size_t b0 = 0; b0 < batch; b0 += id::kMaxB) {
+      const size_t nb = std::min(id::kMaxB, batch - b0);
       for (size_t b = 0; b < nb; ++b) {
-        for (size_t o = 0; o < w.out; ++o) {
-          id::Finish(0.0f, 0.0f, w.bias ? w.bias + o : nullptr, y + (b0 + b) * y_stride + o,
-                     accumulate);
+        const int8_t* qb = q + (b0 + b) * q_stride;
+        for (size_t g = 0; g < groups; ++g) {
+          int32_t sum = 0;
+          for (size_t i = g * w.group; i < (g + 1) * w.group; ++i) sum += qb[i];
+          xs[b * groups + g] = -8 * sum;
         }
       }
-      continue;
-    }
+      if (in == 0) {  // y = bias (+ y)
+        for (size_t b = 0; b < nb; ++b) {
+          for (size_t o = o0; o < o1; ++o) {
+            id::Finish(0.0f, 0.0f, w.bias ? w.bias + o : nullptr, y + (b0 + b) * y_stride + o,
+                       accumulate);
+          }
+        }
+        continue;
+      }
 #if RECUR_ISA_AVX3
-    if (Avx512VnniEnabled()) {
-      id::RowsN<id::kMaxB, true>(nb, q + b0 * q_stride, q_stride, q_scales + b0, xs, w, 0,
-                                 w.out, y + b0 * y_stride, y_stride, accumulate);
-      continue;
-    }
+      if (Avx512VnniEnabled()) {
+        id::RowsN<id::kMaxB, true>(nb, q + b0 * q_stride, q_stride, q_scales + b0, xs, w, o0, o1,
+                                   y + b0 * y_stride, y_stride, accumulate);
+        continue;
+      }
 #endif
-    id::RowsN<id::kMaxB, false>(nb, q + b0 * q_stride, q_stride, q_scales + b0, xs, w, 0, w.out,
-                                y + b0 * y_stride, y_stride, accumulate);
+      id::RowsN<id::kMaxB, false>(nb, q + b0 * q_stride, q_stride, q_scales + b0, xs, w, o0, o1,
+                                  y + b0 * y_stride, y_stride, accumulate);
+    }
   }
 }
 
