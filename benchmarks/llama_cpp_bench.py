@@ -104,12 +104,15 @@ def files_for(args, arch, shape):
 
 
 def token_bytes(gguf_path):
-    """Bytes a decoded token reads: every tensor but token_embd, of which it reads one row."""
+    """Bytes a decoded token reads: every tensor but token_embd, of which it reads one row,
+    unless the file has no output.weight: then the head is token_embd, read whole."""
     import gguf
     reader = gguf.GGUFReader(gguf_path)
+    tied = not any(t.name == "output.weight" for t in reader.tensors)
     total = 0
     for t in reader.tensors:
-        total += int(t.n_bytes) if t.name != "token_embd.weight" else int(t.n_bytes) // int(t.shape[-1])
+        whole = t.name != "token_embd.weight" or tied
+        total += int(t.n_bytes) if whole else int(t.n_bytes) // int(t.shape[-1])
     return total
 
 
