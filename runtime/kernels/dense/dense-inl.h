@@ -329,7 +329,7 @@ HWY_INLINE void Tile(D d, const float* const* HWY_RESTRICT xr, const TW* HWY_RES
         for (size_t end = i + G; i < end; i += kGroupLanes) {
           if constexpr (kPrefetch) {
             for (size_t k = 0; k < kO * kGroupLanes * sizeof(TW); k += 64) {
-              hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + kO * i * sizeof(TW) + k));
+              isa::PrefetchOnce(reinterpret_cast<const uint8_t*>(next + kO * i * sizeof(TW) + k));
             }
           }
           if constexpr (kB == 1) {
@@ -362,7 +362,7 @@ HWY_INLINE void Tile(D d, const float* const* HWY_RESTRICT xr, const TW* HWY_RES
       for (; i + 2 * N <= in; i += 2 * N) {
         if constexpr (kPrefetch) {
           for (size_t k = 0; k < kO * 2 * N * sizeof(TW); k += 64) {
-            hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + kO * i * sizeof(TW) + k));
+            isa::PrefetchOnce(reinterpret_cast<const uint8_t*>(next + kO * i * sizeof(TW) + k));
           }
         }
         V we[kO], wo[kO];
@@ -379,7 +379,7 @@ HWY_INLINE void Tile(D d, const float* const* HWY_RESTRICT xr, const TW* HWY_RES
     for (; i + N <= in; i += N) {
       if constexpr (kPrefetch) {
         for (size_t k = 0; k < kO * N * sizeof(TW); k += 64) {
-          hwy::Prefetch(reinterpret_cast<const uint8_t*>(next + kO * i * sizeof(TW) + k));
+          isa::PrefetchOnce(reinterpret_cast<const uint8_t*>(next + kO * i * sizeof(TW) + k));
         }
       }
       V wv[kO];
