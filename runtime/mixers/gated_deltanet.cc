@@ -63,7 +63,7 @@ class GatedDeltaNet final : public Mixer {
     } else {  // silu alone (fla's use_short_conv false); q0 k0 v0 and q k v are contiguous
       ctx.pool->ParallelRanges(rows * (2 * qw + vw), kElementsPerTask,
                                [&](size_t first, size_t last) {
-                                 for (size_t i = first; i < last; ++i) q[i] = SiluOf(q0[i]);
+                                 kernels::Silu(q0 + first, q + first, last - first);
                                });
     }
     PrepareRows(rows, ctx, q, k, v, beta, decay, low);

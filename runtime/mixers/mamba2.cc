@@ -17,8 +17,6 @@
 namespace recur::impl {
 namespace {
 
-float Silu(float x) { return x / (1.0f + std::exp(-x)); }
-
 // softplus(x) = log(1 + eˣ), without overflow for large x.
 float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
@@ -87,8 +85,9 @@ class Mamba2 final : public Mixer {
     ctx.pool->ParallelRanges(rows, 4, [&](size_t first, size_t last) {
       for (size_t row = first; row < last; ++row) {
         float* orow = o + row * inner_;
-        const float* z = proj + row * pw;
-        for (size_t i = 0; i < inner_; ++i) orow[i] *= Silu(z[i]);
+        float* z = proj + row * pw;  // read only here: silu(z) in place
+        kernels::Silu(z, z, inner_);
+        for (size_t i = 0; i < inner_; ++i) orow[i] *= z[i];
         for (size_t g = 0; g < groups_; ++g) {
           float* og = orow + g * group_width;
           const float inv =
@@ -185,8 +184,9 @@ class Mamba2 final : public Mixer {
             float acc = conv_bias_[c];
             const float* wc = conv_weight_ + c * k_n;
             for (size_t k = 0; k < k_n; ++k) acc += wc[k] * in[k][c];
-            out[c] = Silu(acc);
+            out[c] = acc;
           }
+          kernels::Silu(out, out, w_);
         }
         // The new held rows: the last K − 1 inputs of held ++ this call's.
         for (size_t j = 0; j < keep; ++j) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/dense_op.h"
+#include "kernels/elementwise/elementwise.h"
 #include "mixers/mixer.h"
 
 namespace recur::impl {
@@ -165,9 +166,7 @@ struct GatedProjections {
   }
 
  private:
-  static void Silu(float* x, size_t n) {
-    for (size_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
-  }
+  static void Silu(float* x, size_t n) { kernels::Silu(x, x, n); }
 };
 
 }  // namespace recur::impl

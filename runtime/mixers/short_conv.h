@@ -5,7 +5,7 @@
 #ifndef RECUR_MIXERS_SHORT_CONV_H_
 #define RECUR_MIXERS_SHORT_CONV_H_
 
-#include <cmath>
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -15,7 +15,8 @@
 
 namespace recur::impl {
 
-inline float SiluOf(float x) { return x / (1.0f + std::exp(-x)); }
+// Gate values silu'd at a time on the stack (GatedRmsNormHeads).
+inline constexpr size_t kSiluChunk = 64;
 
 // A depthwise causal convolution of `channels` features over the last
 // `kernel` positions, then silu: y_t[c] = silu(Σ_j weight[c][j]·x_{t−K+1+j}[c]),
@@ -53,7 +54,7 @@ struct ShortConv {
                                     : states[b] + carry_at + size_t(ptrdiff_t(k - 1) + at) * c;
           for (size_t i = 0; i < c; ++i) out[i] += weight[i * k + j] * in[i];
         }
-        for (size_t i = 0; i < c; ++i) out[i] = SiluOf(out[i]);
+        kernels::Silu(out, out, c);
       }
     });
     if (k <= 1) return;
@@ -122,7 +123,12 @@ inline void GatedRmsNormHeads(float* o, const float* gate, size_t rows, size_t h
         kernels::RmsNorm(oh, weight, eps, oh, dv);
         if (gate == nullptr) continue;
         const float* g = gate + (row * heads + h) * dv;
-        for (size_t i = 0; i < dv; ++i) oh[i] *= SiluOf(g[i]);
+        for (size_t i0 = 0; i0 < dv; i0 += kSiluChunk) {
+          float s[kSiluChunk];
+          const size_t n = std::min(kSiluChunk, dv - i0);
+          kernels::Silu(g + i0, s, n);
+          for (size_t i = 0; i < n; ++i) oh[i0 + i] *= s[i];
+        }
       }
     }
   });

@@ -160,6 +160,31 @@ TEST_CASE("Sigmoid") {
   });
 }
 
+TEST_CASE("Silu") {
+  const std::vector<float> specials = {0.0f,  -0.0f, 1e-30f, -1e-30f, -20.0f, -87.0f, -88.0f,
+                                       17.0f, 88.0f, 89.0f,  200.0f};
+  ForEachTarget([&](const std::string&) {
+    // As Sigmoid's bound, times x (exact): Exp of −x within kExpUlps, 1 + e and
+    // the division one rounding each, the reference within half an ulp.
+    CHECK(CheckRowKernel(Silu, ref::Silu, UniformWith(-30, 30, specials),
+                         [](const float*, size_t, size_t, double want) {
+                           return (2 * recur::impl::testing::kExpUlps + 3) * kU * std::fabs(want) +
+                                  kExpAbsFloor;
+                         }) == 0);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    float y = 0.0f;
+    Silu(&nan, &y, 1);
+    CHECK(std::isnan(y));
+    // Below −88: −0 (|x·σ(x)| < 6e-37 there).
+    for (float x : {-88.5f, -200.0f, -std::numeric_limits<float>::max()}) {
+      CAPTURE(x);
+      Silu(&x, &y, 1);
+      CHECK(y == 0.0f);
+      CHECK(std::signbit(y));
+    }
+  });
+}
+
 TEST_CASE("AffineExp and Scale") {
   const std::vector<float> specials = {0.0f, -0.0f, 1e-30f, -1e-30f, -40.0f, 40.0f};
   ForEachTarget([&](const std::string&) {

@@ -152,6 +152,17 @@ HWY_INLINE void Sigmoid(const float* x, float* y, size_t n) {
   });
 }
 
+HWY_INLINE void Silu(const float* x, float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  const auto one = hn::Set(d, 1.0f);
+  const auto lo = hn::Set(d, -88.0f), hi = hn::Set(d, 88.0f);
+  // As Sigmoid's exp; below −88, v·0 = −0; a NaN x gives NaN through the division.
+  ew_detail::Map(d, x, y, n, [&](auto v) HWY_ATTR {
+    const auto e = hn::Exp(d, hn::Min(hn::Max(hn::Neg(v), lo), hi));
+    return hn::IfThenElse(hn::Lt(v, lo), hn::Mul(v, hn::Zero(d)), hn::Div(v, hn::Add(one, e)));
+  });
+}
+
 HWY_INLINE void AffineExp(const float* x, float a, float b, float* y, size_t n) {
   const hn::ScalableTag<float> d;
   const auto av = hn::Set(d, a), bv = hn::Set(d, b);

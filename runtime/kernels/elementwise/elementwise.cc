@@ -17,6 +17,7 @@ void ReluImpl(const float* x, float* y, size_t n) { Relu(x, y, n); }
 void GeluImpl(const float* x, float* y, size_t n) { Gelu(x, y, n); }
 void EluPlusOneImpl(const float* x, float* y, size_t n) { EluPlusOne(x, y, n); }
 void SigmoidImpl(const float* x, float* y, size_t n) { Sigmoid(x, y, n); }
+void SiluImpl(const float* x, float* y, size_t n) { Silu(x, y, n); }
 void AffineExpImpl(const float* x, float a, float b, float* y, size_t n) {
   AffineExp(x, a, b, y, n);
 }
@@ -61,6 +62,7 @@ HWY_EXPORT(ReluImpl);
 HWY_EXPORT(GeluImpl);
 HWY_EXPORT(EluPlusOneImpl);
 HWY_EXPORT(SigmoidImpl);
+HWY_EXPORT(SiluImpl);
 HWY_EXPORT(AffineExpImpl);
 HWY_EXPORT(AffineMaxImpl);
 HWY_EXPORT(AffineExpAccumulateImpl);
@@ -81,6 +83,7 @@ void EluPlusOne(const float* x, float* y, size_t n) {
   HWY_DYNAMIC_DISPATCH(EluPlusOneImpl)(x, y, n);
 }
 void Sigmoid(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(SigmoidImpl)(x, y, n); }
+void Silu(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(SiluImpl)(x, y, n); }
 void AffineExp(const float* x, float a, float b, float* y, size_t n) {
   HWY_DYNAMIC_DISPATCH(AffineExpImpl)(x, a, b, y, n);
 }

@@ -18,6 +18,10 @@ void EluPlusOne(const float* x, float* y, size_t n);
 // y = 1 / (1 + exp(−x))   (the logistic sigmoid: RWKV-7's gates and decays);
 // 0 below about −88, 1 above about 17, NaN propagates.
 void Sigmoid(const float* x, float* y, size_t n);
+// y = x / (1 + exp(−x)) = x·σ(x)   (silu or swish: Mamba2's and the short
+// convolutions' activation, the gated norms' gate); −0 for finite x below
+// −88 (where |x·σ(x)| < 6e-37); NaN propagates, −∞ gives NaN as x·σ(x) does.
+void Silu(const float* x, float* y, size_t n);
 // y = exp(a·x + b)   (FAVOR+ features, docs/attention-math.md §3)
 void AffineExp(const float* x, float a, float b, float* y, size_t n);
 // y = a·x

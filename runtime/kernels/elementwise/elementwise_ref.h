@@ -35,6 +35,12 @@ inline void Sigmoid(const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(1.0 / (1.0 + std::exp(-double{x[i]})));
 }
 
+inline void Silu(const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    y[i] = static_cast<float>(double{x[i]} / (1.0 + std::exp(-double{x[i]})));
+  }
+}
+
 inline void AffineExp(const float* x, float a, float b, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(std::exp(double{a} * x[i] + b));
 }
