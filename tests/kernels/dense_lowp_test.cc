@@ -269,11 +269,15 @@ TEST_CASE("Dense lowp: odd shapes, strides, bias and accumulate, all targets") {
   });
 }
 
-TEST_CASE("Dense lowp: in swept 0..64 plus 256 and 1024, every flag combination") {
+TEST_CASE("Dense lowp: in swept 0..64 plus 256, 1024, 2080 and 3072, every flag combination") {
   std::vector<size_t> ins;
   for (size_t i = 0; i <= 64; ++i) ins.push_back(i);
   ins.push_back(256);
   ins.push_back(1024);
+  // q8_0: the row tiles decode 64 group scales of a row at a time (65 groups:
+  // a run and one more; 96: a run and half of one).
+  ins.push_back(2080);
+  ins.push_back(3072);
   // 1..kMaxB widen in registers; 7 and 9 widen into the f32 scratch.
   const size_t batches[] = {1, 2, 6, 7, 9};
   const size_t outs[] = {1, 4, 5, 8, 9, 13};
