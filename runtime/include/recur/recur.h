@@ -300,16 +300,20 @@ typedef struct recur_session recur_session;
 
 /* Whether dense layers may keep a private, re-laid-out copy of their
  * weights: f32 panels (the layout batched GEMMs run fastest on, 4 bytes per
- * weight), and for int4 layers with groups of 32 row panels (0.5625 bytes
+ * weight), for int4 layers with groups of 32 row panels (0.5625 bytes
  * per weight) that steps of 1-4 streams run on where the CPU is faster with
- * them (x86-64 with AVX2 or later; docs/performance.md "int4 weights"). */
+ * them (x86-64 with AVX2 or later; docs/performance.md "int4 weights"), and
+ * for q4_k and q6_k layers that run on block-quantised rows (GGUF's K-quants)
+ * the tiles of their integer GEMM (AVX-512 with VNNI; 1.11× and 1.31× the
+ * layer's bytes; docs/performance.md "GEMM backends"). */
 typedef enum recur_weight_packing {
   /* f32 panels when batch >= 4, where every step is a GEMM; sessions of 1-3
    * streams keep reading the model's bytes in place (zero-copy), and their
    * prefills use the unpacked kernels (~10-20% slower GEMMs). int4 row
    * panels for sessions of 1-4 streams whose int4 layers run on integer dot
    * products (int8_activations AUTO or QUANTIZED), on CPUs where they are
-   * faster. */
+   * faster. K-quant tiles when batch >= 4, for the calls their GEMM takes
+   * (steps of 8 or more streams, prefill chunks). */
   RECUR_PACKING_AUTO = 0,
   /* Never copy weights: sessions use only the model's bytes; the automatic
    * backend choice skips backends that copy weights (xnnpack, onednn). */
@@ -380,7 +384,8 @@ typedef struct recur_session_options {
                             its results deviate more (docs/correctness.md
                             "Reduced-precision weights"). A backend this build lacks is RECUR_UNSUPPORTED. */
   uint32_t weight_packing; /* a recur_weight_packing; 0 = RECUR_PACKING_AUTO. A packed copy
-                              costs 4 bytes per weight (int4 row panels 0.5625);
+                              costs 4 bytes per weight (int4 row panels 0.5625, K-quant
+                              tiles 0.625 for q4_k and 1.08 for q6_k);
                               recur_session_backends reports the bytes held. A backend named
                               above copies as it must. */
   uint32_t prefill_min;    /* recur_session_prefill of fewer positions than this runs them as
