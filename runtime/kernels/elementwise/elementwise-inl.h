@@ -141,25 +141,31 @@ HWY_INLINE void EluPlusOne(const float* x, float* y, size_t n) {
   });
 }
 
+namespace ew_detail {
+// 1 + e^(−v), Exp's argument kept within its range (|−v| ≤ 88: e^88 is finite).
+template <class D, class V>
+HWY_INLINE V OnePlusExpNeg(D d, V v) {
+  const auto lo = hn::Set(d, -88.0f), hi = hn::Set(d, 88.0f);
+  return hn::Add(hn::Set(d, 1.0f), hn::Exp(d, hn::Min(hn::Max(hn::Neg(v), lo), hi)));
+}
+}  // namespace ew_detail
+
 HWY_INLINE void Sigmoid(const float* x, float* y, size_t n) {
   const hn::ScalableTag<float> d;
   const auto one = hn::Set(d, 1.0f);
-  const auto lo = hn::Set(d, -88.0f), hi = hn::Set(d, 88.0f);
-  // Exp's argument kept within its range (e^88 is finite); NaN passed on.
+  // NaN passed on.
   ew_detail::Map(d, x, y, n, [&](auto v) HWY_ATTR {
-    const auto e = hn::Exp(d, hn::Min(hn::Max(hn::Neg(v), lo), hi));
-    return hn::IfThenElse(hn::IsNaN(v), v, hn::Div(one, hn::Add(one, e)));
+    return hn::IfThenElse(hn::IsNaN(v), v, hn::Div(one, ew_detail::OnePlusExpNeg(d, v)));
   });
 }
 
 HWY_INLINE void Silu(const float* x, float* y, size_t n) {
   const hn::ScalableTag<float> d;
-  const auto one = hn::Set(d, 1.0f);
-  const auto lo = hn::Set(d, -88.0f), hi = hn::Set(d, 88.0f);
-  // As Sigmoid's exp; below −88, v·0 = −0; a NaN x gives NaN through the division.
+  const auto lo = hn::Set(d, -88.0f);
+  // Below −88, v·0 = −0; a NaN x gives NaN through the division.
   ew_detail::Map(d, x, y, n, [&](auto v) HWY_ATTR {
-    const auto e = hn::Exp(d, hn::Min(hn::Max(hn::Neg(v), lo), hi));
-    return hn::IfThenElse(hn::Lt(v, lo), hn::Mul(v, hn::Zero(d)), hn::Div(v, hn::Add(one, e)));
+    return hn::IfThenElse(hn::Lt(v, lo), hn::Mul(v, hn::Zero(d)),
+                          hn::Div(v, ew_detail::OnePlusExpNeg(d, v)));
   });
 }
 
