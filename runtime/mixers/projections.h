@@ -147,9 +147,9 @@ struct GatedProjections {
     RunDense(u_proj, x, rows, u, false, ctx.pool, ctx.dense);
     RunDense(v_proj, x, rows, v, false, ctx.pool, ctx.dense);
     RunDense(z_proj, x, rows, z, false, ctx.pool, ctx.dense);
-    Silu(u, rows * e);
-    Silu(v, rows * e);
-    Silu(z, rows * s);
+    kernels::Silu(u, u, rows * e);
+    kernels::Silu(v, v, rows * e);
+    kernels::Silu(z, z, rows * s);
     for (size_t r = 0; r < rows; ++r) {
       for (size_t k = 0; k < kRows; ++k) {
         for (size_t i = 0; i < s; ++i) {
@@ -164,9 +164,6 @@ struct GatedProjections {
     for (size_t i = 0; i < rows * e; ++i) o[i] *= u[i];
     RunDense(out, o, rows, y, false, ctx.pool, ctx.dense);
   }
-
- private:
-  static void Silu(float* x, size_t n) { kernels::Silu(x, x, n); }
 };
 
 }  // namespace recur::impl

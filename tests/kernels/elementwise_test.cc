@@ -141,41 +141,36 @@ TEST_CASE("EluPlusOne") {
   });
 }
 
+// Sigmoid and Silu, which share 1 + e^(−x): Exp of −x within kExpUlps (2u·e
+// each), 1 + e and the division one rounding each (Silu's x is exact), the
+// reference within half an ulp; below −88 the kernels' argument is clamped (a
+// result under FLT_MIN, the floor). NaN propagates.
+template <class Kernel, class Ref>
+void CheckOverOnePlusExp(Kernel kernel, Ref reference, const std::vector<float>& specials) {
+  CHECK(CheckRowKernel(kernel, reference, UniformWith(-30, 30, specials),
+                       [](const float*, size_t, size_t, double want) {
+                         return (2 * recur::impl::testing::kExpUlps + 3) * kU * std::fabs(want) +
+                                kExpAbsFloor;
+                       }) == 0);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  float y = 0.0f;
+  kernel(&nan, &y, 1);
+  CHECK(std::isnan(y));
+}
+
 TEST_CASE("Sigmoid") {
   const std::vector<float> specials = {0.0f,   -0.0f, 1e-30f, -1e-30f, -87.0f, -88.0f,
                                        -89.0f, -200.0f, 17.0f, 88.0f,  89.0f,  200.0f};
-  ForEachTarget([&](const std::string&) {
-    // Exp of −x within kExpUlps (2u·e each), 1 + e and the division one rounding
-    // each, the reference within half an ulp; below −88 the kernel's argument
-    // is clamped (a result under FLT_MIN, the floor).
-    CHECK(CheckRowKernel(Sigmoid, ref::Sigmoid, UniformWith(-30, 30, specials),
-                         [](const float*, size_t, size_t, double want) {
-                           return (2 * recur::impl::testing::kExpUlps + 3) * kU * std::fabs(want) +
-                                  kExpAbsFloor;
-                         }) == 0);
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    float y = 0.0f;
-    Sigmoid(&nan, &y, 1);
-    CHECK(std::isnan(y));
-  });
+  ForEachTarget([&](const std::string&) { CheckOverOnePlusExp(Sigmoid, ref::Sigmoid, specials); });
 }
 
 TEST_CASE("Silu") {
   const std::vector<float> specials = {0.0f,  -0.0f, 1e-30f, -1e-30f, -20.0f, -87.0f, -88.0f,
                                        17.0f, 88.0f, 89.0f,  200.0f};
   ForEachTarget([&](const std::string&) {
-    // As Sigmoid's bound, times x (exact): Exp of −x within kExpUlps, 1 + e and
-    // the division one rounding each, the reference within half an ulp.
-    CHECK(CheckRowKernel(Silu, ref::Silu, UniformWith(-30, 30, specials),
-                         [](const float*, size_t, size_t, double want) {
-                           return (2 * recur::impl::testing::kExpUlps + 3) * kU * std::fabs(want) +
-                                  kExpAbsFloor;
-                         }) == 0);
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    float y = 0.0f;
-    Silu(&nan, &y, 1);
-    CHECK(std::isnan(y));
+    CheckOverOnePlusExp(Silu, ref::Silu, specials);
     // Below −88: −0 (|x·σ(x)| < 6e-37 there).
+    float y = 1.0f;
     for (float x : {-88.5f, -200.0f, -std::numeric_limits<float>::max()}) {
       CAPTURE(x);
       Silu(&x, &y, 1);

@@ -142,10 +142,12 @@ HWY_INLINE void EluPlusOne(const float* x, float* y, size_t n) {
 }
 
 namespace ew_detail {
-// 1 + e^(−v), Exp's argument kept within its range (|−v| ≤ 88: e^88 is finite).
+// The largest |argument| OnePlusExpNeg gives Exp (e^88 is finite in f32).
+inline constexpr float kExpArgMax = 88.0f;
+// 1 + e^(−v), Exp's argument kept within ±kExpArgMax.
 template <class D, class V>
 HWY_INLINE V OnePlusExpNeg(D d, V v) {
-  const auto lo = hn::Set(d, -88.0f), hi = hn::Set(d, 88.0f);
+  const auto lo = hn::Set(d, -kExpArgMax), hi = hn::Set(d, kExpArgMax);
   return hn::Add(hn::Set(d, 1.0f), hn::Exp(d, hn::Min(hn::Max(hn::Neg(v), lo), hi)));
 }
 }  // namespace ew_detail
@@ -161,7 +163,7 @@ HWY_INLINE void Sigmoid(const float* x, float* y, size_t n) {
 
 HWY_INLINE void Silu(const float* x, float* y, size_t n) {
   const hn::ScalableTag<float> d;
-  const auto lo = hn::Set(d, -88.0f);
+  const auto lo = hn::Set(d, -ew_detail::kExpArgMax);
   // Below −88, v·0 = −0; a NaN x gives NaN through the division.
   ew_detail::Map(d, x, y, n, [&](auto v) HWY_ATTR {
     return hn::IfThenElse(hn::Lt(v, lo), hn::Mul(v, hn::Zero(d)),
