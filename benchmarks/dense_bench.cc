@@ -5,9 +5,11 @@
 // (int8 and q8_0 side by side at mat-vec shapes up to 8192×8192: 64 MiB,
 // past the last-level cache); then batch-1 mat-vecs of 4096 and 8192 square
 // with q4_k, q6_k and q5_k beside int4, in turn (and q4_k, q6_k and int4 with
-// block-quantised activations, as llama.cpp multiplies them). Buffers are 64-byte aligned.
-//   dense_bench [TARGET] [batches]   e.g. AVX2 to pin dynamic dispatch to that
-//   target; `batches`: only the K-quant batch rows
+// block-quantised activations, as llama.cpp multiplies them), and int4 row
+// panels streamed from DRAM beside the read probe. Buffers are 64-byte aligned.
+//   dense_bench [TARGET] [batches|panels]   e.g. AVX2 to pin dynamic dispatch to
+//   that target; `batches`: only the K-quant batch rows; `panels`: only the
+//   int4 panels from DRAM
 // It also measures this core's FMA peak for reference (machine_limits.h).
 #include <algorithm>
 #include <chrono>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "hwy/aligned_allocator.h"
+#include "core/platform.h"
 #include "hwy/targets.h"
 #include "kernels/dense/dense.h"
 #include "kernels/elementwise/elementwise.h"
@@ -132,6 +135,7 @@ RandomWeights MakeRandomWeights(std::mt19937& rng, WeightType type, size_t in, s
 }
 
 bool batches_only = false;  // the last argument "batches": KQuantBatches alone
+bool panels_only = false;   // the last argument "panels": I4PanelsFromDram alone
 
 // Batches through the K-quants (a prefill's and 8 streams' shapes of a 0.1B
 // RWKV-7, and a 1.5B's FFN output), f32 activations beside activations
@@ -218,12 +222,69 @@ void KQuantBesideInt4() {
   }
 }
 
+// Batch-1 int4 row panels streamed from DRAM as a decode step streams them:
+// `layers` copies of a layer, together four times the last-level cache, run
+// one after the other, in small pages (hwy::AllocateAligned) and in the
+// session's weight-copy memory (platform::AllocateStreamed: huge pages where
+// the OS gives them), beside the read probe recur-bench divides by, in turn,
+// 3 rounds: GB/s of stored bytes (nibbles and scales) and the ratio.
+void I4PanelsFromDram() {
+  namespace k = recur::impl::kernels;
+  namespace platform = recur::impl::platform;
+  if (!k::DenseI4PanelsPreferred()) return;
+  std::printf("\nint4 panels, batch 1, layers streamed from DRAM, 3 rounds in turn:\n");
+  std::printf("%-16s %-8s %7s %9s %9s %9s %7s\n", "in->out", "memory", "layers", "us/layer",
+              "GB/s", "probe", "ratio");
+  std::mt19937 rng(5);
+  const size_t shapes[][2] = {{2048, 8192}, {8192, 2048}, {768, 3072}};
+  for (const auto& s : shapes) {
+    const size_t in = s[0], out = s[1];
+    RandomWeights r = MakeRandomWeights(rng, WeightType::kI4, in, out);
+    const size_t bytes = k::DenseI4PanelBytes(r.w);
+    const size_t layers = std::max<size_t>(2, (size_t{128} << 20) / bytes);
+    std::vector<hwy::AlignedFreeUniquePtr<uint8_t[]>> small;
+    std::vector<platform::StreamedArray<uint8_t>> streamed;
+    for (size_t l = 0; l < layers; ++l) {
+      small.push_back(hwy::AllocateAligned<uint8_t>(bytes));
+      streamed.push_back(platform::AllocateStreamed<uint8_t>(bytes));
+      k::PackDenseI4Panels(r.w, small.back().get());
+      k::PackDenseI4Panels(r.w, streamed.back().get());
+    }
+    auto q = hwy::AllocateAligned<int8_t>(in);
+    for (size_t i = 0; i < in; ++i) q[i] = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+    auto y = hwy::AllocateAligned<float>(out);
+    const float qs = 1.0f / 127;
+    const size_t np = k::DenseI4Panels(out);
+    char name[64];
+    std::snprintf(name, sizeof(name), "%zu->%zu", in, out);
+    for (int round = 0; round < 3; ++round) {
+      for (const bool huge : {false, true}) {
+        const Timing t = TimePerCall([&] {
+          for (size_t l = 0; l < layers; ++l) {
+            const uint8_t* panels = huge ? streamed[l].get() : small[l].get();
+            k::DenseI4PanelsQuantized(q.get(), in, &qs, 1, panels, r.w, 0, np, y.get(), out,
+                                      false);
+          }
+        });
+        const double rate = double(bytes * layers) / t.median;
+        const double probe = bench::MeasureReadBandwidth(bytes * layers);
+        std::printf("%-16s %-8s %7zu %9.1f %9.1f %9.1f %6.0f%%\n", name,
+                    huge ? "streamed" : "small", layers, t.median / double(layers) * 1e6,
+                    rate * 1e-9, probe * 1e-9, 100.0 * rate / probe);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[argc - 1], "batches") == 0) {
     --argc;
     batches_only = true;
+  } else if (argc > 1 && std::strcmp(argv[argc - 1], "panels") == 0) {
+    --argc;
+    panels_only = true;
   }
   if (argc > 1) {
     int64_t pick = 0;
@@ -240,6 +301,10 @@ int main(int argc, char** argv) {
   std::printf("dispatch target: %s\n", recur::impl::kernels::SimdTargetName());
   if (batches_only) {
     KQuantBatches();
+    return 0;
+  }
+  if (panels_only) {
+    I4PanelsFromDram();
     return 0;
   }
   // The same measurement recur-bench prints, on the dispatch target above.
@@ -347,6 +412,7 @@ int main(int argc, char** argv) {
   }
   KQuantBesideInt4();
   KQuantBatches();
+  I4PanelsFromDram();
   hwy::SetSupportedTargetsForTest(0);
   return 0;
 }

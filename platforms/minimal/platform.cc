@@ -24,4 +24,6 @@ uint64_t DefaultNowNs(void*) { return 0; }
 
 void DefaultLog(void*, recur_status, const char*) {}
 
+void DefaultAdviseHugePages(void*, size_t) {}
+
 }  // namespace recur::impl::platform

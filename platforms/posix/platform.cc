@@ -5,14 +5,16 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/platform.h"
 
-// The POSIX platform (the default): mmap or read(2) for model files,
-// std::chrono::steady_clock, no log (errors reach the application through
+// The POSIX platform (the default): mmap or read(2) for model files, with
+// huge pages asked for where the OS has them (madvise), std::chrono::
+// steady_clock, no log (errors reach the application through
 // recur_last_error).
 namespace recur::impl::platform {
 namespace {
@@ -45,10 +47,12 @@ Status MapFilePosix(const char* path, bool read_into_memory, MappedFile* out) {
     const int err = errno;
     ::close(fd);
     if (data == MAP_FAILED) return IoError("cannot map '%s': %s", path, std::strerror(err));
+    // File pages read from here on may then come in huge folios, mapped whole.
+    DefaultAdviseHugePages(data, size);
     *out = MappedFile{data, size, &kMmapTag};
     return Status::Ok();
   }
-  void* data = std::aligned_alloc(64, (size + 63) / 64 * 64);
+  void* data = StreamedAlloc(size);
   if (data == nullptr) {
     ::close(fd);
     return OutOfMemory("cannot allocate %zu bytes for '%s'", size, path);
@@ -101,5 +105,18 @@ uint64_t DefaultNowNs(void*) {
 }
 
 void DefaultLog(void*, recur_status, const char*) {}
+
+void DefaultAdviseHugePages(void* data, size_t size) {
+#ifdef MADV_HUGEPAGE
+  // madvise takes whole pages; the range's partial pages at either end are left out.
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + size) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#else
+  (void)data;
+  (void)size;
+#endif
+}
 
 }  // namespace recur::impl::platform

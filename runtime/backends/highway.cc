@@ -12,10 +12,12 @@
 // Int8Activations::kBlocks every layer DenseBlockQ8 takes) run on it,
 // unpacked, or (q4_k and q6_k with DensePlan::pack_weights, on AVX-512 with
 // VNNI) on tiles laid out once for its GEMM (kernels::PackDenseKQuantTiles).
+// The copies live in huge pages where the OS has them (platform::StreamedAlloc).
 #include <algorithm>
 
 #include "backends/dense_op.h"
 #include "backends/gemm_backend.h"
+#include "core/platform.h"
 #include "hwy/aligned_allocator.h"
 #include "kernels/dense/dense.h"
 #include "kernels/elementwise/elementwise.h"
@@ -53,7 +55,7 @@ class HighwayDense final : public PreparedDense {
 
   Status Pack() {
     const size_t floats = kernels::DensePackedFloats(d_.in, d_.out);
-    packed_ = hwy::AllocateAligned<float>(floats);
+    packed_ = platform::AllocateStreamed<float>(floats);
     if (!packed_) {
       return OutOfMemory("cannot allocate %zu bytes of packed weights", floats * sizeof(float));
     }
@@ -63,7 +65,7 @@ class HighwayDense final : public PreparedDense {
 
   Status PackKQuantTiles() {
     const size_t bytes = kernels::DenseKQuantTileBytes(d_);
-    kq_tiles_ = hwy::AllocateAligned<uint8_t>(bytes);
+    kq_tiles_ = platform::AllocateStreamed<uint8_t>(bytes);
     if (!kq_tiles_) return OutOfMemory("cannot allocate %zu bytes of K-quant tiles", bytes);
     kernels::PackDenseKQuantTiles(d_, kq_tiles_.get());
     return Status::Ok();
@@ -71,7 +73,7 @@ class HighwayDense final : public PreparedDense {
 
   Status PackInt4Panels() {
     const size_t bytes = kernels::DenseI4PanelBytes(d_);
-    panels_ = hwy::AllocateAligned<uint8_t>(bytes);
+    panels_ = platform::AllocateStreamed<uint8_t>(bytes);
     panel_q_ = hwy::AllocateAligned<int8_t>(kernels::kI4PanelMaxBatch * d_.in);
     if (!panels_ || !panel_q_) {
       return OutOfMemory("cannot allocate %zu bytes of int4 panels",
@@ -131,9 +133,9 @@ class HighwayDense final : public PreparedDense {
   DenseView d_;
   ThreadPool* pool_;
   kernels::Int8Activations int8_;
-  hwy::AlignedFreeUniquePtr<float[]> packed_;
-  hwy::AlignedFreeUniquePtr<uint8_t[]> kq_tiles_;  // K-quant tiles, or null
-  hwy::AlignedFreeUniquePtr<uint8_t[]> panels_;  // int4 row panels, or null
+  platform::StreamedArray<float> packed_;
+  platform::StreamedArray<uint8_t> kq_tiles_;  // K-quant tiles, or null
+  platform::StreamedArray<uint8_t> panels_;    // int4 row panels, or null
   hwy::AlignedFreeUniquePtr<int8_t[]> panel_q_;  // the quantised rows they run on
 };
 

@@ -1,5 +1,7 @@
 #include "core/platform.h"
 
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/struct_size.h"
@@ -73,6 +75,19 @@ uint64_t NowNs() { return g_platform.now_ns(g_platform.user); }
 
 void LogError(recur_status status, const char* message) {
   g_platform.log(g_platform.user, status, message);
+}
+
+void* StreamedAlloc(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  const size_t align = bytes >= kHugePageBytes ? kHugePageBytes : 64;
+  if (bytes > SIZE_MAX - (align - 1)) return nullptr;
+  // aligned_alloc takes a multiple of the alignment; the rounding is address
+  // space only (its pages are never touched).
+  void* p = std::aligned_alloc(align, (bytes + align - 1) / align * align);
+  if (p != nullptr && align == kHugePageBytes) {
+    DefaultAdviseHugePages(p, bytes / kHugePageBytes * kHugePageBytes);
+  }
+  return p;
 }
 
 }  // namespace recur::impl::platform

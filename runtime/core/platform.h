@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 
 #include "core/status.h"
 #include "recur/recur.h"
@@ -31,6 +33,12 @@ recur_status DefaultMapFile(void* user, const char* path, int read_into_memory,
 void DefaultUnmapFile(void* user, const void* data, size_t size, void* handle);
 uint64_t DefaultNowNs(void* user);
 void DefaultLog(void* user, recur_status status, const char* message);
+// Asks the OS to back [data, data + size) with huge pages where it allows
+// them (posix: madvise(MADV_HUGEPAGE), Linux transparent huge pages in their
+// "madvise" or "always" mode; minimal: nothing). A hint: it never fails and
+// changes no contents. Weights a step streams whole then take a TLB miss per
+// 2 MiB instead of per 4 KiB.
+void DefaultAdviseHugePages(void* data, size_t size);
 
 // Installs `p` (null members: the defaults; null: all defaults).
 Status SetPlatform(const recur_platform* p);
@@ -45,6 +53,29 @@ uint64_t NowNs();
 
 // Hands an error to the current platform's log.
 void LogError(recur_status status, const char* message);
+
+// The huge page size StreamedAlloc aligns to.
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+// Heap memory for a buffer a step reads whole (a session's weight copies, a
+// model read into memory): 64-byte aligned; from kHugePageBytes up, aligned
+// to kHugePageBytes with huge pages asked for (DefaultAdviseHugePages) over
+// its whole huge pages only, so the tail stays in small pages and the
+// resident size is the bytes used. Null for 0 bytes or when out of memory.
+// Release with std::free. Thread-safe.
+void* StreamedAlloc(size_t bytes);
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+template <typename T>
+using StreamedArray = std::unique_ptr<T[], FreeDeleter>;
+// `count` Ts of StreamedAlloc (uninitialised; T trivial), or null.
+template <typename T>
+StreamedArray<T> AllocateStreamed(size_t count) {
+  if (count > SIZE_MAX / sizeof(T)) return nullptr;
+  return StreamedArray<T>(static_cast<T*>(StreamedAlloc(count * sizeof(T))));
+}
 
 }  // namespace recur::impl::platform
 

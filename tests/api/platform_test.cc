@@ -1,11 +1,14 @@
 // recur_set_platform: an application's own file, clock and log functions
 // (the platform layer of docs/design.md), and the errors of the table itself.
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
+#include "core/platform.h"
 #include "recur/recur.h"
 #include "test_models.h"
 
@@ -121,4 +124,94 @@ TEST_CASE("recur_set_platform: partial tables keep the defaults, bad tables are 
   CHECK(std::string(recur_last_error()).find("map_file and unmap_file must be given together") !=
         std::string::npos);
   REQUIRE(recur_set_platform(nullptr) == RECUR_OK);
+}
+
+namespace {
+
+// The VmFlags of the mapping holding `p` in /proc/self/smaps, or "" where
+// there is no such file (not Linux) or no mapping holds p.
+std::string VmFlagsOf(const void* p) {
+  FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return "";
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  char line[512];
+  bool inside = false;
+  std::string flags;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    unsigned long begin = 0, end = 0;
+    if (std::sscanf(line, "%lx-%lx ", &begin, &end) == 2 && std::strchr(line, ':') != nullptr &&
+        std::strncmp(line, "VmFlags", 7) != 0) {
+      inside = a >= begin && a < end;
+    } else if (inside && std::strncmp(line, "VmFlags:", 8) == 0) {
+      flags = line + 8;
+      break;
+    }
+  }
+  std::fclose(f);
+  return flags;
+}
+
+bool HasFlag(const std::string& flags, const std::string& flag) {
+  std::istringstream words(flags);
+  for (std::string w; words >> w;) {
+    if (w == flag) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("StreamedAlloc: huge-page alignment from 2 MiB, huge pages asked for, sizes refused") {
+  namespace platform = recur::impl::platform;
+  CHECK(platform::StreamedAlloc(0) == nullptr);
+  CHECK(platform::StreamedAlloc(SIZE_MAX) == nullptr);
+  CHECK(platform::StreamedAlloc(SIZE_MAX - platform::kHugePageBytes) == nullptr);
+  CHECK(platform::AllocateStreamed<float>(SIZE_MAX / 2) == nullptr);
+
+  auto small = platform::AllocateStreamed<uint8_t>(1000);
+  REQUIRE(small != nullptr);
+  CHECK(reinterpret_cast<uintptr_t>(small.get()) % 64 == 0);
+  std::memset(small.get(), 1, 1000);
+
+  const size_t bytes = 2 * platform::kHugePageBytes + 12345;
+  auto large = platform::AllocateStreamed<uint8_t>(bytes);
+  REQUIRE(large != nullptr);
+  CHECK(reinterpret_cast<uintptr_t>(large.get()) % platform::kHugePageBytes == 0);
+  std::memset(large.get(), 2, bytes);
+  CHECK(large[bytes - 1] == 2);
+#if defined(__linux__)
+  // The whole huge pages carry the advice (VmFlags "hg"); the tail does not.
+  const std::string head = VmFlagsOf(large.get());
+  CAPTURE(head);
+  CHECK(HasFlag(head, "hg"));
+  CHECK_FALSE(HasFlag(VmFlagsOf(large.get() + 2 * platform::kHugePageBytes + 4096), "hg"));
+  CHECK_FALSE(HasFlag(VmFlagsOf(small.get()), "hg"));
+#endif
+}
+
+TEST_CASE("MapFile: a mapped model asks for huge pages, a model read into memory of 2 MiB too") {
+  namespace platform = recur::impl::platform;
+  const char* path = "platform_test_large.bin";
+  std::vector<uint8_t> bytes(3 * platform::kHugePageBytes, 7);
+  FILE* f = std::fopen(path, "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+  std::fclose(f);
+  for (bool read_into_memory : {false, true}) {
+    CAPTURE(read_into_memory);
+    platform::MappedFile file;
+    REQUIRE(platform::MapFile(path, read_into_memory, &file).ok());
+    REQUIRE(file.size == bytes.size());
+    CHECK(std::memcmp(file.data, bytes.data(), bytes.size()) == 0);
+    if (read_into_memory) {
+      CHECK(reinterpret_cast<uintptr_t>(file.data) % platform::kHugePageBytes == 0);
+    }
+#if defined(__linux__)
+    const std::string flags = VmFlagsOf(file.data);
+    CAPTURE(flags);
+    CHECK(HasFlag(flags, "hg"));
+#endif
+    platform::UnmapFile(&file);
+  }
+  std::remove(path);
 }
