@@ -96,7 +96,11 @@ RECUR_INLINE recur_load_options recur_load_options_default(void) {
 }
 
 /* Loads a model file. By default the file is mapped read-only and weights are
- * used in place (no copy). The file must not change while it is mapped.
+ * used in place (no copy). The file must not change while it is mapped. The
+ * default platform asks the OS for huge pages for the mapping (Linux
+ * transparent huge pages, madvise; file pages read from then on may come in
+ * 2 MiB pages) and, with RECUR_LOAD_NO_MMAP, for a copy of 2 MiB or more: a
+ * step streams every weight, and small pages cost it a TLB miss per 4 KiB.
  * `options` may be NULL. On success *out owns the mapping; free it with
  * recur_model_free. Errors: RECUR_IO_ERROR, RECUR_INVALID_MODEL (with the
  * failing check in the message), RECUR_UNSUPPORTED (newer format version). */
@@ -305,7 +309,9 @@ typedef struct recur_session recur_session;
  * them (x86-64 with AVX2 or later; docs/performance.md "int4 weights"), and
  * for q4_k and q6_k layers that run on block-quantised rows (GGUF's K-quants)
  * the tiles of their integer GEMM (AVX-512 with VNNI; 1.11× and 1.31× the
- * layer's bytes; docs/performance.md "GEMM backends"). */
+ * layer's bytes; docs/performance.md "GEMM backends"). Copies of 2 MiB or
+ * more are laid out in huge pages where the OS gives them (as the model's
+ * mapping, recur_model_load_file). */
 typedef enum recur_weight_packing {
   /* f32 panels when batch >= 4, where every step is a GEMM; sessions of 1-3
    * streams keep reading the model's bytes in place (zero-copy), and their
