@@ -1,5 +1,6 @@
 #include "core/platform.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -78,9 +79,10 @@ void LogError(recur_status status, const char* message) {
 }
 
 void* StreamedAlloc(size_t bytes) {
-  if (bytes == 0) return nullptr;
+  // No object is larger than PTRDIFF_MAX bytes; asking malloc for more
+  // aborts under the sanitizers instead of returning null.
+  if (bytes == 0 || bytes > static_cast<size_t>(PTRDIFF_MAX) - kHugePageBytes) return nullptr;
   const size_t align = bytes >= kHugePageBytes ? kHugePageBytes : 64;
-  if (bytes > SIZE_MAX - (align - 1)) return nullptr;
   // aligned_alloc takes a multiple of the alignment; the rounding is address
   // space only (its pages are never touched).
   void* p = std::aligned_alloc(align, (bytes + align - 1) / align * align);

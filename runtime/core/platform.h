@@ -61,7 +61,8 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 // model read into memory): 64-byte aligned; from kHugePageBytes up, aligned
 // to kHugePageBytes with huge pages asked for (DefaultAdviseHugePages) over
 // its whole huge pages only, so the tail stays in small pages and the
-// resident size is the bytes used. Null for 0 bytes or when out of memory.
+// resident size is the bytes used. Null for 0 bytes, for more than
+// PTRDIFF_MAX − kHugePageBytes, or when out of memory.
 // Release with std::free. Thread-safe.
 void* StreamedAlloc(size_t bytes);
 

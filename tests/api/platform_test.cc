@@ -166,6 +166,7 @@ TEST_CASE("StreamedAlloc: huge-page alignment from 2 MiB, huge pages asked for, 
   CHECK(platform::StreamedAlloc(0) == nullptr);
   CHECK(platform::StreamedAlloc(SIZE_MAX) == nullptr);
   CHECK(platform::StreamedAlloc(SIZE_MAX - platform::kHugePageBytes) == nullptr);
+  CHECK(platform::StreamedAlloc(static_cast<size_t>(PTRDIFF_MAX)) == nullptr);
   CHECK(platform::AllocateStreamed<float>(SIZE_MAX / 2) == nullptr);
 
   auto small = platform::AllocateStreamed<uint8_t>(1000);
