@@ -29,6 +29,7 @@
 #include <cstring>
 
 #include "backends/gemm_backend.h"
+#include "core/platform.h"
 #include "hwy/aligned_allocator.h"
 #include "kernels/dense/dense.h"
 #include "kernels/elementwise/elementwise.h"
@@ -87,7 +88,7 @@ struct Primitive {
 
 struct Packed {
   dnnl_memory_desc_t md;
-  hwy::AlignedFreeUniquePtr<uint8_t[]> data;
+  platform::StreamedArray<uint8_t> data;  // huge pages where the OS has them
   size_t bytes = 0;
 };
 
@@ -277,7 +278,7 @@ class OnednnDense final : public PreparedDense {
         Packed& pk = s->packed.back();
         pk.md = *wei_md;
         pk.bytes = dnnl_memory_desc_get_size(wei_md);
-        pk.data = hwy::AllocateAligned<uint8_t>(pk.bytes);
+        pk.data = platform::AllocateStreamed<uint8_t>(pk.bytes);
         if (!pk.data) return OutOfMemory("onednn: cannot allocate packed weights");
         dnnl_memory_t from, to;
         RECUR_DNNL(dnnl_memory_create(&from, &wei_user, engine, wei_data));

@@ -309,9 +309,10 @@ typedef struct recur_session recur_session;
  * them (x86-64 with AVX2 or later; docs/performance.md "int4 weights"), and
  * for q4_k and q6_k layers that run on block-quantised rows (GGUF's K-quants)
  * the tiles of their integer GEMM (AVX-512 with VNNI; 1.11× and 1.31× the
- * layer's bytes; docs/performance.md "GEMM backends"). Copies of 2 MiB or
- * more are laid out in huge pages where the OS gives them (as the model's
- * mapping, recur_model_load_file). */
+ * layer's bytes; docs/performance.md "GEMM backends"). highway's and
+ * onednn's copies of 2 MiB or more are laid out in huge pages where the OS
+ * gives them (as the model's mapping, recur_model_load_file); xnnpack's are
+ * its own allocator's. */
 typedef enum recur_weight_packing {
   /* f32 panels when batch >= 4, where every step is a GEMM; sessions of 1-3
    * streams keep reading the model's bytes in place (zero-copy), and their
