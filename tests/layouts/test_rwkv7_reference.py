@@ -16,7 +16,7 @@ os.environ["RWKV_CUDA_ON"] = "0"
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "models", "reference"))
 from fla_naive import dplr_recurrence  # noqa: E402
-from recur_ref.rwkv7 import Rwkv7, random_state_dict, wkv_step  # noqa: E402
+from recur_ref.rwkv7 import Rwkv7, favour_continuation, random_state_dict, wkv_step  # noqa: E402
 
 ATOL, RTOL = 1e-4, 1e-5
 
@@ -99,3 +99,26 @@ def test_state_update_matches_fla_dplr_recurrence(heads, n, positions):
     got = o[0].permute(1, 0, 2).double()
     check(got, want, "fla's dplr_recurrence: outputs")
     check(state[0].transpose(-1, -2).double(), s, "fla's dplr_recurrence: final state")
+
+
+def test_favour_continuation():
+    """The head favour_continuation gives (the llama.cpp parity models' head) makes the
+    reference continue the prompt with the chosen tokens, greedily, with the top two logits
+    apart by the gap it reports; it changes the head's rows of those tokens only."""
+    sd = random_state_dict(2, 128, 64, 1000, 32, 32, 32, 64, seed=2)
+    text = torch.randint(1, 1000, (88,), generator=torch.Generator().manual_seed(7)).tolist()
+    favoured, gap = favour_continuation(sd, text, 24)
+    model = Rwkv7(favoured)
+    state, generated, gaps = model.zero_state(), [], []
+    for t in text[:24]:
+        logits, state = model.step(t, state)
+    for _ in range(64):
+        top2 = logits.topk(2)
+        gaps.append(float(top2.values[0] - top2.values[1]) / float(logits.abs().max()))
+        generated.append(int(top2.indices[0]))
+        logits, state = model.step(generated[-1], state)
+    assert generated == text[24:]
+    assert gap > 0.05 and min(gaps) > 0.9 * gap, (gap, min(gaps))
+    changed = (favoured["head.weight"] != sd["head.weight"]).any(dim=1).nonzero().view(-1).tolist()
+    assert set(changed) == set(text[24:])
+    assert all(torch.equal(favoured[k], sd[k]) for k in sd if k != "head.weight")

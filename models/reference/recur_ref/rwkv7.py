@@ -163,3 +163,32 @@ def random_state_dict(layers, c, n, vocab, d_w, d_a, d_v, d_g, seed, d_ff=None):
     sd["ln_out.weight"], sd["ln_out.bias"] = u(c, lo=0.8, hi=1.2), u(c, lo=-0.1, hi=0.1)
     sd["head.weight"] = nrm(vocab, c, std=c ** -0.5)
     return sd
+
+
+def favour_continuation(state_dict, tokens, first, boost=1.5):
+    """A copy of the state dict whose head prefers tokens[t + 1] after tokens[:t + 1] for
+    every t from first − 1 on, as a trained model prefers the text it learned: the head
+    plus a correction ΔW (ridge, minimum norm) with ΔW f_t = b·e_{tokens[t+1]} on the
+    reference's final features f_t (after ln_out), b = boost × the largest |logit| of the
+    unchanged head over those positions. The other logits stay those of the random head,
+    so the top logit stands clear of the rest by about (boost − 1) × the largest. Returns
+    (state dict, the smallest gap between the top two logits over those positions, of
+    the largest |logit|), the gap measured on the new model by the reference."""
+    tokens = [int(t) for t in tokens]
+    c = state_dict["emb.weight"].shape[1]
+    probe = dict(state_dict)
+    probe["head.weight"] = torch.eye(c)
+    features, _ = Rwkv7(probe).forward(tokens[:-1])
+    f = features[first - 1:]                                          # (R, C)
+    head = state_dict["head.weight"].to(torch.float64)               # (V, C)
+    b = boost * (f @ head.T).abs().max()
+    y = torch.zeros(f.shape[0], head.shape[0], dtype=torch.float64)  # (R, V)
+    y[torch.arange(f.shape[0]), torch.tensor(tokens[first:])] = b
+    k = f @ f.T
+    ridge = 1e-6 * k.diagonal().mean() * torch.eye(k.shape[0], dtype=torch.float64)
+    delta = y.T @ torch.linalg.solve(k + ridge, f)                   # (V, C)
+    out = dict(state_dict)
+    out["head.weight"] = (head + delta).to(state_dict["head.weight"].dtype)
+    logits, _ = Rwkv7(out).forward(tokens[:-1])
+    top2 = logits[first - 1:].topk(2, dim=1).values
+    return out, float((top2[:, 0] - top2[:, 1]).min() / logits[first - 1:].abs().max())
