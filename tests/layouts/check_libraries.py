@@ -189,6 +189,21 @@ def fla_check():
     assert tuple(s.shape) == (1, 2, 4, 4)
 
 
+def mamba_ssm_check():
+    # Only the pure-PyTorch references of its kernels, read from its files (the package's
+    # import needs triton and its CUDA extensions).
+    from mamba_ssm_ref import rms_norm_ref, selective_state_update_ref
+
+    state = torch.zeros(1, 4, 3, 5)
+    x, dt, z = torch.randn(1, 4, 3), torch.randn(1, 4, 3), torch.randn(1, 12)
+    y = selective_state_update_ref(state, x, dt, -torch.rand(4, 3, 5), torch.randn(1, 2, 5),
+                                   torch.randn(1, 2, 5), torch.randn(4, 3), dt_softplus=True)
+    y = rms_norm_ref(y.reshape(1, 12), torch.ones(12), None, z=z, group_size=6,
+                     norm_before_gate=False)
+    check_finite("mamba_ssm references", y)
+    assert state.abs().sum() > 0, "selective_state_update_ref updates the state in place"
+
+
 def gguf_check():
     # llama.cpp's GGUF writer, reader and quantisers (pure Python over numpy).
     import tempfile
@@ -221,6 +236,7 @@ CHECKS = [
     ("safetensors", safetensors_check),
     ("rwkv", rwkv_check),
     ("fla-core", fla_check),
+    ("mamba-ssm", mamba_ssm_check),
     ("gguf", gguf_check),
 ]
 

@@ -15,7 +15,9 @@ reference is held to torch_forward itself; with groups, to torch_forward's one-t
 (which groups heads as mamba_ssm does) with mamba_ssm's grouped norm (rms_norm_ref of
 mamba_ssm/ops/triton/layernorm_gated.py, transcribed below) in place of transformers' norm. The
 models' logits ("want") are transformers' Mamba2ForCausalLM with each mixer's forward replaced by
-the reference's, in float64."""
+the reference's, in float64. The state-spaces files are also held to mamba_ssm's own math: its
+MambaLMHeadModel stepped as its generation steps it, with mamba_ssm 2.2.4's references of its
+kernels (selective_state_update_ref, rms_norm_ref; read from its files by mamba_ssm_ref.py)."""
 import json
 import math
 
@@ -28,6 +30,7 @@ from transformers import Mamba2Config, Mamba2ForCausalLM
 from transformers.models.mamba2.modeling_mamba2 import Mamba2Cache
 
 from layout_harness import assert_close, check_forms, recur_convert, refusal, tokens
+from mamba_ssm_ref import rms_norm_ref, selective_state_update_ref
 from recur_ref import gguf_mamba2
 from recur_ref.mixers import build_mixer
 
@@ -230,6 +233,79 @@ def test_layouts(case, tmp_path):
         rc, err = recur_convert(weights, "--config", config, "-o", out)
         assert rc == 0, err
         check_forms(out, xs, want)
+
+
+def mamba_ssm_logits(folder, xs):
+    """mamba_ssm's MambaLMHeadModel on the state-spaces files in `folder`, token by token as
+    its generation runs it, float64: per block the residual add and RMS norm (eps 1e-5),
+    then Mamba2.step: in_proj, the convolution's rolling state, the SSM step and the gated
+    norm by mamba_ssm's own references of its kernels (selective_state_update_ref: head h
+    reads group h // (H/G); rms_norm_ref over each group's features), out_proj; the final
+    norm and the head. Its step applies no dt_limit where its chunked forward clamps Δ
+    (mamba_chunk_scan_combined's dt_limit): with a limit, the forward's softplus and clamp
+    are applied here before the step rule, as recur computes the forward's math."""
+    cfg = json.loads((folder / "config.json").read_text())
+    sd = {k: v.double() for k, v in torch.load(folder / "pytorch_model.bin").items()}
+    ssm = cfg["ssm_cfg"]
+    d_ssm = ssm["expand"] * cfg["d_model"]
+    heads, p, groups, n = d_ssm // ssm["headdim"], ssm["headdim"], ssm["ngroups"], ssm["d_state"]
+    eps = 1e-5
+    rms = lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w  # noqa: E731
+    linear = lambda x, key: F.linear(x, sd[key + ".weight"], sd.get(key + ".bias"))  # noqa: E731
+    batch, positions = xs.shape
+    states = []
+    for i in range(cfg["n_layer"]):
+        width = sd[f"backbone.layers.{i}.mixer.conv1d.weight"].shape[0]
+        states.append((torch.zeros(batch, width, ssm["d_conv"], dtype=torch.float64),
+                       torch.zeros(batch, heads, p, n, dtype=torch.float64)))
+    head = sd.get("lm_head.weight", sd["backbone.embedding.weight"])
+    out = []
+    for t in range(positions):
+        hidden, residual = sd["backbone.embedding.weight"][torch.as_tensor(xs[:, t]).long()], None
+        for i, (conv_state, ssm_state) in enumerate(states):
+            m = f"backbone.layers.{i}.mixer."
+            residual = hidden if residual is None else hidden + residual
+            h = rms(residual, sd[f"backbone.layers.{i}.norm.weight"])
+            z, xbc, dt = torch.split(linear(h, m + "in_proj"), [d_ssm, d_ssm + 2 * groups * n, heads], -1)
+            conv_state.copy_(torch.roll(conv_state, shifts=-1, dims=-1))
+            conv_state[:, :, -1] = xbc
+            xbc = torch.sum(conv_state * sd[m + "conv1d.weight"][:, 0], dim=-1)
+            if m + "conv1d.bias" in sd:
+                xbc = xbc + sd[m + "conv1d.bias"]
+            x, b, c = torch.split(F.silu(xbc), [d_ssm, groups * n, groups * n], -1)
+            a = -torch.exp(sd[m + "A_log"])[:, None, None].expand(heads, p, n)
+            dt_bias, softplus = sd[m + "dt_bias"][:, None].expand(heads, p), True
+            dt = dt[:, :, None].expand(batch, heads, p)
+            if "dt_limit" in ssm:
+                dt = F.softplus(dt + dt_bias).clamp(*ssm["dt_limit"])
+                dt_bias, softplus = None, False
+            y = selective_state_update_ref(ssm_state, x.view(batch, heads, p), dt, a,
+                                           b.view(batch, groups, n), c.view(batch, groups, n),
+                                           sd[m + "D"][:, None].expand(heads, p), z=None,
+                                           dt_bias=dt_bias, dt_softplus=softplus)
+            y = rms_norm_ref(y.reshape(batch, d_ssm), sd[m + "norm.weight"], None, z=z, eps=eps,
+                             group_size=d_ssm // groups, norm_before_gate=False, upcast=False)
+            hidden = linear(y, m + "out_proj")
+        out.append(F.linear(rms(hidden + residual, sd["backbone.norm_f.weight"]), head))
+    return torch.stack(out, 1).numpy()
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_state_spaces_against_mamba_ssm(case, tmp_path):
+    """The state-spaces files against mamba_ssm's own math (mamba_ssm_logits), converted
+    with one command and held stepped, prefilled in uneven chunks, in batches and resumed;
+    the reference's logits (want_logits) agree with mamba_ssm's too."""
+    model = make_model(case)
+    positions, batch = case[9], case[10]
+    xs = tokens(positions + 1, batch, positions, case[8])
+    folder = state_spaces_files(model, case, tmp_path)
+    want = mamba_ssm_logits(folder, xs)
+    model.float().double()   # the weights as the file holds them (float32)
+    print(f"reference vs mamba_ssm: max |Δ| {assert_close(want_logits(model, case, xs), want, 'reference'):.2e}")
+    out = tmp_path / "state_spaces.recur"
+    rc, err = recur_convert(folder / "pytorch_model.bin", "--config", folder / "config.json", "-o", out)
+    assert rc == 0, err
+    print(f"recur vs mamba_ssm: max |Δ| {check_forms(out, xs, want):.2e}")
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
