@@ -243,34 +243,6 @@ HWY_INLINE hn::Vec<D> LoadWeightRow(D d, const DenseWeights& w, size_t o, size_t
 // ---------------------------------------------------------------------------
 // Row tiles
 
-#if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
-// Adds the 128-bit blocks of v: returns a 4-lane vector.
-template <class D>
-HWY_INLINE auto SumBlocks(D, hn::Vec<D> v) {
-  if constexpr (hn::MaxLanes(D()) > 4) {
-    const hn::Half<D> dh;
-    return SumBlocks(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
-  } else {
-    return v;
-  }
-}
-
-// Returns {Σa, Σb, Σc, Σe} (sums over all lanes of each input).
-template <class D>
-HWY_INLINE hn::Vec128<float> Sum4(D d, hn::Vec<D> a, hn::Vec<D> b, hn::Vec<D> c,
-                                  hn::Vec<D> e) {
-  // Per 128-bit block: t0 = [a0+a2, b0+b2, a1+a3, b1+b3], likewise t1 for c, e.
-  const auto t0 = hn::Add(hn::InterleaveLower(d, a, b), hn::InterleaveUpper(d, a, b));
-  const auto t1 = hn::Add(hn::InterleaveLower(d, c, e), hn::InterleaveUpper(d, c, e));
-  // 64-bit interleave: per block [Σa, Σb, Σc, Σe] over that block's lanes.
-  const hn::Repartition<uint64_t, D> d64;
-  const auto w0 = hn::BitCast(d64, t0);
-  const auto w1 = hn::BitCast(d64, t1);
-  const auto s = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, w0, w1)),
-                         hn::BitCast(d, hn::InterleaveUpper(d64, w0, w1)));
-  return SumBlocks(d, s);
-}
-#endif
 
 // y[b, o0 + o] (+)= bias[o0 + o] + Σ_i x[b, i]·w[o0 + o, i] for b < kB,
 // o < kO, w the weights of element type TW with scales of kind kS (kPerRow:

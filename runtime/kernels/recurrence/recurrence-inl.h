@@ -1,7 +1,7 @@
 // Per-target RecurrenceStep (see recurrence.h for the contract). Vectorised
-// over dk (a row of S is contiguous): per row, one pass for S a when the step
-// has a low-rank term (the row is then in L1 for the next), and one that
-// updates the row and accumulates y_i = S'·r.
+// over dk (a row of S is contiguous), four rows at a time: per row, one pass
+// for S a when the step has a low-rank term (the row is then in L1 for the
+// next), and one that updates the rows and accumulates y_i = S'·r.
 #if defined(RECUR_KERNELS_RECURRENCE_RECURRENCE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef RECUR_KERNELS_RECURRENCE_RECURRENCE_INL_H_
 #undef RECUR_KERNELS_RECURRENCE_RECURRENCE_INL_H_
@@ -49,37 +49,62 @@ HWY_INLINE V Next(V s, V w, V vi, V k, V sa, V b) {
   return next;
 }
 
-template <bool kVectorDecay, bool kLowRank, class D>
-HWY_INLINE void Rows(D d, const RecurrenceStepArgs& p, float* HWY_RESTRICT s,
-                     float* HWY_RESTRICT y) {
+// Rows [i0, i0 + kRows) of S: each row updated in place, y_i = S'_i·r. The
+// rows share the loads of w, k, b and r; kRows = 4 sums the rows' y together
+// (Sum4) instead of one horizontal sum each.
+template <size_t kRows, bool kVectorDecay, bool kLowRank, class D>
+HWY_INLINE void RowBlock(D d, const RecurrenceStepArgs& p, size_t i0, float* HWY_RESTRICT s,
+                         float* HWY_RESTRICT y) {
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d), dk = p.dk;
   const V w_scalar = hn::Set(d, p.w_scalar);
-  for (size_t i = 0; i < p.dv; ++i) {
-    float* HWY_RESTRICT row = s + i * dk;
-    const V sa = kLowRank ? hn::Set(d, Dot(d, row, p.a, dk)) : hn::Zero(d);
-    const V vi = hn::Set(d, p.v[i]);
-    V acc = hn::Zero(d);
-    size_t j = 0;
-    for (; j + N <= dk; j += N) {
-      const V w = kVectorDecay ? hn::LoadU(d, p.w + j) : w_scalar;
-      const V b = kLowRank ? hn::LoadU(d, p.b + j) : hn::Zero(d);
-      const V next = Next<kLowRank>(hn::LoadU(d, row + j), w, vi,
-                                                  hn::LoadU(d, p.k + j), sa, b);
-      hn::StoreU(next, d, row + j);
-      acc = hn::MulAdd(next, hn::LoadU(d, p.r + j), acc);
-    }
-    if (j < dk) {
-      const size_t n = dk - j;
-      const V w = kVectorDecay ? LoadTail(d, p.w + j, n) : w_scalar;
-      const V b = kLowRank ? LoadTail(d, p.b + j, n) : hn::Zero(d);
-      const V next = Next<kLowRank>(LoadTail(d, row + j, n), w, vi,
-                                                  LoadTail(d, p.k + j, n), sa, b);
-      StoreTail(next, d, row + j, n);
-      acc = hn::MulAdd(next, LoadTail(d, p.r + j, n), acc);
-    }
-    y[i] = hn::GetLane(hn::SumOfLanes(d, acc));
+  float* HWY_RESTRICT row[kRows];
+  V sa[kRows], vi[kRows], acc[kRows];
+  for (size_t r = 0; r < kRows; ++r) {
+    row[r] = s + (i0 + r) * dk;
+    sa[r] = kLowRank ? hn::Set(d, Dot(d, row[r], p.a, dk)) : hn::Zero(d);
+    vi[r] = hn::Set(d, p.v[i0 + r]);
+    acc[r] = hn::Zero(d);
   }
+  size_t j = 0;
+  for (; j + N <= dk; j += N) {
+    const V w = kVectorDecay ? hn::LoadU(d, p.w + j) : w_scalar;
+    const V b = kLowRank ? hn::LoadU(d, p.b + j) : hn::Zero(d);
+    const V k = hn::LoadU(d, p.k + j), rv = hn::LoadU(d, p.r + j);
+    for (size_t r = 0; r < kRows; ++r) {
+      const V next = Next<kLowRank>(hn::LoadU(d, row[r] + j), w, vi[r], k, sa[r], b);
+      hn::StoreU(next, d, row[r] + j);
+      acc[r] = hn::MulAdd(next, rv, acc[r]);
+    }
+  }
+  if (j < dk) {
+    const size_t n = dk - j;
+    const V w = kVectorDecay ? LoadTail(d, p.w + j, n) : w_scalar;
+    const V b = kLowRank ? LoadTail(d, p.b + j, n) : hn::Zero(d);
+    const V k = LoadTail(d, p.k + j, n), rv = LoadTail(d, p.r + j, n);
+    for (size_t r = 0; r < kRows; ++r) {
+      const V next = Next<kLowRank>(LoadTail(d, row[r] + j, n), w, vi[r], k, sa[r], b);
+      StoreTail(next, d, row[r] + j, n);
+      acc[r] = hn::MulAdd(next, rv, acc[r]);
+    }
+  }
+#if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
+  if constexpr (kRows == 4) {
+    hn::StoreU(Sum4(d, acc[0], acc[1], acc[2], acc[3]), hn::Full128<float>(), y + i0);
+    return;
+  }
+#endif
+  for (size_t r = 0; r < kRows; ++r) y[i0 + r] = hn::GetLane(hn::SumOfLanes(d, acc[r]));
+}
+
+template <bool kVectorDecay, bool kLowRank, class D>
+HWY_INLINE void Rows(D d, const RecurrenceStepArgs& p, float* HWY_RESTRICT s,
+                     float* HWY_RESTRICT y) {
+  size_t i = 0;
+#if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
+  for (; i + 4 <= p.dv; i += 4) RowBlock<4, kVectorDecay, kLowRank>(d, p, i, s, y);
+#endif
+  for (; i < p.dv; ++i) RowBlock<1, kVectorDecay, kLowRank>(d, p, i, s, y);
 }
 
 }  // namespace rec_detail
