@@ -418,10 +418,10 @@ HWY_INLINE float Q4KRow(const uint8_t* HWY_RESTRICT w, size_t blocks, const int8
     chunk(1, x256::BroadcastI16Lane<2>(scales), x256::BroadcastI16Lane<3>(scales));
     chunk(2, x256::BroadcastI16Lane<4>(scales), x256::BroadcastI16Lane<5>(scales));
     chunk(3, x256::BroadcastI16Lane<6>(scales), x256::BroadcastI16Lane<7>(scales));
-    acc = x256::MulAdd(x256::ToF32(sum), x256::SetF32(d[k] * kquant_detail::HalfAt(block)), acc);
+    acc = x256::MulAdd(x256::ToF32(sum), x256::SetF32(d[k] * x256::HalfToF32(block)), acc);
     int32_t m = 0;
     for (size_t j = 0; j < 8; ++j) m += codes[8 + j] * sums[8 * k + j];
-    m_sum += (d[k] * kquant_detail::HalfAt(block + 2)) * static_cast<float>(m);
+    m_sum += (d[k] * x256::HalfToF32(block + 2)) * static_cast<float>(m);
   }
   *mins = m_sum;
   return x256::SumOfLanes(acc);
@@ -464,7 +464,7 @@ HWY_INLINE float Q6KRow(const uint8_t* HWY_RESTRICT w, size_t blocks, const int8
       }
     }
     acc = x256::MulAdd(x256::ToF32(sum),
-                       x256::SetF32(d[k] * kquant_detail::HalfAt(block + ref::kQ6KD)), acc);
+                       x256::SetF32(d[k] * x256::HalfToF32(block + ref::kQ6KD)), acc);
   }
   *mins = 0.0f;
   return x256::SumOfLanes(acc);
@@ -540,11 +540,11 @@ HWY_INLINE float Q4KRow512(const uint8_t* HWY_RESTRICT w, size_t blocks,
       sum = x512::AddI32(sum, x512::MulAddPairsI16(lo, x512::PermuteI16(idx[2 * h], scales)));
       sum = x512::AddI32(sum, x512::MulAddPairsI16(hi, x512::PermuteI16(idx[2 * h + 1], scales)));
     }
-    acc = x512::MulAdd(x512::ToF32(sum), x512::SetF32(d[k] * kquant_detail::HalfAt(block)), acc);
+    acc = x512::MulAdd(x512::ToF32(sum), x512::SetF32(d[k] * x256::HalfToF32(block)), acc);
     // Σ_j m_j·Σ_{i in j} x_i in lanes 0..3 (the others zero), as ggml's acc_m.
     const x512::VecI m = x512::MulAddPairsI16(x512::LoadU8x8ToI16(codes + 8),
                                               x512::LoadLower16(sums + 8 * k));
-    m_acc = x512::MulAdd(x512::ToF32(m), x512::SetF32(d[k] * kquant_detail::HalfAt(block + 2)),
+    m_acc = x512::MulAdd(x512::ToF32(m), x512::SetF32(d[k] * x256::HalfToF32(block + 2)),
                          m_acc);
   }
   *mins = x512::SumOfLanes(m_acc);
@@ -591,7 +591,7 @@ HWY_INLINE float Q6KRow512(const uint8_t* HWY_RESTRICT w, size_t blocks,
                                     x512::PermuteI16(idx[2 * h + 1], scales)));
     }
     acc = x512::MulAdd(x512::ToF32(sum),
-                       x512::SetF32(d[k] * kquant_detail::HalfAt(block + ref::kQ6KD)), acc);
+                       x512::SetF32(d[k] * x256::HalfToF32(block + ref::kQ6KD)), acc);
   }
   return x512::SumOfLanes(acc);
 }

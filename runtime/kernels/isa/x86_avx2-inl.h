@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "hwy/highway.h"
 
@@ -71,6 +72,13 @@ HWY_INLINE void StoreMasked(float* p, MaskF m, VecF v) { _mm256_maskstore_ps(p, 
 // 8 f16 values at p as f32 (vcvtph2ps).
 HWY_INLINE VecF LoadF16ToF32(const void* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+}
+// The f16 value at p (little-endian bits, any alignment) as f32 (vcvtph2ps):
+// exact for every half, subnormals, infinities and NaNs included.
+HWY_INLINE float HalfToF32(const void* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, sizeof(bits));
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits)));
 }
 
 HWY_INLINE VecI And(VecI a, VecI b) { return _mm256_and_si256(a, b); }
