@@ -49,13 +49,45 @@ HWY_INLINE V Next(V s, V w, V vi, V k, V sa, V b) {
   return next;
 }
 
-// Rows [i0, i0 + kRows) of S: each row updated in place, y_i = S'_i·r. The
-// rows share the loads of w, k, b and r; kRows = 4 sums the rows' y together
-// (Sum4) instead of one horizontal sum each.
-template <size_t kRows, bool kVectorDecay, bool kLowRank, class D>
-HWY_INLINE void RowBlock(D d, const RecurrenceStepArgs& p, size_t i0, float* HWY_RESTRICT s,
+// Row i of S updated in place; y_i = S'_i·r.
+template <bool kVectorDecay, bool kLowRank, class D>
+HWY_INLINE void OneRow(D d, const RecurrenceStepArgs& p, size_t i, float* HWY_RESTRICT s,
+                       float* HWY_RESTRICT y) {
+  using V = hn::Vec<D>;
+  const size_t N = hn::Lanes(d), dk = p.dk;
+  const V w_scalar = hn::Set(d, p.w_scalar);
+  float* HWY_RESTRICT row = s + i * dk;
+  const V sa = kLowRank ? hn::Set(d, Dot(d, row, p.a, dk)) : hn::Zero(d);
+  const V vi = hn::Set(d, p.v[i]);
+  V acc = hn::Zero(d);
+  size_t j = 0;
+  for (; j + N <= dk; j += N) {
+    const V w = kVectorDecay ? hn::LoadU(d, p.w + j) : w_scalar;
+    const V b = kLowRank ? hn::LoadU(d, p.b + j) : hn::Zero(d);
+    const V next = Next<kLowRank>(hn::LoadU(d, row + j), w, vi, hn::LoadU(d, p.k + j), sa, b);
+    hn::StoreU(next, d, row + j);
+    acc = hn::MulAdd(next, hn::LoadU(d, p.r + j), acc);
+  }
+  if (j < dk) {
+    const size_t n = dk - j;
+    const V w = kVectorDecay ? LoadTail(d, p.w + j, n) : w_scalar;
+    const V b = kLowRank ? LoadTail(d, p.b + j, n) : hn::Zero(d);
+    const V next = Next<kLowRank>(LoadTail(d, row + j, n), w, vi, LoadTail(d, p.k + j, n), sa, b);
+    StoreTail(next, d, row + j, n);
+    acc = hn::MulAdd(next, LoadTail(d, p.r + j, n), acc);
+  }
+  y[i] = hn::GetLane(hn::SumOfLanes(d, acc));
+}
+
+#if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
+// Rows [i0, i0 + 4) of S as OneRow each, sharing the loads of w, k, b and r,
+// their y summed together (Sum4) instead of one horizontal sum each. Not on
+// scalable targets: their vectors cannot be array elements.
+template <bool kVectorDecay, bool kLowRank, class D>
+HWY_INLINE void FourRows(D d, const RecurrenceStepArgs& p, size_t i0, float* HWY_RESTRICT s,
                          float* HWY_RESTRICT y) {
   using V = hn::Vec<D>;
+  constexpr size_t kRows = 4;
   const size_t N = hn::Lanes(d), dk = p.dk;
   const V w_scalar = hn::Set(d, p.w_scalar);
   float* HWY_RESTRICT row[kRows];
@@ -88,23 +120,18 @@ HWY_INLINE void RowBlock(D d, const RecurrenceStepArgs& p, size_t i0, float* HWY
       acc[r] = hn::MulAdd(next, rv, acc[r]);
     }
   }
-#if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
-  if constexpr (kRows == 4) {
-    hn::StoreU(Sum4(d, acc[0], acc[1], acc[2], acc[3]), hn::Full128<float>(), y + i0);
-    return;
-  }
-#endif
-  for (size_t r = 0; r < kRows; ++r) y[i0 + r] = hn::GetLane(hn::SumOfLanes(d, acc[r]));
+  hn::StoreU(Sum4(d, acc[0], acc[1], acc[2], acc[3]), hn::Full128<float>(), y + i0);
 }
+#endif
 
 template <bool kVectorDecay, bool kLowRank, class D>
 HWY_INLINE void Rows(D d, const RecurrenceStepArgs& p, float* HWY_RESTRICT s,
                      float* HWY_RESTRICT y) {
   size_t i = 0;
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
-  for (; i + 4 <= p.dv; i += 4) RowBlock<4, kVectorDecay, kLowRank>(d, p, i, s, y);
+  for (; i + 4 <= p.dv; i += 4) FourRows<kVectorDecay, kLowRank>(d, p, i, s, y);
 #endif
-  for (; i < p.dv; ++i) RowBlock<1, kVectorDecay, kLowRank>(d, p, i, s, y);
+  for (; i < p.dv; ++i) OneRow<kVectorDecay, kLowRank>(d, p, i, s, y);
 }
 
 }  // namespace rec_detail
