@@ -243,7 +243,6 @@ HWY_INLINE hn::Vec<D> LoadWeightRow(D d, const DenseWeights& w, size_t o, size_t
 // ---------------------------------------------------------------------------
 // Row tiles
 
-
 // y[b, o0 + o] (+)= bias[o0 + o] + Σ_i x[b, i]·w[o0 + o, i] for b < kB,
 // o < kO, w the weights of element type TW with scales of kind kS (kPerRow:
 // the sum times the row's scale; kPerGroup: each stored value times its
