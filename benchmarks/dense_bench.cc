@@ -7,9 +7,10 @@
 // with q4_k, q6_k and q5_k beside int4, in turn (and q4_k, q6_k and int4 with
 // block-quantised activations, as llama.cpp multiplies them), and int4 row
 // panels streamed from DRAM beside the read probe. Buffers are 64-byte aligned.
-//   dense_bench [TARGET] [batches|panels]   e.g. AVX2 to pin dynamic dispatch to
-//   that target; `batches`: only the K-quant batch rows; `panels`: only the
-//   int4 panels from DRAM
+//   dense_bench [TARGET] [batches|panels|rows]   e.g. AVX2 to pin dynamic
+//   dispatch to that target; `batches`: only the K-quant batch rows; `panels`:
+//   only the int4 panels from DRAM; `rows`: only mat-vecs of the types of a
+//   GGUF file streamed from DRAM (RowsFromDram)
 // It also measures this core's FMA peak for reference (machine_limits.h).
 #include <algorithm>
 #include <chrono>
@@ -101,8 +102,8 @@ void FillKQuant(std::mt19937& rng, WeightType type, uint8_t* p, size_t blocks) {
   }
 }
 
-// A layer of random weights of `type` (int4: groups of 32 with f16 scales;
-// K-quants: FillKQuant), owning its bytes; total: the bytes a call streams.
+// A layer of random weights of `type` (f16 in [-1, 1]; int4 and q8_0: random
+// codes in groups of 32 with f16 scales; K-quants: FillKQuant), owning its bytes; total: the bytes a call streams.
 struct RandomWeights {
   hwy::AlignedFreeUniquePtr<uint8_t[]> bytes;
   hwy::AlignedFreeUniquePtr<uint16_t[]> scales;
@@ -119,7 +120,13 @@ RandomWeights MakeRandomWeights(std::mt19937& rng, WeightType type, size_t in, s
   r.w.type = type;
   r.w.in = static_cast<uint32_t>(in);
   r.w.out = static_cast<uint32_t>(out);
-  if (type == WeightType::kI4) {
+  if (type == WeightType::kF16) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (size_t i = 0; i < in * out; ++i) {
+      const uint16_t h = ToHalfBits(dist(rng), type);
+      std::memcpy(r.bytes.get() + 2 * i, &h, 2);
+    }
+  } else if (type == WeightType::kI4 || type == WeightType::kQ8_0) {
     for (size_t i = 0; i < wbytes; ++i) r.bytes[i] = static_cast<uint8_t>(rng());
     const size_t groups = out * in / 32;
     r.scales = hwy::AllocateAligned<uint16_t>(groups);
@@ -136,6 +143,7 @@ RandomWeights MakeRandomWeights(std::mt19937& rng, WeightType type, size_t in, s
 
 bool batches_only = false;  // the last argument "batches": KQuantBatches alone
 bool panels_only = false;   // the last argument "panels": I4PanelsFromDram alone
+bool rows_only = false;     // the last argument "rows": RowsFromDram alone
 
 // Batches through the K-quants (a prefill's and 8 streams' shapes of a 0.1B
 // RWKV-7, and a 1.5B's FFN output), f32 activations beside activations
@@ -276,6 +284,83 @@ void I4PanelsFromDram() {
   }
 }
 
+
+// Batch-1 mat-vecs streamed from DRAM as a decode step streams its layers:
+// `layers` copies of a layer (weights and scales in the session's weight-copy
+// memory, platform::AllocateStreamed: huge pages where the OS gives them),
+// together four times the last-level cache, run one after the other, beside
+// the read probe recur-bench divides by, in turn, 3 rounds: GB/s of stored
+// bytes (weights and scales) and the ratio. The shapes of the RWKV-7 0.4B and
+// 1.5B layers; the types of the llama.cpp comparison, each as a step of one
+// stream runs it by default, and q8_0 with blocks as llama.cpp multiplies it.
+void RowsFromDram() {
+  namespace k = recur::impl::kernels;
+  namespace platform = recur::impl::platform;
+  std::printf("\nmat-vec, batch 1, layers streamed from DRAM, 3 rounds in turn:\n");
+  std::printf("%-16s %-12s %7s %9s %9s %9s %7s\n", "in->out", "w", "layers", "us/layer", "GB/s",
+              "probe", "ratio");
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const size_t shapes[][2] = {{1024, 1024}, {1024, 4096}, {4096, 1024}, {2048, 8192}, {8192, 2048}};
+  struct Entry {
+    const char* name;
+    WeightType type;
+    k::Int8Activations int8;
+  };
+  const Entry entries[] = {{"f16", WeightType::kF16, k::Int8Activations::kAuto},
+                           {"q8_0", WeightType::kQ8_0, k::Int8Activations::kAuto},
+                           {"q8_0 blocks", WeightType::kQ8_0, k::Int8Activations::kBlocks},
+                           {"q4_k", WeightType::kQ4_K, k::Int8Activations::kAuto}};
+  for (const auto& s : shapes) {
+    const size_t in = s[0], out = s[1];
+    auto x = hwy::AllocateAligned<float>(in);
+    auto y = hwy::AllocateAligned<float>(out);
+    for (size_t i = 0; i < in; ++i) x[i] = dist(rng);
+    char name[64];
+    std::snprintf(name, sizeof(name), "%zu->%zu", in, out);
+    struct Layers {
+      std::vector<platform::StreamedArray<uint8_t>> bytes;
+      std::vector<platform::StreamedArray<uint16_t>> scales;
+      std::vector<k::DenseWeights> w;
+      size_t total = 0;
+    };
+    std::vector<Layers> all;
+    for (const Entry& e : entries) {
+      const RandomWeights r = MakeRandomWeights(rng, e.type, in, out);
+      const size_t wbytes = k::WeightBytes(e.type, in * out);
+      const size_t groups = r.scales ? in * out / 32 : 0;
+      Layers l;
+      const size_t count = std::max<size_t>(2, (size_t{128} << 20) / r.total);
+      for (size_t c = 0; c < count; ++c) {
+        l.bytes.push_back(platform::AllocateStreamed<uint8_t>(wbytes));
+        std::memcpy(l.bytes.back().get(), r.bytes.get(), wbytes);
+        k::DenseWeights w = r.w;
+        w.weight = l.bytes.back().get();
+        if (groups != 0) {
+          l.scales.push_back(platform::AllocateStreamed<uint16_t>(groups));
+          std::memcpy(l.scales.back().get(), r.scales.get(), groups * 2);
+          w.group_scales = l.scales.back().get();
+        }
+        l.w.push_back(w);
+      }
+      l.total = r.total * count;
+      all.push_back(std::move(l));
+    }
+    for (int round = 0; round < 3; ++round) {
+      for (size_t j = 0; j < all.size(); ++j) {
+        const Layers& l = all[j];
+        const Timing t = TimePerCall([&] {
+          for (const k::DenseWeights& w : l.w) k::Dense(x.get(), in, 1, w, y.get(), out, false, entries[j].int8);
+        });
+        const double rate = double(l.total) / t.median;
+        const double probe = bench::MeasureReadBandwidth(l.total);
+        std::printf("%-16s %-12s %7zu %9.1f %9.1f %9.1f %6.0f%%\n", name, entries[j].name,
+                    l.w.size(), t.median / double(l.w.size()) * 1e6, rate * 1e-9, probe * 1e-9,
+                    100.0 * rate / probe);
+      }
+    }
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -285,6 +370,9 @@ int main(int argc, char** argv) {
   } else if (argc > 1 && std::strcmp(argv[argc - 1], "panels") == 0) {
     --argc;
     panels_only = true;
+  } else if (argc > 1 && std::strcmp(argv[argc - 1], "rows") == 0) {
+    --argc;
+    rows_only = true;
   }
   if (argc > 1) {
     int64_t pick = 0;
@@ -305,6 +393,10 @@ int main(int argc, char** argv) {
   }
   if (panels_only) {
     I4PanelsFromDram();
+    return 0;
+  }
+  if (rows_only) {
+    RowsFromDram();
     return 0;
   }
   // The same measurement recur-bench prints, on the dispatch target above.

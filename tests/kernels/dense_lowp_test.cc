@@ -344,6 +344,30 @@ TEST_CASE("Dense lowp: real sizes, L2 out-chunks, very wide rows") {
   });
 }
 
+// One batch row against a layer of a MiB or more with x in L1 reads the
+// rows one after the other as one stream (StreamRows in dense-inl.h): its
+// row tails, outputs past a multiple of 4, group sizes other than 32, and
+// the boundary where x grows past L1 and the tiles take over.
+TEST_CASE("Dense lowp: batch-1 layers of a MiB or more, one stream, all targets") {
+  struct Shape {
+    size_t in, out, group;
+  };
+  const Shape shapes[] = {{1024, 1101, 32}, {1000, 1104, 32}, {4096, 257, 32},
+                          {4100, 300, 32},  {1024, 1100, 64}, {2048, 600, 2048}};
+  ForEachTarget([&](const std::string&) {
+    for (WeightType type : kNarrowTypes) {
+      std::mt19937 rng(77);
+      size_t k = 0;
+      for (const Shape& sh : shapes) {
+        if (type != WeightType::kQ8_0 && sh.group != 32) continue;
+        ++k;
+        RECUR_CHECK_LOWP(rng, (LowpCase{type, 1, sh.in, sh.out, k % 3, k % 2, k % 4,
+                                        k % 2 == 0, k % 3 != 0, false, sh.group}));
+      }
+    }
+  });
+}
+
 TEST_CASE("Dense lowp: Rows() slices equal the whole layer") {
   // The threaded engine runs a layer as slices w.Rows(begin, end) writing
   // y + begin; the slices must address the right weights, scales and bias.
