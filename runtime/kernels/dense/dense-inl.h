@@ -8,8 +8,9 @@
 // Each output is a dot product of an x row and a w row, both contiguous over
 // `in`, so a tile keeps kB×kO vector accumulators (kB batch rows × kO weight
 // rows), streams both with unaligned loads and reduces horizontally at the end:
-//   - batch == 1: a 1×8 tile (8 independent FMA chains); the mat-vec streams
-//     w at L2/L3 bandwidth.
+//   - batch == 1: a 1×8 tile (8 independent FMA chains) for layers that come
+//     from L2; from 1 MiB of weights (L3 or DRAM) StreamRows instead reads
+//     the rows one after the other as one prefetched stream.
 //   - batch >= 2: kMaxB×4 tiles (6×4 = 24 accumulators on AVX-512, 3×4 with
 //     16 registers): kB + 4 loads per 4·kB FMAs. The final reduction costs
 //     ~3 shuffle/add ops per output (~20% at in = 256).
