@@ -37,6 +37,7 @@
 #include "kernels/dense/dense_blockq_gemm-inl.h"
 #include "kernels/dense/dense_kquant-inl.h"
 #include "kernels/dense/dense_ref.h"
+#include "kernels/dispatch/target_limit.h"
 #include "kernels/isa/isa-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -473,7 +474,8 @@ HWY_INLINE float Q6KRow(const uint8_t* HWY_RESTRICT w, size_t blocks, const int8
 #if RECUR_ISA_AVX3
 // 512-bit forms of Q4KRow and Q6KRow for the AVX-512 targets: 64 codes a
 // vector, products summed in pairs (maddubs) and by the sub-blocks' scales
-// permuted to their lanes (vpermw, madd). Their activations come prepared
+// permuted to their lanes (vpermw, madd; vpdpwssd where Avx512VnniEnabled).
+// Their activations come prepared
 // once per call (Prepared512).
 namespace x512 = isa::x512;
 
@@ -516,6 +518,20 @@ HWY_INLINE x512::VecI HalvesI16(int16_t a, int16_t b) {
   return _mm512_mask_set1_epi16(x512::SetI16(a), 0xFFFF0000u, b);
 }
 
+// sum + Σ pairs a·b (i16 lanes into i32): one vpdpwssd with VNNI, else
+// vpmaddwd and an add (the same sums: no pair reaches the one vpmaddwd wraps).
+// dense_bench, 1×4,096² with blocks (AMD Zen 5, three rounds each): q6_k
+// 52 → 55.5 GB/s, q4_k 40.6 → 41.4.
+template <bool kVnni>
+HWY_INLINE x512::VecI AddPairProducts(x512::VecI sum, x512::VecI a, x512::VecI b) {
+  if constexpr (kVnni) {
+    return x512::DotI16Accumulate(sum, a, b);
+  } else {
+    return x512::AddI32(sum, x512::MulAddPairsI16(a, b));
+  }
+}
+
+template <bool kVnni>
 HWY_INLINE float Q4KRow512(const uint8_t* HWY_RESTRICT w, size_t blocks,
                            const int8_t* HWY_RESTRICT xo, const float* HWY_RESTRICT d,
                            const int16_t* HWY_RESTRICT sums, float* mins) {
@@ -537,8 +553,8 @@ HWY_INLINE float Q4KRow512(const uint8_t* HWY_RESTRICT w, size_t blocks,
       const x512::VecI lo = x512::MulAddPairsU8I8(x512::And(b, low), x512::LoadU(x + 128 * h));
       const x512::VecI hi = x512::MulAddPairsU8I8(x512::And(x512::ShiftRightU16<4>(b), low),
                                                   x512::LoadU(x + 128 * h + 64));
-      sum = x512::AddI32(sum, x512::MulAddPairsI16(lo, x512::PermuteI16(idx[2 * h], scales)));
-      sum = x512::AddI32(sum, x512::MulAddPairsI16(hi, x512::PermuteI16(idx[2 * h + 1], scales)));
+      sum = AddPairProducts<kVnni>(sum, lo, x512::PermuteI16(idx[2 * h], scales));
+      sum = AddPairProducts<kVnni>(sum, hi, x512::PermuteI16(idx[2 * h + 1], scales));
     }
     acc = x512::MulAdd(x512::ToF32(sum), x512::SetF32(d[k] * x256::HalfToF32(block)), acc);
     // Σ_j m_j·Σ_{i in j} x_i in lanes 0..3 (the others zero), as ggml's acc_m.
@@ -551,6 +567,7 @@ HWY_INLINE float Q4KRow512(const uint8_t* HWY_RESTRICT w, size_t blocks,
   return x512::SumOfLanes(acc);
 }
 
+template <bool kVnni>
 HWY_INLINE float Q6KRow512(const uint8_t* HWY_RESTRICT w, size_t blocks,
                            const int8_t* HWY_RESTRICT q, const float* HWY_RESTRICT d,
                            const int16_t* HWY_RESTRICT sums) {
@@ -584,11 +601,10 @@ HWY_INLINE float Q6KRow512(const uint8_t* HWY_RESTRICT w, size_t blocks,
       const x512::VecI e1 =
           x512::Or(x512::And(x512::ShiftRightU16<4>(ql), low),
                    x512::ShiftLeftU16<4>(x512::And(x512::ShiftRightU16<4>(qh), two)));
-      sum = x512::AddI32(sum, x512::MulAddPairsI16(x512::MulAddPairsU8I8(e0, x512::LoadU(x + 128 * h)),
-                                                   x512::PermuteI16(idx[2 * h], scales)));
-      sum = x512::AddI32(
-          sum, x512::MulAddPairsI16(x512::MulAddPairsU8I8(e1, x512::LoadU(x + 128 * h + 64)),
-                                    x512::PermuteI16(idx[2 * h + 1], scales)));
+      sum = AddPairProducts<kVnni>(sum, x512::MulAddPairsU8I8(e0, x512::LoadU(x + 128 * h)),
+                                   x512::PermuteI16(idx[2 * h], scales));
+      sum = AddPairProducts<kVnni>(sum, x512::MulAddPairsU8I8(e1, x512::LoadU(x + 128 * h + 64)),
+                                   x512::PermuteI16(idx[2 * h + 1], scales));
     }
     acc = x512::MulAdd(x512::ToF32(sum),
                        x512::SetF32(d[k] * x256::HalfToF32(block + ref::kQ6KD)), acc);
@@ -615,6 +631,7 @@ HWY_INLINE bool X86Rows(size_t rows, const QuantizedRows& a, const DenseWeights&
   HWY_ALIGN float dd[kQBytes / 32];
 #if RECUR_ISA_AVX3
   const bool wide = w.type == WeightType::kQ4_K || w.type == WeightType::kQ6_K;
+  const bool vnni = wide && Avx512VnniEnabled();
   Prepared512 prepared;
   if (wide) Prepare512(w.type, rows, a, in, &prepared);
 #endif
@@ -627,10 +644,12 @@ HWY_INLINE bool X86Rows(size_t rows, const QuantizedRows& a, const DenseWeights&
       float mins = 0.0f, s = 0.0f;
 #if RECUR_ISA_AVX3
       if (wide) {
+        const int16_t* sums = prepared.sums + r * (in / (w.type == WeightType::kQ4_K ? 32 : 16));
         if (w.type == WeightType::kQ4_K) {
-          s = Q4KRow512(row, blocks, prepared.q + r * in, d, prepared.sums + r * (in / 32), &mins);
+          s = vnni ? Q4KRow512<true>(row, blocks, prepared.q + r * in, d, sums, &mins)
+                   : Q4KRow512<false>(row, blocks, prepared.q + r * in, d, sums, &mins);
         } else {
-          s = Q6KRow512(row, blocks, q, d, prepared.sums + r * (in / 16));
+          s = vnni ? Q6KRow512<true>(row, blocks, q, d, sums) : Q6KRow512<false>(row, blocks, q, d, sums);
         }
         s -= mins;
         if (w.bias != nullptr) s += w.bias[o];

@@ -1,7 +1,7 @@
 // The one place that picks, per Highway target, the named operations that
 // Highway 1.0.3 cannot express (design.md, principle 7): dot products of
 // bytes, the sign trick, lane transposes, horizontal sums in a fixed order,
-// AVX512-VNNI's vpdpbusd, a non-temporal prefetch. Each is a small
+// AVX512-VNNI's vpdpbusd and vpdpwssd, a non-temporal prefetch. Each is a small
 // documented inline function in the file of its instruction set, the only
 // files with intrinsics in the kernels; kernels call them by name. Include
 // from a kernel family's -inl.h (kernels/common-inl.h includes it).
@@ -10,7 +10,8 @@
 //   x86_ssse3-inl.h      SSSE3, SSE4                  isa::x128; I8DotStep128, I4DotStep128
 //   x86_avx2-inl.h       AVX2 and every AVX-512 one   isa::x256; I8DotStep256, I4DotStep256
 //   x86_avx3-inl.h       AVX-512 (AVX3 and better)    isa::x512; I8DotStep512
-//   x86_avx3_vnni-inl.h  AVX-512 (AVX3 and better)    vpdpbusd (x512::, x256::DotU8I8Accumulate,
+//   x86_avx3_vnni-inl.h  AVX-512 (AVX3 and better)    vpdpbusd, vpdpwssd (x512::, x256::
+//                                                     DotU8I8Accumulate, x512::DotI16Accumulate,
 //                                                     I8DotStepVnni): only where
 //                                                     Avx512VnniEnabled() (dispatch/)
 //   arm_neon-inl.h       NEON on arm64                isa::neon; I8DotStepNeon, I4DotStepNeon

@@ -42,6 +42,13 @@ HWY_INLINE VecI DotU8I8BroadcastAccumulate(VecI acc, VecI u, const int8_t* s) {
   return acc;
 }
 
+// acc[j] += a[2j]·b[2j] + a[2j+1]·b[2j+1] (i16 lanes, i32 lanes j): vpmaddwd
+// and the add in one operation (vpdpwssd), the sum wrapping.
+HWY_INLINE VecI DotI16Accumulate(VecI acc, VecI a, VecI b) {
+  __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+
 // acc[j] += a[2j]·s[0] + a[2j+1]·s[1] (i16 lanes of a, i32 lanes j): the two
 // i16 at s broadcast to every lane from memory (vpdpwssd), the sum wrapping.
 HWY_INLINE VecI DotI16BroadcastAccumulate(VecI acc, VecI a, const int16_t* s) {
