@@ -475,8 +475,7 @@ HWY_INLINE float Q6KRow(const uint8_t* HWY_RESTRICT w, size_t blocks, const int8
 // 512-bit forms of Q4KRow and Q6KRow for the AVX-512 targets: 64 codes a
 // vector, products summed in pairs (maddubs) and by the sub-blocks' scales
 // permuted to their lanes (vpermw, madd; vpdpwssd where Avx512VnniEnabled).
-// Their activations come prepared
-// once per call (Prepared512).
+// Their activations come prepared once per call (Prepared512).
 namespace x512 = isa::x512;
 
 // Per activation row: q4_k's codes in Q4KRow512's order (per block, inputs
