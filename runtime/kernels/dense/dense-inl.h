@@ -821,15 +821,8 @@ HWY_INLINE void PanelTile(D d, const float* HWY_RESTRICT xt, const float* HWY_RE
       hn::Store(q3, d, tmp + 3 * N);
       // Batch lane l = 4·blk + m: its 4 outputs are block blk of q_m.
       for (size_t l = 0; l < N; ++l) {
-        auto v4 = hn::Load(d4, tmp + (l % 4) * N + (l / 4) * 4);
-        float* HWY_RESTRICT dst = y + (j * N + l) * y_stride + o + g;
-        if (nr == 4) {
-          if (accumulate) v4 = hn::Add(v4, hn::LoadU(d4, dst));
-          hn::StoreU(v4, d4, dst);
-        } else {
-          if (accumulate) v4 = hn::Add(v4, LoadTail(d4, dst, nr));
-          StoreTail(v4, d4, dst, nr);
-        }
+        StoreOutputs(d4, hn::Load(d4, tmp + (l % 4) * N + (l / 4) * 4), nr,
+                     y + (j * N + l) * y_stride + o + g, accumulate);
       }
     }
   }
