@@ -12,7 +12,7 @@
 //     of 16·n (shifted right by 4 per block: exact), so 64 stored bytes cost
 //     four integer operations where the row layout's tiles (dense_i4-inl.h)
 //     spend about eight; each block's i32 sum is converted and FMAed by its
-//     scale into f32 lanes. Two panels run side by side for two rows.
+//     scale into f32 lanes. Two panels run side by side.
 //   AVX2 and AVX-512 without VNNI: per 32 bytes (8 rows) lo and hi nibbles
 //     each take one maddubs against 4 broadcast activation bytes; the i16
 //     pairs of a block's 4 vectors are added in i16 (≤ 8·3810 < 2^15) and
@@ -51,8 +51,6 @@ namespace i4p_detail {
 inline constexpr size_t kR = kI4PanelRows;
 inline constexpr size_t kBlockBytes = kR * kI4Block / 2;  // nibbles of one block, 256
 inline constexpr size_t kMaxBlocks = kDenseI4DotMaxIn / kI4Block;
-// Bytes ahead of its reads that one activation row's panels prefetch.
-inline constexpr size_t kPanelsAhead = 8192;
 
 // One output: y (+)= bias + scale_x·sum (DenseI4Dot's finish).
 HWY_INLINE void Finish(float sum, float scale_x, const float* bias, float* y, bool accumulate) {
@@ -101,20 +99,15 @@ namespace x512 = isa::x512;
 // kB activation rows (row b at q + b·q_stride, block sums xs + b·blocks)
 // against kP panels side by side (base[k]: panel k's first byte), all
 // blocks; f[b][k]: the f32 lanes, one weight row each. Each loaded vector is
-// unpacked once for the kB rows. With `ahead`, per block the ahead_step
-// bytes from ahead + b·ahead_step are prefetched.
+// unpacked once for the kB rows.
 template <size_t kB, size_t kP>
 HWY_INLINE void VnniPanels(const int8_t* q, size_t q_stride, const int32_t* xs,
-                           const uint8_t* const* base, size_t blocks, x512::VecF (*f)[kP],
-                           const uint8_t* ahead = nullptr, size_t ahead_step = 0) {
+                           const uint8_t* const* base, size_t blocks, x512::VecF (*f)[kP]) {
   const x512::VecI lo4 = x512::SetI8(0x0F), hi4 = x512::SetI8(static_cast<int8_t>(0xF0));
   for (size_t bi = 0; bi < kB; ++bi) {
     for (size_t k = 0; k < kP; ++k) f[bi][k] = x512::ZeroF();
   }
   for (size_t b = 0; b < blocks; ++b) {
-    if (ahead != nullptr) {
-      for (size_t k = 0; k < ahead_step; k += 64) isa::PrefetchOnce(ahead + b * ahead_step + k);
-    }
     x512::VecI lo[kB][kP], hi[kB][kP];
     for (size_t bi = 0; bi < kB; ++bi) {
       for (size_t k = 0; k < kP; ++k) {
@@ -153,30 +146,21 @@ HWY_INLINE void VnniFinish(x512::VecF f, float qs, const float* bias, float* y, 
   x512::StoreMasked(y, mask, v);
 }
 
-// Panels [p0, p1) for kB activation rows: kP = 2 panels side by side for 2
-// rows, one for more (the i32 and f32 sums of kB·kP (row, panel) pairs stay
-// in registers). One row (a decode step, streaming its weights from DRAM)
-// reads one panel at a time, its panels as one stream prefetched
-// kPanelsAhead bytes ahead at the pace it reads them (dense_bench panels,
-// AMD Zen 5: 768→3072 72-82% of the read probe with two panels side by side
-// and no prefetch, 83-91% so).
+// Panels [p0, p1) for kB activation rows: kP = 2 panels side by side for up
+// to 2 rows, one for more (the i32 and f32 sums of kB·kP (row, panel) pairs
+// stay in registers).
 template <size_t kB>
 HWY_NOINLINE void PanelsVnni(const int8_t* q, size_t q_stride, const float* qs,
                              const int32_t* xs, const uint8_t* panels, const DenseWeights& w,
                              size_t p0, size_t p1, float* y, size_t y_stride, bool accumulate) {
-  constexpr size_t kP = kB == 2 ? 2 : 1;
+  constexpr size_t kP = kB <= 2 ? 2 : 1;
   const size_t blocks = w.in / kI4Block, panel_bytes = DenseI4PanelStride(w.in);
   for (size_t p = p0; p < p1; p += kP) {
     const size_t np = std::min(kP, p1 - p);
     const uint8_t* base[kP];
     for (size_t k = 0; k < kP; ++k) base[k] = panels + (p + std::min(k, np - 1)) * panel_bytes;
     x512::VecF f[kB][kP];
-    if constexpr (kB == 1) {
-      const size_t step = (panel_bytes + blocks - 1) / blocks;
-      VnniPanels<kB, kP>(q, q_stride, xs, base, blocks, f, base[0] + kPanelsAhead, step);
-    } else {
-      VnniPanels<kB, kP>(q, q_stride, xs, base, blocks, f);
-    }
+    VnniPanels<kB, kP>(q, q_stride, xs, base, blocks, f);
     for (size_t k = 0; k < np; ++k) {
       const size_t o = (p + k) * kR;
       for (size_t bi = 0; bi < kB; ++bi) {
