@@ -245,14 +245,20 @@ HWY_INLINE hn::Vec<D> LoadWeightRow(D d, const DenseWeights& w, size_t o, size_t
 // Row tiles
 
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
+// p[0, n) (n ≤ 4) as lanes, zeros past n: the scales, biases or outputs of
+// up to four consecutive outputs.
+HWY_INLINE hn::Vec128<float> LoadOutputs(hn::Full128<float> d4, const float* HWY_RESTRICT p,
+                                         size_t n) {
+  return n == 4 ? hn::LoadU(d4, p) : LoadTail(d4, p, n);
+}
+
 // y[0, n) = s's first n lanes (n ≤ 4), or += with accumulate.
 HWY_INLINE void StoreOutputs(hn::Full128<float> d4, hn::Vec128<float> s, size_t n,
                              float* HWY_RESTRICT y, bool accumulate) {
+  if (accumulate) s = hn::Add(s, LoadOutputs(d4, y, n));
   if (n == 4) {
-    if (accumulate) s = hn::Add(s, hn::LoadU(d4, y));
     hn::StoreU(s, d4, y);
   } else {
-    if (accumulate) s = hn::Add(s, LoadTail(d4, y, n));
     StoreTail(s, d4, y, n);
   }
 }
@@ -406,10 +412,10 @@ HWY_INLINE void Tile(D d, const float* const* HWY_RESTRICT xr, const TW* HWY_RES
     const size_t n = std::min<size_t>(4, kO - g);
     const float* bias_g = bias0 ? bias0 + g : nullptr;
     hn::Vec128<float> bv = hn::Zero(d4);
-    if (bias_g) bv = (n == 4) ? hn::LoadU(d4, bias_g) : LoadTail(d4, bias_g, n);
+    if (bias_g) bv = LoadOutputs(d4, bias_g, n);
     [[maybe_unused]] hn::Vec128<float> sv = hn::Set(d4, 1.0f);
     if constexpr (kRowScaled) {
-      sv = (n == 4) ? hn::LoadU(d4, scales0.row + g) : LoadTail(d4, scales0.row + g, n);
+      sv = LoadOutputs(d4, scales0.row + g, n);
     }
     for (size_t b = 0; b < kB; ++b) {
       const V z = hn::Zero(d);
@@ -509,8 +515,8 @@ HWY_INLINE hn::Vec<D> StreamRowDot(D d, const float* HWY_RESTRICT x, const TW* H
 // bytes ahead. The tiles read kOWide rows side by side, a stream per row,
 // each too short for the hardware prefetchers to reach the memory's rate.
 // `dense_bench rows` (layers streamed from DRAM, AMD Zen 5, AVX3_VNNI), of
-// the read probe's rate: f16 86-96% against 67-82% for the tiles, q8_0
-// 80-90% against 65-75%, at 1,024-4,096 inputs.
+// the read probe's rate: f16 82-96% against 67-84% for the tiles, q8_0
+// 80-90% against 60-76%, at 1,024-4,096 inputs (docs/performance.md).
 template <WeightScales kS, class D, typename TW>
 HWY_NOINLINE void StreamRows(D d, const float* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
                              TileScales scales, const float* HWY_RESTRICT bias, size_t in,
@@ -534,9 +540,9 @@ HWY_NOINLINE void StreamRows(D d, const float* HWY_RESTRICT x, const TW* HWY_RES
     }
     auto s = Sum4(d, a[0], a[1], a[2], a[3]);
     if constexpr (kS == WeightScales::kPerRow) {
-      s = hn::Mul(s, n == 4 ? hn::LoadU(d4, scales.row + o) : LoadTail(d4, scales.row + o, n));
+      s = hn::Mul(s, LoadOutputs(d4, scales.row + o, n));
     }
-    if (bias) s = hn::Add(s, n == 4 ? hn::LoadU(d4, bias + o) : LoadTail(d4, bias + o, n));
+    if (bias) s = hn::Add(s, LoadOutputs(d4, bias + o, n));
     StoreOutputs(d4, s, n, y + o, accumulate);
   }
 }
