@@ -292,7 +292,9 @@ void I4PanelsFromDram() {
 // the read probe recur-bench divides by, in turn, 3 rounds: GB/s of stored
 // bytes (weights and scales) and the ratio. The shapes of the RWKV-7 0.4B and
 // 1.5B layers; the types of the llama.cpp comparison, each as a step of one
-// stream runs it by default, and q8_0 with blocks as llama.cpp multiplies it.
+// stream runs it by default (q4_k from the K-quant tiles a session of one
+// stream lays out, where it does), q8_0 with blocks as llama.cpp multiplies
+// it, and q4_k's row forms on the model's bytes.
 void RowsFromDram() {
   namespace k = recur::impl::kernels;
   namespace platform = recur::impl::platform;
@@ -306,11 +308,13 @@ void RowsFromDram() {
     const char* name;
     WeightType type;
     k::Int8Activations int8;
+    bool tiles;  // from K-quant tiles (DenseKQuantTilesQ8)
   };
-  const Entry entries[] = {{"f16", WeightType::kF16, k::Int8Activations::kAuto},
-                           {"q8_0", WeightType::kQ8_0, k::Int8Activations::kAuto},
-                           {"q8_0 blocks", WeightType::kQ8_0, k::Int8Activations::kBlocks},
-                           {"q4_k", WeightType::kQ4_K, k::Int8Activations::kAuto}};
+  const Entry entries[] = {{"f16", WeightType::kF16, k::Int8Activations::kAuto, false},
+                           {"q8_0", WeightType::kQ8_0, k::Int8Activations::kAuto, false},
+                           {"q8_0 blocks", WeightType::kQ8_0, k::Int8Activations::kBlocks, false},
+                           {"q4_k rows", WeightType::kQ4_K, k::Int8Activations::kAuto, false},
+                           {"q4_k tiles", WeightType::kQ4_K, k::Int8Activations::kBlocks, true}};
   for (const auto& s : shapes) {
     const size_t in = s[0], out = s[1];
     auto x = hwy::AllocateAligned<float>(in);
@@ -327,13 +331,22 @@ void RowsFromDram() {
     std::vector<Layers> all;
     for (const Entry& e : entries) {
       const RandomWeights r = MakeRandomWeights(rng, e.type, in, out);
-      const size_t wbytes = k::WeightBytes(e.type, in * out);
+      const size_t tile_bytes = e.tiles ? k::DenseKQuantTileBytes(r.w) : 0;
+      if (e.tiles && tile_bytes == 0) {
+        all.emplace_back();  // no tiles on this CPU
+        continue;
+      }
+      const size_t wbytes = e.tiles ? tile_bytes : k::WeightBytes(e.type, in * out);
       const size_t groups = r.scales ? in * out / 32 : 0;
       Layers l;
       const size_t count = std::max<size_t>(2, (size_t{128} << 20) / r.total);
       for (size_t c = 0; c < count; ++c) {
         l.bytes.push_back(platform::AllocateStreamed<uint8_t>(wbytes));
-        std::memcpy(l.bytes.back().get(), r.bytes.get(), wbytes);
+        if (e.tiles) {
+          k::PackDenseKQuantTiles(r.w, l.bytes.back().get());
+        } else {
+          std::memcpy(l.bytes.back().get(), r.bytes.get(), wbytes);
+        }
         k::DenseWeights w = r.w;
         w.weight = l.bytes.back().get();
         if (groups != 0) {
@@ -349,8 +362,17 @@ void RowsFromDram() {
     for (int round = 0; round < 3; ++round) {
       for (size_t j = 0; j < all.size(); ++j) {
         const Layers& l = all[j];
+        if (l.w.empty()) continue;
+        const size_t tiles = k::DenseKQuantTiles(out);
         const Timing t = TimePerCall([&] {
-          for (const k::DenseWeights& w : l.w) k::Dense(x.get(), in, 1, w, y.get(), out, false, entries[j].int8);
+          for (size_t c = 0; c < l.w.size(); ++c) {
+            if (entries[j].tiles) {
+              k::DenseKQuantTilesQ8(x.get(), in, 1, l.bytes[c].get(), l.w[c], 0, tiles,
+                                    y.get(), out, false);
+            } else {
+              k::Dense(x.get(), in, 1, l.w[c], y.get(), out, false, entries[j].int8);
+            }
+          }
         });
         const double rate = double(l.total) / t.median;
         const double probe = bench::MeasureReadBandwidth(l.total);

@@ -47,7 +47,9 @@ ln -sfn build/bin "$dir/bin"   # llama.cpp puts programs and shared libraries in
 rm -rf "$dir/python"
 mkdir -p "$dir/python"
 cp -r "$src/llama_cpp" "$dir/python/"
-LLAMA_CPP_LIB_PATH="$dir/bin" PYTHONPATH="$dir/python" "$dir/venv/bin/python" -c \
-  'import llama_cpp, gguf; print("llama-cpp-python", llama_cpp.__version__, "gguf", gguf.__version__ if hasattr(gguf, "__version__") else "0.19.0")'
+# The bindings as the benchmark loads them (llama_peer: the package's high-level API
+# and its dependencies are not needed).
+PYTHONPATH="$here" "$dir/venv/bin/python" -c \
+  'import sys, gguf, llama_peer; llama_peer.load(sys.argv[1]); print("llama.cpp bindings and gguf load")' "$dir"
 "$dir/bin/llama-bench" --help > /dev/null
 echo "llama-cpp-setup: ready in $dir"

@@ -41,10 +41,13 @@ struct DensePlan {
   // when this is set; backends that always copy are skipped by the
   // automatic choice when it is not).
   bool pack_weights = false;
-  // The op may keep int4 layers as row panels (kernels::PackDenseI4Panels:
-  // 0.5625 bytes per weight) for calls of one row, where the CPU runs those
-  // faster (kernels::DenseI4PanelsPreferred).
-  bool pack_int4 = false;
+  // The op may keep copies laid out for calls of one row (a step of one
+  // stream) where the CPU runs those faster: int4 layers as row panels
+  // (kernels::PackDenseI4Panels: 0.5625 bytes per weight, where
+  // kernels::DenseI4PanelsPreferred), q4_k layers as K-quant tiles
+  // (kernels::PackDenseKQuantTiles: the layer's bytes, where
+  // kernels::DenseKQuantTileBytes is not 0).
+  bool pack_for_steps = false;
   // How highway runs int8 weights (other backends ignore it).
   kernels::Int8Activations int8 = kernels::Int8Activations::kFloat;
 };

@@ -5,13 +5,15 @@
 // on the packed GEMM, panels split over the pool. int8 and int4 layers that
 // run on integer dot products (DensePlan::int8, kernels::DenseI8Dot and
 // DenseI4Dot) read the model's bytes and are never packed in f32; with
-// DensePlan::pack_int4, int4 layers with groups of 32 also keep row panels
+// DensePlan::pack_for_steps, int4 layers with groups of 32 also keep row panels
 // (kernels::PackDenseI4Panels) for calls of up to kI4PanelMaxBatch rows where
 // the CPU runs them faster: the rows are quantised once, the panels split
 // over the pool. The layers kernels::RunsBlockQ8 names (with
 // Int8Activations::kBlocks every layer DenseBlockQ8 takes) run on it,
 // unpacked, or (q4_k and q6_k with DensePlan::pack_weights, on AVX-512 with
-// VNNI) on tiles laid out once for its GEMM (kernels::PackDenseKQuantTiles).
+// VNNI) on tiles laid out once for its GEMM (kernels::PackDenseKQuantTiles),
+// as are q4_k layers with DensePlan::pack_for_steps for a step's single
+// rows (kernels::DenseKQuantTilesRun).
 // The copies live in huge pages where the OS has them (platform::StreamedAlloc).
 #include <algorithm>
 
@@ -155,13 +157,16 @@ class Highway final : public DenseBackend {
     }
     if (plan.pack_weights && pack) RECUR_RETURN_IF_ERROR(op->Pack());
     // K-quant tiles where some planned count runs on block-quantised rows
-    // on the GEMM (fewer rows run the row forms on the model's bytes).
-    if (plan.pack_weights && tiles && kernels::DenseKQuantTileBytes(d) > 0) {
+    // on the GEMM (fewer rows run the row forms on the model's bytes), or
+    // the step's single rows do (q4_k).
+    const size_t few = plan.rows.front();
+    const bool step_tiles = plan.pack_for_steps && few == 1 && op->Blocks(1) &&
+                            kernels::DenseKQuantTilesRun(d.type, 1);
+    if (((plan.pack_weights && tiles) || step_tiles) && kernels::DenseKQuantTileBytes(d) > 0) {
       RECUR_RETURN_IF_ERROR(op->PackKQuantTiles());
     }
     // Panels when the smallest planned count (a step's) is a small batch.
-    const size_t few = plan.rows.front();
-    if (plan.pack_int4 && !op->Blocks(few) && few <= kernels::kI4PanelMaxBatch && op->Quantized(few) &&
+    if (plan.pack_for_steps && !op->Blocks(few) && few <= kernels::kI4PanelMaxBatch && op->Quantized(few) &&
         kernels::DenseI4PanelBytes(d) > 0 && kernels::DenseI4PanelsPreferred()) {
       RECUR_RETURN_IF_ERROR(op->PackInt4Panels());
     }

@@ -315,9 +315,10 @@ void Session::InitBuffers() {
 Status Session::PrepareDense() {
   // Full calls: Step (batch rows) and Prefill's whole chunks (batch × chunk).
   const bool pack = weight_packing_ == 2 || (weight_packing_ == 0 && batch_ >= backends::kPackedMinRows);
-  const bool pack_int4 = weight_packing_ != 1;
+  const bool pack_for_steps = weight_packing_ != 1;
   return DenseRunner::Create(model_->dense_layers, {batch_, batch_ * chunk_}, backend_.c_str(),
-                             pack, pack_int4, static_cast<kernels::Int8Activations>(int8_activations_),
+                             pack, pack_for_steps,
+                             static_cast<kernels::Int8Activations>(int8_activations_),
                              pool_, &dense_);
 }
 

@@ -269,3 +269,55 @@ TEST_CASE("highway packs no f32 copy of a layer that runs on block-quantised act
     CHECK(MaxAbsDiff(y, y_kernels) <= 1e-5 * largest);
   }
 }
+
+// A session of one stream (a step's single rows first in the plan) lays a q4_k
+// layer out as K-quant tiles where their GEMM runs single rows (AVX-512 with
+// VNNI), and its steps read them; q6_k keeps the model's bytes (its tiles are
+// larger than the layer), as does packing off.
+TEST_CASE("highway lays q4_k tiles out for the steps of one stream") {
+  using recur::impl::kernels::WeightType;
+  namespace kernels = recur::impl::kernels;
+  namespace backends = recur::impl::backends;
+  const size_t in = 512, out = 96;
+  std::unique_ptr<recur::impl::ThreadPool> pool;
+  REQUIRE(recur::impl::ThreadPool::Create(1, &pool).ok());
+  for (WeightType type : {WeightType::kQ4_K, WeightType::kQ6_K}) {
+    CAPTURE(kernels::WeightTypeName(type));
+    const size_t block_bytes = type == WeightType::kQ4_K ? 144 : 210;
+    std::vector<uint8_t> bytes(kernels::WeightBytes(type, in * out));
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 37 + 11);
+    for (size_t b = 0; b < bytes.size() / block_bytes; ++b) {
+      const uint16_t half = 0x1400;  // d (and dmin) about 2^-10
+      std::memcpy(bytes.data() + b * block_bytes + (type == WeightType::kQ4_K ? 0 : 208), &half, 2);
+      if (type == WeightType::kQ4_K) std::memcpy(bytes.data() + b * block_bytes + 2, &half, 2);
+    }
+    recur::impl::DenseView d;
+    d.weight = bytes.data();
+    d.type = type;
+    d.in = in;
+    d.out = out;
+    backends::DensePlan plan;
+    plan.rows = {1, 64};
+    plan.pool = pool.get();
+    plan.pack_for_steps = true;
+    plan.int8 = kernels::Int8Activations::kAuto;
+    std::unique_ptr<backends::PreparedDense> op;
+    REQUIRE(backends::HighwayBackend()->Prepare(d, plan, &op).ok());
+    const size_t tile_bytes = kernels::DenseKQuantTileBytes(d);
+    const bool tiled = type == WeightType::kQ4_K && tile_bytes > 0;
+    CHECK(op->memory_bytes() == (tiled ? tile_bytes : 0));
+    if (tiled) CHECK(tile_bytes == kernels::WeightBytes(type, in * out));  // the layer's bytes
+    std::vector<float> x(in + 16), y(out), want(out);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.1f * float(i));
+    op->Run(x.data(), 1, y.data(), false);
+    std::vector<uint8_t> tiles(std::max<size_t>(tile_bytes, 1) + 64);
+    uint8_t* aligned = tiles.data() + (64 - reinterpret_cast<uintptr_t>(tiles.data()) % 64) % 64;
+    kernels::PackDenseKQuantTiles(d, aligned);
+    kernels::DenseKQuantTilesQ8(x.data(), in, 1, tiled ? aligned : nullptr, d, 0,
+                                kernels::DenseKQuantTiles(out), want.data(), out, false);
+    CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    plan.pack_for_steps = false;
+    REQUIRE(backends::HighwayBackend()->Prepare(d, plan, &op).ok());
+    CHECK(op->memory_bytes() == 0);
+  }
+}

@@ -416,8 +416,10 @@ TEST_CASE("DenseKQuantTilesQ8: DenseBlockQ8 bit for bit from tiles laid out once
     size_t batch, in, out;
   };
   // The GEMM's batches (8 and up, several passes' worth, rows past a kernel's
-  // four), a batch it does not take (the row forms), tiles past `out`.
-  const Shape shapes[] = {{8, 256, 31}, {70, 768, 33}, {13, 2304, 70}, {9, 512, 64}, {3, 256, 40}};
+  // four), a batch it does not take (the row forms), single rows (q4_k's
+  // tiles take them), tiles past `out`.
+  const Shape shapes[] = {{8, 256, 31}, {70, 768, 33}, {13, 2304, 70}, {9, 512, 64},
+                          {3, 256, 40}, {1, 768, 33},  {1, 2304, 70}};
   ForEachTarget([&](const std::string&) {
     std::mt19937 rng(17);
     for (WeightType type : kTypes) {
@@ -441,9 +443,24 @@ TEST_CASE("DenseKQuantTilesQ8: DenseBlockQ8 bit for bit from tiles laid out once
         for (size_t b = 0; b < s.batch; ++b) {
           FillActivations(rng, x.data() + b * x_stride, s.in, static_cast<int>(b) % 8);
         }
+        // A single q4_k row from tiles runs the GEMM: the row's sums in a batch
+        // the GEMM takes (a row's result does not depend on the others).
+        const bool one_on_gemm = gemm && type == WeightType::kQ4_K && s.batch == 1;
+        std::vector<float> others(kKQuantTilesMinBatch * x_stride);
+        if (one_on_gemm) {
+          FillActivations(rng, others.data(), others.size(), 3);
+          std::copy(x.begin(), x.end(), others.begin());
+        }
         for (bool accumulate : {false, true}) {
           std::vector<float> want(s.batch * y_stride, 0.5f);
-          DenseBlockQ8(x.data(), x_stride, s.batch, l.w, want.data(), y_stride, accumulate);
+          if (one_on_gemm) {
+            std::vector<float> batch_y(kKQuantTilesMinBatch * y_stride, 0.5f);
+            DenseBlockQ8(others.data(), x_stride, kKQuantTilesMinBatch, l.w, batch_y.data(),
+                         y_stride, accumulate);
+            std::copy(batch_y.begin(), batch_y.begin() + y_stride, want.begin());
+          } else {
+            DenseBlockQ8(x.data(), x_stride, s.batch, l.w, want.data(), y_stride, accumulate);
+          }
           // Whole, split after the first tile, and one tile at a time.
           for (size_t split : {tiles, size_t{1}, size_t{0}}) {
             std::vector<float> y(s.batch * y_stride, 0.5f);
@@ -463,15 +480,17 @@ TEST_CASE("DenseKQuantTilesQ8: DenseBlockQ8 bit for bit from tiles laid out once
             CHECK_MESSAGE(differ == 0, "split " << split << " accumulate " << accumulate);
           }
         }
-        if (!gemm || s.batch < kKQuantTilesMinBatch) continue;
+        if (!gemm || (s.batch < kKQuantTilesMinBatch && !one_on_gemm)) continue;
         // The tiles are what the GEMM reads: a changed code byte changes the output
         // (and tiles from nothing, as the model's bytes, do not).
         std::vector<float> want(s.batch * s.out), y(s.batch * s.out);
-        DenseKQuantTilesQ8(x.data(), x_stride, s.batch, nullptr, l.w, 0, tiles, want.data(),
+        DenseKQuantTilesQ8(x.data(), x_stride, s.batch, packed.get(), l.w, 0, tiles, want.data(),
                            s.out, false);
-        DenseKQuantTilesQ8(x.data(), x_stride, s.batch, packed.get(), l.w, 0, tiles, y.data(),
-                           s.out, false);
-        CHECK(y == want);
+        if (!one_on_gemm) {
+          DenseKQuantTilesQ8(x.data(), x_stride, s.batch, nullptr, l.w, 0, tiles, y.data(), s.out,
+                             false);
+          CHECK(y == want);
+        }
         packed[5] ^= 0x11;
         DenseKQuantTilesQ8(x.data(), x_stride, s.batch, packed.get(), l.w, 0, tiles, y.data(),
                            s.out, false);

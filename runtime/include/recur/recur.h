@@ -308,8 +308,8 @@ typedef struct recur_session recur_session;
  * per weight) that steps of 1-4 streams run on where the CPU is faster with
  * them (x86-64 with AVX2 or later; docs/performance.md "int4 weights"), and
  * for q4_k and q6_k layers that run on block-quantised rows (GGUF's K-quants)
- * the tiles of their integer GEMM (AVX-512 with VNNI; 1.11× and 1.31× the
- * layer's bytes; docs/performance.md "GEMM backends"). highway's and
+ * the tiles of their integer GEMM (AVX-512 with VNNI; the layer's bytes for
+ * q4_k, 1.31× for q6_k; docs/performance.md "GEMM backends"). highway's and
  * onednn's copies of 2 MiB or more are laid out in huge pages where the OS
  * gives them (as the model's mapping, recur_model_load_file); xnnpack's are
  * its own allocator's. */
@@ -320,7 +320,8 @@ typedef enum recur_weight_packing {
    * panels for sessions of 1-4 streams whose int4 layers run on integer dot
    * products (int8_activations AUTO or QUANTIZED), on CPUs where they are
    * faster. K-quant tiles when batch >= 4, for the calls their GEMM takes
-   * (steps of 8 or more streams, prefill chunks). */
+   * (steps of 8 or more streams, prefill chunks), and of q4_k layers in
+   * sessions of one stream, whose steps read them as one stream. */
   RECUR_PACKING_AUTO = 0,
   /* Never copy weights: sessions use only the model's bytes; the automatic
    * backend choice skips backends that copy weights (xnnpack, onednn). */
@@ -392,7 +393,7 @@ typedef struct recur_session_options {
                             "Reduced-precision weights"). A backend this build lacks is RECUR_UNSUPPORTED. */
   uint32_t weight_packing; /* a recur_weight_packing; 0 = RECUR_PACKING_AUTO. A packed copy
                               costs 4 bytes per weight (int4 row panels 0.5625, K-quant
-                              tiles 0.625 for q4_k and 1.08 for q6_k);
+                              tiles 0.5625 for q4_k and 1.08 for q6_k);
                               recur_session_backends reports the bytes held. A backend named
                               above copies as it must. */
   uint32_t prefill_min;    /* recur_session_prefill of fewer positions than this runs them as

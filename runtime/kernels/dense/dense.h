@@ -259,16 +259,24 @@ void DenseBlockQ8(const float* x, size_t x_stride, size_t batch, const DenseWeig
 // K-quant tiles (dense_blockq_gemm-inl.h): a q4_k or q6_k layer laid out once
 // as DenseBlockQ8's GEMM otherwise lays it out on every call: per tile of 32
 // output rows and block of 256 inputs, the codes of the 32 rows side by side,
-// 4 inputs each (nibbles for q4_k, bytes for q6_k), beside the sub-block
-// scales (bytes), q4_k's minimums (i16 pairs) and the block scales (f32):
-// 1.11× the layer's bytes for q4_k, 1.31× for q6_k, its output rows rounded
-// up to a multiple of kKQuantTileRows.
+// 4 inputs each (nibbles for q4_k, bytes for q6_k), beside the scales
+// (q4_k: the blocks' own bytes, 6-bit scales and minimums and f16 d, dmin;
+// q6_k: the sub-block scales and f32 d): the layer's bytes for q4_k, 1.31×
+// for q6_k, its output rows rounded up to a multiple of kKQuantTileRows.
+// From tiles the GEMM also runs single q4_k rows (a step of one stream),
+// reading the layer as one stream.
 inline constexpr size_t kKQuantTileRows = 32;
 // The GEMM's smallest batch (fewer rows run DenseBlockQ8's row forms).
 inline constexpr size_t kKQuantTilesMinBatch = 8;
 // Bytes of one block of one tile.
-inline constexpr size_t kQ4KTileBlockBytes = 5120;
+inline constexpr size_t kQ4KTileBlockBytes = 4608;
 inline constexpr size_t kQ6KTileBlockBytes = 8832;
+// Whether DenseKQuantTilesQ8 runs `batch` rows of a `type` layer on the GEMM
+// from its tiles (where DenseKQuantTileBytes is not 0): batches of
+// kKQuantTilesMinBatch or more, and single q4_k rows.
+inline bool DenseKQuantTilesRun(WeightType type, size_t batch) {
+  return batch >= kKQuantTilesMinBatch || (type == WeightType::kQ4_K && batch == 1);
+}
 // Tiles of a layer with `out` output features.
 inline size_t DenseKQuantTiles(size_t out) {
   return (out + kKQuantTileRows - 1) / kKQuantTileRows;
@@ -284,9 +292,13 @@ void PackDenseKQuantTiles(const DenseWeights& w, uint8_t* dst);
 // (rows 32·tile_begin to min(32·tile_end, w.out)), bit for bit: where the
 // GEMM takes the batch (8 rows or more, its scratch as DenseBlockQ8's) it
 // reads the weights from `tiles` (PackDenseKQuantTiles(w)), otherwise from w
-// as DenseBlockQ8 does. tiles may be null (then always from w). y: (batch,
-// w.out) with row stride y_stride, only those rows written. Calls on disjoint
-// tile ranges may run concurrently; thread-safe.
+// as DenseBlockQ8 does. A single q4_k row from tiles runs the GEMM too
+// (DenseKQuantTilesRun; its quantised row on the stack, 21 KiB): the
+// GEMM's sums for that row, bit for bit what the row gets in any batch the
+// GEMM takes (the row forms DenseBlockQ8 runs on one row sum in another
+// order). tiles may be null (then always from w). y: (batch, w.out) with row
+// stride y_stride, only those rows written. Calls on disjoint tile ranges
+// may run concurrently; thread-safe.
 void DenseKQuantTilesQ8(const float* x, size_t x_stride, size_t batch, const uint8_t* tiles,
                         const DenseWeights& w, size_t tile_begin, size_t tile_end, float* y,
                         size_t y_stride, bool accumulate);

@@ -57,7 +57,7 @@ void DenseKQuantTilesQ8Impl(const float* x, size_t x_stride, size_t batch, const
 
 bool DenseBlockQ8PreferredImpl(WeightType type, size_t batch) {
 #if RECUR_ISA_AVX3
-  if (blockq_gemm::Takes(type, batch)) return true;
+  if (blockq_gemm::Takes(type, batch, false)) return true;
 #endif
   return RECUR_ISA_AVX2 && batch == 1 && (type == WeightType::kQ4_K || type == WeightType::kQ6_K);
 }

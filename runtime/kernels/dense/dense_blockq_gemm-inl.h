@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "hwy/highway.h"
 #include "kernels/dense/dense.h"
@@ -50,6 +51,9 @@ inline constexpr size_t kRows = 4;        // activation rows per kernel call
 inline constexpr size_t kMinBatch = 8;    // smaller batches run the row forms
 // The activation sums a block keeps: 8 (q4_k, per 32 inputs) or 16 (q6_k, per 16).
 inline constexpr size_t kMaxSums = 16;
+// A single row's kernel reads the records as one stream, its lines
+// prefetched this far ahead.
+inline constexpr size_t kStreamAhead = 8192;
 
 // Activation rows quantised to Q8_K for one pass: row r's codes at
 // q + r·in, its block scales at d + r·blocks, its sub-block sums at
@@ -85,28 +89,90 @@ inline Activations CarveActivations(void* scratch, size_t rows, size_t in) {
 //   codes at 0: q4_k [(m·2 + p)·64 + 4i + k] holds input 8m + k of panel p's
 //     row i in the low nibble and input 8m + 4 + k in the high one (m < 32);
 //     q6_k [(w·2 + p)·64 + 4i + k] = input 4w + k, 0..63 (w < 64);
-//   kScales: [j·kCols + col] sub-block j's scale (q4_k's 6-bit sc_j, q6_k's
-//     signed one);
-//   kMinPairs (q4_k): i32 [t·kCols + col] = m_{2t} | m_{2t+1} << 16, t < 4;
-//   kD: f32 d per row; kNegDmin (q4_k): f32 −dmin per row.
+//   q4_k: kPacked: [k·kCols + col] byte k of the row's 12 bytes of 6-bit
+//     scales and minimums, as the file packs them (Meta unpacks them once
+//     per block, for all activation rows); kHalfD, kHalfDmin: d and dmin per
+//     row as the file's f16: a q4_k record holds the block's bytes exactly;
+//   q6_k: kScales: [j·kCols + col] sub-block j's signed scale; kD: f32 d per
+//     row.
 template <bool kQ4K>
 struct Record {
   static constexpr size_t kSubs = kQ4K ? 8 : 16;
-  static constexpr size_t kScales = kCols * kKQuantBlock / (kQ4K ? 2 : 1);
-  static constexpr size_t kMinPairs = kScales + kSubs * kCols;
-  static constexpr size_t kD = kMinPairs + (kQ4K ? 4 * kCols * sizeof(int32_t) : 0);
-  static constexpr size_t kNegDmin = kD + kCols * sizeof(float);
-  static constexpr size_t kBytes = kNegDmin + (kQ4K ? kCols * sizeof(float) : 0);
+  static constexpr size_t kCodes = kCols * kKQuantBlock / (kQ4K ? 2 : 1);
+  static constexpr size_t kPacked = kCodes;                   // q4_k
+  static constexpr size_t kHalfD = kPacked + 12 * kCols;      // q4_k
+  static constexpr size_t kHalfDmin = kHalfD + 2 * kCols;     // q4_k
+  static constexpr size_t kScales = kCodes;                   // q6_k
+  static constexpr size_t kD = kScales + kSubs * kCols;       // q6_k
+  static constexpr size_t kBytes = kQ4K ? kHalfDmin + 2 * kCols : kD + kCols * sizeof(float);
 };
 static_assert(Record<true>::kBytes % 64 == 0 && Record<false>::kBytes % 64 == 0,
               "records keep their vectors 64-byte aligned");
 static_assert(Record<true>::kBytes == kQ4KTileBlockBytes && Record<false>::kBytes ==
                   kQ6KTileBlockBytes && kCols == kKQuantTileRows && kMinBatch == kKQuantTilesMinBatch,
               "dense.h's tile sizes");
+static_assert(Record<true>::kBytes == kCols * Traits(WeightType::kQ4_K).block_bytes,
+              "a q4_k record is its rows' blocks, byte for byte");
 inline constexpr size_t kMaxRecordBytes = Record<false>::kBytes;
 
 HWY_INLINE size_t RecordBytes(WeightType type) {
   return type == WeightType::kQ4_K ? Record<true>::kBytes : Record<false>::kBytes;
+}
+
+// What the kernel reads of a block beside its codes, at these byte offsets
+// from `meta` (the stride apart per block): kScales [j·kCols + col] sub-block
+// j's scale (q4_k's 6-bit sc_j as u8, q6_k's as i8); q4_k: kMinPairs i32
+// [t·kCols + col] = m_{2t} | m_{2t+1} << 16 (t < 4), kD f32 d and kNegDmin
+// f32 −dmin per row, unpacked from a record by UnpackMeta; q6_k: kD, the
+// record's own (meta is the records).
+template <bool kQ4K>
+struct Meta {
+  static constexpr size_t kScales = kQ4K ? 0 : Record<false>::kScales;
+  static constexpr size_t kMinPairs = 8 * kCols;
+  static constexpr size_t kD = kQ4K ? kMinPairs + 4 * kCols * sizeof(int32_t) : Record<false>::kD;
+  static constexpr size_t kNegDmin = kD + kCols * sizeof(float);
+  static constexpr size_t kStride = kQ4K ? kNegDmin + kCols * sizeof(float) : Record<false>::kBytes;
+};
+
+// The meta of n q4_k records (kb-th at records + kb·Record::kBytes) to
+// dst + kb·Meta::kStride (64-byte aligned): ggml's get_scale_min_k4 on 32
+// rows at once.
+HWY_INLINE void UnpackMeta(const uint8_t* records, size_t n, uint8_t* HWY_RESTRICT dst) {
+  using R = Record<true>;
+  using M = Meta<true>;
+  const x256::VecI six = x256::SetI8(0x3F), low = x256::SetI8(0x0F), top = x256::SetI8(0x30);
+  for (size_t kb = 0; kb < n; ++kb) {
+    const uint8_t* rec = records + kb * R::kBytes;
+    uint8_t* meta = dst + kb * M::kStride;
+    x256::VecI s[12];
+    for (size_t k = 0; k < 12; ++k) s[k] = x256::Load(rec + R::kPacked + k * kCols);
+    alignas(32) uint8_t mins[8][kCols];
+    for (size_t j = 0; j < 4; ++j) {
+      x256::Store(meta + M::kScales + j * kCols, x256::And(s[j], six));
+      x256::Store(mins[j], x256::And(s[j + 4], six));
+      // Bytes' top two bits to bits 4 and 5 (the 16-bit shift's bits from
+      // the neighbouring byte land in bits 6 and 7, masked off).
+      const x256::VecI sc_hi = x256::And(x256::ShiftRightU16<2>(s[j]), top);
+      const x256::VecI m_hi = x256::And(x256::ShiftRightU16<2>(s[j + 4]), top);
+      x256::Store(meta + M::kScales + (j + 4) * kCols, x256::Or(x256::And(s[j + 8], low), sc_hi));
+      x256::Store(mins[j + 4], x256::Or(x256::And(x256::ShiftRightU16<4>(s[j + 8]), low), m_hi));
+    }
+    auto* pairs = reinterpret_cast<int32_t*>(meta + M::kMinPairs);
+    for (size_t t = 0; t < 4; ++t) {
+      for (size_t h = 0; h < kCols; h += 16) {
+        const x512::VecI lo = x512::LoadU8x16ToI32(mins[2 * t] + h);
+        const x512::VecI hi = x512::LoadU8x16ToI32(mins[2 * t + 1] + h);
+        x512::Store(pairs + t * kCols + h, x512::Or(lo, x512::ShiftLeftU32<16>(hi)));
+      }
+    }
+    auto* d = reinterpret_cast<float*>(meta + M::kD);
+    auto* neg_dmin = reinterpret_cast<float*>(meta + M::kNegDmin);
+    const x512::VecF minus = x512::SetF32(-1.0f);
+    for (size_t h = 0; h < kCols; h += 16) {
+      x512::Store(d + h, x512::LoadF16ToF32(rec + R::kHalfD + 2 * h));
+      x512::Store(neg_dmin + h, x512::Mul(minus, x512::LoadF16ToF32(rec + R::kHalfDmin + 2 * h)));
+    }
+  }
 }
 
 // Records of the 32 rows from o0 (past `out`: the last row), blocks
@@ -122,21 +188,12 @@ HWY_INLINE void PackQ4K(const uint8_t* w, size_t row_bytes, size_t out, size_t o
     for (size_t i = 0; i < 16; ++i) rows[i] = w + std::min(o0 + 16 * p + i, out - 1) * row_bytes;
     for (size_t kb = 0; kb < n; ++kb) {
       uint8_t* rec = dst + kb * R::kBytes;
-      auto* min_pairs = reinterpret_cast<int32_t*>(rec + R::kMinPairs);
-      auto* d = reinterpret_cast<float*>(rec + R::kD);
-      auto* neg_dmin = reinterpret_cast<float*>(rec + R::kNegDmin);
       for (size_t i = 0; i < 16; ++i) {
         const uint8_t* block = rows[i] + (kb0 + kb) * kBytes;
-        HWY_ALIGN uint8_t sm[16];  // scales [0, 8), minimums [8, 16)
-        kquant_detail::UnpackScalesQ4K(block + ref::kQ4KScales, sm);
         const size_t col = 16 * p + i;
-        for (size_t j = 0; j < 8; ++j) rec[R::kScales + j * kCols + col] = sm[j];
-        for (size_t t = 0; t < 4; ++t) {
-          min_pairs[t * kCols + col] =
-              static_cast<int32_t>(sm[8 + 2 * t] | static_cast<uint32_t>(sm[9 + 2 * t]) << 16);
-        }
-        d[col] = kquant_detail::HalfAt(block);
-        neg_dmin[col] = -kquant_detail::HalfAt(block + 2);
+        for (size_t k = 0; k < 12; ++k) rec[R::kPacked + k * kCols + col] = block[ref::kQ4KScales + k];
+        std::memcpy(rec + R::kHalfD + 2 * col, block, 2);
+        std::memcpy(rec + R::kHalfDmin + 2 * col, block + 2, 2);
       }
       for (size_t c = 0; c < 4; ++c) {
         x512::VecI r[16];
@@ -203,17 +260,23 @@ HWY_INLINE void PackQ6K(const uint8_t* w, size_t row_bytes, size_t out, size_t o
   }
 }
 
-// f[r][p] += the n records (blocks) against rows xr[r] (from the records'
-// first input), their block scales dr[r] and sub-block sums.
+// f[r][p] += the n records (blocks) and their metas against rows xr[r]
+// (from the records' first input), their block scales dr[r] and sub-block
+// sums.
 template <bool kQ4K, size_t kR>
 HWY_INLINE void Kernel(const int8_t* const* xr, const float* const* dr, const int32_t* const* s16,
-                       const int16_t* const* s32, const uint8_t* records, size_t n,
-                       x512::VecF (*f)[2]) {
+                       const int16_t* const* s32, const uint8_t* records, const uint8_t* metas,
+                       size_t n, x512::VecF (*f)[2]) {
   using R = Record<kQ4K>;
+  using M = Meta<kQ4K>;
   constexpr size_t kSub = kKQuantBlock / R::kSubs;  // inputs a sub-block
   const x512::VecI low = x512::SetI8(0x0F);
   for (size_t kb = 0; kb < n; ++kb) {
     const uint8_t* rec = records + kb * R::kBytes;
+    const uint8_t* meta = metas + kb * M::kStride;
+    if constexpr (kR == 1) {
+      for (size_t i = R::kCodes; i < R::kBytes; i += 64) isa::PrefetchOnce(rec + kStreamAhead + i);
+    }
     x512::VecI blk[kR][2];
     HWY_UNROLL(4)
     for (size_t r = 0; r < kR; ++r) blk[r][0] = blk[r][1] = x512::ZeroI();
@@ -226,6 +289,11 @@ HWY_INLINE void Kernel(const int8_t* const* xr, const float* const* dr, const in
       for (size_t t = 0; t < kSub / 4; t += 2) {  // two words of 4 inputs at a time
         const size_t word = j * (kSub / 4) + t;   // within the block
         x512::VecI wv[2][2];                      // [word, word + 1][panel]
+        if constexpr (kR == 1) {
+          for (size_t p = 0; p < (kQ4K ? 2 : 4); ++p) {
+            isa::PrefetchOnce(rec + kStreamAhead + (kQ4K ? word : 2 * word) * 64 + 64 * p);
+          }
+        }
         for (size_t p = 0; p < 2; ++p) {
           if constexpr (kQ4K) {
             const x512::VecI v = x512::Load(rec + (word + p) * 64);  // pair word / 2, panel p
@@ -245,7 +313,7 @@ HWY_INLINE void Kernel(const int8_t* const* xr, const float* const* dr, const in
           }
         }
       }
-      const uint8_t* sc = rec + R::kScales + j * kCols;
+      const uint8_t* sc = meta + M::kScales + j * kCols;
       x512::VecI sc0, sc1;
       if constexpr (kQ4K) {
         sc0 = x512::LoadU8x16ToI32(sc);
@@ -260,7 +328,7 @@ HWY_INLINE void Kernel(const int8_t* const* xr, const float* const* dr, const in
         blk[r][1] = x512::AddI32(blk[r][1], x512::MulLoI32(a[r][1], sc1));
       }
     }
-    const auto* d = reinterpret_cast<const float*>(rec + R::kD);
+    const auto* d = reinterpret_cast<const float*>(meta + M::kD);
     const x512::VecF d0 = x512::Load(d), d1 = x512::Load(d + 16);
     HWY_UNROLL(4)
     for (size_t r = 0; r < kR; ++r) {
@@ -269,8 +337,8 @@ HWY_INLINE void Kernel(const int8_t* const* xr, const float* const* dr, const in
       f[r][1] = x512::MulAdd(x512::ToF32(blk[r][1]), x512::Mul(d1, dx), f[r][1]);
     }
     if constexpr (kQ4K) {
-      const auto* neg_dmin = reinterpret_cast<const float*>(rec + R::kNegDmin);
-      const auto* min_pairs = reinterpret_cast<const int32_t*>(rec + R::kMinPairs);
+      const auto* neg_dmin = reinterpret_cast<const float*>(meta + M::kNegDmin);
+      const auto* min_pairs = reinterpret_cast<const int32_t*>(meta + M::kMinPairs);
       const x512::VecF m0 = x512::Load(neg_dmin), m1 = x512::Load(neg_dmin + 16);
       HWY_UNROLL(4)
       for (size_t r = 0; r < kR; ++r) {
@@ -323,6 +391,7 @@ HWY_NOINLINE void Gemm(size_t rows, const Activations& a, const DenseWeights& w,
   const size_t row_bytes = WeightRowBytes(w.type, in), record_bytes = RecordBytes(w.type);
   const auto* wb = static_cast<const uint8_t*>(w.weight);
   alignas(64) uint8_t panel[kBlocks * kMaxRecordBytes];  // 35 KiB; unused with `packed`
+  alignas(64) uint8_t q4k_metas[kBlocks * Meta<true>::kStride];
   alignas(64) float part[kMaxBatch][kCols];
   for (size_t tile = tile_begin; tile < tile_end; ++tile) {
     const size_t o0 = tile * kCols, cols = std::min(kCols, out - o0);
@@ -344,6 +413,11 @@ HWY_NOINLINE void Gemm(size_t rows, const Activations& a, const DenseWeights& w,
       } else {
         PackQ6K(wb, row_bytes, out, o0, kb0, n, panel);
       }
+      const uint8_t* metas = records;
+      if (q4k) {
+        UnpackMeta(records, n, q4k_metas);
+        metas = q4k_metas;
+      }
       for (size_t r0 = 0; r0 < rows; r0 += kRows) {
         const size_t nr = std::min(kRows, rows - r0);
         const int8_t* xr[kRows];
@@ -361,10 +435,16 @@ HWY_NOINLINE void Gemm(size_t rows, const Activations& a, const DenseWeights& w,
             f[r][p] = kb0 == 0 ? x512::ZeroF() : x512::Load(part[b] + 16 * p);
           }
         }
-        if (q4k) {
-          Kernel<true, kRows>(xr, dr, s16, s32, records, n, f);
+        if (nr == 1) {  // a step of one stream
+          if (q4k) {
+            Kernel<true, 1>(xr, dr, s16, s32, records, metas, n, f);
+          } else {
+            Kernel<false, 1>(xr, dr, s16, s32, records, metas, n, f);
+          }
+        } else if (q4k) {
+          Kernel<true, kRows>(xr, dr, s16, s32, records, metas, n, f);
         } else {
-          Kernel<false, kRows>(xr, dr, s16, s32, records, n, f);
+          Kernel<false, kRows>(xr, dr, s16, s32, records, metas, n, f);
         }
         for (size_t r = 0; r < nr; ++r) {
           const size_t b = r0 + r;
@@ -410,24 +490,36 @@ HWY_INLINE void PackTiles(const DenseWeights& w, uint8_t* dst) {
   }
 }
 
-// Whether Run takes `batch` rows of a layer of `type` (given the scratch).
-HWY_INLINE bool Takes(WeightType type, size_t batch) {
-  return (type == WeightType::kQ4_K || type == WeightType::kQ6_K) && batch >= kMinBatch &&
-         Avx512VnniEnabled();
+// Whether Run takes `batch` rows of a layer of `type` (given the scratch),
+// its records laid out once where `tiled`: batches of kMinBatch or more,
+// and with tiles a q4_k layer's single rows too (a step of one stream: its
+// records hold the layer's bytes exactly, read as one stream; q6_k's take
+// 1.31× the bytes and its single rows keep the row form).
+HWY_INLINE bool Takes(WeightType type, size_t batch, bool tiled) {
+  return (type == WeightType::kQ4_K || type == WeightType::kQ6_K) && Avx512VnniEnabled() &&
+         (tiled ? DenseKQuantTilesRun(type, batch) : batch >= kMinBatch);
 }
 
 // DenseBlockQ8 on the GEMM, passes of up to kMaxBatch rows quantised into
 // the widening scratch (dense_lowp-inl.h: no more than Dense's f32 path on
-// this layer would take, which a session plans for); false, having done
-// nothing, where Takes is false or the scratch is not there. Output rows of
-// tiles [tile_begin, tile_end) only, their records from `packed` (PackTiles)
-// unless it is null.
+// this layer would take, which a session plans for; a single row on the
+// stack); false, having done nothing, where Takes is false or the scratch
+// is not there. Output rows of tiles [tile_begin, tile_end) only, their
+// records from `packed` (PackTiles) unless it is null.
 template <class Quantize>
 HWY_INLINE bool Run(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
                     float* y, size_t y_stride, bool accumulate, const Quantize& quantize,
                     const uint8_t* packed, size_t tile_begin, size_t tile_end) {
-  if (!Takes(w.type, batch) || w.in == 0 || w.out == 0) return false;
+  if (!Takes(w.type, batch, packed != nullptr) || w.in == 0 || w.out == 0) return false;
   const size_t in = w.in, blocks = in / kKQuantBlock;
+  if (batch == 1) {
+    alignas(64) uint8_t one[ActivationBytes(1, kDenseBlockQ8MaxIn)];  // 21 KiB
+    const Activations a = CarveActivations(one, 1, in);
+    quantize(x, a.q, a.d);
+    SubBlockSums(w.type, a, 1, in);
+    Gemm(1, a, w, packed, tile_begin, tile_end, y, y_stride, accumulate);
+    return true;
+  }
   const hwy::HWY_NAMESPACE::ScalableTag<float> df;
   const size_t planned = dense_detail::WidenedScratchNeed(df, batch, in, w.out).widen_floats;
   const size_t wanted = ActivationBytes(std::min(batch, kMaxBatch), in) / sizeof(float) + 1;

@@ -37,10 +37,9 @@ HWY_INLINE VecI SetI8(int8_t v) { return _mm256_set1_epi8(v); }
 HWY_INLINE VecI SetI32(int32_t v) { return _mm256_set1_epi32(v); }
 HWY_INLINE VecF SetF32(float v) { return _mm256_set1_ps(v); }
 
-// The cache line at p fetched with the non-temporal hint (prefetchnta): for
-// data read once, which the CPU may then keep out of the outer caches.
-HWY_INLINE void PrefetchNonTemporal(const void* p) {
-  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_NTA);
+// The cache line at p fetched into the L2 cache, not the L1 (prefetcht1).
+HWY_INLINE void PrefetchToL2(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
 }
 
 // 32 bytes at p; Load needs p 32-byte aligned, LoadU does not.

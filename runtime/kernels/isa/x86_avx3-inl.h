@@ -93,6 +93,11 @@ template <int k>
 HWY_INLINE VecI ShiftLeftU16(VecI v) {
   return _mm512_slli_epi16(v, k);
 }
+// Each 32-bit lane shifted left by k, zeros shifted in.
+template <int k>
+HWY_INLINE VecI ShiftLeftU32(VecI v) {
+  return _mm512_slli_epi32(v, k);
+}
 // The low 32 bits of each i32 lane's product (vpmulld).
 HWY_INLINE VecI MulLoI32(VecI a, VecI b) { return _mm512_mullo_epi32(a, b); }
 // lo in the lower 256 bits, hi in the upper.
