@@ -402,8 +402,12 @@ HWY_NOINLINE void Gemm(size_t rows, const Activations& a, const DenseWeights& w,
       mask[p] = static_cast<x512::Mask16>((1u << n) - 1);
       bias[p] = w.bias ? x512::LoadMasked(mask[p], w.bias + o0 + 16 * p) : x512::ZeroF();
     }
-    for (size_t kb0 = 0; kb0 < blocks; kb0 += kBlocks) {
-      const size_t n = std::min(kBlocks, blocks - kb0);
+    // A single row from the tiles reads them as one stream: each record's
+    // scales unpacked just before its codes (a whole chunk's at once would
+    // wait on lines the prefetch has not reached).
+    const size_t chunk = packed != nullptr && rows == 1 ? 1 : kBlocks;
+    for (size_t kb0 = 0; kb0 < blocks; kb0 += chunk) {
+      const size_t n = std::min(chunk, blocks - kb0);
       const bool last = kb0 + n >= blocks;
       const uint8_t* records = panel;
       if (packed != nullptr) {
