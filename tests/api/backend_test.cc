@@ -312,9 +312,15 @@ TEST_CASE("highway lays q4_k tiles out for the steps of one stream") {
     op->Run(x.data(), 1, y.data(), false);
     std::vector<uint8_t> tiles(std::max<size_t>(tile_bytes, 1) + 64);
     uint8_t* aligned = tiles.data() + (64 - reinterpret_cast<uintptr_t>(tiles.data()) % 64) % 64;
-    kernels::PackDenseKQuantTiles(d, aligned);
-    kernels::DenseKQuantTilesQ8(x.data(), in, 1, tiled ? aligned : nullptr, d, 0,
-                                kernels::DenseKQuantTiles(out), want.data(), out, false);
+    // From the tiles, their GEMM; else what the kernels run on the model's bytes
+    // (block-quantised rows where preferred, f32 activations elsewhere).
+    if (tiled) {
+      kernels::PackDenseKQuantTiles(d, aligned);
+      kernels::DenseKQuantTilesQ8(x.data(), in, 1, aligned, d, 0, kernels::DenseKQuantTiles(out),
+                                  want.data(), out, false);
+    } else {
+      kernels::Dense(x.data(), in, 1, d, want.data(), out, false, plan.int8);
+    }
     CHECK(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
     plan.pack_for_steps = false;
     REQUIRE(backends::HighwayBackend()->Prepare(d, plan, &op).ok());
