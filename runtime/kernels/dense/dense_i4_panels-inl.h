@@ -102,7 +102,8 @@ namespace x512 = isa::x512;
 // unpacked once for the kB rows.
 template <size_t kB, size_t kP>
 HWY_INLINE void VnniPanels(const int8_t* q, size_t q_stride, const int32_t* xs,
-                           const uint8_t* const* base, size_t blocks, x512::VecF (*f)[kP]) {
+                           const uint8_t* const* base, size_t blocks, size_t ahead,
+                           x512::VecF (*f)[kP]) {
   const x512::VecI lo4 = x512::SetI8(0x0F), hi4 = x512::SetI8(static_cast<int8_t>(0xF0));
   for (size_t bi = 0; bi < kB; ++bi) {
     for (size_t k = 0; k < kP; ++k) f[bi][k] = x512::ZeroF();
@@ -118,6 +119,7 @@ HWY_INLINE void VnniPanels(const int8_t* q, size_t q_stride, const int32_t* xs,
     HWY_UNROLL(4)
     for (size_t m = 0; m < 4; ++m) {
       for (size_t k = 0; k < kP; ++k) {
+        if (kB == 1) isa::PrefetchOnce(base[k] + ahead + b * kBlockBytes + m * 64);
         const x512::VecI v = x512::LoadU(base[k] + b * kBlockBytes + m * 64);
         const x512::VecI vl = x512::And(v, lo4), vh = x512::And(v, hi4);
         for (size_t bi = 0; bi < kB; ++bi) {
@@ -128,6 +130,7 @@ HWY_INLINE void VnniPanels(const int8_t* q, size_t q_stride, const int32_t* xs,
       }
     }
     for (size_t k = 0; k < kP; ++k) {
+      if (kB == 1 && b % 2 == 0) isa::PrefetchOnce(base[k] + ahead + blocks * kBlockBytes + b * kR * 2);
       const x512::VecF scale = x512::LoadF16ToF32(base[k] + blocks * kBlockBytes + b * kR * 2);
       for (size_t bi = 0; bi < kB; ++bi) {
         const x512::VecI s = x512::AddI32(lo[bi][k], x512::ShiftRightI32<4>(hi[bi][k]));
@@ -160,7 +163,9 @@ HWY_NOINLINE void PanelsVnni(const int8_t* q, size_t q_stride, const float* qs,
     const uint8_t* base[kP];
     for (size_t k = 0; k < kP; ++k) base[k] = panels + (p + std::min(k, np - 1)) * panel_bytes;
     x512::VecF f[kB][kP];
-    VnniPanels<kB, kP>(q, q_stride, xs, base, blocks, f);
+    // One row's panels are read as streams, each prefetched where the
+    // next kP panels will be read.
+    VnniPanels<kB, kP>(q, q_stride, xs, base, blocks, kP * panel_bytes, f);
     for (size_t k = 0; k < np; ++k) {
       const size_t o = (p + k) * kR;
       for (size_t bi = 0; bi < kB; ++bi) {
