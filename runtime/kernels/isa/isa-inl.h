@@ -115,10 +115,11 @@ using I4DotStep = I4DotStepNeon;
 // Prefetches the cache line at p of data a kernel reads once (a mat-vec's
 // weights, streamed from DRAM once a token): into the L2 cache from AVX2 on
 // (prefetcht1), hwy::Prefetch elsewhere. dense_bench rows on AMD Zen 4
-// (AVX3_VNNI, KVM), one-row f16 layers streamed 8 KiB ahead: 47% of the
-// read probe with prefetchnta, 85-93% with prefetcht1; q4_k tiles 40%
-// with prefetcht0 (or none), 90-100% with prefetcht1. The L1 prefetch
-// (prefetcht0, prefetchnta) did as well as prefetcht1 on Zen 5.
+// (AVX3_VNNI, KVM), one-row f16 layers streamed 8 KiB ahead: 46-54% of the
+// read probe with prefetchnta, 76-94% with prefetcht1; q4_k tiles 36-50%
+// with prefetcht0 (or none), 74-108% with prefetcht1 (docs/performance.md).
+// On Zen 5 prefetchnta was measured best for the f16 stream; prefetcht1
+// was not measured there.
 HWY_INLINE void PrefetchOnce(const void* p) {
 #if RECUR_ISA_AVX2
   x256::PrefetchToL2(p);
