@@ -1,7 +1,7 @@
 // The one place that picks, per Highway target, the named operations that
 // Highway 1.0.3 cannot express (design.md, principle 7): dot products of
 // bytes, the sign trick, lane transposes, horizontal sums in a fixed order,
-// AVX512-VNNI's vpdpbusd and vpdpwssd, a non-temporal prefetch. Each is a small
+// AVX512-VNNI's vpdpbusd and vpdpwssd, a prefetch into L2. Each is a small
 // documented inline function in the file of its instruction set, the only
 // files with intrinsics in the kernels; kernels call them by name. Include
 // from a kernel family's -inl.h (kernels/common-inl.h includes it).
