@@ -206,6 +206,31 @@ TEST_CASE("int4 layers keep row panels for steps of 1-4 streams where the CPU ru
   recur_model_free(model);
 }
 
+// A q4_k or q6_k layer of patterned codes and scale bytes with d (and dmin)
+// about 2^-10, and its view.
+struct KQuantLayer {
+  std::vector<uint8_t> bytes;
+  recur::impl::DenseView view;
+};
+KQuantLayer MakeKQuantLayer(recur::impl::kernels::WeightType type, size_t in, size_t out) {
+  namespace kernels = recur::impl::kernels;
+  const bool q4k = type == kernels::WeightType::kQ4_K;
+  const size_t block_bytes = kernels::Traits(type).block_bytes;
+  KQuantLayer l;
+  l.bytes.resize(kernels::WeightBytes(type, in * out));
+  for (size_t i = 0; i < l.bytes.size(); ++i) l.bytes[i] = static_cast<uint8_t>(i * 37 + 11);
+  for (size_t b = 0; b < l.bytes.size() / block_bytes; ++b) {
+    const uint16_t half = 0x1400;
+    std::memcpy(l.bytes.data() + b * block_bytes + (q4k ? 0 : block_bytes - 2), &half, 2);
+    if (q4k) std::memcpy(l.bytes.data() + b * block_bytes + 2, &half, 2);
+  }
+  l.view.weight = l.bytes.data();
+  l.view.type = type;
+  l.view.in = static_cast<uint32_t>(in);
+  l.view.out = static_cast<uint32_t>(out);
+  return l;
+}
+
 // A layer whose runs all take block-quantised activations (q4_k at a step of
 // 8 streams and a prefill, where DenseBlockQ8 is preferred) never reads an f32
 // copy, so highway keeps none, only the K-quant tiles of the GEMM (on AVX-512
@@ -216,18 +241,8 @@ TEST_CASE("highway packs no f32 copy of a layer that runs on block-quantised act
   namespace kernels = recur::impl::kernels;
   namespace backends = recur::impl::backends;
   const size_t in = 256, out = 64;
-  std::vector<uint8_t> bytes(kernels::WeightBytes(WeightType::kQ4_K, in * out));
-  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 37 + 11);
-  for (size_t b = 0; b < bytes.size() / 144; ++b) {
-    const uint16_t half = 0x1400;  // d and dmin about 2^-10
-    std::memcpy(bytes.data() + b * 144, &half, 2);
-    std::memcpy(bytes.data() + b * 144 + 2, &half, 2);
-  }
-  recur::impl::DenseView d;
-  d.weight = bytes.data();
-  d.type = WeightType::kQ4_K;
-  d.in = in;
-  d.out = out;
+  const KQuantLayer layer = MakeKQuantLayer(WeightType::kQ4_K, in, out);
+  const recur::impl::DenseView& d = layer.view;
   std::unique_ptr<recur::impl::ThreadPool> pool;
   REQUIRE(recur::impl::ThreadPool::Create(1, &pool).ok());
   backends::DensePlan plan;
@@ -283,19 +298,8 @@ TEST_CASE("highway lays q4_k tiles out for the steps of one stream") {
   REQUIRE(recur::impl::ThreadPool::Create(1, &pool).ok());
   for (WeightType type : {WeightType::kQ4_K, WeightType::kQ6_K}) {
     CAPTURE(kernels::WeightTypeName(type));
-    const size_t block_bytes = type == WeightType::kQ4_K ? 144 : 210;
-    std::vector<uint8_t> bytes(kernels::WeightBytes(type, in * out));
-    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 37 + 11);
-    for (size_t b = 0; b < bytes.size() / block_bytes; ++b) {
-      const uint16_t half = 0x1400;  // d (and dmin) about 2^-10
-      std::memcpy(bytes.data() + b * block_bytes + (type == WeightType::kQ4_K ? 0 : 208), &half, 2);
-      if (type == WeightType::kQ4_K) std::memcpy(bytes.data() + b * block_bytes + 2, &half, 2);
-    }
-    recur::impl::DenseView d;
-    d.weight = bytes.data();
-    d.type = type;
-    d.in = in;
-    d.out = out;
+    const KQuantLayer layer = MakeKQuantLayer(type, in, out);
+    const recur::impl::DenseView& d = layer.view;
     backends::DensePlan plan;
     plan.rows = {1, 64};
     plan.pool = pool.get();

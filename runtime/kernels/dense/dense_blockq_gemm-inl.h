@@ -127,11 +127,17 @@ HWY_INLINE size_t RecordBytes(WeightType type) {
 // record's own (meta is the records).
 template <bool kQ4K>
 struct Meta {
-  static constexpr size_t kScales = kQ4K ? 0 : Record<false>::kScales;
-  static constexpr size_t kMinPairs = 8 * kCols;
-  static constexpr size_t kD = kQ4K ? kMinPairs + 4 * kCols * sizeof(int32_t) : Record<false>::kD;
+  static constexpr size_t kScales = 0;
+  static constexpr size_t kMinPairs = kScales + 8 * kCols;
+  static constexpr size_t kD = kMinPairs + 4 * kCols * sizeof(int32_t);
   static constexpr size_t kNegDmin = kD + kCols * sizeof(float);
-  static constexpr size_t kStride = kQ4K ? kNegDmin + kCols * sizeof(float) : Record<false>::kBytes;
+  static constexpr size_t kStride = kNegDmin + kCols * sizeof(float);
+};
+template <>
+struct Meta<false> {
+  static constexpr size_t kScales = Record<false>::kScales;
+  static constexpr size_t kD = Record<false>::kD;
+  static constexpr size_t kStride = Record<false>::kBytes;
 };
 
 // The meta of n q4_k records (kb-th at records + kb·Record::kBytes) to
@@ -439,7 +445,7 @@ HWY_NOINLINE void Gemm(size_t rows, const Activations& a, const DenseWeights& w,
             f[r][p] = kb0 == 0 ? x512::ZeroF() : x512::Load(part[b] + 16 * p);
           }
         }
-        if (nr == 1) {  // a step of one stream
+        if (nr == 1) {  // a step of one stream, or a batch's last row
           if (q4k) {
             Kernel<true, 1>(xr, dr, s16, s32, records, metas, n, f);
           } else {
