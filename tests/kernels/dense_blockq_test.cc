@@ -380,21 +380,25 @@ TEST_CASE("Dense with kBlocks: the layers DenseBlockQ8 takes, and the others as 
   Dense(x.data(), in, 2, f, want.data(), out, false);
   CHECK(y == want);
   CHECK(ActivationBlocksOf(WeightType::kQ8_0, 64) == ActivationBlocks::kNone);
-  // kAuto and kQuantized: K-quants on DenseBlockQ8 where it is preferred, else f32
-  // activations; int4 and q8_0 never (their own integer paths).
+  // kAuto and kQuantized: K-quants and q8_0 on DenseBlockQ8 where it is preferred
+  // (a decode step's single row on x86), else f32 activations; int4 never (its own
+  // integer paths).
   ForEachTarget([&](const std::string&) {
     for (WeightType type : kTypes) {
       INFO(WeightTypeName(type));
       Layer k = RandomLayer(rng, type, in, out);
       for (size_t batch : {1, 2, 8}) {
-        const bool blocks = IsKQuant(type) && DenseBlockQ8Preferred(type, batch);
+        const bool blocks = DenseBlockQ8Preferred(type, batch);
         CHECK(RunsBlockQ8(type, k.w.group, in, Int8Activations::kAuto, batch) == blocks);
         CHECK(RunsBlockQ8(type, k.w.group, in, Int8Activations::kQuantized, batch) == blocks);
         CHECK(!RunsBlockQ8(type, k.w.group, in, Int8Activations::kFloat, batch));
         CHECK(RunsBlockQ8(type, k.w.group, in, Int8Activations::kBlocks, batch));
         CHECK(!RunsBlockQ8(type, k.w.group, kDenseBlockQ8MaxIn + 256, Int8Activations::kBlocks,
                            batch));
-        if (!IsKQuant(type)) continue;
+        if (type == WeightType::kI4) {
+          CHECK(!blocks);
+          continue;
+        }
         Dense(x.data(), in, batch, k.w, y.data(), out, false, Int8Activations::kAuto);
         if (blocks) {
           DenseBlockQ8(x.data(), in, batch, k.w, want.data(), out, false);
@@ -407,6 +411,7 @@ TEST_CASE("Dense with kBlocks: the layers DenseBlockQ8 takes, and the others as 
   });
   CHECK(DenseBlockQ8Preferred(WeightType::kQ5_K, 1) == false);
   CHECK(DenseBlockQ8Preferred(WeightType::kQ4_K, 2) == false);
+  CHECK(DenseBlockQ8Preferred(WeightType::kQ8_0, 2) == false);
   CHECK(ActivationBlocksOf(WeightType::kQ6_K, 0) == ActivationBlocks::kQ8_K);
   CHECK(ActivationBlocksOf(WeightType::kI8, 0) == ActivationBlocks::kNone);
 }

@@ -169,7 +169,7 @@ def test_gguf_kquants(outtype, stored, head, tmp_path):
     xs = tokens(positions, 3, positions, vocab)
     want = package_logits(load_with_rwkv(str(pth)), xs)
     # Float32 activations: the file's numbers, nothing rounded besides ("auto" rounds the
-    # activations of q4_k and q6_k layers as llama.cpp does, on x86 from AVX2).
+    # activations of q8_0, q4_k and q6_k layers as llama.cpp does, on x86 from AVX2).
     worst = recur_forms(model, xs, want, "float")
     print(f"{outtype.name}: max |Δ| {worst:.2e} of logits up to {np.abs(want).max():.2f}")
     # --dtype f32 widens every tensor to the same numbers.

@@ -350,9 +350,9 @@ typedef enum recur_state_sums {
 typedef enum recur_int8_activations {
   /* RECUR_INT8_ACTIVATIONS_QUANTIZED where this CPU's SIMD target has
    * integer dot products (x86 SSSE3 and later, arm64 NEON) and the layer
-   * takes them (16 <= inputs <= 16384), else FLOAT. q4_k and q6_k layers run
-   * as BLOCKS for one row at a time (a step of one stream) on x86 from AVX2,
-   * where that is faster, else FLOAT; q5_k FLOAT. The default. */
+   * takes them (16 <= inputs <= 16384), else FLOAT. q4_k, q6_k and q8_0
+   * layers run as BLOCKS for one row at a time (a step of one stream) on x86
+   * from AVX2, where that is faster, else FLOAT; q5_k FLOAT. The default. */
   RECUR_INT8_ACTIVATIONS_AUTO = 0,
   /* Activations stay float32; the weights are widened to float32 as they
    * are read: the int8 weights' rounding is the only error added. */
@@ -361,7 +361,7 @@ typedef enum recur_int8_activations {
    * multiplied by the weights in integer arithmetic (exact int32 sums), as
    * the onednn backend does: faster (2.2-2.5x at batch 1 on AVX2), with the
    * activations' rounding added, at most scale_x/2 per element. Layers wider
-   * than 16384 inputs run FLOAT; K-quant layers as AUTO. */
+   * than 16384 inputs run FLOAT; K-quant and q8_0 layers as AUTO. */
   RECUR_INT8_ACTIVATIONS_QUANTIZED = 2,
   /* As llama.cpp's CPU backend: the activations of q8_0 layers and of int4
    * layers with groups of 32 (GGUF's Q8_0 and Q4_0) are quantised in blocks
@@ -369,8 +369,9 @@ typedef enum recur_int8_activations {
    * (its Q8_K), and multiplied in integer arithmetic block by block: the
    * numbers llama.cpp computes on the same GGUF file, up to the order of its
    * float sums (docs/layouts.md "Against llama.cpp itself"). int8 layers run
-   * QUANTIZED; other layers, and layers wider than 16384 inputs, FLOAT. A
-   * portable kernel, slower than the others. */
+   * QUANTIZED; other layers, and layers wider than 16384 inputs, FLOAT.
+   * Faster than FLOAT for single rows of q4_k, q6_k and q8_0 on x86 from
+   * AVX2 (ggml's operations); elsewhere a portable kernel, slower. */
   RECUR_INT8_ACTIVATIONS_BLOCKS = 3
 } recur_int8_activations;
 

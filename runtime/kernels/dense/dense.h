@@ -82,12 +82,13 @@ void Dense(const float* x, size_t x_stride, size_t batch, const float* w, const 
 // scales[o]·s_b/2·Σ_i |q_w[o, i]| per output (the same numerics as the
 // onednn backend's int8 layers).
 
-// How Dense runs kI8 weights (other weight types ignore it).
+// How Dense runs kI8 weights and the block types DenseBlockQ8 takes (q8_0,
+// the K-quants; other weight types ignore it).
 enum class Int8Activations : uint8_t {
-  kAuto = 0,   // kQuantized where DenseI8DotPreferred (K-quants: DenseBlockQ8Preferred)
+  kAuto = 0,   // kQuantized where DenseI8DotPreferred (K-quants, q8_0: DenseBlockQ8Preferred)
                // says it is faster, else kFloat
   kFloat = 1,  // f32 activations, weights widened to f32 (the Dense above)
-  kQuantized = 2,  // DenseI8Dot (K-quants: DenseBlockQ8 where DenseBlockQ8Preferred)
+  kQuantized = 2,  // DenseI8Dot (K-quants, q8_0: DenseBlockQ8 where DenseBlockQ8Preferred)
   // DenseBlockQ8 for the types it takes (as llama.cpp; kI8 as kQuantized,
   // other types f32).
   kBlocks = 3,
@@ -228,17 +229,17 @@ constexpr ActivationBlocks ActivationBlocksOf(WeightType type, uint32_t group) {
 // stack; wider layers run Dense.
 inline constexpr size_t kDenseBlockQ8MaxIn = kDenseI8DotMaxIn;
 
-// Whether DenseBlockQ8 runs `batch` rows of a K-quant layer of `type` faster
-// than f32 activations (DenseKQuant) on the SIMD target dispatched to now:
-// true for one row (a decode step) of q4_k and q6_k on x86 from AVX2 (ggml's
-// operations), and for batches of 8 rows or more of them on AVX-512 with
-// VNNI (its integer GEMM); Int8Activations kAuto and kQuantized then run
-// them on it. Thread-safe.
+// Whether DenseBlockQ8 runs `batch` rows of a layer of `type` faster than
+// f32 activations (DenseKQuant, Dense) on the SIMD target dispatched to now:
+// true for one row (a decode step) of q4_k, q6_k and q8_0 on x86 from AVX2
+// (ggml's operations), and for batches of 8 rows or more of q4_k and q6_k on
+// AVX-512 with VNNI (its integer GEMM); Int8Activations kAuto and kQuantized
+// then run them on it. Thread-safe.
 bool DenseBlockQ8Preferred(WeightType type, size_t batch);
 
 // Whether Dense with `int8` runs `batch` rows of a layer of `type` in groups
 // of `group` with `in` inputs on DenseBlockQ8: kBlocks for every layer it
-// takes, kAuto and kQuantized for the K-quants where DenseBlockQ8Preferred.
+// takes, kAuto and kQuantized where DenseBlockQ8Preferred.
 // Thread-safe.
 bool RunsBlockQ8(WeightType type, uint32_t group, size_t in, Int8Activations int8,
                  size_t batch);

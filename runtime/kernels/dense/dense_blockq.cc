@@ -59,7 +59,8 @@ bool DenseBlockQ8PreferredImpl(WeightType type, size_t batch) {
 #if RECUR_ISA_AVX3
   if (blockq_gemm::Takes(type, batch, false)) return true;
 #endif
-  return RECUR_ISA_AVX2 && batch == 1 && (type == WeightType::kQ4_K || type == WeightType::kQ6_K);
+  return RECUR_ISA_AVX2 && batch == 1 &&
+         (type == WeightType::kQ4_K || type == WeightType::kQ6_K || type == WeightType::kQ8_0);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -108,7 +109,7 @@ bool RunsBlockQ8(WeightType type, uint32_t group, size_t in, Int8Activations int
     return false;
   }
   if (int8 == Int8Activations::kBlocks) return true;
-  return IsKQuant(type) && int8 != Int8Activations::kFloat && DenseBlockQ8Preferred(type, batch);
+  return int8 != Int8Activations::kFloat && DenseBlockQ8Preferred(type, batch);
 }
 
 void DenseBlockQ8(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
