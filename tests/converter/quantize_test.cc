@@ -312,6 +312,13 @@ std::vector<float> Decode(const uint8_t* segment, const fb::Tensor* t) {
   return out;
 }
 
+// The largest |a[i] − b[i]| over a's elements (b at least as long).
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(double{a[i]} - b[i]));
+  return worst;
+}
+
 // Steps `steps` tokens through the model bytes with the C API; the outputs.
 // int8 and int4 layers multiply f32 activations (no quantised rows) unless
 // `int8` says otherwise, as a model of their decoded weights does.
@@ -863,20 +870,14 @@ TEST_CASE("quantize: int4 models build, load and compute their decoded weights")
       // f32 activations: the same products in another order. The tiny
       // model's bound (docs/testing.md, Float32OrderBound): 4.0e-4.
       const std::vector<float> got = RunTokens(*bytes, 8, RECUR_INT8_ACTIVATIONS_FLOAT);
-      double max_diff = 0;
-      for (size_t i = 0; i < got.size(); ++i) {
-        max_diff = std::max(max_diff, std::fabs(double{got[i]} - want[i]));
-      }
+      const double max_diff = MaxAbsDiff(got, want);
       INFO("f32 activations: max diff " << max_diff);
       CHECK(max_diff <= 4.0e-4);
       // Quantised activations add each row's rounding (≤ s/2 per element):
       // a smoke test (measured 5.3e-2 at most here, AVX-512); the parity tests bound it
       // on real shapes.
       const std::vector<float> quantized = RunTokens(*bytes, 8, RECUR_INT8_ACTIVATIONS_QUANTIZED);
-      double max_q = 0;
-      for (size_t i = 0; i < got.size(); ++i) {
-        max_q = std::max(max_q, std::fabs(double{quantized[i]} - want[i]));
-      }
+      const double max_q = MaxAbsDiff(quantized, want);
       INFO("quantized activations: max diff " << max_q);
       CHECK(max_q > 0);
       CHECK(max_q <= 0.2);
@@ -1230,10 +1231,7 @@ TEST_CASE("quantize: q8_0 models build, load and compute their decoded weights")
     // The same products in another order: the tiny model's bound
     // (docs/testing.md, Float32OrderBound), as int4 with f32 activations.
     const std::vector<float> got = RunTokens(*bytes, 8);
-    double max_diff = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      max_diff = std::max(max_diff, std::fabs(double{got[i]} - want[i]));
-    }
+    const double max_diff = MaxAbsDiff(got, want);
     INFO("max diff " << max_diff);
     CHECK(max_diff <= 4.0e-4);
     // Quantised activations: a step's q8_0 rows run on block-quantised
@@ -1244,10 +1242,7 @@ TEST_CASE("quantize: q8_0 models build, load and compute their decoded weights")
     CHECK(RunTokens(*bytes, 8, RECUR_INT8_ACTIVATIONS_AUTO) == quantized);
     if (kernels::DenseBlockQ8Preferred(kernels::WeightType::kQ8_0, 1)) {
       CHECK(quantized != got);
-      double q_diff = 0;
-      for (size_t i = 0; i < got.size(); ++i) {
-        q_diff = std::max(q_diff, std::fabs(double{quantized[i]} - want[i]));
-      }
+      const double q_diff = MaxAbsDiff(quantized, want);
       INFO("quantised max diff " << q_diff);
       CHECK(q_diff <= 0.2);
     } else {
