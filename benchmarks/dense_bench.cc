@@ -145,13 +145,13 @@ bool batches_only = false;  // the last argument "batches": KQuantBatches alone
 bool panels_only = false;   // the last argument "panels": I4PanelsFromDram alone
 bool rows_only = false;     // the last argument "rows": RowsFromDram alone
 
-// Batches through the K-quants (a prefill's and 8 streams' shapes of a 0.1B
-// RWKV-7, and a 1.5B's FFN output), f32 activations beside activations
-// rounded to Q8_K blocks, and int4 with quantised activations: GFLOP/s, in
-// turn, 3 rounds.
+// Batches through the K-quants and q8_0 (a prefill's and 8 streams' shapes of
+// a 0.1B RWKV-7, and a 1.5B's FFN output), f32 activations beside activations
+// rounded to Q8_K blocks (Q8_0 for q8_0), and int4 with quantised
+// activations: GFLOP/s, in turn, 3 rounds.
 void KQuantBatches() {
   namespace k = recur::impl::kernels;
-  std::printf("\nbatches, K-quants f32 beside blocks, %d rounds in turn:\n", 3);
+  std::printf("\nbatches, K-quants and q8_0 f32 beside blocks, %d rounds in turn:\n", 3);
   std::printf("%-16s %-12s %9s %9s %8s\n", "batch x in->out", "w", "us/call", "(best)", "GFLOP/s");
   std::mt19937 rng(4);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -171,6 +171,8 @@ void KQuantBatches() {
                        {"q4_k blocks", k::Int8Activations::kBlocks, MakeRandomWeights(rng, WeightType::kQ4_K, in, out)},
                        {"q6_k", k::Int8Activations::kFloat, MakeRandomWeights(rng, WeightType::kQ6_K, in, out)},
                        {"q6_k blocks", k::Int8Activations::kBlocks, MakeRandomWeights(rng, WeightType::kQ6_K, in, out)},
+                       {"q8_0", k::Int8Activations::kFloat, MakeRandomWeights(rng, WeightType::kQ8_0, in, out)},
+                       {"q8_0 blocks", k::Int8Activations::kBlocks, MakeRandomWeights(rng, WeightType::kQ8_0, in, out)},
                        {"int4 dot", k::Int8Activations::kQuantized, MakeRandomWeights(rng, WeightType::kI4, in, out)}};
     char name[64];
     std::snprintf(name, sizeof(name), "%zux%zu->%zu", batch, in, out);
@@ -292,7 +294,7 @@ void I4PanelsFromDram() {
 // the read probe recur-bench divides by, in turn, 3 rounds: GB/s of stored
 // bytes (weights and scales) and the ratio. The shapes of the RWKV-7 0.4B and
 // 1.5B layers; the types of the llama.cpp comparison, each as a step of one
-// stream runs it by default (q4_k from the K-quant tiles a session of one
+// stream runs it by default (q4_k from the block-quantised tiles a session of one
 // stream lays out, where it does), q8_0 with blocks as llama.cpp multiplies
 // it, and q4_k's row forms on the model's bytes.
 void RowsFromDram() {
@@ -308,7 +310,7 @@ void RowsFromDram() {
     const char* name;
     WeightType type;
     k::Int8Activations int8;
-    bool tiles;  // from K-quant tiles (DenseKQuantTilesQ8)
+    bool tiles;  // from block-quantised tiles (DenseBlockQ8Tiled)
   };
   const Entry entries[] = {{"f16", WeightType::kF16, k::Int8Activations::kAuto, false},
                            {"q8_0", WeightType::kQ8_0, k::Int8Activations::kAuto, false},
@@ -331,7 +333,7 @@ void RowsFromDram() {
     std::vector<Layers> all;
     for (const Entry& e : entries) {
       const RandomWeights r = MakeRandomWeights(rng, e.type, in, out);
-      const size_t tile_bytes = e.tiles ? k::DenseKQuantTileBytes(r.w) : 0;
+      const size_t tile_bytes = e.tiles ? k::DenseBlockQ8TileBytes(r.w) : 0;
       if (e.tiles && tile_bytes == 0) {
         all.emplace_back();  // no tiles on this CPU
         continue;
@@ -343,7 +345,7 @@ void RowsFromDram() {
       for (size_t c = 0; c < count; ++c) {
         l.bytes.push_back(platform::AllocateStreamed<uint8_t>(wbytes));
         if (e.tiles) {
-          k::PackDenseKQuantTiles(r.w, l.bytes.back().get());
+          k::PackDenseBlockQ8Tiles(r.w, l.bytes.back().get());
         } else {
           std::memcpy(l.bytes.back().get(), r.bytes.get(), wbytes);
         }
@@ -363,12 +365,12 @@ void RowsFromDram() {
       for (size_t j = 0; j < all.size(); ++j) {
         const Layers& l = all[j];
         if (l.w.empty()) continue;
-        const size_t tiles = k::DenseKQuantTiles(out);
+        const size_t tiles = k::DenseBlockQ8Tiles(out);
         const Timing t = TimePerCall([&] {
           for (size_t c = 0; c < l.w.size(); ++c) {
             if (entries[j].tiles) {
-              k::DenseKQuantTilesQ8(x.get(), in, 1, l.bytes[c].get(), l.w[c], 0, tiles,
-                                    y.get(), out, false);
+              k::DenseBlockQ8Tiled(x.get(), in, 1, l.bytes[c].get(), l.w[c], 0, tiles, y.get(), out,
+                                   false);
             } else {
               k::Dense(x.get(), in, 1, l.w[c], y.get(), out, false, entries[j].int8);
             }

@@ -44,9 +44,9 @@ struct DensePlan {
   // The op may keep copies laid out for calls of one row (a step of one
   // stream) where the CPU runs those faster: int4 layers as row panels
   // (kernels::PackDenseI4Panels: 0.5625 bytes per weight, where
-  // kernels::DenseI4PanelsPreferred), q4_k layers as K-quant tiles
-  // (kernels::PackDenseKQuantTiles: the layer's bytes, where
-  // kernels::DenseKQuantTileBytes is not 0).
+  // kernels::DenseI4PanelsPreferred), q4_k layers as block-quantised tiles
+  // (kernels::PackDenseBlockQ8Tiles: the layer's bytes, where
+  // kernels::DenseBlockQ8TileBytes is not 0).
   bool pack_for_steps = false;
   // How highway runs int8 weights (other backends ignore it).
   kernels::Int8Activations int8 = kernels::Int8Activations::kFloat;

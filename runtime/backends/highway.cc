@@ -10,10 +10,11 @@
 // the CPU runs them faster: the rows are quantised once, the panels split
 // over the pool. The layers kernels::RunsBlockQ8 names (with
 // Int8Activations::kBlocks every layer DenseBlockQ8 takes) run on it,
-// unpacked, or (q4_k and q6_k with DensePlan::pack_weights, on AVX-512 with
-// VNNI) on tiles laid out once for its GEMM (kernels::PackDenseKQuantTiles),
-// as are q4_k layers with DensePlan::pack_for_steps for a step's single
-// rows (kernels::DenseKQuantTilesRun).
+// unpacked, or (q4_k, q6_k and q8_0 with DensePlan::pack_weights, on
+// AVX-512 with VNNI) on tiles laid out once for its GEMM
+// (kernels::PackDenseBlockQ8Tiles), as are q4_k layers with
+// DensePlan::pack_for_steps for a step's single rows
+// (kernels::DenseBlockQ8TilesRun).
 // The copies live in huge pages where the OS has them (platform::StreamedAlloc).
 #include <algorithm>
 
@@ -65,11 +66,11 @@ class HighwayDense final : public PreparedDense {
     return Status::Ok();
   }
 
-  Status PackKQuantTiles() {
-    const size_t bytes = kernels::DenseKQuantTileBytes(d_);
-    kq_tiles_ = platform::AllocateStreamed<uint8_t>(bytes);
-    if (!kq_tiles_) return OutOfMemory("cannot allocate %zu bytes of K-quant tiles", bytes);
-    kernels::PackDenseKQuantTiles(d_, kq_tiles_.get());
+  Status PackBlockQ8Tiles() {
+    const size_t bytes = kernels::DenseBlockQ8TileBytes(d_);
+    tiles_ = platform::AllocateStreamed<uint8_t>(bytes);
+    if (!tiles_) return OutOfMemory("cannot allocate %zu bytes of block-quantised tiles", bytes);
+    kernels::PackDenseBlockQ8Tiles(d_, tiles_.get());
     return Status::Ok();
   }
 
@@ -87,12 +88,13 @@ class HighwayDense final : public PreparedDense {
 
   void Run(const float* x, size_t rows, float* y, bool accumulate) override {
     if (Blocks(rows)) {
-      if (kq_tiles_) {
+      if (tiles_) {
         // 2 tiles (64 rows) a task at least, as RunDense splits.
-        pool_->ParallelRanges(kernels::DenseKQuantTiles(d_.out), 2, [&](size_t first, size_t last) {
-          kernels::DenseKQuantTilesQ8(x, d_.in, rows, kq_tiles_.get(), d_, first, last, y, d_.out,
-                                      accumulate);
-        });
+        const auto run = [&](size_t first, size_t last) {
+          kernels::DenseBlockQ8Tiled(x, d_.in, rows, tiles_.get(), d_, first, last, y, d_.out,
+                                     accumulate);
+        };
+        pool_->ParallelRanges(kernels::DenseBlockQ8Tiles(d_.out), 2, run);
         return;
       }
       RunDense(d_, x, rows, y, accumulate, pool_, kernels::Int8Activations::kBlocks);
@@ -127,7 +129,7 @@ class HighwayDense final : public PreparedDense {
 
   size_t memory_bytes() const override {
     return (packed_ ? kernels::DensePackedFloats(d_.in, d_.out) * sizeof(float) : 0) +
-           (kq_tiles_ ? kernels::DenseKQuantTileBytes(d_) : 0) +
+           (tiles_ ? kernels::DenseBlockQ8TileBytes(d_) : 0) +
            (panels_ ? kernels::DenseI4PanelBytes(d_) + kernels::kI4PanelMaxBatch * d_.in : 0);
   }
 
@@ -136,7 +138,7 @@ class HighwayDense final : public PreparedDense {
   ThreadPool* pool_;
   kernels::Int8Activations int8_;
   platform::StreamedArray<float> packed_;
-  platform::StreamedArray<uint8_t> kq_tiles_;  // K-quant tiles, or null
+  platform::StreamedArray<uint8_t> tiles_;     // block-quantised tiles, or null
   platform::StreamedArray<uint8_t> panels_;    // int4 row panels, or null
   hwy::AlignedFreeUniquePtr<int8_t[]> panel_q_;  // the quantised rows they run on
 };
@@ -153,17 +155,17 @@ class Highway final : public DenseBackend {
     bool pack = false, tiles = false;
     for (size_t rows : plan.rows) {
       pack |= rows >= kPackedMinRows && !op->Blocks(rows) && !op->Quantized(rows);
-      tiles |= rows >= kernels::kKQuantTilesMinBatch && op->Blocks(rows);
+      tiles |= rows >= kernels::kBlockQ8TilesMinBatch && op->Blocks(rows);
     }
     if (plan.pack_weights && pack) RECUR_RETURN_IF_ERROR(op->Pack());
-    // K-quant tiles where some planned count runs on block-quantised rows
+    // Block-quantised tiles where some planned count runs on block-quantised rows
     // on the GEMM (fewer rows run the row forms on the model's bytes), or
     // the step's single rows do (q4_k).
     const size_t few = plan.rows.front();
     const bool step_tiles = plan.pack_for_steps && few == 1 && op->Blocks(1) &&
-                            kernels::DenseKQuantTilesRun(d.type, 1);
-    if (((plan.pack_weights && tiles) || step_tiles) && kernels::DenseKQuantTileBytes(d) > 0) {
-      RECUR_RETURN_IF_ERROR(op->PackKQuantTiles());
+                            kernels::DenseBlockQ8TilesRun(d.type, 1);
+    if (((plan.pack_weights && tiles) || step_tiles) && kernels::DenseBlockQ8TileBytes(d) > 0) {
+      RECUR_RETURN_IF_ERROR(op->PackBlockQ8Tiles());
     }
     // Panels when the smallest planned count (a step's) is a small batch.
     if (plan.pack_for_steps && !op->Blocks(few) && few <= kernels::kI4PanelMaxBatch && op->Quantized(few) &&

@@ -257,7 +257,7 @@ TEST_CASE("highway packs no f32 copy of a layer that runs on block-quantised act
     all_blocks &= kernels::RunsBlockQ8(d.type, d.group, in, plan.int8, rows);
   }
   CAPTURE(all_blocks);
-  const size_t tiles = kernels::DenseKQuantTileBytes(d);
+  const size_t tiles = kernels::DenseBlockQ8TileBytes(d);
   if (all_blocks) {
     CHECK(op->memory_bytes() == tiles);
   } else {
@@ -307,7 +307,7 @@ TEST_CASE("highway lays q4_k tiles out for the steps of one stream") {
     plan.int8 = kernels::Int8Activations::kAuto;
     std::unique_ptr<backends::PreparedDense> op;
     REQUIRE(backends::HighwayBackend()->Prepare(d, plan, &op).ok());
-    const size_t tile_bytes = kernels::DenseKQuantTileBytes(d);
+    const size_t tile_bytes = kernels::DenseBlockQ8TileBytes(d);
     const bool tiled = type == WeightType::kQ4_K && tile_bytes > 0;
     CHECK(op->memory_bytes() == (tiled ? tile_bytes : 0));
     if (tiled) CHECK(tile_bytes == kernels::WeightBytes(type, in * out));  // the layer's bytes
@@ -319,9 +319,9 @@ TEST_CASE("highway lays q4_k tiles out for the steps of one stream") {
     // From the tiles, their GEMM; else what the kernels run on the model's bytes
     // (block-quantised rows where preferred, f32 activations elsewhere).
     if (tiled) {
-      kernels::PackDenseKQuantTiles(d, aligned);
-      kernels::DenseKQuantTilesQ8(x.data(), in, 1, aligned, d, 0, kernels::DenseKQuantTiles(out),
-                                  want.data(), out, false);
+      kernels::PackDenseBlockQ8Tiles(d, aligned);
+      kernels::DenseBlockQ8Tiled(x.data(), in, 1, aligned, d, 0, kernels::DenseBlockQ8Tiles(out),
+                                 want.data(), out, false);
     } else {
       kernels::Dense(x.data(), in, 1, d, want.data(), out, false, plan.int8);
     }

@@ -281,16 +281,30 @@ TEST_CASE("DenseBlockQ8: every target against the spec, batches, strides, bias, 
   struct Shape {
     size_t batch, in, out;
   };
-  const Shape shapes[] = {{1, 256, 1},  {1, 512, 33}, {2, 768, 17}, {3, 256, 64},
-                          {4, 1024, 5}, {5, 512, 16}, {9, 256, 7},  {1, 16384, 3},
-                          {0, 256, 4},  {6, 2048, 2}, {1, 256, 0},
-                          // The K-quants' GEMM (AVX-512 with VNNI): several panels, tiles
-                          // past `out`, passes of rows, rows past a kernel's four.
-                          {8, 256, 31}, {70, 768, 33}, {13, 2304, 70}};
+  const Shape shapes[] = {{1, 256, 1},
+                          {1, 512, 33},
+                          {2, 768, 17},
+                          {3, 256, 64},
+                          {4, 1024, 5},
+                          {5, 512, 16},
+                          {9, 256, 7},
+                          {1, 16384, 3},
+                          {0, 256, 4},
+                          {6, 2048, 2},
+                          {1, 256, 0},
+                          // The GEMM (AVX-512 with VNNI): several panels, tiles past
+                          // `out`, passes of rows, rows past a kernel's four; q8_0's
+                          // blocks of 32 past a panel of 1,024 inputs.
+                          {8, 256, 31},
+                          {70, 768, 33},
+                          {13, 2304, 70},
+                          {11, 96, 40},
+                          {16, 1056, 37}};
   ForEachTarget([&](const std::string&) {
     std::mt19937 rng(3);
     for (WeightType type : kTypes) {
       for (const Shape& s : shapes) {
+        if (s.in % Traits(type).block != 0) continue;
         // Variant 2: a bound scratch too small for the GEMM's rows (the row forms run).
         for (int variant = 0; variant < 3; ++variant) {
           if (variant == 2 && s.batch < 8) continue;
@@ -416,33 +430,39 @@ TEST_CASE("Dense with kBlocks: the layers DenseBlockQ8 takes, and the others as 
   CHECK(ActivationBlocksOf(WeightType::kI8, 0) == ActivationBlocks::kNone);
 }
 
-TEST_CASE("DenseKQuantTilesQ8: DenseBlockQ8 bit for bit from tiles laid out once, tile ranges, all targets") {
+TEST_CASE(
+    "DenseBlockQ8Tiled: DenseBlockQ8 bit for bit from tiles laid out once, tile ranges, all "
+    "targets") {
   struct Shape {
     size_t batch, in, out;
   };
   // The GEMM's batches (8 and up, several passes' worth, rows past a kernel's
   // four), a batch it does not take (the row forms), single rows (q4_k's
-  // tiles take them), tiles past `out`.
-  const Shape shapes[] = {{8, 256, 31}, {70, 768, 33}, {13, 2304, 70}, {9, 512, 64},
-                          {3, 256, 40}, {1, 768, 33},  {1, 2304, 70}};
+  // tiles take them), tiles past `out`, q8_0's blocks of 32 past a panel.
+  const Shape shapes[] = {{8, 256, 31}, {70, 768, 33}, {13, 2304, 70}, {9, 512, 64}, {3, 256, 40},
+                          {1, 768, 33}, {1, 2304, 70}, {12, 1120, 45}, {8, 32, 33}};
   ForEachTarget([&](const std::string&) {
     std::mt19937 rng(17);
     for (WeightType type : kTypes) {
-      const bool k = type == WeightType::kQ4_K || type == WeightType::kQ6_K;
-      const size_t record = type == WeightType::kQ4_K ? kQ4KTileBlockBytes : kQ6KTileBlockBytes;
+      const bool tiled =
+          type == WeightType::kQ4_K || type == WeightType::kQ6_K || type == WeightType::kQ8_0;
+      const size_t record = type == WeightType::kQ4_K   ? kQ4KTileBlockBytes
+                            : type == WeightType::kQ6_K ? kQ6KTileBlockBytes
+                                                        : kQ8_0TileBlockBytes;
       for (const Shape& s : shapes) {
+        if (s.in % Traits(type).block != 0) continue;
         INFO(WeightTypeName(type) << " batch=" << s.batch << " in=" << s.in << " out=" << s.out);
         Layer l = RandomLayer(rng, type, s.in, s.out);
         std::vector<float> bias(s.out);
         for (float& b : bias) b = static_cast<float>(rng() % 1000) / 500.0f - 1.0f;
         l.w.bias = bias.data();
-        const size_t bytes = DenseKQuantTileBytes(l.w);
-        const size_t tiles = DenseKQuantTiles(s.out);
-        // Tiles exactly where the GEMM runs (q4_k and q6_k on AVX-512 with VNNI).
-        const bool gemm = k && DenseBlockQ8Preferred(type, 8);
-        CHECK(bytes == (gemm ? tiles * (s.in / kKQuantBlock) * record : 0));
+        const size_t bytes = DenseBlockQ8TileBytes(l.w);
+        const size_t tiles = DenseBlockQ8Tiles(s.out);
+        // Tiles exactly where the GEMM runs (q4_k, q6_k and q8_0 on AVX-512 with VNNI).
+        const bool gemm = tiled && DenseBlockQ8Preferred(type, 8);
+        CHECK(bytes == (gemm ? tiles * (s.in / Traits(type).block) * record : 0));
         auto packed = hwy::AllocateAligned<uint8_t>(std::max<size_t>(bytes, 1));
-        PackDenseKQuantTiles(l.w, packed.get());
+        PackDenseBlockQ8Tiles(l.w, packed.get());
         const size_t x_stride = s.in + 3, y_stride = s.out + 5;
         std::vector<float> x(s.batch * x_stride);
         for (size_t b = 0; b < s.batch; ++b) {
@@ -451,7 +471,7 @@ TEST_CASE("DenseKQuantTilesQ8: DenseBlockQ8 bit for bit from tiles laid out once
         // A single q4_k row from tiles runs the GEMM: the row's sums in a batch
         // the GEMM takes (a row's result does not depend on the others).
         const bool one_on_gemm = gemm && type == WeightType::kQ4_K && s.batch == 1;
-        std::vector<float> others(kKQuantTilesMinBatch * x_stride);
+        std::vector<float> others(kBlockQ8TilesMinBatch * x_stride);
         if (one_on_gemm) {
           FillActivations(rng, others.data(), others.size(), 3);
           std::copy(x.begin(), x.end(), others.begin());
@@ -459,8 +479,8 @@ TEST_CASE("DenseKQuantTilesQ8: DenseBlockQ8 bit for bit from tiles laid out once
         for (bool accumulate : {false, true}) {
           std::vector<float> want(s.batch * y_stride, 0.5f);
           if (one_on_gemm) {
-            std::vector<float> batch_y(kKQuantTilesMinBatch * y_stride, 0.5f);
-            DenseBlockQ8(others.data(), x_stride, kKQuantTilesMinBatch, l.w, batch_y.data(),
+            std::vector<float> batch_y(kBlockQ8TilesMinBatch * y_stride, 0.5f);
+            DenseBlockQ8(others.data(), x_stride, kBlockQ8TilesMinBatch, l.w, batch_y.data(),
                          y_stride, accumulate);
             std::copy(batch_y.begin(), batch_y.begin() + y_stride, want.begin());
           } else {
@@ -471,35 +491,35 @@ TEST_CASE("DenseKQuantTilesQ8: DenseBlockQ8 bit for bit from tiles laid out once
             std::vector<float> y(s.batch * y_stride, 0.5f);
             if (split == 0) {
               for (size_t t = 0; t < tiles; ++t) {
-                DenseKQuantTilesQ8(x.data(), x_stride, s.batch, packed.get(), l.w, t, t + 1,
-                                   y.data(), y_stride, accumulate);
+                DenseBlockQ8Tiled(x.data(), x_stride, s.batch, packed.get(), l.w, t, t + 1,
+                                  y.data(), y_stride, accumulate);
               }
             } else {
-              DenseKQuantTilesQ8(x.data(), x_stride, s.batch, packed.get(), l.w, 0, split,
-                                 y.data(), y_stride, accumulate);
-              DenseKQuantTilesQ8(x.data(), x_stride, s.batch, packed.get(), l.w, split, tiles,
-                                 y.data(), y_stride, accumulate);
+              DenseBlockQ8Tiled(x.data(), x_stride, s.batch, packed.get(), l.w, 0, split, y.data(),
+                                y_stride, accumulate);
+              DenseBlockQ8Tiled(x.data(), x_stride, s.batch, packed.get(), l.w, split, tiles,
+                                y.data(), y_stride, accumulate);
             }
             size_t differ = 0;
             for (size_t i = 0; i < y.size(); ++i) differ += !SameBits(y[i], want[i]);
             CHECK_MESSAGE(differ == 0, "split " << split << " accumulate " << accumulate);
           }
         }
-        if (!gemm || (s.batch < kKQuantTilesMinBatch && !one_on_gemm)) continue;
+        if (!gemm || (s.batch < kBlockQ8TilesMinBatch && !one_on_gemm)) continue;
         // The tiles are what the GEMM reads: a changed code byte changes the output
         // (and tiles from nothing, as the model's bytes, do not).
         std::vector<float> want(s.batch * s.out), y(s.batch * s.out);
-        DenseKQuantTilesQ8(x.data(), x_stride, s.batch, packed.get(), l.w, 0, tiles, want.data(),
-                           s.out, false);
+        DenseBlockQ8Tiled(x.data(), x_stride, s.batch, packed.get(), l.w, 0, tiles, want.data(),
+                          s.out, false);
         if (!one_on_gemm) {
-          DenseKQuantTilesQ8(x.data(), x_stride, s.batch, nullptr, l.w, 0, tiles, y.data(), s.out,
-                             false);
-          CHECK(y == want);
+          DenseBlockQ8Tiled(x.data(), x_stride, s.batch, nullptr, l.w, 0, tiles, y.data(), s.out,
+                            false);
+          CHECK(std::equal(y.begin(), y.end(), want.begin(), SameBits));  // NaN for an Inf row
         }
         packed[5] ^= 0x11;
-        DenseKQuantTilesQ8(x.data(), x_stride, s.batch, packed.get(), l.w, 0, tiles, y.data(),
-                           s.out, false);
-        CHECK(y != want);
+        DenseBlockQ8Tiled(x.data(), x_stride, s.batch, packed.get(), l.w, 0, tiles, y.data(), s.out,
+                          false);
+        CHECK(!std::equal(y.begin(), y.end(), want.begin(), SameBits));
       }
     }
   });

@@ -307,9 +307,10 @@ typedef struct recur_session recur_session;
  * weight), for int4 layers with groups of 32 row panels (0.5625 bytes
  * per weight) that steps of 1-4 streams run on where the CPU is faster with
  * them (x86-64 with AVX2 or later; docs/performance.md "int4 weights"), and
- * for q4_k and q6_k layers that run on block-quantised rows (GGUF's K-quants)
- * the tiles of their integer GEMM (AVX-512 with VNNI; the layer's bytes for
- * q4_k, 1.31× for q6_k; docs/performance.md "GEMM backends"). highway's and
+ * for q4_k, q6_k and q8_0 layers that run on block-quantised rows (GGUF's
+ * K-quants and Q8_0) the tiles of their integer GEMM (AVX-512 with VNNI; the
+ * layer's bytes for q4_k, 1.31× for q6_k, 1.06× for q8_0; docs/performance.md
+ * "GEMM backends"). highway's and
  * onednn's copies of 2 MiB or more are laid out in huge pages where the OS
  * gives them (as the model's mapping, recur_model_load_file); xnnpack's are
  * its own allocator's. */
@@ -319,9 +320,9 @@ typedef enum recur_weight_packing {
    * prefills use the unpacked kernels (~10-20% slower GEMMs). int4 row
    * panels for sessions of 1-4 streams whose int4 layers run on integer dot
    * products (int8_activations AUTO or QUANTIZED), on CPUs where they are
-   * faster. K-quant tiles when batch >= 4, for the calls their GEMM takes
-   * (steps of 8 or more streams, prefill chunks), and of q4_k layers in
-   * sessions of one stream, whose steps read them as one stream. */
+   * faster. Block-quantised tiles when batch >= 4, for the calls their GEMM
+   * takes (steps of 8 or more streams, prefill chunks), and of q4_k layers
+   * in sessions of one stream, whose steps read them as one stream. */
   RECUR_PACKING_AUTO = 0,
   /* Never copy weights: sessions use only the model's bytes; the automatic
    * backend choice skips backends that copy weights (xnnpack, onednn). */
@@ -352,7 +353,8 @@ typedef enum recur_int8_activations {
    * integer dot products (x86 SSSE3 and later, arm64 NEON) and the layer
    * takes them (16 <= inputs <= 16384), else FLOAT. q4_k, q6_k and q8_0
    * layers run as BLOCKS for one row at a time (a step of one stream) on x86
-   * from AVX2, where that is faster, else FLOAT; q5_k FLOAT. The default. */
+   * from AVX2 and for 8 rows or more on x86 with AVX-512 VNNI, where that is
+   * faster, else FLOAT; q5_k FLOAT. The default. */
   RECUR_INT8_ACTIVATIONS_AUTO = 0,
   /* Activations stay float32; the weights are widened to float32 as they
    * are read: the int8 weights' rounding is the only error added. */
@@ -371,7 +373,8 @@ typedef enum recur_int8_activations {
    * float sums (docs/layouts.md "Against llama.cpp itself"). int8 layers run
    * QUANTIZED; other layers, and layers wider than 16384 inputs, FLOAT.
    * Faster than FLOAT for single rows of q4_k, q6_k and q8_0 on x86 from
-   * AVX2 (ggml's operations); elsewhere a portable kernel, slower. */
+   * AVX2 (ggml's operations) and for 8 rows or more of them on AVX-512 VNNI
+   * (an integer GEMM); elsewhere a portable kernel, slower. */
   RECUR_INT8_ACTIVATIONS_BLOCKS = 3
 } recur_int8_activations;
 
@@ -393,8 +396,9 @@ typedef struct recur_session_options {
                             its results deviate more (docs/correctness.md
                             "Reduced-precision weights"). A backend this build lacks is RECUR_UNSUPPORTED. */
   uint32_t weight_packing; /* a recur_weight_packing; 0 = RECUR_PACKING_AUTO. A packed copy
-                              costs 4 bytes per weight (int4 row panels 0.5625, K-quant
-                              tiles 0.5625 for q4_k and 1.08 for q6_k);
+                              costs 4 bytes per weight (int4 row panels 0.5625,
+                              block-quantised tiles 0.5625 for q4_k, 1.08 for q6_k
+                              and 1.13 for q8_0);
                               recur_session_backends reports the bytes held. A backend named
                               above copies as it must. */
   uint32_t prefill_min;    /* recur_session_prefill of fewer positions than this runs them as

@@ -232,8 +232,8 @@ inline constexpr size_t kDenseBlockQ8MaxIn = kDenseI8DotMaxIn;
 // Whether DenseBlockQ8 runs `batch` rows of a layer of `type` faster than
 // f32 activations (DenseKQuant, Dense) on the SIMD target dispatched to now:
 // true for one row (a decode step) of q4_k, q6_k and q8_0 on x86 from AVX2
-// (ggml's operations), and for batches of 8 rows or more of q4_k and q6_k on
-// AVX-512 with VNNI (its integer GEMM); Int8Activations kAuto and kQuantized
+// (ggml's operations), and for batches of 8 rows or more of q4_k, q6_k and
+// q8_0 on AVX-512 with VNNI (its integer GEMM); Int8Activations kAuto and kQuantized
 // then run them on it. Thread-safe.
 bool DenseBlockQ8Preferred(WeightType type, size_t batch);
 
@@ -248,8 +248,8 @@ bool RunsBlockQ8(WeightType type, uint32_t group, size_t in, Int8Activations int
 // than kNone and w.in <= kDenseBlockQ8MaxIn; other layers run Dense. x:
 // (batch, w.in) f32 with row stride x_stride (finite); y: (batch, w.out) with
 // row stride y_stride (no overlap). No alignment is required; thread-safe.
-// Its buffers are on the stack (~20 KiB; ~50 KiB for the GEMM), but for the
-// GEMM (batches of 8 or more q4_k or q6_k rows on AVX-512 with VNNI), which
+// Its buffers are on the stack (~20 KiB; ~60 KiB for the GEMM), but for the
+// GEMM (batches of 8 or more q4_k, q6_k or q8_0 rows on AVX-512 with VNNI), which
 // quantises up to 64 rows at a time into Dense's widening scratch: the bound
 // scratch (ScopedDenseScratch, no larger than DenseScratchNeed asks for the
 // layer) or the per-thread buffer; without room there it runs the row forms.
@@ -257,52 +257,55 @@ void DenseBlockQ8(const float* x, size_t x_stride, size_t batch, const DenseWeig
                   size_t y_stride, bool accumulate);
 
 // ---------------------------------------------------------------------------
-// K-quant tiles (dense_blockq_gemm-inl.h): a q4_k or q6_k layer laid out once
-// as DenseBlockQ8's GEMM otherwise lays it out on every call: per tile of 32
-// output rows and block of 256 inputs, the codes of the 32 rows side by side,
-// 4 inputs each (nibbles for q4_k, bytes for q6_k), beside the scales
-// (q4_k: the blocks' own bytes, 6-bit scales and minimums and f16 d, dmin;
-// q6_k: the sub-block scales and f32 d): the layer's bytes for q4_k, 1.31×
-// for q6_k, its output rows rounded up to a multiple of kKQuantTileRows.
+// Block-quantised tiles (dense_blockq_gemm-inl.h): a q4_k, q6_k or q8_0 layer
+// laid out once as DenseBlockQ8's GEMM otherwise lays it out on every call:
+// per tile of 32 output rows and block (256 inputs for q4_k and q6_k, 32 for
+// q8_0), the codes of the 32 rows side by side, 4 inputs each (nibbles for
+// q4_k, bytes for q6_k and q8_0), beside the scales (q4_k: the blocks' own
+// bytes, 6-bit scales and minimums and f16 d, dmin; q6_k: the sub-block
+// scales and f32 d; q8_0: f32 d): the layer's bytes for q4_k, 1.31× for q6_k,
+// 1.06× for q8_0 (its codes and f16 scales), its output rows rounded up to a
+// multiple of kBlockQ8TileRows.
 // From tiles the GEMM also runs single q4_k rows (a step of one stream),
 // reading the layer as one stream.
-inline constexpr size_t kKQuantTileRows = 32;
+inline constexpr size_t kBlockQ8TileRows = 32;
 // The GEMM's smallest batch (fewer rows run DenseBlockQ8's row forms).
-inline constexpr size_t kKQuantTilesMinBatch = 8;
+inline constexpr size_t kBlockQ8TilesMinBatch = 8;
 // Bytes of one block of one tile.
 inline constexpr size_t kQ4KTileBlockBytes = 4608;
 inline constexpr size_t kQ6KTileBlockBytes = 8832;
-// Whether DenseKQuantTilesQ8 runs `batch` rows of a `type` layer on the GEMM
-// from its tiles (where DenseKQuantTileBytes is not 0): batches of
-// kKQuantTilesMinBatch or more, and single q4_k rows.
-inline bool DenseKQuantTilesRun(WeightType type, size_t batch) {
-  return batch >= kKQuantTilesMinBatch || (type == WeightType::kQ4_K && batch == 1);
+inline constexpr size_t kQ8_0TileBlockBytes = 1152;
+// Whether DenseBlockQ8Tiled runs `batch` rows of a `type` layer on the GEMM
+// from its tiles (where DenseBlockQ8TileBytes is not 0): batches of
+// kBlockQ8TilesMinBatch or more, and single q4_k rows.
+inline bool DenseBlockQ8TilesRun(WeightType type, size_t batch) {
+  return batch >= kBlockQ8TilesMinBatch || (type == WeightType::kQ4_K && batch == 1);
 }
 // Tiles of a layer with `out` output features.
-inline size_t DenseKQuantTiles(size_t out) {
-  return (out + kKQuantTileRows - 1) / kKQuantTileRows;
+inline size_t DenseBlockQ8Tiles(size_t out) {
+  return (out + kBlockQ8TileRows - 1) / kBlockQ8TileRows;
 }
-// Bytes of w's tiles; 0 for a layer that has none: not q4_k or q6_k, in = 0,
-// out = 0, in > kDenseBlockQ8MaxIn, or on a SIMD target (dispatched to now)
-// without the GEMM (AVX-512 with VNNI). Thread-safe.
-size_t DenseKQuantTileBytes(const DenseWeights& w);
-// Writes w's tiles to dst (DenseKQuantTileBytes(w) bytes, 64-byte aligned).
-// Writes nothing when DenseKQuantTileBytes(w) is 0. Thread-safe.
-void PackDenseKQuantTiles(const DenseWeights& w, uint8_t* dst);
+// Bytes of w's tiles; 0 for a layer that has none: not q4_k, q6_k or q8_0 in
+// groups of 32, in = 0, out = 0, in > kDenseBlockQ8MaxIn, or on a SIMD target
+// (dispatched to now) without the GEMM (AVX-512 with VNNI). Thread-safe.
+size_t DenseBlockQ8TileBytes(const DenseWeights& w);
+// Writes w's tiles to dst (DenseBlockQ8TileBytes(w) bytes, 64-byte aligned).
+// Writes nothing when DenseBlockQ8TileBytes(w) is 0. Thread-safe.
+void PackDenseBlockQ8Tiles(const DenseWeights& w, uint8_t* dst);
 // DenseBlockQ8 (above) for the output rows of tiles [tile_begin, tile_end)
 // (rows 32·tile_begin to min(32·tile_end, w.out)), bit for bit: where the
 // GEMM takes the batch (8 rows or more, its scratch as DenseBlockQ8's) it
-// reads the weights from `tiles` (PackDenseKQuantTiles(w)), otherwise from w
+// reads the weights from `tiles` (PackDenseBlockQ8Tiles(w)), otherwise from w
 // as DenseBlockQ8 does. A single q4_k row from tiles runs the GEMM too
-// (DenseKQuantTilesRun; its quantised row on the stack, 21 KiB): the
+// (DenseBlockQ8TilesRun; its quantised row on the stack, 22 KiB): the
 // GEMM's sums for that row, bit for bit what the row gets in any batch the
 // GEMM takes (the row forms DenseBlockQ8 runs on one row sum in another
 // order). tiles may be null (then always from w). y: (batch, w.out) with row
 // stride y_stride, only those rows written. Calls on disjoint tile ranges
 // may run concurrently; thread-safe.
-void DenseKQuantTilesQ8(const float* x, size_t x_stride, size_t batch, const uint8_t* tiles,
-                        const DenseWeights& w, size_t tile_begin, size_t tile_end, float* y,
-                        size_t y_stride, bool accumulate);
+void DenseBlockQ8Tiled(const float* x, size_t x_stride, size_t batch, const uint8_t* tiles,
+                       const DenseWeights& w, size_t tile_begin, size_t tile_end, float* y,
+                       size_t y_stride, bool accumulate);
 
 // ---------------------------------------------------------------------------
 // int4 row panels, for small batches (dense_i4_panels-inl.h): a re-laid-out copy of

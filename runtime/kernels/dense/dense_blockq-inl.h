@@ -17,8 +17,8 @@
 // The portable form is written in Highway operations, the same on every
 // target; on x86 from AVX2 the types of a Q4_K_M, Q4_0 or Q8_0 file run
 // forms of ggml's own operations (X86Rows, with the named operations of
-// isa::x256), Q5_K the portable one. Batches of q4_k and q6_k rows on
-// AVX-512 with VNNI run the GEMM of dense_blockq_gemm-inl.h.
+// isa::x256), Q5_K the portable one. Batches of q4_k, q6_k and q8_0 rows
+// on AVX-512 with VNNI run the GEMM of dense_blockq_gemm-inl.h.
 #if defined(RECUR_KERNELS_DENSE_DENSE_BLOCKQ_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef RECUR_KERNELS_DENSE_DENSE_BLOCKQ_INL_H_
 #undef RECUR_KERNELS_DENSE_DENSE_BLOCKQ_INL_H_
@@ -678,13 +678,20 @@ HWY_INLINE bool X86Rows(size_t rows, const QuantizedRows& a, const DenseWeights&
 }  // namespace blockq_detail
 
 #if RECUR_ISA_AVX3
-// blockq_gemm::Run on rows rounded to Q8_K blocks (the tiles' records from
-// `packed`, or packed per call where that is null).
+// blockq_gemm::Run on rows rounded to Q8_K blocks (Q8_0 blocks for q8_0;
+// the tiles' records from `packed`, or packed per call where that is null).
 HWY_INLINE bool BlockQ8Gemm(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
                             const uint8_t* packed, size_t tile_begin, size_t tile_end, float* y,
                             size_t y_stride, bool accumulate) {
   namespace bd = blockq_detail;
   const size_t in = w.in;
+  if (ActivationBlocksOf(w.type, w.group) == ActivationBlocks::kQ8_0) {
+    const auto quantize_q8_0 = [in](const float* xr, int8_t* q, float* d) {
+      bd::QuantizeQ8_0(xr, in, q, d);
+    };
+    return blockq_gemm::Run(x, x_stride, batch, w, y, y_stride, accumulate, quantize_q8_0, packed,
+                            tile_begin, tile_end);
+  }
   const auto quantize_q8_k = [in](const float* xr, int8_t* q, float* d) {
     int32_t sums[bd::kQBytes / bd::kSubBlock];
     bd::QuantizeQ8_K(xr, in, q, d, sums);

@@ -1,5 +1,5 @@
 // Dynamic dispatch for block-quantised activations (dense_blockq-inl.h):
-// DenseBlockQ8, and the K-quant tiles of its GEMM (dense_blockq_gemm-inl.h).
+// DenseBlockQ8, and the block-quantised tiles of its GEMM (dense_blockq_gemm-inl.h).
 #include <algorithm>
 #include <cstdint>
 
@@ -20,7 +20,7 @@ void DenseBlockQ8Impl(const float* x, size_t x_stride, size_t batch, const Dense
   BlockQ8Dense(x, x_stride, batch, w, y, y_stride, accumulate);
 }
 
-bool DenseKQuantTilesAvailableImpl() {
+bool DenseBlockQ8TilesAvailableImpl() {
 #if RECUR_ISA_AVX3
   return Avx512VnniEnabled();
 #else
@@ -28,7 +28,7 @@ bool DenseKQuantTilesAvailableImpl() {
 #endif
 }
 
-void PackDenseKQuantTilesImpl(const DenseWeights& w, uint8_t* dst) {
+void PackDenseBlockQ8TilesImpl(const DenseWeights& w, uint8_t* dst) {
 #if RECUR_ISA_AVX3
   blockq_gemm::PackTiles(w, dst);
 #else
@@ -37,9 +37,9 @@ void PackDenseKQuantTilesImpl(const DenseWeights& w, uint8_t* dst) {
 #endif
 }
 
-void DenseKQuantTilesQ8Impl(const float* x, size_t x_stride, size_t batch, const uint8_t* tiles,
-                            const DenseWeights& w, size_t tile_begin, size_t tile_end, float* y,
-                            size_t y_stride, bool accumulate) {
+void DenseBlockQ8TiledImpl(const float* x, size_t x_stride, size_t batch, const uint8_t* tiles,
+                           const DenseWeights& w, size_t tile_begin, size_t tile_end, float* y,
+                           size_t y_stride, bool accumulate) {
 #if RECUR_ISA_AVX3
   if (tiles != nullptr && BlockQ8Gemm(x, x_stride, batch, w, tiles, tile_begin, tile_end, y,
                                       y_stride, accumulate)) {
@@ -48,8 +48,8 @@ void DenseKQuantTilesQ8Impl(const float* x, size_t x_stride, size_t batch, const
 #else
   (void)tiles;
 #endif
-  const size_t begin = std::min<size_t>(tile_begin * kKQuantTileRows, w.out);
-  const size_t end = std::min<size_t>(tile_end * kKQuantTileRows, w.out);
+  const size_t begin = std::min<size_t>(tile_begin * kBlockQ8TileRows, w.out);
+  const size_t end = std::min<size_t>(tile_end * kBlockQ8TileRows, w.out);
   if (begin < end) {
     BlockQ8Dense(x, x_stride, batch, w.Rows(begin, end), y + begin, y_stride, accumulate);
   }
@@ -72,31 +72,35 @@ namespace recur::impl::kernels {
 
 HWY_EXPORT(DenseBlockQ8Impl);
 HWY_EXPORT(DenseBlockQ8PreferredImpl);
-HWY_EXPORT(DenseKQuantTilesAvailableImpl);
-HWY_EXPORT(PackDenseKQuantTilesImpl);
-HWY_EXPORT(DenseKQuantTilesQ8Impl);
+HWY_EXPORT(DenseBlockQ8TilesAvailableImpl);
+HWY_EXPORT(PackDenseBlockQ8TilesImpl);
+HWY_EXPORT(DenseBlockQ8TiledImpl);
 
-size_t DenseKQuantTileBytes(const DenseWeights& w) {
-  if ((w.type != WeightType::kQ4_K && w.type != WeightType::kQ6_K) || w.in == 0 || w.out == 0 ||
-      w.in % kKQuantBlock != 0 || w.in > kDenseBlockQ8MaxIn ||
-      !HWY_DYNAMIC_DISPATCH(DenseKQuantTilesAvailableImpl)()) {
+size_t DenseBlockQ8TileBytes(const DenseWeights& w) {
+  const bool q8_0 = w.type == WeightType::kQ8_0;
+  if ((w.type != WeightType::kQ4_K && w.type != WeightType::kQ6_K &&
+       !(q8_0 && ActivationBlocksOf(w.type, w.group) == ActivationBlocks::kQ8_0)) ||
+      w.in == 0 || w.out == 0 || w.in % Traits(w.type).block != 0 || w.in > kDenseBlockQ8MaxIn ||
+      !HWY_DYNAMIC_DISPATCH(DenseBlockQ8TilesAvailableImpl)()) {
     return 0;
   }
-  const size_t record = w.type == WeightType::kQ4_K ? kQ4KTileBlockBytes : kQ6KTileBlockBytes;
-  return DenseKQuantTiles(w.out) * (w.in / kKQuantBlock) * record;
+  const size_t record = w.type == WeightType::kQ4_K ? kQ4KTileBlockBytes
+                        : q8_0                      ? kQ8_0TileBlockBytes
+                                                    : kQ6KTileBlockBytes;
+  return DenseBlockQ8Tiles(w.out) * (w.in / Traits(w.type).block) * record;
 }
 
-void PackDenseKQuantTiles(const DenseWeights& w, uint8_t* dst) {
-  if (DenseKQuantTileBytes(w) == 0) return;
-  HWY_DYNAMIC_DISPATCH(PackDenseKQuantTilesImpl)(w, dst);
+void PackDenseBlockQ8Tiles(const DenseWeights& w, uint8_t* dst) {
+  if (DenseBlockQ8TileBytes(w) == 0) return;
+  HWY_DYNAMIC_DISPATCH(PackDenseBlockQ8TilesImpl)(w, dst);
 }
 
-void DenseKQuantTilesQ8(const float* x, size_t x_stride, size_t batch, const uint8_t* tiles,
-                        const DenseWeights& w, size_t tile_begin, size_t tile_end, float* y,
-                        size_t y_stride, bool accumulate) {
-  if (DenseKQuantTileBytes(w) == 0) tiles = nullptr;
-  HWY_DYNAMIC_DISPATCH(DenseKQuantTilesQ8Impl)(x, x_stride, batch, tiles, w, tile_begin, tile_end,
-                                               y, y_stride, accumulate);
+void DenseBlockQ8Tiled(const float* x, size_t x_stride, size_t batch, const uint8_t* tiles,
+                       const DenseWeights& w, size_t tile_begin, size_t tile_end, float* y,
+                       size_t y_stride, bool accumulate) {
+  if (DenseBlockQ8TileBytes(w) == 0) tiles = nullptr;
+  HWY_DYNAMIC_DISPATCH(DenseBlockQ8TiledImpl)(x, x_stride, batch, tiles, w, tile_begin, tile_end,
+                                              y, y_stride, accumulate);
 }
 
 bool DenseBlockQ8Preferred(WeightType type, size_t batch) {
