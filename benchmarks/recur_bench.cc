@@ -9,6 +9,7 @@
 // Rows:
 //   step       one RNN step of B streams: median/p10/p90 µs, elements/s
 //   prefill N  N positions of one stream through the chunked-parallel form
+//              (200000 / N runs, 3 to 50, until 20 s of them; encode likewise)
 //   gen LEN    LEN-step sequences sampled from the output distribution, B at
 //              a time (images/s for 784-pixel images); "gen LEN xS": S such
 //              sessions at once, one thread each (--sessions S)
@@ -52,6 +53,16 @@ double PeakRssMiB() {
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// Whether a prefill or encode row has timed enough runs: three at least,
+// then until their sum passes 20 s (a large model's prefill 512 can take
+// seconds; its row would otherwise take minutes for its 50 runs).
+bool RunsEnough(const std::vector<double>& times) {
+  constexpr double kBudgetSeconds = 20.0;
+  double sum = 0.0;
+  for (double t : times) sum += t;
+  return times.size() >= 3 && sum > kBudgetSeconds;
 }
 
 struct Row {
@@ -337,7 +348,7 @@ int main(int argc, char** argv) {
         std::vector<float> out(size_t{batch} * n * info.output_width);
         std::vector<double> times;
         const int runs = int(std::clamp<size_t>(200000 / (n * batch), 3, 50));
-        for (int r = 0; r < runs + 1; ++r) {
+        for (int r = 0; r < runs + 1 && !RunsEnough(times); ++r) {
           const auto t0 = Clock::now();
           if (recur_session_encode(session->get(), n, &in, out.data()) != RECUR_OK) {
             return Fail(recur_last_error());
@@ -366,7 +377,7 @@ int main(int argc, char** argv) {
       recur_input in = inputs.Make(std::min(n, kPiece));
       std::vector<double> times;
       const int runs = int(std::clamp<size_t>(200000 / n, 3, 50));
-      for (int r = 0; r < runs + 1; ++r) {
+      for (int r = 0; r < runs + 1 && !RunsEnough(times); ++r) {
         session->Reset();
         const auto t0 = Clock::now();
         for (size_t done = 0; done < n;) {
