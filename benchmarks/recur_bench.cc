@@ -4,7 +4,7 @@
 //   recur-bench MODEL.recur [--batch 1,64] [--threads 1,2] [--steps N]
 //               [--prefill 128,1024] [--chunk T] [--generate LEN] [--encode 512] [--json]
 //               [--backend auto|highway|xnnpack|onednn] [--packing auto|off|on]
-//               [--state-sums compensated|plain] [--sessions S]
+//               [--state-sums compensated|plain] [--sessions S] [--no-mmap]
 //
 // Rows:
 //   step       one RNN step of B streams: median/p10/p90 µs, elements/s
@@ -194,6 +194,10 @@ int main(int argc, char** argv) {
                  "concurrently by their own threads (rate counts all their streams)")
       ->check(CLI::Range(1u, 64u));
   app.add_flag("--json", json, "JSON lines instead of a table");
+  bool no_mmap = false;
+  app.add_flag("--no-mmap", no_mmap,
+               "Read the model into memory (huge pages where the OS gives them) instead of "
+               "mapping the file");
   app.add_option("--backend", backend, "GEMM backend for the dense layers: auto (fastest per "
                  "shape, measured at session creation), highway, xnnpack, onednn");
   const std::map<std::string, recur_weight_packing> packings{
@@ -207,7 +211,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   const char* sums_name = state_sums == RECUR_STATE_SUMS_PLAIN ? "plain" : "compensated";
 
-  auto model = recur::Model::Load(model_path);
+  auto model = recur::Model::Load(model_path, no_mmap ? uint32_t{RECUR_LOAD_NO_MMAP} : 0u);
   if (!model) return Fail(model.error());
   const recur_model_info info = model->info();
   const size_t state_bytes =
@@ -231,10 +235,10 @@ int main(int argc, char** argv) {
   };
   if (!json) {
     std::printf("model     %s: %llu parameters, %u layers, %.1f MB dense weights, %.1f MFLOP "
-                "per step, state %zu bytes per stream (%s sums)\n",
+                "per step, state %zu bytes per stream (%s sums)%s\n",
                 model_path.c_str(), static_cast<unsigned long long>(info.parameter_count),
                 info.num_layers, info.step_weight_bytes / 1e6, info.step_flops / 1e6,
-                state_bytes, sums_name);
+                state_bytes, sums_name, no_mmap ? "; read into memory" : "");
     std::printf("machine   SIMD %s, FMA peak %.1f GFLOP/s per core, read bandwidth %.1f GB/s per "
                 "core over %.1f MB\n",
                 recur_simd_target(), peak / 1e9, bandwidth / 1e9, info.step_weight_bytes / 1e6);
