@@ -113,7 +113,10 @@ bool RunsBlockQ8(WeightType type, uint32_t group, size_t in, Int8Activations int
     return false;
   }
   if (int8 == Int8Activations::kBlocks) return true;
-  return int8 != Int8Activations::kFloat && DenseBlockQ8Preferred(type, batch);
+  // The types DenseBlockQ8Preferred can say yes to, before its dispatched call.
+  const bool may_prefer =
+      type == WeightType::kQ4_K || type == WeightType::kQ6_K || type == WeightType::kQ8_0;
+  return int8 != Int8Activations::kFloat && may_prefer && DenseBlockQ8Preferred(type, batch);
 }
 
 void DenseBlockQ8(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
