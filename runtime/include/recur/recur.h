@@ -327,8 +327,10 @@ typedef enum recur_weight_packing {
   /* Never copy weights: sessions use only the model's bytes; the automatic
    * backend choice skips backends that copy weights (xnnpack, onednn). */
   RECUR_PACKING_OFF = 1,
-  /* Always pack f32 panels: fastest prefill and encode for any batch; int4
-   * row panels as AUTO. */
+  /* Always pack: f32 panels for the calls that run on f32 (fastest prefill
+   * and encode for any batch), block-quantised tiles for those that run on
+   * block-quantised rows (batches of 8 or more of q4_k, q6_k and q8_0 on
+   * AVX-512 with VNNI); int4 row panels as AUTO. */
   RECUR_PACKING_ON = 2
 } recur_weight_packing;
 
