@@ -294,9 +294,10 @@ void I4PanelsFromDram() {
 // the read probe recur-bench divides by, in turn, 3 rounds: GB/s of stored
 // bytes (weights and scales) and the ratio. The shapes of the RWKV-7 0.4B and
 // 1.5B layers; the types of the llama.cpp comparison, each as a step of one
-// stream runs it by default (q4_k from the block-quantised tiles a session of one
-// stream lays out, where it does), q8_0 with blocks as llama.cpp multiplies
-// it, and q4_k's row forms on the model's bytes.
+// stream runs it by default (q8_0 on blocks as llama.cpp multiplies it where
+// that is the default, q4_k from the block-quantised tiles a session of one
+// stream lays out, where it does, q6_k's row forms), q8_0 on f32 activations,
+// and q4_k's row forms on the model's bytes.
 void RowsFromDram() {
   namespace k = recur::impl::kernels;
   namespace platform = recur::impl::platform;
@@ -313,10 +314,11 @@ void RowsFromDram() {
     bool tiles;  // from block-quantised tiles (DenseBlockQ8Tiled)
   };
   const Entry entries[] = {{"f16", WeightType::kF16, k::Int8Activations::kAuto, false},
-                           {"q8_0", WeightType::kQ8_0, k::Int8Activations::kAuto, false},
+                           {"q8_0 float", WeightType::kQ8_0, k::Int8Activations::kFloat, false},
                            {"q8_0 blocks", WeightType::kQ8_0, k::Int8Activations::kBlocks, false},
                            {"q4_k rows", WeightType::kQ4_K, k::Int8Activations::kAuto, false},
-                           {"q4_k tiles", WeightType::kQ4_K, k::Int8Activations::kBlocks, true}};
+                           {"q4_k tiles", WeightType::kQ4_K, k::Int8Activations::kBlocks, true},
+                           {"q6_k rows", WeightType::kQ6_K, k::Int8Activations::kAuto, false}};
   for (const auto& s : shapes) {
     const size_t in = s[0], out = s[1];
     auto x = hwy::AllocateAligned<float>(in);
