@@ -275,6 +275,12 @@ inline constexpr size_t kBlockQ8TilesMinBatch = 8;
 inline constexpr size_t kQ4KTileBlockBytes = 4608;
 inline constexpr size_t kQ6KTileBlockBytes = 8832;
 inline constexpr size_t kQ8_0TileBlockBytes = 1152;
+// The types with block-quantised tiles and their GEMM (q8_0 in groups of 32,
+// which its callers check), and the only ones DenseBlockQ8Preferred may
+// prefer.
+constexpr bool HasBlockQ8Tiles(WeightType type) {
+  return type == WeightType::kQ4_K || type == WeightType::kQ6_K || type == WeightType::kQ8_0;
+}
 // Whether DenseBlockQ8Tiled runs `batch` rows of a `type` layer on the GEMM
 // from its tiles (where DenseBlockQ8TileBytes is not 0): batches of
 // kBlockQ8TilesMinBatch or more, and single q4_k rows.

@@ -59,8 +59,7 @@ bool DenseBlockQ8PreferredImpl(WeightType type, size_t batch) {
 #if RECUR_ISA_AVX3
   if (blockq_gemm::Takes(type, batch, false)) return true;
 #endif
-  return RECUR_ISA_AVX2 && batch == 1 &&
-         (type == WeightType::kQ4_K || type == WeightType::kQ6_K || type == WeightType::kQ8_0);
+  return RECUR_ISA_AVX2 && batch == 1 && HasBlockQ8Tiles(type);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -78,9 +77,9 @@ HWY_EXPORT(DenseBlockQ8TiledImpl);
 
 size_t DenseBlockQ8TileBytes(const DenseWeights& w) {
   const bool q8_0 = w.type == WeightType::kQ8_0;
-  if ((w.type != WeightType::kQ4_K && w.type != WeightType::kQ6_K &&
-       !(q8_0 && ActivationBlocksOf(w.type, w.group) == ActivationBlocks::kQ8_0)) ||
-      w.in == 0 || w.out == 0 || w.in % Traits(w.type).block != 0 || w.in > kDenseBlockQ8MaxIn ||
+  if (!HasBlockQ8Tiles(w.type) ||
+      (q8_0 && ActivationBlocksOf(w.type, w.group) != ActivationBlocks::kQ8_0) || w.in == 0 ||
+      w.out == 0 || w.in % Traits(w.type).block != 0 || w.in > kDenseBlockQ8MaxIn ||
       !HWY_DYNAMIC_DISPATCH(DenseBlockQ8TilesAvailableImpl)()) {
     return 0;
   }
@@ -113,10 +112,9 @@ bool RunsBlockQ8(WeightType type, uint32_t group, size_t in, Int8Activations int
     return false;
   }
   if (int8 == Int8Activations::kBlocks) return true;
-  // The types DenseBlockQ8Preferred can say yes to, before its dispatched call.
-  const bool may_prefer =
-      type == WeightType::kQ4_K || type == WeightType::kQ6_K || type == WeightType::kQ8_0;
-  return int8 != Int8Activations::kFloat && may_prefer && DenseBlockQ8Preferred(type, batch);
+  // HasBlockQ8Tiles first: no dispatched call for the types it never prefers.
+  return int8 != Int8Activations::kFloat && HasBlockQ8Tiles(type) &&
+         DenseBlockQ8Preferred(type, batch);
 }
 
 void DenseBlockQ8(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,

@@ -71,7 +71,7 @@ struct Record {
   static constexpr WeightType kWeightType = kType;
   static constexpr bool kQ4K = kType == WeightType::kQ4_K;
   static constexpr bool kQ8_0 = kType == WeightType::kQ8_0;
-  static constexpr size_t kInputs = kQ8_0 ? 32 : kKQuantBlock;
+  static constexpr size_t kInputs = Traits(kType).block;
   static constexpr size_t kSubs = kQ4K ? 8 : kQ8_0 ? 1 : 16;  // integer-scaled sub-blocks
   static constexpr size_t kWords = kInputs / 4;               // 4-input words
   static constexpr size_t kCodes = kCols * kInputs / (kQ4K ? 2 : 1);
@@ -113,19 +113,8 @@ HWY_INLINE void WithRecord(WeightType type, const F& f) {
   }
 }
 
-HWY_INLINE size_t RecordBytes(WeightType type) {
-  size_t bytes = 0;
-  WithRecord(type, [&](auto r) { bytes = decltype(r)::kBytes; });
-  return bytes;
-}
-
-// Inputs a record (and an activation block) covers.
-HWY_INLINE size_t RecordInputs(WeightType type) {
-  return type == WeightType::kQ8_0 ? Q8_0Record::kInputs : kKQuantBlock;
-}
-
 // Activation rows quantised for one pass: row r's codes at q + r·in, its
-// block scales at d + r·(in / RecordInputs), its sums at s16 + r·(in / 16)
+// block scales at d + r·(in / the type's block), its sums at s16 + r·(in / 16)
 // (q6_k: −32·Σ of each 16 codes; q8_0: −128·Σ of each 32) or s32 + r·(in /
 // 32) (q4_k: Σ of each 32, as i16).
 struct Activations {
@@ -564,13 +553,9 @@ HWY_NOINLINE void Gemm(size_t rows, const Activations& a, const DenseWeights& w,
 // Tiles of a layer with `out` output rows.
 HWY_INLINE size_t Tiles(size_t out) { return (out + kCols - 1) / kCols; }
 
-// Bytes of a layer's records, every tile and block.
-HWY_INLINE size_t PackedBytes(const DenseWeights& w) {
-  return Tiles(w.out) * (w.in / RecordInputs(w.type)) * RecordBytes(w.type);
-}
-
-// Writes every tile's records of w to dst (64-byte aligned, PackedBytes(w)
-// bytes): tile t's block kb at (t·blocks + kb)·RecordBytes.
+// Writes every tile's records of w to dst (64-byte aligned,
+// DenseBlockQ8TileBytes(w) bytes): tile t's block kb at (t·blocks + kb)·
+// Record::kBytes.
 HWY_INLINE void PackTiles(const DenseWeights& w, uint8_t* dst) {
   WithRecord(w.type, [&](auto record) {
     using R = decltype(record);
@@ -587,8 +572,8 @@ HWY_INLINE void PackTiles(const DenseWeights& w, uint8_t* dst) {
 // records hold the layer's bytes exactly, read as one stream; q6_k's take
 // 1.31× the bytes, q8_0's 1.06×, and their single rows keep the row forms).
 HWY_INLINE bool Takes(WeightType type, size_t batch, bool tiled) {
-  return (type == WeightType::kQ4_K || type == WeightType::kQ6_K || type == WeightType::kQ8_0) &&
-         Avx512VnniEnabled() && (tiled ? DenseBlockQ8TilesRun(type, batch) : batch >= kMinBatch);
+  return HasBlockQ8Tiles(type) && Avx512VnniEnabled() &&
+         (tiled ? DenseBlockQ8TilesRun(type, batch) : batch >= kMinBatch);
 }
 
 // DenseBlockQ8 on the GEMM, passes of up to kMaxBatch rows quantised by
@@ -603,7 +588,7 @@ HWY_INLINE bool Run(const float* x, size_t x_stride, size_t batch, const DenseWe
                     float* y, size_t y_stride, bool accumulate, const Quantize& quantize,
                     const uint8_t* packed, size_t tile_begin, size_t tile_end) {
   if (!Takes(w.type, batch, packed != nullptr) || w.in == 0 || w.out == 0) return false;
-  const size_t in = w.in, blocks = in / RecordInputs(w.type);
+  const size_t in = w.in, blocks = in / Traits(w.type).block;
   const auto gemm = [&](size_t rows, const Activations& a, float* y0) {
     SubBlockSums(w.type, a, rows, in);
     WithRecord(w.type, [&](auto record) {
