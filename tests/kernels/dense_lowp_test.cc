@@ -346,14 +346,14 @@ TEST_CASE("Dense lowp: real sizes, L2 out-chunks, very wide rows") {
 
 // One batch row against a layer of a MiB or more with x in L1 reads the
 // rows one after the other as one stream (StreamRows in dense-inl.h): its
-// row tails, outputs past a multiple of 4, group sizes other than 32, and
+// row tails, 1, 2 and 3 outputs past a multiple of 4, group sizes other than 32, and
 // the boundary where x grows past L1 and the tiles take over.
 TEST_CASE("Dense lowp: batch-1 layers of a MiB or more, one stream, all targets") {
   struct Shape {
     size_t in, out, group;
   };
-  const Shape shapes[] = {{1024, 1101, 32}, {1000, 1104, 32}, {4096, 257, 32},
-                          {4100, 300, 32},  {1024, 1100, 64}, {2048, 600, 2048}};
+  const Shape shapes[] = {{1024, 1101, 32}, {1000, 1104, 32},  {4096, 257, 32},  {4100, 300, 32},
+                          {1024, 1100, 64}, {2048, 600, 2048}, {1024, 1102, 32}, {1056, 1107, 32}};
   ForEachTarget([&](const std::string&) {
     for (WeightType type : kNarrowTypes) {
       std::mt19937 rng(77);

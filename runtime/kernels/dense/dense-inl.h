@@ -437,7 +437,12 @@ HWY_INLINE void Tile(D d, const float* const* HWY_RESTRICT xr, const TW* HWY_RES
 // and come from L3 or DRAM, where one sequential stream runs at the memory's
 // rate; from L2 the tiles (x loaded once for kOWide rows) are faster.
 inline constexpr size_t kStreamBytes = size_t{1} << 20;
-// Bytes ahead of its reads that StreamRows prefetches.
+// Bytes ahead of its reads that StreamRows prefetches rows with group
+// scales (their per-block work leaves the hardware prefetchers behind:
+// 46-58% of the read probe without it, 66-99% with it, `dense_bench rows`
+// q8_0 on f32 activations, AMD Zen 4). Rows without group scales are not
+// prefetched: the hardware keeps up, and the step ran faster without
+// (docs/performance.md).
 inline constexpr size_t kStreamAhead = 8192;
 // Bytes of x up to which StreamRows runs (each row reads all of x, which
 // must stay in L1 beside the stream).
@@ -452,7 +457,7 @@ HWY_INLINE void PrefetchAhead(const uint8_t* ahead, size_t b, size_t n) {
 // Σ_i x[i]·w[i] over one weight row of `in` inputs, as lanes still to be
 // summed: each block times its group's scale for kPerGroup (group: the
 // row's f16 scale bits, groups of G inputs), without the row's scale for
-// kPerRow. ahead: the row's bytes + kStreamAhead.
+// kPerRow. ahead: the row's bytes + kStreamAhead (read for kPerGroup).
 template <WeightScales kS, class D, typename TW>
 HWY_INLINE hn::Vec<D> StreamRowDot(D d, const float* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
                                    size_t in, const uint16_t* HWY_RESTRICT group, size_t G,
@@ -495,7 +500,6 @@ HWY_INLINE hn::Vec<D> StreamRowDot(D d, const float* HWY_RESTRICT x, const TW* H
     }
   } else {
     for (; i + 4 * N <= in; i += 4 * N) {
-      PrefetchAhead(ahead, i * sizeof(TW), 4 * N * sizeof(TW) / 64 * 64);
       a0 = hn::MulAdd(hn::LoadU(d, x + i), LoadWeights(d, w + i), a0);
       a1 = hn::MulAdd(hn::LoadU(d, x + i + N), LoadWeights(d, w + i + N), a1);
       a2 = hn::MulAdd(hn::LoadU(d, x + i + 2 * N), LoadWeights(d, w + i + 2 * N), a2);
@@ -511,8 +515,8 @@ HWY_INLINE hn::Vec<D> StreamRowDot(D d, const float* HWY_RESTRICT x, const TW* H
 
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
 // One batch row against weight rows [0, out) (as Rows on one batch row),
-// the rows read one after the other as one stream, prefetched kStreamAhead
-// bytes ahead. The tiles read kOWide rows side by side, a stream per row,
+// the rows read one after the other as one stream (group-scaled rows
+// prefetched kStreamAhead bytes ahead). The tiles read kOWide rows side by side, a stream per row,
 // each too short for the hardware prefetchers to reach the memory's rate.
 // `dense_bench rows` (layers streamed from DRAM, AMD Zen 5, AVX3_VNNI), of
 // the read probe's rate: f16 82-96% against 67-84% for the tiles, q8_0
@@ -521,29 +525,34 @@ template <WeightScales kS, class D, typename TW>
 HWY_NOINLINE void StreamRows(D d, const float* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
                              TileScales scales, const float* HWY_RESTRICT bias, size_t in,
                              size_t out, float* HWY_RESTRICT y, bool accumulate) {
-  using V = hn::Vec<D>;
   const hn::Full128<float> d4;
   const size_t G = scales.group_size;
-  for (size_t o = 0; o < out; o += 4) {
-    const size_t n = std::min<size_t>(4, out - o);
-    V a[4];
-    for (size_t r = 0; r < 4; ++r) {
-      if (r >= n) {
-        a[r] = hn::Zero(d);
-        continue;
-      }
-      const TW* row = w + (o + r) * in;
-      const uint16_t* group =
-          kS == WeightScales::kPerGroup ? scales.group + (o + r) * (in / G) : nullptr;
-      a[r] = StreamRowDot<kS>(d, x, row, in, group, G,
-                              reinterpret_cast<const uint8_t*>(row) + kStreamAhead);
-    }
-    auto s = Sum4(d, a[0], a[1], a[2], a[3]);
+  const auto row_dot = [&](size_t o) HWY_ATTR {
+    const TW* row = w + o * in;
+    const uint16_t* group = kS == WeightScales::kPerGroup ? scales.group + o * (in / G) : nullptr;
+    return StreamRowDot<kS>(d, x, row, in, group, G,
+                            reinterpret_cast<const uint8_t*>(row) + kStreamAhead);
+  };
+  const auto finish = [&](hn::Vec<decltype(d4)> s, size_t o, size_t n) HWY_ATTR {
     if constexpr (kS == WeightScales::kPerRow) {
       s = hn::Mul(s, LoadOutputs(d4, scales.row + o, n));
     }
     if (bias) s = hn::Add(s, LoadOutputs(d4, bias + o, n));
     StoreOutputs(d4, s, n, y + o, accumulate);
+  };
+  // The four sums stay in registers: stored to the stack, each would wait
+  // for its row's last load from DRAM, and the next row's loads that share
+  // its address bits below 4 KiB (x spans them all) would wait behind it.
+  size_t o = 0;
+  for (; o + 4 <= out; o += 4) {
+    const auto a0 = row_dot(o), a1 = row_dot(o + 1), a2 = row_dot(o + 2), a3 = row_dot(o + 3);
+    finish(Sum4(d, a0, a1, a2, a3), o, 4);
+  }
+  if (o < out) {
+    const size_t n = out - o;
+    const auto z = hn::Zero(d);
+    const auto a0 = row_dot(o), a1 = n > 1 ? row_dot(o + 1) : z, a2 = n > 2 ? row_dot(o + 2) : z;
+    finish(Sum4(d, a0, a1, a2, z), o, n);
   }
 }
 #endif
