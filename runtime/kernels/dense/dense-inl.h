@@ -540,14 +540,20 @@ HWY_NOINLINE void StreamRows(D d, const float* HWY_RESTRICT x, const TW* HWY_RES
     if (bias) s = hn::Add(s, LoadOutputs(d4, bias + o, n));
     StoreOutputs(d4, s, n, y + o, accumulate);
   };
-  // The four sums stay in registers: stored to the stack, each would wait
-  // for its row's last load from DRAM, and the next row's loads that share
-  // its address bits below 4 KiB (x spans them all) would wait behind it.
+  // A store whose data still waits on loads from DRAM holds back the later
+  // loads that share its address bits below 4 KiB until the data is there,
+  // and the memory idles meanwhile (x spans all such bits, the weights pass
+  // them every 4 KiB; docs/performance.md). So the four sums stay in
+  // registers, and each group's outputs are stored after the next group's
+  // rows have been read, when its sums are long done.
   size_t o = 0;
+  auto pending = hn::Zero(d4);
   for (; o + 4 <= out; o += 4) {
     const auto a0 = row_dot(o), a1 = row_dot(o + 1), a2 = row_dot(o + 2), a3 = row_dot(o + 3);
-    finish(Sum4(d, a0, a1, a2, a3), o, 4);
+    if (o != 0) finish(pending, o - 4, 4);
+    pending = Sum4(d, a0, a1, a2, a3);
   }
+  if (o != 0) finish(pending, o - 4, 4);
   if (o < out) {
     const size_t n = out - o;
     const auto z = hn::Zero(d);
