@@ -10,7 +10,7 @@
 // rows), streams both with unaligned loads and reduces horizontally at the end:
 //   - batch == 1: a 1×8 tile (8 independent FMA chains) for layers that come
 //     from L2; from 1 MiB of weights (L3 or DRAM) StreamRows instead reads
-//     the rows one after the other as one prefetched stream.
+//     the rows one after the other as one stream.
 //   - batch >= 2: kMaxB×4 tiles (6×4 = 24 accumulators on AVX-512, 3×4 with
 //     16 registers): kB + 4 loads per 4·kB FMAs. The final reduction costs
 //     ~3 shuffle/add ops per output (~20% at in = 256).
@@ -516,8 +516,9 @@ HWY_INLINE hn::Vec<D> StreamRowDot(D d, const float* HWY_RESTRICT x, const TW* H
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
 // One batch row against weight rows [0, out) (as Rows on one batch row),
 // the rows read one after the other as one stream (group-scaled rows
-// prefetched kStreamAhead bytes ahead). The tiles read kOWide rows side by side, a stream per row,
-// each too short for the hardware prefetchers to reach the memory's rate.
+// prefetched kStreamAhead bytes ahead). The tiles read kOWide rows side by
+// side, a stream per row, each too short for the hardware prefetchers to
+// reach the memory's rate.
 // `dense_bench rows` (layers streamed from DRAM, AMD Zen 5, AVX3_VNNI), of
 // the read probe's rate: f16 82-96% against 67-84% for the tiles, q8_0
 // 80-90% against 60-76%, at 1,024-4,096 inputs (docs/performance.md).

@@ -119,7 +119,8 @@ using I4DotStep = I4DotStepNeon;
 // read probe with prefetchnta, 76-94% with prefetcht1; q4_k tiles 36-50%
 // with prefetcht0 (or none), 74-108% with prefetcht1 (docs/performance.md).
 // On Zen 5 prefetchnta was measured best for the f16 stream; prefetcht1
-// was not measured there.
+// was not measured there. (Unscaled rows, f16 among them, are no longer
+// prefetched: StreamRows in dense/dense-inl.h.)
 HWY_INLINE void PrefetchOnce(const void* p) {
 #if RECUR_ISA_AVX2
   x256::PrefetchToL2(p);
