@@ -346,8 +346,8 @@ TEST_CASE("Dense lowp: real sizes, L2 out-chunks, very wide rows") {
 
 // One batch row against a layer of a MiB or more with x in L1 reads the
 // rows one after the other as one stream (StreamRows in dense-inl.h): its
-// row tails, 1, 2 and 3 outputs past a multiple of 4, group sizes other than 32, and
-// the boundary where x grows past L1 and the tiles take over.
+// row tails, 1, 2 and 3 outputs past a multiple of 4, group sizes other
+// than 32, and the boundary where x grows past L1 and the tiles take over.
 TEST_CASE("Dense lowp: batch-1 layers of a MiB or more, one stream, all targets") {
   struct Shape {
     size_t in, out, group;

@@ -457,11 +457,10 @@ HWY_INLINE void PrefetchAhead(const uint8_t* ahead, size_t b, size_t n) {
 // Σ_i x[i]·w[i] over one weight row of `in` inputs, as lanes still to be
 // summed: each block times its group's scale for kPerGroup (group: the
 // row's f16 scale bits, groups of G inputs), without the row's scale for
-// kPerRow. ahead: the row's bytes + kStreamAhead (read for kPerGroup).
+// kPerRow; kPerGroup rows prefetched kStreamAhead bytes ahead.
 template <WeightScales kS, class D, typename TW>
 HWY_INLINE hn::Vec<D> StreamRowDot(D d, const float* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
-                                   size_t in, const uint16_t* HWY_RESTRICT group, size_t G,
-                                   const uint8_t* ahead) {
+                                   size_t in, const uint16_t* HWY_RESTRICT group, size_t G) {
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
   V a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
@@ -477,6 +476,7 @@ HWY_INLINE hn::Vec<D> StreamRowDot(D d, const float* HWY_RESTRICT x, const TW* H
       }
       return t;
     };
+    const uint8_t* ahead = reinterpret_cast<const uint8_t*>(w) + kStreamAhead;
     HWY_ALIGN float sc[kScaleBuffer + hn::MaxLanes(D())];
     const size_t groups = G == 0 ? 0 : in / G;
     for (size_t g0 = 0; g0 < groups; g0 += kScaleRun) {
@@ -531,8 +531,7 @@ HWY_NOINLINE void StreamRows(D d, const float* HWY_RESTRICT x, const TW* HWY_RES
   const auto row_dot = [&](size_t o) HWY_ATTR {
     const TW* row = w + o * in;
     const uint16_t* group = kS == WeightScales::kPerGroup ? scales.group + o * (in / G) : nullptr;
-    return StreamRowDot<kS>(d, x, row, in, group, G,
-                            reinterpret_cast<const uint8_t*>(row) + kStreamAhead);
+    return StreamRowDot<kS>(d, x, row, in, group, G);
   };
   const auto finish = [&](hn::Vec<decltype(d4)> s, size_t o, size_t n) HWY_ATTR {
     if constexpr (kS == WeightScales::kPerRow) {
