@@ -133,6 +133,7 @@ struct LowpCase {
   bool bias, accumulate;
   bool packed = false;  // PackDense + DensePacked (two panel ranges) instead of Dense
   size_t group = 32;    // per-group scales: inputs per scale (divides in)
+  bool narrow = false;  // with packed: panels of the weights' own type (f16, bf16)
 };
 
 // Roundings an int8 weight adds to a term's path (scale·q or scale·Σ);
@@ -217,14 +218,16 @@ size_t CheckLowp(std::mt19937& rng, const LowpCase& c) {
   w.out = static_cast<uint32_t>(c.out);
   std::vector<float> y_prev(y.data(), y.data() + y.size());
   if (c.packed) {
-    auto packed = hwy::AllocateAligned<float>(std::max<size_t>(1, DensePackedFloats(c.in, c.out)));
-    PackDense(w, packed.get());
+    const WeightType panel_type = c.narrow ? c.type : WeightType::kF32;
+    auto packed = hwy::AllocateAligned<uint8_t>(
+        std::max<size_t>(1, DensePackedBytes(c.in, c.out, panel_type)));
+    PackDense(w, panel_type, packed.get());
     // Two calls over disjoint panel ranges, as two threads would make them.
     const size_t panels = DensePanels(c.out), split = panels / 2;
-    DensePacked(x.data(), x_stride, c.batch, packed.get(), w.bias, c.in, c.out, 0, split,
-                y.data(), y_stride, c.accumulate);
-    DensePacked(x.data(), x_stride, c.batch, packed.get(), w.bias, c.in, c.out, split, panels,
-                y.data(), y_stride, c.accumulate);
+    DensePacked(x.data(), x_stride, c.batch, packed.get(), panel_type, w.bias, c.in, c.out, 0,
+                split, y.data(), y_stride, c.accumulate);
+    DensePacked(x.data(), x_stride, c.batch, packed.get(), panel_type, w.bias, c.in, c.out, split,
+                panels, y.data(), y_stride, c.accumulate);
   } else {
     Dense(x.data(), x_stride, c.batch, w, y.data(), y_stride, c.accumulate);
   }
@@ -239,7 +242,8 @@ size_t CheckLowp(std::mt19937& rng, const LowpCase& c) {
     INFO(kernels::WeightTypeName(c_.type)                                                          \
          << " batch=" << c_.batch << " in=" << c_.in << " out=" << c_.out << " x_pad=" << c_.x_pad \
          << " y_pad=" << c_.y_pad << " offset=" << c_.offset << " bias=" << c_.bias                \
-         << " accumulate=" << c_.accumulate << " packed=" << c_.packed << " group=" << c_.group);  \
+         << " accumulate=" << c_.accumulate << " packed=" << c_.packed << " group=" << c_.group    \
+         << " narrow=" << c_.narrow);                                                              \
     CHECK(CheckLowp(rng, c_) == 0);                                                                \
   } while (0)
 
@@ -448,6 +452,66 @@ TEST_CASE("DensePacked: every weight type, odd shapes, partial panels, all targe
   });
 }
 
+TEST_CASE("DensePacked: f16 and bf16 panels, odd shapes, partial panels, all targets") {
+  const size_t rows[] = {1, 2, 4, 8, 13, 29, 100};
+  const size_t ins[] = {0, 1, 3, 17, 256};
+  const size_t outs[] = {1, 31, 33, 100};
+  ForEachTarget([&](const std::string&) {
+    for (WeightType type : {WeightType::kF16, WeightType::kBF16}) {
+      std::mt19937 rng(79);
+      size_t k = 0;
+      for (size_t batch : rows) {
+        for (size_t in : ins) {
+          for (size_t out : outs) {
+            ++k;
+            LowpCase c{
+                type,       batch, in, out, (k % 3) * 5, (k / 3) % 3 * 3, k % 4, (k / 2) % 2 == 0,
+                k % 2 == 0, true};
+            c.narrow = true;
+            RECUR_CHECK_LOWP(rng, c);
+          }
+        }
+      }
+    }
+  });
+}
+
+// The panels' element type changes the bytes read, not the numbers: the same
+// values are multiplied in the same order.
+TEST_CASE("DensePacked: f16 and bf16 panels give the f32 panels' results bit for bit") {
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(80);
+    for (WeightType type : {WeightType::kF16, WeightType::kBF16}) {
+      for (size_t rows : {1, 3, 8, 12, 70}) {
+        const size_t in = 300, out = 70;
+        std::vector<float> x(rows * in), bias(out);
+        FillUniform(rng, x.data(), x.size(), -1.0f, 1.0f);
+        FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
+        std::vector<uint16_t> weights(in * out);
+        FillWeights(rng, type, weights.data(), weights.size());
+        DenseWeights w;
+        w.weight = weights.data();
+        w.type = type;
+        w.bias = bias.data();
+        w.in = in;
+        w.out = out;
+        std::vector<float> y[2];
+        const WeightType panel_types[2] = {WeightType::kF32, type};
+        for (int i = 0; i < 2; ++i) {
+          auto packed = hwy::AllocateAligned<uint8_t>(DensePackedBytes(in, out, panel_types[i]));
+          PackDense(w, panel_types[i], packed.get());
+          y[i].assign(rows * out, 0.0f);
+          DensePacked(x.data(), in, rows, packed.get(), panel_types[i], w.bias, in, out, 0,
+                      DensePanels(out), y[i].data(), out, false);
+        }
+        INFO(WeightTypeName(type) << " rows=" << rows);
+        CHECK(DensePackedBytes(in, out, type) * 2 == DensePackedBytes(in, out, WeightType::kF32));
+        CHECK(std::memcmp(y[0].data(), y[1].data(), y[0].size() * sizeof(float)) == 0);
+      }
+    }
+  });
+}
+
 TEST_CASE("DensePacked: real sizes, several row chunks") {
   ForEachTarget([&](const std::string&) {
     std::mt19937 rng(78);
@@ -456,6 +520,9 @@ TEST_CASE("DensePacked: real sizes, several row chunks") {
     RECUR_CHECK_LOWP(rng, (LowpCase{WeightType::kF32, 300, 1024, 256, 0, 0, 1, true, true, true}));
     RECUR_CHECK_LOWP(rng, (LowpCase{WeightType::kI8, 70, 1024, 90, 3, 1, 2, true, false, true}));
     RECUR_CHECK_LOWP(rng, (LowpCase{WeightType::kBF16, 33, 2048, 40, 1, 0, 3, false, true, true}));
+    LowpCase f16_panels{WeightType::kF16, 300, 1024, 100, 0, 0, 1, true, true, true};
+    f16_panels.narrow = true;
+    RECUR_CHECK_LOWP(rng, f16_panels);
     RECUR_CHECK_LOWP(rng, (LowpCase{WeightType::kQ8_0, 70, 1024, 90, 3, 1, 2, true, false, true}));
   });
 }

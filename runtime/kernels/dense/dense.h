@@ -425,18 +425,50 @@ inline size_t DensePackedFloats(size_t in, size_t out) {
   return DensePanels(out) * in * kDensePanelWidth;
 }
 
-// Writes w's packed, decoded f32 form (int8 scales folded in) to `packed`,
-// DensePackedFloats(w.in, w.out) floats, 64-byte aligned. Any WeightType.
-void PackDense(const DenseWeights& w, float* packed);
+// Element types of packed panels: f32 (kF32) for weights of any type; for f16
+// and bf16 weights also their own type (the same numbers in half the bytes,
+// widened in registers as the GEMM loads them).
+inline bool PanelsMayKeepType(WeightType type) {
+  return type == WeightType::kF16 || type == WeightType::kBF16;
+}
+
+// Bytes of the packed form of an (out, in) layer in panels of panel_type
+// (kF32, or a type PanelsMayKeepType names).
+inline size_t DensePackedBytes(size_t in, size_t out, WeightType panel_type) {
+  return DensePackedFloats(in, out) * Traits(panel_type).block_bytes;
+}
+
+// Whether panels of f16 or bf16 values run the packed GEMM at least as fast
+// as f32 panels on the SIMD target dispatched to now, counting that they
+// read half the bytes: true where f16 widens in one instruction (x86 from
+// AVX2, arm64 NEON). Thread-safe.
+bool DenseNarrowPanelsPreferred();
+
+// Writes w's packed form to `packed`, DensePackedBytes(w.in, w.out,
+// panel_type) bytes, 64-byte aligned: decoded f32 values (int8 scales folded
+// in) for panel_type kF32, any WeightType; w's stored values for panel_type
+// == w.type where PanelsMayKeepType(w.type). Other pairs are a caller error.
+void PackDense(const DenseWeights& w, WeightType panel_type, void* packed);
+inline void PackDense(const DenseWeights& w, float* packed) {
+  PackDense(w, WeightType::kF32, packed);
+}
 
 // y[r, o] = (accumulate ? y[r, o] : 0) + bias[o] + Σ_i x[r, i] · w[o, i] for
 // r < rows and o in panels [panel_begin, panel_end) (o < out), w given by its
-// packed form (PackDense). x: (rows, in), row stride x_stride; y: (rows, out)
-// row stride y_stride, must not overlap x. bias: (out) or null. Calls on
-// disjoint panel ranges may run concurrently. Does not allocate.
-void DensePacked(const float* x, size_t x_stride, size_t rows, const float* packed,
-                 const float* bias, size_t in, size_t out, size_t panel_begin, size_t panel_end,
-                 float* y, size_t y_stride, bool accumulate);
+// packed form (PackDense with panel_type). x: (rows, in), row stride
+// x_stride; y: (rows, out) row stride y_stride, must not overlap x. bias:
+// (out) or null. The result does not depend on panel_type (the same values,
+// the same order of sums). Calls on disjoint panel ranges may run
+// concurrently. Does not allocate.
+void DensePacked(const float* x, size_t x_stride, size_t rows, const void* packed,
+                 WeightType panel_type, const float* bias, size_t in, size_t out,
+                 size_t panel_begin, size_t panel_end, float* y, size_t y_stride, bool accumulate);
+inline void DensePacked(const float* x, size_t x_stride, size_t rows, const float* packed,
+                        const float* bias, size_t in, size_t out, size_t panel_begin,
+                        size_t panel_end, float* y, size_t y_stride, bool accumulate) {
+  DensePacked(x, x_stride, rows, packed, WeightType::kF32, bias, in, out, panel_begin, panel_end, y,
+              y_stride, accumulate);
+}
 
 }  // namespace recur::impl::kernels
 

@@ -1,8 +1,10 @@
 // Per-target packed-weight GEMM (see dense.h: PackDenseWeights, DensePacked).
 //
 // Packed layout, the same on every target: panels of kDensePanelWidth (32)
-// output features; panel p holds wp[p][k][j] = w[32p + j, k] (decoded to f32,
-// int8 scales folded in, zero past `out`), k-major. A register tile of kR x
+// output features; panel p holds wp[p][k][j] = w[32p + j, k] (zero past
+// `out`), k-major, as f32 (decoded, int8 scales folded in) or, for f16 and
+// bf16 weights, as their stored values (widened in registers as they are
+// loaded: the same numbers from half the bytes). A register tile of kR x
 // rows × 32 outputs then accumulates outer products
 //   acc[r][v] += x[r, k] (broadcast) · wp[p][k][v·N, v·N + N)
 // with two weight loads per k on AVX-512 against 2·kR FMAs and no horizontal
@@ -22,6 +24,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "hwy/highway.h"
 #include "kernels/common-inl.h"
@@ -61,18 +64,18 @@ inline constexpr size_t kChunkFloats = size_t{64} << 10;
 // it computes: the next panel then arrives while this one is reused from
 // L1, instead of being fetched at memory speed by its own first tile.
 struct Prefetch {
-  const float* begin = nullptr;  // first line
-  size_t lines = 0;              // one per k iteration, k < lines
+  const uint8_t* begin = nullptr;  // first line
+  size_t lines = 0;                // one per k iteration, k < lines
 };
+inline constexpr size_t kLineBytes = 64;
 
 #if HWY_HAVE_SCALABLE
 // SVE vectors cannot be array elements: one row × 4 vectors per pass over k
 // (named accumulators) instead of the kR × kVecs register tile below.
-template <size_t kR>
-HWY_INLINE void Tile(const float* HWY_RESTRICT x, size_t x_stride,
-                     const float* HWY_RESTRICT wp, size_t in, const float* HWY_RESTRICT bias,
-                     size_t n, float* HWY_RESTRICT y, size_t y_stride, bool accumulate,
-                     Prefetch) {
+template <size_t kR, typename TW>
+HWY_INLINE void Tile(const float* HWY_RESTRICT x, size_t x_stride, const TW* HWY_RESTRICT wp,
+                     size_t in, const float* HWY_RESTRICT bias, size_t n, float* HWY_RESTRICT y,
+                     size_t y_stride, bool accumulate, Prefetch) {
   static_assert(kVecs % 4 == 0, "groups of 4 vectors");
   const PanelTag d;
   using V = hn::Vec<PanelTag>;
@@ -93,12 +96,12 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, size_t x_stride,
     for (size_t v = 0; v < kVecs && v * kLanes < n; v += 4) {
       V a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
       for (size_t k = 0; k < in; ++k) {
-        const float* HWY_RESTRICT wk = wp + k * kDensePanelWidth + v * kLanes;
+        const TW* HWY_RESTRICT wk = wp + k * kDensePanelWidth + v * kLanes;
         const V xb = hn::Set(d, xr[k]);
-        a0 = hn::MulAdd(xb, hn::Load(d, wk), a0);
-        a1 = hn::MulAdd(xb, hn::Load(d, wk + kLanes), a1);
-        a2 = hn::MulAdd(xb, hn::Load(d, wk + 2 * kLanes), a2);
-        a3 = hn::MulAdd(xb, hn::Load(d, wk + 3 * kLanes), a3);
+        a0 = hn::MulAdd(xb, dense_detail::LoadWeights(d, wk), a0);
+        a1 = hn::MulAdd(xb, dense_detail::LoadWeights(d, wk + kLanes), a1);
+        a2 = hn::MulAdd(xb, dense_detail::LoadWeights(d, wk + 2 * kLanes), a2);
+        a3 = hn::MulAdd(xb, dense_detail::LoadWeights(d, wk + 3 * kLanes), a3);
       }
       float* HWY_RESTRICT yp = y + r * y_stride;
       finish(a0, v * kLanes, yp);
@@ -110,11 +113,10 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, size_t x_stride,
 }
 #else
 // y[r, 0, n) (+)= bias[0, n) + Σ_k x[r, k]·wp[k][0, n) for r < kR; n ≤ 32.
-template <size_t kR>
-HWY_INLINE void Tile(const float* HWY_RESTRICT x, size_t x_stride,
-                     const float* HWY_RESTRICT wp, size_t in, const float* HWY_RESTRICT bias,
-                     size_t n, float* HWY_RESTRICT y, size_t y_stride, bool accumulate,
-                     Prefetch pf) {
+template <size_t kR, typename TW>
+HWY_INLINE void Tile(const float* HWY_RESTRICT x, size_t x_stride, const TW* HWY_RESTRICT wp,
+                     size_t in, const float* HWY_RESTRICT bias, size_t n, float* HWY_RESTRICT y,
+                     size_t y_stride, bool accumulate, Prefetch pf) {
   const PanelTag d;
   using V = hn::Vec<PanelTag>;
   V acc[kR][kVecs];
@@ -123,10 +125,10 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, size_t x_stride,
   }
 #pragma GCC unroll 4
   for (size_t k = 0; k < in; ++k) {
-    if (k < pf.lines) __builtin_prefetch(pf.begin + k * 16, 0, 2);  // 16 floats per line
-    const float* HWY_RESTRICT wk = wp + k * kDensePanelWidth;
+    if (k < pf.lines) __builtin_prefetch(pf.begin + k * kLineBytes, 0, 2);
+    const TW* HWY_RESTRICT wk = wp + k * kDensePanelWidth;
     V w[kVecs];
-    for (size_t v = 0; v < kVecs; ++v) w[v] = hn::Load(d, wk + v * kLanes);
+    for (size_t v = 0; v < kVecs; ++v) w[v] = dense_detail::LoadWeights(d, wk + v * kLanes);
     for (size_t r = 0; r < kR; ++r) {
       const V xb = hn::Set(d, x[r * x_stride + k]);
       for (size_t v = 0; v < kVecs; ++v) acc[r][v] = hn::MulAdd(xb, w[v], acc[r][v]);
@@ -154,8 +156,8 @@ HWY_INLINE void Tile(const float* HWY_RESTRICT x, size_t x_stride,
 #endif  // HWY_HAVE_SCALABLE
 
 // Tile with a runtime row count rows ∈ [1, kR].
-template <size_t kR>
-HWY_INLINE void TileN(size_t rows, const float* x, size_t x_stride, const float* wp, size_t in,
+template <size_t kR, typename TW>
+HWY_INLINE void TileN(size_t rows, const float* x, size_t x_stride, const TW* wp, size_t in,
                       const float* bias, size_t n, float* y, size_t y_stride, bool accumulate,
                       Prefetch pf) {
   if (rows == kR) return Tile<kR>(x, x_stride, wp, in, bias, n, y, y_stride, accumulate, pf);
@@ -166,32 +168,44 @@ HWY_INLINE void TileN(size_t rows, const float* x, size_t x_stride, const float*
 
 }  // namespace packed_detail
 
-// See dense.h.
-HWY_INLINE void PackDense(const DenseWeights& w, float* HWY_RESTRICT packed) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
+// See dense.h: panels of f32 (TW = float) or of w's own f16 / bf16 values.
+template <typename TW>
+HWY_INLINE void PackDense(const DenseWeights& w, TW* HWY_RESTRICT packed) {
   const size_t in = w.in, out = w.out;
   const size_t panels = (out + kDensePanelWidth - 1) / kDensePanelWidth;
-  std::fill(packed, packed + panels * in * kDensePanelWidth, 0.0f);
-  HWY_ALIGN float row[HWY_MAX_BYTES / sizeof(float)];
-  for (size_t o = 0; o < out; ++o) {
-    float* HWY_RESTRICT dst =
-        packed + (o / kDensePanelWidth) * in * kDensePanelWidth + o % kDensePanelWidth;
-    const float scale = Traits(w.type).scales == WeightScales::kPerRow ? w.scales[o] : 1.0f;
-    for (size_t k0 = 0; k0 < in; k0 += N) {
-      const size_t n = std::min(N, in - k0);
-      const auto v = dense_detail::LoadWeightRow(d, w, o, k0, n, row);
-      hn::Store(hn::Mul(v, hn::Set(d, scale)), d, row);
-      for (size_t k = 0; k < n; ++k) dst[(k0 + k) * kDensePanelWidth] = row[k];
+  std::fill(packed, packed + panels * in * kDensePanelWidth, TW());
+  auto panel_column = [&](size_t o) {
+    return packed + (o / kDensePanelWidth) * in * kDensePanelWidth + o % kDensePanelWidth;
+  };
+  if constexpr (!std::is_same_v<TW, float>) {
+    HWY_DASSERT(Traits(w.type).block_bytes == sizeof(TW));  // the stored values
+    for (size_t o = 0; o < out; ++o) {
+      const TW* HWY_RESTRICT src = static_cast<const TW*>(w.weight) + o * in;
+      TW* HWY_RESTRICT dst = panel_column(o);
+      for (size_t k = 0; k < in; ++k) dst[k * kDensePanelWidth] = src[k];
+    }
+  } else {
+    const hn::ScalableTag<float> d;
+    const size_t N = hn::Lanes(d);
+    HWY_ALIGN float row[HWY_MAX_BYTES / sizeof(float)];
+    for (size_t o = 0; o < out; ++o) {
+      float* HWY_RESTRICT dst = panel_column(o);
+      const float scale = Traits(w.type).scales == WeightScales::kPerRow ? w.scales[o] : 1.0f;
+      for (size_t k0 = 0; k0 < in; k0 += N) {
+        const size_t n = std::min(N, in - k0);
+        const auto v = dense_detail::LoadWeightRow(d, w, o, k0, n, row);
+        hn::Store(hn::Mul(v, hn::Set(d, scale)), d, row);
+        for (size_t k = 0; k < n; ++k) dst[(k0 + k) * kDensePanelWidth] = row[k];
+      }
     }
   }
 }
 
-// See dense.h.
-HWY_INLINE void DensePacked(const float* x, size_t x_stride, size_t rows,
-                            const float* packed, const float* bias, size_t in, size_t out,
-                            size_t panel_begin, size_t panel_end, float* y, size_t y_stride,
-                            bool accumulate) {
+// See dense.h; panels of element type TW (PackDense).
+template <typename TW>
+HWY_INLINE void DensePacked(const float* x, size_t x_stride, size_t rows, const TW* packed,
+                            const float* bias, size_t in, size_t out, size_t panel_begin,
+                            size_t panel_end, float* y, size_t y_stride, bool accumulate) {
   namespace pd = packed_detail;
   if (rows == 0 || in == 0) {
     // Σ over nothing: y = bias (+ y).
@@ -211,13 +225,15 @@ HWY_INLINE void DensePacked(const float* x, size_t x_stride, size_t rows,
     for (size_t p = panel_begin; p < panel_end; ++p) {
       const size_t o = p * kDensePanelWidth;
       const size_t n = std::min(kDensePanelWidth, out - o);
-      const float* wp = packed + p * in * kDensePanelWidth;
+      const TW* wp = packed + p * in * kDensePanelWidth;
       // The next panel's lines, split evenly over this panel's tiles.
-      const size_t next_lines = p + 1 < panel_end ? in * kDensePanelWidth / 16 : 0;
+      const size_t next_lines =
+          p + 1 < panel_end ? in * kDensePanelWidth * sizeof(TW) / pd::kLineBytes : 0;
+      const auto* next = reinterpret_cast<const uint8_t*>(wp + in * kDensePanelWidth);
       for (size_t t = 0, r = r0; t < tiles; ++t) {
         const size_t h = (r0 + chunk_rows - r + (tiles - t) - 1) / (tiles - t);
         const size_t l0 = next_lines * t / tiles, l1 = next_lines * (t + 1) / tiles;
-        const pd::Prefetch pf{wp + in * kDensePanelWidth + l0 * 16, std::min(l1 - l0, in)};
+        const pd::Prefetch pf{next + l0 * pd::kLineBytes, std::min(l1 - l0, in)};
         pd::TileN<pd::kMaxRows>(h, x + r * x_stride, x_stride, wp, in, bias ? bias + o : nullptr,
                                 n, y + r * y_stride + o, y_stride, accumulate, pf);
         r += h;

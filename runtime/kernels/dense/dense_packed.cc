@@ -1,5 +1,6 @@
 // Dynamic dispatch for the packed-weight GEMM (dense_packed-inl.h).
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/dense/dense.h"
 
@@ -13,13 +14,39 @@ HWY_BEFORE_NAMESPACE();
 namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 
-void PackDenseImpl(const DenseWeights& w, float* packed) { HWY_NAMESPACE::PackDense(w, packed); }
+// Calls f with a null pointer of the panels' element type: f16 or bf16
+// values where panel_type names them, else f32.
+template <class F>
+void WithPanelElement(WeightType panel_type, const F& f) {
+  if (panel_type == WeightType::kF16) return f(static_cast<const hwy::float16_t*>(nullptr));
+  if (panel_type == WeightType::kBF16) return f(static_cast<const hwy::bfloat16_t*>(nullptr));
+  f(static_cast<const float*>(nullptr));
+}
 
-void DensePackedImpl(const float* x, size_t x_stride, size_t rows, const float* packed,
-                     const float* bias, size_t in, size_t out, size_t panel_begin,
-                     size_t panel_end, float* y, size_t y_stride, bool accumulate) {
-  HWY_NAMESPACE::DensePacked(x, x_stride, rows, packed, bias, in, out, panel_begin, panel_end, y,
-                             y_stride, accumulate);
+void PackDenseImpl(const DenseWeights& w, WeightType panel_type, void* packed) {
+  WithPanelElement(panel_type, [&](auto* type) {
+    using TW = std::remove_const_t<std::remove_pointer_t<decltype(type)>>;
+    HWY_NAMESPACE::PackDense(w, static_cast<TW*>(packed));
+  });
+}
+
+void DensePackedImpl(const float* x, size_t x_stride, size_t rows, const void* packed,
+                     WeightType panel_type, const float* bias, size_t in, size_t out,
+                     size_t panel_begin, size_t panel_end, float* y, size_t y_stride,
+                     bool accumulate) {
+  WithPanelElement(panel_type, [&](auto* type) {
+    using TW = std::remove_const_t<std::remove_pointer_t<decltype(type)>>;
+    HWY_NAMESPACE::DensePacked(x, x_stride, rows, static_cast<const TW*>(packed), bias, in, out,
+                               panel_begin, panel_end, y, y_stride, accumulate);
+  });
+}
+
+bool DenseNarrowPanelsPreferredImpl() {
+#if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) || (HWY_ARCH_ARM_A64 && HWY_TARGET == HWY_NEON)
+  return true;
+#else
+  return false;
+#endif
 }
 
 }  // namespace HWY_NAMESPACE
@@ -31,17 +58,23 @@ namespace recur::impl::kernels {
 
 HWY_EXPORT(PackDenseImpl);
 HWY_EXPORT(DensePackedImpl);
+HWY_EXPORT(DenseNarrowPanelsPreferredImpl);
 
-void PackDense(const DenseWeights& w, float* packed) {
-  HWY_DYNAMIC_DISPATCH(PackDenseImpl)(w, packed);
+void PackDense(const DenseWeights& w, WeightType panel_type, void* packed) {
+  HWY_DASSERT(panel_type == WeightType::kF32 ||
+              (panel_type == w.type && PanelsMayKeepType(w.type)));
+  HWY_DYNAMIC_DISPATCH(PackDenseImpl)(w, panel_type, packed);
 }
 
-void DensePacked(const float* x, size_t x_stride, size_t rows, const float* packed,
-                 const float* bias, size_t in, size_t out, size_t panel_begin, size_t panel_end,
-                 float* y, size_t y_stride, bool accumulate) {
-  HWY_DYNAMIC_DISPATCH(DensePackedImpl)(x, x_stride, rows, packed, bias, in, out, panel_begin,
-                                        panel_end, y, y_stride, accumulate);
+void DensePacked(const float* x, size_t x_stride, size_t rows, const void* packed,
+                 WeightType panel_type, const float* bias, size_t in, size_t out,
+                 size_t panel_begin, size_t panel_end, float* y, size_t y_stride, bool accumulate) {
+  HWY_DYNAMIC_DISPATCH(DensePackedImpl)
+  (x, x_stride, rows, packed, panel_type, bias, in, out, panel_begin, panel_end, y, y_stride,
+   accumulate);
 }
+
+bool DenseNarrowPanelsPreferred() { return HWY_DYNAMIC_DISPATCH(DenseNarrowPanelsPreferredImpl)(); }
 
 }  // namespace recur::impl::kernels
 #endif  // HWY_ONCE
