@@ -21,13 +21,15 @@ using backends::PreparedDense;
 constexpr size_t kMaxTimedRows = 512;
 
 // What a timing depends on (weights' values do not matter).
-using ShapeKey = std::tuple<uint32_t, uint32_t, int, bool, bool, size_t, size_t, bool, bool, int>;
-//                          in        out       type bias  acc   rows    threads pack  int4  int8
+using ShapeKey =
+    std::tuple<uint32_t, uint32_t, int, bool, bool, size_t, size_t, bool, bool, bool, int>;
+//             in        out       type bias  acc   rows    threads pack  narrow steps int8
 
-ShapeKey KeyOf(const DenseView& d, bool accumulate, size_t rows, size_t threads, bool pack,
-               bool pack_for_steps, kernels::Int8Activations int8) {
-  return {d.in, d.out,   int(d.type), d.bias != nullptr, accumulate,
-          rows, threads, pack,        pack_for_steps,         int(int8)};
+ShapeKey KeyOf(const DenseView& d, bool accumulate, size_t rows, size_t threads,
+               const DensePlan& plan) {
+  return {d.in,          d.out,   int(d.type),       d.bias != nullptr,  accumulate,
+          rows,          threads, plan.pack_weights, plan.narrow_panels, plan.pack_for_steps,
+          int(plan.int8)};
 }
 
 // Process-wide: sessions of the same shapes (forks, parity runs, benchmarks)
@@ -65,8 +67,8 @@ void RunDense(const DenseView& d, const float* x, size_t rows, float* y, bool ac
 }
 
 Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector<size_t> rows,
-                           const char* forced, bool pack_weights, bool pack_for_steps,
-                           kernels::Int8Activations int8, ThreadPool* pool,
+                           const char* forced, bool pack_weights, bool narrow_panels,
+                           bool pack_for_steps, kernels::Int8Activations int8, ThreadPool* pool,
                            std::unique_ptr<DenseRunner>* out) {
   out->reset();
   const DenseBackend* highway = backends::HighwayBackend();
@@ -95,15 +97,16 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
     if (r->layers_.count(use.view)) continue;
     r->layers_[use.view];
     r->order_.push_back(use.view);
-    groups[KeyOf(*use.view, use.accumulate, 0, threads, pack_weights, pack_for_steps, int8)].push_back(
-        &use);
+    const DensePlan plan{{},  use.accumulate, pool, pack_weights, narrow_panels, pack_for_steps,
+                         int8};
+    groups[KeyOf(*use.view, use.accumulate, 0, threads, plan)].push_back(&use);
   }
   hwy::AlignedFreeUniquePtr<float[]> x, y;
   size_t x_floats = 0, y_floats = 0;
   for (auto& [key, members] : groups) {
     const DenseView& first = *members.front()->view;
     const bool accumulate = members.front()->accumulate;
-    const DensePlan plan{rows, accumulate, pool, pack_weights, pack_for_steps, int8};
+    const DensePlan plan{rows, accumulate, pool, pack_weights, narrow_panels, pack_for_steps, int8};
     // The backend for each planned row count.
     std::vector<const DenseBackend*> pick(rows.size(), highway);
     std::map<const DenseBackend*, std::unique_ptr<PreparedDense>> first_ops;
@@ -114,8 +117,7 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
       {
         std::lock_guard<std::mutex> lock(g_choice_mutex);
         for (size_t i = 0; i < rows.size(); ++i) {
-          auto it = ChoiceCache().find(
-              KeyOf(first, accumulate, rows[i], threads, pack_weights, pack_for_steps, int8));
+          auto it = ChoiceCache().find(KeyOf(first, accumulate, rows[i], threads, plan));
           if (it != ChoiceCache().end()) {
             pick[i] = it->second;
           } else {
@@ -157,8 +159,7 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
         }
         std::lock_guard<std::mutex> lock(g_choice_mutex);
         for (size_t i : todo) {
-          ChoiceCache()[KeyOf(first, accumulate, rows[i], threads, pack_weights, pack_for_steps, int8)] =
-              pick[i];
+          ChoiceCache()[KeyOf(first, accumulate, rows[i], threads, plan)] = pick[i];
         }
       }
     }

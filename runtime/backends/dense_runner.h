@@ -33,11 +33,12 @@ class DenseRunner {
   // allocate (so not onednn); otherwise the named backend runs every layer it
   // supports and highway the rest.
   // pack_weights: DensePlan::pack_weights (with it unset, the automatic
-  // choice also skips backends that always copy weights). pack_for_steps:
-  // DensePlan::pack_for_steps. int8: DensePlan::int8, how highway runs int8 layers.
+  // choice also skips backends that always copy weights). narrow_panels:
+  // DensePlan::narrow_panels. pack_for_steps: DensePlan::pack_for_steps. int8: DensePlan::int8, how
+  // highway runs int8 layers.
   static Status Create(const std::vector<DenseLayerUse>& layers, std::vector<size_t> rows,
-                       const char* forced, bool pack_weights, bool pack_for_steps,
-                       kernels::Int8Activations int8, ThreadPool* pool,
+                       const char* forced, bool pack_weights, bool narrow_panels,
+                       bool pack_for_steps, kernels::Int8Activations int8, ThreadPool* pool,
                        std::unique_ptr<DenseRunner>* out);
 
   // y = x·Wᵀ + b (+ y) for `rows` rows of layer `d` with its chosen op: the

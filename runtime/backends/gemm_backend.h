@@ -41,6 +41,11 @@ struct DensePlan {
   // when this is set; backends that always copy are skipped by the
   // automatic choice when it is not).
   bool pack_weights = false;
+  // Packed f16 and bf16 layers keep their own values in the panels (half of
+  // f32's bytes; where kernels::DenseNarrowPanelsPreferred) rather than f32:
+  // faster steps of a few streams, which read the weights from memory, and
+  // GEMMs of many rows ~5% slower (docs/performance.md "Packed weights").
+  bool narrow_panels = false;
   // The op may keep copies laid out for calls of one row (a step of one
   // stream) where the CPU runs those faster: int4 layers as row panels
   // (kernels::PackDenseI4Panels: 0.5625 bytes per weight, where

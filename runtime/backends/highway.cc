@@ -1,7 +1,8 @@
 // The Highway backend: our own kernels, every weight type. Unpacked, it runs
 // RunDense on the model's bytes (output features split over the session's
-// pool). With DensePlan::pack_weights it also keeps the layer in packed f32
-// panels (kernels::PackDense) and runs calls of kPackedMinRows rows or more
+// pool). With DensePlan::pack_weights it also keeps the layer in packed
+// panels (kernels::PackDense: f32, or f16 and bf16 layers' own values with
+// DensePlan::narrow_panels) and runs calls of kPackedMinRows rows or more
 // on the packed GEMM, panels split over the pool. int8 and int4 layers that
 // run on integer dot products (DensePlan::int8, kernels::DenseI8Dot and
 // DenseI4Dot) read the model's bytes and are never packed in f32; with
@@ -56,13 +57,15 @@ class HighwayDense final : public PreparedDense {
             kernels::DenseI8DotPreferred(rows, d_.in, d_.out));
   }
 
-  Status Pack() {
-    const size_t floats = kernels::DensePackedFloats(d_.in, d_.out);
-    packed_ = platform::AllocateStreamed<float>(floats);
-    if (!packed_) {
-      return OutOfMemory("cannot allocate %zu bytes of packed weights", floats * sizeof(float));
-    }
-    kernels::PackDense(d_, packed_.get());
+  Status Pack(bool narrow) {
+    panel_type_ =
+        narrow && kernels::PanelsMayKeepType(d_.type) && kernels::DenseNarrowPanelsPreferred()
+            ? d_.type
+            : kernels::WeightType::kF32;
+    const size_t bytes = kernels::DensePackedBytes(d_.in, d_.out, panel_type_);
+    packed_ = platform::AllocateStreamed<uint8_t>(bytes);
+    if (!packed_) return OutOfMemory("cannot allocate %zu bytes of packed weights", bytes);
+    kernels::PackDense(d_, panel_type_, packed_.get());
     return Status::Ok();
   }
 
@@ -122,13 +125,13 @@ class HighwayDense final : public PreparedDense {
     }
     const size_t panels = kernels::DensePanels(d_.out);
     pool_->ParallelRanges(panels, 1, [&](size_t first, size_t last) {
-      kernels::DensePacked(x, d_.in, rows, packed_.get(), d_.bias, d_.in, d_.out, first, last, y,
-                           d_.out, accumulate);
+      kernels::DensePacked(x, d_.in, rows, packed_.get(), panel_type_, d_.bias, d_.in, d_.out,
+                           first, last, y, d_.out, accumulate);
     });
   }
 
   size_t memory_bytes() const override {
-    return (packed_ ? kernels::DensePackedFloats(d_.in, d_.out) * sizeof(float) : 0) +
+    return (packed_ ? kernels::DensePackedBytes(d_.in, d_.out, panel_type_) : 0) +
            (tiles_ ? kernels::DenseBlockQ8TileBytes(d_) : 0) +
            (panels_ ? kernels::DenseI4PanelBytes(d_) + kernels::kI4PanelMaxBatch * d_.in : 0);
   }
@@ -137,7 +140,8 @@ class HighwayDense final : public PreparedDense {
   DenseView d_;
   ThreadPool* pool_;
   kernels::Int8Activations int8_;
-  platform::StreamedArray<float> packed_;
+  platform::StreamedArray<uint8_t> packed_;  // panels of panel_type_, or null
+  kernels::WeightType panel_type_ = kernels::WeightType::kF32;
   platform::StreamedArray<uint8_t> tiles_;     // block-quantised tiles, or null
   platform::StreamedArray<uint8_t> panels_;    // int4 row panels, or null
   hwy::AlignedFreeUniquePtr<int8_t[]> panel_q_;  // the quantised rows they run on
@@ -157,7 +161,7 @@ class Highway final : public DenseBackend {
       pack |= rows >= kPackedMinRows && !op->Blocks(rows) && !op->Quantized(rows);
       tiles |= rows >= kernels::kBlockQ8TilesMinBatch && op->Blocks(rows);
     }
-    if (plan.pack_weights && pack) RECUR_RETURN_IF_ERROR(op->Pack());
+    if (plan.pack_weights && pack) RECUR_RETURN_IF_ERROR(op->Pack(plan.narrow_panels));
     // Block-quantised tiles where some planned count runs on block-quantised rows
     // on the GEMM (fewer rows run the row forms on the model's bytes), or
     // the step's single rows do (q4_k).

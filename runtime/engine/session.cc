@@ -53,6 +53,14 @@ constexpr uint64_t kStreamedWeightBytes = uint64_t{2} << 20;
 // (25 MB) prefills 3-4% faster; speech_digits (2.2 MB) no faster, with
 // 1.1 MiB more resident memory.
 constexpr uint64_t kLargeChunkWeightBytes = uint64_t{8} << 20;
+// Past this, packing keeps f16 and bf16 layers in panels of their own values
+// (DensePlan::narrow_panels): half the bytes to read, which wins once the
+// panels come from memory (recur-bench, 1 thread, Zen 4: 8 streams of a 0.4B
+// F16 RWKV-7 87 → 68 ms, 4 streams of an 11 MB F16 one 650 → 500 µs, of the
+// 13 MB bf16 paper-MNIST 1.1 → 0.7 ms); below it f32 panels stay in cache,
+// where widening costs more than it saves (4 streams of a 1.5 MB F16 RWKV-7
+// 67 → 78-90 µs).
+constexpr uint64_t kNarrowPanelWeightBytes = uint64_t{8} << 20;
 }  // namespace
 
 size_t DefaultPrefillMin(uint64_t step_weight_bytes) {
@@ -315,11 +323,12 @@ void Session::InitBuffers() {
 Status Session::PrepareDense() {
   // Full calls: Step (batch rows) and Prefill's whole chunks (batch × chunk).
   const bool pack = weight_packing_ == 2 || (weight_packing_ == 0 && batch_ >= backends::kPackedMinRows);
+  const bool narrow_panels =
+      weight_packing_ == 0 && EstimateStepCost(*model_).weight_bytes > kNarrowPanelWeightBytes;
   const bool pack_for_steps = weight_packing_ != 1;
-  return DenseRunner::Create(model_->dense_layers, {batch_, batch_ * chunk_}, backend_.c_str(),
-                             pack, pack_for_steps,
-                             static_cast<kernels::Int8Activations>(int8_activations_),
-                             pool_, &dense_);
+  return DenseRunner::Create(
+      model_->dense_layers, {batch_, batch_ * chunk_}, backend_.c_str(), pack, narrow_panels,
+      pack_for_steps, static_cast<kernels::Int8Activations>(int8_activations_), pool_, &dense_);
 }
 
 Status Session::CheckInput(const int32_t* tokens, const float* features, size_t count,

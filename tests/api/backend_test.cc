@@ -161,6 +161,59 @@ TEST_CASE("packed weights compute what unpacked weights compute, and say what th
   }
 }
 
+// The MB of weight copies a session's summary reports (0 without any).
+double CopiesMb(const std::string& summary) {
+  const size_t at = summary.find("weight copies ");
+  return at == std::string::npos ? 0.0 : std::stod(summary.substr(at + 14));
+}
+
+TEST_CASE("f16 and bf16 layers past 8 MiB keep panels of their own values: half the copies") {
+  // 2 blocks of 4·512² + 2·512·2048 weights: 12 MB as f16.
+  const char* config = R"({
+    "layout": "recur", "d_model": 512, "n_layers": 2, "norm_placement": "pre",
+    "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11},
+    "max_positions": 64,
+    "mixer": {"type": "linear_attention", "heads": 8, "dk": 64, "dv": 64,
+              "feature_map": "elu_plus_one", "eps": 1e-6},
+    "ffn": {"d_ff": 2048, "activation": "gelu"}, "final_norm": true,
+    "head": {"out": 11, "activation": "softmax"}})";
+  for (auto type :
+       {recur::impl::converter::WeightType::kF16, recur::impl::converter::WeightType::kBF16}) {
+    CAPTURE(int(type));
+    const recur::impl::converter::AlignedBytes bytes =
+        recur::impl::testing::BuildTestModel(config, 5, type);
+    REQUIRE(!bytes.empty());
+    recur_model* model = nullptr;
+    REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
+    // (After the load, which applies RECUR_MAX_SIMD_TARGET.)
+    const bool narrow = recur::impl::kernels::DenseNarrowPanelsPreferred();
+    auto summary = [&](recur_weight_packing packing) {
+      recur_session_options options{};
+      options.struct_size = sizeof(options);
+      options.batch = 4;
+      options.backend = "highway";
+      options.weight_packing = packing;
+      recur_session* session = nullptr;
+      REQUIRE(recur_session_create(model, &options, &session) == RECUR_OK);
+      const std::string s = recur_session_backends(session);
+      recur_session_free(session);
+      return s;
+    };
+    const std::string automatic = summary(RECUR_PACKING_AUTO), f32 = summary(RECUR_PACKING_ON);
+    CAPTURE(automatic);
+    CAPTURE(f32);
+    CHECK(CopiesMb(f32) > 24.0);  // f32 panels of every block weight
+    CHECK(CopiesMb(automatic) ==
+          doctest::Approx(CopiesMb(f32) * (narrow ? 0.5 : 1.0)).epsilon(0.02));
+    // The same values multiplied in the same order: the same outputs, bit for bit.
+    const std::vector<float> own = Run(model, "highway", 4, RECUR_PACKING_AUTO);
+    const std::vector<float> widened = Run(model, "highway", 4, RECUR_PACKING_ON);
+    REQUIRE(own.size() == widened.size());
+    CHECK(std::memcmp(own.data(), widened.data(), own.size() * sizeof(float)) == 0);
+    recur_model_free(model);
+  }
+}
+
 TEST_CASE("int4 layers keep row panels for steps of 1-4 streams where the CPU runs them faster") {
   const recur::impl::converter::AlignedBytes bytes = recur::impl::testing::BuildTestModel(
       recur::impl::testing::kTinyInt4Config, 3, recur::impl::converter::WeightType::kI4);

@@ -303,21 +303,26 @@ recur_status recur_sample(const float* logits, size_t n, const recur_sampler_opt
 typedef struct recur_session recur_session;
 
 /* Whether dense layers may keep a private, re-laid-out copy of their
- * weights: f32 panels (the layout batched GEMMs run fastest on, 4 bytes per
- * weight), for int4 layers with groups of 32 row panels (0.5625 bytes
- * per weight) that steps of 1-4 streams run on where the CPU is faster with
- * them (x86-64 with AVX2 or later; docs/performance.md "int4 weights"), and
- * for q4_k, q6_k and q8_0 layers that run on block-quantised rows (GGUF's
- * K-quants and Q8_0) the tiles of their integer GEMM (AVX-512 with VNNI; the
- * layer's bytes for q4_k, 1.31× for q6_k, 1.06× for q8_0; docs/performance.md
- * "GEMM backends"). highway's and
+ * weights: panels (the layout batched GEMMs run fastest on) of f32, 4 bytes
+ * per weight, or for f16 and bf16 layers of their own values, 2 bytes (the
+ * same results bit for bit), for int4 layers with groups of 32 row panels
+ * (0.5625 bytes per weight) that steps of 1-4 streams run on where the CPU
+ * is faster with them (x86-64 with AVX2 or later; docs/performance.md "int4
+ * weights"), and for q4_k, q6_k and q8_0 layers that run on block-quantised
+ * rows (GGUF's K-quants and Q8_0) the tiles of their integer GEMM (AVX-512
+ * with VNNI; the layer's bytes for q4_k, 1.31× for q6_k, 1.06× for q8_0;
+ * docs/performance.md "GEMM backends"). highway's and
  * onednn's copies of 2 MiB or more are laid out in huge pages where the OS
  * gives them (as the model's mapping, recur_model_load_file); xnnpack's are
  * its own allocator's. */
 typedef enum recur_weight_packing {
-  /* f32 panels when batch >= 4, where every step is a GEMM; sessions of 1-3
-   * streams keep reading the model's bytes in place (zero-copy), and their
-   * prefills use the unpacked kernels (~10-20% slower GEMMs). int4 row
+  /* Panels when batch >= 4, where every step is a GEMM: f16 and bf16 layers
+   * in panels of their own values when the model's dense weights pass 8 MiB
+   * and the CPU widens f16 in one instruction (x86-64 from AVX2, arm64), as
+   * their steps then read the panels from memory and half the bytes is
+   * faster (docs/performance.md "Packed weights"); f32 otherwise. Sessions
+   * of 1-3 streams keep reading the model's bytes in place (zero-copy), and
+   * their prefills use the unpacked kernels (~10-20% slower GEMMs). int4 row
    * panels for sessions of 1-4 streams whose int4 layers run on integer dot
    * products (int8_activations AUTO or QUANTIZED), on CPUs where they are
    * faster. Block-quantised tiles when batch >= 4, for the calls their GEMM
@@ -327,10 +332,11 @@ typedef enum recur_weight_packing {
   /* Never copy weights: sessions use only the model's bytes; the automatic
    * backend choice skips backends that copy weights (xnnpack, onednn). */
   RECUR_PACKING_OFF = 1,
-  /* Always pack: f32 panels for the calls that run on f32 (fastest prefill
-   * and encode for any batch), block-quantised tiles for those that run on
-   * block-quantised rows (batches of 8 or more of q4_k, q6_k and q8_0 on
-   * AVX-512 with VNNI); int4 row panels as AUTO. */
+  /* Always pack: f32 panels for the calls that run on f32 (the fastest
+   * GEMMs of many rows, prefill and encode, for any batch; f16 and bf16
+   * layers too, at twice their bytes), block-quantised tiles for those that
+   * run on block-quantised rows (batches of 8 or more of q4_k, q6_k and q8_0
+   * on AVX-512 with VNNI); int4 row panels as AUTO. */
   RECUR_PACKING_ON = 2
 } recur_weight_packing;
 
