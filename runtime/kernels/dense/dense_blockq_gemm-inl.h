@@ -433,22 +433,22 @@ HWY_INLINE void Kernel(const int8_t* const* xr, const float* const* dr, const in
 // The sums the kernels read, from each row's codes: q4_k Σ of each 32 (as
 // i16: |Σ| ≤ 32·127), q6_k −32·Σ of each 16, q8_0 −128·Σ of each 32.
 HWY_INLINE void SubBlockSums(WeightType type, const Activations& a, size_t rows, size_t in) {
-  for (size_t r = 0; r < rows; ++r) {
-    const int8_t* q = a.q + r * in;
-    if (type == WeightType::kQ4_K) {
-      for (size_t j = 0; j < in / 32; ++j) {
-        int32_t s = 0;
-        for (size_t i = 0; i < 32; ++i) s += q[32 * j + i];
-        a.s32[r * (in / 32) + j] = static_cast<int16_t>(s);
-      }
-      continue;
-    }
-    const size_t n = type == WeightType::kQ6_K ? 16 : 32;
-    const int32_t offset = type == WeightType::kQ6_K ? -32 : -128;
+  // out[j] = factor·Σ_{i<n} q[n·j + i], j < in / n.
+  const auto sums = [in](const int8_t* q, size_t n, int32_t factor, auto* out) {
     for (size_t j = 0; j < in / n; ++j) {
       int32_t s = 0;
       for (size_t i = 0; i < n; ++i) s += q[n * j + i];
-      a.s16[r * (in / n) + j] = offset * s;
+      out[j] = static_cast<std::remove_pointer_t<decltype(out)>>(factor * s);
+    }
+  };
+  for (size_t r = 0; r < rows; ++r) {
+    const int8_t* q = a.q + r * in;
+    if (type == WeightType::kQ4_K) {
+      sums(q, 32, 1, a.s32 + r * (in / 32));
+    } else if (type == WeightType::kQ6_K) {
+      sums(q, 16, -32, a.s16 + r * (in / 16));
+    } else {
+      sums(q, 32, -128, a.s16 + r * (in / 32));
     }
   }
 }
