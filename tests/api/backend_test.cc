@@ -161,11 +161,32 @@ TEST_CASE("packed weights compute what unpacked weights compute, and say what th
   }
 }
 
+namespace {
+
+// recur_session_backends of a session of `batch` streams on `model`.
+std::string SessionSummary(recur_model* model, uint32_t batch, recur_weight_packing packing,
+                           uint32_t int8_activations = RECUR_INT8_ACTIVATIONS_AUTO,
+                           const char* backend = nullptr) {
+  recur_session_options options{};
+  options.struct_size = sizeof(options);
+  options.batch = batch;
+  options.backend = backend;
+  options.weight_packing = packing;
+  options.int8_activations = int8_activations;
+  recur_session* session = nullptr;
+  REQUIRE(recur_session_create(model, &options, &session) == RECUR_OK);
+  const std::string s = recur_session_backends(session);
+  recur_session_free(session);
+  return s;
+}
+
 // The MB of weight copies a session's summary reports (0 without any).
 double CopiesMb(const std::string& summary) {
   const size_t at = summary.find("weight copies ");
   return at == std::string::npos ? 0.0 : std::stod(summary.substr(at + 14));
 }
+
+}  // namespace
 
 TEST_CASE("f16 and bf16 layers past 8 MiB keep panels of their own values: half the copies") {
   // 2 blocks of 4·512² + 2·512·2048 weights: 12 MB as f16.
@@ -187,19 +208,10 @@ TEST_CASE("f16 and bf16 layers past 8 MiB keep panels of their own values: half 
     REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
     // (After the load, which applies RECUR_MAX_SIMD_TARGET.)
     const bool narrow = recur::impl::kernels::DenseNarrowPanelsPreferred();
-    auto summary = [&](recur_weight_packing packing) {
-      recur_session_options options{};
-      options.struct_size = sizeof(options);
-      options.batch = 4;
-      options.backend = "highway";
-      options.weight_packing = packing;
-      recur_session* session = nullptr;
-      REQUIRE(recur_session_create(model, &options, &session) == RECUR_OK);
-      const std::string s = recur_session_backends(session);
-      recur_session_free(session);
-      return s;
-    };
-    const std::string automatic = summary(RECUR_PACKING_AUTO), f32 = summary(RECUR_PACKING_ON);
+    const std::string automatic =
+        SessionSummary(model, 4, RECUR_PACKING_AUTO, RECUR_INT8_ACTIVATIONS_AUTO, "highway");
+    const std::string f32 =
+        SessionSummary(model, 4, RECUR_PACKING_ON, RECUR_INT8_ACTIVATIONS_AUTO, "highway");
     CAPTURE(automatic);
     CAPTURE(f32);
     CHECK(CopiesMb(f32) > 24.0);  // f32 panels of every block weight
@@ -223,16 +235,7 @@ TEST_CASE("int4 layers keep row panels for steps of 1-4 streams where the CPU ru
   const bool preferred = recur::impl::kernels::DenseI4PanelsPreferred();
   CAPTURE(preferred);
   auto summary = [&](uint32_t batch, recur_weight_packing packing, uint32_t int8) {
-    recur_session_options options{};
-    options.struct_size = sizeof(options);
-    options.batch = batch;
-    options.weight_packing = packing;
-    options.int8_activations = int8;
-    recur_session* session = nullptr;
-    REQUIRE(recur_session_create(model, &options, &session) == RECUR_OK);
-    const std::string s = recur_session_backends(session);
-    recur_session_free(session);
-    return s;
+    return SessionSummary(model, batch, packing, int8);
   };
   for (uint32_t batch : {1u, 2u, 4u}) {
     CAPTURE(batch);
