@@ -89,6 +89,8 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
   r->int8_ = int8;
   r->rows_ = rows;
   const size_t threads = pool->threads();
+  // What every layer's plan shares (its accumulate is set per layer group below).
+  const DensePlan options{rows, false, pool, pack_weights, narrow_panels, pack_for_steps, int8};
 
   // Layers with the same shape share one measurement.
   std::map<ShapeKey, std::vector<const DenseLayerUse*>> groups;
@@ -97,16 +99,15 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
     if (r->layers_.count(use.view)) continue;
     r->layers_[use.view];
     r->order_.push_back(use.view);
-    const DensePlan plan{{},  use.accumulate, pool, pack_weights, narrow_panels, pack_for_steps,
-                         int8};
-    groups[KeyOf(*use.view, use.accumulate, 0, threads, plan)].push_back(&use);
+    groups[KeyOf(*use.view, use.accumulate, 0, threads, options)].push_back(&use);
   }
   hwy::AlignedFreeUniquePtr<float[]> x, y;
   size_t x_floats = 0, y_floats = 0;
   for (auto& [key, members] : groups) {
     const DenseView& first = *members.front()->view;
     const bool accumulate = members.front()->accumulate;
-    const DensePlan plan{rows, accumulate, pool, pack_weights, narrow_panels, pack_for_steps, int8};
+    DensePlan plan = options;
+    plan.accumulate = accumulate;
     // The backend for each planned row count.
     std::vector<const DenseBackend*> pick(rows.size(), highway);
     std::map<const DenseBackend*, std::unique_ptr<PreparedDense>> first_ops;

@@ -1,6 +1,5 @@
 // Dynamic dispatch for the packed-weight GEMM (dense_packed-inl.h).
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/dense/dense.h"
 
@@ -14,19 +13,18 @@ HWY_BEFORE_NAMESPACE();
 namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 
-// Calls f with a null pointer of the panels' element type: f16 or bf16
-// values where panel_type names them, else f32.
+// Calls f with a value of the panels' element type: f16 or bf16 where
+// panel_type names them, else f32.
 template <class F>
 void WithPanelElement(WeightType panel_type, const F& f) {
-  if (panel_type == WeightType::kF16) return f(static_cast<const hwy::float16_t*>(nullptr));
-  if (panel_type == WeightType::kBF16) return f(static_cast<const hwy::bfloat16_t*>(nullptr));
-  f(static_cast<const float*>(nullptr));
+  if (panel_type == WeightType::kF16) return f(hwy::float16_t());
+  if (panel_type == WeightType::kBF16) return f(hwy::bfloat16_t());
+  f(0.0f);
 }
 
 void PackDenseImpl(const DenseWeights& w, WeightType panel_type, void* packed) {
-  WithPanelElement(panel_type, [&](auto* type) {
-    using TW = std::remove_const_t<std::remove_pointer_t<decltype(type)>>;
-    HWY_NAMESPACE::PackDense(w, static_cast<TW*>(packed));
+  WithPanelElement(panel_type, [&](auto element) {
+    HWY_NAMESPACE::PackDense(w, static_cast<decltype(element)*>(packed));
   });
 }
 
@@ -34,20 +32,13 @@ void DensePackedImpl(const float* x, size_t x_stride, size_t rows, const void* p
                      WeightType panel_type, const float* bias, size_t in, size_t out,
                      size_t panel_begin, size_t panel_end, float* y, size_t y_stride,
                      bool accumulate) {
-  WithPanelElement(panel_type, [&](auto* type) {
-    using TW = std::remove_const_t<std::remove_pointer_t<decltype(type)>>;
-    HWY_NAMESPACE::DensePacked(x, x_stride, rows, static_cast<const TW*>(packed), bias, in, out,
-                               panel_begin, panel_end, y, y_stride, accumulate);
+  WithPanelElement(panel_type, [&](auto element) {
+    HWY_NAMESPACE::DensePacked(x, x_stride, rows, static_cast<const decltype(element)*>(packed),
+                               bias, in, out, panel_begin, panel_end, y, y_stride, accumulate);
   });
 }
 
-bool DenseNarrowPanelsPreferredImpl() {
-#if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2) || (HWY_ARCH_ARM_A64 && HWY_TARGET == HWY_NEON)
-  return true;
-#else
-  return false;
-#endif
-}
+bool DenseNarrowPanelsPreferredImpl() { return isa::kF16WidensInOneInstruction; }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace recur::impl::kernels

@@ -141,6 +141,10 @@ inline constexpr size_t kVectorRegisters = RECUR_ISA_AVX3 || HWY_ARCH_ARM_A64 ? 
 inline constexpr bool kMaskedLoadSkipsInactiveLanes =
     RECUR_ISA_AVX2 || (HWY_ARCH_ARM_A64 && HWY_HAVE_SCALABLE);
 
+// Whether hn::PromoteTo widens f16 to f32 in one instruction (x86 F16C from
+// AVX2, NEON's fcvtl); elsewhere Highway 1.0.3 widens with bit arithmetic.
+inline constexpr bool kF16WidensInOneInstruction = RECUR_ISA_AVX2 || RECUR_ISA_NEON;
+
 }  // namespace isa
 }  // namespace HWY_NAMESPACE
 }  // namespace recur::impl::kernels
