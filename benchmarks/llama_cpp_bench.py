@@ -154,7 +154,7 @@ def llama_cells(args, gguf_path, threads):
 def recur_cells(args, model, threads):
     drop_page_cache(model)
     r = run([args.recur_bench, model, "-b", "1", "8", "-t", str(threads), "-n", "64", "-w", "8",
-             "-p", "512", "--json"])
+             "-p", "512", "--int8-activations", args.recur_int8_activations, "--json"])
     cells, machine = {}, {}
     for line in r.stdout.splitlines():
         if not line.startswith("{"):
@@ -229,9 +229,10 @@ def parity(args, peer, files, prompt, label):
         tokens = os.path.join(args.out, "parity-tokens.npy")
         logits = os.path.join(args.out, "parity-logits.npy")
         np.save(tokens, np.array(prompt + ids, np.int32))
-        # The quantised types as llama.cpp multiplies them (--int8-activations blocks), and
-        # recur's default numerics beside.
-        for mode in ["blocks", "auto"] if t not in ("F32", "F16") else ["auto"]:
+        # Every type but F32 as llama.cpp multiplies it (--int8-activations blocks: F16's
+        # activations rounded to f16, the quantised types' to its blocks), and recur's
+        # default numerics beside.
+        for mode in ["blocks", "auto"] if t != "F32" else ["auto"]:
             run([args.recur_run, model, "-i", tokens, "-o", logits, "--mode", "step", "-t", "2",
                  "--int8-activations", mode])
             got = np.load(logits)
@@ -360,6 +361,9 @@ def main():
     ap.add_argument("--types", nargs="+", default=list(QUANTS), choices=list(QUANTS))
     ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--recur-int8-activations", default="auto", choices=["auto", "blocks"],
+                    help="recur-bench's --int8-activations: its default numerics, or llama.cpp's "
+                    "(blocks: f16 layers on activations rounded to f16 too)")
     ap.add_argument("--parity", action="store_true")
     ap.add_argument("--recur-generate", help="for --parity's tokenizer check")
     ap.add_argument("--world-vocab", help="for --parity's tokenizer check: the rwkv package's "
@@ -415,6 +419,7 @@ def main():
                 nbytes = token_bytes(gguf_path)
                 bw = machine.get("bandwidth_gbs", 0) * 1e9 * threads
                 print(f"\n== {ARCHS[arch][0]} {shape} {t}, {threads} thread(s); {nbytes / 1e6:.0f} MB a token"
+                      f"; recur's activations {args.recur_int8_activations}"
                       + (f"; SIMD {machine['simd_target']}, {machine['bandwidth_gbs']:.1f} GB/s per core"
                          if machine else ""), flush=True)
                 print(f"{'':10} {'llama.cpp':>10} {'recur':>10} {'ratio':>7} {'%bound llama':>13} {'%bound recur':>13}")

@@ -39,10 +39,18 @@ class HighwayDense final : public PreparedDense {
     return kernels::RunsBlockQ8(d_.type, d_.group, d_.in, int8_, rows);
   }
 
+  // How Blocks rounds the activations of f16 and bf16 layers (kNone for
+  // other types): their rows still run the f32-activation kernels, packed
+  // panels included.
+  kernels::ActivationBlocks Rounding() const {
+    const kernels::ActivationBlocks kind = kernels::ActivationBlocksOf(d_.type, d_.group);
+    return kernels::RoundsActivations(kind) ? kind : kernels::ActivationBlocks::kNone;
+  }
+
   // Whether `rows` rows run on integer dot products.
   bool Quantized(size_t rows) const {
     if (int8_ == kernels::Int8Activations::kBlocks) {
-      return Blocks(rows) ||
+      return (Blocks(rows) && Rounding() == kernels::ActivationBlocks::kNone) ||
              (d_.type == kernels::WeightType::kI8 && d_.in <= kernels::kDenseI8DotMaxIn);
     }
     if (d_.type == kernels::WeightType::kI4) {
@@ -100,6 +108,7 @@ class HighwayDense final : public PreparedDense {
         pool_->ParallelRanges(kernels::DenseBlockQ8Tiles(d_.out), 2, run);
         return;
       }
+      if (packed_ && rows >= kPackedMinRows) return RunPacked(x, rows, y, accumulate, Rounding());
       RunDense(d_, x, rows, y, accumulate, pool_, kernels::Int8Activations::kBlocks);
       return;
     }
@@ -123,10 +132,17 @@ class HighwayDense final : public PreparedDense {
       RunDense(d_, x, rows, y, accumulate, pool_, kernels::Int8Activations::kFloat);
       return;
     }
+    RunPacked(x, rows, y, accumulate, kernels::ActivationBlocks::kNone);
+  }
+
+  // The packed GEMM, panels split over the pool (each task rounds x as
+  // `rounding` says for itself).
+  void RunPacked(const float* x, size_t rows, float* y, bool accumulate,
+                 kernels::ActivationBlocks rounding) {
     const size_t panels = kernels::DensePanels(d_.out);
     pool_->ParallelRanges(panels, 1, [&](size_t first, size_t last) {
       kernels::DensePacked(x, d_.in, rows, packed_.get(), panel_type_, d_.bias, d_.in, d_.out,
-                           first, last, y, d_.out, accumulate);
+                           first, last, y, d_.out, accumulate, rounding);
     });
   }
 
@@ -158,7 +174,9 @@ class Highway final : public DenseBackend {
     // (Run takes block-quantised and integer-dot rows before the packed GEMM).
     bool pack = false, tiles = false;
     for (size_t rows : plan.rows) {
-      pack |= rows >= kPackedMinRows && !op->Blocks(rows) && !op->Quantized(rows);
+      pack |= rows >= kPackedMinRows &&
+              (!op->Blocks(rows) || op->Rounding() != kernels::ActivationBlocks::kNone) &&
+              !op->Quantized(rows);
       tiles |= rows >= kernels::kBlockQ8TilesMinBatch && op->Blocks(rows);
     }
     if (plan.pack_weights && pack) RECUR_RETURN_IF_ERROR(op->Pack(plan.narrow_panels));

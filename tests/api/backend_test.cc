@@ -2,17 +2,18 @@
 // backend this build lacks, and every compiled-in backend computing what
 // highway computes (step, prefill), and the weight copies each packing
 // option makes.
+#include <doctest/doctest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include <doctest/doctest.h>
-
 #include "backends/gemm_backend.h"
 #include "converter/quantize.h"
 #include "kernels/dense/dense.h"
+#include "kernels/dense/dense_ref.h"
 #include "recur/recur.h"
 #include "test_models.h"
 
@@ -338,6 +339,61 @@ TEST_CASE("highway packs no f32 copy of a layer that runs on block-quantised act
     double largest = 0;
     for (float v : y_kernels) largest = std::max(largest, std::fabs(double{v}));
     CHECK(MaxAbsDiff(y, y_kernels) <= 1e-5 * largest);
+  }
+}
+
+// Under Int8Activations::kBlocks f16 and bf16 layers multiply activations
+// rounded to their type, as llama.cpp does (kernels::DenseBlockQ8), on every
+// path highway runs: the model's bytes for a step, and the packed panels (f32
+// or the layer's own values) for batches.
+TEST_CASE("highway rounds the activations of f16 and bf16 layers under kBlocks, packed or not") {
+  namespace kernels = recur::impl::kernels;
+  namespace backends = recur::impl::backends;
+  const size_t in = 256, out = 96;
+  std::unique_ptr<recur::impl::ThreadPool> pool;
+  REQUIRE(recur::impl::ThreadPool::Create(2, &pool).ok());
+  std::vector<float> x(64 * in + 16);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.1f * float(i));
+  for (kernels::WeightType type : {kernels::WeightType::kF16, kernels::WeightType::kBF16}) {
+    CAPTURE(int(type));
+    std::vector<uint16_t> bits(in * out);
+    for (size_t i = 0; i < bits.size(); ++i) {
+      const float v = std::cos(0.37f * float(i));
+      uint32_t u;
+      std::memcpy(&u, &v, sizeof(u));
+      bits[i] = type == kernels::WeightType::kF16 ? kernels::ref::F32ToF16Bits(v)
+                                                  : static_cast<uint16_t>(u >> 16);
+    }
+    recur::impl::DenseView d;
+    d.weight = bits.data();
+    d.type = type;
+    d.in = static_cast<uint32_t>(in);
+    d.out = static_cast<uint32_t>(out);
+    for (int packing = 0; packing < 3; ++packing) {  // off, f32 panels, the layer's own values
+      CAPTURE(packing);
+      backends::DensePlan plan;
+      plan.rows = {1, 8, 64};
+      plan.pool = pool.get();
+      plan.pack_weights = packing != 0;
+      plan.narrow_panels = packing == 2;
+      plan.int8 = kernels::Int8Activations::kBlocks;
+      std::unique_ptr<backends::PreparedDense> op;
+      REQUIRE(backends::HighwayBackend()->Prepare(d, plan, &op).ok());
+      CHECK((op->memory_bytes() > 0) == (packing != 0));
+      for (size_t rows : plan.rows) {
+        CAPTURE(rows);
+        std::vector<float> y(rows * out), rounded(rows * out), plain(rows * out);
+        op->Run(x.data(), rows, y.data(), false);
+        kernels::DenseBlockQ8(x.data(), in, rows, d, rounded.data(), out, false);
+        kernels::Dense(x.data(), in, rows, d, plain.data(), out, false);
+        double largest = 0;
+        for (float v : rounded) largest = std::max(largest, std::fabs(double{v}));
+        // The same rounded values; f32 sums in the panels' order.
+        CHECK(MaxAbsDiff(y, rounded) <= 1e-5 * largest);
+        // Rounding x moves the outputs by far more than the order of sums does.
+        CHECK(MaxAbsDiff(y, plain) > 1e-4 * largest);
+      }
+    }
   }
 }
 

@@ -525,5 +525,208 @@ TEST_CASE(
   });
 }
 
+// ---------------------------------------------------------------------------
+// f16 and bf16 weights: the activations rounded to the weights' type.
+
+// The nearer of v's two bf16 neighbours by double distance, ties to the even
+// one: independent of the spec's bit trick. |v| below the largest bf16.
+float NearestBf16(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof(u));
+  const uint32_t lo_bits = u & 0xFFFF0000u, hi_bits = lo_bits + 0x10000u;
+  float lo, hi;
+  std::memcpy(&lo, &lo_bits, sizeof(lo));
+  std::memcpy(&hi, &hi_bits, sizeof(hi));
+  const double d_lo = std::fabs(double{v} - lo), d_hi = std::fabs(double{v} - hi);
+  if (d_lo != d_hi) return d_lo < d_hi ? lo : hi;
+  return (lo_bits >> 16) & 1u ? hi : lo;
+}
+
+TEST_CASE("rounded activations: f16 and bf16 to nearest, ties to even, as ggml rounds them") {
+  std::mt19937 rng(11);
+  std::vector<float> values = {
+      0.0f,         -0.0f,           1.0f,         65504.0f,         -65504.0f,       65519.99f,
+      65520.0f,     -70000.0f,       0x1p-24f,     0x1p-25f,         3 * 0x1p-26f,    0x1p-14f,
+      0x1.ffcp-15f, 1 + 0x1p-11f,    1 + 0x1p-12f, 1 + 3 * 0x1p-12f, -(1 + 0x1p-12f), 1 + 0x1p-8f,
+      1 + 0x1p-9f,  1 + 3 * 0x1p-9f, 3e38f,        -1e-40f};
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t u = static_cast<uint32_t>(rng());
+    if (((u >> 23) & 0xFF) >= 0xFE) u &= 0xBFFFFFFFu;  // finite, below the largest bf16
+    float v;
+    std::memcpy(&v, &u, sizeof(v));
+    values.push_back(v);
+    values.push_back(std::ldexp(v, -static_cast<int>((u >> 23) & 0xFF)) * 0x1p10f);  // f16 range
+  }
+  size_t bad = 0;
+  for (float v : values) {
+    const float h = ref::RoundActivation(ActivationBlocks::kF16, v);
+    const float h_want = std::copysign(NearestHalf(std::fabs(v)), v);
+    const float b = ref::RoundActivation(ActivationBlocks::kBF16, v);
+    const bool ok = SameBits(h, h_want) && SameBits(ref::F16ToF32(ref::F32ToF16Bits(v)), h) &&
+                    (std::fabs(v) > 3.3e38f || SameBits(b, NearestBf16(v)));
+    if (!ok && bad++ < 3) FAIL_CHECK(v << ": f16 " << h << " vs " << h_want << ", bf16 " << b);
+  }
+  CHECK(bad == 0);
+  CHECK(ref::RoundActivation(ActivationBlocks::kF16, 1 + 0x1p-12f) == 1.0f);  // a tie: to even
+  CHECK(ref::RoundActivation(ActivationBlocks::kF16, 1 + 3 * 0x1p-12f) == 1 + 0x1p-10f);
+  CHECK(ref::F32ToF16Bits(-0.0f) == 0x8000);
+  CHECK(ref::F32ToF16Bits(65520.0f) == 0x7C00);
+}
+
+// A layer of f16 or bf16 weights, values uniform in [-1, 1) rounded to the type.
+Layer RandomNarrowLayer(std::mt19937& rng, WeightType type, size_t in, size_t out) {
+  Layer l;
+  l.w.type = type;
+  l.w.in = static_cast<uint32_t>(in);
+  l.w.out = static_cast<uint32_t>(out);
+  l.weight.resize(std::max<size_t>(2, 2 * in * out));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (size_t k = 0; k < in * out; ++k) {
+    const float v = u(rng);
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof(bits));
+    const uint16_t h =
+        type == WeightType::kF16 ? ref::F32ToF16Bits(v) : static_cast<uint16_t>(bits >> 16);
+    std::memcpy(l.weight.data() + 2 * k, &h, 2);
+  }
+  l.w.weight = l.weight.data();
+  return l;
+}
+
+TEST_CASE("DenseBlockQ8 and DensePacked on f16 and bf16 layers: every target against the spec") {
+  struct Shape {
+    size_t batch, in, out;
+  };
+  // A step's f16 stream (1 MiB and more), row tiles with tails, batches of
+  // the row tiles, the widened GEMM (32 rows and more on AVX-512), nothing.
+  const Shape shapes[] = {{1, 1024, 512}, {1, 2048, 301}, {1, 256, 64}, {1, 100, 7}, {3, 1024, 33},
+                          {8, 512, 70},   {40, 300, 100}, {0, 64, 4},   {1, 64, 0}};
+  ForEachTarget([&](const std::string&) {
+    std::mt19937 rng(13);
+    for (WeightType type : {WeightType::kF16, WeightType::kBF16}) {
+      const ActivationBlocks kind = ActivationBlocksOf(type, 0);
+      for (const Shape& s : shapes) {
+        // Variants: 0 bias, 1 accumulate, 2 the scratch DenseScratchNeed asks
+        // for bound, 3 a bound scratch without room (one row at a time), 4 one
+        // nonzero activation a row (its product is exact: rounded or not).
+        for (int variant = 0; variant < 5; ++variant) {
+          const bool bias_on = variant != 1 && variant != 4, accumulate = variant == 1;
+          INFO(WeightTypeName(type) << " batch=" << s.batch << " in=" << s.in << " out=" << s.out
+                                    << " variant=" << variant);
+          Layer l = RandomNarrowLayer(rng, type, s.in, s.out);
+          std::vector<float> bias(std::max<size_t>(1, s.out));
+          for (float& b : bias) b = static_cast<float>(rng() % 1000) / 500.0f - 1.0f;
+          if (bias_on) l.w.bias = bias.data();
+          const size_t x_stride = s.in + 3, y_stride = s.out + 5;
+          Buffer x(std::max<size_t>(1, s.batch * x_stride), 1);
+          std::vector<float> rounded(std::max<size_t>(1, s.batch * s.in));
+          std::vector<float> y_prev(std::max<size_t>(1, s.batch * y_stride), kGuard);
+          for (size_t b = 0; b < s.batch; ++b) {
+            float* xb = x.data() + b * x_stride;
+            FillActivations(rng, xb, s.in, static_cast<int>(b % 3 == 2 ? 4 : b % 3));
+            if (variant == 4) {
+              std::fill(xb, xb + s.in, 0.0f);
+              xb[(b * 7) % s.in] = 1 + 0x1p-12f + 0x1p-20f;  // f16: 1 + 2^-11, bf16: 1
+            }
+            for (size_t i = 0; i < s.in; ++i)
+              rounded[b * s.in + i] = ref::RoundActivation(kind, xb[i]);
+            for (size_t o = 0; o < s.out; ++o) {
+              y_prev[b * y_stride + o] = accumulate ? static_cast<float>(o % 7) - 3.0f : 0.0f;
+            }
+          }
+          std::vector<float> want = y_prev;
+          ref::DenseBlockQ8(x.data(), x_stride, s.batch, l.w, want.data(), y_stride, accumulate);
+          const DenseScratch need =
+              DenseScratchNeed(s.batch, s.in, s.out, type, Int8Activations::kBlocks);
+          CHECK(DenseScratchNeed(s.batch, s.in, s.out, type).rounded_floats == 0);
+          std::vector<hwy::AlignedFreeUniquePtr<float[]>> regions;
+          const auto region = [&](size_t floats) {
+            regions.push_back(hwy::AllocateAligned<float>(std::max<size_t>(floats, 1)));
+            return regions.back().get();
+          };
+          DenseScratch planned = need, none;
+          planned.widen = region(need.widen_floats);
+          planned.panel = region(need.panel_floats);
+          planned.rounded = region(need.rounded_floats);
+          const DenseScratch* bound = variant == 2 ? &planned : variant == 3 ? &none : nullptr;
+          const auto abs_w = [&](size_t o, size_t i) {
+            return std::fabs(ref::DecodeWeight(l.w, o, i));
+          };
+          // Three ways: DenseBlockQ8, Dense with kBlocks, the packed GEMM (f32 panels and
+          // the layer's own values).
+          for (int way = 0; way < 4; ++way) {
+            INFO("way " << way);
+            Buffer y(std::max<size_t>(1, s.batch * y_stride), 2);
+            for (size_t k = 0; k < s.batch * y_stride; ++k) {
+              if (k % y_stride < s.out) y.data()[k] = y_prev[k];
+            }
+            {
+              const ScopedDenseScratch bind(bound);
+              if (way == 0) {
+                DenseBlockQ8(x.data(), x_stride, s.batch, l.w, y.data(), y_stride, accumulate);
+              } else if (way == 1) {
+                Dense(x.data(), x_stride, s.batch, l.w, y.data(), y_stride, accumulate,
+                      Int8Activations::kBlocks);
+              } else {
+                const WeightType panel_type = way == 2 ? WeightType::kF32 : type;
+                std::vector<uint8_t> storage(DensePackedBytes(s.in, s.out, panel_type) + 64);
+                void* packed =
+                    storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+                PackDense(l.w, panel_type, packed);
+                DensePacked(x.data(), x_stride, s.batch, packed, panel_type, l.w.bias, s.in, s.out,
+                            0, DensePanels(s.out), y.data(), y_stride, accumulate, kind);
+              }
+            }
+            CHECK(CheckDenseResult(rounded.data(), s.in, s.batch, s.in, s.out, abs_w, l.w.bias,
+                                   accumulate, y_prev, want, y, y_stride) == 0);
+            if (variant != 4) continue;
+            // One product a row: exactly the weight times the rounded value, which
+            // differs from the value itself (so the rounding is not skipped).
+            size_t exact = 0, moved = 0;
+            for (size_t b = 0; b < s.batch; ++b) {
+              const size_t i = (b * 7) % s.in;
+              for (size_t o = 0; o < s.out; ++o) {
+                const float w = static_cast<float>(ref::DecodeWeight(l.w, o, i));
+                exact += SameBits(y.data()[b * y_stride + o], w * rounded[b * s.in + i]);
+                moved += w != 0.0f && y.data()[b * y_stride + o] != w * x.data()[b * x_stride + i];
+              }
+            }
+            CHECK(exact == s.batch * s.out);
+            if (s.batch * s.out != 0) CHECK(moved > (s.batch * s.out) / 2);
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST_CASE("Int8Activations on f16 and bf16 layers: kBlocks rounds, the others do not") {
+  std::mt19937 rng(17);
+  const size_t in = 512, out = 40;
+  std::vector<float> x(8 * in), y(8 * out), want(8 * out);
+  FillActivations(rng, x.data(), x.size(), 0);
+  ForEachTarget([&](const std::string&) {
+    for (WeightType type : {WeightType::kF16, WeightType::kBF16}) {
+      INFO(WeightTypeName(type));
+      Layer l = RandomNarrowLayer(rng, type, in, out);
+      for (size_t batch : {1, 8}) {
+        CHECK(RunsBlockQ8(type, 0, in, Int8Activations::kBlocks, batch));
+        CHECK(!RunsBlockQ8(type, 0, kDenseBlockQ8MaxIn + 256, Int8Activations::kBlocks, batch));
+        Dense(x.data(), in, batch, l.w, y.data(), out, false, Int8Activations::kBlocks);
+        DenseBlockQ8(x.data(), in, batch, l.w, want.data(), out, false);
+        CHECK(std::equal(y.begin(), y.begin() + batch * out, want.begin()));
+        Dense(x.data(), in, batch, l.w, want.data(), out, false);
+        CHECK(!std::equal(y.begin(), y.begin() + batch * out, want.begin()));
+        for (Int8Activations int8 :
+             {Int8Activations::kAuto, Int8Activations::kFloat, Int8Activations::kQuantized}) {
+          CHECK(!RunsBlockQ8(type, 0, in, int8, batch));
+          Dense(x.data(), in, batch, l.w, y.data(), out, false, int8);
+          CHECK(std::equal(y.begin(), y.begin() + batch * out, want.begin()));
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 }  // namespace recur::impl::kernels::test

@@ -376,13 +376,17 @@ typedef enum recur_int8_activations {
   /* As llama.cpp's CPU backend: the activations of q8_0 layers and of int4
    * layers with groups of 32 (GGUF's Q8_0 and Q4_0) are quantised in blocks
    * of 32 (its Q8_0), those of q4_k, q5_k and q6_k layers in blocks of 256
-   * (its Q8_K), and multiplied in integer arithmetic block by block: the
-   * numbers llama.cpp computes on the same GGUF file, up to the order of its
-   * float sums (docs/layouts.md "Against llama.cpp itself"). int8 layers run
-   * QUANTIZED; other layers, and layers wider than 16384 inputs, FLOAT.
-   * Faster than FLOAT for single rows of q4_k, q6_k and q8_0 on x86 from
-   * AVX2 (ggml's operations) and for 8 rows or more of them on AVX-512 VNNI
-   * (an integer GEMM); elsewhere a portable kernel, slower. */
+   * (its Q8_K), and multiplied in integer arithmetic block by block; those
+   * of f16 and bf16 layers are rounded to f16 or bf16 (to nearest, ties to
+   * even) and multiplied in f32: the numbers llama.cpp computes on the same
+   * GGUF file, up to the order of its float sums (docs/layouts.md "Against
+   * llama.cpp itself"). int8 layers run QUANTIZED; f32 layers, and layers
+   * wider than 16384 inputs, FLOAT. Faster than FLOAT for single rows of
+   * q4_k, q6_k and q8_0 on x86 from AVX2 (ggml's operations), for 8 rows or
+   * more of them on AVX-512 VNNI (an integer GEMM), and for single rows of
+   * f16 layers of 1 MiB or more (half the activation bytes; ~10% a step of
+   * an 0.4B F16 RWKV-7, docs/performance.md); elsewhere a portable kernel,
+   * slower. */
   RECUR_INT8_ACTIVATIONS_BLOCKS = 3
 } recur_int8_activations;
 

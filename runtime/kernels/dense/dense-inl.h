@@ -448,6 +448,12 @@ inline constexpr size_t kStreamAhead = 8192;
 // must stay in L1 beside the stream).
 inline constexpr size_t kStreamMaxX = size_t{16} << 10;
 
+// Whether one row of an (in, out) layer of `weight_bytes` bytes a weight
+// runs StreamRows (on targets that have it).
+HWY_INLINE bool StreamsRows(size_t in, size_t out, size_t weight_bytes) {
+  return in * out * weight_bytes >= kStreamBytes && in * sizeof(float) <= kStreamMaxX;
+}
+
 // Prefetches the lines of [ahead + b, ahead + b + n) once (b: a multiple of
 // 64 bytes from where the stream started; n: a multiple of 64).
 HWY_INLINE void PrefetchAhead(const uint8_t* ahead, size_t b, size_t n) {
@@ -457,9 +463,10 @@ HWY_INLINE void PrefetchAhead(const uint8_t* ahead, size_t b, size_t n) {
 // Σ_i x[i]·w[i] over one weight row of `in` inputs, as lanes still to be
 // summed: each block times its group's scale for kPerGroup (group: the
 // row's f16 scale bits, groups of G inputs), without the row's scale for
-// kPerRow; kPerGroup rows prefetched kStreamAhead bytes ahead.
-template <WeightScales kS, class D, typename TW>
-HWY_INLINE hn::Vec<D> StreamRowDot(D d, const float* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
+// kPerRow; kPerGroup rows prefetched kStreamAhead bytes ahead. x: f32, or
+// f16 values (activations rounded for f16 weights), widened as weights are.
+template <WeightScales kS, class D, typename TW, typename TX>
+HWY_INLINE hn::Vec<D> StreamRowDot(D d, const TX* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
                                    size_t in, const uint16_t* HWY_RESTRICT group, size_t G) {
   using V = hn::Vec<D>;
   const size_t N = hn::Lanes(d);
@@ -470,9 +477,9 @@ HWY_INLINE hn::Vec<D> StreamRowDot(D d, const float* HWY_RESTRICT x, const TW* H
     static_assert(kV * hn::MaxLanes(D()) == kGroupLanes, "whole vectors a block");
     constexpr size_t kQuad = 4 * kGroupLanes;  // inputs of four blocks
     const auto block = [&](size_t at) HWY_ATTR {
-      V t = hn::Mul(hn::LoadU(d, x + at), LoadWeights(d, w + at));
+      V t = hn::Mul(LoadWeights(d, x + at), LoadWeights(d, w + at));
       for (size_t j = 1; j < kV; ++j) {
-        t = hn::MulAdd(hn::LoadU(d, x + at + j * N), LoadWeights(d, w + at + j * N), t);
+        t = hn::MulAdd(LoadWeights(d, x + at + j * N), LoadWeights(d, w + at + j * N), t);
       }
       return t;
     };
@@ -500,14 +507,14 @@ HWY_INLINE hn::Vec<D> StreamRowDot(D d, const float* HWY_RESTRICT x, const TW* H
     }
   } else {
     for (; i + 4 * N <= in; i += 4 * N) {
-      a0 = hn::MulAdd(hn::LoadU(d, x + i), LoadWeights(d, w + i), a0);
-      a1 = hn::MulAdd(hn::LoadU(d, x + i + N), LoadWeights(d, w + i + N), a1);
-      a2 = hn::MulAdd(hn::LoadU(d, x + i + 2 * N), LoadWeights(d, w + i + 2 * N), a2);
-      a3 = hn::MulAdd(hn::LoadU(d, x + i + 3 * N), LoadWeights(d, w + i + 3 * N), a3);
+      a0 = hn::MulAdd(LoadWeights(d, x + i), LoadWeights(d, w + i), a0);
+      a1 = hn::MulAdd(LoadWeights(d, x + i + N), LoadWeights(d, w + i + N), a1);
+      a2 = hn::MulAdd(LoadWeights(d, x + i + 2 * N), LoadWeights(d, w + i + 2 * N), a2);
+      a3 = hn::MulAdd(LoadWeights(d, x + i + 3 * N), LoadWeights(d, w + i + 3 * N), a3);
     }
-    for (; i + N <= in; i += N) a0 = hn::MulAdd(hn::LoadU(d, x + i), LoadWeights(d, w + i), a0);
+    for (; i + N <= in; i += N) a0 = hn::MulAdd(LoadWeights(d, x + i), LoadWeights(d, w + i), a0);
     if (i < in) {
-      a1 = hn::MulAdd(LoadTail(d, x + i, in - i), LoadWeightsTail(d, w + i, in - i), a1);
+      a1 = hn::MulAdd(LoadWeightsTail(d, x + i, in - i), LoadWeightsTail(d, w + i, in - i), a1);
     }
   }
   return hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
@@ -522,8 +529,8 @@ HWY_INLINE hn::Vec<D> StreamRowDot(D d, const float* HWY_RESTRICT x, const TW* H
 // `dense_bench rows` (layers streamed from DRAM, AMD Zen 5, AVX3_VNNI), of
 // the read probe's rate: f16 82-96% against 67-84% for the tiles, q8_0
 // 80-90% against 60-76%, at 1,024-4,096 inputs (docs/performance.md).
-template <WeightScales kS, class D, typename TW>
-HWY_NOINLINE void StreamRows(D d, const float* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
+template <WeightScales kS, class D, typename TW, typename TX>
+HWY_NOINLINE void StreamRows(D d, const TX* HWY_RESTRICT x, const TW* HWY_RESTRICT w,
                              TileScales scales, const float* HWY_RESTRICT bias, size_t in,
                              size_t out, float* HWY_RESTRICT y, bool accumulate) {
   const hn::Full128<float> d4;
@@ -682,8 +689,7 @@ HWY_INLINE void RowTiles(D d, const float* x, size_t x_stride, size_t batch, con
   return;
 #else
 #if HWY_TARGET != HWY_SCALAR
-  if (batch == 1 && !kPairs && in * out * sizeof(TW) >= kStreamBytes &&
-      in * sizeof(float) <= kStreamMaxX) {
+  if (batch == 1 && !kPairs && StreamsRows(in, out, sizeof(TW))) {
     return StreamRows<kS>(d, x, w, scales, bias, in, out, y, accumulate);
   }
 #endif

@@ -2,6 +2,7 @@
 #ifndef RECUR_KERNELS_DENSE_DENSE_H_
 #define RECUR_KERNELS_DENSE_DENSE_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -214,15 +215,28 @@ void DenseKQuant(const float* x, size_t x_stride, size_t batch, const DenseWeigh
 // accumulated in block order (ggml accumulates lane by lane: the two differ
 // by that rounding only). For parity with llama.cpp on the same GGUF
 // file (docs/layouts.md "Against llama.cpp itself").
+// f16 and bf16 weights: ggml rounds each activation to the weights' type (to
+// nearest, ties to even: F16C's vcvtps2ph, its GGML_FP32_TO_BF16) and sums
+// the products in f32; here those rounded values run the f32-activation
+// kernels, so the result is Dense's on the rounded x:
+//   y[o] = Σ_i f32(w[o, i])·round(x[i])   (f32 sums in Dense's order)
 
 // The activation blocks ggml pairs with weights of `type` stored in groups of
-// `group` inputs.
-enum class ActivationBlocks : uint8_t { kNone, kQ8_0, kQ8_K };
+// `group` inputs (its vec_dot_type): kF16 and kBF16 are single values rounded.
+enum class ActivationBlocks : uint8_t { kNone, kQ8_0, kQ8_K, kF16, kBF16 };
 constexpr ActivationBlocks ActivationBlocksOf(WeightType type, uint32_t group) {
   if ((type == WeightType::kQ8_0 || type == WeightType::kI4) && group == kI4Block) {
     return ActivationBlocks::kQ8_0;
   }
+  if (type == WeightType::kF16) return ActivationBlocks::kF16;
+  if (type == WeightType::kBF16) return ActivationBlocks::kBF16;
   return IsKQuant(type) ? ActivationBlocks::kQ8_K : ActivationBlocks::kNone;
+}
+
+// Whether activations of `kind` are single rounded values (f16, bf16), which
+// run the f32-activation kernels, rather than integer blocks.
+constexpr bool RoundsActivations(ActivationBlocks kind) {
+  return kind == ActivationBlocks::kF16 || kind == ActivationBlocks::kBF16;
 }
 
 // Widest layer (w.in) DenseBlockQ8 takes: its quantised rows live on the
@@ -253,8 +267,18 @@ bool RunsBlockQ8(WeightType type, uint32_t group, size_t in, Int8Activations int
 // quantises up to 64 rows at a time into Dense's widening scratch: the bound
 // scratch (ScopedDenseScratch, no larger than DenseScratchNeed asks for the
 // layer) or the per-thread buffer; without room there it runs the row forms.
+// f16 and bf16 weights: a step's single row of a layer that Dense reads as
+// one stream (f16) is rounded to f16 on the stack and the rows run against
+// it; other calls round up to RoundedActivationRows rows at a time into the
+// rounding scratch (DenseScratchNeed with kBlocks plans it; else per-thread),
+// or, without room there, one row at a time on the stack (64 KiB).
 void DenseBlockQ8(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
                   size_t y_stride, bool accumulate);
+
+// DenseBlockQ8 for f16 and bf16 weights (dense_lowp.cc); other layers run
+// Dense. The same contract.
+void DenseRoundedActivations(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
+                             float* y, size_t y_stride, bool accumulate);
 
 // ---------------------------------------------------------------------------
 // Block-quantised tiles (dense_blockq_gemm-inl.h): a q4_k, q6_k or q8_0 layer
@@ -378,18 +402,32 @@ void DecodeWeightRows(const DenseWeights& w, size_t begin, size_t rows, float* d
 // slower and rounds differently but is as exact.
 
 // Scratch regions in floats, 64-byte aligned: `widen` for widened weights or
-// bf16-permuted x, `panel` for packed x. As a need (DenseScratchNeed) the
-// pointers are null.
+// bf16-permuted x, `panel` for packed x, `rounded` for activation rows
+// rounded to f16 or bf16 values (Int8Activations::kBlocks on f16 and bf16
+// layers). As a need (DenseScratchNeed) the pointers are null.
 struct DenseScratch {
   float* widen = nullptr;
   size_t widen_floats = 0;
   float* panel = nullptr;
   size_t panel_floats = 0;
+  float* rounded = nullptr;
+  size_t rounded_floats = 0;
 };
 
-// What a Dense call of `batch` rows on an (in, out) layer of `type` asks for
-// on the SIMD target it dispatches to now. Larger batches never need less.
-DenseScratch DenseScratchNeed(size_t batch, size_t in, size_t out, WeightType type);
+// What a Dense call of `batch` rows on an (in, out) layer of `type` with
+// `int8` (Dense's last argument; with kBlocks also DensePacked's rounding)
+// asks for on the SIMD target it dispatches to now. Larger batches never
+// need less.
+DenseScratch DenseScratchNeed(size_t batch, size_t in, size_t out, WeightType type,
+                              Int8Activations int8 = Int8Activations::kFloat);
+
+// Activation rows rounded per pass (DenseBlockQ8 on f16 and bf16 weights,
+// DensePacked with a rounding): about 2 MiB of them, at least 12 (the packed
+// GEMM's tallest tile), at most `batch`.
+inline size_t RoundedActivationRows(size_t batch, size_t in) {
+  const size_t fit = (size_t{2} << 20) / (sizeof(float) * (in == 0 ? 1 : in));
+  return std::min(batch, fit > 12 ? fit : size_t{12});
+}
 
 // Binds `scratch` (owned by the caller, which keeps it alive) for Dense
 // calls on the calling thread until destroyed, then restores the previous
@@ -459,10 +497,16 @@ inline void PackDense(const DenseWeights& w, float* packed) {
 // x_stride; y: (rows, out) row stride y_stride, must not overlap x. bias:
 // (out) or null. The result does not depend on panel_type (the same values,
 // the same order of sums). Calls on disjoint panel ranges may run
-// concurrently. Does not allocate.
+// concurrently. With `rounding` kF16 or kBF16 (in <= kDenseBlockQ8MaxIn)
+// each x value is first rounded as DenseBlockQ8 rounds it, a chunk of rows at
+// a time into the rounding scratch (the bound one, which DenseScratchNeed
+// with kBlocks plans; else per-thread, allocated on first use) or, without
+// room there, one row at a time on the stack (64 KiB); otherwise does not
+// allocate.
 void DensePacked(const float* x, size_t x_stride, size_t rows, const void* packed,
                  WeightType panel_type, const float* bias, size_t in, size_t out,
-                 size_t panel_begin, size_t panel_end, float* y, size_t y_stride, bool accumulate);
+                 size_t panel_begin, size_t panel_end, float* y, size_t y_stride, bool accumulate,
+                 ActivationBlocks rounding = ActivationBlocks::kNone);
 inline void DensePacked(const float* x, size_t x_stride, size_t rows, const float* packed,
                         const float* bias, size_t in, size_t out, size_t panel_begin,
                         size_t panel_end, float* y, size_t y_stride, bool accumulate) {

@@ -119,8 +119,13 @@ bool RunsBlockQ8(WeightType type, uint32_t group, size_t in, Int8Activations int
 
 void DenseBlockQ8(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
                   size_t y_stride, bool accumulate) {
-  if (ActivationBlocksOf(w.type, w.group) == ActivationBlocks::kNone || w.in > kDenseBlockQ8MaxIn) {
+  const ActivationBlocks kind = ActivationBlocksOf(w.type, w.group);
+  if (kind == ActivationBlocks::kNone || w.in > kDenseBlockQ8MaxIn) {
     Dense(x, x_stride, batch, w, y, y_stride, accumulate);
+    return;
+  }
+  if (RoundsActivations(kind)) {
+    DenseRoundedActivations(x, x_stride, batch, w, y, y_stride, accumulate);
     return;
   }
   HWY_DYNAMIC_DISPATCH(DenseBlockQ8Impl)(x, x_stride, batch, w, y, y_stride, accumulate);

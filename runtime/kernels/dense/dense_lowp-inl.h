@@ -436,6 +436,33 @@ HWY_INLINE void DenseNarrow(const float* x, size_t x_stride, size_t batch, const
       bias, in, out, wf, y, y_stride, accumulate);
 }
 
+// DenseBlockQ8 (dense.h) for w of type kType, f16 or bf16: the activations
+// rounded as ggml rounds them for those weights, then DenseNarrow on them;
+// a step's f16 stream reads them as f16.
+template <WeightType kType>
+HWY_INLINE void DenseRounded(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
+                             float* y, size_t y_stride, bool accumulate) {
+  namespace dd = dense_detail;
+  if (batch == 0 || w.out == 0) return;
+  const hn::ScalableTag<float> d;
+#if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
+  if constexpr (kType == WeightType::kF16) {
+    if (batch == 1 && dd::StreamsRows(w.in, w.out, sizeof(hwy::float16_t))) {
+      HWY_ALIGN hwy::float16_t xh[dd::kStreamMaxX / sizeof(float)];
+      dd::RoundRowToF16(d, x, w.in, xh);
+      dd::StreamRows<WeightScales::kNone>(d, static_cast<const hwy::float16_t*>(xh),
+                                          static_cast<const hwy::float16_t*>(w.weight),
+                                          dd::TileScales(), w.bias, w.in, w.out, y, accumulate);
+      return;
+    }
+  }
+#endif
+  dd::ForRoundedRows(d, ActivationBlocksOf(kType, 0), x, x_stride, batch, w.in,
+                     [&](const float* xr, size_t b0, size_t nb) HWY_ATTR {
+                       DenseNarrow<kType>(xr, w.in, nb, w, y + b0 * y_stride, y_stride, accumulate);
+                     });
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();

@@ -42,7 +42,16 @@ void DenseNarrowImpl(const float* x, size_t x_stride, size_t batch, const DenseW
   }
 }
 
-DenseScratch DenseScratchNeedImpl(size_t batch, size_t in, size_t out, WeightType type) {
+void DenseRoundedImpl(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
+                      float* y, size_t y_stride, bool accumulate) {
+  if (w.type == WeightType::kF16) {
+    DenseRounded<WeightType::kF16>(x, x_stride, batch, w, y, y_stride, accumulate);
+  } else if (w.type == WeightType::kBF16) {
+    DenseRounded<WeightType::kBF16>(x, x_stride, batch, w, y, y_stride, accumulate);
+  }
+}
+
+DenseScratch WeightScratchNeed(size_t batch, size_t in, size_t out, WeightType type) {
   const hn::ScalableTag<float> d;
   switch (type) {
     case WeightType::kF32:
@@ -78,6 +87,16 @@ DenseScratch DenseScratchNeedImpl(size_t batch, size_t in, size_t out, WeightTyp
   return need;
 }
 
+DenseScratch DenseScratchNeedImpl(size_t batch, size_t in, size_t out, WeightType type,
+                                  Int8Activations int8) {
+  DenseScratch need = WeightScratchNeed(batch, in, out, type);
+  if (int8 == Int8Activations::kBlocks && RoundsActivations(ActivationBlocksOf(type, 0)) &&
+      in <= kDenseBlockQ8MaxIn && out != 0) {
+    need.rounded_floats = dense_detail::RoundedScratchFloats(batch, in);
+  }
+  return need;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace recur::impl::kernels
 HWY_AFTER_NAMESPACE();
@@ -86,10 +105,21 @@ HWY_AFTER_NAMESPACE();
 namespace recur::impl::kernels {
 
 HWY_EXPORT(DenseNarrowImpl);
+HWY_EXPORT(DenseRoundedImpl);
 HWY_EXPORT(DenseScratchNeedImpl);
 
-DenseScratch DenseScratchNeed(size_t batch, size_t in, size_t out, WeightType type) {
-  return HWY_DYNAMIC_DISPATCH(DenseScratchNeedImpl)(batch, in, out, type);
+DenseScratch DenseScratchNeed(size_t batch, size_t in, size_t out, WeightType type,
+                              Int8Activations int8) {
+  return HWY_DYNAMIC_DISPATCH(DenseScratchNeedImpl)(batch, in, out, type, int8);
+}
+
+void DenseRoundedActivations(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
+                             float* y, size_t y_stride, bool accumulate) {
+  if (!RoundsActivations(ActivationBlocksOf(w.type, w.group)) || w.in > kDenseBlockQ8MaxIn) {
+    Dense(x, x_stride, batch, w, y, y_stride, accumulate);
+    return;
+  }
+  HWY_DYNAMIC_DISPATCH(DenseRoundedImpl)(x, x_stride, batch, w, y, y_stride, accumulate);
 }
 
 void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,

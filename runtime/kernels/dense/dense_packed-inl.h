@@ -30,6 +30,7 @@
 #include "kernels/common-inl.h"
 #include "kernels/dense/dense-inl.h"  // LoadWeightRow
 #include "kernels/dense/dense.h"
+#include "kernels/dense/dense_rounded-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace recur::impl::kernels {
@@ -205,8 +206,18 @@ HWY_INLINE void PackDense(const DenseWeights& w, TW* HWY_RESTRICT packed) {
 template <typename TW>
 HWY_INLINE void DensePacked(const float* x, size_t x_stride, size_t rows, const TW* packed,
                             const float* bias, size_t in, size_t out, size_t panel_begin,
-                            size_t panel_end, float* y, size_t y_stride, bool accumulate) {
+                            size_t panel_end, float* y, size_t y_stride, bool accumulate,
+                            ActivationBlocks rounding = ActivationBlocks::kNone) {
   namespace pd = packed_detail;
+  if (RoundsActivations(rounding) && rows != 0 && in != 0) {
+    const hn::ScalableTag<float> d;
+    dense_detail::ForRoundedRows(d, rounding, x, x_stride, rows, in,
+                                 [&](const float* xr, size_t b0, size_t nb) HWY_ATTR {
+                                   DensePacked(xr, in, nb, packed, bias, in, out, panel_begin,
+                                               panel_end, y + b0 * y_stride, y_stride, accumulate);
+                                 });
+    return;
+  }
   if (rows == 0 || in == 0) {
     // Σ over nothing: y = bias (+ y).
     for (size_t r = 0; r < rows; ++r) {

@@ -31,10 +31,11 @@ void PackDenseImpl(const DenseWeights& w, WeightType panel_type, void* packed) {
 void DensePackedImpl(const float* x, size_t x_stride, size_t rows, const void* packed,
                      WeightType panel_type, const float* bias, size_t in, size_t out,
                      size_t panel_begin, size_t panel_end, float* y, size_t y_stride,
-                     bool accumulate) {
+                     bool accumulate, ActivationBlocks rounding) {
   WithPanelElement(panel_type, [&](auto element) {
     HWY_NAMESPACE::DensePacked(x, x_stride, rows, static_cast<const decltype(element)*>(packed),
-                               bias, in, out, panel_begin, panel_end, y, y_stride, accumulate);
+                               bias, in, out, panel_begin, panel_end, y, y_stride, accumulate,
+                               rounding);
   });
 }
 
@@ -59,10 +60,12 @@ void PackDense(const DenseWeights& w, WeightType panel_type, void* packed) {
 
 void DensePacked(const float* x, size_t x_stride, size_t rows, const void* packed,
                  WeightType panel_type, const float* bias, size_t in, size_t out,
-                 size_t panel_begin, size_t panel_end, float* y, size_t y_stride, bool accumulate) {
+                 size_t panel_begin, size_t panel_end, float* y, size_t y_stride, bool accumulate,
+                 ActivationBlocks rounding) {
+  HWY_DASSERT(!RoundsActivations(rounding) || in <= kDenseBlockQ8MaxIn);
   HWY_DYNAMIC_DISPATCH(DensePackedImpl)
   (x, x_stride, rows, packed, panel_type, bias, in, out, panel_begin, panel_end, y, y_stride,
-   accumulate);
+   accumulate, rounding);
 }
 
 bool DenseNarrowPanelsPreferred() { return HWY_DYNAMIC_DISPATCH(DenseNarrowPanelsPreferredImpl)(); }

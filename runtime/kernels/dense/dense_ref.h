@@ -323,6 +323,30 @@ inline float QuantizeQ8_KBlock(const float* x, int8_t* q) {
   return 1.0f / iscale;
 }
 
+// v (finite) rounded as ggml rounds an activation for f16 or bf16 weights
+// (kind kF16, kBF16; dense.h): to the nearest binary16 or bfloat16, ties to
+// even, as an f32 (±Inf past their ranges).
+inline float RoundActivation(ActivationBlocks kind, float v) {
+  if (kind == ActivationBlocks::kF16) return std::copysign(RoundToHalf(std::fabs(v)), v);
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof(u));
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  std::memcpy(&v, &u, sizeof(v));
+  return v;
+}
+
+// The binary16 bits of v (finite) rounded to nearest, ties to even (±Inf
+// from 65520 on): F16C's vcvtps2ph with round-to-nearest.
+inline uint16_t F32ToF16Bits(float v) {
+  const uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  const float r = RoundToHalf(std::fabs(v));
+  if (std::isinf(r)) return sign | 0x7C00;
+  if (r < 6.103515625e-05f) return sign | static_cast<uint16_t>(r * 16777216.0f);  // subnormal
+  uint32_t u;
+  std::memcpy(&u, &r, sizeof(u));
+  return sign | static_cast<uint16_t>((((u >> 23) - 112) << 10) | ((u >> 13) & 0x3FF));
+}
+
 // The integer code of weight i of a K-quant block and the integer scale of its
 // sub-block: KQuantValue = f32(d)·scale·code − f32(dmin)·min (Q4_K, Q5_K: code
 // 0..31, scale and min 0..63) or f32(d)·scale·code (Q6_K: code −32..31, scale
@@ -347,6 +371,14 @@ inline void KQuantCode(WeightType type, const uint8_t* block, size_t i, int* cod
 inline void DenseBlockQ8(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
                          float* y, size_t y_stride, bool accumulate) {
   const ActivationBlocks kind = ActivationBlocksOf(w.type, w.group);
+  if (RoundsActivations(kind)) {
+    std::vector<float> rounded(w.in);
+    for (size_t b = 0; b < batch; ++b) {
+      for (size_t i = 0; i < w.in; ++i) rounded[i] = RoundActivation(kind, x[b * x_stride + i]);
+      ref::Dense(rounded.data(), w.in, 1, w, y + b * y_stride, y_stride, accumulate);
+    }
+    return;
+  }
   const size_t block = kind == ActivationBlocks::kQ8_0 ? 32 : kKQuantBlock;
   std::vector<int8_t> q(w.in);
   std::vector<float> d(w.in / block);

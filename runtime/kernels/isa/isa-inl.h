@@ -144,6 +144,10 @@ inline constexpr bool kMaskedLoadSkipsInactiveLanes =
 // Whether hn::PromoteTo widens f16 to f32 in one instruction (x86 F16C from
 // AVX2, NEON's fcvtl); elsewhere Highway 1.0.3 widens with bit arithmetic.
 inline constexpr bool kF16WidensInOneInstruction = RECUR_ISA_AVX2 || RECUR_ISA_NEON;
+// Whether hn::DemoteTo narrows f32 to f16 in one instruction, to nearest,
+// ties to even (vcvtps2ph, NEON's fcvtn); elsewhere Highway 1.0.3 narrows
+// with bit arithmetic that truncates.
+inline constexpr bool kF16NarrowsToNearestEven = RECUR_ISA_AVX2 || RECUR_ISA_NEON;
 
 }  // namespace isa
 }  // namespace HWY_NAMESPACE
