@@ -51,6 +51,23 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 namespace dense_detail {
 
+// `floats` of a scratch region: the bound scratch's (kernels::ScopedDenseScratch)
+// if any, else per-thread, per-target and per-region memory (grows, never
+// shrinks). Returns nullptr if it is too small or allocation fails.
+template <float* DenseScratch::*kRegion, size_t DenseScratch::*kFloats>
+HWY_INLINE float* ScratchRegion(size_t floats) {
+  if (const DenseScratch* bound = BoundDenseScratch()) {
+    return floats <= bound->*kFloats ? bound->*kRegion : nullptr;
+  }
+  static thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
+  static thread_local size_t capacity = 0;
+  if (capacity < floats) {
+    buf = hwy::AllocateAligned<float>(floats);
+    capacity = buf ? floats : 0;
+  }
+  return buf.get();
+}
+
 #if RECUR_ISA_AVX3
 inline constexpr size_t kMaxB = 6;  // 32 vector registers
 #else
@@ -743,20 +760,9 @@ HWY_INLINE size_t PanelScratchFloats(D d, size_t batch, size_t in, size_t out) {
   return std::min(total, PanelGroup(P, in)) * P * in;
 }
 
-// The bound scratch (kernels::ScopedDenseScratch) if any, else per-thread,
-// per-target scratch for the packed x (grows, never shrinks). Returns
-// nullptr if it is too small or allocation fails.
+// Scratch for the packed x (ScratchRegion).
 HWY_INLINE float* PanelScratch(size_t floats) {
-  if (const DenseScratch* bound = BoundDenseScratch()) {
-    return floats <= bound->panel_floats ? bound->panel : nullptr;
-  }
-  static thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
-  static thread_local size_t capacity = 0;
-  if (capacity < floats) {
-    buf = hwy::AllocateAligned<float>(floats);
-    capacity = buf ? floats : 0;
-  }
-  return buf.get();
+  return ScratchRegion<&DenseScratch::panel, &DenseScratch::panel_floats>(floats);
 }
 
 // Transposes, within each 128-bit block, the 4×4 matrix whose row c is that

@@ -146,20 +146,9 @@ HWY_INLINE DenseScratch NarrowScratchNeed(D d, size_t batch, size_t in, size_t o
   return WidenedScratchNeed(d, batch, in, out);
 }
 
-// The bound scratch (kernels::ScopedDenseScratch) if any, else per-thread,
-// per-target f32 scratch for widened weights (grows, never shrinks).
-// Returns nullptr if it is too small or allocation fails.
+// f32 scratch for widened weights (ScratchRegion).
 HWY_INLINE float* WidenScratch(size_t floats) {
-  if (const DenseScratch* bound = BoundDenseScratch()) {
-    return floats <= bound->widen_floats ? bound->widen : nullptr;
-  }
-  static thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
-  static thread_local size_t capacity = 0;
-  if (capacity < floats) {
-    buf = hwy::AllocateAligned<float>(floats);
-    capacity = buf ? floats : 0;
-  }
-  return buf.get();
+  return ScratchRegion<&DenseScratch::widen, &DenseScratch::widen_floats>(floats);
 }
 
 // Activation rows quantised to int8 per pass by the integer-dot paths (int4,

@@ -14,9 +14,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "kernels/common-inl.h"
+#include "kernels/dense/dense-inl.h"  // ScratchRegion
 #include "kernels/dense/dense.h"
 #include "kernels/dense/dense_ref.h"
 
@@ -27,20 +27,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 namespace dense_detail {
 
-// The bound scratch's `rounded` region (kernels::ScopedDenseScratch) if any,
-// else per-thread, per-target scratch (grows, never shrinks). Returns nullptr
-// if it is too small or allocation fails.
+// Scratch for rounded activation rows (ScratchRegion).
 HWY_INLINE float* RoundedScratch(size_t floats) {
-  if (const DenseScratch* bound = BoundDenseScratch()) {
-    return floats <= bound->rounded_floats ? bound->rounded : nullptr;
-  }
-  static thread_local hwy::AlignedFreeUniquePtr<float[]> buf;
-  static thread_local size_t capacity = 0;
-  if (capacity < floats) {
-    buf = hwy::AllocateAligned<float>(floats);
-    capacity = buf ? floats : 0;
-  }
-  return buf.get();
+  return ScratchRegion<&DenseScratch::rounded, &DenseScratch::rounded_floats>(floats);
 }
 
 // Floats RoundedScratch is asked for on `batch` rows of `in` inputs.
