@@ -31,7 +31,7 @@ inline CLI::Option* AddInt8ActivationsOption(CLI::App* app, recur_int8_activatio
                    "dot products), float (f32 activations, weights widened), quantized "
                    "(activations quantised per row, integer dot products) or blocks (as "
                    "llama.cpp: activations quantised per block of 32 or 256 for q8_0, int4 "
-                   "and K-quant layers)")
+                   "and K-quant layers, rounded to f16 or bf16 for f16 and bf16 layers)")
       ->transform(CLI::CheckedTransformer(std::map<std::string, recur_int8_activations>{
           {"auto", RECUR_INT8_ACTIVATIONS_AUTO},
           {"float", RECUR_INT8_ACTIVATIONS_FLOAT},
