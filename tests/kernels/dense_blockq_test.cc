@@ -601,41 +601,48 @@ TEST_CASE("DenseBlockQ8 and DensePacked on f16 and bf16 layers: every target aga
   // the row tiles, the widened GEMM (32 rows and more on AVX-512), nothing.
   const Shape shapes[] = {{1, 1024, 512}, {1, 2048, 301}, {1, 256, 64}, {1, 100, 7}, {3, 1024, 33},
                           {8, 512, 70},   {40, 300, 100}, {0, 64, 4},   {1, 64, 0}};
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(13);
-    for (WeightType type : {WeightType::kF16, WeightType::kBF16}) {
-      const ActivationBlocks kind = ActivationBlocksOf(type, 0);
-      for (const Shape& s : shapes) {
-        // Variants: 0 bias, 1 accumulate, 2 the scratch DenseScratchNeed asks
-        // for bound, 3 a bound scratch without room (one row at a time), 4 one
-        // nonzero activation a row (its product is exact: rounded or not).
-        for (int variant = 0; variant < 5; ++variant) {
-          const bool bias_on = variant != 1 && variant != 4, accumulate = variant == 1;
-          INFO(WeightTypeName(type) << " batch=" << s.batch << " in=" << s.in << " out=" << s.out
-                                    << " variant=" << variant);
-          Layer l = RandomNarrowLayer(rng, type, s.in, s.out);
-          std::vector<float> bias(std::max<size_t>(1, s.out));
-          for (float& b : bias) b = static_cast<float>(rng() % 1000) / 500.0f - 1.0f;
-          if (bias_on) l.w.bias = bias.data();
-          const size_t x_stride = s.in + 3, y_stride = s.out + 5;
-          Buffer x(std::max<size_t>(1, s.batch * x_stride), 1);
-          std::vector<float> rounded(std::max<size_t>(1, s.batch * s.in));
-          std::vector<float> y_prev(std::max<size_t>(1, s.batch * y_stride), kGuard);
-          for (size_t b = 0; b < s.batch; ++b) {
-            float* xb = x.data() + b * x_stride;
-            FillActivations(rng, xb, s.in, static_cast<int>(b % 3 == 2 ? 4 : b % 3));
-            if (variant == 4) {
-              std::fill(xb, xb + s.in, 0.0f);
-              xb[(b * 7) % s.in] = 1 + 0x1p-12f + 0x1p-20f;  // f16: 1 + 2^-11, bf16: 1
-            }
-            for (size_t i = 0; i < s.in; ++i)
-              rounded[b * s.in + i] = ref::RoundActivation(kind, xb[i]);
-            for (size_t o = 0; o < s.out; ++o) {
-              y_prev[b * y_stride + o] = accumulate ? static_cast<float>(o % 7) - 3.0f : 0.0f;
-            }
+  std::mt19937 rng(13);
+  for (WeightType type : {WeightType::kF16, WeightType::kBF16}) {
+    const ActivationBlocks kind = ActivationBlocksOf(type, 0);
+    for (const Shape& s : shapes) {
+      // Variants: 0 bias, 1 accumulate, 2 the scratch DenseScratchNeed asks
+      // for bound, 3 a bound scratch without room (one row at a time), 4 one
+      // nonzero activation a row (its product is exact: rounded or not).
+      for (int variant = 0; variant < 5; ++variant) {
+        const bool bias_on = variant != 1 && variant != 4, accumulate = variant == 1;
+        INFO(WeightTypeName(type) << " batch=" << s.batch << " in=" << s.in << " out=" << s.out
+                                  << " variant=" << variant);
+        Layer l = RandomNarrowLayer(rng, type, s.in, s.out);
+        std::vector<float> bias(std::max<size_t>(1, s.out));
+        for (float& b : bias) b = static_cast<float>(rng() % 1000) / 500.0f - 1.0f;
+        if (bias_on) l.w.bias = bias.data();
+        const size_t x_stride = s.in + 3, y_stride = s.out + 5;
+        Buffer x(std::max<size_t>(1, s.batch * x_stride), 1);
+        std::vector<float> rounded(std::max<size_t>(1, s.batch * s.in));
+        std::vector<float> y_prev(std::max<size_t>(1, s.batch * y_stride), kGuard);
+        for (size_t b = 0; b < s.batch; ++b) {
+          float* xb = x.data() + b * x_stride;
+          FillActivations(rng, xb, s.in, static_cast<int>(b % 3 == 2 ? 4 : b % 3));
+          if (variant == 4) {
+            std::fill(xb, xb + s.in, 0.0f);
+            xb[(b * 7) % s.in] = 1 + 0x1p-12f + 0x1p-20f;  // f16: 1 + 2^-11, bf16: 1
           }
-          std::vector<float> want = y_prev;
-          ref::DenseBlockQ8(x.data(), x_stride, s.batch, l.w, want.data(), y_stride, accumulate);
+          for (size_t i = 0; i < s.in; ++i)
+            rounded[b * s.in + i] = ref::RoundActivation(kind, xb[i]);
+          for (size_t o = 0; o < s.out; ++o) {
+            y_prev[b * y_stride + o] = accumulate ? static_cast<float>(o % 7) - 3.0f : 0.0f;
+          }
+        }
+        std::vector<float> want = y_prev;
+        ref::DenseBlockQ8(x.data(), x_stride, s.batch, l.w, want.data(), y_stride, accumulate);
+        std::vector<double> weights_abs(s.in * s.out);
+        for (size_t k = 0; k < weights_abs.size(); ++k) {
+          weights_abs[k] = std::fabs(ref::DecodeWeight(l.w, k / s.in, k % s.in));
+        }
+        const auto abs_w = [&](size_t o, size_t i) { return weights_abs[o * s.in + i]; };
+        // The layer, its activations and the spec's outputs are made once; every
+        // target runs them.
+        ForEachTarget([&](const std::string&) {
           const DenseScratch need =
               DenseScratchNeed(s.batch, s.in, s.out, type, Int8Activations::kBlocks);
           CHECK(DenseScratchNeed(s.batch, s.in, s.out, type).rounded_floats == 0);
@@ -649,9 +656,6 @@ TEST_CASE("DenseBlockQ8 and DensePacked on f16 and bf16 layers: every target aga
           planned.panel = region(need.panel_floats);
           planned.rounded = region(need.rounded_floats);
           const DenseScratch* bound = variant == 2 ? &planned : variant == 3 ? &none : nullptr;
-          const auto abs_w = [&](size_t o, size_t i) {
-            return std::fabs(ref::DecodeWeight(l.w, o, i));
-          };
           // Three ways: DenseBlockQ8, Dense with kBlocks, the packed GEMM (f32 panels and
           // the layer's own values).
           for (int way = 0; way < 4; ++way) {
@@ -694,10 +698,10 @@ TEST_CASE("DenseBlockQ8 and DensePacked on f16 and bf16 layers: every target aga
             CHECK(exact == s.batch * s.out);
             if (s.batch * s.out != 0) CHECK(moved > (s.batch * s.out) / 2);
           }
-        }
+        });
       }
     }
-  });
+  }
 }
 
 TEST_CASE("Int8Activations on f16 and bf16 layers: kBlocks rounds, the others do not") {
