@@ -101,15 +101,18 @@ inline constexpr size_t kMaxPanelBytes =
     std::max({Q4KRecord::kPerChunk * Q4KRecord::kBytes, Q6KRecord::kPerChunk* Q6KRecord::kBytes,
               Q8_0Record::kPerChunk* Q8_0Record::kBytes});
 
-// Calls f(Record<kType>()) for the GEMM's type `type` (q4_k, q6_k or q8_0).
+// Calls f(Record<kType>()) for the GEMM's types (q4_k, q6_k, q8_0); for any
+// other `type` does nothing (its callers take only those: Takes, tile bytes).
 template <class F>
 HWY_INLINE void WithRecord(WeightType type, const F& f) {
   if (type == WeightType::kQ4_K) {
     f(Q4KRecord());
   } else if (type == WeightType::kQ6_K) {
     f(Q6KRecord());
-  } else {
+  } else if (type == WeightType::kQ8_0) {
     f(Q8_0Record());
+  } else {
+    HWY_DASSERT(false);
   }
 }
 
