@@ -157,14 +157,14 @@ size_t CheckFloat(std::mt19937& rng, const I4Case& c, Path path) {
 //   mag = s_b·Σ_g scale_g·(Σ_{i in g} n_i·|q_i| + 8·|Σ_{i in g} q_i|) + |bias| + |y_prev|
 // (the tiles hold Σ n·q and −8·Σ q in different lanes; the scalar path's
 // terms are smaller).
-size_t CompareQuantized(const I4Case& c, const int8_t* q, size_t q_stride, const float* qs,
-                        const DenseWeights& w, const std::vector<float>& y_prev, const Buffer& y,
-                        size_t y_stride) {
-  std::vector<float> y_ref = y_prev;
-  ref::DenseI4DotQuantized(q, q_stride, qs, c.batch, w, y_ref.data(), y_stride, c.accumulate);
+// QuantizedTolerances gives factor·mag per output (row stride y_stride);
+// CompareQuantized checks y against y_ref within them.
+std::vector<double> QuantizedTolerances(const I4Case& c, const int8_t* q, size_t q_stride,
+                                        const float* qs, const DenseWeights& w,
+                                        const std::vector<float>& y_prev, size_t y_stride) {
   const size_t groups = c.in == 0 ? 0 : c.in / c.group;
   const double factor = (double(groups) + 16 + 3) * kEps;
-  size_t failures = 0;
+  std::vector<double> tol(y_prev.size());
   for (size_t b = 0; b < c.batch; ++b) {
     for (size_t o = 0; o < c.out; ++o) {
       const auto* row = static_cast<const uint8_t*>(w.weight) + o * (c.in / 2);
@@ -182,10 +182,22 @@ size_t CompareQuantized(const I4Case& c, const int8_t* q, size_t q_stride, const
       const size_t k = b * y_stride + o;
       if (w.bias) mag += std::fabs(w.bias[o]);
       if (c.accumulate) mag += std::fabs(y_prev[k]);
+      tol[k] = factor * mag;
+    }
+  }
+  return tol;
+}
+
+size_t CompareQuantized(const I4Case& c, const std::vector<float>& y_ref,
+                        const std::vector<double>& tol, const Buffer& y, size_t y_stride) {
+  size_t failures = 0;
+  for (size_t b = 0; b < c.batch; ++b) {
+    for (size_t o = 0; o < c.out; ++o) {
+      const size_t k = b * y_stride + o;
       const double err = std::fabs(double{y[k]} - y_ref[k]);
-      if (!(err <= factor * mag) && failures++ < 3) {
-        FAIL_CHECK("b=" << b << " o=" << o << " got " << y[k] << " want " << y_ref[k]
-                        << " tol " << factor * mag);
+      if (!(err <= tol[k]) && failures++ < 3) {
+        FAIL_CHECK("b=" << b << " o=" << o << " got " << y[k] << " want " << y_ref[k] << " tol "
+                        << tol[k]);
       }
     }
     for (size_t o = c.out; o < y_stride; ++o) {
@@ -202,7 +214,8 @@ size_t CompareQuantized(const I4Case& c, const int8_t* q, size_t q_stride, const
 }
 
 // run(q, q_stride, qs, w, y, y_stride) on random q in [-127, 127] (or
-// `fill_q`) against the exact reference.
+// `fill_q`) against the exact reference: the data and the reference once,
+// the run on every target (ForEachTarget).
 template <class FillQ, class Run>
 size_t CheckQuantizedRun(std::mt19937& rng, const I4Case& c, const FillQ& fill_q, const Run& run) {
   const size_t q_stride = c.in + c.x_pad, y_stride = c.out + c.y_pad;
@@ -217,9 +230,19 @@ size_t CheckQuantizedRun(std::mt19937& rng, const I4Case& c, const FillQ& fill_q
   for (size_t k = 0; k < c.batch * q_stride; ++k) q[k] = static_cast<int8_t>(qdist(rng));
   fill_q(q, q_stride);
   I4Layer layer(rng, c.in, c.out, c.group, c.misaligned, c.bias ? bias.data() : nullptr);
-  std::vector<float> y_prev(y.data(), y.data() + y.size());
-  run(q, q_stride, qs.data(), layer.w, y.data(), y_stride);
-  return CompareQuantized(c, q, q_stride, qs.data(), layer.w, y_prev, y, y_stride);
+  const std::vector<float> y_prev(y.data(), y.data() + y.size());
+  std::vector<float> y_ref = y_prev;
+  ref::DenseI4DotQuantized(q, q_stride, qs.data(), c.batch, layer.w, y_ref.data(), y_stride,
+                           c.accumulate);
+  const std::vector<double> tol =
+      QuantizedTolerances(c, q, q_stride, qs.data(), layer.w, y_prev, y_stride);
+  size_t failures = 0;
+  ForEachTarget([&](const std::string&) {
+    std::copy(y_prev.begin(), y_prev.end(), y.data());
+    run(q, q_stride, qs.data(), layer.w, y.data(), y_stride);
+    failures += CompareQuantized(c, y_ref, tol, y, y_stride);
+  });
+  return failures;
 }
 
 // DenseI4DotQuantized on random q in [-127, 127] (or `fill_q`).
@@ -302,80 +325,73 @@ TEST_CASE("DenseI4DotQuantized: in 0..512 by blocks, groups, batch 0..9, all tar
   // 96: an odd number of blocks per group, which the x86 two-block steps
   // leave to the block-by-block tile.
   const size_t groups[] = {32, 64, 96, 128, 256};
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(43);
-    size_t k = 0;
-    for (size_t group : groups) {
-      for (size_t in = 0; in <= 2 * 256; in += group) {
-        for (size_t batch = 0; batch <= 9; ++batch) {
-          for (size_t out : {1, 4, 5, 9}) {
-            ++k;
-            const I4Case c{batch, in, out, group, k % 3 * 5, k % 4, k % 4,
-                           k % 2 == 0, k % 3 == 0, k % 5 < 2};
-            RECUR_I4_INFO(c);
-            CHECK(CheckQuantized(rng, c) == 0);
-          }
+  std::mt19937 rng(43);
+  size_t k = 0;
+  for (size_t group : groups) {
+    for (size_t in = 0; in <= 2 * 256; in += group) {
+      for (size_t batch = 0; batch <= 9; ++batch) {
+        for (size_t out : {1, 4, 5, 9}) {
+          ++k;
+          const I4Case c{batch, in,    out,        group,      k % 3 * 5,
+                         k % 4, k % 4, k % 2 == 0, k % 3 == 0, k % 5 < 2};
+          RECUR_I4_INFO(c);
+          CHECK(CheckQuantized(rng, c) == 0);
         }
       }
     }
-  });
+  }
 }
 
 // Batch 1, groups of 32 (on AVX512-VNNI: blocks of 16 rows run 8 side by
 // side, 128 inputs a step, scales decoded 512 inputs at a time; the last step
 // and the last 512 partial), and the widest layer that path takes.
 TEST_CASE("DenseI4DotQuantized: batch 1, groups of 32, 16-row blocks, all targets") {
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(45);
-    size_t k = 0;
-    for (size_t in : {32, 64, 96, 128, 160, 224, 256, 288, 480, 512, 544, 992, 1024, 1056, 4064,
-                      4096, 4128}) {
-      for (size_t out : {7, 8, 9, 15, 16, 17, 33, 40}) {
-        ++k;
-        const I4Case c{1, in, out, 32, k % 3 * 5, k % 4, k % 4, k % 2 == 0, k % 3 == 0,
-                       k % 5 < 2};
-        RECUR_I4_INFO(c);
-        CHECK(CheckQuantized(rng, c) == 0);
-      }
-    }
-    for (int pattern = 0; pattern < 3; ++pattern) {
-      const size_t in = pattern == 0 ? 4096 : 1024;
-      const I4Case c{1, in, 20, 32, 0, 1, 1, true, pattern == 1, pattern == 2};
-      RECUR_I4_INFO(c);
-      auto fill_q = [&](int8_t* q, size_t) {
-        for (size_t i = 0; i < in; ++i) q[i] = pattern == 1 ? -127 : 127;
-      };
-      CHECK(CheckQuantized(rng, c, fill_q) == 0);
-    }
-  });
-}
-
-TEST_CASE("DenseI4DotQuantized: extreme activations, the widest layer, wide batches") {
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(44);
-    for (int pattern = 0; pattern < 3; ++pattern) {
-      for (size_t in : {size_t{256}, kDenseI4DotMaxIn}) {
-        const I4Case c{3, in, 6, 32, 0, 1, 1, true, pattern == 1, pattern == 2};
-        RECUR_I4_INFO(c);
-        INFO("pattern " << pattern);
-        // ±127 everywhere (row 0), alternating (row 1), −127 or 0 (row 2):
-        // the largest |Σ n·q| and |Σ q| per group.
-        auto fill_q = [&](int8_t* q, size_t stride) {
-          for (size_t i = 0; i < in; ++i) {
-            q[i] = pattern == 1 ? -127 : 127;
-            q[stride + i] = static_cast<int8_t>(i % 2 ? -127 : 127);
-            q[2 * stride + i] = pattern == 2 ? 0 : -127;
-          }
-        };
-        CHECK(CheckQuantized(rng, c, fill_q) == 0);
-      }
-    }
-    for (const I4Case& c : {I4Case{64, 256, 1024, 32, 0, 3, 1, true, false, false},
-                            I4Case{67, 1024, 36, 128, 7, 0, 2, false, true, true}}) {
+  std::mt19937 rng(45);
+  size_t k = 0;
+  for (size_t in :
+       {32, 64, 96, 128, 160, 224, 256, 288, 480, 512, 544, 992, 1024, 1056, 4064, 4096, 4128}) {
+    for (size_t out : {7, 8, 9, 15, 16, 17, 33, 40}) {
+      ++k;
+      const I4Case c{1, in, out, 32, k % 3 * 5, k % 4, k % 4, k % 2 == 0, k % 3 == 0, k % 5 < 2};
       RECUR_I4_INFO(c);
       CHECK(CheckQuantized(rng, c) == 0);
     }
-  });
+  }
+  for (int pattern = 0; pattern < 3; ++pattern) {
+    const size_t in = pattern == 0 ? 4096 : 1024;
+    const I4Case c{1, in, 20, 32, 0, 1, 1, true, pattern == 1, pattern == 2};
+    RECUR_I4_INFO(c);
+    auto fill_q = [&](int8_t* q, size_t) {
+      for (size_t i = 0; i < in; ++i) q[i] = pattern == 1 ? -127 : 127;
+    };
+    CHECK(CheckQuantized(rng, c, fill_q) == 0);
+  }
+}
+
+TEST_CASE("DenseI4DotQuantized: extreme activations, the widest layer, wide batches") {
+  std::mt19937 rng(44);
+  for (int pattern = 0; pattern < 3; ++pattern) {
+    for (size_t in : {size_t{256}, kDenseI4DotMaxIn}) {
+      const I4Case c{3, in, 6, 32, 0, 1, 1, true, pattern == 1, pattern == 2};
+      RECUR_I4_INFO(c);
+      INFO("pattern " << pattern);
+      // ±127 everywhere (row 0), alternating (row 1), −127 or 0 (row 2):
+      // the largest |Σ n·q| and |Σ q| per group.
+      auto fill_q = [&](int8_t* q, size_t stride) {
+        for (size_t i = 0; i < in; ++i) {
+          q[i] = pattern == 1 ? -127 : 127;
+          q[stride + i] = static_cast<int8_t>(i % 2 ? -127 : 127);
+          q[2 * stride + i] = pattern == 2 ? 0 : -127;
+        }
+      };
+      CHECK(CheckQuantized(rng, c, fill_q) == 0);
+    }
+  }
+  for (const I4Case& c : {I4Case{64, 256, 1024, 32, 0, 3, 1, true, false, false},
+                          I4Case{67, 1024, 36, 128, 7, 0, 2, false, true, true}}) {
+    RECUR_I4_INFO(c);
+    CHECK(CheckQuantized(rng, c) == 0);
+  }
 }
 
 // From 16 rows the x86 targets run a GEMM (AVX512-VNNI: 32 weight rows and
@@ -383,60 +399,57 @@ TEST_CASE("DenseI4DotQuantized: extreme activations, the widest layer, wide batc
 // to 1024 inputs, so 1024 + group and 2080 end on a partial block; 64 rows
 // per pass, fewer when a row has over 64 groups; groups over 1024: tiles).
 TEST_CASE("DenseI4DotQuantized: batch 16 and up, groups, odd outputs, all targets") {
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(47);
-    size_t k = 0;
-    for (size_t group : {32, 64, 96, 128, 256, 1024}) {
-      for (size_t in : {group, 3 * group, 1024 + group, size_t{2080}}) {
-        if (in % group != 0) continue;
-        for (size_t batch : {16, 17, 33, 64}) {
-          for (size_t out : {1, 7, 17, 33, 47}) {
-            if (++k % 2 == 0 && in > 1024) continue;
-            const I4Case c{batch, in, out, group, k % 3 * 5, k % 4, k % 4,
-                           k % 2 == 0, k % 3 == 0, k % 5 < 2};
-            RECUR_I4_INFO(c);
-            CHECK(CheckQuantized(rng, c) == 0);
-          }
+  std::mt19937 rng(47);
+  size_t k = 0;
+  for (size_t group : {32, 64, 96, 128, 256, 1024}) {
+    for (size_t in : {group, 3 * group, 1024 + group, size_t{2080}}) {
+      if (in % group != 0) continue;
+      for (size_t batch : {16, 17, 33, 64}) {
+        for (size_t out : {1, 7, 17, 33, 47}) {
+          if (++k % 2 == 0 && in > 1024) continue;
+          const I4Case c{batch, in,    out,        group,      k % 3 * 5,
+                         k % 4, k % 4, k % 2 == 0, k % 3 == 0, k % 5 < 2};
+          RECUR_I4_INFO(c);
+          CHECK(CheckQuantized(rng, c) == 0);
         }
       }
     }
-    // Over 64 rows (two passes), and rows of 512 groups (passes of 8 rows).
-    for (const I4Case& c : {I4Case{130, 256, 20, 32, 1, 3, 1, true, true, true},
-                            I4Case{17, kDenseI4DotMaxIn, 5, 32, 0, 1, 2, true, false, true},
-                            I4Case{16, 4096, 9, 2048, 3, 0, 3, false, true, false}}) {
-      RECUR_I4_INFO(c);
-      CHECK(CheckQuantized(rng, c) == 0);
-    }
-    // ±127 everywhere (the largest i16 sums of the AVX2 kernel), alternating.
-    for (int pattern = 0; pattern < 3; ++pattern) {
-      const I4Case c{17, 1024, 19, 32, 0, 1, 1, true, pattern == 1, pattern == 2};
-      RECUR_I4_INFO(c);
-      auto fill_q = [&](int8_t* q, size_t stride) {
-        for (size_t b = 0; b < c.batch; ++b) {
-          for (size_t i = 0; i < c.in; ++i) {
-            q[b * stride + i] = pattern == 0 ? 127 : pattern == 1 ? -127
-                                                    : static_cast<int8_t>(i % 2 ? -127 : 127);
-          }
+  }
+  // Over 64 rows (two passes), and rows of 512 groups (passes of 8 rows).
+  for (const I4Case& c : {I4Case{130, 256, 20, 32, 1, 3, 1, true, true, true},
+                          I4Case{17, kDenseI4DotMaxIn, 5, 32, 0, 1, 2, true, false, true},
+                          I4Case{16, 4096, 9, 2048, 3, 0, 3, false, true, false}}) {
+    RECUR_I4_INFO(c);
+    CHECK(CheckQuantized(rng, c) == 0);
+  }
+  // ±127 everywhere (the largest i16 sums of the AVX2 kernel), alternating.
+  for (int pattern = 0; pattern < 3; ++pattern) {
+    const I4Case c{17, 1024, 19, 32, 0, 1, 1, true, pattern == 1, pattern == 2};
+    RECUR_I4_INFO(c);
+    auto fill_q = [&](int8_t* q, size_t stride) {
+      for (size_t b = 0; b < c.batch; ++b) {
+        for (size_t i = 0; i < c.in; ++i) {
+          q[b * stride + i] = pattern == 0   ? 127
+                              : pattern == 1 ? -127
+                                             : static_cast<int8_t>(i % 2 ? -127 : 127);
         }
-      };
-      CHECK(CheckQuantized(rng, c, fill_q) == 0);
-    }
-  });
+      }
+    };
+    CHECK(CheckQuantized(rng, c, fill_q) == 0);
+  }
 }
 
 TEST_CASE("DenseI4DotQuantized: several blocks of rows over output chunks, all targets") {
   // Between one block of tile rows and the GEMM's batch, wide layers run in
   // output chunks (kRowsChunkBytes of weights: 64 rows at 8,192 inputs, 32 at
   // 16,384), each chunk against every block of rows; the last chunk short.
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(53);
-    for (const I4Case& c : {I4Case{9, 8192, 70, 32, 1, 0, 1, true, false, true},
-                            I4Case{6, kDenseI4DotMaxIn, 100, 32, 0, 2, 0, false, true, false},
-                            I4Case{15, 8192, 129, 64, 3, 1, 2, true, true, true}}) {
-      RECUR_I4_INFO(c);
-      CHECK(CheckQuantized(rng, c) == 0);
-    }
-  });
+  std::mt19937 rng(53);
+  for (const I4Case& c : {I4Case{9, 8192, 70, 32, 1, 0, 1, true, false, true},
+                          I4Case{6, kDenseI4DotMaxIn, 100, 32, 0, 2, 0, false, true, false},
+                          I4Case{15, 8192, 129, 64, 3, 1, 2, true, true, true}}) {
+    RECUR_I4_INFO(c);
+    CHECK(CheckQuantized(rng, c) == 0);
+  }
 }
 
 // DenseI4Dot on f32 rows: within the activation rounding of the exact
@@ -466,35 +479,32 @@ size_t CheckPanels(std::mt19937& rng, const I4Case& c) {
 }
 
 TEST_CASE("DenseI4PanelsQuantized: in 32..1024 by blocks, out 0..33, batch 0..9, all targets") {
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(47);
-    size_t k = 0;
-    for (size_t in = 32; in <= 2 * 512; in += in < 256 ? 32 : 224) {
-      for (size_t out = 0; out <= 2 * 16 + 1; out += out < 18 ? 1 : 5) {
+  std::mt19937 rng(47);
+  size_t k = 0;
+  for (size_t in = 32; in <= 2 * 512; in += in < 256 ? 32 : 224) {
+    for (size_t out = 0; out <= 2 * 16 + 1; out += out < 18 ? 1 : 5) {
+      ++k;
+      const I4Case c{1, in, out, 32, k % 3 * 5, k % 4, k % 4, k % 2 == 0, k % 3 == 0, k % 5 < 2};
+      RECUR_I4_INFO(c);
+      CHECK(CheckPanels(rng, c) == 0);
+    }
+  }
+  for (size_t batch = 0; batch <= 2 * kI4PanelMaxBatch + 1; ++batch) {
+    for (size_t in : {32, 96, 256}) {
+      for (size_t out : {5, 16, 33}) {
         ++k;
-        const I4Case c{1, in, out, 32, k % 3 * 5, k % 4, k % 4, k % 2 == 0, k % 3 == 0,
-                       k % 5 < 2};
+        const I4Case c{batch, in,    out,        32,         k % 3 * 5,
+                       k % 4, k % 4, k % 2 == 0, k % 3 == 0, k % 5 < 2};
         RECUR_I4_INFO(c);
         CHECK(CheckPanels(rng, c) == 0);
       }
     }
-    for (size_t batch = 0; batch <= 2 * kI4PanelMaxBatch + 1; ++batch) {
-      for (size_t in : {32, 96, 256}) {
-        for (size_t out : {5, 16, 33}) {
-          ++k;
-          const I4Case c{batch, in, out, 32, k % 3 * 5, k % 4, k % 4, k % 2 == 0, k % 3 == 0,
-                         k % 5 < 2};
-          RECUR_I4_INFO(c);
-          CHECK(CheckPanels(rng, c) == 0);
-        }
-      }
-    }
-    for (size_t in : {4096, 16384}) {  // the widest layer
-      const I4Case c{1, in, 40, 32, 0, 1, 1, true, true, true};
-      RECUR_I4_INFO(c);
-      CHECK(CheckPanels(rng, c) == 0);
-    }
-  });
+  }
+  for (size_t in : {4096, 16384}) {  // the widest layer
+    const I4Case c{1, in, 40, 32, 0, 1, 1, true, true, true};
+    RECUR_I4_INFO(c);
+    CHECK(CheckPanels(rng, c) == 0);
+  }
 }
 
 TEST_CASE("DenseI4PanelBytes: layers without panels, and a wrong nibble shows") {
