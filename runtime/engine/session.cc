@@ -243,15 +243,14 @@ Status Session::CreateInArena(const Model* model, const SessionOptions& options,
 
 Session::Session(const Model* model, const SessionOptions& options)
     : model_(model),
+      weight_bytes_(EstimateStepCost(*model).weight_bytes),
       batch_(options.batch),
       threads_(options.threads),
       pool_(ThreadPool::CallerOnly()),
-      chunk_(options.prefill_chunk == 0
-                 ? DefaultPrefillChunk(options.batch, EstimateStepCost(*model).weight_bytes)
-                 : options.prefill_chunk),
-      prefill_min_(options.prefill_min == 0
-                       ? DefaultPrefillMin(EstimateStepCost(*model).weight_bytes)
-                       : options.prefill_min),
+      chunk_(options.prefill_chunk == 0 ? DefaultPrefillChunk(options.batch, weight_bytes_)
+                                        : options.prefill_chunk),
+      prefill_min_(options.prefill_min == 0 ? DefaultPrefillMin(weight_bytes_)
+                                            : options.prefill_min),
       backend_(options.backend == nullptr ? "" : options.backend),
       weight_packing_(options.weight_packing),
       int8_activations_(options.int8_activations),
@@ -323,8 +322,7 @@ void Session::InitBuffers() {
 Status Session::PrepareDense() {
   // Full calls: Step (batch rows) and Prefill's whole chunks (batch × chunk).
   const bool pack = weight_packing_ == 2 || (weight_packing_ == 0 && batch_ >= backends::kPackedMinRows);
-  const bool narrow_panels =
-      weight_packing_ == 0 && EstimateStepCost(*model_).weight_bytes > kNarrowPanelWeightBytes;
+  const bool narrow_panels = weight_packing_ == 0 && weight_bytes_ > kNarrowPanelWeightBytes;
   const bool pack_for_steps = weight_packing_ != 1;
   return DenseRunner::Create(
       model_->dense_layers, {batch_, batch_ * chunk_}, backend_.c_str(), pack, narrow_panels,

@@ -216,6 +216,7 @@ class Session {
   Workspace StreamWorkspace() { return {x_, h_, ffn_, scratch_, state_, positions_, x2_, shared_}; }
 
   const Model* model_;
+  uint64_t weight_bytes_;  // EstimateStepCost(*model_).weight_bytes: a step's weights
   size_t batch_;
   size_t threads_;
   bool in_arena_ = false;                         // carved from the caller's arena
