@@ -6,7 +6,8 @@
         --recur-bench build/release/benchmarks/recur-bench \\
         [--llama build/llama-cpp] [--arch rwkv7 mamba2] [--shapes 0.1B 0.4B 1.5B 130M 370M 1.3B]
         [--types F16 Q8_0 Q4_0 Q4_K_M]
-        [--threads 1 2] [--rounds 2] [--parity --recur-run build/release/tools/recur-run
+        [--threads 1 2] [--rounds 2] [--recur-int8-activations auto|blocks]
+        [--parity --recur-run build/release/tools/recur-run
         [--recur-generate build/release/tools/recur-generate --world-vocab VOCAB
          --bpe-tokenizer tokenizer.json]]
 
@@ -18,7 +19,8 @@ the other types with llama-quantize, and converts each file with recur-convert (
 recur has no exact form for is refused by recur-convert, and its recur cells print the
 refusal). Then, per thread count and type, alternating llama.cpp and recur in every
 round: llama-bench's tg128 and pp512, llama-batched-bench with 8 sequences of 128
-generated tokens, and recur-bench's batch-1 decode, prefill 512 and batch-8 decode. It
+generated tokens, and recur-bench's batch-1 decode, prefill 512 and batch-8 decode (on
+recur's default numerics, or with --recur-int8-activations blocks on llama.cpp's). It
 prints each pair's tokens/s, recur/llama.cpp, and %bound: the bytes a token reads (the
 file's tensors but the embedding, of which a token reads one row) against the DRAM read
 bandwidth recur-bench measures, per thread. Before each program's run its file's pages
