@@ -47,6 +47,13 @@ class HighwayDense final : public PreparedDense {
     return kernels::RoundsActivations(kind) ? kind : kernels::ActivationBlocks::kNone;
   }
 
+  // Whether `rows` rows run on the packed GEMM where the layer has panels:
+  // rows on f32 activations, and under kBlocks f16 and bf16 rows rounded.
+  bool RunsPacked(size_t rows) const {
+    if (rows < kPackedMinRows) return false;
+    return Blocks(rows) ? Rounding() != kernels::ActivationBlocks::kNone : !Quantized(rows);
+  }
+
   // Whether `rows` rows run on integer dot products.
   bool Quantized(size_t rows) const {
     if (int8_ == kernels::Int8Activations::kBlocks) {
@@ -108,7 +115,7 @@ class HighwayDense final : public PreparedDense {
         pool_->ParallelRanges(kernels::DenseBlockQ8Tiles(d_.out), 2, run);
         return;
       }
-      if (packed_ && rows >= kPackedMinRows) return RunPacked(x, rows, y, accumulate, Rounding());
+      if (packed_ && RunsPacked(rows)) return RunPacked(x, rows, y, accumulate, Rounding());
       RunDense(d_, x, rows, y, accumulate, pool_, kernels::Int8Activations::kBlocks);
       return;
     }
@@ -128,11 +135,11 @@ class HighwayDense final : public PreparedDense {
       RunDense(d_, x, rows, y, accumulate, pool_, kernels::Int8Activations::kQuantized);
       return;
     }
-    if (!packed_ || rows < kPackedMinRows) {
-      RunDense(d_, x, rows, y, accumulate, pool_, kernels::Int8Activations::kFloat);
+    if (packed_ && RunsPacked(rows)) {
+      RunPacked(x, rows, y, accumulate, kernels::ActivationBlocks::kNone);
       return;
     }
-    RunPacked(x, rows, y, accumulate, kernels::ActivationBlocks::kNone);
+    RunDense(d_, x, rows, y, accumulate, pool_, kernels::Int8Activations::kFloat);
   }
 
   // The packed GEMM, panels split over the pool (each task rounds x as
@@ -174,9 +181,7 @@ class Highway final : public DenseBackend {
     // (Run takes block-quantised and integer-dot rows before the packed GEMM).
     bool pack = false, tiles = false;
     for (size_t rows : plan.rows) {
-      pack |= rows >= kPackedMinRows &&
-              (!op->Blocks(rows) || op->Rounding() != kernels::ActivationBlocks::kNone) &&
-              !op->Quantized(rows);
+      pack |= op->RunsPacked(rows);
       tiles |= rows >= kernels::kBlockQ8TilesMinBatch && op->Blocks(rows);
     }
     if (plan.pack_weights && pack) RECUR_RETURN_IF_ERROR(op->Pack(plan.narrow_panels));

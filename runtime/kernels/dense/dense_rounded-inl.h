@@ -98,7 +98,7 @@ template <class D, class F>
 HWY_INLINE void ForRoundedRows(D d, ActivationBlocks kind, const float* x, size_t x_stride,
                                size_t batch, size_t in, const F& f) {
   const size_t pass = RoundedActivationRows(batch, in);
-  if (float* xr = RoundedScratch(pass * in)) {
+  if (float* xr = RoundedScratch(RoundedScratchFloats(batch, in))) {
     for (size_t b0 = 0; b0 < batch; b0 += pass) {
       const size_t nb = std::min(pass, batch - b0);
       RoundRows(d, kind, x + b0 * x_stride, x_stride, nb, in, xr);
