@@ -542,7 +542,7 @@ def sinusoid(pos: int, n: int, d: int, base: float, freq: Optional[Tensor] = Non
     if freq is None:
         f = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
     else:
-        f = freq.detach().to("cpu", torch.float64)
+        f = freq.detach().to(t.device, torch.float64)
     a = t[:, None] * f[None, :]
     return torch.cat([torch.sin(a), torch.cos(a)], -1)
 
