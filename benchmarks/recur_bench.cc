@@ -24,6 +24,7 @@
 // bound / measured.
 #include <sys/resource.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -35,9 +36,8 @@
 #include <thread>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "machine_limits.h"
+#include "model_file.h"
 #include "recur/recur.hpp"
 #include "session_options.h"
 
@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
   bool json = false;
   std::string backend = "auto";
   recur_weight_packing packing = RECUR_PACKING_AUTO;
-  app.add_option("model", model_path, "Model file (.recur)")->required();
+  app.add_option("model", model_path, tools::kModelFileHelp)->required();
   app.add_option("--batch,-b", batches, "Streams stepped together (list)")
       ->delimiter(',')
       ->check(CLI::Range(1u, 65536u));
@@ -211,8 +211,14 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   const char* sums_name = state_sums == RECUR_STATE_SUMS_PLAIN ? "plain" : "compensated";
 
-  auto model = recur::Model::Load(model_path, no_mmap ? uint32_t{RECUR_LOAD_NO_MMAP} : 0u);
-  if (!model) return Fail(model.error());
+  recur::Model loaded;
+  std::string load_error, note;
+  if (!tools::LoadModelFile(model_path, no_mmap ? uint32_t{RECUR_LOAD_NO_MMAP} : 0u, &loaded,
+                            &load_error, &note)) {
+    return Fail(load_error);
+  }
+  tools::PrintNote(note);
+  recur::Model* model = &loaded;
   const recur_model_info info = model->info();
   const size_t state_bytes =
       state_sums == RECUR_STATE_SUMS_PLAIN ? info.state_bytes_plain_sums : info.state_bytes;

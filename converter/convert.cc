@@ -200,4 +200,16 @@ Status ConvertFiles(const ConvertOptions& options, ConvertReport* report) {
   }
 }
 
+std::string NarrowWeightsText(const ConvertReport& report) {
+  const std::string count = std::to_string(report.narrow_tensors) + " weight matrices ";
+  if (report.narrow_types.size() == 1) {
+    return count + WeightTypeName(report.narrow_types.begin()->first);
+  }
+  std::string types;
+  for (const auto& [type, n] : report.narrow_types) {
+    types += (types.empty() ? "" : ", ") + std::to_string(n) + " " + WeightTypeName(type);
+  }
+  return types.empty() ? "" : count + "(" + types + ")";
+}
+
 }  // namespace recur::impl::converter

@@ -55,6 +55,10 @@ struct ConvertReport {
 // model, loads it with the runtime as a self-check and writes it atomically.
 Status ConvertFiles(const ConvertOptions& options, ConvertReport* report);
 
+// The narrow weight matrices of a report: "12 weight matrices int4" or, of
+// several types, "14 weight matrices (12 int4, 2 f16)"; empty when all are f32.
+std::string NarrowWeightsText(const ConvertReport& report);
+
 }  // namespace recur::impl::converter
 
 #endif  // RECUR_CONVERTER_CONVERT_H_

@@ -154,17 +154,8 @@ int Run(int argc, char** argv) {
     Status s = ConvertFiles(convert_options, &report);
     for (const std::string& w : report.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     if (!s.ok()) return Fail(s.message());
-    // ", 12 weight matrices int4" or, of several types, ", 14 weight matrices (12 int4, 2 f16)".
-    std::string dtype, types;
-    for (const auto& [type, n] : report.narrow_types) {
-      types += (types.empty() ? "" : ", ") + std::to_string(n) + " " + WeightTypeName(type);
-    }
-    if (report.narrow_types.size() == 1) {
-      dtype = ", " + std::to_string(report.narrow_tensors) + " weight matrices " +
-              WeightTypeName(report.narrow_types.begin()->first);
-    } else if (report.narrow_types.size() > 1) {
-      dtype = ", " + std::to_string(report.narrow_tensors) + " weight matrices (" + types + ")";
-    }
+    const std::string narrow = NarrowWeightsText(report);
+    const std::string dtype = narrow.empty() ? "" : ", " + narrow;
     std::printf("wrote %s (%zu bytes, %zu tensors%s, %s layout, source sha256 %s)\n",
                 convert_options.output_path.c_str(), report.file_bytes, report.tensors,
                 dtype.c_str(), LayoutName(report.layout), report.source_hash.c_str());

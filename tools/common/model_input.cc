@@ -37,13 +37,8 @@ bool ReadModelInput(const std::string& path, const recur_model_info& info, Model
 
 bool LoadModelAndInput(const std::string& model_path, const std::string& input_path,
                        recur::Model* model, ModelInput* input, std::string* error,
-                       Streams streams) {
-  auto loaded = recur::Model::Load(model_path);
-  if (!loaded) {
-    *error = loaded.error();
-    return false;
-  }
-  *model = std::move(*loaded);
+                       std::string* note, Streams streams) {
+  if (!LoadModelFile(model_path, 0, model, error, note)) return false;
   return ReadModelInput(input_path, model->info(), input, error, streams);
 }
 

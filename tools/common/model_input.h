@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "model_file.h"
 #include "recur/recur.hpp"
 
 namespace tools {
@@ -31,11 +32,12 @@ enum class Streams { kOne, kBatch };
 bool ReadModelInput(const std::string& path, const recur_model_info& info, ModelInput* out,
                     std::string* error, Streams streams = Streams::kOne);
 
-// Loads the model at `model_path` and reads `input_path` for it. False with
-// *error set (the runtime's message for the model) on failure.
+// Loads the model at `model_path` (a .recur or a GGUF file: LoadModelFile,
+// whose *note it sets) and reads `input_path` for it. False with *error set
+// (the runtime's or the converter's message for the model) on failure.
 bool LoadModelAndInput(const std::string& model_path, const std::string& input_path,
                        recur::Model* model, ModelInput* input, std::string* error,
-                       Streams streams = Streams::kOne);
+                       std::string* note, Streams streams = Streams::kOne);
 
 }  // namespace tools
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "converter/file_util.h"
+#include "model_file.h"
 #include "recur/recur.hpp"
 
 namespace {
@@ -262,7 +263,8 @@ int main(int argc, char** argv) {
   uint32_t top_k = 0, threads = 1;
   uint64_t seed = 0;
   bool chat = false, reread = false, state_after_prompt = false, print_ids = false;
-  app.add_option("model", model_path, "Model file (.recur) with a vocabulary")->required();
+  app.add_option("model", model_path, std::string(tools::kModelFileHelp) + ", with a vocabulary")
+      ->required();
   app.add_option("--prompt,-p", prompt,
                  "Text to read before generating (with --chat: read once, before the first turn)");
   app.add_option("-n", n, "Tokens to generate (per turn with --chat); 0: only read the prompt")
@@ -328,8 +330,11 @@ int main(int argc, char** argv) {
     }
   }
 
-  auto model = recur::Model::Load(model_path);
-  if (!model) return Fail(model.error());
+  recur::Model loaded;
+  std::string load_error, note;
+  if (!tools::LoadModelFile(model_path, 0, &loaded, &load_error, &note)) return Fail(load_error);
+  tools::PrintNote(note);
+  recur::Model* model = &loaded;
   uint32_t token_count = 0;
   int32_t end_of_text = -1;
   if (recur::Status s(recur_model_vocabulary(model->get(), &token_count, &end_of_text)); !s) {

@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
   std::string model_path, input_path, reference_dir;
   uint32_t chunk = 64;
   double tol_abs = 1e-4, tol_rel = 1e-5;
-  app.add_option("model", model_path, "Model file (.recur)")->required();
+  app.add_option("model", model_path, tools::kModelFileHelp)->required();
   app.add_option("--input,-i", input_path, "Input .npy: token ids (N,) or frames (N, F)")
       ->required();
   app.add_option("--reference,-r", reference_dir,
@@ -169,10 +169,12 @@ int main(int argc, char** argv) {
   recur::Model model;
   tools::ModelInput input;
   std::string error;
-  if (!tools::LoadModelAndInput(model_path, input_path, &model, &input, &error)) {
+  std::string note;
+  if (!tools::LoadModelAndInput(model_path, input_path, &model, &input, &error, &note)) {
     std::fprintf(stderr, "error: %s\n", error.c_str());
     return 2;
   }
+  tools::PrintNote(note);
   const recur_model_info info = model.info();
   if (input.n == 0) {
     std::fprintf(stderr, "error: %s holds no elements: nothing to compare\n", input_path.c_str());

@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Run a recur model over input sequences (step, prefill or encode)"};
   std::string model_path, input_path, output_path, mode = "auto", state_in, state_out;
   uint32_t chunk = 0, threads = 1;
-  app.add_option("model", model_path, "Model file (.recur)")->required();
+  app.add_option("model", model_path, tools::kModelFileHelp)->required();
   app.add_option("--input,-i", input_path,
                  "Input .npy: token ids (N,) or (B, N); frames (N, F) or (B, N, F)")
       ->required();
@@ -95,10 +95,12 @@ int main(int argc, char** argv) {
   }
   recur::Model model;
   tools::ModelInput input;
-  if (!tools::LoadModelAndInput(model_path, input_path, &model, &input, &error,
+  std::string note;
+  if (!tools::LoadModelAndInput(model_path, input_path, &model, &input, &error, &note,
                                 tools::Streams::kBatch)) {
     return Fail(error);
   }
+  tools::PrintNote(note);
   const recur_model_info info = model.info();
   if (mode == "auto") mode = info.recurrent ? "step" : "encode";
   if (!info.recurrent && mode != "encode") {

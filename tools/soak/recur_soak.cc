@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   int64_t steps = 1000000;
   std::vector<int64_t> checkpoints = {1000, 10000, 100000, 1000000};
   int64_t window = 16;
-  app.add_option("model", model_path, "Model file (.recur)")->required();
+  app.add_option("model", model_path, tools::kModelFileHelp)->required();
   app.add_option("--input,-i", input_path, "Input .npy, cycled: token ids (N,) or frames (N, F)")
       ->required();
   app.add_option("--steps", steps, "Elements to step")->check(CLI::PositiveNumber);
@@ -63,10 +63,12 @@ int main(int argc, char** argv) {
   recur::Model model;
   tools::ModelInput input;
   std::string error;
-  if (!tools::LoadModelAndInput(model_path, input_path, &model, &input, &error)) {
+  std::string note;
+  if (!tools::LoadModelAndInput(model_path, input_path, &model, &input, &error, &note)) {
     std::fprintf(stderr, "error: %s\n", error.c_str());
     return 1;
   }
+  tools::PrintNote(note);
   const recur_model_info info = model.info();
   if (input.n == 0) {
     std::fprintf(stderr, "error: %s holds no elements\n", input_path.c_str());
