@@ -51,8 +51,7 @@ SEQ_LEN = {"paper_mnist": 32, "long_pre_tokens": 300, "sliding_window_tokens": 1
            "mixed_tokens": 100, "mixed_features": 90, "linformer_features": 200, "linformer_shared": 128,
            "gau_tokens": 100, "reformer_features": 200, "reformer_tokens_encoder": 300,
            "block_local_causal": 150, "block_local_encoder": 61, "block_local_causal_wide": 48,
-           "reformer_transformers_encoder": 300, "reformer_transformers_causal": 256, "reformer_transformers_short": 50,
-           "text_rwkv7": 16}   # the zoo language model's shape: its naive float64 sums take a minute of CPU at 64
+           "reformer_transformers_encoder": 300, "reformer_transformers_causal": 256, "reformer_transformers_short": 50}
 DEFAULT_SEQ_LEN = 64
 SEED = 7
 
@@ -694,9 +693,9 @@ def naive_forward(cfg, w, x):
                 kk = kk / max(float(torch.sqrt((kk * kk).sum())), 1e-12)
                 kh = k[sl] * (1 + (a[sl] - 1) * w[b + "mixer.key_rate"][sl])
                 Sa = S[hh] @ (-kk)
-                for i in range(N):
-                    for j in range(N):
-                        S[hh, i, j] = S[hh, i, j] * dec[sl][j] + Sa[i] * kk[j] * a[sl][j] + v[sl][i] * kh[j]
+                # S[i, j] = S[i, j]·w[j] + Sa[i]·kk[j]·a[j] + v[i]·kh[j], every (i, j) at once
+                S[hh] = S[hh] * dec[sl][None, :] + Sa[:, None] * kk[None, :] * a[sl][None, :] + \
+                    v[sl][:, None] * kh[None, :]
                 o = S[hh] @ r[sl]
                 mean, var = o.mean(), ((o - o.mean()) ** 2).mean()
                 o = (o - mean) / torch.sqrt(var + eps) * w[b + "mixer.group_norm.weight"][sl] + \
