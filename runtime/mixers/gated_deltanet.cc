@@ -83,6 +83,7 @@ class GatedDeltaNet final : public Mixer {
           args.k = args.a;
           args.v = v + row * vw + j * dv_;  // β·v (PrepareRows)
           args.r = q + row * qw + h * dk_;
+          args.warm = t > 0;
           kernels::RecurrenceStep(args, s, o + row * vw + j * dv_);
         }
       }

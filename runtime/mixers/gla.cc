@@ -78,6 +78,7 @@ class Gla final : public Mixer {
           args.k = k + row * kw + g * dk_;
           args.v = v + row * uw + g * dv_;
           args.r = q + row * qw + h * dk_;
+          args.warm = t > 0;
           kernels::RecurrenceStep(args, s, o + row * ow + h * dv_);
         }
       }

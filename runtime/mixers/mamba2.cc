@@ -73,6 +73,7 @@ class Mamba2 final : public Mixer {
           args.k = u + inner_ + g * n_;
           args.r = u + inner_ + gn + g * n_;
           args.v = dx + row * inner_ + h * p_;
+          args.warm = t > 0;
           float* oh = o + row * inner_ + h * p_;
           kernels::RecurrenceStep(args, s, oh);
           const float* xh = u + h * p_;

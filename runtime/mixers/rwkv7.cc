@@ -85,6 +85,7 @@ class Rwkv7 final : public Mixer {
           args.k = k + at;
           args.v = v + at;
           args.r = r + at;
+          args.warm = t > 0;
           kernels::RecurrenceStep(args, s, o + at);
         }
       }

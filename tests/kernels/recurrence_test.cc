@@ -56,15 +56,16 @@ size_t CheckSteps(std::mt19937& rng, Rule rule, size_t dk, size_t dv, size_t off
     FillUniform(rng, k.data(), dk, -1.0f, 1.0f);
     FillUniform(rng, v.data(), dv, -2.0f, 2.0f);
     FillUniform(rng, r.data(), dk, -1.0f, 1.0f);
-    const RecurrenceStepArgs p{dk,
-                               dv,
-                               vector_decay ? w.data() : nullptr,
-                               rule == Rule::kNoDecay ? 1.0f : 0.875f,
-                               low_rank ? a.data() : nullptr,
-                               low_rank ? b.data() : nullptr,
-                               k.data(),
-                               v.data(),
-                               r.data()};
+    RecurrenceStepArgs p{dk,
+                         dv,
+                         vector_decay ? w.data() : nullptr,
+                         rule == Rule::kNoDecay ? 1.0f : 0.875f,
+                         low_rank ? a.data() : nullptr,
+                         low_rank ? b.data() : nullptr,
+                         k.data(),
+                         v.data(),
+                         r.data()};
+    p.warm = step % 2 == 1;  // both loops
     std::copy(s_ref.begin(), s_ref.end(), s.data());
     const std::vector<float> s_prev = s_ref;
     ref::RecurrenceStep(p, s_ref.data(), y_ref.data());

@@ -1,7 +1,8 @@
 // Per-target RecurrenceStep (see recurrence.h for the contract). Vectorised
-// over dk (a row of S is contiguous), four rows at a time: per row, one pass
-// for S a when the step has a low-rank term (the row is then in L1 for the
-// next), and one that updates the rows and accumulates y_i = S'·r.
+// over dk (a row of S is contiguous), one row at a time, or four when S is
+// warm: per row, one pass for S a when the step has a low-rank term (the row
+// is then in L1 for the next), and one that updates the rows and accumulates
+// y_i = S'·r.
 #if defined(RECUR_KERNELS_RECURRENCE_RECURRENCE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef RECUR_KERNELS_RECURRENCE_RECURRENCE_INL_H_
 #undef RECUR_KERNELS_RECURRENCE_RECURRENCE_INL_H_
@@ -129,7 +130,9 @@ HWY_INLINE void Rows(D d, const RecurrenceStepArgs& p, float* HWY_RESTRICT s,
                      float* HWY_RESTRICT y) {
   size_t i = 0;
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
-  for (; i + 4 <= p.dv; i += 4) FourRows<kVectorDecay, kLowRank>(d, p, i, s, y);
+  if (p.warm) {
+    for (; i + 4 <= p.dv; i += 4) FourRows<kVectorDecay, kLowRank>(d, p, i, s, y);
+  }
 #endif
   for (; i < p.dv; ++i) OneRow<kVectorDecay, kLowRank>(d, p, i, s, y);
 }
