@@ -23,7 +23,7 @@ generated tokens, and recur-bench's batch-1 decode, prefill 512 and batch-8 deco
 recur's default numerics, or with --recur-int8-activations blocks on llama.cpp's). It
 prints each pair's tokens/s, recur/llama.cpp, and %bound: the bytes a token reads (the
 file's tensors but the embedding, of which a token reads one row) against the DRAM read
-bandwidth recur-bench measures, per thread. Before each program's run its file's pages
+bandwidth recur-bench measures with that many threads reading at once. Before each program's run its file's pages
 are dropped from the page cache (posix_fadvise DONTNEED), so both read their model as a
 freshly started deployment does: pages cached since a file was written sit in small
 folios, which recur's mapping, asking for huge pages, reads ~10% slower (RWKV-7 0.1B F16
@@ -419,10 +419,12 @@ def main():
                         cells, machine = recur_cells(args, model, threads)
                         ours.append(cells)
                 nbytes = token_bytes(gguf_path)
-                bw = machine.get("bandwidth_gbs", 0) * 1e9 * threads
+                # What the threads read together (older recur-bench: one core's, times threads).
+                bw = machine.get("bandwidth_threads_gbs", machine.get("bandwidth_gbs", 0) * threads) * 1e9
                 print(f"\n== {ARCHS[arch][0]} {shape} {t}, {threads} thread(s); {nbytes / 1e6:.0f} MB a token"
                       f"; recur's activations {args.recur_int8_activations}"
                       + (f"; SIMD {machine['simd_target']}, {machine['bandwidth_gbs']:.1f} GB/s per core"
+                         + (f", {bw / 1e9:.1f} for {threads} at once" if threads > 1 else "")
                          if machine else ""), flush=True)
                 print(f"{'':10} {'llama.cpp':>10} {'recur':>10} {'ratio':>7} {'%bound llama':>13} {'%bound recur':>13}")
                 for cell in ("decode", "prefill", "8 streams"):

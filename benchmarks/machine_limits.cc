@@ -1,9 +1,12 @@
 #include "machine_limits.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "machine_limits.cc"
@@ -192,16 +195,48 @@ double MeasureInt8DotPeak(bool vnni) {
   return best;
 }
 
-double MeasureReadBandwidth(size_t bytes) {
-  const size_t n = std::max<size_t>(bytes / sizeof(float), 1024);
-  auto buffer = hwy::AllocateAligned<float>(n);
-  if (!buffer) return 0.0;
-  std::fill(buffer.get(), buffer.get() + n, 1.0f);
-  volatile float sink = 0;
-  const double seconds = BestSeconds(20, [&] {
-    sink = sink + HWY_DYNAMIC_DISPATCH(SumBuffer)(buffer.get(), n);
-  });
-  return double(n * sizeof(float)) / seconds;
+double MeasureReadBandwidth(size_t bytes, unsigned threads) {
+  threads = std::max(threads, 1u);
+  const size_t n = std::max<size_t>(bytes / sizeof(float) / threads, 1024);
+  std::vector<hwy::AlignedFreeUniquePtr<float[]>> buffers;
+  for (unsigned t = 0; t < threads; ++t) {
+    buffers.push_back(hwy::AllocateAligned<float>(n));
+    if (!buffers.back()) return 0.0;
+    std::fill(buffers.back().get(), buffers.back().get() + n, 1.0f);
+  }
+  if (threads == 1) {
+    volatile float sink = 0;
+    const double seconds = BestSeconds(
+        20, [&] { sink = sink + HWY_DYNAMIC_DISPATCH(SumBuffer)(buffers[0].get(), n); });
+    return double(n * sizeof(float)) / seconds;
+  }
+  // Rounds: every thread waits at `arrived` until all are there, then sums its
+  // buffer; the round takes as long as the slowest.
+  constexpr int kRounds = 10;
+  std::atomic<unsigned> arrived{0};
+  std::vector<double> seconds(size_t(threads) * kRounds);
+  std::vector<float> sinks(threads);
+  auto run = [&](unsigned t) {
+    for (int round = 0; round < kRounds; ++round) {
+      arrived.fetch_add(1);
+      while (arrived.load() < unsigned(round + 1) * threads) {
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      sinks[t] += HWY_DYNAMIC_DISPATCH(SumBuffer)(buffers[t].get(), n);
+      seconds[size_t(round) * threads + t] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  };
+  std::vector<std::thread> workers;
+  for (unsigned t = 1; t < threads; ++t) workers.emplace_back(run, t);
+  run(0);
+  for (std::thread& w : workers) w.join();
+  double best = 1e30;
+  for (int round = 0; round < kRounds; ++round) {
+    const double* s = seconds.data() + size_t(round) * threads;
+    best = std::min(best, *std::max_element(s, s + threads));
+  }
+  return sinks[0] == 12345.0f ? 0.0 : double(n * sizeof(float)) * threads / best;
 }
 
 }  // namespace bench

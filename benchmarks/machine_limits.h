@@ -21,7 +21,11 @@ double MeasureInt8DotPeak(bool vnni);
 
 // Bytes/s of one core summing a `bytes`-sized buffer that was just read
 // (so it is as warm as weights are between steps); best of several runs.
-double MeasureReadBandwidth(size_t bytes);
+// With `threads` > 1, that many threads at once, each summing its own
+// buffer of bytes / threads: their bytes over the slowest one's time, best of
+// several rounds that start together (what the memory gives them together,
+// which on many machines is far less than `threads` times one core's).
+double MeasureReadBandwidth(size_t bytes, unsigned threads = 1);
 
 }  // namespace bench
 

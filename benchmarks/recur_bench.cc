@@ -19,9 +19,10 @@
 //              only form of Linformer and Reformer); --encode replaces the step rows
 // "bound" is the time the hardware needs at best: max(weight bytes / read
 // bandwidth, (f32 FLOPs / FMA peak + int8/int4-weight FLOPs / int8 dot peak) /
-// threads), the int8 dot peak only where int8 activations are not "float"
-// (docs/performance.md, "Which bound for narrow weights"); "%bound" =
-// bound / measured.
+// threads), the read bandwidth that of the row's threads reading at once
+// (MeasureReadBandwidth), the int8 dot peak only where int8 activations are
+// not "float" (docs/performance.md, "Which bound for narrow weights");
+// "%bound" = bound / measured.
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -235,9 +236,16 @@ int main(int argc, char** argv) {
   const double integer_flops = integer ? double(info.step_integer_flops) : 0.0;
   const double step_compute_s =
       (double(info.step_flops) - integer_flops) / peak + (integer ? integer_flops / int8_peak : 0.0);
+  // The read bandwidth of `threads` threads at once, measured once per count.
+  std::map<uint32_t, double> bandwidths{{1u, bandwidth}};
+  auto bandwidth_of = [&](uint32_t threads) {
+    auto [it, added] = bandwidths.try_emplace(threads, 0.0);
+    if (added) it->second = bench::MeasureReadBandwidth(info.step_weight_bytes, threads);
+    return it->second;
+  };
   // `bytes` of weights streamed and `steps` stream-steps computed.
   auto bound = [&](double bytes, double steps, uint32_t threads) {
-    return std::max(bytes / (bandwidth * threads), steps * step_compute_s / threads);
+    return std::max(bytes / bandwidth_of(threads), steps * step_compute_s / threads);
   };
   if (!json) {
     std::printf("model     %s: %llu parameters, %u layers, %.1f MB dense weights, %.1f MFLOP "
@@ -254,22 +262,33 @@ int main(int argc, char** argv) {
                   int8_peak / 1e9, info.step_integer_flops / 1e6,
                   integer ? "" : ", bounded as f32 (float activations or no integer tiles)");
     }
-    std::printf("          (bounds assume bandwidth and peak scale with threads)\n");
+    for (uint32_t threads : thread_counts) {
+      if (threads > 1) {
+        std::printf("          read bandwidth of %u threads at once %.1f GB/s\n", threads,
+                    bandwidth_of(threads) / 1e9);
+      }
+    }
+    std::printf(
+        "          (bounds: the bandwidth of the row's threads at once; the peaks times "
+        "threads)\n");
     std::printf("%-14s %5s %7s %11s %11s %11s %14s %11s %7s\n", "test", "batch", "threads",
                 "median", "p10", "p90", "rate", "bound", "%bound");
   }
   std::vector<Row> rows;
   auto print = [&](const Row& r) {
     if (json) {
-      std::printf("{\"test\": \"%s\", \"batch\": %u, \"threads\": %u, \"median_us\": %.2f, "
-                  "\"p10_us\": %.2f, \"p90_us\": %.2f, \"rate\": %.2f, \"rate_unit\": \"%s\", "
-                  "\"bound_us\": %.2f, \"simd_target\": \"%s\", \"fma_peak_gflops\": %.1f, "
-                  "\"int8_peak_gops\": %.1f, "
-                  "\"bandwidth_gbs\": %.1f, \"state_bytes_per_stream\": %zu, "
-                  "\"state_sums\": \"%s\", \"sessions\": %u, \"peak_rss_mib\": %.1f}\n",
-                  r.test.c_str(), r.batch, r.threads, r.median_s * 1e6, r.p10_s * 1e6,
-                  r.p90_s * 1e6, r.rate, r.rate_unit, r.bound_s * 1e6, recur_simd_target(),
-                  peak / 1e9, int8_peak / 1e9, bandwidth / 1e9, state_bytes, sums_name, r.sessions, PeakRssMiB());
+      std::printf(
+          "{\"test\": \"%s\", \"batch\": %u, \"threads\": %u, \"median_us\": %.2f, "
+          "\"p10_us\": %.2f, \"p90_us\": %.2f, \"rate\": %.2f, \"rate_unit\": \"%s\", "
+          "\"bound_us\": %.2f, \"simd_target\": \"%s\", \"fma_peak_gflops\": %.1f, "
+          "\"int8_peak_gops\": %.1f, "
+          "\"bandwidth_gbs\": %.1f, \"bandwidth_threads_gbs\": %.1f, "
+          "\"state_bytes_per_stream\": %zu, "
+          "\"state_sums\": \"%s\", \"sessions\": %u, \"peak_rss_mib\": %.1f}\n",
+          r.test.c_str(), r.batch, r.threads, r.median_s * 1e6, r.p10_s * 1e6, r.p90_s * 1e6,
+          r.rate, r.rate_unit, r.bound_s * 1e6, recur_simd_target(), peak / 1e9, int8_peak / 1e9,
+          bandwidth / 1e9, bandwidth_of(r.threads * r.sessions) / 1e9, state_bytes, sums_name,
+          r.sessions, PeakRssMiB());
     } else {
       std::printf("%-14s %5u %7u %9.1fus %9.1fus %9.1fus %9.1f %-4s %9.1fus %6.0f%%\n",
                   r.test.c_str(), r.batch, r.threads, r.median_s * 1e6, r.p10_s * 1e6,
