@@ -333,6 +333,25 @@ def naive_lines(dt_name, prec):
     return dt_name == "fp32" and prec == "default" and not OPTS.forms
 
 
+def run_forms(rec, dev, part, forms, dt_name, T, o_ref, s_ref, shape):
+    """Each wanted (form, call) of an fla part: its output and final state against the
+    references, timed; a form that fails is reported and the next one runs."""
+    for form, call in forms:
+        if not wanted(form):
+            continue
+        t0 = time.time()
+        try:
+            with torch.no_grad():
+                o, s = call()
+            sync(dev)
+            dt_s = time.time() - t0
+            rec.compare(f"{part} {form}", "output", dt_name, T, o, o_ref, shapes=shape, seconds=dt_s)
+            rec.compare(f"{part} {form}", "final state", dt_name, T, s, s_ref, shapes=shape, seconds=dt_s)
+        except Exception:  # noqa: BLE001
+            print(f"{part} {form} {dt_name} T={T}: FAILED", flush=True)
+            traceback.print_exc(file=sys.stdout)
+
+
 def gdn_inputs(T, seed):
     """[B,T,H,K] q, k (raw: the kernels normalise them), [B,T,HV,V] v, [B,T,HV] β, g (the
     layer's g = −exp(A_log)·softplus(a + dt_bias), A in [1, 16], dt from [1e-3, 1e-1]), h0."""
@@ -396,20 +415,7 @@ def run_gdn(rec, dev, prec, dry):
                      ("fused_recurrent_gated_delta_rule", lambda: fused(
                         x["q"], x["k"], x["v"], g=x["g"], beta=x["beta"], scale=None,
                         initial_state=x["h0"].clone(), output_final_state=True, use_qk_l2norm_in_kernel=True))]
-            for form, call in forms:
-                if not wanted(form):
-                    continue
-                t0 = time.time()
-                try:
-                    with torch.no_grad():
-                        o, s = call()
-                    sync(dev)
-                    dt_s = time.time() - t0
-                    rec.compare("gdn " + form, "output", dt_name, T, o, o_ref, shapes=shape, seconds=dt_s)
-                    rec.compare("gdn " + form, "final state", dt_name, T, s, s_ref, shapes=shape, seconds=dt_s)
-                except Exception:  # noqa: BLE001
-                    print(f"gdn {form} {dt_name} T={T}: FAILED", flush=True)
-                    traceback.print_exc(file=sys.stdout)
+            run_forms(rec, dev, "gdn", forms, dt_name, T, o_ref, s_ref, shape)
 
 
 # ------------------------------------------------------------------------------------------
@@ -461,20 +467,7 @@ def run_gla(rec, dev, prec, dry):
                      ("fused_recurrent_gla", lambda: fused(x["q"], x["k"], x["v"], gk=x["gk"], scale=None,
                                                            initial_state=x["h0"].clone(),
                                                            output_final_state=True))]
-            for form, call in forms:
-                if not wanted(form):
-                    continue
-                t0 = time.time()
-                try:
-                    with torch.no_grad():
-                        o, s = call()
-                    sync(dev)
-                    dt_s = time.time() - t0
-                    rec.compare("gla " + form, "output", dt_name, T, o, o_ref, shapes=shape, seconds=dt_s)
-                    rec.compare("gla " + form, "final state", dt_name, T, s, s_ref, shapes=shape, seconds=dt_s)
-                except Exception:  # noqa: BLE001
-                    print(f"gla {form} {dt_name} T={T}: FAILED", flush=True)
-                    traceback.print_exc(file=sys.stdout)
+            run_forms(rec, dev, "gla", forms, dt_name, T, o_ref, s_ref, shape)
 
 
 # ------------------------------------------------------------------------------------------
@@ -544,20 +537,7 @@ def run_rwkv7(rec, dev, prec, dry):
                      ("fused_mul_recurrent_rwkv7 (layer)", lambda: fused_mul(
                         x["r"], x["w"], x["k"], x["v"], kk=x["kk"], a=x["a"], initial_state=x["h0"].clone(),
                         **common))]
-            for form, call in forms:
-                if not wanted(form):
-                    continue
-                t0 = time.time()
-                try:
-                    with torch.no_grad():
-                        o, s = call()
-                    sync(dev)
-                    dt_s = time.time() - t0
-                    rec.compare("rwkv7 " + form, "output", dt_name, T, o, o_ref, shapes=shape, seconds=dt_s)
-                    rec.compare("rwkv7 " + form, "final state", dt_name, T, s, s_ref, shapes=shape, seconds=dt_s)
-                except Exception:  # noqa: BLE001
-                    print(f"rwkv7 {form} {dt_name} T={T}: FAILED", flush=True)
-                    traceback.print_exc(file=sys.stdout)
+            run_forms(rec, dev, "rwkv7", forms, dt_name, T, o_ref, s_ref, shape)
 
 
 # ------------------------------------------------------------------------------------------
