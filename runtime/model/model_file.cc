@@ -9,6 +9,12 @@ namespace recur::impl {
 
 Status ParseModelFile(const uint8_t* bytes, size_t size, bool verify, ModelFile* out) {
   *out = ModelFile{};
+  if (size >= 4 && std::memcmp(bytes, "GGUF", 4) == 0) {
+    return InvalidModel(
+        "a GGUF file (llama.cpp's), not a recur model: convert it once with "
+        "recur-convert FILE.gguf -o FILE.recur (recur.convert in Python); the "
+        "recur tools also take it as it is");
+  }
   if (size < 8 + sizeof(flatbuffers::uoffset_t)) {
     return InvalidModel("file too small (%zu bytes) to be a recur model", size);
   }

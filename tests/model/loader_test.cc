@@ -115,6 +115,15 @@ TEST_CASE("wrong file identifier") {
   CHECK(Error().find("file identifier is not \"RCUR\"") != std::string::npos);
 }
 
+TEST_CASE("a GGUF file is named as one, with the way to convert it") {
+  const uint8_t gguf[] = {'G', 'G', 'U', 'F', 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  for (size_t size : {size_t{4}, sizeof(gguf)}) {
+    CHECK(Load(AlignedBytes(gguf, gguf + size), size) == RECUR_INVALID_MODEL);
+    CHECK(Error().find("a GGUF file (llama.cpp's), not a recur model: convert it once with "
+                       "recur-convert") != std::string::npos);
+  }
+}
+
 TEST_CASE("a newer format version is refused with a clear message") {
   auto bytes = BuildTestModel(kTinyTokensConfig, 1);
   Poke<uint32_t>(Root(bytes), fb::Model::VT_FORMAT_VERSION, RECUR_FORMAT_VERSION + 1);
