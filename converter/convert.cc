@@ -1,5 +1,13 @@
 #include "converter/convert.h"
 
+#include <stdlib.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
 #include "converter/config.h"
 #include "converter/file_util.h"
 #include "converter/gguf.h"
@@ -210,6 +218,43 @@ std::string NarrowWeightsText(const ConvertReport& report) {
     types += (types.empty() ? "" : ", ") + std::to_string(n) + " " + WeightTypeName(type);
   }
   return types.empty() ? "" : count + "(" + types + ")";
+}
+
+bool IsGgufFile(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  uint8_t magic[4] = {};
+  const size_t n = std::fread(magic, 1, sizeof(magic), f);
+  std::fclose(f);
+  return LooksLikeGguf(magic, n);
+}
+
+Status ConvertThroughTemporary(const std::string& path,
+                               const std::function<Status(const std::string& recur_path)>& load,
+                               ConvertReport* report, double* seconds) {
+  *seconds = 0;
+  std::error_code ec;
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+  if (ec) {
+    return Status(StatusCode::kIoError, "cannot convert " + path +
+                                            ": no temporary folder to convert it in (TMPDIR, "
+                                            "else /tmp): " +
+                                            ec.message());
+  }
+  std::string folder = (tmp / "recur-gguf-XXXXXX").string();
+  if (!mkdtemp(folder.data())) {
+    return Status(StatusCode::kIoError, "cannot convert " + path + ": cannot create a folder in " +
+                                            tmp.string() + ": " + std::strerror(errno));
+  }
+  ConvertOptions options;
+  options.weights_path = path;
+  options.output_path = folder + "/model.recur";
+  const auto start = std::chrono::steady_clock::now();
+  Status status = ConvertFiles(options, report);
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (status.ok()) status = load(options.output_path);
+  std::filesystem::remove_all(folder, ec);
+  return status;
 }
 
 }  // namespace recur::impl::converter

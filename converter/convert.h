@@ -5,6 +5,7 @@
 #define RECUR_CONVERTER_CONVERT_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -54,6 +55,21 @@ struct ConvertReport {
 // Reads the config and the weights, imports and validates them, builds the
 // model, loads it with the runtime as a self-check and writes it atomically.
 Status ConvertFiles(const ConvertOptions& options, ConvertReport* report);
+
+// Whether the file at `path` starts with GGUF's magic (false for a file that
+// cannot be read: its loader names the problem).
+bool IsGgufFile(const std::string& path);
+
+// Converts `path` (a file that carries its configuration: a GGUF file) as
+// ConvertFiles with no other option does, into model.recur in a fresh folder
+// under the system's temporary folder (TMPDIR, else /tmp), calls load(that
+// file's path), then removes the folder, whatever the conversion or the load
+// returned (a file the load mapped stays readable while it is mapped).
+// *seconds: the conversion's time. Returns the conversion's error (the
+// converter's message), the folder's (kIoError, naming TMPDIR), or load's.
+Status ConvertThroughTemporary(const std::string& path,
+                               const std::function<Status(const std::string& recur_path)>& load,
+                               ConvertReport* report, double* seconds);
 
 // The narrow weight matrices of a report: "12 weight matrices int4" or, of
 // several types, "14 weight matrices (12 int4, 2 f16)"; empty when all are f32.

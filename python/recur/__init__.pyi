@@ -58,7 +58,7 @@ _Source = Union[str, os.PathLike[str], bytes, bytearray, memoryview]
 _Array = npt.ArrayLike
 
 class Model:
-    """An immutable, loaded model; thread-safe. Model(path or bytes)."""
+    """An immutable, loaded model; thread-safe. Model(path to a .recur or GGUF file, or bytes)."""
     def __init__(self, source: _Source, *, mmap: bool = True, trusted: bool = False) -> None: ...
     @property
     def input_kind(self) -> Literal["tokens", "features"]: ...

@@ -106,7 +106,22 @@ class Model {
       if (path.find('\0') != std::string::npos) RaiseInvalid("model path holds a NUL character");
       {
         nb::gil_scoped_release release;
-        r = Capture(recur_model_load_file(path.c_str(), &options, &model_));
+        if (recur::impl::converter::IsGgufFile(path)) {
+          // Converted as recur-convert would, into a temporary file mapped and removed.
+          recur::impl::converter::ConvertReport report;
+          double seconds = 0;
+          const recur::impl::Status converted = recur::impl::converter::ConvertThroughTemporary(
+              path,
+              [&](const std::string& recur_path) {
+                r = Capture(recur_model_load_file(recur_path.c_str(), &options, &model_));
+                return recur::impl::Status::Ok();  // r carries the load's status
+              },
+              &report, &seconds);
+          if (!converted.ok())
+            r = {static_cast<recur_status>(converted.code()), converted.message()};
+        } else {
+          r = Capture(recur_model_load_file(path.c_str(), &options, &model_));
+        }
       }
       source_ = path;
     } else if (PyObject_CheckBuffer(source.ptr())) {
@@ -843,63 +858,82 @@ NB_MODULE(_recur, m) {
     return std::string(recur_status_string(static_cast<recur_status>(status)));
   }, nb::arg("status"), "The name of a status code (\"RECUR_INVALID_MODEL\").");
 
-  nb::class_<Model>(m, "Model",
+  nb::class_<Model>(
+      m, "Model",
       "An immutable, loaded model (recur_model). Thread-safe: any number of sessions on any "
       "number of threads may share one.\n\n"
       "Model(source, *, mmap=True, trusted=False): source is a path (str or os.PathLike) to a "
       ".recur file, mapped read-only and used in place (the file must not change while it is "
-      "mapped), or bytes-like model data, copied once into aligned memory the Model owns. "
+      "mapped); or to a llama.cpp GGUF file, converted as recur.convert would into a temporary "
+      "file (under TMPDIR) that is mapped and removed (converting once with recur.convert "
+      "saves that at every load); or bytes-like model data, copied once into aligned memory "
+      "the Model owns. "
       "mmap=False reads the file into memory instead of mapping it. trusted=True skips the "
       "FlatBuffers verifier (semantic checks still run): only for bytes verified beforehand.\n\n"
-      "Raises IoError (the file cannot be opened, mapped or read), InvalidModel (the bytes "
-      "fail verification or validation; the message names the failing check), Unsupported (a "
-      "newer format version).")
+      "Raises IoError (the file cannot be opened, mapped or read; no temporary folder for a "
+      "GGUF file), InvalidModel (the bytes fail verification or validation; the message names "
+      "the failing check), Unsupported (a newer format version), and for a GGUF file what "
+      "recur.convert raises for it.")
       .def(nb::init<nb::handle, bool, bool>(), nb::arg("source"), nb::kw_only(),
            nb::arg("mmap") = true, nb::arg("trusted") = false)
-      .def_prop_ro("input_kind", [](Model& m) { return InputKindName(m.info().input_kind); },
-                   "'tokens' (int32 token ids) or 'features' (float32 frames).")
-      .def_prop_ro("vocab_size", [](Model& m) { return m.info().vocab_size; },
-                   "Token models: ids are in [0, vocab_size).")
-      .def_prop_ro("feature_width", [](Model& m) { return m.info().feature_width; },
-                   "Feature models: floats per frame.")
+      .def_prop_ro(
+          "input_kind", [](Model& m) { return InputKindName(m.info().input_kind); },
+          "'tokens' (int32 token ids) or 'features' (float32 frames).")
+      .def_prop_ro(
+          "vocab_size", [](Model& m) { return m.info().vocab_size; },
+          "Token models: ids are in [0, vocab_size).")
+      .def_prop_ro(
+          "feature_width", [](Model& m) { return m.info().feature_width; },
+          "Feature models: floats per frame.")
       .def_prop_ro("d_model", [](Model& m) { return m.info().d_model; })
       .def_prop_ro("num_layers", [](Model& m) { return m.info().num_layers; })
-      .def_prop_ro("output_width", [](Model& m) { return m.info().output_width; },
-                   "Floats per stream per step.")
-      .def_prop_ro("max_positions", [](Model& m) { return m.info().max_positions; },
-                   "Steps per stream (learned positions, rotary tables); 0 = unbounded.")
+      .def_prop_ro(
+          "output_width", [](Model& m) { return m.info().output_width; },
+          "Floats per stream per step.")
+      .def_prop_ro(
+          "max_positions", [](Model& m) { return m.info().max_positions; },
+          "Steps per stream (learned positions, rotary tables); 0 = unbounded.")
       .def_prop_ro("parameter_count", [](Model& m) { return m.info().parameter_count; })
-      .def_prop_ro("state_bytes", [](Model& m) { return m.info().state_bytes; },
-                   "Recurrent state per stream in bytes, with compensated sums, besides the part "
-                   "that grows with the sequence (state_bytes_per_position).")
-      .def_prop_ro("state_bytes_plain_sums", [](Model& m) { return m.info().state_bytes_plain_sums; },
-                   "state_bytes for a session with state_sums='plain'.")
-      .def_prop_ro("state_bytes_per_position",
-                   [](Model& m) { return m.info().state_bytes_per_position; },
-                   "KV-cache bytes per position per stream (softmax attention); 0 when the state "
-                   "is fixed. A session holds state_bytes + this x its max_context per stream.")
-      .def_prop_ro("max_context_bound", [](Model& m) { return m.info().max_context_bound; },
-                   "The most positions a stream can hold because a mixer's parameters end there; "
-                   "0 = no such bound.")
-      .def_prop_ro("output_kind", [](Model& m) { return OutputKindName(m.info().output_kind); },
-                   "'values' (logits, or the d_model stream without a head), 'probabilities' "
-                   "(softmax head) or 'log_probabilities' (log-softmax head).")
-      .def_prop_ro("recurrent", [](Model& m) { return m.info().recurrent != 0; },
-                   "True: every block has a recurrent form, so step and prefill run. False: some "
-                   "block is non-causal (an encoder), and the model runs whole sequences with "
-                   "Session.encode only.")
-      .def_prop_ro("step_weight_bytes", [](Model& m) { return m.info().step_weight_bytes; },
-                   "Dense-layer weight bytes one step streams.")
-      .def_prop_ro("step_flops", [](Model& m) { return m.info().step_flops; },
-                   "Dense-layer FLOPs of one step of one stream.")
-      .def_prop_ro("source", [](Model& m) { return m.source(); },
-                   "The path the model was loaded from, or '<N bytes>'.")
-      .def("__repr__", [](Model& m) {
-        const recur_model_info& i = m.info();
-        return "<recur.Model " + m.source() + ": " + InputKindName(i.input_kind) + ", d_model " +
-               std::to_string(i.d_model) + ", " + std::to_string(i.num_layers) + " layers, " +
-               "output_width " + std::to_string(i.output_width) + ">";
-      })
+      .def_prop_ro(
+          "state_bytes", [](Model& m) { return m.info().state_bytes; },
+          "Recurrent state per stream in bytes, with compensated sums, besides the part "
+          "that grows with the sequence (state_bytes_per_position).")
+      .def_prop_ro(
+          "state_bytes_plain_sums", [](Model& m) { return m.info().state_bytes_plain_sums; },
+          "state_bytes for a session with state_sums='plain'.")
+      .def_prop_ro(
+          "state_bytes_per_position", [](Model& m) { return m.info().state_bytes_per_position; },
+          "KV-cache bytes per position per stream (softmax attention); 0 when the state "
+          "is fixed. A session holds state_bytes + this x its max_context per stream.")
+      .def_prop_ro(
+          "max_context_bound", [](Model& m) { return m.info().max_context_bound; },
+          "The most positions a stream can hold because a mixer's parameters end there; "
+          "0 = no such bound.")
+      .def_prop_ro(
+          "output_kind", [](Model& m) { return OutputKindName(m.info().output_kind); },
+          "'values' (logits, or the d_model stream without a head), 'probabilities' "
+          "(softmax head) or 'log_probabilities' (log-softmax head).")
+      .def_prop_ro(
+          "recurrent", [](Model& m) { return m.info().recurrent != 0; },
+          "True: every block has a recurrent form, so step and prefill run. False: some "
+          "block is non-causal (an encoder), and the model runs whole sequences with "
+          "Session.encode only.")
+      .def_prop_ro(
+          "step_weight_bytes", [](Model& m) { return m.info().step_weight_bytes; },
+          "Dense-layer weight bytes one step streams.")
+      .def_prop_ro(
+          "step_flops", [](Model& m) { return m.info().step_flops; },
+          "Dense-layer FLOPs of one step of one stream.")
+      .def_prop_ro(
+          "source", [](Model& m) { return m.source(); },
+          "The path the model was loaded from, or '<N bytes>'.")
+      .def("__repr__",
+           [](Model& m) {
+             const recur_model_info& i = m.info();
+             return "<recur.Model " + m.source() + ": " + InputKindName(i.input_kind) +
+                    ", d_model " + std::to_string(i.d_model) + ", " + std::to_string(i.num_layers) +
+                    " layers, " + "output_width " + std::to_string(i.output_width) + ">";
+           })
       .def("session", &Session::Create, nb::arg("batch") = 1, nb::arg("threads") = 1,
            nb::arg("max_context") = 0, nb::arg("backend") = nb::none(),
            nb::arg("state_sums") = "compensated", nb::arg("prefill_chunk") = 0,

@@ -102,6 +102,29 @@ def test_model_from_bytes(tiny):
     assert m3.num_layers == tiny.num_layers
 
 
+GGUF = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fuzz", "gguf_seeds",
+                    "rwkv7_q4_0.gguf")  # a tiny RWKV-7 as llama.cpp writes it
+
+
+def test_model_from_a_gguf_file(tmp_path, monkeypatch):
+    """A GGUF path loads as its conversion does, through a temporary file that is gone after;
+    a truncated one raises what recur.convert raises for it, and leaves nothing either."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    direct = recur.Model(GGUF)
+    assert direct.source == GGUF and os.listdir(tmp) == []
+    converted = recur.Model(recur.convert(GGUF))
+    xs = inputs(direct, 1, 12)
+    np.testing.assert_array_equal(step_all(direct.session(), xs), step_all(converted.session(), xs))
+    truncated = tmp_path / "truncated.gguf"
+    data = open(GGUF, "rb").read()
+    truncated.write_bytes(data[:len(data) // 2])
+    with pytest.raises(recur.InvalidArgument, match="truncated.gguf.*outside"):  # as recur.convert
+        recur.Model(str(truncated))
+    assert os.listdir(tmp) == []
+
+
 def test_session_keeps_model_alive(tiny):
     with open(tiny.source, "rb") as f:
         m = recur.Model(f.read())

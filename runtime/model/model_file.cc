@@ -13,7 +13,7 @@ Status ParseModelFile(const uint8_t* bytes, size_t size, bool verify, ModelFile*
     return InvalidModel(
         "a GGUF file (llama.cpp's), not a recur model: convert it once with "
         "recur-convert FILE.gguf -o FILE.recur (recur.convert in Python); the "
-        "recur tools also take it as it is");
+        "recur tools and Python's recur.Model also take the file as it is");
   }
   if (size < 8 + sizeof(flatbuffers::uoffset_t)) {
     return InvalidModel("file too small (%zu bytes) to be a recur model", size);
