@@ -438,25 +438,33 @@ TEST_CASE("Dense lowp: f32 through DenseWeights equals the f32 entry point") {
 constexpr WeightType kAllTypes[] = {WeightType::kF32, WeightType::kF16, WeightType::kBF16,
                                     WeightType::kI8, WeightType::kQ8_0};
 
+// DensePacked over rows × ins × outs of one weight type (a new stream of
+// `seed`), the pads, offset and flags cycled through the shapes; `narrow`:
+// panels of the weights' own type.
+template <size_t kRows, size_t kIns, size_t kOuts>
+void CheckPackedGrid(WeightType type, const size_t (&rows)[kRows], const size_t (&ins)[kIns],
+                     const size_t (&outs)[kOuts], unsigned seed, bool narrow) {
+  std::mt19937 rng(seed);
+  size_t k = 0;
+  for (size_t batch : rows) {
+    for (size_t in : ins) {
+      for (size_t out : outs) {
+        ++k;
+        LowpCase c{
+            type,       batch, in, out, (k % 3) * 5, (k / 3) % 3 * 3, k % 4, (k / 2) % 2 == 0,
+            k % 2 == 0, true};
+        c.narrow = narrow;
+        RECUR_CHECK_LOWP(rng, c);
+      }
+    }
+  }
+}
+
 TEST_CASE("DensePacked: every weight type, odd shapes, partial panels, all targets") {
   const size_t rows[] = {0, 1, 2, 5, 13, 14, 15, 28, 29, 64, 100};
   const size_t ins[] = {0, 1, 3, 17, 256};
   const size_t outs[] = {1, 7, 31, 32, 33, 65, 100};
-  for (WeightType type : kAllTypes) {
-    std::mt19937 rng(77);
-    size_t k = 0;
-    for (size_t batch : rows) {
-      for (size_t in : ins) {
-        for (size_t out : outs) {
-          ++k;
-          LowpCase c{
-              type,       batch, in, out, (k % 3) * 5, (k / 3) % 3 * 3, k % 4, (k / 2) % 2 == 0,
-              k % 2 == 0, true};
-          RECUR_CHECK_LOWP(rng, c);
-        }
-      }
-    }
-  }
+  for (WeightType type : kAllTypes) CheckPackedGrid(type, rows, ins, outs, 77, false);
 }
 
 TEST_CASE("DensePacked: f16 and bf16 panels, odd shapes, partial panels, all targets") {
@@ -464,20 +472,7 @@ TEST_CASE("DensePacked: f16 and bf16 panels, odd shapes, partial panels, all tar
   const size_t ins[] = {0, 1, 3, 17, 256};
   const size_t outs[] = {1, 31, 33, 100};
   for (WeightType type : {WeightType::kF16, WeightType::kBF16}) {
-    std::mt19937 rng(79);
-    size_t k = 0;
-    for (size_t batch : rows) {
-      for (size_t in : ins) {
-        for (size_t out : outs) {
-          ++k;
-          LowpCase c{
-              type,       batch, in, out, (k % 3) * 5, (k / 3) % 3 * 3, k % 4, (k / 2) % 2 == 0,
-              k % 2 == 0, true};
-          c.narrow = true;
-          RECUR_CHECK_LOWP(rng, c);
-        }
-      }
-    }
+    CheckPackedGrid(type, rows, ins, outs, 79, true);
   }
 }
 
