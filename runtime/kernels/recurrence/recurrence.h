@@ -26,12 +26,13 @@ struct RecurrenceStepArgs {
   const float* k = nullptr;  // (dk)
   const float* v = nullptr;  // (dv)
   const float* r = nullptr;  // (dk)
-  // Where S is, which picks the loop, not the numbers: warm, S was updated by
-  // the step before (a prefill's later positions: it is in L1), and four rows
-  // at a time share their loads of w, k, b and r; cold (a decode step, a
-  // call's first position), S streams from the caches or memory one row at a
-  // time, which reads it up to 2.7× faster (docs/performance.md, "The state
-  // one row at a time").
+  // Where S is, which picks the loop: warm, S was updated by the step before
+  // (a prefill's later positions: it is in L1), and four rows at a time share
+  // their loads of w, k, b and r; cold (a decode step, a call's first
+  // position), S streams from the caches or memory one row at a time, which
+  // reads it up to 2.7× faster (docs/performance.md, "The state one row at a
+  // time"). S' is the same either way; y_i's lanes are summed in another
+  // order (within the contract's float sums).
   bool warm = false;
 };
 
