@@ -286,18 +286,19 @@ void I4PanelsFromDram() {
   }
 }
 
-
 // Batch-1 mat-vecs streamed from DRAM as a decode step streams its layers:
 // `layers` copies of a layer (weights and scales in the session's weight-copy
 // memory, platform::AllocateStreamed: huge pages where the OS gives them),
 // together four times the last-level cache, run one after the other, beside
 // the read probe recur-bench divides by, in turn, 3 rounds: GB/s of stored
 // bytes (weights and scales) and the ratio. The shapes of the RWKV-7 0.4B and
-// 1.5B layers; the types of the llama.cpp comparison, each as a step of one
-// stream runs it by default (q8_0 on blocks as llama.cpp multiplies it where
-// that is the default, q4_k from the block-quantised tiles a session of one
-// stream lays out, where it does, q6_k's row forms), q8_0 on f32 activations,
-// and q4_k's row forms on the model's bytes.
+// 1.5B layers and of the 0.1B and 1.5B heads (65,536 outputs: q6_k in
+// llama.cpp's Q4_0 and Q4_K_M files); the types of the llama.cpp comparison,
+// each as a step of one stream runs it by default (q8_0 on blocks as
+// llama.cpp multiplies it where that is the default, q4_k from the
+// block-quantised tiles a session of one stream lays out, where it does,
+// q6_k's row forms), q8_0 on f32 activations, and q4_k's row forms on the
+// model's bytes.
 void RowsFromDram() {
   namespace k = recur::impl::kernels;
   namespace platform = recur::impl::platform;
@@ -306,7 +307,8 @@ void RowsFromDram() {
               "probe", "ratio");
   std::mt19937 rng(6);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  const size_t shapes[][2] = {{1024, 1024}, {1024, 4096}, {4096, 1024}, {2048, 8192}, {8192, 2048}};
+  const size_t shapes[][2] = {{1024, 1024}, {1024, 4096}, {4096, 1024}, {2048, 8192},
+                              {8192, 2048}, {768, 65536}, {2048, 65536}};
   struct Entry {
     const char* name;
     WeightType type;

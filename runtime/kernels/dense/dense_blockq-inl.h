@@ -433,7 +433,7 @@ HWY_INLINE float Q6KRow(const uint8_t* HWY_RESTRICT w, size_t blocks, const int8
                         const float* HWY_RESTRICT d, float* mins) {
   constexpr size_t kBytes = Traits(WeightType::kQ6_K).block_bytes;
   x256::VecF acc = x256::ZeroF();
-  const x256::VecI low = x256::SetI8(0x0F), two = x256::SetI8(0x03), bias = x256::SetI8(32);
+  const x256::VecI low = x256::SetI8(0x0F), high = x256::SetI8(0x30), bias = x256::SetI8(32);
   for (size_t k = 0; k < blocks; ++k) {
     const uint8_t* HWY_RESTRICT block = w + k * kBytes;
     PrefetchAhead<kBytes>(block);
@@ -444,14 +444,13 @@ HWY_INLINE float Q6KRow(const uint8_t* HWY_RESTRICT w, size_t blocks, const int8
       const x256::VecI a = x256::LoadU(block + 64 * h);
       const x256::VecI b = x256::LoadU(block + 64 * h + 32);
       const x256::VecI c = x256::LoadU(block + ref::kQ6KQh + 32 * h);
+      // The 2 high bits of code t: bits 2t, 2t + 1 of c, moved to bits 4-5.
       const x256::VecI codes[4] = {
-          x256::Or(x256::And(a, low), x256::ShiftLeftU16<4>(x256::And(c, two))),
-          x256::Or(x256::And(b, low),
-                   x256::ShiftLeftU16<4>(x256::And(x256::ShiftRightU16<2>(c), two))),
-          x256::Or(x256::And(x256::ShiftRightU16<4>(a), low),
-                   x256::ShiftLeftU16<4>(x256::And(x256::ShiftRightU16<4>(c), two))),
+          x256::Or(x256::And(a, low), x256::And(x256::ShiftLeftU16<4>(c), high)),
+          x256::Or(x256::And(b, low), x256::And(x256::ShiftLeftU16<2>(c), high)),
+          x256::Or(x256::And(x256::ShiftRightU16<4>(a), low), x256::And(c, high)),
           x256::Or(x256::And(x256::ShiftRightU16<4>(b), low),
-                   x256::ShiftLeftU16<4>(x256::And(x256::ShiftRightU16<6>(c), two)))};
+                   x256::And(x256::ShiftRightU16<2>(c), high))};
       // Inputs 16 a scale: scales 8h + 2t and 8h + 2t + 1 for the two 128-bit halves.
       const x256::VecI scales = x256::LoadI8x8ToI16Halves(sc + 8 * h);
       const x256::VecI pair_scales[4] = {x256::BroadcastI16Lanes<0, 1>(scales),
@@ -572,7 +571,7 @@ HWY_INLINE float Q6KRow512(const uint8_t* HWY_RESTRICT w, size_t blocks,
                            const int8_t* HWY_RESTRICT q, const float* HWY_RESTRICT d,
                            const int16_t* HWY_RESTRICT sums) {
   constexpr size_t kBytes = Traits(WeightType::kQ6_K).block_bytes;
-  const x512::VecI low = x512::SetI8(0x0F), two = x512::SetI8(0x03);
+  const x512::VecI low = x512::SetI8(0x0F);
   // Code vector e of half h holds inputs 128h + 64e + [0, 64): lane l of its
   // pair sums takes scale 8h + 4e + l / 8.
   x512::VecI idx[4];
@@ -583,6 +582,10 @@ HWY_INLINE float Q6KRow512(const uint8_t* HWY_RESTRICT w, size_t blocks,
   }
   x512::VecF acc = x512::ZeroF();
   const x512::VecI minus32 = x512::SetI16(-32);
+  // The high 2 bits of e0's (e1's) codes: the 32 qh bytes' bits 0-1 (4-5)
+  // in the lower 256 bits, bits 2-3 (6-7) in the upper, moved to bits 4-5.
+  const x512::VecI high = x512::SetI8(0x30), e0_shifts = HalvesI16(4, 2),
+                   e1_shifts = HalvesI16(0, 2);
   for (size_t k = 0; k < blocks; ++k) {
     const uint8_t* HWY_RESTRICT block = w + k * kBytes;
     PrefetchAhead<kBytes>(block);
@@ -594,13 +597,11 @@ HWY_INLINE float Q6KRow512(const uint8_t* HWY_RESTRICT w, size_t blocks,
                                           x512::LoadLower32(sums + 16 * k));
     for (size_t h = 0; h < 2; ++h) {
       const x512::VecI ql = x512::LoadU(block + 64 * h);
-      const x256::VecI c = x256::LoadU(block + ref::kQ6KQh + 32 * h);
-      const x512::VecI qh = x512::Concat256(c, x256::ShiftRightU16<2>(c));
+      const x512::VecI qh = x512::LoadBroadcast256(block + ref::kQ6KQh + 32 * h);
       const x512::VecI e0 =
-          x512::Or(x512::And(ql, low), x512::ShiftLeftU16<4>(x512::And(qh, two)));
-      const x512::VecI e1 =
-          x512::Or(x512::And(x512::ShiftRightU16<4>(ql), low),
-                   x512::ShiftLeftU16<4>(x512::And(x512::ShiftRightU16<4>(qh), two)));
+          x512::Or(x512::And(ql, low), x512::And(x512::ShiftLeftU16By(qh, e0_shifts), high));
+      const x512::VecI e1 = x512::Or(x512::And(x512::ShiftRightU16<4>(ql), low),
+                                     x512::And(x512::ShiftRightU16By(qh, e1_shifts), high));
       sum = AddPairProducts<kVnni>(sum, x512::MulAddPairsU8I8(e0, x512::LoadU(x + 128 * h)),
                                    x512::PermuteI16(idx[2 * h], scales));
       sum = AddPairProducts<kVnni>(sum, x512::MulAddPairsU8I8(e1, x512::LoadU(x + 128 * h + 64)),

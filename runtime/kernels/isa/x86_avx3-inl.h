@@ -101,6 +101,14 @@ HWY_INLINE VecI ShiftLeftU32(VecI v) {
 // The low 32 bits of each i32 lane's product (vpmulld).
 HWY_INLINE VecI MulLoI32(VecI a, VecI b) { return _mm512_mullo_epi32(a, b); }
 // lo in the lower 256 bits, hi in the upper.
+// Each u16 lane of v shifted left (right) by the count in the same lane of
+// counts, zeros shifted in (vpsllvw, vpsrlvw).
+HWY_INLINE VecI ShiftLeftU16By(VecI v, VecI counts) { return _mm512_sllv_epi16(v, counts); }
+HWY_INLINE VecI ShiftRightU16By(VecI v, VecI counts) { return _mm512_srlv_epi16(v, counts); }
+// The 32 bytes at p in both 256-bit halves.
+HWY_INLINE VecI LoadBroadcast256(const void* p) {
+  return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
 HWY_INLINE VecI Concat256(__m256i lo, __m256i hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
