@@ -613,11 +613,14 @@ class Session {
 class Generation {
  public:
   Generation(nb::object session_object, nb::handle prompt, size_t n, float temperature,
-             uint32_t top_k, float top_p, uint64_t seed, nb::handle stop)
+             uint32_t top_k, float top_p, uint64_t seed, nb::handle stop,
+             const recur_penalty_options& penalties, size_t penalty_last_n)
       : session_object_(std::move(session_object)),
         session_(nb::cast<Session*>(session_object_)),
         n_(n),
-        rng_(seed) {
+        penalty_last_n_(penalty_last_n),
+        rng_(seed),
+        penalties_(penalties) {
     Model* model = nb::cast<Model*>(session_->model());
     if (session_->batch() != 1) RaiseInvalid("generate: the session must have batch 1");
     if (!session_->takes_tokens()) RaiseInvalid("generate: the model takes feature frames");
@@ -631,6 +634,11 @@ class Generation {
     uint64_t rng = 0;
     int32_t token = 0;
     Capture(recur_sample(&zero, 1, &options_, &rng, &token)).Check();  // the options' checks
+    if (!(penalties.repeat > 0) || !(penalties.decay > 0)) {  // 0 would read as the default
+      RaiseInvalid("generate: repeat_penalty and penalty_decay must be > 0");
+    }
+    float one_logit = 0;
+    Capture(recur_apply_penalties(&one_logit, 1, nullptr, 0, &penalties_)).Check();
     const bool vocabulary =
         recur_model_vocabulary(model->get(), &vocab_, &end_of_text_) == RECUR_OK;
     logits_.resize(session_->output_width());
@@ -682,8 +690,14 @@ class Generation {
     }
     int32_t token = -1;
     session_->With([&](recur_session* s) {
-      recur_status st = recur_sample(logits_.data(), drawable_, &options_, &rng_, &token);
+      const size_t recent =
+          penalty_last_n_ == 0 ? drawn_.size() : std::min(penalty_last_n_, drawn_.size());
+      recur_status st = recur_apply_penalties(
+          logits_.data(), drawable_, drawn_.data() + drawn_.size() - recent, recent, &penalties_);
       if (st != RECUR_OK) return st;
+      st = recur_sample(logits_.data(), drawable_, &options_, &rng_, &token);
+      if (st != RECUR_OK) return st;
+      drawn_.push_back(token);
       recur_input in{&token, nullptr, 1};
       return recur_session_step(s, &in, logits_.data());
     });
@@ -713,9 +727,11 @@ class Generation {
   nb::object session_object_;  // keeps the Session alive
   Session* session_;
   const recur_model* model_ = nullptr;
-  size_t n_, made_ = 0, drawable_ = 0;
+  size_t n_, made_ = 0, drawable_ = 0, penalty_last_n_;
   uint64_t rng_;
   recur_sampler_options options_{};
+  recur_penalty_options penalties_;
+  std::vector<int32_t> drawn_;
   uint32_t vocab_ = 0;
   int32_t end_of_text_ = -1;
   bool probabilities_ = false, done_ = false;
@@ -1047,23 +1063,38 @@ NB_MODULE(_recur, m) {
       .def(
           "generate",
           [](nb::handle self, nb::handle prompt, size_t n, float temperature, uint32_t top_k,
-             float top_p, uint64_t seed, nb::handle stop) {
+             float top_p, uint64_t seed, nb::handle stop, float repeat_penalty,
+             float presence_penalty, float frequency_penalty, float penalty_decay,
+             size_t penalty_last_n) {
+            recur_penalty_options penalties = recur_penalty_options_default();
+            penalties.repeat = repeat_penalty;
+            penalties.presence = presence_penalty;
+            penalties.frequency = frequency_penalty;
+            penalties.decay = penalty_decay;
             return new Generation(nb::borrow(self), prompt, n, temperature, top_k, top_p, seed,
-                                  stop);
+                                  stop, penalties, penalty_last_n);
           },
           nb::arg("prompt"), nb::arg("n"), nb::arg("temperature") = 1.0f, nb::arg("top_k") = 0,
           nb::arg("top_p") = 1.0f, nb::arg("seed") = 0, nb::arg("stop") = nb::none(),
+          nb::arg("repeat_penalty") = 1.0f, nb::arg("presence_penalty") = 0.0f,
+          nb::arg("frequency_penalty") = 0.0f, nb::arg("penalty_decay") = 1.0f,
+          nb::arg("penalty_last_n") = 0,
           "Reads `prompt` (text, encoded with the model's vocabulary, or a sequence of token "
           "ids; at least one token) and returns an iterator over up to `n` generated token ids "
           "(a Generation). Each id is drawn with recur_sample from the logits of the token "
           "before (temperature 0 or top_k 1: greedy; top_k 0: all tokens; top_p in (0, 1]; "
           "`seed` starts the random generator, so a seed gives the same ids on every "
-          "platform) and read into the session before it is returned: at any point the "
+          "platform), after recur_apply_penalties over the last `penalty_last_n` ids this "
+          "generation has drawn (0: all of them; repeat_penalty 1, presence_penalty 0 and "
+          "frequency_penalty 0 change nothing; penalty_decay in (0, 1] weighs an earlier "
+          "draw by penalty_decay to the power of the draws after it), and read into the "
+          "session before it is returned: at any point the "
           "session's state holds the prompt and every id returned. Generation ends after n "
           "ids, at the model's end-of-text token (read, not returned), or after the id whose "
           "bytes complete one of `stop` (a str or a list of str; returned). Batch-1 token "
           "sessions only. recur.stream_text turns the ids into text as they come.\n\n"
-          "Raises InvalidArgument (an empty prompt, bad sampling options, a stop text with a "
+          "Raises InvalidArgument (an empty prompt, bad sampling or penalty options, a stop "
+          "text with a "
           "model without vocabulary), and the errors of step and prefill.")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](Session& s, nb::args) { s.Close(); });

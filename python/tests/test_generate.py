@@ -1,6 +1,6 @@
 """Session.generate and recur.stream_text: greedy equals the argmax of step's
 logits, a seed gives the same ids, the session holds what was generated, stop
-texts, and every error.
+texts, the penalties on ids drawn before, and every error.
 
 Needs RECUR_TEST_MODELS (tests/python/make_models.sh); CTest's python.pytest sets it.
 """
@@ -107,6 +107,43 @@ def test_stream_text_holds_back_cut_characters(model):
     assert "".join(recur.stream_text(tok, ids)) == tok.decode(ids, errors="replace")
 
 
+def penalized_greedy_by_steps(model, prompt, n, repeat, presence, frequency, decay, last_n):
+    """greedy_by_steps with recur.h's penalties over the last `last_n` ids drawn
+    (0: all), computed here in float64 from each step's logits."""
+    with model.session() as s:
+        s.prefill(np.array([prompt[:-1]], np.int32), outputs=False)
+        y = s.step(np.array([prompt[-1]], np.int32))[0]
+        drawn = []
+        for _ in range(n):
+            z = y[:12].astype(np.float64)
+            recent = drawn[-last_n:] if last_n else drawn
+            for t in set(recent):
+                c = sum(decay ** (len(recent) - 1 - i) for i, r in enumerate(recent) if r == t)
+                z[t] = z[t] / repeat if z[t] > 0 else z[t] * repeat
+                z[t] -= frequency * c + presence
+            t = int(np.argmax(z.astype(np.float32)))
+            drawn.append(t)
+            y = s.step(np.array([t], np.int32))[0]
+            if t == 0:
+                break
+        return [t for t in drawn if t != 0]
+
+
+def test_penalties_as_recur_h_says(model):
+    prompt = recur.Tokenizer(model).encode("ho ho")
+    plain, _ = greedy_by_steps(model, prompt, 20)
+    for kw in [dict(repeat=1.3, presence=0.5, frequency=0.4, decay=0.9, last_n=0),
+               dict(repeat=1.0, presence=2.0, frequency=0.0, decay=1.0, last_n=3)]:
+        expected = penalized_greedy_by_steps(model, prompt, 20, **kw)
+        assert expected != plain  # the penalties change the draws
+        with model.session() as s:
+            got = list(s.generate("ho ho", 20, temperature=0, repeat_penalty=kw["repeat"],
+                                  presence_penalty=kw["presence"],
+                                  frequency_penalty=kw["frequency"],
+                                  penalty_decay=kw["decay"], penalty_last_n=kw["last_n"]))
+        assert got == expected, kw
+
+
 def test_errors(model):
     with model.session() as s:
         with pytest.raises(recur.InvalidArgument, match="the prompt is empty"):
@@ -119,6 +156,12 @@ def test_errors(model):
             s.generate("hello", 5, top_p=0)
         with pytest.raises(recur.InvalidArgument, match=r"top_p is 1.5"):
             s.generate("hello", 5, top_p=1.5)
+        with pytest.raises(recur.InvalidArgument, match="repeat_penalty and penalty_decay"):
+            s.generate("hello", 5, repeat_penalty=0)
+        with pytest.raises(recur.InvalidArgument, match=r"penalty decay is 1.5"):
+            s.generate("hello", 5, penalty_decay=1.5)
+        with pytest.raises(recur.InvalidArgument, match="presence penalty is nan"):
+            s.generate("hello", 5, presence_penalty=float("nan"))
         with pytest.raises(recur.InvalidArgument, match="a stop text is empty"):
             s.generate("hello", 5, stop="")
         with pytest.raises(TypeError):

@@ -111,11 +111,15 @@ constexpr recur::impl::FieldSpan kSessionOptionsFields[] = {
 constexpr recur::impl::FieldSpan kSamplerOptionsFields[] = {F(recur_sampler_options, temperature),
                                                             F(recur_sampler_options, top_k),
                                                             F(recur_sampler_options, top_p)};
+constexpr recur::impl::FieldSpan kPenaltyOptionsFields[] = {
+    F(recur_penalty_options, repeat), F(recur_penalty_options, presence),
+    F(recur_penalty_options, frequency), F(recur_penalty_options, decay)};
 #undef F
 static_assert(recur::impl::CoversStruct<recur_load_options>(kLoadOptionsFields));
 static_assert(recur::impl::CoversStruct<recur_model_info>(kModelInfoFields));
 static_assert(recur::impl::CoversStruct<recur_session_options>(kSessionOptionsFields));
 static_assert(recur::impl::CoversStruct<recur_sampler_options>(kSamplerOptionsFields));
+static_assert(recur::impl::CoversStruct<recur_penalty_options>(kPenaltyOptionsFields));
 
 // Reads options structs that start with struct_size, accepting older
 // (shorter) versions and zero-filling the fields they lack; a size that is
@@ -610,6 +614,25 @@ recur_status recur_sample(const float* logits, size_t n, const recur_sampler_opt
     so.top_k = o.top_k;
     so.top_p = o.top_p == 0 ? 1.0 : double(o.top_p);
     return Report(recur::impl::text::Sample(logits, n, so, rng_state, token));
+  });
+}
+
+recur_status recur_apply_penalties(float* logits, size_t n, const int32_t* recent, size_t count,
+                                   const recur_penalty_options* options) {
+  return Guard([&]() -> recur_status {
+    if (logits == nullptr || (recent == nullptr && count > 0)) {
+      return Report(recur::impl::InvalidArgument(
+          "logits must not be null, nor recent when count is %zu", count));
+    }
+    recur_penalty_options o;
+    Status s = ReadOptions(options, &o, "recur_penalty_options", kPenaltyOptionsFields);
+    if (!s.ok()) return Report(s);
+    recur::impl::text::PenaltyOptions po;
+    po.repeat = o.repeat == 0 ? 1.0 : double(o.repeat);
+    po.presence = o.presence;
+    po.frequency = o.frequency;
+    po.decay = o.decay == 0 ? 1.0 : double(o.decay);
+    return Report(recur::impl::text::ApplyPenalties(logits, n, recent, count, po));
   });
 }
 

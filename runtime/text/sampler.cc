@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 namespace recur::impl::text {
@@ -15,6 +16,55 @@ Status CheckSamplerOptions(const SamplerOptions& o) {
   }
   if (!(o.top_p > 0 && o.top_p <= 1)) {
     return InvalidArgument("top_p is %g; it must be in (0, 1]", o.top_p);
+  }
+  return Status::Ok();
+}
+
+Status CheckPenaltyOptions(const PenaltyOptions& o) {
+  if (!(o.repeat > 0) || !std::isfinite(o.repeat)) {
+    return InvalidArgument("repeat penalty is %g; it must be finite and > 0 (1: none)", o.repeat);
+  }
+  if (!std::isfinite(o.presence)) {
+    return InvalidArgument("presence penalty is %g; it must be finite", o.presence);
+  }
+  if (!std::isfinite(o.frequency)) {
+    return InvalidArgument("frequency penalty is %g; it must be finite", o.frequency);
+  }
+  if (!(o.decay > 0 && o.decay <= 1)) {
+    return InvalidArgument("penalty decay is %g; it must be in (0, 1]", o.decay);
+  }
+  return Status::Ok();
+}
+
+Status ApplyPenalties(float* logits, size_t n, const int32_t* recent, size_t count,
+                      const PenaltyOptions& options) {
+  RECUR_RETURN_IF_ERROR(CheckPenaltyOptions(options));
+  if (n == 0 || n > size_t(std::numeric_limits<int32_t>::max())) {
+    return InvalidArgument("n is %zu; it must be in [1, 2^31 - 1]", n);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (recent[i] < 0 || size_t(recent[i]) >= n) {
+      return InvalidArgument("recent token %zu is %d; it must be in [0, %zu)", i, recent[i], n);
+    }
+  }
+  // (id, decay^age) of each occurrence, newest age 0; by id, then summed
+  // oldest first.
+  thread_local std::vector<std::pair<int32_t, double>> seen;
+  seen.resize(count);
+  double weight = 1;
+  for (size_t i = count; i-- > 0;) {
+    seen[i] = {recent[i], weight};
+    weight *= options.decay;
+  }
+  std::stable_sort(seen.begin(), seen.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < count;) {
+    const int32_t id = seen[i].first;
+    double occurrences = 0;
+    for (; i < count && seen[i].first == id; ++i) occurrences += seen[i].second;
+    double x = logits[id];
+    if (options.repeat != 1) x = x <= 0 ? x * options.repeat : x / options.repeat;
+    logits[id] = float(x - (options.frequency * occurrences + options.presence));
   }
   return Status::Ok();
 }

@@ -1,6 +1,7 @@
 // Drawing the next token from a model's logits (recur.h "sampling"):
 // greedy, temperature, top-k and top-p, with splitmix64 as the random source,
-// so that a seed gives the same tokens on every platform.
+// so that a seed gives the same tokens on every platform; and the penalties
+// on tokens seen before that runtimes apply to the logits first.
 #ifndef RECUR_TEXT_SAMPLER_H_
 #define RECUR_TEXT_SAMPLER_H_
 
@@ -19,6 +20,22 @@ struct SamplerOptions {
 
 // InvalidArgument naming the option that is out of range.
 Status CheckSamplerOptions(const SamplerOptions& options);
+
+struct PenaltyOptions {
+  double repeat = 1;     // > 0; 1: none
+  double presence = 0;   // finite
+  double frequency = 0;  // finite
+  double decay = 1;      // (0, 1]
+};
+
+// InvalidArgument naming the option that is out of range.
+Status CheckPenaltyOptions(const PenaltyOptions& options);
+
+// The algorithm of recur_apply_penalties (recur.h): logits[0, n) of the
+// tokens in recent[0, count), oldest first, changed in place. Keeps a
+// scratch of 16 bytes per recent token on the calling thread.
+Status ApplyPenalties(float* logits, size_t n, const int32_t* recent, size_t count,
+                      const PenaltyOptions& options);
 
 // splitmix64 (Steele, Lea, Flood 2014): advances *state and returns the next
 // 64 random bits.

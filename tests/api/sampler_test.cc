@@ -200,6 +200,165 @@ TEST_CASE("sampler: bad options and logits are errors that name them") {
   CHECK(token == 5);
 }
 
+namespace {
+
+recur_penalty_options Penalties(float repeat, float presence, float frequency, float decay) {
+  recur_penalty_options o = recur_penalty_options_default();
+  o.repeat = repeat;
+  o.presence = presence;
+  o.frequency = frequency;
+  o.decay = decay;
+  return o;
+}
+
+std::vector<float> Penalized(std::vector<float> logits, const std::vector<int32_t>& recent,
+                             const recur_penalty_options& o) {
+  const recur_status s =
+      recur_apply_penalties(logits.data(), logits.size(), recent.data(), recent.size(), &o);
+  REQUIRE_MESSAGE(s == RECUR_OK, recur_last_error());
+  return logits;
+}
+
+bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+const std::vector<float> kPenaltyLogits = {
+    2.0f, -1.5f, 0.0f, 3.25f, -std::numeric_limits<float>::infinity(), 0.5f, 1.0f, -0.25f};
+const std::vector<int32_t> kRecent = {3, 1, 3, 2, 4, 3, 1};  // oldest first
+
+}  // namespace
+
+TEST_CASE("penalties: each seen token's logit as recur.h says, the others bit for bit") {
+  const float repeat = 1.5f, presence = 0.4f, frequency = 0.3f, decay = 0.8f;
+  const std::vector<float> got =
+      Penalized(kPenaltyLogits, kRecent, Penalties(repeat, presence, frequency, decay));
+  for (size_t t = 0; t < kPenaltyLogits.size(); ++t) {
+    CAPTURE(t);
+    double c = 0;
+    bool seen = false;
+    for (size_t i = 0; i < kRecent.size(); ++i) {
+      if (size_t(kRecent[i]) != t) continue;
+      seen = true;
+      c += std::pow(double(decay), double(kRecent.size() - 1 - i));
+    }
+    const double x = kPenaltyLogits[t];
+    if (!seen) {
+      CHECK(SameBits(got[t], kPenaltyLogits[t]));
+    } else if (std::isinf(x)) {
+      CHECK(got[t] == -std::numeric_limits<float>::infinity());
+    } else {
+      const double scaled = x > 0 ? x / repeat : x * repeat;
+      CHECK(got[t] == doctest::Approx(scaled - (frequency * c + presence)).epsilon(1e-6));
+    }
+  }
+  // Token 3 (2.0 → 3.25 / 1.5) seen three times: ages 6, 4 and 1.
+  CHECK(got[3] ==
+        doctest::Approx(3.25 / 1.5 - 0.4 -
+                        0.3 * (0.8 * 0.8 * 0.8 * 0.8 * 0.8 * 0.8 + 0.8 * 0.8 * 0.8 * 0.8 + 0.8))
+            .epsilon(1e-6));
+  // Token 2's logit 0 is multiplied (llama.cpp's side for x <= 0): 0 - 0.4 - 0.3·0.8^3.
+  CHECK(got[2] == doctest::Approx(-0.4 - 0.3 * 0.512).epsilon(1e-6));
+}
+
+TEST_CASE("penalties: llama.cpp's (counts, no decay) and the rwkv package's (decayed counts)") {
+  // llama.cpp's llama_sampler_penalties: logit /= repeat (or *=), then
+  // -= count·freq + present, over its window of last tokens.
+  const std::vector<float> llama =
+      Penalized(kPenaltyLogits, kRecent, Penalties(1.1f, 0.5f, 0.2f, 0));
+  CHECK(llama[3] == doctest::Approx(3.25 / 1.1 - (3 * 0.2 + 0.5)).epsilon(1e-6));
+  CHECK(llama[1] == doctest::Approx(-1.5 * 1.1 - (2 * 0.2 + 0.5)).epsilon(1e-6));
+  CHECK(llama[2] == doctest::Approx(0.0 * 1.1 - (1 * 0.2 + 0.5)).epsilon(1e-6));
+
+  // The rwkv package's PIPELINE.generate: before each draw every logit of a
+  // token in `occurrence` loses alpha_presence + occurrence·alpha_frequency;
+  // after it every occurrence decays by alpha_decay and the drawn one gains 1.
+  const float presence = 0.2f, frequency = 0.2f, decay = 0.996f;
+  std::vector<int32_t> drawn;
+  std::vector<double> occurrence(kPenaltyLogits.size(), 0);
+  std::vector<bool> in_occurrence(kPenaltyLogits.size(), false);
+  uint64_t x = 12345;
+  for (int step = 0; step < 300; ++step) {
+    const int32_t token = int32_t((x = x * 6364136223846793005ull + 1) >> 61);  // 0..7
+    for (double& o : occurrence) o *= decay;
+    occurrence[token] += 1;
+    in_occurrence[token] = true;
+    drawn.push_back(token);
+  }
+  std::vector<float> finite = kPenaltyLogits;
+  finite[4] = -3.0f;
+  const std::vector<float> got = Penalized(finite, drawn, Penalties(0, presence, frequency, decay));
+  for (size_t t = 0; t < finite.size(); ++t) {
+    CAPTURE(t);
+    const double want =
+        in_occurrence[t] ? finite[t] - (presence + occurrence[t] * frequency) : finite[t];
+    CHECK(got[t] == doctest::Approx(want).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("penalties: no options, zero options or no recent tokens change nothing") {
+  std::vector<float> logits = kPenaltyLogits;
+  CHECK(recur_apply_penalties(logits.data(), logits.size(), kRecent.data(), kRecent.size(),
+                              nullptr) == RECUR_OK);
+  const recur_penalty_options zero = recur_penalty_options_default();
+  CHECK(recur_apply_penalties(logits.data(), logits.size(), kRecent.data(), kRecent.size(),
+                              &zero) == RECUR_OK);
+  const recur_penalty_options strong = Penalties(2, 1, 1, 0.5f);
+  CHECK(recur_apply_penalties(logits.data(), logits.size(), nullptr, 0, &strong) == RECUR_OK);
+  for (size_t t = 0; t < logits.size(); ++t) CHECK(SameBits(logits[t], kPenaltyLogits[t]));
+}
+
+TEST_CASE("penalties: bad arguments are errors that name them; the logits stay as they were") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    std::vector<int32_t> recent;
+    recur_penalty_options options;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {kRecent, Penalties(-1, 0, 0, 0), "repeat penalty is -1; it must be finite and > 0"},
+      {kRecent, Penalties(nan, 0, 0, 0), "repeat penalty is nan"},
+      {kRecent, Penalties(inf, 0, 0, 0), "repeat penalty is inf"},
+      {kRecent, Penalties(0, nan, 0, 0), "presence penalty is nan; it must be finite"},
+      {kRecent, Penalties(0, 0, -inf, 0), "frequency penalty is -inf; it must be finite"},
+      {kRecent, Penalties(0, 0, 0, 1.5f), "penalty decay is 1.5; it must be in (0, 1]"},
+      {kRecent, Penalties(0, 0, 0, -0.5f), "penalty decay is -0.5"},
+      {kRecent, Penalties(0, 0, 0, nan), "penalty decay is nan"},
+      {{1, -1}, Penalties(0, 1, 0, 0), "recent token 1 is -1; it must be in [0, 8)"},
+      {{8, 1}, Penalties(0, 1, 0, 0), "recent token 0 is 8; it must be in [0, 8)"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.message);
+    std::vector<float> logits = kPenaltyLogits;
+    CHECK(recur_apply_penalties(logits.data(), logits.size(), c.recent.data(), c.recent.size(),
+                                &c.options) == RECUR_INVALID_ARGUMENT);
+    CHECK(std::string(recur_last_error()).find(c.message) != std::string::npos);
+    for (size_t t = 0; t < logits.size(); ++t) CHECK(SameBits(logits[t], kPenaltyLogits[t]));
+  }
+  std::vector<float> logits = kPenaltyLogits;
+  const recur_penalty_options o = Penalties(0, 1, 0, 0);
+  CHECK(recur_apply_penalties(nullptr, 8, kRecent.data(), kRecent.size(), &o) ==
+        RECUR_INVALID_ARGUMENT);
+  CHECK(std::string(recur_last_error()).find("logits must not be null") != std::string::npos);
+  CHECK(recur_apply_penalties(logits.data(), 8, nullptr, 2, &o) == RECUR_INVALID_ARGUMENT);
+  CHECK(std::string(recur_last_error()).find("nor recent when count is 2") != std::string::npos);
+  CHECK(recur_apply_penalties(logits.data(), 0, kRecent.data(), kRecent.size(), &o) ==
+        RECUR_INVALID_ARGUMENT);
+  CHECK(std::string(recur_last_error()).find("n is 0") != std::string::npos);
+  recur_penalty_options bad = o;
+  bad.struct_size = 3;
+  CHECK(recur_apply_penalties(logits.data(), 8, kRecent.data(), kRecent.size(), &bad) ==
+        RECUR_INVALID_ARGUMENT);
+  CHECK(std::string(recur_last_error()).find("recur_penalty_options.struct_size is 3") !=
+        std::string::npos);
+  for (size_t t = 0; t < logits.size(); ++t) CHECK(SameBits(logits[t], kPenaltyLogits[t]));
+  // An older caller's struct that ends after presence: frequency and decay default.
+  bad = Penalties(0, 1, 5, 1.5f);
+  bad.struct_size = offsetof(recur_penalty_options, frequency);
+  CHECK(recur_apply_penalties(logits.data(), 8, kRecent.data(), kRecent.size(), &bad) == RECUR_OK);
+  CHECK(logits[3] == doctest::Approx(3.25 - 1).epsilon(1e-6));
+  CHECK(SameBits(logits[0], kPenaltyLogits[0]));
+}
+
 TEST_CASE("sampler: generation resumes from a saved state exactly") {
   // 20 sampled tokens in one run, against 10, a saved state (and the
   // generator's state), a new session that loads it, and 10 more: the same

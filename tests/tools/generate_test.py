@@ -13,6 +13,9 @@ MODELS_DIR holds make_text_models' models. CASE:
   stop_text            --stop ends the text where the stop text begins
   stream_text          the text streamed in one run = the bytes of its ids;
                        and 10 + 10 tokens through a state file = 20
+  penalties            a large presence penalty: greedy draws no token twice
+                       (over the last N with --penalty-last-n), where
+                       greedy alone repeats; options out of range refused
 """
 
 import os
@@ -102,5 +105,33 @@ elif case == "stream_text":
     first = run("-p", "hello", "-n", "10", "--temperature", "0", "--state-out", state)[0]
     second = run("-n", "10", "--temperature", "0", "--state-in", state)[0]
     check("text of 10 + 10 tokens vs 20", first[:-1] + second, whole)
+elif case == "penalties":
+    plain = ids(run("-p", "hello", "-n", "40", *greedy)[0])
+    if len(set(plain)) == len(plain):
+        sys.exit(f"greedy alone draws no token twice, a weak check: {plain}")
+    distinct = ids(run("-p", "hello", "-n", "40", *greedy, "--presence-penalty", "1000")[0])
+    # (A run may end early at the end-of-text token.)
+    if len(distinct) < 10 or len(set(distinct)) != len(distinct):
+        sys.exit(f"a presence penalty of 1000 still repeats: {distinct}")
+    print(f"presence penalty: {len(distinct)} distinct tokens; greedy alone {len(set(plain))} "
+          f"of {len(plain)}")
+    window = ids(run("-p", "hello", "-n", "40", *greedy, "--presence-penalty", "1000",
+                     "--penalty-last-n", "3")[0])
+    for i in range(len(window)):
+        if window[i] in window[max(0, i - 3):i]:
+            sys.exit(f"token {i} repeats one of the 3 before it: {window}")
+    if len(set(window)) == len(window):
+        sys.exit(f"with --penalty-last-n 3 no token came back after 3: {window}")
+    print(f"--penalty-last-n 3: no repeat within 3, {len(set(window))} distinct of "
+          f"{len(window)}")
+    for option, value, message in [("--penalty-decay", "1.5", "penalty decay is 1.5"),
+                                   ("--repeat-penalty", "0", "--repeat-penalty"),
+                                   ("--frequency-penalty", "nan", "frequency penalty is nan")]:
+        p = subprocess.run([exe, model, "-p", "hello", "-n", "4", option, value],
+                           capture_output=True)
+        err = p.stderr.decode(errors="replace")
+        if p.returncode == 0 or message not in err:
+            sys.exit(f"{option} {value}: exit {p.returncode}, {err!r}")
+        print(f"{option} {value} refused: {err.strip()}")
 else:
     sys.exit(f"unknown case {case}")

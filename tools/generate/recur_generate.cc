@@ -3,7 +3,9 @@
 // session's state; --chat keeps the state from turn to turn.
 //
 //   recur-generate MODEL.recur --prompt TEXT -n N [--temperature T] [--top-k K]
-//                  [--top-p P] [--seed S] [--threads T] [--stop TEXT]
+//                  [--top-p P] [--repeat-penalty R] [--presence-penalty P]
+//                  [--frequency-penalty F] [--penalty-decay D] [--penalty-last-n N]
+//                  [--seed S] [--threads T] [--stop TEXT]
 //                  [--state-in FILE] [--state-out FILE] [--state-after-prompt]
 //                  [--chat [--template TEXT] [--reread]] [--print-ids]
 //
@@ -68,9 +70,16 @@ struct Totals {
 
 class Generator {
  public:
+  // `penalties` apply to the last `penalty_last_n` tokens drawn by each
+  // Generate call (0: all of them).
   Generator(const recur::Model& model, recur::Session* session, const recur_sampler_options& o,
-            uint64_t seed)
-      : model_(model.get()), session_(session), options_(o), rng_(seed) {
+            const recur_penalty_options& penalties, size_t penalty_last_n, uint64_t seed)
+      : model_(model.get()),
+        session_(session),
+        options_(o),
+        penalties_(penalties),
+        penalty_last_n_(penalty_last_n),
+        rng_(seed) {
     const recur_model_info info = model.info();
     probabilities_ = info.output_kind == RECUR_OUTPUT_PROBABILITIES;
     logits_.resize(info.output_width);
@@ -101,6 +110,7 @@ class Generator {
   recur::Status Generate(size_t n, const std::string& stop, bool ids, double start, double* first_s,
                          size_t* made) {
     std::string text;
+    std::vector<int32_t> drawn;
     size_t printed = 0;
     *made = 0;
     bool ended = false;
@@ -121,9 +131,15 @@ class Generator {
       if (probabilities_) {
         for (size_t i = 0; i < drawable_; ++i) logits_[i] = std::log(logits_[i]);
       }
+      const size_t recent =
+          penalty_last_n_ == 0 ? drawn.size() : std::min(penalty_last_n_, drawn.size());
+      s = recur::Status(recur_apply_penalties(
+          logits_.data(), drawable_, drawn.data() + drawn.size() - recent, recent, &penalties_));
+      if (!s) return s;
       int32_t token = -1;
       s = recur::Status(recur_sample(logits_.data(), drawable_, &options_, &rng_, &token));
       if (!s) return s;
+      drawn.push_back(token);
       if (*made == 0) *first_s = Now() - start;
       ++*made;
       pending_ = token;
@@ -180,6 +196,8 @@ class Generator {
   const recur_model* model_;
   recur::Session* session_;
   recur_sampler_options options_;
+  recur_penalty_options penalties_;
+  size_t penalty_last_n_;
   uint64_t rng_;
   size_t drawable_ = 0;
   bool probabilities_ = false;
@@ -260,6 +278,9 @@ int main(int argc, char** argv) {
   std::string model_path, prompt, state_in, state_out, stop, chat_template;
   size_t n = 100;
   float temperature = 1.0f, top_p = 0.85f;
+  float repeat_penalty = 1.0f, presence_penalty = 0.0f, frequency_penalty = 0.0f,
+        penalty_decay = 1.0f;
+  size_t penalty_last_n = 0;
   uint32_t top_k = 0, threads = 1;
   uint64_t seed = 0;
   bool chat = false, reread = false, state_after_prompt = false, print_ids = false;
@@ -276,6 +297,25 @@ int main(int argc, char** argv) {
   app.add_option("--top-p", top_p,
                  "Draw from the fewest most likely tokens holding this probability, in (0, 1]")
       ->default_val(0.85);
+  app.add_option("--repeat-penalty", repeat_penalty,
+                 "Divide a positive logit of a token drawn before by R, multiply a negative one "
+                 "(llama.cpp's); 1: none")
+      ->default_val(1.0);
+  app.add_option("--presence-penalty", presence_penalty,
+                 "Subtract P from the logit of each token drawn before")
+      ->default_val(0.0);
+  app.add_option("--frequency-penalty", frequency_penalty,
+                 "Subtract F per time a token was drawn before (each time weighted by "
+                 "--penalty-decay to the power of how many tokens came after it)")
+      ->default_val(0.0);
+  app.add_option("--penalty-decay", penalty_decay,
+                 "Weight lost per newer token by an earlier draw in the frequency penalty, in "
+                 "(0, 1] (the rwkv package's alpha_decay, e.g. 0.996); 1: none")
+      ->default_val(1.0);
+  app.add_option("--penalty-last-n", penalty_last_n,
+                 "The penalties look at the last N tokens drawn (of the turn, with --chat); 0: "
+                 "all of them")
+      ->default_val(0);
   CLI::Option* seed_opt =
       app.add_option("--seed", seed, "Random seed (default: a random one, printed at the end)");
   app.add_option("--threads", threads, "Threads of the session")->default_val(1);
@@ -329,6 +369,20 @@ int main(int argc, char** argv) {
       return Fail(std::string("sampling: ") + recur_last_error());
     }
   }
+  recur_penalty_options penalties = recur_penalty_options_default();
+  penalties.repeat = repeat_penalty;
+  penalties.presence = presence_penalty;
+  penalties.frequency = frequency_penalty;
+  penalties.decay = penalty_decay;
+  if (!(repeat_penalty > 0) || !(penalty_decay > 0)) {  // 0 would read as the default
+    return Fail("penalties: --repeat-penalty and --penalty-decay must be > 0");
+  }
+  {
+    float zero = 0;
+    if (recur_apply_penalties(&zero, 1, nullptr, 0, &penalties) != RECUR_OK) {
+      return Fail(std::string("penalties: ") + recur_last_error());
+    }
+  }
 
   recur::Model loaded;
   std::string load_error, note;
@@ -348,7 +402,7 @@ int main(int argc, char** argv) {
   auto session = recur::Session::Create(*model, so);
   if (!session) return Fail(session.error());
 
-  Generator gen(*model, &*session, sampler, seed);
+  Generator gen(*model, &*session, sampler, penalties, penalty_last_n, seed);
   std::vector<uint8_t> start_blob;
   if (!state_in.empty()) {
     size_t blob_size = 0;

@@ -298,6 +298,59 @@ RECUR_INLINE recur_sampler_options recur_sampler_options_default(void) {
 recur_status recur_sample(const float* logits, size_t n, const recur_sampler_options* options,
                           uint64_t* rng_state, int32_t* token);
 
+/* Penalties on tokens seen before, as recur_apply_penalties applies them
+ * to a step's logits before recur_sample: llama.cpp's repeat, presence and
+ * frequency penalties (over a window of recent tokens the caller keeps) and
+ * RWKV's presence and frequency penalties with their decay (alpha_presence,
+ * alpha_frequency, alpha_decay of the rwkv package's pipeline). Zero in a
+ * field means its default, which changes nothing. */
+typedef struct recur_penalty_options {
+  size_t struct_size; /* sizeof(recur_penalty_options) */
+  float repeat;       /* a seen token's logit is divided by it when positive and
+                         multiplied by it otherwise; 0 = 1 (none). Finite and > 0. */
+  float presence;     /* subtracted once from the logit of each seen token. Finite. */
+  float frequency;    /* subtracted once per occurrence, each occurrence weighted
+                         by decay^age. Finite. */
+  float decay;        /* an occurrence's weight falls by this factor per newer token:
+                         age 0 (the newest) weighs 1; 0 = 1 (no decay, every
+                         occurrence weighs 1). In (0, 1]. */
+} recur_penalty_options;
+
+/* recur_penalty_options with struct_size = sizeof(recur_penalty_options) and
+ * every other field at its default (zero: no penalty). Nothing to free;
+ * thread-safe; never fails. */
+RECUR_INLINE recur_penalty_options recur_penalty_options_default(void) {
+#ifdef __cplusplus
+  recur_penalty_options options = {};
+#else
+  recur_penalty_options options = {0};
+#endif
+  options.struct_size = sizeof(recur_penalty_options);
+  return options;
+}
+
+/* Changes logits[0, n) in place for the tokens in recent[0, count) (ids,
+ * oldest first: the tokens drawn so far, or the last few of them, or the
+ * prompt's too, as the caller chooses; count 0 changes nothing). For each
+ * distinct id t in `recent`, in double precision:
+ *    c = the sum over t's occurrences of decay^age (age: how many tokens of
+ *        `recent` come after that occurrence),
+ *    x = logits[t]; x = x / repeat if x > 0, else x * repeat;
+ *    logits[t] = x - (frequency * c + presence),
+ * rounded to float. llama.cpp's penalties are decay 1 (c is the count) over
+ * its last penalty_last_n tokens; the rwkv package's are repeat 1 over the
+ * tokens it has generated. -inf stays -inf. `options` may be NULL (no
+ * change).
+ *
+ * Threading: any number of threads may call it at once on different
+ * logits. Memory: keeps a scratch of 16 bytes per recent token on the
+ * calling thread. Errors: RECUR_INVALID_ARGUMENT (a null logits, or a null
+ * recent with count > 0, n of 0 or past 2^31 - 1, an id outside [0, n),
+ * options out of range or with a bad struct_size: the message names which);
+ * the logits are then unchanged. */
+recur_status recur_apply_penalties(float* logits, size_t n, const int32_t* recent, size_t count,
+                                   const recur_penalty_options* options);
+
 /* ---------------------------------------------------------------- session */
 
 typedef struct recur_session recur_session;
