@@ -119,6 +119,8 @@ enum class Path { kFloat, kPacked };
 // f32 activations: Dense (or PackDense + DensePacked) against ref::Dense over
 // the decoded weights, CheckDenseResult's 4·ε·√(in+2)·Σ|x·w| tolerance (the
 // decode is exact: scale·q is one f32 product of a half and a small integer).
+// The data, the reference and its tolerances once, the run on every target
+// (ForEachTarget).
 size_t CheckFloat(std::mt19937& rng, const I4Case& c, Path path) {
   const size_t x_stride = c.in + c.x_pad, y_stride = c.out + c.y_pad;
   Buffer x(c.batch * x_stride, c.offset % 4), bias(c.out, (c.offset + 2) % 4),
@@ -128,24 +130,35 @@ size_t CheckFloat(std::mt19937& rng, const I4Case& c, Path path) {
   FillY(rng, y, c.batch, c.out, y_stride, c.accumulate);
   I4Layer layer(rng, c.in, c.out, c.group, c.misaligned, c.bias ? bias.data() : nullptr);
   const DenseWeights& w = layer.w;
-  std::vector<float> y_prev(y.data(), y.data() + y.size());
-  if (path == Path::kPacked) {
-    auto packed = hwy::AllocateAligned<float>(std::max<size_t>(1, DensePackedFloats(c.in, c.out)));
-    PackDense(w, packed.get());
-    const size_t panels = DensePanels(c.out), split = panels / 2;
-    DensePacked(x.data(), x_stride, c.batch, packed.get(), w.bias, c.in, c.out, 0, split,
-                y.data(), y_stride, c.accumulate);
-    DensePacked(x.data(), x_stride, c.batch, packed.get(), w.bias, c.in, c.out, split, panels,
-                y.data(), y_stride, c.accumulate);
-  } else {
-    Dense(x.data(), x_stride, c.batch, w, y.data(), y_stride, c.accumulate);
-  }
+  const std::vector<float> y_prev(y.data(), y.data() + y.size());
   std::vector<float> y_ref = y_prev;
   ref::Dense(x.data(), x_stride, c.batch, w, y_ref.data(), y_stride, c.accumulate);
-  return CheckDenseResult(
+  std::vector<double> decoded(c.out * c.in);
+  for (size_t o = 0; o < c.out; ++o) {
+    for (size_t i = 0; i < c.in; ++i) decoded[o * c.in + i] = std::fabs(ref::DecodeWeight(w, o, i));
+  }
+  const std::vector<double> tol = DenseTolerances(
       x.data(), x_stride, c.batch, c.in, c.out,
-      [&](size_t o, size_t i) { return std::fabs(ref::DecodeWeight(w, o, i)); }, w.bias,
-      c.accumulate, y_prev, y_ref, y, y_stride);
+      [&](size_t o, size_t i) { return decoded[o * c.in + i]; }, w.bias, c.accumulate, y_prev,
+      y_stride);
+  size_t failures = 0;
+  ForEachTarget([&](const std::string&) {
+    std::copy(y_prev.begin(), y_prev.end(), y.data());
+    if (path == Path::kPacked) {
+      auto packed =
+          hwy::AllocateAligned<float>(std::max<size_t>(1, DensePackedFloats(c.in, c.out)));
+      PackDense(w, packed.get());
+      const size_t panels = DensePanels(c.out), split = panels / 2;
+      DensePacked(x.data(), x_stride, c.batch, packed.get(), w.bias, c.in, c.out, 0, split,
+                  y.data(), y_stride, c.accumulate);
+      DensePacked(x.data(), x_stride, c.batch, packed.get(), w.bias, c.in, c.out, split, panels,
+                  y.data(), y_stride, c.accumulate);
+    } else {
+      Dense(x.data(), x_stride, c.batch, w, y.data(), y_stride, c.accumulate);
+    }
+    failures += CheckDenseWithin(c.batch, c.out, y_ref, tol, y, y_stride);
+  });
+  return failures;
 }
 
 // Integer path on quantised rows q (row stride q_stride, scales qs) against
@@ -273,52 +286,49 @@ TEST_CASE("I4Value: the packed block layout of recur.fbs") {
 
 TEST_CASE("Dense int4, f32 activations: in 0..512 by blocks, groups, odd shapes, all targets") {
   const size_t groups[] = {32, 64, 128, 256};
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(41);
-    size_t k = 0;
-    for (size_t group : groups) {
-      for (size_t in = 0; in <= 2 * 256; in += group) {
-        for (size_t batch : {0, 1, 2, 3, 5, 9, 64, 65}) {
-          for (size_t out : {1, 3, 4, 5, 9}) {
-            ++k;
-            const I4Case c{batch, in, out, group, k % 3 * 5, k % 4, k % 4,
-                           k % 2 == 0, k % 3 == 0, k % 5 < 2};
-            RECUR_I4_INFO(c);
-            CHECK(CheckFloat(rng, c, Path::kFloat) == 0);
-          }
+  std::mt19937 rng(41);
+  size_t k = 0;
+  for (size_t group : groups) {
+    for (size_t in = 0; in <= 2 * 256; in += group) {
+      for (size_t batch : {0, 1, 2, 3, 5, 9, 64, 65}) {
+        for (size_t out : {1, 3, 4, 5, 9}) {
+          ++k;
+          const I4Case c{batch, in,    out,        group,      k % 3 * 5,
+                         k % 4, k % 4, k % 2 == 0, k % 3 == 0, k % 5 < 2};
+          RECUR_I4_INFO(c);
+          CHECK(CheckFloat(rng, c, Path::kFloat) == 0);
         }
       }
     }
-    // Several decode passes (512 inputs each) with a partial last one; groups
-    // the loader also accepts (a multiple of 32 that divides in) that straddle
-    // a pass (96) or span several (1024).
-    for (const I4Case& c : {I4Case{1, 1056, 7, 32, 0, 1, 1, true, false, true},
-                            I4Case{7, 4096, 3, 256, 3, 0, 2, false, true, false},
-                            I4Case{1, 256, 1024, 32, 0, 0, 0, true, false, false},
-                            I4Case{3, 1152, 5, 96, 1, 2, 3, true, true, true},
-                            I4Case{2, 2048, 6, 1024, 0, 1, 1, false, false, false}}) {
-      RECUR_I4_INFO(c);
-      CHECK(CheckFloat(rng, c, Path::kFloat) == 0);
-    }
-  });
+  }
+  // Several decode passes (512 inputs each) with a partial last one; groups
+  // the loader also accepts (a multiple of 32 that divides in) that straddle
+  // a pass (96) or span several (1024).
+  for (const I4Case& c : {I4Case{1, 1056, 7, 32, 0, 1, 1, true, false, true},
+                          I4Case{7, 4096, 3, 256, 3, 0, 2, false, true, false},
+                          I4Case{1, 256, 1024, 32, 0, 0, 0, true, false, false},
+                          I4Case{3, 1152, 5, 96, 1, 2, 3, true, true, true},
+                          I4Case{2, 2048, 6, 1024, 0, 1, 1, false, false, false}}) {
+    RECUR_I4_INFO(c);
+    CHECK(CheckFloat(rng, c, Path::kFloat) == 0);
+  }
 }
 
 TEST_CASE("DensePacked int4: PackDense decodes the groups, all targets") {
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(42);
-    size_t k = 0;
-    for (size_t batch : {1, 5, 29, 64}) {
-      for (size_t in : {0, 32, 96, 256}) {
-        for (size_t out : {1, 31, 33, 65}) {
-          ++k;
-          const I4Case c{batch, in, out, size_t{in % 64 == 0 && in > 0 ? 64u : 32u}, k % 3, k % 2, k % 4,
-                         k % 2 == 0, k % 3 == 0, k % 2 == 1};
-          RECUR_I4_INFO(c);
-          CHECK(CheckFloat(rng, c, Path::kPacked) == 0);
-        }
+  std::mt19937 rng(42);
+  size_t k = 0;
+  for (size_t batch : {1, 5, 29, 64}) {
+    for (size_t in : {0, 32, 96, 256}) {
+      for (size_t out : {1, 31, 33, 65}) {
+        ++k;
+        const I4Case c{batch,      in,        out,   size_t{in % 64 == 0 && in > 0 ? 64u : 32u},
+                       k % 3,      k % 2,     k % 4, k % 2 == 0,
+                       k % 3 == 0, k % 2 == 1};
+        RECUR_I4_INFO(c);
+        CHECK(CheckFloat(rng, c, Path::kPacked) == 0);
       }
     }
-  });
+  }
 }
 
 TEST_CASE("DenseI4DotQuantized: in 0..512 by blocks, groups, batch 0..9, all targets") {
@@ -552,31 +562,51 @@ TEST_CASE("DenseI4PanelBytes: layers without panels, and a wrong nibble shows") 
   });
 }
 
+// DenseI4Dot's double reference on f32 rows x (batch × in) and the sums its
+// bound takes, made once for every target: ref::Dense's outputs, Σ_i |w[o, i]|
+// and Σ_i |w[o, i]·x[b, i]|.
+struct ActivationRoundingRef {
+  std::vector<float> y_exact;  // (batch, out)
+  std::vector<double> sum_w;   // (out)
+  std::vector<double> sum_xw;  // (batch, out)
+  ActivationRoundingRef(const std::vector<float>& x, size_t batch, const DenseWeights& w)
+      : y_exact(batch * w.out), sum_w(w.out), sum_xw(batch * w.out) {
+    const size_t in = w.in, out = w.out;
+    ref::Dense(x.data(), in, batch, w, y_exact.data(), out, false);
+    std::vector<double> abs_w(in);
+    for (size_t o = 0; o < out; ++o) {
+      for (size_t i = 0; i < in; ++i) {
+        abs_w[i] = std::fabs(ref::DecodeWeight(w, o, i));
+        sum_w[o] += abs_w[i];
+      }
+      for (size_t b = 0; b < batch; ++b) {
+        double s = 0;
+        for (size_t i = 0; i < in; ++i) s += abs_w[i] * std::fabs(x[b * in + i]);
+        sum_xw[b * out + o] = s;
+      }
+    }
+  }
+};
+
 // Checks y (DenseI4Dot of x, batch × in, against w with `bias`) against the
-// double reference: within half a step of each row's activation rounding
-// plus the f32 sums' rounding.
-void CheckWithinActivationRounding(const std::vector<float>& x, size_t batch, const DenseWeights& w,
+// double reference r: within half a step of each row's activation rounding
+// (QuantizeS8 on the target in use) plus the f32 sums' rounding.
+void CheckWithinActivationRounding(const ActivationRoundingRef& r, const std::vector<float>& x,
+                                   size_t batch, const DenseWeights& w,
                                    const std::vector<float>& bias, const std::vector<float>& y) {
   const size_t in = w.in, out = w.out;
-  std::vector<float> y_exact(batch * out);
-  ref::Dense(x.data(), in, batch, w, y_exact.data(), out, false);
   size_t failures = 0;
   for (size_t b = 0; b < batch; ++b) {
     std::vector<int8_t> q(in);
     const float s = QuantizeS8(x.data() + b * in, q.data(), in);
     for (size_t o = 0; o < out; ++o) {
-      double sum_w = 0, sum_xw = 0;
-      for (size_t i = 0; i < in; ++i) {
-        const double wi = std::fabs(ref::DecodeWeight(w, o, i));
-        sum_w += wi;
-        sum_xw += wi * std::fabs(x[b * in + i]);
-      }
+      const double sum_w = r.sum_w[o], sum_xw = r.sum_xw[b * out + o];
       const double groups = in == 0 ? 0 : double(in / w.group);
       // |n·q·s·scale| ≤ 15/7·|w|-ish per term: bounded by 4·(|x| + s)·Σ|w|.
       const double f32 = (groups + 19) * kEps * (4 * (sum_xw + s * sum_w) + std::fabs(bias[o])) +
                          4 * kEps * std::sqrt(in + 2.0) * (sum_xw + std::fabs(bias[o]));
       const double bound = s / 2 * sum_w + f32;
-      const double err = std::fabs(double{y[b * out + o]} - y_exact[b * out + o]);
+      const double err = std::fabs(double{y[b * out + o]} - r.y_exact[b * out + o]);
       if (!(err <= bound) && failures++ < 3) {
         FAIL_CHECK("b=" << b << " o=" << o << " err " << err << " bound " << bound);
       }
@@ -586,24 +616,25 @@ void CheckWithinActivationRounding(const std::vector<float>& x, size_t batch, co
 }
 
 TEST_CASE("DenseI4Dot: f32 activations within the activation rounding, zero rows, all targets") {
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(45);
-    struct Shape {
-      size_t batch, in, out, group;
-    };
-    for (const Shape& sh : {Shape{1, 256, 40, 32}, Shape{2, 96, 7, 32}, Shape{5, 1024, 12, 128},
-                            Shape{64, 256, 36, 64}, Shape{3, 0, 4, 32}}) {
-      INFO("batch=" << sh.batch << " in=" << sh.in << " out=" << sh.out);
-      std::vector<float> x(sh.batch * sh.in), bias(sh.out);
-      FillUniform(rng, x.data(), x.size(), -2.0f, 2.0f);
-      FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
-      if (sh.batch >= 2 && sh.in > 0) std::fill(x.begin(), x.begin() + sh.in, 0.0f);
-      I4Layer layer(rng, sh.in, sh.out, sh.group, false, bias.data());
+  std::mt19937 rng(45);
+  struct Shape {
+    size_t batch, in, out, group;
+  };
+  for (const Shape& sh : {Shape{1, 256, 40, 32}, Shape{2, 96, 7, 32}, Shape{5, 1024, 12, 128},
+                          Shape{64, 256, 36, 64}, Shape{3, 0, 4, 32}}) {
+    INFO("batch=" << sh.batch << " in=" << sh.in << " out=" << sh.out);
+    std::vector<float> x(sh.batch * sh.in), bias(sh.out);
+    FillUniform(rng, x.data(), x.size(), -2.0f, 2.0f);
+    FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
+    if (sh.batch >= 2 && sh.in > 0) std::fill(x.begin(), x.begin() + sh.in, 0.0f);
+    I4Layer layer(rng, sh.in, sh.out, sh.group, false, bias.data());
+    const ActivationRoundingRef r(x, sh.batch, layer.w);
+    ForEachTarget([&](const std::string&) {
       std::vector<float> y(sh.batch * sh.out);
       DenseI4Dot(x.data(), sh.in, sh.batch, layer.w, y.data(), sh.out, false);
-      CheckWithinActivationRounding(x, sh.batch, layer.w, bias, y);
-    }
-  });
+      CheckWithinActivationRounding(r, x, sh.batch, layer.w, bias, y);
+    });
+  }
 }
 
 // A wide layer's rows are quantised in passes: 16 KiB on the stack hold 2
@@ -611,17 +642,19 @@ TEST_CASE("DenseI4Dot: f32 activations within the activation rounding, zero rows
 // to 64, enough for the GEMM. Unbound, bound to what DenseScratchNeed asks
 // and bound to nothing: each the bits of DenseI4DotQuantized in its passes.
 TEST_CASE("DenseI4Dot: wide layers in passes of rows from the scratch or the stack, all targets") {
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(46);
-    struct Shape {
-      size_t batch, in, out;
-    };
-    for (const Shape& sh : {Shape{40, 8192, 20}, Shape{70, 2048, 33}, Shape{17, kDenseI4DotMaxIn, 3}}) {
-      INFO("batch=" << sh.batch << " in=" << sh.in << " out=" << sh.out);
-      std::vector<float> x(sh.batch * sh.in), bias(sh.out);
-      FillUniform(rng, x.data(), x.size(), -2.0f, 2.0f);
-      FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
-      I4Layer layer(rng, sh.in, sh.out, 32, false, bias.data());
+  std::mt19937 rng(46);
+  struct Shape {
+    size_t batch, in, out;
+  };
+  for (const Shape& sh :
+       {Shape{40, 8192, 20}, Shape{70, 2048, 33}, Shape{17, kDenseI4DotMaxIn, 3}}) {
+    INFO("batch=" << sh.batch << " in=" << sh.in << " out=" << sh.out);
+    std::vector<float> x(sh.batch * sh.in), bias(sh.out);
+    FillUniform(rng, x.data(), x.size(), -2.0f, 2.0f);
+    FillUniform(rng, bias.data(), bias.size(), -1.0f, 1.0f);
+    I4Layer layer(rng, sh.in, sh.out, 32, false, bias.data());
+    const ActivationRoundingRef r(x, sh.batch, layer.w);
+    ForEachTarget([&](const std::string&) {
       std::vector<float> unbound(sh.batch * sh.out), bound(unbound.size()), stack(unbound.size());
       DenseI4Dot(x.data(), sh.in, sh.batch, layer.w, unbound.data(), sh.out, false);
       DenseScratch need = DenseScratchNeed(sh.batch, sh.in, sh.out, WeightType::kI4);
@@ -657,10 +690,10 @@ TEST_CASE("DenseI4Dot: wide layers in passes of rows from the scratch or the sta
       CHECK(std::memcmp(unbound.data(), scratch_passes.data(), unbound.size() * sizeof(float)) == 0);
       CHECK(std::memcmp(bound.data(), scratch_passes.data(), bound.size() * sizeof(float)) == 0);
       CHECK(std::memcmp(stack.data(), stack_passes.data(), stack.size() * sizeof(float)) == 0);
-      CheckWithinActivationRounding(x, sh.batch, layer.w, bias, unbound);
-      CheckWithinActivationRounding(x, sh.batch, layer.w, bias, stack);
-    }
-  });
+      CheckWithinActivationRounding(r, x, sh.batch, layer.w, bias, unbound);
+      CheckWithinActivationRounding(r, x, sh.batch, layer.w, bias, stack);
+    });
+  }
 }
 
 TEST_CASE("Dense int4: Int8Activations picks the path, Rows() slices, wrong outputs show") {

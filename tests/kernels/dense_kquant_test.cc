@@ -400,6 +400,9 @@ struct KQuantCase {
   bool packed = false;  // PackDense + DensePacked instead of Dense
 };
 
+// One case: random data, the reference and its tolerances once, then Dense
+// (or the packed GEMM) on every target (ForEachTarget), compared. Returns the
+// number of failures.
 size_t CheckKQuant(std::mt19937& rng, const KQuantCase& c) {
   const size_t x_stride = c.in + c.x_pad, y_stride = c.out + c.y_pad;
   Buffer x(c.batch * x_stride, c.offset % 4);
@@ -427,24 +430,31 @@ size_t CheckKQuant(std::mt19937& rng, const KQuantCase& c) {
   w.in = static_cast<uint32_t>(c.in);
   w.out = static_cast<uint32_t>(c.out);
   const std::vector<float> y_prev(y.data(), y.data() + y.size());
-  if (c.packed) {
-    auto packed = hwy::AllocateAligned<float>(std::max<size_t>(1, DensePackedFloats(c.in, c.out)));
-    PackDense(w, packed.get());
-    DensePacked(x.data(), x_stride, c.batch, packed.get(), w.bias, c.in, c.out, 0,
-                DensePanels(c.out), y.data(), y_stride, c.accumulate);
-  } else {
-    Dense(x.data(), x_stride, c.batch, w, y.data(), y_stride, c.accumulate);
-  }
   std::vector<float> y_ref = y_prev;
   ref::Dense(x.data(), x_stride, c.batch, w, y_ref.data(), y_stride, c.accumulate);
   std::vector<double> decoded(c.out * c.in);
   for (size_t o = 0; o < c.out; ++o) {
     for (size_t i = 0; i < c.in; ++i) decoded[o * c.in + i] = std::fabs(ref::DecodeWeight(w, o, i));
   }
-  return CheckDenseResult(
+  const std::vector<double> tol = DenseTolerances(
       x.data(), x_stride, c.batch, c.in, c.out,
       [&](size_t o, size_t i) { return decoded[o * c.in + i]; }, w.bias, c.accumulate, y_prev,
-      y_ref, y, y_stride);
+      y_stride);
+  size_t failures = 0;
+  ForEachTarget([&](const std::string&) {
+    std::copy(y_prev.begin(), y_prev.end(), y.data());
+    if (c.packed) {
+      auto packed =
+          hwy::AllocateAligned<float>(std::max<size_t>(1, DensePackedFloats(c.in, c.out)));
+      PackDense(w, packed.get());
+      DensePacked(x.data(), x_stride, c.batch, packed.get(), w.bias, c.in, c.out, 0,
+                  DensePanels(c.out), y.data(), y_stride, c.accumulate);
+    } else {
+      Dense(x.data(), x_stride, c.batch, w, y.data(), y_stride, c.accumulate);
+    }
+    failures += CheckDenseWithin(c.batch, c.out, y_ref, tol, y, y_stride);
+  });
+  return failures;
 }
 
 #define RECUR_CHECK_KQUANT(rng, c)                                                            \
@@ -464,48 +474,43 @@ TEST_CASE("K-quants: Dense on every target, batches, shapes, strides, misaligned
   const size_t ins[] = {256, 512, 768, 1280};
   const size_t outs[] = {1, 3, 8, 17, 33};
   const size_t pads[] = {0, 1, 5, 16};
-  ForEachTarget([&](const std::string&) {
-    for (WeightType type : kKQuantTypes) {
-      std::mt19937 rng(5 + static_cast<unsigned>(type));
-      size_t k = 0;
-      for (size_t batch : batches) {
-        for (size_t in : ins) {
-          for (size_t out : outs) {
-            ++k;
-            const size_t skew = k % 3 == 0 ? 0 : (k * 7) % 64;
-            KQuantCase c{type, batch, in, out, pads[k % 4], pads[(k / 4) % 4], k % 4,
-                         (k / 2) % 2 == 0, k % 2 == 0, skew};
-            RECUR_CHECK_KQUANT(rng, c);
-          }
+  for (WeightType type : kKQuantTypes) {
+    std::mt19937 rng(5 + static_cast<unsigned>(type));
+    size_t k = 0;
+    for (size_t batch : batches) {
+      for (size_t in : ins) {
+        for (size_t out : outs) {
+          ++k;
+          const size_t skew = k % 3 == 0 ? 0 : (k * 7) % 64;
+          KQuantCase c{
+              type,       batch, in, out, pads[k % 4], pads[(k / 4) % 4], k % 4, (k / 2) % 2 == 0,
+              k % 2 == 0, skew};
+          RECUR_CHECK_KQUANT(rng, c);
         }
       }
     }
-  });
+  }
 }
 
 TEST_CASE("K-quants: real sizes, several widened chunks, a layer too wide to widen") {
-  ForEachTarget([&](const std::string&) {
-    for (WeightType type : kKQuantTypes) {
-      std::mt19937 rng(17);
-      RECUR_CHECK_KQUANT(rng, (KQuantCase{type, 1, 768, 300, 0, 0, 0, true, false}));
-      RECUR_CHECK_KQUANT(rng, (KQuantCase{type, 2, 2048, 70, 3, 1, 1, true, true, 1}));
-      RECUR_CHECK_KQUANT(rng, (KQuantCase{type, 64, 768, 100, 0, 0, 2, true, false}));
-      RECUR_CHECK_KQUANT(rng, (KQuantCase{type, 40, 4096, 24, 1, 2, 3, false, true, 13}));
-      // 8 rows of f32 would pass the widening limit (4 MiB): the stack path.
-      RECUR_CHECK_KQUANT(rng, (KQuantCase{type, 8, 131328, 2, 0, 0, 1, true, true}));
-      RECUR_CHECK_KQUANT(rng, (KQuantCase{type, 1, 131328, 2, 0, 0, 1, true, false}));
-    }
-  });
+  for (WeightType type : kKQuantTypes) {
+    std::mt19937 rng(17);
+    RECUR_CHECK_KQUANT(rng, (KQuantCase{type, 1, 768, 300, 0, 0, 0, true, false}));
+    RECUR_CHECK_KQUANT(rng, (KQuantCase{type, 2, 2048, 70, 3, 1, 1, true, true, 1}));
+    RECUR_CHECK_KQUANT(rng, (KQuantCase{type, 64, 768, 100, 0, 0, 2, true, false}));
+    RECUR_CHECK_KQUANT(rng, (KQuantCase{type, 40, 4096, 24, 1, 2, 3, false, true, 13}));
+    // 8 rows of f32 would pass the widening limit (4 MiB): the stack path.
+    RECUR_CHECK_KQUANT(rng, (KQuantCase{type, 8, 131328, 2, 0, 0, 1, true, true}));
+    RECUR_CHECK_KQUANT(rng, (KQuantCase{type, 1, 131328, 2, 0, 0, 1, true, false}));
+  }
 }
 
 TEST_CASE("K-quants: PackDense decodes them for the packed GEMM") {
-  ForEachTarget([&](const std::string&) {
-    for (WeightType type : kKQuantTypes) {
-      std::mt19937 rng(19);
-      RECUR_CHECK_KQUANT(rng, (KQuantCase{type, 5, 512, 40, 1, 2, 1, true, true, 0, true}));
-      RECUR_CHECK_KQUANT(rng, (KQuantCase{type, 33, 256, 65, 0, 0, 0, false, false, 0, true}));
-    }
-  });
+  for (WeightType type : kKQuantTypes) {
+    std::mt19937 rng(19);
+    RECUR_CHECK_KQUANT(rng, (KQuantCase{type, 5, 512, 40, 1, 2, 1, true, true, 0, true}));
+    RECUR_CHECK_KQUANT(rng, (KQuantCase{type, 33, 256, 65, 0, 0, 0, false, false, 0, true}));
+  }
 }
 
 TEST_CASE("K-quants: Rows() slices equal the whole layer") {

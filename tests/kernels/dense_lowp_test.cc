@@ -194,8 +194,8 @@ void FillY(std::mt19937& rng, Buffer& y, size_t batch, size_t out, size_t y_stri
   }
 }
 
-// One case: random data and the reference once, then Dense (or the packed
-// GEMM) on every target (ForEachTarget), compared. Returns the number of
+// One case: random data, the reference and its tolerances once, then Dense
+// (or the packed GEMM) on every target (ForEachTarget), compared. Returns the number of
 // failures.
 size_t CheckLowp(std::mt19937& rng, const LowpCase& c) {
   const size_t x_stride = c.in + c.x_pad;
@@ -225,6 +225,10 @@ size_t CheckLowp(std::mt19937& rng, const LowpCase& c) {
   for (size_t o = 0; o < w.out; ++o) {
     for (size_t i = 0; i < w.in; ++i) decoded[o * w.in + i] = std::fabs(ref::DecodeWeight(w, o, i));
   }
+  const std::vector<double> tol = DenseTolerances(
+      x.data(), x_stride, c.batch, w.in, w.out,
+      [&](size_t o, size_t i) { return decoded[o * w.in + i]; }, w.bias, c.accumulate, y_prev,
+      y_stride, ExtraRoundings(c.type));
   size_t failures = 0;
   ForEachTarget([&](const std::string&) {
     std::copy(y_prev.begin(), y_prev.end(), y.data());
@@ -242,10 +246,7 @@ size_t CheckLowp(std::mt19937& rng, const LowpCase& c) {
     } else {
       Dense(x.data(), x_stride, c.batch, w, y.data(), y_stride, c.accumulate);
     }
-    failures += CheckDenseResult(
-        x.data(), x_stride, c.batch, w.in, w.out,
-        [&](size_t o, size_t i) { return decoded[o * w.in + i]; }, w.bias, c.accumulate, y_prev,
-        y_ref, y, y_stride, ExtraRoundings(c.type));
+    failures += CheckDenseWithin(c.batch, c.out, y_ref, tol, y, y_stride);
   });
   return failures;
 }
@@ -783,15 +784,14 @@ struct I8Case {
   bool bias, accumulate;
 };
 
-// Checks y against ref::DenseI8DotQuantized; returns the number of failures.
-size_t CompareI8(const I8Case& c, const int8_t* q, size_t q_stride, const float* q_scales,
-                 const DenseWeights& w, const std::vector<float>& y_prev, const Buffer& y,
-                 size_t y_stride) {
-  std::vector<float> y_ref = y_prev;
-  ref::DenseI8DotQuantized(q, q_stride, q_scales, c.batch, w, y_ref.data(), y_stride,
-                           c.accumulate);
+// The tolerance of each output of DenseI8DotQuantized against
+// ref::DenseI8DotQuantized: I8FinishBound()·mag, mag = |Σ q·w·scale·s_b| +
+// |bias| + |y_prev|, indexed as y (row stride y_stride).
+std::vector<double> I8Tolerances(const I8Case& c, const int8_t* q, size_t q_stride,
+                                 const float* q_scales, const DenseWeights& w,
+                                 const std::vector<float>& y_prev, size_t y_stride) {
   const auto* qw = static_cast<const int8_t*>(w.weight);
-  size_t failures = 0;
+  std::vector<double> tol(c.batch * y_stride);
   for (size_t b = 0; b < c.batch; ++b) {
     for (size_t o = 0; o < c.out; ++o) {
       const size_t k = b * y_stride + o;
@@ -800,8 +800,22 @@ size_t CompareI8(const I8Case& c, const int8_t* q, size_t q_stride, const float*
       double mag = std::fabs(sum * w.scales[o] * q_scales[b]);
       if (w.bias) mag += std::fabs(w.bias[o]);
       if (c.accumulate) mag += std::fabs(y_prev[k]);
+      tol[k] = I8FinishBound() * mag;
+    }
+  }
+  return tol;
+}
+
+// Checks y against y_ref within tol (I8Tolerances); returns the number of
+// failures.
+size_t CompareI8(const I8Case& c, const std::vector<float>& y_ref, const std::vector<double>& tol,
+                 const Buffer& y, size_t y_stride) {
+  size_t failures = 0;
+  for (size_t b = 0; b < c.batch; ++b) {
+    for (size_t o = 0; o < c.out; ++o) {
+      const size_t k = b * y_stride + o;
       const double err = std::fabs(double{y[k]} - y_ref[k]);
-      if (!(err <= I8FinishBound() * mag)) {
+      if (!(err <= tol[k])) {
         if (failures++ < 3) {
           FAIL_CHECK("b=" << b << " o=" << o << " got " << y[k] << " want " << y_ref[k]);
         }
@@ -821,7 +835,8 @@ size_t CompareI8(const I8Case& c, const int8_t* q, size_t q_stride, const float*
 }
 
 // One case of DenseI8DotQuantized: q and w from `fill_q`/`fill_w` (random
-// when null), both ending at an inaccessible page.
+// when null), both ending at an inaccessible page. The data, the reference
+// and its tolerances once, the kernel on every target (ForEachTarget).
 template <class FillQ, class FillW>
 size_t CheckI8(std::mt19937& rng, const I8Case& c, const FillQ& fill_q, const FillW& fill_w) {
   const size_t q_stride = c.in + c.q_pad;
@@ -851,10 +866,19 @@ size_t CheckI8(std::mt19937& rng, const I8Case& c, const FillQ& fill_q, const Fi
   w.bias = c.bias ? bias.data() : nullptr;
   w.in = static_cast<uint32_t>(c.in);
   w.out = static_cast<uint32_t>(c.out);
-  std::vector<float> y_prev(y.data(), y.data() + y.size());
-  DenseI8DotQuantized(q, q_stride, q_scales.data(), c.batch, w, y.data(), y_stride,
-                      c.accumulate);
-  return CompareI8(c, q, q_stride, q_scales.data(), w, y_prev, y, y_stride);
+  const std::vector<float> y_prev(y.data(), y.data() + y.size());
+  std::vector<float> y_ref = y_prev;
+  ref::DenseI8DotQuantized(q, q_stride, q_scales.data(), c.batch, w, y_ref.data(), y_stride,
+                           c.accumulate);
+  const std::vector<double> tol =
+      I8Tolerances(c, q, q_stride, q_scales.data(), w, y_prev, y_stride);
+  size_t failures = 0;
+  ForEachTarget([&](const std::string&) {
+    std::copy(y_prev.begin(), y_prev.end(), y.data());
+    DenseI8DotQuantized(q, q_stride, q_scales.data(), c.batch, w, y.data(), y_stride, c.accumulate);
+    failures += CompareI8(c, y_ref, tol, y, y_stride);
+  });
+  return failures;
 }
 
 size_t CheckI8(std::mt19937& rng, const I8Case& c) {
@@ -875,19 +899,17 @@ TEST_CASE("DenseI8Dot: in 0..130 plus 255, 256, 1000 and 1024, with strides, bia
   };
   const BO shapes[] = {{1, 5}, {1, 8}, {2, 3}, {3, 1}, {4, 9}, {5, 13}, {9, 4}, {0, 4}};
   const size_t pads[] = {0, 1, 5, 16};
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(77);
-    size_t k = 0;
-    for (size_t in : ins) {
-      for (const BO& bo : shapes) {
-        ++k;
-        const I8Case c{bo.batch, in, bo.out, pads[k % 4], pads[(k / 4) % 4], k % 4,
-                       (k / 2) % 2 == 0, k % 2 == 0};
-        RECUR_I8_INFO(c);
-        CHECK(CheckI8(rng, c) == 0);
-      }
+  std::mt19937 rng(77);
+  size_t k = 0;
+  for (size_t in : ins) {
+    for (const BO& bo : shapes) {
+      ++k;
+      const I8Case c{bo.batch,          in,    bo.out,           pads[k % 4],
+                     pads[(k / 4) % 4], k % 4, (k / 2) % 2 == 0, k % 2 == 0};
+      RECUR_I8_INFO(c);
+      CHECK(CheckI8(rng, c) == 0);
     }
-  });
+  }
 }
 
 // Batches of 16 rows and more (the AVX512-VNNI GEMM: blocks of 32 outputs,
@@ -902,65 +924,61 @@ TEST_CASE("DenseI8Dot: batches from 16 rows, in 0..130 plus depth-block edges") 
   };
   const BO shapes[] = {{16, 1}, {17, 16}, {23, 33}, {64, 31}, {65, 17}, {130, 70}};
   const size_t pads[] = {0, 1, 5, 16};
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(79);
-    size_t k = 0;
-    for (size_t in : ins) {
-      for (const BO& bo : shapes) {
-        if (bo.batch > 23 && in % 7 != 0 && in < 255) continue;  // the long sweep on smaller batches
-        ++k;
-        const I8Case c{bo.batch, in, bo.out, pads[k % 4], pads[(k / 4) % 4], k % 4,
-                       (k / 2) % 2 == 0, k % 2 == 0};
-        RECUR_I8_INFO(c);
-        CHECK(CheckI8(rng, c) == 0);
-      }
-    }
-  });
-}
-
-TEST_CASE("DenseI8Dot: extreme values, zero rows, wide batches and layers") {
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(78);
-    size_t k = 0;
-    for (size_t in : {size_t{64}, size_t{1000}, size_t{4096}, kDenseI8DotMaxIn}) {
-      for (int pattern = 0; pattern < 8; ++pattern) {
-        ++k;
-        const size_t batch = pattern < 4 ? 3 : 17;  // row tiles, GEMM
-        const I8Case c{batch, in, 6, k % 3, k % 2, k % 4, k % 2 == 0, k % 3 == 0};
-        RECUR_I8_INFO(c);
-        INFO("pattern " << pattern);
-        // q: ±127 (row 0 all +127, row 1 alternating, row 2 zeros); w: row 0
-        // all -128 (its negation is no int8), row 1 all +127, row 2 zeros,
-        // row 3 alternating ±127 in step with q, rows 4-5 random ±127 / -128.
-        auto fill_q = [&](int8_t* q, size_t stride) {
-          for (size_t i = 0; i < in; ++i) {
-            q[i] = pattern % 4 == 1 ? -127 : 127;
-            q[stride + i] = static_cast<int8_t>(i % 2 ? -127 : 127);
-            q[2 * stride + i] = pattern % 4 == 3 ? 0 : static_cast<int8_t>(i % 3 ? 127 : -127);
-          }
-        };
-        auto fill_w = [&](int8_t* w) {
-          if (pattern % 4 == 2) return;  // random weights, extreme activations
-          for (size_t i = 0; i < in; ++i) {
-            w[i] = -128;
-            w[in + i] = 127;
-            w[2 * in + i] = 0;
-            w[3 * in + i] = static_cast<int8_t>(i % 2 ? -127 : 127);
-            w[4 * in + i] = static_cast<int8_t>(rng() % 2 ? -128 : 127);
-            w[5 * in + i] = static_cast<int8_t>(rng() % 2 ? -127 : 127);
-          }
-        };
-        CHECK(CheckI8(rng, c, fill_q, fill_w) == 0);
-      }
-    }
-    // Several batch blocks and L2 out-chunks (the last one partial).
-    for (const I8Case& c : {I8Case{64, 256, 1030, 0, 3, 1, true, false},
-                            I8Case{67, 1024, 300, 7, 0, 2, false, true},
-                            I8Case{13, 4000, 70, 0, 0, 0, true, true}}) {
+  std::mt19937 rng(79);
+  size_t k = 0;
+  for (size_t in : ins) {
+    for (const BO& bo : shapes) {
+      if (bo.batch > 23 && in % 7 != 0 && in < 255) continue;  // the long sweep on smaller batches
+      ++k;
+      const I8Case c{bo.batch,          in,    bo.out,           pads[k % 4],
+                     pads[(k / 4) % 4], k % 4, (k / 2) % 2 == 0, k % 2 == 0};
       RECUR_I8_INFO(c);
       CHECK(CheckI8(rng, c) == 0);
     }
-  });
+  }
+}
+
+TEST_CASE("DenseI8Dot: extreme values, zero rows, wide batches and layers") {
+  std::mt19937 rng(78);
+  size_t k = 0;
+  for (size_t in : {size_t{64}, size_t{1000}, size_t{4096}, kDenseI8DotMaxIn}) {
+    for (int pattern = 0; pattern < 8; ++pattern) {
+      ++k;
+      const size_t batch = pattern < 4 ? 3 : 17;  // row tiles, GEMM
+      const I8Case c{batch, in, 6, k % 3, k % 2, k % 4, k % 2 == 0, k % 3 == 0};
+      RECUR_I8_INFO(c);
+      INFO("pattern " << pattern);
+      // q: ±127 (row 0 all +127, row 1 alternating, row 2 zeros); w: row 0
+      // all -128 (its negation is no int8), row 1 all +127, row 2 zeros,
+      // row 3 alternating ±127 in step with q, rows 4-5 random ±127 / -128.
+      auto fill_q = [&](int8_t* q, size_t stride) {
+        for (size_t i = 0; i < in; ++i) {
+          q[i] = pattern % 4 == 1 ? -127 : 127;
+          q[stride + i] = static_cast<int8_t>(i % 2 ? -127 : 127);
+          q[2 * stride + i] = pattern % 4 == 3 ? 0 : static_cast<int8_t>(i % 3 ? 127 : -127);
+        }
+      };
+      auto fill_w = [&](int8_t* w) {
+        if (pattern % 4 == 2) return;  // random weights, extreme activations
+        for (size_t i = 0; i < in; ++i) {
+          w[i] = -128;
+          w[in + i] = 127;
+          w[2 * in + i] = 0;
+          w[3 * in + i] = static_cast<int8_t>(i % 2 ? -127 : 127);
+          w[4 * in + i] = static_cast<int8_t>(rng() % 2 ? -128 : 127);
+          w[5 * in + i] = static_cast<int8_t>(rng() % 2 ? -127 : 127);
+        }
+      };
+      CHECK(CheckI8(rng, c, fill_q, fill_w) == 0);
+    }
+  }
+  // Several batch blocks and L2 out-chunks (the last one partial).
+  for (const I8Case& c :
+       {I8Case{64, 256, 1030, 0, 3, 1, true, false}, I8Case{67, 1024, 300, 7, 0, 2, false, true},
+        I8Case{13, 4000, 70, 0, 0, 0, true, true}}) {
+    RECUR_I8_INFO(c);
+    CHECK(CheckI8(rng, c) == 0);
+  }
 }
 
 // DenseI8Dot on f32 rows: as QuantizeS8 (on the same target: the same q and

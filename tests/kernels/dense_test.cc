@@ -26,7 +26,9 @@ struct DenseCase {
   bool bias, accumulate;
 };
 
-// Returns the number of failed outputs (0 = pass) so callers can stop early.
+// One case: random data, the reference and its tolerances once, then Dense
+// on every target (ForEachTarget), compared. Returns the number of failed
+// outputs (0 = pass).
 size_t CheckDense(std::mt19937& rng, const DenseCase& c) {
   const size_t x_stride = c.in + c.x_pad;
   const size_t y_stride = c.out + c.y_pad;
@@ -48,18 +50,24 @@ size_t CheckDense(std::mt19937& rng, const DenseCase& c) {
     }
     std::fill(row + c.out, row + y_stride, kGuard);
   }
-  std::vector<float> y_prev(y.data(), y.data() + y.size());
+  const std::vector<float> y_prev(y.data(), y.data() + y.size());
   std::vector<float> y_ref = y_prev;
   const float* bias_ptr = c.bias ? bias.data() : nullptr;
   ref::Dense(x.data(), x_stride, c.batch, w.data(), bias_ptr, c.in, c.out, y_ref.data(),
              y_stride, c.accumulate);
-  Dense(x.data(), x_stride, c.batch, w.data(), bias_ptr, c.in, c.out, y.data(), y_stride,
-        c.accumulate);
-
   const float* wp = w.data();
-  return CheckDenseResult(x.data(), x_stride, c.batch, c.in, c.out,
-                          [&](size_t o, size_t i) { return std::fabs(double{wp[o * c.in + i]}); },
-                          bias_ptr, c.accumulate, y_prev, y_ref, y, y_stride);
+  const std::vector<double> tol = DenseTolerances(
+      x.data(), x_stride, c.batch, c.in, c.out,
+      [&](size_t o, size_t i) { return std::fabs(double{wp[o * c.in + i]}); }, bias_ptr,
+      c.accumulate, y_prev, y_stride);
+  size_t failures = 0;
+  ForEachTarget([&](const std::string&) {
+    std::copy(y_prev.begin(), y_prev.end(), y.data());
+    Dense(x.data(), x_stride, c.batch, w.data(), bias_ptr, c.in, c.out, y.data(), y_stride,
+          c.accumulate);
+    failures += CheckDenseWithin(c.batch, c.out, y_ref, tol, y, y_stride);
+  });
+  return failures;
 }
 
 #define RECUR_CHECK_DENSE(rng, c)                                                     \
@@ -76,22 +84,20 @@ TEST_CASE("Dense: odd shapes, strides, bias and accumulate, all targets") {
   const size_t ins[] = {0, 1, 3, 17, 33, 255, 257};
   const size_t outs[] = {1, 3, 17, 33, 255, 257};
   const size_t pads[] = {0, 1, 5, 16};
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(1234);
-    size_t k = 0;
-    for (size_t batch : batches) {
-      for (size_t in : ins) {
-        for (size_t out : outs) {
-          ++k;
-          // Cycle the flags, pads and offsets through the shapes (a full product
-          // would be 64× the work for no extra code paths).
-          DenseCase c{batch,          in, out, pads[k % 4], pads[(k / 4) % 4], k % 4,
-                      (k / 2) % 2 == 0, k % 2 == 0};
-          RECUR_CHECK_DENSE(rng, c);
-        }
+  std::mt19937 rng(1234);
+  size_t k = 0;
+  for (size_t batch : batches) {
+    for (size_t in : ins) {
+      for (size_t out : outs) {
+        ++k;
+        // Cycle the flags, pads and offsets through the shapes (a full product
+        // would be 64× the work for no extra code paths).
+        DenseCase c{batch,     in, out, pads[k % 4], pads[(k / 4) % 4], k % 4, (k / 2) % 2 == 0,
+                    k % 2 == 0};
+        RECUR_CHECK_DENSE(rng, c);
       }
     }
-  });
+  }
 }
 
 TEST_CASE("Dense: in swept 0..64 plus 256 and 1024, every flag combination") {
@@ -101,21 +107,19 @@ TEST_CASE("Dense: in swept 0..64 plus 256 and 1024, every flag combination") {
   ins.push_back(1024);
   const size_t batches[] = {1, 2, 6, 7};
   const size_t outs[] = {1, 4, 5, 8, 9, 13};
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(99);
-    size_t k = 0;
-    for (size_t in : ins) {
-      for (size_t batch : batches) {
-        for (size_t out : outs) {
-          ++k;
-          for (int flags = 0; flags < 4; ++flags) {
-            DenseCase c{batch, in, out, 3, 2, (k + flags) % 4, (flags & 1) != 0, (flags & 2) != 0};
-            RECUR_CHECK_DENSE(rng, c);
-          }
+  std::mt19937 rng(99);
+  size_t k = 0;
+  for (size_t in : ins) {
+    for (size_t batch : batches) {
+      for (size_t out : outs) {
+        ++k;
+        for (int flags = 0; flags < 4; ++flags) {
+          DenseCase c{batch, in, out, 3, 2, (k + flags) % 4, (flags & 1) != 0, (flags & 2) != 0};
+          RECUR_CHECK_DENSE(rng, c);
         }
       }
     }
-  });
+  }
 }
 
 TEST_CASE("Dense: large batches (AVX-512 batch panels plus leftover rows)") {
@@ -125,47 +129,41 @@ TEST_CASE("Dense: large batches (AVX-512 batch panels plus leftover rows)") {
   const size_t batches[] = {16, 31, 32, 33, 47, 63, 64, 65, 96, 100, 290};
   const size_t ins[] = {0, 1, 3, 17, 64, 255};
   const size_t outs[] = {8, 32, 33, 39, 64, 100};
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(31);
-    size_t k = 0;
-    for (size_t batch : batches) {
-      for (size_t in : ins) {
-        for (size_t out : outs) {
-          ++k;
-          DenseCase c{batch, in, out, (k % 3) * 3, (k / 3) % 3 * 5, k % 4, (k / 2) % 2 == 0,
-                      k % 2 == 0};
-          RECUR_CHECK_DENSE(rng, c);
-        }
+  std::mt19937 rng(31);
+  size_t k = 0;
+  for (size_t batch : batches) {
+    for (size_t in : ins) {
+      for (size_t out : outs) {
+        ++k;
+        DenseCase c{batch,     in, out, (k % 3) * 3, (k / 3) % 3 * 5, k % 4, (k / 2) % 2 == 0,
+                    k % 2 == 0};
+        RECUR_CHECK_DENSE(rng, c);
       }
     }
-  });
+  }
 }
 
 TEST_CASE("Dense: real sizes and L2 out-chunking") {
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(7);
-    // Paper-MNIST-like and benchmark shapes.
-    RECUR_CHECK_DENSE(rng, (DenseCase{64, 256, 1024, 0, 0, 0, true, false}));
-    RECUR_CHECK_DENSE(rng, (DenseCase{64, 1024, 256, 0, 0, 1, true, true}));
-    RECUR_CHECK_DENSE(rng, (DenseCase{1, 1024, 1000, 0, 0, 2, true, false}));
-    // batch > rows-per-tile and in large enough that `out` is split into
-    // several L2 chunks (512 KiB of w each), including a partial last one.
-    RECUR_CHECK_DENSE(rng, (DenseCase{13, 2048, 150, 8, 4, 3, true, true}));
-    RECUR_CHECK_DENSE(rng, (DenseCase{9, 4096, 71, 0, 1, 1, false, false}));
-    RECUR_CHECK_DENSE(rng, (DenseCase{70, 2048, 75, 1, 3, 2, true, true}));
-  });
+  std::mt19937 rng(7);
+  // Paper-MNIST-like and benchmark shapes.
+  RECUR_CHECK_DENSE(rng, (DenseCase{64, 256, 1024, 0, 0, 0, true, false}));
+  RECUR_CHECK_DENSE(rng, (DenseCase{64, 1024, 256, 0, 0, 1, true, true}));
+  RECUR_CHECK_DENSE(rng, (DenseCase{1, 1024, 1000, 0, 0, 2, true, false}));
+  // batch > rows-per-tile and in large enough that `out` is split into
+  // several L2 chunks (512 KiB of w each), including a partial last one.
+  RECUR_CHECK_DENSE(rng, (DenseCase{13, 2048, 150, 8, 4, 3, true, true}));
+  RECUR_CHECK_DENSE(rng, (DenseCase{9, 4096, 71, 0, 1, 1, false, false}));
+  RECUR_CHECK_DENSE(rng, (DenseCase{70, 2048, 75, 1, 3, 2, true, true}));
 }
 
 TEST_CASE("Dense: never writes outside y rows, even with wide stride padding") {
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(5);
-    for (size_t out = 1; out <= 20; ++out) {
-      for (size_t batch : {1, 3, 7}) {
-        RECUR_CHECK_DENSE(rng, (DenseCase{batch, 19, out, 1, 37, out % 4, out % 2 == 0,
-                                          out % 3 == 0}));
-      }
+  std::mt19937 rng(5);
+  for (size_t out = 1; out <= 20; ++out) {
+    for (size_t batch : {1, 3, 7}) {
+      RECUR_CHECK_DENSE(rng,
+                        (DenseCase{batch, 19, out, 1, 37, out % 4, out % 2 == 0, out % 3 == 0}));
     }
-  });
+  }
 }
 
 TEST_CASE("Dense: the harness detects a wrong output") {

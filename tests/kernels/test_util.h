@@ -122,30 +122,45 @@ inline double QuantizeS8HalfStep(double s) { return 0.5 * s * (1 + 762 * 0x1p-24
 // weight widened to f32 (scale·q).
 inline double DenseRoundings(size_t in, size_t extra = 0) { return double(in) + 2 + extra; }
 
-// Checks a Dense result against its double reference: every output within
-// recur::impl::testing::Float32SumBound(DenseRoundings(in, extra))·mag of y_ref,
-// mag = Σ_i |x·w| + |bias| + |y_prev| (NaN fails); the reference's own
-// rounding to f32 (u·|y|) is one more term of that sum. The stride padding
-// of y still kGuard, nothing written outside y. abs_w(o, i) gives |w[o, i]|
-// as the kernel saw it. Returns the number of failures.
+// The tolerance of each Dense output against its double reference:
+// recur::impl::testing::Float32SumBound(DenseRoundings(in, extra))·mag, mag =
+// Σ_i |x·w| + |bias| + |y_prev|; the reference's own rounding to f32 (u·|y|)
+// is one more term of that sum. abs_w(o, i) gives |w[o, i]| as the kernel
+// saw it. Indexed as y (row stride y_stride). It depends on the case's data
+// only: a sweep makes it once and checks every target's run against it.
 template <typename AbsWeight>
-size_t CheckDenseResult(const float* x, size_t x_stride, size_t batch, size_t in, size_t out,
-                        AbsWeight abs_w, const float* bias, bool accumulate,
-                        const std::vector<float>& y_prev, const std::vector<float>& y_ref,
-                        const Buffer& y, size_t y_stride, size_t extra_roundings = 0) {
-  size_t failures = 0;
+std::vector<double> DenseTolerances(const float* x, size_t x_stride, size_t batch, size_t in,
+                                    size_t out, AbsWeight abs_w, const float* bias, bool accumulate,
+                                    const std::vector<float>& y_prev, size_t y_stride,
+                                    size_t extra_roundings = 0) {
   const double scale = recur::impl::testing::Float32SumBound(DenseRoundings(in, extra_roundings));
+  std::vector<double> tol(batch * y_stride);
   for (size_t b = 0; b < batch; ++b) {
     for (size_t o = 0; o < out; ++o) {
       const size_t k = b * y_stride + o;
       double mag = bias != nullptr ? std::fabs(bias[o]) : 0.0;
       if (accumulate) mag += std::fabs(y_prev[k]);
       for (size_t i = 0; i < in; ++i) mag += std::fabs(double{x[b * x_stride + i]}) * abs_w(o, i);
+      tol[k] = scale * mag;
+    }
+  }
+  return tol;
+}
+
+// Checks a Dense result y against its double reference y_ref: every output
+// within tol (DenseTolerances; NaN fails), the stride padding of y still
+// kGuard, nothing written outside y. Returns the number of failures.
+inline size_t CheckDenseWithin(size_t batch, size_t out, const std::vector<float>& y_ref,
+                               const std::vector<double>& tol, const Buffer& y, size_t y_stride) {
+  size_t failures = 0;
+  for (size_t b = 0; b < batch; ++b) {
+    for (size_t o = 0; o < out; ++o) {
+      const size_t k = b * y_stride + o;
       const double err = std::fabs(double{y[k]} - y_ref[k]);
-      if (!(err <= scale * mag)) {  // also catches NaN
+      if (!(err <= tol[k])) {  // also catches NaN
         if (failures++ < 3) {
-          FAIL_CHECK("b=" << b << " o=" << o << " got " << y[k] << " want " << y_ref[k]
-                          << " tol " << scale * mag);
+          FAIL_CHECK("b=" << b << " o=" << o << " got " << y[k] << " want " << y_ref[k] << " tol "
+                          << tol[k]);
         }
       }
     }
@@ -160,6 +175,19 @@ size_t CheckDenseResult(const float* x, size_t x_stride, size_t batch, size_t in
     FAIL_CHECK("wrote outside y");
   }
   return failures;
+}
+
+// Checks a Dense result against its double reference: DenseTolerances, then
+// CheckDenseWithin. Returns the number of failures.
+template <typename AbsWeight>
+size_t CheckDenseResult(const float* x, size_t x_stride, size_t batch, size_t in, size_t out,
+                        AbsWeight abs_w, const float* bias, bool accumulate,
+                        const std::vector<float>& y_prev, const std::vector<float>& y_ref,
+                        const Buffer& y, size_t y_stride, size_t extra_roundings = 0) {
+  return CheckDenseWithin(batch, out, y_ref,
+                          DenseTolerances(x, x_stride, batch, in, out, abs_w, bias, accumulate,
+                                          y_prev, y_stride, extra_roundings),
+                          y, y_stride);
 }
 
 // Dense(..., Int8Activations) on a kI8 or kI4 layer runs the path it names:
