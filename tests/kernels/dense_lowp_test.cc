@@ -219,16 +219,29 @@ size_t CheckLowp(std::mt19937& rng, const LowpCase& c) {
   w.in = static_cast<uint32_t>(c.in);
   w.out = static_cast<uint32_t>(c.out);
   const std::vector<float> y_prev(y.data(), y.data() + y.size());
-  std::vector<float> y_ref = y_prev;
-  ref::Dense(x.data(), x_stride, c.batch, w, y_ref.data(), y_stride, c.accumulate);
+  // ref::Dense's sums (the same double operations in the same order) over the
+  // weights decoded once by ref::DecodeWeight, whose magnitudes the
+  // tolerances take too.
   std::vector<double> decoded(size_t{w.out} * w.in);
   for (size_t o = 0; o < w.out; ++o) {
-    for (size_t i = 0; i < w.in; ++i) decoded[o * w.in + i] = std::fabs(ref::DecodeWeight(w, o, i));
+    for (size_t i = 0; i < w.in; ++i) decoded[o * w.in + i] = ref::DecodeWeight(w, o, i);
+  }
+  std::vector<float> y_ref = y_prev;
+  for (size_t o = 0; o < w.out; ++o) {
+    const double* row = decoded.data() + o * w.in;
+    for (size_t b = 0; b < c.batch; ++b) {
+      const float* xb = x.data() + b * x_stride;
+      double s = 0.0;
+      for (size_t i = 0; i < w.in; ++i) s += static_cast<double>(xb[i]) * row[i];
+      if (w.bias) s += w.bias[o];
+      if (c.accumulate) s += y_ref[b * y_stride + o];
+      y_ref[b * y_stride + o] = static_cast<float>(s);
+    }
   }
   const std::vector<double> tol = DenseTolerances(
       x.data(), x_stride, c.batch, w.in, w.out,
-      [&](size_t o, size_t i) { return decoded[o * w.in + i]; }, w.bias, c.accumulate, y_prev,
-      y_stride, ExtraRoundings(c.type));
+      [&](size_t o, size_t i) { return std::fabs(decoded[o * w.in + i]); }, w.bias, c.accumulate,
+      y_prev, y_stride, ExtraRoundings(c.type));
   size_t failures = 0;
   ForEachTarget([&](const std::string&) {
     std::copy(y_prev.begin(), y_prev.end(), y.data());

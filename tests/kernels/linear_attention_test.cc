@@ -26,8 +26,10 @@
 namespace recur::impl::kernels::test {
 namespace {
 
-// Runs `steps` steps for one (c, m), compensated or plain sums; returns the
-// number of failures.
+// Runs `steps` steps for one (c, m), compensated or plain sums, on every
+// target (ForEachTarget); returns the number of failures. Each step's
+// operands, the reference's step and the tolerances are made once; every
+// target steps from the reference's state before it.
 size_t CheckSteps(std::mt19937& rng, size_t c, size_t m, size_t offset, int steps,
                   bool compensated = true) {
   Buffer q(c, offset), k(c, (offset + 1) % 4), v(m, (offset + 2) % 4);
@@ -35,6 +37,7 @@ size_t CheckSteps(std::mt19937& rng, size_t c, size_t m, size_t offset, int step
   Buffer s_comp(c * m, offset), z_comp(c, (offset + 2) % 4);
   std::vector<float> s_ref(c * m, 0.0f), z_ref(c, 0.0f), out_ref(m);
   std::vector<float> s_comp_ref(c * m, 0.0f), z_comp_ref(c, 0.0f);
+  std::vector<double> s_tol(c * m), out_tol(m);
   size_t failures = 0;
   const float eps = 1e-6f;
   for (int step = 0; step < steps; ++step) {
@@ -42,34 +45,16 @@ size_t CheckSteps(std::mt19937& rng, size_t c, size_t m, size_t offset, int step
     FillUniform(rng, q.data(), c, 0.01f, 3.0f);
     FillUniform(rng, k.data(), c, 0.01f, 3.0f);
     FillUniform(rng, v.data(), m, -2.0f, 2.0f);
-    std::copy(s_ref.begin(), s_ref.end(), s.data());
-    std::copy(z_ref.begin(), z_ref.end(), z.data());
-    std::copy(s_comp_ref.begin(), s_comp_ref.end(), s_comp.data());
-    std::copy(z_comp_ref.begin(), z_comp_ref.end(), z_comp.data());
-    const std::vector<float> s_prev = s_ref;
-    float* comp[4] = {s_comp_ref.data(), z_comp_ref.data(), s_comp.data(), z_comp.data()};
-    if (!compensated) std::fill(std::begin(comp), std::end(comp), nullptr);
-    ref::LinearAttentionStep(q.data(), k.data(), v.data(), c, m, eps, s_ref.data(), comp[0],
-                             z_ref.data(), comp[1], out_ref.data());
-    LinearAttentionStep(q.data(), k.data(), v.data(), c, m, eps, s.data(), comp[2], z.data(),
-                        comp[3], out.data());
-
+    const std::vector<float> s_prev = s_ref, z_prev = z_ref;
+    const std::vector<float> s_comp_prev = s_comp_ref, z_comp_prev = z_comp_ref;
+    ref::LinearAttentionStep(q.data(), k.data(), v.data(), c, m, eps, s_ref.data(),
+                             compensated ? s_comp_ref.data() : nullptr, z_ref.data(),
+                             compensated ? z_comp_ref.data() : nullptr, out_ref.data());
     for (size_t j = 0; j < c; ++j) {
-      if ((z[j] != z_ref[j] || (compensated && z_comp[j] != z_comp_ref[j])) && failures++ < 3) {
-        FAIL_CHECK("z step " << step << " j=" << j);
-      }
       for (size_t i = 0; i < m; ++i) {
         const size_t e = j * m + i;
-        const double tol = 4 * recur::impl::testing::kFloat32Unit *
-                           (std::fabs(s_prev[e]) + std::fabs(double{k[j]} * v[i]));
-        if (!(std::fabs(double{s[e]} - s_ref[e]) <= tol) && failures++ < 3) {
-          FAIL_CHECK("S step " << step << " j=" << j << " i=" << i << " got " << s[e] << " want "
-                               << s_ref[e]);
-        }
-        if (compensated && !(std::fabs(double{s_comp[e]} - s_comp_ref[e]) <= tol) &&
-            failures++ < 3) {
-          FAIL_CHECK("S compensation step " << step << " j=" << j << " i=" << i);
-        }
+        s_tol[e] = 4 * recur::impl::testing::kFloat32Unit *
+                   (std::fabs(s_prev[e]) + std::fabs(double{k[j]} * v[i]));
       }
     }
     double den = eps;
@@ -79,19 +64,46 @@ size_t CheckSteps(std::mt19937& rng, size_t c, size_t m, size_t offset, int step
       for (size_t j = 0; j < c; ++j) {
         mag += double{q[j]} * (std::fabs(s_prev[j * m + i]) + std::fabs(double{k[j]} * v[i]));
       }
-      const double tol = recur::impl::testing::Float32SumBound(c + 2.0) *
-                         (mag / den + std::fabs(double{out_ref[i]}));
-      if (!(std::fabs(double{out[i]} - out_ref[i]) <= tol) && failures++ < 3) {
-        FAIL_CHECK("out step " << step << " i=" << i << " got " << out[i] << " want "
-                               << out_ref[i]);
+      out_tol[i] = recur::impl::testing::Float32SumBound(c + 2.0) *
+                   (mag / den + std::fabs(double{out_ref[i]}));
+    }
+    ForEachTarget([&](const std::string&) {
+      std::copy(s_prev.begin(), s_prev.end(), s.data());
+      std::copy(z_prev.begin(), z_prev.end(), z.data());
+      std::copy(s_comp_prev.begin(), s_comp_prev.end(), s_comp.data());
+      std::copy(z_comp_prev.begin(), z_comp_prev.end(), z_comp.data());
+      LinearAttentionStep(q.data(), k.data(), v.data(), c, m, eps, s.data(),
+                          compensated ? s_comp.data() : nullptr, z.data(),
+                          compensated ? z_comp.data() : nullptr, out.data());
+      for (size_t j = 0; j < c; ++j) {
+        if ((z[j] != z_ref[j] || (compensated && z_comp[j] != z_comp_ref[j])) && failures++ < 3) {
+          FAIL_CHECK("z step " << step << " j=" << j);
+        }
+        for (size_t i = 0; i < m; ++i) {
+          const size_t e = j * m + i;
+          if (!(std::fabs(double{s[e]} - s_ref[e]) <= s_tol[e]) && failures++ < 3) {
+            FAIL_CHECK("S step " << step << " j=" << j << " i=" << i << " got " << s[e] << " want "
+                                 << s_ref[e]);
+          }
+          if (compensated && !(std::fabs(double{s_comp[e]} - s_comp_ref[e]) <= s_tol[e]) &&
+              failures++ < 3) {
+            FAIL_CHECK("S compensation step " << step << " j=" << j << " i=" << i);
+          }
+        }
       }
-    }
-    if (!q.GuardsIntact() || !k.GuardsIntact() || !v.GuardsIntact() || !s.GuardsIntact() ||
-        !z.GuardsIntact() || !out.GuardsIntact() || !s_comp.GuardsIntact() ||
-        !z_comp.GuardsIntact()) {
-      ++failures;
-      FAIL_CHECK("wrote outside an array, step " << step);
-    }
+      for (size_t i = 0; i < m; ++i) {
+        if (!(std::fabs(double{out[i]} - out_ref[i]) <= out_tol[i]) && failures++ < 3) {
+          FAIL_CHECK("out step " << step << " i=" << i << " got " << out[i] << " want "
+                                 << out_ref[i]);
+        }
+      }
+      if (!q.GuardsIntact() || !k.GuardsIntact() || !v.GuardsIntact() || !s.GuardsIntact() ||
+          !z.GuardsIntact() || !out.GuardsIntact() || !s_comp.GuardsIntact() ||
+          !z_comp.GuardsIntact()) {
+        ++failures;
+        FAIL_CHECK("wrote outside an array, step " << step);
+      }
+    });
   }
   return failures;
 }
@@ -100,39 +112,33 @@ TEST_CASE("LinearAttentionStep: m swept 0..64 and beyond, several c") {
   std::vector<size_t> ms;
   for (size_t m = 0; m <= 64; ++m) ms.push_back(m);
   for (size_t m : {65, 100, 127, 128, 129, 256}) ms.push_back(m);
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(2024);
-    for (size_t c : {1, 2, 3, 7, 16, 17, 32, 33, 64}) {
-      for (size_t m : ms) {
-        INFO("c=" << c << " m=" << m);
-        CHECK(CheckSteps(rng, c, m, (c + m) % 4, 3) == 0);
-      }
+  std::mt19937 rng(2024);
+  for (size_t c : {1, 2, 3, 7, 16, 17, 32, 33, 64}) {
+    for (size_t m : ms) {
+      INFO("c=" << c << " m=" << m);
+      CHECK(CheckSteps(rng, c, m, (c + m) % 4, 3) == 0);
     }
-  });
+  }
 }
 
 TEST_CASE("LinearAttentionStep: plain sums (null compensations), m and c swept") {
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(5);
-    for (size_t c : {1, 3, 16, 17, 32, 64}) {
-      for (size_t m = 0; m <= 70; ++m) {
-        INFO("c=" << c << " m=" << m);
-        CHECK(CheckSteps(rng, c, m, (c + m) % 4, 3, /*compensated=*/false) == 0);
-      }
+  std::mt19937 rng(5);
+  for (size_t c : {1, 3, 16, 17, 32, 64}) {
+    for (size_t m = 0; m <= 70; ++m) {
+      INFO("c=" << c << " m=" << m);
+      CHECK(CheckSteps(rng, c, m, (c + m) % 4, 3, /*compensated=*/false) == 0);
     }
-  });
+  }
 }
 
 TEST_CASE("LinearAttentionStep: c swept 0..64 at m = 32, 64") {
-  ForEachTarget([&](const std::string&) {
-    std::mt19937 rng(77);
-    for (size_t c = 0; c <= 64; ++c) {
-      for (size_t m : {32, 64}) {
-        INFO("c=" << c << " m=" << m);
-        CHECK(CheckSteps(rng, c, m, c % 4, 2) == 0);
-      }
+  std::mt19937 rng(77);
+  for (size_t c = 0; c <= 64; ++c) {
+    for (size_t m : {32, 64}) {
+      INFO("c=" << c << " m=" << m);
+      CHECK(CheckSteps(rng, c, m, c % 4, 2) == 0);
     }
-  });
+  }
 }
 
 TEST_CASE("LinearAttentionStep: long sequence stays close to the reference") {
