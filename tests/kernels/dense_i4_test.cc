@@ -415,6 +415,10 @@ TEST_CASE("DenseI4DotQuantized: batch 16 and up, groups, odd outputs, all target
     for (size_t in : {group, 3 * group, 1024 + group, size_t{2080}}) {
       if (in % group != 0) continue;
       for (size_t batch : {16, 17, 33, 64}) {
+        // Short sweeps (arm64): no GEMM there; the tiles take 4 rows at a time
+        // (NEON; SVE2_128 and SVE run a scalar loop, a row at a time), so 33 and
+        // 64 rows repeat 17 and 16.
+        if (ShortSweeps() && batch > 17) continue;
         for (size_t out : {1, 7, 17, 33, 47}) {
           if (++k % 2 == 0 && in > 1024) continue;
           const I4Case c{batch, in,    out,        group,      k % 3 * 5,

@@ -478,6 +478,11 @@ TEST_CASE("K-quants: Dense on every target, batches, shapes, strides, misaligned
     std::mt19937 rng(5 + static_cast<unsigned>(type));
     size_t k = 0;
     for (size_t batch : batches) {
+      // Short sweeps (arm64): from kMaxB + 1 = 4 rows the weights are widened
+      // and the f32 row tiles take blocks of 3 and 2 rows: 4 (2 + 2), 9 (3 × 3)
+      // and 33 rows run both; 5, 6, 7 and 16 (x86's fused rows up to 6 and
+      // its panels) repeat them.
+      if (ShortSweeps() && (batch == 5 || batch == 6 || batch == 7 || batch == 16)) continue;
       for (size_t in : ins) {
         for (size_t out : outs) {
           ++k;

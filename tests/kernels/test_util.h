@@ -48,6 +48,29 @@ inline const std::vector<int64_t>& TestTargets() {
   return targets;
 }
 
+// The environment variable that shortens the sweeps on arm64 (the aarch64
+// test preset sets it: there the kernels run under qemu). A sweep then leaves
+// out the cases that only repeat, on arm64's targets, code that another of its
+// cases runs: shapes that exist for x86's GEMMs and batch panels, batches the
+// arm64 tiles split into the same row blocks as smaller ones, flag
+// combinations crossed with every input size. Each sweep says what it leaves
+// out and why no arm64 path goes with it (docs/testing.md). Ignored on other
+// architectures: the native presets run every case.
+inline constexpr char kShortSweepsVariable[] = "RECUR_TEST_SHORT_SWEEPS";
+
+// True on arm64 with kShortSweepsVariable set (not empty, not "0").
+inline bool ShortSweeps() {
+#if HWY_ARCH_ARM_A64
+  static const bool on = [] {
+    const char* v = std::getenv(kShortSweepsVariable);
+    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+#else
+  return false;
+#endif
+}
+
 // Runs f(target_name) once per target with dynamic dispatch pinned to it;
 // AVX3 twice on a CPU with AVX512-VNNI: as AVX3_VNNI, then without VNNI.
 template <class F>
