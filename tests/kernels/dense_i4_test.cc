@@ -131,16 +131,13 @@ size_t CheckFloat(std::mt19937& rng, const I4Case& c, Path path) {
   I4Layer layer(rng, c.in, c.out, c.group, c.misaligned, c.bias ? bias.data() : nullptr);
   const DenseWeights& w = layer.w;
   const std::vector<float> y_prev(y.data(), y.data() + y.size());
+  const std::vector<double> decoded = DecodedWeights(w);
   std::vector<float> y_ref = y_prev;
-  ref::Dense(x.data(), x_stride, c.batch, w, y_ref.data(), y_stride, c.accumulate);
-  std::vector<double> decoded(c.out * c.in);
-  for (size_t o = 0; o < c.out; ++o) {
-    for (size_t i = 0; i < c.in; ++i) decoded[o * c.in + i] = std::fabs(ref::DecodeWeight(w, o, i));
-  }
+  RefDense(x.data(), x_stride, c.batch, w, decoded, y_ref.data(), y_stride, c.accumulate);
   const std::vector<double> tol = DenseTolerances(
       x.data(), x_stride, c.batch, c.in, c.out,
-      [&](size_t o, size_t i) { return decoded[o * c.in + i]; }, w.bias, c.accumulate, y_prev,
-      y_stride);
+      [&](size_t o, size_t i) { return std::fabs(decoded[o * c.in + i]); }, w.bias, c.accumulate,
+      y_prev, y_stride);
   size_t failures = 0;
   ForEachTarget([&](const std::string&) {
     std::copy(y_prev.begin(), y_prev.end(), y.data());
@@ -576,11 +573,12 @@ struct ActivationRoundingRef {
   ActivationRoundingRef(const std::vector<float>& x, size_t batch, const DenseWeights& w)
       : y_exact(batch * w.out), sum_w(w.out), sum_xw(batch * w.out) {
     const size_t in = w.in, out = w.out;
-    ref::Dense(x.data(), in, batch, w, y_exact.data(), out, false);
+    const std::vector<double> decoded = DecodedWeights(w);
+    RefDense(x.data(), in, batch, w, decoded, y_exact.data(), out, false);
     std::vector<double> abs_w(in);
     for (size_t o = 0; o < out; ++o) {
       for (size_t i = 0; i < in; ++i) {
-        abs_w[i] = std::fabs(ref::DecodeWeight(w, o, i));
+        abs_w[i] = std::fabs(decoded[o * in + i]);
         sum_w[o] += abs_w[i];
       }
       for (size_t b = 0; b < batch; ++b) {

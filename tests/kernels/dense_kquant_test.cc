@@ -430,16 +430,13 @@ size_t CheckKQuant(std::mt19937& rng, const KQuantCase& c) {
   w.in = static_cast<uint32_t>(c.in);
   w.out = static_cast<uint32_t>(c.out);
   const std::vector<float> y_prev(y.data(), y.data() + y.size());
+  const std::vector<double> decoded = DecodedWeights(w);
   std::vector<float> y_ref = y_prev;
-  ref::Dense(x.data(), x_stride, c.batch, w, y_ref.data(), y_stride, c.accumulate);
-  std::vector<double> decoded(c.out * c.in);
-  for (size_t o = 0; o < c.out; ++o) {
-    for (size_t i = 0; i < c.in; ++i) decoded[o * c.in + i] = std::fabs(ref::DecodeWeight(w, o, i));
-  }
+  RefDense(x.data(), x_stride, c.batch, w, decoded, y_ref.data(), y_stride, c.accumulate);
   const std::vector<double> tol = DenseTolerances(
       x.data(), x_stride, c.batch, c.in, c.out,
-      [&](size_t o, size_t i) { return decoded[o * c.in + i]; }, w.bias, c.accumulate, y_prev,
-      y_stride);
+      [&](size_t o, size_t i) { return std::fabs(decoded[o * c.in + i]); }, w.bias, c.accumulate,
+      y_prev, y_stride);
   size_t failures = 0;
   ForEachTarget([&](const std::string&) {
     std::copy(y_prev.begin(), y_prev.end(), y.data());

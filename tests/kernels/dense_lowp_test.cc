@@ -219,25 +219,9 @@ size_t CheckLowp(std::mt19937& rng, const LowpCase& c) {
   w.in = static_cast<uint32_t>(c.in);
   w.out = static_cast<uint32_t>(c.out);
   const std::vector<float> y_prev(y.data(), y.data() + y.size());
-  // ref::Dense's sums (the same double operations in the same order) over the
-  // weights decoded once by ref::DecodeWeight, whose magnitudes the
-  // tolerances take too.
-  std::vector<double> decoded(size_t{w.out} * w.in);
-  for (size_t o = 0; o < w.out; ++o) {
-    for (size_t i = 0; i < w.in; ++i) decoded[o * w.in + i] = ref::DecodeWeight(w, o, i);
-  }
+  const std::vector<double> decoded = DecodedWeights(w);
   std::vector<float> y_ref = y_prev;
-  for (size_t o = 0; o < w.out; ++o) {
-    const double* row = decoded.data() + o * w.in;
-    for (size_t b = 0; b < c.batch; ++b) {
-      const float* xb = x.data() + b * x_stride;
-      double s = 0.0;
-      for (size_t i = 0; i < w.in; ++i) s += static_cast<double>(xb[i]) * row[i];
-      if (w.bias) s += w.bias[o];
-      if (c.accumulate) s += y_ref[b * y_stride + o];
-      y_ref[b * y_stride + o] = static_cast<float>(s);
-    }
-  }
+  RefDense(x.data(), x_stride, c.batch, w, decoded, y_ref.data(), y_stride, c.accumulate);
   const std::vector<double> tol = DenseTolerances(
       x.data(), x_stride, c.batch, w.in, w.out,
       [&](size_t o, size_t i) { return std::fabs(decoded[o * w.in + i]); }, w.bias, c.accumulate,
@@ -837,8 +821,10 @@ std::vector<double> I8Tolerances(const I8Case& c, const int8_t* q, size_t q_stri
   for (size_t b = 0; b < c.batch; ++b) {
     for (size_t o = 0; o < c.out; ++o) {
       const size_t k = b * y_stride + o;
-      double sum = 0;
-      for (size_t i = 0; i < c.in; ++i) sum += static_cast<double>(q[b * q_stride + i]) * qw[o * c.in + i];
+      // The sum is exact either way (|Σ| < 2^31): in integers, as the kernels.
+      int64_t isum = 0;
+      for (size_t i = 0; i < c.in; ++i) isum += int64_t{q[b * q_stride + i]} * qw[o * c.in + i];
+      const double sum = static_cast<double>(isum);
       double mag = std::fabs(sum * w.scales[o] * q_scales[b]);
       if (w.bias) mag += std::fabs(w.bias[o]);
       if (c.accumulate) mag += std::fabs(y_prev[k]);

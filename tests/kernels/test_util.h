@@ -17,6 +17,7 @@
 #include "hwy/highway.h"
 #include "hwy/targets.h"
 #include "kernels/dense/dense.h"
+#include "kernels/dense/dense_ref.h"
 #include "kernels/dispatch/target_limit.h"
 #include "tolerance.h"
 
@@ -144,6 +145,34 @@ inline double QuantizeS8HalfStep(double s) { return 0.5 * s * (1 + 762 * 0x1p-24
 // with FMA), the bias and the accumulate add; `extra` more for an int8
 // weight widened to f32 (scale·q).
 inline double DenseRoundings(size_t in, size_t extra = 0) { return double(in) + 2 + extra; }
+
+// ref::DecodeWeight of every weight of w, row-major (out × in).
+inline std::vector<double> DecodedWeights(const DenseWeights& w) {
+  std::vector<double> decoded(size_t{w.out} * w.in);
+  for (size_t o = 0; o < w.out; ++o) {
+    for (size_t i = 0; i < w.in; ++i) decoded[o * w.in + i] = ref::DecodeWeight(w, o, i);
+  }
+  return decoded;
+}
+
+// ref::Dense(x, x_stride, batch, w, y, y_stride, accumulate) over w's weights
+// decoded once (DecodedWeights), which the tolerances take too: the same
+// double operations in the same order, so the same bits.
+inline void RefDense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
+                     const std::vector<double>& decoded, float* y, size_t y_stride,
+                     bool accumulate) {
+  for (size_t o = 0; o < w.out; ++o) {
+    const double* row = decoded.data() + o * w.in;
+    for (size_t b = 0; b < batch; ++b) {
+      const float* xb = x + b * x_stride;
+      double s = 0.0;
+      for (size_t i = 0; i < w.in; ++i) s += static_cast<double>(xb[i]) * row[i];
+      if (w.bias) s += w.bias[o];
+      if (accumulate) s += y[b * y_stride + o];
+      y[b * y_stride + o] = static_cast<float>(s);
+    }
+  }
+}
 
 // The tolerance of each Dense output against its double reference:
 // recur::impl::testing::Float32SumBound(DenseRoundings(in, extra))·mag, mag =
