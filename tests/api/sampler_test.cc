@@ -306,7 +306,7 @@ TEST_CASE("penalties: no options, zero options or no recent tokens change nothin
   for (size_t t = 0; t < logits.size(); ++t) CHECK(SameBits(logits[t], kPenaltyLogits[t]));
 }
 
-TEST_CASE("penalties: bad arguments are errors that name them; the logits stay as they were") {
+TEST_CASE("penalties: bad arguments are errors that name them, the logits left as they were") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   struct Case {
