@@ -157,20 +157,12 @@ inline std::vector<double> DecodedWeights(const DenseWeights& w) {
 
 // ref::Dense(x, x_stride, batch, w, y, y_stride, accumulate) over w's weights
 // decoded once (DecodedWeights), which the tolerances take too: the same
-// double operations in the same order, so the same bits.
+// per-output sums (ref::DenseOutput), so the same bits.
 inline void RefDense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
                      const std::vector<double>& decoded, float* y, size_t y_stride,
                      bool accumulate) {
   for (size_t o = 0; o < w.out; ++o) {
-    const double* row = decoded.data() + o * w.in;
-    for (size_t b = 0; b < batch; ++b) {
-      const float* xb = x + b * x_stride;
-      double s = 0.0;
-      for (size_t i = 0; i < w.in; ++i) s += static_cast<double>(xb[i]) * row[i];
-      if (w.bias) s += w.bias[o];
-      if (accumulate) s += y[b * y_stride + o];
-      y[b * y_stride + o] = static_cast<float>(s);
-    }
+    ref::DenseOutput(x, x_stride, batch, w, o, decoded.data() + o * w.in, y, y_stride, accumulate);
   }
 }
 

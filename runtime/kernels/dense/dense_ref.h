@@ -206,20 +206,26 @@ inline double DecodeWeight(const DenseWeights& w, size_t o, size_t i) {
   return std::numeric_limits<double>::quiet_NaN();
 }
 
+// Output o of every batch row, from w's row o decoded (`row`, w.in values).
+inline void DenseOutput(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
+                        size_t o, const double* row, float* y, size_t y_stride, bool accumulate) {
+  for (size_t b = 0; b < batch; ++b) {
+    const float* xb = x + b * x_stride;
+    double s = 0.0;
+    for (size_t i = 0; i < w.in; ++i) s += static_cast<double>(xb[i]) * row[i];
+    if (w.bias) s += w.bias[o];
+    if (accumulate) s += y[b * y_stride + o];
+    y[b * y_stride + o] = static_cast<float>(s);
+  }
+}
+
 // Same contract as recur::impl::kernels::Dense(x, x_stride, batch, DenseWeights, ...).
 inline void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
                   float* y, size_t y_stride, bool accumulate) {
   std::vector<double> row(w.in);
   for (size_t o = 0; o < w.out; ++o) {
     for (size_t i = 0; i < w.in; ++i) row[i] = DecodeWeight(w, o, i);
-    for (size_t b = 0; b < batch; ++b) {
-      const float* xb = x + b * x_stride;
-      double s = 0.0;
-      for (size_t i = 0; i < w.in; ++i) s += static_cast<double>(xb[i]) * row[i];
-      if (w.bias) s += w.bias[o];
-      if (accumulate) s += y[b * y_stride + o];
-      y[b * y_stride + o] = static_cast<float>(s);
-    }
+    DenseOutput(x, x_stride, batch, w, o, row.data(), y, y_stride, accumulate);
   }
 }
 
