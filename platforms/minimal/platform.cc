@@ -26,4 +26,6 @@ void DefaultLog(void*, recur_status, const char*) {}
 
 void DefaultAdviseHugePages(void*, size_t) {}
 
+size_t DefaultLastLevelCacheBytes(void*) { return 0; }
+
 }  // namespace recur::impl::platform

@@ -106,6 +106,41 @@ uint64_t DefaultNowNs(void*) {
 
 void DefaultLog(void*, recur_status, const char*) {}
 
+size_t DefaultLastLevelCacheBytes(void*) {
+  // Linux: index0, index1, ... of CPU 0, each with its level, type and size
+  // ("32768K"); the data or unified cache of the highest level.
+  static const size_t bytes = [] {
+    size_t best = 0;
+    int best_level = 0;
+    for (int index = 0; index < 16; ++index) {
+      char path[96];
+      const auto read = [&](const char* name, char* text, size_t n) {
+        std::snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/%s", index,
+                      name);
+        FILE* f = std::fopen(path, "r");
+        if (f == nullptr) return false;
+        const bool ok = std::fgets(text, int(n), f) != nullptr;
+        std::fclose(f);
+        return ok;
+      };
+      char level[16], type[32], size[32];
+      if (!read("level", level, sizeof(level))) break;
+      if (!read("type", type, sizeof(type)) || !read("size", size, sizeof(size))) continue;
+      if (std::strncmp(type, "Instruction", 11) == 0) continue;
+      char* unit = nullptr;
+      const unsigned long long n = std::strtoull(size, &unit, 10);
+      const size_t scale = *unit == 'K' ? 1024 : *unit == 'M' ? size_t{1} << 20 : 1;
+      const int l = std::atoi(level);
+      if (l >= best_level && n > 0) {
+        best_level = l;
+        best = size_t(n) * scale;
+      }
+    }
+    return best;
+  }();
+  return bytes;
+}
+
 void DefaultAdviseHugePages(void* data, size_t size) {
 #ifdef MADV_HUGEPAGE
   // madvise takes whole pages; the range's partial pages at either end are left out.

@@ -22,14 +22,23 @@ constexpr size_t kMaxTimedRows = 512;
 
 // What a timing depends on (weights' values do not matter).
 using ShapeKey =
-    std::tuple<uint32_t, uint32_t, int, bool, bool, size_t, size_t, bool, bool, bool, int>;
-//             in        out       type bias  acc   rows    threads pack  narrow steps int8
+    std::tuple<uint32_t, uint32_t, int, bool, bool, size_t, size_t, bool, bool, bool, int, bool>;
+//             in        out       type bias  acc   rows    threads pack  narrow steps int8 memory
 
 ShapeKey KeyOf(const DenseView& d, bool accumulate, size_t rows, size_t threads,
                const DensePlan& plan) {
-  return {d.in,          d.out,   int(d.type),       d.bias != nullptr,  accumulate,
-          rows,          threads, plan.pack_weights, plan.narrow_panels, plan.pack_for_steps,
-          int(plan.int8)};
+  return {d.in,
+          d.out,
+          int(d.type),
+          d.bias != nullptr,
+          accumulate,
+          rows,
+          threads,
+          plan.pack_weights,
+          plan.narrow_panels,
+          plan.pack_for_steps,
+          int(plan.int8),
+          plan.weights_from_memory};
 }
 
 // Process-wide: sessions of the same shapes (forks, parity runs, benchmarks)
@@ -68,8 +77,8 @@ void RunDense(const DenseView& d, const float* x, size_t rows, float* y, bool ac
 
 Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector<size_t> rows,
                            const char* forced, bool pack_weights, bool narrow_panels,
-                           bool pack_for_steps, kernels::Int8Activations int8, ThreadPool* pool,
-                           std::unique_ptr<DenseRunner>* out) {
+                           bool pack_for_steps, kernels::Int8Activations int8, bool from_memory,
+                           ThreadPool* pool, std::unique_ptr<DenseRunner>* out) {
   out->reset();
   const DenseBackend* highway = backends::HighwayBackend();
   const DenseBackend* only = nullptr;
@@ -87,10 +96,12 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
   std::unique_ptr<DenseRunner> r(new DenseRunner);
   r->pool_ = pool;
   r->int8_ = int8;
+  r->from_memory_ = from_memory;
   r->rows_ = rows;
   const size_t threads = pool->threads();
   // What every layer's plan shares (its accumulate is set per layer group below).
-  const DensePlan options{rows, false, pool, pack_weights, narrow_panels, pack_for_steps, int8};
+  const DensePlan options{rows,          false,          pool, pack_weights,
+                          narrow_panels, pack_for_steps, int8, from_memory};
 
   // Layers with the same shape share one measurement.
   std::map<ShapeKey, std::vector<const DenseLayerUse*>> groups;
@@ -248,6 +259,7 @@ std::string DenseRunner::Summary() const {
     std::snprintf(buf, sizeof(buf), "; weight copies %.1f MB", double(bytes) * 1e-6);
     text += buf;
   }
+  if (from_memory_) text += "; weights from memory";
   return text;
 }
 

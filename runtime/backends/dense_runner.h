@@ -35,19 +35,20 @@ class DenseRunner {
   // pack_weights: DensePlan::pack_weights (with it unset, the automatic
   // choice also skips backends that always copy weights). narrow_panels:
   // DensePlan::narrow_panels. pack_for_steps: DensePlan::pack_for_steps. int8: DensePlan::int8, how
-  // highway runs int8 layers.
+  // highway runs int8 layers. from_memory: DensePlan::weights_from_memory.
   static Status Create(const std::vector<DenseLayerUse>& layers, std::vector<size_t> rows,
                        const char* forced, bool pack_weights, bool narrow_panels,
-                       bool pack_for_steps, kernels::Int8Activations int8, ThreadPool* pool,
-                       std::unique_ptr<DenseRunner>* out);
+                       bool pack_for_steps, kernels::Int8Activations int8, bool from_memory,
+                       ThreadPool* pool, std::unique_ptr<DenseRunner>* out);
 
   // y = x·Wᵀ + b (+ y) for `rows` rows of layer `d` with its chosen op: the
   // one planned for the smallest planned count ≥ rows, else the largest.
   // Layers the runner does not know run on highway.
   void Run(const DenseView& d, const float* x, size_t rows, float* y, bool accumulate) const;
 
-  // "rows 64: onednn x33 highway x2; rows 4096: ...; weight copies 25.8 MB"
-  // (layers per backend, then memory_bytes() when nonzero).
+  // "rows 64: onednn x33 highway x2; rows 4096: ...; weight copies 25.8 MB;
+  // weights from memory" (layers per backend, then memory_bytes() when
+  // nonzero, then whether the layers were prepared as read from memory).
   std::string Summary() const;
   // Bytes the prepared ops hold besides the model (packed weights, scratch).
   size_t memory_bytes() const;
@@ -64,6 +65,7 @@ class DenseRunner {
   };
   ThreadPool* pool_ = nullptr;
   kernels::Int8Activations int8_ = kernels::Int8Activations::kFloat;
+  bool from_memory_ = false;
   std::vector<size_t> rows_;
   std::vector<const DenseView*> order_;  // layers in model order, for Summary
   std::unordered_map<const DenseView*, Layer> layers_;

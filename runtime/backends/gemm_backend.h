@@ -55,6 +55,10 @@ struct DensePlan {
   bool pack_for_steps = false;
   // How highway runs int8 weights (other backends ignore it).
   kernels::Int8Activations int8 = kernels::Int8Activations::kFloat;
+  // The session's weights exceed the last-level cache, so every layer comes
+  // from DRAM at each step: highway runs its layers with
+  // DenseWeights::from_memory (one-row calls stream small layers too).
+  bool weights_from_memory = false;
 };
 
 class PreparedDense {

@@ -31,8 +31,11 @@ namespace {
 
 class HighwayDense final : public PreparedDense {
  public:
-  HighwayDense(const DenseView& d, ThreadPool* pool, kernels::Int8Activations int8)
-      : d_(d), pool_(pool), int8_(int8) {}
+  HighwayDense(const DenseView& d, ThreadPool* pool, kernels::Int8Activations int8,
+               bool from_memory)
+      : d_(d), pool_(pool), int8_(int8) {
+    d_.from_memory = from_memory;
+  }
 
   // Whether the layer runs on block-quantised activations (DenseBlockQ8).
   bool Blocks(size_t rows) const {
@@ -176,7 +179,7 @@ class Highway final : public DenseBackend {
   bool Supports(const DenseView&) const override { return true; }
   Status Prepare(const DenseView& d, const DensePlan& plan,
                  std::unique_ptr<PreparedDense>* out) const override {
-    auto op = std::make_unique<HighwayDense>(d, plan.pool, plan.int8);
+    auto op = std::make_unique<HighwayDense>(d, plan.pool, plan.int8, plan.weights_from_memory);
     // Packed only if some planned count of kPackedMinRows or more would use it
     // (Run takes block-quantised and integer-dot rows before the packed GEMM).
     bool pack = false, tiles = false;

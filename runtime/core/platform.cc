@@ -10,8 +10,9 @@
 namespace recur::impl::platform {
 namespace {
 
-constexpr recur_platform kDefaults{sizeof(recur_platform), nullptr, DefaultMapFile,
-                                   DefaultUnmapFile, DefaultNowNs, DefaultLog};
+constexpr recur_platform kDefaults{sizeof(recur_platform),    nullptr,      DefaultMapFile,
+                                   DefaultUnmapFile,          DefaultNowNs, DefaultLog,
+                                   DefaultLastLevelCacheBytes};
 recur_platform g_platform = kDefaults;
 
 }  // namespace
@@ -22,10 +23,12 @@ Status SetPlatform(const recur_platform* p) {
     g_platform = defaults;
     return Status::Ok();
   }
-  constexpr FieldSpan kFields[] = {
-      RECUR_FIELD_SPAN(recur_platform, user), RECUR_FIELD_SPAN(recur_platform, map_file),
-      RECUR_FIELD_SPAN(recur_platform, unmap_file), RECUR_FIELD_SPAN(recur_platform, now_ns),
-      RECUR_FIELD_SPAN(recur_platform, log)};
+  constexpr FieldSpan kFields[] = {RECUR_FIELD_SPAN(recur_platform, user),
+                                   RECUR_FIELD_SPAN(recur_platform, map_file),
+                                   RECUR_FIELD_SPAN(recur_platform, unmap_file),
+                                   RECUR_FIELD_SPAN(recur_platform, now_ns),
+                                   RECUR_FIELD_SPAN(recur_platform, log),
+                                   RECUR_FIELD_SPAN(recur_platform, last_level_cache_bytes)};
   static_assert(CoversStruct<recur_platform>(kFields));
   if (p->struct_size < sizeof(size_t) || p->struct_size > sizeof(recur_platform) ||
       SplitsAField(p->struct_size, kFields)) {
@@ -44,6 +47,9 @@ Status SetPlatform(const recur_platform* p) {
   }
   if (next.now_ns == nullptr) next.now_ns = defaults.now_ns;
   if (next.log == nullptr) next.log = defaults.log;
+  if (next.last_level_cache_bytes == nullptr) {
+    next.last_level_cache_bytes = defaults.last_level_cache_bytes;
+  }
   g_platform = next;
   return Status::Ok();
 }
@@ -73,6 +79,11 @@ void UnmapFile(MappedFile* file) {
 }
 
 uint64_t NowNs() { return g_platform.now_ns(g_platform.user); }
+
+size_t LastLevelCacheBytes() {
+  const size_t bytes = g_platform.last_level_cache_bytes(g_platform.user);
+  return bytes == 0 ? kAssumedLastLevelCacheBytes : bytes;
+}
 
 void LogError(recur_status status, const char* message) {
   g_platform.log(g_platform.user, status, message);

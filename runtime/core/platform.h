@@ -39,6 +39,7 @@ void DefaultLog(void* user, recur_status status, const char* message);
 // changes no contents. Weights a step streams whole then take a TLB miss per
 // 2 MiB instead of per 4 KiB.
 void DefaultAdviseHugePages(void* data, size_t size);
+size_t DefaultLastLevelCacheBytes(void* user);
 
 // Installs `p` (null members: the defaults; null: all defaults).
 Status SetPlatform(const recur_platform* p);
@@ -50,6 +51,12 @@ void UnmapFile(MappedFile* file);
 
 // The current platform's clock, in nanoseconds.
 uint64_t NowNs();
+
+// What LastLevelCacheBytes assumes where the platform does not know.
+inline constexpr size_t kAssumedLastLevelCacheBytes = size_t{8} << 20;
+// The current platform's last-level cache size in bytes, or
+// kAssumedLastLevelCacheBytes where it returns 0.
+size_t LastLevelCacheBytes();
 
 // Hands an error to the current platform's log.
 void LogError(recur_status status, const char* message);

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "backends/dense_op.h"
+#include "core/platform.h"
 #include "hwy/aligned_allocator.h"
 #include "kernels/dense/dense.h"
 #include "kernels/elementwise/elementwise.h"
@@ -324,9 +325,11 @@ Status Session::PrepareDense() {
   const bool pack = weight_packing_ == 2 || (weight_packing_ == 0 && batch_ >= backends::kPackedMinRows);
   const bool narrow_panels = weight_packing_ == 0 && weight_bytes_ > kNarrowPanelWeightBytes;
   const bool pack_for_steps = weight_packing_ != 1;
-  return DenseRunner::Create(
-      model_->dense_layers, {batch_, batch_ * chunk_}, backend_.c_str(), pack, narrow_panels,
-      pack_for_steps, static_cast<kernels::Int8Activations>(int8_activations_), pool_, &dense_);
+  const bool from_memory = weight_bytes_ > platform::LastLevelCacheBytes();
+  return DenseRunner::Create(model_->dense_layers, {batch_, batch_ * chunk_}, backend_.c_str(),
+                             pack, narrow_panels, pack_for_steps,
+                             static_cast<kernels::Int8Activations>(int8_activations_), from_memory,
+                             pool_, &dense_);
 }
 
 Status Session::CheckInput(const int32_t* tokens, const float* features, size_t count,

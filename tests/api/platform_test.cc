@@ -1,5 +1,13 @@
-// recur_set_platform: an application's own file, clock and log functions
-// (the platform layer of docs/design.md), and the errors of the table itself.
+// recur_set_platform: an application's own file, clock, log and cache-size
+// functions (the platform layer of docs/design.md), and the errors of the
+// table itself.
+#include "core/platform.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -7,8 +15,6 @@
 #include <string>
 #include <vector>
 
-#include <doctest/doctest.h>
-#include "core/platform.h"
 #include "recur/recur.h"
 #include "test_models.h"
 
@@ -124,6 +130,90 @@ TEST_CASE("recur_set_platform: partial tables keep the defaults, bad tables are 
   CHECK(std::string(recur_last_error()).find("map_file and unmap_file must be given together") !=
         std::string::npos);
   REQUIRE(recur_set_platform(nullptr) == RECUR_OK);
+}
+
+namespace {
+
+// RWKV-7 with 64 channels: its low-rank, projection and feed-forward layers
+// hold 16-64 KiB of f32 each (~0.6 MB in all).
+const char* kRwkv7Width64Config = R"({
+  "layout": "recur", "d_model": 64, "n_layers": 2, "norm_placement": "pre",
+  "layer_norm_eps": 1e-5, "input": {"kind": "tokens", "vocab_size": 11, "norm": true},
+  "max_positions": 0,
+  "mixer": {"type": "rwkv7", "heads": 2, "head_size": 32, "decay_rank": 64, "rate_rank": 64,
+            "value_rank": 64, "gate_rank": 64},
+  "ffn": {"d_ff": 256, "activation": "relu_squared", "token_mix": true}, "final_norm": true,
+  "head": {"out": 11, "activation": "none"}})";
+
+size_t CacheBytes(void* user) { return *static_cast<const size_t*>(user); }
+
+// 24 steps of one stream (one thread, highway); the outputs, and the
+// session's backends summary in *summary.
+std::vector<float> StepOneStream(recur_model* model, std::string* summary) {
+  recur_session_options options{};
+  options.struct_size = sizeof(options);
+  options.backend = "highway";
+  recur_session* session = nullptr;
+  REQUIRE(recur_session_create(model, &options, &session) == RECUR_OK);
+  *summary = recur_session_backends(session);
+  std::vector<float> all, out(11);
+  for (int32_t t = 0; t < 24; ++t) {
+    const int32_t token = (t * 7) % 11;
+    recur_input in{&token, nullptr, 1};
+    REQUIRE(recur_session_step(session, &in, out.data()) == RECUR_OK);
+    all.insert(all.end(), out.begin(), out.end());
+  }
+  recur_session_free(session);
+  return all;
+}
+
+}  // namespace
+
+TEST_CASE("recur_set_platform: a step's weights beyond last_level_cache_bytes come from memory") {
+  const auto bytes = recur::impl::testing::BuildTestModel(kRwkv7Width64Config, 9);
+  REQUIRE(!bytes.empty());
+  recur_model* model = nullptr;
+  REQUIRE(recur_model_load_buffer(bytes.data(), bytes.size(), nullptr, &model) == RECUR_OK);
+  constexpr char kMarker[] = "weights from memory";
+
+  // The defaults: the model is far smaller than any last-level cache (or the
+  // 8 MiB assumed where the platform does not know).
+  std::string summary;
+  const std::vector<float> cached = StepOneStream(model, &summary);
+  CAPTURE(summary);
+  CHECK(summary.find(kMarker) == std::string::npos);
+
+  size_t cache = 1;
+  recur_platform table{};
+  table.struct_size = sizeof(table);
+  table.user = &cache;
+  table.last_level_cache_bytes = CacheBytes;
+  REQUIRE(recur_set_platform(&table) == RECUR_OK);
+  const std::vector<float> streamed = StepOneStream(model, &summary);
+  CAPTURE(summary);
+  CHECK(summary.find(kMarker) != std::string::npos);
+  // The same outputs up to the order of the sums.
+  REQUIRE(streamed.size() == cached.size());
+  double scale = 1, diff = 0;
+  for (size_t i = 0; i < cached.size(); ++i) {
+    scale = std::max(scale, std::fabs(double(cached[i])));
+    diff = std::max(diff, std::fabs(double(streamed[i]) - double(cached[i])));
+  }
+  CHECK(diff <= 1e-4 * scale);
+
+  // 0: unknown, so 8 MiB.
+  cache = 0;
+  StepOneStream(model, &summary);
+  CHECK(summary.find(kMarker) == std::string::npos);
+  // A table from before last_level_cache_bytes keeps the default.
+  cache = 1;
+  table.struct_size = offsetof(recur_platform, last_level_cache_bytes);
+  REQUIRE(recur_set_platform(&table) == RECUR_OK);
+  StepOneStream(model, &summary);
+  CHECK(summary.find(kMarker) == std::string::npos);
+
+  REQUIRE(recur_set_platform(nullptr) == RECUR_OK);
+  recur_model_free(model);
 }
 
 namespace {

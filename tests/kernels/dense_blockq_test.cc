@@ -651,12 +651,15 @@ TEST_CASE("DenseBlockQ8 and DensePacked on f16 and bf16 layers: every target aga
       if (ShortSweeps() && s.batch == 40) continue;
       // Variants: 0 bias, 1 accumulate, 2 the scratch DenseScratchNeed asks
       // for bound, 3 a bound scratch without room (one row at a time), 4 one
-      // nonzero activation a row (its product is exact: rounded or not).
-      for (int variant = 0; variant < 5; ++variant) {
+      // nonzero activation a row (its product is exact: rounded or not), 5 the
+      // layer read from memory (DenseWeights::from_memory: one row streams
+      // from 16 KiB, so 256 -> 64 too).
+      for (int variant = 0; variant < 6; ++variant) {
         const bool bias_on = variant != 1 && variant != 4, accumulate = variant == 1;
         INFO(WeightTypeName(type) << " batch=" << s.batch << " in=" << s.in << " out=" << s.out
                                   << " variant=" << variant);
         Layer l = RandomNarrowLayer(rng, type, s.in, s.out);
+        l.w.from_memory = variant == 5;
         std::vector<float> bias(std::max<size_t>(1, s.out));
         for (float& b : bias) b = static_cast<float>(rng() % 1000) / 500.0f - 1.0f;
         if (bias_on) l.w.bias = bias.data();

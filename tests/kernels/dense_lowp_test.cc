@@ -134,6 +134,7 @@ struct LowpCase {
   bool packed = false;  // PackDense + DensePacked (two panel ranges) instead of Dense
   size_t group = 32;    // per-group scales: inputs per scale (divides in)
   bool narrow = false;  // with packed: panels of the weights' own type (f16, bf16)
+  bool from_memory = false;  // DenseWeights::from_memory
 };
 
 // Roundings an int8 weight adds to a term's path (scale·q or scale·Σ);
@@ -218,6 +219,7 @@ size_t CheckLowp(std::mt19937& rng, const LowpCase& c) {
   w.bias = c.bias ? bias.data() : nullptr;
   w.in = static_cast<uint32_t>(c.in);
   w.out = static_cast<uint32_t>(c.out);
+  w.from_memory = c.from_memory;
   const std::vector<float> y_prev(y.data(), y.data() + y.size());
   const std::vector<double> decoded = DecodedWeights(w);
   std::vector<float> y_ref = y_prev;
@@ -257,7 +259,7 @@ size_t CheckLowp(std::mt19937& rng, const LowpCase& c) {
          << " batch=" << c_.batch << " in=" << c_.in << " out=" << c_.out << " x_pad=" << c_.x_pad \
          << " y_pad=" << c_.y_pad << " offset=" << c_.offset << " bias=" << c_.bias                \
          << " accumulate=" << c_.accumulate << " packed=" << c_.packed << " group=" << c_.group    \
-         << " narrow=" << c_.narrow);                                                              \
+         << " narrow=" << c_.narrow << " from_memory=" << c_.from_memory);                         \
     CHECK(CheckLowp(rng, c_) == 0);                                                                \
   } while (0)
 
@@ -396,6 +398,32 @@ TEST_CASE("Dense lowp: batch-1 layers of a MiB or more, one stream, all targets"
   }
 }
 
+constexpr WeightType kAllTypes[] = {WeightType::kF32, WeightType::kF16, WeightType::kBF16,
+                                    WeightType::kI8, WeightType::kQ8_0};
+
+// Layers read from memory at every call (DenseWeights::from_memory) stream
+// from 16 KiB: rows of fewer inputs than a vector (3), than four (17, 100),
+// a low-rank layer's shapes (768 -> 64, 64 -> 768), tails of 1 to 3 outputs,
+// layers just under the threshold (tiles), and batches of 2 and 5 (tiles,
+// whatever the flag says).
+TEST_CASE("Dense lowp: layers read from memory, batch 1 from 16 KiB one stream, all targets") {
+  struct Shape {
+    size_t batch, in, out;
+  };
+  const Shape shapes[] = {{1, 3, 2001}, {1, 17, 301}, {1, 100, 45},  {1, 768, 64},
+                          {1, 64, 768}, {1, 64, 63},  {1, 64, 62},   {1, 33, 123},
+                          {2, 64, 768}, {5, 100, 45}, {1, 2048, 257}};
+  for (WeightType type : kAllTypes) {
+    std::mt19937 rng(78);
+    size_t k = 0;
+    for (const Shape& sh : shapes) {
+      ++k;
+      RECUR_CHECK_LOWP(rng, (LowpCase{type, sh.batch, sh.in, sh.out, k % 3, k % 2, k % 4,
+                                      k % 2 == 0, k % 3 != 0, false, 32, false, true}));
+    }
+  }
+}
+
 TEST_CASE("Dense lowp: Rows() slices equal the whole layer") {
   // The threaded engine runs a layer as slices w.Rows(begin, end) writing
   // y + begin; the slices must address the right weights, scales and bias.
@@ -450,9 +478,6 @@ TEST_CASE("Dense lowp: f32 through DenseWeights equals the f32 entry point") {
   Dense(x.data(), in, batch, dw, y2.data(), out, false);
   CHECK(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)) == 0);
 }
-
-constexpr WeightType kAllTypes[] = {WeightType::kF32, WeightType::kF16, WeightType::kBF16,
-                                    WeightType::kI8, WeightType::kQ8_0};
 
 // DensePacked over rows × ins × outs of one weight type (a new stream of
 // `seed`), the pads, offset and flags cycled through the shapes; `narrow`:

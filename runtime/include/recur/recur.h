@@ -680,6 +680,12 @@ typedef struct recur_platform {
    * recur_last_error gives on that thread (e.g. to forward it to a device
    * log). May be called on any thread that calls the library. */
   void (*log)(void* user, recur_status status, const char* message);
+  /* The bytes of the CPU's last-level cache: a session whose step reads more
+   * weights than this reads them from memory at every step and runs even its
+   * small layers as streams. 0 where unknown (8 MiB is then assumed). The
+   * default: on Linux the largest data cache of CPU 0 in
+   * /sys/devices/system/cpu/cpu0/cache (once a process), elsewhere 0. */
+  size_t (*last_level_cache_bytes)(void* user);
 } recur_platform;
 
 /* Replaces the platform functions; NULL members (or a NULL platform) keep the

@@ -9,8 +9,10 @@
 // `in`, so a tile keeps kB×kO vector accumulators (kB batch rows × kO weight
 // rows), streams both with unaligned loads and reduces horizontally at the end:
 //   - batch == 1: a 1×8 tile (8 independent FMA chains) for layers that come
-//     from L2; from 1 MiB of weights (L3 or DRAM) StreamRows instead reads
-//     the rows one after the other as one stream.
+//     from L2; from 1 MiB of weights (L3 or DRAM), or from 16 KiB for the
+//     layers of a model read from DRAM at every step (DenseWeights::
+//     from_memory), StreamRows instead reads the rows one after the other
+//     as one stream.
 //   - batch >= 2: kMaxB×4 tiles (6×4 = 24 accumulators on AVX-512, 3×4 with
 //     16 registers): kB + 4 loads per 4·kB FMAs. The final reduction costs
 //     ~3 shuffle/add ops per output (~20% at in = 256).
@@ -454,6 +456,10 @@ HWY_INLINE void Tile(D d, const float* const* HWY_RESTRICT xr, const TW* HWY_RES
 // and come from L3 or DRAM, where one sequential stream runs at the memory's
 // rate; from L2 the tiles (x loaded once for kOWide rows) are faster.
 inline constexpr size_t kStreamBytes = size_t{1} << 20;
+// The same for layers that come from DRAM whatever their size (DenseWeights::
+// from_memory): RWKV-7's low-rank layers (49-196 KiB, f32 and f16) in a
+// 0.1B model's step ran 4-6% faster as streams (docs/performance.md).
+inline constexpr size_t kStreamBytesFromMemory = size_t{16} << 10;
 // Bytes ahead of its reads that StreamRows prefetches rows with group
 // scales (their per-block work leaves the hardware prefetchers behind:
 // 46-58% of the read probe without it, 66-99% with it, `dense_bench rows`
@@ -466,9 +472,10 @@ inline constexpr size_t kStreamAhead = 8192;
 inline constexpr size_t kStreamMaxX = size_t{16} << 10;
 
 // Whether one row of an (in, out) layer of `weight_bytes` bytes a weight
-// runs StreamRows (on targets that have it).
-HWY_INLINE bool StreamsRows(size_t in, size_t out, size_t weight_bytes) {
-  return in * out * weight_bytes >= kStreamBytes && in * sizeof(float) <= kStreamMaxX;
+// runs StreamRows (on targets that have it); from_memory: DenseWeights'.
+HWY_INLINE bool StreamsRows(size_t in, size_t out, size_t weight_bytes, bool from_memory) {
+  const size_t from = from_memory ? kStreamBytesFromMemory : kStreamBytes;
+  return in * out * weight_bytes >= from && in * sizeof(float) <= kStreamMaxX;
 }
 
 // Prefetches the lines of [ahead + b, ahead + b + n) once (b: a multiple of
@@ -691,7 +698,8 @@ HWY_INLINE float DotRow(D d, const float* HWY_RESTRICT x, const TW* HWY_RESTRICT
 template <WeightScales kS, bool kPairs = false, class D, typename TW>
 HWY_INLINE void RowTiles(D d, const float* x, size_t x_stride, size_t batch, const TW* w,
                          const TileScales& scales, const float* bias, size_t in, size_t out,
-                         float* y, size_t y_stride, bool accumulate) {
+                         float* y, size_t y_stride, bool accumulate,
+                         [[maybe_unused]] bool from_memory) {
 #if HWY_HAVE_SCALABLE
   static_assert(!kPairs, "bf16 pairs need fixed-size vectors");
   for (size_t o = 0; o < out; ++o) {
@@ -706,7 +714,7 @@ HWY_INLINE void RowTiles(D d, const float* x, size_t x_stride, size_t batch, con
   return;
 #else
 #if HWY_TARGET != HWY_SCALAR
-  if (batch == 1 && !kPairs && StreamsRows(in, out, sizeof(TW))) {
+  if (batch == 1 && !kPairs && StreamsRows(in, out, sizeof(TW), from_memory)) {
     return StreamRows<kS>(d, x, w, scales, bias, in, out, y, accumulate);
   }
 #endif
@@ -918,9 +926,10 @@ HWY_INLINE size_t PanelScratchFloats(D, size_t, size_t, size_t) {
 }  // namespace dense_detail
 
 // See dense.h.
+// from_memory: DenseWeights'.
 HWY_INLINE void Dense(const float* x, size_t x_stride, size_t batch, const float* w,
                       const float* bias, size_t in, size_t out, float* y, size_t y_stride,
-                      bool accumulate) {
+                      bool accumulate, bool from_memory) {
   namespace dd = dense_detail;
   if (batch == 0 || out == 0) return;
   const hn::ScalableTag<float> d;
@@ -934,7 +943,7 @@ HWY_INLINE void Dense(const float* x, size_t x_stride, size_t batch, const float
 #endif
 #undef RECUR_DENSE_PANELS
   dd::RowTiles<WeightScales::kNone>(d, x, x_stride, batch, w, dd::TileScales(), bias, in, out, y,
-                                    y_stride, accumulate);
+                                    y_stride, accumulate, from_memory);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -19,8 +19,9 @@ namespace recur::impl::kernels {
 namespace HWY_NAMESPACE {
 
 void DenseImpl(const float* x, size_t x_stride, size_t batch, const float* w, const float* bias,
-               size_t in, size_t out, float* y, size_t y_stride, bool accumulate) {
-  Dense(x, x_stride, batch, w, bias, in, out, y, y_stride, accumulate);
+               size_t in, size_t out, float* y, size_t y_stride, bool accumulate,
+               bool from_memory) {
+  Dense(x, x_stride, batch, w, bias, in, out, y, y_stride, accumulate, from_memory);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -49,7 +50,16 @@ const DenseScratch* BoundDenseScratch() { return t_bound_scratch; }
 
 void Dense(const float* x, size_t x_stride, size_t batch, const float* w, const float* bias,
            size_t in, size_t out, float* y, size_t y_stride, bool accumulate) {
-  HWY_DYNAMIC_DISPATCH(DenseImpl)(x, x_stride, batch, w, bias, in, out, y, y_stride, accumulate);
+  HWY_DYNAMIC_DISPATCH(DenseImpl)
+  (x, x_stride, batch, w, bias, in, out, y, y_stride, accumulate, false);
+}
+
+void DenseF32(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
+              size_t y_stride, bool accumulate) {
+  if (w.type != WeightType::kF32) return;
+  HWY_DYNAMIC_DISPATCH(DenseImpl)
+  (x, x_stride, batch, static_cast<const float*>(w.weight), w.bias, w.in, w.out, y, y_stride,
+   accumulate, w.from_memory);
 }
 
 DenseWeights DenseWeights::Rows(size_t begin, size_t end) const {

@@ -39,6 +39,13 @@ struct DenseWeights {
   // inputs per scale (a multiple of the type's block that divides in).
   const uint16_t* group_scales = nullptr;
   uint32_t group = 0;
+  // The weights come from DRAM at every call (a model larger than the
+  // last-level cache, its layers run one after the other): a call of one
+  // row then reads the layer's rows as one stream
+  // (StreamRows, dense-inl.h) from 16 KiB of weights up, where it otherwise
+  // does from 1 MiB. Only the order of the sums changes. Set by the session
+  // (backends::DensePlan::weights_from_memory).
+  bool from_memory = false;
 
   // Output rows [begin, end) of this layer, as a layer of their own.
   DenseWeights Rows(size_t begin, size_t end) const;
@@ -148,6 +155,11 @@ void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
 // s_b·Σ_g scale[o, g]·(Σ_{i in g} n[o, i]·|q_b[i]| + 8·|Σ_{i in g} q_b[i]|)
 // (n = q_w + 8, the stored nibble: the x86 and arm64 tiles sum n·q_b and
 // subtract 8·Σ q_b per group), plus the rounding of bias and accumulation.
+
+// Dense (the DenseWeights overload) for kF32 weights: the f32 entry point
+// above, with w.from_memory. Does nothing for other weight types.
+void DenseF32(const float* x, size_t x_stride, size_t batch, const DenseWeights& w, float* y,
+              size_t y_stride, bool accumulate);
 
 // Dense (the DenseWeights overload) for kI4 weights: f32 activations, the
 // weights decoded a row at a time. Does nothing for other weight types.

@@ -372,8 +372,8 @@ HWY_INLINE void WidenedDense(D d, const float* x, size_t x_stride, size_t batch,
 #endif
       if (last && rest > 0) {
         RowTiles<WeightScales::kNone>(d, x + panel_rows * x_stride, x_stride, rest, wf,
-                                      TileScales(), bias0, in, rows,
-                                      y + panel_rows * y_stride + o0, y_stride, accumulate);
+                                      TileScales(), bias0, in, rows, y + panel_rows * y_stride + o0,
+                                      y_stride, accumulate, false);
       }
     }
     if (last) break;
@@ -407,13 +407,14 @@ HWY_INLINE void DenseNarrow(const float* x, size_t x_stride, size_t batch, const
       float* xp = pair_floats == 0 ? nullptr : dd::WidenScratch(pair_floats);
       if (xp != nullptr) {
         for (size_t b = 0; b < batch; ++b) dd::PermutePairs(x + b * x_stride, in, N, xp + b * in);
-        dd::RowTiles<kS, true>(d, xp, in, batch, wt, scales, bias, in, out, y, y_stride,
-                               accumulate);
+        dd::RowTiles<kS, true>(d, xp, in, batch, wt, scales, bias, in, out, y, y_stride, accumulate,
+                               w.from_memory);
         return;
       }
     }
 #endif
-    dd::RowTiles<kS>(d, x, x_stride, batch, wt, scales, bias, in, out, y, y_stride, accumulate);
+    dd::RowTiles<kS>(d, x, x_stride, batch, wt, scales, bias, in, out, y, y_stride, accumulate,
+                     w.from_memory);
     return;
   }
 
@@ -436,7 +437,7 @@ HWY_INLINE void DenseRounded(const float* x, size_t x_stride, size_t batch, cons
   const hn::ScalableTag<float> d;
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
   if constexpr (kType == WeightType::kF16) {
-    if (batch == 1 && dd::StreamsRows(w.in, w.out, sizeof(hwy::float16_t))) {
+    if (batch == 1 && dd::StreamsRows(w.in, w.out, sizeof(hwy::float16_t), w.from_memory)) {
       HWY_ALIGN hwy::float16_t xh[dd::kStreamMaxX / sizeof(float)];
       dd::RoundRowToF16(d, x, w.in, xh);
       dd::StreamRows<WeightScales::kNone>(d, static_cast<const hwy::float16_t*>(xh),

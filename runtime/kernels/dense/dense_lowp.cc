@@ -20,7 +20,7 @@ void DenseNarrowImpl(const float* x, size_t x_stride, size_t batch, const DenseW
                      float* y, size_t y_stride, bool accumulate) {
   switch (w.type) {
     case WeightType::kF32:
-      break;  // the f32 entry point handles these (see Dense below)
+      break;  // dense.cc (DenseF32, see Dense below)
     case WeightType::kF16:
       DenseNarrow<WeightType::kF16>(x, x_stride, batch, w, y, y_stride, accumulate);
       return;
@@ -126,8 +126,7 @@ void Dense(const float* x, size_t x_stride, size_t batch, const DenseWeights& w,
            size_t y_stride, bool accumulate) {
   switch (w.type) {  // no default: a type without a case is a -Wswitch warning
     case WeightType::kF32:
-      Dense(x, x_stride, batch, static_cast<const float*>(w.weight), w.bias, w.in, w.out, y,
-            y_stride, accumulate);
+      DenseF32(x, x_stride, batch, w, y, y_stride, accumulate);
       return;
     case WeightType::kF16:
     case WeightType::kBF16:
