@@ -1,6 +1,6 @@
 // Mamba2's SSD mixer (docs/attention-math.md §17): the in-projection over all
-// rows of a call, then per stream the causal depthwise convolution position by
-// position, per stream and head the scalar-decay recurrence
+// rows of a call, then the causal depthwise convolution (ShortConv, with its
+// bias), per stream and head the scalar-decay recurrence
 // (kernels/recurrence), the grouped gated RMS norm and the out-projection.
 #include <algorithm>
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "kernels/recurrence/recurrence.h"
 #include "mixers/mixer.h"
 #include "mixers/projections.h"
+#include "mixers/short_conv.h"
 
 namespace recur::impl {
 namespace {
@@ -23,7 +24,7 @@ float Softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 class Mamba2 final : public Mixer {
  public:
   // S (H, P, N), then the last K − 1 convolution inputs (K − 1, W).
-  size_t state_floats() const override { return s_floats() + (kernel_ - 1) * w_; }
+  size_t state_floats() const override { return s_floats() + conv_.carry_floats(); }
 
   size_t scratch_floats(size_t batch, size_t steps, size_t /*threads*/,
                         size_t /*context*/) const override {
@@ -44,7 +45,8 @@ class Mamba2 final : public Mixer {
     float* dx = conv + rows * w_;    // (rows, I): Δ·x_c
     float* o = dx + rows * inner_;   // (rows, I)
     RunDense(in_proj_, x, rows, proj, false, ctx.pool, ctx.dense);
-    Convolve(proj, batch, steps, states, ctx, conv);
+    // conv (rows, W) from u, the W columns after z in proj's rows.
+    conv_.Run(proj + inner_, batch, steps, states, s_floats(), ctx, conv, pw);
     // Δ over dt in place, and Δ·x_c.
     ctx.pool->ParallelRanges(rows, 16, [&](size_t first, size_t last) {
       for (size_t row = first; row < last; ++row) {
@@ -107,9 +109,9 @@ class Mamba2 final : public Mixer {
       return InvalidModel("%s: Mamba2 groups (%u) must divide heads (%u)", layer.c_str(),
                           t->groups(), t->heads());
     }
-    if (t->conv_kernel() == 0 || t->conv_kernel() > kMaxKernel) {
-      return InvalidModel("%s: Mamba2 conv_kernel must be in [1, %u] (got %u)", layer.c_str(),
-                          kMaxKernel, t->conv_kernel());
+    if (t->conv_kernel() == 0 || t->conv_kernel() > kMaxShortConvKernel) {
+      return InvalidModel("%s: Mamba2 conv_kernel must be in [1, %zu] (got %u)", layer.c_str(),
+                          kMaxShortConvKernel, t->conv_kernel());
     }
     const uint64_t inner = uint64_t{t->heads()} * t->head_dim();
     const uint64_t w = inner + 2 * uint64_t{t->groups()} * t->state_size();
@@ -131,7 +133,6 @@ class Mamba2 final : public Mixer {
     m->p_ = t->head_dim();
     m->n_ = t->state_size();
     m->groups_ = t->groups();
-    m->kernel_ = t->conv_kernel();
     m->inner_ = size_t(inner);
     m->w_ = size_t(w);
     m->eps_ = t->norm_eps();
@@ -143,10 +144,10 @@ class Mamba2 final : public Mixer {
                                             uint32_t(m->proj_width()), d_model, &m->in_proj_));
     RECUR_RETURN_IF_ERROR(
         tensors->GetDense(t->out_proj(), p + "out_proj", d_model, uint32_t(inner), &m->out_proj_));
-    RECUR_RETURN_IF_ERROR(tensors->Get(t->conv_weight(), (p + "conv.weight").c_str(),
-                                       {wi, int64_t(m->kernel_)}, false, &m->conv_weight_));
     RECUR_RETURN_IF_ERROR(
-        tensors->Get(t->conv_bias(), (p + "conv.bias").c_str(), {wi}, false, &m->conv_bias_));
+        m->conv_.Load(t->conv_weight(), p + "conv.weight", uint32_t(w), t->conv_kernel(), tensors));
+    RECUR_RETURN_IF_ERROR(
+        tensors->Get(t->conv_bias(), (p + "conv.bias").c_str(), {wi}, false, &m->conv_.bias));
     RECUR_RETURN_IF_ERROR(
         tensors->Get(t->dt_bias(), (p + "dt_bias").c_str(), {h}, false, &m->dt_bias_));
     RECUR_RETURN_IF_ERROR(tensors->Get(t->a(), (p + "A").c_str(), {h}, false, &m->a_));
@@ -158,56 +159,13 @@ class Mamba2 final : public Mixer {
   }
 
  private:
-  static constexpr uint32_t kMaxKernel = 256;
-
   size_t proj_width() const { return 2 * inner_ + 2 * groups_ * n_ + heads_; }
   size_t s_floats() const { return heads_ * p_ * n_; }
 
-  // conv (rows, W) = silu(conv_bias + Σ_k conv_weight[:, k] ⊙ u_{t−K+1+k}) per
-  // stream, u the W columns after z in proj's rows, earlier rows from the
-  // state; the state then keeps the last K − 1 inputs.
-  void Convolve(const float* proj, size_t batch, size_t steps, float* const* states,
-                const StepContext& ctx, float* conv) const {
-    const size_t pw = proj_width(), k_n = kernel_, keep = k_n - 1;
-    ctx.pool->ParallelRanges(batch, 1, [&](size_t first, size_t last) {
-      const float* in[kMaxKernel];  // the K input rows of one position
-      for (size_t b = first; b < last; ++b) {
-        float* held = states[b] + s_floats();  // (K − 1, W)
-        auto input = [&](size_t t, size_t k) -> const float* {
-          // The input at position t − K + 1 + k of this call (negative: held rows).
-          const size_t at = t + k;  // shifted by K − 1
-          return at >= keep ? proj + (b * steps + at - keep) * pw + inner_ : held + at * w_;
-        };
-        for (size_t t = 0; t < steps; ++t) {
-          for (size_t k = 0; k < k_n; ++k) in[k] = input(t, k);
-          float* out = conv + (b * steps + t) * w_;
-          for (size_t c = 0; c < w_; ++c) {
-            float acc = conv_bias_[c];
-            const float* wc = conv_weight_ + c * k_n;
-            for (size_t k = 0; k < k_n; ++k) acc += wc[k] * in[k][c];
-            out[c] = acc;
-          }
-          kernels::Silu(out, out, w_);
-        }
-        // The new held rows: the last K − 1 inputs of held ++ this call's.
-        for (size_t j = 0; j < keep; ++j) {
-          const size_t at = steps + j;  // index into held ++ call, shifted by K − 1
-          if (at < keep) {
-            std::memmove(held + j * w_, held + at * w_, w_ * sizeof(float));
-          } else {
-            std::memcpy(held + j * w_, proj + (b * steps + at - keep) * pw + inner_,
-                        w_ * sizeof(float));
-          }
-        }
-      }
-    });
-  }
-
-  size_t heads_ = 0, p_ = 0, n_ = 0, groups_ = 1, kernel_ = 1, inner_ = 0, w_ = 0;
+  size_t heads_ = 0, p_ = 0, n_ = 0, groups_ = 1, inner_ = 0, w_ = 0;
   float eps_ = 0.0f, dt_min_ = 0.0f, dt_max_ = 0.0f;
   DenseView in_proj_, out_proj_;
-  const float* conv_weight_ = nullptr;  // (W, K)
-  const float* conv_bias_ = nullptr;    // (W)
+  ShortConv conv_;                      // over W channels, biased
   const float* dt_bias_ = nullptr;      // (H)
   const float* a_ = nullptr;            // (H)
   const float* d_ = nullptr;            // (H)

@@ -1,7 +1,7 @@
-// What the gated recurrent mixers of flash-linear-attention's kind (Gated
-// DeltaNet, GLA; docs/attention-math.md §18, §19) share: the short causal
-// convolution of a projection, with its rolling state, and the output's
-// RMS norm per head with its swish gate.
+// What the gated recurrent mixers share: the short causal convolution of a
+// projection with its rolling state (Mamba2, Gated DeltaNet, GLA;
+// docs/attention-math.md §17-§19), and the output's RMS norm per head with
+// its swish gate (flash-linear-attention's kind: Gated DeltaNet, GLA).
 #ifndef RECUR_MIXERS_SHORT_CONV_H_
 #define RECUR_MIXERS_SHORT_CONV_H_
 
@@ -18,12 +18,18 @@ namespace recur::impl {
 // Gate values silu'd at a time on the stack (GatedRmsNormHeads).
 inline constexpr size_t kSiluChunk = 64;
 
+// The longest convolution ShortConv runs (its input rows are listed on the
+// stack); longer ones are refused when a model loads.
+inline constexpr size_t kMaxShortConvKernel = 256;
+
 // A depthwise causal convolution of `channels` features over the last
-// `kernel` positions, then silu: y_t[c] = silu(Σ_j weight[c][j]·x_{t−K+1+j}[c]),
-// inputs before the stream's first position zeros. Its state per stream is
-// the last K−1 inputs, oldest first: (K−1, channels).
+// `kernel` positions, then silu:
+//   y_t[c] = silu(bias[c] + Σ_j weight[c][j]·x_{t−K+1+j}[c])
+// (kernels::CausalConvSilu), inputs before the stream's first position zeros.
+// Its state per stream is the last K−1 inputs, oldest first: (K−1, channels).
 struct ShortConv {
   const float* weight = nullptr;  // (channels, K)
+  const float* bias = nullptr;    // (channels), or null for none
   size_t channels = 0, kernel = 0;
 
   size_t carry_floats() const { return kernel == 0 ? 0 : (kernel - 1) * channels; }
@@ -36,25 +42,25 @@ struct ShortConv {
     return tensors->Get(index, what.c_str(), {int64_t(width), int64_t(k)}, false, &weight);
   }
 
-  // x (batch, steps, channels) → y (same shape; must not alias x);
-  // states[b] + carry_at is stream b's (K−1, channels) carry, read and then
-  // advanced past x.
+  // x (batch, steps, channels), rows x_stride floats apart (0: channels) →
+  // y (batch, steps, channels), dense, not overlapping x; states[b] + carry_at
+  // is stream b's (K−1, channels) carry, read and then advanced past x.
   void Run(const float* x, size_t batch, size_t steps, float* const* states, size_t carry_at,
-           const StepContext& ctx, float* y) const {
+           const StepContext& ctx, float* y, size_t x_stride = 0) const {
     const size_t c = channels, k = kernel, rows = batch * steps;
+    const size_t xs = x_stride == 0 ? c : x_stride;
+    if (k == 0 || k > kMaxShortConvKernel) return;  // refused at load
     ctx.pool->ParallelRanges(rows, 4, [&](size_t first, size_t last) {
+      const float* in[kMaxShortConvKernel];
       for (size_t row = first; row < last; ++row) {
         const size_t b = row / steps, t = row % steps;
-        float* out = y + row * c;
-        for (size_t i = 0; i < c; ++i) out[i] = 0.0f;
         for (size_t j = 0; j < k; ++j) {
           // Input position t − (K−1) + j: a row of x, or of the carry before it.
           const ptrdiff_t at = ptrdiff_t(t + j) - ptrdiff_t(k - 1);
-          const float* in = at >= 0 ? x + (b * steps + size_t(at)) * c
-                                    : states[b] + carry_at + size_t(ptrdiff_t(k - 1) + at) * c;
-          for (size_t i = 0; i < c; ++i) out[i] += weight[i * k + j] * in[i];
+          in[j] = at >= 0 ? x + (b * steps + size_t(at)) * xs
+                          : states[b] + carry_at + size_t(ptrdiff_t(k - 1) + at) * c;
         }
-        kernels::Silu(out, out, c);
+        kernels::CausalConvSilu(in, weight, bias, k, y + row * c, c);
       }
     });
     if (k <= 1) return;
@@ -63,8 +69,10 @@ struct ShortConv {
         float* carry = states[b] + carry_at;
         const size_t keep = k - 1 > steps ? k - 1 - steps : 0, fresh = k - 1 - keep;
         std::memmove(carry, carry + fresh * c, keep * c * sizeof(float));
-        std::memcpy(carry + keep * c, x + (b * steps + steps - fresh) * c,
-                    fresh * c * sizeof(float));
+        for (size_t j = 0; j < fresh; ++j) {
+          std::memcpy(carry + (keep + j) * c, x + (b * steps + steps - fresh + j) * xs,
+                      c * sizeof(float));
+        }
       }
     });
   }

@@ -9,6 +9,7 @@
 //                                      argument's roundings
 //   LayerNorm, RmsNorm, Softmax, LogSoftmax, Dot   Float32SumBound for the sums
 //   AffineMax, AffineExpAccumulate   see their test
+//   CausalConvSilu                   the sum's roundings through silu, and Silu's
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -178,6 +179,55 @@ TEST_CASE("Silu") {
       CHECK(std::signbit(y));
     }
   });
+}
+
+// The convolution's sum s = bias + Σ_j w_j·x_j rounds at most kernel + 1
+// times (u·(|bias| + Σ|w_j·x_j|) each), |silu'(s)| ≤ 1.1 carries that to y, and
+// silu itself is Silu's error above.
+TEST_CASE("CausalConvSilu: kernels of 1 to 5 taps, with and without bias, all targets") {
+  std::mt19937 rng(8);
+  for (size_t kernel = 1; kernel <= 5; ++kernel) {
+    for (size_t n : Sizes()) {
+      for (bool with_bias : {false, true}) {
+        std::vector<Buffer> rows;
+        rows.reserve(kernel);
+        for (size_t j = 0; j < kernel; ++j) rows.emplace_back(n, (j + n) % 4);
+        Buffer weight(n * kernel, n % 4), bias(n, (n + 1) % 4), y(n, (n + 2) % 4);
+        const float* in[5];
+        for (size_t j = 0; j < kernel; ++j) {
+          FillUniform(rng, rows[j].data(), n, -3.0f, 3.0f);
+          in[j] = rows[j].data();
+        }
+        FillUniform(rng, weight.data(), n * kernel, -1.0f, 1.0f);
+        FillUniform(rng, bias.data(), n, -1.0f, 1.0f);
+        const float* b = with_bias ? bias.data() : nullptr;
+        std::vector<float> want(n);
+        ref::CausalConvSilu(in, weight.data(), b, kernel, want.data(), n);
+        std::vector<double> tol(n);
+        for (size_t c = 0; c < n; ++c) {
+          double mag = b ? std::fabs(double{b[c]}) : 0.0;
+          for (size_t j = 0; j < kernel; ++j) {
+            mag += std::fabs(double{weight.data()[c * kernel + j]} * in[j][c]);
+          }
+          tol[c] = 1.1 * double(kernel + 1) * kU * mag +
+                   (2 * recur::impl::testing::kExpUlps + 3) * kU * std::fabs(double{want[c]}) +
+                   kExpAbsFloor;
+        }
+        ForEachTarget([&](const std::string&) {
+          CausalConvSilu(in, weight.data(), b, kernel, y.data(), n);
+          size_t failures = 0;
+          for (size_t c = 0; c < n; ++c) {
+            if (!(std::fabs(double{y.data()[c]} - want[c]) <= tol[c]) && failures++ < 3) {
+              FAIL_CHECK("kernel=" << kernel << " n=" << n << " bias=" << with_bias << " c=" << c
+                                   << " got " << y.data()[c] << " want " << want[c]);
+            }
+          }
+          CHECK(failures == 0);
+          CHECK(y.GuardsIntact());
+        });
+      }
+    }
+  }
 }
 
 TEST_CASE("AffineExp and Scale") {

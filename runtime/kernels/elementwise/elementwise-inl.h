@@ -171,6 +171,31 @@ HWY_INLINE void Silu(const float* x, float* y, size_t n) {
   });
 }
 
+HWY_INLINE void CausalConvSilu(const float* const* in, const float* weight, const float* bias,
+                               size_t kernel, float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  size_t c = 0;
+  if (kernel == 4) {
+    for (; c + N <= n; c += N) {
+      hn::Vec<decltype(d)> w0, w1, w2, w3;  // taps 0-3 of channels [c, c + N)
+      hn::LoadInterleaved4(d, weight + 4 * c, w0, w1, w2, w3);
+      auto acc = bias ? hn::LoadU(d, bias + c) : hn::Zero(d);
+      acc = hn::MulAdd(w0, hn::LoadU(d, in[0] + c), acc);
+      acc = hn::MulAdd(w1, hn::LoadU(d, in[1] + c), acc);
+      acc = hn::MulAdd(w2, hn::LoadU(d, in[2] + c), acc);
+      acc = hn::MulAdd(w3, hn::LoadU(d, in[3] + c), acc);
+      hn::StoreU(acc, d, y + c);
+    }
+  }
+  for (; c < n; ++c) {
+    float acc = bias ? bias[c] : 0.0f;
+    for (size_t j = 0; j < kernel; ++j) acc += weight[c * kernel + j] * in[j][c];
+    y[c] = acc;
+  }
+  Silu(y, y, n);
+}
+
 HWY_INLINE void AffineExp(const float* x, float a, float b, float* y, size_t n) {
   const hn::ScalableTag<float> d;
   const auto av = hn::Set(d, a), bv = hn::Set(d, b);

@@ -18,6 +18,10 @@ void GeluImpl(const float* x, float* y, size_t n) { Gelu(x, y, n); }
 void EluPlusOneImpl(const float* x, float* y, size_t n) { EluPlusOne(x, y, n); }
 void SigmoidImpl(const float* x, float* y, size_t n) { Sigmoid(x, y, n); }
 void SiluImpl(const float* x, float* y, size_t n) { Silu(x, y, n); }
+void CausalConvSiluImpl(const float* const* in, const float* weight, const float* bias,
+                        size_t kernel, float* y, size_t n) {
+  CausalConvSilu(in, weight, bias, kernel, y, n);
+}
 void AffineExpImpl(const float* x, float a, float b, float* y, size_t n) {
   AffineExp(x, a, b, y, n);
 }
@@ -63,6 +67,7 @@ HWY_EXPORT(GeluImpl);
 HWY_EXPORT(EluPlusOneImpl);
 HWY_EXPORT(SigmoidImpl);
 HWY_EXPORT(SiluImpl);
+HWY_EXPORT(CausalConvSiluImpl);
 HWY_EXPORT(AffineExpImpl);
 HWY_EXPORT(AffineMaxImpl);
 HWY_EXPORT(AffineExpAccumulateImpl);
@@ -84,6 +89,10 @@ void EluPlusOne(const float* x, float* y, size_t n) {
 }
 void Sigmoid(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(SigmoidImpl)(x, y, n); }
 void Silu(const float* x, float* y, size_t n) { HWY_DYNAMIC_DISPATCH(SiluImpl)(x, y, n); }
+void CausalConvSilu(const float* const* in, const float* weight, const float* bias, size_t kernel,
+                    float* y, size_t n) {
+  HWY_DYNAMIC_DISPATCH(CausalConvSiluImpl)(in, weight, bias, kernel, y, n);
+}
 void AffineExp(const float* x, float a, float b, float* y, size_t n) {
   HWY_DYNAMIC_DISPATCH(AffineExpImpl)(x, a, b, y, n);
 }

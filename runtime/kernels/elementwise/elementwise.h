@@ -22,6 +22,17 @@ void Sigmoid(const float* x, float* y, size_t n);
 // convolutions' activation, the gated norms' gate); −0 for finite x below
 // −88 (where |x·σ(x)| < 6e-37); NaN propagates, −∞ gives NaN as x·σ(x) does.
 void Silu(const float* x, float* y, size_t n);
+// One position of a depthwise causal convolution, then silu (Mamba2's conv1d
+// and the short convolutions of Gated DeltaNet and GLA):
+//   y[c] = silu(bias[c] + Σ_{j<kernel} weight[c·kernel + j]·in[j][c])   (c < n)
+// in: `kernel` rows of n inputs, oldest first (in[kernel − 1] the position
+// itself); weight (n, kernel) as PyTorch's depthwise Conv1d keeps it (its
+// axis of 1 dropped); bias (n), or null for none. The sum runs in j order,
+// in f32 (fused multiply-adds on vector targets); vectorised for kernel 4
+// (every published model's), element by element for other sizes. y must not
+// overlap in, weight or bias.
+void CausalConvSilu(const float* const* in, const float* weight, const float* bias, size_t kernel,
+                    float* y, size_t n);
 // y = exp(a·x + b)   (FAVOR+ features, docs/attention-math.md §3)
 void AffineExp(const float* x, float a, float b, float* y, size_t n);
 // y = a·x

@@ -41,6 +41,15 @@ inline void Silu(const float* x, float* y, size_t n) {
   }
 }
 
+inline void CausalConvSilu(const float* const* in, const float* weight, const float* bias,
+                           size_t kernel, float* y, size_t n) {
+  for (size_t c = 0; c < n; ++c) {
+    double s = bias ? double{bias[c]} : 0.0;
+    for (size_t j = 0; j < kernel; ++j) s += double{weight[c * kernel + j]} * in[j][c];
+    y[c] = static_cast<float>(s / (1.0 + std::exp(-s)));
+  }
+}
+
 inline void AffineExp(const float* x, float a, float b, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(std::exp(double{a} * x[i] + b));
 }
