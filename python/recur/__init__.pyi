@@ -153,6 +153,12 @@ class Session:
         top_p: float = 1.0,
         seed: int = 0,
         stop: Union[None, str, Sequence[str]] = None,
+        repeat_penalty: float = 1.0,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        penalty_decay: float = 1.0,
+        penalty_last_n: int = 0,
+        min_p: float = 0.0,
     ) -> Generation:
         """Reads the prompt, then yields up to n token ids, each read into the session."""
     def close(self) -> None: ...

@@ -613,7 +613,7 @@ class Session {
 class Generation {
  public:
   Generation(nb::object session_object, nb::handle prompt, size_t n, float temperature,
-             uint32_t top_k, float top_p, uint64_t seed, nb::handle stop,
+             uint32_t top_k, float top_p, float min_p, uint64_t seed, nb::handle stop,
              const recur_penalty_options& penalties, size_t penalty_last_n)
       : session_object_(std::move(session_object)),
         session_(nb::cast<Session*>(session_object_)),
@@ -628,6 +628,7 @@ class Generation {
     options_.temperature = temperature;
     options_.top_k = top_k;
     options_.top_p = top_p;
+    options_.min_p = min_p;
     if (!(top_p > 0))
       RaiseInvalid("generate: top_p is " + std::to_string(top_p) + "; it must be in (0, 1]");
     const float zero = 0;
@@ -1065,24 +1066,25 @@ NB_MODULE(_recur, m) {
           [](nb::handle self, nb::handle prompt, size_t n, float temperature, uint32_t top_k,
              float top_p, uint64_t seed, nb::handle stop, float repeat_penalty,
              float presence_penalty, float frequency_penalty, float penalty_decay,
-             size_t penalty_last_n) {
+             size_t penalty_last_n, float min_p) {
             recur_penalty_options penalties = recur_penalty_options_default();
             penalties.repeat = repeat_penalty;
             penalties.presence = presence_penalty;
             penalties.frequency = frequency_penalty;
             penalties.decay = penalty_decay;
-            return new Generation(nb::borrow(self), prompt, n, temperature, top_k, top_p, seed,
-                                  stop, penalties, penalty_last_n);
+            return new Generation(nb::borrow(self), prompt, n, temperature, top_k, top_p, min_p,
+                                  seed, stop, penalties, penalty_last_n);
           },
           nb::arg("prompt"), nb::arg("n"), nb::arg("temperature") = 1.0f, nb::arg("top_k") = 0,
           nb::arg("top_p") = 1.0f, nb::arg("seed") = 0, nb::arg("stop") = nb::none(),
           nb::arg("repeat_penalty") = 1.0f, nb::arg("presence_penalty") = 0.0f,
           nb::arg("frequency_penalty") = 0.0f, nb::arg("penalty_decay") = 1.0f,
-          nb::arg("penalty_last_n") = 0,
+          nb::arg("penalty_last_n") = 0, nb::arg("min_p") = 0.0f,
           "Reads `prompt` (text, encoded with the model's vocabulary, or a sequence of token "
           "ids; at least one token) and returns an iterator over up to `n` generated token ids "
           "(a Generation). Each id is drawn with recur_sample from the logits of the token "
           "before (temperature 0 or top_k 1: greedy; top_k 0: all tokens; top_p in (0, 1]; "
+          "min_p in [0, 1], 0: all tokens; "
           "`seed` starts the random generator, so a seed gives the same ids on every "
           "platform), after recur_apply_penalties over the last `penalty_last_n` ids this "
           "generation has drawn (0: all of them; repeat_penalty 1, presence_penalty 0 and "

@@ -66,6 +66,10 @@ def test_a_seed_gives_the_same_ids(model):
         tiny = list(s.generate("hello", 10, temperature=2.0, top_p=1e-6, seed=3))
     with model.session() as s:
         assert tiny == list(s.generate("hello", 10, temperature=0))
+    # So does min_p 1 (no ties at the top here); min_p 0.01 keeps more.
+    with model.session() as s:
+        assert list(s.generate("hello", 10, temperature=2.0, min_p=1.0, seed=3)) == tiny
+    assert run(5, min_p=0.01) != run(5, min_p=1.0)
 
 
 def test_rng_state_advances_one_step_per_draw(model):
@@ -156,6 +160,8 @@ def test_errors(model):
             s.generate("hello", 5, top_p=0)
         with pytest.raises(recur.InvalidArgument, match=r"top_p is 1.5"):
             s.generate("hello", 5, top_p=1.5)
+        with pytest.raises(recur.InvalidArgument, match=r"min_p is 2; it must be in \[0, 1\]"):
+            s.generate("hello", 5, min_p=2)
         with pytest.raises(recur.InvalidArgument, match="repeat_penalty and penalty_decay"):
             s.generate("hello", 5, repeat_penalty=0)
         with pytest.raises(recur.InvalidArgument, match=r"penalty decay is 1.5"):

@@ -108,9 +108,9 @@ constexpr recur::impl::FieldSpan kSessionOptionsFields[] = {
     F(recur_session_options, max_context),     F(recur_session_options, arena),
     F(recur_session_options, arena_size),      F(recur_session_options, state_sums),
     F(recur_session_options, int8_activations)};
-constexpr recur::impl::FieldSpan kSamplerOptionsFields[] = {F(recur_sampler_options, temperature),
-                                                            F(recur_sampler_options, top_k),
-                                                            F(recur_sampler_options, top_p)};
+constexpr recur::impl::FieldSpan kSamplerOptionsFields[] = {
+    F(recur_sampler_options, temperature), F(recur_sampler_options, top_k),
+    F(recur_sampler_options, top_p), F(recur_sampler_options, min_p)};
 constexpr recur::impl::FieldSpan kPenaltyOptionsFields[] = {
     F(recur_penalty_options, repeat), F(recur_penalty_options, presence),
     F(recur_penalty_options, frequency), F(recur_penalty_options, decay)};
@@ -613,6 +613,7 @@ recur_status recur_sample(const float* logits, size_t n, const recur_sampler_opt
     so.temperature = o.temperature;
     so.top_k = o.top_k;
     so.top_p = o.top_p == 0 ? 1.0 : double(o.top_p);
+    so.min_p = o.min_p;
     return Report(recur::impl::text::Sample(logits, n, so, rng_state, token));
   });
 }

@@ -17,6 +17,9 @@ Status CheckSamplerOptions(const SamplerOptions& o) {
   if (!(o.top_p > 0 && o.top_p <= 1)) {
     return InvalidArgument("top_p is %g; it must be in (0, 1]", o.top_p);
   }
+  if (!(o.min_p >= 0 && o.min_p <= 1)) {
+    return InvalidArgument("min_p is %g; it must be in [0, 1] (0: none)", o.min_p);
+  }
   return Status::Ok();
 }
 
@@ -134,6 +137,18 @@ Status Sample(const float* logits, size_t n, const SamplerOptions& options, uint
     std::sort(ids.begin(), ids.begin() + kept);
     total = 0;
     for (size_t i = 0; i < kept; ++i) total += weight[ids[i]];
+  }
+  if (options.min_p > 0) {
+    // ids[0, kept) in id order; the highest logit's weight is exp(0) = 1.
+    size_t m = 0;
+    total = 0;
+    for (size_t i = 0; i < kept; ++i) {
+      if (weight[ids[i]] >= options.min_p) {
+        ids[m++] = ids[i];
+        total += weight[ids[i]];
+      }
+    }
+    kept = m;
   }
   const double u = double(SplitMix64(rng_state) >> 11) * 0x1.0p-53;
   const double target = u * total;

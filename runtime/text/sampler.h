@@ -1,5 +1,5 @@
 // Drawing the next token from a model's logits (recur.h "sampling"):
-// greedy, temperature, top-k and top-p, with splitmix64 as the random source,
+// greedy, temperature, top-k, top-p and min-p, with splitmix64 as the random source,
 // so that a seed gives the same tokens on every platform; and the penalties
 // on tokens seen before that runtimes apply to the logits first.
 #ifndef RECUR_TEXT_SAMPLER_H_
@@ -16,6 +16,7 @@ struct SamplerOptions {
   double temperature = 0;  // 0: greedy
   uint32_t top_k = 0;      // 0: all
   double top_p = 1;        // (0, 1]
+  double min_p = 0;        // [0, 1]; 0: none
 };
 
 // InvalidArgument naming the option that is out of range.

@@ -1,5 +1,6 @@
 // recur_sample (recur.h "sampling"): the greedy cases, reproducibility by
-// seed, the distribution against the softmax (chi-square with a fixed seed),
+// seed, the distribution against the softmax (chi-square with a fixed seed;
+// top_k, top_p and min_p),
 // every error, and generation that resumes exactly from a saved state.
 #include <doctest/doctest.h>
 
@@ -19,6 +20,13 @@ recur_sampler_options Options(float temperature, uint32_t top_k = 0, float top_p
   o.temperature = temperature;
   o.top_k = top_k;
   o.top_p = top_p;
+  return o;
+}
+
+// Temperature 1 and min_p.
+recur_sampler_options MinP(float min_p) {
+  recur_sampler_options o = Options(1.0f);
+  o.min_p = min_p;
   return o;
 }
 
@@ -135,6 +143,51 @@ TEST_CASE("sampler: the draws follow the softmax (chi-square, fixed seed)") {
   CHECK(ChiSquare(top3, p3, n) < 20);  // 2 degrees of freedom: P(> 20) < 1e-4
 }
 
+TEST_CASE(
+    "sampler: min_p keeps the tokens at least min_p times the most likely, after temperature") {
+  const int n = 100000;
+  uint64_t rng = 77;
+  // Temperature 1, min_p 0.2: the weights after 5 (1) are e^-1 (0), e^-1.5 = 0.22 (1),
+  // e^-1.8 = 0.17 (6): 5, 0 and 1 stay, renormalised.
+  recur_sampler_options o = Options(1.0f);
+  o.min_p = 0.2f;
+  std::vector<int> counts(kLogits.size(), 0);
+  for (int i = 0; i < n; ++i) ++counts[Draw(kLogits, o, &rng)];
+  std::vector<double> p(kLogits.size(), 0.0);
+  const double w5 = 1.0, w0 = std::exp(-1.0), w1 = std::exp(-1.5);
+  p[5] = w5 / (w5 + w0 + w1);
+  p[0] = w0 / (w5 + w0 + w1);
+  p[1] = w1 / (w5 + w0 + w1);
+  CHECK(ChiSquare(counts, p, n) < 20);  // 2 degrees of freedom: P(> 20) < 1e-4
+  // Temperature 2: every weight but 7's (e^-2 = 0.14) is at least 0.2 (4's: e^-1.5).
+  o.temperature = 2.0f;
+  std::vector<int> warm(kLogits.size(), 0);
+  for (int i = 0; i < n; ++i) ++warm[Draw(kLogits, o, &rng)];
+  std::vector<double> p2 = Softmax(kLogits, 2.0);
+  const double rest = 1.0 - p2[7];
+  p2[7] = 0;
+  for (double& x : p2) x /= rest;
+  CHECK(ChiSquare(warm, p2, n) < 30);  // 6 degrees of freedom: P(> 30) < 1e-4
+  // With top_k 3 (5, 0, 1), min_p 0.5 keeps only 5; min_p 1 keeps the ties with the highest.
+  o = Options(1.0f, 3);
+  o.min_p = 0.5f;
+  for (int i = 0; i < 100; ++i) CHECK(Draw(kLogits, o, &rng) == 5);
+  o = Options(5.0f);
+  o.min_p = 1.0f;
+  const std::vector<float> tied = {0.0f, 3.0f, 3.0f, 2.999f};
+  std::vector<int> ties(tied.size(), 0);
+  for (int i = 0; i < 1000; ++i) ++ties[Draw(tied, o, &rng)];
+  CHECK(ties[0] + ties[3] == 0);
+  CHECK(ties[1] > 400);
+  CHECK(ties[2] > 400);
+  // min_p 0 is the default: the same draws as without it.
+  uint64_t a = 5, b = 5;
+  o = Options(1.5f, 0, 0.9f);
+  recur_sampler_options zero = o;
+  zero.min_p = 0.0f;
+  CHECK(Draws(kLogits, o, a, 200) == Draws(kLogits, zero, b, 200));
+}
+
 TEST_CASE("sampler: a large vocabulary with top_p ranks past the first prefix") {
   // 1000 tokens of nearly equal logits: top_p 0.5 keeps some 500 of them, more
   // than the first prefix the ranking tries, and only the 500 highest.
@@ -166,6 +219,9 @@ TEST_CASE("sampler: bad options and logits are errors that name them") {
       {kLogits, Options(1.0f, 0, 1.5f), "top_p is 1.5; it must be in (0, 1]"},
       {kLogits, Options(1.0f, 0, -0.1f), "top_p is -0.1"},
       {kLogits, Options(1.0f, 0, nan), "top_p is nan"},
+      {kLogits, MinP(1.5f), "min_p is 1.5; it must be in [0, 1]"},
+      {kLogits, MinP(-0.1f), "min_p is -0.1"},
+      {kLogits, MinP(nan), "min_p is nan"},
       {{1.0f, nan, 0.0f}, Options(1.0f), "logit 1 is NaN"},
       {{1.0f, 0.0f, inf}, Options(0), "logit 2 is +inf"},
       {{-inf, -inf}, Options(1.0f), "every one of the 2 logits is -inf"},
@@ -198,6 +254,12 @@ TEST_CASE("sampler: bad options and logits are errors that name them") {
   bad.temperature = 0;
   CHECK(recur_sample(kLogits.data(), kLogits.size(), &bad, &rng, &token) == RECUR_OK);
   CHECK(token == 5);
+  // One from before min_p: min_p reads as 0 (a min_p of 1 in the caller's memory past it
+  // would keep only token 5).
+  recur_sampler_options older = MinP(1.0f);
+  older.struct_size = offsetof(recur_sampler_options, min_p);
+  uint64_t a = 11, b = 11;
+  CHECK(Draws(kLogits, older, a, 100) == Draws(kLogits, Options(1.0f), b, 100));
 }
 
 namespace {

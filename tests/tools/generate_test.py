@@ -16,6 +16,8 @@ MODELS_DIR holds make_text_models' models. CASE:
   penalties            a large presence penalty: greedy draws no token twice
                        (over the last N with --penalty-last-n), where
                        greedy alone repeats; options out of range refused
+  min_p                --min-p 1 draws the greedy tokens at any temperature,
+                       --min-p 0.01 others; out of range refused
 """
 
 import os
@@ -133,5 +135,20 @@ elif case == "penalties":
         if p.returncode == 0 or message not in err:
             sys.exit(f"{option} {value}: exit {p.returncode}, {err!r}")
         print(f"{option} {value} refused: {err.strip()}")
+elif case == "min_p":
+    plain = ids(run("-p", "hello", "-n", "20", *greedy)[0])
+    hot = ["--print-ids", "--temperature", "3", "--top-p", "1", "--seed", "4"]
+    check("--min-p 1 at temperature 3 vs greedy",
+          ids(run("-p", "hello", "-n", "20", *hot, "--min-p", "1")[0]), plain)
+    loose = ids(run("-p", "hello", "-n", "20", *hot, "--min-p", "0.01")[0])
+    if loose == plain:
+        sys.exit(f"--min-p 0.01 at temperature 3 drew the greedy tokens: {loose}")
+    print(f"--min-p 1: the greedy tokens; --min-p 0.01: {loose}")
+    p = subprocess.run([exe, model, "-p", "hello", "-n", "4", "--min-p", "1.5"],
+                       capture_output=True)
+    err = p.stderr.decode(errors="replace")
+    if p.returncode == 0 or "min_p is 1.5" not in err:
+        sys.exit(f"--min-p 1.5: exit {p.returncode}, {err!r}")
+    print(f"--min-p 1.5 refused: {err.strip()}")
 else:
     sys.exit(f"unknown case {case}")

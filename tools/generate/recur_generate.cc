@@ -3,7 +3,7 @@
 // session's state; --chat keeps the state from turn to turn.
 //
 //   recur-generate MODEL.recur --prompt TEXT -n N [--temperature T] [--top-k K]
-//                  [--top-p P] [--repeat-penalty R] [--presence-penalty P]
+//                  [--top-p P] [--min-p M] [--repeat-penalty R] [--presence-penalty P]
 //                  [--frequency-penalty F] [--penalty-decay D] [--penalty-last-n N]
 //                  [--seed S] [--threads T] [--stop TEXT]
 //                  [--state-in FILE] [--state-out FILE] [--state-after-prompt]
@@ -277,7 +277,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Generate text with a recur model that carries a vocabulary"};
   std::string model_path, prompt, state_in, state_out, stop, chat_template;
   size_t n = 100;
-  float temperature = 1.0f, top_p = 0.85f;
+  float temperature = 1.0f, top_p = 0.85f, min_p = 0.0f;
   float repeat_penalty = 1.0f, presence_penalty = 0.0f, frequency_penalty = 0.0f,
         penalty_decay = 1.0f;
   size_t penalty_last_n = 0;
@@ -297,6 +297,10 @@ int main(int argc, char** argv) {
   app.add_option("--top-p", top_p,
                  "Draw from the fewest most likely tokens holding this probability, in (0, 1]")
       ->default_val(0.85);
+  app.add_option("--min-p", min_p,
+                 "Draw from the tokens at least M times as likely as the most likely one only, "
+                 "in [0, 1]; 0: all")
+      ->default_val(0.0);
   app.add_option("--repeat-penalty", repeat_penalty,
                  "Divide a positive logit of a token drawn before by R, multiply a negative one "
                  "(llama.cpp's); 1: none")
@@ -360,6 +364,7 @@ int main(int argc, char** argv) {
   sampler.temperature = temperature;
   sampler.top_k = top_k;
   sampler.top_p = top_p;
+  sampler.min_p = min_p;
   {
     // The library checks the options: a draw from one logit.
     const float zero = 0;

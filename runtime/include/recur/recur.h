@@ -249,6 +249,8 @@ typedef struct recur_sampler_options {
   uint32_t top_k;     /* keep only the top_k highest logits; 0 = all of them */
   float top_p;        /* nucleus: keep only the fewest highest logits whose probabilities add
                          up to at least top_p, in (0, 1]; 0 = 1 (keep all) */
+  float min_p;        /* keep only the tokens whose probability is at least min_p times the
+                         most likely token's, in [0, 1]; 0 = keep all (the default) */
 } recur_sampler_options;
 
 /* recur_sampler_options with struct_size = sizeof(recur_sampler_options) and
@@ -284,7 +286,12 @@ RECUR_INLINE recur_sampler_options recur_sampler_options_default(void) {
  *  4. top_p < 1 keeps the shortest prefix of that ranking whose weights,
  *     added in rank order, reach top_p * W (at least one token), and W
  *     becomes their sum in id order.
- *  5. u = (splitmix64(rng_state) >> 11) * 2^-53, in [0, 1); the token drawn
+ *  5. min_p > 0 keeps, of those, the tokens whose weight is at least min_p
+ *     (the highest logit's weight is 1, so it stays), and W becomes their
+ *     sum in id order. As Hugging Face's MinPLogitsWarper, after the
+ *     temperature; llama.cpp's min-p sampler, which its default chain runs
+ *     before the temperature, keeps the tokens this keeps at temperature 1.
+ *  6. u = (splitmix64(rng_state) >> 11) * 2^-53, in [0, 1); the token drawn
  *     is the first kept token, in id order, at which the running sum of the
  *     kept weights exceeds u * W.
  *
