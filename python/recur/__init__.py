@@ -29,7 +29,7 @@ __all__ = [
     "Model", "Session", "Tokenizer", "Status", "Error", "InvalidArgument", "InvalidModel",
     "Unsupported", "IoError", "OutOfMemory", "OutOfRange", "InvalidState", "Internal", "backends",
     "dtypes", "layouts", "max_threads", "simd_target", "version", "convert", "Generation",
-    "stream_text",
+    "stream_text", "sample", "apply_penalties",
 ]
 
 __version__ = "0.1.0"
@@ -59,6 +59,44 @@ def stream_text(tokenizer, ids, errors="replace"):
 def version():
     """The runtime library's version, "MAJOR.MINOR.PATCH"."""
     return _recur.version()
+
+
+def _logits_row(logits, call):
+    row = _float32(logits)
+    if row.ndim != 1:
+        raise InvalidArgument(f"{call}: logits must be one row (1-D), got shape {row.shape}",
+                              int(Status.INVALID_ARGUMENT))
+    return row
+
+
+def sample(logits, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, rng_state=0):
+    """Draws a token id from one row of logits with the library's sampler
+    (recur_sample: temperature 0 or top_k 1 greedy; top_k 0 all tokens; top_p in
+    (0, 1]; min_p in [0, 1]) and returns (id, rng_state): pass the returned
+    rng_state to the next draw, as Session.generate does, so a seed gives the
+    same ids on every platform.
+
+        logits = s.step(np.array([token], np.int32))[0]
+        token, rng = recur.sample(logits, temperature=0.8, top_p=0.9, rng_state=rng)
+    """
+    return _recur._sample(_logits_row(logits, "sample"), float(temperature), int(top_k),
+                          float(top_p), float(min_p), int(rng_state))
+
+
+def apply_penalties(logits, recent, repeat_penalty=1.0, presence_penalty=0.0,
+                    frequency_penalty=0.0, penalty_decay=1.0):
+    """One row of logits with the penalties on the token ids in `recent` (oldest
+    first) applied as recur_apply_penalties applies them (docs/generate.md
+    "Penalties"); returns a new float32 array, the input unchanged."""
+    row = _logits_row(logits, "apply_penalties").copy()
+    ids = _np.asarray(recent)
+    if ids.size and (ids.dtype.kind not in "iu" or ids.min() < -2**31 or ids.max() >= 2**31):
+        raise InvalidArgument("apply_penalties: recent must hold int32 token ids",
+                              int(Status.INVALID_ARGUMENT))
+    ids = _np.ascontiguousarray(ids.reshape(-1), dtype=_np.int32)
+    _recur._apply_penalties(row, ids, float(repeat_penalty), float(presence_penalty),
+                            float(frequency_penalty), float(penalty_decay))
+    return row
 
 
 class Status(_enum.IntEnum):

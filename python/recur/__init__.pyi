@@ -1,7 +1,7 @@
 # Type stubs of the package recur (python/src/recur_py.cc holds the full docstrings).
 import enum
 import os
-from typing import Iterable, Iterator, Literal, Mapping, Optional, Sequence, Union
+from typing import Iterable, Iterator, Literal, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -174,5 +174,23 @@ class Generation(Iterator[int]):
     @property
     def rng_state(self) -> int: ...
 
+def sample(
+    logits: _Array,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    rng_state: int = 0,
+) -> Tuple[int, int]:
+    """One token id drawn from one row of logits, and the next rng_state."""
+def apply_penalties(
+    logits: _Array,
+    recent: Sequence[int],
+    repeat_penalty: float = 1.0,
+    presence_penalty: float = 0.0,
+    frequency_penalty: float = 0.0,
+    penalty_decay: float = 1.0,
+) -> npt.NDArray[np.float32]:
+    """The logits with the penalties on the ids in recent; a new array."""
 def stream_text(tokenizer: Tokenizer, ids: Iterable[int], errors: str = "replace") -> Iterator[str]:
     """The text of ids as they come, whole UTF-8 characters only."""

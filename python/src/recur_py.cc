@@ -871,6 +871,49 @@ NB_MODULE(_recur, m) {
         "recur.convert's engine (converter/convert.h); use recur.convert.");
   m.def("_write_safetensors", &WriteSafetensors, nb::arg("path"), nb::arg("tensors"),
         "recur.convert's writer of array weights; use recur.convert.");
+  m.def(
+      "_sample",
+      [](nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu> logits,
+         float temperature, uint32_t top_k, float top_p, float min_p, uint64_t rng_state) {
+        if (!(top_p > 0)) {  // 0 would read as the default
+          RaiseInvalid("sample: top_p is " + std::to_string(top_p) + "; it must be in (0, 1]");
+        }
+        recur_sampler_options o = recur_sampler_options_default();
+        o.temperature = temperature;
+        o.top_k = top_k;
+        o.top_p = top_p;
+        o.min_p = min_p;
+        int32_t token = 0;
+        Result r;
+        {
+          nb::gil_scoped_release unlocked;
+          r = Capture(recur_sample(logits.data(), logits.shape(0), &o, &rng_state, &token));
+        }
+        r.Check();
+        return nb::make_tuple(token, rng_state);
+      },
+      nb::arg("logits"), nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"),
+      nb::arg("min_p"), nb::arg("rng_state"), "recur.sample's engine (recur_sample).");
+  m.def(
+      "_apply_penalties",
+      [](nb::ndarray<float, nb::ndim<1>, nb::c_contig, nb::device::cpu> logits,
+         nb::ndarray<const int32_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> recent,
+         float repeat, float presence, float frequency, float decay) {
+        if (!(repeat > 0) || !(decay > 0)) {  // 0 would read as the default
+          RaiseInvalid("apply_penalties: repeat_penalty and penalty_decay must be > 0");
+        }
+        recur_penalty_options o = recur_penalty_options_default();
+        o.repeat = repeat;
+        o.presence = presence;
+        o.frequency = frequency;
+        o.decay = decay;
+        Capture(recur_apply_penalties(logits.data(), logits.shape(0), recent.data(),
+                                      recent.shape(0), &o))
+            .Check();
+      },
+      nb::arg("logits"), nb::arg("recent"), nb::arg("repeat"), nb::arg("presence"),
+      nb::arg("frequency"), nb::arg("decay"),
+      "recur.apply_penalties's engine (recur_apply_penalties), in place.");
   m.def("status_string", [](int status) {
     return std::string(recur_status_string(static_cast<recur_status>(status)));
   }, nb::arg("status"), "The name of a status code (\"RECUR_INVALID_MODEL\").");

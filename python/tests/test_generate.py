@@ -1,6 +1,8 @@
 """Session.generate and recur.stream_text: greedy equals the argmax of step's
 logits, a seed gives the same ids, the session holds what was generated, stop
-texts, the penalties on ids drawn before, and every error.
+texts, the penalties on ids drawn before, recur.sample and
+recur.apply_penalties in a loop of steps giving generate's ids, and every
+error.
 
 Needs RECUR_TEST_MODELS (tests/python/make_models.sh); CTest's python.pytest sets it.
 """
@@ -146,6 +148,71 @@ def test_penalties_as_recur_h_says(model):
                                   frequency_penalty=kw["frequency"],
                                   penalty_decay=kw["decay"], penalty_last_n=kw["last_n"]))
         assert got == expected, kw
+
+
+def test_sample_and_apply_penalties_by_steps_give_generate_ids(model):
+    prompt = recur.Tokenizer(model).encode("ho ho")
+    options = dict(temperature=1.5, top_k=0, top_p=0.9, min_p=0.05)
+    for repeat, presence in [(1.0, 0.0), (1.4, 0.3)]:
+        # The first seed whose generation is 5 ids or more (the end of text may come early).
+        for seed in range(1, 100):
+            with model.session() as s:
+                g = s.generate("ho ho", 20, seed=seed, repeat_penalty=repeat,
+                               presence_penalty=presence, **options)
+                ids = list(g)
+                if len(ids) >= 5:
+                    break
+        assert len(ids) >= 5
+        with model.session() as s:
+            s.prefill(np.array([prompt[:-1]], np.int32), outputs=False)
+            y = s.step(np.array([prompt[-1]], np.int32))[0]
+            rng, drawn = seed, []
+            for _ in range(20):
+                logits = recur.apply_penalties(y[:12], drawn, repeat_penalty=repeat,
+                                               presence_penalty=presence)
+                t, rng = recur.sample(logits, rng_state=rng, **options)
+                drawn.append(t)
+                y = s.step(np.array([t], np.int32))[0]
+                if t == 0:
+                    break
+        assert [t for t in drawn if t != 0] == ids
+        assert g.rng_state == rng
+
+
+def test_sample_and_apply_penalties_as_recur_h_says():
+    # Greedy: the argmax, the rng state untouched.
+    assert recur.sample([0.5, 2.0, 2.0, -1.0], temperature=0, rng_state=9) == (1, 9)
+    # One draw advances splitmix64's state by its constant; a single token is drawn.
+    assert recur.sample([1.5], rng_state=0) == (0, 0x9E3779B97F4A7C15)
+    # The penalties in float64, rounded once (recur.h), the input left as it was.
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=16).astype(np.float32)
+    before = logits.copy()
+    recent = [3, 5, 3, 9, 3]
+    got = recur.apply_penalties(logits, recent, repeat_penalty=1.25, presence_penalty=0.25,
+                                frequency_penalty=0.5, penalty_decay=0.75)
+    want = logits.astype(np.float64)
+    for t in set(recent):
+        c = sum(0.75 ** (len(recent) - 1 - i) for i, r in enumerate(recent) if r == t)
+        want[t] = want[t] / 1.25 if want[t] > 0 else want[t] * 1.25
+        want[t] -= 0.5 * c + 0.25
+    assert got.dtype == np.float32
+    assert np.array_equal(got, want.astype(np.float32))
+    assert np.array_equal(logits, before)
+    with pytest.raises(recur.InvalidArgument, match="one row"):
+        recur.sample(np.zeros((2, 3)))
+    with pytest.raises(recur.InvalidArgument, match=r"top_p is 0.0+; it must be in \(0, 1\]"):
+        recur.sample([1.0, 2.0], top_p=0)
+    with pytest.raises(recur.InvalidArgument, match=r"min_p is 2; it must be in \[0, 1\]"):
+        recur.sample([1.0, 2.0], min_p=2)
+    with pytest.raises(recur.InvalidArgument, match="logit 1 is NaN"):
+        recur.sample([1.0, float("nan")])
+    with pytest.raises(recur.InvalidArgument, match=r"recent token 1 is 4; it must be in \[0, 2\)"):
+        recur.apply_penalties([1.0, 2.0], [1, 4])
+    with pytest.raises(recur.InvalidArgument, match="int32 token ids"):
+        recur.apply_penalties([1.0, 2.0], [0.5])
+    with pytest.raises(recur.InvalidArgument, match="repeat_penalty and penalty_decay"):
+        recur.apply_penalties([1.0, 2.0], [1], repeat_penalty=0)
 
 
 def test_errors(model):
