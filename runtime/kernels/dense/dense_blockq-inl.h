@@ -17,7 +17,8 @@
 // The portable form is written in Highway operations, the same on every
 // target; on x86 from AVX2 the types of a Q4_K_M, Q4_0 or Q8_0 file run
 // forms of ggml's own operations (X86Rows, with the named operations of
-// isa::x256), Q5_K the portable one. Batches of q4_k, q6_k and q8_0 rows
+// isa::x256; on AVX-512 q4_k, q6_k, and with VNNI q8_0, 512-bit forms of
+// them), Q5_K the portable one. Batches of q4_k, q6_k and q8_0 rows
 // on AVX-512 with VNNI run the GEMM of dense_blockq_gemm-inl.h.
 #if defined(RECUR_KERNELS_DENSE_DENSE_BLOCKQ_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef RECUR_KERNELS_DENSE_DENSE_BLOCKQ_INL_H_
@@ -353,6 +354,13 @@ HWY_INLINE void BlockScales(const uint16_t* HWY_RESTRICT scales, const float* HW
     const auto h = hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(scales + k));
     hn::StoreU(hn::Mul(hn::PromoteTo(df, h), hn::LoadU(df, d + k)), df, dd + k);
   }
+  // A row of 768 inputs has 24 blocks: 16 and then 8 on AVX-512.
+  const hn::CappedTag<float, 8> df8;
+  const hn::Rebind<hwy::float16_t, decltype(df8)> dh8;
+  for (; k + hn::Lanes(df8) <= blocks; k += hn::Lanes(df8)) {
+    const auto h = hn::LoadU(dh8, reinterpret_cast<const hwy::float16_t*>(scales + k));
+    hn::StoreU(hn::Mul(hn::PromoteTo(df8, h), hn::LoadU(df8, d + k)), df8, dd + k);
+  }
   for (; k < blocks; ++k) dd[k] = HalfToF32(scales[k]) * d[k];
 }
 
@@ -530,6 +538,42 @@ HWY_INLINE x512::VecI AddPairProducts(x512::VecI sum, x512::VecI a, x512::VecI b
   }
 }
 
+// Q8_0Row on AVX-512 with VNNI: two blocks a vector, |w| against x with w's
+// signs summed by vpdpbusd into 8 i32 lanes a block, each lane's sum times its
+// block's scale (lanes 0-7 dd[k], 8-15 dd[k + 1]), so no block needs a
+// horizontal sum; an odd last block with the upper half masked off. The codes
+// are prefetched into L2 (isa::PrefetchOnce) 8 KiB ahead, a line (two blocks)
+// at a time.
+HWY_INLINE float Q8_0Row512(const uint8_t* HWY_RESTRICT w, size_t blocks,
+                            const int8_t* HWY_RESTRICT q, const float* HWY_RESTRICT dd) {
+  constexpr size_t kAhead = 8192;
+  const x512::VecI halves = x512::SetI32Halves(0, 1);  // lane j: block j / 8 of the pair
+  // acc + each lane's block sum times its block's scale; scales: 3 for a pair, 1 for a last
+  // block alone (its upper lanes' sums are 0, their scale 0 rather than past dd's end).
+  const auto pair = [&](x512::VecF acc, const x512::VecI wk, const x512::VecI xk, const float* d2,
+                        x512::Mask16 scales) HWY_ATTR {
+    const x512::VecI s = x512::DotU8I8Accumulate(x512::ZeroI(), x512::AbsI8(wk),
+                                                 x512::NegateWhere(x512::NegativeLanes(wk), xk));
+    const x512::VecF scale = x512::PermuteLanes(halves, x512::LoadMasked(scales, d2));
+    return x512::MulAdd(x512::ToF32(s), scale, acc);
+  };
+  x512::VecF acc0 = x512::ZeroF(), acc1 = x512::ZeroF();
+  size_t k = 0;
+  for (; k + 4 <= blocks; k += 4) {
+    isa::PrefetchOnce(w + 32 * k + kAhead);
+    isa::PrefetchOnce(w + 32 * k + 64 + kAhead);
+    acc0 = pair(acc0, x512::LoadU(w + 32 * k), x512::LoadU(q + 32 * k), dd + k, 3);
+    acc1 = pair(acc1, x512::LoadU(w + 32 * k + 64), x512::LoadU(q + 32 * k + 64), dd + k + 2, 3);
+  }
+  for (; k < blocks; k += 2) {
+    const bool two = blocks - k >= 2;
+    const x512::Mask64 m = x512::MaskFromBits(two ? ~uint64_t{0} : 0xFFFFFFFFu);
+    acc0 = pair(acc0, x512::LoadMaskedI8(m, w + 32 * k), x512::LoadMaskedI8(m, q + 32 * k), dd + k,
+                two ? 3 : 1);
+  }
+  return x512::SumOfLanes(x512::Add(acc0, acc1));
+}
+
 template <bool kVnni>
 HWY_INLINE float Q4KRow512(const uint8_t* HWY_RESTRICT w, size_t blocks,
                            const int8_t* HWY_RESTRICT xo, const float* HWY_RESTRICT d,
@@ -632,7 +676,7 @@ HWY_INLINE bool X86Rows(size_t rows, const QuantizedRows& a, const DenseWeights&
   HWY_ALIGN float dd[kQBytes / 32];
 #if RECUR_ISA_AVX3
   const bool wide = w.type == WeightType::kQ4_K || w.type == WeightType::kQ6_K;
-  const bool vnni = wide && Avx512VnniEnabled();
+  const bool vnni = Avx512VnniEnabled();
   Prepared512 prepared;
   if (wide) Prepare512(w.type, rows, a, in, &prepared);
 #endif
@@ -644,6 +688,13 @@ HWY_INLINE bool X86Rows(size_t rows, const QuantizedRows& a, const DenseWeights&
       if (w.group_scales != nullptr) BlockScales(w.group_scales + o * blocks, d, blocks, dd);
       float mins = 0.0f, s = 0.0f;
 #if RECUR_ISA_AVX3
+      if (w.type == WeightType::kQ8_0 && vnni) {
+        s = Q8_0Row512(row, blocks, q, dd);
+        if (w.bias != nullptr) s += w.bias[o];
+        float& yo = y[r * y_stride + o];
+        yo = accumulate ? yo + s : s;
+        continue;
+      }
       if (wide) {
         const int16_t* sums = prepared.sums + r * (in / (w.type == WeightType::kQ4_K ? 32 : 16));
         if (w.type == WeightType::kQ4_K) {

@@ -36,6 +36,10 @@ HWY_INLINE VecI ZeroI() { return _mm512_setzero_si512(); }
 HWY_INLINE VecF ZeroF() { return _mm512_setzero_ps(); }
 HWY_INLINE VecI SetI8(int8_t v) { return _mm512_set1_epi8(v); }
 HWY_INLINE VecI SetI32(int32_t v) { return _mm512_set1_epi32(v); }
+// i32 lanes 0..7 = lo, 8..15 = hi.
+HWY_INLINE VecI SetI32Halves(int32_t lo, int32_t hi) {
+  return _mm512_mask_set1_epi32(_mm512_set1_epi32(lo), 0xFF00, hi);
+}
 HWY_INLINE VecF SetF32(float v) { return _mm512_set1_ps(v); }
 // i32 lane l = 4k + l / 4: lanes 0..3 take k's first index, 4..7 the next...
 // (for PermuteLanes: one value per 128-bit block).
