@@ -544,8 +544,9 @@ HWY_INLINE x512::VecI AddPairProducts(x512::VecI sum, x512::VecI a, x512::VecI b
 // horizontal sum; an odd last block with the upper half masked off. The codes
 // are prefetched into L2 (isa::PrefetchOnce) 8 KiB ahead, a line (two blocks)
 // at a time.
-HWY_INLINE float Q8_0Row512(const uint8_t* HWY_RESTRICT w, size_t blocks,
-                            const int8_t* HWY_RESTRICT q, const float* HWY_RESTRICT dd) {
+// The row's sum as lanes still to be added (Q8_0Rows512 adds 16 rows' at once).
+HWY_INLINE x512::VecF Q8_0Row512(const uint8_t* HWY_RESTRICT w, size_t blocks,
+                                 const int8_t* HWY_RESTRICT q, const float* HWY_RESTRICT dd) {
   constexpr size_t kAhead = 8192;
   const x512::VecI halves = x512::SetI32Halves(0, 1);  // lane j: block j / 8 of the pair
   // acc + each lane's block sum times its block's scale; scales: 3 for a pair, 1 for a last
@@ -571,7 +572,39 @@ HWY_INLINE float Q8_0Row512(const uint8_t* HWY_RESTRICT w, size_t blocks,
     acc0 = pair(acc0, x512::LoadMaskedI8(m, w + 32 * k), x512::LoadMaskedI8(m, q + 32 * k), dd + k,
                 two ? 3 : 1);
   }
-  return x512::SumOfLanes(x512::Add(acc0, acc1));
+  return x512::Add(acc0, acc1);
+}
+
+// The widest q8_0 rows (inputs) that X86Rows runs through Q8_0Rows512: a
+// horizontal sum a row costs most on short rows. dense_bench rows from DRAM
+// (Zen 4, AVX3_VNNI, three rounds): 768 -> 65,536 25.6-25.9 -> 30.2-30.5 GB/s;
+// 1,024 inputs level there, but RWKV-7 0.4B Q8_0 steps (1,024) 3% slower in
+// six alternating rounds; 2,048 and more 3-5% slower.
+inline constexpr size_t kQ8_0RowsTogetherMaxIn = 768;
+
+// X86Rows' q8_0 rows for one activation row on AVX-512 with VNNI: the rows in
+// order, 16 rows' lanes summed together by one tree (LaneSumsOf16) rather than
+// a horizontal sum a row, then bias and y added as X86Rows adds them.
+HWY_INLINE void Q8_0Rows512(const QuantizedRows& a, const DenseWeights& w, size_t blocks,
+                            float* HWY_RESTRICT y, bool accumulate) {
+  const size_t row_bytes = WeightRowBytes(w.type, w.in);
+  HWY_ALIGN float dd[kQBytes / 32];
+  x512::VecF lanes[16];
+  for (size_t o0 = 0; o0 < w.out; o0 += 16) {
+    const size_t n = std::min<size_t>(16, w.out - o0);
+    for (size_t i = 0; i < 16; ++i) {
+      lanes[i] = x512::ZeroF();
+      if (i >= n) continue;
+      const size_t o = o0 + i;
+      BlockScales(w.group_scales + o * blocks, a.d, blocks, dd);
+      lanes[i] = Q8_0Row512(static_cast<const uint8_t*>(w.weight) + o * row_bytes, blocks, a.q, dd);
+    }
+    const x512::Mask16 m = static_cast<x512::Mask16>((uint32_t{1} << n) - 1);
+    x512::VecF s = x512::LaneSumsOf16(lanes);
+    if (w.bias != nullptr) s = x512::Add(s, x512::LoadMasked(m, w.bias + o0));
+    if (accumulate) s = x512::Add(x512::LoadMasked(m, y + o0), s);
+    x512::StoreMasked(y + o0, m, s);
+  }
 }
 
 template <bool kVnni>
@@ -677,6 +710,10 @@ HWY_INLINE bool X86Rows(size_t rows, const QuantizedRows& a, const DenseWeights&
 #if RECUR_ISA_AVX3
   const bool wide = w.type == WeightType::kQ4_K || w.type == WeightType::kQ6_K;
   const bool vnni = Avx512VnniEnabled();
+  if (w.type == WeightType::kQ8_0 && vnni && rows == 1 && in <= kQ8_0RowsTogetherMaxIn) {
+    Q8_0Rows512(a, w, blocks, y, accumulate);
+    return true;
+  }
   Prepared512 prepared;
   if (wide) Prepare512(w.type, rows, a, in, &prepared);
 #endif
@@ -689,7 +726,7 @@ HWY_INLINE bool X86Rows(size_t rows, const QuantizedRows& a, const DenseWeights&
       float mins = 0.0f, s = 0.0f;
 #if RECUR_ISA_AVX3
       if (w.type == WeightType::kQ8_0 && vnni) {
-        s = Q8_0Row512(row, blocks, q, dd);
+        s = x512::SumOfLanes(Q8_0Row512(row, blocks, q, dd));
         if (w.bias != nullptr) s += w.bias[o];
         float& yo = y[r * y_stride + o];
         yo = accumulate ? yo + s : s;
