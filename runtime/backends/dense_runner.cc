@@ -75,10 +75,8 @@ void RunDense(const DenseView& d, const float* x, size_t rows, float* y, bool ac
   }
 }
 
-Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector<size_t> rows,
-                           const char* forced, bool pack_weights, bool narrow_panels,
-                           bool pack_for_steps, kernels::Int8Activations int8, bool from_memory,
-                           ThreadPool* pool, std::unique_ptr<DenseRunner>* out) {
+Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, const char* forced,
+                           DensePlan options, std::unique_ptr<DenseRunner>* out) {
   out->reset();
   const DenseBackend* highway = backends::HighwayBackend();
   const DenseBackend* only = nullptr;
@@ -89,19 +87,17 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
                          backends::CompiledBackendNames().c_str());
     }
   }
+  std::vector<size_t>& rows = options.rows;
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
   rows.erase(std::remove(rows.begin(), rows.end(), size_t{0}), rows.end());
   if (rows.empty()) rows.push_back(1);
   std::unique_ptr<DenseRunner> r(new DenseRunner);
-  r->pool_ = pool;
-  r->int8_ = int8;
-  r->from_memory_ = from_memory;
+  r->pool_ = options.pool;
+  r->int8_ = options.int8;
+  r->from_memory_ = options.weights_from_memory;
   r->rows_ = rows;
-  const size_t threads = pool->threads();
-  // What every layer's plan shares (its accumulate is set per layer group below).
-  const DensePlan options{rows,          false,          pool, pack_weights,
-                          narrow_panels, pack_for_steps, int8, from_memory};
+  const size_t threads = options.pool->threads();
 
   // Layers with the same shape share one measurement.
   std::map<ShapeKey, std::vector<const DenseLayerUse*>> groups;
@@ -154,7 +150,7 @@ Status DenseRunner::Create(const std::vector<DenseLayerUse>& layers, std::vector
         std::vector<double> best(rows.size(), 1e30);
         for (const DenseBackend* b : backends::CompiledBackends()) {
           if (!b->Supports(first) || b->allocates_in_run()) continue;
-          if (!pack_weights && b->always_copies_weights()) continue;
+          if (!options.pack_weights && b->always_copies_weights()) continue;
           std::unique_ptr<PreparedDense> op;
           if (!b->Prepare(first, plan, &op).ok()) continue;  // e.g. no XNNPACK for this CPU
           for (size_t i : todo) {

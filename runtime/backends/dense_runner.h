@@ -25,21 +25,18 @@ struct DenseLayerUse {
 
 class DenseRunner {
  public:
-  // Prepares every layer for the planned row counts `rows` (the session's
-  // full calls: batch for Step, batch × chunk for Prefill). With `forced`
-  // null or empty, each (layer shape, row count) gets the backend that runs
-  // it fastest, timed here on scratch inputs (results are cached per process
-  // by shape, row count and threads), among the backends whose Run does not
-  // allocate (so not onednn); otherwise the named backend runs every layer it
+  // Prepares every layer for the plan every layer shares (`plan`: its rows,
+  // the planned row counts, are the session's full calls: batch for Step,
+  // batch × chunk for Prefill, in any order, 0 dropped; its accumulate is
+  // set per layer; its pool runs every op). With `forced` null or empty,
+  // each (layer shape, row count) gets the backend that runs it fastest,
+  // timed here on scratch inputs (results are cached per process by shape,
+  // row count, threads and plan), among the backends whose Run does not
+  // allocate (so not onednn) and, without plan.pack_weights, that do not
+  // always copy weights; otherwise the named backend runs every layer it
   // supports and highway the rest.
-  // pack_weights: DensePlan::pack_weights (with it unset, the automatic
-  // choice also skips backends that always copy weights). narrow_panels:
-  // DensePlan::narrow_panels. pack_for_steps: DensePlan::pack_for_steps. int8: DensePlan::int8, how
-  // highway runs int8 layers. from_memory: DensePlan::weights_from_memory.
-  static Status Create(const std::vector<DenseLayerUse>& layers, std::vector<size_t> rows,
-                       const char* forced, bool pack_weights, bool narrow_panels,
-                       bool pack_for_steps, kernels::Int8Activations int8, bool from_memory,
-                       ThreadPool* pool, std::unique_ptr<DenseRunner>* out);
+  static Status Create(const std::vector<DenseLayerUse>& layers, const char* forced,
+                       backends::DensePlan plan, std::unique_ptr<DenseRunner>* out);
 
   // y = x·Wᵀ + b (+ y) for `rows` rows of layer `d` with its chosen op: the
   // one planned for the smallest planned count ≥ rows, else the largest.

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <utility>
 
 #include "backends/dense_op.h"
 #include "core/platform.h"
@@ -322,14 +323,16 @@ void Session::InitBuffers() {
 
 Status Session::PrepareDense() {
   // Full calls: Step (batch rows) and Prefill's whole chunks (batch × chunk).
-  const bool pack = weight_packing_ == 2 || (weight_packing_ == 0 && batch_ >= backends::kPackedMinRows);
-  const bool narrow_panels = weight_packing_ == 0 && weight_bytes_ > kNarrowPanelWeightBytes;
-  const bool pack_for_steps = weight_packing_ != 1;
-  const bool from_memory = weight_bytes_ > platform::LastLevelCacheBytes();
-  return DenseRunner::Create(model_->dense_layers, {batch_, batch_ * chunk_}, backend_.c_str(),
-                             pack, narrow_panels, pack_for_steps,
-                             static_cast<kernels::Int8Activations>(int8_activations_), from_memory,
-                             pool_, &dense_);
+  backends::DensePlan plan;
+  plan.rows = {batch_, batch_ * chunk_};
+  plan.pool = pool_;
+  plan.pack_weights =
+      weight_packing_ == 2 || (weight_packing_ == 0 && batch_ >= backends::kPackedMinRows);
+  plan.narrow_panels = weight_packing_ == 0 && weight_bytes_ > kNarrowPanelWeightBytes;
+  plan.pack_for_steps = weight_packing_ != 1;
+  plan.int8 = static_cast<kernels::Int8Activations>(int8_activations_);
+  plan.weights_from_memory = weight_bytes_ > platform::LastLevelCacheBytes();
+  return DenseRunner::Create(model_->dense_layers, backend_.c_str(), std::move(plan), &dense_);
 }
 
 Status Session::CheckInput(const int32_t* tokens, const float* features, size_t count,

@@ -538,16 +538,17 @@ HWY_INLINE x512::VecI AddPairProducts(x512::VecI sum, x512::VecI a, x512::VecI b
   }
 }
 
-// Q8_0Row on AVX-512 with VNNI: two blocks a vector, |w| against x with w's
-// signs summed by vpdpbusd into 8 i32 lanes a block, each lane's sum times its
-// block's scale (lanes 0-7 dd[k], 8-15 dd[k + 1]), so no block needs a
-// horizontal sum; an odd last block with the upper half masked off. The codes
-// are prefetched into L2 (isa::PrefetchOnce) 8 KiB ahead, a line (two blocks)
-// at a time.
-// The row's sum as lanes still to be added (Q8_0Rows512 adds 16 rows' at once).
+// Q8_0Row on AVX-512 with VNNI, its sum as lanes still to be added (one
+// horizontal sum, or Q8_0Rows512's tree for 16 rows): two blocks a vector,
+// |w| against x with w's signs summed by vpdpbusd into 8 i32 lanes a block,
+// each lane's sum times its block's scale (lanes 0-7 dd[k], 8-15 dd[k + 1]),
+// so no block needs a horizontal sum; an odd last block with the upper half
+// masked off. The codes are prefetched into L2 (isa::PrefetchOnce) as the
+// GEMM's single rows prefetch theirs (blockq_gemm::kStreamAhead), a line (two
+// blocks) at a time.
 HWY_INLINE x512::VecF Q8_0Row512(const uint8_t* HWY_RESTRICT w, size_t blocks,
                                  const int8_t* HWY_RESTRICT q, const float* HWY_RESTRICT dd) {
-  constexpr size_t kAhead = 8192;
+  constexpr size_t kAhead = blockq_gemm::kStreamAhead;
   const x512::VecI halves = x512::SetI32Halves(0, 1);  // lane j: block j / 8 of the pair
   // acc + each lane's block sum times its block's scale; scales: 3 for a pair, 1 for a last
   // block alone (its upper lanes' sums are 0, their scale 0 rather than past dd's end).
